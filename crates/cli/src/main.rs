@@ -1,0 +1,36 @@
+//! `ullstack`: the command-line face of the project. Argument parsing and dispatch only; every
+//! subcommand's work lives in its crate (`sim`, `server`, `client`).
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod serve;
+mod sim;
+
+/// Latency QoS on ultra-low-latency NVMe flash: simulate the whole I/O path, serve remote flash
+/// with per-tenant SLOs, and benchmark it.
+#[derive(Parser, Debug)]
+#[command(name = "ullstack", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a deterministic simulation (device-level with --device/--job, or a full system).
+    Sim(sim::SimArgs),
+    /// Serve remote flash over the ullstack protocol and NBD, with per-tenant QoS.
+    Serve(serve::ServeArgs),
+    /// Generate load against a running `ullstack serve` and report per-tenant latency.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Sim(args) => sim::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}
