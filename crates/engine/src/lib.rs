@@ -1,1 +1,22 @@
-//! engine
+//! The simulation engine: the few things every model in ullstack shares.
+//!
+//! - [`SimTime`]: simulated time as integer nanoseconds, printed readably (`12.6µs`).
+//! - [`EventQueue`]: a priority queue of timestamped events with a deterministic tie-break
+//!   (events at equal times pop in the order they were scheduled), built for tens of millions
+//!   of events per second.
+//! - [`rng`]: random streams derived from `(run seed, component name)`, so adding a component
+//!   never perturbs the draws of another and one seed reproduces a whole run.
+//! - [`stats`]: HDR latency histograms summarised at the percentiles storage papers quote
+//!   (p50 … p99.999, max) and plain counters.
+//!
+//! Nothing here knows about storage; the models (`device`, `host`) build on it.
+
+pub mod queue;
+pub mod rng;
+pub mod stats;
+pub mod time;
+
+pub use queue::EventQueue;
+pub use rng::{stream, SimRng};
+pub use stats::{LatencyHistogram, LatencySummary};
+pub use time::SimTime;
