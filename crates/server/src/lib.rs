@@ -1,1 +1,5 @@
-//! server
+//! server (essay to come)
+pub mod backend;
+pub mod buf;
+pub mod config;
+pub mod tenant;

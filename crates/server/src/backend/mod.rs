@@ -1,0 +1,195 @@
+//! Storage backends: where a volume's bytes live.
+//!
+//! # What it implements
+//! A volume is served by one backend kind: `memory` (sparse RAM), `file` (a file or block device
+//! through io_uring) or `emulated` (the SSD model of crate `device`, advanced by the wall clock).
+//! The dataplane sees them all through one interface, [`Backend`], which fits both a backend that
+//! finishes a request inside `submit` (memory) and one whose completions arrive later and are
+//! polled from the worker loop (io_uring; the two-clock device model).
+//!
+//! # Design
+//! A volume is opened once ([`open_volume`] → [`Volume`], shared by all workers: the memory
+//! store, the file descriptors) and then once more per worker ([`Volume::attach`] → a
+//! `Box<dyn Backend>` owned by that worker: its own io_uring). Requests carry an opaque `tag` the
+//! worker uses to find the request again, and *own* their buffer: `submit` takes the [`IoBuf`]
+//! and hands it back with the completion, so a buffer the kernel is DMA-ing into can never be
+//! reused early.
+//!
+//! ```text
+//! worker ──submit(tag, op, buf)──▶ Backend ──Done(completion)──▶ worker   (memory)
+//!                                          └─Pending … poll() ─▶ worker   (io_uring, model)
+//! ```
+//!
+//! Worked example: a 4 KiB READ at byte 8192 on a file volume: the worker takes a 4 KiB buffer
+//! from its pool, calls `submit(tag=17, Read{8192, 4096}, buf)`; the file backend queues a
+//! `Read` SQE with user_data 17 and returns `Pending`. At the end of the step the worker calls
+//! `commit()` (one `io_uring_enter` for all SQEs of the step), and a later `poll()` returns
+//! `Completion { tag: 17, result: Ok(()), buf }` with the data in `buf`.
+//!
+//! Consistency across connections (what NBD's CAN_MULTI_CONN promises): every worker's backend
+//! for a volume writes to the same store or file, and FLUSH is a store-wide `fdatasync` (file) or
+//! a no-op (memory: writes are visible and "durable" once completed), so a FLUSH on any
+//! connection covers every write completed on any connection. [`Caps::multi_conn`] says so.
+//!
+//! # What it leaves out
+//! `emulated`: crate `device` does not expose its two-clock interface yet. The config accepts
+//! the kind and [`open_volume`] refuses it with [`BackendError::Unavailable`]; the trait already
+//! has what it needs ([`Backend::next_event_ns`], [`Backend::poll`] with the time).
+//!
+//! # Config keys
+//! `[[volume]] backend = { kind = "memory", size } | { kind = "file", path, size?, direct } |
+//! { kind = "emulated", preset, size }`, `block_bytes`.
+
+pub mod file;
+pub mod memory;
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use crate::buf::IoBuf;
+use crate::config::{BackendConfig, VolumeConfig};
+
+/// One storage operation, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageOp {
+    /// Fill the buffer (its length) from `offset_bytes`.
+    Read { offset_bytes: u64 },
+    /// Write the buffer at `offset_bytes`; `fua`: durable before completion.
+    Write { offset_bytes: u64, fua: Fua },
+    /// Make every completed write durable.
+    Flush,
+    /// The range may be discarded (reads may then return zeros or old data; we return zeros).
+    Trim { offset_bytes: u64, len_bytes: u64 },
+    /// The range reads back as zeros.
+    WriteZeroes { offset_bytes: u64, len_bytes: u64, fua: Fua },
+}
+
+/// Forced unit access on a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fua {
+    No,
+    Yes,
+}
+
+/// Why a storage operation failed (mapped to the protocol's status codes by the caller).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    #[error("I/O error from the backend: {0}")]
+    Io(i32),
+    #[error("no space left on the backend")]
+    NoSpace,
+    #[error("operation not supported by this backend")]
+    NotSupported,
+}
+
+impl StorageError {
+    /// From a negative errno returned by io_uring or a syscall.
+    pub fn from_errno(errno: i32) -> StorageError {
+        match errno {
+            libc::ENOSPC | libc::EDQUOT => StorageError::NoSpace,
+            libc::EOPNOTSUPP | libc::EINVAL => StorageError::NotSupported,
+            other => StorageError::Io(other),
+        }
+    }
+}
+
+/// A finished operation, with the buffer handed back.
+#[derive(Debug)]
+pub struct Completion {
+    pub tag: u64,
+    pub result: Result<(), StorageError>,
+    pub buf: IoBuf,
+}
+
+/// What `submit` did with a request.
+#[derive(Debug)]
+pub enum Submitted {
+    /// Finished inside `submit` (memory backend, or refused before reaching storage).
+    Done(Completion),
+    /// Queued; its completion comes from a later `poll`.
+    Pending,
+}
+
+/// What a volume's backend can do, advertised truthfully to NBD clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub flush: bool,
+    pub fua: bool,
+    pub trim: bool,
+    pub write_zeroes: bool,
+    /// A FLUSH on one connection covers writes completed on all connections.
+    pub multi_conn: bool,
+    /// Reads of unwritten ranges are fast and return zeros (NBD_FLAG_SEND_FAST_ZERO not used).
+    pub read_only: bool,
+}
+
+/// A backend as one worker sees it.
+pub trait Backend {
+    /// Starts an operation. `buf` holds the write payload or receives the read data (its length
+    /// is the request length); for Flush/Trim/WriteZeroes it is empty.
+    fn submit(&mut self, tag: u64, op: StorageOp, buf: IoBuf) -> Submitted;
+    /// Pushes everything queued since the last call to the device (one syscall per step).
+    fn commit(&mut self) {}
+    /// Collects finished operations into `out`; `now_ns` drives time-based backends.
+    fn poll(&mut self, now_ns: u64, out: &mut Vec<Completion>);
+    /// Operations submitted and not yet returned by `poll`.
+    fn in_flight(&self) -> usize;
+    /// When a time-driven backend next has something to complete (None: not time-driven).
+    fn next_event_ns(&self) -> Option<u64> {
+        None
+    }
+    /// A descriptor that becomes readable when completions are ready (for `epoll`).
+    fn wake_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+/// A volume's backend, shared by all workers.
+pub trait Volume: Send + Sync {
+    fn size_bytes(&self) -> u64;
+    fn caps(&self) -> Caps;
+    /// The backend kind, for logs and metrics labels.
+    fn kind(&self) -> &'static str;
+    /// A per-worker handle (its own io_uring for file volumes).
+    fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError>;
+}
+
+/// Why a volume could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("volume {volume:?}: {path}: {source}")]
+    Open {
+        volume: String,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("volume {volume:?}: {what}")]
+    Invalid { volume: String, what: String },
+    #[error("volume {volume:?}: backend kind \"{kind}\" is not available in this build yet: {why}")]
+    Unavailable {
+        volume: String,
+        kind: &'static str,
+        why: &'static str,
+    },
+    #[error("io_uring setup failed: {0}")]
+    Ring(std::io::Error),
+}
+
+/// Opens a volume's backend as its config describes.
+pub fn open_volume(config: &VolumeConfig) -> Result<Arc<dyn Volume>, BackendError> {
+    match &config.backend {
+        BackendConfig::Memory { size } => Ok(Arc::new(memory::MemoryVolume::new(size.0))),
+        BackendConfig::File { path, size, direct } => Ok(Arc::new(file::FileVolume::open(
+            &config.name,
+            path,
+            size.map(|s| s.0),
+            *direct,
+            config.block_bytes,
+        )?)),
+        BackendConfig::Emulated { .. } => Err(BackendError::Unavailable {
+            volume: config.name.clone(),
+            kind: "emulated",
+            why: "crate `device` does not yet expose its two-clock (submit / next event / advance) interface; use kind = \"memory\" or \"file\"",
+        }),
+    }
+}

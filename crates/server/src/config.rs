@@ -1,0 +1,1004 @@
+//! `server.toml`: everything `ullstack serve` needs to know, parsed and checked before a socket
+//! opens.
+//!
+//! # What it describes
+//! A server is a set of *volumes* (each on its own backend), a set of *tenants* (who may connect,
+//! with which secret, in which QoS class, and which byte ranges of which volumes they may read or
+//! write), a set of *NBD exports* (an export name bound to one volume and the one tenant whose
+//! tokens and ACL that NBD traffic uses), the listen addresses, the dataplane shape and the
+//! per-connection limits.
+//!
+//! # Design
+//! Parsing is two steps. `toml` + serde (`deny_unknown_fields` everywhere) turns the text into
+//! the plain structs below; a misspelt key fails there with the key and the accepted keys (the
+//! `toml` crate adds the line and column). [`ServerConfig::validate`] then checks what the types
+//! cannot: ranges (`batch_limit` ≤ 64, at least one worker), unique names, references (an export
+//! naming a volume that does not exist is an error naming the export and the missing volume),
+//! ACL ranges inside their volume, and an LC tenant's SLO being complete. Every error names the
+//! key path and the bad value and says what was expected.
+//!
+//! Worked example: the quick start (`ullstack serve --memory 1GiB --listen 127.0.0.1:10809`)
+//! builds, in code, the equivalent of
+//!
+//! ```toml
+//! [listen]
+//! nbd = "127.0.0.1:10809"
+//! native = "127.0.0.1:10810"
+//!
+//! [[volume]]
+//! name = "default"
+//! backend = { kind = "memory", size = "1GiB" }
+//!
+//! [[tenant]]
+//! name = "open"
+//! open = true              # no secret: any HELLO secret is accepted
+//! class = "be"
+//! acl = [{ volume = "default", access = "read-write" }]
+//!
+//! [[export]]
+//! name = "default"
+//! volume = "default"
+//! tenant = "open"
+//! ```
+//!
+//! Sizes are integers (bytes) or strings with a binary or decimal suffix (`"64KiB"`, `"1GiB"`,
+//! `"4k"`, `"1G"` — one-letter suffixes are binary, as in nbdkit and fio).
+//!
+//! # What it leaves out
+//! Hot reload (restart the server to change tenants) and secrets from files or the environment
+//! (they sit in the config; keep it `0600`).
+//!
+//! # Keys
+//! `[listen]` native | nbd | admin; `[dataplane]` workers, batch_limit, idle, idle_spin_ns;
+//! `[limits]` max_connections, max_inflight_requests, max_inflight_bytes, max_request_bytes,
+//! idle_timeout_ms, handshake_timeout_ms; `[qos]` scheduler, profile (name) | `[qos.profile]`
+//! (inline); `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
+//! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// Most requests one dataplane step takes from its sockets: the adaptive batch cap.
+pub const MAX_BATCH_LIMIT: usize = 64;
+/// Largest request either protocol accepts (real NBD clients send up to 32 MiB).
+pub const MAX_REQUEST_BYTES_LIMIT: u64 = 32 * 1024 * 1024;
+/// Smallest request-size cap a config may set: below one 4 KiB block nothing useful works.
+pub const MIN_REQUEST_BYTES_LIMIT: u64 = 4096;
+
+/// Everything wrong with a config, each naming the key path and the bad value.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The TOML did not parse or did not match the schema (unknown key, wrong type).
+    #[error("config does not parse: {0}")]
+    Parse(String),
+    /// A value out of its range or inconsistent with another.
+    #[error("config key `{key}` = {value}: expected {expected}")]
+    Invalid {
+        key: String,
+        value: String,
+        expected: String,
+    },
+    /// A name used twice where names must be unique.
+    #[error("config key `{key}`: name {name:?} is defined more than once")]
+    Duplicate { key: String, name: String },
+    /// A reference to a volume or tenant that is not defined.
+    #[error("config key `{key}` = {name:?}: no {kind} of that name is defined (defined: {defined})")]
+    UnknownReference {
+        key: String,
+        name: String,
+        kind: &'static str,
+        defined: String,
+    },
+}
+
+fn invalid(key: impl Into<String>, value: impl fmt::Display, expected: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+/// A byte count, written in the config as an integer or a string with a unit suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    /// Parses `"1GiB"`, `"64k"`, `"4096"`, `"1.5G"` is rejected (integers only).
+    pub fn parse(text: &str) -> Result<ByteSize, String> {
+        let trimmed = text.trim();
+        let split = trimmed
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(trimmed.len());
+        let (digits, suffix) = trimmed.split_at(split);
+        if digits.is_empty() {
+            return Err(format!(
+                "size {text:?}: expected an integer with an optional unit (B, KiB, MiB, GiB, TiB, k, M, G, T, KB, MB, GB, TB)"
+            ));
+        }
+        let number: u64 = digits
+            .parse()
+            .map_err(|_| format!("size {text:?}: the number does not fit in 64 bits"))?;
+        let multiplier: u64 = match suffix.trim() {
+            "" | "B" | "b" => 1,
+            "k" | "K" | "KiB" | "kiB" => 1 << 10,
+            "M" | "m" | "MiB" => 1 << 20,
+            "G" | "g" | "GiB" => 1 << 30,
+            "T" | "t" | "TiB" => 1 << 40,
+            "KB" | "kB" => 1_000,
+            "MB" => 1_000_000,
+            "GB" => 1_000_000_000,
+            "TB" => 1_000_000_000_000,
+            other => {
+                return Err(format!(
+                    "size {text:?}: unknown unit {other:?}, expected one of B, KiB, MiB, GiB, TiB, k, M, G, T, KB, MB, GB, TB"
+                ))
+            }
+        };
+        number
+            .checked_mul(multiplier)
+            .map(ByteSize)
+            .ok_or_else(|| format!("size {text:?} overflows 64 bits"))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} bytes", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SizeVisitor;
+        impl Visitor<'_> for SizeVisitor {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a byte count: an integer or a string such as \"64KiB\" or \"1GiB\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteSize, E> {
+                u64::try_from(v)
+                    .map(ByteSize)
+                    .map_err(|_| E::custom(format!("size {v}: expected a non-negative byte count")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ByteSize, E> {
+                Ok(ByteSize(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {
+                ByteSize::parse(v).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_any(SizeVisitor)
+    }
+}
+
+/// The whole `server.toml`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    #[serde(default)]
+    pub listen: ListenConfig,
+    #[serde(default)]
+    pub dataplane: DataplaneConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub qos: QosConfig,
+    #[serde(default, rename = "volume")]
+    pub volumes: Vec<VolumeConfig>,
+    #[serde(default, rename = "tenant")]
+    pub tenants: Vec<TenantConfig>,
+    #[serde(default, rename = "export")]
+    pub exports: Vec<ExportConfig>,
+}
+
+/// `[listen]`: where each face of the server accepts connections. A missing address turns that
+/// face off; port 0 asks the kernel for a free port (the started server reports the bound one).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    /// The own (ullstack) protocol.
+    pub native: Option<SocketAddr>,
+    /// Fixed-newstyle NBD.
+    pub nbd: Option<SocketAddr>,
+    /// HTTP `GET /metrics` (Prometheus text).
+    pub admin: Option<SocketAddr>,
+}
+
+/// What a worker does when a loop iteration found nothing to do.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdlePolicy {
+    /// Poll forever: lowest latency, one core per worker at 100 %.
+    Spin,
+    /// Poll for `idle_spin_ns`, then sleep in `epoll_wait` until a socket or the ring wakes us.
+    #[default]
+    BlockAfterSpin,
+}
+
+/// `[dataplane]`: the worker threads and their loop.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DataplaneConfig {
+    /// Worker threads (thread per core); each owns its connections, ring and scheduler share.
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+    /// Most requests one loop step takes in (adaptive batching: what is ready, up to this).
+    #[serde(default = "default_batch_limit")]
+    pub batch_limit: usize,
+    #[serde(default)]
+    pub idle: IdlePolicy,
+    /// How long an idle worker keeps polling before it blocks (block-after-spin only).
+    #[serde(default = "default_idle_spin_ns")]
+    pub idle_spin_ns: u64,
+}
+
+fn default_workers() -> usize {
+    2
+}
+fn default_batch_limit() -> usize {
+    MAX_BATCH_LIMIT
+}
+/// 20 µs: long enough to catch the next request of a QD1 client on loopback (its round trip is
+/// ~15-30 µs here), short enough that an idle server costs nothing measurable.
+fn default_idle_spin_ns() -> u64 {
+    20_000
+}
+
+impl Default for DataplaneConfig {
+    fn default() -> Self {
+        DataplaneConfig {
+            workers: default_workers(),
+            batch_limit: default_batch_limit(),
+            idle: IdlePolicy::default(),
+            idle_spin_ns: default_idle_spin_ns(),
+        }
+    }
+}
+
+/// `[limits]`: what one client may cost the server.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Open connections across all workers and both protocols; more are accepted and closed.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Requests one connection may have in flight; beyond it the server stops reading that socket.
+    #[serde(default = "default_max_inflight_requests")]
+    pub max_inflight_requests: usize,
+    /// Payload bytes one connection may have in flight (reads and writes).
+    #[serde(default = "default_max_inflight_bytes")]
+    pub max_inflight_bytes: ByteSize,
+    /// Largest single request; larger ones get a status (never an allocation).
+    #[serde(default = "default_max_request_bytes")]
+    pub max_request_bytes: ByteSize,
+    /// Close a connection after this long without a request and with nothing in flight (0: never).
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// Close a connection that has not finished HELLO / the NBD handshake in this time.
+    #[serde(default = "default_handshake_timeout_ms")]
+    pub handshake_timeout_ms: u64,
+}
+
+fn default_max_connections() -> usize {
+    10_000
+}
+fn default_max_inflight_requests() -> usize {
+    256
+}
+fn default_max_inflight_bytes() -> ByteSize {
+    ByteSize(128 << 20)
+}
+fn default_max_request_bytes() -> ByteSize {
+    ByteSize(MAX_REQUEST_BYTES_LIMIT)
+}
+fn default_idle_timeout_ms() -> u64 {
+    0
+}
+fn default_handshake_timeout_ms() -> u64 {
+    10_000
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_connections: default_max_connections(),
+            max_inflight_requests: default_max_inflight_requests(),
+            max_inflight_bytes: default_max_inflight_bytes(),
+            max_request_bytes: default_max_request_bytes(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            handshake_timeout_ms: default_handshake_timeout_ms(),
+        }
+    }
+}
+
+/// Whether requests pass through the token scheduler.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulerMode {
+    /// Every request waits for its tenant's tokens (the product).
+    #[default]
+    On,
+    /// Requests go to storage in arrival order (the "without the scheduler" baseline).
+    Off,
+}
+
+/// The device's QoS profile: a named profile of the `qos` crate or an inline one.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum ProfileConfig {
+    Named(String),
+    Inline(InlineProfile),
+}
+
+impl Default for ProfileConfig {
+    fn default() -> Self {
+        ProfileConfig::Named(DEFAULT_PROFILE_NAME.to_string())
+    }
+}
+
+/// The profile used when the config names none: the published server's device "A".
+pub const DEFAULT_PROFILE_NAME: &str = "reflex-a";
+
+/// An inline device profile (what `ullstack calibrate` measures).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InlineProfile {
+    /// Tokens one 4 KiB write costs (one token = one 4 KiB random read).
+    pub write_cost_tokens: f64,
+    /// Tokens one 4 KiB read costs while the device load is read-only.
+    #[serde(default = "default_read_only_read_cost")]
+    pub read_only_read_cost_tokens: f64,
+    /// Rows `[p95_read_latency_us, tokens_per_sec, read_only_tokens_per_sec]`, strictest first.
+    pub rate_table: Vec<[f64; 3]>,
+}
+
+fn default_read_only_read_cost() -> f64 {
+    1.0
+}
+
+/// `[qos]`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct QosConfig {
+    #[serde(default)]
+    pub scheduler: SchedulerMode,
+    #[serde(default)]
+    pub profile: ProfileConfig,
+}
+
+/// Whether the file backend opens its file with `O_DIRECT`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirectIo {
+    /// Try `O_DIRECT`; fall back to buffered I/O where the filesystem refuses it (tmpfs).
+    #[default]
+    Auto,
+    /// `O_DIRECT` or fail at start.
+    On,
+    /// Buffered I/O through the page cache.
+    Off,
+}
+
+/// `backend = { kind = ..., ... }` of a volume.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum BackendConfig {
+    /// Sparse RAM: 64 KiB chunks allocated on first write, zeros elsewhere.
+    Memory { size: ByteSize },
+    /// A regular file or block device through io_uring. `size` creates/extends a regular file
+    /// (default: the file's current size).
+    File {
+        path: PathBuf,
+        size: Option<ByteSize>,
+        #[serde(default)]
+        direct: DirectIo,
+    },
+    /// The SSD model of crate `device` run against the wall clock.
+    Emulated { preset: String, size: ByteSize },
+}
+
+/// `[[volume]]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeConfig {
+    pub name: String,
+    /// The logical block size: LBAs in ACLs count these, requests must be aligned to it.
+    #[serde(default = "default_block_bytes")]
+    pub block_bytes: u32,
+    pub backend: BackendConfig,
+}
+
+fn default_block_bytes() -> u32 {
+    512
+}
+
+/// QoS class of a tenant.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TenantClass {
+    /// Latency-critical: has an SLO, gets a reservation.
+    Lc,
+    /// Best-effort: shares what the LC tenants leave.
+    Be,
+}
+
+/// A latency-critical tenant's service-level objective.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SloConfig {
+    pub p95_read_latency_us: u64,
+    pub iops: u64,
+    /// Percent of requests that are reads (0..=100).
+    pub read_ratio_pct: u8,
+    #[serde(default = "default_slo_request_bytes")]
+    pub request_bytes: ByteSize,
+}
+
+fn default_slo_request_bytes() -> ByteSize {
+    ByteSize(4096)
+}
+
+/// Rights an ACL entry grants.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// One ACL entry: rights on a volume, optionally limited to LBA ranges.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AclConfig {
+    pub volume: String,
+    /// Half-open `[first_lba, end_lba)` ranges in the volume's blocks; absent = whole volume.
+    #[serde(default)]
+    pub lba_ranges: Option<Vec<[u64; 2]>>,
+    pub access: Access,
+}
+
+/// `[[tenant]]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub name: String,
+    /// The shared secret HELLO must present (compared in constant time).
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// An open tenant accepts any secret (quick start). Must be set explicitly.
+    #[serde(default)]
+    pub open: bool,
+    pub class: TenantClass,
+    /// Fixed SLO of an LC tenant (required for an LC tenant behind an NBD export, which cannot
+    /// send REGISTER); a native REGISTER of this tenant may ask for it or anything looser.
+    #[serde(default)]
+    pub slo: Option<SloConfig>,
+    #[serde(default)]
+    pub acl: Vec<AclConfig>,
+}
+
+/// `[[export]]`: an NBD export name bound to a volume and a tenant.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    pub name: String,
+    pub volume: String,
+    pub tenant: String,
+    /// Shown by `nbdinfo` / NBD_INFO_DESCRIPTION.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// Parses and validates a config. The fuzz target calls this: it must never panic.
+pub fn from_toml_str(text: &str) -> Result<ServerConfig, ConfigError> {
+    let config: ServerConfig = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+    config.validate()?;
+    Ok(config)
+}
+
+impl ServerConfig {
+    /// Parses and validates (same as [`from_toml_str`]).
+    pub fn from_toml_str(text: &str) -> Result<ServerConfig, ConfigError> {
+        from_toml_str(text)
+    }
+
+    /// The quick-start config: one memory volume `default` of `size`, NBD export `default` and
+    /// the own protocol, one open best-effort tenant `open`.
+    pub fn quick_start(size: ByteSize, nbd: Option<SocketAddr>, native: Option<SocketAddr>) -> ServerConfig {
+        ServerConfig {
+            listen: ListenConfig {
+                native,
+                nbd,
+                admin: None,
+            },
+            dataplane: DataplaneConfig::default(),
+            limits: LimitsConfig::default(),
+            qos: QosConfig::default(),
+            volumes: vec![VolumeConfig {
+                name: "default".into(),
+                block_bytes: default_block_bytes(),
+                backend: BackendConfig::Memory { size },
+            }],
+            tenants: vec![TenantConfig {
+                name: "open".into(),
+                secret: None,
+                open: true,
+                class: TenantClass::Be,
+                slo: None,
+                acl: vec![AclConfig {
+                    volume: "default".into(),
+                    lba_ranges: None,
+                    access: Access::ReadWrite,
+                }],
+            }],
+            exports: vec![ExportConfig {
+                name: "default".into(),
+                volume: "default".into(),
+                tenant: "open".into(),
+                description: Some("ullstack quick-start memory volume".into()),
+            }],
+        }
+    }
+
+    /// Checks everything serde cannot: ranges, uniqueness, references.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_dataplane()?;
+        self.validate_limits()?;
+        self.validate_qos()?;
+        let volumes = self.validate_volumes()?;
+        let tenants = self.validate_tenants(&volumes)?;
+        self.validate_exports(&volumes, &tenants)?;
+        Ok(())
+    }
+
+    fn validate_dataplane(&self) -> Result<(), ConfigError> {
+        let d = &self.dataplane;
+        if d.workers == 0 || d.workers > 256 {
+            return Err(invalid("dataplane.workers", d.workers, "1..=256 worker threads"));
+        }
+        if d.batch_limit == 0 || d.batch_limit > MAX_BATCH_LIMIT {
+            return Err(invalid(
+                "dataplane.batch_limit",
+                d.batch_limit,
+                format!("1..={MAX_BATCH_LIMIT} requests per loop step"),
+            ));
+        }
+        if d.idle_spin_ns > 1_000_000_000 {
+            return Err(invalid("dataplane.idle_spin_ns", d.idle_spin_ns, "at most 1 s (1000000000 ns)"));
+        }
+        Ok(())
+    }
+
+    fn validate_limits(&self) -> Result<(), ConfigError> {
+        let l = &self.limits;
+        if l.max_connections == 0 {
+            return Err(invalid("limits.max_connections", 0, "at least 1"));
+        }
+        if l.max_inflight_requests == 0 || l.max_inflight_requests > 65_536 {
+            return Err(invalid("limits.max_inflight_requests", l.max_inflight_requests, "1..=65536"));
+        }
+        if l.max_request_bytes.0 < MIN_REQUEST_BYTES_LIMIT || l.max_request_bytes.0 > MAX_REQUEST_BYTES_LIMIT {
+            return Err(invalid(
+                "limits.max_request_bytes",
+                l.max_request_bytes,
+                format!("{MIN_REQUEST_BYTES_LIMIT}..={MAX_REQUEST_BYTES_LIMIT} bytes"),
+            ));
+        }
+        if l.max_inflight_bytes.0 < l.max_request_bytes.0 {
+            return Err(invalid(
+                "limits.max_inflight_bytes",
+                l.max_inflight_bytes,
+                format!("at least limits.max_request_bytes ({})", l.max_request_bytes),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_qos(&self) -> Result<(), ConfigError> {
+        if let ProfileConfig::Inline(p) = &self.qos.profile {
+            if !(p.write_cost_tokens.is_finite() && p.write_cost_tokens >= 1.0) {
+                return Err(invalid("qos.profile.write_cost_tokens", p.write_cost_tokens, "a number ≥ 1"));
+            }
+            if !(p.read_only_read_cost_tokens.is_finite()
+                && p.read_only_read_cost_tokens > 0.0
+                && p.read_only_read_cost_tokens <= 1.0)
+            {
+                return Err(invalid(
+                    "qos.profile.read_only_read_cost_tokens",
+                    p.read_only_read_cost_tokens,
+                    "a number in (0, 1]",
+                ));
+            }
+            if p.rate_table.is_empty() {
+                return Err(invalid("qos.profile.rate_table", "[]", "at least one row"));
+            }
+            for (i, row) in p.rate_table.iter().enumerate() {
+                if row.iter().any(|v| !v.is_finite() || *v <= 0.0) {
+                    return Err(invalid(
+                        format!("qos.profile.rate_table[{i}]"),
+                        format!("{row:?}"),
+                        "[p95_read_latency_us, tokens_per_sec, read_only_tokens_per_sec], all positive",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_volumes(&self) -> Result<BTreeMap<&str, &VolumeConfig>, ConfigError> {
+        let mut by_name = BTreeMap::new();
+        for (i, v) in self.volumes.iter().enumerate() {
+            check_name(&format!("volume[{i}].name"), &v.name)?;
+            if by_name.insert(v.name.as_str(), v).is_some() {
+                return Err(ConfigError::Duplicate {
+                    key: "volume.name".into(),
+                    name: v.name.clone(),
+                });
+            }
+            if !v.block_bytes.is_power_of_two() || !(512..=4096).contains(&v.block_bytes) {
+                return Err(invalid(
+                    format!("volume[{i}].block_bytes"),
+                    v.block_bytes,
+                    "512, 1024, 2048 or 4096",
+                ));
+            }
+            let block = u64::from(v.block_bytes);
+            let size = match &v.backend {
+                BackendConfig::Memory { size } | BackendConfig::Emulated { size, .. } => Some(*size),
+                BackendConfig::File { size, path, .. } => {
+                    if path.as_os_str().is_empty() {
+                        return Err(invalid(format!("volume[{i}].backend.path"), "\"\"", "a file or block device path"));
+                    }
+                    *size
+                }
+            };
+            if let Some(size) = size {
+                if size.0 == 0 || size.0 % block != 0 {
+                    return Err(invalid(
+                        format!("volume[{i}].backend.size"),
+                        size,
+                        format!("a positive multiple of block_bytes ({block})"),
+                    ));
+                }
+            }
+            if let BackendConfig::Emulated { preset, .. } = &v.backend {
+                if preset.is_empty() {
+                    return Err(invalid(format!("volume[{i}].backend.preset"), "\"\"", "a device preset name such as \"zssd\""));
+                }
+            }
+        }
+        Ok(by_name)
+    }
+
+    fn validate_tenants<'a>(
+        &'a self,
+        volumes: &BTreeMap<&str, &VolumeConfig>,
+    ) -> Result<BTreeMap<&'a str, &'a TenantConfig>, ConfigError> {
+        let mut by_name = BTreeMap::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            let key = format!("tenant[{i}]");
+            check_name(&format!("{key}.name"), &t.name)?;
+            if by_name.insert(t.name.as_str(), t).is_some() {
+                return Err(ConfigError::Duplicate {
+                    key: "tenant.name".into(),
+                    name: t.name.clone(),
+                });
+            }
+            match (&t.secret, t.open) {
+                (None, false) => {
+                    return Err(invalid(
+                        format!("{key}.secret"),
+                        format!("(missing, tenant {:?})", t.name),
+                        "a secret, or `open = true` for a tenant that accepts any secret",
+                    ))
+                }
+                (Some(_), true) => {
+                    return Err(invalid(
+                        format!("{key}.open"),
+                        format!("true (tenant {:?} also has a secret)", t.name),
+                        "either a secret or `open = true`, not both",
+                    ))
+                }
+                (Some(s), false) if s.len() < 8 => {
+                    return Err(invalid(
+                        format!("{key}.secret"),
+                        format!("({} characters)", s.len()),
+                        "at least 8 characters",
+                    ))
+                }
+                _ => {}
+            }
+            if let Some(s) = &t.secret {
+                if s.len() > 255 {
+                    return Err(invalid(format!("{key}.secret"), format!("({} characters)", s.len()), "at most 255 bytes"));
+                }
+            }
+            if let Some(slo) = &t.slo {
+                if t.class == TenantClass::Be {
+                    return Err(invalid(
+                        format!("{key}.slo"),
+                        format!("(set on best-effort tenant {:?})", t.name),
+                        "an SLO only on class = \"lc\"",
+                    ));
+                }
+                check_slo(&format!("{key}.slo"), slo)?;
+            }
+            for (j, acl) in t.acl.iter().enumerate() {
+                let acl_key = format!("{key}.acl[{j}]");
+                let Some(volume) = volumes.get(acl.volume.as_str()) else {
+                    return Err(ConfigError::UnknownReference {
+                        key: format!("{acl_key}.volume"),
+                        name: acl.volume.clone(),
+                        kind: "volume",
+                        defined: names(volumes.keys().copied()),
+                    });
+                };
+                let blocks = match &volume.backend {
+                    BackendConfig::Memory { size } | BackendConfig::Emulated { size, .. } => {
+                        Some(size.0 / u64::from(volume.block_bytes))
+                    }
+                    BackendConfig::File { size, .. } => size.map(|s| s.0 / u64::from(volume.block_bytes)),
+                };
+                for (k, [first, end]) in acl.lba_ranges.iter().flatten().enumerate() {
+                    let bad_end = blocks.is_some_and(|b| *end > b);
+                    if first >= end || bad_end {
+                        return Err(invalid(
+                            format!("{acl_key}.lba_ranges[{k}]"),
+                            format!("[{first}, {end}]"),
+                            match blocks {
+                                Some(b) => format!("first < end ≤ {b} (volume {:?} has {b} blocks)", volume.name),
+                                None => "first < end".to_string(),
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(by_name)
+    }
+
+    fn validate_exports(
+        &self,
+        volumes: &BTreeMap<&str, &VolumeConfig>,
+        tenants: &BTreeMap<&str, &TenantConfig>,
+    ) -> Result<(), ConfigError> {
+        let mut seen = BTreeMap::new();
+        for (i, e) in self.exports.iter().enumerate() {
+            let key = format!("export[{i}]");
+            if e.name.len() > 4096 {
+                return Err(invalid(format!("{key}.name"), format!("({} bytes)", e.name.len()), "at most 4096 bytes"));
+            }
+            if seen.insert(e.name.as_str(), ()).is_some() {
+                return Err(ConfigError::Duplicate {
+                    key: "export.name".into(),
+                    name: e.name.clone(),
+                });
+            }
+            if !volumes.contains_key(e.volume.as_str()) {
+                return Err(ConfigError::UnknownReference {
+                    key: format!("{key}.volume"),
+                    name: e.volume.clone(),
+                    kind: "volume",
+                    defined: names(volumes.keys().copied()),
+                });
+            }
+            let Some(tenant) = tenants.get(e.tenant.as_str()) else {
+                return Err(ConfigError::UnknownReference {
+                    key: format!("{key}.tenant"),
+                    name: e.tenant.clone(),
+                    kind: "tenant",
+                    defined: names(tenants.keys().copied()),
+                });
+            };
+            if !tenant.acl.iter().any(|a| a.volume == e.volume) {
+                return Err(invalid(
+                    format!("{key}.tenant"),
+                    format!("{:?}", e.tenant),
+                    format!("a tenant with an ACL entry for volume {:?}", e.volume),
+                ));
+            }
+            if tenant.class == TenantClass::Lc && tenant.slo.is_none() {
+                return Err(invalid(
+                    format!("{key}.tenant"),
+                    format!("{:?} (latency-critical without `slo`)", e.tenant),
+                    "a best-effort tenant or an LC tenant with a fixed `slo` (NBD clients cannot REGISTER)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(key, format!("{name:?}"), "1-64 characters from [A-Za-z0-9._-]"))
+    }
+}
+
+fn check_slo(key: &str, slo: &SloConfig) -> Result<(), ConfigError> {
+    if slo.p95_read_latency_us == 0 {
+        return Err(invalid(format!("{key}.p95_read_latency_us"), 0, "a positive latency in µs"));
+    }
+    if slo.iops == 0 {
+        return Err(invalid(format!("{key}.iops"), 0, "a positive IOPS rate"));
+    }
+    if slo.read_ratio_pct > 100 {
+        return Err(invalid(format!("{key}.read_ratio_pct"), slo.read_ratio_pct, "0..=100"));
+    }
+    if slo.request_bytes.0 == 0 || slo.request_bytes.0 > MAX_REQUEST_BYTES_LIMIT {
+        return Err(invalid(
+            format!("{key}.request_bytes"),
+            slo.request_bytes,
+            format!("1..={MAX_REQUEST_BYTES_LIMIT} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+fn names<'a>(iter: impl Iterator<Item = &'a str>) -> String {
+    let list: Vec<&str> = iter.collect();
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+[listen]
+native = "127.0.0.1:0"
+nbd = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+
+[dataplane]
+workers = 1
+batch_limit = 32
+idle = "spin"
+
+[limits]
+max_request_bytes = "1MiB"
+
+[[volume]]
+name = "fast"
+backend = { kind = "memory", size = "1GiB" }
+
+[[volume]]
+name = "disk"
+block_bytes = 4096
+backend = { kind = "file", path = "/tmp/x.img", size = "64MiB", direct = "off" }
+
+[[tenant]]
+name = "alice"
+secret = "correct horse battery"
+class = "lc"
+slo = { p95_read_latency_us = 500, iops = 10000, read_ratio_pct = 90 }
+acl = [{ volume = "fast", access = "read-write", lba_ranges = [[0, 2048]] },
+       { volume = "disk", access = "read" }]
+
+[[tenant]]
+name = "bob"
+secret = "hunter2hunter2"
+class = "be"
+acl = [{ volume = "fast", access = "read" }]
+
+[[export]]
+name = "default"
+volume = "fast"
+tenant = "alice"
+"#;
+
+    #[test]
+    fn full_config_parses_with_values() {
+        let c = from_toml_str(FULL).expect("valid config");
+        assert_eq!(c.dataplane.workers, 1);
+        assert_eq!(c.dataplane.idle, IdlePolicy::Spin);
+        assert_eq!(c.limits.max_request_bytes, ByteSize(1 << 20));
+        assert_eq!(c.volumes.len(), 2);
+        assert_eq!(c.volumes[0].backend, BackendConfig::Memory { size: ByteSize(1 << 30) });
+        assert_eq!(c.tenants[0].acl[0].lba_ranges, Some(vec![[0, 2048]]));
+        assert_eq!(c.tenants[1].class, TenantClass::Be);
+        assert_eq!(c.exports[0].tenant, "alice");
+        assert_eq!(c.qos.profile, ProfileConfig::Named(DEFAULT_PROFILE_NAME.into()));
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = from_toml_str("").expect("empty config is valid");
+        assert_eq!(c.dataplane.workers, 2);
+        assert_eq!(c.dataplane.batch_limit, 64);
+        assert_eq!(c.dataplane.idle, IdlePolicy::BlockAfterSpin);
+        assert_eq!(c.limits.max_request_bytes.0, 32 << 20);
+        assert_eq!(c.qos.scheduler, SchedulerMode::On);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = from_toml_str("[dataplane]\nwokers = 3\n").unwrap_err().to_string();
+        assert!(err.contains("wokers"), "{err}");
+        assert!(err.contains("workers"), "should list accepted keys: {err}");
+    }
+
+    #[test]
+    fn batch_limit_above_64_is_rejected_with_value() {
+        let err = from_toml_str("[dataplane]\nbatch_limit = 65\n").unwrap_err().to_string();
+        assert!(err.contains("dataplane.batch_limit") && err.contains("65"), "{err}");
+    }
+
+    #[test]
+    fn export_with_unknown_volume_names_it() {
+        let text = FULL.replace("volume = \"fast\"\ntenant = \"alice\"", "volume = \"nope\"\ntenant = \"alice\"");
+        let err = from_toml_str(&text).unwrap_err();
+        match &err {
+            ConfigError::UnknownReference { key, name, kind, .. } => {
+                assert_eq!(key, "export[0].volume");
+                assert_eq!(name, "nope");
+                assert_eq!(*kind, "volume");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("fast, disk") || err.to_string().contains("disk, fast"));
+    }
+
+    #[test]
+    fn acl_range_beyond_volume_is_rejected() {
+        let text = FULL.replace("[[0, 2048]]", "[[0, 99999999999]]");
+        let err = from_toml_str(&text).unwrap_err().to_string();
+        assert!(err.contains("lba_ranges[0]") && err.contains("99999999999"), "{err}");
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(ByteSize::parse("4k"), Ok(ByteSize(4096)));
+        assert_eq!(ByteSize::parse("1GiB"), Ok(ByteSize(1 << 30)));
+        assert_eq!(ByteSize::parse("1GB"), Ok(ByteSize(1_000_000_000)));
+        assert_eq!(ByteSize::parse("123"), Ok(ByteSize(123)));
+        assert!(ByteSize::parse("1.5G").is_err());
+        assert!(ByteSize::parse("GiB").is_err());
+        assert!(ByteSize::parse("99999999999999999999").is_err());
+        assert!(ByteSize::parse("20000000T").is_err());
+    }
+
+    #[test]
+    fn tenant_without_secret_or_open_is_rejected() {
+        let text = "[[tenant]]\nname = \"x\"\nclass = \"be\"\n";
+        let err = from_toml_str(text).unwrap_err().to_string();
+        assert!(err.contains("tenant[0].secret"), "{err}");
+    }
+
+    #[test]
+    fn lc_export_tenant_needs_fixed_slo() {
+        let text = FULL.replace("slo = { p95_read_latency_us = 500, iops = 10000, read_ratio_pct = 90 }\n", "");
+        let err = from_toml_str(&text).unwrap_err().to_string();
+        assert!(err.contains("export[0].tenant") && err.contains("slo"), "{err}");
+    }
+
+    #[test]
+    fn quick_start_is_valid() {
+        let c = ServerConfig::quick_start(ByteSize(1 << 30), "127.0.0.1:0".parse().ok(), None);
+        c.validate().expect("quick start validates");
+    }
+
+    #[test]
+    fn never_panics_on_junk() {
+        for text in ["[[volume]]\nname=1", "x", "[limits]\nmax_inflight_bytes = -5", "[[export]]\n", "\u{0}"] {
+            assert!(from_toml_str(text).is_err(), "{text:?} should fail");
+        }
+    }
+}
