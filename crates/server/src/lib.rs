@@ -2,4 +2,5 @@
 pub mod backend;
 pub mod buf;
 pub mod config;
+pub mod metrics;
 pub mod tenant;
