@@ -1,1 +1,53 @@
-//! qos
+//! # qos — the QoS core of ullstack
+//!
+//! The token scheduler of the published remote-flash server (ReFlex), rebuilt as pure,
+//! deterministic logic that the real server (`ullstack serve`, one scheduler per worker thread)
+//! and the simulator (`ullstack sim`) both run. No clock, no I/O, no threads: time comes in as
+//! integer nanoseconds, requests come in as `(tenant, cost, opaque id)`, and each round says
+//! which ids may be submitted now.
+//!
+//! | module | models |
+//! | --- | --- |
+//! | [`cost`] | the request-cost model: tokens per request, in milli-tokens |
+//! | [`profile`] | a device's calibrated prices and latency → token-rate table; the `reflex-a` preset |
+//! | [`tenant`] | SLOs, reservations, the per-tenant ledger and counters |
+//! | [`admission`] | the registry: admission control with reasons for refusal, the BE share |
+//! | [`bucket`] | the shared bucket (the only state workers share) and its reset protocol |
+//! | [`sched`] | one worker's scheduling round: LC earn/spend/donate, BE round-robin |
+//! | [`vrate`] | closed-loop correction of the device rate from measured p95 latency |
+//!
+//! # How the server uses it
+//! ```text
+//! control plane (behind a mutex)             worker thread k (owns its connections)
+//! ------------------------------             -------------------------------------
+//! let mut reg = Registry::new(profile, cfg)  let mut s = Scheduler::new(reg.shared(), qos_cfg)?;
+//! REGISTER → reg.register(spec)              let t = s.attach(&handle);   // per tenant here
+//!     Ok(handle) | Err(refusal)              READ/WRITE → s.enqueue(t, s.cost_mtok(op, len), id)?
+//!     refusal.code(), refusal.to_string()    every loop: s.round(now_ns, &mut ready); submit ready
+//! close → s.detach(t, &mut unsent)?; then reg.unregister(handle.id())?
+//! metrics → handle.counters(), shared.stats(), s.stats(), reg.capacity()
+//! ```
+
+pub mod admission;
+pub mod bucket;
+pub mod cost;
+pub mod profile;
+pub mod sched;
+pub mod tenant;
+pub mod vrate;
+
+pub use admission::{
+    Capacity, Refusal, RefusalCode, Registry, RegistryConfig, RegistryError, RATE_SCALE_UNITY_PPM,
+};
+pub use bucket::{BucketStats, SharedBucket};
+pub use cost::{CostModel, LoadMix, Op, MTOK_PER_TOKEN, UNIT_BYTES};
+pub use profile::{DeviceProfile, ProfileError, RatePoint, SloTooTight, KNOWN_PROFILES, REFLEX_A};
+pub use sched::{
+    BucketReset, ConfigError, DeficitLimit, LocalTenant, RequestId, RoundStats, SchedError,
+    Scheduler, SchedulerConfig, SchedulerStats,
+};
+pub use tenant::{
+    lc_reservation_mtok_per_sec, BeSpec, DeclaredMix, LcSlo, TenantClass, TenantCounters,
+    TenantHandle, TenantId, TenantSpec,
+};
+pub use vrate::{Decision, RateController, Usage, VrateConfig, WindowSample};

@@ -1,0 +1,513 @@
+//! Admission control: the tenant registry of one device.
+//!
+//! # What it models
+//! The control plane of the published server: a tenant registers an SLO, the server turns it
+//! into a token reservation and admits it only if the device can still honour every admitted
+//! SLO, then recomputes how many tokens each best-effort tenant gets. Unlike the prototype
+//! (SLOs compiled in, a refused tenant never told), every refusal carries a machine code and a
+//! sentence naming the numbers that did not fit.
+//!
+//! # The rules
+//! * The device's rate is the profile's rate for the **strictest** p95 target among admitted
+//!   LC tenants (including the newcomer), in the load mix that would be in force. A target
+//!   stricter than the profile's table is refused.
+//! * An LC tenant is admitted iff Σ reservations (including its own) ≤ that rate.
+//! * The load mix is read-only iff every tenant declared a read-only load (LC: `read_pct = 100`;
+//!   BE: `mix = read-only`). A newcomer that flips it to mixed re-prices every reservation and
+//!   is refused if the re-priced sum no longer fits — even a BE tenant.
+//! * BE share = (device rate − Σ LC reservations) / number of BE tenants, recomputed at every
+//!   registration and removal and published through the [`SharedBucket`]. With no LC tenant the
+//!   device rate is the table's loosest point.
+//!
+//! Worked example (device "A", the published scenario 1): A (LC, 120 K IOPS, 100 % reads,
+//! 500 µs) and B (LC, 70 K IOPS, 80 % reads, 500 µs) reserve 120 K + 196 K = 316 K of the
+//! 420 K tokens/s the device sustains at 500 µs; BE tenants C and D then get
+//! (420 K − 316 K) / 2 = 52 K tokens/s each. A third LC tenant asking 120 K IOPS of reads at
+//! 500 µs would need 120 K with only 104 K left and is refused with code
+//! `ReservationsExceedCapacity`; one asking for 300 µs is refused with `SloTighterThanTable`.
+//!
+//! # Closed-loop scaling
+//! [`Registry::set_rate_scale_ppm`] scales the table's rate (parts per million, 1 000 000 = the
+//! calibrated rate). The closed-loop controller ([`crate::vrate`]) drives it; admission and the
+//! BE share use the scaled rate. Lowering it never evicts an admitted tenant: the BE share just
+//! shrinks, possibly to zero.
+//!
+//! # What it leaves out
+//! Placement across devices, and renegotiating an admitted SLO (unregister and register again).
+//!
+//! # Config keys
+//! `max_tenants` in [`RegistryConfig`]; the device profile.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bucket::SharedBucket;
+use crate::cost::{LoadMix, MTOK_PER_TOKEN};
+use crate::profile::DeviceProfile;
+use crate::tenant::{
+    lc_reservation_mtok_per_sec, DeclaredMix, LcSlo, TenantHandle, TenantId, TenantSpec,
+};
+
+/// The calibrated rate, in parts per million of itself.
+pub const RATE_SCALE_UNITY_PPM: u32 = 1_000_000;
+
+/// Settings of the registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    /// Most tenants admitted at once (bounds memory; 65 536 by default).
+    pub max_tenants: u32,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            max_tenants: 65_536,
+        }
+    }
+}
+
+/// Machine-readable reason for a refused registration; stable numbers for the wire protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u16)]
+pub enum RefusalCode {
+    /// The SLO is malformed (zero IOPS, read ratio above 100 %, ...).
+    InvalidSlo = 1,
+    /// The p95 target is stricter than the device profile's tightest point.
+    SloTighterThanTable = 2,
+    /// The reservations would exceed the device's rate for the strictest SLO.
+    ReservationsExceedCapacity = 3,
+    /// The registry is full.
+    TooManyTenants = 4,
+}
+
+impl RefusalCode {
+    /// The wire value.
+    pub fn as_u16(self) -> u16 {
+        self as u16
+    }
+}
+
+/// Why a registration was refused. `Display` is the human-readable reason, [`Refusal::code`]
+/// the machine code.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The SLO is malformed.
+    #[error("invalid SLO: {reason}")]
+    InvalidSlo {
+        /// What is wrong, naming the value and what was expected.
+        reason: String,
+    },
+    /// The p95 target is stricter than the device can be calibrated to promise.
+    #[error("p95 read-latency target {p95_read_latency_ns} ns is tighter than this device's tightest calibrated point ({tightest_ns} ns); ask for {tightest_ns} ns or more")]
+    SloTighterThanTable {
+        /// The target asked for.
+        p95_read_latency_ns: u64,
+        /// The profile's tightest point.
+        tightest_ns: u64,
+    },
+    /// Not enough tokens left.
+    #[error("reservation of {} tokens/s does not fit: {} of the device's {} tokens/s at the strictest p95 target ({strictest_p95_ns} ns, {mix:?} load) are already reserved, {} remain", tokens(*.requested_mtok_per_sec), tokens(*.reserved_mtok_per_sec), tokens(*.capacity_mtok_per_sec), tokens(.capacity_mtok_per_sec.saturating_sub(*.reserved_mtok_per_sec)))]
+    ReservationsExceedCapacity {
+        /// The newcomer's reservation, mtok/s (0 for a BE tenant whose mix flip re-priced the
+        /// others).
+        requested_mtok_per_sec: u64,
+        /// What the other LC tenants would reserve (re-priced to the new mix), mtok/s.
+        reserved_mtok_per_sec: u64,
+        /// The device's rate at the strictest target, mtok/s.
+        capacity_mtok_per_sec: u64,
+        /// The strictest target including the newcomer's, ns.
+        strictest_p95_ns: u64,
+        /// The load mix the check was made in.
+        mix: LoadMix,
+    },
+    /// The registry is full.
+    #[error("too many tenants: the registry holds its limit of {limit}")]
+    TooManyTenants {
+        /// `max_tenants`.
+        limit: u32,
+    },
+}
+
+fn tokens(mtok: u64) -> String {
+    let whole = mtok / MTOK_PER_TOKEN;
+    let frac = mtok % MTOK_PER_TOKEN;
+    if frac == 0 {
+        whole.to_string()
+    } else {
+        format!("{whole}.{frac:03}")
+    }
+}
+
+impl Refusal {
+    /// The machine code.
+    pub fn code(&self) -> RefusalCode {
+        match self {
+            Refusal::InvalidSlo { .. } => RefusalCode::InvalidSlo,
+            Refusal::SloTighterThanTable { .. } => RefusalCode::SloTighterThanTable,
+            Refusal::ReservationsExceedCapacity { .. } => RefusalCode::ReservationsExceedCapacity,
+            Refusal::TooManyTenants { .. } => RefusalCode::TooManyTenants,
+        }
+    }
+}
+
+/// Errors of registry operations other than admission.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// No such tenant.
+    #[error("unknown tenant {0}")]
+    UnknownTenant(TenantId),
+    /// The tenant is still attached to schedulers; detach it from every worker first.
+    #[error("{id} is still attached to {workers} scheduler(s); detach it from every worker before unregistering")]
+    StillAttached {
+        /// The tenant.
+        id: TenantId,
+        /// Schedulers it is attached to.
+        workers: u32,
+    },
+    /// A rate scale of zero would stop the device.
+    #[error("rate scale {ppm} ppm is out of range; expected 1..={max} ppm")]
+    BadRateScale {
+        /// The value given.
+        ppm: u32,
+        /// The largest accepted.
+        max: u32,
+    },
+}
+
+/// The device's current allocation, for metrics and the control plane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capacity {
+    /// Load mix in force.
+    pub mix: LoadMix,
+    /// Strictest admitted p95 target, if any LC tenant.
+    pub strictest_p95_ns: Option<u64>,
+    /// Device rate after scaling, mtok/s.
+    pub device_rate_mtok_per_sec: u64,
+    /// Σ LC reservations, mtok/s.
+    pub lc_reserved_mtok_per_sec: u64,
+    /// Number of LC tenants.
+    pub lc_tenants: u32,
+    /// Number of BE tenants.
+    pub be_tenants: u32,
+    /// Each BE tenant's share, mtok/s.
+    pub be_share_mtok_per_sec: u64,
+    /// Closed-loop scale applied to the table's rate, ppm.
+    pub rate_scale_ppm: u32,
+}
+
+/// Largest accepted rate scale: 4× the calibration (closed-loop correction is for small errors).
+pub const RATE_SCALE_MAX_PPM: u32 = 4 * RATE_SCALE_UNITY_PPM;
+
+/// The tenant registry and admission control of one device.
+#[derive(Debug)]
+pub struct Registry {
+    profile: DeviceProfile,
+    config: RegistryConfig,
+    shared: SharedBucket,
+    tenants: BTreeMap<TenantId, TenantHandle>,
+    next_id: u64,
+    /// Multiset of admitted LC p95 targets.
+    slo_targets: BTreeMap<u64, u32>,
+    /// Σ LC reservations priced for each mix.
+    lc_sum_mixed_mtok_per_sec: u64,
+    lc_sum_read_only_mtok_per_sec: u64,
+    lc_tenants: u32,
+    be_tenants: u32,
+    /// Tenants that declared a mixed load.
+    mixed_tenants: u32,
+    rate_scale_ppm: u32,
+}
+
+impl Registry {
+    /// An empty registry for a device.
+    pub fn new(profile: DeviceProfile, config: RegistryConfig) -> Self {
+        let shared = SharedBucket::new(profile.cost_model());
+        let mut registry = Registry {
+            profile,
+            config,
+            shared,
+            tenants: BTreeMap::new(),
+            next_id: 1,
+            slo_targets: BTreeMap::new(),
+            lc_sum_mixed_mtok_per_sec: 0,
+            lc_sum_read_only_mtok_per_sec: 0,
+            lc_tenants: 0,
+            be_tenants: 0,
+            mixed_tenants: 0,
+            rate_scale_ppm: RATE_SCALE_UNITY_PPM,
+        };
+        registry.publish();
+        registry
+    }
+
+    /// The handle every worker's [`crate::Scheduler`] is built on.
+    pub fn shared(&self) -> SharedBucket {
+        self.shared.clone()
+    }
+
+    /// The device profile.
+    pub fn profile(&self) -> &DeviceProfile {
+        &self.profile
+    }
+
+    /// An admitted tenant.
+    pub fn get(&self, id: TenantId) -> Option<&TenantHandle> {
+        self.tenants.get(&id)
+    }
+
+    /// All admitted tenants, by id.
+    pub fn tenants(&self) -> impl Iterator<Item = &TenantHandle> {
+        self.tenants.values()
+    }
+
+    /// The current allocation.
+    pub fn capacity(&self) -> Capacity {
+        let mix = self.mix();
+        Capacity {
+            mix,
+            strictest_p95_ns: self.slo_targets.keys().next().copied(),
+            device_rate_mtok_per_sec: self.shared.device_rate_mtok_per_sec(),
+            lc_reserved_mtok_per_sec: self.lc_sum(mix),
+            lc_tenants: self.lc_tenants,
+            be_tenants: self.be_tenants,
+            be_share_mtok_per_sec: self.shared.be_share_mtok_per_sec(),
+            rate_scale_ppm: self.rate_scale_ppm,
+        }
+    }
+
+    /// Checks a registration without making it; `Ok` carries the reservation it would get,
+    /// mtok/s (0 for BE).
+    pub fn check(&self, spec: &TenantSpec) -> Result<u64, Refusal> {
+        if self.tenants.len() >= self.config.max_tenants as usize {
+            return Err(Refusal::TooManyTenants {
+                limit: self.config.max_tenants,
+            });
+        }
+        if let TenantSpec::LatencyCritical(slo) = spec {
+            validate_slo(slo)?;
+        }
+        let mixed_after = self.mixed_tenants + u32::from(spec.declared_mix() == DeclaredMix::Mixed);
+        let mix = mix_for(mixed_after, self.tenants.len() + 1);
+        let own_mtok_per_sec = match spec {
+            TenantSpec::LatencyCritical(slo) => {
+                lc_reservation_mtok_per_sec(slo, &self.profile.cost_model(), mix)
+            }
+            TenantSpec::BestEffort(_) => 0,
+        };
+        let own_target = match spec {
+            TenantSpec::LatencyCritical(slo) => Some(slo.p95_read_latency_ns),
+            TenantSpec::BestEffort(_) => None,
+        };
+        let strictest = match (self.slo_targets.keys().next().copied(), own_target) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(strictest_p95_ns) = strictest else {
+            return Ok(0); // BE tenant, no LC tenant: nothing to protect.
+        };
+        let capacity_mtok_per_sec = match self.scaled_rate(strictest_p95_ns, mix) {
+            Ok(rate) => rate,
+            Err(tightest_ns) => {
+                return Err(Refusal::SloTighterThanTable {
+                    p95_read_latency_ns: own_target.unwrap_or(strictest_p95_ns),
+                    tightest_ns,
+                })
+            }
+        };
+        let reserved_mtok_per_sec = self.lc_sum(mix);
+        let needed = reserved_mtok_per_sec.saturating_add(own_mtok_per_sec);
+        // A BE newcomer only needs checking when it flips the mix (re-pricing the others).
+        let flips_mix = mix != self.mix() && !self.tenants.is_empty();
+        if (own_target.is_some() || flips_mix) && needed > capacity_mtok_per_sec {
+            return Err(Refusal::ReservationsExceedCapacity {
+                requested_mtok_per_sec: own_mtok_per_sec,
+                reserved_mtok_per_sec,
+                capacity_mtok_per_sec,
+                strictest_p95_ns,
+                mix,
+            });
+        }
+        Ok(own_mtok_per_sec)
+    }
+
+    /// Admits a tenant or says why not.
+    pub fn register(&mut self, spec: TenantSpec) -> Result<TenantHandle, Refusal> {
+        let old_mix = self.mix();
+        self.check(&spec)?;
+        let id = TenantId(self.next_id);
+        self.next_id += 1;
+        let cost = self.profile.cost_model();
+        if spec.declared_mix() == DeclaredMix::Mixed {
+            self.mixed_tenants += 1;
+        }
+        let new_mix = mix_for(self.mixed_tenants, self.tenants.len() + 1);
+        let rate = match &spec {
+            TenantSpec::LatencyCritical(slo) => {
+                *self.slo_targets.entry(slo.p95_read_latency_ns).or_insert(0) += 1;
+                self.lc_sum_mixed_mtok_per_sec +=
+                    lc_reservation_mtok_per_sec(slo, &cost, LoadMix::Mixed);
+                self.lc_sum_read_only_mtok_per_sec +=
+                    lc_reservation_mtok_per_sec(slo, &cost, LoadMix::ReadOnly);
+                self.lc_tenants += 1;
+                lc_reservation_mtok_per_sec(slo, &cost, new_mix)
+            }
+            TenantSpec::BestEffort(_) => {
+                self.be_tenants += 1;
+                0
+            }
+        };
+        let handle = TenantHandle::new(id, spec, rate);
+        self.tenants.insert(id, handle.clone());
+        if new_mix != old_mix {
+            self.reprice(new_mix);
+        }
+        self.publish();
+        Ok(handle)
+    }
+
+    /// Removes a tenant that no scheduler holds any more.
+    pub fn unregister(&mut self, id: TenantId) -> Result<(), RegistryError> {
+        let handle = self
+            .tenants
+            .get(&id)
+            .ok_or(RegistryError::UnknownTenant(id))?;
+        let workers = handle.attached_workers();
+        if workers > 0 {
+            return Err(RegistryError::StillAttached { id, workers });
+        }
+        let old_mix = self.mix();
+        let spec = *handle.spec();
+        self.tenants.remove(&id);
+        let cost = self.profile.cost_model();
+        if spec.declared_mix() == DeclaredMix::Mixed {
+            self.mixed_tenants -= 1;
+        }
+        match &spec {
+            TenantSpec::LatencyCritical(slo) => {
+                let target = slo.p95_read_latency_ns;
+                match self.slo_targets.get_mut(&target) {
+                    Some(n) if *n > 1 => *n -= 1,
+                    _ => {
+                        self.slo_targets.remove(&target);
+                    }
+                }
+                self.lc_sum_mixed_mtok_per_sec -=
+                    lc_reservation_mtok_per_sec(slo, &cost, LoadMix::Mixed);
+                self.lc_sum_read_only_mtok_per_sec -=
+                    lc_reservation_mtok_per_sec(slo, &cost, LoadMix::ReadOnly);
+                self.lc_tenants -= 1;
+            }
+            TenantSpec::BestEffort(_) => self.be_tenants -= 1,
+        }
+        let new_mix = self.mix();
+        if new_mix != old_mix {
+            self.reprice(new_mix);
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Scales the table's rate (closed-loop correction); 1 000 000 ppm = as calibrated.
+    pub fn set_rate_scale_ppm(&mut self, ppm: u32) -> Result<(), RegistryError> {
+        if ppm == 0 || ppm > RATE_SCALE_MAX_PPM {
+            return Err(RegistryError::BadRateScale {
+                ppm,
+                max: RATE_SCALE_MAX_PPM,
+            });
+        }
+        self.rate_scale_ppm = ppm;
+        self.publish();
+        Ok(())
+    }
+
+    /// The closed-loop scale in force, ppm.
+    pub fn rate_scale_ppm(&self) -> u32 {
+        self.rate_scale_ppm
+    }
+
+    fn mix(&self) -> LoadMix {
+        mix_for(self.mixed_tenants, self.tenants.len())
+    }
+
+    fn lc_sum(&self, mix: LoadMix) -> u64 {
+        match mix {
+            LoadMix::Mixed => self.lc_sum_mixed_mtok_per_sec,
+            LoadMix::ReadOnly => self.lc_sum_read_only_mtok_per_sec,
+        }
+    }
+
+    /// Table rate at `p95_ns` scaled by the closed loop; `Err(tightest_ns)` if too tight.
+    fn scaled_rate(&self, p95_ns: u64, mix: LoadMix) -> Result<u64, u64> {
+        let rate = self
+            .profile
+            .rate_mtok_per_sec(p95_ns, mix)
+            .map_err(|e| e.tightest_ns)?;
+        Ok(self.scale(rate))
+    }
+
+    fn scale(&self, rate_mtok_per_sec: u64) -> u64 {
+        let scaled = u128::from(rate_mtok_per_sec) * u128::from(self.rate_scale_ppm)
+            / u128::from(RATE_SCALE_UNITY_PPM);
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
+
+    /// Re-prices every LC tenant's reservation for a new mix and tells the schedulers.
+    fn reprice(&mut self, mix: LoadMix) {
+        let cost = self.profile.cost_model();
+        for handle in self.tenants.values() {
+            if let TenantSpec::LatencyCritical(slo) = handle.spec() {
+                handle.ledger.rate_mtok_per_sec.store(
+                    lc_reservation_mtok_per_sec(slo, &cost, mix),
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        self.shared.bump_rates_epoch();
+    }
+
+    /// Recomputes the device rate and BE share and publishes them.
+    fn publish(&mut self) {
+        let mix = self.mix();
+        let device_rate = match self.slo_targets.keys().next() {
+            Some(&strictest) => self.scaled_rate(strictest, mix).unwrap_or_else(|tightest| {
+                unreachable!("admitted target {strictest} ns below table {tightest} ns")
+            }),
+            None => self.scale(self.profile.max_rate_mtok_per_sec(mix)),
+        };
+        let spare = device_rate.saturating_sub(self.lc_sum(mix));
+        let share = if self.be_tenants == 0 {
+            0
+        } else {
+            spare / u64::from(self.be_tenants)
+        };
+        self.shared.publish(device_rate, share, mix);
+    }
+}
+
+fn mix_for(mixed_tenants: u32, tenants: usize) -> LoadMix {
+    if tenants > 0 && mixed_tenants == 0 {
+        LoadMix::ReadOnly
+    } else {
+        LoadMix::Mixed
+    }
+}
+
+fn validate_slo(slo: &LcSlo) -> Result<(), Refusal> {
+    let bad = |reason: String| Err(Refusal::InvalidSlo { reason });
+    if slo.iops == 0 {
+        return bad("iops = 0; expected at least 1 request per second".into());
+    }
+    if slo.read_pct > 100 {
+        return bad(format!("read_pct = {}; expected 0..=100", slo.read_pct));
+    }
+    if slo.request_bytes == 0 {
+        return bad("request_bytes = 0; expected the typical request size in bytes".into());
+    }
+    if slo.p95_read_latency_ns == 0 {
+        return bad("p95_read_latency_ns = 0; expected a latency target in nanoseconds".into());
+    }
+    Ok(())
+}
