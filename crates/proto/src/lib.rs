@@ -1,1 +1,78 @@
-//! proto
+//! Wire formats of ullstack's remote-flash server, as pure sans-I/O codecs.
+//!
+//! Two protocols reach the server from untrusted sockets, and this crate is the only place that
+//! turns their bytes into meaning:
+//!
+//! * [`wire`] — the **ullstack wire protocol v1**, spoken by the client library and
+//!   `ullstack bench`: authenticated sessions (HELLO), tenant registration with an SLO
+//!   (REGISTER/UNREGISTER), and READ/WRITE/FLUSH/TRIM/STATS with a status in every reply,
+//!   cookies echoed and replies allowed out of order. The full byte layout is in
+//!   `docs/protocol.md` and in the module's essay.
+//! * [`nbd`] — the server side of the fixed-newstyle **Network Block Device** protocol: a
+//!   handshake state machine (options EXPORT_NAME, LIST, ABORT, INFO, GO) and the
+//!   transmission-phase request parser and simple-reply encoder, so `fio --ioengine=nbd`,
+//!   `nbdinfo`, `qemu-io` and the kernel's `nbd-client` reach the same volumes.
+//!
+//! # The design, shared by both
+//! *Sans-I/O.* Nothing here owns a socket, a clock or a thread. Decoders take the bytes the
+//! caller has so far and answer one of three things: [`Decode::NeedMore`] (with the total
+//! number of bytes the frame needs, so the caller can size one read), [`Decode::Done`] (a frame
+//! and how many bytes it consumed), or an error that says what was wrong with which value and
+//! what the server should do about it ([`Disposition`]). Feeding a frame one byte at a time
+//! gives the same result as feeding it whole; tests do exactly that.
+//!
+//! *Lengths are checked before they size anything.* Every length field that came from a peer is
+//! compared against a limit the caller passes in (`max_payload_bytes`) before a single byte of
+//! payload is awaited, so a header claiming 4 GB is rejected after 40 bytes, and nothing in this
+//! crate allocates in proportion to a claimed length.
+//!
+//! *Zero copy.* A decoded data frame borrows its payload from the caller's buffer
+//! (`&[u8]` into it); an encoder writes a fixed-size header into a stack array or appends to a
+//! caller's `Vec`, so the hot path allocates nothing per message.
+//!
+//! *Never panic on input.* Every read is bounds-checked; property tests and the cargo-fuzz
+//! targets in `fuzz/` throw arbitrary bytes at every decoder.
+//!
+//! # What it leaves out
+//! No TLS (NBD_OPT_STARTTLS is refused), no NBD structured replies, block-status or extended
+//! headers; those are negotiated away truthfully so clients fall back to simple replies.
+
+pub mod nbd;
+pub mod wire;
+
+mod bytes;
+
+/// The outcome of offering a decoder the bytes received so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decode<T> {
+    /// The frame is incomplete; `total_bytes` is how many bytes (counted from the start of the
+    /// slice that was offered) the decoder needs before it can say more. Header fields have been
+    /// validated as far as they were available, so a caller may safely reserve this much.
+    NeedMore { total_bytes: usize },
+    /// A complete frame, and how many bytes of the input it occupied.
+    Done { frame: T, consumed_bytes: usize },
+}
+
+impl<T> Decode<T> {
+    /// The frame, if complete.
+    pub fn frame(self) -> Option<T> {
+        match self {
+            Decode::Done { frame, .. } => Some(frame),
+            Decode::NeedMore { .. } => None,
+        }
+    }
+}
+
+/// What a server should do after a decoder rejected a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// The framing can no longer be trusted: close the connection without replying (no cookie
+    /// is known, or the bytes are not this protocol at all).
+    Close,
+    /// The header was readable but unacceptable: send an error reply carrying `cookie`, then
+    /// close (the payload that follows cannot be trusted or skipped safely).
+    ReplyThenClose { cookie: u64 },
+    /// The request is self-contained and can be answered with an error while the connection
+    /// continues: reply with `cookie`, drop `consumed_bytes` of input and go on.
+    ReplyAndContinue { cookie: u64, consumed_bytes: usize },
+}
