@@ -1,0 +1,296 @@
+//! Built-in application profiles and the generator that turns a profile into I/Os.
+//!
+//! The full-system studies do not run fio jobs; they run *applications*: offline jobs (graph
+//! analytics, compression, word count) that issue I/O at a rate per instruction, and online
+//! services (apache, an image server) that issue I/O per request. Each is summarised by the
+//! profile measured on the published server (presets.md): read ratio, mean I/O size, I/Os per
+//! million instructions and sequential ratio (fraction of I/Os that continue the previous one).
+//!
+//! ## Fixed point
+//! Ratios are parts per million (`read_ratio_ppm = 997_000` for 0.997) and the I/O rate is I/Os
+//! per *billion* instructions (`ios_per_g_instr = 25` for 0.025 per million), so every published
+//! number is an exact integer and runs do not depend on float rounding. Sizes are bytes; the
+//! table's "KB" is read as KiB (1024 B), the convention of the block-layer traces they come from.
+//!
+//! ## Worked example
+//! `imageserver`: 0.990 reads, 12 KB, 5.761 I/Os per M instructions, 0.86 sequential →
+//! `read_ratio_ppm = 990_000`, `io_size_bytes = 12 288`, `ios_per_g_instr = 5_761`
+//! (one I/O every 1e9 / 5761 ≈ 173 580 instructions, 86.8 µs on a 2 GHz core),
+//! `seq_ratio_ppm = 860_000`.
+//!
+//! ## Write-back study workloads: derived, not published
+//! presets.md names six latency-critical workloads for the write-back study but gives no numbers.
+//! We derive each from the nearest published profile and mark it [`Provenance::Derived`]:
+//! * `apache-fetch`, `db-select` ← `apache` (the published apache profile serves SELECTs);
+//! * `apache-upload`, `db-update` ← `apache-update` (UPDATEs, the write-heavy apache profile);
+//! * `imageserver-fetch` ← `imageserver`;
+//! * `imageserver-upload` ← `imageserver`'s size, rate and sequentiality with `apache-update`'s
+//!   read ratio (0.476), the only published write-heavy online mix.
+//!
+//! ## The profile generator
+//! [`ProfileGenerator`] turns a profile into an endless stream of I/Os over a region:
+//! direction by `read_ratio_ppm`; size either fixed at the mean or exponential around it
+//! ([`IoSizeModel`]), rounded to 4 KiB pages and at least one page; offset continues from the end
+//! of the previous I/O with probability `seq_ratio_ppm` (if it fits), else a random page-aligned
+//! offset. *When* to issue (instructions, requests) is the host model's business.
+//!
+//! What it leaves out: per-profile size distributions beyond the mean, temporal locality other
+//! than sequential runs, and the CPU side of each application (the host model's presets).
+
+use rand::Rng;
+
+use crate::error::{GenError, ProfileError};
+use crate::generator::{below, IoReq, Op};
+
+/// Page granularity of profile I/O: sizes and offsets are multiples of it.
+pub const PAGE_BYTES: u64 = 4096;
+/// Request rate of the online services in the studies (the knee of their load-latency curve).
+pub const ONLINE_REQUESTS_PER_SEC: u64 = 400;
+/// One million: the denominator of every `_ppm` field.
+pub const PPM: u32 = 1_000_000;
+
+/// Whether the application is a latency-critical service or a throughput job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ProfileKind {
+    /// Serves requests; its response time is the headline metric (latency-critical).
+    Online,
+    /// Runs to completion; its throughput is the metric (buffered I/O via the page cache).
+    Offline,
+}
+
+/// Where a profile's numbers come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Provenance {
+    /// Measured on the published server (presets.md table).
+    Published,
+    /// Not published; derived by us from the named published profile(s) (see module essay).
+    Derived { from: &'static str },
+}
+
+/// One application's I/O behaviour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Profile {
+    /// Name as used in configs and reports.
+    pub name: &'static str,
+    pub kind: ProfileKind,
+    /// Fraction of I/Os that are reads, in parts per million.
+    pub read_ratio_ppm: u32,
+    /// Mean request size in bytes.
+    pub io_size_bytes: u64,
+    /// I/Os issued per 10^9 instructions executed (= published "per M instructions" × 1000).
+    pub ios_per_g_instr: u64,
+    /// Fraction of I/Os that continue where the previous one ended, in parts per million.
+    pub seq_ratio_ppm: u32,
+    pub provenance: Provenance,
+}
+
+const KIB: u64 = 1024;
+
+const fn published(
+    name: &'static str,
+    kind: ProfileKind,
+    read_ratio_ppm: u32,
+    io_size_kib: u64,
+    ios_per_g_instr: u64,
+    seq_ratio_ppm: u32,
+) -> Profile {
+    Profile {
+        name,
+        kind,
+        read_ratio_ppm,
+        io_size_bytes: io_size_kib * KIB,
+        ios_per_g_instr,
+        seq_ratio_ppm,
+        provenance: Provenance::Published,
+    }
+}
+
+const fn derived(base: Profile, name: &'static str, from: &'static str) -> Profile {
+    Profile {
+        name,
+        provenance: Provenance::Derived { from },
+        ..base
+    }
+}
+
+use ProfileKind::{Offline, Online};
+
+const BFS: Profile = published("bfs", Offline, 997_000, 238, 25, 700_000);
+const GP_GNU: Profile = published("gp-gnu", Offline, 1_000_000, 134, 1_985, 780_000);
+const GP: Profile = published("gp", Offline, 995_000, 23, 417, 810_000);
+const GZIP: Profile = published("gzip", Offline, 989_000, 150, 105, 660_000);
+const INDEX: Profile = published("index", Offline, 998_000, 28, 205, 790_000);
+const KMEANS: Profile = published("kmeans", Offline, 1_000_000, 122, 37, 820_000);
+const PAGERANK: Profile = published("pagerank", Offline, 995_000, 30, 367, 710_000);
+const UNGZIP: Profile = published("ungzip", Offline, 96_000, 580, 76, 790_000);
+const WC_GNU: Profile = published("wc-gnu", Offline, 1_000_000, 268, 170, 750_000);
+const WC: Profile = published("wc", Offline, 999_000, 25, 548, 890_000);
+const APACHE: Profile = published("apache", Online, 999_000, 24, 666, 110_000);
+const APACHE_UPDATE: Profile = published("apache-update", Online, 476_000, 27, 1_205, 130_000);
+const IMAGESERVER: Profile = published("imageserver", Online, 990_000, 12, 5_761, 860_000);
+
+/// The 13 published per-process profiles (presets.md), in table order.
+pub const PUBLISHED_PROFILES: [Profile; 13] = [
+    BFS,
+    GP_GNU,
+    GP,
+    GZIP,
+    INDEX,
+    KMEANS,
+    PAGERANK,
+    UNGZIP,
+    WC_GNU,
+    WC,
+    APACHE,
+    APACHE_UPDATE,
+    IMAGESERVER,
+];
+
+/// The six write-back study workloads: derived, not published (see module essay).
+pub const WRITEBACK_PROFILES: [Profile; 6] = [
+    derived(APACHE, "apache-fetch", "apache"),
+    derived(APACHE_UPDATE, "apache-upload", "apache-update"),
+    derived(APACHE, "db-select", "apache"),
+    derived(APACHE_UPDATE, "db-update", "apache-update"),
+    derived(IMAGESERVER, "imageserver-fetch", "imageserver"),
+    Profile {
+        read_ratio_ppm: APACHE_UPDATE.read_ratio_ppm,
+        ..derived(
+            IMAGESERVER,
+            "imageserver-upload",
+            "imageserver (size, rate, sequentiality) + apache-update (read ratio)",
+        )
+    },
+];
+
+impl Profile {
+    /// Every built-in profile: the published ones, then the write-back study ones.
+    pub fn all() -> impl Iterator<Item = &'static Profile> {
+        PUBLISHED_PROFILES.iter().chain(WRITEBACK_PROFILES.iter())
+    }
+
+    /// The built-in profile called `name`; the error lists the known names.
+    pub fn named(name: &str) -> Result<Profile, ProfileError> {
+        Self::all()
+            .find(|p| p.name == name)
+            .copied()
+            .ok_or_else(|| ProfileError {
+                name: name.to_string(),
+                known: Self::all().map(|p| p.name).collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// Mean instructions between two I/Os (10^9 / `ios_per_g_instr`), for offline jobs.
+    pub fn mean_instructions_between_ios(&self) -> u64 {
+        assert!(self.ios_per_g_instr > 0, "profile {} issues no I/O", self.name);
+        1_000_000_000 / self.ios_per_g_instr
+    }
+}
+
+/// How a profile generator picks request sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum IoSizeModel {
+    /// Every I/O is the mean size rounded to the nearest page (at least one page).
+    Fixed,
+    /// Exponentially distributed around the mean, rounded to the nearest page, at least one page
+    /// and at most `MAX_SIZE_FACTOR` × the mean (and the region). Rounding small draws up to one
+    /// page raises the mean slightly for small profiles (12 KiB: about +3 %).
+    Exponential,
+}
+
+/// Cap on exponential sizes, as a multiple of the mean: keeps a rare draw from becoming a
+/// multi-megabyte request (P(exp > 8 × mean) = e^-8 ≈ 0.03 %).
+const MAX_SIZE_FACTOR: u64 = 8;
+
+/// Rounds `bytes` to the nearest page, at least one page.
+fn round_to_page(bytes: u64) -> u64 {
+    ((bytes + PAGE_BYTES / 2) / PAGE_BYTES).max(1) * PAGE_BYTES
+}
+
+/// An endless stream of I/Os shaped like a profile, over a region of a device.
+#[derive(Clone, Debug)]
+pub struct ProfileGenerator {
+    profile: Profile,
+    size_model: IoSizeModel,
+    region_start_bytes: u64,
+    region_pages: u64,
+    /// Page after the previous I/O (relative to the region), if any.
+    next_sequential_page: Option<u64>,
+}
+
+impl ProfileGenerator {
+    /// A generator over `[region_start_bytes, region_start_bytes + region_bytes)`; the start must
+    /// be page aligned and the region hold at least one page.
+    pub fn new(
+        profile: Profile,
+        size_model: IoSizeModel,
+        region_start_bytes: u64,
+        region_bytes: u64,
+    ) -> Result<ProfileGenerator, GenError> {
+        if region_start_bytes % PAGE_BYTES != 0 {
+            return Err(GenError::BadParameter {
+                what: format!("profile `{}` region start {region_start_bytes}", profile.name),
+                reason: format!("must be a multiple of {PAGE_BYTES} bytes"),
+            });
+        }
+        let region_pages = region_bytes / PAGE_BYTES;
+        if region_pages == 0 {
+            return Err(GenError::RegionSmallerThanBlock {
+                job: profile.name.to_string(),
+                job_index: 0,
+                region_bytes,
+                block_size_bytes: PAGE_BYTES,
+            });
+        }
+        Ok(ProfileGenerator {
+            profile,
+            size_model,
+            region_start_bytes,
+            region_pages,
+            next_sequential_page: None,
+        })
+    }
+
+    /// The profile this generator follows.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// Request size in pages.
+    fn draw_pages<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        let mean = self.profile.io_size_bytes;
+        let bytes = match self.size_model {
+            IoSizeModel::Fixed => round_to_page(mean),
+            IoSizeModel::Exponential => {
+                // u in (0, 1]: never ln(0).
+                let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+                let draw = (-u.ln() * mean as f64) as u64;
+                round_to_page(draw.min(mean * MAX_SIZE_FACTOR))
+            }
+        };
+        (bytes / PAGE_BYTES).min(self.region_pages)
+    }
+
+    /// The next I/O.
+    pub fn next<R: Rng + ?Sized>(&mut self, rng: &mut R) -> IoReq {
+        let op = if below(rng, u64::from(PPM)) < u64::from(self.profile.read_ratio_ppm) {
+            Op::Read
+        } else {
+            Op::Write
+        };
+        let pages = self.draw_pages(rng);
+        let sequential = below(rng, u64::from(PPM)) < u64::from(self.profile.seq_ratio_ppm);
+        let last_start = self.region_pages - pages;
+        let page = match self.next_sequential_page {
+            Some(next) if sequential && next <= last_start => next,
+            _ => below(rng, last_start + 1),
+        };
+        debug_assert!(page + pages <= self.region_pages);
+        self.next_sequential_page = Some(page + pages);
+        IoReq {
+            op,
+            offset_bytes: self.region_start_bytes + page * PAGE_BYTES,
+            len_bytes: pages * PAGE_BYTES,
+        }
+    }
+}
