@@ -1,1 +1,775 @@
-//! device
+//! The SSD model: an NVMe drive from the PCIe link down to the NAND dies.
+//!
+//! ```text
+//!  host ──doorbell──▶ ctrl (fetch, arbitration, firmware) ──▶ cache (DRAM, write buffer)
+//!   ▲                                                            │ miss / eviction
+//!   └──CQE + MSI◀── pcie (DMA) ◀──────────────────────────────── ftl (map, GC) ──▶ flash (LUNs)
+//! ```
+//!
+//! Each layer is its own module and state machine; this file routes messages between them
+//! through one event queue. A read travels: doorbell → fetch → firmware → cache lookup → (miss)
+//! FTL lookup → flash read on the LUN (array, then channel transfer) → DMA to the host → CQE
+//! and MSI. A write: doorbell → fetch → firmware → DMA from the host → cache (acknowledged once
+//! in DRAM; waits if the write buffer is full) → CQE; its data reaches flash later, when the
+//! buffer evicts it.
+//!
+//! ## Driving it by two clocks (architecture.md)
+//! [`Ssd::submit`] a command at time `t`; [`Ssd::next_event_time`] says when the model next
+//! has something to do; [`Ssd::advance_to`] runs it up to `t` and hands back the completions
+//! posted by then. A full-system simulation interleaves this with the host model by always
+//! advancing whichever has the earlier event; the server's emulated backend calls `advance_to`
+//! with the wall clock. The model never looks at a clock of its own.
+//!
+//! ## Invariants (asserted)
+//! Every submitted command completes exactly once; the write buffer never exceeds its
+//! capacity; GC only erases superblocks without live data; the mapping stays consistent
+//! (`Ftl::check_consistency`, used by the tests). In data-integrity mode every write carries a
+//! version that travels with the data through DRAM, flash and GC, and reads return the versions
+//! they found, so a test can check that a read sees the last write.
+
+pub mod cache;
+pub mod config;
+pub mod ctrl;
+pub mod flash;
+pub mod ftl;
+pub mod pcie;
+
+use std::collections::{HashMap, VecDeque};
+
+use engine::{EventQueue, IoClass, IoOp, SimTime};
+use serde::Serialize;
+
+use cache::{Cache, ReadLookup, WriteBlock};
+pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
+use ctrl::Controller;
+pub use ctrl::{SqPriority, SubmitError};
+use flash::{Flash, FlashEvent, FlashOp, OpKind, OpOrigin};
+use ftl::{Ftl, Writer};
+use pcie::{Direction, PcieLink};
+
+/// Hints a host may put in a command's reserved field next to the class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Hint {
+    #[default]
+    None,
+    /// The first command of a write-back wave of `pages` dirty pages.
+    WritebackWave { pages: u32 },
+}
+
+/// An NVMe I/O command as the model needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NvmeCommand {
+    /// Command identifier chosen by the host, echoed in the completion.
+    pub cid: u32,
+    pub op: IoOp,
+    /// Starting LBA in 512-byte sectors.
+    pub slba: u64,
+    /// Number of 512-byte sectors (0 for flush).
+    pub sectors: u32,
+    /// The workload attribute carried in the reserved field.
+    pub class: IoClass,
+    pub hint: Hint,
+    /// Data-integrity mode: the version of the data a write carries.
+    pub version: u32,
+}
+
+/// Completion status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Status {
+    Success,
+    LbaOutOfRange,
+    InvalidField,
+}
+
+/// A completion entry as the host sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// When the entry is in host memory (and the MSI, if any, sent).
+    pub at: SimTime,
+    pub sqid: u16,
+    pub cqid: u16,
+    pub cid: u32,
+    pub status: Status,
+    /// Device status in the entry (the published design overrides `sq_head`): write-buffer
+    /// occupancy in percent.
+    pub write_buffer_pct: u8,
+    /// Whether an MSI-X was raised (false when the host masked the CQ's vector to poll).
+    pub interrupt: bool,
+    /// Data-integrity mode: the version of each 4 KiB unit a read returned.
+    pub read_versions: Option<Box<[u32]>>,
+}
+
+/// Options that are not part of the device description.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceOptions {
+    /// Track a version per written unit through the data path (costs memory and time).
+    pub integrity: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    Doorbell { sqid: u16, slot: u32 },
+    FetchFree,
+    Ready { slot: u32 },
+    WriteDataIn { slot: u32 },
+    Complete { slot: u32 },
+    Flash(FlashEvent),
+}
+
+#[derive(Clone, Debug)]
+struct Cmd {
+    cmd: NvmeCommand,
+    sqid: u16,
+    first_lpn: u32,
+    units: u32,
+    pending_units: u32,
+    /// Writes: next unit to put in the buffer (resumes there after a stall).
+    next_unit: u32,
+    status: Status,
+    stalled_since: Option<SimTime>,
+    versions: Option<Vec<u32>>,
+}
+
+/// Who waits for an in-flight flash read of one unit.
+#[derive(Clone, Debug)]
+enum Waiters {
+    /// A prefetch nobody has asked for yet.
+    None,
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl Waiters {
+    fn add(&mut self, slot: u32) {
+        *self = match std::mem::replace(self, Waiters::None) {
+            Waiters::None => Waiters::One(slot),
+            Waiters::One(a) => Waiters::Many(vec![a, slot]),
+            Waiters::Many(mut v) => {
+                v.push(slot);
+                Waiters::Many(v)
+            }
+        };
+    }
+}
+
+/// Per-op command counts and device-level counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CommandStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub trims: u64,
+    pub errors: u64,
+    pub latency_critical: u64,
+    pub throughput: u64,
+    /// Writes that waited for buffer space, and their total wait.
+    pub write_stalls: u64,
+    pub write_stall_ns: u64,
+}
+
+/// Everything the device counts, for `summary.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceStats {
+    pub name: String,
+    pub user_capacity_bytes: u64,
+    pub commands: CommandStats,
+    pub cache: cache::CacheStats,
+    pub ftl: ftl::FtlStats,
+    pub flash: flash::FlashStats,
+    /// NAND units programmed (host + GC) per host unit programmed; 1.0 when GC copied nothing.
+    pub write_amplification: f64,
+    pub erase_count_min: u32,
+    pub erase_count_max: u32,
+    pub erase_count_mean: f64,
+    pub pcie_bytes_to_device: u64,
+    pub pcie_bytes_to_host: u64,
+    pub mapping_table_bytes: u64,
+}
+
+/// The SSD.
+pub struct Ssd {
+    config: DeviceConfig,
+    events: EventQueue<Ev>,
+    now: SimTime,
+    pcie: PcieLink,
+    ctrl: Controller,
+    cache: Cache,
+    ftl: Ftl,
+    flash: Flash,
+    cmds: Vec<Option<Cmd>>,
+    free_cmds: Vec<u32>,
+    fills: HashMap<u32, Waiters>,
+    rows: Vec<Vec<(u32, u32)>>,
+    free_rows: Vec<u32>,
+    rows_in_flight: u32,
+    stalled: VecDeque<u32>,
+    /// Eviction found no flash space; retry when GC frees a superblock.
+    evict_blocked: bool,
+    host_lun_cursor: u32,
+    firmware_free: SimTime,
+    flash_events: Vec<(SimTime, FlashEvent)>,
+    evict_scratch: Vec<(u32, u32)>,
+    ready: Vec<Completion>,
+    integrity: bool,
+    submitted: u64,
+    completed: u64,
+    stats: CommandStats,
+}
+
+impl Ssd {
+    pub fn new(config: &DeviceConfig, options: DeviceOptions) -> Result<Ssd, config::ConfigError> {
+        config.validate()?;
+        let flash = Flash::new(config);
+        let ftl = Ftl::new(config, flash.geometry.clone(), options.integrity);
+        Ok(Ssd {
+            config: config.clone(),
+            events: EventQueue::with_capacity(4096),
+            now: SimTime::ZERO,
+            pcie: PcieLink::new(&config.pcie),
+            ctrl: Controller::new(&config.ctrl),
+            cache: Cache::new(&config.cache),
+            ftl,
+            flash,
+            cmds: Vec::new(),
+            free_cmds: Vec::new(),
+            fills: HashMap::new(),
+            rows: Vec::new(),
+            free_rows: Vec::new(),
+            rows_in_flight: 0,
+            stalled: VecDeque::new(),
+            evict_blocked: false,
+            host_lun_cursor: 0,
+            firmware_free: SimTime::ZERO,
+            flash_events: Vec::new(),
+            evict_scratch: Vec::new(),
+            ready: Vec::new(),
+            integrity: options.integrity,
+            submitted: 0,
+            completed: 0,
+            stats: CommandStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
+    }
+
+    /// Capacity the host can address, in bytes.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.ftl.user_lpns() * MAP_UNIT_BYTES
+    }
+
+    /// Creates an I/O SQ/CQ pair (admin command).
+    pub fn create_queue_pair(&mut self, sqid: u16, cqid: u16, depth: u32, priority: SqPriority) {
+        self.ctrl.create_queue_pair(sqid, cqid, depth, priority);
+    }
+
+    /// Masks (polling) or unmasks a CQ's interrupt.
+    pub fn set_interrupts(&mut self, cqid: u16, enabled: bool) {
+        self.ctrl.set_interrupts(cqid, enabled);
+    }
+
+    /// The host wrote `cmd` into SQ `sqid` and rang its doorbell at `now`.
+    pub fn submit(&mut self, now: SimTime, sqid: u16, cmd: NvmeCommand) -> Result<(), SubmitError> {
+        debug_assert!(now >= self.now, "submit at {now} before the model's time {}", self.now);
+        self.ctrl.occupy(sqid)?;
+        let first_lpn = (cmd.slba * SECTOR_BYTES / MAP_UNIT_BYTES) as u32;
+        let end_byte = (cmd.slba + cmd.sectors as u64) * SECTOR_BYTES;
+        let units = if cmd.sectors == 0 { 0 } else { (end_byte.div_ceil(MAP_UNIT_BYTES) - first_lpn as u64) as u32 };
+        let status = if matches!(cmd.op, IoOp::Flush) {
+            Status::Success
+        } else if cmd.sectors == 0 {
+            Status::InvalidField
+        } else if end_byte > self.capacity_bytes() {
+            Status::LbaOutOfRange
+        } else {
+            Status::Success
+        };
+        let state = Cmd {
+            cmd,
+            sqid,
+            first_lpn,
+            units,
+            pending_units: 0,
+            next_unit: 0,
+            status,
+            stalled_since: None,
+            versions: None,
+        };
+        let slot = match self.free_cmds.pop() {
+            Some(s) => {
+                self.cmds[s as usize] = Some(state);
+                s
+            }
+            None => {
+                self.cmds.push(Some(state));
+                (self.cmds.len() - 1) as u32
+            }
+        };
+        self.submitted += 1;
+        self.events.schedule(now + self.pcie.doorbell_ns, Ev::Doorbell { sqid, slot });
+        Ok(())
+    }
+
+    /// When the model next has work, if it has any.
+    pub fn next_event_time(&self) -> Option<SimTime> {
+        self.events.peek_time()
+    }
+
+    /// Runs the model up to and including `t`; appends the completions posted by then.
+    pub fn advance_to(&mut self, t: SimTime, completions: &mut Vec<Completion>) {
+        while let Some((at, ev)) = self.events.pop_due(t) {
+            self.now = at;
+            self.handle(ev);
+        }
+        if t > self.now {
+            self.now = t;
+        }
+        completions.append(&mut self.ready);
+    }
+
+    /// Commands submitted and not yet completed.
+    pub fn in_flight(&self) -> u64 {
+        self.submitted - self.completed
+    }
+
+    /// Events processed so far.
+    pub fn events_processed(&self) -> u64 {
+        self.events.scheduled_total() - self.events.len() as u64
+    }
+
+    /// Write-buffer occupancy in percent.
+    pub fn write_buffer_pct(&self) -> u8 {
+        self.cache.write_buffer_pct()
+    }
+
+    /// Checks FTL mapping and buffer accounting (O(capacity): for tests on small devices).
+    pub fn check_consistency(&self) -> Result<(), String> {
+        self.ftl.check_consistency()?;
+        self.cache.check_consistency()
+    }
+
+    pub fn stats(&self) -> DeviceStats {
+        let f = &self.ftl.stats;
+        let host = f.host_units_programmed;
+        let (emin, emax, emean_milli) = self.ftl.erase_count_stats();
+        DeviceStats {
+            name: self.config.name.clone(),
+            user_capacity_bytes: self.capacity_bytes(),
+            commands: self.stats.clone(),
+            cache: self.cache.stats.clone(),
+            ftl: f.clone(),
+            flash: flash::FlashStats { lun_busy_ns: self.flash.busy_ns(), ..self.flash.stats.clone() },
+            write_amplification: if host == 0 { 1.0 } else { (host + f.gc_units_programmed) as f64 / host as f64 },
+            erase_count_min: emin,
+            erase_count_max: emax,
+            erase_count_mean: emean_milli as f64 / 1000.0,
+            pcie_bytes_to_device: self.pcie.bytes_moved[Direction::HostToDevice as usize],
+            pcie_bytes_to_host: self.pcie.bytes_moved[Direction::DeviceToHost as usize],
+            mapping_table_bytes: self.ftl.table_bytes(),
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        let now = self.now;
+        match ev {
+            Ev::Doorbell { sqid, slot } => {
+                self.ctrl.doorbell(sqid, slot);
+                if !self.ctrl.fetch_busy {
+                    self.fetch_next(now);
+                }
+            }
+            Ev::FetchFree => {
+                self.ctrl.fetch_busy = false;
+                self.fetch_next(now);
+            }
+            Ev::Ready { slot } => self.execute(now, slot),
+            Ev::WriteDataIn { slot } => {
+                if self.stalled.is_empty() {
+                    self.buffer_write(now, slot);
+                } else {
+                    // Writes queue behind stalled ones: the overflow stall hits every write.
+                    self.stall(now, slot);
+                }
+            }
+            Ev::Complete { slot } => self.complete(now, slot),
+            Ev::Flash(fe) => {
+                let done = self.flash.on_event(now, fe, &mut self.flash_events);
+                if let Some(op) = done {
+                    self.flash_done(now, fe.lun, op);
+                }
+                self.schedule_flash_events();
+            }
+        }
+    }
+
+    fn schedule_flash_events(&mut self) {
+        for (at, fe) in self.flash_events.drain(..) {
+            self.events.schedule(at, Ev::Flash(fe));
+        }
+    }
+
+    fn fetch_next(&mut self, now: SimTime) {
+        let Some((_sqid, slot)) = self.ctrl.pick() else { return };
+        let c = &self.config.ctrl;
+        self.ctrl.fetch_busy = true;
+        let fetched = now + c.fetch_ns;
+        let start = self.firmware_free.max(fetched);
+        self.firmware_free = start + c.firmware_ns;
+        self.events.schedule(fetched, Ev::FetchFree);
+        self.events.schedule(self.firmware_free, Ev::Ready { slot });
+    }
+
+    fn cmd(&mut self, slot: u32) -> &mut Cmd {
+        self.cmds[slot as usize].as_mut().expect("live command slot")
+    }
+
+    fn execute(&mut self, now: SimTime, slot: u32) {
+        let (op, status, class) = {
+            let c = self.cmd(slot);
+            (c.cmd.op, c.status, c.cmd.class)
+        };
+        match class {
+            IoClass::LatencyCritical => self.stats.latency_critical += 1,
+            IoClass::Throughput => self.stats.throughput += 1,
+        }
+        if status != Status::Success {
+            self.stats.errors += 1;
+            self.post_completion(now, slot);
+            return;
+        }
+        match op {
+            IoOp::Read => {
+                self.stats.reads += 1;
+                self.start_read(now, slot);
+            }
+            IoOp::Write => {
+                self.stats.writes += 1;
+                let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
+                let done = self.pcie.dma(now, Direction::HostToDevice, bytes);
+                self.events.schedule(done, Ev::WriteDataIn { slot });
+            }
+            IoOp::Flush => {
+                // DRAM is power-loss protected (capacitors), so a flush has nothing to wait for.
+                self.stats.flushes += 1;
+                self.post_completion(now, slot);
+            }
+            IoOp::Trim => {
+                self.stats.trims += 1;
+                let (first, units) = {
+                    let c = self.cmd(slot);
+                    (c.first_lpn, c.units)
+                };
+                for lpn in first..first + units {
+                    self.cache.trim(lpn);
+                    self.ftl.trim(lpn);
+                }
+                self.post_completion(now, slot);
+            }
+        }
+    }
+
+    fn start_read(&mut self, now: SimTime, slot: u32) {
+        let (first, units, class) = {
+            let integrity = self.integrity;
+            let c = self.cmd(slot);
+            c.pending_units = c.units;
+            if integrity {
+                c.versions = Some(vec![0; c.units as usize]);
+            }
+            (c.first_lpn, c.units, c.cmd.class)
+        };
+        for lpn in first..first + units {
+            match self.cache.read(lpn, class) {
+                ReadLookup::Hit { version } => self.unit_arrived(slot, lpn, version),
+                ReadLookup::Filling => self.fills.entry(lpn).or_insert(Waiters::None).add(slot),
+                ReadLookup::Miss => {
+                    if let Some(w) = self.fills.get_mut(&lpn) {
+                        w.add(slot); // in flight, uncached
+                    } else if self.ftl.lookup(lpn).is_some() {
+                        self.start_flash_read(now, lpn, Waiters::One(slot), false);
+                    } else {
+                        self.unit_arrived(slot, lpn, 0); // never written: zeros, no flash work
+                    }
+                }
+            }
+        }
+        self.prefetch(now, first + units);
+        if self.cmd(slot).pending_units == 0 {
+            self.finish_read(now, slot);
+        }
+        self.schedule_flash_events();
+    }
+
+    fn prefetch(&mut self, now: SimTime, from: u32) {
+        let user = self.ftl.user_lpns() as u32;
+        for lpn in from..from.saturating_add(self.cache.prefetch_pages).min(user) {
+            if self.cache.contains(lpn) || self.fills.contains_key(&lpn) || self.ftl.lookup(lpn).is_none() {
+                continue;
+            }
+            self.start_flash_read(now, lpn, Waiters::None, true);
+        }
+    }
+
+    fn start_flash_read(&mut self, now: SimTime, lpn: u32, waiters: Waiters, prefetch: bool) {
+        let loc = self.ftl.lookup(lpn).expect("caller checked the LPN is mapped");
+        let cached = self.cache.start_fill(lpn, prefetch);
+        if prefetch && !cached {
+            return; // nowhere to put it: skip the prefetch
+        }
+        self.fills.insert(lpn, waiters);
+        let op = FlashOp { kind: OpKind::Read, page: loc.page, units: 1, origin: OpOrigin::HostRead { lpn } };
+        self.flash.submit(now, loc.lun, op, &mut self.flash_events);
+    }
+
+    fn unit_arrived(&mut self, slot: u32, lpn: u32, version: u32) {
+        let c = self.cmd(slot);
+        if let Some(v) = &mut c.versions {
+            v[(lpn - c.first_lpn) as usize] = version;
+        }
+        debug_assert!(c.pending_units > 0);
+        c.pending_units -= 1;
+    }
+
+    fn finish_read(&mut self, now: SimTime, slot: u32) {
+        let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
+        let from_dram = now + self.config.cache.dram_access_ns;
+        let done = self.pcie.dma(from_dram, Direction::DeviceToHost, bytes);
+        self.post_completion(done, slot);
+    }
+
+    /// Puts a write's units into the buffer; stalls it on the first unit that must wait.
+    fn buffer_write(&mut self, now: SimTime, slot: u32) {
+        loop {
+            let (lpn, version, class, done) = {
+                let c = self.cmd(slot);
+                (c.first_lpn + c.next_unit, c.cmd.version, c.cmd.class, c.next_unit == c.units)
+            };
+            if done {
+                break;
+            }
+            match self.cache.write(lpn, version, class) {
+                Ok(()) => self.cmd(slot).next_unit += 1,
+                Err(block) => {
+                    self.stall(now, slot);
+                    self.make_room(now, block, lpn);
+                    return;
+                }
+            }
+        }
+        let c = self.cmd(slot);
+        if let Some(since) = c.stalled_since.take() {
+            self.stats.write_stall_ns += now - since;
+        }
+        let at = now + self.config.cache.dram_access_ns;
+        self.post_completion(at, slot);
+    }
+
+    fn stall(&mut self, now: SimTime, slot: u32) {
+        // The stalled queue is short (bounded by the commands in flight), so `contains` is cheap.
+        let c = self.cmd(slot);
+        if c.stalled_since.is_none() {
+            c.stalled_since = Some(now);
+            self.stats.write_stalls += 1;
+        }
+        if !self.stalled.contains(&slot) {
+            self.stalled.push_back(slot);
+        }
+    }
+
+    /// Retries stalled writes in order after space was freed.
+    fn resume_stalled(&mut self, now: SimTime) {
+        while let Some(&slot) = self.stalled.front() {
+            self.stalled.pop_front();
+            let before = self.stalled.len();
+            self.buffer_write(now, slot);
+            if self.stalled.len() > before {
+                // It stalled again (re-queued at the back): put it back at the head.
+                let s = self.stalled.pop_back().expect("just pushed");
+                self.stalled.push_front(s);
+                break;
+            }
+        }
+    }
+
+    /// Starts evictions so a blocked write can proceed.
+    fn make_room(&mut self, now: SimTime, block: WriteBlock, lpn: u32) {
+        let luns = self.flash.geometry.luns;
+        match block {
+            WriteBlock::SetFull => {
+                if let Some(unit) = self.cache.take_dirty_in_set(lpn) {
+                    self.evict_scratch.clear();
+                    self.evict_scratch.push(unit);
+                    self.program_evictions(now);
+                }
+            }
+            WriteBlock::BufferFull => {
+                if self.evict_blocked || self.rows_in_flight >= luns {
+                    return; // a round is on its way; its programs will free space
+                }
+                let batch = match self.config.cache.evict_batch_units {
+                    0 => (luns * self.flash.geometry.row_units()) as usize,
+                    n => n as usize,
+                };
+                self.evict_scratch.clear();
+                self.cache.take_oldest_dirty(batch, &mut self.evict_scratch);
+                self.program_evictions(now);
+            }
+        }
+        self.schedule_flash_events();
+    }
+
+    /// Programs the units in `evict_scratch`, striped unit by unit over LUNs in channel-first
+    /// order, one row per LUN per `row_units` units.
+    fn program_evictions(&mut self, now: SimTime) {
+        let units = std::mem::take(&mut self.evict_scratch);
+        if units.is_empty() {
+            self.evict_scratch = units;
+            return;
+        }
+        let geo = &self.flash.geometry;
+        let (luns, row_units) = (geo.luns, geo.row_units() as usize);
+        let groups = units.len().div_ceil(row_units).min(luns as usize);
+        let mut g = 0;
+        while g < groups {
+            let members: Vec<(u32, u32)> = units.iter().copied().skip(g).step_by(groups).collect();
+            let Some(lun) = self.next_host_lun() else {
+                // No LUN has room until GC erases something: put everything left back.
+                for rest in g..groups {
+                    for &(lpn, _) in units.iter().skip(rest).step_by(groups) {
+                        self.cache.abort_eviction(lpn);
+                    }
+                }
+                self.evict_blocked = true;
+                break;
+            };
+            for chunk in members.chunks(row_units) {
+                if !self.ftl.has_room(lun, Writer::Host) {
+                    for &(lpn, _) in chunk {
+                        self.cache.abort_eviction(lpn);
+                    }
+                    continue;
+                }
+                let placed = self.ftl.write_row(lun, chunk, Writer::Host);
+                let row = self.alloc_row(chunk);
+                let op = FlashOp { kind: OpKind::Program, page: placed.page, units: chunk.len() as u32, origin: OpOrigin::Evict { row } };
+                self.rows_in_flight += 1;
+                self.flash.submit(now, lun, op, &mut self.flash_events);
+            }
+            if self.ftl.needs_gc(lun) {
+                self.start_gc(now, lun);
+            }
+            g += 1;
+        }
+        self.evict_scratch = units;
+        self.evict_scratch.clear();
+    }
+
+    /// The next LUN (channel-first round robin) where host data may be placed.
+    fn next_host_lun(&mut self) -> Option<u32> {
+        let luns = self.flash.geometry.luns;
+        for k in 0..luns {
+            let lun = (self.host_lun_cursor + k) % luns;
+            if self.ftl.has_room(lun, Writer::Host) {
+                self.host_lun_cursor = (lun + 1) % luns;
+                return Some(lun);
+            }
+        }
+        None
+    }
+
+    fn alloc_row(&mut self, units: &[(u32, u32)]) -> u32 {
+        match self.free_rows.pop() {
+            Some(r) => {
+                self.rows[r as usize].extend_from_slice(units);
+                r
+            }
+            None => {
+                self.rows.push(units.to_vec());
+                (self.rows.len() - 1) as u32
+            }
+        }
+    }
+
+    fn start_gc(&mut self, now: SimTime, lun: u32) {
+        let Some(plan) = self.ftl.start_gc(lun) else { return };
+        for &(page, units) in &plan.reads {
+            let op = FlashOp { kind: OpKind::Read, page, units, origin: OpOrigin::GcRead };
+            self.flash.submit(now, lun, op, &mut self.flash_events);
+        }
+        for &(page, units) in &plan.programs {
+            let op = FlashOp { kind: OpKind::Program, page, units, origin: OpOrigin::GcProgram };
+            self.flash.submit(now, lun, op, &mut self.flash_events);
+        }
+        let erase = FlashOp { kind: OpKind::Erase, page: 0, units: 0, origin: OpOrigin::GcErase { superblock: plan.victim } };
+        self.flash.submit(now, lun, erase, &mut self.flash_events);
+    }
+
+    fn flash_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
+        match op.origin {
+            OpOrigin::HostRead { lpn } => {
+                let version = self.ftl.version_of(lpn);
+                self.cache.finish_fill(lpn, version);
+                let waiters = self.fills.remove(&lpn).expect("a host flash read has a fill record");
+                let wake = |ssd: &mut Ssd, slot: u32| {
+                    ssd.unit_arrived(slot, lpn, version);
+                    if ssd.cmd(slot).pending_units == 0 {
+                        ssd.finish_read(now, slot);
+                    }
+                };
+                match waiters {
+                    Waiters::None => {}
+                    Waiters::One(s) => wake(self, s),
+                    Waiters::Many(v) => v.into_iter().for_each(|s| wake(self, s)),
+                }
+            }
+            OpOrigin::Evict { row } => {
+                let units = std::mem::take(&mut self.rows[row as usize]);
+                for &(lpn, _) in &units {
+                    self.cache.finish_eviction(lpn);
+                }
+                self.rows[row as usize] = units;
+                self.rows[row as usize].clear();
+                self.free_rows.push(row);
+                self.rows_in_flight -= 1;
+                self.resume_stalled(now);
+            }
+            OpOrigin::GcRead | OpOrigin::GcProgram => {}
+            OpOrigin::GcErase { superblock } => {
+                self.ftl.finish_gc(lun, superblock);
+                if self.ftl.needs_gc(lun) {
+                    self.start_gc(now, lun);
+                }
+                if std::mem::take(&mut self.evict_blocked) {
+                    self.resume_stalled(now);
+                    if !self.stalled.is_empty() {
+                        self.make_room(now, WriteBlock::BufferFull, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Posts the completion entry at `at` (after the firmware's completion work).
+    fn post_completion(&mut self, at: SimTime, slot: u32) {
+        let done = self.pcie.dma(at + self.config.ctrl.completion_ns, Direction::DeviceToHost, 16);
+        self.events.schedule(done, Ev::Complete { slot });
+    }
+
+    fn complete(&mut self, now: SimTime, slot: u32) {
+        let c = self.cmds[slot as usize].take().expect("a command completes exactly once");
+        self.free_cmds.push(slot);
+        self.completed += 1;
+        let cqid = self.ctrl.cq_of(c.sqid);
+        self.ready.push(Completion {
+            at: now,
+            sqid: c.sqid,
+            cqid,
+            cid: c.cmd.cid,
+            status: c.status,
+            write_buffer_pct: self.cache.write_buffer_pct(),
+            interrupt: self.ctrl.interrupts_enabled(cqid),
+            read_versions: c.versions.map(Vec::into_boxed_slice),
+        });
+    }
+}

@@ -11,11 +11,13 @@
 //!
 //! Nothing here knows about storage; the models (`device`, `host`) build on it.
 
+pub mod io;
 pub mod queue;
 pub mod rng;
 pub mod stats;
 pub mod time;
 
+pub use io::{IoClass, IoOp};
 pub use queue::EventQueue;
 pub use rng::{stream, SimRng};
 pub use stats::{LatencyHistogram, LatencySummary};

@@ -1,0 +1,612 @@
+//! Device configuration and the named presets.
+//!
+//! A device is described by one TOML document whose tables follow the layers of the model
+//! (`[pcie]`, `[ctrl]`, `[cache]`, `[ftl]`, `[flash]`). Every field carries its unit in its name.
+//! A document may start from a named preset and override any subset of keys:
+//!
+//! ```toml
+//! preset = "nvme-tlc"
+//! [flash]
+//! suspend = "on"
+//! blocks_per_plane = 64      # a small device, so GC starts quickly
+//! ```
+//!
+//! Unknown keys are errors that name the key; impossible geometry (zero channels, a page size
+//! that is not a power of two, more planes than fit a command) is rejected by [`DeviceConfig::validate`]
+//! with the offending value.
+//!
+//! ## Where the preset values come from
+//! `zssd` and `nvme-tlc` take their NAND timings, geometry and DRAM sizes from device.md (the
+//! published Z-SSD prototype and an Intel-750-class TLC drive). The controller and link costs
+//! (`fetch_ns`, `firmware_ns`, `doorbell_ns`, ONFI rate) are not published; they are set so that
+//! device-level runs from the `x86-4` host land on the published from-host QD1 figures (see the
+//! README's device table, which prints what the model gives). `bics` and `vnand` are the two
+//! comparison flash types of device.md on the nvme-tlc controller.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Bytes per mapping unit: the FTL maps, caches and buffers data in 4 KiB units.
+pub const MAP_UNIT_BYTES: u64 = 4096;
+/// Bytes per NVMe logical block (sector) addressed by commands.
+pub const SECTOR_BYTES: u64 = 512;
+
+/// Errors from reading or validating a device configuration.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("unknown device preset `{name}`; known presets: {known}")]
+    UnknownPreset { name: String, known: String },
+    #[error("invalid device config: {0}")]
+    Toml(String),
+    #[error("invalid device config: `{key}` = {value}: {expected}")]
+    Invalid {
+        key: &'static str,
+        value: String,
+        expected: String,
+    },
+}
+
+fn invalid(key: &'static str, value: impl ToString, expected: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+/// The whole device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Name shown in reports (the preset's name unless overridden).
+    pub name: String,
+    pub pcie: PcieConfig,
+    pub ctrl: CtrlConfig,
+    pub cache: CacheConfig,
+    pub ftl: FtlConfig,
+    pub flash: FlashConfig,
+}
+
+/// The PCIe link between host and device (device::pcie).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieConfig {
+    /// PCIe generation 1..=5 (sets the per-lane rate and encoding).
+    pub generation: u32,
+    /// Lanes: 1, 2, 4, 8 or 16.
+    pub lanes: u32,
+    /// Time for a doorbell MMIO write to reach the controller.
+    pub doorbell_ns: u64,
+    /// Fixed cost of each DMA (TLP headers, round trip of the first read request).
+    pub dma_setup_ns: u64,
+}
+
+/// Arbitration among submission queues (NVMe 1.x §4.13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arbitration {
+    /// Every SQ with work gets a turn in order (the NVMe default).
+    RoundRobin,
+    /// Urgent SQs first, then high/medium/low by weight.
+    WeightedRoundRobin,
+    /// The highest-priority SQ with work always goes first (the latency-critical SQ of the
+    /// published design).
+    StrictPriority,
+}
+
+/// The NVMe controller (device::ctrl).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CtrlConfig {
+    pub arbitration: Arbitration,
+    /// Commands fetched from one SQ per arbitration turn (the NVMe arbitration burst).
+    pub arbitration_burst: u32,
+    /// Weights of high, medium and low priority SQs under weighted round robin.
+    pub wrr_weights: [u32; 3],
+    /// Time to fetch one 64-byte command from host memory (PCIe read round trip).
+    pub fetch_ns: u64,
+    /// Firmware time per command (decode, FTL lookup, cache management) on the controller core.
+    pub firmware_ns: u64,
+    /// Firmware time to post a completion entry and send the MSI-X.
+    pub completion_ns: u64,
+}
+
+/// The DRAM cache and the write buffer inside it (device::cache).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// DRAM used for caching data (reads and buffered writes), in bytes.
+    pub dram_bytes: u64,
+    /// Associativity: lines per set.
+    pub ways: u32,
+    /// Most dirty data the DRAM holds before incoming writes must wait for an eviction.
+    pub write_buffer_bytes: u64,
+    /// Pages (4 KiB units) read ahead after a read miss; 0 disables prefetch.
+    pub prefetch_pages: u32,
+    /// Dirty units evicted per eviction round when the buffer is full (0 = one program per LUN).
+    pub evict_batch_units: u32,
+    /// Time to move 4 KiB between the controller and DRAM (a hit's service time).
+    pub dram_access_ns: u64,
+}
+
+/// Initial state of the flash when a run starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precondition {
+    /// Factory fresh: nothing mapped; reads of unwritten data return zeros without flash work.
+    None,
+    /// The whole user capacity written once, sequentially (the usual benchmark preconditioning):
+    /// every logical page is mapped and the free blocks are the over-provisioned space.
+    Sequential,
+}
+
+/// The flash translation layer (device::ftl).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FtlConfig {
+    /// Physical capacity hidden from the host, percent of raw capacity.
+    pub overprovisioning_pct: u32,
+    /// GC runs on a LUN when its free superblocks fall below this percent of its superblocks.
+    pub gc_threshold_pct: u32,
+    /// Free superblocks per LUN that host writes may not take (kept for GC's relocations).
+    pub gc_reserve_blocks: u32,
+    pub precondition: Precondition,
+    /// Let host reads overtake queued GC work on a LUN (preemptible GC).
+    pub gc_preemptible: bool,
+}
+
+/// Cell type: how many bits (page types) each word line stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CellType {
+    Slc,
+    Mlc,
+    Tlc,
+}
+
+impl CellType {
+    pub fn page_types(self) -> usize {
+        match self {
+            CellType::Slc => 1,
+            CellType::Mlc => 2,
+            CellType::Tlc => 3,
+        }
+    }
+}
+
+/// Per-page-type timings (LSB, CSB, MSB). SLC uses `lsb` only; MLC `lsb` and `msb`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageTypeNs {
+    pub lsb: u64,
+    pub csb: u64,
+    pub msb: u64,
+}
+
+impl PageTypeNs {
+    pub const fn uniform(ns: u64) -> PageTypeNs {
+        PageTypeNs { lsb: ns, csb: ns, msb: ns }
+    }
+}
+
+/// A mode that is on or off (config switches read as words, not booleans).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Switch {
+    Off,
+    On,
+}
+
+/// Order in which a LUN serves its queued flash operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueuePolicy {
+    /// Strict arrival order.
+    Fifo,
+    /// Host reads first, then everything else in arrival order (common firmware policy).
+    ReadFirst,
+}
+
+/// The NAND flash backend (device::flash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashConfig {
+    pub cell: CellType,
+    pub channels: u32,
+    /// Packages (ways) sharing each channel.
+    pub packages_per_channel: u32,
+    pub dies_per_package: u32,
+    pub planes_per_die: u32,
+    pub blocks_per_plane: u32,
+    pub pages_per_block: u32,
+    pub page_bytes: u32,
+    pub read_ns: PageTypeNs,
+    pub program_ns: PageTypeNs,
+    pub erase_ns: u64,
+    /// Channel (ONFI/Toggle) transfer rate in mega-transfers per second.
+    pub interface_mt_per_sec: u64,
+    /// Channel bus width in bits (8 for ONFI/Toggle).
+    pub bus_width_bits: u32,
+    /// Command and address cycles per operation on the channel.
+    pub cmd_addr_ns: u64,
+    pub queue_policy: QueuePolicy,
+    /// Program/erase suspend for reads.
+    pub suspend: Switch,
+    pub suspend_overhead_ns: u64,
+    pub resume_overhead_ns: u64,
+    /// Pair channels so a 4 KiB unit is split in two halves on two channels at once.
+    pub super_channel: Switch,
+}
+
+/// Names of the built-in presets.
+pub const PRESET_NAMES: [&str; 4] = ["zssd", "nvme-tlc", "bics", "vnand"];
+
+impl DeviceConfig {
+    /// A built-in preset by name.
+    pub fn preset(name: &str) -> Result<DeviceConfig, ConfigError> {
+        match name {
+            "zssd" => Ok(zssd()),
+            "nvme-tlc" => Ok(nvme_tlc()),
+            "bics" => Ok(bics()),
+            "vnand" => Ok(vnand()),
+            _ => Err(ConfigError::UnknownPreset {
+                name: name.to_string(),
+                known: PRESET_NAMES.join(", "),
+            }),
+        }
+    }
+
+    /// Reads a TOML document: `preset = "…"` plus overrides, or a complete description.
+    pub fn from_toml_str(text: &str) -> Result<DeviceConfig, ConfigError> {
+        let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| ConfigError::Toml(e.to_string()))?;
+        Self::from_toml_table(doc)
+    }
+
+    /// As [`from_toml_str`](Self::from_toml_str), from an already parsed table (a `[device]`
+    /// table inside a larger run config).
+    pub fn from_toml_table(mut doc: toml::Table) -> Result<DeviceConfig, ConfigError> {
+        let base = match doc.remove("preset") {
+            Some(toml::Value::String(name)) => Some(Self::preset(&name)?),
+            Some(other) => {
+                return Err(invalid("preset", other, format!("a preset name: {}", PRESET_NAMES.join(", "))))
+            }
+            None => None,
+        };
+        let merged = match base {
+            Some(base) => {
+                let mut table = toml::Table::try_from(&base).map_err(|e| ConfigError::Toml(e.to_string()))?;
+                merge(&mut table, doc, "")?;
+                table
+            }
+            None => doc,
+        };
+        let config: DeviceConfig = merged.try_into().map_err(|e: toml::de::Error| ConfigError::Toml(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks that the geometry and timings describe a device that can exist.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let p = &self.pcie;
+        if !(1..=5).contains(&p.generation) {
+            return Err(invalid("pcie.generation", p.generation, "1, 2, 3, 4 or 5"));
+        }
+        if ![1, 2, 4, 8, 16].contains(&p.lanes) {
+            return Err(invalid("pcie.lanes", p.lanes, "1, 2, 4, 8 or 16"));
+        }
+        let c = &self.ctrl;
+        if c.arbitration_burst == 0 {
+            return Err(invalid("ctrl.arbitration_burst", 0, "at least 1 command per turn"));
+        }
+        if c.wrr_weights.contains(&0) {
+            return Err(invalid("ctrl.wrr_weights", format!("{:?}", c.wrr_weights), "weights of at least 1"));
+        }
+        let f = &self.flash;
+        for (key, v) in [
+            ("flash.channels", f.channels),
+            ("flash.packages_per_channel", f.packages_per_channel),
+            ("flash.dies_per_package", f.dies_per_package),
+            ("flash.planes_per_die", f.planes_per_die),
+            ("flash.blocks_per_plane", f.blocks_per_plane),
+            ("flash.pages_per_block", f.pages_per_block),
+            ("flash.bus_width_bits", f.bus_width_bits),
+        ] {
+            if v == 0 {
+                return Err(invalid(key, v, "at least 1"));
+            }
+        }
+        if f.interface_mt_per_sec == 0 {
+            return Err(invalid("flash.interface_mt_per_sec", 0, "a positive transfer rate"));
+        }
+        if !f.page_bytes.is_power_of_two() || !(512..=65536).contains(&f.page_bytes) {
+            return Err(invalid("flash.page_bytes", f.page_bytes, "a power of two from 512 to 65536"));
+        }
+        if f.super_channel == Switch::On && f.channels % 2 != 0 {
+            return Err(invalid("flash.channels", f.channels, "an even number of channels when super_channel = \"on\""));
+        }
+        let sc = if f.super_channel == Switch::On { 2 } else { 1 };
+        let lun_page_bytes = f.page_bytes as u64 * sc;
+        if lun_page_bytes < MAP_UNIT_BYTES {
+            let group = MAP_UNIT_BYTES / lun_page_bytes;
+            if f.planes_per_die as u64 % group != 0 {
+                return Err(invalid(
+                    "flash.planes_per_die",
+                    f.planes_per_die,
+                    format!("a multiple of {group}: {} B pages are ganged across planes to hold a 4 KiB unit", f.page_bytes),
+                ));
+            }
+        }
+        if f.pages_per_block as usize % f.cell.page_types() != 0 {
+            return Err(invalid(
+                "flash.pages_per_block",
+                f.pages_per_block,
+                format!("a multiple of {} (page types per word line of {:?})", f.cell.page_types(), f.cell),
+            ));
+        }
+        let ftl = &self.ftl;
+        if ftl.overprovisioning_pct >= 100 {
+            return Err(invalid("ftl.overprovisioning_pct", ftl.overprovisioning_pct, "a percentage below 100"));
+        }
+        if ftl.gc_threshold_pct >= 100 {
+            return Err(invalid("ftl.gc_threshold_pct", ftl.gc_threshold_pct, "a percentage below 100"));
+        }
+        if ftl.gc_reserve_blocks < 1 {
+            return Err(invalid("ftl.gc_reserve_blocks", 0, "at least 1 superblock kept for GC"));
+        }
+        if (ftl.gc_reserve_blocks as u64 + 2) >= f.blocks_per_plane as u64 {
+            return Err(invalid(
+                "flash.blocks_per_plane",
+                f.blocks_per_plane,
+                format!("more than gc_reserve_blocks + 2 = {}", ftl.gc_reserve_blocks + 2),
+            ));
+        }
+        let physical_units = self.geometry_units();
+        if physical_units >= u32::MAX as u64 {
+            return Err(invalid(
+                "flash.blocks_per_plane",
+                f.blocks_per_plane,
+                "a geometry under 16 TiB (physical 4 KiB units must fit in 32 bits)",
+            ));
+        }
+        let cache = &self.cache;
+        if cache.ways == 0 {
+            return Err(invalid("cache.ways", 0, "at least 1 way per set"));
+        }
+        let lines = cache.dram_bytes / MAP_UNIT_BYTES;
+        if lines < cache.ways as u64 {
+            return Err(invalid(
+                "cache.dram_bytes",
+                cache.dram_bytes,
+                format!("room for at least one set of {} 4 KiB lines", cache.ways),
+            ));
+        }
+        if cache.write_buffer_bytes < MAP_UNIT_BYTES || cache.write_buffer_bytes > cache.dram_bytes {
+            return Err(invalid(
+                "cache.write_buffer_bytes",
+                cache.write_buffer_bytes,
+                format!("between 4096 and cache.dram_bytes ({})", cache.dram_bytes),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Raw capacity in 4 KiB units.
+    pub fn geometry_units(&self) -> u64 {
+        let f = &self.flash;
+        f.channels as u64
+            * f.packages_per_channel as u64
+            * f.dies_per_package as u64
+            * f.planes_per_die as u64
+            * f.blocks_per_plane as u64
+            * f.pages_per_block as u64
+            * f.page_bytes as u64
+            / MAP_UNIT_BYTES
+    }
+}
+
+/// Deep-merges `over` into `base`; a key absent from `base` is an unknown key.
+fn merge(base: &mut toml::Table, over: toml::Table, path: &str) -> Result<(), ConfigError> {
+    for (key, value) in over {
+        let full = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o, &full)?,
+            (Some(slot), v) => *slot = v,
+            (None, _) => {
+                let known: Vec<&str> = base.keys().map(String::as_str).collect();
+                return Err(ConfigError::Toml(format!(
+                    "unknown key `{full}`; keys accepted here: {}",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// PCIe and controller costs shared by the presets; the per-command costs were calibrated so
+/// that QD1 4 KiB runs from the x86-4 host land on device.md's from-host figures.
+fn base_pcie() -> PcieConfig {
+    PcieConfig { generation: 3, lanes: 4, doorbell_ns: 500, dma_setup_ns: 300 }
+}
+
+fn base_ctrl() -> CtrlConfig {
+    CtrlConfig {
+        arbitration: Arbitration::RoundRobin,
+        arbitration_burst: 8,
+        wrr_weights: [8, 4, 1],
+        fetch_ns: 600,
+        firmware_ns: 700,
+        completion_ns: 300,
+    }
+}
+
+/// ULL / Z-SSD class (device.md): Z-NAND tR 3 µs, tPROG 100 µs, tBERS 1 ms, 2 KiB pages,
+/// SLC-like; 16 channels × 1 package × 8 dies × 8 planes; PCIe 3.0 x4; 1.5 GB DRAM; ≈800 GB.
+pub fn zssd() -> DeviceConfig {
+    DeviceConfig {
+        name: "zssd".into(),
+        pcie: base_pcie(),
+        ctrl: base_ctrl(),
+        cache: CacheConfig {
+            dram_bytes: 1536 << 20,
+            ways: 16,
+            write_buffer_bytes: 512 << 20,
+            prefetch_pages: 0,
+            evict_batch_units: 0,
+            dram_access_ns: 400,
+        },
+        ftl: FtlConfig {
+            overprovisioning_pct: 7,
+            gc_threshold_pct: 5,
+            gc_reserve_blocks: 2,
+            precondition: Precondition::Sequential,
+            gc_preemptible: false,
+        },
+        flash: FlashConfig {
+            cell: CellType::Slc,
+            channels: 16,
+            packages_per_channel: 1,
+            dies_per_package: 8,
+            planes_per_die: 8,
+            // 16 × 8 × 8 planes × 400 blocks × 1024 pages × 2 KiB = 859 GB raw, 799 GB user.
+            blocks_per_plane: 400,
+            pages_per_block: 1024,
+            page_bytes: 2048,
+            read_ns: PageTypeNs::uniform(3_000),
+            program_ns: PageTypeNs::uniform(100_000),
+            erase_ns: 1_000_000,
+            interface_mt_per_sec: 1_000,
+            bus_width_bits: 8,
+            cmd_addr_ns: 100,
+            queue_policy: QueuePolicy::ReadFirst,
+            suspend: Switch::Off,
+            suspend_overhead_ns: 5_000,
+            resume_overhead_ns: 5_000,
+            super_channel: Switch::On,
+        },
+    }
+}
+
+/// Conventional NVMe / TLC, Intel-750-like (device.md): reads LSB/CSB/MSB 58/78/107 µs,
+/// programs 0.56/2.2/5 ms, erase 2.27 ms; 16 channels × 4 packages × 2 dies × 2 planes;
+/// 8 KiB pages; ≈800 GB; 512 MB internal buffer.
+pub fn nvme_tlc() -> DeviceConfig {
+    DeviceConfig {
+        name: "nvme-tlc".into(),
+        pcie: base_pcie(),
+        ctrl: base_ctrl(),
+        cache: CacheConfig {
+            dram_bytes: 512 << 20,
+            ways: 16,
+            write_buffer_bytes: 512 << 20,
+            prefetch_pages: 0,
+            evict_batch_units: 0,
+            dram_access_ns: 400,
+        },
+        ftl: FtlConfig {
+            overprovisioning_pct: 7,
+            gc_threshold_pct: 5,
+            gc_reserve_blocks: 2,
+            precondition: Precondition::Sequential,
+            gc_preemptible: false,
+        },
+        flash: FlashConfig {
+            cell: CellType::Tlc,
+            channels: 16,
+            packages_per_channel: 4,
+            dies_per_package: 2,
+            planes_per_die: 2,
+            // 256 planes × 1068 blocks × 384 pages × 8 KiB = 860 GB raw, 800 GB user.
+            blocks_per_plane: 1068,
+            pages_per_block: 384,
+            page_bytes: 8192,
+            read_ns: PageTypeNs { lsb: 58_000, csb: 78_000, msb: 107_000 },
+            program_ns: PageTypeNs { lsb: 560_000, csb: 2_200_000, msb: 5_000_000 },
+            erase_ns: 2_270_000,
+            interface_mt_per_sec: 400,
+            bus_width_bits: 8,
+            cmd_addr_ns: 200,
+            queue_policy: QueuePolicy::ReadFirst,
+            suspend: Switch::Off,
+            suspend_overhead_ns: 20_000,
+            resume_overhead_ns: 20_000,
+            super_channel: Switch::Off,
+        },
+    }
+}
+
+/// BiCS-class TLC for comparison (device.md: tR 45 µs, tPROG 660 µs, 16 KiB pages), on the
+/// nvme-tlc controller. One timing for every page type (the published figure is an average);
+/// erase time is not published: 3.5 ms is a typical 3D-TLC value (assumption).
+pub fn bics() -> DeviceConfig {
+    let mut c = nvme_tlc();
+    c.name = "bics".into();
+    c.flash.page_bytes = 16384;
+    c.flash.blocks_per_plane = 534;
+    c.flash.read_ns = PageTypeNs::uniform(45_000);
+    c.flash.program_ns = PageTypeNs::uniform(660_000);
+    c.flash.erase_ns = 3_500_000;
+    c
+}
+
+/// V-NAND-class TLC for comparison (device.md: tR 60 µs, tPROG 700 µs, 16 KiB pages); erase
+/// time as for `bics` (assumption).
+pub fn vnand() -> DeviceConfig {
+    let mut c = bics();
+    c.name = "vnand".into();
+    c.flash.read_ns = PageTypeNs::uniform(60_000);
+    c.flash.program_ns = PageTypeNs::uniform(700_000);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate_and_have_the_published_capacity() {
+        for name in PRESET_NAMES {
+            let c = DeviceConfig::preset(name).unwrap();
+            c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+            let user_gb = c.geometry_units() * (100 - c.ftl.overprovisioning_pct as u64) / 100 * 4096 / 1_000_000_000;
+            assert!((780..=830).contains(&user_gb), "{name}: {user_gb} GB user capacity");
+        }
+    }
+
+    #[test]
+    fn unknown_preset_lists_the_known_ones() {
+        let err = DeviceConfig::preset("optane").unwrap_err().to_string();
+        assert!(err.contains("optane") && err.contains("zssd, nvme-tlc, bics, vnand"), "{err}");
+    }
+
+    #[test]
+    fn overrides_apply_on_top_of_a_preset() {
+        let c = DeviceConfig::from_toml_str("preset = \"nvme-tlc\"\n[flash]\nsuspend = \"on\"\nblocks_per_plane = 64\n").unwrap();
+        assert_eq!(c.flash.suspend, Switch::On);
+        assert_eq!(c.flash.blocks_per_plane, 64);
+        assert_eq!(c.flash.page_bytes, 8192);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = DeviceConfig::from_toml_str("preset = \"zssd\"\n[flash]\nchanels = 8\n").unwrap_err().to_string();
+        assert!(err.contains("flash.chanels"), "{err}");
+        assert!(err.contains("channels"), "should list accepted keys: {err}");
+    }
+
+    #[test]
+    fn impossible_geometry_names_the_value() {
+        let err = DeviceConfig::from_toml_str("preset = \"zssd\"\n[flash]\nchannels = 0\n").unwrap_err().to_string();
+        assert!(err.contains("flash.channels") && err.contains("= 0"), "{err}");
+        let err = DeviceConfig::from_toml_str("preset = \"zssd\"\n[flash]\npage_bytes = 3000\n").unwrap_err().to_string();
+        assert!(err.contains("flash.page_bytes") && err.contains("3000") && err.contains("power of two"), "{err}");
+        let err = DeviceConfig::from_toml_str("preset = \"zssd\"\n[cache]\nways = 0\n").unwrap_err().to_string();
+        assert!(err.contains("cache.ways"), "{err}");
+    }
+
+    #[test]
+    fn wrong_value_type_is_reported() {
+        let err = DeviceConfig::from_toml_str("preset = \"zssd\"\n[flash]\nsuspend = \"maybe\"\n").unwrap_err().to_string();
+        assert!(err.contains("maybe") || err.contains("suspend"), "{err}");
+    }
+}

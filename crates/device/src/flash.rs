@@ -1,0 +1,539 @@
+//! The NAND flash backend: geometry, operation timing, and one scheduler per LUN.
+//!
+//! ## What it models
+//! An SSD's flash sits on `channels`; each channel carries `packages` (ways) of `dies`, each die
+//! with `planes` of `blocks` of `pages`. A die does one operation at a time (an operation may
+//! span all its planes: a multi-plane operation); a channel carries one data transfer at a time.
+//! Operation times depend on the cell type and, for MLC/TLC, on the page type of the word line
+//! (LSB fast, CSB, MSB slow).
+//!
+//! ## LUNs: the unit of parallelism the FTL sees
+//! The FTL maps 4 KiB units. A *LUN* here is what executes one operation: normally a die; with
+//! `super_channel = "on"`, a pair of dies at the same position on two paired channels that act
+//! as one (each 4 KiB unit is split into two halves moved on both channels at once). When a
+//! LUN's page is still smaller than 4 KiB (Z-NAND's 2 KiB page without super-channel), planes
+//! are ganged in pairs so one multi-plane page holds a unit. A LUN page *row* is the same page
+//! index across all (effective) planes: the FTL programs whole rows in one multi-plane program.
+//!
+//! Worked example, `zssd` (16 ch × 1 pkg × 8 dies × 8 planes, 2 KiB pages, super-channel on):
+//! 8 channel pairs × 8 dies = 64 LUNs; LUN page = 2 × 2 KiB = 4 KiB = 1 unit; a row spans 8
+//! planes = 8 units. A 4 KiB read costs `cmd_addr` 100 ns + tR 3 µs on both dies, then 2 KiB on
+//! each channel of the pair at 1000 MT/s × 1 B = 2.05 µs: 5.15 µs of flash time.
+//!
+//! ## Operation timing
+//! - read: die busy `cmd_addr + tR(page type)`, then the data moves out over the channel(s)
+//!   (waiting for the channel if another die is using it); the die stays busy until it has.
+//! - program: data moves in over the channel(s) first, then the die is busy `tPROG(page type)`.
+//! - erase: die busy `cmd_addr + tBERS`; no data on the channel.
+//!
+//! ## Scheduling inside a LUN (`flash.queue_policy`, `ftl.gc_preemptible`, `flash.suspend`)
+//! Each LUN keeps a queue of host reads and a queue of everything else (host write-back
+//! programs, GC reads/programs/erases) in arrival order. `read-first` serves host reads before
+//! anything else; `fifo` serves strict arrival order, except that with `gc_preemptible` a host
+//! read may overtake queued GC work. With `suspend = "on"`, a host read arriving while the die
+//! is in the array phase of a program or erase suspends it (`suspend_overhead_ns`), runs, and
+//! the suspended operation resumes afterwards with its remaining time plus `resume_overhead_ns`.
+//!
+//! ## What it leaves out
+//! Cache-read and cache-program pipelining; per-plane address restrictions of multi-plane
+//! operations; read retry and ECC time; bad blocks.
+
+use std::collections::VecDeque;
+
+use engine::SimTime;
+
+use crate::config::{CellType, DeviceConfig, QueuePolicy, Switch, MAP_UNIT_BYTES};
+
+/// Page type of a word line position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageType {
+    Lsb,
+    Csb,
+    Msb,
+}
+
+/// The geometry as the FTL sees it, derived from the flash config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub luns: u32,
+    /// Physical channels, and how many of them each LUN uses at once (1, or 2 when paired).
+    pub channels: u32,
+    pub channels_per_lun: u32,
+    /// Effective planes per LUN (after ganging small pages).
+    pub planes: u32,
+    /// 4 KiB units per LUN page.
+    pub page_units: u32,
+    pub pages_per_block: u32,
+    /// Superblocks (a block index across the planes of a LUN) per LUN.
+    pub superblocks_per_lun: u32,
+    pub cell: CellType,
+}
+
+impl Geometry {
+    pub fn new(config: &DeviceConfig) -> Geometry {
+        let f = &config.flash;
+        let channels_per_lun = if f.super_channel == Switch::On { 2 } else { 1 };
+        let lun_page_bytes = f.page_bytes as u64 * channels_per_lun as u64;
+        let gang = if lun_page_bytes < MAP_UNIT_BYTES { (MAP_UNIT_BYTES / lun_page_bytes) as u32 } else { 1 };
+        let luns = f.channels / channels_per_lun * f.packages_per_channel * f.dies_per_package;
+        Geometry {
+            luns,
+            channels: f.channels,
+            channels_per_lun,
+            planes: f.planes_per_die / gang,
+            page_units: ((lun_page_bytes * gang as u64) / MAP_UNIT_BYTES) as u32,
+            pages_per_block: f.pages_per_block,
+            superblocks_per_lun: f.blocks_per_plane,
+            cell: f.cell,
+        }
+    }
+
+    /// Units in one row (one multi-plane program).
+    pub fn row_units(&self) -> u32 {
+        self.planes * self.page_units
+    }
+
+    /// Units in one superblock.
+    pub fn superblock_units(&self) -> u32 {
+        self.row_units() * self.pages_per_block
+    }
+
+    pub fn total_units(&self) -> u64 {
+        self.luns as u64 * self.superblocks_per_lun as u64 * self.superblock_units() as u64
+    }
+
+    /// The first physical channel of a LUN. LUNs are numbered channel-first, so consecutive
+    /// LUNs sit on different channels (striping spreads neighbouring writes across channels).
+    pub fn first_channel(&self, lun: u32) -> u32 {
+        let channel_groups = self.channels / self.channels_per_lun;
+        (lun % channel_groups) * self.channels_per_lun
+    }
+
+    /// Page type of page `page` of a block: word lines hold LSB, CSB, MSB pages in turn.
+    pub fn page_type(&self, page: u32) -> PageType {
+        match (self.cell, page as usize % self.cell.page_types()) {
+            (CellType::Slc, _) | (_, 0) => PageType::Lsb,
+            (CellType::Mlc, _) => PageType::Msb,
+            (CellType::Tlc, 1) => PageType::Csb,
+            (CellType::Tlc, _) => PageType::Msb,
+        }
+    }
+}
+
+/// What a flash operation does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Read,
+    Program,
+    Erase,
+}
+
+/// Who asked for an operation; tells the device what to do when it finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpOrigin {
+    /// A host read miss (or prefetch) of one unit: `lpn`.
+    HostRead { lpn: u32 },
+    /// Write-back of buffered units: index of the row record in the device.
+    Evict { row: u32 },
+    GcRead,
+    GcProgram,
+    /// The last operation of a GC job: erases superblock `superblock` of the LUN.
+    GcErase { superblock: u32 },
+}
+
+impl OpOrigin {
+    fn is_host_read(self) -> bool {
+        matches!(self, OpOrigin::HostRead { .. })
+    }
+    fn is_gc(self) -> bool {
+        matches!(self, OpOrigin::GcRead | OpOrigin::GcProgram | OpOrigin::GcErase { .. })
+    }
+}
+
+/// One operation on one LUN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashOp {
+    pub kind: OpKind,
+    /// Page index within the block (sets the page type); 0 for erases.
+    pub page: u32,
+    /// 4 KiB units moved over the channel(s).
+    pub units: u32,
+    pub origin: OpOrigin,
+}
+
+/// Which phase of its current operation a LUN's pending event ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The die's array work (tR, tPROG, tBERS) ends.
+    Array,
+    /// A read's data transfer out over the channel ends.
+    Transfer,
+}
+
+/// An event the flash asks the device to schedule; stale ones are recognised by `generation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashEvent {
+    pub lun: u32,
+    pub generation: u32,
+    pub phase: Phase,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Active {
+    op: FlashOp,
+    /// When the array phase ends (programs: after their transfer in).
+    array_end: SimTime,
+    /// Programs: when the transfer in ends (suspend is possible only after it).
+    transfer_end: SimTime,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Suspended {
+    op: FlashOp,
+    remaining_ns: u64,
+}
+
+#[derive(Default)]
+struct Lun {
+    active: Option<Active>,
+    suspended: Option<Suspended>,
+    generation: u32,
+    host_reads: VecDeque<(u64, FlashOp)>,
+    others: VecDeque<(u64, FlashOp)>,
+    busy_ns: u64,
+    busy_since: SimTime,
+}
+
+/// Counters of flash work.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlashStats {
+    pub reads: u64,
+    pub programs: u64,
+    pub erases: u64,
+    pub units_read: u64,
+    pub units_programmed: u64,
+    pub suspends: u64,
+    /// Sum over LUNs of the time they were busy.
+    pub lun_busy_ns: u64,
+}
+
+/// Timing parameters in the form the scheduler uses.
+struct Timing {
+    read_ns: [u64; 3],
+    program_ns: [u64; 3],
+    erase_ns: u64,
+    cmd_addr_ns: u64,
+    /// Channel time to move one unit's share (4 KiB / channels_per_lun) on one channel.
+    unit_transfer_ns: u64,
+    suspend: bool,
+    suspend_overhead_ns: u64,
+    resume_overhead_ns: u64,
+    policy: QueuePolicy,
+    gc_preemptible: bool,
+}
+
+/// All LUNs and channels of the device.
+pub struct Flash {
+    pub geometry: Geometry,
+    timing: Timing,
+    luns: Vec<Lun>,
+    channel_free: Vec<SimTime>,
+    next_seq: u64,
+    pub stats: FlashStats,
+}
+
+fn type_index(t: PageType) -> usize {
+    match t {
+        PageType::Lsb => 0,
+        PageType::Csb => 1,
+        PageType::Msb => 2,
+    }
+}
+
+impl Flash {
+    pub fn new(config: &DeviceConfig) -> Flash {
+        let geometry = Geometry::new(config);
+        let f = &config.flash;
+        let bytes_per_sec_per_channel = f.interface_mt_per_sec * 1_000_000 * (f.bus_width_bits as u64) / 8;
+        let share_bytes = MAP_UNIT_BYTES / geometry.channels_per_lun as u64;
+        let unit_transfer_ns = (share_bytes as u128 * 1_000_000_000).div_ceil(bytes_per_sec_per_channel as u128) as u64;
+        let timing = Timing {
+            read_ns: [f.read_ns.lsb, f.read_ns.csb, f.read_ns.msb],
+            program_ns: [f.program_ns.lsb, f.program_ns.csb, f.program_ns.msb],
+            erase_ns: f.erase_ns,
+            cmd_addr_ns: f.cmd_addr_ns,
+            unit_transfer_ns,
+            suspend: f.suspend == Switch::On,
+            suspend_overhead_ns: f.suspend_overhead_ns,
+            resume_overhead_ns: f.resume_overhead_ns,
+            policy: f.queue_policy,
+            gc_preemptible: config.ftl.gc_preemptible,
+        };
+        let luns = (0..geometry.luns).map(|_| Lun::default()).collect();
+        let channel_free = vec![SimTime::ZERO; geometry.channels as usize];
+        Flash { geometry, timing, luns, channel_free, next_seq: 0, stats: FlashStats::default() }
+    }
+
+    /// Channel time for one 4 KiB unit on one channel of a LUN.
+    pub fn unit_transfer_ns(&self) -> u64 {
+        self.timing.unit_transfer_ns
+    }
+
+    /// Queues `op` on `lun`; starts it (or suspends a program for it) if the LUN allows.
+    pub fn submit(&mut self, now: SimTime, lun: u32, op: FlashOp, events: &mut Vec<(SimTime, FlashEvent)>) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let l = &mut self.luns[lun as usize];
+        if op.origin.is_host_read() {
+            l.host_reads.push_back((seq, op));
+        } else {
+            l.others.push_back((seq, op));
+        }
+        match l.active {
+            None => self.start_next(now, lun, events),
+            Some(active) if op.origin.is_host_read() => self.maybe_suspend(now, lun, active, events),
+            Some(_) => {}
+        }
+    }
+
+    /// Handles the end of a phase. Returns the operation if it finished.
+    pub fn on_event(&mut self, now: SimTime, ev: FlashEvent, events: &mut Vec<(SimTime, FlashEvent)>) -> Option<FlashOp> {
+        let lun = ev.lun;
+        let l = &mut self.luns[lun as usize];
+        if ev.generation != l.generation {
+            return None; // superseded by a suspend
+        }
+        let active = l.active.expect("a current flash event belongs to an active operation");
+        match (active.op.kind, ev.phase) {
+            (OpKind::Read, Phase::Array) => {
+                // Data is in the page register: move it out over the channel(s).
+                let end = self.reserve_channels(now, lun, active.op.units);
+                let l = &mut self.luns[lun as usize];
+                events.push((end, FlashEvent { lun, generation: l.generation, phase: Phase::Transfer }));
+                None
+            }
+            _ => {
+                let l = &mut self.luns[lun as usize];
+                l.active = None;
+                l.busy_ns += now - l.busy_since;
+                match active.op.kind {
+                    OpKind::Read => {
+                        self.stats.reads += 1;
+                        self.stats.units_read += active.op.units as u64;
+                    }
+                    OpKind::Program => {
+                        self.stats.programs += 1;
+                        self.stats.units_programmed += active.op.units as u64;
+                    }
+                    OpKind::Erase => self.stats.erases += 1,
+                }
+                self.start_next(now, lun, events);
+                Some(active.op)
+            }
+        }
+    }
+
+    /// Reserves the LUN's channel(s) from `now` for `units`; returns when the transfer ends.
+    fn reserve_channels(&mut self, now: SimTime, lun: u32, units: u32) -> SimTime {
+        let first = self.geometry.first_channel(lun) as usize;
+        let n = self.geometry.channels_per_lun as usize;
+        let start = self.channel_free[first..first + n].iter().copied().fold(now, SimTime::max);
+        let end = start + self.timing.unit_transfer_ns * units as u64;
+        for c in &mut self.channel_free[first..first + n] {
+            *c = end;
+        }
+        end
+    }
+
+    fn pick_next(&mut self, lun: u32) -> Option<FlashOp> {
+        let l = &mut self.luns[lun as usize];
+        let take_read = match (l.host_reads.front(), l.others.front()) {
+            (None, None) => return None,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(&(read_seq, _)), Some(&(other_seq, other))) => match self.timing.policy {
+                QueuePolicy::ReadFirst => true,
+                QueuePolicy::Fifo => read_seq < other_seq || (self.timing.gc_preemptible && other.origin.is_gc()),
+            },
+        };
+        if take_read {
+            l.host_reads.pop_front().map(|(_, op)| op)
+        } else {
+            // A suspended operation resumes before other queued work.
+            if l.suspended.is_some() {
+                return None;
+            }
+            l.others.pop_front().map(|(_, op)| op)
+        }
+    }
+
+    fn start_next(&mut self, now: SimTime, lun: u32, events: &mut Vec<(SimTime, FlashEvent)>) {
+        debug_assert!(self.luns[lun as usize].active.is_none());
+        let op = match self.pick_next(lun) {
+            Some(op) => op,
+            None => {
+                if let Some(s) = self.luns[lun as usize].suspended.take() {
+                    self.resume(now, lun, s, events);
+                }
+                return;
+            }
+        };
+        self.start(now, lun, op, 0, events);
+    }
+
+    fn start(&mut self, now: SimTime, lun: u32, op: FlashOp, extra_ns: u64, events: &mut Vec<(SimTime, FlashEvent)>) {
+        let page_type = type_index(self.geometry.page_type(op.page));
+        let t = &self.timing;
+        let begin = now + extra_ns;
+        let (array_end, transfer_end) = match op.kind {
+            OpKind::Read => (begin + t.cmd_addr_ns + t.read_ns[page_type], begin),
+            OpKind::Erase => (begin + t.cmd_addr_ns + t.erase_ns, begin),
+            OpKind::Program => {
+                let program_ns = t.program_ns[page_type];
+                let transfer_end = self.reserve_channels(begin + self.timing.cmd_addr_ns, lun, op.units);
+                (transfer_end + program_ns, transfer_end)
+            }
+        };
+        let l = &mut self.luns[lun as usize];
+        l.generation = l.generation.wrapping_add(1);
+        l.active = Some(Active { op, array_end, transfer_end });
+        l.busy_since = now;
+        events.push((array_end, FlashEvent { lun, generation: l.generation, phase: Phase::Array }));
+    }
+
+    fn maybe_suspend(&mut self, now: SimTime, lun: u32, active: Active, events: &mut Vec<(SimTime, FlashEvent)>) {
+        let t = &self.timing;
+        let l = &mut self.luns[lun as usize];
+        let suspendable = t.suspend
+            && matches!(active.op.kind, OpKind::Program | OpKind::Erase)
+            && l.suspended.is_none()
+            && now >= active.transfer_end
+            && now < active.array_end;
+        if !suspendable {
+            return;
+        }
+        l.suspended = Some(Suspended { op: active.op, remaining_ns: active.array_end - now });
+        l.active = None;
+        l.busy_ns += now - l.busy_since;
+        self.stats.suspends += 1;
+        let read = l.host_reads.pop_front().map(|(_, op)| op).expect("the read that asked for the suspend is queued");
+        let overhead = self.timing.suspend_overhead_ns;
+        self.start(now, lun, read, overhead, events);
+    }
+
+    fn resume(&mut self, now: SimTime, lun: u32, s: Suspended, events: &mut Vec<(SimTime, FlashEvent)>) {
+        let array_end = now + self.timing.resume_overhead_ns + s.remaining_ns;
+        let l = &mut self.luns[lun as usize];
+        l.generation = l.generation.wrapping_add(1);
+        l.active = Some(Active { op: s.op, array_end, transfer_end: now });
+        l.busy_since = now;
+        events.push((array_end, FlashEvent { lun, generation: l.generation, phase: Phase::Array }));
+    }
+
+    /// Whether any LUN has work queued, running or suspended.
+    pub fn is_idle(&self) -> bool {
+        self.luns
+            .iter()
+            .all(|l| l.active.is_none() && l.suspended.is_none() && l.host_reads.is_empty() && l.others.is_empty())
+    }
+
+    /// Total LUN busy time so far (finished operations only).
+    pub fn busy_ns(&self) -> u64 {
+        self.luns.iter().map(|l| l.busy_ns).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{nvme_tlc, zssd};
+
+    fn run(flash: &mut Flash, mut events: Vec<(SimTime, FlashEvent)>) -> Vec<(SimTime, FlashOp)> {
+        let mut done = Vec::new();
+        while !events.is_empty() {
+            events.sort_by_key(|(t, _)| *t);
+            let (t, ev) = events.remove(0);
+            if let Some(op) = flash.on_event(t, ev, &mut events) {
+                done.push((t, op));
+            }
+        }
+        done
+    }
+
+    fn read(page: u32, lpn: u32) -> FlashOp {
+        FlashOp { kind: OpKind::Read, page, units: 1, origin: OpOrigin::HostRead { lpn } }
+    }
+
+    fn program(page: u32, units: u32) -> FlashOp {
+        FlashOp { kind: OpKind::Program, page, units, origin: OpOrigin::Evict { row: 0 } }
+    }
+
+    #[test]
+    fn zssd_geometry_pairs_channels() {
+        let g = Geometry::new(&zssd());
+        assert_eq!(g.luns, 64);
+        assert_eq!(g.page_units, 1);
+        assert_eq!(g.planes, 8);
+        assert_eq!(g.row_units(), 8);
+        assert_eq!(g.first_channel(0), 0);
+        assert_eq!(g.first_channel(1), 2);
+        assert_eq!(g.first_channel(8), 0);
+    }
+
+    #[test]
+    fn tlc_page_types_cycle() {
+        let g = Geometry::new(&nvme_tlc());
+        assert_eq!(g.luns, 128);
+        assert_eq!(g.row_units(), 4);
+        assert_eq!([g.page_type(0), g.page_type(1), g.page_type(2), g.page_type(3)], [PageType::Lsb, PageType::Csb, PageType::Msb, PageType::Lsb]);
+    }
+
+    #[test]
+    fn a_zssd_read_takes_tr_plus_a_split_transfer() {
+        let mut f = Flash::new(&zssd());
+        let mut ev = Vec::new();
+        f.submit(SimTime::ZERO, 0, read(0, 7), &mut ev);
+        let done = run(&mut f, ev);
+        // 100 ns cmd + 3 µs tR + 2 KiB at 1000 MB/s (2048 ns) on each channel of the pair.
+        assert_eq!(done, vec![(SimTime(100 + 3_000 + 2_048), read(0, 7))]);
+    }
+
+    #[test]
+    fn reads_on_one_channel_serialize_their_transfers() {
+        let mut f = Flash::new(&zssd());
+        let mut ev = Vec::new();
+        // LUNs 0 and 8 share channel pair 0.
+        f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
+        f.submit(SimTime::ZERO, 8, read(0, 2), &mut ev);
+        let done = run(&mut f, ev);
+        assert_eq!(done[0].0, SimTime(5_148));
+        assert_eq!(done[1].0, SimTime(5_148 + 2_048));
+    }
+
+    #[test]
+    fn a_read_waits_behind_a_program_without_suspend_and_not_with_it() {
+        for (suspend, expect_fast) in [(Switch::Off, false), (Switch::On, true)] {
+            let mut c = nvme_tlc();
+            c.flash.suspend = suspend;
+            let mut f = Flash::new(&c);
+            let mut ev = Vec::new();
+            f.submit(SimTime::ZERO, 0, program(2, 4), &mut ev); // MSB: 5 ms
+            let mut done = Vec::new();
+            // Let the transfer in finish, then a read arrives.
+            ev.sort_by_key(|(t, _)| *t);
+            let t_read = SimTime::from_us(500);
+            f.submit(t_read, 0, read(0, 9), &mut ev);
+            done.extend(run(&mut f, ev));
+            let read_done = done.iter().find(|(_, op)| op.kind == OpKind::Read).unwrap().0;
+            let prog_done = done.iter().find(|(_, op)| op.kind == OpKind::Program).unwrap().0;
+            let read_latency = read_done - t_read;
+            if expect_fast {
+                assert!(read_latency < 200_000, "suspend: read took {read_latency} ns");
+                assert!(read_done < prog_done, "the program finishes after the read");
+                assert_eq!(f.stats.suspends, 1);
+            } else {
+                assert!(read_latency > 4_000_000, "no suspend: read took {read_latency} ns");
+            }
+        }
+    }
+}

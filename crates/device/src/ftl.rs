@@ -1,0 +1,584 @@
+//! The flash translation layer: page-level mapping, allocation, garbage collection, wear.
+//!
+//! ## Mapping
+//! The host's logical space is cut into 4 KiB logical pages (LPNs); each maps to one physical
+//! unit (PPN). A PPN names `(LUN, superblock, slot)`, where a superblock is the same block index
+//! across the planes of a LUN and a slot is `page × row_units + plane × page_units + unit`:
+//! consecutive slots fill a row (one multi-plane program) before the next page.
+//!
+//! The forward map is compact (a `u32` per LPN) and allocated lazily in regions of
+//! [`REGION_LPNS`] entries, so an 800 GB device that a run touches sparsely costs little memory.
+//! Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
+//! position a sequential fill would have put it, computed, not stored — LUN `i mod L`,
+//! position `i div L` in that LUN — until the LPN is rewritten or trimmed. Reverse maps
+//! (slot → LPN) exist only for superblocks written during the run; implicit superblocks
+//! invert the same formula. Worked example (`nvme-tlc`, 128 LUNs, 1536-unit superblocks):
+//! LPN 1000 → LUN 1000 mod 128 = 104, position 7 → superblock 0, slot 7 (page 1, plane 1, unit 1).
+//!
+//! ## Allocation
+//! Each LUN has one write point: an open superblock and the next free row. Host write-back
+//! stripes units LUN by LUN in channel-first order (the device chooses LUNs; see `lib.rs`) and
+//! each call programs one row. A row that is not full when programmed wastes its empty slots
+//! (counted as `units_wasted`). Free superblocks are taken lowest erase count first (dynamic
+//! wear levelling); host writes may not take the last `gc_reserve_blocks` of a LUN.
+//!
+//! ## Garbage collection
+//! When a LUN's free superblocks fall below `gc_threshold_pct`, GC picks the closed superblock
+//! with the fewest valid units (greedy), relocates its valid units through the same write point
+//! (the mapping moves at once; the flash reads and programs are queued on the LUN and take real
+//! time, competing with host I/O) and finally erases it. Write amplification is
+//! `(host units programmed + GC units programmed) / host units programmed`.
+//!
+//! ## What it leaves out
+//! Cost-benefit victim selection, static wear levelling, mapping-table caching (the whole map
+//! is assumed to sit in DRAM), the latency-aware allocator (a later switch).
+
+use crate::config::{DeviceConfig, Precondition};
+use crate::flash::Geometry;
+
+/// LPNs per lazily allocated region of the forward map (4 KiB of `u32`).
+pub const REGION_LPNS: u64 = 1024;
+/// Forward-map value of an LPN that holds no data.
+const UNMAPPED: u32 = u32::MAX;
+/// Reverse-map value of a slot that holds no live LPN's data.
+const NO_LPN: u32 = u32::MAX;
+
+/// State of a superblock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SbState {
+    Free,
+    Open,
+    Closed,
+    /// Chosen by GC; erased when its relocations finish.
+    Victim,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SbMeta {
+    state: SbState,
+    valid_units: u32,
+    erase_count: u32,
+    /// Holds preconditioned data described by the implicit layout (no reverse map).
+    implicit: bool,
+}
+
+struct LunAlloc {
+    free: Vec<u32>,
+    open: Option<u32>,
+    next_row: u32,
+    gc_running: bool,
+}
+
+/// A physical location decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub lun: u32,
+    pub superblock: u32,
+    pub page: u32,
+}
+
+/// Where a row was placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowPlacement {
+    pub superblock: u32,
+    pub page: u32,
+}
+
+/// Whose data a row holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writer {
+    Host,
+    Gc,
+}
+
+/// A GC job: what to read, where it went, what to erase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GcPlan {
+    pub lun: u32,
+    pub victim: u32,
+    /// `(page, units)` reads of the victim's valid data, one per page holding any.
+    pub reads: Vec<(u32, u32)>,
+    /// Rows programmed with the relocated units: `(page, units)`.
+    pub programs: Vec<(u32, u32)>,
+}
+
+/// FTL counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FtlStats {
+    pub host_units_programmed: u64,
+    pub gc_units_programmed: u64,
+    pub units_wasted: u64,
+    pub gc_runs: u64,
+    pub erases: u64,
+    pub trims: u64,
+}
+
+pub struct Ftl {
+    geo: Geometry,
+    user_lpns: u64,
+    /// LPNs below this are implicitly mapped by the sequential precondition.
+    implicit_lpns: u64,
+    map: Vec<Option<Box<[u32]>>>,
+    sbs: Vec<SbMeta>,
+    reverse: Vec<Option<Box<[u32]>>>,
+    /// Data-integrity mode: the version of the data in each slot (per written superblock).
+    versions: Option<Vec<Option<Box<[u32]>>>>,
+    luns: Vec<LunAlloc>,
+    gc_threshold_free: u32,
+    gc_reserve: u32,
+    pub stats: FtlStats,
+}
+
+impl Ftl {
+    pub fn new(config: &DeviceConfig, geo: Geometry, integrity: bool) -> Ftl {
+        let total_units = geo.total_units();
+        let user_lpns = total_units * (100 - config.ftl.overprovisioning_pct as u64) / 100;
+        let sb_per_lun = geo.superblocks_per_lun;
+        let sb_units = geo.superblock_units() as u64;
+        let implicit_lpns = match config.ftl.precondition {
+            Precondition::None => 0,
+            Precondition::Sequential => user_lpns,
+        };
+        let mut sbs = Vec::with_capacity((geo.luns * sb_per_lun) as usize);
+        let mut luns = Vec::with_capacity(geo.luns as usize);
+        for lun in 0..geo.luns as u64 {
+            // LPNs i < implicit with i mod L == lun: positions 0..count on this LUN.
+            let count = if implicit_lpns > lun { (implicit_lpns - lun).div_ceil(geo.luns as u64) } else { 0 };
+            let full_sbs = count.div_ceil(sb_units) as u32;
+            for sb in 0..sb_per_lun {
+                let implicit = sb < full_sbs;
+                let valid_units = if implicit { (count - sb as u64 * sb_units).min(sb_units) as u32 } else { 0 };
+                sbs.push(SbMeta {
+                    state: if implicit { SbState::Closed } else { SbState::Free },
+                    valid_units,
+                    erase_count: 0,
+                    implicit,
+                });
+            }
+            // Free list as a stack: lowest index on top, for a deterministic start.
+            luns.push(LunAlloc { free: (full_sbs..sb_per_lun).rev().collect(), open: None, next_row: 0, gc_running: false });
+        }
+        let regions = user_lpns.div_ceil(REGION_LPNS) as usize;
+        let n_sbs = sbs.len();
+        let gc_threshold_free = (sb_per_lun as u64 * config.ftl.gc_threshold_pct as u64 / 100).max(config.ftl.gc_reserve_blocks as u64 + 1) as u32;
+        Ftl {
+            geo,
+            user_lpns,
+            implicit_lpns,
+            map: (0..regions).map(|_| None).collect(),
+            sbs,
+            reverse: (0..n_sbs).map(|_| None).collect(),
+            versions: integrity.then(|| (0..n_sbs).map(|_| None).collect()),
+            luns,
+            gc_threshold_free,
+            gc_reserve: config.ftl.gc_reserve_blocks,
+            stats: FtlStats::default(),
+        }
+    }
+
+    /// Logical capacity in 4 KiB units.
+    pub fn user_lpns(&self) -> u64 {
+        self.user_lpns
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    fn sb_index(&self, lun: u32, sb: u32) -> usize {
+        (lun * self.geo.superblocks_per_lun + sb) as usize
+    }
+
+    fn ppn(&self, lun: u32, sb: u32, slot: u32) -> u32 {
+        self.sb_index(lun, sb) as u32 * self.geo.superblock_units() + slot
+    }
+
+    fn split_ppn(&self, ppn: u32) -> (u32, u32, u32) {
+        let sb_units = self.geo.superblock_units();
+        let sb_global = ppn / sb_units;
+        (sb_global / self.geo.superblocks_per_lun, sb_global % self.geo.superblocks_per_lun, ppn % sb_units)
+    }
+
+    fn implicit_ppn(&self, lpn: u64) -> u32 {
+        let luns = self.geo.luns as u64;
+        let pos = lpn / luns;
+        let sb_units = self.geo.superblock_units() as u64;
+        self.ppn((lpn % luns) as u32, (pos / sb_units) as u32, (pos % sb_units) as u32)
+    }
+
+    /// The LPN whose preconditioned data sits at `slot` of implicit superblock `sb` of `lun`.
+    fn implicit_lpn(&self, lun: u32, sb: u32, slot: u32) -> Option<u64> {
+        let pos = sb as u64 * self.geo.superblock_units() as u64 + slot as u64;
+        let lpn = pos * self.geo.luns as u64 + lun as u64;
+        (lpn < self.implicit_lpns).then_some(lpn)
+    }
+
+    fn forward(&self, lpn: u64) -> u32 {
+        match &self.map[(lpn / REGION_LPNS) as usize] {
+            Some(region) => region[(lpn % REGION_LPNS) as usize],
+            None if lpn < self.implicit_lpns => self.implicit_ppn(lpn),
+            None => UNMAPPED,
+        }
+    }
+
+    fn set_forward(&mut self, lpn: u64, ppn: u32) {
+        let r = (lpn / REGION_LPNS) as usize;
+        if self.map[r].is_none() {
+            let base = r as u64 * REGION_LPNS;
+            let region: Box<[u32]> = (0..REGION_LPNS)
+                .map(|i| if base + i < self.implicit_lpns { self.implicit_ppn(base + i) } else { UNMAPPED })
+                .collect();
+            self.map[r] = Some(region);
+        }
+        if let Some(region) = &mut self.map[r] {
+            region[(lpn % REGION_LPNS) as usize] = ppn;
+        }
+    }
+
+    /// Where `lpn`'s data lives, if it has any.
+    pub fn lookup(&self, lpn: u32) -> Option<Location> {
+        debug_assert!((lpn as u64) < self.user_lpns);
+        match self.forward(lpn as u64) {
+            UNMAPPED => None,
+            ppn => {
+                let (lun, superblock, slot) = self.split_ppn(ppn);
+                Some(Location { lun, superblock, page: slot / self.geo.row_units() })
+            }
+        }
+    }
+
+    /// Version of the data `lpn` maps to (data-integrity mode; 0 for preconditioned data).
+    pub fn version_of(&self, lpn: u32) -> u32 {
+        let Some(versions) = &self.versions else { return 0 };
+        match self.forward(lpn as u64) {
+            UNMAPPED => 0,
+            ppn => {
+                let (lun, sb, slot) = self.split_ppn(ppn);
+                versions[self.sb_index(lun, sb)].as_ref().map_or(0, |v| v[slot as usize])
+            }
+        }
+    }
+
+    fn invalidate(&mut self, ppn: u32) {
+        let (lun, sb, slot) = self.split_ppn(ppn);
+        let i = self.sb_index(lun, sb);
+        let meta = &mut self.sbs[i];
+        assert!(meta.valid_units > 0, "invalidating a unit of LUN {lun} superblock {sb} that has no valid units");
+        meta.valid_units -= 1;
+        if let Some(rev) = &mut self.reverse[i] {
+            rev[slot as usize] = NO_LPN;
+        }
+    }
+
+    /// Drops the mapping of `lpn` (TRIM / deallocate).
+    pub fn trim(&mut self, lpn: u32) {
+        let old = self.forward(lpn as u64);
+        if old != UNMAPPED {
+            self.invalidate(old);
+            self.set_forward(lpn as u64, UNMAPPED);
+            self.stats.trims += 1;
+        }
+    }
+
+    /// Free superblocks of a LUN.
+    pub fn free_superblocks(&self, lun: u32) -> u32 {
+        self.luns[lun as usize].free.len() as u32
+    }
+
+    /// Whether `writer` may place a row on `lun` now.
+    pub fn has_room(&self, lun: u32, writer: Writer) -> bool {
+        let l = &self.luns[lun as usize];
+        let reserve = match writer {
+            Writer::Host => self.gc_reserve as usize,
+            Writer::Gc => 0,
+        };
+        l.open.is_some() || l.free.len() > reserve
+    }
+
+    fn open_superblock(&mut self, lun: u32) {
+        // Lowest erase count first (dynamic wear levelling); ties by position in the list.
+        let l = &self.luns[lun as usize];
+        let (pos, _) = l
+            .free
+            .iter()
+            .enumerate()
+            .min_by_key(|(pos, &sb)| (self.sbs[self.sb_index(lun, sb)].erase_count, usize::MAX - pos))
+            .expect("caller checked there is a free superblock");
+        let sb = self.luns[lun as usize].free.remove(pos);
+        let i = self.sb_index(lun, sb);
+        debug_assert_eq!(self.sbs[i].state, SbState::Free);
+        self.sbs[i].state = SbState::Open;
+        self.sbs[i].implicit = false;
+        let units = self.geo.superblock_units() as usize;
+        self.reverse[i] = Some(vec![NO_LPN; units].into_boxed_slice());
+        if let Some(versions) = &mut self.versions {
+            versions[i] = Some(vec![0; units].into_boxed_slice());
+        }
+        let l = &mut self.luns[lun as usize];
+        l.open = Some(sb);
+        l.next_row = 0;
+    }
+
+    /// Programs one row on `lun` holding `units` (`(lpn, version)`, at most a row's worth):
+    /// moves their mappings to the new slots. The caller must have checked [`has_room`](Self::has_room).
+    pub fn write_row(&mut self, lun: u32, units: &[(u32, u32)], writer: Writer) -> RowPlacement {
+        let row_units = self.geo.row_units();
+        assert!(!units.is_empty() && units.len() as u32 <= row_units, "a row holds 1..={row_units} units, got {}", units.len());
+        if self.luns[lun as usize].open.is_none() {
+            self.open_superblock(lun);
+        }
+        let l = &self.luns[lun as usize];
+        let sb = l.open.expect("opened above");
+        let page = l.next_row;
+        for (k, &(lpn, version)) in units.iter().enumerate() {
+            let slot = page * row_units + k as u32;
+            let old = self.forward(lpn as u64);
+            if old != UNMAPPED {
+                self.invalidate(old);
+            }
+            let ppn = self.ppn(lun, sb, slot);
+            self.set_forward(lpn as u64, ppn);
+            let i = self.sb_index(lun, sb);
+            self.sbs[i].valid_units += 1;
+            if let Some(rev) = &mut self.reverse[i] {
+                rev[slot as usize] = lpn;
+            }
+            if let Some(Some(v)) = self.versions.as_mut().map(|v| &mut v[i]) {
+                v[slot as usize] = version;
+            }
+        }
+        self.stats.units_wasted += (row_units - units.len() as u32) as u64;
+        match writer {
+            Writer::Host => self.stats.host_units_programmed += units.len() as u64,
+            Writer::Gc => self.stats.gc_units_programmed += units.len() as u64,
+        }
+        let l = &mut self.luns[lun as usize];
+        l.next_row += 1;
+        if l.next_row == self.geo.pages_per_block {
+            l.open = None;
+            let i = self.sb_index(lun, sb);
+            self.sbs[i].state = SbState::Closed;
+        }
+        RowPlacement { superblock: sb, page }
+    }
+
+    /// Whether GC should start on `lun`.
+    pub fn needs_gc(&self, lun: u32) -> bool {
+        let l = &self.luns[lun as usize];
+        !l.gc_running && (l.free.len() as u32) < self.gc_threshold_free
+    }
+
+    /// Picks a victim on `lun` and relocates its valid units (mapping first; the returned plan
+    /// lists the flash work to queue). `None` if no superblock would free any space.
+    pub fn start_gc(&mut self, lun: u32) -> Option<GcPlan> {
+        let sb_units = self.geo.superblock_units();
+        let base = self.sb_index(lun, 0);
+        let victim = (0..self.geo.superblocks_per_lun)
+            .filter(|&sb| self.sbs[base + sb as usize].state == SbState::Closed)
+            .min_by_key(|&sb| (self.sbs[base + sb as usize].valid_units, sb))?;
+        let vi = base + victim as usize;
+        if self.sbs[vi].valid_units >= sb_units {
+            return None; // every unit is live: erasing it frees nothing
+        }
+        self.sbs[vi].state = SbState::Victim;
+        self.luns[lun as usize].gc_running = true;
+        self.stats.gc_runs += 1;
+        // Collect the live units in slot order.
+        let row_units = self.geo.row_units();
+        let mut live: Vec<(u32, u32, u32)> = Vec::with_capacity(self.sbs[vi].valid_units as usize); // (slot, lpn, version)
+        for slot in 0..sb_units {
+            let lpn = match &self.reverse[vi] {
+                Some(rev) => match rev[slot as usize] {
+                    NO_LPN => continue,
+                    lpn => lpn as u64,
+                },
+                None => match self.implicit_lpn(lun, victim, slot) {
+                    Some(lpn) => lpn,
+                    None => continue,
+                },
+            };
+            if self.forward(lpn) != self.ppn(lun, victim, slot) {
+                continue; // rewritten or trimmed since
+            }
+            let version = self.versions.as_ref().and_then(|v| v[vi].as_ref()).map_or(0, |v| v[slot as usize]);
+            live.push((slot, lpn as u32, version));
+        }
+        debug_assert_eq!(live.len() as u32, self.sbs[vi].valid_units, "valid count of LUN {lun} superblock {victim}");
+        let mut reads: Vec<(u32, u32)> = Vec::new();
+        for &(slot, _, _) in &live {
+            let page = slot / row_units;
+            match reads.last_mut() {
+                Some((p, n)) if *p == page => *n += 1,
+                _ => reads.push((page, 1)),
+            }
+        }
+        let mut programs = Vec::new();
+        let units: Vec<(u32, u32)> = live.iter().map(|&(_, lpn, v)| (lpn, v)).collect();
+        for chunk in units.chunks(row_units as usize) {
+            let placed = self.write_row(lun, chunk, Writer::Gc);
+            programs.push((placed.page, chunk.len() as u32));
+        }
+        debug_assert_eq!(self.sbs[vi].valid_units, 0);
+        Some(GcPlan { lun, victim, reads, programs })
+    }
+
+    /// The victim's erase finished: it becomes free.
+    pub fn finish_gc(&mut self, lun: u32, victim: u32) {
+        let i = self.sb_index(lun, victim);
+        let meta = &mut self.sbs[i];
+        assert_eq!(meta.state, SbState::Victim, "erasing LUN {lun} superblock {victim} that GC did not pick");
+        assert_eq!(meta.valid_units, 0, "erasing LUN {lun} superblock {victim} with live data");
+        meta.state = SbState::Free;
+        meta.erase_count += 1;
+        meta.implicit = false;
+        self.reverse[i] = None;
+        if let Some(v) = &mut self.versions {
+            v[i] = None;
+        }
+        let l = &mut self.luns[lun as usize];
+        l.free.push(victim);
+        l.gc_running = false;
+        self.stats.erases += 1;
+    }
+
+    /// `(min, max, mean×1000)` erase counts over all superblocks.
+    pub fn erase_count_stats(&self) -> (u32, u32, u64) {
+        let min = self.sbs.iter().map(|s| s.erase_count).min().unwrap_or(0);
+        let max = self.sbs.iter().map(|s| s.erase_count).max().unwrap_or(0);
+        let sum: u64 = self.sbs.iter().map(|s| s.erase_count as u64).sum();
+        (min, max, sum * 1000 / self.sbs.len().max(1) as u64)
+    }
+
+    /// Bytes held by the lazily allocated tables (forward regions and reverse maps).
+    pub fn table_bytes(&self) -> u64 {
+        let regions = self.map.iter().filter(|r| r.is_some()).count() as u64 * REGION_LPNS * 4;
+        let reverse = self.reverse.iter().filter(|r| r.is_some()).count() as u64 * self.geo.superblock_units() as u64 * 4;
+        regions + reverse
+    }
+
+    /// Checks the whole mapping (tests and debug runs; O(capacity)): every mapped LPN points at
+    /// a slot whose reverse entry names it, no slot is claimed twice, and each superblock's
+    /// valid count equals the number of LPNs mapped into it.
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let mut counted = vec![0u32; self.sbs.len()];
+        let mut owner = std::collections::HashMap::new();
+        for lpn in 0..self.user_lpns {
+            let ppn = self.forward(lpn);
+            if ppn == UNMAPPED {
+                continue;
+            }
+            if let Some(other) = owner.insert(ppn, lpn) {
+                return Err(format!("PPN {ppn} mapped by LPNs {other} and {lpn}"));
+            }
+            let (lun, sb, slot) = self.split_ppn(ppn);
+            let i = self.sb_index(lun, sb);
+            let back = match &self.reverse[i] {
+                Some(rev) => rev[slot as usize] as u64,
+                None => self.implicit_lpn(lun, sb, slot).unwrap_or(NO_LPN as u64),
+            };
+            if back != lpn {
+                return Err(format!("LPN {lpn} → LUN {lun} sb {sb} slot {slot}, whose reverse entry is {back}"));
+            }
+            if matches!(self.sbs[i].state, SbState::Free) {
+                return Err(format!("LPN {lpn} maps into free superblock {sb} of LUN {lun}"));
+            }
+            counted[i] += 1;
+        }
+        for (i, (meta, n)) in self.sbs.iter().zip(&counted).enumerate() {
+            if meta.valid_units != *n {
+                return Err(format!("superblock #{i}: valid count {} but {} LPNs map into it", meta.valid_units, n));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::nvme_tlc;
+    use proptest::prelude::*;
+
+    fn small(precondition: Precondition) -> (DeviceConfig, Geometry) {
+        let mut c = nvme_tlc();
+        c.flash.channels = 2;
+        c.flash.packages_per_channel = 1;
+        c.flash.dies_per_package = 1;
+        c.flash.blocks_per_plane = 16;
+        c.flash.pages_per_block = 6;
+        c.ftl.gc_threshold_pct = 25;
+        c.ftl.precondition = precondition;
+        let g = Geometry::new(&c);
+        (c, g)
+    }
+
+    #[test]
+    fn implicit_precondition_maps_every_lpn_and_is_consistent() {
+        let (c, g) = small(Precondition::Sequential);
+        let ftl = Ftl::new(&c, g, false);
+        assert!(ftl.lookup(0).is_some());
+        assert!(ftl.lookup((ftl.user_lpns() - 1) as u32).is_some());
+        ftl.check_consistency().unwrap();
+        assert_eq!(ftl.table_bytes(), 0, "preconditioning allocates no tables");
+    }
+
+    #[test]
+    fn overwriting_moves_the_mapping() {
+        let (c, g) = small(Precondition::None);
+        let mut ftl = Ftl::new(&c, g, true);
+        assert_eq!(ftl.lookup(5), None);
+        let a = ftl.write_row(0, &[(5, 1)], Writer::Host);
+        let b = ftl.write_row(0, &[(5, 2)], Writer::Host);
+        assert_ne!(a, b);
+        assert_eq!(ftl.lookup(5).unwrap().page, b.page);
+        assert_eq!(ftl.version_of(5), 2);
+        ftl.check_consistency().unwrap();
+        ftl.trim(5);
+        assert_eq!(ftl.lookup(5), None);
+        ftl.check_consistency().unwrap();
+    }
+
+    proptest! {
+        /// After random writes with GC, every logical page maps to exactly one valid physical
+        /// page, valid counts agree with the map, and versions read back as last written.
+        #[test]
+        fn mapping_stays_consistent_through_gc(seed in 0u64..1000, precondition in prop_oneof![Just(Precondition::None), Just(Precondition::Sequential)]) {
+            let (c, g) = small(precondition);
+            let mut ftl = Ftl::new(&c, g.clone(), true);
+            let user = ftl.user_lpns() as u32;
+            let mut rng = engine::stream(seed, "ftl-prop");
+            let mut last = std::collections::HashMap::new();
+            let mut version = 0u32;
+            let mut lun = 0;
+            for _ in 0..3000 {
+                let n = 1 + engine::rng::below(&mut rng, g.row_units() as u64) as usize;
+                let mut row = Vec::new();
+                for _ in 0..n {
+                    let lpn = engine::rng::below(&mut rng, user as u64) as u32;
+                    if row.iter().any(|&(l, _)| l == lpn) { continue; }
+                    version += 1;
+                    row.push((lpn, version));
+                }
+                lun = (lun + 1) % g.luns;
+                if ftl.needs_gc(lun) {
+                    if let Some(plan) = ftl.start_gc(lun) {
+                        ftl.finish_gc(plan.lun, plan.victim);
+                    }
+                }
+                if !ftl.has_room(lun, Writer::Host) { continue; }
+                ftl.write_row(lun, &row, Writer::Host);
+                for (lpn, v) in row { last.insert(lpn, v); }
+                if engine::rng::chance(&mut rng, 1, 50) {
+                    let lpn = engine::rng::below(&mut rng, user as u64) as u32;
+                    ftl.trim(lpn);
+                    last.insert(lpn, 0);
+                }
+            }
+            prop_assert!(ftl.stats.gc_runs > 0, "GC never ran");
+            ftl.check_consistency().map_err(TestCaseError::fail)?;
+            for (lpn, v) in last {
+                prop_assert_eq!(ftl.version_of(lpn), v, "LPN {}", lpn);
+            }
+        }
+    }
+}
