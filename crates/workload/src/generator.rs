@@ -208,9 +208,7 @@ impl IoGenerator {
             },
         };
         let offsets = match (spec.pattern.access(), spec.distribution, spec.random_map) {
-            (Access::Sequential, _, _) => Offsets::Sequential {
-                next_block: [0, 0],
-            },
+            (Access::Sequential, _, _) => Offsets::Sequential { next_block: [0, 0] },
             (Access::Random, Distribution::Zipf { theta }, _) => Offsets::Zipf {
                 zipf: rand_distr::Zipf::new(region_blocks as f64, theta).map_err(|e| {
                     GenError::BadParameter {

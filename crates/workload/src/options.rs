@@ -683,3 +683,68 @@ fn value_expected(name: &str) -> String {
         _ => SIZE_EXPECTED.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid value for every option, so each match arm is reached (no `unreachable!`).
+    fn sample_value(name: &str) -> Option<&'static str> {
+        Some(match name {
+            "time_based" | "hipri" | "norandommap" | "stonewall" | "group_reporting" => {
+                return None
+            }
+            "name" | "description" | "filename" => "x",
+            "rw" => "randrw",
+            "rwmixread" | "rwmixwrite" => "30",
+            "runtime" | "ramp_time" | "thinktime" => "1",
+            "direct" | "buffered" | "randrepeat" => "1",
+            "ioengine" => "io_uring",
+            "random_distribution" => "zipf:1.1",
+            "kb_base" => "1000",
+            _ => "8192",
+        })
+    }
+
+    #[test]
+    fn every_option_and_alias_is_handled() {
+        let ctx = JobContext {
+            source_name: "t",
+            section_name: "j",
+            section_line: 1,
+        };
+        for def in OPTIONS {
+            for key in std::iter::once(&def.name).chain(def.aliases) {
+                let mut options = vec![RawOption {
+                    key: key.to_string(),
+                    value: sample_value(def.name).map(str::to_string),
+                    line: 2,
+                }];
+                if matches!(def.name, "time_based" | "hipri") {
+                    options.push(RawOption {
+                        key: "runtime".into(),
+                        value: Some("1".into()),
+                        line: 3,
+                    });
+                    options.push(RawOption {
+                        key: "ioengine".into(),
+                        value: Some("io_uring".into()),
+                        line: 4,
+                    });
+                }
+                let built = build_job(&ctx, &options, None);
+                assert!(built.is_ok(), "{key}: {:?}", built.err());
+            }
+        }
+    }
+
+    #[test]
+    fn supported_list_names_every_option() {
+        let list = supported_list();
+        for def in OPTIONS {
+            assert!(list.contains(def.name), "{}", def.name);
+        }
+        assert!(lookup("thread").is_none());
+        assert_eq!(lookup("readwrite").map(|d| d.name), Some("rw"));
+    }
+}

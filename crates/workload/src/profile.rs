@@ -182,7 +182,11 @@ impl Profile {
 
     /// Mean instructions between two I/Os (10^9 / `ios_per_g_instr`), for offline jobs.
     pub fn mean_instructions_between_ios(&self) -> u64 {
-        assert!(self.ios_per_g_instr > 0, "profile {} issues no I/O", self.name);
+        assert!(
+            self.ios_per_g_instr > 0,
+            "profile {} issues no I/O",
+            self.name
+        );
         1_000_000_000 / self.ios_per_g_instr
     }
 }
@@ -194,7 +198,7 @@ pub enum IoSizeModel {
     Fixed,
     /// Exponentially distributed around the mean, rounded to the nearest page, at least one page
     /// and at most `MAX_SIZE_FACTOR` × the mean (and the region). Rounding small draws up to one
-    /// page raises the mean slightly for small profiles (12 KiB: about +3 %).
+    /// page raises the mean slightly for small profiles (12 KiB: about +5 %).
     Exponential,
 }
 
@@ -229,7 +233,10 @@ impl ProfileGenerator {
     ) -> Result<ProfileGenerator, GenError> {
         if region_start_bytes % PAGE_BYTES != 0 {
             return Err(GenError::BadParameter {
-                what: format!("profile `{}` region start {region_start_bytes}", profile.name),
+                what: format!(
+                    "profile `{}` region start {region_start_bytes}",
+                    profile.name
+                ),
                 reason: format!("must be a multiple of {PAGE_BYTES} bytes"),
             });
         }

@@ -150,10 +150,16 @@ mod tests {
         let second: Vec<u64> = (0..n).map(|_| walk.next(&mut rng)).collect();
         assert_ne!(first, second);
         let in_order = first.windows(2).filter(|w| w[1] == w[0] + 1).count();
-        assert!(in_order < 50, "{in_order} ascending neighbours: not shuffled");
+        assert!(
+            in_order < 50,
+            "{in_order} ascending neighbours: not shuffled"
+        );
         // Low bit should not alternate as a raw LCG's would.
         let alternations = first.windows(2).filter(|w| (w[0] ^ w[1]) & 1 == 1).count();
-        assert!(alternations < 900, "low bit alternates {alternations} times");
+        assert!(
+            alternations < 900,
+            "low bit alternates {alternations} times"
+        );
     }
 
     #[test]

@@ -253,7 +253,10 @@ mod tests {
         assert!(parse_size("50%", KbBase::Binary1024)
             .unwrap_err()
             .contains("percentages"));
-        assert!(parse_size("20000p", KbBase::Binary1024).is_err(), "overflow");
+        assert!(
+            parse_size("20000p", KbBase::Binary1024).is_err(),
+            "overflow"
+        );
     }
 
     #[test]

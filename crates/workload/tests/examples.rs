@@ -30,7 +30,10 @@ fn load(name: &str) -> Vec<JobSpec> {
 #[test]
 fn every_example_parses_and_fits_a_small_device() {
     let files = example_files();
-    assert!(files.len() >= 7, "expected at least 7 examples, found {files:?}");
+    assert!(
+        files.len() >= 7,
+        "expected at least 7 examples, found {files:?}"
+    );
     let capacity_bytes = 16u64 << 30;
     for path in files {
         let file = JobFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
@@ -71,7 +74,10 @@ fn examples_say_what_their_names_promise() {
     assert_eq!((polled[0].group, polled[1].group), (0, 1));
     let mut toml = load("randread-qd32.toml")[0].clone();
     toml.line = qd32.line;
-    assert_eq!(&toml, qd32, "the TOML example is the same job as the fio one");
+    assert_eq!(
+        &toml, qd32,
+        "the TOML example is the same job as the fio one"
+    );
 }
 
 /// The examples must also be valid for real fio. Skips (with the reason) where fio is missing.

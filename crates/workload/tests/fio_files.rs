@@ -78,7 +78,11 @@ group_reporting
     assert_eq!(job.engine, IoEngine::Async);
     assert_eq!(job.completion, Completion::Polled);
     assert_eq!(job.distribution, Distribution::Zipf { theta: 1.2 });
-    assert_eq!(job.random_map, RandomMap::Off, "non-uniform turns the map off");
+    assert_eq!(
+        job.random_map,
+        RandomMap::Off,
+        "non-uniform turns the map off"
+    );
     assert_eq!(job.randseed, Some(42));
     assert_eq!(job.thinktime_ns, 10_000, "a bare thinktime is microseconds");
     assert_eq!(job.effective_iodepth(), 1, "thinktime caps the depth");
@@ -209,15 +213,27 @@ fn unsupported_option_names_it_its_line_and_the_supported_ones() {
     );
     assert!(msg.contains("test.fio:5"), "{msg}");
     assert!(msg.contains("`thread`"), "{msg}");
-    for supported in ["rw (readwrite)", "bs (blocksize)", "iodepth", "norandommap", "hipri"] {
+    for supported in [
+        "rw (readwrite)",
+        "bs (blocksize)",
+        "iodepth",
+        "norandommap",
+        "hipri",
+    ] {
         assert!(msg.contains(supported), "{msg} lacks {supported}");
     }
     // An unsupported option in [global] is reported at its own line.
     let err = parse_err("[global]\niodepth_batch_submit=4\n[j]\n");
-    assert!(matches!(err, JobError::UnsupportedOption { line: 2, .. }), "{err:?}");
+    assert!(
+        matches!(err, JobError::UnsupportedOption { line: 2, .. }),
+        "{err:?}"
+    );
     // Keys are case sensitive, as in fio.
     let err = parse_err("[j]\nBS=4k\n");
-    assert!(matches!(err, JobError::UnsupportedOption { line: 2, .. }), "{err:?}");
+    assert!(
+        matches!(err, JobError::UnsupportedOption { line: 2, .. }),
+        "{err:?}"
+    );
 }
 
 /// Asserts that `text` fails with InvalidValue at `line` for `key`=`value`, and that the message
@@ -247,24 +263,60 @@ fn invalid_values_name_value_line_and_expectation() {
     assert_invalid("[j]\nbs=4KiB\n", 2, "bs", "4KiB", "kb_base=1000");
     assert_invalid("[j]\nbs=1.5k\n", 2, "bs", "1.5k", "whole number");
     assert_invalid("[j]\nbs=4k,8k\n", 2, "bs", "4k,8k", "per-direction");
-    assert_invalid("[j]\nrw=randrw\nrwmixread=150\n", 3, "rwmixread", "150", "0 to 100");
+    assert_invalid(
+        "[j]\nrw=randrw\nrwmixread=150\n",
+        3,
+        "rwmixread",
+        "150",
+        "0 to 100",
+    );
     assert_invalid("[j]\niodepth=0\n", 2, "iodepth", "0", "from 1 to");
     assert_invalid("[j]\nnumjobs=0\n", 2, "numjobs", "0", "from 1 to");
     assert_invalid("[j]\nrw=randomread\n", 2, "rw", "randomread", "randread");
-    assert_invalid("[j]\nrw=randread:8\n", 2, "rw", "randread:8", "offset modifiers");
+    assert_invalid(
+        "[j]\nrw=randread:8\n",
+        2,
+        "rw",
+        "randread:8",
+        "offset modifiers",
+    );
     assert_invalid("[j]\nrw=trim\n", 2, "rw", "trim", "trim patterns");
     assert_invalid("[j]\nioengine=spdk\n", 2, "ioengine", "spdk", "libaio");
     assert_invalid("[j]\ndirect=true\n", 2, "direct", "true", "1 or 0");
     assert_invalid("[j]\ntime_based=yes\n", 2, "time_based", "yes", "bare flag");
     assert_invalid("[j]\nruntime=10 s\n", 2, "runtime", "10 s", "time suffix");
-    assert_invalid("[j]\nthinktime=1.5ms\n", 2, "thinktime", "1.5ms", "microseconds");
+    assert_invalid(
+        "[j]\nthinktime=1.5ms\n",
+        2,
+        "thinktime",
+        "1.5ms",
+        "microseconds",
+    );
     assert_invalid("[j]\nsize=50%\n", 2, "size", "50%", "percentages");
     assert_invalid("[j]\nsize=${SIZE}\n", 2, "size", "${SIZE}", "environment");
     assert_invalid("[j]\nsize=0\n", 2, "size", "0", "positive");
     assert_invalid("[j]\noffset=1000\n", 2, "offset", "1000", "multiple of 512");
-    assert_invalid("[j]\nrandom_distribution=zipf:1\n", 2, "random_distribution", "zipf:1", "!= 1");
-    assert_invalid("[j]\nrandom_distribution=zipf:1.2:0.25\n", 2, "random_distribution", "zipf:1.2:0.25", "centred");
-    assert_invalid("[j]\nrandom_distribution=pareto:0.9\n", 2, "random_distribution", "pareto:0.9", "not supported");
+    assert_invalid(
+        "[j]\nrandom_distribution=zipf:1\n",
+        2,
+        "random_distribution",
+        "zipf:1",
+        "!= 1",
+    );
+    assert_invalid(
+        "[j]\nrandom_distribution=zipf:1.2:0.25\n",
+        2,
+        "random_distribution",
+        "zipf:1.2:0.25",
+        "centred",
+    );
+    assert_invalid(
+        "[j]\nrandom_distribution=pareto:0.9\n",
+        2,
+        "random_distribution",
+        "pareto:0.9",
+        "not supported",
+    );
     assert_invalid("[j]\nrandrepeat=0\n", 2, "randrepeat", "0", "randseed");
     assert_invalid("[j]\nkb_base=1001\n", 2, "kb_base", "1001", "1024");
 }
@@ -348,7 +400,10 @@ fn toml_unknown_key_is_named_with_its_line() {
     let text = "[[job]]\nrw = \"randread\"\niodepht = 4\n";
     let err = JobFile::parse_toml(text, "bad.toml").unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, JobError::Toml { line: Some(3), .. }), "{err:?}");
+    assert!(
+        matches!(err, JobError::Toml { line: Some(3), .. }),
+        "{err:?}"
+    );
     assert!(msg.contains("iodepht") && msg.contains("iodepth"), "{msg}");
     assert!(msg.starts_with("bad.toml:3"), "{msg}");
 }
@@ -362,9 +417,15 @@ fn toml_invalid_values_point_at_their_line() {
         "{err:?}"
     );
     let err = JobFile::parse_toml("[[job]]\nbs = 4.5\n", "bad.toml").unwrap_err();
-    assert!(matches!(err, JobError::InvalidValue { line: 2, .. }), "{err:?}");
+    assert!(
+        matches!(err, JobError::InvalidValue { line: 2, .. }),
+        "{err:?}"
+    );
     let err = JobFile::parse_toml("[[job]]\nbs = -4096\n", "bad.toml").unwrap_err();
-    assert!(matches!(err, JobError::InvalidValue { line: 2, .. }), "{err:?}");
+    assert!(
+        matches!(err, JobError::InvalidValue { line: 2, .. }),
+        "{err:?}"
+    );
     let err = JobFile::parse_toml("[global]\nbs = \"4k\"\n", "bad.toml").unwrap_err();
     assert!(matches!(err, JobError::NoJobs { .. }), "{err:?}");
     let err = JobFile::parse_toml("[[jobs]]\nbs = \"4k\"\n", "bad.toml").unwrap_err();
@@ -379,9 +440,54 @@ fn load_picks_the_format_by_extension() {
     std::fs::write(&fio_path, "[a]\nrw=write\n").unwrap();
     let toml_path = dir.join("b.TOML");
     std::fs::write(&toml_path, "[[job]]\nrw = \"write\"\n").unwrap();
-    assert_eq!(JobFile::load(&fio_path).unwrap().jobs[0].pattern, RwPattern::Write);
-    assert_eq!(JobFile::load(&toml_path).unwrap().jobs[0].pattern, RwPattern::Write);
+    assert_eq!(
+        JobFile::load(&fio_path).unwrap().jobs[0].pattern,
+        RwPattern::Write
+    );
+    assert_eq!(
+        JobFile::load(&toml_path).unwrap().jobs[0].pattern,
+        RwPattern::Write
+    );
     let err = JobFile::load(dir.join("missing.fio")).unwrap_err();
     assert!(matches!(err, JobError::Io { .. }), "{err:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+mod robustness {
+    use proptest::prelude::*;
+    use workload::JobFile;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Arbitrary INI-like text never panics the fio reader: it is a job file or an error.
+        #[test]
+        fn fio_reader_never_panics(text in "([\\[\\]=;# a-z0-9_:.,%$\\n]|bs|rw|size|global|zipf|0x){0,200}") {
+            let _ = JobFile::parse_fio(&text, "fuzz.fio");
+        }
+
+        /// Lines built from real option names with arbitrary values never panic either.
+        #[test]
+        fn fio_options_with_arbitrary_values_never_panic(
+            lines in prop::collection::vec(
+                (prop::sample::select(vec![
+                    "bs", "size", "rw", "rwmixread", "iodepth", "runtime", "thinktime",
+                    "random_distribution", "offset", "number_ios", "kb_base", "hipri", "ioengine",
+                ]), "[0-9a-zA-Z:.,%]{0,12}"),
+                0..12,
+            )
+        ) {
+            let mut text = String::from("[j]\n");
+            for (key, value) in lines {
+                text.push_str(&format!("{key}={value}\n"));
+            }
+            let _ = JobFile::parse_fio(&text, "fuzz.fio");
+        }
+
+        /// Arbitrary text never panics the TOML reader.
+        #[test]
+        fn toml_reader_never_panics(text in "([\\[\\]=\"# a-z0-9_.\\n]|job|bs|rw){0,200}") {
+            let _ = JobFile::parse_toml(&text, "fuzz.toml");
+        }
+    }
 }
