@@ -52,7 +52,7 @@
 //! `[listen]` native | nbd | admin; `[dataplane]` workers, batch_limit, idle, idle_spin_ns;
 //! `[limits]` max_connections, max_inflight_requests, max_inflight_bytes, max_request_bytes,
 //! idle_timeout_ms, handshake_timeout_ms; `[qos]` scheduler, profile (name) | `[qos.profile]`
-//! (inline); `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
+//! (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
 use std::collections::BTreeMap;
@@ -328,12 +328,14 @@ pub enum SchedulerMode {
     Off,
 }
 
-/// The device's QoS profile: a named profile of the `qos` crate or an inline one.
+/// The device's QoS profile: a named profile of the `qos` crate (`profile = "reflex-a"`) or an
+/// inline table in the `qos` crate's profile format (`[qos.profile]` with `preset = "reflex-a"`
+/// and overrides, or a complete profile with `points`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(untagged)]
 pub enum ProfileConfig {
     Named(String),
-    Inline(InlineProfile),
+    Inline(toml::Table),
 }
 
 impl Default for ProfileConfig {
@@ -343,24 +345,7 @@ impl Default for ProfileConfig {
 }
 
 /// The profile used when the config names none: the published server's device "A".
-pub const DEFAULT_PROFILE_NAME: &str = "reflex-a";
-
-/// An inline device profile (what `ullstack calibrate` measures).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct InlineProfile {
-    /// Tokens one 4 KiB write costs (one token = one 4 KiB random read).
-    pub write_cost_tokens: f64,
-    /// Tokens one 4 KiB read costs while the device load is read-only.
-    #[serde(default = "default_read_only_read_cost")]
-    pub read_only_read_cost_tokens: f64,
-    /// Rows `[p95_read_latency_us, tokens_per_sec, read_only_tokens_per_sec]`, strictest first.
-    pub rate_table: Vec<[f64; 3]>,
-}
-
-fn default_read_only_read_cost() -> f64 {
-    1.0
-}
+pub const DEFAULT_PROFILE_NAME: &str = qos::REFLEX_A;
 
 /// `[qos]`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
@@ -370,6 +355,25 @@ pub struct QosConfig {
     pub scheduler: SchedulerMode,
     #[serde(default)]
     pub profile: ProfileConfig,
+    /// The scheduler's knobs (`deficit_limit`, `donate_pct`, `cap_rounds`, `bucket_reset`,
+    /// `bucket_max_age_ns`), as the `qos` crate defines them.
+    #[serde(default)]
+    pub tuning: qos::SchedulerConfig,
+}
+
+impl QosConfig {
+    /// The device profile this config names or spells out.
+    pub fn device_profile(&self) -> Result<qos::DeviceProfile, ConfigError> {
+        match &self.profile {
+            ProfileConfig::Named(name) => qos::DeviceProfile::named(name)
+                .map_err(|e| invalid("qos.profile", format!("{name:?}"), e.to_string())),
+            ProfileConfig::Inline(table) => {
+                let text = toml::to_string(table).map_err(|e| ConfigError::Parse(e.to_string()))?;
+                qos::DeviceProfile::from_toml_str(&text)
+                    .map_err(|e| invalid("qos.profile", "(inline table)", format!("a valid device profile: {e}")))
+            }
+        }
+    }
 }
 
 /// Whether the file backend opens its file with `O_DIRECT`.
@@ -442,6 +446,18 @@ pub struct SloConfig {
 
 fn default_slo_request_bytes() -> ByteSize {
     ByteSize(4096)
+}
+
+impl SloConfig {
+    /// The `qos` crate's form of this SLO.
+    pub fn to_qos(&self) -> qos::LcSlo {
+        qos::LcSlo {
+            p95_read_latency_ns: self.p95_read_latency_us.saturating_mul(1000),
+            iops: self.iops,
+            read_pct: self.read_ratio_pct,
+            request_bytes: self.request_bytes.0,
+        }
+    }
 }
 
 /// Rights an ACL entry grants.
@@ -601,32 +617,17 @@ impl ServerConfig {
     }
 
     fn validate_qos(&self) -> Result<(), ConfigError> {
-        if let ProfileConfig::Inline(p) = &self.qos.profile {
-            if !(p.write_cost_tokens.is_finite() && p.write_cost_tokens >= 1.0) {
-                return Err(invalid("qos.profile.write_cost_tokens", p.write_cost_tokens, "a number ≥ 1"));
-            }
-            if !(p.read_only_read_cost_tokens.is_finite()
-                && p.read_only_read_cost_tokens > 0.0
-                && p.read_only_read_cost_tokens <= 1.0)
-            {
-                return Err(invalid(
-                    "qos.profile.read_only_read_cost_tokens",
-                    p.read_only_read_cost_tokens,
-                    "a number in (0, 1]",
-                ));
-            }
-            if p.rate_table.is_empty() {
-                return Err(invalid("qos.profile.rate_table", "[]", "at least one row"));
-            }
-            for (i, row) in p.rate_table.iter().enumerate() {
-                if row.iter().any(|v| !v.is_finite() || *v <= 0.0) {
-                    return Err(invalid(
-                        format!("qos.profile.rate_table[{i}]"),
-                        format!("{row:?}"),
-                        "[p95_read_latency_us, tokens_per_sec, read_only_tokens_per_sec], all positive",
-                    ));
-                }
-            }
+        self.qos.device_profile()?;
+        if self.qos.tuning.donate_pct > 100 {
+            return Err(invalid("qos.tuning.donate_pct", self.qos.tuning.donate_pct, "0..=100"));
+        }
+        let rounds = self.qos.tuning.cap_rounds;
+        if rounds == 0 || rounds > qos::sched::MAX_CAP_ROUNDS {
+            return Err(invalid(
+                "qos.tuning.cap_rounds",
+                rounds,
+                format!("1..={}", qos::sched::MAX_CAP_ROUNDS),
+            ));
         }
         Ok(())
     }
@@ -993,6 +994,18 @@ tenant = "alice"
     fn quick_start_is_valid() {
         let c = ServerConfig::quick_start(ByteSize(1 << 30), "127.0.0.1:0".parse().ok(), None);
         c.validate().expect("quick start validates");
+    }
+
+    #[test]
+    fn qos_profile_named_inline_and_bad() {
+        let c = from_toml_str("[qos]\nprofile = \"reflex-a\"\n").unwrap();
+        assert_eq!(c.qos.device_profile().unwrap().name, "reflex-a");
+        let c = from_toml_str("[qos.profile]\npreset = \"reflex-a\"\nwrite_cost_mtok = 16000\n").unwrap();
+        assert_eq!(c.qos.device_profile().unwrap().write_cost_mtok, 16000);
+        let err = from_toml_str("[qos]\nprofile = \"nope\"\n").unwrap_err().to_string();
+        assert!(err.contains("qos.profile") && err.contains("nope"), "{err}");
+        let err = from_toml_str("[qos.tuning]\ndonate_pct = 120\n").unwrap_err().to_string();
+        assert!(err.contains("donate_pct") && err.contains("120"), "{err}");
     }
 
     #[test]

@@ -236,8 +236,9 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` until `stop` is set. Runs on its own thread.
-pub fn serve_admin(listener: TcpListener, metrics: Arc<Metrics>, stop: Arc<AtomicBool>) {
+/// Serves `GET /metrics` until `stop` is set. Runs on its own thread; `refresh` runs before
+/// each scrape (it copies the scheduler's token ledgers into the counters).
+pub fn serve_admin(listener: TcpListener, metrics: Arc<Metrics>, stop: Arc<AtomicBool>, refresh: impl Fn()) {
     if let Err(e) = listener.set_nonblocking(true) {
         tracing::error!(error = %e, "admin listener cannot be made nonblocking; admin endpoint disabled");
         return;
@@ -245,7 +246,7 @@ pub fn serve_admin(listener: TcpListener, metrics: Arc<Metrics>, stop: Arc<Atomi
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if let Err(e) = answer(stream, &metrics) {
+                if let Err(e) = answer(stream, &metrics, &refresh) {
                     tracing::debug!(%peer, error = %e, "admin request failed");
                 }
             }
@@ -271,7 +272,7 @@ fn wait_readable(listener: &TcpListener, timeout_ms: i32) {
     unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
 }
 
-fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &impl Fn()) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)))?;
     let mut head = Vec::with_capacity(512);
@@ -292,6 +293,7 @@ fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     match (method, path) {
         ("GET", "/metrics") => {
+            refresh();
             let body = metrics.encode_text();
             respond(
                 &mut stream,
@@ -347,7 +349,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (m, stop) = (m.clone(), stop.clone());
-            std::thread::spawn(move || serve_admin(listener, m, stop))
+            std::thread::spawn(move || serve_admin(listener, m, stop, || {}))
         };
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();

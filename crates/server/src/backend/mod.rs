@@ -124,7 +124,7 @@ pub struct Caps {
 }
 
 /// A backend as one worker sees it.
-pub trait Backend {
+pub trait Backend: Send {
     /// Starts an operation. `buf` holds the write payload or receives the read data (its length
     /// is the request length); for Flush/Trim/WriteZeroes it is empty.
     fn submit(&mut self, tag: u64, op: StorageOp, buf: IoBuf) -> Submitted;

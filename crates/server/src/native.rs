@@ -1,0 +1,493 @@
+//! The own (ullstack wire v1) protocol, server side: sessions, control requests, data requests.
+//!
+//! # What it implements
+//! The session rules of remote.md on top of crate `proto`'s codec (`proto::wire`, layout in
+//! docs/protocol.md):
+//!
+//! * **HELLO** names a tenant, its secret and one volume. The secret is compared in constant
+//!   time; a wrong one, or an unknown tenant, gets `AUTH_FAILED` (not told apart) and the
+//!   connection stays open for another try. A volume the tenant has no grant on gets
+//!   `NO_SUCH_VOLUME`. Success returns the volume's size, block size, the server's maximum
+//!   payload and the tenant's rights on it.
+//! * **REGISTER** asks admission control (the `qos` registry) for a flow: LC with an SLO (only
+//!   for tenants of class `lc`) or BE. Admitted: a handle (1, 2, …) the client puts in later
+//!   headers. Refused: `REFUSED` with a [`proto::wire::RefusalCode`] and the registry's sentence
+//!   (which numbers did not fit). Handle 0 is the tenant's default flow from the config.
+//! * **UNREGISTER** returns the reservation; requests of that flow still queued are answered
+//!   `UNKNOWN_HANDLE`. Closing the connection unregisters all its flows.
+//! * **READ / WRITE (FUA) / FLUSH / TRIM** are checked (handle, ACL, range, alignment, size)
+//!   and then go through the scheduler to the backend; the reply carries the status and the
+//!   echoed cookie, out of order.
+//! * **STATS** returns a small JSON document: the session's tenant, flows and their token
+//!   counters.
+//!
+//! # Design
+//! Decoding is the codec's two-stage decode: the 40-byte header is validated (magic, version,
+//! opcode, payload length against `max_request_bytes`) before the payload is awaited, so a
+//! header claiming 4 GB closes the connection after 40 bytes with nothing allocated; once the
+//! frame is whole, per-request errors are answered and the connection goes on.
+//!
+//! Worked example: `WRITE cookie=9 handle=0 offset=4096 len=4096 FUA` from tenant `reader`,
+//! whose grant on the volume is read-only: the ACL check answers `READ_ONLY` with cookie 9 and
+//! the next request on the connection is decoded as usual; no byte reached storage.
+//!
+//! # What it leaves out
+//! Re-HELLO to switch volume on a live session (open another connection).
+
+use proto::wire::{self, Command, Opcode, Status};
+use proto::Decode;
+
+use crate::backend::{Fua, StorageOp};
+use crate::config::TenantClass;
+use crate::sched::{Flow, SchedShare};
+use crate::server::Shared;
+use crate::tenant::{AccessKind, Denied, Payload, TenantId, VolumeId};
+use crate::worker::{ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
+
+/// A flow registered on this session.
+struct SessionFlow {
+    handle: u32,
+    flow: Flow,
+    qos: qos::TenantHandle,
+    slo_p95_ns: u64,
+}
+
+/// An authenticated session.
+struct Authed {
+    tenant: TenantId,
+    volume: VolumeId,
+    flows: Vec<SessionFlow>,
+    next_handle: u32,
+}
+
+/// Per-connection state of the own protocol.
+pub struct NativeSession {
+    authed: Option<Authed>,
+}
+
+impl Default for NativeSession {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn denied_status(d: Denied) -> Status {
+    match d {
+        Denied::NoGrant => Status::AccessDenied,
+        Denied::OutOfRange => Status::OutOfRange,
+        Denied::ReadOnly => Status::ReadOnly,
+        Denied::Misaligned => Status::Misaligned,
+        Denied::TooLarge => Status::TooLarge,
+    }
+}
+
+fn refusal_code(code: qos::RefusalCode) -> wire::RefusalCode {
+    match code {
+        qos::RefusalCode::ReservationsExceedCapacity => wire::RefusalCode::CapacityExceeded,
+        qos::RefusalCode::SloTighterThanTable => wire::RefusalCode::SloTooStrict,
+        qos::RefusalCode::TooManyTenants => wire::RefusalCode::TooManyTenants,
+        qos::RefusalCode::InvalidSlo => wire::RefusalCode::InvalidSlo,
+    }
+}
+
+/// Queues a reply with `status` and an optional body.
+fn reply(core: &mut ConnCore, opcode: Opcode, status: Status, cookie: u64, body: &[u8]) {
+    let head = wire::ReplyHeader::new(opcode, status, cookie, body.len() as u32).encode();
+    if body.is_empty() {
+        core.push_head(&head);
+    } else {
+        let mut frame = Vec::with_capacity(head.len() + body.len());
+        frame.extend_from_slice(&head);
+        frame.extend_from_slice(body);
+        core.push_head(&frame);
+    }
+}
+
+/// Queues an error reply whose body says why.
+fn reply_error(core: &mut ConnCore, opcode: Opcode, status: Status, cookie: u64, code: u32, message: &str) {
+    let mut body = Vec::new();
+    wire::ErrorBody { code, message }.encode_into(&mut body);
+    reply(core, opcode, status, cookie, &body);
+}
+
+impl NativeSession {
+    pub fn new() -> NativeSession {
+        NativeSession { authed: None }
+    }
+
+    /// Decodes and handles frames from `input` while the budget and limits allow.
+    pub fn decode(&mut self, input: &mut InBuf, core: &mut ConnCore, ctx: &mut Ctx<'_>) -> Verdict {
+        let max_payload = ctx.shared.config.limits.max_request_bytes.0 as u32;
+        while ctx.can_take(core) {
+            let data = input.data();
+            if data.is_empty() {
+                break;
+            }
+            let header = match wire::decode_request_header(data, max_payload) {
+                Ok(Decode::Done { frame, .. }) => frame,
+                Ok(Decode::NeedMore { total_bytes }) => {
+                    input.want_bytes = total_bytes;
+                    break;
+                }
+                Err(e) => return self.fatal(core, &e),
+            };
+            let frame_len = header.frame_len();
+            if data.len() < frame_len {
+                input.want_bytes = frame_len;
+                break;
+            }
+            let payload = &data[wire::REQUEST_HEADER_BYTES..frame_len];
+            match wire::validate_request(&header, payload, max_payload) {
+                Ok(request) => self.handle(request, core, ctx),
+                Err(e) => {
+                    let opcode = e.opcode().unwrap_or(header.opcode);
+                    reply_error(core, opcode, e.status(), header.cookie, 0, &e.to_string());
+                }
+            }
+            input.consume(frame_len);
+        }
+        Verdict::Continue
+    }
+
+    /// A header that cannot be trusted: answer if a cookie is known, then close.
+    fn fatal(&self, core: &mut ConnCore, e: &wire::WireError) -> Verdict {
+        match e.disposition() {
+            proto::Disposition::ReplyThenClose { cookie } | proto::Disposition::ReplyAndContinue { cookie, .. } => {
+                let opcode = e.opcode().unwrap_or(Opcode::Hello);
+                reply_error(core, opcode, e.status(), cookie, 0, &e.to_string());
+                core.closing = crate::worker::Closing::AfterDrain;
+                Verdict::Continue
+            }
+            proto::Disposition::Close => Verdict::CloseNow("native_bad_frame"),
+        }
+    }
+
+    fn handle(&mut self, request: wire::Request<'_>, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+        let cookie = request.cookie;
+        let opcode = request.command.opcode();
+        if let Command::Hello(hello) = &request.command {
+            self.hello(hello, cookie, core, ctx);
+            return;
+        }
+        let Some(authed) = self.authed.as_mut() else {
+            reply(core, opcode, Status::NotAuthenticated, cookie, &[]);
+            return;
+        };
+        match request.command {
+            Command::Hello(_) => unreachable!("handled above"),
+            Command::Register(body) => Self::register(authed, body, cookie, core, ctx),
+            Command::Unregister => Self::unregister(authed, request.handle, cookie, core, ctx),
+            Command::Stats => Self::stats(authed, cookie, core, ctx),
+            Command::Read {
+                offset_bytes,
+                length_bytes,
+            } => Self::data(
+                authed,
+                request.handle,
+                cookie,
+                opcode,
+                AccessKind::Read,
+                StorageOp::Read { offset_bytes },
+                offset_bytes,
+                u64::from(length_bytes),
+                None,
+                core,
+                ctx,
+            ),
+            Command::Write {
+                offset_bytes,
+                mode,
+                data,
+            } => {
+                let fua = if mode == wire::WriteMode::Fua { Fua::Yes } else { Fua::No };
+                Self::data(
+                    authed,
+                    request.handle,
+                    cookie,
+                    opcode,
+                    AccessKind::Write,
+                    StorageOp::Write { offset_bytes, fua },
+                    offset_bytes,
+                    data.len() as u64,
+                    Some(data),
+                    core,
+                    ctx,
+                )
+            }
+            Command::Flush => Self::data(
+                authed,
+                request.handle,
+                cookie,
+                opcode,
+                AccessKind::Flush,
+                StorageOp::Flush,
+                0,
+                0,
+                None,
+                core,
+                ctx,
+            ),
+            Command::Trim {
+                offset_bytes,
+                length_bytes,
+            } => Self::data(
+                authed,
+                request.handle,
+                cookie,
+                opcode,
+                AccessKind::Write,
+                StorageOp::Trim {
+                    offset_bytes,
+                    len_bytes: u64::from(length_bytes),
+                },
+                offset_bytes,
+                u64::from(length_bytes),
+                None,
+                core,
+                ctx,
+            ),
+        }
+    }
+
+    fn hello(&mut self, hello: &wire::HelloBody<'_>, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+        if self.authed.is_some() {
+            reply_error(core, Opcode::Hello, Status::BadRequest, cookie, 0, "session already authenticated");
+            return;
+        }
+        let Some(tenant_id) = ctx.shared.tenants.authenticate(hello.tenant, hello.secret) else {
+            reply(core, Opcode::Hello, Status::AuthFailed, cookie, &[]);
+            return;
+        };
+        let tenant = ctx.shared.tenants.get(tenant_id);
+        let volume = ctx
+            .shared
+            .volume_by_name(hello.volume)
+            .filter(|v| tenant.grant(*v).is_some());
+        let Some(volume) = volume else {
+            let message = format!("volume {:?} does not exist or is not granted to this tenant", hello.volume);
+            reply_error(core, Opcode::Hello, Status::NoSuchVolume, cookie, 0, &message);
+            return;
+        };
+        let access = match tenant.grant(volume).map(|g| g.access) {
+            Some(crate::config::Access::ReadWrite) => wire::Access::ReadWrite,
+            _ => wire::Access::ReadOnly,
+        };
+        let geometry = ctx.shared.volume(volume).geometry;
+        let body = wire::HelloReply {
+            session_id: ctx.shared.next_session_id(),
+            volume_size_bytes: geometry.size_bytes,
+            block_size_bytes: geometry.block_bytes,
+            max_payload_bytes: ctx.shared.config.limits.max_request_bytes.0 as u32,
+            access,
+        }
+        .encode();
+        reply(core, Opcode::Hello, Status::Ok, cookie, &body);
+        core.handshake_deadline_ns = None;
+        self.authed = Some(Authed {
+            tenant: tenant_id,
+            volume,
+            flows: Vec::new(),
+            next_handle: 1,
+        });
+    }
+
+    fn register(authed: &mut Authed, body: wire::RegisterBody, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+        let tenant = ctx.shared.tenants.get(authed.tenant);
+        let (spec, slo_p95_ns) = match body.class {
+            wire::TenantClass::LatencyCritical(slo) => {
+                if tenant.class != TenantClass::Lc {
+                    let message = format!(
+                        "tenant {:?} is best-effort in the server's config; it may not register a latency-critical SLO",
+                        tenant.name
+                    );
+                    reply_error(
+                        core,
+                        Opcode::Register,
+                        Status::Refused,
+                        cookie,
+                        wire::RefusalCode::NotPermitted.to_u32(),
+                        &message,
+                    );
+                    return;
+                }
+                let lc = qos::LcSlo {
+                    p95_read_latency_ns: slo.p95_read_latency_ns,
+                    iops: slo.iops,
+                    read_pct: slo.read_pct,
+                    request_bytes: u64::from(slo.request_size_bytes),
+                };
+                (qos::TenantSpec::LatencyCritical(lc), slo.p95_read_latency_ns)
+            }
+            wire::TenantClass::BestEffort => (qos::TenantSpec::BestEffort(qos::BeSpec::default()), 0),
+        };
+        let admitted = ctx.shared.lock_control().register(authed.tenant, spec);
+        match admitted {
+            Ok(handle) => {
+                let flow = ctx.sched.attach(&handle);
+                let number = authed.next_handle;
+                authed.next_handle += 1;
+                authed.flows.push(SessionFlow {
+                    handle: number,
+                    flow,
+                    qos: handle,
+                    slo_p95_ns,
+                });
+                let body = wire::RegisterReply { handle: number }.encode();
+                reply(core, Opcode::Register, Status::Ok, cookie, &body);
+            }
+            Err(refusal) => {
+                let code = refusal_code(refusal.code()).to_u32();
+                reply_error(core, Opcode::Register, Status::Refused, cookie, code, &refusal.to_string());
+            }
+        }
+    }
+
+    fn unregister(authed: &mut Authed, handle: u32, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+        let Some(pos) = authed.flows.iter().position(|f| f.handle == handle) else {
+            reply(core, Opcode::Unregister, Status::UnknownHandle, cookie, &[]);
+            return;
+        };
+        let flow = authed.flows.swap_remove(pos);
+        let mut unsent = Vec::new();
+        ctx.sched.detach(flow.flow, &mut unsent);
+        ctx.shared.lock_control().unregister(flow.qos.id());
+        for id in unsent {
+            if let Some(req) = ctx.requests.remove(id.0 as usize) {
+                core.inflight_reqs -= 1;
+                core.inflight_bytes -= req.accounted_bytes;
+                if let Some(b) = req.buf {
+                    ctx.pool.give(b);
+                }
+                if let ReplyTo::Native { cookie, opcode } = req.reply {
+                    reply(core, opcode, Status::UnknownHandle, cookie, &[]);
+                }
+            }
+        }
+        reply(core, Opcode::Unregister, Status::Ok, cookie, &[]);
+    }
+
+    fn stats(authed: &Authed, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+        let tenant = ctx.shared.tenants.get(authed.tenant);
+        let mut json = format!(
+            "{{\"tenant\":\"{}\",\"volume\":\"{}\",\"flows\":[",
+            tenant.name,
+            ctx.shared.volume(authed.volume).name
+        );
+        let default = ctx.shared.default_flows[authed.tenant.0 as usize].as_ref();
+        let flows = default
+            .map(|h| (0u32, h))
+            .into_iter()
+            .chain(authed.flows.iter().map(|f| (f.handle, &f.qos)));
+        for (n, (handle, h)) in flows.enumerate() {
+            let c = h.counters();
+            if n > 0 {
+                json.push(',');
+            }
+            json.push_str(&format!(
+                "{{\"handle\":{handle},\"class\":\"{}\",\"reservation_mtok_per_sec\":{},\"earned_mtok\":{},\"spent_mtok\":{},\"donated_mtok\":{},\"deficit_hits\":{},\"requests_submitted\":{},\"requests_queued\":{},\"balance_mtok\":{}}}",
+                match h.class() {
+                    qos::TenantClass::LatencyCritical => "lc",
+                    qos::TenantClass::BestEffort => "be",
+                },
+                h.reservation_mtok_per_sec(),
+                c.earned_mtok,
+                c.spent_mtok,
+                c.donated_mtok,
+                c.deficit_hits,
+                c.requests_submitted,
+                c.requests_queued,
+                c.balance_mtok
+            ));
+        }
+        json.push_str("]}");
+        reply(core, Opcode::Stats, Status::Ok, cookie, json.as_bytes());
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn data(
+        authed: &Authed,
+        handle: u32,
+        cookie: u64,
+        opcode: Opcode,
+        kind: AccessKind,
+        op: StorageOp,
+        offset_bytes: u64,
+        len_bytes: u64,
+        write_data: Option<&[u8]>,
+        core: &mut ConnCore,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let (flow, slo_p95_ns) = if handle == 0 {
+            match ctx.default_flow(authed.tenant) {
+                Some(f) => (
+                    f,
+                    ctx.shared.tenants.get(authed.tenant).slo.map_or(0, |s| s.p95_read_latency_us * 1000),
+                ),
+                None => {
+                    reply_error(
+                        core,
+                        opcode,
+                        Status::UnknownHandle,
+                        cookie,
+                        0,
+                        "this latency-critical tenant has no fixed SLO in the config: REGISTER first and use the returned handle",
+                    );
+                    return;
+                }
+            }
+        } else {
+            match authed.flows.iter().find(|f| f.handle == handle) {
+                Some(f) => (f.flow, f.slo_p95_ns),
+                None => {
+                    reply(core, opcode, Status::UnknownHandle, cookie, &[]);
+                    return;
+                }
+            }
+        };
+        let tenant = ctx.shared.tenants.get(authed.tenant);
+        let geometry = ctx.shared.volume(authed.volume).geometry;
+        let payload_kind = if matches!(op, StorageOp::Trim { .. }) {
+            Payload::RangeOnly
+        } else {
+            Payload::Carried
+        };
+        let max = ctx.shared.config.limits.max_request_bytes.0;
+        if let Err(d) = tenant.check(authed.volume, geometry, kind, offset_bytes, len_bytes, max, payload_kind) {
+            ctx.shared.tenant_metrics[authed.tenant.0 as usize].errors.inc();
+            reply_error(core, opcode, denied_status(d), cookie, 0, &d.to_string());
+            return;
+        }
+        let (buf, accounted, cost_op) = match op {
+            StorageOp::Read { .. } => (Some(ctx.pool.take(len_bytes as usize)), len_bytes, qos::Op::Read),
+            StorageOp::Write { .. } => {
+                let mut b = ctx.pool.take(len_bytes as usize);
+                b.as_mut_slice().copy_from_slice(write_data.unwrap_or(&[]));
+                (Some(b), len_bytes, qos::Op::Write)
+            }
+            StorageOp::Flush => (None, 0, qos::Op::Flush),
+            _ => (None, 0, qos::Op::Trim),
+        };
+        let req = Req {
+            conn: core.me,
+            reply: ReplyTo::Native { cookie, opcode },
+            op,
+            volume: authed.volume,
+            tenant: authed.tenant,
+            buf,
+            accounted_bytes: accounted,
+            start_ns: ctx.now_ns,
+            slo_p95_ns,
+        };
+        ctx.submit(core, flow, cost_op, len_bytes, req);
+    }
+
+    /// Unregisters the session's flows; their queued requests go to `unsent`.
+    pub fn close(&mut self, shared: &Shared, sched: &mut SchedShare, unsent: &mut Vec<qos::RequestId>) {
+        if let Some(authed) = self.authed.take() {
+            for f in authed.flows {
+                sched.detach(f.flow, unsent);
+                shared.lock_control().unregister(f.qos.id());
+            }
+        }
+    }
+}
