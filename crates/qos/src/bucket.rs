@@ -26,12 +26,15 @@
 //! Any per-worker fairness in taking from the bucket: first come, first served, as published.
 //!
 //! # Config keys
-//! `bucket_reset`, `bucket_max_age_ns` in [`crate::SchedulerConfig`].
+//! `bucket_reset`, `bucket_max_age_ns`, `bucket_carry_mtok` in [`crate::SchedulerConfig`].
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::cost::{CostModel, LoadMix};
+
+/// `last_reset_ns` before the first check-in.
+const NEVER: u64 = u64::MAX;
 
 /// Counters of the shared bucket, for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,7 +101,7 @@ impl SharedBucket {
                 mix: AtomicU8::new(0),
                 reset_state: AtomicU64::new(0),
                 workers: AtomicU32::new(0),
-                last_reset_ns: AtomicU64::new(0),
+                last_reset_ns: AtomicU64::new(NEVER),
                 span_epoch: AtomicU64::new(0),
                 rates_epoch: AtomicU64::new(0),
                 deposited_mtok: AtomicU64::new(0),
@@ -203,9 +206,16 @@ impl SharedBucket {
         self.inner.taken_mtok.fetch_sub(mtok, Ordering::Relaxed);
     }
 
-    fn reset(&self, now_ns: u64) {
+    /// Empties the bucket down to `carry_mtok`.
+    fn reset(&self, now_ns: u64, carry_mtok: u64) {
         let i = &self.inner;
-        let discarded = i.balance_mtok.swap(0, Ordering::AcqRel);
+        let before = i
+            .balance_mtok
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                Some(b.min(carry_mtok))
+            })
+            .unwrap_or_else(|b| b);
+        let discarded = before.saturating_sub(carry_mtok);
         i.discarded_mtok.fetch_add(discarded, Ordering::Relaxed);
         i.resets.fetch_add(1, Ordering::Relaxed);
         i.last_reset_ns.store(now_ns, Ordering::Relaxed);
@@ -220,21 +230,35 @@ impl SharedBucket {
     }
 
     /// The current reset epoch.
+    #[cfg(test)]
     pub(crate) fn reset_epoch(&self) -> u32 {
         (self.inner.reset_state.load(Ordering::Acquire) >> 32) as u32
     }
 
     /// A worker reports that it finished a round. `last_epoch` is the epoch it last checked in
-    /// for (updated here). Empties the bucket when every worker has checked in, or when the
-    /// bucket is older than `max_age_ns`.
+    /// for (updated here). Empties the bucket (down to `carry_mtok`) when every worker has
+    /// checked in, or when the bucket is older than `max_age_ns`.
     pub(crate) fn check_in(
         &self,
         now_ns: u64,
         last_epoch: &mut Option<u32>,
         max_age_ns: u64,
+        carry_mtok: u64,
     ) -> CheckIn {
         let i = &self.inner;
-        let last_reset_ns = i.last_reset_ns.load(Ordering::Relaxed);
+        let mut last_reset_ns = i.last_reset_ns.load(Ordering::Relaxed);
+        if last_reset_ns == NEVER {
+            // The first check-in starts the age clock.
+            last_reset_ns = match i.last_reset_ns.compare_exchange(
+                NEVER,
+                now_ns,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => now_ns,
+                Err(seen) => seen,
+            };
+        }
         let too_old = now_ns.saturating_sub(last_reset_ns) > max_age_ns;
         let mut state = i.reset_state.load(Ordering::Acquire);
         loop {
@@ -263,7 +287,7 @@ impl SharedBucket {
             ) {
                 Ok(_) => {
                     if complete {
-                        self.reset(now_ns);
+                        self.reset(now_ns, carry_mtok);
                         // This worker has run a round in the new epoch only when it runs again.
                         *last_epoch = None;
                         return CheckIn::Reset;
@@ -320,10 +344,10 @@ mod tests {
         b.join_worker();
         let (mut w0, mut w1) = (None, None);
         b.deposit(5000);
-        assert_eq!(b.check_in(10, &mut w0, u64::MAX), CheckIn::Counted);
-        assert_eq!(b.check_in(20, &mut w0, u64::MAX), CheckIn::Counted);
+        assert_eq!(b.check_in(10, &mut w0, u64::MAX, 0), CheckIn::Counted);
+        assert_eq!(b.check_in(20, &mut w0, u64::MAX, 0), CheckIn::Counted);
         assert_eq!(b.balance_mtok(), 5000, "one worker alone must not reset");
-        assert_eq!(b.check_in(30, &mut w1, u64::MAX), CheckIn::Reset);
+        assert_eq!(b.check_in(30, &mut w1, u64::MAX, 0), CheckIn::Reset);
         assert_eq!(b.balance_mtok(), 0);
         assert_eq!(b.stats().discarded_mtok, 5000);
         assert_eq!(b.reset_epoch(), 1);
@@ -336,8 +360,28 @@ mod tests {
         b.join_worker();
         let mut w0 = None;
         b.deposit(7);
-        assert_eq!(b.check_in(500, &mut w0, 1000), CheckIn::Counted);
-        assert_eq!(b.check_in(1500, &mut w0, 1000), CheckIn::Reset);
+        assert_eq!(b.check_in(500, &mut w0, 1000, 0), CheckIn::Counted);
+        assert_eq!(b.check_in(1400, &mut w0, 1000, 0), CheckIn::Counted);
+        assert_eq!(b.check_in(1501, &mut w0, 1000, 0), CheckIn::Reset);
         assert_eq!(b.balance_mtok(), 0);
+    }
+
+    #[test]
+    fn a_reset_keeps_at_most_the_carry() {
+        let b = bucket();
+        b.join_worker();
+        let mut w0 = None;
+        b.deposit(25_000);
+        assert_eq!(b.check_in(1, &mut w0, u64::MAX, 10_000), CheckIn::Reset);
+        assert_eq!(b.balance_mtok(), 10_000);
+        assert_eq!(b.stats().discarded_mtok, 15_000);
+        b.try_take(7_000);
+        assert_eq!(b.check_in(2, &mut w0, u64::MAX, 10_000), CheckIn::Reset);
+        assert_eq!(
+            b.balance_mtok(),
+            3_000,
+            "below the carry: nothing discarded"
+        );
+        assert_eq!(b.stats().discarded_mtok, 15_000);
     }
 }

@@ -185,6 +185,223 @@ pub(crate) struct Ledger {
     pub(crate) submitted: AtomicU64,
 }
 
+/// Largest cost one request may have, mtok (a billion tokens): keeps every balance far inside
+/// `i64` however costs and rates combine.
+pub const MAX_REQUEST_COST_MTOK: u64 = 1 << 40;
+
+/// Most a single earning step may credit, mtok: bounds balances after a very long gap between
+/// rounds (a billion tokens is hours of any device's full rate).
+const MAX_CREDIT_MTOK: u64 = 1 << 40;
+
+/// Outcome of a best-effort payment attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BePayment {
+    /// Paid; `borrowed_mtok` came from the shared bucket.
+    Paid { borrowed_mtok: u64 },
+    /// Neither the balance nor the bucket can cover it; `need_mtok` is the shortfall.
+    CannotPay { need_mtok: u64 },
+}
+
+/// Whether a BE payment may draw on the shared bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Borrow {
+    /// It may take its shortfall from the bucket.
+    Allowed,
+    /// Another tenant is first in line for the bucket this round.
+    Forbidden,
+}
+
+impl Ledger {
+    /// Credits `rate` × the time since earnings were last credited (by any worker), up to
+    /// `now_ns`. Returns the credit, mtok.
+    ///
+    /// The clock only advances by the time the whole milli-tokens credited are worth
+    /// (`ceil(credit × 1e9 / rate)` ns, never more than elapsed), so fractions carry over to the
+    /// next call instead of being lost: a 100 IOPS tenant (100 000 mtok/s) called every 1 µs
+    /// earns 1 mtok every 10 µs, exactly its rate. A zero rate restarts the clock, so a BE
+    /// tenant whose share was zero is not paid retroactively when the share grows.
+    pub(crate) fn earn(&self, now_ns: u64, rate_mtok_per_sec: u64) -> u64 {
+        let mut until = self.earned_until_ns.load(Ordering::Acquire);
+        loop {
+            if until == u64::MAX || rate_mtok_per_sec == 0 {
+                if until != u64::MAX && now_ns <= until {
+                    return 0;
+                }
+                match self.earned_until_ns.compare_exchange_weak(
+                    until,
+                    now_ns,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return 0,
+                    Err(seen) => {
+                        until = seen;
+                        continue;
+                    }
+                }
+            }
+            if now_ns <= until {
+                return 0;
+            }
+            let elapsed_ns = now_ns - until;
+            let rate = u128::from(rate_mtok_per_sec);
+            let credit =
+                (rate * u128::from(elapsed_ns) / NS_PER_SEC).min(u128::from(MAX_CREDIT_MTOK));
+            if credit == 0 {
+                return 0;
+            }
+            let advance_ns = (credit * NS_PER_SEC).div_ceil(rate) as u64;
+            debug_assert!(advance_ns <= elapsed_ns, "credit outran the clock");
+            match self.earned_until_ns.compare_exchange_weak(
+                until,
+                until + advance_ns,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    let credit = credit as u64;
+                    self.balance_mtok.fetch_add(credit as i64, Ordering::AcqRel);
+                    self.earned_mtok.fetch_add(credit, Ordering::Relaxed);
+                    return credit;
+                }
+                Err(seen) => until = seen,
+            }
+        }
+    }
+
+    /// Moves the earning clock forward to `at_ns` if it is behind (or unset): the time before
+    /// it was accounted elsewhere (donated by an idle aggregate).
+    pub(crate) fn earn_from(&self, at_ns: u64) {
+        let mut until = self.earned_until_ns.load(Ordering::Acquire);
+        while until == u64::MAX || until < at_ns {
+            match self.earned_until_ns.compare_exchange_weak(
+                until,
+                at_ns,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(seen) => until = seen,
+            }
+        }
+    }
+
+    /// An LC payment: succeeds while the balance is above `-deficit_limit_mtok` (the payment
+    /// itself may take it below).
+    pub(crate) fn try_spend_lc(&self, cost_mtok: u64, deficit_limit_mtok: u64) -> bool {
+        let floor = -(deficit_limit_mtok.min(MAX_REQUEST_COST_MTOK) as i64);
+        let cost = cost_mtok as i64;
+        let paid = self
+            .balance_mtok
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                (b > floor).then_some(b - cost)
+            });
+        match paid {
+            Ok(_) => {
+                self.spent_mtok.fetch_add(cost_mtok, Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// A BE payment: from the balance if it covers the cost, else the difference from the
+    /// shared bucket; never leaves the balance negative.
+    pub(crate) fn try_spend_be(
+        &self,
+        cost_mtok: u64,
+        bucket: &crate::bucket::SharedBucket,
+        borrow: Borrow,
+    ) -> BePayment {
+        let cost = cost_mtok as i64;
+        let mut balance = self.balance_mtok.load(Ordering::Acquire);
+        loop {
+            debug_assert!(balance >= 0, "BE balance went negative: {balance}");
+            if balance >= cost {
+                match self.balance_mtok.compare_exchange_weak(
+                    balance,
+                    balance - cost,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        self.spent_mtok.fetch_add(cost_mtok, Ordering::Relaxed);
+                        return BePayment::Paid { borrowed_mtok: 0 };
+                    }
+                    Err(seen) => {
+                        balance = seen;
+                        continue;
+                    }
+                }
+            }
+            let need_mtok = (cost - balance.max(0)) as u64;
+            if borrow == Borrow::Forbidden || !bucket.try_take(need_mtok) {
+                return BePayment::CannotPay { need_mtok };
+            }
+            let need = need_mtok;
+            match self.balance_mtok.compare_exchange(
+                balance,
+                0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.spent_mtok.fetch_add(cost_mtok, Ordering::Relaxed);
+                    self.borrowed_mtok.fetch_add(need, Ordering::Relaxed);
+                    return BePayment::Paid {
+                        borrowed_mtok: need,
+                    };
+                }
+                Err(seen) => {
+                    bucket.untake(need);
+                    balance = seen;
+                }
+            }
+        }
+    }
+
+    /// Donates `pct` % of the balance if it is above `cap_mtok`; returns the donation.
+    pub(crate) fn donate_above(&self, cap_mtok: u64, pct: u8) -> u64 {
+        let cap = cap_mtok.min(i64::MAX as u64) as i64;
+        let pct = i64::from(pct.min(100));
+        let before = self
+            .balance_mtok
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                (b > cap).then_some(b - b * pct / 100)
+            });
+        match before {
+            Ok(b) => {
+                let donated = (b * pct / 100) as u64;
+                self.donated_mtok.fetch_add(donated, Ordering::Relaxed);
+                donated
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// Donates the whole (non-negative) balance; returns it.
+    pub(crate) fn donate_all(&self) -> u64 {
+        let before = self
+            .balance_mtok
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                (b > 0).then_some(0)
+            });
+        match before {
+            Ok(b) => {
+                self.donated_mtok.fetch_add(b as u64, Ordering::Relaxed);
+                b as u64
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// Accounts tokens earned and donated while idle (in a scheduler's aggregate).
+    pub(crate) fn account_idle(&self, mtok: u64) {
+        self.earned_mtok.fetch_add(mtok, Ordering::Relaxed);
+        self.donated_mtok.fetch_add(mtok, Ordering::Relaxed);
+    }
+}
+
 /// What the registry hands an admitted tenant. Cheap to clone; `Send + Sync`.
 #[derive(Clone, Debug)]
 pub struct TenantHandle {
