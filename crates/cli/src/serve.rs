@@ -1,9 +1,155 @@
-//! `ullstack serve` argument wiring. Placeholder until the owning crate lands its entry point.
+//! `ullstack serve`: argument parsing for the remote-flash server; the work is in crate `server`.
 
-/// Arguments of `ullstack serve`.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use server::config::{ByteSize, IdlePolicy, SchedulerMode, ServerConfig};
+
+/// Serve remote flash over the ullstack protocol and NBD, with per-tenant QoS.
+///
+/// Quick start (no config file), as with nbdkit:
+///
+///   ullstack serve --memory 1GiB --listen 127.0.0.1:10809
+///
+/// serves one sparse in-memory volume as the NBD export `default` on 127.0.0.1:10809 and on
+/// the own protocol on the next port (127.0.0.1:10810; change it with --listen-native), to
+/// one open best-effort tenant named `open` (any secret is accepted). Try it with
+///
+///   nbdinfo nbd://127.0.0.1:10809/default
+///   fio --ioengine=nbd --uri=nbd://127.0.0.1:10809/default --rw=randread --bs=4k --name=r
+///
+/// Full form: `ullstack serve --config server.toml` (volumes on memory or files, tenants with
+/// secrets, SLOs and ACLs, NBD exports, limits, QoS profile: docs/server.md). Flags given
+/// with --config override the file's values.
+///
+/// SIGINT or SIGTERM stops accepting, drains in-flight I/O, replies and exits 0.
 #[derive(clap::Args, Debug)]
-pub struct ServeArgs {}
+#[command(verbatim_doc_comment)]
+pub struct ServeArgs {
+    /// Server config file (TOML). Mutually exclusive with --memory.
+    #[arg(long, value_name = "FILE", conflicts_with = "memory")]
+    config: Option<PathBuf>,
 
-pub fn run(_args: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`ullstack serve` is not built yet")
+    /// Quick start: serve one in-memory volume of this size (e.g. 1GiB, 512MiB, 4G).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+
+    /// NBD listen address (quick start default 127.0.0.1:10809).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+
+    /// Own-protocol listen address (quick start default: the NBD port + 1).
+    #[arg(long, value_name = "ADDR")]
+    listen_native: Option<SocketAddr>,
+
+    /// Admin address for `GET /metrics` (Prometheus text); off unless given or in the config.
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
+
+    /// Worker threads (thread per core; default 2).
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+
+    /// What an idle worker does: `spin` (lowest latency, burns a core) or `block-after-spin`.
+    #[arg(long, value_name = "POLICY", value_parser = parse_idle)]
+    idle: Option<IdlePolicy>,
+
+    /// Send requests to storage in arrival order, without the token scheduler (baseline runs).
+    #[arg(long)]
+    no_scheduler: bool,
+
+    /// Print the effective configuration (parsed and validated) and exit.
+    #[arg(long)]
+    check: bool,
+}
+
+fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
+    match s {
+        "spin" => Ok(IdlePolicy::Spin),
+        "block-after-spin" | "block" => Ok(IdlePolicy::BlockAfterSpin),
+        other => Err(format!("idle policy {other:?}: expected `spin` or `block-after-spin`")),
+    }
+}
+
+const DEFAULT_NBD_ADDR: &str = "127.0.0.1:10809";
+
+fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
+    let mut config = match (&args.config, &args.memory) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading config file {}", path.display()))?;
+            ServerConfig::from_toml_str(&text).with_context(|| format!("in config file {}", path.display()))?
+        }
+        (None, Some(size)) => {
+            let size = ByteSize::parse(size).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
+            let nbd: SocketAddr = match args.listen {
+                Some(a) => a,
+                None => DEFAULT_NBD_ADDR.parse().context("default NBD address")?,
+            };
+            let native = match args.listen_native {
+                Some(a) => a,
+                None if nbd.port() == 0 => SocketAddr::new(nbd.ip(), 0),
+                None => {
+                    let port = nbd.port().checked_add(1).with_context(|| {
+                        format!("--listen port {} leaves no room for the own protocol on port+1; give --listen-native", nbd.port())
+                    })?;
+                    SocketAddr::new(nbd.ip(), port)
+                }
+            };
+            ServerConfig::quick_start(size, Some(nbd), Some(native))
+        }
+        (None, None) => bail!(
+            "give --memory SIZE for the quick start (e.g. `ullstack serve --memory 1GiB --listen 127.0.0.1:10809`) or --config FILE"
+        ),
+    };
+    if args.config.is_some() {
+        if let Some(a) = args.listen {
+            config.listen.nbd = Some(a);
+        }
+        if let Some(a) = args.listen_native {
+            config.listen.native = Some(a);
+        }
+    }
+    if let Some(a) = args.admin {
+        config.listen.admin = Some(a);
+    }
+    if let Some(w) = args.workers {
+        config.dataplane.workers = w;
+    }
+    if let Some(idle) = args.idle {
+        config.dataplane.idle = idle;
+    }
+    if args.no_scheduler {
+        config.qos.scheduler = SchedulerMode::Off;
+    }
+    config.validate().context("invalid configuration")?;
+    Ok(config)
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    server::init_logging();
+    let config = build_config(&args)?;
+    if args.check {
+        println!("{config:#?}");
+        return Ok(());
+    }
+    server::signals::block_shutdown_signals().context("blocking SIGINT/SIGTERM")?;
+    let handle = server::start(config).context("starting the server")?;
+    let a = handle.addrs;
+    if let Some(nbd) = a.nbd {
+        let exports: Vec<String> = handle.shared().exports.iter().map(|e| e.name.clone()).collect();
+        eprintln!("ullstack serve: NBD on {nbd} (exports: {})", exports.join(", "));
+    }
+    if let Some(native) = a.native {
+        eprintln!("ullstack serve: own protocol on {native}");
+    }
+    if let Some(admin) = a.admin {
+        eprintln!("ullstack serve: metrics on http://{admin}/metrics");
+    }
+    let signal = server::signals::wait_shutdown_signal().context("waiting for SIGINT/SIGTERM")?;
+    eprintln!("ullstack serve: {signal}: draining in-flight I/O and stopping");
+    handle.shutdown();
+    eprintln!("ullstack serve: stopped");
+    Ok(())
 }

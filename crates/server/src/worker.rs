@@ -443,6 +443,8 @@ pub struct Worker {
     metrics: WorkerMetrics,
     /// Connections with undecoded input or output to retry this step.
     pending: Vec<usize>,
+    /// `in_pending[i]`: slot i is in `pending` (keeps the list free of duplicates).
+    in_pending: Vec<bool>,
     released: Vec<qos::RequestId>,
     completions: Vec<Completion>,
 }
@@ -483,6 +485,7 @@ impl Worker {
             sched,
             pool: BufPool::new(),
             pending: Vec::new(),
+            in_pending: Vec::new(),
             released: Vec::new(),
             completions: Vec::new(),
             shared,
@@ -577,15 +580,13 @@ impl Worker {
             }
             // 2-3. Read and decode, within the batch budget.
             let mut budget = batch_limit;
-            let pending = std::mem::take(&mut self.pending);
+            let work = self.take_pending();
             for &i in readable.iter() {
                 self.read_conn(i, now);
             }
-            for i in pending.into_iter().chain(readable.iter().copied()) {
+            for i in work.into_iter().chain(readable.iter().copied()) {
                 if budget == 0 {
-                    if self.conns.get(i).is_some_and(|c| c.is_some()) && !self.pending.contains(&i) {
-                        self.pending.push(i);
-                    }
+                    self.mark_pending(i);
                     continue;
                 }
                 self.decode_conn(i, now, &mut budget);
@@ -615,6 +616,22 @@ impl Worker {
         self.close_all();
     }
 
+    /// Remembers that connection `i` has work for the send/close phase or the next step.
+    fn mark_pending(&mut self, i: usize) {
+        if self.conns.get(i).is_some_and(|c| c.is_some()) && !self.in_pending[i] {
+            self.in_pending[i] = true;
+            self.pending.push(i);
+        }
+    }
+
+    fn take_pending(&mut self) -> Vec<usize> {
+        let list = std::mem::take(&mut self.pending);
+        for &i in &list {
+            self.in_pending[i] = false;
+        }
+        list
+    }
+
     fn drained(&self) -> bool {
         self.requests.is_empty()
             && self.conns.iter().flatten().all(|c| c.core.out.is_empty())
@@ -627,6 +644,7 @@ impl Worker {
                 None => {
                     self.conns.push(None);
                     self.generations.push(0);
+                    self.in_pending.push(false);
                     self.conns.len() - 1
                 }
             };
@@ -670,7 +688,7 @@ impl Worker {
             conn.core.epoll_events = events;
             self.conns[index] = Some(conn);
             self.metrics.connections.inc();
-            self.pending.push(index);
+            self.mark_pending(index);
         }
     }
 
@@ -707,14 +725,9 @@ impl Worker {
             Session::Native(s) => s.decode(&mut conn.input, &mut conn.core, &mut ctx),
             Session::Nbd(s) => s.decode(&mut conn.input, &mut conn.core, &mut ctx),
         };
-        let has_more = !conn.input.data().is_empty() && conn.input.data().len() >= conn.input.want_bytes.max(1);
         self.conns[i] = Some(conn);
         match verdict {
-            Verdict::Continue => {
-                if has_more && *budget == 0 && !self.pending.contains(&i) {
-                    self.pending.push(i);
-                }
-            }
+            Verdict::Continue => self.mark_pending(i),
             Verdict::CloseNow(reason) => {
                 self.shared.metrics.protocol_error(reason);
                 tracing::debug!(worker = self.index, reason, "closing connection");
@@ -834,15 +847,12 @@ impl Worker {
             }
         };
         push_reply(&mut conn.core, req.reply, c.result, payload);
-        if !self.pending.contains(&i) {
-            self.pending.push(i);
-        }
+        self.mark_pending(i);
     }
 
     fn flush_pending_output(&mut self) {
-        let pending = std::mem::take(&mut self.pending);
-        let mut keep = Vec::new();
-        for i in pending {
+        let work = self.take_pending();
+        for i in work {
             let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else { continue };
             if !conn.core.out.is_empty() {
                 self.flush_output(i);
@@ -859,13 +869,10 @@ impl Worker {
                 && conn.core.inflight_reqs < limits.max_inflight_requests
                 && conn.core.inflight_bytes < limits.max_inflight_bytes.0;
             if undecoded {
-                keep.push(i);
+                self.mark_pending(i);
             }
             self.update_interest(i);
         }
-        keep.retain(|i| self.conns.get(*i).is_some_and(|c| c.is_some()));
-        keep.dedup();
-        self.pending = keep;
     }
 
     /// Writes as much queued output as the socket takes.
@@ -940,9 +947,7 @@ impl Worker {
             core.out_bytes = 0;
             core.out_sent = 0;
             core.closing = Closing::AfterDrain;
-            if !self.pending.contains(&i) {
-                self.pending.push(i);
-            }
+            self.mark_pending(i);
         }
         self.update_interest(i);
     }
@@ -1030,7 +1035,7 @@ impl Worker {
         drop(conn);
         self.generations[i] = self.generations[i].wrapping_add(1);
         self.free_conns.push(i);
-        self.pending.retain(|&p| p != i);
+        self.in_pending[i] = false;
         self.metrics.connections.dec();
         self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
     }
