@@ -44,7 +44,7 @@ pub use cost::{CostModel, LoadMix, Op, MTOK_PER_TOKEN, UNIT_BYTES};
 pub use profile::{DeviceProfile, ProfileError, RatePoint, SloTooTight, KNOWN_PROFILES, REFLEX_A};
 pub use sched::{
     BucketReset, ConfigError, DeficitLimit, LocalTenant, RequestId, RoundStats, SchedError,
-    Scheduler, SchedulerConfig, SchedulerStats,
+    Scheduler, SchedulerConfig, SchedulerStats, DEFAULT_DEFICIT_LIMIT_MTOK, MAX_CAP_ROUNDS,
 };
 pub use tenant::{
     lc_reservation_mtok_per_sec, BeSpec, DeclaredMix, LcSlo, TenantClass, TenantCounters,
