@@ -75,8 +75,9 @@ use crate::tenant::{TenantId, VolumeId};
 pub const TIMER_SCAN_NS: u64 = 10_000_000;
 /// Longest a draining worker waits for in-flight requests and unsent replies.
 pub const DRAIN_DEADLINE_NS: u64 = 10_000_000_000;
-/// Bytes a connection's input buffer starts with and returns to when idle.
-const INPUT_BASE_BYTES: usize = 64 * 1024;
+/// An idle connection's input buffer above this capacity is freed (5,000 idle connections must
+/// not pin 5,000 large buffers).
+const INPUT_KEEP_BYTES: usize = 256 * 1024;
 /// Free space below which the input buffer is compacted or grown before a read.
 const INPUT_MIN_READ_BYTES: usize = 16 * 1024;
 /// Most iovecs one writev gathers.
@@ -202,7 +203,7 @@ pub struct InBuf {
 impl InBuf {
     fn new() -> InBuf {
         InBuf {
-            buf: Vec::with_capacity(INPUT_BASE_BYTES),
+            buf: Vec::new(),
             start: 0,
             want_bytes: 0,
         }
@@ -218,8 +219,8 @@ impl InBuf {
         if self.start >= self.buf.len() {
             self.buf.clear();
             self.start = 0;
-            if self.buf.capacity() > 4 * INPUT_BASE_BYTES {
-                self.buf = Vec::with_capacity(INPUT_BASE_BYTES);
+            if self.buf.capacity() > INPUT_KEEP_BYTES {
+                self.buf = Vec::new();
             }
         }
         self.want_bytes = 0;

@@ -1,0 +1,354 @@
+//! Shared helpers of the server's end-to-end tests: starting a server on 127.0.0.1 with
+//! kernel-chosen ports, a raw own-protocol client (for malformed frames the client library
+//! refuses to send), a raw NBD client, and tool lookup that skips with a printed reason.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use proto::nbd;
+use proto::wire::{self, HelloBody, Opcode, RequestHeader, Status, WriteMode};
+use server::config::ServerConfig;
+use server::ServerHandle;
+
+/// Read timeout of every test socket: a hung server fails the test instead of hanging it.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub fn start(toml: &str) -> ServerHandle {
+    let config = ServerConfig::from_toml_str(toml).unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
+    server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"))
+}
+
+/// A config with one volume `vol` of `backend` and tenants:
+/// `alice` (rw, secret "alice-secret"), `reader` (read-only, "reader-secret"),
+/// `ranged` (rw on LBAs [0, 2048) only, "ranged-secret"); exports `default` (alice) and
+/// `ro` (reader).
+pub fn standard_config(backend: &str, scheduler: &str) -> String {
+    format!(
+        r#"
+[listen]
+native = "127.0.0.1:0"
+nbd = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+
+[dataplane]
+workers = 2
+
+[qos]
+scheduler = "{scheduler}"
+
+[[volume]]
+name = "vol"
+backend = {backend}
+
+[[volume]]
+name = "other"
+backend = {{ kind = "memory", size = "1MiB" }}
+
+[[tenant]]
+name = "alice"
+secret = "alice-secret"
+class = "be"
+acl = [{{ volume = "vol", access = "read-write" }}]
+
+[[tenant]]
+name = "reader"
+secret = "reader-secret"
+class = "be"
+acl = [{{ volume = "vol", access = "read" }}]
+
+[[tenant]]
+name = "ranged"
+secret = "ranged-secret"
+class = "be"
+acl = [{{ volume = "vol", access = "read-write", lba_ranges = [[0, 2048]] }}]
+
+[[export]]
+name = "default"
+volume = "vol"
+tenant = "alice"
+
+[[export]]
+name = "ro"
+volume = "vol"
+tenant = "reader"
+"#
+    )
+}
+
+pub fn memory_backend(size: &str) -> String {
+    format!("{{ kind = \"memory\", size = \"{size}\" }}")
+}
+
+pub fn file_backend(path: &std::path::Path, size: &str) -> String {
+    format!("{{ kind = \"file\", path = \"{}\", size = \"{size}\" }}", path.display())
+}
+
+/// A scratch file path unique to this test process and `tag`, removed on drop.
+pub struct TempFile(pub std::path::PathBuf);
+
+impl TempFile {
+    pub fn new(tag: &str) -> TempFile {
+        let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        TempFile(dir.join(format!("ullstack-{tag}-{}.img", std::process::id())))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `Some(path)` if `tool` is on PATH; otherwise prints why the test is skipped.
+pub fn tool(name: &str, test: &str) -> Option<String> {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    if found.is_none() {
+        println!("SKIP {test}: `{name}` is not installed (apt-get install fio libnbd-bin)");
+    }
+    found
+}
+
+/// Deterministic test pattern: byte i of the block at `offset` (changes with both).
+pub fn pattern(offset: u64, len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            let x = offset.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+            (x as u8) ^ seed ^ (i as u8)
+        })
+        .collect()
+}
+
+/// A blocking own-protocol client speaking raw frames.
+pub struct RawNative {
+    pub stream: TcpStream,
+    next_cookie: u64,
+}
+
+/// A decoded reply.
+#[derive(Debug)]
+pub struct RawReply {
+    pub opcode: Opcode,
+    pub status: Status,
+    pub cookie: u64,
+    pub payload: Vec<u8>,
+}
+
+impl RawNative {
+    pub fn connect(addr: SocketAddr) -> RawNative {
+        let stream = TcpStream::connect(addr).expect("connect to own protocol");
+        stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        RawNative {
+            stream,
+            next_cookie: 1,
+        }
+    }
+
+    fn cookie(&mut self) -> u64 {
+        self.next_cookie += 1;
+        self.next_cookie
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("send");
+    }
+
+    /// Sends a request header + payload; returns the cookie used.
+    pub fn send(&mut self, mut header: RequestHeader, payload: &[u8]) -> u64 {
+        header.cookie = self.cookie();
+        let mut frame = header.encode().to_vec();
+        frame.extend_from_slice(payload);
+        self.send_raw(&frame);
+        header.cookie
+    }
+
+    /// Reads one reply (None: the server closed the connection).
+    pub fn recv(&mut self) -> Option<RawReply> {
+        let mut head = [0u8; wire::REPLY_HEADER_BYTES];
+        if self.stream.read_exact(&mut head).is_err() {
+            return None;
+        }
+        let header = match wire::decode_reply_header(&head, 64 << 20) {
+            Ok(proto::Decode::Done { frame, .. }) => frame,
+            other => panic!("bad reply header from server: {other:?}"),
+        };
+        let mut payload = vec![0u8; header.payload_len as usize];
+        self.stream.read_exact(&mut payload).expect("reply payload");
+        Some(RawReply {
+            opcode: header.opcode,
+            status: header.status,
+            cookie: header.cookie,
+            payload,
+        })
+    }
+
+    pub fn call(&mut self, header: RequestHeader, payload: &[u8]) -> RawReply {
+        let cookie = self.send(header, payload);
+        let reply = self.recv().expect("server closed the connection instead of replying");
+        assert_eq!(reply.cookie, cookie, "cookie echoed");
+        reply
+    }
+
+    pub fn hello(&mut self, tenant: &str, secret: &str, volume: &str) -> RawReply {
+        let body = HelloBody {
+            tenant,
+            secret: secret.as_bytes(),
+            volume,
+        };
+        let mut payload = Vec::new();
+        body.encode_into(&mut payload).expect("hello body");
+        self.call(RequestHeader::hello(0, payload.len() as u32), &payload)
+    }
+
+    pub fn read(&mut self, offset: u64, len: u32) -> RawReply {
+        self.call(RequestHeader::read(0, 0, offset, len), &[])
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> RawReply {
+        self.call(RequestHeader::write(0, 0, offset, data.len() as u32, WriteMode::WriteBack), data)
+    }
+
+    /// True if the server closed the connection (EOF) within the timeout.
+    pub fn closed_by_server(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        loop {
+            match self.stream.read(&mut byte) {
+                Ok(0) => return true,
+                Ok(_) => continue, // drain any error reply before the close
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// A blocking NBD client: fixed newstyle, NBD_OPT_GO, simple replies.
+pub struct RawNbd {
+    pub stream: TcpStream,
+    pub size_bytes: u64,
+    pub flags: u16,
+    next_cookie: u64,
+}
+
+impl RawNbd {
+    pub fn connect(addr: SocketAddr, export: &str) -> Result<RawNbd, String> {
+        let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        let mut greeting = [0u8; 18];
+        s.read_exact(&mut greeting).map_err(|e| e.to_string())?;
+        assert_eq!(&greeting[..8], b"NBDMAGIC");
+        s.write_all(&(nbd::FLAG_C_FIXED_NEWSTYLE | nbd::FLAG_C_NO_ZEROES).to_be_bytes())
+            .map_err(|e| e.to_string())?;
+        let mut opt = Vec::new();
+        opt.extend_from_slice(&nbd::IHAVEOPT.to_be_bytes());
+        opt.extend_from_slice(&nbd::OPT_GO.to_be_bytes());
+        opt.extend_from_slice(&((4 + export.len() + 2) as u32).to_be_bytes());
+        opt.extend_from_slice(&(export.len() as u32).to_be_bytes());
+        opt.extend_from_slice(export.as_bytes());
+        opt.extend_from_slice(&0u16.to_be_bytes());
+        s.write_all(&opt).map_err(|e| e.to_string())?;
+        let (mut size_bytes, mut flags) = (0, 0);
+        loop {
+            let mut head = [0u8; 20];
+            s.read_exact(&mut head).map_err(|e| e.to_string())?;
+            let reply_type = u32::from_be_bytes(head[12..16].try_into().unwrap_or_default());
+            let len = u32::from_be_bytes(head[16..20].try_into().unwrap_or_default()) as usize;
+            let mut data = vec![0u8; len];
+            s.read_exact(&mut data).map_err(|e| e.to_string())?;
+            match reply_type {
+                nbd::REP_ACK => break,
+                nbd::REP_INFO if data.len() >= 12 && data[..2] == [0, 0] => {
+                    size_bytes = u64::from_be_bytes(data[2..10].try_into().unwrap_or_default());
+                    flags = u16::from_be_bytes(data[10..12].try_into().unwrap_or_default());
+                }
+                nbd::REP_INFO => {}
+                other => return Err(format!("GO refused: reply {other:#x}: {}", String::from_utf8_lossy(&data))),
+            }
+        }
+        Ok(RawNbd {
+            stream: s,
+            size_bytes,
+            flags,
+            next_cookie: 100,
+        })
+    }
+
+    /// Sends one command; returns its cookie.
+    pub fn send(&mut self, command: u16, flags: u16, offset: u64, len: u32, payload: &[u8]) -> u64 {
+        self.next_cookie += 1;
+        let mut frame = Vec::with_capacity(28 + payload.len());
+        frame.extend_from_slice(&nbd::REQUEST_MAGIC.to_be_bytes());
+        frame.extend_from_slice(&flags.to_be_bytes());
+        frame.extend_from_slice(&command.to_be_bytes());
+        frame.extend_from_slice(&self.next_cookie.to_be_bytes());
+        frame.extend_from_slice(&offset.to_be_bytes());
+        frame.extend_from_slice(&len.to_be_bytes());
+        frame.extend_from_slice(payload);
+        self.stream.write_all(&frame).expect("nbd send");
+        self.next_cookie
+    }
+
+    /// Reads one simple reply: (errno, cookie).
+    pub fn recv_head(&mut self) -> (u32, u64) {
+        let mut head = [0u8; 16];
+        self.stream.read_exact(&mut head).expect("nbd reply");
+        assert_eq!(u32::from_be_bytes(head[0..4].try_into().unwrap_or_default()), nbd::SIMPLE_REPLY_MAGIC);
+        (
+            u32::from_be_bytes(head[4..8].try_into().unwrap_or_default()),
+            u64::from_be_bytes(head[8..16].try_into().unwrap_or_default()),
+        )
+    }
+
+    pub fn read(&mut self, offset: u64, len: u32) -> Result<Vec<u8>, u32> {
+        let cookie = self.send(0, 0, offset, len, &[]);
+        let (err, c) = self.recv_head();
+        assert_eq!(c, cookie);
+        if err != 0 {
+            return Err(err);
+        }
+        let mut data = vec![0u8; len as usize];
+        self.stream.read_exact(&mut data).expect("nbd read payload");
+        Ok(data)
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> u32 {
+        let cookie = self.send(1, u16::from(fua), offset, data.len() as u32, data);
+        let (err, c) = self.recv_head();
+        assert_eq!(c, cookie);
+        err
+    }
+
+    pub fn flush(&mut self) -> u32 {
+        let cookie = self.send(3, 0, 0, 0, &[]);
+        let (err, c) = self.recv_head();
+        assert_eq!(c, cookie);
+        err
+    }
+
+    pub fn disconnect(mut self) {
+        self.send(2, 0, 0, 0, &[]);
+    }
+}
+
+/// Resident set size of this process, bytes.
+pub fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
