@@ -28,6 +28,8 @@ pub enum Mode {
     CloseOnRead,
     /// Answer the first READ with bytes that are not a reply.
     GarbageOnRead,
+    /// Once, after this many requests, hold all replies for 200 ms (a server hiccup).
+    StallOnceAfter(u64),
 }
 
 pub struct Fake {
@@ -43,6 +45,7 @@ struct State {
     requests: Arc<AtomicU64>,
     max_batch: Arc<AtomicU64>,
     mode: Mode,
+    stalled: std::sync::atomic::AtomicBool,
 }
 
 pub async fn start(mode: Mode) -> Fake {
@@ -57,6 +60,7 @@ pub async fn start(mode: Mode) -> Fake {
         requests: requests.clone(),
         max_batch: max_batch.clone(),
         mode,
+        stalled: std::sync::atomic::AtomicBool::new(false),
     });
     tokio::spawn(async move {
         while let Ok((sock, _)) = listener.accept().await {
@@ -122,7 +126,7 @@ async fn serve(mut sock: TcpStream, state: Arc<State>) -> std::io::Result<()> {
                                 while sock.read(&mut chunk).await? > 0 {}
                                 return Ok(());
                             }
-                            Mode::Normal => {}
+                            Mode::Normal | Mode::StallOnceAfter(_) => {}
                         }
                     }
                     let answer = if !authed && op != Opcode::Hello {
@@ -149,6 +153,12 @@ async fn serve(mut sock: TcpStream, state: Arc<State>) -> std::io::Result<()> {
         state
             .max_batch
             .fetch_max(answers.len() as u64, Ordering::Relaxed);
+        if let Mode::StallOnceAfter(n) = state.mode {
+            let seen = state.requests.load(Ordering::Relaxed);
+            if seen >= n && !state.stalled.swap(true, Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
         // Out of order on purpose.
         let mut out = Vec::new();
         for a in answers.iter().rev() {

@@ -1,0 +1,314 @@
+//! Results of a run: HDR latency histograms per tenant and operation, merged from every
+//! connection, and their rendering as a terminal table and as JSON.
+//!
+//! Latencies are recorded in nanoseconds into HDR histograms with 3 significant digits
+//! (values from 100 ns to 100 s; anything outside is clamped), so a p99.9 of 812.3 µs is
+//! reported as 812 µs ± 0.1 %. Rates divide the completed I/Os by the measured window (the
+//! run's duration without the warm-up).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::spec::{ClassSpec, Load, TenantSpec};
+
+/// Smallest latency tracked, ns.
+const HIST_LOW_NS: u64 = 100;
+/// Largest latency tracked, ns (100 s).
+const HIST_HIGH_NS: u64 = 100_000_000_000;
+const HIST_SIGFIG: u8 = 3;
+
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    // The bounds are constants that satisfy the library's rules; this cannot fail.
+    Histogram::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, HIST_SIGFIG)
+        .unwrap_or_else(|_| unreachable!("constant histogram bounds are valid"))
+}
+
+/// What one connection measured.
+pub(crate) struct ConnStats {
+    pub read_ns: Histogram<u64>,
+    pub write_ns: Histogram<u64>,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub errors: BTreeMap<String, u64>,
+    /// Arrivals that found the connection's in-flight cap full and were sent late.
+    pub late_sends: u64,
+}
+
+impl ConnStats {
+    pub fn new() -> Self {
+        ConnStats {
+            read_ns: new_histogram(),
+            write_ns: new_histogram(),
+            read_bytes: 0,
+            write_bytes: 0,
+            errors: BTreeMap::new(),
+            late_sends: 0,
+        }
+    }
+
+    pub fn merge(&mut self, other: &ConnStats) {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.read_ns.add(&other.read_ns);
+        let _ = self.write_ns.add(&other.write_ns);
+        self.read_bytes += other.read_bytes;
+        self.write_bytes += other.write_bytes;
+        self.late_sends += other.late_sends;
+        for (k, v) in &other.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// Latency percentiles of one operation type, nanoseconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LatencyNs {
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+/// One operation type's results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OpReport {
+    pub count: u64,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    /// `None` when nothing completed.
+    pub latency_ns: Option<LatencyNs>,
+}
+
+fn op_report(h: &Histogram<u64>, bytes: u64, window_s: f64) -> OpReport {
+    let count = h.len();
+    OpReport {
+        count,
+        iops: count as f64 / window_s,
+        mb_per_s: bytes as f64 / 1e6 / window_s,
+        latency_ns: (count > 0).then(|| LatencyNs {
+            p50: h.value_at_quantile(0.50),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            p99_9: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: h.mean(),
+        }),
+    }
+}
+
+/// The SLO a tenant registered.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SloReport {
+    pub p95_read_latency_ns: u64,
+    pub iops: u64,
+}
+
+/// One tenant's results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TenantReport {
+    pub name: String,
+    /// `lc` or `be`.
+    pub class: &'static str,
+    pub slo: Option<SloReport>,
+    /// E.g. `open 120000 IOPS` or `closed qd 16`.
+    pub load: String,
+    pub connections: u32,
+    pub read_pct: u8,
+    pub size_bytes: u32,
+    /// `None` if it ran; the server's reason if REGISTER was refused (then it sent nothing).
+    pub refused: Option<String>,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    pub reads: OpReport,
+    pub writes: OpReport,
+    /// Failed requests by status.
+    pub errors: BTreeMap<String, u64>,
+    pub late_sends: u64,
+    /// LC only, if reads completed: measured p95 read latency ≤ SLO, and achieved IOPS ≥ 95 %
+    /// of the lesser of the SLO's and the offered IOPS.
+    pub slo_met: Option<bool>,
+}
+
+/// A whole run's results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BenchReport {
+    pub server: String,
+    pub seed: u64,
+    pub threads: usize,
+    /// Measured window (warm-up excluded), seconds.
+    pub window_s: f64,
+    pub warmup_s: f64,
+    pub total_iops: f64,
+    pub total_mb_per_s: f64,
+    pub tenants: Vec<TenantReport>,
+}
+
+pub(crate) fn tenant_report(
+    spec: &TenantSpec,
+    stats: Option<&ConnStats>,
+    refused: Option<String>,
+    window_s: f64,
+) -> TenantReport {
+    let empty = ConnStats::new();
+    let s = stats.unwrap_or(&empty);
+    let reads = op_report(&s.read_ns, s.read_bytes, window_s);
+    let writes = op_report(&s.write_ns, s.write_bytes, window_s);
+    let (class, slo) = match spec.class {
+        ClassSpec::LatencyCritical {
+            p95_read_latency_ns,
+            iops,
+        } => (
+            "lc",
+            Some(SloReport {
+                p95_read_latency_ns,
+                iops,
+            }),
+        ),
+        ClassSpec::BestEffort => ("be", None),
+    };
+    let iops = reads.iops + writes.iops;
+    let slo_met = match (&slo, &reads.latency_ns, refused.is_none()) {
+        (Some(slo), Some(lat), true) => {
+            let offered = match spec.load {
+                Load::Open { iops } => iops.min(slo.iops),
+                Load::Closed { .. } => slo.iops,
+            };
+            Some(lat.p95 <= slo.p95_read_latency_ns && iops >= 0.95 * offered as f64)
+        }
+        _ => None,
+    };
+    TenantReport {
+        name: spec.name.clone(),
+        class,
+        slo,
+        load: match spec.load {
+            Load::Open { iops } => format!("open {iops} IOPS"),
+            Load::Closed { queue_depth } => format!("closed qd {queue_depth}"),
+        },
+        connections: spec.connections,
+        read_pct: spec.read_pct,
+        size_bytes: spec.size_bytes,
+        refused,
+        iops,
+        mb_per_s: reads.mb_per_s + writes.mb_per_s,
+        reads,
+        writes,
+        errors: s.errors.clone(),
+        late_sends: s.late_sends,
+        slo_met,
+    }
+}
+
+fn us(ns: u64) -> String {
+    if ns >= 10_000_000 {
+        format!("{:.0}ms", ns as f64 / 1e6)
+    } else if ns >= 100_000 {
+        format!("{:.0}us", ns as f64 / 1e3)
+    } else {
+        format!("{:.1}us", ns as f64 / 1e3)
+    }
+}
+
+fn lat_cells(op: &OpReport) -> String {
+    match &op.latency_ns {
+        Some(l) => format!(
+            "{:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            op.count,
+            us(l.p50),
+            us(l.p95),
+            us(l.p99),
+            us(l.p99_9),
+            us(l.max)
+        ),
+        None => format!(
+            "{:>9} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            op.count, "-", "-", "-", "-", "-"
+        ),
+    }
+}
+
+impl BenchReport {
+    /// The terminal table: one line per tenant and operation type.
+    pub fn table(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "{:<12} {:<3} {:<18} {:>10} {:>8}  {:<5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  {}",
+            "tenant",
+            "cls",
+            "load",
+            "IOPS",
+            "MB/s",
+            "op",
+            "count",
+            "p50",
+            "p95",
+            "p99",
+            "p99.9",
+            "max",
+            "SLO"
+        );
+        for r in &self.tenants {
+            if let Some(reason) = &r.refused {
+                let _ = writeln!(
+                    t,
+                    "{:<12} {:<3} {:<18} REFUSED: {reason}",
+                    r.name, r.class, r.load
+                );
+                continue;
+            }
+            let slo = match (&r.slo, r.slo_met) {
+                (Some(s), Some(met)) => format!(
+                    "p95<={} @{} {}",
+                    us(s.p95_read_latency_ns),
+                    s.iops,
+                    if met { "met" } else { "MISSED" }
+                ),
+                (Some(s), None) => format!("p95<={} @{}", us(s.p95_read_latency_ns), s.iops),
+                (None, _) => String::new(),
+            };
+            let _ = writeln!(
+                t,
+                "{:<12} {:<3} {:<18} {:>10.0} {:>8.1}  {:<5} {}  {}",
+                r.name,
+                r.class,
+                r.load,
+                r.iops,
+                r.mb_per_s,
+                "read",
+                lat_cells(&r.reads),
+                slo
+            );
+            if r.writes.count > 0 || r.read_pct < 100 {
+                let _ = writeln!(
+                    t,
+                    "{:<12} {:<3} {:<18} {:>10} {:>8}  {:<5} {}",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "write",
+                    lat_cells(&r.writes)
+                );
+            }
+            if !r.errors.is_empty() {
+                let errs: Vec<String> = r.errors.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+                let _ = writeln!(t, "{:<12} errors: {}", "", errs.join(", "));
+            }
+            if r.late_sends > 0 {
+                let _ = writeln!(t, "{:<12} {} arrivals sent late (in-flight cap reached; counted from their scheduled time)", "", r.late_sends);
+            }
+        }
+        let _ = writeln!(
+            t,
+            "total: {:.0} IOPS, {:.1} MB/s over {:.2} s (warm-up {:.2} s excluded), seed {}",
+            self.total_iops, self.total_mb_per_s, self.window_s, self.warmup_s, self.seed
+        );
+        t
+    }
+}
