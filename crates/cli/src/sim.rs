@@ -1,9 +1,129 @@
-//! `ullstack sim` argument wiring. Placeholder until the owning crate lands its entry point.
+//! `ullstack sim` argument wiring.
 
-/// Arguments of `ullstack sim`.
-#[derive(clap::Args, Debug)]
-pub struct SimArgs {}
+use std::path::PathBuf;
 
-pub fn run(_args: SimArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`ullstack sim` is not built yet")
+use anyhow::{bail, Context};
+use clap::Args;
+use sim::config::DEFAULT_JOB_FIO;
+use sim::{DeviceRun, DeviceRunConfig, HostCosts, Progress, RunFileSettings};
+
+/// Run a deterministic simulation.
+///
+/// Device-level run: fio-like jobs go straight into the SSD model's NVMe queues through a thin
+/// host with fixed per-I/O costs.
+///
+///   ullstack sim --device zssd --job examples/randread-qd32.fio
+///   ullstack sim --device nvme-tlc --job examples/mixed-70-30.fio --seed 7 --out results/tlc
+///   ullstack sim --config run.toml          (device overrides, host costs, job file, seed)
+///
+/// With no job, runs the embedded default (4 KiB random read and write at QD1 and QD32).
+/// The same configuration and seed always give the same results (summary.json is identical
+/// apart from `sim.wall_ns`).
+#[derive(Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct SimArgs {
+    /// Device preset (zssd, nvme-tlc, bics, vnand) or a device TOML file (`preset = ".."` + overrides).
+    #[arg(long, value_name = "PRESET|FILE")]
+    device: Option<String>,
+    /// fio job file (INI, as fio reads it) or TOML job file.
+    #[arg(long, value_name = "FILE")]
+    job: Option<PathBuf>,
+    /// Run configuration in TOML (seed, job_file, integrity, [device], [host]); flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Host cost preset of the thin host: x86-4 (default), arm8, arm8-4g.
+    #[arg(long, value_name = "PRESET")]
+    host: Option<String>,
+    /// Seed of every random stream in the run.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Results folder (summary.json, latency CSVs).
+    #[arg(long, value_name = "DIR", default_value = "results/sim")]
+    out: PathBuf,
+    /// Data-integrity mode: track a version per written 4 KiB unit and check every read.
+    #[arg(long)]
+    integrity: bool,
+    /// Print summary.json to stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+struct Bar(Option<indicatif::ProgressBar>);
+
+impl Progress for Bar {
+    fn update(&mut self, simulated_ns: u64, ios: u64) {
+        let bar = self.0.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                    .expect("valid template"),
+            );
+            b
+        });
+        bar.set_message(format!(
+            "simulated {}, {ios} I/Os",
+            engine::time::format_ns(simulated_ns)
+        ));
+        bar.tick();
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.0.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    let file = match &args.config {
+        Some(p) => RunFileSettings::load(p)?,
+        None => RunFileSettings::default(),
+    };
+    let device = match (&args.device, file.device) {
+        (Some(d), _) if d.ends_with(".toml") => {
+            let text =
+                std::fs::read_to_string(d).with_context(|| format!("reading device file {d}"))?;
+            device::DeviceConfig::from_toml_str(&text)
+                .with_context(|| format!("device file {d}"))?
+        }
+        (Some(d), _) => device::DeviceConfig::preset(d)?,
+        (None, Some(d)) => d,
+        (None, None) => device::DeviceConfig::preset("zssd")?,
+    };
+    let (host_name, host) = match (&args.host, file.host) {
+        (Some(h), _) => (h.clone(), HostCosts::preset(h)?),
+        (None, Some(h)) => h,
+        (None, None) => ("x86-4".to_string(), HostCosts::preset("x86-4")?),
+    };
+    let job_path = args.job.clone().or(file.job_file);
+    let (jobs, job_source) = match &job_path {
+        Some(p) => (workload::JobFile::load(p)?, p.display().to_string()),
+        None => (
+            workload::JobFile::parse_fio(DEFAULT_JOB_FIO, "embedded-default")?,
+            "embedded-default".to_string(),
+        ),
+    };
+    if jobs.jobs.is_empty() {
+        bail!("job file {job_source} defines no jobs");
+    }
+    let cfg = DeviceRunConfig {
+        seed: args.seed.or(file.seed).unwrap_or(1),
+        device,
+        host,
+        host_name,
+        jobs,
+        job_source,
+        integrity: args.integrity || file.integrity.unwrap_or(false),
+    };
+    let run = DeviceRun::new(&cfg)?;
+    let summary = run.run(&mut Bar(None))?;
+    summary
+        .write_folder(&args.out)
+        .with_context(|| format!("writing results to {}", args.out.display()))?;
+    if args.json {
+        println!("{}", summary.to_json());
+    } else {
+        print!("{}", summary.table());
+        println!("results: {}", args.out.display());
+    }
+    Ok(())
 }

@@ -60,7 +60,9 @@ impl Line {
 /// Result of looking up a read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadLookup {
-    Hit { version: u32 },
+    Hit {
+        version: u32,
+    },
     /// A fill for this LPN is in flight: wait for it.
     Filling,
     Miss,
@@ -144,7 +146,8 @@ impl Cache {
     }
 
     fn find(&self, lpn: u32) -> Option<usize> {
-        self.set_range(lpn).find(|&i| self.lines[i].has(VALID) && self.lines[i].lpn == lpn)
+        self.set_range(lpn)
+            .find(|&i| self.lines[i].has(VALID) && self.lines[i].lpn == lpn)
     }
 
     fn tick(&mut self) -> u32 {
@@ -186,7 +189,9 @@ impl Cache {
                 if std::mem::take(&mut self.prefetched[i]) {
                     self.stats.prefetch_hits += 1;
                 }
-                ReadLookup::Hit { version: self.lines[i].version }
+                ReadLookup::Hit {
+                    version: self.lines[i].version,
+                }
             }
             None => {
                 self.stats.class(class).read_misses += 1;
@@ -207,7 +212,13 @@ impl Cache {
         let stamp = self.tick();
         match self.victim(lpn) {
             Some(i) => {
-                self.lines[i] = Line { lpn, flags: VALID | FILLING, used: stamp, dirtied: 0, version: 0 };
+                self.lines[i] = Line {
+                    lpn,
+                    flags: VALID | FILLING,
+                    used: stamp,
+                    dirtied: 0,
+                    version: 0,
+                };
                 self.prefetched[i] = prefetch;
                 if prefetch {
                     self.stats.prefetch_fills += 1;
@@ -247,7 +258,13 @@ impl Cache {
                     return Err(WriteBlock::BufferFull);
                 }
                 let i = self.victim(lpn).ok_or(WriteBlock::SetFull)?;
-                self.lines[i] = Line { lpn, flags: VALID, used: stamp, dirtied: 0, version: 0 };
+                self.lines[i] = Line {
+                    lpn,
+                    flags: VALID,
+                    used: stamp,
+                    dirtied: 0,
+                    version: 0,
+                };
                 self.prefetched[i] = false;
                 self.stats.class(class).write_misses += 1;
                 i
@@ -274,7 +291,9 @@ impl Cache {
     /// (still readable, still in the buffer) and are returned as `(lpn, version)`.
     pub fn take_oldest_dirty(&mut self, max: usize, out: &mut Vec<(u32, u32)>) {
         while out.len() < max {
-            let Some((lpn, stamp)) = self.dirty_fifo.pop_front() else { break };
+            let Some((lpn, stamp)) = self.dirty_fifo.pop_front() else {
+                break;
+            };
             if let Some(i) = self.find(lpn) {
                 let line = &mut self.lines[i];
                 if line.has(DIRTY) && !line.has(EVICTING) && line.dirtied == stamp {
@@ -299,7 +318,9 @@ impl Cache {
     /// A unit's program finished: the line leaves the buffer unless rewritten meanwhile.
     pub fn finish_eviction(&mut self, lpn: u32) {
         self.stats.units_evicted += 1;
-        let i = self.find(lpn).expect("an evicting line stays cached until its program finishes");
+        let i = self
+            .find(lpn)
+            .expect("an evicting line stays cached until its program finishes");
         let line = &mut self.lines[i];
         debug_assert!(line.has(EVICTING));
         line.flags &= !EVICTING;
@@ -343,12 +364,22 @@ impl Cache {
 
     /// Checks the buffer accounting against the lines (tests).
     pub fn check_consistency(&self) -> Result<(), String> {
-        let buffered = self.lines.iter().filter(|l| l.has(VALID) && l.buffered()).count() as u64;
+        let buffered = self
+            .lines
+            .iter()
+            .filter(|l| l.has(VALID) && l.buffered())
+            .count() as u64;
         if buffered != self.dirty_units {
-            return Err(format!("{buffered} lines dirty or evicting but the buffer counts {}", self.dirty_units));
+            return Err(format!(
+                "{buffered} lines dirty or evicting but the buffer counts {}",
+                self.dirty_units
+            ));
         }
         if self.dirty_units > self.dirty_cap_units {
-            return Err(format!("{} dirty units exceed the buffer's {}", self.dirty_units, self.dirty_cap_units));
+            return Err(format!(
+                "{} dirty units exceed the buffer's {}",
+                self.dirty_units, self.dirty_cap_units
+            ));
         }
         Ok(())
     }
@@ -374,7 +405,10 @@ mod tests {
         let mut c = cache(64, 4, 16);
         assert_eq!(c.read(7, IoClass::Throughput), ReadLookup::Miss);
         c.write(7, 3, IoClass::Throughput).unwrap();
-        assert_eq!(c.read(7, IoClass::Throughput), ReadLookup::Hit { version: 3 });
+        assert_eq!(
+            c.read(7, IoClass::Throughput),
+            ReadLookup::Hit { version: 3 }
+        );
         assert_eq!(c.dirty_units(), 1);
     }
 
@@ -383,13 +417,20 @@ mod tests {
         let mut c = cache(64, 4, 2);
         c.write(1, 1, IoClass::Throughput).unwrap();
         c.write(2, 1, IoClass::Throughput).unwrap();
-        assert_eq!(c.write(3, 1, IoClass::Throughput), Err(WriteBlock::BufferFull));
+        assert_eq!(
+            c.write(3, 1, IoClass::Throughput),
+            Err(WriteBlock::BufferFull)
+        );
         // Rewriting a buffered unit needs no new space.
         c.write(2, 2, IoClass::Throughput).unwrap();
         let mut out = Vec::new();
         c.take_oldest_dirty(1, &mut out);
         assert_eq!(out, vec![(1, 1)]);
-        assert_eq!(c.write(3, 1, IoClass::Throughput), Err(WriteBlock::BufferFull), "evicting still occupies the buffer");
+        assert_eq!(
+            c.write(3, 1, IoClass::Throughput),
+            Err(WriteBlock::BufferFull),
+            "evicting still occupies the buffer"
+        );
         c.finish_eviction(1);
         c.write(3, 1, IoClass::Throughput).unwrap();
         c.check_consistency().unwrap();

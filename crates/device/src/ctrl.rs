@@ -14,8 +14,8 @@
 //! - `strict-priority` — the SQ of highest priority with work always goes first (the published
 //!   design's latency-critical SQ, set by an admin command).
 //!
-//! A fetched command passes to the firmware core (`ctrl.firmware_ns` each, one at a time,
-//! pipelined with fetch). The controller reads the command's reserved field: the I/O class
+//! A fetched command passes to the firmware core (`ctrl.firmware_read_ns` or
+//! `ctrl.firmware_write_ns` each, one at a time, pipelined with fetch). The controller reads the command's reserved field: the I/O class
 //! and hints travel with it into the cache and FTL. Completions are posted to the SQ's CQ and,
 //! unless the host masked that CQ's vector (polling), followed by an MSI-X.
 //!
@@ -32,7 +32,9 @@ use std::collections::VecDeque;
 use crate::config::{Arbitration, CtrlConfig};
 
 /// NVMe SQ priority (used by weighted round robin and strict priority).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SqPriority {
     Urgent,
@@ -102,7 +104,13 @@ impl Controller {
         if self.sqs.len() <= i {
             self.sqs.resize_with(i + 1, || None);
         }
-        self.sqs[i] = Some(Sq { cq: cqid, depth: depth.max(1), priority, visible: VecDeque::new(), occupied: 0 });
+        self.sqs[i] = Some(Sq {
+            cq: cqid,
+            depth: depth.max(1),
+            priority,
+            visible: VecDeque::new(),
+            occupied: 0,
+        });
         let c = cqid as usize;
         if self.cq_interrupts.len() <= c {
             self.cq_interrupts.resize(c + 1, true);
@@ -119,7 +127,10 @@ impl Controller {
     }
 
     pub fn interrupts_enabled(&self, cqid: u16) -> bool {
-        self.cq_interrupts.get(cqid as usize).copied().unwrap_or(true)
+        self.cq_interrupts
+            .get(cqid as usize)
+            .copied()
+            .unwrap_or(true)
     }
 
     pub fn cq_of(&self, sqid: u16) -> u16 {
@@ -142,12 +153,16 @@ impl Controller {
 
     /// The doorbell for command `slot` on `sqid` reached the controller.
     pub fn doorbell(&mut self, sqid: u16, slot: u32) {
-        let sq = self.sqs[sqid as usize].as_mut().expect("doorbell for an existing SQ");
+        let sq = self.sqs[sqid as usize]
+            .as_mut()
+            .expect("doorbell for an existing SQ");
         sq.visible.push_back(slot);
     }
 
     fn has_work(&self, i: usize) -> bool {
-        self.sqs[i].as_ref().is_some_and(|sq| !sq.visible.is_empty())
+        self.sqs[i]
+            .as_ref()
+            .is_some_and(|sq| !sq.visible.is_empty())
     }
 
     /// Next SQ of priority `rank` (or any rank when `None`) with work, round robin.
@@ -180,10 +195,12 @@ impl Controller {
         let i = match self.arbitration {
             Arbitration::RoundRobin => self.next_in_rank(None)?,
             Arbitration::StrictPriority => (0..4).find_map(|r| self.next_in_rank(Some(r)))?,
-            Arbitration::WeightedRoundRobin => match self.next_in_rank(Some(SqPriority::Urgent.rank())) {
-                Some(i) => i,
-                None => self.weighted_pick()?,
-            },
+            Arbitration::WeightedRoundRobin => {
+                match self.next_in_rank(Some(SqPriority::Urgent.rank())) {
+                    Some(i) => i,
+                    None => self.weighted_pick()?,
+                }
+            }
         };
         self.turn = Some((i, self.burst - 1));
         Some(i)
@@ -224,7 +241,8 @@ mod tests {
             arbitration_burst: 8,
             wrr_weights: [8, 4, 1],
             fetch_ns: 0,
-            firmware_ns: 0,
+            firmware_read_ns: 0,
+            firmware_write_ns: 0,
             completion_ns: 0,
         })
     }
@@ -280,7 +298,10 @@ mod tests {
         }
         let first: Vec<u16> = (0..90).map(|_| c.pick().unwrap().0).collect();
         let high = first.iter().filter(|&&q| q == 1).count();
-        assert!((75..=85).contains(&high), "high got {high} of 90 turns; expected about 8/9");
+        assert!(
+            (75..=85).contains(&high),
+            "high got {high} of 90 turns; expected about 8/9"
+        );
     }
 
     #[test]

@@ -74,7 +74,11 @@ impl Geometry {
         let f = &config.flash;
         let channels_per_lun = if f.super_channel == Switch::On { 2 } else { 1 };
         let lun_page_bytes = f.page_bytes as u64 * channels_per_lun as u64;
-        let gang = if lun_page_bytes < MAP_UNIT_BYTES { (MAP_UNIT_BYTES / lun_page_bytes) as u32 } else { 1 };
+        let gang = if lun_page_bytes < MAP_UNIT_BYTES {
+            (MAP_UNIT_BYTES / lun_page_bytes) as u32
+        } else {
+            1
+        };
         let luns = f.channels / channels_per_lun * f.packages_per_channel * f.dies_per_package;
         Geometry {
             luns,
@@ -132,13 +136,19 @@ pub enum OpKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpOrigin {
     /// A host read miss (or prefetch) of one unit: `lpn`.
-    HostRead { lpn: u32 },
+    HostRead {
+        lpn: u32,
+    },
     /// Write-back of buffered units: index of the row record in the device.
-    Evict { row: u32 },
+    Evict {
+        row: u32,
+    },
     GcRead,
     GcProgram,
     /// The last operation of a GC job: erases superblock `superblock` of the LUN.
-    GcErase { superblock: u32 },
+    GcErase {
+        superblock: u32,
+    },
 }
 
 impl OpOrigin {
@@ -146,7 +156,10 @@ impl OpOrigin {
         matches!(self, OpOrigin::HostRead { .. })
     }
     fn is_gc(self) -> bool {
-        matches!(self, OpOrigin::GcRead | OpOrigin::GcProgram | OpOrigin::GcErase { .. })
+        matches!(
+            self,
+            OpOrigin::GcRead | OpOrigin::GcProgram | OpOrigin::GcErase { .. }
+        )
     }
 }
 
@@ -254,9 +267,11 @@ impl Flash {
     pub fn new(config: &DeviceConfig) -> Flash {
         let geometry = Geometry::new(config);
         let f = &config.flash;
-        let bytes_per_sec_per_channel = f.interface_mt_per_sec * 1_000_000 * (f.bus_width_bits as u64) / 8;
+        let bytes_per_sec_per_channel =
+            f.interface_mt_per_sec * 1_000_000 * (f.bus_width_bits as u64) / 8;
         let share_bytes = MAP_UNIT_BYTES / geometry.channels_per_lun as u64;
-        let unit_transfer_ns = (share_bytes as u128 * 1_000_000_000).div_ceil(bytes_per_sec_per_channel as u128) as u64;
+        let unit_transfer_ns = (share_bytes as u128 * 1_000_000_000)
+            .div_ceil(bytes_per_sec_per_channel as u128) as u64;
         let timing = Timing {
             read_ns: [f.read_ns.lsb, f.read_ns.csb, f.read_ns.msb],
             program_ns: [f.program_ns.lsb, f.program_ns.csb, f.program_ns.msb],
@@ -271,7 +286,14 @@ impl Flash {
         };
         let luns = (0..geometry.luns).map(|_| Lun::default()).collect();
         let channel_free = vec![SimTime::ZERO; geometry.channels as usize];
-        Flash { geometry, timing, luns, channel_free, next_seq: 0, stats: FlashStats::default() }
+        Flash {
+            geometry,
+            timing,
+            luns,
+            channel_free,
+            next_seq: 0,
+            stats: FlashStats::default(),
+        }
     }
 
     /// Channel time for one 4 KiB unit on one channel of a LUN.
@@ -280,7 +302,13 @@ impl Flash {
     }
 
     /// Queues `op` on `lun`; starts it (or suspends a program for it) if the LUN allows.
-    pub fn submit(&mut self, now: SimTime, lun: u32, op: FlashOp, events: &mut Vec<(SimTime, FlashEvent)>) {
+    pub fn submit(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        op: FlashOp,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
         let seq = self.next_seq;
         self.next_seq += 1;
         let l = &mut self.luns[lun as usize];
@@ -291,25 +319,41 @@ impl Flash {
         }
         match l.active {
             None => self.start_next(now, lun, events),
-            Some(active) if op.origin.is_host_read() => self.maybe_suspend(now, lun, active, events),
+            Some(active) if op.origin.is_host_read() => {
+                self.maybe_suspend(now, lun, active, events)
+            }
             Some(_) => {}
         }
     }
 
     /// Handles the end of a phase. Returns the operation if it finished.
-    pub fn on_event(&mut self, now: SimTime, ev: FlashEvent, events: &mut Vec<(SimTime, FlashEvent)>) -> Option<FlashOp> {
+    pub fn on_event(
+        &mut self,
+        now: SimTime,
+        ev: FlashEvent,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) -> Option<FlashOp> {
         let lun = ev.lun;
         let l = &mut self.luns[lun as usize];
         if ev.generation != l.generation {
             return None; // superseded by a suspend
         }
-        let active = l.active.expect("a current flash event belongs to an active operation");
+        let active = l
+            .active
+            .expect("a current flash event belongs to an active operation");
         match (active.op.kind, ev.phase) {
             (OpKind::Read, Phase::Array) => {
                 // Data is in the page register: move it out over the channel(s).
                 let end = self.reserve_channels(now, lun, active.op.units);
                 let l = &mut self.luns[lun as usize];
-                events.push((end, FlashEvent { lun, generation: l.generation, phase: Phase::Transfer }));
+                events.push((
+                    end,
+                    FlashEvent {
+                        lun,
+                        generation: l.generation,
+                        phase: Phase::Transfer,
+                    },
+                ));
                 None
             }
             _ => {
@@ -337,7 +381,10 @@ impl Flash {
     fn reserve_channels(&mut self, now: SimTime, lun: u32, units: u32) -> SimTime {
         let first = self.geometry.first_channel(lun) as usize;
         let n = self.geometry.channels_per_lun as usize;
-        let start = self.channel_free[first..first + n].iter().copied().fold(now, SimTime::max);
+        let start = self.channel_free[first..first + n]
+            .iter()
+            .copied()
+            .fold(now, SimTime::max);
         let end = start + self.timing.unit_transfer_ns * units as u64;
         for c in &mut self.channel_free[first..first + n] {
             *c = end;
@@ -353,7 +400,9 @@ impl Flash {
             (None, Some(_)) => false,
             (Some(&(read_seq, _)), Some(&(other_seq, other))) => match self.timing.policy {
                 QueuePolicy::ReadFirst => true,
-                QueuePolicy::Fifo => read_seq < other_seq || (self.timing.gc_preemptible && other.origin.is_gc()),
+                QueuePolicy::Fifo => {
+                    read_seq < other_seq || (self.timing.gc_preemptible && other.origin.is_gc())
+                }
             },
         };
         if take_read {
@@ -381,7 +430,14 @@ impl Flash {
         self.start(now, lun, op, 0, events);
     }
 
-    fn start(&mut self, now: SimTime, lun: u32, op: FlashOp, extra_ns: u64, events: &mut Vec<(SimTime, FlashEvent)>) {
+    fn start(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        op: FlashOp,
+        extra_ns: u64,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
         let page_type = type_index(self.geometry.page_type(op.page));
         let t = &self.timing;
         let begin = now + extra_ns;
@@ -390,18 +446,36 @@ impl Flash {
             OpKind::Erase => (begin + t.cmd_addr_ns + t.erase_ns, begin),
             OpKind::Program => {
                 let program_ns = t.program_ns[page_type];
-                let transfer_end = self.reserve_channels(begin + self.timing.cmd_addr_ns, lun, op.units);
+                let transfer_end =
+                    self.reserve_channels(begin + self.timing.cmd_addr_ns, lun, op.units);
                 (transfer_end + program_ns, transfer_end)
             }
         };
         let l = &mut self.luns[lun as usize];
         l.generation = l.generation.wrapping_add(1);
-        l.active = Some(Active { op, array_end, transfer_end });
+        l.active = Some(Active {
+            op,
+            array_end,
+            transfer_end,
+        });
         l.busy_since = now;
-        events.push((array_end, FlashEvent { lun, generation: l.generation, phase: Phase::Array }));
+        events.push((
+            array_end,
+            FlashEvent {
+                lun,
+                generation: l.generation,
+                phase: Phase::Array,
+            },
+        ));
     }
 
-    fn maybe_suspend(&mut self, now: SimTime, lun: u32, active: Active, events: &mut Vec<(SimTime, FlashEvent)>) {
+    fn maybe_suspend(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        active: Active,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
         let t = &self.timing;
         let l = &mut self.luns[lun as usize];
         let suspendable = t.suspend
@@ -412,29 +486,56 @@ impl Flash {
         if !suspendable {
             return;
         }
-        l.suspended = Some(Suspended { op: active.op, remaining_ns: active.array_end - now });
+        l.suspended = Some(Suspended {
+            op: active.op,
+            remaining_ns: active.array_end - now,
+        });
         l.active = None;
         l.busy_ns += now - l.busy_since;
         self.stats.suspends += 1;
-        let read = l.host_reads.pop_front().map(|(_, op)| op).expect("the read that asked for the suspend is queued");
+        let read = l
+            .host_reads
+            .pop_front()
+            .map(|(_, op)| op)
+            .expect("the read that asked for the suspend is queued");
         let overhead = self.timing.suspend_overhead_ns;
         self.start(now, lun, read, overhead, events);
     }
 
-    fn resume(&mut self, now: SimTime, lun: u32, s: Suspended, events: &mut Vec<(SimTime, FlashEvent)>) {
+    fn resume(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        s: Suspended,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
         let array_end = now + self.timing.resume_overhead_ns + s.remaining_ns;
         let l = &mut self.luns[lun as usize];
         l.generation = l.generation.wrapping_add(1);
-        l.active = Some(Active { op: s.op, array_end, transfer_end: now });
+        l.active = Some(Active {
+            op: s.op,
+            array_end,
+            transfer_end: now,
+        });
         l.busy_since = now;
-        events.push((array_end, FlashEvent { lun, generation: l.generation, phase: Phase::Array }));
+        events.push((
+            array_end,
+            FlashEvent {
+                lun,
+                generation: l.generation,
+                phase: Phase::Array,
+            },
+        ));
     }
 
     /// Whether any LUN has work queued, running or suspended.
     pub fn is_idle(&self) -> bool {
-        self.luns
-            .iter()
-            .all(|l| l.active.is_none() && l.suspended.is_none() && l.host_reads.is_empty() && l.others.is_empty())
+        self.luns.iter().all(|l| {
+            l.active.is_none()
+                && l.suspended.is_none()
+                && l.host_reads.is_empty()
+                && l.others.is_empty()
+        })
     }
 
     /// Total LUN busy time so far (finished operations only).
@@ -461,11 +562,21 @@ mod tests {
     }
 
     fn read(page: u32, lpn: u32) -> FlashOp {
-        FlashOp { kind: OpKind::Read, page, units: 1, origin: OpOrigin::HostRead { lpn } }
+        FlashOp {
+            kind: OpKind::Read,
+            page,
+            units: 1,
+            origin: OpOrigin::HostRead { lpn },
+        }
     }
 
     fn program(page: u32, units: u32) -> FlashOp {
-        FlashOp { kind: OpKind::Program, page, units, origin: OpOrigin::Evict { row: 0 } }
+        FlashOp {
+            kind: OpKind::Program,
+            page,
+            units,
+            origin: OpOrigin::Evict { row: 0 },
+        }
     }
 
     #[test]
@@ -485,7 +596,15 @@ mod tests {
         let g = Geometry::new(&nvme_tlc());
         assert_eq!(g.luns, 128);
         assert_eq!(g.row_units(), 4);
-        assert_eq!([g.page_type(0), g.page_type(1), g.page_type(2), g.page_type(3)], [PageType::Lsb, PageType::Csb, PageType::Msb, PageType::Lsb]);
+        assert_eq!(
+            [
+                g.page_type(0),
+                g.page_type(1),
+                g.page_type(2),
+                g.page_type(3)
+            ],
+            [PageType::Lsb, PageType::Csb, PageType::Msb, PageType::Lsb]
+        );
     }
 
     #[test]
@@ -524,15 +643,29 @@ mod tests {
             let t_read = SimTime::from_us(500);
             f.submit(t_read, 0, read(0, 9), &mut ev);
             done.extend(run(&mut f, ev));
-            let read_done = done.iter().find(|(_, op)| op.kind == OpKind::Read).unwrap().0;
-            let prog_done = done.iter().find(|(_, op)| op.kind == OpKind::Program).unwrap().0;
+            let read_done = done
+                .iter()
+                .find(|(_, op)| op.kind == OpKind::Read)
+                .unwrap()
+                .0;
+            let prog_done = done
+                .iter()
+                .find(|(_, op)| op.kind == OpKind::Program)
+                .unwrap()
+                .0;
             let read_latency = read_done - t_read;
             if expect_fast {
-                assert!(read_latency < 200_000, "suspend: read took {read_latency} ns");
+                assert!(
+                    read_latency < 200_000,
+                    "suspend: read took {read_latency} ns"
+                );
                 assert!(read_done < prog_done, "the program finishes after the read");
                 assert_eq!(f.stats.suspends, 1);
             } else {
-                assert!(read_latency > 4_000_000, "no suspend: read took {read_latency} ns");
+                assert!(
+                    read_latency > 4_000_000,
+                    "no suspend: read took {read_latency} ns"
+                );
             }
         }
     }

@@ -143,24 +143,42 @@ impl Ftl {
         let mut luns = Vec::with_capacity(geo.luns as usize);
         for lun in 0..geo.luns as u64 {
             // LPNs i < implicit with i mod L == lun: positions 0..count on this LUN.
-            let count = if implicit_lpns > lun { (implicit_lpns - lun).div_ceil(geo.luns as u64) } else { 0 };
+            let count = if implicit_lpns > lun {
+                (implicit_lpns - lun).div_ceil(geo.luns as u64)
+            } else {
+                0
+            };
             let full_sbs = count.div_ceil(sb_units) as u32;
             for sb in 0..sb_per_lun {
                 let implicit = sb < full_sbs;
-                let valid_units = if implicit { (count - sb as u64 * sb_units).min(sb_units) as u32 } else { 0 };
+                let valid_units = if implicit {
+                    (count - sb as u64 * sb_units).min(sb_units) as u32
+                } else {
+                    0
+                };
                 sbs.push(SbMeta {
-                    state: if implicit { SbState::Closed } else { SbState::Free },
+                    state: if implicit {
+                        SbState::Closed
+                    } else {
+                        SbState::Free
+                    },
                     valid_units,
                     erase_count: 0,
                     implicit,
                 });
             }
             // Free list as a stack: lowest index on top, for a deterministic start.
-            luns.push(LunAlloc { free: (full_sbs..sb_per_lun).rev().collect(), open: None, next_row: 0, gc_running: false });
+            luns.push(LunAlloc {
+                free: (full_sbs..sb_per_lun).rev().collect(),
+                open: None,
+                next_row: 0,
+                gc_running: false,
+            });
         }
         let regions = user_lpns.div_ceil(REGION_LPNS) as usize;
         let n_sbs = sbs.len();
-        let gc_threshold_free = (sb_per_lun as u64 * config.ftl.gc_threshold_pct as u64 / 100).max(config.ftl.gc_reserve_blocks as u64 + 1) as u32;
+        let gc_threshold_free = (sb_per_lun as u64 * config.ftl.gc_threshold_pct as u64 / 100)
+            .max(config.ftl.gc_reserve_blocks as u64 + 1) as u32;
         Ftl {
             geo,
             user_lpns,
@@ -196,14 +214,22 @@ impl Ftl {
     fn split_ppn(&self, ppn: u32) -> (u32, u32, u32) {
         let sb_units = self.geo.superblock_units();
         let sb_global = ppn / sb_units;
-        (sb_global / self.geo.superblocks_per_lun, sb_global % self.geo.superblocks_per_lun, ppn % sb_units)
+        (
+            sb_global / self.geo.superblocks_per_lun,
+            sb_global % self.geo.superblocks_per_lun,
+            ppn % sb_units,
+        )
     }
 
     fn implicit_ppn(&self, lpn: u64) -> u32 {
         let luns = self.geo.luns as u64;
         let pos = lpn / luns;
         let sb_units = self.geo.superblock_units() as u64;
-        self.ppn((lpn % luns) as u32, (pos / sb_units) as u32, (pos % sb_units) as u32)
+        self.ppn(
+            (lpn % luns) as u32,
+            (pos / sb_units) as u32,
+            (pos % sb_units) as u32,
+        )
     }
 
     /// The LPN whose preconditioned data sits at `slot` of implicit superblock `sb` of `lun`.
@@ -226,7 +252,13 @@ impl Ftl {
         if self.map[r].is_none() {
             let base = r as u64 * REGION_LPNS;
             let region: Box<[u32]> = (0..REGION_LPNS)
-                .map(|i| if base + i < self.implicit_lpns { self.implicit_ppn(base + i) } else { UNMAPPED })
+                .map(|i| {
+                    if base + i < self.implicit_lpns {
+                        self.implicit_ppn(base + i)
+                    } else {
+                        UNMAPPED
+                    }
+                })
                 .collect();
             self.map[r] = Some(region);
         }
@@ -242,19 +274,27 @@ impl Ftl {
             UNMAPPED => None,
             ppn => {
                 let (lun, superblock, slot) = self.split_ppn(ppn);
-                Some(Location { lun, superblock, page: slot / self.geo.row_units() })
+                Some(Location {
+                    lun,
+                    superblock,
+                    page: slot / self.geo.row_units(),
+                })
             }
         }
     }
 
     /// Version of the data `lpn` maps to (data-integrity mode; 0 for preconditioned data).
     pub fn version_of(&self, lpn: u32) -> u32 {
-        let Some(versions) = &self.versions else { return 0 };
+        let Some(versions) = &self.versions else {
+            return 0;
+        };
         match self.forward(lpn as u64) {
             UNMAPPED => 0,
             ppn => {
                 let (lun, sb, slot) = self.split_ppn(ppn);
-                versions[self.sb_index(lun, sb)].as_ref().map_or(0, |v| v[slot as usize])
+                versions[self.sb_index(lun, sb)]
+                    .as_ref()
+                    .map_or(0, |v| v[slot as usize])
             }
         }
     }
@@ -263,7 +303,10 @@ impl Ftl {
         let (lun, sb, slot) = self.split_ppn(ppn);
         let i = self.sb_index(lun, sb);
         let meta = &mut self.sbs[i];
-        assert!(meta.valid_units > 0, "invalidating a unit of LUN {lun} superblock {sb} that has no valid units");
+        assert!(
+            meta.valid_units > 0,
+            "invalidating a unit of LUN {lun} superblock {sb} that has no valid units"
+        );
         meta.valid_units -= 1;
         if let Some(rev) = &mut self.reverse[i] {
             rev[slot as usize] = NO_LPN;
@@ -302,7 +345,12 @@ impl Ftl {
             .free
             .iter()
             .enumerate()
-            .min_by_key(|(pos, &sb)| (self.sbs[self.sb_index(lun, sb)].erase_count, usize::MAX - pos))
+            .min_by_key(|(pos, &sb)| {
+                (
+                    self.sbs[self.sb_index(lun, sb)].erase_count,
+                    usize::MAX - pos,
+                )
+            })
             .expect("caller checked there is a free superblock");
         let sb = self.luns[lun as usize].free.remove(pos);
         let i = self.sb_index(lun, sb);
@@ -323,7 +371,11 @@ impl Ftl {
     /// moves their mappings to the new slots. The caller must have checked [`has_room`](Self::has_room).
     pub fn write_row(&mut self, lun: u32, units: &[(u32, u32)], writer: Writer) -> RowPlacement {
         let row_units = self.geo.row_units();
-        assert!(!units.is_empty() && units.len() as u32 <= row_units, "a row holds 1..={row_units} units, got {}", units.len());
+        assert!(
+            !units.is_empty() && units.len() as u32 <= row_units,
+            "a row holds 1..={row_units} units, got {}",
+            units.len()
+        );
         if self.luns[lun as usize].open.is_none() {
             self.open_superblock(lun);
         }
@@ -359,7 +411,10 @@ impl Ftl {
             let i = self.sb_index(lun, sb);
             self.sbs[i].state = SbState::Closed;
         }
-        RowPlacement { superblock: sb, page }
+        RowPlacement {
+            superblock: sb,
+            page,
+        }
     }
 
     /// Whether GC should start on `lun`.
@@ -400,10 +455,18 @@ impl Ftl {
             if self.forward(lpn) != self.ppn(lun, victim, slot) {
                 continue; // rewritten or trimmed since
             }
-            let version = self.versions.as_ref().and_then(|v| v[vi].as_ref()).map_or(0, |v| v[slot as usize]);
+            let version = self
+                .versions
+                .as_ref()
+                .and_then(|v| v[vi].as_ref())
+                .map_or(0, |v| v[slot as usize]);
             live.push((slot, lpn as u32, version));
         }
-        debug_assert_eq!(live.len() as u32, self.sbs[vi].valid_units, "valid count of LUN {lun} superblock {victim}");
+        debug_assert_eq!(
+            live.len() as u32,
+            self.sbs[vi].valid_units,
+            "valid count of LUN {lun} superblock {victim}"
+        );
         let mut reads: Vec<(u32, u32)> = Vec::new();
         for &(slot, _, _) in &live {
             let page = slot / row_units;
@@ -419,15 +482,27 @@ impl Ftl {
             programs.push((placed.page, chunk.len() as u32));
         }
         debug_assert_eq!(self.sbs[vi].valid_units, 0);
-        Some(GcPlan { lun, victim, reads, programs })
+        Some(GcPlan {
+            lun,
+            victim,
+            reads,
+            programs,
+        })
     }
 
     /// The victim's erase finished: it becomes free.
     pub fn finish_gc(&mut self, lun: u32, victim: u32) {
         let i = self.sb_index(lun, victim);
         let meta = &mut self.sbs[i];
-        assert_eq!(meta.state, SbState::Victim, "erasing LUN {lun} superblock {victim} that GC did not pick");
-        assert_eq!(meta.valid_units, 0, "erasing LUN {lun} superblock {victim} with live data");
+        assert_eq!(
+            meta.state,
+            SbState::Victim,
+            "erasing LUN {lun} superblock {victim} that GC did not pick"
+        );
+        assert_eq!(
+            meta.valid_units, 0,
+            "erasing LUN {lun} superblock {victim} with live data"
+        );
         meta.state = SbState::Free;
         meta.erase_count += 1;
         meta.implicit = false;
@@ -452,7 +527,9 @@ impl Ftl {
     /// Bytes held by the lazily allocated tables (forward regions and reverse maps).
     pub fn table_bytes(&self) -> u64 {
         let regions = self.map.iter().filter(|r| r.is_some()).count() as u64 * REGION_LPNS * 4;
-        let reverse = self.reverse.iter().filter(|r| r.is_some()).count() as u64 * self.geo.superblock_units() as u64 * 4;
+        let reverse = self.reverse.iter().filter(|r| r.is_some()).count() as u64
+            * self.geo.superblock_units() as u64
+            * 4;
         regions + reverse
     }
 
@@ -477,16 +554,23 @@ impl Ftl {
                 None => self.implicit_lpn(lun, sb, slot).unwrap_or(NO_LPN as u64),
             };
             if back != lpn {
-                return Err(format!("LPN {lpn} → LUN {lun} sb {sb} slot {slot}, whose reverse entry is {back}"));
+                return Err(format!(
+                    "LPN {lpn} → LUN {lun} sb {sb} slot {slot}, whose reverse entry is {back}"
+                ));
             }
             if matches!(self.sbs[i].state, SbState::Free) {
-                return Err(format!("LPN {lpn} maps into free superblock {sb} of LUN {lun}"));
+                return Err(format!(
+                    "LPN {lpn} maps into free superblock {sb} of LUN {lun}"
+                ));
             }
             counted[i] += 1;
         }
         for (i, (meta, n)) in self.sbs.iter().zip(&counted).enumerate() {
             if meta.valid_units != *n {
-                return Err(format!("superblock #{i}: valid count {} but {} LPNs map into it", meta.valid_units, n));
+                return Err(format!(
+                    "superblock #{i}: valid count {} but {} LPNs map into it",
+                    meta.valid_units, n
+                ));
             }
         }
         Ok(())

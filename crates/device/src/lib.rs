@@ -271,11 +271,19 @@ impl Ssd {
 
     /// The host wrote `cmd` into SQ `sqid` and rang its doorbell at `now`.
     pub fn submit(&mut self, now: SimTime, sqid: u16, cmd: NvmeCommand) -> Result<(), SubmitError> {
-        debug_assert!(now >= self.now, "submit at {now} before the model's time {}", self.now);
+        debug_assert!(
+            now >= self.now,
+            "submit at {now} before the model's time {}",
+            self.now
+        );
         self.ctrl.occupy(sqid)?;
         let first_lpn = (cmd.slba * SECTOR_BYTES / MAP_UNIT_BYTES) as u32;
         let end_byte = (cmd.slba + cmd.sectors as u64) * SECTOR_BYTES;
-        let units = if cmd.sectors == 0 { 0 } else { (end_byte.div_ceil(MAP_UNIT_BYTES) - first_lpn as u64) as u32 };
+        let units = if cmd.sectors == 0 {
+            0
+        } else {
+            (end_byte.div_ceil(MAP_UNIT_BYTES) - first_lpn as u64) as u32
+        };
         let status = if matches!(cmd.op, IoOp::Flush) {
             Status::Success
         } else if cmd.sectors == 0 {
@@ -307,7 +315,8 @@ impl Ssd {
             }
         };
         self.submitted += 1;
-        self.events.schedule(now + self.pcie.doorbell_ns, Ev::Doorbell { sqid, slot });
+        self.events
+            .schedule(now + self.pcie.doorbell_ns, Ev::Doorbell { sqid, slot });
         Ok(())
     }
 
@@ -359,8 +368,15 @@ impl Ssd {
             commands: self.stats.clone(),
             cache: self.cache.stats.clone(),
             ftl: f.clone(),
-            flash: flash::FlashStats { lun_busy_ns: self.flash.busy_ns(), ..self.flash.stats.clone() },
-            write_amplification: if host == 0 { 1.0 } else { (host + f.gc_units_programmed) as f64 / host as f64 },
+            flash: flash::FlashStats {
+                lun_busy_ns: self.flash.busy_ns(),
+                ..self.flash.stats.clone()
+            },
+            write_amplification: if host == 0 {
+                1.0
+            } else {
+                (host + f.gc_units_programmed) as f64 / host as f64
+            },
             erase_count_min: emin,
             erase_count_max: emax,
             erase_count_mean: emean_milli as f64 / 1000.0,
@@ -410,18 +426,26 @@ impl Ssd {
     }
 
     fn fetch_next(&mut self, now: SimTime) {
-        let Some((_sqid, slot)) = self.ctrl.pick() else { return };
+        let Some((_sqid, slot)) = self.ctrl.pick() else {
+            return;
+        };
         let c = &self.config.ctrl;
+        let firmware_ns = match self.cmds[slot as usize].as_ref().map(|c| c.cmd.op) {
+            Some(IoOp::Write) => c.firmware_write_ns,
+            _ => c.firmware_read_ns,
+        };
         self.ctrl.fetch_busy = true;
         let fetched = now + c.fetch_ns;
         let start = self.firmware_free.max(fetched);
-        self.firmware_free = start + c.firmware_ns;
+        self.firmware_free = start + firmware_ns;
         self.events.schedule(fetched, Ev::FetchFree);
         self.events.schedule(self.firmware_free, Ev::Ready { slot });
     }
 
     fn cmd(&mut self, slot: u32) -> &mut Cmd {
-        self.cmds[slot as usize].as_mut().expect("live command slot")
+        self.cmds[slot as usize]
+            .as_mut()
+            .expect("live command slot")
     }
 
     fn execute(&mut self, now: SimTime, slot: u32) {
@@ -504,7 +528,10 @@ impl Ssd {
     fn prefetch(&mut self, now: SimTime, from: u32) {
         let user = self.ftl.user_lpns() as u32;
         for lpn in from..from.saturating_add(self.cache.prefetch_pages).min(user) {
-            if self.cache.contains(lpn) || self.fills.contains_key(&lpn) || self.ftl.lookup(lpn).is_none() {
+            if self.cache.contains(lpn)
+                || self.fills.contains_key(&lpn)
+                || self.ftl.lookup(lpn).is_none()
+            {
                 continue;
             }
             self.start_flash_read(now, lpn, Waiters::None, true);
@@ -512,13 +539,21 @@ impl Ssd {
     }
 
     fn start_flash_read(&mut self, now: SimTime, lpn: u32, waiters: Waiters, prefetch: bool) {
-        let loc = self.ftl.lookup(lpn).expect("caller checked the LPN is mapped");
+        let loc = self
+            .ftl
+            .lookup(lpn)
+            .expect("caller checked the LPN is mapped");
         let cached = self.cache.start_fill(lpn, prefetch);
         if prefetch && !cached {
             return; // nowhere to put it: skip the prefetch
         }
         self.fills.insert(lpn, waiters);
-        let op = FlashOp { kind: OpKind::Read, page: loc.page, units: 1, origin: OpOrigin::HostRead { lpn } };
+        let op = FlashOp {
+            kind: OpKind::Read,
+            page: loc.page,
+            units: 1,
+            origin: OpOrigin::HostRead { lpn },
+        };
         self.flash.submit(now, loc.lun, op, &mut self.flash_events);
     }
 
@@ -543,7 +578,12 @@ impl Ssd {
         loop {
             let (lpn, version, class, done) = {
                 let c = self.cmd(slot);
-                (c.first_lpn + c.next_unit, c.cmd.version, c.cmd.class, c.next_unit == c.units)
+                (
+                    c.first_lpn + c.next_unit,
+                    c.cmd.version,
+                    c.cmd.class,
+                    c.next_unit == c.units,
+                )
             };
             if done {
                 break;
@@ -652,7 +692,12 @@ impl Ssd {
                 }
                 let placed = self.ftl.write_row(lun, chunk, Writer::Host);
                 let row = self.alloc_row(chunk);
-                let op = FlashOp { kind: OpKind::Program, page: placed.page, units: chunk.len() as u32, origin: OpOrigin::Evict { row } };
+                let op = FlashOp {
+                    kind: OpKind::Program,
+                    page: placed.page,
+                    units: chunk.len() as u32,
+                    origin: OpOrigin::Evict { row },
+                };
                 self.rows_in_flight += 1;
                 self.flash.submit(now, lun, op, &mut self.flash_events);
             }
@@ -692,16 +737,35 @@ impl Ssd {
     }
 
     fn start_gc(&mut self, now: SimTime, lun: u32) {
-        let Some(plan) = self.ftl.start_gc(lun) else { return };
+        let Some(plan) = self.ftl.start_gc(lun) else {
+            return;
+        };
         for &(page, units) in &plan.reads {
-            let op = FlashOp { kind: OpKind::Read, page, units, origin: OpOrigin::GcRead };
+            let op = FlashOp {
+                kind: OpKind::Read,
+                page,
+                units,
+                origin: OpOrigin::GcRead,
+            };
             self.flash.submit(now, lun, op, &mut self.flash_events);
         }
         for &(page, units) in &plan.programs {
-            let op = FlashOp { kind: OpKind::Program, page, units, origin: OpOrigin::GcProgram };
+            let op = FlashOp {
+                kind: OpKind::Program,
+                page,
+                units,
+                origin: OpOrigin::GcProgram,
+            };
             self.flash.submit(now, lun, op, &mut self.flash_events);
         }
-        let erase = FlashOp { kind: OpKind::Erase, page: 0, units: 0, origin: OpOrigin::GcErase { superblock: plan.victim } };
+        let erase = FlashOp {
+            kind: OpKind::Erase,
+            page: 0,
+            units: 0,
+            origin: OpOrigin::GcErase {
+                superblock: plan.victim,
+            },
+        };
         self.flash.submit(now, lun, erase, &mut self.flash_events);
     }
 
@@ -710,7 +774,10 @@ impl Ssd {
             OpOrigin::HostRead { lpn } => {
                 let version = self.ftl.version_of(lpn);
                 self.cache.finish_fill(lpn, version);
-                let waiters = self.fills.remove(&lpn).expect("a host flash read has a fill record");
+                let waiters = self
+                    .fills
+                    .remove(&lpn)
+                    .expect("a host flash read has a fill record");
                 let wake = |ssd: &mut Ssd, slot: u32| {
                     ssd.unit_arrived(slot, lpn, version);
                     if ssd.cmd(slot).pending_units == 0 {
@@ -752,12 +819,18 @@ impl Ssd {
 
     /// Posts the completion entry at `at` (after the firmware's completion work).
     fn post_completion(&mut self, at: SimTime, slot: u32) {
-        let done = self.pcie.dma(at + self.config.ctrl.completion_ns, Direction::DeviceToHost, 16);
+        let done = self.pcie.dma(
+            at + self.config.ctrl.completion_ns,
+            Direction::DeviceToHost,
+            16,
+        );
         self.events.schedule(done, Ev::Complete { slot });
     }
 
     fn complete(&mut self, now: SimTime, slot: u32) {
-        let c = self.cmds[slot as usize].take().expect("a command completes exactly once");
+        let c = self.cmds[slot as usize]
+            .take()
+            .expect("a command completes exactly once");
         self.free_cmds.push(slot);
         self.completed += 1;
         let cqid = self.ctrl.cq_of(c.sqid);

@@ -38,11 +38,11 @@ pub struct PcieLink {
 /// Usable bytes per second of one lane of a PCIe generation (after line encoding).
 fn lane_bytes_per_sec(generation: u32) -> u64 {
     match generation {
-        1 => 250_000_000,             // 2.5 GT/s, 8b/10b
-        2 => 500_000_000,             // 5 GT/s, 8b/10b
-        3 => 984_615_384,             // 8 GT/s, 128b/130b
-        4 => 1_969_230_769,           // 16 GT/s, 128b/130b
-        _ => 3_938_461_538,           // 32 GT/s, 128b/130b
+        1 => 250_000_000,   // 2.5 GT/s, 8b/10b
+        2 => 500_000_000,   // 5 GT/s, 8b/10b
+        3 => 984_615_384,   // 8 GT/s, 128b/130b
+        4 => 1_969_230_769, // 16 GT/s, 128b/130b
+        _ => 3_938_461_538, // 32 GT/s, 128b/130b
     }
 }
 
@@ -78,13 +78,23 @@ mod tests {
 
     #[test]
     fn gen3_x4_moves_4k_in_about_a_microsecond() {
-        let link = PcieLink::new(&PcieConfig { generation: 3, lanes: 4, doorbell_ns: 500, dma_setup_ns: 300 });
+        let link = PcieLink::new(&PcieConfig {
+            generation: 3,
+            lanes: 4,
+            doorbell_ns: 500,
+            dma_setup_ns: 300,
+        });
         assert_eq!(link.transfer_ns(4096), 1_041); // 4096 B / 3.938 GB/s, rounded up
     }
 
     #[test]
     fn transfers_in_one_direction_serialize_but_not_across_directions() {
-        let mut link = PcieLink::new(&PcieConfig { generation: 3, lanes: 4, doorbell_ns: 500, dma_setup_ns: 0 });
+        let mut link = PcieLink::new(&PcieConfig {
+            generation: 3,
+            lanes: 4,
+            doorbell_ns: 500,
+            dma_setup_ns: 0,
+        });
         let a = link.dma(SimTime::ZERO, Direction::DeviceToHost, 4096);
         let b = link.dma(SimTime::ZERO, Direction::DeviceToHost, 4096);
         let c = link.dma(SimTime::ZERO, Direction::HostToDevice, 4096);

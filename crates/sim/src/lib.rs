@@ -1,1 +1,14 @@
-//! sim
+//! Runs: wires the models into simulations and reports their results.
+//!
+//! - [`device_run`]: device-level runs — fio-like jobs straight into the SSD model's NVMe
+//!   queues through a thin host with fixed costs (`ullstack sim --device … --job …`).
+//! - [`config`]: run configuration (TOML) and host cost presets.
+//! - [`report`]: `summary.json`, CSV series, the terminal table.
+
+pub mod config;
+pub mod device_run;
+pub mod report;
+
+pub use config::{DeviceRunConfig, HostCosts, RunFileSettings};
+pub use device_run::{DeviceRun, Progress, RunError, Silent};
+pub use report::RunSummary;
