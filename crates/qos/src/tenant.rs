@@ -218,8 +218,11 @@ impl Ledger {
     /// The clock only advances by the time the whole milli-tokens credited are worth
     /// (`ceil(credit × 1e9 / rate)` ns, never more than elapsed), so fractions carry over to the
     /// next call instead of being lost: a 100 IOPS tenant (100 000 mtok/s) called every 1 µs
-    /// earns 1 mtok every 10 µs, exactly its rate. A zero rate restarts the clock, so a BE
-    /// tenant whose share was zero is not paid retroactively when the share grows.
+    /// earns 1 mtok every 10 µs, its rate. Rounding the clock up to a whole nanosecond loses
+    /// under 1 ns of earnings per credit (measured: 0.02 % for a 190 tokens/s tenant credited
+    /// every ~5 µs), never over-credits, and keeps the whole state in one atomic timestamp that
+    /// workers sharing the tenant can claim by compare-and-swap. A zero rate restarts the clock,
+    /// so a BE tenant whose share was zero is not paid retroactively when the share grows.
     pub(crate) fn earn(&self, now_ns: u64, rate_mtok_per_sec: u64) -> u64 {
         let mut until = self.earned_until_ns.load(Ordering::Acquire);
         loop {
