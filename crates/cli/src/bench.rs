@@ -1,9 +1,171 @@
-//! `ullstack bench` argument wiring. Placeholder until the owning crate lands its entry point.
+//! `ullstack bench`: argument parsing for the load generator; the work is in
+//! `client::bench` (runner, tenant specs, report).
 
-/// Arguments of `ullstack bench`.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use client::bench::{self, spec, BenchConfig, Progress};
+
+/// The teaching part of `ullstack bench --help` (shown after the options: the subcommand's
+/// one-line summary comes from `main.rs`).
+const BENCH_HELP: &str = r#"Generate load against a running `ullstack serve` from one or more tenants and report
+per-tenant IOPS, MB/s and latency percentiles (HDR: p50 p95 p99 p99.9 max).
+
+Each tenant authenticates as itself, registers as latency-critical (with its SLO) or
+best-effort, and offers load either OPEN-LOOP (Poisson arrivals at a fixed rate, latency
+measured from each request's scheduled time, so a slow server cannot hide its queueing:
+like mutilate) or CLOSED-LOOP (a fixed number of requests in flight, like fio's iodepth).
+
+Examples
+
+  # Quick start server (own protocol on 10810, open tenant `open`):
+  ullstack serve --memory 1GiB --listen 127.0.0.1:10809
+
+  # Unloaded latency: one tenant, QD1 4 KB random reads, 10 s
+  ullstack bench --server 127.0.0.1:10810 --tenant name=open,qd=1
+
+  # Throughput: 4 connections, 32 in flight each, 70 % reads, on 4 threads
+  ullstack bench --server 127.0.0.1:10810 --threads 4 \
+      --tenant name=open,qd=128,conns=4,read=70 --duration 30s --json out.json
+
+  # Two tenants with SLOs and a best-effort one (reflex scenario 1 style)
+  ullstack bench --server HOST:PORT \
+      --tenant name=A,secret=a,class=lc,iops=120000,p95=500us,read=100,size=4k \
+      --tenant name=B,secret=b,class=lc,iops=70000,rate=45000,p95=500us,read=80 \
+      --tenant name=C,secret=c,qd=32,read=95
+
+  # A scenario file (crates/client/scenarios/reflex-*.toml); flags override its globals
+  ullstack bench --scenario crates/client/scenarios/reflex-1.toml --server HOST:PORT
+
+Tenant keys (--tenant key=value,key=value,... or a [[tenant]] table in a scenario)
+
+  name      tenant name sent in HELLO (required)          secret   its secret ("")
+  volume    volume to open ("default")                    class    lc | be (be)
+  iops      LC: the SLO's IOPS; also the offered rate unless rate=/qd= is given
+  p95       LC: the SLO's p95 read latency (500us, 2ms)
+  rate      open loop: offered IOPS (Poisson)             qd       closed loop: in flight
+            (LC default: iops; BE default: qd=16)
+  read      % reads, 0..100 (100)                          size     4k, 1k, 128k (4k)
+  pattern   random | seq | zipf | zipf:THETA (random)     conns    connections (1)
+  count     N copies named NAME-0..NAME-(N-1) (1)         fua      yes: writes are FUA (no)
+  register  no: use the default best-effort flow (yes)    span     address only the first
+                                                                   SPAN bytes (whole volume)
+
+An LC tenant's SLO IOPS and offered load are split evenly over its connections, so the
+server reserves the tenant once. Tenants register in the order given; a tenant the server
+refuses is reported with the server's reason and sends nothing. Same --seed, same request
+stream."#;
+
+/// Arguments of `ullstack bench` (see [`BENCH_HELP`]).
 #[derive(clap::Args, Debug)]
-pub struct BenchArgs {}
+#[command(after_long_help = BENCH_HELP)]
+pub struct BenchArgs {
+    /// Server own-protocol address, host:port (default 127.0.0.1:10810, the quick start's).
+    #[arg(long, short = 's', value_name = "ADDR")]
+    server: Option<String>,
 
-pub fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`ullstack bench` is not built yet")
+    /// Scenario file (TOML): server, duration, ios, warmup, threads, seed and [[tenant]] tables.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+
+    /// A tenant, as key=value pairs (repeatable; added after the scenario's tenants).
+    /// Without any tenant: name=open,qd=1 (the quick start's open tenant, QD1 4 KB reads).
+    #[arg(long = "tenant", short = 't', value_name = "SPEC")]
+    tenants: Vec<String>,
+
+    /// Measured run time after the warm-up, e.g. 10s, 500ms, 2m (default 10s unless --ios).
+    #[arg(long, value_name = "DURATION")]
+    duration: Option<String>,
+
+    /// Stop each tenant after this many requests (with --duration: whichever comes first).
+    #[arg(long, value_name = "N")]
+    ios: Option<String>,
+
+    /// Warm-up before measuring, e.g. 1s (default 0).
+    #[arg(long, value_name = "DURATION")]
+    warmup: Option<String>,
+
+    /// Client worker threads (default: available cores, at most 8).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+
+    /// Seed of every random stream (addresses, read/write mix, arrivals).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Do not draw the progress line.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+fn duration_flag(flag: &str, v: &str) -> anyhow::Result<u64> {
+    spec::parse_duration_ns(v)
+        .with_context(|| format!("{flag} {v:?}: expected a duration like 10s, 500ms or 2m"))
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let mut scenario = match &args.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read scenario {}", path.display()))?;
+            spec::parse_scenario(&text, &path.display().to_string())?
+        }
+        None => spec::Scenario::default(),
+    };
+    for t in &args.tenants {
+        scenario.tenants.extend(spec::parse_tenant(t)?);
+    }
+    if scenario.tenants.is_empty() {
+        scenario.tenants = spec::parse_tenant("name=open,qd=1")?;
+    }
+    let duration_ns = match &args.duration {
+        Some(v) => Some(duration_flag("--duration", v)?),
+        None => scenario.duration_ns,
+    };
+    let ios_per_tenant = match &args.ios {
+        Some(v) => Some(spec::parse_count(v).filter(|&n| n > 0).with_context(|| {
+            format!("--ios {v:?}: expected a positive count like 100000 or 1m")
+        })?),
+        None => scenario.ios,
+    };
+    let warmup_ns = match &args.warmup {
+        Some(v) => duration_flag("--warmup", v)?,
+        None => scenario.warmup_ns.unwrap_or(0),
+    };
+    let threads = args.threads.or(scenario.threads).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get().min(8))
+            .unwrap_or(2)
+    });
+    if threads == 0 {
+        bail!("--threads 0: expected at least 1");
+    }
+    let config = BenchConfig {
+        server: args
+            .server
+            .or(scenario.server)
+            .unwrap_or_else(|| "127.0.0.1:10810".to_owned()),
+        duration_ns,
+        ios_per_tenant,
+        warmup_ns,
+        threads,
+        seed: args.seed.or(scenario.seed).unwrap_or(1),
+        tenants: scenario.tenants,
+        progress: if args.no_progress {
+            Progress::Hidden
+        } else {
+            Progress::Bar
+        },
+    };
+    let report = bench::run(&config)?;
+    print!("{}", report.table());
+    if let Some(path) = &args.json {
+        std::fs::write(path, report.to_json())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }

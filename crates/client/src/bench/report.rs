@@ -312,3 +312,11 @@ impl BenchReport {
         t
     }
 }
+
+impl BenchReport {
+    /// The report as pretty-printed JSON (what `--json FILE` writes).
+    pub fn to_json(&self) -> String {
+        // Plain data with string keys and finite-or-null floats: serialization cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}

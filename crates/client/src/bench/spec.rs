@@ -241,25 +241,26 @@ pub fn parse_tenant_pairs(
             .filter(|&s| s > 0)
             .ok_or_else(|| err(ctx, format!("size={v:?}: expected a size like 4k, 512, 1m")))?,
     };
-    let pattern =
-        match map.get("pattern").copied() {
-            None | Some("random") | Some("rand") => Pattern::Random,
-            Some("seq") | Some("sequential") => Pattern::Sequential,
-            Some("zipf") => Pattern::Zipf {
-                theta_milli: ZIPF_DEFAULT_THETA_MILLI,
+    let pattern = match map.get("pattern").copied() {
+        None | Some("random") | Some("rand") => Pattern::Random,
+        Some("seq") | Some("sequential") => Pattern::Sequential,
+        Some("zipf") => Pattern::Zipf {
+            theta_milli: ZIPF_DEFAULT_THETA_MILLI,
+        },
+        Some(p) => match p.strip_prefix("zipf:").and_then(|t| t.parse::<f64>().ok()) {
+            Some(theta) if theta > 0.0 && theta < 10.0 => Pattern::Zipf {
+                theta_milli: (theta * 1000.0).round() as u32,
             },
-            Some(p) => match p.strip_prefix("zipf:").and_then(|t| t.parse::<f64>().ok()) {
-                Some(theta) if theta > 0.0 && theta < 10.0 => Pattern::Zipf {
-                    theta_milli: (theta * 1000.0).round() as u32,
-                },
-                _ => return Err(err(
+            _ => {
+                return Err(err(
                     ctx,
                     format!(
                         "pattern={p:?}: expected random, seq, zipf or zipf:THETA (0 < THETA < 10)"
                     ),
-                )),
-            },
-        };
+                ))
+            }
+        },
+    };
     let connections = match num("conns")? {
         None => 1,
         Some(c) if (1..=65_536).contains(&c) => c as u32,

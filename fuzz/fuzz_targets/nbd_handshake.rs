@@ -1,0 +1,86 @@
+//! Arbitrary client bytes through the NBD handshake state machine, fed in pieces, with every
+//! event answered as a server would (export found or refused, list answered).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use proto::nbd::handshake::{
+    ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, Phase, RefusalKind,
+};
+use proto::nbd::{BlockSizes, ExportAccess, ExportInfo, TransmissionFlags};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&piece, rest)) = data.split_first() else {
+        return;
+    };
+    let piece = usize::from(piece % 32) + 1;
+    // Often start with valid client flags so the option parser is reached.
+    let mut input = Vec::with_capacity(rest.len() + 4);
+    if piece % 2 == 1 {
+        input.extend_from_slice(&3u32.to_be_bytes());
+    }
+    input.extend_from_slice(rest);
+
+    let mut hs = Handshake::new(HandshakeLimits {
+        max_option_bytes: 256,
+        max_options: 64,
+    });
+    let mut buf: Vec<u8> = Vec::new();
+    for chunk in input.chunks(piece) {
+        buf.extend_from_slice(chunk);
+        loop {
+            let step = match hs.receive(&buf) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = e.to_string();
+                    return;
+                }
+            };
+            assert!(step.consumed_bytes <= buf.len());
+            buf.drain(..step.consumed_bytes);
+            let follow = match step.event {
+                Some(HandshakeEvent::ExportRequested(q)) => {
+                    hs.answer_export(if q.name.len() % 3 == 0 {
+                        Ok(ExportInfo {
+                            name: q.name.clone(),
+                            description: "fuzz".into(),
+                            size_bytes: 1 << 30,
+                            flags: TransmissionFlags::builder(ExportAccess::ReadWrite)
+                                .flush(true)
+                                .trim(true)
+                                .build(),
+                            block_sizes: Some(BlockSizes {
+                                minimum_bytes: 1,
+                                preferred_bytes: 4096,
+                                maximum_bytes: 1 << 25,
+                            }),
+                        })
+                    } else {
+                        Err(ExportRefusal {
+                            kind: RefusalKind::Unknown,
+                            message: q.name.clone(),
+                        })
+                    })
+                }
+                Some(HandshakeEvent::ListRequested) => {
+                    hs.answer_list(&[("default", "d"), ("x", "")]);
+                    None
+                }
+                Some(e) => Some(e),
+                None => {
+                    let n = hs.pending_output().len();
+                    hs.consume_output(n);
+                    break;
+                }
+            };
+            if let Some(HandshakeEvent::Transmission { .. } | HandshakeEvent::Closed(_)) = follow {
+                assert!(matches!(hs.phase(), Phase::Transmission | Phase::Closed));
+                return;
+            }
+            if matches!(hs.phase(), Phase::Transmission | Phase::Closed) {
+                return;
+            }
+            let n = hs.pending_output().len();
+            hs.consume_output(n);
+        }
+    }
+});
