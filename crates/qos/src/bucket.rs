@@ -67,6 +67,8 @@ struct Inner {
     span_epoch: AtomicU64,
     /// Bumped when LC reservations change (load-mix flip).
     rates_epoch: AtomicU64,
+    /// Bumped when the BE share changes.
+    share_epoch: AtomicU64,
     deposited_mtok: AtomicU64,
     taken_mtok: AtomicU64,
     discarded_mtok: AtomicU64,
@@ -104,6 +106,7 @@ impl SharedBucket {
                 last_reset_ns: AtomicU64::new(NEVER),
                 span_epoch: AtomicU64::new(0),
                 rates_epoch: AtomicU64::new(0),
+                share_epoch: AtomicU64::new(0),
                 deposited_mtok: AtomicU64::new(0),
                 taken_mtok: AtomicU64::new(0),
                 discarded_mtok: AtomicU64::new(0),
@@ -167,8 +170,12 @@ impl SharedBucket {
         let i = &self.inner;
         i.device_rate_mtok_per_sec
             .store(device_rate_mtok_per_sec, Ordering::Relaxed);
-        i.be_share_mtok_per_sec
-            .store(be_share_mtok_per_sec, Ordering::Relaxed);
+        let old_share = i
+            .be_share_mtok_per_sec
+            .swap(be_share_mtok_per_sec, Ordering::AcqRel);
+        if old_share != be_share_mtok_per_sec {
+            i.share_epoch.fetch_add(1, Ordering::AcqRel);
+        }
         let mix_code = match mix {
             LoadMix::Mixed => 0,
             LoadMix::ReadOnly => 1,
@@ -275,7 +282,7 @@ impl SharedBucket {
             let workers = i.workers.load(Ordering::Acquire).max(1);
             let complete = counted >= workers || too_old;
             let next = if complete {
-                (u64::from(epoch.wrapping_add(1)) << 32) | 0
+                u64::from(epoch.wrapping_add(1)) << 32
             } else {
                 (u64::from(epoch) << 32) | u64::from(counted)
             };
@@ -310,6 +317,10 @@ impl SharedBucket {
 
     pub(crate) fn rates_epoch(&self) -> u64 {
         self.inner.rates_epoch.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn share_epoch(&self) -> u64 {
+        self.inner.share_epoch.load(Ordering::Acquire)
     }
 
     pub(crate) fn bump_rates_epoch(&self) {

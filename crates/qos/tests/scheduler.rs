@@ -417,7 +417,7 @@ fn ten_thousand_tenants_schedule_without_pathologies() {
     let total: u64 = be_tokens.iter().sum();
     // LC uses 160 K tokens/s; 260 K tokens/s over 5 000 BE tenants = 52 each.
     assert!(
-        min >= 48 && max <= 56,
+        min >= 48 && max <= 55,
         "BE requests per tenant in 1 s: min {min}, max {max}"
     );
     let lc_total: u64 = lcs.iter().map(|&t| h.tenants[t].submitted).sum();
