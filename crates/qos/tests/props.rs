@@ -27,6 +27,11 @@ enum Step {
         worker: usize,
         dt_ns: u64,
     },
+    /// Detach one of a tenant's attachments (failing its queued requests) and attach again.
+    Reattach {
+        tenant: usize,
+        pick: usize,
+    },
 }
 
 fn spec_strategy() -> impl Strategy<Value = TenantSpec> {
@@ -52,6 +57,7 @@ fn step_strategy(tenants: usize, workers: usize) -> impl Strategy<Value = Step> 
             .prop_map(|(tenant, pick, cost_mtok)| Step::Enqueue { tenant, pick, cost_mtok }),
         2 => (0..workers, prop_oneof![Just(0u64), 1u64..2_000, 2_000u64..50_000])
             .prop_map(|(worker, dt_ns)| Step::Round { worker, dt_ns }),
+        1 => (0..tenants, 0..2usize).prop_map(|(tenant, pick)| Step::Reattach { tenant, pick }),
     ]
 }
 
@@ -123,6 +129,27 @@ impl World {
                     .expect("attached");
                 self.queues.entry((t, w)).or_default().push_back(id);
                 self.costs.insert(id, (t, w, cost_mtok));
+            }
+            Step::Reattach { tenant, pick } => {
+                if self.tenants.is_empty() {
+                    return;
+                }
+                let t = tenant % self.tenants.len();
+                let slot = pick % self.tenants[t].1.len();
+                let (w, local) = self.tenants[t].1[slot];
+                let mut unsent = Vec::new();
+                let id = self.workers[w]
+                    .detach(local, &mut unsent)
+                    .expect("attached");
+                assert_eq!(id, self.tenants[t].0.id());
+                let expected: Vec<u64> = self.queues.remove(&(t, w)).unwrap_or_default().into();
+                let got: Vec<u64> = unsent.iter().map(|r| r.0).collect();
+                assert_eq!(got, expected, "detach returns the queued requests in order");
+                for id in got {
+                    self.costs.remove(&id);
+                }
+                let handle = self.tenants[t].0.clone();
+                self.tenants[t].1[slot] = (w, self.workers[w].attach(&handle));
             }
             Step::Round { worker, dt_ns } => {
                 let w = worker % self.workers.len();
