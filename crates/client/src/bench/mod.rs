@@ -385,7 +385,8 @@ struct ConnJob {
     completed: Arc<AtomicU64>,
 }
 
-async fn one_io(
+/// Everything one request needs, owned, so its future is `'static`.
+struct IoRequest {
     client: Client,
     handle: TenantHandle,
     kind: OpKind,
@@ -394,17 +395,24 @@ async fn one_io(
     data: Arc<Vec<u8>>,
     write_mode: WriteMode,
     origin: Instant,
-) -> Done {
-    let result = match kind {
-        OpKind::Read => client
-            .read(handle, offset_bytes, size_bytes)
+}
+
+async fn one_io(r: IoRequest) -> Done {
+    let result = match r.kind {
+        OpKind::Read => r
+            .client
+            .read(r.handle, r.offset_bytes, r.size_bytes)
             .await
             .map(drop),
-        OpKind::Write => client.write(handle, offset_bytes, &data, write_mode).await,
+        OpKind::Write => {
+            r.client
+                .write(r.handle, r.offset_bytes, &r.data, r.write_mode)
+                .await
+        }
     };
     Done {
-        kind,
-        origin,
+        kind: r.kind,
+        origin: r.origin,
         result,
     }
 }
@@ -422,17 +430,17 @@ impl ConnJob {
     }
 
     fn issue(&mut self, origin: Instant) -> impl std::future::Future<Output = Done> + use<> {
-        let (kind, offset) = self.gen.next_op();
-        one_io(
-            self.client.clone(),
-            self.handle,
+        let (kind, offset_bytes) = self.gen.next_op();
+        one_io(IoRequest {
+            client: self.client.clone(),
+            handle: self.handle,
             kind,
-            offset,
-            self.size_bytes,
-            self.data.clone(),
-            self.write_mode,
+            offset_bytes,
+            size_bytes: self.size_bytes,
+            data: self.data.clone(),
+            write_mode: self.write_mode,
             origin,
-        )
+        })
     }
 
     fn record(&self, stats: &mut ConnStats, done: Done) {

@@ -235,22 +235,14 @@ impl BenchReport {
     /// The terminal table: one line per tenant and operation type.
     pub fn table(&self) -> String {
         let mut t = String::new();
+        let h = [
+            "tenant", "cls", "load", "IOPS", "MB/s", "op", "count", "p50", "p95", "p99", "p99.9",
+            "max", "SLO",
+        ];
         let _ = writeln!(
             t,
             "{:<12} {:<3} {:<18} {:>10} {:>8}  {:<5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  {}",
-            "tenant",
-            "cls",
-            "load",
-            "IOPS",
-            "MB/s",
-            "op",
-            "count",
-            "p50",
-            "p95",
-            "p99",
-            "p99.9",
-            "max",
-            "SLO"
+            h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12]
         );
         for r in &self.tenants {
             if let Some(reason) = &r.refused {

@@ -484,7 +484,7 @@ pub fn parse_duration_ns(s: &str) -> Option<u64> {
         _ => return None,
     };
     let v = n * mult;
-    (v.is_finite() && v >= 0.0 && v < 1e19).then_some(v.round() as u64)
+    (0.0..1e19).contains(&v).then_some(v.round() as u64)
 }
 
 #[cfg(test)]
