@@ -37,7 +37,8 @@ pub mod tenant;
 pub mod vrate;
 
 pub use admission::{
-    Capacity, Refusal, RefusalCode, Registry, RegistryConfig, RegistryError, RATE_SCALE_UNITY_PPM,
+    Capacity, Refusal, RefusalCode, Registry, RegistryConfig, RegistryError, RATE_SCALE_MAX_PPM,
+    RATE_SCALE_UNITY_PPM,
 };
 pub use bucket::{BucketStats, SharedBucket};
 pub use cost::{CostModel, LoadMix, Op, MTOK_PER_TOKEN, UNIT_BYTES};
@@ -50,4 +51,4 @@ pub use tenant::{
     lc_reservation_mtok_per_sec, BeSpec, DeclaredMix, LcSlo, TenantClass, TenantCounters,
     TenantHandle, TenantId, TenantSpec,
 };
-pub use vrate::{Decision, RateController, Usage, VrateConfig, WindowSample};
+pub use vrate::{Decision, RateController, Usage, VrateConfig, VrateConfigError, WindowSample};
