@@ -64,7 +64,8 @@ impl IoBuf {
             return IoBuf::empty();
         }
         let capacity_bytes = capacity_bytes.next_multiple_of(BUF_ALIGN_BYTES);
-        let layout = Layout::from_size_align(capacity_bytes, BUF_ALIGN_BYTES).expect("buffer layout: size checked by caller");
+        let layout = Layout::from_size_align(capacity_bytes, BUF_ALIGN_BYTES)
+            .expect("buffer layout: size checked by caller");
         // SAFETY: layout has non-zero size.
         let raw = unsafe {
             if zero {
@@ -139,7 +140,8 @@ impl IoBuf {
 impl Drop for IoBuf {
     fn drop(&mut self) {
         if let Some(p) = self.ptr {
-            let layout = Layout::from_size_align(self.capacity_bytes, BUF_ALIGN_BYTES).expect("layout was valid at allocation");
+            let layout = Layout::from_size_align(self.capacity_bytes, BUF_ALIGN_BYTES)
+                .expect("layout was valid at allocation");
             // SAFETY: allocated with this layout in `allocate`.
             unsafe { dealloc(p.as_ptr(), layout) };
         }
@@ -192,7 +194,8 @@ impl BufPool {
         }
         if let Some(class) = class_of(buf.capacity_bytes) {
             let kept = &mut self.classes[class];
-            if kept.is_empty() || (kept.len() + 1) * buf.capacity_bytes <= POOL_KEEP_BYTES_PER_CLASS {
+            if kept.is_empty() || (kept.len() + 1) * buf.capacity_bytes <= POOL_KEEP_BYTES_PER_CLASS
+            {
                 kept.push(buf);
             }
         }
@@ -222,7 +225,11 @@ mod tests {
         let ptr = a.as_mut_ptr();
         pool.give(a);
         let mut b = pool.take(3000);
-        assert_eq!(b.as_mut_ptr(), ptr, "a 3000-byte request reuses the 4 KiB buffer");
+        assert_eq!(
+            b.as_mut_ptr(),
+            ptr,
+            "a 3000-byte request reuses the 4 KiB buffer"
+        );
         assert_eq!(b.len(), 3000);
     }
 
@@ -234,7 +241,11 @@ mod tests {
             pool.give(b);
         }
         let class = class_of(4 << 20).unwrap();
-        assert_eq!(pool.classes[class].len(), 2, "8 MiB cap keeps two 4 MiB buffers");
+        assert_eq!(
+            pool.classes[class].len(),
+            2,
+            "8 MiB cap keeps two 4 MiB buffers"
+        );
     }
 
     #[test]

@@ -133,9 +133,21 @@ impl Metrics {
             protocol_errors: Family::default(),
             registry: Mutex::new(Registry::default()),
         };
-        registry.register("tenant_requests", "Requests completed, by tenant and operation", m.requests.clone());
-        registry.register("tenant_bytes", "Payload bytes moved, by tenant and direction", m.bytes.clone());
-        registry.register("tenant_errors", "Requests answered with a non-OK status", m.errors.clone());
+        registry.register(
+            "tenant_requests",
+            "Requests completed, by tenant and operation",
+            m.requests.clone(),
+        );
+        registry.register(
+            "tenant_bytes",
+            "Payload bytes moved, by tenant and direction",
+            m.bytes.clone(),
+        );
+        registry.register(
+            "tenant_errors",
+            "Requests answered with a non-OK status",
+            m.errors.clone(),
+        );
         registry.register(
             "tenant_latency_seconds",
             "Request latency from decode to reply queued, by tenant and operation",
@@ -146,7 +158,11 @@ impl Metrics {
             "Milli-tokens earned by the tenant (1 token = one 4 KiB random read)",
             m.tokens_earned.clone(),
         );
-        registry.register("tenant_tokens_spent_mtok", "Milli-tokens spent on requests", m.tokens_spent.clone());
+        registry.register(
+            "tenant_tokens_spent_mtok",
+            "Milli-tokens spent on requests",
+            m.tokens_spent.clone(),
+        );
         registry.register(
             "tenant_tokens_donated_mtok",
             "Milli-tokens donated to the shared best-effort bucket",
@@ -162,13 +178,21 @@ impl Metrics {
             "Reads of an LC tenant slower than its p95 latency target",
             m.slo_misses.clone(),
         );
-        registry.register("worker_loop_iterations", "Dataplane loop iterations", m.worker_loops.clone());
+        registry.register(
+            "worker_loop_iterations",
+            "Dataplane loop iterations",
+            m.worker_loops.clone(),
+        );
         registry.register(
             "worker_batch_requests",
             "Requests taken in by one loop step (adaptive batching, at most batch_limit)",
             m.worker_batch.clone(),
         );
-        registry.register("worker_connections", "Open connections", m.worker_connections.clone());
+        registry.register(
+            "worker_connections",
+            "Open connections",
+            m.worker_connections.clone(),
+        );
         registry.register(
             "refused_connections",
             "Connections closed at accept because limits.max_connections was reached",
@@ -185,7 +209,12 @@ impl Metrics {
 
     /// The handles of one tenant (created on first call).
     pub fn tenant(&self, name: &str) -> TenantMetrics {
-        let t = |op: &str| vec![("tenant".to_string(), name.to_string()), ("op".to_string(), op.to_string())];
+        let t = |op: &str| {
+            vec![
+                ("tenant".to_string(), name.to_string()),
+                ("op".to_string(), op.to_string()),
+            ]
+        };
         let only = vec![("tenant".to_string(), name.to_string())];
         TenantMetrics {
             reads: self.requests.get_or_create_owned(&t("read")),
@@ -238,7 +267,12 @@ impl Metrics {
 
 /// Serves `GET /metrics` until `stop` is set. Runs on its own thread; `refresh` runs before
 /// each scrape (it copies the scheduler's token ledgers into the counters).
-pub fn serve_admin(listener: TcpListener, metrics: Arc<Metrics>, stop: Arc<AtomicBool>, refresh: impl Fn()) {
+pub fn serve_admin(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    stop: Arc<AtomicBool>,
+    refresh: impl Fn(),
+) {
     if let Err(e) = listener.set_nonblocking(true) {
         tracing::error!(error = %e, "admin listener cannot be made nonblocking; admin endpoint disabled");
         return;
@@ -284,7 +318,12 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &impl Fn()) -> std:
         }
         head.extend_from_slice(&chunk[..n]);
         if head.len() > ADMIN_MAX_REQUEST_BYTES {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "text/plain", b"request head too large\n");
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                b"request head too large\n",
+            );
         }
     }
     let line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
@@ -303,12 +342,27 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &impl Fn()) -> std:
             )
         }
         ("GET", "/health") => respond(&mut stream, "200 OK", "text/plain", b"ok\n"),
-        ("GET", _) => respond(&mut stream, "404 Not Found", "text/plain", b"try GET /metrics\n"),
-        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", b"only GET\n"),
+        ("GET", _) => respond(
+            &mut stream,
+            "404 Not Found",
+            "text/plain",
+            b"try GET /metrics\n",
+        ),
+        _ => respond(
+            &mut stream,
+            "405 Method Not Allowed",
+            "text/plain",
+            b"only GET\n",
+        ),
     }
 }
 
-fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &[u8]) -> std::io::Result<()> {
+fn respond(
+    stream: &mut TcpStream,
+    status: &str,
+    content_type: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     let head = format!(
         "HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -335,9 +389,18 @@ mod tests {
         t.read_latency.observe(20e-6);
         m.worker(0).loops.inc();
         let text = m.encode_text();
-        assert!(text.contains("ullstack_tenant_requests_total{tenant=\"alice\",op=\"read\"} 3"), "{text}");
-        assert!(text.contains("ullstack_tenant_latency_seconds_count{tenant=\"alice\",op=\"read\"} 1"), "{text}");
-        assert!(text.contains("ullstack_worker_loop_iterations_total{worker=\"0\"} 1"), "{text}");
+        assert!(
+            text.contains("ullstack_tenant_requests_total{tenant=\"alice\",op=\"read\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ullstack_tenant_latency_seconds_count{tenant=\"alice\",op=\"read\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ullstack_worker_loop_iterations_total{worker=\"0\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -41,7 +41,7 @@ use crate::backend::{Fua, StorageOp};
 use crate::config::TenantClass;
 use crate::sched::{Flow, SchedShare};
 use crate::server::Shared;
-use crate::tenant::{AccessKind, Denied, Payload, TenantId, VolumeId};
+use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
 use crate::worker::{ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// A flow registered on this session.
@@ -104,7 +104,14 @@ fn reply(core: &mut ConnCore, opcode: Opcode, status: Status, cookie: u64, body:
 }
 
 /// Queues an error reply whose body says why.
-fn reply_error(core: &mut ConnCore, opcode: Opcode, status: Status, cookie: u64, code: u32, message: &str) {
+fn reply_error(
+    core: &mut ConnCore,
+    opcode: Opcode,
+    status: Status,
+    cookie: u64,
+    code: u32,
+    message: &str,
+) {
     let mut body = Vec::new();
     wire::ErrorBody { code, message }.encode_into(&mut body);
     reply(core, opcode, status, cookie, &body);
@@ -152,7 +159,8 @@ impl NativeSession {
     /// A header that cannot be trusted: answer if a cookie is known, then close.
     fn fatal(&self, core: &mut ConnCore, e: &wire::WireError) -> Verdict {
         match e.disposition() {
-            proto::Disposition::ReplyThenClose { cookie } | proto::Disposition::ReplyAndContinue { cookie, .. } => {
+            proto::Disposition::ReplyThenClose { cookie }
+            | proto::Disposition::ReplyAndContinue { cookie, .. } => {
                 let opcode = e.opcode().unwrap_or(Opcode::Hello);
                 reply_error(core, opcode, e.status(), cookie, 0, &e.to_string());
                 core.closing = crate::worker::Closing::AfterDrain;
@@ -199,7 +207,11 @@ impl NativeSession {
                 mode,
                 data,
             } => {
-                let fua = if mode == wire::WriteMode::Fua { Fua::Yes } else { Fua::No };
+                let fua = if mode == wire::WriteMode::Fua {
+                    Fua::Yes
+                } else {
+                    Fua::No
+                };
                 Self::data(
                     authed,
                     request.handle,
@@ -249,9 +261,22 @@ impl NativeSession {
         }
     }
 
-    fn hello(&mut self, hello: &wire::HelloBody<'_>, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+    fn hello(
+        &mut self,
+        hello: &wire::HelloBody<'_>,
+        cookie: u64,
+        core: &mut ConnCore,
+        ctx: &mut Ctx<'_>,
+    ) {
         if self.authed.is_some() {
-            reply_error(core, Opcode::Hello, Status::BadRequest, cookie, 0, "session already authenticated");
+            reply_error(
+                core,
+                Opcode::Hello,
+                Status::BadRequest,
+                cookie,
+                0,
+                "session already authenticated",
+            );
             return;
         }
         let Some(tenant_id) = ctx.shared.tenants.authenticate(hello.tenant, hello.secret) else {
@@ -264,8 +289,18 @@ impl NativeSession {
             .volume_by_name(hello.volume)
             .filter(|v| tenant.grant(*v).is_some());
         let Some(volume) = volume else {
-            let message = format!("volume {:?} does not exist or is not granted to this tenant", hello.volume);
-            reply_error(core, Opcode::Hello, Status::NoSuchVolume, cookie, 0, &message);
+            let message = format!(
+                "volume {:?} does not exist or is not granted to this tenant",
+                hello.volume
+            );
+            reply_error(
+                core,
+                Opcode::Hello,
+                Status::NoSuchVolume,
+                cookie,
+                0,
+                &message,
+            );
             return;
         };
         let access = match tenant.grant(volume).map(|g| g.access) {
@@ -291,7 +326,13 @@ impl NativeSession {
         });
     }
 
-    fn register(authed: &mut Authed, body: wire::RegisterBody, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+    fn register(
+        authed: &mut Authed,
+        body: wire::RegisterBody,
+        cookie: u64,
+        core: &mut ConnCore,
+        ctx: &mut Ctx<'_>,
+    ) {
         let tenant = ctx.shared.tenants.get(authed.tenant);
         let (spec, slo_p95_ns) = match body.class {
             wire::TenantClass::LatencyCritical(slo) => {
@@ -316,9 +357,14 @@ impl NativeSession {
                     read_pct: slo.read_pct,
                     request_bytes: u64::from(slo.request_size_bytes),
                 };
-                (qos::TenantSpec::LatencyCritical(lc), slo.p95_read_latency_ns)
+                (
+                    qos::TenantSpec::LatencyCritical(lc),
+                    slo.p95_read_latency_ns,
+                )
             }
-            wire::TenantClass::BestEffort => (qos::TenantSpec::BestEffort(qos::BeSpec::default()), 0),
+            wire::TenantClass::BestEffort => {
+                (qos::TenantSpec::BestEffort(qos::BeSpec::default()), 0)
+            }
         };
         let admitted = ctx.shared.lock_control().register(authed.tenant, spec);
         match admitted {
@@ -337,12 +383,25 @@ impl NativeSession {
             }
             Err(refusal) => {
                 let code = refusal_code(refusal.code()).to_u32();
-                reply_error(core, Opcode::Register, Status::Refused, cookie, code, &refusal.to_string());
+                reply_error(
+                    core,
+                    Opcode::Register,
+                    Status::Refused,
+                    cookie,
+                    code,
+                    &refusal.to_string(),
+                );
             }
         }
     }
 
-    fn unregister(authed: &mut Authed, handle: u32, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+    fn unregister(
+        authed: &mut Authed,
+        handle: u32,
+        cookie: u64,
+        core: &mut ConnCore,
+        ctx: &mut Ctx<'_>,
+    ) {
         let Some(pos) = authed.flows.iter().position(|f| f.handle == handle) else {
             reply(core, Opcode::Unregister, Status::UnknownHandle, cookie, &[]);
             return;
@@ -421,7 +480,11 @@ impl NativeSession {
             match ctx.default_flow(authed.tenant) {
                 Some(f) => (
                     f,
-                    ctx.shared.tenants.get(authed.tenant).slo.map_or(0, |s| s.p95_read_latency_us * 1000),
+                    ctx.shared
+                        .tenants
+                        .get(authed.tenant)
+                        .slo
+                        .map_or(0, |s| s.p95_read_latency_us * 1000),
                 ),
                 None => {
                     reply_error(
@@ -452,13 +515,24 @@ impl NativeSession {
             Payload::Carried
         };
         let max = ctx.shared.config.limits.max_request_bytes.0;
-        if let Err(d) = tenant.check(authed.volume, geometry, kind, offset_bytes, len_bytes, max, payload_kind) {
-            ctx.shared.tenant_metrics[authed.tenant.0 as usize].errors.inc();
+        if let Err(d) = tenant.check(
+            authed.volume,
+            geometry,
+            IoCheck::new(kind, offset_bytes, len_bytes, payload_kind),
+            max,
+        ) {
+            ctx.shared.tenant_metrics[authed.tenant.0 as usize]
+                .errors
+                .inc();
             reply_error(core, opcode, denied_status(d), cookie, 0, &d.to_string());
             return;
         }
         let (buf, accounted, cost_op) = match op {
-            StorageOp::Read { .. } => (Some(ctx.pool.take(len_bytes as usize)), len_bytes, qos::Op::Read),
+            StorageOp::Read { .. } => (
+                Some(ctx.pool.take(len_bytes as usize)),
+                len_bytes,
+                qos::Op::Read,
+            ),
             StorageOp::Write { .. } => {
                 let mut b = ctx.pool.take(len_bytes as usize);
                 b.as_mut_slice().copy_from_slice(write_data.unwrap_or(&[]));
@@ -482,7 +556,12 @@ impl NativeSession {
     }
 
     /// Unregisters the session's flows; their queued requests go to `unsent`.
-    pub fn close(&mut self, shared: &Shared, sched: &mut SchedShare, unsent: &mut Vec<qos::RequestId>) {
+    pub fn close(
+        &mut self,
+        shared: &Shared,
+        sched: &mut SchedShare,
+        unsent: &mut Vec<qos::RequestId>,
+    ) {
         if let Some(authed) = self.authed.take() {
             for f in authed.flows {
                 sched.detach(f.flow, unsent);

@@ -42,7 +42,8 @@
 //! `[[export]] name, volume, tenant, description`; `[limits] max_request_bytes`.
 
 use proto::nbd::handshake::{
-    ExportPurpose, ExportQuery, ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, RefusalKind,
+    ExportPurpose, ExportQuery, ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits,
+    RefusalKind,
 };
 use proto::nbd::transmission::{self as tx, CommandType, SimpleReply};
 use proto::nbd::{BlockSizes, Errno, ExportAccess, ExportInfo, TransmissionFlags};
@@ -52,7 +53,7 @@ use crate::backend::{Fua, StorageOp};
 use crate::config::Access;
 use crate::sched::Flow;
 use crate::server::{RunState, Shared};
-use crate::tenant::{AccessKind, Denied, Payload, TenantId, VolumeId};
+use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
 use crate::worker::{Closing, ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// Preferred block size advertised to clients.
@@ -209,7 +210,12 @@ fn handshake(
                     flags: info.flags,
                     size_bytes: info.size_bytes,
                     flow,
-                    slo_p95_ns: ctx.shared.tenants.get(tenant).slo.map_or(0, |s| s.p95_read_latency_us * 1000),
+                    slo_p95_ns: ctx
+                        .shared
+                        .tenants
+                        .get(tenant)
+                        .slo
+                        .map_or(0, |s| s.p95_read_latency_us * 1000),
                 }));
             }
             Some(HandshakeEvent::Closed(_)) => {
@@ -241,7 +247,11 @@ fn answer(hs: &mut Handshake, query: &ExportQuery, ctx: &mut Ctx<'_>) -> Option<
                 let known: Vec<&str> = ctx.shared.exports.iter().map(|e| e.name.as_str()).collect();
                 Err(ExportRefusal {
                     kind: RefusalKind::Unknown,
-                    message: format!("no export named {:?}; exports: {}", query.name, known.join(", ")),
+                    message: format!(
+                        "no export named {:?}; exports: {}",
+                        query.name,
+                        known.join(", ")
+                    ),
                 })
             }
         }
@@ -253,7 +263,12 @@ fn answer(hs: &mut Handshake, query: &ExportQuery, ctx: &mut Ctx<'_>) -> Option<
 }
 
 /// Decodes transmission requests.
-fn transmission(bound: &mut Bound, input: &mut InBuf, core: &mut ConnCore, ctx: &mut Ctx<'_>) -> Verdict {
+fn transmission(
+    bound: &mut Bound,
+    input: &mut InBuf,
+    core: &mut ConnCore,
+    ctx: &mut Ctx<'_>,
+) -> Verdict {
     let max_payload = ctx.shared.config.limits.max_request_bytes.0 as u32;
     while ctx.can_take(core) {
         let data = input.data();
@@ -273,7 +288,10 @@ fn transmission(bound: &mut Bound, input: &mut InBuf, core: &mut ConnCore, ctx: 
                     core.closing = Closing::AfterDrain;
                     return Verdict::Continue;
                 }
-                proto::Disposition::ReplyAndContinue { cookie, consumed_bytes } => {
+                proto::Disposition::ReplyAndContinue {
+                    cookie,
+                    consumed_bytes,
+                } => {
                     reply_errno(core, cookie, e.errno());
                     input.consume(consumed_bytes);
                     continue;
@@ -302,23 +320,42 @@ fn transmission(bound: &mut Bound, input: &mut InBuf, core: &mut ConnCore, ctx: 
     Verdict::Continue
 }
 
-fn request(bound: &Bound, header: &tx::RequestHeader, payload: &[u8], core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+fn request(
+    bound: &Bound,
+    header: &tx::RequestHeader,
+    payload: &[u8],
+    core: &mut ConnCore,
+    ctx: &mut Ctx<'_>,
+) {
     let cookie = header.cookie;
     let offset_bytes = header.offset_bytes;
     let len_bytes = u64::from(header.length_bytes);
     let fua = if header.fua() { Fua::Yes } else { Fua::No };
     let (kind, op, payload_kind, cost_op) = match header.command {
-        CommandType::Read => (AccessKind::Read, StorageOp::Read { offset_bytes }, Payload::Carried, qos::Op::Read),
+        CommandType::Read => (
+            AccessKind::Read,
+            StorageOp::Read { offset_bytes },
+            Payload::Carried,
+            qos::Op::Read,
+        ),
         CommandType::Write => (
             AccessKind::Write,
             StorageOp::Write { offset_bytes, fua },
             Payload::Carried,
             qos::Op::Write,
         ),
-        CommandType::Flush => (AccessKind::Flush, StorageOp::Flush, Payload::RangeOnly, qos::Op::Flush),
+        CommandType::Flush => (
+            AccessKind::Flush,
+            StorageOp::Flush,
+            Payload::RangeOnly,
+            qos::Op::Flush,
+        ),
         CommandType::Trim => (
             AccessKind::Write,
-            StorageOp::Trim { offset_bytes, len_bytes },
+            StorageOp::Trim {
+                offset_bytes,
+                len_bytes,
+            },
             Payload::RangeOnly,
             qos::Op::Trim,
         ),
@@ -340,13 +377,24 @@ fn request(bound: &Bound, header: &tx::RequestHeader, payload: &[u8], core: &mut
     let tenant = ctx.shared.tenants.get(bound.tenant);
     let geometry = ctx.shared.volume(bound.volume).geometry;
     let max = ctx.shared.config.limits.max_request_bytes.0;
-    if let Err(d) = tenant.check(bound.volume, geometry, kind, offset_bytes, len_bytes, max, payload_kind) {
-        ctx.shared.tenant_metrics[bound.tenant.0 as usize].errors.inc();
+    if let Err(d) = tenant.check(
+        bound.volume,
+        geometry,
+        IoCheck::new(kind, offset_bytes, len_bytes, payload_kind),
+        max,
+    ) {
+        ctx.shared.tenant_metrics[bound.tenant.0 as usize]
+            .errors
+            .inc();
         reply_errno(core, cookie, denied_errno(d));
         return;
     }
     let (buf, accounted, cost_len) = match op {
-        StorageOp::Read { .. } => (Some(ctx.pool.take(len_bytes as usize)), len_bytes, len_bytes),
+        StorageOp::Read { .. } => (
+            Some(ctx.pool.take(len_bytes as usize)),
+            len_bytes,
+            len_bytes,
+        ),
         StorageOp::Write { .. } => {
             let mut b = ctx.pool.take(payload.len());
             b.as_mut_slice().copy_from_slice(payload);

@@ -31,14 +31,18 @@ pub enum Flow {
 
 /// A worker's scheduler.
 pub enum SchedShare {
-    Tokens(qos::Scheduler),
+    Tokens(Box<qos::Scheduler>),
     Fifo(VecDeque<qos::RequestId>),
 }
 
 impl SchedShare {
-    pub fn new(mode: SchedulerMode, shared: qos::SharedBucket, tuning: qos::SchedulerConfig) -> Result<SchedShare, qos::ConfigError> {
+    pub fn new(
+        mode: SchedulerMode,
+        shared: qos::SharedBucket,
+        tuning: qos::SchedulerConfig,
+    ) -> Result<SchedShare, qos::ConfigError> {
         Ok(match mode {
-            SchedulerMode::On => SchedShare::Tokens(qos::Scheduler::new(shared, tuning)?),
+            SchedulerMode::On => SchedShare::Tokens(Box::new(qos::Scheduler::new(shared, tuning)?)),
             SchedulerMode::Off => SchedShare::Fifo(VecDeque::new()),
         })
     }

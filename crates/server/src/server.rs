@@ -66,7 +66,10 @@ pub enum StartError {
     #[error("starting thread {what}: {source}")]
     Thread { what: String, source: io::Error },
     #[error("creating {what}: {source}")]
-    Os { what: &'static str, source: io::Error },
+    Os {
+        what: &'static str,
+        source: io::Error,
+    },
 }
 
 /// A volume as the dataplane sees it.
@@ -112,7 +115,11 @@ pub struct Control {
 
 impl Control {
     /// Admits a flow of config tenant `owner`.
-    pub fn register(&mut self, owner: TenantId, spec: qos::TenantSpec) -> Result<qos::TenantHandle, qos::Refusal> {
+    pub fn register(
+        &mut self,
+        owner: TenantId,
+        spec: qos::TenantSpec,
+    ) -> Result<qos::TenantHandle, qos::Refusal> {
         let handle = self.registry.register(spec)?;
         self.live.insert(handle.id(), (owner, handle.clone()));
         Ok(handle)
@@ -171,7 +178,10 @@ impl Shared {
     }
 
     pub fn volume_by_name(&self, name: &str) -> Option<VolumeId> {
-        self.volumes.iter().position(|v| v.name == name).map(|i| VolumeId(i as u16))
+        self.volumes
+            .iter()
+            .position(|v| v.name == name)
+            .map(|i| VolumeId(i as u16))
     }
 
     pub fn volume(&self, id: VolumeId) -> &VolumeEntry {
@@ -182,11 +192,13 @@ impl Shared {
     /// only export when there is exactly one.
     pub fn export_by_name(&self, name: &str) -> Option<&ExportEntry> {
         if name.is_empty() {
-            return self
-                .exports
-                .iter()
-                .find(|e| e.name == "default")
-                .or(if self.exports.len() == 1 { self.exports.first() } else { None });
+            return self.exports.iter().find(|e| e.name == "default").or(
+                if self.exports.len() == 1 {
+                    self.exports.first()
+                } else {
+                    None
+                },
+            );
         }
         self.exports.iter().find(|e| e.name == name)
     }
@@ -258,7 +270,9 @@ impl ServerHandle {
     }
 
     fn begin_shutdown(&self) {
-        self.shared.state.store(RunState::Draining as u8, Ordering::Release);
+        self.shared
+            .state
+            .store(RunState::Draining as u8, Ordering::Release);
         self.acceptor_wake.signal();
         for inbox in &self.worker_inboxes {
             inbox.wake();
@@ -311,7 +325,8 @@ impl EventFd {
 
 fn bind(what: &'static str, addr: Option<SocketAddr>) -> Result<Option<TcpListener>, StartError> {
     let Some(addr) = addr else { return Ok(None) };
-    let listener = TcpListener::bind(addr).map_err(|source| StartError::Bind { what, addr, source })?;
+    let listener =
+        TcpListener::bind(addr).map_err(|source| StartError::Bind { what, addr, source })?;
     listener
         .set_nonblocking(true)
         .map_err(|source| StartError::Bind { what, addr, source })?;
@@ -342,8 +357,17 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         .map(|e| ExportEntry {
             name: e.name.clone(),
             description: e.description.clone().unwrap_or_default(),
-            volume: VolumeId(config.volumes.iter().position(|v| v.name == e.volume).unwrap_or(0) as u16),
-            tenant: tenants.by_name(&e.tenant).map(|t| t.id).unwrap_or(TenantId(0)),
+            volume: VolumeId(
+                config
+                    .volumes
+                    .iter()
+                    .position(|v| v.name == e.volume)
+                    .unwrap_or(0) as u16,
+            ),
+            tenant: tenants
+                .by_name(&e.tenant)
+                .map(|t| t.id)
+                .unwrap_or(TenantId(0)),
         })
         .collect();
 
@@ -368,10 +392,16 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             (TenantClass::Lc, None) => None,
         };
         let flow = match spec {
-            Some(spec) => Some(control.register(t.id, spec).map_err(|r| StartError::Admission {
-                tenant: t.name.clone(),
-                reason: r.to_string(),
-            })?),
+            Some(spec) => {
+                Some(
+                    control
+                        .register(t.id, spec)
+                        .map_err(|r| StartError::Admission {
+                            tenant: t.name.clone(),
+                            reason: r.to_string(),
+                        })?,
+                )
+            }
             None => None,
         };
         default_flows.push(flow);
@@ -465,7 +495,11 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             })?;
         threads.push(("admin".into(), thread));
     }
-    tracing::info!(?addrs, workers = shared.config.dataplane.workers, "server started");
+    tracing::info!(
+        ?addrs,
+        workers = shared.config.dataplane.workers,
+        "server started"
+    );
     Ok(ServerHandle {
         addrs,
         shared,

@@ -42,5 +42,9 @@ pub fn wait_shutdown_signal() -> io::Result<&'static str> {
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
-    Ok(if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" })
+    Ok(if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    })
 }

@@ -105,17 +105,20 @@ impl Tenant {
         self.grants.iter().find(|g| g.volume == volume)
     }
 
-    /// Decides one request on `volume` of `len_bytes` at `offset_bytes`.
+    /// Decides one request `io` on `volume`.
     pub fn check(
         &self,
         volume: VolumeId,
         geometry: VolumeGeometry,
-        kind: AccessKind,
-        offset_bytes: u64,
-        len_bytes: u64,
+        io: IoCheck,
         max_request_bytes: u64,
-        payload: Payload,
     ) -> Result<(), Denied> {
+        let IoCheck {
+            kind,
+            offset_bytes,
+            len_bytes,
+            payload,
+        } = io;
         let grant = self.grant(volume).ok_or(Denied::NoGrant)?;
         if kind == AccessKind::Flush {
             return Ok(());
@@ -124,15 +127,20 @@ impl Tenant {
             return Err(Denied::TooLarge);
         }
         let block = u64::from(geometry.block_bytes);
-        if offset_bytes % block != 0 || len_bytes % block != 0 || len_bytes == 0 {
+        if !offset_bytes.is_multiple_of(block) || !len_bytes.is_multiple_of(block) || len_bytes == 0
+        {
             return Err(Denied::Misaligned);
         }
-        let end = offset_bytes.checked_add(len_bytes).ok_or(Denied::OutOfRange)?;
+        let end = offset_bytes
+            .checked_add(len_bytes)
+            .ok_or(Denied::OutOfRange)?;
         if end > geometry.size_bytes {
             return Err(Denied::OutOfRange);
         }
         if let Some(ranges) = &grant.byte_ranges {
-            let inside = ranges.iter().any(|&(first, last)| offset_bytes >= first && end <= last);
+            let inside = ranges
+                .iter()
+                .any(|&(first, last)| offset_bytes >= first && end <= last);
             if !inside {
                 return Err(Denied::OutOfRange);
             }
@@ -141,6 +149,26 @@ impl Tenant {
             return Err(Denied::ReadOnly);
         }
         Ok(())
+    }
+}
+
+/// What a request wants, for [`Tenant::check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoCheck {
+    pub kind: AccessKind,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    pub payload: Payload,
+}
+
+impl IoCheck {
+    pub fn new(kind: AccessKind, offset_bytes: u64, len_bytes: u64, payload: Payload) -> IoCheck {
+        IoCheck {
+            kind,
+            offset_bytes,
+            len_bytes,
+            payload,
+        }
     }
 }
 
@@ -294,7 +322,10 @@ acl = [{ volume = "fast", access = "read" }]
     #[test]
     fn secrets_are_checked() {
         let t = setup();
-        assert_eq!(t.authenticate("alice", b"correct horse battery"), Some(TenantId(0)));
+        assert_eq!(
+            t.authenticate("alice", b"correct horse battery"),
+            Some(TenantId(0))
+        );
         assert_eq!(t.authenticate("alice", b"correct horse batterY"), None);
         assert_eq!(t.authenticate("alice", b""), None);
         assert_eq!(t.authenticate("mallory", b"correct horse battery"), None);
@@ -309,15 +340,31 @@ acl = [{ volume = "fast", access = "read" }]
             Some(&[(0, 4096 * 512), (10000 * 512, 10008 * 512)][..])
         );
         let v = VolumeId(0);
-        let w = |off: u64, len: u64| alice.check(v, GEO, AccessKind::Write, off, len, MAX, Payload::Carried);
-        assert_eq!(w(2040 * 512, 4096), Ok(()), "crosses the merged boundary at LBA 2048");
+        let w = |off: u64, len: u64| {
+            alice.check(
+                v,
+                GEO,
+                IoCheck::new(AccessKind::Write, off, len, Payload::Carried),
+                MAX,
+            )
+        };
+        assert_eq!(
+            w(2040 * 512, 4096),
+            Ok(()),
+            "crosses the merged boundary at LBA 2048"
+        );
         assert_eq!(w(4089 * 512, 4096), Err(Denied::OutOfRange));
         assert_eq!(w(100, 4096), Err(Denied::Misaligned));
         assert_eq!(w(10000 * 512, 4096), Ok(()));
         assert_eq!(w(0, 0), Err(Denied::Misaligned));
         assert_eq!(w(u64::MAX - 511, 512), Err(Denied::OutOfRange));
         assert_eq!(
-            alice.check(VolumeId(1), GEO, AccessKind::Read, 0, 512, MAX, Payload::Carried),
+            alice.check(
+                VolumeId(1),
+                GEO,
+                IoCheck::new(AccessKind::Read, 0, 512, Payload::Carried),
+                MAX
+            ),
             Err(Denied::NoGrant)
         );
         assert_eq!(w(0, 64 << 20), Err(Denied::TooLarge));
@@ -328,14 +375,40 @@ acl = [{ volume = "fast", access = "read" }]
         let t = setup();
         let r = t.by_name("reader").unwrap();
         let v = VolumeId(0);
-        assert_eq!(r.check(v, GEO, AccessKind::Read, 4096, 4096, MAX, Payload::Carried), Ok(()));
         assert_eq!(
-            r.check(v, GEO, AccessKind::Write, 4096, 4096, MAX, Payload::Carried),
+            r.check(
+                v,
+                GEO,
+                IoCheck::new(AccessKind::Read, 4096, 4096, Payload::Carried),
+                MAX
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            r.check(
+                v,
+                GEO,
+                IoCheck::new(AccessKind::Write, 4096, 4096, Payload::Carried),
+                MAX
+            ),
             Err(Denied::ReadOnly)
         );
-        assert_eq!(r.check(v, GEO, AccessKind::Flush, 0, 0, MAX, Payload::Carried), Ok(()));
         assert_eq!(
-            r.check(v, GEO, AccessKind::Read, (1 << 30) - 512, 1024, MAX, Payload::Carried),
+            r.check(
+                v,
+                GEO,
+                IoCheck::new(AccessKind::Flush, 0, 0, Payload::Carried),
+                MAX
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            r.check(
+                v,
+                GEO,
+                IoCheck::new(AccessKind::Read, (1 << 30) - 512, 1024, Payload::Carried),
+                MAX
+            ),
             Err(Denied::OutOfRange)
         );
     }
@@ -345,7 +418,12 @@ acl = [{ volume = "fast", access = "read" }]
         let t = setup();
         let r = t.by_name("reader").unwrap();
         assert_eq!(
-            r.check(VolumeId(0), GEO, AccessKind::Read, 0, 512 << 20, MAX, Payload::RangeOnly),
+            r.check(
+                VolumeId(0),
+                GEO,
+                IoCheck::new(AccessKind::Read, 0, 512 << 20, Payload::RangeOnly),
+                MAX
+            ),
             Ok(())
         );
     }

@@ -123,7 +123,10 @@ impl WorkerInbox {
     }
 
     pub fn push(&self, conn: NewConn) {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(conn);
         self.wake.signal();
     }
 
@@ -245,13 +248,7 @@ impl InBuf {
         let spare = self.buf.capacity() - self.buf.len();
         // SAFETY: reads at most `spare` bytes into the vector's spare capacity, then extends
         // the length by exactly what the kernel wrote.
-        let n = unsafe {
-            libc::read(
-                fd,
-                self.buf.as_mut_ptr().add(self.buf.len()).cast(),
-                spare,
-            )
-        };
+        let n = unsafe { libc::read(fd, self.buf.as_mut_ptr().add(self.buf.len()).cast(), spare) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -299,7 +296,11 @@ impl ConnCore {
 
     pub fn push_head(&mut self, head: &[u8]) {
         self.push(OutFrame {
-            head: if head.len() <= 40 { Head::inline(head) } else { Head::Heap(head.to_vec()) },
+            head: if head.len() <= 40 {
+                Head::inline(head)
+            } else {
+                Head::Heap(head.to_vec())
+            },
             payload: None,
         });
     }
@@ -329,8 +330,13 @@ pub struct Req {
 /// How to answer a request.
 #[derive(Debug, Clone, Copy)]
 pub enum ReplyTo {
-    Native { cookie: u64, opcode: proto::wire::Opcode },
-    Nbd { cookie: u64 },
+    Native {
+        cookie: u64,
+        opcode: proto::wire::Opcode,
+    },
+    Nbd {
+        cookie: u64,
+    },
 }
 
 /// What a worker lends a protocol handler while it decodes one connection's input.
@@ -356,7 +362,14 @@ impl Ctx<'_> {
     }
 
     /// Accepts a checked request: records it and queues it in the scheduler.
-    pub fn submit(&mut self, core: &mut ConnCore, flow: Flow, cost_op: qos::Op, cost_len_bytes: u64, req: Req) {
+    pub fn submit(
+        &mut self,
+        core: &mut ConnCore,
+        flow: Flow,
+        cost_op: qos::Op,
+        cost_len_bytes: u64,
+        req: Req,
+    ) {
         core.inflight_reqs += 1;
         core.inflight_bytes += req.accounted_bytes;
         let cost = self.sched.cost_mtok(cost_op, cost_len_bytes);
@@ -451,7 +464,11 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(index: usize, shared: Arc<Shared>, inbox: Arc<WorkerInbox>) -> Result<Worker, StartError> {
+    pub fn new(
+        index: usize,
+        shared: Arc<Shared>,
+        inbox: Arc<WorkerInbox>,
+    ) -> Result<Worker, StartError> {
         // SAFETY: plain syscall; checked.
         let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epfd < 0 {
@@ -511,7 +528,8 @@ impl Worker {
     fn epoll_add(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
         let mut ev = libc::epoll_event { events, u64: token };
         // SAFETY: valid epoll fd, fd and event.
-        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0
+        {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -519,7 +537,8 @@ impl Worker {
 
     /// The loop; returns when the server drained.
     pub fn run(mut self) {
-        let mut events: Vec<libc::epoll_event> = vec![libc::epoll_event { events: 0, u64: 0 }; EPOLL_EVENTS];
+        let mut events: Vec<libc::epoll_event> =
+            vec![libc::epoll_event { events: 0, u64: 0 }; EPOLL_EVENTS];
         let mut last_busy_ns = now_ns();
         let mut next_scan_ns = last_busy_ns + TIMER_SCAN_NS;
         let mut drain_deadline_ns: Option<u64> = None;
@@ -548,7 +567,12 @@ impl Worker {
             };
             // SAFETY: events has EPOLL_EVENTS valid slots.
             let n = unsafe {
-                libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), EPOLL_EVENTS as i32, timeout_ms)
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    EPOLL_EVENTS as i32,
+                    timeout_ms,
+                )
             };
             let n = if n < 0 { 0 } else { n as usize };
             self.metrics.loops.inc();
@@ -573,7 +597,11 @@ impl Worker {
                         if flags & libc::EPOLLOUT as u32 != 0 {
                             self.flush_output(i);
                         }
-                        if flags & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLRDHUP) as u32 != 0 {
+                        if flags
+                            & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR | libc::EPOLLRDHUP)
+                                as u32
+                            != 0
+                        {
                             readable.push(i);
                         }
                     }
@@ -634,8 +662,7 @@ impl Worker {
     }
 
     fn drained(&self) -> bool {
-        self.requests.is_empty()
-            && self.conns.iter().flatten().all(|c| c.core.out.is_empty())
+        self.requests.is_empty() && self.conns.iter().flatten().all(|c| c.core.out.is_empty())
     }
 
     fn adopt(&mut self, now: u64) {
@@ -672,7 +699,8 @@ impl Worker {
                     closing: Closing::Open,
                     epoll_events: 0,
                     last_active_ns: now,
-                    handshake_deadline_ns: (handshake_ms > 0).then(|| now + handshake_ms * 1_000_000),
+                    handshake_deadline_ns: (handshake_ms > 0)
+                        .then(|| now + handshake_ms * 1_000_000),
                 },
                 session,
             };
@@ -695,7 +723,9 @@ impl Worker {
 
     /// One read from a readable connection.
     fn read_conn(&mut self, i: usize, now: u64) {
-        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else { return };
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return;
+        };
         if conn.core.closing != Closing::Open {
             return;
         }
@@ -705,14 +735,18 @@ impl Worker {
                 conn.core.closing = Closing::AfterDrain;
             }
             Ok(_) => conn.core.last_active_ns = now,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => conn.core.closing = Closing::AfterDrain,
         }
     }
 
     /// Decodes what a connection's input holds, within the budget.
     fn decode_conn(&mut self, i: usize, now: u64, budget: &mut usize) {
-        let Some(mut conn) = self.conns.get_mut(i).and_then(|c| c.take()) else { return };
+        let Some(mut conn) = self.conns.get_mut(i).and_then(|c| c.take()) else {
+            return;
+        };
         let mut ctx = Ctx {
             shared: &self.shared,
             sched: &mut self.sched,
@@ -802,7 +836,12 @@ impl Worker {
         };
         let i = req.conn.index as usize;
         let alive = self.generations.get(i) == Some(&req.conn.generation);
-        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()).filter(|_| alive) else {
+        let Some(conn) = self
+            .conns
+            .get_mut(i)
+            .and_then(|c| c.as_mut())
+            .filter(|_| alive)
+        else {
             self.pool.give(c.buf);
             return;
         };
@@ -854,12 +893,19 @@ impl Worker {
     fn flush_pending_output(&mut self) {
         let work = self.take_pending();
         for i in work {
-            let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else { continue };
+            let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
+                continue;
+            };
             if !conn.core.out.is_empty() {
                 self.flush_output(i);
             }
-            let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else { continue };
-            if conn.core.closing == Closing::AfterDrain && conn.core.inflight_reqs == 0 && conn.core.out.is_empty() {
+            let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
+                continue;
+            };
+            if conn.core.closing == Closing::AfterDrain
+                && conn.core.inflight_reqs == 0
+                && conn.core.out.is_empty()
+            {
                 self.close(i);
                 continue;
             }
@@ -878,7 +924,9 @@ impl Worker {
 
     /// Writes as much queued output as the socket takes.
     fn flush_output(&mut self, i: usize) {
-        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else { return };
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return;
+        };
         let core = &mut conn.core;
         let mut failed = false;
         while !core.out.is_empty() {
@@ -957,7 +1005,9 @@ impl Worker {
     fn update_interest(&mut self, i: usize) {
         let limits = &self.shared.config.limits;
         let running = self.shared.state() == RunState::Running;
-        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else { return };
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return;
+        };
         let core = &mut conn.core;
         let mut want = 0u32;
         if core.closing == Closing::Open
@@ -977,7 +1027,12 @@ impl Worker {
             };
             // SAFETY: valid descriptors and event.
             unsafe {
-                libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_MOD, core.stream.as_raw_fd(), &mut ev);
+                libc::epoll_ctl(
+                    self.epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_MOD,
+                    core.stream.as_raw_fd(),
+                    &mut ev,
+                );
             }
             core.epoll_events = want;
         }
@@ -1006,7 +1061,9 @@ impl Worker {
 
     /// Closes a connection now; requests it has at the backend complete into the void.
     fn close(&mut self, i: usize) {
-        let Some(mut conn) = self.conns.get_mut(i).and_then(|c| c.take()) else { return };
+        let Some(mut conn) = self.conns.get_mut(i).and_then(|c| c.take()) else {
+            return;
+        };
         let mut unsent = Vec::new();
         match &mut conn.session {
             Session::Native(s) => s.close(&self.shared, &mut self.sched, &mut unsent),
@@ -1064,7 +1121,12 @@ pub enum Verdict {
 }
 
 /// Queues the reply to a finished request.
-fn push_reply(core: &mut ConnCore, reply: ReplyTo, result: Result<(), StorageError>, payload: Option<IoBuf>) {
+fn push_reply(
+    core: &mut ConnCore,
+    reply: ReplyTo,
+    result: Result<(), StorageError>,
+    payload: Option<IoBuf>,
+) {
     match reply {
         ReplyTo::Native { cookie, opcode } => {
             let status = match result {

@@ -7,7 +7,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use proto::wire::{ErrorBody, RefusalCode, RegisterBody, RegisterReply, RequestHeader, Slo, Status, TenantClass};
+use proto::wire::{
+    ErrorBody, RefusalCode, RegisterBody, RegisterReply, RequestHeader, Slo, Status, TenantClass,
+};
 
 const LC_CONFIG: &str = r#"
 [listen]
@@ -49,14 +51,19 @@ fn lc(p95_us: u64, iops: u64) -> TenantClass {
 fn register_admits_refuses_with_reason_and_unregisters() {
     let s = start(LC_CONFIG);
     let mut c = RawNative::connect(s.addrs.native.unwrap());
-    assert_eq!(register(&mut c, lc(500, 1000)).status, Status::NotAuthenticated);
+    assert_eq!(
+        register(&mut c, lc(500, 1000)).status,
+        Status::NotAuthenticated
+    );
     assert_eq!(c.hello("lc", "lc-secret-1", "vol").status, Status::Ok);
     // An LC tenant without a fixed SLO has no default flow: handle 0 is refused.
     assert_eq!(c.read(0, 4096).status, Status::UnknownHandle);
 
     let r = register(&mut c, lc(500, 100_000));
     assert_eq!(r.status, Status::Ok, "{:?}", ErrorBody::decode(&r.payload));
-    let handle = RegisterReply::decode(&r.payload).expect("register reply").handle;
+    let handle = RegisterReply::decode(&r.payload)
+        .expect("register reply")
+        .handle;
     assert!(handle >= 1);
     let r = c.call(RequestHeader::read(0, handle, 0, 4096), &[]);
     assert_eq!(r.status, Status::Ok);
@@ -73,8 +80,17 @@ fn register_admits_refuses_with_reason_and_unregisters() {
     let r = register(&mut c, lc(500, 10_000_000));
     assert_eq!(r.status, Status::Refused);
     let body = ErrorBody::decode(&r.payload).expect("refusal body");
-    assert_eq!(RefusalCode::from_u32(body.code), RefusalCode::CapacityExceeded, "{}", body.message);
-    assert_eq!(s.shared().lock_control().registered(), 2, "be default flow + one LC flow");
+    assert_eq!(
+        RefusalCode::from_u32(body.code),
+        RefusalCode::CapacityExceeded,
+        "{}",
+        body.message
+    );
+    assert_eq!(
+        s.shared().lock_control().registered(),
+        2,
+        "be default flow + one LC flow"
+    );
 
     let r = c.call(RequestHeader::stats(0, 0), &[]);
     assert_eq!(r.status, Status::Ok);
@@ -83,12 +99,21 @@ fn register_admits_refuses_with_reason_and_unregisters() {
     assert_eq!(stats["flows"][0]["handle"], handle);
     assert_eq!(stats["flows"][0]["class"], "lc");
     // The BE tenant's default flow declares a mixed load, so reads cost a full token.
-    assert_eq!(stats["flows"][0]["spent_mtok"], 1000, "one 4 KiB read in a mixed load");
+    assert_eq!(
+        stats["flows"][0]["spent_mtok"], 1000,
+        "one 4 KiB read in a mixed load"
+    );
 
     let r = c.call(RequestHeader::unregister(0, handle), &[]);
     assert_eq!(r.status, Status::Ok);
-    assert_eq!(c.call(RequestHeader::read(0, handle, 0, 4096), &[]).status, Status::UnknownHandle);
-    assert_eq!(c.call(RequestHeader::unregister(0, handle), &[]).status, Status::UnknownHandle);
+    assert_eq!(
+        c.call(RequestHeader::read(0, handle, 0, 4096), &[]).status,
+        Status::UnknownHandle
+    );
+    assert_eq!(
+        c.call(RequestHeader::unregister(0, handle), &[]).status,
+        Status::UnknownHandle
+    );
     assert_eq!(s.shared().lock_control().registered(), 1);
 
     // A best-effort tenant may not claim an SLO; its default flow just works.
@@ -109,7 +134,11 @@ fn register_admits_refuses_with_reason_and_unregisters() {
     while s.shared().lock_control().registered() != 1 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(s.shared().lock_control().registered(), 1, "flows of a closed connection are released");
+    assert_eq!(
+        s.shared().lock_control().registered(),
+        1,
+        "flows of a closed connection are released"
+    );
 }
 
 #[test]
@@ -153,19 +182,33 @@ acl = [{ volume = "vol", access = "read-write" }]
     let stopper = std::thread::spawn(move || s.shutdown());
     let mut answered = Vec::new();
     while let Some(r) = c.recv() {
-        assert_eq!(r.status, Status::Ok, "drained write {} answered OK", r.cookie);
+        assert_eq!(
+            r.status,
+            Status::Ok,
+            "drained write {} answered OK",
+            r.cookie
+        );
         answered.push(r.cookie);
     }
     stopper.join().expect("shutdown thread");
     answered.sort_unstable();
-    assert_eq!(answered, cookies, "every request read before shutdown was answered, then the connection closed");
-    assert!(started.elapsed() < Duration::from_secs(10), "drain is bounded");
+    assert_eq!(
+        answered, cookies,
+        "every request read before shutdown was answered, then the connection closed"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "drain is bounded"
+    );
 }
 
 #[test]
 fn one_worker_keeps_serving_1000_tenants_and_5000_connections() {
     // Each connection costs two descriptors here (client and server side).
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: valid out-pointer.
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
     let want = 2 * 5000 + 200;
@@ -190,7 +233,11 @@ fn one_worker_keeps_serving_1000_tenants_and_5000_connections() {
         ));
     }
     let s = start(&config);
-    assert_eq!(s.shared().lock_control().registered(), 1000, "every tenant's flow is admitted");
+    assert_eq!(
+        s.shared().lock_control().registered(),
+        1000,
+        "every tenant's flow is admitted"
+    );
     let addr = s.addrs.native.unwrap();
     let started = Instant::now();
     let mut conns = Vec::with_capacity(5000);
@@ -200,20 +247,36 @@ fn one_worker_keeps_serving_1000_tenants_and_5000_connections() {
         let r = c.hello(&format!("t{t}"), &format!("secret-{t:04}"), "vol");
         assert_eq!(r.status, Status::Ok, "HELLO on connection {i}");
         conns.push((t, c));
-        assert!(started.elapsed() < Duration::from_secs(120), "opening 5,000 connections took too long");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "opening 5,000 connections took too long"
+        );
     }
     // Every 25th connection writes into its tenant's range and reads it back; one tenant
     // trying another's range is refused.
     for (i, (t, c)) in conns.iter_mut().enumerate().step_by(25) {
         let off = (*t as u64 * 2048 + (i as u64 / 1000) * 8) * 512;
         let data = pattern(off, 4096, i as u8);
-        assert_eq!(c.write(off, &data).status, Status::Ok, "write on connection {i}");
+        assert_eq!(
+            c.write(off, &data).status,
+            Status::Ok,
+            "write on connection {i}"
+        );
         let r = c.read(off, 4096);
         assert_eq!(r.status, Status::Ok);
         assert!(r.payload == data, "read back on connection {i}");
     }
     let (t, c) = &mut conns[0];
     assert_eq!(*t, 0);
-    assert_eq!(c.read(2048 * 512, 4096).status, Status::OutOfRange, "tenant t0 cannot read t1's range");
-    assert_eq!(s.shared().open_connections.load(std::sync::atomic::Ordering::Acquire), 5000);
+    assert_eq!(
+        c.read(2048 * 512, 4096).status,
+        Status::OutOfRange,
+        "tenant t0 cannot read t1's range"
+    );
+    assert_eq!(
+        s.shared()
+            .open_connections
+            .load(std::sync::atomic::Ordering::Acquire),
+        5000
+    );
 }

@@ -45,11 +45,21 @@ fn fio_verify(backend: &str, test: &str) {
     let written = job["write"]["io_bytes"].as_u64().unwrap_or(0);
     let read = job["read"]["io_bytes"].as_u64().unwrap_or(0);
     assert_eq!(written, 32 << 20, "fio wrote the whole 32 MiB");
-    assert_eq!(read, 32 << 20, "fio read back and verified the whole 32 MiB");
+    assert_eq!(
+        read,
+        32 << 20,
+        "fio read back and verified the whole 32 MiB"
+    );
     // The same I/O shows up in the per-tenant metrics.
     let metrics = scrape(s.addrs.admin.unwrap());
-    let writes = metric(&metrics, "ullstack_tenant_requests_total{tenant=\"alice\",op=\"write\"}");
-    assert_eq!(writes, 8192, "8192 4 KiB writes counted for alice:\n{metrics}");
+    let writes = metric(
+        &metrics,
+        "ullstack_tenant_requests_total{tenant=\"alice\",op=\"write\"}",
+    );
+    assert_eq!(
+        writes, 8192,
+        "8192 4 KiB writes counted for alice:\n{metrics}"
+    );
 }
 
 #[test]
@@ -60,12 +70,17 @@ fn fio_nbd_verify_crc32c_memory() {
 #[test]
 fn fio_nbd_verify_crc32c_file() {
     let file = TempFile::new("fio");
-    fio_verify(&file_backend(&file.0, "64MiB"), "fio_nbd_verify_crc32c_file");
+    fio_verify(
+        &file_backend(&file.0, "64MiB"),
+        "fio_nbd_verify_crc32c_file",
+    );
 }
 
 #[test]
 fn nbdinfo_reports_size_and_truthful_flags() {
-    let Some(nbdinfo) = tool("nbdinfo", "nbdinfo_reports_size_and_truthful_flags") else { return };
+    let Some(nbdinfo) = tool("nbdinfo", "nbdinfo_reports_size_and_truthful_flags") else {
+        return;
+    };
     let s = start(&standard_config(&memory_backend("96MiB"), "on"));
     let addr = s.addrs.nbd.unwrap();
     let (ok, text) = run(Command::new(&nbdinfo).args(["--json", &format!("nbd://{addr}/default")]));
@@ -78,7 +93,10 @@ fn nbdinfo_reports_size_and_truthful_flags() {
     assert_eq!(e["can_fua"], true);
     assert_eq!(e["can_trim"], true);
     assert_eq!(e["can_zero"], true);
-    assert_eq!(e["can_multi_conn"], true, "memory: a flush on one connection covers all");
+    assert_eq!(
+        e["can_multi_conn"], true,
+        "memory: a flush on one connection covers all"
+    );
     assert_eq!(e["can_df"], false, "no structured replies, so no DF");
     assert_eq!(e["block_size_minimum"], 512);
     assert_eq!(e["block_size_preferred"], 4096);
@@ -88,18 +106,27 @@ fn nbdinfo_reports_size_and_truthful_flags() {
     assert!(ok, "nbdinfo ro failed: {text}");
     let v: serde_json::Value = serde_json::from_str(&text).expect("nbdinfo JSON");
     let e = &v["exports"][0];
-    assert_eq!(e["is_read_only"], true, "tenant `reader` only has read rights");
+    assert_eq!(
+        e["is_read_only"], true,
+        "tenant `reader` only has read rights"
+    );
     assert_eq!(e["can_trim"], false);
     assert_eq!(e["can_fua"], false);
 
-    let (ok, text) = run(Command::new(&nbdinfo).args(["--list", "--json", &format!("nbd://{addr}")]));
+    let (ok, text) =
+        run(Command::new(&nbdinfo).args(["--list", "--json", &format!("nbd://{addr}")]));
     assert!(ok, "nbdinfo --list failed: {text}");
-    assert!(text.contains("\"default\"") && text.contains("\"ro\""), "both exports listed: {text}");
+    assert!(
+        text.contains("\"default\"") && text.contains("\"ro\""),
+        "both exports listed: {text}"
+    );
 }
 
 #[test]
 fn qemu_io_writes_with_fua_and_reads_back() {
-    let Some(qemu_io) = tool("qemu-io", "qemu_io_writes_with_fua_and_reads_back") else { return };
+    let Some(qemu_io) = tool("qemu-io", "qemu_io_writes_with_fua_and_reads_back") else {
+        return;
+    };
     let s = start(&standard_config(&memory_backend("16MiB"), "on"));
     let uri = format!("nbd://{}/default", s.addrs.nbd.unwrap());
     let (ok, text) = run(Command::new(&qemu_io).args([
@@ -117,7 +144,10 @@ fn qemu_io_writes_with_fua_and_reads_back() {
         "flush",
         &uri,
     ]));
-    assert!(ok && !text.contains("Pattern verification failed"), "qemu-io: {text}");
+    assert!(
+        ok && !text.contains("Pattern verification failed"),
+        "qemu-io: {text}"
+    );
     let mut nbd = RawNbd::connect(s.addrs.nbd.unwrap(), "default").expect("nbd");
     assert_eq!(nbd.read(2 << 20, 4096).expect("read"), vec![0xcd; 4096]);
 }
@@ -125,7 +155,8 @@ fn qemu_io_writes_with_fua_and_reads_back() {
 fn scrape(addr: std::net::SocketAddr) -> String {
     let mut s = std::net::TcpStream::connect(addr).expect("admin connect");
     s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").expect("admin request");
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .expect("admin request");
     let mut text = String::new();
     s.read_to_string(&mut text).expect("admin response");
     assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
@@ -144,27 +175,80 @@ fn metric(text: &str, name: &str) -> u64 {
 fn admin_metrics_count_tenant_io_tokens_and_worker_loops() {
     let s = start(&standard_config(&memory_backend("16MiB"), "on"));
     let mut c = RawNative::connect(s.addrs.native.unwrap());
-    assert_eq!(c.hello("alice", "alice-secret", "vol").status, proto::wire::Status::Ok);
+    assert_eq!(
+        c.hello("alice", "alice-secret", "vol").status,
+        proto::wire::Status::Ok
+    );
     for i in 0..10u64 {
-        assert_eq!(c.write(i * 4096, &[1u8; 4096]).status, proto::wire::Status::Ok);
+        assert_eq!(
+            c.write(i * 4096, &[1u8; 4096]).status,
+            proto::wire::Status::Ok
+        );
     }
     for i in 0..5u64 {
         assert_eq!(c.read(i * 4096, 8192).status, proto::wire::Status::Ok);
     }
     assert_eq!(c.read(1, 4096).status, proto::wire::Status::Misaligned);
     let text = scrape(s.addrs.admin.unwrap());
-    assert_eq!(metric(&text, "ullstack_tenant_requests_total{tenant=\"alice\",op=\"write\"}"), 10);
-    assert_eq!(metric(&text, "ullstack_tenant_requests_total{tenant=\"alice\",op=\"read\"}"), 5);
-    assert_eq!(metric(&text, "ullstack_tenant_bytes_total{tenant=\"alice\",op=\"read\"}"), 5 * 8192);
-    assert_eq!(metric(&text, "ullstack_tenant_errors_total{tenant=\"alice\"}"), 1);
-    assert_eq!(metric(&text, "ullstack_tenant_latency_seconds_count{tenant=\"alice\",op=\"read\"}"), 5);
+    assert_eq!(
+        metric(
+            &text,
+            "ullstack_tenant_requests_total{tenant=\"alice\",op=\"write\"}"
+        ),
+        10
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "ullstack_tenant_requests_total{tenant=\"alice\",op=\"read\"}"
+        ),
+        5
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "ullstack_tenant_bytes_total{tenant=\"alice\",op=\"read\"}"
+        ),
+        5 * 8192
+    );
+    assert_eq!(
+        metric(&text, "ullstack_tenant_errors_total{tenant=\"alice\"}"),
+        1
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "ullstack_tenant_latency_seconds_count{tenant=\"alice\",op=\"read\"}"
+        ),
+        5
+    );
     // Reflex-a prices: a 4 KiB write 10 tokens, an 8 KiB read 2 tokens (mixed load).
-    let spent = metric(&text, "ullstack_tenant_tokens_spent_mtok_total{tenant=\"alice\"}");
-    assert_eq!(spent, 10 * 10_000 + 5 * 2_000, "tokens spent by alice (mtok)");
-    assert!(metric(&text, "ullstack_tenant_tokens_earned_mtok_total{tenant=\"alice\"}") > 0);
+    let spent = metric(
+        &text,
+        "ullstack_tenant_tokens_spent_mtok_total{tenant=\"alice\"}",
+    );
+    assert_eq!(
+        spent,
+        10 * 10_000 + 5 * 2_000,
+        "tokens spent by alice (mtok)"
+    );
+    assert!(
+        metric(
+            &text,
+            "ullstack_tenant_tokens_earned_mtok_total{tenant=\"alice\"}"
+        ) > 0
+    );
     let loops: u64 = (0..2)
-        .map(|w| metric(&text, &format!("ullstack_worker_loop_iterations_total{{worker=\"{w}\"}}")))
+        .map(|w| {
+            metric(
+                &text,
+                &format!("ullstack_worker_loop_iterations_total{{worker=\"{w}\"}}"),
+            )
+        })
         .sum();
     assert!(loops > 0, "worker loops counted:\n{text}");
-    assert!(text.contains("ullstack_worker_batch_requests_bucket"), "batch histogram exported");
+    assert!(
+        text.contains("ullstack_worker_batch_requests_bucket"),
+        "batch histogram exported"
+    );
 }

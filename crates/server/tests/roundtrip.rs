@@ -28,18 +28,31 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Blocks written by the client library: offsets and sizes from 1 KiB to 1 MiB.
-const BLOCKS: [(u64, usize); 5] = [(0, 4096), (8192, 1024), (1 << 20, 1 << 20), (3 << 20, 65536), (VOLUME_BYTES - 4096, 4096)];
+const BLOCKS: [(u64, usize); 5] = [
+    (0, 4096),
+    (8192, 1024),
+    (1 << 20, 1 << 20),
+    (3 << 20, 65536),
+    (VOLUME_BYTES - 4096, 4096),
+];
 
 fn native_then_nbd(server: &server::ServerHandle, seed: u8) {
     let rt = runtime();
     rt.block_on(async {
-        let c = Client::connect(server.addrs.native.unwrap(), &alice()).await.expect("connect");
+        let c = Client::connect(server.addrs.native.unwrap(), &alice())
+            .await
+            .expect("connect");
         // Pipelined: all writes in flight at once, replies in any order.
         let writes = BLOCKS.iter().map(|&(off, len)| {
             let c = c.clone();
             async move {
-                let mode = if off == 0 { WriteMode::Fua } else { WriteMode::WriteBack };
-                c.write(TenantHandle::DEFAULT, off, &pattern(off, len, seed), mode).await
+                let mode = if off == 0 {
+                    WriteMode::Fua
+                } else {
+                    WriteMode::WriteBack
+                };
+                c.write(TenantHandle::DEFAULT, off, &pattern(off, len, seed), mode)
+                    .await
             }
         });
         for r in futures_join(writes).await {
@@ -51,7 +64,10 @@ fn native_then_nbd(server: &server::ServerHandle, seed: u8) {
     assert_eq!(nbd.size_bytes, VOLUME_BYTES);
     for &(off, len) in &BLOCKS {
         let data = nbd.read(off, len as u32).expect("nbd read");
-        assert!(data == pattern(off, len, seed), "NBD read of {len} B at {off} differs from the native write");
+        assert!(
+            data == pattern(off, len, seed),
+            "NBD read of {len} B at {off} differs from the native write"
+        );
     }
     nbd.disconnect();
 }
@@ -59,16 +75,28 @@ fn native_then_nbd(server: &server::ServerHandle, seed: u8) {
 fn nbd_then_native(server: &server::ServerHandle, seed: u8) {
     let mut nbd = RawNbd::connect(server.addrs.nbd.unwrap(), "default").expect("nbd");
     for &(off, len) in &BLOCKS {
-        assert_eq!(nbd.write(off, &pattern(off, len, seed), off == 0), 0, "nbd write at {off}");
+        assert_eq!(
+            nbd.write(off, &pattern(off, len, seed), off == 0),
+            0,
+            "nbd write at {off}"
+        );
     }
     assert_eq!(nbd.flush(), 0);
     nbd.disconnect();
     let rt = runtime();
     rt.block_on(async {
-        let c = Client::connect(server.addrs.native.unwrap(), &alice()).await.expect("connect");
+        let c = Client::connect(server.addrs.native.unwrap(), &alice())
+            .await
+            .expect("connect");
         for &(off, len) in &BLOCKS {
-            let data = c.read(TenantHandle::DEFAULT, off, len as u32).await.expect("read");
-            assert!(data == pattern(off, len, seed), "native read of {len} B at {off} differs from the NBD write");
+            let data = c
+                .read(TenantHandle::DEFAULT, off, len as u32)
+                .await
+                .expect("read");
+            assert!(
+                data == pattern(off, len, seed),
+                "native read of {len} B at {off} differs from the NBD write"
+            );
         }
     });
 }
@@ -129,35 +157,52 @@ fn file_backend_roundtrips_both_ways_and_persists() {
     let bytes = std::fs::read(&file.0).expect("backing file");
     assert_eq!(bytes.len() as u64, VOLUME_BYTES);
     for &(off, len) in &BLOCKS {
-        assert!(bytes[off as usize..off as usize + len] == pattern(off, len, 0x44)[..], "file content at {off}");
+        assert!(
+            bytes[off as usize..off as usize + len] == pattern(off, len, 0x44)[..],
+            "file content at {off}"
+        );
     }
     // And a restarted server serves them.
     let s = start(&standard_config(&file_backend(&file.0, "8MiB"), "off"));
     let mut nbd = RawNbd::connect(s.addrs.nbd.unwrap(), "default").expect("nbd");
-    assert_eq!(nbd.read(1 << 20, 4096).expect("read"), pattern(1 << 20, 4096, 0x44)[..4096].to_vec());
+    assert_eq!(
+        nbd.read(1 << 20, 4096).expect("read"),
+        pattern(1 << 20, 4096, 0x44)[..4096].to_vec()
+    );
 }
 
 #[test]
 fn nbdcopy_reads_what_the_client_library_wrote() {
-    let Some(nbdcopy) = tool("nbdcopy", "nbdcopy_reads_what_the_client_library_wrote") else { return };
+    let Some(nbdcopy) = tool("nbdcopy", "nbdcopy_reads_what_the_client_library_wrote") else {
+        return;
+    };
     let s = start(&standard_config(&memory_backend("8MiB"), "on"));
     native_then_nbd(&s, 0x55);
     let out = TempFile::new("nbdcopy-out");
     let uri = format!("nbd://{}/default", s.addrs.nbd.unwrap());
     // nbdcopy opens several connections (multi-conn is advertised) and requests up to 32 MiB.
     let status = Command::new(&nbdcopy)
-        .args([uri.as_str(), out.0.to_str().unwrap_or_default(), "--request-size=33554432"])
+        .args([
+            uri.as_str(),
+            out.0.to_str().unwrap_or_default(),
+            "--request-size=33554432",
+        ])
         .status()
         .expect("run nbdcopy");
     assert!(status.success(), "nbdcopy failed: {status}");
     let bytes = std::fs::read(&out.0).expect("copy");
     assert_eq!(bytes.len() as u64, VOLUME_BYTES);
     for &(off, len) in &BLOCKS {
-        assert!(bytes[off as usize..off as usize + len] == pattern(off, len, 0x55)[..], "nbdcopy data at {off}");
+        assert!(
+            bytes[off as usize..off as usize + len] == pattern(off, len, 0x55)[..],
+            "nbdcopy data at {off}"
+        );
     }
     // And back: nbdcopy writes a file into the export, the client library reads it.
     let input = TempFile::new("nbdcopy-in");
-    let data: Vec<u8> = (0..VOLUME_BYTES as usize).map(|i| (i % 251) as u8).collect();
+    let data: Vec<u8> = (0..VOLUME_BYTES as usize)
+        .map(|i| (i % 251) as u8)
+        .collect();
     std::fs::write(&input.0, &data).expect("input file");
     let status = Command::new(&nbdcopy)
         .args([input.0.to_str().unwrap_or_default(), uri.as_str()])
@@ -165,8 +210,16 @@ fn nbdcopy_reads_what_the_client_library_wrote() {
         .expect("run nbdcopy");
     assert!(status.success(), "nbdcopy upload failed: {status}");
     runtime().block_on(async {
-        let c = Client::connect(s.addrs.native.unwrap(), &alice()).await.expect("connect");
-        let got = c.read(TenantHandle::DEFAULT, 3 << 20, 1 << 20).await.expect("read");
-        assert!(got[..] == data[3 << 20..4 << 20], "client library reads nbdcopy's upload");
+        let c = Client::connect(s.addrs.native.unwrap(), &alice())
+            .await
+            .expect("connect");
+        let got = c
+            .read(TenantHandle::DEFAULT, 3 << 20, 1 << 20)
+            .await
+            .expect("read");
+        assert!(
+            got[..] == data[3 << 20..4 << 20],
+            "client library reads nbdcopy's upload"
+        );
     });
 }

@@ -42,7 +42,9 @@ use std::sync::Arc;
 
 use io_uring::{opcode, types, IoUring};
 
-use super::{Backend, BackendError, Caps, Completion, Fua, StorageError, StorageOp, Submitted, Volume};
+use super::{
+    Backend, BackendError, Caps, Completion, Fua, StorageError, StorageOp, Submitted, Volume,
+};
 use crate::buf::IoBuf;
 use crate::config::DirectIo;
 
@@ -90,7 +92,10 @@ impl FileVolume {
             Some(want) if is_block_device && want > current_bytes => {
                 return Err(BackendError::Invalid {
                     volume: name.into(),
-                    what: format!("size {want} bytes exceeds block device {} of {current_bytes} bytes", path.display()),
+                    what: format!(
+                        "size {want} bytes exceeds block device {} of {current_bytes} bytes",
+                        path.display()
+                    ),
                 })
             }
             Some(want) => {
@@ -105,7 +110,10 @@ impl FileVolume {
         if size_bytes == 0 {
             return Err(BackendError::Invalid {
                 volume: name.into(),
-                what: format!("{} is empty; give `size` to create or extend it", path.display()),
+                what: format!(
+                    "{} is empty; give `size` to create or extend it",
+                    path.display()
+                ),
             });
         }
         let direct = match direct {
@@ -116,7 +124,10 @@ impl FileVolume {
                 None => {
                     return Err(BackendError::Invalid {
                         volume: name.into(),
-                        what: format!("direct = \"on\" but {} does not support O_DIRECT", path.display()),
+                        what: format!(
+                            "direct = \"on\" but {} does not support O_DIRECT",
+                            path.display()
+                        ),
                     })
                 }
             },
@@ -162,7 +173,15 @@ fn dio_align_bytes(path: &Path) -> Option<u64> {
     // SAFETY: zeroed statx is a valid out-parameter.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: cpath is a valid C string, stx a valid out-parameter.
-    let rc = unsafe { libc::statx(libc::AT_FDCWD, cpath.as_ptr(), 0, libc::STATX_DIOALIGN, &mut stx) };
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            cpath.as_ptr(),
+            0,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
     if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
         return None;
     }
@@ -254,7 +273,12 @@ pub struct FileBackend {
 impl FileBackend {
     fn fd_for(volume: &FileVolume, offset_bytes: u64, len_bytes: usize) -> RawFd {
         match &volume.direct {
-            Some((file, align)) if offset_bytes % align == 0 && (len_bytes as u64) % align == 0 => file.as_raw_fd(),
+            Some((file, align))
+                if offset_bytes.is_multiple_of(*align)
+                    && (len_bytes as u64).is_multiple_of(*align) =>
+            {
+                file.as_raw_fd()
+            }
             _ => volume.buffered.as_raw_fd(),
         }
     }
@@ -274,7 +298,9 @@ impl FileBackend {
                 };
                 // SAFETY of the pointer: the buffer lives in the slot until the CQE is reaped.
                 let ptr = unsafe { slot.buf.as_mut_ptr().add(slot.done_bytes) };
-                opcode::Read::new(types::Fd(fd), ptr, rest as u32).offset(at).build()
+                opcode::Read::new(types::Fd(fd), ptr, rest as u32)
+                    .offset(at)
+                    .build()
             }
             StorageOp::Write { offset_bytes, fua } => {
                 let at = offset_bytes + slot.done_bytes as u64;
@@ -295,13 +321,18 @@ impl FileBackend {
             StorageOp::Flush => opcode::Fsync::new(types::Fd(volume.buffered.as_raw_fd()))
                 .flags(types::FsyncFlags::DATASYNC)
                 .build(),
-            StorageOp::Trim { offset_bytes, len_bytes } => {
-                opcode::Fallocate::new(types::Fd(volume.buffered.as_raw_fd()), len_bytes)
-                    .offset(offset_bytes)
-                    .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
-                    .build()
-            }
-            StorageOp::WriteZeroes { offset_bytes, len_bytes, .. } => {
+            StorageOp::Trim {
+                offset_bytes,
+                len_bytes,
+            } => opcode::Fallocate::new(types::Fd(volume.buffered.as_raw_fd()), len_bytes)
+                .offset(offset_bytes)
+                .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
+                .build(),
+            StorageOp::WriteZeroes {
+                offset_bytes,
+                len_bytes,
+                ..
+            } => {
                 let mode = if slot.zero_fallback {
                     libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
                 } else {
@@ -319,7 +350,9 @@ impl FileBackend {
     /// Moves waiting operations into the submission queue while there is room.
     fn fill_ring(&mut self) {
         while self.in_kernel < RING_ENTRIES as usize {
-            let Some(&index) = self.waiting.front() else { break };
+            let Some(&index) = self.waiting.front() else {
+                break;
+            };
             let entry = self.build_sqe(index);
             // SAFETY: the entry's buffer pointer stays valid until its CQE (slot owns it).
             let pushed = unsafe { self.ring.submission().push(&entry).is_ok() };
@@ -337,7 +370,12 @@ impl FileBackend {
         }
     }
 
-    fn finish(&mut self, index: usize, result: Result<(), StorageError>, out: &mut Vec<Completion>) {
+    fn finish(
+        &mut self,
+        index: usize,
+        result: Result<(), StorageError>,
+        out: &mut Vec<Completion>,
+    ) {
         let slot = self.slots[index].take().expect("completed slot exists");
         self.free_slots.push(index);
         out.push(Completion {
@@ -379,7 +417,11 @@ impl FileBackend {
                 }
             }
             StorageOp::Flush => {
-                let r = if res < 0 { Err(StorageError::from_errno(-res)) } else { Ok(()) };
+                let r = if res < 0 {
+                    Err(StorageError::from_errno(-res))
+                } else {
+                    Ok(())
+                };
                 self.finish(index, r, out);
             }
             StorageOp::Trim { .. } => {
@@ -494,7 +536,8 @@ mod tests {
     #[test]
     fn write_read_flush_trim_roundtrip() {
         let path = temp_path("rt");
-        let vol = Arc::new(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Auto, 512).unwrap());
+        let vol =
+            Arc::new(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Auto, 512).unwrap());
         assert_eq!(vol.size_bytes(), 1 << 20);
         let mut be = vol.clone().attach().unwrap();
         let mut pool = BufPool::new();
@@ -505,10 +548,25 @@ mod tests {
                 *b = (i as u64 * 31 + offset) as u8;
             }
             let expect = w.as_slice().to_vec();
-            let c = run(&mut *be, 1, StorageOp::Write { offset_bytes: offset, fua: Fua::Yes }, w);
+            let c = run(
+                &mut *be,
+                1,
+                StorageOp::Write {
+                    offset_bytes: offset,
+                    fua: Fua::Yes,
+                },
+                w,
+            );
             assert_eq!(c.result, Ok(()));
             let r = pool.take(len);
-            let c = run(&mut *be, 2, StorageOp::Read { offset_bytes: offset }, r);
+            let c = run(
+                &mut *be,
+                2,
+                StorageOp::Read {
+                    offset_bytes: offset,
+                },
+                r,
+            );
             assert_eq!(c.tag, 2);
             assert_eq!(c.result, Ok(()));
             assert_eq!(c.buf.as_slice(), &expect[..], "offset {offset} len {len}");
@@ -526,8 +584,16 @@ mod tests {
             IoBuf::empty(),
         );
         assert_eq!(c.result, Ok(()));
-        let c = run(&mut *be, 5, StorageOp::Read { offset_bytes: 8192 }, pool.take(4096));
-        assert!(c.buf.as_slice().iter().all(|&b| b == 0), "write-zeroes range reads zeros");
+        let c = run(
+            &mut *be,
+            5,
+            StorageOp::Read { offset_bytes: 8192 },
+            pool.take(4096),
+        );
+        assert!(
+            c.buf.as_slice().iter().all(|&b| b == 0),
+            "write-zeroes range reads zeros"
+        );
         let c = run(
             &mut *be,
             6,
@@ -546,7 +612,8 @@ mod tests {
     #[test]
     fn many_in_flight_beyond_ring_size_complete() {
         let path = temp_path("many");
-        let vol = Arc::new(FileVolume::open("t", &path, Some(4 << 20), DirectIo::Auto, 512).unwrap());
+        let vol =
+            Arc::new(FileVolume::open("t", &path, Some(4 << 20), DirectIo::Auto, 512).unwrap());
         let mut be = vol.attach().unwrap();
         let mut pool = BufPool::new();
         let n = RING_ENTRIES as u64 * 3;
@@ -554,7 +621,14 @@ mod tests {
             let mut w = pool.take(4096);
             w.as_mut_slice().fill(i as u8);
             assert!(matches!(
-                be.submit(i, StorageOp::Write { offset_bytes: i * 4096, fua: Fua::No }, w),
+                be.submit(
+                    i,
+                    StorageOp::Write {
+                        offset_bytes: i * 4096,
+                        fua: Fua::No
+                    },
+                    w
+                ),
                 Submitted::Pending
             ));
         }
@@ -571,16 +645,26 @@ mod tests {
         assert!(out.iter().all(|c| c.result.is_ok()));
         let mut tags: Vec<u64> = out.iter().map(|c| c.tag).collect();
         tags.sort_unstable();
-        assert_eq!(tags, (0..n).collect::<Vec<_>>(), "every op completes exactly once");
+        assert_eq!(
+            tags,
+            (0..n).collect::<Vec<_>>(),
+            "every op completes exactly once"
+        );
         let _ = std::fs::remove_file(&path);
     }
 
     #[test]
     fn missing_file_without_size_names_path() {
-        let err = FileVolume::open("v", Path::new("/nonexistent/dir/x.img"), None, DirectIo::Auto, 512)
-            .err()
-            .expect("must fail")
-            .to_string();
+        let err = FileVolume::open(
+            "v",
+            Path::new("/nonexistent/dir/x.img"),
+            None,
+            DirectIo::Auto,
+            512,
+        )
+        .err()
+        .expect("must fail")
+        .to_string();
         assert!(err.contains("/nonexistent/dir/x.img"), "{err}");
     }
 }

@@ -155,9 +155,15 @@ impl MemoryVolume {
             StorageOp::Read { offset_bytes } => self.read(offset_bytes, buf.as_mut_slice()),
             StorageOp::Write { offset_bytes, .. } => self.write(offset_bytes, buf.as_slice()),
             StorageOp::Flush => Ok(()),
-            StorageOp::Trim { offset_bytes, len_bytes } | StorageOp::WriteZeroes { offset_bytes, len_bytes, .. } => {
-                self.zero(offset_bytes, len_bytes)
+            StorageOp::Trim {
+                offset_bytes,
+                len_bytes,
             }
+            | StorageOp::WriteZeroes {
+                offset_bytes,
+                len_bytes,
+                ..
+            } => self.zero(offset_bytes, len_bytes),
         }
     }
 }
@@ -226,7 +232,11 @@ mod tests {
         let mut out = vec![0u8; data.len()];
         v.read(CHUNK_BYTES as u64 - 100, &mut out).unwrap();
         assert_eq!(out, data);
-        assert_eq!(v.allocated_bytes(), 5 * CHUNK_BYTES as u64, "touches chunks 0..=4");
+        assert_eq!(
+            v.allocated_bytes(),
+            5 * CHUNK_BYTES as u64,
+            "touches chunks 0..=4"
+        );
     }
 
     #[test]
@@ -234,7 +244,11 @@ mod tests {
         let v = MemoryVolume::new(1 << 20);
         v.write(0, &vec![1u8; 3 * CHUNK_BYTES]).unwrap();
         v.zero(100, 2 * CHUNK_BYTES as u64).unwrap();
-        assert_eq!(v.allocated_bytes(), 2 * CHUNK_BYTES as u64, "middle chunk freed");
+        assert_eq!(
+            v.allocated_bytes(),
+            2 * CHUNK_BYTES as u64,
+            "middle chunk freed"
+        );
         let mut out = vec![9u8; 3 * CHUNK_BYTES];
         v.read(0, &mut out).unwrap();
         assert!(out[..100].iter().all(|&b| b == 1));

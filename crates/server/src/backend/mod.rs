@@ -61,7 +61,11 @@ pub enum StorageOp {
     /// The range may be discarded (reads may then return zeros or old data; we return zeros).
     Trim { offset_bytes: u64, len_bytes: u64 },
     /// The range reads back as zeros.
-    WriteZeroes { offset_bytes: u64, len_bytes: u64, fua: Fua },
+    WriteZeroes {
+        offset_bytes: u64,
+        len_bytes: u64,
+        fua: Fua,
+    },
 }
 
 /// Forced unit access on a write.
@@ -165,7 +169,9 @@ pub enum BackendError {
     },
     #[error("volume {volume:?}: {what}")]
     Invalid { volume: String, what: String },
-    #[error("volume {volume:?}: backend kind \"{kind}\" is not available in this build yet: {why}")]
+    #[error(
+        "volume {volume:?}: backend kind \"{kind}\" is not available in this build yet: {why}"
+    )]
     Unavailable {
         volume: String,
         kind: &'static str,

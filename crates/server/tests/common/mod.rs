@@ -17,7 +17,8 @@ use server::ServerHandle;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub fn start(toml: &str) -> ServerHandle {
-    let config = ServerConfig::from_toml_str(toml).unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
+    let config = ServerConfig::from_toml_str(toml)
+        .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
     server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 
@@ -83,7 +84,10 @@ pub fn memory_backend(size: &str) -> String {
 }
 
 pub fn file_backend(path: &std::path::Path, size: &str) -> String {
-    format!("{{ kind = \"file\", path = \"{}\", size = \"{size}\" }}", path.display())
+    format!(
+        "{{ kind = \"file\", path = \"{}\", size = \"{size}\" }}",
+        path.display()
+    )
 }
 
 /// A scratch file path unique to this test process and `tag`, removed on drop.
@@ -123,7 +127,10 @@ pub fn tool(name: &str, test: &str) -> Option<String> {
 pub fn pattern(offset: u64, len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| {
-            let x = offset.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+            let x = offset
+                .wrapping_add(i as u64)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                >> 56;
             (x as u8) ^ seed ^ (i as u8)
         })
         .collect()
@@ -195,7 +202,9 @@ impl RawNative {
 
     pub fn call(&mut self, header: RequestHeader, payload: &[u8]) -> RawReply {
         let cookie = self.send(header, payload);
-        let reply = self.recv().expect("server closed the connection instead of replying");
+        let reply = self
+            .recv()
+            .expect("server closed the connection instead of replying");
         assert_eq!(reply.cookie, cookie, "cookie echoed");
         reply
     }
@@ -216,7 +225,10 @@ impl RawNative {
     }
 
     pub fn write(&mut self, offset: u64, data: &[u8]) -> RawReply {
-        self.call(RequestHeader::write(0, 0, offset, data.len() as u32, WriteMode::WriteBack), data)
+        self.call(
+            RequestHeader::write(0, 0, offset, data.len() as u32, WriteMode::WriteBack),
+            data,
+        )
     }
 
     /// True if the server closed the connection (EOF) within the timeout.
@@ -244,7 +256,8 @@ pub struct RawNbd {
 impl RawNbd {
     pub fn connect(addr: SocketAddr, export: &str) -> Result<RawNbd, String> {
         let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(IO_TIMEOUT)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(IO_TIMEOUT))
+            .map_err(|e| e.to_string())?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
         let mut greeting = [0u8; 18];
         s.read_exact(&mut greeting).map_err(|e| e.to_string())?;
@@ -274,7 +287,12 @@ impl RawNbd {
                     flags = u16::from_be_bytes(data[10..12].try_into().unwrap_or_default());
                 }
                 nbd::REP_INFO => {}
-                other => return Err(format!("GO refused: reply {other:#x}: {}", String::from_utf8_lossy(&data))),
+                other => {
+                    return Err(format!(
+                        "GO refused: reply {other:#x}: {}",
+                        String::from_utf8_lossy(&data)
+                    ))
+                }
             }
         }
         Ok(RawNbd {
@@ -304,7 +322,10 @@ impl RawNbd {
     pub fn recv_head(&mut self) -> (u32, u64) {
         let mut head = [0u8; 16];
         self.stream.read_exact(&mut head).expect("nbd reply");
-        assert_eq!(u32::from_be_bytes(head[0..4].try_into().unwrap_or_default()), nbd::SIMPLE_REPLY_MAGIC);
+        assert_eq!(
+            u32::from_be_bytes(head[0..4].try_into().unwrap_or_default()),
+            nbd::SIMPLE_REPLY_MAGIC
+        );
         (
             u32::from_be_bytes(head[4..8].try_into().unwrap_or_default()),
             u64::from_be_bytes(head[8..16].try_into().unwrap_or_default()),

@@ -1,0 +1,144 @@
+//! Benchmark: unloaded latency, QD 1, 4 KiB read from the memory backend through the client
+//! library, against the loopback round trip of a minimal TCP echo that moves the same bytes
+//! (a 40-byte request out, a 24 + 4096-byte reply back) with the same client runtime.
+//!
+//! ```text
+//! cargo run --release -p server --example qd1_latency -- [REQUESTS]
+//! ```
+//! Prints p50/p99 of both and the server's added p50 (target: at most 20 µs).
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Instant;
+
+use client::{Client, Credentials, TenantHandle};
+use server::config::{ByteSize, IdlePolicy, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or(0)
+}
+
+fn report(name: &str, mut ns: Vec<u64>) -> u64 {
+    ns.sort_unstable();
+    let p50 = percentile(&ns, 0.50);
+    println!(
+        "{name:<40} p50 {:>6.1} us  p99 {:>6.1} us  ({} samples)",
+        p50 as f64 / 1000.0,
+        percentile(&ns, 0.99) as f64 / 1000.0,
+        ns.len()
+    );
+    p50
+}
+
+/// A blocking echo thread: for every 40-byte request, 4,120 bytes back.
+fn echo_server() -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind echo: {e}"));
+    let addr = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("echo addr: {e}"));
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = listener.accept() {
+            let _ = s.set_nodelay(true);
+            let mut req = [0u8; 40];
+            let reply = vec![7u8; 24 + 4096];
+            while s.read_exact(&mut req).is_ok() {
+                if s.write_all(&reply).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    let mut config = ServerConfig::quick_start(ByteSize(1 << 30), None, "127.0.0.1:0".parse().ok());
+    config.dataplane.workers = 1;
+    let spin = std::env::var("ULLSTACK_IDLE").unwrap_or_default() == "spin";
+    if spin {
+        config.dataplane.idle = IdlePolicy::Spin;
+    }
+    let server = server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"));
+    let native = server
+        .addrs
+        .native
+        .unwrap_or_else(|| unreachable!("native configured"));
+    let echo = echo_server();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    let (server_ns, echo_ns) = rt.block_on(async move {
+        let creds = Credentials {
+            tenant: "open".into(),
+            secret: String::new(),
+            volume: "default".into(),
+        };
+        let c = Client::connect(native, &creds)
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        c.write(
+            TenantHandle::DEFAULT,
+            0,
+            &vec![1u8; 1 << 20],
+            proto::wire::WriteMode::WriteBack,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("prefill: {e}"));
+        let mut server_ns = Vec::with_capacity(n);
+        for i in 0..(n + 1000) {
+            let off = (i as u64 * 7919 % 256) * 4096;
+            let t = Instant::now();
+            let data = c
+                .read(TenantHandle::DEFAULT, off, 4096)
+                .await
+                .unwrap_or_else(|e| panic!("read: {e}"));
+            let dt = t.elapsed().as_nanos() as u64;
+            assert_eq!(data.len(), 4096);
+            if i >= 1000 {
+                server_ns.push(dt);
+            }
+        }
+        let mut s = tokio::net::TcpStream::connect(echo)
+            .await
+            .unwrap_or_else(|e| panic!("echo: {e}"));
+        let _ = s.set_nodelay(true);
+        let mut reply = vec![0u8; 24 + 4096];
+        let mut echo_ns = Vec::with_capacity(n);
+        for i in 0..(n + 1000) {
+            let t = Instant::now();
+            s.write_all(&[0u8; 40])
+                .await
+                .unwrap_or_else(|e| panic!("echo write: {e}"));
+            s.read_exact(&mut reply)
+                .await
+                .unwrap_or_else(|e| panic!("echo read: {e}"));
+            let dt = t.elapsed().as_nanos() as u64;
+            if i >= 1000 {
+                echo_ns.push(dt);
+            }
+        }
+        (server_ns, echo_ns)
+    });
+    println!(
+        "QD1 4 KiB read, loopback, idle policy {}",
+        if spin {
+            "spin"
+        } else {
+            "block-after-spin (default)"
+        }
+    );
+    let echo_p50 = report("minimal TCP echo (40 B out, 4120 B back)", echo_ns);
+    let server_p50 = report("ullstack READ via client library", server_ns);
+    println!(
+        "server adds {:.1} us at p50 over the echo round trip (target <= 20 us)",
+        (server_p50 as f64 - echo_p50 as f64) / 1000.0
+    );
+    server.shutdown();
+}
