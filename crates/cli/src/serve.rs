@@ -68,7 +68,9 @@ fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
     match s {
         "spin" => Ok(IdlePolicy::Spin),
         "block-after-spin" | "block" => Ok(IdlePolicy::BlockAfterSpin),
-        other => Err(format!("idle policy {other:?}: expected `spin` or `block-after-spin`")),
+        other => Err(format!(
+            "idle policy {other:?}: expected `spin` or `block-after-spin`"
+        )),
     }
 }
 
@@ -138,8 +140,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let handle = server::start(config).context("starting the server")?;
     let a = handle.addrs;
     if let Some(nbd) = a.nbd {
-        let exports: Vec<String> = handle.shared().exports.iter().map(|e| e.name.clone()).collect();
-        eprintln!("ullstack serve: NBD on {nbd} (exports: {})", exports.join(", "));
+        let exports: Vec<String> = handle
+            .shared()
+            .exports
+            .iter()
+            .map(|e| e.name.clone())
+            .collect();
+        eprintln!(
+            "ullstack serve: NBD on {nbd} (exports: {})",
+            exports.join(", ")
+        );
     }
     if let Some(native) = a.native {
         eprintln!("ullstack serve: own protocol on {native}");
