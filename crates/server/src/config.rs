@@ -1115,6 +1115,23 @@ tenant = "alice"
         assert!(err.contains("donate_pct") && err.contains("120"), "{err}");
     }
 
+    proptest::proptest! {
+        /// Any text, and any mutation of a valid config, parses or fails with an error.
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = from_toml_str(&text);
+        }
+
+        #[test]
+        fn mutated_config_never_panics(cut in 0usize..2000, insert in "[\\[\\]=\"a-z0-9 .\n{},-]{0,12}") {
+            let mut text = FULL.to_string();
+            let at = cut.min(text.len());
+            let at = (0..=at).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+            text.insert_str(at, &insert);
+            let _ = from_toml_str(&text);
+        }
+    }
+
     #[test]
     fn never_panics_on_junk() {
         for text in [
