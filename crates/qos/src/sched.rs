@@ -68,8 +68,12 @@
 //! to earns from the same clock (whoever earns first claims the elapsed time) and pays from the
 //! same balance, so it is never paid or charged twice. A spanning tenant is visited every round
 //! by each of its workers rather than folded into an idle aggregate (which cannot know about the
-//! other workers). Known approximation: in the round during which a tenant becomes spanning, the
-//! first worker's idle aggregate may still donate its reservation for up to one round.
+//! other workers). When a tenant does go into a worker's idle aggregate, its ledger clock is
+//! *stopped* and the idle period starts where the clock had been credited to — which may be
+//! later than this worker's `now` if the worker was preempted between reading the clock and
+//! running its round; without that rule our two-thread test paid a tenant 5–30 % over its rate.
+//! Known approximation: in the round during which a tenant becomes spanning, the first worker's
+//! idle aggregate may still donate its reservation to the bucket for up to one round.
 //!
 //! # What it leaves out
 //! Per-request deadlines and reordering inside a tenant (each tenant is FIFO), and a limit on
@@ -412,6 +416,16 @@ impl Scheduler {
         if spanning {
             self.wake_up(index, false);
         } else {
+            let credited_ns = tenant.ledger.stop_clock();
+            if let Some(Presence::Idle { since_ns, .. }) = self.slots[index as usize]
+                .tenant
+                .as_mut()
+                .map(|a| &mut a.presence)
+            {
+                if let Some(since) = since_ns {
+                    *since = (*since).max(credited_ns);
+                }
+            }
             self.add_idle(class, idle_rate(tenant));
         }
         self.stats.tenants += 1;
@@ -586,9 +600,20 @@ impl Scheduler {
             } = attached.presence
             {
                 settle_idle(attached, first_round_ns, last_round_ns, be_integral);
+                let Presence::Idle {
+                    since_ns,
+                    be_integral_at,
+                    ..
+                } = attached.presence
+                else {
+                    unreachable!("matched Idle above")
+                };
                 attached.presence = Presence::Idle {
-                    since_ns: last_round_ns,
-                    be_integral_at: be_integral,
+                    since_ns: match (since_ns, last_round_ns) {
+                        (Some(since), Some(last)) => Some(since.max(last)),
+                        (since, last) => last.or(since),
+                    },
+                    be_integral_at: be_integral_at.max(be_integral),
                     rate_mtok_per_sec,
                 };
             }
@@ -871,8 +896,11 @@ impl Scheduler {
             // Pay off the debt before going idle (idle earnings are donated).
             now_ns.saturating_add(time_to_earn_ns(balance.unsigned_abs(), rate))
         } else {
+            // Idle from now, or from where another worker already credited it to (a worker
+            // whose `now` is stale must not account that time twice).
+            let credited_ns = ledger.stop_clock();
             self.tenant_at(index).presence = Presence::Idle {
-                since_ns: Some(now_ns),
+                since_ns: Some(now_ns.max(credited_ns)),
                 be_integral_at: be_integral,
                 rate_mtok_per_sec: rate,
             };
@@ -929,10 +957,13 @@ impl Scheduler {
         self.queued -= released;
         let wake_ns = match head_cost_mtok {
             None if !spanning => {
+                // As for LC: idle from where its earnings were credited to, if that is later.
+                let credited_ns = ledger.stop_clock();
+                let skew_ns = u128::from(credited_ns.saturating_sub(now_ns));
                 let attached = self.tenant_at(index);
                 attached.presence = Presence::Idle {
-                    since_ns: Some(now_ns),
-                    be_integral_at: be_integral,
+                    since_ns: Some(now_ns.max(credited_ns)),
+                    be_integral_at: be_integral + u128::from(be_share_mtok_per_sec) * skew_ns,
                     rate_mtok_per_sec: 0,
                 };
                 if attached.line_token.take().is_some() {

@@ -155,7 +155,8 @@ pub struct TenantCounters {
     pub donated_mtok: u64,
     /// Tokens a BE tenant took from the shared bucket, mtok.
     pub borrowed_mtok: u64,
-    /// Rounds in which an LC tenant had work queued but was held at its deficit limit.
+    /// Times an LC tenant was visited with work queued and held at its deficit limit (a tenant
+    /// whose SLO does not match its traffic keeps hitting it).
     pub deficit_hits: u64,
     /// Requests the scheduler released for submission.
     pub requests_submitted: u64,
@@ -172,7 +173,8 @@ pub(crate) struct Ledger {
     /// BE tenants, which earn the BE share published in the shared bucket.
     pub(crate) rate_mtok_per_sec: AtomicU64,
     pub(crate) balance_mtok: AtomicI64,
-    /// Time up to which earnings have been credited; `u64::MAX` until first earning.
+    /// Time up to which earnings have been credited, with [`CLOCK_STOPPED`] set while an idle
+    /// aggregate accounts for them (and before the first earning).
     pub(crate) earned_until_ns: AtomicU64,
     /// Schedulers this tenant is attached to.
     pub(crate) attached_workers: AtomicU32,
@@ -192,6 +194,9 @@ pub const MAX_REQUEST_COST_MTOK: u64 = 1 << 40;
 /// Most a single earning step may credit, mtok: bounds balances after a very long gap between
 /// rounds (a billion tokens is hours of any device's full rate).
 const MAX_CREDIT_MTOK: u64 = 1 << 40;
+
+/// Bit of the earning-clock word that marks it stopped; the rest is the time credited up to.
+const CLOCK_STOPPED: u64 = 1 << 63;
 
 /// Outcome of a best-effort payment attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,25 +225,33 @@ impl Ledger {
     /// next call instead of being lost: a 100 IOPS tenant (100 000 mtok/s) called every 1 µs
     /// earns 1 mtok every 10 µs, its rate. Rounding the clock up to a whole nanosecond loses
     /// under 1 ns of earnings per credit (measured: 0.02 % for a 190 tokens/s tenant credited
-    /// every ~5 µs), never over-credits, and keeps the whole state in one atomic timestamp that
-    /// workers sharing the tenant can claim by compare-and-swap. A zero rate restarts the clock,
-    /// so a BE tenant whose share was zero is not paid retroactively when the share grows.
+    /// every ~5 µs), never over-credits, and keeps the whole state in one atomic word that
+    /// workers sharing the tenant can claim by compare-and-swap.
+    ///
+    /// The word is the time credited up to, plus a *stopped* bit (see [`Self::stop_clock`]). A
+    /// stopped clock, or a zero rate (a BE tenant whose share is zero is not paid retroactively
+    /// when the share grows), restarts at `now` with no credit. The credited time never moves
+    /// backwards, even for a worker whose `now` is stale: another worker may have credited past
+    /// it already (we saw exactly that double-pay with two real threads before this rule).
     pub(crate) fn earn(&self, now_ns: u64, rate_mtok_per_sec: u64) -> u64 {
-        let mut until = self.earned_until_ns.load(Ordering::Acquire);
+        let mut word = self.earned_until_ns.load(Ordering::Acquire);
         loop {
-            if until == u64::MAX || rate_mtok_per_sec == 0 {
-                if until != u64::MAX && now_ns <= until {
+            let stopped = word & CLOCK_STOPPED != 0;
+            let until = word & !CLOCK_STOPPED;
+            if stopped || rate_mtok_per_sec == 0 {
+                if !stopped && now_ns <= until {
                     return 0;
                 }
+                let restart = now_ns.max(until) & !CLOCK_STOPPED;
                 match self.earned_until_ns.compare_exchange_weak(
-                    until,
-                    now_ns,
+                    word,
+                    restart,
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
                     Ok(_) => return 0,
                     Err(seen) => {
-                        until = seen;
+                        word = seen;
                         continue;
                     }
                 }
@@ -256,7 +269,7 @@ impl Ledger {
             let advance_ns = (credit * NS_PER_SEC).div_ceil(rate) as u64;
             debug_assert!(advance_ns <= elapsed_ns, "credit outran the clock");
             match self.earned_until_ns.compare_exchange_weak(
-                until,
+                word,
                 until + advance_ns,
                 Ordering::AcqRel,
                 Ordering::Acquire,
@@ -267,26 +280,43 @@ impl Ledger {
                     self.earned_mtok.fetch_add(credit, Ordering::Relaxed);
                     return credit;
                 }
-                Err(seen) => until = seen,
+                Err(seen) => word = seen,
             }
         }
     }
 
-    /// Moves the earning clock forward to `at_ns` if it is behind (or unset): the time before
-    /// it was accounted elsewhere (donated by an idle aggregate).
+    /// Restarts the earning clock at `at_ns` (or leaves it where it is if it is already
+    /// running past that): the time before was accounted elsewhere (an idle aggregate).
     pub(crate) fn earn_from(&self, at_ns: u64) {
-        let mut until = self.earned_until_ns.load(Ordering::Acquire);
-        while until == u64::MAX || until < at_ns {
+        let mut word = self.earned_until_ns.load(Ordering::Acquire);
+        loop {
+            let stopped = word & CLOCK_STOPPED != 0;
+            let until = word & !CLOCK_STOPPED;
+            if !stopped && until >= at_ns {
+                return;
+            }
+            let restart = at_ns.max(until) & !CLOCK_STOPPED;
             match self.earned_until_ns.compare_exchange_weak(
-                until,
-                at_ns,
+                word,
+                restart,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
                 Ok(_) => return,
-                Err(seen) => until = seen,
+                Err(seen) => word = seen,
             }
         }
+    }
+
+    /// Stops the earning clock: the tenant went into a scheduler's idle aggregate, which
+    /// accounts for its earnings from here on. Whoever earns next (the same worker when it wakes
+    /// the tenant, via [`Self::earn_from`], or another worker the tenant spans) restarts it, so
+    /// the idle period is never paid twice.
+    /// Returns the time earnings had been credited up to (by any worker).
+    pub(crate) fn stop_clock(&self) -> u64 {
+        self.earned_until_ns
+            .fetch_or(CLOCK_STOPPED, Ordering::AcqRel)
+            & !CLOCK_STOPPED
     }
 
     /// An LC payment: succeeds while the balance is above `-deficit_limit_mtok` (the payment
@@ -421,7 +451,7 @@ impl TenantHandle {
             ledger: Arc::new(Ledger {
                 rate_mtok_per_sec: AtomicU64::new(rate_mtok_per_sec),
                 balance_mtok: AtomicI64::new(0),
-                earned_until_ns: AtomicU64::new(u64::MAX),
+                earned_until_ns: AtomicU64::new(CLOCK_STOPPED),
                 attached_workers: AtomicU32::new(0),
                 queued: AtomicU64::new(0),
                 earned_mtok: AtomicU64::new(0),
