@@ -417,14 +417,15 @@ impl Scheduler {
             self.wake_up(index, false);
         } else {
             let credited_ns = tenant.ledger.stop_clock();
-            if let Some(Presence::Idle { since_ns, .. }) = self.slots[index as usize]
+            if let Some(Presence::Idle {
+                since_ns: Some(since),
+                ..
+            }) = self.slots[index as usize]
                 .tenant
                 .as_mut()
                 .map(|a| &mut a.presence)
             {
-                if let Some(since) = since_ns {
-                    *since = (*since).max(credited_ns);
-                }
+                *since = (*since).max(credited_ns);
             }
             self.add_idle(class, idle_rate(tenant));
         }
