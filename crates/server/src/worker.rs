@@ -775,6 +775,11 @@ impl Worker {
 
     fn schedule_and_submit(&mut self, now: u64) -> bool {
         self.released.clear();
+        // Nothing queued: skip the round (earnings accrue by elapsed time at the next one, and
+        // the shared bucket's max-age rule covers resets while this worker is idle).
+        if self.sched.queued() == 0 {
+            return false;
+        }
         let deficit_hits = self.sched.round(now, &mut self.released);
         let _ = deficit_hits; // per-tenant deficit hits come from the qos ledgers
         if self.released.is_empty() {
