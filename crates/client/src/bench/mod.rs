@@ -16,9 +16,12 @@
 //!   arrivals at its share of the rate from its own seeded stream, and each request's latency
 //!   is measured **from its scheduled arrival time**, not from when it was actually sent, so a
 //!   slow server cannot hide its queueing by slowing the generator down (coordinated
-//!   omission). The generator sleeps when the next arrival is more than
-//!   [`SPIN_THRESHOLD_NS`] away and spins (yielding to other tasks) closer than that, because
-//!   timer wheels have millisecond granularity and 120 000 IOPS means one arrival every 8 µs.
+//!   omission). The generator sleeps on a Linux timerfd ([`timer`]: tokio's
+//!   timer has 1 ms granularity, and 120 000 IOPS means one arrival every 8 µs) when the next
+//!   arrival is more than [`SPIN_THRESHOLD_NS`] away (waking [`TIMER_EARLY_NS`] early), and
+//!   spins (yielding to other tasks) closer than that; every arrival already due is sent at
+//!   once. The report gives the send lag (scheduled → sent) so a generator that fell behind
+//!   on a busy machine is visible rather than blamed on the server.
 //!   At most [`OPEN_LOOP_IN_FLIGHT_CAP`] requests per connection are outstanding; arrivals
 //!   beyond that wait (and the wait is counted in their latency, and reported as late sends).
 //! * **Closed loop** (`qd=`, BE tenants by default): `qd` requests in flight per tenant (split
@@ -46,6 +49,7 @@
 pub mod gen;
 pub mod report;
 pub mod spec;
+pub mod timer;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,10 +67,17 @@ use proto::wire::{Slo, TenantClass, WriteMode};
 use report::{tenant_report, BenchReport, ConnStats};
 pub use spec::{ClassSpec, Load, Pattern, Registration, Scenario, SpecError, TenantSpec};
 
-/// Closer than this to the next arrival, the open-loop generator spins instead of sleeping.
-pub const SPIN_THRESHOLD_NS: u64 = 2_000_000;
-/// When sleeping, wake this long before the arrival to absorb timer lateness.
-const SLEEP_SLACK_NS: u64 = 1_500_000;
+/// Closer than this to the next arrival, the open-loop generator spins (yielding) instead of
+/// sleeping on its timerfd: about what a wake-up costs on a busy machine.
+pub const SPIN_THRESHOLD_NS: u64 = 50_000;
+/// The timerfd sleep ends this long before the arrival, and the rest is spun, so a slow
+/// thread wake-up does not delay the send.
+pub const TIMER_EARLY_NS: u64 = 25_000;
+/// Without a timerfd (creation failed), tokio's 1 ms timer is used for waits above this, and
+/// the generator spins below it.
+const COARSE_SPIN_THRESHOLD_NS: u64 = 2_000_000;
+/// With tokio's timer, wake this long before the arrival to absorb its lateness.
+const COARSE_SLEEP_SLACK_NS: u64 = 1_500_000;
 /// Open loop: most requests outstanding per connection before arrivals are sent late.
 pub const OPEN_LOOP_IN_FLIGHT_CAP: usize = 4096;
 /// How often the progress line updates.
@@ -125,6 +136,7 @@ pub enum BenchError {
 pub fn run(config: &BenchConfig) -> Result<BenchReport, BenchError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads.max(1))
+        .on_thread_start(timer::set_fine_timer_slack)
         .enable_all()
         .build()
         .map_err(BenchError::Runtime)?;
@@ -508,6 +520,13 @@ impl ConnJob {
     async fn open_loop(mut self) -> ConnStats {
         let mut stats = ConnStats::new();
         let mut in_flight = FuturesUnordered::new();
+        let mut precise = match timer::PreciseTimer::new() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(error = %e, "no timerfd; open-loop arrivals use the 1 ms tokio timer and spinning");
+                None
+            }
+        };
         loop {
             let now = Instant::now();
             // Issue every arrival that is due.
@@ -528,6 +547,10 @@ impl ConnJob {
                     }
                 }
                 self.gen.take_arrival_ns();
+                if at >= self.measure_from {
+                    let lag = Instant::now().saturating_duration_since(at);
+                    stats.send_lag_ns.saturating_record(lag.as_nanos() as u64);
+                }
                 in_flight.push(self.issue(at));
             }
             // Collect what has completed without waiting.
@@ -538,19 +561,31 @@ impl ConnJob {
                 break;
             }
             let next_at = self.start + Duration::from_nanos(self.gen.peek_arrival_ns());
-            let wait = next_at.saturating_duration_since(Instant::now());
-            if wait.as_nanos() as u64 > SPIN_THRESHOLD_NS {
-                let wake = next_at - Duration::from_nanos(SLEEP_SLACK_NS);
-                if in_flight.is_empty() {
-                    tokio::time::sleep_until(wake.into()).await;
-                } else {
-                    tokio::select! {
-                        Some(done) = in_flight.next() => self.record(&mut stats, done),
-                        _ = tokio::time::sleep_until(wake.into()) => {}
+            let wait_ns = next_at.saturating_duration_since(Instant::now()).as_nanos() as u64;
+            let early = Duration::from_nanos(TIMER_EARLY_NS);
+            match &mut precise {
+                Some(timer) if wait_ns > SPIN_THRESHOLD_NS => {
+                    if in_flight.is_empty() {
+                        let _ = timer.sleep_until(next_at - early).await;
+                    } else {
+                        tokio::select! {
+                            Some(done) = in_flight.next() => self.record(&mut stats, done),
+                            _ = timer.sleep_until(next_at - early) => {}
+                        }
                     }
                 }
-            } else {
-                tokio::task::yield_now().await;
+                None if wait_ns > COARSE_SPIN_THRESHOLD_NS => {
+                    let wake = next_at - Duration::from_nanos(COARSE_SLEEP_SLACK_NS);
+                    if in_flight.is_empty() {
+                        tokio::time::sleep_until(wake.into()).await;
+                    } else {
+                        tokio::select! {
+                            Some(done) = in_flight.next() => self.record(&mut stats, done),
+                            _ = tokio::time::sleep_until(wake.into()) => {}
+                        }
+                    }
+                }
+                _ => tokio::task::yield_now().await,
             }
         }
         while let Some(done) = in_flight.next().await {

@@ -19,6 +19,8 @@ const HIST_LOW_NS: u64 = 100;
 /// Largest latency tracked, ns (100 s).
 const HIST_HIGH_NS: u64 = 100_000_000_000;
 const HIST_SIGFIG: u8 = 3;
+/// A p99 send lag above this is called out under the tenant's row.
+const SEND_LAG_WARN_NS: u64 = 50_000;
 
 pub(crate) fn new_histogram() -> Histogram<u64> {
     // The bounds are constants that satisfy the library's rules; this cannot fail.
@@ -35,6 +37,8 @@ pub(crate) struct ConnStats {
     pub errors: BTreeMap<String, u64>,
     /// Arrivals that found the connection's in-flight cap full and were sent late.
     pub late_sends: u64,
+    /// Open loop: how long after its scheduled time each request was handed to the client.
+    pub send_lag_ns: Histogram<u64>,
 }
 
 impl ConnStats {
@@ -46,6 +50,7 @@ impl ConnStats {
             write_bytes: 0,
             errors: BTreeMap::new(),
             late_sends: 0,
+            send_lag_ns: new_histogram(),
         }
     }
 
@@ -56,6 +61,7 @@ impl ConnStats {
         self.read_bytes += other.read_bytes;
         self.write_bytes += other.write_bytes;
         self.late_sends += other.late_sends;
+        let _ = self.send_lag_ns.add(&other.send_lag_ns);
         for (k, v) in &other.errors {
             *self.errors.entry(k.clone()).or_default() += v;
         }
@@ -100,6 +106,14 @@ fn op_report(h: &Histogram<u64>, bytes: u64, window_s: f64) -> OpReport {
     }
 }
 
+/// Percentiles of the open-loop send lag, nanoseconds.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LagNs {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
 /// The SLO a tenant registered.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct SloReport {
@@ -128,6 +142,9 @@ pub struct TenantReport {
     /// Failed requests by status.
     pub errors: BTreeMap<String, u64>,
     pub late_sends: u64,
+    /// Open loop: lag between each request's scheduled time and its send, which its latency
+    /// includes. A large lag means the load generator (not the server) fell behind.
+    pub send_lag_ns: Option<LagNs>,
     /// LC only, if reads completed: measured p95 read latency ≤ SLO, and achieved IOPS ≥ 95 %
     /// of the lesser of the SLO's and the offered IOPS.
     pub slo_met: Option<bool>,
@@ -199,6 +216,11 @@ pub(crate) fn tenant_report(
         writes,
         errors: s.errors.clone(),
         late_sends: s.late_sends,
+        send_lag_ns: (!s.send_lag_ns.is_empty()).then(|| LagNs {
+            p50: s.send_lag_ns.value_at_quantile(0.5),
+            p99: s.send_lag_ns.value_at_quantile(0.99),
+            max: s.send_lag_ns.max(),
+        }),
         slo_met,
     }
 }
@@ -291,6 +313,16 @@ impl BenchReport {
             if !r.errors.is_empty() {
                 let errs: Vec<String> = r.errors.iter().map(|(k, v)| format!("{k}: {v}")).collect();
                 let _ = writeln!(t, "{:<12} errors: {}", "", errs.join(", "));
+            }
+            if let Some(lag) = r.send_lag_ns.as_ref().filter(|l| l.p99 > SEND_LAG_WARN_NS) {
+                let _ = writeln!(
+                    t,
+                    "{:<12} generator lag p50 {} p99 {} max {}: the client fell behind its schedule (latencies include it)",
+                    "",
+                    us(lag.p50),
+                    us(lag.p99),
+                    us(lag.max)
+                );
             }
             if r.late_sends > 0 {
                 let _ = writeln!(t, "{:<12} {} arrivals sent late (in-flight cap reached; counted from their scheduled time)", "", r.late_sends);
