@@ -4,12 +4,15 @@
 //! A [`Client`] is a cheap handle (`Clone`) on one TCP connection. Any number of tasks may call
 //! it at once; every call is one request, and they are all in flight together:
 //!
-//! * **Send path (the caller's task).** The call takes a slot in the pending table (its cookie
-//!   = slot generation << 32 | slot index, so a stale or forged cookie never matches a live
-//!   request), then, holding the writer lock, writes the 40-byte header and the payload with
-//!   one `write_all` (payloads up to [`COALESCE_MAX_BYTES`] are copied behind the header so a
-//!   4 KB WRITE is one segment; larger ones go as two writes). No extra task hop: at queue
-//!   depth 1 a READ costs one `write` and one wake-up.
+//! * **Send path.** The call takes a slot in the pending table (its cookie = slot generation
+//!   << 32 | slot index, so a stale or forged cookie never matches a live request), appends
+//!   the 40-byte header and the payload to the connection's outbox (one short critical
+//!   section, no I/O) and, if the connection's writer task is idle, wakes it. The writer
+//!   takes the whole outbox and sends it with one `write_all`: requests issued together (a
+//!   queue depth of 32 refilled in one poll) leave in one system call, and at queue depth 1
+//!   the cost is one wake-up of a task on the same worker. Because the caller never writes to
+//!   the socket itself, dropping a call's future (a timeout) can never leave a half-written
+//!   frame: the request is sent anyway and its reply discarded.
 //! * **Receive path (one reader task per connection).** It reads into a reusable buffer, lets
 //!   [`proto::wire::decode_reply`] cut frames (replies may be out of order), finds the slot by
 //!   cookie, checks the echoed opcode, and completes the caller's oneshot with the status and
@@ -25,8 +28,8 @@
 //! Every non-OK reply becomes [`ClientError::Server`] carrying the server's status, detail code
 //! and message (REGISTER refusals become [`ClientError::Refused`] with the reason). When the
 //! connection breaks, every request in flight fails with [`ClientError::Closed`] and new ones
-//! fail at once. Dropping a request's future while its bytes are half written would leave the
-//! stream torn, so that poisons the connection (it is closed) instead of corrupting it.
+//! fail at once. A slot abandoned by a dropped future stays until its reply arrives, so the
+//! table never holds more than the requests really in flight.
 //!
 //! # What it leaves out
 //! No reconnection, no request timeouts (wrap calls in `tokio::time::timeout`), no TLS.
@@ -49,8 +52,9 @@ use tokio::task::JoinHandle;
 
 use crate::error::ClientError;
 
-/// WRITE payloads up to this size are copied behind their header and sent in one write.
-pub const COALESCE_MAX_BYTES: usize = 64 * 1024;
+/// The writer keeps an outbox buffer up to this capacity between bursts; a larger one (after a
+/// big WRITE) is released so idle connections stay small.
+pub const OUTBOX_KEEP_BYTES: usize = 1 << 20;
 /// Initial size of the reader's buffer; it grows to the largest frame seen.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
 
@@ -86,21 +90,24 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// Owns the reader task; when the last `Client` clone goes, the task is stopped.
+/// Owns the reader and writer tasks; when the last `Client` clone goes, they are stopped.
 struct Connection {
     shared: Arc<Shared>,
     reader: JoinHandle<()>,
+    writer: JoinHandle<()>,
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
         self.reader.abort();
+        self.writer.abort();
     }
 }
 
 struct Shared {
     peer: SocketAddr,
-    writer: tokio::sync::Mutex<Writer>,
+    outbox: Mutex<Outbox>,
+    writer_wake: tokio::sync::Notify,
     pending: Mutex<Pending>,
     closed: AtomicBool,
     /// Largest READ the server accepts (control limit until HELLO succeeds).
@@ -108,9 +115,11 @@ struct Shared {
     session: OnceLock<HelloReply>,
 }
 
-struct Writer {
-    half: OwnedWriteHalf,
-    scratch: Vec<u8>,
+/// Bytes waiting for the writer task.
+struct Outbox {
+    bytes: Vec<u8>,
+    /// The writer has been woken and will take the outbox; appenders need not wake it.
+    writer_scheduled: bool,
 }
 
 /// What the reader hands back to a waiting call.
@@ -187,20 +196,6 @@ impl Shared {
     }
 }
 
-/// Marks the connection broken if a write is abandoned half way (the future was dropped).
-struct TornWriteGuard<'a> {
-    shared: &'a Shared,
-    finished: bool,
-}
-
-impl Drop for TornWriteGuard<'_> {
-    fn drop(&mut self) {
-        if !self.finished {
-            self.shared.close();
-        }
-    }
-}
-
 impl Client {
     /// Connect over TCP and authenticate with HELLO. Fails with [`ClientError::Server`] carrying
     /// `AuthFailed` / `NoSuchVolume` when the server says so.
@@ -224,18 +219,24 @@ impl Client {
         let (read_half, write_half) = stream.into_split();
         let shared = Arc::new(Shared {
             peer,
-            writer: tokio::sync::Mutex::new(Writer {
-                half: write_half,
-                scratch: Vec::with_capacity(COALESCE_MAX_BYTES + wire::REQUEST_HEADER_BYTES),
+            outbox: Mutex::new(Outbox {
+                bytes: Vec::with_capacity(64 * 1024),
+                writer_scheduled: false,
             }),
+            writer_wake: tokio::sync::Notify::new(),
             pending: Mutex::new(Pending::default()),
             closed: AtomicBool::new(false),
             max_payload_bytes: AtomicU32::new(CONTROL_PAYLOAD_MAX_BYTES),
             session: OnceLock::new(),
         });
         let reader = tokio::spawn(read_loop(read_half, shared.clone()));
+        let writer = tokio::spawn(write_loop(write_half, shared.clone()));
         let client = Client {
-            conn: Arc::new(Connection { shared, reader }),
+            conn: Arc::new(Connection {
+                shared,
+                reader,
+                writer,
+            }),
         };
 
         let body = HelloBody {
@@ -423,45 +424,24 @@ impl Client {
         payload: &[u8],
     ) -> Result<Vec<u8>, ClientError> {
         let shared = &*self.conn.shared;
-        if shared.closed.load(Ordering::Acquire) {
-            return Err(ClientError::Closed);
-        }
         let (tx, rx) = oneshot::channel();
         header.cookie = {
             let mut pending = shared.pending.lock().map_err(|_| ClientError::Closed)?;
-            pending.insert(header.opcode, tx)
-        };
-        // A close that raced with the insert has already failed the slot (fail_all) or will
-        // see it; either way `rx` resolves.
-        {
-            let mut writer = shared.writer.lock().await;
+            // `close` sets the flag before it takes this lock to fail every slot, so checking
+            // under the lock means a slot is either refused here or failed by `close`.
             if shared.closed.load(Ordering::Acquire) {
                 return Err(ClientError::Closed);
             }
-            let mut guard = TornWriteGuard {
-                shared,
-                finished: false,
-            };
-            let Writer { half, scratch } = &mut *writer;
-            let head = header.encode();
-            let result = if payload.len() <= COALESCE_MAX_BYTES {
-                scratch.clear();
-                scratch.extend_from_slice(&head);
-                scratch.extend_from_slice(payload);
-                half.write_all(scratch).await
-            } else {
-                match half.write_all(&head).await {
-                    Ok(()) => half.write_all(payload).await,
-                    Err(e) => Err(e),
-                }
-            };
-            match result {
-                Ok(()) => guard.finished = true,
-                Err(e) => {
-                    drop(guard); // closes: the stream may be torn
-                    return Err(ClientError::Io(e));
-                }
-            }
+            pending.insert(header.opcode, tx)
+        };
+        let wake = {
+            let mut outbox = shared.outbox.lock().map_err(|_| ClientError::Closed)?;
+            outbox.bytes.extend_from_slice(&header.encode());
+            outbox.bytes.extend_from_slice(payload);
+            !std::mem::replace(&mut outbox.writer_scheduled, true)
+        };
+        if wake {
+            shared.writer_wake.notify_one();
         }
         let reply = rx.await.map_err(|_| ClientError::Closed)??;
         if reply.status == Status::Ok {
@@ -477,6 +457,36 @@ impl Client {
             code,
             message,
         })
+    }
+}
+
+/// Sends whatever the outbox holds, one `write_all` per burst, until the connection closes.
+async fn write_loop(mut half: OwnedWriteHalf, shared: Arc<Shared>) {
+    let mut sending: Vec<u8> = Vec::with_capacity(64 * 1024);
+    loop {
+        shared.writer_wake.notified().await;
+        loop {
+            {
+                let Ok(mut outbox) = shared.outbox.lock() else {
+                    shared.close();
+                    return;
+                };
+                if outbox.bytes.is_empty() {
+                    outbox.writer_scheduled = false;
+                    break;
+                }
+                std::mem::swap(&mut outbox.bytes, &mut sending);
+            }
+            if let Err(e) = half.write_all(&sending).await {
+                tracing::debug!(peer = %shared.peer, error = %e, "write failed; closing");
+                shared.close();
+                return;
+            }
+            sending.clear();
+            if sending.capacity() > OUTBOX_KEEP_BYTES {
+                sending = Vec::with_capacity(64 * 1024);
+            }
+        }
     }
 }
 

@@ -12,7 +12,7 @@ pub enum ClientError {
     /// The connection failed while sending.
     #[error("connection I/O failed: {0}")]
     Io(#[source] std::io::Error),
-    /// The connection is closed (by the server, by an earlier failure, or by a torn write);
+    /// The connection is closed (by the server, or after a failure to read or write it);
     /// requests in flight when it closed fail with this.
     #[error("connection closed")]
     Closed,
