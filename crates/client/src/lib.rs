@@ -6,7 +6,7 @@
 //!   server's reason), then READ / WRITE (optionally FUA) / FLUSH / TRIM / STATS with any number
 //!   of requests in flight on one connection, replies matched by cookie in any order. The
 //!   design is in [`connection`].
-//! * [`bench`] — open-loop (Poisson arrivals, latency measured from the scheduled send time)
+//! * [`bench`](mod@bench) — open-loop (Poisson arrivals, latency measured from the scheduled send time)
 //!   and closed-loop (fixed queue depth) load from several tenants at once, each with its own
 //!   class, SLO, read ratio, size and access pattern, reported as per-tenant IOPS, MB/s and
 //!   HDR latency percentiles.
