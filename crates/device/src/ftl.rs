@@ -432,8 +432,10 @@ impl Ftl {
             .filter(|&sb| self.sbs[base + sb as usize].state == SbState::Closed)
             .min_by_key(|&sb| (self.sbs[base + sb as usize].valid_units, sb))?;
         let vi = base + victim as usize;
-        if self.sbs[vi].valid_units >= sb_units {
-            return None; // every unit is live: erasing it frees nothing
+        if self.sbs[vi].valid_units + self.geo.row_units() > sb_units {
+            // Relocating it would gain less than one row (the last relocated row may be
+            // partly empty): collecting it would churn the flash without freeing space.
+            return None;
         }
         self.sbs[vi].state = SbState::Victim;
         self.luns[lun as usize].gc_running = true;

@@ -342,6 +342,36 @@ impl Ssd {
         self.submitted - self.completed
     }
 
+    /// A one-line description of what is still pending inside the device (for diagnostics
+    /// when a run ends with commands in flight).
+    pub fn pending_state(&self) -> String {
+        let stuck: Vec<String> = self
+            .cmds
+            .iter()
+            .flatten()
+            .take(4)
+            .map(|c| {
+                format!(
+                    "{:?} lpn {} units {} pending {} next {}",
+                    c.cmd.op, c.first_lpn, c.units, c.pending_units, c.next_unit
+                )
+            })
+            .collect();
+        format!(
+            "{} in flight; stalled writes {}; eviction rows in flight {}; eviction blocked {}; dirty units {}/{}; fills {}; events {}; flash idle {}; e.g. [{}]",
+            self.in_flight(),
+            self.stalled.len(),
+            self.rows_in_flight,
+            self.evict_blocked,
+            self.cache.dirty_units(),
+            self.cache.write_buffer_capacity_units(),
+            self.fills.len(),
+            self.events.len(),
+            self.flash.is_idle(),
+            stuck.join("; ")
+        )
+    }
+
     /// Events processed so far.
     pub fn events_processed(&self) -> u64 {
         self.events.scheduled_total() - self.events.len() as u64
@@ -674,13 +704,21 @@ impl Ssd {
         while g < groups {
             let members: Vec<(u32, u32)> = units.iter().copied().skip(g).step_by(groups).collect();
             let Some(lun) = self.next_host_lun() else {
-                // No LUN has room until GC erases something: put everything left back.
+                // No LUN has room until GC erases something: put everything left back, and
+                // make sure GC runs wherever it can free space (a LUN whose GC found no
+                // victim earlier may have one now that host writes elsewhere invalidated
+                // some of its data).
                 for rest in g..groups {
                     for &(lpn, _) in units.iter().skip(rest).step_by(groups) {
                         self.cache.abort_eviction(lpn);
                     }
                 }
                 self.evict_blocked = true;
+                for l in 0..luns {
+                    if self.ftl.needs_gc(l) {
+                        self.start_gc(now, l);
+                    }
+                }
                 break;
             };
             for chunk in members.chunks(row_units) {

@@ -550,8 +550,8 @@ impl<'a> DeviceRun<'a> {
     fn check_drained(&self) -> Result<(), RunError> {
         if self.ssd.in_flight() != 0 {
             return Err(RunError::Leak(format!(
-                "{} commands still in the device",
-                self.ssd.in_flight()
+                "commands still in the device: {}",
+                self.ssd.pending_state()
             )));
         }
         if let Some(t) = self

@@ -1,0 +1,203 @@
+//! Behaviour that must come out of the device model, and the run-level invariants.
+
+use device::config::{Precondition, Switch};
+use device::DeviceConfig;
+use sim::{DeviceRun, DeviceRunConfig, HostCosts, RunSummary, Silent};
+
+fn run(device: DeviceConfig, job: &str, seed: u64, integrity: bool) -> RunSummary {
+    let cfg = DeviceRunConfig {
+        seed,
+        device,
+        host: HostCosts::preset("x86-4").unwrap(),
+        host_name: "x86-4".into(),
+        jobs: workload::JobFile::parse_fio(job, "test.fio").unwrap(),
+        job_source: "test.fio".into(),
+        integrity,
+    };
+    DeviceRun::new(&cfg).unwrap().run(&mut Silent).unwrap()
+}
+
+/// A small TLC drive (4 LUNs × 64 superblocks, 48 MB raw), preconditioned full, with a 2 MB
+/// write buffer: sustained random writes run it into GC quickly.
+fn small_tlc() -> DeviceConfig {
+    let mut c = DeviceConfig::preset("nvme-tlc").unwrap();
+    c.flash.channels = 2;
+    c.flash.packages_per_channel = 1;
+    c.flash.dies_per_package = 2;
+    c.flash.blocks_per_plane = 64;
+    c.flash.pages_per_block = 12;
+    c.cache.dram_bytes = 4 << 20;
+    c.cache.write_buffer_bytes = 2 << 20;
+    c.ftl.precondition = Precondition::Sequential;
+    c
+}
+
+/// A one-job file. `time_based` with a long runtime makes `number_ios` the real bound (fio
+/// stops a job after one pass over its region otherwise).
+fn job(name: &str, body: &str) -> String {
+    format!(
+        "[global]\nioengine=libaio\ndirect=1\nbs=4k\ntime_based\nruntime=1000s\n[{name}]\n{body}\n"
+    )
+}
+
+#[test]
+fn same_config_and_seed_give_identical_summaries() {
+    let j = job(
+        "mix",
+        "rw=randrw\nrwmixread=70\niodepth=8\nnumber_ios=20000",
+    );
+    let strip = |s: RunSummary| {
+        let mut v: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
+        v["sim"]["wall_ns"] = 0.into();
+        v.to_string()
+    };
+    let a = strip(run(small_tlc(), &j, 42, false));
+    let b = strip(run(small_tlc(), &j, 42, false));
+    assert_eq!(a, b);
+    let c = strip(run(small_tlc(), &j, 43, false));
+    assert_ne!(a, c, "a different seed should change something");
+}
+
+#[test]
+fn sustained_random_writes_on_a_full_small_device_trigger_gc() {
+    let s = run(
+        small_tlc(),
+        &job(
+            "fill",
+            "rw=randwrite\niodepth=16\nnumber_ios=40000\nnorandommap",
+        ),
+        1,
+        false,
+    );
+    let d = &s.device;
+    assert!(d.ftl.gc_runs > 0, "no GC ran: {:?}", d.ftl);
+    assert!(
+        d.write_amplification > 1.05,
+        "write amplification {} should exceed 1",
+        d.write_amplification
+    );
+    assert!(d.ftl.erases > 0);
+    assert!(d.erase_count_max >= 1);
+    assert_eq!(s.jobs[0].write.ios, 40_000);
+}
+
+#[test]
+fn gc_and_buffering_keep_data_intact() {
+    // Integrity mode: every read that no write overlapped must return the last write's version,
+    // through DRAM hits, flash reads of relocated (GC-moved) data and preconditioned data.
+    let s = run(
+        small_tlc(),
+        &job(
+            "verify",
+            "rw=randrw\nrwmixread=50\niodepth=8\nnumber_ios=40000\nnorandommap",
+        ),
+        3,
+        true,
+    );
+    assert!(s.device.ftl.gc_runs > 0, "the test needs GC to run");
+    let checked = s.sim.integrity_reads_checked.unwrap();
+    assert!(checked > 10_000, "only {checked} reads were checked");
+}
+
+#[test]
+fn random_read_tail_rises_with_queue_depth_far_more_on_tlc_than_on_zssd() {
+    let at = |preset: &str, qd: u32| {
+        let s = run(
+            DeviceConfig::preset(preset).unwrap(),
+            &job(
+                "rr",
+                &format!("rw=randread\niodepth={qd}\nnumber_ios=20000\nnorandommap"),
+            ),
+            5,
+            false,
+        );
+        s.jobs[0].read.latency_ns
+    };
+    let (z1, z16) = (at("zssd", 1), at("zssd", 16));
+    let (t1, t16) = (at("nvme-tlc", 1), at("nvme-tlc", 16));
+    let rise_z = z16.p99_9 as i64 - z1.p99_9 as i64;
+    let rise_t = t16.p99_9 as i64 - t1.p99_9 as i64;
+    assert!(
+        rise_t > 4 * rise_z.max(1),
+        "p99.9 rise QD1→QD16: nvme-tlc {rise_t} ns vs zssd {rise_z} ns"
+    );
+    // And the ULL drive stays far faster in absolute terms.
+    assert!(z16.p99_9 * 4 < t16.p99_9);
+}
+
+#[test]
+fn program_suspend_lowers_read_tail_latency_under_mixed_load() {
+    let j = job(
+        "mixed",
+        "rw=randrw\nrwmixread=70\niodepth=8\nnumber_ios=30000\nnorandommap",
+    );
+    let p99 = |suspend: Switch| {
+        let mut c = small_tlc();
+        c.flash.suspend = suspend;
+        let s = run(c, &j, 9, false);
+        (s.jobs[0].read.latency_ns.p99, s.device.flash.suspends)
+    };
+    let (off, n_off) = p99(Switch::Off);
+    let (on, n_on) = p99(Switch::On);
+    assert_eq!(n_off, 0);
+    assert!(n_on > 0, "no program was suspended");
+    assert!(
+        on * 10 < off * 8,
+        "read p99 with suspend {on} ns should be well below {off} ns without"
+    );
+}
+
+#[test]
+fn writes_stall_when_the_buffer_overflows() {
+    let s = run(
+        small_tlc(),
+        &job(
+            "burst",
+            "rw=randwrite\niodepth=32\nnumber_ios=20000\nnorandommap",
+        ),
+        2,
+        false,
+    );
+    let c = &s.device.commands;
+    assert!(
+        c.write_stalls > 0,
+        "a 2 MB buffer under 80 MB of writes must overflow"
+    );
+    // Stalled writes wait for flash programs (≥ 0.56 ms): the tail shows it.
+    assert!(
+        s.jobs[0].write.latency_ns.p99 > 500_000,
+        "p99 {}",
+        s.jobs[0].write.latency_ns.p99
+    );
+}
+
+#[test]
+fn every_io_of_a_mixed_multi_job_file_completes() {
+    let j = "[global]\nioengine=libaio\ndirect=1\nnorandommap\ntime_based\nruntime=1000s\n\
+             [a]\nrw=randread\nbs=4k\niodepth=4\nnumber_ios=3000\nnumjobs=2\n\
+             [b]\nrw=write\nbs=128k\niodepth=2\nnumber_ios=500\n\
+             [c]\nstonewall\nrw=randrw\nbs=16k\niodepth=3\nnumber_ios=2000\nioengine=pvsync2\nhipri\n";
+    let s = run(small_tlc(), j, 11, true);
+    let ios: u64 = s.jobs.iter().map(|j| j.read.ios + j.write.ios).sum();
+    assert_eq!(ios, 3000 * 2 + 500 + 2000);
+    assert_eq!(s.sim.ios, ios);
+    assert_eq!(s.device.commands.reads + s.device.commands.writes, ios);
+}
+
+#[test]
+fn rate_limited_job_runs_at_its_rate() {
+    let s = run(
+        DeviceConfig::preset("zssd").unwrap(),
+        &job(
+            "paced",
+            "rw=randread\niodepth=4\nrate_iops=20000\nnumber_ios=4000",
+        ),
+        1,
+        false,
+    );
+    let iops = s.jobs[0].read.iops;
+    assert!(
+        (19_000.0..21_000.0).contains(&iops),
+        "{iops} IOPS, expected about 20000"
+    );
+}
