@@ -352,7 +352,7 @@ impl DeviceConfig {
                 "a power of two from 512 to 65536",
             ));
         }
-        if f.super_channel == Switch::On && f.channels % 2 != 0 {
+        if f.super_channel == Switch::On && !f.channels.is_multiple_of(2) {
             return Err(invalid(
                 "flash.channels",
                 f.channels,
@@ -363,7 +363,7 @@ impl DeviceConfig {
         let lun_page_bytes = f.page_bytes as u64 * sc;
         if lun_page_bytes < MAP_UNIT_BYTES {
             let group = MAP_UNIT_BYTES / lun_page_bytes;
-            if f.planes_per_die as u64 % group != 0 {
+            if !(f.planes_per_die as u64).is_multiple_of(group) {
                 return Err(invalid(
                     "flash.planes_per_die",
                     f.planes_per_die,
@@ -371,7 +371,7 @@ impl DeviceConfig {
                 ));
             }
         }
-        if f.pages_per_block as usize % f.cell.page_types() != 0 {
+        if !(f.pages_per_block as usize).is_multiple_of(f.cell.page_types()) {
             return Err(invalid(
                 "flash.pages_per_block",
                 f.pages_per_block,

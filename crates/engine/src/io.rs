@@ -7,7 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 /// Workload class of an I/O (the published `chworkload_attr` attribute).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum IoClass {
     LatencyCritical,

@@ -287,7 +287,7 @@ fn sector_aligned(
     bytes: u64,
     what: &str,
 ) -> Result<u64, JobError> {
-    if bytes % SECTOR_BYTES != 0 {
+    if !bytes.is_multiple_of(SECTOR_BYTES) {
         return Err(invalid(
             ctx,
             option,

@@ -231,7 +231,7 @@ impl ProfileGenerator {
         region_start_bytes: u64,
         region_bytes: u64,
     ) -> Result<ProfileGenerator, GenError> {
-        if region_start_bytes % PAGE_BYTES != 0 {
+        if !region_start_bytes.is_multiple_of(PAGE_BYTES) {
             return Err(GenError::BadParameter {
                 what: format!(
                     "profile `{}` region start {region_start_bytes}",
