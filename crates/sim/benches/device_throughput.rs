@@ -1,0 +1,76 @@
+//! Issue targets for device-level runs, printed (not asserted):
+//! (a) 4 KiB random read, QD32, 1 M I/Os on a full-capacity `zssd` (800 GB);
+//! (b) 70/30 random read/write 4 KiB, QD32, 1 M I/Os on a preconditioned `nvme-tlc` shrunk
+//!     so its free space runs out and GC is active.
+//! Prints simulated I/Os per wall-clock second and the process's peak RSS after each.
+//!
+//! Run: `cargo bench -p sim --bench device_throughput`
+
+use std::time::Instant;
+
+use device::DeviceConfig;
+use sim::{DeviceRun, DeviceRunConfig, HostCosts, Silent};
+
+fn peak_rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+fn bench(label: &str, device: DeviceConfig, job: &str) {
+    let cfg = DeviceRunConfig {
+        seed: 1,
+        device,
+        host: HostCosts::preset("x86-4").expect("preset"),
+        host_name: "x86-4".into(),
+        jobs: workload::JobFile::parse_fio(job, label).expect("bench job parses"),
+        job_source: label.into(),
+        integrity: false,
+    };
+    let wall = Instant::now();
+    let summary = DeviceRun::new(&cfg).expect("valid run").run(&mut Silent).expect("run completes");
+    let secs = wall.elapsed().as_secs_f64();
+    let d = &summary.device;
+    println!(
+        "{label}: {} I/Os in {secs:.2} s wall = {:.0} simulated I/Os per second; {} events ({:.1} M events/s); \
+         simulated {:.3} s; GC runs {}, write amplification {:.3}; peak RSS {} MiB",
+        summary.sim.ios,
+        summary.sim.ios as f64 / secs,
+        summary.sim.events,
+        summary.sim.events as f64 / secs / 1e6,
+        summary.sim.simulated_ns as f64 / 1e9,
+        d.ftl.gc_runs,
+        d.write_amplification,
+        peak_rss_mib()
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument selects one case.
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    if want("a-zssd-randread-qd32") {
+        let zssd = DeviceConfig::preset("zssd").expect("preset");
+        bench(
+            "a-zssd-randread-qd32",
+            zssd,
+            "[a]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randread\niodepth=32\nnorandommap\ntime_based\nruntime=1000s\nnumber_ios=1000000\n",
+        );
+    }
+    if want("b-tlc-randrw-70-30-gc") {
+        let mut tlc = DeviceConfig::preset("nvme-tlc").expect("preset");
+        // 256 planes × 24 blocks × 384 pages × 8 KiB = 19 GB raw: 300 K random writes on top of
+        // the sequential precondition exhaust the free blocks, so GC runs throughout.
+        tlc.flash.blocks_per_plane = 24;
+        tlc.cache.dram_bytes = 64 << 20;
+        tlc.cache.write_buffer_bytes = 64 << 20;
+        bench(
+            "b-tlc-randrw-70-30-gc",
+            tlc,
+            "[b]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randrw\nrwmixread=70\niodepth=32\nnorandommap\ntime_based\nruntime=1000s\nnumber_ios=1000000\n",
+        );
+    }
+}
