@@ -148,7 +148,9 @@ pub enum Precondition {
 pub struct FtlConfig {
     /// Physical capacity hidden from the host, percent of raw capacity.
     pub overprovisioning_pct: u32,
-    /// GC runs on a LUN when its free superblocks fall below this percent of its superblocks.
+    /// GC runs on a LUN when its free superblocks fall below this percent of its superblocks
+    /// (never fewer than `gc_reserve_blocks + 1`). Presets use 1 %: the rest of the
+    /// over-provisioning stays spare, which is what keeps greedy GC's victims mostly invalid.
     pub gc_threshold_pct: u32,
     /// Free superblocks per LUN that host writes may not take (kept for GC's relocations).
     pub gc_reserve_blocks: u32,
@@ -522,7 +524,7 @@ pub fn zssd() -> DeviceConfig {
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
-            gc_threshold_pct: 5,
+            gc_threshold_pct: 1,
             gc_reserve_blocks: 2,
             precondition: Precondition::Sequential,
             gc_preemptible: false,
@@ -575,7 +577,7 @@ pub fn nvme_tlc() -> DeviceConfig {
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
-            gc_threshold_pct: 5,
+            gc_threshold_pct: 1,
             gc_reserve_blocks: 2,
             precondition: Precondition::Sequential,
             gc_preemptible: false,

@@ -593,6 +593,7 @@ mod tests {
         c.flash.blocks_per_plane = 16;
         c.flash.pages_per_block = 6;
         c.ftl.gc_threshold_pct = 25;
+        c.ftl.overprovisioning_pct = 25; // 16 superblocks per LUN: room for GC to gain rows
         c.ftl.precondition = precondition;
         let g = Geometry::new(&c);
         (c, g)

@@ -668,8 +668,12 @@ impl Ssd {
         match block {
             WriteBlock::SetFull => {
                 if let Some(unit) = self.cache.take_dirty_in_set(lpn) {
+                    // Fill the row with the oldest dirty data rather than program one unit.
                     self.evict_scratch.clear();
                     self.evict_scratch.push(unit);
+                    let row_units = self.flash.geometry.row_units() as usize;
+                    self.cache
+                        .take_oldest_dirty(row_units, &mut self.evict_scratch);
                     self.program_evictions(now);
                 }
             }
@@ -683,6 +687,18 @@ impl Ssd {
                 };
                 self.evict_scratch.clear();
                 self.cache.take_oldest_dirty(batch, &mut self.evict_scratch);
+                // Program whole rows only: a partial row wastes its empty slots, which GC must
+                // later reclaim. Leftovers go back to the buffer while other programs are in
+                // flight (their completion brings the next round); with nothing in flight a
+                // partial row is the only way forward.
+                let row_units = self.flash.geometry.row_units() as usize;
+                if self.rows_in_flight > 0 {
+                    let whole = self.evict_scratch.len() / row_units * row_units;
+                    for &(lpn, _) in self.evict_scratch[whole..].iter().rev() {
+                        self.cache.abort_eviction(lpn);
+                    }
+                    self.evict_scratch.truncate(whole);
+                }
                 self.program_evictions(now);
             }
         }
@@ -690,59 +706,60 @@ impl Ssd {
     }
 
     /// Programs the units in `evict_scratch`, striped unit by unit over LUNs in channel-first
-    /// order, one row per LUN per `row_units` units.
+    /// order: the batch is cut into stripes of whole rows (one row per LUN, at most one stripe
+    /// across all LUNs), and unit `k` of a stripe of `r` rows goes to the stripe's LUN `k mod r`,
+    /// so neighbouring LPNs land on different channels. Only the last row of a batch can be
+    /// partial, and only when the caller had to program fewer than a row's worth.
     fn program_evictions(&mut self, now: SimTime) {
         let units = std::mem::take(&mut self.evict_scratch);
-        if units.is_empty() {
-            self.evict_scratch = units;
-            return;
-        }
         let geo = &self.flash.geometry;
-        let (luns, row_units) = (geo.luns, geo.row_units() as usize);
-        let groups = units.len().div_ceil(row_units).min(luns as usize);
-        let mut g = 0;
-        while g < groups {
-            let members: Vec<(u32, u32)> = units.iter().copied().skip(g).step_by(groups).collect();
-            let Some(lun) = self.next_host_lun() else {
-                // No LUN has room until GC erases something: put everything left back, and
-                // make sure GC runs wherever it can free space (a LUN whose GC found no
-                // victim earlier may have one now that host writes elsewhere invalidated
-                // some of its data).
-                for rest in g..groups {
-                    for &(lpn, _) in units.iter().skip(rest).step_by(groups) {
+        let (luns, row_units) = (geo.luns as usize, geo.row_units() as usize);
+        let mut start = 0;
+        let mut members: Vec<(u32, u32)> = Vec::with_capacity(row_units);
+        'stripes: while start < units.len() {
+            let left = units.len() - start;
+            let rows = (left / row_units).clamp(1, luns);
+            let take = (rows * row_units).min(left);
+            let stripe = &units[start..start + take];
+            start += take;
+            for g in 0..rows {
+                members.clear();
+                members.extend(stripe.iter().copied().skip(g).step_by(rows));
+                let Some(lun) = self.next_host_lun() else {
+                    // No LUN has room until GC erases something: put everything left back, and
+                    // make sure GC runs wherever it can free space (a LUN whose GC found no
+                    // victim earlier may have one now that host writes elsewhere invalidated
+                    // some of its data).
+                    for rest in g..rows {
+                        for &(lpn, _) in stripe.iter().skip(rest).step_by(rows) {
+                            self.cache.abort_eviction(lpn);
+                        }
+                    }
+                    for &(lpn, _) in &units[start..] {
                         self.cache.abort_eviction(lpn);
                     }
-                }
-                self.evict_blocked = true;
-                for l in 0..luns {
-                    if self.ftl.needs_gc(l) {
-                        self.start_gc(now, l);
+                    self.evict_blocked = true;
+                    for l in 0..luns as u32 {
+                        if self.ftl.needs_gc(l) {
+                            self.start_gc(now, l);
+                        }
                     }
-                }
-                break;
-            };
-            for chunk in members.chunks(row_units) {
-                if !self.ftl.has_room(lun, Writer::Host) {
-                    for &(lpn, _) in chunk {
-                        self.cache.abort_eviction(lpn);
-                    }
-                    continue;
-                }
-                let placed = self.ftl.write_row(lun, chunk, Writer::Host);
-                let row = self.alloc_row(chunk);
+                    break 'stripes;
+                };
+                let placed = self.ftl.write_row(lun, &members, Writer::Host);
+                let row = self.alloc_row(&members);
                 let op = FlashOp {
                     kind: OpKind::Program,
                     page: placed.page,
-                    units: chunk.len() as u32,
+                    units: members.len() as u32,
                     origin: OpOrigin::Evict { row },
                 };
                 self.rows_in_flight += 1;
                 self.flash.submit(now, lun, op, &mut self.flash_events);
+                if self.ftl.needs_gc(lun) {
+                    self.start_gc(now, lun);
+                }
             }
-            if self.ftl.needs_gc(lun) {
-                self.start_gc(now, lun);
-            }
-            g += 1;
         }
         self.evict_scratch = units;
         self.evict_scratch.clear();
