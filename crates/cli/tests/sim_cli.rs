@@ -1,0 +1,141 @@
+//! `ullstack sim` as a user runs it: results folder contents and errors for bad input.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn ullstack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ullstack"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ullstack-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+#[test]
+fn a_device_level_run_writes_the_documented_summary_and_csvs() {
+    let out = scratch("run");
+    let o = ullstack()
+        .args(["sim", "--device", "zssd", "--seed", "3", "--job"])
+        .arg(examples().join("randread-qd1.fio"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("p99.999") && table.contains("read"),
+        "{table}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for key in ["seed", "simulated_ns", "wall_ns", "events", "ios"] {
+        assert!(
+            summary["sim"][key].is_number(),
+            "sim.{key} missing: {}",
+            summary["sim"]
+        );
+    }
+    assert_eq!(summary["sim"]["seed"], 3);
+    let job = &summary["jobs"][0];
+    for key in [
+        "mean", "p50", "p95", "p99", "p99_9", "p99_99", "p99_999", "max",
+    ] {
+        assert!(
+            job["read"]["latency_ns"][key].as_u64().unwrap() > 0,
+            "read.latency_ns.{key}"
+        );
+    }
+    assert!(job["read"]["iops"].as_f64().unwrap() > 0.0);
+    for key in ["write_amplification", "ftl", "cache"] {
+        assert!(!summary["device"][key].is_null(), "device.{key} missing");
+    }
+    let csv = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("latency_"));
+    let csv = std::fs::read_to_string(csv.expect("a latency CSV").path()).unwrap();
+    assert!(csv.starts_with("latency_ns,cumulative_fraction\n"));
+}
+
+fn fails_with(args: &[&str], extra: Option<(&str, &str)>, expect: &[&str]) {
+    let dir = scratch(&args.join("-").replace(['/', '.'], "_"));
+    let mut cmd = ullstack();
+    cmd.args(args).arg("--out").arg(dir.join("out"));
+    if let Some((name, text)) = extra {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        cmd.arg(if name.ends_with(".fio") {
+            "--job"
+        } else {
+            "--device"
+        })
+        .arg(&p);
+    }
+    let o = cmd.output().unwrap();
+    assert!(!o.status.success(), "should fail: {args:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    for e in expect {
+        assert!(err.contains(e), "stderr should mention {e:?}: {err}");
+    }
+}
+
+#[test]
+fn an_unknown_preset_is_named_with_the_known_ones() {
+    fails_with(
+        &["sim", "--device", "optane"],
+        None,
+        &["optane", "zssd, nvme-tlc, bics, vnand"],
+    );
+}
+
+#[test]
+fn an_unsupported_fio_option_names_option_and_line() {
+    fails_with(
+        &["sim", "--device", "zssd"],
+        Some(("bad.fio", "[j]\nrw=randread\nverify=md5\n")),
+        &["verify", ":3"],
+    );
+}
+
+#[test]
+fn a_malformed_job_value_is_named() {
+    fails_with(
+        &["sim", "--device", "zssd"],
+        Some(("bad.fio", "[j]\nrw=randread\nbs=3000\n")),
+        &["bs", "3000"],
+    );
+}
+
+#[test]
+fn impossible_geometry_and_unknown_keys_in_a_device_file_are_named() {
+    fails_with(
+        &["sim"],
+        Some(("dev.toml", "preset = \"zssd\"\n[flash]\nchannels = 0\n")),
+        &["flash.channels", "0"],
+    );
+    fails_with(
+        &["sim"],
+        Some((
+            "dev.toml",
+            "preset = \"zssd\"\n[flash]\npage_bytes = 3000\n",
+        )),
+        &["page_bytes", "power of two"],
+    );
+    fails_with(
+        &["sim"],
+        Some(("dev.toml", "preset = \"zssd\"\n[cache]\nwayz = 4\n")),
+        &["cache.wayz"],
+    );
+}
