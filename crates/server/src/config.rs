@@ -415,8 +415,46 @@ pub enum BackendConfig {
         #[serde(default)]
         direct: DirectIo,
     },
-    /// The SSD model of crate `device` run against the wall clock.
-    Emulated { preset: String, size: ByteSize },
+    /// The SSD model of crate `device` run against the wall clock; the bytes live in a sparse
+    /// map as for `memory`. `device` is a preset name (`"zssd"`) or a device table (`preset`
+    /// plus overrides, or a complete description, in crate `device`'s format); `preset` is
+    /// accepted as an alias of `device`. `sq_depth`: each worker's submission queue on the model.
+    Emulated {
+        #[serde(alias = "preset")]
+        device: DeviceSpec,
+        size: ByteSize,
+        #[serde(default = "default_sq_depth")]
+        sq_depth: u32,
+    },
+}
+
+/// Default depth of each worker's submission queue on an emulated device: what a Linux NVMe
+/// driver gives one hardware queue (`io_queue_depth` = 1024). Requests beyond it wait in the
+/// worker, as they would in blk-mq.
+pub const DEFAULT_SQ_DEPTH: u32 = 1024;
+/// Deepest submission queue NVMe allows.
+pub const MAX_SQ_DEPTH: u32 = 65536;
+
+fn default_sq_depth() -> u32 {
+    DEFAULT_SQ_DEPTH
+}
+
+/// An emulated volume's device: a preset of crate `device` by name, or a device table.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum DeviceSpec {
+    Named(String),
+    Inline(toml::Table),
+}
+
+impl DeviceSpec {
+    /// The device description this names or spells out.
+    pub fn device_config(&self) -> Result<device::DeviceConfig, device::config::ConfigError> {
+        match self {
+            DeviceSpec::Named(name) => device::DeviceConfig::preset(name),
+            DeviceSpec::Inline(table) => device::DeviceConfig::from_toml_table(table.clone()),
+        }
+    }
 }
 
 /// `[[volume]]`.
@@ -712,12 +750,29 @@ impl ServerConfig {
                     ));
                 }
             }
-            if let BackendConfig::Emulated { preset, .. } = &v.backend {
-                if preset.is_empty() {
+            if let BackendConfig::Emulated {
+                device, sq_depth, ..
+            } = &v.backend
+            {
+                if let Err(e) = device.device_config() {
+                    let value = match device {
+                        DeviceSpec::Named(name) => format!("{name:?}"),
+                        DeviceSpec::Inline(_) => "(inline table)".to_string(),
+                    };
                     return Err(invalid(
-                        format!("volume[{i}].backend.preset"),
-                        "\"\"",
-                        "a device preset name such as \"zssd\"",
+                        format!("volume[{i}].backend.device"),
+                        value,
+                        format!(
+                            "a device preset ({}) or a valid device table: {e}",
+                            device::config::PRESET_NAMES.join(", ")
+                        ),
+                    ));
+                }
+                if *sq_depth < 2 || *sq_depth > MAX_SQ_DEPTH {
+                    return Err(invalid(
+                        format!("volume[{i}].backend.sq_depth"),
+                        sq_depth,
+                        format!("2..={MAX_SQ_DEPTH}"),
                     ));
                 }
             }

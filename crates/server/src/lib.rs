@@ -11,7 +11,7 @@
 //! | --- | --- |
 //! | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
 //! | [`tenant`] | tenants, constant-time secrets, ACLs: the check every request passes |
-//! | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (not yet) |
+//! | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
 //! | [`buf`] | 4 KiB-aligned I/O buffers and the per-worker pool |
 //! | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
 //! | [`worker`] | the dataplane loop: epoll, decode, check, schedule, submit, reap, reply |

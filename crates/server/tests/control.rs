@@ -280,23 +280,3 @@ fn one_worker_keeps_serving_1000_tenants_and_5000_connections() {
         5000
     );
 }
-
-#[test]
-fn emulated_backend_is_refused_at_start_with_a_clear_reason() {
-    let config = r#"
-[[volume]]
-name = "ull"
-backend = { kind = "emulated", preset = "zssd", size = "1GiB" }
-"#;
-    let parsed =
-        server::config::ServerConfig::from_toml_str(config).expect("the config accepts `emulated`");
-    let err = server::start(parsed)
-        .err()
-        .expect("start must fail")
-        .to_string();
-    assert!(
-        err.contains("emulated") && err.contains("not available in this build yet"),
-        "{err}"
-    );
-    assert!(err.contains("\"ull\""), "names the volume: {err}");
-}

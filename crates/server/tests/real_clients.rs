@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::process::Command;
 
 use common::*;
@@ -150,25 +149,6 @@ fn qemu_io_writes_with_fua_and_reads_back() {
     );
     let mut nbd = RawNbd::connect(s.addrs.nbd.unwrap(), "default").expect("nbd");
     assert_eq!(nbd.read(2 << 20, 4096).expect("read"), vec![0xcd; 4096]);
-}
-
-fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut s = std::net::TcpStream::connect(addr).expect("admin connect");
-    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
-        .expect("admin request");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("admin response");
-    assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
-    text
-}
-
-fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
 }
 
 #[test]

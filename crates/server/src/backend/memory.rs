@@ -150,7 +150,7 @@ impl MemoryVolume {
             .sum()
     }
 
-    fn execute(&self, op: StorageOp, buf: &mut IoBuf) -> Result<(), StorageError> {
+    pub(crate) fn execute(&self, op: StorageOp, buf: &mut IoBuf) -> Result<(), StorageError> {
         match op {
             StorageOp::Read { offset_bytes } => self.read(offset_bytes, buf.as_mut_slice()),
             StorageOp::Write { offset_bytes, .. } => self.write(offset_bytes, buf.as_slice()),

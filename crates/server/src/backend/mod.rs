@@ -32,14 +32,13 @@
 //! connection covers every write completed on any connection. [`Caps::multi_conn`] says so.
 //!
 //! # What it leaves out
-//! `emulated`: crate `device` does not expose its two-clock interface yet. The config accepts
-//! the kind and [`open_volume`] refuses it with [`BackendError::Unavailable`]; the trait already
-//! has what it needs ([`Backend::next_event_ns`], [`Backend::poll`] with the time).
+//! Backends in other processes (SPDK, a remote target) and tiering between volumes.
 //!
 //! # Config keys
 //! `[[volume]] backend = { kind = "memory", size } | { kind = "file", path, size?, direct } |
-//! { kind = "emulated", preset, size }`, `block_bytes`.
+//! { kind = "emulated", device, size, sq_depth }`, `block_bytes`.
 
+pub mod emulated;
 pub mod file;
 pub mod memory;
 
@@ -169,14 +168,6 @@ pub enum BackendError {
     },
     #[error("volume {volume:?}: {what}")]
     Invalid { volume: String, what: String },
-    #[error(
-        "volume {volume:?}: backend kind \"{kind}\" is not available in this build yet: {why}"
-    )]
-    Unavailable {
-        volume: String,
-        kind: &'static str,
-        why: &'static str,
-    },
     #[error("io_uring setup failed: {0}")]
     Ring(std::io::Error),
 }
@@ -192,10 +183,21 @@ pub fn open_volume(config: &VolumeConfig) -> Result<Arc<dyn Volume>, BackendErro
             *direct,
             config.block_bytes,
         )?)),
-        BackendConfig::Emulated { .. } => Err(BackendError::Unavailable {
-            volume: config.name.clone(),
-            kind: "emulated",
-            why: "crate `device` does not yet expose its two-clock (submit / next event / advance) interface; use kind = \"memory\" or \"file\"",
-        }),
+        BackendConfig::Emulated {
+            device,
+            size,
+            sq_depth,
+        } => {
+            let device = device.device_config().map_err(|e| BackendError::Invalid {
+                volume: config.name.clone(),
+                what: format!("device: {e}"),
+            })?;
+            Ok(Arc::new(emulated::EmulatedVolume::new(
+                &config.name,
+                &device,
+                size.0,
+                *sq_depth,
+            )?))
+        }
     }
 }

@@ -373,3 +373,24 @@ pub fn rss_bytes() -> u64 {
         .and_then(|kb| kb.parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }
+
+/// `GET /metrics` from the admin endpoint.
+pub fn scrape(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).expect("admin connect");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .expect("admin request");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("admin response");
+    assert!(text.starts_with("HTTP/1.0 200 OK"), "{text}");
+    text
+}
+
+/// The value of the first sample line starting with `name` (labels included), 0 if absent.
+pub fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
