@@ -244,6 +244,10 @@ pub struct FlashConfig {
     pub resume_overhead_ns: u64,
     /// Pair channels so a 4 KiB unit is split in two halves on two channels at once.
     pub super_channel: Switch,
+    /// Factory bad blocks, parts per million of physical blocks (drawn from the run's seed).
+    pub bad_block_ppm: u32,
+    /// Spare blocks per plane that the super-channel remap checker can substitute for bad ones.
+    pub spare_blocks_per_plane: u32,
 }
 
 /// Names of the built-in presets.
@@ -382,6 +386,13 @@ impl DeviceConfig {
                     f.cell.page_types(),
                     f.cell
                 ),
+            ));
+        }
+        if f.bad_block_ppm >= 1_000_000 {
+            return Err(invalid(
+                "flash.bad_block_ppm",
+                f.bad_block_ppm,
+                "fewer than 1,000,000 parts per million",
             ));
         }
         let ftl = &self.ftl;
@@ -550,6 +561,8 @@ pub fn zssd() -> DeviceConfig {
             suspend_overhead_ns: 5_000,
             resume_overhead_ns: 5_000,
             super_channel: Switch::On,
+            bad_block_ppm: 0,
+            spare_blocks_per_plane: 0,
         },
     }
 }
@@ -611,6 +624,8 @@ pub fn nvme_tlc() -> DeviceConfig {
             suspend_overhead_ns: 20_000,
             resume_overhead_ns: 20_000,
             super_channel: Switch::Off,
+            bad_block_ppm: 0,
+            spare_blocks_per_plane: 0,
         },
     }
 }

@@ -34,9 +34,14 @@
 //! is in the array phase of a program or erase suspends it (`suspend_overhead_ns`), runs, and
 //! the suspended operation resumes afterwards with its remaining time plus `resume_overhead_ns`.
 //!
+//! ## Bad blocks and the remap checker (`flash.bad_block_ppm`, `flash.spare_blocks_per_plane`)
+//! Factory bad blocks are drawn from the run's seed. The FTL retires a superblock holding one,
+//! except that with `super_channel = "on"` the remap checker substitutes a clean spare block of
+//! the same LUN, so the channel pair stays usable (see `ftl.rs`). Remapping costs no time.
+//!
 //! ## What it leaves out
 //! Cache-read and cache-program pipelining; per-plane address restrictions of multi-plane
-//! operations; read retry and ECC time; bad blocks.
+//! operations; read retry and ECC time; blocks that go bad during a run.
 
 use std::collections::VecDeque;
 

@@ -51,6 +51,8 @@ enum SbState {
     Closed,
     /// Chosen by GC; erased when its relocations finish.
     Victim,
+    /// Holds a factory bad block that could not be remapped: never used.
+    Retired,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -63,6 +65,10 @@ struct SbMeta {
 }
 
 struct LunAlloc {
+    /// Usable superblocks in order (the implicit precondition fills them in this order) and
+    /// each superblock's rank in that list (`u32::MAX` if retired).
+    usable: Vec<u32>,
+    rank: Vec<u32>,
     free: Vec<u32>,
     open: Option<u32>,
     next_row: u32,
@@ -111,6 +117,11 @@ pub struct FtlStats {
     pub gc_runs: u64,
     pub erases: u64,
     pub trims: u64,
+    /// Factory bad physical blocks, blocks the remap checker replaced with spares, and
+    /// superblocks retired because a bad block could not be replaced.
+    pub bad_blocks: u64,
+    pub blocks_remapped: u64,
+    pub superblocks_retired: u64,
 }
 
 pub struct Ftl {
@@ -131,10 +142,27 @@ pub struct Ftl {
 
 impl Ftl {
     pub fn new(config: &DeviceConfig, geo: Geometry, integrity: bool) -> Ftl {
-        let total_units = geo.total_units();
-        let user_lpns = total_units * (100 - config.ftl.overprovisioning_pct as u64) / 100;
+        Self::with_seed(config, geo, integrity, 0)
+    }
+
+    /// As [`new`](Self::new), drawing factory bad blocks from the run's `seed`.
+    pub fn with_seed(config: &DeviceConfig, geo: Geometry, integrity: bool, seed: u64) -> Ftl {
         let sb_per_lun = geo.superblocks_per_lun;
         let sb_units = geo.superblock_units() as u64;
+        let mut stats = FtlStats::default();
+        let retired = Self::draw_bad_blocks(config, &geo, seed, &mut stats);
+        // Every LUN holds the same share of the logical space (LPN i lives on LUN i mod L), so
+        // the capacity follows the LUN with the fewest usable superblocks.
+        let min_usable = (0..geo.luns)
+            .map(|l| {
+                (0..sb_per_lun)
+                    .filter(|&sb| !retired[(l * sb_per_lun + sb) as usize])
+                    .count() as u64
+            })
+            .min()
+            .unwrap_or(0);
+        let usable_units = min_usable * sb_units * geo.luns as u64;
+        let user_lpns = usable_units * (100 - config.ftl.overprovisioning_pct as u64) / 100;
         let implicit_lpns = match config.ftl.precondition {
             Precondition::None => 0,
             Precondition::Sequential => user_lpns,
@@ -142,34 +170,53 @@ impl Ftl {
         let mut sbs = Vec::with_capacity((geo.luns * sb_per_lun) as usize);
         let mut luns = Vec::with_capacity(geo.luns as usize);
         for lun in 0..geo.luns as u64 {
-            // LPNs i < implicit with i mod L == lun: positions 0..count on this LUN.
+            // LPNs i < implicit with i mod L == lun fill this LUN's usable superblocks in order.
             let count = if implicit_lpns > lun {
                 (implicit_lpns - lun).div_ceil(geo.luns as u64)
             } else {
                 0
             };
             let full_sbs = count.div_ceil(sb_units) as u32;
+            let mut usable = Vec::new();
+            let mut rank = vec![u32::MAX; sb_per_lun as usize];
             for sb in 0..sb_per_lun {
-                let implicit = sb < full_sbs;
+                let is_retired = retired[(lun as u32 * sb_per_lun + sb) as usize];
+                if !is_retired {
+                    rank[sb as usize] = usable.len() as u32;
+                    usable.push(sb);
+                }
+                let r = rank[sb as usize];
+                let implicit = !is_retired && r < full_sbs;
                 let valid_units = if implicit {
-                    (count - sb as u64 * sb_units).min(sb_units) as u32
+                    (count - r as u64 * sb_units).min(sb_units) as u32
                 } else {
                     0
                 };
+                let state = if is_retired {
+                    SbState::Retired
+                } else if implicit {
+                    SbState::Closed
+                } else {
+                    SbState::Free
+                };
                 sbs.push(SbMeta {
-                    state: if implicit {
-                        SbState::Closed
-                    } else {
-                        SbState::Free
-                    },
+                    state,
                     valid_units,
                     erase_count: 0,
                     implicit,
                 });
             }
             // Free list as a stack: lowest index on top, for a deterministic start.
+            let free = usable
+                .iter()
+                .skip(full_sbs as usize)
+                .rev()
+                .copied()
+                .collect();
             luns.push(LunAlloc {
-                free: (full_sbs..sb_per_lun).rev().collect(),
+                usable,
+                rank,
+                free,
                 open: None,
                 next_row: 0,
                 gc_running: false,
@@ -190,8 +237,52 @@ impl Ftl {
             luns,
             gc_threshold_free,
             gc_reserve: config.ftl.gc_reserve_blocks,
-            stats: FtlStats::default(),
+            stats,
         }
+    }
+
+    /// Draws factory bad blocks and applies the super-channel remap checker: returns, per
+    /// superblock, whether it must be retired.
+    ///
+    /// A superblock spans `planes_per_die × channels_per_lun` physical blocks (both dies of a
+    /// super-channel pair). With `super_channel = "on"`, the remap checker replaces a bad block
+    /// by a clean spare of its LUN (`spare_blocks_per_plane` per physical plane) so the pair
+    /// stays usable; otherwise — or when spares run out — one bad block retires the superblock.
+    fn draw_bad_blocks(
+        config: &DeviceConfig,
+        geo: &Geometry,
+        seed: u64,
+        stats: &mut FtlStats,
+    ) -> Vec<bool> {
+        let f = &config.flash;
+        let n = (geo.luns * geo.superblocks_per_lun) as usize;
+        let mut retired = vec![false; n];
+        if f.bad_block_ppm == 0 {
+            return retired;
+        }
+        let mut rng = engine::stream(seed, "flash.bad-blocks");
+        let blocks_per_sb = f.planes_per_die as u64 * geo.channels_per_lun as u64;
+        let remap = f.super_channel == crate::config::Switch::On;
+        for lun in 0..geo.luns {
+            let mut spares = f.spare_blocks_per_plane as u64 * blocks_per_sb;
+            for sb in 0..geo.superblocks_per_lun {
+                let bad = (0..blocks_per_sb)
+                    .filter(|_| engine::rng::chance(&mut rng, f.bad_block_ppm as u64, 1_000_000))
+                    .count() as u64;
+                stats.bad_blocks += bad;
+                if bad == 0 {
+                    continue;
+                }
+                if remap && spares >= bad {
+                    spares -= bad;
+                    stats.blocks_remapped += bad;
+                } else {
+                    retired[(lun * geo.superblocks_per_lun + sb) as usize] = true;
+                    stats.superblocks_retired += 1;
+                }
+            }
+        }
+        retired
     }
 
     /// Logical capacity in 4 KiB units.
@@ -223,18 +314,20 @@ impl Ftl {
 
     fn implicit_ppn(&self, lpn: u64) -> u32 {
         let luns = self.geo.luns as u64;
+        let lun = (lpn % luns) as u32;
         let pos = lpn / luns;
         let sb_units = self.geo.superblock_units() as u64;
-        self.ppn(
-            (lpn % luns) as u32,
-            (pos / sb_units) as u32,
-            (pos % sb_units) as u32,
-        )
+        let sb = self.luns[lun as usize].usable[(pos / sb_units) as usize];
+        self.ppn(lun, sb, (pos % sb_units) as u32)
     }
 
     /// The LPN whose preconditioned data sits at `slot` of implicit superblock `sb` of `lun`.
     fn implicit_lpn(&self, lun: u32, sb: u32, slot: u32) -> Option<u64> {
-        let pos = sb as u64 * self.geo.superblock_units() as u64 + slot as u64;
+        let rank = self.luns[lun as usize].rank[sb as usize];
+        if rank == u32::MAX {
+            return None;
+        }
+        let pos = rank as u64 * self.geo.superblock_units() as u64 + slot as u64;
         let lpn = pos * self.geo.luns as u64 + lun as u64;
         (lpn < self.implicit_lpns).then_some(lpn)
     }
@@ -560,7 +653,7 @@ impl Ftl {
                     "LPN {lpn} → LUN {lun} sb {sb} slot {slot}, whose reverse entry is {back}"
                 ));
             }
-            if matches!(self.sbs[i].state, SbState::Free) {
+            if matches!(self.sbs[i].state, SbState::Free | SbState::Retired) {
                 return Err(format!(
                     "LPN {lpn} maps into free superblock {sb} of LUN {lun}"
                 ));
@@ -623,6 +716,36 @@ mod tests {
         ftl.trim(5);
         assert_eq!(ftl.lookup(5), None);
         ftl.check_consistency().unwrap();
+    }
+
+    #[test]
+    fn the_remap_checker_keeps_super_channel_pairs_usable() {
+        let mut c = crate::config::zssd();
+        c.flash.blocks_per_plane = 64;
+        c.flash.bad_block_ppm = 2_000; // 0.2 %: most superblocks of 16 blocks stay clean
+        c.flash.spare_blocks_per_plane = 2;
+        c.ftl.precondition = Precondition::Sequential;
+        let with_remap = Ftl::with_seed(&c, Geometry::new(&c), false, 5);
+        assert!(
+            with_remap.stats.bad_blocks > 0,
+            "the draw should find bad blocks"
+        );
+        assert_eq!(
+            with_remap.stats.blocks_remapped,
+            with_remap.stats.bad_blocks
+        );
+        assert_eq!(with_remap.stats.superblocks_retired, 0);
+        c.flash.super_channel = crate::config::Switch::Off;
+        let without = Ftl::with_seed(&c, Geometry::new(&c), false, 5);
+        assert!(without.stats.superblocks_retired > 0);
+        assert_eq!(without.stats.blocks_remapped, 0);
+        assert!(
+            without.user_lpns() < with_remap.user_lpns(),
+            "retired superblocks cost capacity"
+        );
+        // The implicit layout skips retired superblocks and stays consistent.
+        without.check_consistency().unwrap();
+        with_remap.check_consistency().unwrap();
     }
 
     proptest! {

@@ -218,9 +218,19 @@ pub struct Ssd {
 
 impl Ssd {
     pub fn new(config: &DeviceConfig, options: DeviceOptions) -> Result<Ssd, config::ConfigError> {
+        Self::with_seed(config, options, 0)
+    }
+
+    /// As [`new`](Self::new), drawing the device's random choices (factory bad blocks) from
+    /// the run's `seed`.
+    pub fn with_seed(
+        config: &DeviceConfig,
+        options: DeviceOptions,
+        seed: u64,
+    ) -> Result<Ssd, config::ConfigError> {
         config.validate()?;
         let flash = Flash::new(config);
-        let ftl = Ftl::new(config, flash.geometry.clone(), options.integrity);
+        let ftl = Ftl::with_seed(config, flash.geometry.clone(), options.integrity, seed);
         Ok(Ssd {
             config: config.clone(),
             events: EventQueue::with_capacity(4096),

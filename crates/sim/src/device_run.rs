@@ -149,11 +149,12 @@ pub struct DeviceRun<'a> {
 
 impl<'a> DeviceRun<'a> {
     pub fn new(cfg: &'a DeviceRunConfig) -> Result<DeviceRun<'a>, RunError> {
-        let mut ssd = Ssd::new(
+        let mut ssd = Ssd::with_seed(
             &cfg.device,
             DeviceOptions {
                 integrity: cfg.integrity,
             },
+            cfg.seed,
         )?;
         let capacity = ssd.capacity_bytes();
         let mut threads = Vec::new();
