@@ -34,6 +34,7 @@
 
 pub mod backend;
 pub mod buf;
+pub mod calibrate;
 pub mod config;
 pub mod metrics;
 pub mod native;
