@@ -1,0 +1,260 @@
+//! Applications: online services, offline jobs and fio jobs, as threads on the host's cores.
+//!
+//! ## What it models
+//! - **Online service** (latency-critical in the studies): a client sends requests at
+//!   `requests_per_sec` (Poisson or fixed interval). A request costs the client
+//!   `app.client_send_ns`, crosses the network (`app.net_one_way_ns`), wakes the service's
+//!   server thread which receives it (`net_recv_ns`) and hands it to an idle worker thread
+//!   (`handoff_ns`, waking the worker) or queues it. The worker executes
+//!   `instructions_per_request` instructions; the profile's I/O rate decides where the
+//!   request's I/Os fall in that instruction stream (each I/O is synchronous: it is on the
+//!   request's critical path). Then it replies (`reply_ns`) and the reply crosses the network.
+//!   *Response time* is measured at the client: issue to reply received.
+//! - **Offline job** (throughput): each of its threads executes instructions at the core's speed
+//!   and, every `10^9 / ios_per_g_instr` instructions on average (exponential gaps by default),
+//!   issues one synchronous I/O shaped by the profile (read ratio, size, sequential ratio).
+//!   Metric: instructions per second over the run, and I/Os.
+//! - **fio job**: each clone is a thread. Synchronous engines (psync, pvsync2 …) issue one I/O
+//!   at a time (`hipri` polls); async engines (libaio, io_uring) keep `iodepth` direct I/Os in
+//!   flight, each submitted by its own `io_submit` call, and reap completions with
+//!   `io_getevents` (sleeping when none are ready). `rate_iops`, `thinktime`, `runtime`,
+//!   `number_ios` and `time_based` keep their fio meaning; a job also stops at the end of the
+//!   run.
+//!
+//! Every I/O an application makes carries its process's class; buffered I/O goes through the
+//! page cache (which remembers the class on dirty pages), direct I/O straight to the block layer.
+//!
+//! Worked example (`apache` on arm8, defaults): 400 requests/s Poisson; 1 M instructions per
+//! request = 500 µs of compute at 2 GHz; 0.666 I/Os per M instructions → on average 0.67
+//! 24 KiB direct reads per request. An unloaded request costs ≈ 2 (send) + 10 (network) + 2
+//! (recv) + 1 (hand-off) + 2.5 (worker switch) + 500 (compute) + 0.67 × ~25 (I/O) + 2 (reply)
+//! + 10 (network) ≈ 546 µs.
+//!
+//! ## The CPU side of the profiles (ours, not published)
+//! presets.md gives each profile's I/O behaviour per instruction, not its threads or its work
+//! per request. Defaults: online services run 1 server + 4 worker threads and 1 M instructions
+//! per request (`app.instructions_per_request`); offline jobs run 4 threads (`bfs`: 16, "many
+//! worker threads" per presets.md); published online services use direct I/O (databases and
+//! servers that manage their own cache), the write-back study services and offline jobs
+//! buffered I/O (presets.md: offline jobs use the page cache; upload/update requests dirty
+//! pages). Every one of these is a per-process key in the system config.
+//!
+//! ## What it leaves out
+//! Trace replay (the workload crate has no trace reader yet), fio stonewall groups inside a
+//! system run (rejected with an error), fsync from profiles, memory footprints of applications
+//! (the page cache gets `memory − reserved`), the client machine's CPU.
+
+use engine::{IoClass, LatencyHistogram, SimRng};
+use serde::{Deserialize, Serialize};
+use workload::{Buffering, IoGenerator, IoSizeModel, JobSpec, Profile, ProfileKind};
+
+use crate::config::HostConfig;
+
+/// When an online service's client sends requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrivals {
+    /// Exponential gaps with mean 1 / rate.
+    Poisson,
+    /// A request every 1 / rate.
+    Fixed,
+}
+
+/// How instructions between a thread's I/Os are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IoGaps {
+    /// Exponential with the profile's mean (I/Os are a Poisson process in instructions).
+    Exponential,
+    /// Always the profile's mean.
+    Fixed,
+}
+
+/// What a process runs.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// A built-in profile (online service or offline job).
+    Profile(Profile),
+    /// fio jobs (each clone a thread).
+    Fio { jobs: Vec<JobSpec>, source: String },
+}
+
+/// Whether a process is a service (response time) or a job (throughput).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessKind {
+    Online,
+    Offline,
+    Fio,
+}
+
+/// One process of a system run.
+#[derive(Clone, Debug)]
+pub struct ProcessSpec {
+    pub name: String,
+    pub workload: Workload,
+    /// The workload attribute every I/O of the process carries.
+    pub class: IoClass,
+    /// Online: worker threads (plus one server thread); offline: threads; fio: unused
+    /// (`numjobs`).
+    pub threads: u32,
+    /// Online: client requests per second.
+    pub requests_per_sec: u64,
+    pub arrivals: Arrivals,
+    /// Online: instructions a worker executes per request.
+    pub instructions_per_request: u64,
+    /// Profiles: direct or through the page cache (fio jobs use their own `direct`).
+    pub buffering: Buffering,
+    pub io_size: IoSizeModel,
+    pub io_gaps: IoGaps,
+    /// Size of the process's file (its region of the device).
+    pub file_bytes: u64,
+}
+
+impl ProcessSpec {
+    /// A process running `profile` with the defaults described in the module essay.
+    pub fn from_profile(profile: Profile, class: IoClass, host: &HostConfig) -> ProcessSpec {
+        let online = profile.kind == ProfileKind::Online;
+        let buffering = match profile.provenance {
+            workload::Provenance::Derived { .. } => Buffering::Buffered,
+            workload::Provenance::Published if online => Buffering::Direct,
+            workload::Provenance::Published => Buffering::Buffered,
+        };
+        ProcessSpec {
+            name: profile.name.to_string(),
+            threads: default_threads(&profile),
+            workload: Workload::Profile(profile),
+            class,
+            requests_per_sec: workload::ONLINE_REQUESTS_PER_SEC,
+            arrivals: Arrivals::Poisson,
+            instructions_per_request: host.app.instructions_per_request,
+            buffering,
+            io_size: IoSizeModel::Fixed,
+            io_gaps: IoGaps::Exponential,
+            file_bytes: host.app.file_bytes,
+        }
+    }
+
+    pub fn kind(&self) -> ProcessKind {
+        match &self.workload {
+            Workload::Profile(p) if p.kind == ProfileKind::Online => ProcessKind::Online,
+            Workload::Profile(_) => ProcessKind::Offline,
+            Workload::Fio { .. } => ProcessKind::Fio,
+        }
+    }
+
+    pub fn profile_name(&self) -> String {
+        match &self.workload {
+            Workload::Profile(p) => p.name.to_string(),
+            Workload::Fio { source, .. } => source.clone(),
+        }
+    }
+}
+
+/// Default thread count of a profile (workers for online services).
+pub fn default_threads(profile: &Profile) -> u32 {
+    match profile.name {
+        "bfs" => 16,
+        _ => 4,
+    }
+}
+
+/// An online request in flight.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OnlineReq {
+    pub sent_at: engine::SimTime,
+    pub live: bool,
+}
+
+/// An asynchronous fio I/O in flight.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FioIo {
+    pub read: bool,
+    pub bytes: u64,
+    pub started: engine::SimTime,
+    /// Bios of this I/O not yet completed.
+    pub pending: u32,
+}
+
+/// Per-job fio results (all clones of a job together).
+#[derive(Clone, Debug, Default)]
+pub struct FioJobResult {
+    pub name: String,
+    pub read: LatencyHistogram,
+    pub write: LatencyHistogram,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub first_start_ns: Option<u64>,
+    pub last_end_ns: u64,
+}
+
+/// The state of one fio clone.
+pub(crate) struct FioThread {
+    pub job: u32,
+    pub gen: IoGenerator,
+    pub spec_depth: u32,
+    pub asynchronous: bool,
+    pub polled: bool,
+    pub direct: bool,
+    pub thinktime_ns: u64,
+    pub rate_interval_ns: Option<u64>,
+    pub runtime_ns: Option<u64>,
+    pub ramp_ns: u64,
+    pub started: engine::SimTime,
+    pub issued: u64,
+    pub exhausted: bool,
+    pub in_flight: u32,
+    pub slots: Vec<FioIo>,
+    pub free_slots: Vec<u32>,
+    pub completed: Vec<u32>,
+    pub reaping: Vec<u32>,
+}
+
+/// What a process is doing, by kind.
+pub(crate) enum ProcState {
+    Online {
+        server: u32,
+        idle_workers: Vec<u32>,
+        rx: std::collections::VecDeque<u32>,
+        work: std::collections::VecDeque<u32>,
+        reqs: Vec<OnlineReq>,
+        free_reqs: Vec<u32>,
+        arrival_rng: SimRng,
+        response: LatencyHistogram,
+        completed: u64,
+    },
+    Offline,
+    Fio {
+        jobs: Vec<FioJobResult>,
+    },
+}
+
+pub(crate) struct Process {
+    pub spec: ProcessSpec,
+    pub file: u32,
+    pub state: ProcState,
+    pub instructions: u64,
+    pub ios: u64,
+    pub io_latency: LatencyHistogram,
+}
+
+/// Results of one process.
+#[derive(Clone, Debug)]
+pub struct ProcessReport {
+    pub name: String,
+    pub profile: String,
+    pub class: IoClass,
+    pub kind: ProcessKind,
+    /// Online: requests completed (reply received by the client).
+    pub requests: u64,
+    /// Online: requests sent and not answered by the end of the run.
+    pub unfinished_requests: u64,
+    pub response: LatencyHistogram,
+    /// Instructions executed by the process's threads.
+    pub instructions: u64,
+    /// Application-level I/Os completed (read/write calls).
+    pub ios: u64,
+    /// Application-level I/O latency (call to return).
+    pub io_latency: LatencyHistogram,
+    pub fio_jobs: Vec<FioJobResult>,
+}

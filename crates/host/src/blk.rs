@@ -1,0 +1,699 @@
+//! The block layer (blk-mq): bios, requests, plugging, merging, software and hardware queues,
+//! I/O schedulers.
+//!
+//! ## What it models
+//! A *bio* is one contiguous piece of I/O some owner wants done (a direct I/O of a thread, a
+//! run of pages for the page cache, a write-back run). Submitting a bio (`blk.bio_submit_ns`
+//! of CPU in the submitter's context) first tries to **merge** it into a request that has not
+//! gone to the driver yet — the submitter's plug list, then its hardware queue's pending
+//! requests, newest first, at most `merge_scan_requests` of them, each comparison costing
+//! `merge_check_ns` — when the request is adjacent (back or front), of the same direction and
+//! class, and the merged request stays within `max_request_bytes`. Otherwise the bio becomes a
+//! new *request*, which needs one of the hardware queue's `nr_requests` (the submitter sleeps
+//! until one frees up). New requests collect in the submitter's **plug** (up to
+//! `plug_max_requests`) and go to the queue together when the submitter finishes its batch.
+//!
+//! Each core has a software queue feeding its hardware queue (one per NVMe SQ; a core has an
+//! interrupt-driven one and a polled one). **Dispatch** (`dispatch_ns` per request) takes a
+//! request from the queue when a driver tag (an SQ slot) is free, in the order the scheduler
+//! chooses: `none` — FIFO; `mq-deadline` — reads first, but a waiting write goes after
+//! `deadline_writes_starved` read batches or once it has waited `deadline_write_expire_ns`;
+//! `kyber` — reads and writes each have an in-flight limit (`kyber_read_depth`,
+//! `kyber_write_depth`) so writes cannot crowd reads out of the device queue. A request that
+//! cannot be dispatched waits; the completion of another request on the same hardware queue
+//! runs the queue again (in interrupt context on that queue's core).
+//!
+//! Worked example: a flusher writing 32 contiguous dirty pages as 32 one-page bios under a
+//! plug: the first bio becomes a request, the next 31 each back-merge into it after one
+//! comparison (31 × 200 ns of merge search on arm8); the plug flushes one 128 KiB request → one
+//! NVMe command instead of 32 (`merges = "off"` gives 32 commands).
+//!
+//! Every bio and request carries its class (`IoClass`) from the owner down to the NVMe
+//! command; merges never mix classes.
+//!
+//! ## What it leaves out
+//! Request splitting beyond `max_request_bytes` at bio creation (callers split), sector-sorted
+//! dispatch inside mq-deadline (FIFO per direction), kyber's latency-target feedback (fixed
+//! depths), timeouts and requeues, tag sharing between queues.
+//!
+//! Config keys: `blk.*`.
+
+use std::collections::VecDeque;
+
+use engine::{IoClass, IoOp, SimTime};
+use serde::Serialize;
+
+use crate::config::{BlkConfig, Merges, Scheduler};
+use crate::pagecache::NIL;
+
+/// Who gets told when a bio completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BioOwner {
+    /// A thread's synchronous direct I/O.
+    Direct { thread: u32 },
+    /// Page-cache read of `pages` pages (sync or read-ahead).
+    PageRead { file: u32, first_page: u64, pages: u32 },
+    /// Write-back of `pages` dirty pages.
+    Writeback { file: u32, first_page: u64, pages: u32 },
+    /// An asynchronous fio I/O (libaio/io_uring) of a thread.
+    FioAsync { thread: u32, slot: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Bio {
+    pub op: IoOp,
+    pub class: IoClass,
+    pub sector: u64,
+    pub sectors: u32,
+    pub owner: BioOwner,
+    /// Request the bio belongs to, `NIL` before submission.
+    pub req: u32,
+    /// Next bio of the same request.
+    pub next: u32,
+    /// First waiter (threads waiting for this bio's pages).
+    pub waiters: u32,
+    pub submitted_at: SimTime,
+    pub live: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReqState {
+    Free,
+    Plugged,
+    Queued,
+    /// Taken by a dispatcher: dispatch and driver work in progress.
+    Dispatching,
+    /// The command is in the device.
+    InDevice,
+    /// The CQE arrived; completion in progress.
+    Completing,
+}
+
+/// Which kind of hardware queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueKind {
+    /// Completions raise MSI-X interrupts.
+    Interrupt,
+    /// Interrupts masked; the submitting thread polls.
+    Poll,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    pub op: IoOp,
+    pub class: IoClass,
+    pub sector: u64,
+    pub sectors: u32,
+    pub hctx: u16,
+    pub first_bio: u32,
+    pub last_bio: u32,
+    pub bios: u32,
+    pub state: ReqState,
+    /// Write-back wave hint: pages in the wave (0 = none).
+    pub wave_pages: u32,
+    /// When its first bio's submission began (block-layer entry).
+    pub t_submit: SimTime,
+    /// When it entered the queue (plug flush or direct insert).
+    pub t_queued: SimTime,
+    pub t_dispatch: SimTime,
+    pub t_driver: SimTime,
+    pub t_doorbell: SimTime,
+    pub t_cqe: SimTime,
+    pub t_complete: SimTime,
+}
+
+/// One hardware dispatch queue (and its software queue).
+#[derive(Clone, Debug)]
+pub struct Hctx {
+    pub core: u16,
+    pub kind: QueueKind,
+    pub sqid: u16,
+    /// Driver tags (SQ slots usable at once: depth − 1).
+    pub tags: u32,
+    pub tags_used: u32,
+    pub nr_requests: u32,
+    pub allocated: u32,
+    fifo: VecDeque<u32>,
+    reads: VecDeque<u32>,
+    writes: VecDeque<u32>,
+    starved: u32,
+    reads_in_flight: u32,
+    writes_in_flight: u32,
+    /// Threads sleeping for a request allocation.
+    pub alloc_waiters: VecDeque<u32>,
+    /// Poll queues: CQEs posted and not reaped yet.
+    pub posted: Vec<u32>,
+    /// Poll queues: mean latency of recent polled requests (EWMA, ns), for hybrid polling.
+    pub poll_mean_ns: u64,
+}
+
+impl Hctx {
+    pub fn queued(&self) -> usize {
+        self.fifo.len() + self.reads.len() + self.writes.len()
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Waiter {
+    thread: u32,
+    next: u32,
+}
+
+/// Block-layer counters of one class.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BlkClassStats {
+    pub bios: u64,
+    /// Bios merged into an existing request (adjacent).
+    pub merged_bios: u64,
+    /// Bios that rode along with a request of the same range.
+    pub same_lba_merges: u64,
+    /// Requests dispatched = NVMe commands.
+    pub requests: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BlkStats {
+    pub latency_critical: BlkClassStats,
+    pub throughput: BlkClassStats,
+    /// Times a submitter slept for a request allocation.
+    pub allocation_waits: u64,
+    /// Requests dispatched by a deferred queue run (after another request completed).
+    pub deferred_dispatches: u64,
+}
+
+impl BlkStats {
+    pub fn class_mut(&mut self, c: IoClass) -> &mut BlkClassStats {
+        match c {
+            IoClass::LatencyCritical => &mut self.latency_critical,
+            IoClass::Throughput => &mut self.throughput,
+        }
+    }
+}
+
+pub struct Blk {
+    cfg: BlkConfig,
+    pub bios: Vec<Bio>,
+    free_bios: Vec<u32>,
+    pub reqs: Vec<Request>,
+    free_reqs: Vec<u32>,
+    waiters: Vec<Waiter>,
+    free_waiters: Vec<u32>,
+    pub hctxs: Vec<Hctx>,
+    pub stats: BlkStats,
+    bios_live: u64,
+    reqs_live: u64,
+}
+
+/// What happened to a submitted bio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubmitOutcome {
+    /// Merged into an existing request.
+    Merged { req: u32 },
+    /// Became a new request (in the plug).
+    NewRequest { req: u32 },
+    /// No request could be allocated: the submitter must wait.
+    NoRequest,
+}
+
+impl Blk {
+    /// `cores` cores, each with an interrupt and a poll hardware queue; SQ depth `depth`.
+    pub fn new(cfg: &BlkConfig, cores: u16, depth: u32, nr_requests: u32) -> Blk {
+        let mut hctxs = Vec::new();
+        for kind in [QueueKind::Interrupt, QueueKind::Poll] {
+            for core in 0..cores {
+                let sqid = hctxs.len() as u16 + 1;
+                hctxs.push(Hctx {
+                    core,
+                    kind,
+                    sqid,
+                    tags: depth - 1,
+                    tags_used: 0,
+                    nr_requests,
+                    allocated: 0,
+                    fifo: VecDeque::with_capacity(64),
+                    reads: VecDeque::with_capacity(64),
+                    writes: VecDeque::with_capacity(64),
+                    starved: 0,
+                    reads_in_flight: 0,
+                    writes_in_flight: 0,
+                    alloc_waiters: VecDeque::new(),
+                    posted: Vec::with_capacity(64),
+                    poll_mean_ns: 0,
+                });
+            }
+        }
+        Blk {
+            cfg: cfg.clone(),
+            bios: Vec::with_capacity(1024),
+            free_bios: Vec::new(),
+            reqs: Vec::with_capacity(1024),
+            free_reqs: Vec::new(),
+            waiters: Vec::with_capacity(64),
+            free_waiters: Vec::new(),
+            hctxs,
+            stats: BlkStats::default(),
+            bios_live: 0,
+            reqs_live: 0,
+        }
+    }
+
+    /// Hardware queue of `kind` for `core`.
+    pub fn hctx_of(&self, core: u16, kind: QueueKind) -> u16 {
+        let cores = (self.hctxs.len() / 2) as u16;
+        match kind {
+            QueueKind::Interrupt => core,
+            QueueKind::Poll => cores + core,
+        }
+    }
+
+    /// Hardware queue for an SQ/CQ id.
+    pub fn hctx_of_queue(&self, qid: u16) -> u16 {
+        qid - 1
+    }
+
+    pub fn in_flight(&self) -> (u64, u64) {
+        (self.bios_live, self.reqs_live)
+    }
+
+    /// Creates a bio (not yet submitted).
+    pub fn new_bio(
+        &mut self,
+        op: IoOp,
+        class: IoClass,
+        sector: u64,
+        sectors: u32,
+        owner: BioOwner,
+    ) -> u32 {
+        debug_assert!(sectors > 0);
+        debug_assert!(sectors as u64 * 512 <= self.cfg.max_request_bytes);
+        let bio = Bio {
+            op,
+            class,
+            sector,
+            sectors,
+            owner,
+            req: NIL,
+            next: NIL,
+            waiters: NIL,
+            submitted_at: SimTime::ZERO,
+            live: true,
+        };
+        self.bios_live += 1;
+        match self.free_bios.pop() {
+            Some(b) => {
+                self.bios[b as usize] = bio;
+                b
+            }
+            None => {
+                self.bios.push(bio);
+                (self.bios.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Adds `thread` to the threads waiting for `bio`.
+    pub fn add_waiter(&mut self, bio: u32, thread: u32) {
+        let head = self.bios[bio as usize].waiters;
+        let w = Waiter { thread, next: head };
+        let id = match self.free_waiters.pop() {
+            Some(i) => {
+                self.waiters[i as usize] = w;
+                i
+            }
+            None => {
+                self.waiters.push(w);
+                (self.waiters.len() - 1) as u32
+            }
+        };
+        self.bios[bio as usize].waiters = id;
+    }
+
+    /// Removes and returns the waiters of `bio` into `out`.
+    pub fn take_waiters(&mut self, bio: u32, out: &mut Vec<u32>) {
+        let mut w = std::mem::replace(&mut self.bios[bio as usize].waiters, NIL);
+        while w != NIL {
+            let node = self.waiters[w as usize];
+            out.push(node.thread);
+            self.free_waiters.push(w);
+            w = node.next;
+        }
+    }
+
+    /// How many queued requests a merge search for a bio would compare against.
+    pub fn merge_candidates(&self, plug: &[u32], hctx: u16) -> u32 {
+        if self.cfg.merges == Merges::Off {
+            return 0;
+        }
+        let limit = self.cfg.merge_scan_requests as usize;
+        let in_plug = plug.len().min(limit);
+        let in_queue = self.hctxs[hctx as usize].queued().min(limit);
+        (in_plug + in_queue) as u32
+    }
+
+    fn mergeable(&self, r: u32, b: &Bio) -> Option<MergeKind> {
+        let req = &self.reqs[r as usize];
+        if req.op != b.op || req.class != b.class {
+            return None;
+        }
+        if self.cfg.merges == Merges::AdjacentAndSameLba
+            && req.sector == b.sector
+            && req.sectors == b.sectors
+        {
+            return Some(MergeKind::SameLba);
+        }
+        let merged_bytes = (req.sectors as u64 + b.sectors as u64) * 512;
+        if merged_bytes > self.cfg.max_request_bytes {
+            return None;
+        }
+        if req.sector + req.sectors as u64 == b.sector {
+            Some(MergeKind::Back)
+        } else if b.sector + b.sectors as u64 == req.sector {
+            Some(MergeKind::Front)
+        } else {
+            None
+        }
+    }
+
+    fn queued_newest_first(&self, hctx: u16) -> impl Iterator<Item = u32> + '_ {
+        let h = &self.hctxs[hctx as usize];
+        h.fifo
+            .iter()
+            .rev()
+            .chain(h.reads.iter().rev())
+            .chain(h.writes.iter().rev())
+            .copied()
+    }
+
+    /// Submits `bio` at `now` (its submission began at `started`): merge it, or allocate a
+    /// request on `hctx` and add it to `plug`.
+    pub fn submit_bio(
+        &mut self,
+        now: SimTime,
+        started: SimTime,
+        bio: u32,
+        plug: &mut Vec<u32>,
+        hctx: u16,
+    ) -> SubmitOutcome {
+        let b = self.bios[bio as usize];
+        debug_assert!(b.live && b.req == NIL, "bio {bio} submitted twice");
+        if self.cfg.merges != Merges::Off {
+            let limit = self.cfg.merge_scan_requests as usize;
+            let found = plug
+                .iter()
+                .rev()
+                .take(limit)
+                .copied()
+                .chain(self.queued_newest_first(hctx).take(limit))
+                .find_map(|r| self.mergeable(r, &b).map(|k| (r, k)));
+            if let Some((r, kind)) = found {
+                self.attach(r, bio, kind, started);
+                let s = self.stats.class_mut(b.class);
+                s.bios += 1;
+                match kind {
+                    MergeKind::SameLba => s.same_lba_merges += 1,
+                    _ => s.merged_bios += 1,
+                }
+                return SubmitOutcome::Merged { req: r };
+            }
+        }
+        let h = &mut self.hctxs[hctx as usize];
+        if h.allocated >= h.nr_requests {
+            self.stats.allocation_waits += 1;
+            return SubmitOutcome::NoRequest;
+        }
+        h.allocated += 1;
+        let req = Request {
+            op: b.op,
+            class: b.class,
+            sector: b.sector,
+            sectors: b.sectors,
+            hctx,
+            first_bio: bio,
+            last_bio: bio,
+            bios: 1,
+            state: ReqState::Plugged,
+            wave_pages: 0,
+            t_submit: started,
+            t_queued: now,
+            t_dispatch: now,
+            t_driver: now,
+            t_doorbell: now,
+            t_cqe: now,
+            t_complete: now,
+        };
+        let r = match self.free_reqs.pop() {
+            Some(r) => {
+                self.reqs[r as usize] = req;
+                r
+            }
+            None => {
+                self.reqs.push(req);
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        self.reqs_live += 1;
+        let bm = &mut self.bios[bio as usize];
+        bm.req = r;
+        bm.submitted_at = started;
+        self.stats.class_mut(b.class).bios += 1;
+        plug.push(r);
+        SubmitOutcome::NewRequest { req: r }
+    }
+
+    fn attach(&mut self, r: u32, bio: u32, kind: MergeKind, started: SimTime) {
+        let (sector, sectors) = {
+            let b = &mut self.bios[bio as usize];
+            b.req = r;
+            b.submitted_at = started;
+            (b.sector, b.sectors)
+        };
+        let req = &mut self.reqs[r as usize];
+        debug_assert!(matches!(req.state, ReqState::Plugged | ReqState::Queued));
+        match kind {
+            MergeKind::Back => req.sectors += sectors,
+            MergeKind::Front => {
+                req.sector = sector;
+                req.sectors += sectors;
+            }
+            MergeKind::SameLba => {}
+        }
+        let last = req.last_bio;
+        req.last_bio = bio;
+        req.bios += 1;
+        self.bios[last as usize].next = bio;
+    }
+
+    /// Moves a request from a plug into its hardware queue.
+    pub fn insert(&mut self, now: SimTime, r: u32) {
+        let req = &mut self.reqs[r as usize];
+        debug_assert_eq!(req.state, ReqState::Plugged);
+        req.state = ReqState::Queued;
+        req.t_queued = now;
+        let (op, hctx) = (req.op, req.hctx);
+        let h = &mut self.hctxs[hctx as usize];
+        match self.cfg.scheduler {
+            Scheduler::None => h.fifo.push_back(r),
+            Scheduler::MqDeadline | Scheduler::Kyber => match op {
+                IoOp::Read => h.reads.push_back(r),
+                _ => h.writes.push_back(r),
+            },
+        }
+    }
+
+    /// Takes the next request the scheduler allows to dispatch on `hctx`, with a driver tag.
+    pub fn pick_dispatch(&mut self, now: SimTime, hctx: u16) -> Option<u32> {
+        let cfg = &self.cfg;
+        let h = &mut self.hctxs[hctx as usize];
+        if h.tags_used >= h.tags {
+            return None;
+        }
+        let r = match cfg.scheduler {
+            Scheduler::None => h.fifo.pop_front(),
+            Scheduler::MqDeadline => {
+                let write_expired = h.writes.front().is_some_and(|&w| {
+                    now.saturating_since(self.reqs[w as usize].t_queued)
+                        >= cfg.deadline_write_expire_ns
+                });
+                match (h.reads.is_empty(), h.writes.is_empty()) {
+                    (true, true) => None,
+                    (false, true) => h.reads.pop_front(),
+                    (true, false) => {
+                        h.starved = 0;
+                        h.writes.pop_front()
+                    }
+                    (false, false) => {
+                        if write_expired || h.starved >= cfg.deadline_writes_starved {
+                            h.starved = 0;
+                            h.writes.pop_front()
+                        } else {
+                            h.starved += 1;
+                            h.reads.pop_front()
+                        }
+                    }
+                }
+            }
+            Scheduler::Kyber => {
+                if !h.reads.is_empty() && h.reads_in_flight < cfg.kyber_read_depth {
+                    h.reads.pop_front()
+                } else if !h.writes.is_empty() && h.writes_in_flight < cfg.kyber_write_depth {
+                    h.writes.pop_front()
+                } else {
+                    None
+                }
+            }
+        }?;
+        h.tags_used += 1;
+        let req = &mut self.reqs[r as usize];
+        match req.op {
+            IoOp::Read => h.reads_in_flight += 1,
+            _ => h.writes_in_flight += 1,
+        }
+        debug_assert_eq!(req.state, ReqState::Queued);
+        req.state = ReqState::Dispatching;
+        req.t_dispatch = now;
+        let s = self.stats.class_mut(req.class);
+        s.requests += 1;
+        match req.op {
+            IoOp::Read => s.read_bytes += req.sectors as u64 * 512,
+            _ => s.write_bytes += req.sectors as u64 * 512,
+        }
+        Some(r)
+    }
+
+    /// The CQE of `r` arrived.
+    pub fn on_cqe(&mut self, now: SimTime, r: u32) {
+        let req = &mut self.reqs[r as usize];
+        assert_eq!(
+            req.state,
+            ReqState::InDevice,
+            "completion for request {r} that is not in the device: every I/O completes exactly once"
+        );
+        req.state = ReqState::Completing;
+        req.t_cqe = now;
+    }
+
+    /// Completion of `r` is done: releases its tag and allocation. Its bios stay live until
+    /// the caller has notified their owners and called `free_bio`.
+    pub fn finish_request(&mut self, now: SimTime, r: u32) {
+        let req = &mut self.reqs[r as usize];
+        debug_assert_eq!(req.state, ReqState::Completing);
+        req.state = ReqState::Free;
+        req.t_complete = now;
+        let (op, hctx) = (req.op, req.hctx);
+        let h = &mut self.hctxs[hctx as usize];
+        h.tags_used -= 1;
+        h.allocated -= 1;
+        match op {
+            IoOp::Read => h.reads_in_flight -= 1,
+            _ => h.writes_in_flight -= 1,
+        }
+        self.free_reqs.push(r);
+        self.reqs_live -= 1;
+    }
+
+    pub fn free_bio(&mut self, b: u32) {
+        let bio = &mut self.bios[b as usize];
+        debug_assert!(bio.live && bio.waiters == NIL);
+        bio.live = false;
+        self.free_bios.push(b);
+        self.bios_live -= 1;
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MergeKind {
+    Back,
+    Front,
+    SameLba,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HostConfig;
+
+    fn blk(merges: Merges, scheduler: Scheduler) -> Blk {
+        let mut cfg = HostConfig::preset("arm8").unwrap().blk;
+        cfg.merges = merges;
+        cfg.scheduler = scheduler;
+        Blk::new(&cfg, 2, 64, 63)
+    }
+
+    #[test]
+    fn adjacent_bios_merge_in_the_plug_up_to_the_size_limit() {
+        let mut b = blk(Merges::Adjacent, Scheduler::None);
+        let mut plug = Vec::new();
+        let owner = BioOwner::Direct { thread: 0 };
+        let mut outcomes = Vec::new();
+        for i in 0..40u64 {
+            let bio = b.new_bio(IoOp::Write, IoClass::Throughput, i * 8, 8, owner);
+            outcomes.push(b.submit_bio(SimTime(i), SimTime(i), bio, &mut plug, 0));
+        }
+        // 128 KiB = 32 pages per request: 40 pages → 2 requests.
+        assert_eq!(plug.len(), 2);
+        assert_eq!(b.reqs[plug[0] as usize].sectors, 256);
+        assert_eq!(b.stats.throughput.merged_bios, 38);
+        // A different class never merges.
+        let bio = b.new_bio(IoOp::Write, IoClass::LatencyCritical, 320, 8, owner);
+        assert!(matches!(
+            b.submit_bio(SimTime(50), SimTime(50), bio, &mut plug, 0),
+            SubmitOutcome::NewRequest { .. }
+        ));
+    }
+
+    #[test]
+    fn no_merges_when_off() {
+        let mut b = blk(Merges::Off, Scheduler::None);
+        let mut plug = Vec::new();
+        for i in 0..4u64 {
+            let bio = b.new_bio(IoOp::Read, IoClass::Throughput, i * 8, 8, BioOwner::Direct { thread: 0 });
+            b.submit_bio(SimTime(0), SimTime(0), bio, &mut plug, 0);
+        }
+        assert_eq!(plug.len(), 4);
+    }
+
+    #[test]
+    fn deadline_prefers_reads_but_does_not_starve_writes() {
+        let mut b = blk(Merges::Off, Scheduler::MqDeadline);
+        let mut plug = Vec::new();
+        let owner = BioOwner::Direct { thread: 0 };
+        for i in 0..2u64 {
+            let bio = b.new_bio(IoOp::Write, IoClass::Throughput, 1000 + i * 100, 8, owner);
+            b.submit_bio(SimTime(0), SimTime(0), bio, &mut plug, 0);
+        }
+        for i in 0..6u64 {
+            let bio = b.new_bio(IoOp::Read, IoClass::Throughput, i * 100, 8, owner);
+            b.submit_bio(SimTime(0), SimTime(0), bio, &mut plug, 0);
+        }
+        for r in plug.drain(..) {
+            b.insert(SimTime(0), r);
+        }
+        let mut order = Vec::new();
+        while let Some(r) = b.pick_dispatch(SimTime(1), 0) {
+            order.push(b.reqs[r as usize].op);
+        }
+        use IoOp::{Read as R, Write as W};
+        assert_eq!(order, vec![R, R, W, R, R, W, R, R]);
+    }
+
+    #[test]
+    fn tags_bound_dispatch_and_allocation() {
+        let mut b = blk(Merges::Off, Scheduler::None);
+        let mut plug = Vec::new();
+        let owner = BioOwner::Direct { thread: 0 };
+        for i in 0..63u64 {
+            let bio = b.new_bio(IoOp::Read, IoClass::Throughput, i * 100, 8, owner);
+            assert!(matches!(
+                b.submit_bio(SimTime(0), SimTime(0), bio, &mut plug, 1),
+                SubmitOutcome::NewRequest { .. }
+            ));
+        }
+        let bio = b.new_bio(IoOp::Read, IoClass::Throughput, 99_999, 8, owner);
+        assert_eq!(
+            b.submit_bio(SimTime(0), SimTime(0), bio, &mut plug, 1),
+            SubmitOutcome::NoRequest
+        );
+    }
+}

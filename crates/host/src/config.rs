@@ -1,0 +1,639 @@
+//! Host configuration: every CPU cost and every kernel knob of the host model, with presets.
+//!
+//! A host is described by a preset (`arm8`, `arm8-4g`, `x86-4`) plus overrides, in TOML:
+//!
+//! ```toml
+//! preset = "arm8"
+//! [cpu]
+//! context_switch_ns = 3000
+//! [nvme]
+//! completion = "polled"
+//! [blk]
+//! scheduler = "mq-deadline"
+//! ```
+//!
+//! A key the model does not know is an error naming its full path and the keys accepted there.
+//!
+//! ## Where the defaults come from
+//! host-stack.md gives the published calibration points for a 2 GHz ARM server (`arm8`):
+//! a context switch costs 2-3 µs plus cache pollution on the next run; ISR plus the switch back
+//! to the waiting thread is about 6 µs or more; a polled I/O costs about 6 µs of poll work and its
+//! completion work is about 4 µs cheaper than the interrupt path; the doorbell MMIO is ~0.5 µs
+//! (modelled on the device side as `pcie.doorbell_ns`; the host pays only the CPU store). The
+//! per-layer submission costs below are our split of the thin host's measured 3 µs (arm8)
+//! submission path (crates/sim/src/config.rs, calibrated against device.md's QD1 figures) into
+//! syscall, block layer and driver, plus the block-layer costs (merge search, dispatch) that the
+//! thin host did not have. `x86-4` runs the same code at 4 GHz: every CPU cost is halved.
+//! The scheduler defaults are Linux CFS's (`sched_latency` 6 ms, `min_granularity` 0.75 ms,
+//! `wakeup_granularity` 1 ms, each scaled by 1 + log2(cores) as the kernel does).
+//!
+//! Interrupt path of one 4 KiB read on `arm8` (defaults): ISR 2.5 µs + block-layer completion
+//! 1.5 µs + context switch 2.5 µs + cache pollution 1.0 µs = 7.5 µs of CPU between the CQE and
+//! the thread running again (≥ 6 µs as published). Polled: detection ≤ 0.2 µs + polled
+//! completion 3.5 µs: 4 µs less than the interrupt path's 7.5 µs.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum HostConfigError {
+    #[error("unknown host preset `{name}`; known host presets: {known}")]
+    UnknownPreset { name: String, known: String },
+    #[error("invalid host config: {0}")]
+    Toml(String),
+    #[error("invalid host config: `{key}` = {value}: {expected}")]
+    Invalid {
+        key: &'static str,
+        value: String,
+        expected: String,
+    },
+}
+
+fn invalid(key: &'static str, value: impl ToString, expected: impl Into<String>) -> HostConfigError {
+    HostConfigError::Invalid {
+        key,
+        value: value.to_string(),
+        expected: expected.into(),
+    }
+}
+
+/// Names of the host presets.
+pub const HOST_PRESETS: [&str; 3] = ["arm8", "arm8-4g", "x86-4"];
+
+/// The whole host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// Name shown in reports (the preset's unless overridden).
+    pub name: String,
+    pub cpu: CpuConfig,
+    pub pagecache: PageCacheConfig,
+    pub blk: BlkConfig,
+    pub nvme: NvmeConfig,
+    pub app: AppConfig,
+}
+
+/// Cores, the scheduler and interrupt costs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuConfig {
+    /// Number of cores (each gets its own run queue and NVMe queue pair).
+    pub cores: u32,
+    /// Core clock; with `ipc_milli` it turns instructions into time.
+    pub clock_mhz: u64,
+    /// Instructions retired per cycle × 1000 (1000 = one per cycle, the profiles' reference).
+    pub ipc_milli: u64,
+    /// Saving one thread's context and loading another's (kernel `schedule()` + switch_to).
+    pub context_switch_ns: u64,
+    /// Extra time a thread needs on its next run after another thread used its core (refilling
+    /// caches and TLB).
+    pub cache_pollution_ns: u64,
+    /// CFS `sched_latency`: the period in which every runnable thread of a core runs once.
+    pub sched_latency_ns: u64,
+    /// CFS `min_granularity`: the shortest slice a thread gets however many share the core.
+    pub min_granularity_ns: u64,
+    /// CFS `wakeup_granularity`: a waking thread preempts the running one only if it is this
+    /// much behind in virtual runtime.
+    pub wakeup_granularity_ns: u64,
+    /// Credit a waking thread gets against the core's minimum virtual runtime (CFS places
+    /// sleepers at `min_vruntime − sched_latency / 2`).
+    pub sleeper_credit_ns: u64,
+    /// Where a waking thread runs.
+    pub wake_placement: WakePlacement,
+    /// MSI-X entry and the NVMe interrupt handler up to walking the CQ (per interrupt).
+    pub isr_ns: u64,
+    /// A timer interrupt (hrtimer expiry for hybrid polling, think times).
+    pub timer_irq_ns: u64,
+}
+
+/// Where the scheduler puts a thread that wakes up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakePlacement {
+    /// Always the core it last ran on.
+    PreviousCore,
+    /// The core it last ran on if idle, else the first idle core after it, else the previous
+    /// core (Linux `select_idle_sibling`, simplified).
+    IdleCore,
+}
+
+/// Memory, the page cache and write-back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageCacheConfig {
+    /// Host DRAM.
+    pub memory_bytes: u64,
+    /// Memory the kernel and applications keep for themselves; the page cache gets the rest.
+    pub reserved_bytes: u64,
+    /// Finding (or not finding) one page in the cache's index.
+    pub page_lookup_ns: u64,
+    /// Copying one 4 KiB page between user and kernel memory.
+    pub page_copy_ns: u64,
+    /// Allocating a page and inserting it into the cache and the LRU.
+    pub page_alloc_ns: u64,
+    /// Marking one page dirty (tagging, accounting, inode dirtying).
+    pub page_dirty_ns: u64,
+    /// The flusher's work per page written back (lock, clear dirty, set writeback, add to bio).
+    pub writeback_page_ns: u64,
+    /// Ending write-back of one page at I/O completion.
+    pub writeback_end_page_ns: u64,
+    /// Largest read-ahead window (Linux `read_ahead_kb`, 128 KiB by default).
+    pub read_ahead_max_bytes: u64,
+    /// Background write-back starts when dirty pages exceed this share of the page cache.
+    pub dirty_background_ratio_pct: u32,
+    /// Writers block (foreground write-back) when dirty + writeback pages exceed this share.
+    pub dirty_ratio_pct: u32,
+    /// Dirty data older than this is written back by the periodic flush.
+    pub dirty_expire_ns: u64,
+    /// Period of the flusher's wake-up to look for expired dirty data.
+    pub dirty_writeback_interval_ns: u64,
+    /// Pages the flusher writes before it re-checks its stop condition (wbc `nr_to_write`).
+    pub writeback_chunk_pages: u32,
+    /// Pages per bio the flusher builds: 1 is `block_write_full_page` (buffer-head file
+    /// systems: the block layer merges the pages into large requests); larger values build
+    /// multi-page bios as `mpage`/`iomap` do.
+    pub writeback_bio_pages: u32,
+    /// Tag the first command of a write-back wave with the number of pages in the wave.
+    pub victim_hint: Switch,
+}
+
+/// The block layer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlkConfig {
+    pub scheduler: Scheduler,
+    pub merges: Merges,
+    /// Largest request the block layer builds (`max_sectors_kb`); bigger I/Os are split.
+    pub max_request_bytes: u64,
+    /// `submit_bio` → `blk_mq_submit_bio`: bio set-up, request allocation, accounting.
+    pub bio_submit_ns: u64,
+    /// Comparing a bio with one queued request for a merge.
+    pub merge_check_ns: u64,
+    /// How many queued requests the merge search looks at (newest first; Linux checks 8).
+    pub merge_scan_requests: u32,
+    /// Moving one request from the software/scheduler queue to the hardware queue.
+    pub dispatch_ns: u64,
+    /// Block-layer completion of one request (`blk_mq_complete_request`, bio end_io, waking
+    /// the waiter) in interrupt context.
+    pub complete_ns: u64,
+    /// Requests a plug holds before it flushes them (`BLK_MAX_REQUEST_COUNT`).
+    pub plug_max_requests: u32,
+    /// Requests that may be allocated per hardware queue (`nr_requests`); a submitter waits
+    /// for a free one. 0 means one per NVMe queue entry (queue depth − 1).
+    pub nr_requests: u32,
+    /// mq-deadline: a read is served by this time after it was queued.
+    pub deadline_read_expire_ns: u64,
+    /// mq-deadline: a write is served by this time after it was queued.
+    pub deadline_write_expire_ns: u64,
+    /// mq-deadline: reads may be preferred over waiting writes this many times in a row.
+    pub deadline_writes_starved: u32,
+    /// kyber-like: in-flight limit of reads per hardware queue.
+    pub kyber_read_depth: u32,
+    /// kyber-like: in-flight limit of writes per hardware queue (reads are favoured).
+    pub kyber_write_depth: u32,
+}
+
+/// The I/O scheduler on every hardware queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    /// FIFO software queues, requests issued straight to the driver when possible.
+    None,
+    /// Reads before writes, with FIFO expiry per direction (Linux mq-deadline, simplified).
+    MqDeadline,
+    /// Reads and writes get separate in-flight limits (Linux kyber's domains, simplified).
+    Kyber,
+}
+
+/// Which bios the block layer merges into queued requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Merges {
+    /// No merging (`nomerges = 2`).
+    Off,
+    /// Back and front merges with an adjacent request of the same direction and class (Linux).
+    Adjacent,
+    /// Also a bio with exactly the range and direction of a queued request rides along with it.
+    AdjacentAndSameLba,
+}
+
+/// On/off switch for a mechanism.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Switch {
+    Off,
+    On,
+}
+
+/// The NVMe driver.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvmeConfig {
+    /// Entries per submission queue (Linux `io_queue_depth`, 1024).
+    pub queue_depth: u32,
+    /// How a thread waiting for its synchronous direct I/O learns of the completion.
+    pub completion: CompletionMode,
+    /// `nvme_queue_rq`: building the command and its PRP list.
+    pub queue_rq_ns: u64,
+    /// The CPU's share of the doorbell MMIO write (the link latency is the device's).
+    pub doorbell_write_ns: u64,
+    /// One poll-loop iteration (checking the CQ phase tag): the delay between a CQE landing
+    /// and a running poller seeing it.
+    pub poll_iteration_ns: u64,
+    /// Completing one request found by polling (warm caches: cheaper than ISR + completion).
+    pub poll_complete_ns: u64,
+    /// Hybrid polling: sleep this share of the mean recent polled latency before polling.
+    pub hybrid_sleep_pct: u32,
+}
+
+/// Completion of synchronous direct I/O (background I/O always uses interrupts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompletionMode {
+    /// MSI-X interrupt, ISR, block-layer completion, context switch back to the thread.
+    Interrupt,
+    /// The thread spins on its poll queue's CQ (interrupts masked on poll queues).
+    Polled,
+    /// Sleep for part of the expected latency, then poll.
+    Hybrid,
+}
+
+/// Application-side costs that are not a kernel layer: network and request hand-off.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppConfig {
+    /// System call entry and exit with VFS work, per read/write call.
+    pub syscall_ns: u64,
+    /// The client's cost of sending a request (outside the server).
+    pub client_send_ns: u64,
+    /// One-way network latency between client and server.
+    pub net_one_way_ns: u64,
+    /// The server thread receiving one request (socket read).
+    pub net_recv_ns: u64,
+    /// The server thread handing a request to a worker (queue + futex wake).
+    pub handoff_ns: u64,
+    /// A worker sending the reply (socket write).
+    pub reply_ns: u64,
+    /// Online services: instructions a worker executes per request (default for profiles).
+    pub instructions_per_request: u64,
+    /// Each process's file on the device (its data set), in bytes.
+    pub file_bytes: u64,
+}
+
+impl HostConfig {
+    /// The preset called `name`; the error lists the known ones.
+    pub fn preset(name: &str) -> Result<HostConfig, HostConfigError> {
+        match name {
+            "arm8" => Ok(arm8("arm8", 2 << 30)),
+            "arm8-4g" => Ok(arm8("arm8-4g", 4 << 30)),
+            "x86-4" => Ok(x86_4()),
+            _ => Err(HostConfigError::UnknownPreset {
+                name: name.to_string(),
+                known: HOST_PRESETS.join(", "),
+            }),
+        }
+    }
+
+    /// A host from a TOML table: `preset = ".."` (default `arm8`) plus overrides.
+    pub fn from_toml_table(mut doc: toml::Table) -> Result<HostConfig, HostConfigError> {
+        let base = match doc.remove("preset") {
+            Some(toml::Value::String(name)) => Self::preset(&name)?,
+            Some(other) => {
+                return Err(invalid(
+                    "preset",
+                    other,
+                    format!("a preset name: {}", HOST_PRESETS.join(", ")),
+                ))
+            }
+            None => Self::preset("arm8")?,
+        };
+        let mut table =
+            toml::Table::try_from(&base).map_err(|e| HostConfigError::Toml(e.to_string()))?;
+        merge(&mut table, doc, "")?;
+        let config: HostConfig = table
+            .try_into()
+            .map_err(|e: toml::de::Error| HostConfigError::Toml(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// A host from TOML text.
+    pub fn from_toml_str(text: &str) -> Result<HostConfig, HostConfigError> {
+        let doc: toml::Table = toml::from_str(text).map_err(|e| HostConfigError::Toml(e.to_string()))?;
+        Self::from_toml_table(doc)
+    }
+
+    /// Page-cache capacity in 4 KiB pages.
+    pub fn page_cache_pages(&self) -> u64 {
+        (self.pagecache.memory_bytes - self.pagecache.reserved_bytes) / crate::PAGE_BYTES
+    }
+
+    /// Time to retire `instructions` on one core, ns (rounded up, at least 1 for non-zero work).
+    pub fn instructions_ns(&self, instructions: u64) -> u64 {
+        let per_us = self.cpu.clock_mhz * self.cpu.ipc_milli; // instructions per ms × 1000 / 1000
+        // ns = instr × 1e6 / (MHz × ipc_milli)
+        (instructions as u128 * 1_000_000).div_ceil(per_us as u128) as u64
+    }
+
+    /// Instructions retired in `ns` on one core.
+    pub fn instructions_in(&self, ns: u64) -> u64 {
+        (ns as u128 * (self.cpu.clock_mhz * self.cpu.ipc_milli) as u128 / 1_000_000) as u64
+    }
+
+    /// Checks that the description can run.
+    pub fn validate(&self) -> Result<(), HostConfigError> {
+        let c = &self.cpu;
+        if !(1..=256).contains(&c.cores) {
+            return Err(invalid("cpu.cores", c.cores, "1 to 256 cores"));
+        }
+        if c.clock_mhz == 0 {
+            return Err(invalid("cpu.clock_mhz", 0, "a positive clock"));
+        }
+        if c.ipc_milli == 0 {
+            return Err(invalid("cpu.ipc_milli", 0, "a positive IPC × 1000"));
+        }
+        if c.min_granularity_ns == 0 || c.sched_latency_ns < c.min_granularity_ns {
+            return Err(invalid(
+                "cpu.sched_latency_ns",
+                c.sched_latency_ns,
+                format!(
+                    "at least cpu.min_granularity_ns ({}), which must be positive",
+                    c.min_granularity_ns
+                ),
+            ));
+        }
+        let p = &self.pagecache;
+        if p.reserved_bytes >= p.memory_bytes
+            || (p.memory_bytes - p.reserved_bytes) < 64 * crate::PAGE_BYTES
+        {
+            return Err(invalid(
+                "pagecache.reserved_bytes",
+                p.reserved_bytes,
+                format!(
+                    "at least 64 pages below pagecache.memory_bytes ({})",
+                    p.memory_bytes
+                ),
+            ));
+        }
+        if p.dirty_ratio_pct == 0
+            || p.dirty_ratio_pct > 100
+            || p.dirty_background_ratio_pct == 0
+            || p.dirty_background_ratio_pct > p.dirty_ratio_pct
+        {
+            return Err(invalid(
+                "pagecache.dirty_background_ratio_pct",
+                format!("{} (dirty_ratio_pct {})", p.dirty_background_ratio_pct, p.dirty_ratio_pct),
+                "1 ≤ dirty_background_ratio_pct ≤ dirty_ratio_pct ≤ 100",
+            ));
+        }
+        if p.dirty_writeback_interval_ns == 0 {
+            return Err(invalid(
+                "pagecache.dirty_writeback_interval_ns",
+                0,
+                "a positive period",
+            ));
+        }
+        if p.writeback_chunk_pages == 0 {
+            return Err(invalid("pagecache.writeback_chunk_pages", 0, "at least 1 page"));
+        }
+        if p.writeback_bio_pages == 0 {
+            return Err(invalid("pagecache.writeback_bio_pages", 0, "at least 1 page"));
+        }
+        let b = &self.blk;
+        if b.max_request_bytes < crate::PAGE_BYTES || b.max_request_bytes % crate::PAGE_BYTES != 0
+        {
+            return Err(invalid(
+                "blk.max_request_bytes",
+                b.max_request_bytes,
+                "a positive multiple of 4096",
+            ));
+        }
+        if b.plug_max_requests == 0 {
+            return Err(invalid("blk.plug_max_requests", 0, "at least 1"));
+        }
+        if b.kyber_read_depth == 0 || b.kyber_write_depth == 0 {
+            return Err(invalid(
+                "blk.kyber_write_depth",
+                format!("{}/{}", b.kyber_read_depth, b.kyber_write_depth),
+                "kyber depths of at least 1",
+            ));
+        }
+        let n = &self.nvme;
+        if !(2..=65_536).contains(&n.queue_depth) {
+            return Err(invalid("nvme.queue_depth", n.queue_depth, "2 to 65536 entries"));
+        }
+        if b.nr_requests >= n.queue_depth * 4 {
+            return Err(invalid(
+                "blk.nr_requests",
+                b.nr_requests,
+                "below 4 × nvme.queue_depth (0 = queue depth − 1)",
+            ));
+        }
+        if n.poll_iteration_ns == 0 {
+            return Err(invalid("nvme.poll_iteration_ns", 0, "a positive poll iteration"));
+        }
+        if n.hybrid_sleep_pct > 100 {
+            return Err(invalid("nvme.hybrid_sleep_pct", n.hybrid_sleep_pct, "0 to 100"));
+        }
+        if self.app.file_bytes < crate::PAGE_BYTES * 16 {
+            return Err(invalid("app.file_bytes", self.app.file_bytes, "at least 64 KiB"));
+        }
+        Ok(())
+    }
+
+    /// Requests per hardware queue (`blk.nr_requests`, or queue depth − 1).
+    pub fn nr_requests(&self) -> u32 {
+        if self.blk.nr_requests == 0 {
+            self.nvme.queue_depth - 1
+        } else {
+            self.blk.nr_requests
+        }
+    }
+}
+
+fn merge(base: &mut toml::Table, over: toml::Table, path: &str) -> Result<(), HostConfigError> {
+    for (key, value) in over {
+        let full = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o, &full)?,
+            (Some(slot), v) => *slot = v,
+            (None, _) => {
+                let known: Vec<&str> = base.keys().map(String::as_str).collect();
+                return Err(HostConfigError::Toml(format!(
+                    "unknown key `{full}`; keys accepted here: {}",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// CFS scales its latency knobs by 1 + log2(cores).
+fn cfs_factor(cores: u32) -> u64 {
+    1 + u64::from(31 - cores.max(1).leading_zeros())
+}
+
+/// 8 cores at 2 GHz (the study host); `memory_bytes` 2 GB (`arm8`, scaled down on purpose as
+/// architectural studies do) or 4 GB (`arm8-4g`, write-back studies).
+fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
+    let cores = 8;
+    let f = cfs_factor(cores);
+    HostConfig {
+        name: name.into(),
+        cpu: CpuConfig {
+            cores,
+            clock_mhz: 2_000,
+            ipc_milli: 1_000,
+            context_switch_ns: 2_500,
+            cache_pollution_ns: 1_000,
+            sched_latency_ns: 6_000_000 * f,
+            min_granularity_ns: 750_000 * f,
+            wakeup_granularity_ns: 1_000_000 * f,
+            sleeper_credit_ns: 3_000_000 * f,
+            wake_placement: WakePlacement::IdleCore,
+            isr_ns: 2_500,
+            timer_irq_ns: 1_500,
+        },
+        pagecache: PageCacheConfig {
+            memory_bytes,
+            reserved_bytes: memory_bytes / 4,
+            page_lookup_ns: 100,
+            page_copy_ns: 500,
+            page_alloc_ns: 300,
+            page_dirty_ns: 300,
+            writeback_page_ns: 400,
+            writeback_end_page_ns: 150,
+            read_ahead_max_bytes: 128 << 10,
+            dirty_background_ratio_pct: 3,
+            dirty_ratio_pct: 5,
+            dirty_expire_ns: 30_000_000_000,
+            dirty_writeback_interval_ns: 5_000_000_000,
+            writeback_chunk_pages: 1024,
+            writeback_bio_pages: 1,
+            victim_hint: Switch::Off,
+        },
+        blk: BlkConfig {
+            scheduler: Scheduler::None,
+            merges: Merges::Adjacent,
+            max_request_bytes: 128 << 10,
+            bio_submit_ns: 1_500,
+            merge_check_ns: 200,
+            merge_scan_requests: 8,
+            dispatch_ns: 800,
+            complete_ns: 1_500,
+            plug_max_requests: 16,
+            nr_requests: 0,
+            deadline_read_expire_ns: 500_000_000,
+            deadline_write_expire_ns: 5_000_000_000,
+            deadline_writes_starved: 2,
+            kyber_read_depth: 256,
+            kyber_write_depth: 128,
+        },
+        nvme: NvmeConfig {
+            queue_depth: 1024,
+            completion: CompletionMode::Interrupt,
+            queue_rq_ns: 1_000,
+            doorbell_write_ns: 200,
+            poll_iteration_ns: 200,
+            poll_complete_ns: 3_500,
+            hybrid_sleep_pct: 50,
+        },
+        app: AppConfig {
+            syscall_ns: 1_000,
+            client_send_ns: 2_000,
+            net_one_way_ns: 10_000,
+            net_recv_ns: 2_000,
+            handoff_ns: 1_000,
+            reply_ns: 2_000,
+            instructions_per_request: 1_000_000,
+            file_bytes: 16 << 30,
+        },
+    }
+}
+
+/// 4 cores at 4 GHz, 16 GB (device characterization): the arm8 costs at twice the clock.
+fn x86_4() -> HostConfig {
+    let mut h = arm8("x86-4", 16 << 30);
+    let cores = 4;
+    let f = cfs_factor(cores);
+    h.cpu.cores = cores;
+    h.cpu.clock_mhz = 4_000;
+    h.cpu.sched_latency_ns = 6_000_000 * f;
+    h.cpu.min_granularity_ns = 750_000 * f;
+    h.cpu.wakeup_granularity_ns = 1_000_000 * f;
+    h.cpu.sleeper_credit_ns = 3_000_000 * f;
+    h.pagecache.reserved_bytes = 4 << 30;
+    let halve = |v: &mut u64| *v /= 2;
+    for v in [
+        &mut h.cpu.context_switch_ns,
+        &mut h.cpu.cache_pollution_ns,
+        &mut h.cpu.isr_ns,
+        &mut h.cpu.timer_irq_ns,
+        &mut h.pagecache.page_lookup_ns,
+        &mut h.pagecache.page_copy_ns,
+        &mut h.pagecache.page_alloc_ns,
+        &mut h.pagecache.page_dirty_ns,
+        &mut h.pagecache.writeback_page_ns,
+        &mut h.pagecache.writeback_end_page_ns,
+        &mut h.blk.bio_submit_ns,
+        &mut h.blk.merge_check_ns,
+        &mut h.blk.dispatch_ns,
+        &mut h.blk.complete_ns,
+        &mut h.nvme.queue_rq_ns,
+        &mut h.nvme.doorbell_write_ns,
+        &mut h.nvme.poll_iteration_ns,
+        &mut h.nvme.poll_complete_ns,
+        &mut h.app.syscall_ns,
+        &mut h.app.net_recv_ns,
+        &mut h.app.handoff_ns,
+        &mut h.app.reply_ns,
+    ] {
+        halve(v);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate() {
+        for name in HOST_PRESETS {
+            HostConfig::preset(name).unwrap().validate().unwrap();
+        }
+        let a = HostConfig::preset("arm8").unwrap();
+        assert_eq!(a.cpu.sched_latency_ns, 24_000_000, "CFS: 6 ms × (1 + log2 8)");
+        assert_eq!(a.page_cache_pages(), (1536u64 << 20) / 4096);
+        // ISR + completion + switch + pollution ≥ 6 µs (host-stack.md).
+        assert!(a.cpu.isr_ns + a.blk.complete_ns + a.cpu.context_switch_ns >= 6_000);
+    }
+
+    #[test]
+    fn instructions_and_time() {
+        let a = HostConfig::preset("arm8").unwrap();
+        assert_eq!(a.instructions_ns(2_000), 1_000);
+        assert_eq!(a.instructions_in(1_000), 2_000);
+        let x = HostConfig::preset("x86-4").unwrap();
+        assert_eq!(x.instructions_ns(4_000), 1_000);
+    }
+
+    #[test]
+    fn overrides_and_unknown_keys() {
+        let h = HostConfig::from_toml_str("preset = \"x86-4\"\n[nvme]\ncompletion = \"polled\"\n")
+            .unwrap();
+        assert_eq!(h.nvme.completion, CompletionMode::Polled);
+        assert_eq!(h.cpu.cores, 4);
+        let e = HostConfig::from_toml_str("[cpu]\ncorez = 3\n").unwrap_err().to_string();
+        assert!(e.contains("cpu.corez") && e.contains("cores"), "{e}");
+        let e = HostConfig::from_toml_str("preset = \"sparc\"").unwrap_err().to_string();
+        assert!(e.contains("arm8, arm8-4g, x86-4"), "{e}");
+        let e = HostConfig::from_toml_str("[cpu]\ncores = 0\n").unwrap_err().to_string();
+        assert!(e.contains("cpu.cores"), "{e}");
+    }
+}

@@ -1,0 +1,624 @@
+//! CPU cores, the scheduler and interrupts: who runs where, and where every nanosecond goes.
+//!
+//! ## What it models
+//! N cores, each with its own run queue (no load balancing between run queues). A thread is
+//! blocked, runnable (in one core's run queue) or running (owning a core). While it runs it
+//! works through a *burst*: a stretch of CPU work of known length and category (user code,
+//! syscall, page cache, block layer, driver, block-layer completion, polling). When the burst
+//! ends, the machine (`machine.rs`) decides what the thread does next: another burst, block, or
+//! exit. A polling thread's burst has no end until the machine pokes it (a completion landed).
+//!
+//! Scheduling is CFS reduced to its core rules. Every thread has a virtual runtime (its CPU
+//! time; all threads have the same weight). A core runs the thread of least virtual runtime;
+//! the running thread keeps the core for a slice of `max(sched_latency / nr_running,
+//! min_granularity)` before the next in line takes over. A waking thread is placed at
+//! `max(its vruntime, min_vruntime − sleeper_credit)` and preempts the running thread at once if
+//! it is more than `wakeup_granularity` behind it — which is why an I/O-bound thread usually
+//! cuts in front of a CPU hog, and why it sometimes does not. Wake placement (`IdleCore`) sends
+//! a waking thread to an idle core if its previous one is busy.
+//!
+//! Switching threads costs `context_switch_ns` (category `sched`), also when a core leaves its
+//! idle loop. A thread that another thread displaced from its core since it last ran also pays
+//! `cache_pollution_ns` (category `sched`) at the start of its next run.
+//!
+//! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a
+//! timer, a deferred queue run) pauses whatever the core was doing — thread, switch or idle —
+//! runs to completion, and the paused work resumes afterwards, later by exactly that much. NVMe
+//! completions that arrive while the core is still in the NVMe interrupt handler join it
+//! without a second ISR (the handler keeps walking the CQ).
+//!
+//! Worked example (arm8 defaults): a thread blocked on a read whose CQE lands at t = 100 µs on
+//! an idle core: ISR 2.5 µs (irq) → block-layer completion 1.5 µs (wakes the thread) → context
+//! switch 2.5 µs (sched) → the thread runs at 106.5 µs. Had a CPU hog run on that core since
+//! the thread blocked, the thread would also pay 1.0 µs of cache pollution, and it would wait
+//! in the run queue if the hog was within `wakeup_granularity` of it.
+//!
+//! ## Accounting
+//! Every nanosecond of every core goes to exactly one category: user, syscall, pagecache, blk,
+//! nvme, blk_complete (kernel, by layer), irq, sched, poll or idle; so per core the categories
+//! add up to the simulated time (tests check it). Context switches and interrupts are counted.
+//!
+//! ## What it leaves out
+//! Load balancing of runnable threads between cores, priorities/nice weights, SMT, frequency
+//! scaling, IPIs (a wake-up on another core takes effect immediately), softirq deferral (the
+//! completion runs in the hard interrupt).
+//!
+//! Config keys: `cpu.*` (see `config.rs`).
+
+use std::collections::VecDeque;
+
+use engine::{EventQueue, SimTime};
+use serde::Serialize;
+
+use crate::config::{CpuConfig, WakePlacement};
+use crate::machine::Ev;
+
+/// What a core's time went to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cat {
+    /// Application code.
+    User,
+    /// System call entry/exit, VFS, sockets.
+    Syscall,
+    /// Page-cache lookups, copies, dirtying, write-back page work.
+    PageCache,
+    /// Block layer submission: bio, merge search, plug, dispatch.
+    Blk,
+    /// NVMe driver submission: command build, doorbell.
+    Nvme,
+    /// Block-layer completion of requests (in interrupt or poll context).
+    BlkComplete,
+    /// Interrupt entry and handlers (NVMe ISR, timers).
+    Irq,
+    /// Context switches and cache pollution.
+    Sched,
+    /// Spinning on a completion queue.
+    Poll,
+    /// Nothing to run.
+    Idle,
+}
+
+pub const CAT_COUNT: usize = 10;
+pub const CATS: [Cat; CAT_COUNT] = [
+    Cat::User,
+    Cat::Syscall,
+    Cat::PageCache,
+    Cat::Blk,
+    Cat::Nvme,
+    Cat::BlkComplete,
+    Cat::Irq,
+    Cat::Sched,
+    Cat::Poll,
+    Cat::Idle,
+];
+
+impl Cat {
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+    pub const fn name(self) -> &'static str {
+        match self {
+            Cat::User => "user",
+            Cat::Syscall => "syscall",
+            Cat::PageCache => "pagecache",
+            Cat::Blk => "blk",
+            Cat::Nvme => "nvme",
+            Cat::BlkComplete => "blk_complete",
+            Cat::Irq => "irq",
+            Cat::Sched => "sched",
+            Cat::Poll => "poll",
+            Cat::Idle => "idle",
+        }
+    }
+}
+
+/// A burst with no end of its own (polling): it ends when the machine re-arms it.
+pub const UNTIL_POKED: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Blocked,
+    Runnable,
+    Running,
+    Exited,
+}
+
+/// The scheduler's view of one thread.
+#[derive(Clone, Debug)]
+pub struct ThreadSched {
+    pub state: RunState,
+    /// Core it runs on, waits on, or last ran on.
+    pub core: u16,
+    pub vruntime: u64,
+    /// CPU time consumed (switch costs excluded), ns.
+    pub sum_exec_ns: u64,
+    /// Remaining work of the current burst, ns (`UNTIL_POKED` for polling).
+    pub remaining_ns: u64,
+    pub cat: Cat,
+    /// Cache-pollution time still to pay at the start of the run.
+    pub pollution_ns: u64,
+    /// When it was last woken, and when it last got a core after that (for breakdowns).
+    pub woken_at: SimTime,
+    pub running_since: SimTime,
+    /// Time spent in `user` bursts, ns (offline jobs' instructions).
+    pub user_ns: u64,
+}
+
+/// What an interrupt item does when it finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqAction {
+    /// Nothing (the ISR's entry work).
+    None,
+    /// Block-layer completion of a request is done.
+    Complete { req: u32 },
+    /// A deferred hardware-queue run dispatched a request to the driver: emit it.
+    Dispatch { req: u32 },
+    /// A timer expired for a sleeping thread.
+    Wake { thread: u32 },
+}
+
+/// One piece of interrupt-context work.
+#[derive(Clone, Copy, Debug)]
+pub struct IrqWork {
+    pub ns: u64,
+    pub cat: Cat,
+    pub action: IrqAction,
+    /// Part of the NVMe vector (later CQEs join the running handler).
+    pub nvme: bool,
+}
+
+/// A core finished a piece of work the machine must react to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreOutcome {
+    /// Nothing for the machine (stale event, switch finished, slice expiry handled).
+    Nothing,
+    /// The running thread's burst ended: the machine decides what it does next.
+    BurstDone { thread: u32 },
+    /// An interrupt item finished.
+    Irq { action: IrqAction, started: SimTime },
+}
+
+#[derive(Clone, Debug)]
+struct Core {
+    /// Thread owning the core (switching in, running, or paused under an interrupt).
+    running: Option<u32>,
+    /// Context switch still to do before `running` runs.
+    switch_left_ns: u64,
+    irq: VecDeque<IrqWork>,
+    /// The interrupt item in progress: its end and start.
+    irq_item: Option<(IrqWork, SimTime, SimTime)>,
+    rq: Vec<u32>,
+    min_vruntime: u64,
+    last_thread: Option<u32>,
+    /// `sum_exec_ns` of the running thread when its slice started.
+    slice_start_exec: u64,
+    preempt_pending: bool,
+    gen: u32,
+    acct_ns: [u64; CAT_COUNT],
+    acct_since: SimTime,
+    context_switches: u64,
+    interrupts: u64,
+}
+
+/// Per-core statistics for reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct CoreStats {
+    pub core: u32,
+    /// Nanoseconds per category, in `CATS` order.
+    pub ns: [u64; CAT_COUNT],
+    pub context_switches: u64,
+    pub interrupts: u64,
+}
+
+pub struct Cpu {
+    cfg: CpuConfig,
+    cores: Vec<Core>,
+    pub threads: Vec<ThreadSched>,
+    /// Cores whose plan changed since the last `reschedule`.
+    dirty: Vec<u16>,
+    dirty_mark: Vec<bool>,
+}
+
+impl Cpu {
+    pub fn new(cfg: &CpuConfig) -> Cpu {
+        let n = cfg.cores as usize;
+        Cpu {
+            cfg: cfg.clone(),
+            cores: (0..n)
+                .map(|_| Core {
+                    running: None,
+                    switch_left_ns: 0,
+                    irq: VecDeque::with_capacity(64),
+                    irq_item: None,
+                    rq: Vec::with_capacity(32),
+                    min_vruntime: 0,
+                    last_thread: None,
+                    slice_start_exec: 0,
+                    preempt_pending: false,
+                    gen: 0,
+                    acct_ns: [0; CAT_COUNT],
+                    acct_since: SimTime::ZERO,
+                    context_switches: 0,
+                    interrupts: 0,
+                })
+                .collect(),
+            threads: Vec::new(),
+            dirty: Vec::with_capacity(n),
+            dirty_mark: vec![false; n],
+        }
+    }
+
+    pub fn cores(&self) -> usize {
+        self.cores.len()
+    }
+
+    /// Adds a thread, blocked, homed on `core`.
+    pub fn add_thread(&mut self, core: u16) -> u32 {
+        assert!((core as usize) < self.cores.len());
+        self.threads.push(ThreadSched {
+            state: RunState::Blocked,
+            core,
+            vruntime: 0,
+            sum_exec_ns: 0,
+            remaining_ns: 0,
+            cat: Cat::User,
+            pollution_ns: 0,
+            woken_at: SimTime::ZERO,
+            running_since: SimTime::ZERO,
+            user_ns: 0,
+        });
+        (self.threads.len() - 1) as u32
+    }
+
+    fn mark(&mut self, core: u16) {
+        if !self.dirty_mark[core as usize] {
+            self.dirty_mark[core as usize] = true;
+            self.dirty.push(core);
+        }
+    }
+
+    /// Brings a core's accounting and its running thread's progress up to `now`.
+    fn settle(&mut self, c: usize, now: SimTime) {
+        let core = &mut self.cores[c];
+        let dt = now - core.acct_since;
+        core.acct_since = now;
+        if dt == 0 {
+            return;
+        }
+        if let Some((item, _, _)) = &core.irq_item {
+            core.acct_ns[item.cat.index()] += dt;
+            return;
+        }
+        let Some(t) = core.running else {
+            core.acct_ns[Cat::Idle.index()] += dt;
+            return;
+        };
+        let mut rest = dt;
+        let s = rest.min(core.switch_left_ns);
+        core.switch_left_ns -= s;
+        core.acct_ns[Cat::Sched.index()] += s;
+        rest -= s;
+        if rest == 0 {
+            return;
+        }
+        let th = &mut self.threads[t as usize];
+        debug_assert_eq!(th.state, RunState::Running);
+        th.sum_exec_ns += rest;
+        th.vruntime += rest;
+        let p = rest.min(th.pollution_ns);
+        th.pollution_ns -= p;
+        core.acct_ns[Cat::Sched.index()] += p;
+        let r = rest - p;
+        if r > 0 {
+            if th.remaining_ns != UNTIL_POKED {
+                debug_assert!(
+                    r <= th.remaining_ns,
+                    "thread {t} ran {r} ns past its burst end ({} left)",
+                    th.remaining_ns
+                );
+                th.remaining_ns -= r.min(th.remaining_ns);
+            }
+            core.acct_ns[th.cat.index()] += r;
+            if th.cat == Cat::User {
+                th.user_ns += r;
+            }
+        }
+    }
+
+    /// Sets the running (or runnable) thread's next burst. Call from the machine while the
+    /// thread's previous burst has just ended, or to re-arm a polling thread.
+    pub fn set_burst(&mut self, now: SimTime, t: u32, ns: u64, cat: Cat) {
+        let th = &self.threads[t as usize];
+        let core = th.core;
+        if th.state == RunState::Running {
+            self.settle(core as usize, now);
+        }
+        let th = &mut self.threads[t as usize];
+        debug_assert!(matches!(th.state, RunState::Running | RunState::Runnable));
+        th.remaining_ns = ns;
+        th.cat = cat;
+        self.mark(core);
+    }
+
+    /// Whether `t` is on a core now and past its context switch (a poller that would see a CQE).
+    pub fn is_on_core(&self, t: u32) -> bool {
+        let th = &self.threads[t as usize];
+        th.state == RunState::Running && {
+            let core = &self.cores[th.core as usize];
+            core.running == Some(t) && core.switch_left_ns == 0
+        }
+    }
+
+    /// The running thread blocks; its core picks the next thread.
+    pub fn block(&mut self, now: SimTime, t: u32) {
+        let core = self.threads[t as usize].core;
+        self.settle(core as usize, now);
+        let th = &mut self.threads[t as usize];
+        debug_assert_eq!(th.state, RunState::Running, "only a running thread blocks");
+        th.state = RunState::Blocked;
+        self.mark(core);
+    }
+
+    /// The running thread exits.
+    pub fn exit(&mut self, now: SimTime, t: u32) {
+        let core = self.threads[t as usize].core;
+        self.settle(core as usize, now);
+        self.threads[t as usize].state = RunState::Exited;
+        self.mark(core);
+    }
+
+    fn core_is_idle(&self, c: usize) -> bool {
+        let core = &self.cores[c];
+        core.running.is_none() && core.rq.is_empty() && core.irq_item.is_none()
+    }
+
+    /// Wakes a blocked thread with a first burst of `ns` in `cat`.
+    pub fn wake(&mut self, now: SimTime, t: u32, ns: u64, cat: Cat) {
+        let th = &self.threads[t as usize];
+        debug_assert_eq!(th.state, RunState::Blocked, "thread {t} woken while not blocked");
+        let prev = th.core as usize;
+        let target = match self.cfg.wake_placement {
+            WakePlacement::PreviousCore => prev,
+            WakePlacement::IdleCore => {
+                if self.core_is_idle(prev) {
+                    prev
+                } else {
+                    let n = self.cores.len();
+                    (1..n)
+                        .map(|i| (prev + i) % n)
+                        .find(|&c| self.core_is_idle(c))
+                        .unwrap_or(prev)
+                }
+            }
+        };
+        self.settle(target, now);
+        let old_min = self.cores[prev].min_vruntime;
+        let new_min = self.cores[target].min_vruntime;
+        let credit = self.cfg.sleeper_credit_ns;
+        let th = &mut self.threads[t as usize];
+        if target != prev {
+            th.vruntime = (th.vruntime + new_min).saturating_sub(old_min);
+        }
+        th.vruntime = th.vruntime.max(new_min.saturating_sub(credit));
+        th.state = RunState::Runnable;
+        th.core = target as u16;
+        th.remaining_ns = ns;
+        th.cat = cat;
+        th.woken_at = now;
+        let v = th.vruntime;
+        let core = &mut self.cores[target];
+        core.rq.push(t);
+        if let Some(cur) = core.running {
+            if core.switch_left_ns == 0 {
+                let cv = self.threads[cur as usize].vruntime;
+                if cv > v + self.cfg.wakeup_granularity_ns {
+                    core.preempt_pending = true;
+                }
+            }
+        }
+        self.mark(target as u16);
+    }
+
+    /// Queues interrupt work on a core.
+    pub fn raise_irq(&mut self, now: SimTime, c: u16, work: IrqWork) {
+        self.settle(c as usize, now);
+        self.cores[c as usize].irq.push_back(work);
+        self.mark(c);
+    }
+
+    /// Whether the core is inside the NVMe interrupt handler (a new CQE joins it).
+    pub fn in_nvme_irq(&self, c: u16) -> bool {
+        let core = &self.cores[c as usize];
+        core.irq_item.is_some_and(|(w, _, _)| w.nvme) || core.irq.iter().any(|w| w.nvme)
+    }
+
+    /// Counts one interrupt (MSI or timer) on a core.
+    pub fn count_interrupt(&mut self, c: u16) {
+        self.cores[c as usize].interrupts += 1;
+    }
+
+    /// Handles a core decision event.
+    pub fn on_event(&mut self, now: SimTime, c: u16, gen: u32) -> CoreOutcome {
+        if self.cores[c as usize].gen != gen {
+            return CoreOutcome::Nothing;
+        }
+        self.settle(c as usize, now);
+        self.mark(c);
+        let core = &mut self.cores[c as usize];
+        if let Some((item, end, started)) = core.irq_item {
+            if end <= now {
+                core.irq_item = None;
+                return CoreOutcome::Irq {
+                    action: item.action,
+                    started,
+                };
+            }
+            return CoreOutcome::Nothing;
+        }
+        if let Some(t) = core.running {
+            if core.switch_left_ns > 0 {
+                return CoreOutcome::Nothing;
+            }
+            let th = &self.threads[t as usize];
+            if th.state == RunState::Running && th.pollution_ns == 0 && th.remaining_ns == 0 {
+                return CoreOutcome::BurstDone { thread: t };
+            }
+        }
+        CoreOutcome::Nothing
+    }
+
+    /// Re-plans every core touched since the last call and schedules its next decision.
+    pub fn reschedule(&mut self, now: SimTime, events: &mut EventQueue<Ev>) {
+        while let Some(c) = self.dirty.pop() {
+            self.dirty_mark[c as usize] = false;
+            self.plan(now, c as usize, events);
+        }
+    }
+
+    fn slice_ns(&self, c: usize) -> u64 {
+        let n = self.cores[c].rq.len() as u64 + 1;
+        (self.cfg.sched_latency_ns / n).max(self.cfg.min_granularity_ns)
+    }
+
+    fn pick(&mut self, c: usize) -> Option<u32> {
+        let core = &mut self.cores[c];
+        let threads = &self.threads;
+        let (i, _) = core
+            .rq
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, &t)| (threads[t as usize].vruntime, *i))?;
+        Some(core.rq.remove(i))
+    }
+
+    fn plan(&mut self, now: SimTime, c: usize, events: &mut EventQueue<Ev>) {
+        self.settle(c, now);
+        // Interrupts first: they pause everything else.
+        {
+            let core = &mut self.cores[c];
+            if core.irq_item.is_none() {
+                if let Some(work) = core.irq.pop_front() {
+                    core.irq_item = Some((work, now + work.ns, now));
+                }
+            }
+            if let Some((_, end, _)) = core.irq_item {
+                core.gen = core.gen.wrapping_add(1);
+                events.schedule(end, Ev::Core { core: c as u16, gen: core.gen });
+                return;
+            }
+        }
+        // The owner may have blocked or exited in its continuation.
+        if let Some(t) = self.cores[c].running {
+            if self.threads[t as usize].state != RunState::Running {
+                let core = &mut self.cores[c];
+                core.running = None;
+                core.last_thread = Some(t);
+                core.switch_left_ns = 0;
+                core.preempt_pending = false;
+            }
+        }
+        // Preemption: wake-up preemption or an expired slice.
+        if let Some(t) = self.cores[c].running {
+            if self.cores[c].switch_left_ns == 0 && !self.cores[c].rq.is_empty() {
+                let th = &self.threads[t as usize];
+                let ran = th.sum_exec_ns - self.cores[c].slice_start_exec;
+                let expired = ran >= self.slice_ns(c);
+                let threads = &self.threads;
+                let best_v = self.cores[c]
+                    .rq
+                    .iter()
+                    .map(|&q| threads[q as usize].vruntime)
+                    .min()
+                    .expect("non-empty run queue");
+                let preempt = self.cores[c].preempt_pending || (expired && best_v < th.vruntime);
+                if preempt {
+                    self.threads[t as usize].state = RunState::Runnable;
+                    let core = &mut self.cores[c];
+                    core.rq.push(t);
+                    core.running = None;
+                    core.last_thread = Some(t);
+                } else if expired {
+                    self.cores[c].slice_start_exec = th.sum_exec_ns;
+                }
+            }
+            self.cores[c].preempt_pending = false;
+        }
+        if self.cores[c].running.is_none() {
+            if let Some(t) = self.pick(c) {
+                let pollution = self.cfg.cache_pollution_ns;
+                let switch = self.cfg.context_switch_ns;
+                let core = &mut self.cores[c];
+                let displaced = core.last_thread.is_some_and(|l| l != t);
+                core.running = Some(t);
+                core.switch_left_ns = switch;
+                core.context_switches += 1;
+                let th = &mut self.threads[t as usize];
+                th.state = RunState::Running;
+                th.core = c as u16;
+                if displaced {
+                    th.pollution_ns += pollution;
+                }
+                th.running_since = now + switch;
+                core.slice_start_exec = th.sum_exec_ns;
+                core.preempt_pending = false;
+            }
+        }
+        // min_vruntime never goes backwards.
+        {
+            let threads = &self.threads;
+            let core = &self.cores[c];
+            let cur = core.running.map(|t| threads[t as usize].vruntime);
+            let left = core.rq.iter().map(|&t| threads[t as usize].vruntime).min();
+            let m = match (cur, left) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(m) = m {
+                let core = &mut self.cores[c];
+                core.min_vruntime = core.min_vruntime.max(m);
+            }
+        }
+        // Next decision point.
+        let core = &self.cores[c];
+        let next = match core.running {
+            None => None,
+            Some(_) if core.switch_left_ns > 0 => Some(now + core.switch_left_ns),
+            Some(t) => {
+                let th = &self.threads[t as usize];
+                let burst_end = (th.remaining_ns != UNTIL_POKED)
+                    .then(|| now + th.pollution_ns + th.remaining_ns);
+                let slice_end = (!core.rq.is_empty()).then(|| {
+                    let ran = th.sum_exec_ns - core.slice_start_exec;
+                    now + self.slice_ns(c).saturating_sub(ran).max(1)
+                });
+                match (burst_end, slice_end) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+        };
+        let core = &mut self.cores[c];
+        core.gen = core.gen.wrapping_add(1);
+        if let Some(at) = next {
+            events.schedule(at, Ev::Core { core: c as u16, gen: core.gen });
+        }
+    }
+
+    /// Closes the accounting at `end` and returns per-core statistics.
+    pub fn finish(&mut self, end: SimTime) -> Vec<CoreStats> {
+        for c in 0..self.cores.len() {
+            self.settle(c, end);
+        }
+        self.cores
+            .iter()
+            .enumerate()
+            .map(|(i, core)| CoreStats {
+                core: i as u32,
+                ns: core.acct_ns,
+                context_switches: core.context_switches,
+                interrupts: core.interrupts,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,163 @@
+//! The NVMe driver: queue pairs, commands, doorbells, and how completions are noticed.
+//!
+//! ## What it models
+//! Each core owns two queue pairs (SQ + CQ, `nvme.queue_depth` entries): an interrupt-driven one
+//! for ordinary I/O and a polled one (its MSI-X vector masked) for synchronous direct I/O when
+//! `nvme.completion` is `polled` or `hybrid` (Linux's `poll_queues`). SQ/CQ ids: interrupt
+//! queues 1..=N for cores 0..N-1, poll queues N+1..=2N.
+//!
+//! `nvme_queue_rq` (`queue_rq_ns`) turns a dispatched request into a command — op, LBA, length
+//! and, in the reserved field, the request's class and any write-back wave hint — writes it into
+//! the SQ and rings the doorbell (`doorbell_write_ns` of CPU; the device models the link
+//! latency). The device fetches it on its own.
+//!
+//! Completion, per queue kind:
+//! - **Interrupt**: the device posts the CQE and raises the MSI on the queue's core: ISR
+//!   (`cpu.isr_ns`, once per interrupt; CQEs arriving while the handler runs join it), then the
+//!   block-layer completion (`blk.complete_ns` per request) which wakes the waiting thread; the
+//!   thread then pays a context switch to run again.
+//! - **Polled**: the submitting thread spins on the CQ (category `poll`, its core 100 % busy,
+//!   and it can be preempted like any thread). A CQE is seen `poll_iteration_ns` after it lands
+//!   if the poller is on its core, else as soon as the poller runs again; completing it costs
+//!   `poll_complete_ns` (cheaper than ISR + completion: warm caches, no switch).
+//! - **Hybrid**: the thread first sleeps for `hybrid_sleep_pct` % of the mean latency of recent
+//!   polled I/O on its queue (a timer interrupt wakes it), then polls (Linux's hybrid polling).
+//!
+//! Worked example (arm8, zssd 4 KiB read): polled — the thread spins ≈ 10 µs of device time,
+//! sees the CQE within 0.2 µs and completes it in 3.5 µs; interrupt — the core is free during
+//! the device time but the CQE costs 2.5 µs ISR + 1.5 µs completion + 2.5 µs switch.
+//!
+//! ## What it leaves out
+//! Admin queue traffic, SQ-full handling beyond blk-mq's tags (tags = depth − 1 guarantee room),
+//! interrupt coalescing in the device, PRP/SGL list memory traffic.
+//!
+//! Config keys: `nvme.*`.
+
+use engine::{IoClass, IoOp, SimTime};
+use serde::Serialize;
+
+use crate::blk::{QueueKind, Request};
+
+/// A command the host put in an SQ and rang the doorbell for at `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostCommand {
+    pub at: SimTime,
+    pub sqid: u16,
+    /// Command id (the block-layer request id), echoed in the completion.
+    pub cid: u32,
+    pub op: IoOp,
+    /// First 512-byte sector.
+    pub slba: u64,
+    pub sectors: u32,
+    /// The class, in the command's reserved field.
+    pub class: IoClass,
+    /// Write-back wave hint: the wave's page count (0 = no hint).
+    pub wave_pages: u32,
+}
+
+/// A completion entry as the device posted it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCqe {
+    pub at: SimTime,
+    pub cqid: u16,
+    pub cid: u32,
+    pub success: bool,
+    /// Whether an MSI was raised (false on masked, polled queues).
+    pub interrupt: bool,
+    /// Device status in the entry: write-buffer occupancy, percent.
+    pub write_buffer_pct: u8,
+}
+
+/// A queue pair the host creates at start-up (admin commands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuePairSpec {
+    pub sqid: u16,
+    pub cqid: u16,
+    pub depth: u32,
+    /// MSI-X enabled (false: a poll queue).
+    pub interrupts: bool,
+    pub core: u16,
+}
+
+/// Driver counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NvmeStats {
+    pub commands_latency_critical: u64,
+    pub commands_throughput: u64,
+    pub interrupts: u64,
+    /// CQEs that joined an interrupt handler already running.
+    pub coalesced_completions: u64,
+    pub polled_completions: u64,
+    pub hybrid_sleeps: u64,
+    pub doorbells: u64,
+    /// Last write-buffer occupancy the device reported, percent.
+    pub last_write_buffer_pct: u8,
+}
+
+/// Builds the command for a dispatched request.
+pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request) -> HostCommand {
+    HostCommand {
+        at,
+        sqid,
+        cid,
+        op: req.op,
+        slba: req.sector,
+        sectors: req.sectors,
+        class: req.class,
+        wave_pages: req.wave_pages,
+    }
+}
+
+/// Queue pairs for `cores` cores: interrupt queues, then poll queues.
+pub fn queue_pairs(cores: u16, depth: u32) -> Vec<QueuePairSpec> {
+    let mut v = Vec::new();
+    for kind in [QueueKind::Interrupt, QueueKind::Poll] {
+        for core in 0..cores {
+            let id = v.len() as u16 + 1;
+            v.push(QueuePairSpec {
+                sqid: id,
+                cqid: id,
+                depth,
+                interrupts: kind == QueueKind::Interrupt,
+                core,
+            });
+        }
+    }
+    v
+}
+
+/// Hybrid polling: how long to sleep before polling, given the queue's recent mean latency.
+pub fn hybrid_sleep_ns(mean_ns: u64, pct: u32) -> u64 {
+    mean_ns * pct as u64 / 100
+}
+
+/// Updates an exponentially weighted mean (weight 1/8 for the new sample).
+pub fn ewma(mean_ns: u64, sample_ns: u64) -> u64 {
+    if mean_ns == 0 {
+        sample_ns
+    } else {
+        (mean_ns * 7 + sample_ns) / 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_ids_follow_the_layout() {
+        let q = queue_pairs(4, 1024);
+        assert_eq!(q.len(), 8);
+        assert_eq!((q[0].sqid, q[0].core, q[0].interrupts), (1, 0, true));
+        assert_eq!((q[5].sqid, q[5].core, q[5].interrupts), (6, 1, false));
+    }
+
+    #[test]
+    fn hybrid_sleeps_half_the_mean() {
+        let mut m = 0;
+        for _ in 0..100 {
+            m = ewma(m, 10_000);
+        }
+        assert_eq!(hybrid_sleep_ns(m, 50), 5_000);
+    }
+}

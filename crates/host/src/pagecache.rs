@@ -1,0 +1,637 @@
+//! The page cache: buffered reads and writes, read-ahead, dirty pages and their write-back.
+//!
+//! ## What it models
+//! Linux keeps file data in 4 KiB pages indexed by (file, page number). This cache has a fixed
+//! capacity (host memory minus a reserve) and evicts the least recently used *clean* page when
+//! it needs room (pages that are dirty, under write-back or being read are skipped and rotated,
+//! as reclaim does).
+//!
+//! - **Reads** look every page up. A page that is present is copied to the user; a page being
+//!   read by someone else is waited for; missing pages become read bios (contiguous runs, split
+//!   at `blk.max_request_bytes`), inserted locked. A read that continues where the thread's
+//!   previous read ended is *sequential*: read-ahead then also fetches the window after it
+//!   (start 4 × the request, doubling on each sequential read, at most `read_ahead_max_bytes`),
+//!   asynchronously — the reader waits only for its own pages.
+//! - **Writes** (whole pages) allocate missing pages and mark them dirty. A dirty page remembers
+//!   its *owner class* (the class of the process that dirtied it), so write-back I/O carries the
+//!   writer's class even though a kernel thread issues it.
+//! - **Write-back** (the flusher thread, see `machine.rs`) takes dirty pages file by file in
+//!   page order from each file's write-back cursor, marks them under write-back and turns them
+//!   into write bios (`writeback_bio_pages` pages each). It runs in the background when dirty
+//!   pages exceed `dirty_background_ratio_pct` of the cache or a file's oldest dirty data is
+//!   older than `dirty_expire_ns` (checked every `dirty_writeback_interval_ns`), and in the
+//!   foreground when dirty + write-back pages exceed `dirty_ratio_pct`: then every writer that
+//!   crosses the limit blocks until write-back brings the count back to halfway between the two
+//!   thresholds (Linux's `balance_dirty_pages` "freerun" point).
+//!
+//! Worked example (`arm8`: 1.5 GiB of cache = 393 216 pages): the background threshold is
+//! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB). `ungzip`
+//! dirtying 145-page writes crosses 11 796 dirty pages after 82 writes; the flusher then writes a
+//! wave until dirty pages drop below 11 796; if the writers outrun it and dirty + write-back
+//! pages reach 19 660, each writer blocks until they are back under 15 728.
+//!
+//! Conservation (tests): `pages_dirtied = pages_written_back + dirty pages + pages under
+//! write-back`; after the run drains, nothing is under write-back.
+//!
+//! ## What it leaves out
+//! Active/inactive LRU lists (one LRU), partial-page writes (profiles issue whole pages),
+//! coherence between direct and buffered I/O to the same pages (each process has its own file),
+//! metadata and journaling I/O, and direct reclaim stalls (if no clean page can be evicted the
+//! cache overshoots and counts it).
+//!
+//! Config keys: `pagecache.*`.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use engine::{IoClass, SimTime};
+use serde::Serialize;
+
+pub const NIL: u32 = u32::MAX;
+
+/// A fixed, deterministic hasher for page keys (never iterated: order cannot leak into results).
+#[derive(Default, Clone, Copy)]
+pub struct PageKeyHasher(u64);
+
+impl Hasher for PageKeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        // Fibonacci hashing of the whole key: fast and spreads sequential page numbers.
+        self.0 = (v ^ (v >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 ^= self.0 >> 32;
+    }
+}
+
+type PageMap = HashMap<u64, u32, BuildHasherDefault<PageKeyHasher>>;
+
+const UPTODATE: u8 = 1;
+const DIRTY: u8 = 2;
+const WRITEBACK: u8 = 4;
+const LOCKED: u8 = 8;
+
+#[derive(Clone, Copy, Debug)]
+struct Page {
+    key: u64,
+    prev: u32,
+    next: u32,
+    flags: u8,
+    /// Owner class of the dirty data (valid while DIRTY).
+    class: IoClass,
+    /// The read bio filling the page (valid while LOCKED).
+    bio: u32,
+}
+
+/// Per-file state.
+#[derive(Clone, Debug)]
+pub struct FileState {
+    /// First 512-byte sector of the file on the device.
+    pub base_sector: u64,
+    pub pages: u64,
+    dirty_bits: Vec<u64>,
+    pub dirty_pages: u64,
+    /// Pages of this file under write-back.
+    pub writeback_pages: u64,
+    /// When the file went from clean to dirty (Linux `dirtied_when`).
+    pub dirtied_at: Option<SimTime>,
+    /// Where the next write-back scan starts (Linux `writeback_index`).
+    cursor: u64,
+}
+
+/// What a read found, page by page, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Hit,
+    /// Being read by this bio.
+    InFlight { bio: u32 },
+    Miss,
+}
+
+/// Counters split by class (index = `IoClass::index`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PageCacheClassStats {
+    pub read_hits: u64,
+    pub read_misses: u64,
+    pub readahead_pages: u64,
+    pub pages_dirtied: u64,
+    pub pages_written_back: u64,
+    pub throttled_writes: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PageCacheStats {
+    pub capacity_pages: u64,
+    pub resident_pages: u64,
+    pub dirty_pages: u64,
+    pub writeback_pages: u64,
+    pub evictions: u64,
+    /// Insertions that found no clean page to evict (the cache overshot its capacity).
+    pub reclaim_overshoots: u64,
+    pub writeback_waves: u64,
+    pub latency_critical: PageCacheClassStats,
+    pub throughput: PageCacheClassStats,
+}
+
+impl PageCacheStats {
+    pub fn class_mut(&mut self, c: IoClass) -> &mut PageCacheClassStats {
+        match c {
+            IoClass::LatencyCritical => &mut self.latency_critical,
+            IoClass::Throughput => &mut self.throughput,
+        }
+    }
+}
+
+/// Per-thread read-ahead state (Linux `file_ra_state`, one file per thread).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadAhead {
+    /// Page after the previous read.
+    pub next_page: u64,
+    /// Current window, pages (0: no sequential stream yet).
+    pub window: u64,
+    /// Pages up to here have been read ahead.
+    pub ahead_end: u64,
+}
+
+pub struct PageCache {
+    map: PageMap,
+    pages: Vec<Page>,
+    free: Vec<u32>,
+    lru_head: u32,
+    lru_tail: u32,
+    pub files: Vec<FileState>,
+    capacity: u64,
+    resident: u64,
+    dirty: u64,
+    writeback: u64,
+    pub stats: PageCacheStats,
+    read_ahead_max_pages: u64,
+    background_pages: u64,
+    limit_pages: u64,
+}
+
+fn key(file: u32, page: u64) -> u64 {
+    debug_assert!(page < 1 << 40);
+    ((file as u64) << 40) | page
+}
+
+impl PageCache {
+    pub fn new(capacity_pages: u64, read_ahead_max_bytes: u64, bg_pct: u32, ratio_pct: u32) -> Self {
+        let prealloc = capacity_pages.min(1 << 20) as usize;
+        let mut map = PageMap::default();
+        map.reserve(prealloc);
+        PageCache {
+            map,
+            pages: Vec::with_capacity(prealloc),
+            free: Vec::new(),
+            lru_head: NIL,
+            lru_tail: NIL,
+            files: Vec::new(),
+            capacity: capacity_pages,
+            resident: 0,
+            dirty: 0,
+            writeback: 0,
+            stats: PageCacheStats {
+                capacity_pages,
+                ..Default::default()
+            },
+            read_ahead_max_pages: (read_ahead_max_bytes / crate::PAGE_BYTES).max(1),
+            background_pages: capacity_pages * bg_pct as u64 / 100,
+            limit_pages: capacity_pages * ratio_pct as u64 / 100,
+        }
+    }
+
+    /// Adds a file of `pages` pages starting at device sector `base_sector`.
+    pub fn add_file(&mut self, base_sector: u64, pages: u64) -> u32 {
+        self.files.push(FileState {
+            base_sector,
+            pages,
+            dirty_bits: vec![0; pages.div_ceil(64) as usize],
+            dirty_pages: 0,
+            writeback_pages: 0,
+            dirtied_at: None,
+            cursor: 0,
+        });
+        (self.files.len() - 1) as u32
+    }
+
+    pub fn dirty_pages(&self) -> u64 {
+        self.dirty
+    }
+    pub fn writeback_pages(&self) -> u64 {
+        self.writeback
+    }
+    pub fn background_threshold_pages(&self) -> u64 {
+        self.background_pages
+    }
+    pub fn dirty_limit_pages(&self) -> u64 {
+        self.limit_pages
+    }
+    /// Dirty + write-back pages at which a throttled writer may continue.
+    pub fn freerun_pages(&self) -> u64 {
+        (self.background_pages + self.limit_pages) / 2
+    }
+    /// Whether a writer must block (foreground write-back).
+    pub fn over_limit(&self) -> bool {
+        self.dirty + self.writeback > self.limit_pages
+    }
+    /// Whether a throttled writer may go on.
+    pub fn below_freerun(&self) -> bool {
+        self.dirty + self.writeback <= self.freerun_pages()
+    }
+    pub fn over_background(&self) -> bool {
+        self.dirty > self.background_pages
+    }
+
+    // ---- LRU ----
+
+    fn lru_unlink(&mut self, s: u32) {
+        let (prev, next) = {
+            let p = &self.pages[s as usize];
+            (p.prev, p.next)
+        };
+        if prev != NIL {
+            self.pages[prev as usize].next = next;
+        } else {
+            self.lru_head = next;
+        }
+        if next != NIL {
+            self.pages[next as usize].prev = prev;
+        } else {
+            self.lru_tail = prev;
+        }
+    }
+
+    fn lru_push_head(&mut self, s: u32) {
+        let head = self.lru_head;
+        {
+            let p = &mut self.pages[s as usize];
+            p.prev = NIL;
+            p.next = head;
+        }
+        if head != NIL {
+            self.pages[head as usize].prev = s;
+        } else {
+            self.lru_tail = s;
+        }
+        self.lru_head = s;
+    }
+
+    /// Evicts one clean page from the LRU tail; false if none was found within the scan limit.
+    fn evict_one(&mut self) -> bool {
+        const SCAN_LIMIT: u32 = 256; // pages reclaim looks at before giving up (rotating busy ones)
+        for _ in 0..SCAN_LIMIT {
+            let s = self.lru_tail;
+            if s == NIL {
+                return false;
+            }
+            let p = self.pages[s as usize];
+            self.lru_unlink(s);
+            if p.flags & (DIRTY | WRITEBACK | LOCKED) != 0 {
+                self.lru_push_head(s);
+                continue;
+            }
+            self.map.remove(&p.key);
+            self.free.push(s);
+            self.resident -= 1;
+            self.stats.evictions += 1;
+            return true;
+        }
+        false
+    }
+
+    fn insert(&mut self, file: u32, page: u64, flags: u8, bio: u32, class: IoClass) -> u32 {
+        if self.resident >= self.capacity && !self.evict_one() {
+            self.stats.reclaim_overshoots += 1;
+        }
+        let rec = Page {
+            key: key(file, page),
+            prev: NIL,
+            next: NIL,
+            flags,
+            class,
+            bio,
+        };
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.pages[s as usize] = rec;
+                s
+            }
+            None => {
+                self.pages.push(rec);
+                (self.pages.len() - 1) as u32
+            }
+        };
+        let old = self.map.insert(rec.key, s);
+        debug_assert!(old.is_none(), "page inserted twice");
+        self.resident += 1;
+        self.lru_push_head(s);
+        s
+    }
+
+    fn slot(&self, file: u32, page: u64) -> Option<u32> {
+        self.map.get(&key(file, page)).copied()
+    }
+
+    // ---- reads ----
+
+    /// Looks up one page for a read (touching it in the LRU on a hit).
+    pub fn lookup(&mut self, file: u32, page: u64) -> Lookup {
+        match self.slot(file, page) {
+            None => Lookup::Miss,
+            Some(s) => {
+                let p = self.pages[s as usize];
+                if p.flags & LOCKED != 0 {
+                    Lookup::InFlight { bio: p.bio }
+                } else {
+                    self.lru_unlink(s);
+                    self.lru_push_head(s);
+                    Lookup::Hit
+                }
+            }
+        }
+    }
+
+    /// Whether the page is present (cached or being read).
+    pub fn present(&self, file: u32, page: u64) -> bool {
+        self.slot(file, page).is_some()
+    }
+
+    /// Inserts a missing page as locked for a read by `bio`.
+    pub fn insert_reading(&mut self, file: u32, page: u64, bio: u32) {
+        self.insert(file, page, LOCKED, bio, IoClass::Throughput);
+    }
+
+    /// A read bio finished: its pages become up to date.
+    pub fn end_read(&mut self, file: u32, first_page: u64, pages: u32, bio: u32) {
+        for p in first_page..first_page + pages as u64 {
+            let s = self
+                .slot(file, p)
+                .expect("a page being read stays in the cache (locked pages are not evicted)");
+            let page = &mut self.pages[s as usize];
+            debug_assert!(page.flags & LOCKED != 0 && page.bio == bio);
+            page.flags = (page.flags & !LOCKED) | UPTODATE;
+            page.bio = NIL;
+        }
+    }
+
+    /// Read-ahead decision for a read of `[page, page + n)`: returns the window to read ahead
+    /// (asynchronously) as `(first_page, pages)`, possibly empty, and updates the state.
+    pub fn read_ahead(&self, ra: &mut ReadAhead, file: u32, page: u64, n: u64) -> (u64, u64) {
+        let file_pages = self.files[file as usize].pages;
+        let sequential = page == ra.next_page && (ra.window > 0 || page > 0);
+        ra.next_page = page + n;
+        if !sequential {
+            ra.window = 0;
+            ra.ahead_end = page + n;
+            return (page + n, 0);
+        }
+        ra.window = if ra.window == 0 {
+            (4 * n).min(self.read_ahead_max_pages)
+        } else {
+            (2 * ra.window).min(self.read_ahead_max_pages)
+        };
+        let start = ra.ahead_end.max(page + n);
+        let end = (page + n + ra.window).min(file_pages);
+        ra.ahead_end = ra.ahead_end.max(end);
+        if end > start {
+            (start, end - start)
+        } else {
+            (start, 0)
+        }
+    }
+
+    // ---- writes ----
+
+    /// Marks one page dirty on behalf of `class` (allocating it if absent). Returns true if the
+    /// page went from clean to dirty.
+    pub fn dirty_page(&mut self, now: SimTime, file: u32, page: u64, class: IoClass) -> bool {
+        let s = match self.slot(file, page) {
+            Some(s) => {
+                self.lru_unlink(s);
+                self.lru_push_head(s);
+                s
+            }
+            None => self.insert(file, page, UPTODATE, NIL, class),
+        };
+        let p = &mut self.pages[s as usize];
+        // A write of a whole page makes it up to date even if a read was filling it.
+        p.flags |= UPTODATE;
+        if p.flags & DIRTY != 0 {
+            // The latest writer owns the dirty data.
+            p.class = class;
+            return false;
+        }
+        p.flags |= DIRTY;
+        p.class = class;
+        self.dirty += 1;
+        let f = &mut self.files[file as usize];
+        f.dirty_bits[(page / 64) as usize] |= 1 << (page % 64);
+        f.dirty_pages += 1;
+        if f.dirtied_at.is_none() {
+            f.dirtied_at = Some(now);
+        }
+        self.stats.class_mut(class).pages_dirtied += 1;
+        true
+    }
+
+    /// The file with dirty pages that went dirty first (ties: lowest id), if any; with
+    /// `expired_before`, only files dirtied before that time.
+    pub fn oldest_dirty_file(&self, expired_before: Option<SimTime>) -> Option<u32> {
+        self.files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.dirty_pages > 0)
+            .filter_map(|(i, f)| f.dirtied_at.map(|t| (t, i)))
+            .filter(|(t, _)| expired_before.is_none_or(|e| *t < e))
+            .min()
+            .map(|(_, i)| i as u32)
+    }
+
+    /// Takes the next run of up to `max_pages` contiguous dirty pages of `file` (from its
+    /// write-back cursor, wrapping once): clears their dirty bit and marks them under
+    /// write-back. Returns `(first_page, pages, owner class)`; a run never mixes owners.
+    pub fn take_dirty_run(&mut self, file: u32, max_pages: u64) -> Option<(u64, u32, IoClass)> {
+        let f = &self.files[file as usize];
+        if f.dirty_pages == 0 {
+            return None;
+        }
+        let first = find_set(&f.dirty_bits, f.cursor, f.pages)
+            .or_else(|| find_set(&f.dirty_bits, 0, f.cursor))
+            .expect("a file with dirty pages has a dirty bit set");
+        let class = self.pages[self.slot(file, first).expect("dirty page cached") as usize].class;
+        let mut n = 0u64;
+        while n < max_pages && first + n < f.pages {
+            let p = first + n;
+            if f.dirty_bits[(p / 64) as usize] & (1 << (p % 64)) == 0 {
+                break;
+            }
+            let s = self.slot(file, p).expect("dirty page cached");
+            if self.pages[s as usize].class != class {
+                break;
+            }
+            n += 1;
+        }
+        for p in first..first + n {
+            let s = self.slot(file, p).expect("dirty page cached");
+            let page = &mut self.pages[s as usize];
+            page.flags = (page.flags & !DIRTY) | WRITEBACK;
+        }
+        let f = &mut self.files[file as usize];
+        for p in first..first + n {
+            f.dirty_bits[(p / 64) as usize] &= !(1 << (p % 64));
+        }
+        f.dirty_pages -= n;
+        f.writeback_pages += n;
+        f.cursor = first + n;
+        if f.cursor >= f.pages {
+            f.cursor = 0;
+        }
+        if f.dirty_pages == 0 {
+            f.dirtied_at = None;
+        }
+        self.dirty -= n;
+        self.writeback += n;
+        Some((first, n as u32, class))
+    }
+
+    /// A write-back bio finished.
+    pub fn end_writeback(&mut self, file: u32, first_page: u64, pages: u32, class: IoClass) {
+        for p in first_page..first_page + pages as u64 {
+            let s = self.slot(file, p).expect("pages under write-back stay cached");
+            let page = &mut self.pages[s as usize];
+            debug_assert!(page.flags & WRITEBACK != 0);
+            page.flags &= !WRITEBACK;
+        }
+        let f = &mut self.files[file as usize];
+        f.writeback_pages -= pages as u64;
+        self.writeback -= pages as u64;
+        self.stats.class_mut(class).pages_written_back += pages as u64;
+    }
+
+    pub fn finish_stats(&mut self) -> PageCacheStats {
+        self.stats.resident_pages = self.resident;
+        self.stats.dirty_pages = self.dirty;
+        self.stats.writeback_pages = self.writeback;
+        self.stats.clone()
+    }
+
+    /// Checks the counters against the pages (O(cache size): tests and end of run).
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let mut dirty = 0;
+        let mut wb = 0;
+        let mut n = 0;
+        let mut s = self.lru_head;
+        while s != NIL {
+            let p = &self.pages[s as usize];
+            n += 1;
+            if p.flags & DIRTY != 0 {
+                dirty += 1;
+            }
+            if p.flags & WRITEBACK != 0 {
+                wb += 1;
+            }
+            s = p.next;
+        }
+        if n != self.resident || n != self.map.len() as u64 {
+            return Err(format!(
+                "LRU holds {n} pages, resident {}, index {}",
+                self.resident,
+                self.map.len()
+            ));
+        }
+        let file_dirty: u64 = self.files.iter().map(|f| f.dirty_pages).sum();
+        if dirty != self.dirty || file_dirty != self.dirty || wb != self.writeback {
+            return Err(format!(
+                "dirty: pages {dirty}, counter {}, files {file_dirty}; writeback pages {wb}, counter {}",
+                self.dirty, self.writeback
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// First set bit at or after `from` and before `end`.
+fn find_set(bits: &[u64], from: u64, end: u64) -> Option<u64> {
+    let mut p = from;
+    while p < end {
+        let w = bits[(p / 64) as usize] >> (p % 64);
+        if w != 0 {
+            let found = p + w.trailing_zeros() as u64;
+            return (found < end).then_some(found);
+        }
+        p = (p / 64 + 1) * 64;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_clean_pages_first_and_keeps_dirty_ones() {
+        let mut pc = PageCache::new(4, 128 << 10, 50, 75);
+        let f = pc.add_file(0, 100);
+        pc.dirty_page(SimTime(1), f, 0, IoClass::Throughput);
+        for p in 1..4 {
+            pc.insert_reading(f, p, 7);
+            pc.end_read(f, p, 1, 7);
+        }
+        pc.insert_reading(f, 10, 8); // evicts page 1 (page 0 is dirty)
+        assert!(pc.present(f, 0));
+        assert!(!pc.present(f, 1));
+        assert_eq!(pc.lookup(f, 10), Lookup::InFlight { bio: 8 });
+        pc.check_consistency().unwrap();
+    }
+
+    #[test]
+    fn dirty_runs_come_out_in_page_order_and_are_conserved() {
+        let mut pc = PageCache::new(1000, 128 << 10, 3, 5);
+        let f = pc.add_file(0, 1000);
+        for p in [5u64, 6, 7, 9, 100] {
+            assert!(pc.dirty_page(SimTime(10), f, p, IoClass::LatencyCritical));
+        }
+        assert!(!pc.dirty_page(SimTime(11), f, 6, IoClass::LatencyCritical));
+        assert_eq!(pc.take_dirty_run(f, 8), Some((5, 3, IoClass::LatencyCritical)));
+        assert_eq!(pc.take_dirty_run(f, 8), Some((9, 1, IoClass::LatencyCritical)));
+        assert_eq!(pc.dirty_pages(), 1);
+        assert_eq!(pc.writeback_pages(), 4);
+        pc.end_writeback(f, 5, 3, IoClass::LatencyCritical);
+        pc.end_writeback(f, 9, 1, IoClass::LatencyCritical);
+        let s = pc.finish_stats();
+        assert_eq!(
+            s.latency_critical.pages_dirtied,
+            s.latency_critical.pages_written_back + pc.dirty_pages()
+        );
+        pc.check_consistency().unwrap();
+    }
+
+    #[test]
+    fn read_ahead_grows_on_sequential_reads() {
+        let pc = {
+            let mut pc = PageCache::new(1000, 128 << 10, 3, 5);
+            pc.add_file(0, 10_000);
+            pc
+        };
+        let mut ra = ReadAhead::default();
+        assert_eq!(pc.read_ahead(&mut ra, 0, 100, 2), (102, 0), "random: none");
+        assert_eq!(pc.read_ahead(&mut ra, 0, 102, 2), (104, 8), "first sequential: 4 × 2");
+        assert_eq!(pc.read_ahead(&mut ra, 0, 104, 2), (112, 10), "window 16 from 106");
+        assert_eq!(ra.window, 16);
+    }
+
+    #[test]
+    fn find_set_scans_words() {
+        let mut bits = vec![0u64; 4];
+        bits[2] |= 1 << 5;
+        assert_eq!(find_set(&bits, 0, 256), Some(133));
+        assert_eq!(find_set(&bits, 134, 256), None);
+        assert_eq!(find_set(&bits, 0, 133), None);
+    }
+}
