@@ -5,9 +5,18 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::Args;
 use sim::config::DEFAULT_JOB_FIO;
+use sim::system::SystemConfig;
 use sim::{DeviceRun, DeviceRunConfig, HostCosts, Progress, RunFileSettings};
 
 /// Run a deterministic simulation.
+///
+/// With no arguments: the embedded full-system default — the online service apache
+/// (latency-critical) co-running with the offline job pagerank on the arm8 host and the zssd
+/// device for 10 s simulated, and apache alone; prints response times co-run vs alone, the
+/// offline job's throughput, CPU time by category and the latency-critical I/O's time per layer.
+///
+///   ullstack sim
+///   ullstack sim --system examples/system-imageserver-ungzip.toml --out results/img
 ///
 /// Device-level run: fio-like jobs go straight into the SSD model's NVMe queues through a thin
 /// host with fixed per-I/O costs.
@@ -16,12 +25,15 @@ use sim::{DeviceRun, DeviceRunConfig, HostCosts, Progress, RunFileSettings};
 ///   ullstack sim --device nvme-tlc --job examples/mixed-70-30.fio --seed 7 --out results/tlc
 ///   ullstack sim --config run.toml          (device overrides, host costs, job file, seed)
 ///
-/// With no job, runs the embedded default (4 KiB random read and write at QD1 and QD32).
-/// The same configuration and seed always give the same results (summary.json is identical
-/// apart from `sim.wall_ns`).
+/// A device-level run with no job runs the embedded device-level default (4 KiB random read
+/// and write at QD1 and QD32). The same configuration and seed always give the same results
+/// (summary.json is identical apart from `sim.wall_ns`).
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SimArgs {
+    /// Full-system run from a system config (host, device, processes, duration, seed).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["device", "job", "config", "host", "integrity"])]
+    system: Option<PathBuf>,
     /// Device preset (zssd, nvme-tlc, bics, vnand) or a device TOML file (`preset = ".."` + overrides).
     #[arg(long, value_name = "PRESET|FILE")]
     device: Option<String>,
@@ -40,6 +52,9 @@ pub struct SimArgs {
     /// Results folder (summary.json, latency CSVs).
     #[arg(long, value_name = "DIR", default_value = "results/sim")]
     out: PathBuf,
+    /// Force a device-level run (the embedded device-level default when no job is given).
+    #[arg(long, conflicts_with = "system")]
+    device_level: bool,
     /// Data-integrity mode: track a version per written 4 KiB unit and check every read.
     #[arg(long)]
     integrity: bool,
@@ -74,6 +89,15 @@ impl Progress for Bar {
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    let device_level = args.device_level
+        || args.device.is_some()
+        || args.job.is_some()
+        || args.config.is_some()
+        || args.host.is_some()
+        || args.integrity;
+    if !device_level {
+        return run_system(args);
+    }
     let file = match &args.config {
         Some(p) => RunFileSettings::load(p)?,
         None => RunFileSettings::default(),
@@ -116,6 +140,28 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     };
     let run = DeviceRun::new(&cfg)?;
     let summary = run.run(&mut Bar(None))?;
+    summary
+        .write_folder(&args.out)
+        .with_context(|| format!("writing results to {}", args.out.display()))?;
+    if args.json {
+        println!("{}", summary.to_json());
+    } else {
+        print!("{}", summary.table());
+        println!("results: {}", args.out.display());
+    }
+    Ok(())
+}
+
+/// A full-system run: `--system FILE`, or the embedded default.
+fn run_system(args: SimArgs) -> anyhow::Result<()> {
+    let mut cfg = match &args.system {
+        Some(p) => SystemConfig::load(p)?,
+        None => SystemConfig::embedded_default(),
+    };
+    if let Some(seed) = args.seed {
+        cfg.seed = seed;
+    }
+    let summary = sim::system::run(&cfg, &mut Bar(None))?;
     summary
         .write_folder(&args.out)
         .with_context(|| format!("writing results to {}", args.out.display()))?;

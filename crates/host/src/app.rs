@@ -33,8 +33,8 @@
 //! ## The CPU side of the profiles (ours, not published)
 //! presets.md gives each profile's I/O behaviour per instruction, not its threads or its work
 //! per request. Defaults: online services run 1 server + 4 worker threads and 1 M instructions
-//! per request (`app.instructions_per_request`); offline jobs run 4 threads (`bfs`: 16, "many
-//! worker threads" per presets.md); published online services use direct I/O (databases and
+//! per request (`app.instructions_per_request`); offline jobs run one thread per core, as data
+//! analytics frameworks do (`bfs`: two per core, "many worker threads" per presets.md); published online services use direct I/O (databases and
 //! servers that manage their own cache), the write-back study services and offline jobs
 //! buffered I/O (presets.md: offline jobs use the page cache; upload/update requests dirty
 //! pages). Every one of these is a per-process key in the system config.
@@ -122,7 +122,7 @@ impl ProcessSpec {
         };
         ProcessSpec {
             name: profile.name.to_string(),
-            threads: default_threads(&profile),
+            threads: default_threads(&profile, host.cpu.cores),
             workload: Workload::Profile(profile),
             class,
             requests_per_sec: workload::ONLINE_REQUESTS_PER_SEC,
@@ -151,11 +151,13 @@ impl ProcessSpec {
     }
 }
 
-/// Default thread count of a profile (workers for online services).
-pub fn default_threads(profile: &Profile) -> u32 {
-    match profile.name {
-        "bfs" => 16,
-        _ => 4,
+/// Default thread count of a profile on a host with `cores` cores (workers for online
+/// services).
+pub fn default_threads(profile: &Profile, cores: u32) -> u32 {
+    match (profile.kind, profile.name) {
+        (ProfileKind::Online, _) => 4,
+        (ProfileKind::Offline, "bfs") => 2 * cores,
+        (ProfileKind::Offline, _) => cores,
     }
 }
 

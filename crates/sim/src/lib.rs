@@ -4,10 +4,13 @@
 //!   queues through a thin host with fixed costs (`ullstack sim --device … --job …`).
 //! - [`config`]: run configuration (TOML) and host cost presets.
 //! - [`report`]: `summary.json`, CSV series, the terminal table.
+//! - [`system`]: full-system runs — applications on the host model over the device model,
+//!   in lock-step (`ullstack sim` with no arguments, or `--system FILE.toml`).
 
 pub mod config;
 pub mod device_run;
 pub mod report;
+pub mod system;
 
 pub use config::{DeviceRunConfig, HostCosts, RunFileSettings};
 pub use device_run::{DeviceRun, Progress, RunError, Silent};

@@ -1,0 +1,130 @@
+//! The full-system run: host and device advanced in lock-step.
+//!
+//! The host model (crate `host`) and the SSD model (crate `device`) each expose two clocks —
+//! "when is your next event" and "run your next event / advance to t". The loop always advances
+//! whichever is earlier (the device on ties, so a completion posted at t is seen by host work
+//! at t). Host work may issue NVMe commands: each is submitted to the device at the time its
+//! doorbell rang; device work may post completions: each is delivered to the host, which
+//! schedules its arrival (and the interrupt, or the poller's wake-up) at the completion's time.
+//! Neither model ever sees time go backwards, and nothing in the loop allocates in steady state.
+//!
+//! The adapter between the two message types lives here: `HostCommand` → `NvmeCommand` (the
+//! class goes into the command's reserved field; a write-back wave hint becomes
+//! `Hint::WritebackWave`), `Completion` → `DeviceCqe`.
+
+use std::time::Instant;
+
+use device::{Completion, DeviceOptions, Hint, NvmeCommand, SqPriority, Ssd, Status};
+use host::{DeviceCqe, Host, HostCommand, HostReport};
+
+use crate::device_run::Progress;
+use crate::system::config::SystemConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SystemRunError {
+    #[error(transparent)]
+    Device(#[from] device::config::ConfigError),
+    #[error(transparent)]
+    Host(#[from] host::HostError),
+    #[error("device refused command {cid} on SQ {sqid}: {reason}")]
+    Submit { cid: u32, sqid: u16, reason: String },
+    #[error("run ended with commands still in the device: {0}")]
+    Leak(String),
+}
+
+/// What one system run produced.
+pub struct SystemRunResult {
+    pub host: HostReport,
+    pub device: device::DeviceStats,
+    pub events: u64,
+    pub wall_ns: u64,
+}
+
+/// Runs `cfg` (its processes as given; the `alone` comparison is the caller's business).
+pub fn run_system(cfg: &SystemConfig, progress: &mut dyn Progress) -> Result<SystemRunResult, SystemRunError> {
+    let wall = Instant::now();
+    let mut ssd = Ssd::new(&cfg.device, DeviceOptions { integrity: false })?;
+    let mut host = Host::new(
+        &cfg.host,
+        cfg.processes.clone(),
+        cfg.seed,
+        cfg.duration,
+        ssd.capacity_bytes(),
+    )?;
+    for qp in host.queue_pairs() {
+        ssd.create_queue_pair(qp.sqid, qp.cqid, qp.depth, SqPriority::Medium);
+        if !qp.interrupts {
+            ssd.set_interrupts(qp.cqid, false);
+        }
+    }
+    let mut cqes: Vec<Completion> = Vec::with_capacity(64);
+    let mut cmds: Vec<HostCommand> = Vec::with_capacity(64);
+    let mut iterations = 0u64;
+    let mut last_report_ms = 0u128;
+    loop {
+        let td = ssd.next_event_time();
+        let th = host.next_event_time();
+        match (td, th) {
+            (None, None) => break,
+            (Some(d), h) if h.is_none_or(|h| d <= h) => {
+                ssd.advance_to(d, &mut cqes);
+                for c in cqes.drain(..) {
+                    host.deliver(DeviceCqe {
+                        at: c.at,
+                        cqid: c.cqid,
+                        cid: c.cid,
+                        success: c.status == Status::Success,
+                        interrupt: c.interrupt,
+                        write_buffer_pct: c.write_buffer_pct,
+                    });
+                }
+            }
+            _ => {
+                host.step();
+                host.take_commands(&mut cmds);
+                for c in cmds.drain(..) {
+                    let cmd = NvmeCommand {
+                        cid: c.cid,
+                        op: c.op,
+                        slba: c.slba,
+                        sectors: c.sectors,
+                        class: c.class,
+                        hint: if c.wave_pages > 0 {
+                            Hint::WritebackWave { pages: c.wave_pages }
+                        } else {
+                            Hint::None
+                        },
+                        version: 0,
+                    };
+                    ssd.submit(c.at, c.sqid, cmd).map_err(|e| SystemRunError::Submit {
+                        cid: c.cid,
+                        sqid: c.sqid,
+                        reason: e.to_string(),
+                    })?;
+                }
+            }
+        }
+        iterations += 1;
+        if iterations & 0xFFFF == 0 {
+            let ms = wall.elapsed().as_millis();
+            if ms >= 2_000 && ms - last_report_ms >= 200 {
+                last_report_ms = ms;
+                let now = td.or(th).map_or(0, |t| t.as_ns());
+                progress.update(now, host.commands_sent());
+            }
+        }
+    }
+    progress.finish();
+    if ssd.in_flight() != 0 {
+        return Err(SystemRunError::Leak(ssd.pending_state()));
+    }
+    let device_events = ssd.events_processed();
+    let host_report = host.finish()?;
+    let events = device_events + host_report.events;
+    Ok(SystemRunResult {
+        host: host_report,
+        device: ssd.stats(),
+        events,
+        wall_ns: wall.elapsed().as_nanos() as u64,
+    })
+}

@@ -1,0 +1,472 @@
+//! `summary.json` of a system run, its CSVs and the terminal table.
+//!
+//! The file extends the device-level summary (`sim`, `device`, `jobs` — fio jobs run through the
+//! host stack) with:
+//!
+//! ```text
+//! processes   [ { name, profile, class, kind (online/offline/fio), requests,
+//!                 unfinished_requests, response_time_ns { mean, p50, p95, p99, p99_9, max },
+//!                 instructions, instructions_per_sec, ios, io_latency_ns { … } } ]
+//! cpu         { user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
+//!               (seconds summed over cores), busy_pct, context_switches, interrupts }
+//! breakdown_ns { requests, software_queue, hardware_queue, driver, device_queue,
+//!                device_service, irq, poll, blk_complete, context_switch }   (LC requests)
+//! host        { breakdown_throughput_ns, request_latency_ns { latency_critical, throughput },
+//!               pagecache{…}, blk{…}, nvme{…}, cores[ { core, ns[…], context_switches,
+//!               interrupts } ] }
+//! alone       { the same for the latency-critical online services run alone }   (if asked)
+//! ```
+//!
+//! Everything but `sim.wall_ns` (and `alone.sim.wall_ns`) is a pure function of config + seed.
+
+use std::io::Write;
+use std::path::Path;
+
+use device::DeviceStats;
+use engine::stats::LatencySummary;
+use engine::time::format_ns;
+use engine::{IoClass, LatencyHistogram};
+use host::{blk::BlkStats, nvme::NvmeStats, pagecache::PageCacheStats, Breakdown, CoreStats, ProcessKind, CATS};
+use serde::Serialize;
+
+use crate::report::{JobResult, OpResult, SimInfo};
+use crate::system::config::SystemConfig;
+use crate::system::run::SystemRunResult;
+
+/// Response-time percentiles, ns.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct ResponseTime {
+    pub mean: u64,
+    pub p50: u64,
+    pub p95: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub max: u64,
+}
+
+impl ResponseTime {
+    fn from(h: &LatencyHistogram) -> ResponseTime {
+        let s = h.summary();
+        ResponseTime {
+            mean: s.mean,
+            p50: s.p50,
+            p95: s.p95,
+            p99: s.p99,
+            p99_9: s.p99_9,
+            max: s.max,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessSummary {
+    pub name: String,
+    pub profile: String,
+    pub class: IoClass,
+    pub kind: ProcessKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unfinished_requests: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_time_ns: Option<ResponseTime>,
+    pub instructions: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions_per_sec: Option<f64>,
+    pub ios: u64,
+    pub io_latency_ns: LatencySummary,
+    #[serde(skip)]
+    pub response_histogram: LatencyHistogram,
+}
+
+/// CPU time by category, seconds summed over all cores.
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuSummary {
+    pub cores: u32,
+    pub user: f64,
+    pub syscall: f64,
+    pub pagecache: f64,
+    pub blk: f64,
+    pub nvme: f64,
+    pub blk_complete: f64,
+    pub irq: f64,
+    pub sched: f64,
+    pub poll: f64,
+    pub idle: f64,
+    /// Share of core time not idle, percent.
+    pub busy_pct: f64,
+    pub context_switches: u64,
+    pub interrupts: u64,
+}
+
+impl CpuSummary {
+    fn from(cores: &[CoreStats]) -> CpuSummary {
+        let mut ns = [0u64; host::cpu::CAT_COUNT];
+        for c in cores {
+            for (i, v) in c.ns.iter().enumerate() {
+                ns[i] += v;
+            }
+        }
+        let s = |cat: host::Cat| ns[cat.index()] as f64 / 1e9;
+        let total: u64 = ns.iter().sum();
+        let idle = ns[host::Cat::Idle.index()];
+        CpuSummary {
+            cores: cores.len() as u32,
+            user: s(host::Cat::User),
+            syscall: s(host::Cat::Syscall),
+            pagecache: s(host::Cat::PageCache),
+            blk: s(host::Cat::Blk),
+            nvme: s(host::Cat::Nvme),
+            blk_complete: s(host::Cat::BlkComplete),
+            irq: s(host::Cat::Irq),
+            sched: s(host::Cat::Sched),
+            poll: s(host::Cat::Poll),
+            idle: s(host::Cat::Idle),
+            busy_pct: if total == 0 {
+                0.0
+            } else {
+                ((total - idle) as f64 * 100_000.0 / total as f64).round() / 1000.0
+            },
+            context_switches: cores.iter().map(|c| c.context_switches).sum(),
+            interrupts: cores.iter().map(|c| c.interrupts).sum(),
+        }
+    }
+
+    /// (name, seconds) per category, in accounting order.
+    pub fn categories(&self) -> [(&'static str, f64); host::cpu::CAT_COUNT] {
+        let v = [
+            self.user,
+            self.syscall,
+            self.pagecache,
+            self.blk,
+            self.nvme,
+            self.blk_complete,
+            self.irq,
+            self.sched,
+            self.poll,
+            self.idle,
+        ];
+        std::array::from_fn(|i| (CATS[i].name(), v[i]))
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestLatency {
+    pub latency_critical: LatencySummary,
+    pub throughput: LatencySummary,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HostDetail {
+    pub breakdown_throughput_ns: Breakdown,
+    pub request_latency_ns: RequestLatency,
+    pub pagecache: PageCacheStats,
+    pub blk: BlkStats,
+    pub nvme: NvmeStats,
+    pub cores: Vec<CoreStats>,
+}
+
+/// One run's summary (the co-run, or the alone reference).
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemRunSummary {
+    pub sim: SimInfo,
+    pub device: DeviceStats,
+    pub jobs: Vec<JobResult>,
+    pub processes: Vec<ProcessSummary>,
+    pub cpu: CpuSummary,
+    pub breakdown_ns: Breakdown,
+    pub host: HostDetail,
+}
+
+/// `summary.json` of a system run.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemSummary {
+    #[serde(flatten)]
+    pub run: SystemRunSummary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alone: Option<SystemRunSummary>,
+}
+
+impl SystemRunSummary {
+    pub fn new(cfg: &SystemConfig, r: &SystemRunResult) -> SystemRunSummary {
+        let h = &r.host;
+        let secs = cfg.duration.as_secs_f64();
+        let processes = h
+            .processes
+            .iter()
+            .map(|p| {
+                let online = p.kind == ProcessKind::Online;
+                ProcessSummary {
+                    name: p.name.clone(),
+                    profile: p.profile.clone(),
+                    class: p.class,
+                    kind: p.kind,
+                    requests: online.then_some(p.requests),
+                    unfinished_requests: online.then_some(p.unfinished_requests),
+                    response_time_ns: online.then(|| ResponseTime::from(&p.response)),
+                    instructions: p.instructions,
+                    instructions_per_sec: (p.kind == ProcessKind::Offline)
+                        .then(|| (p.instructions as f64 / secs).round()),
+                    ios: p.ios,
+                    io_latency_ns: p.io_latency.summary(),
+                    response_histogram: p.response.clone(),
+                }
+            })
+            .collect();
+        let jobs = h
+            .processes
+            .iter()
+            .flat_map(|p| p.fio_jobs.iter())
+            .map(|j| {
+                let span = j.first_start_ns.map_or(0, |s| j.last_end_ns.saturating_sub(s));
+                JobResult {
+                    name: j.name.clone(),
+                    read: OpResult::from_histogram(&j.read, j.read_bytes, span),
+                    write: OpResult::from_histogram(&j.write, j.write_bytes, span),
+                }
+            })
+            .collect();
+        SystemRunSummary {
+            sim: SimInfo {
+                seed: cfg.seed,
+                simulated_ns: h.end.as_ns(),
+                wall_ns: r.wall_ns,
+                events: r.events,
+                ios: h.commands,
+                device: cfg.device.name.clone(),
+                host: cfg.host.name.clone(),
+                job_source: cfg.source.clone(),
+                integrity_reads_checked: None,
+            },
+            device: r.device.clone(),
+            jobs,
+            processes,
+            cpu: CpuSummary::from(&h.cores),
+            breakdown_ns: h.breakdown[IoClass::LatencyCritical.index()].clone(),
+            host: HostDetail {
+                breakdown_throughput_ns: h.breakdown[IoClass::Throughput.index()].clone(),
+                request_latency_ns: RequestLatency {
+                    latency_critical: h.request_latency[0].summary(),
+                    throughput: h.request_latency[1].summary(),
+                },
+                pagecache: h.pagecache.clone(),
+                blk: h.blk.clone(),
+                nvme: h.nvme.clone(),
+                cores: h.cores.clone(),
+            },
+        }
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect()
+}
+
+fn write_cdf(path: &Path, h: &LatencyHistogram) -> std::io::Result<()> {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(f, "latency_ns,cumulative_fraction")?;
+    for (v, frac) in h.cdf() {
+        writeln!(f, "{v},{frac:.9}")?;
+    }
+    Ok(())
+}
+
+impl SystemSummary {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("summary serialises")
+    }
+
+    /// Writes `summary.json`, response-time CDFs (`response_<process>.csv`, and
+    /// `alone_response_<process>.csv`) and fio latency CDFs into `dir`.
+    pub fn write_folder(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("summary.json"), self.to_json() + "\n")?;
+        for (prefix, run) in [("", Some(&self.run)), ("alone_", self.alone.as_ref())] {
+            let Some(run) = run else { continue };
+            for p in &run.processes {
+                if p.response_histogram.count() > 0 {
+                    let name = format!("{prefix}response_{}.csv", sanitize(&p.name));
+                    write_cdf(&dir.join(name), &p.response_histogram)?;
+                }
+            }
+            for j in &run.jobs {
+                for (op, r) in [("read", &j.read), ("write", &j.write)] {
+                    if r.ios > 0 {
+                        let name = format!("{prefix}latency_{}_{op}.csv", sanitize(&j.name));
+                        write_cdf(&dir.join(name), &r.histogram)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The terminal table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let run = &self.run;
+        let online: Vec<&ProcessSummary> = run
+            .processes
+            .iter()
+            .filter(|p| p.kind == ProcessKind::Online)
+            .collect();
+        if !online.is_empty() {
+            out.push_str("online services: response time (client issue → reply received)\n");
+            out.push_str(&format!(
+                "{:<20} {:<8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                "service", "run", "requests", "avg", "p95", "p99", "p99.9", "max"
+            ));
+            for p in &online {
+                let alone = self
+                    .alone
+                    .as_ref()
+                    .and_then(|a| a.processes.iter().find(|q| q.name == p.name));
+                for (label, q) in [("co-run", Some(*p)), ("alone", alone)] {
+                    let Some(q) = q else { continue };
+                    let r = q.response_time_ns.expect("online process has response times");
+                    out.push_str(&format!(
+                        "{:<20} {:<8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                        truncate(&p.name, 20),
+                        label,
+                        q.requests.unwrap_or(0),
+                        format_ns(r.mean),
+                        format_ns(r.p95),
+                        format_ns(r.p99),
+                        format_ns(r.p99_9),
+                        format_ns(r.max),
+                    ));
+                }
+            }
+            out.push('\n');
+        }
+        let offline: Vec<&ProcessSummary> = run
+            .processes
+            .iter()
+            .filter(|p| p.kind == ProcessKind::Offline)
+            .collect();
+        if !offline.is_empty() {
+            out.push_str("offline jobs: throughput\n");
+            out.push_str(&format!(
+                "{:<20} {:>14} {:>10} {:>12} {:>10}\n",
+                "job", "instr/s", "I/Os", "I/O avg", "I/O p99"
+            ));
+            for p in &offline {
+                out.push_str(&format!(
+                    "{:<20} {:>14.3e} {:>10} {:>12} {:>10}\n",
+                    truncate(&p.name, 20),
+                    p.instructions_per_sec.unwrap_or(0.0),
+                    p.ios,
+                    format_ns(p.io_latency_ns.mean),
+                    format_ns(p.io_latency_ns.p99),
+                ));
+            }
+            out.push('\n');
+        }
+        if !run.jobs.is_empty() {
+            out.push_str("fio jobs through the host stack\n");
+            out.push_str(&format!(
+                "{:<20} {:<5} {:>9} {:>10} {:>9} {:>9} {:>9}\n",
+                "job", "op", "ios", "IOPS", "avg", "p99", "p99.9"
+            ));
+            for j in &run.jobs {
+                for (op, r) in [("read", &j.read), ("write", &j.write)] {
+                    if r.ios == 0 {
+                        continue;
+                    }
+                    out.push_str(&format!(
+                        "{:<20} {:<5} {:>9} {:>10.0} {:>9} {:>9} {:>9}\n",
+                        truncate(&j.name, 20),
+                        op,
+                        r.ios,
+                        r.iops,
+                        format_ns(r.latency_ns.mean),
+                        format_ns(r.latency_ns.p99),
+                        format_ns(r.latency_ns.p99_9),
+                    ));
+                }
+            }
+            out.push('\n');
+        }
+        let cpu_line = |label: &str, c: &CpuSummary| {
+            let total: f64 = c.categories().iter().map(|(_, s)| s).sum();
+            let mut line = format!("{label:<8}");
+            for (name, s) in c.categories() {
+                let pct = if total > 0.0 { s * 100.0 / total } else { 0.0 };
+                line.push_str(&format!(" {name} {pct:.2}%"));
+            }
+            line.push_str(&format!(
+                "; {} context switches, {} interrupts\n",
+                c.context_switches, c.interrupts
+            ));
+            line
+        };
+        out.push_str(&format!(
+            "CPU utilization by category ({} cores, share of all core time; busy {:.2}%)\n",
+            run.cpu.cores, run.cpu.busy_pct
+        ));
+        out.push_str(&cpu_line("co-run", &run.cpu));
+        if let Some(a) = &self.alone {
+            out.push_str(&cpu_line("alone", &a.cpu));
+        }
+        out.push('\n');
+        let b_line = |label: &str, b: &Breakdown| {
+            format!(
+                "{label:<8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                b.requests,
+                format_ns(b.software_queue),
+                format_ns(b.hardware_queue),
+                format_ns(b.driver),
+                format_ns(b.device_queue),
+                format_ns(b.device_service),
+                format_ns(b.irq),
+                format_ns(b.poll),
+                format_ns(b.context_switch),
+                format_ns(b.blk_complete),
+                format_ns(
+                    b.software_queue
+                        + b.hardware_queue
+                        + b.driver
+                        + b.device_queue
+                        + b.device_service
+                        + b.irq
+                        + b.poll
+                        + b.context_switch
+                        + b.blk_complete
+                ),
+            )
+        };
+        out.push_str("latency-critical I/O: mean time per request in each layer\n");
+        out.push_str(&format!(
+            "{:<8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "run", "requests", "sw queue", "hw queue", "driver", "dev queue", "dev serv", "irq",
+            "poll", "ctx sw", "blk compl", "total"
+        ));
+        out.push_str(&b_line("co-run", &run.breakdown_ns));
+        if let Some(a) = &self.alone {
+            out.push_str(&b_line("alone", &a.breakdown_ns));
+        }
+        out.push_str("(device queue/service split: service = fastest device time seen for the same direction and size)\n\n");
+        for (label, r) in [("co-run", Some(run)), ("alone", self.alone.as_ref())] {
+            let Some(r) = r else { continue };
+            let s = &r.sim;
+            let wall_s = s.wall_ns as f64 / 1e9;
+            out.push_str(&format!(
+                "{label}: simulated {} in {:.2} s wall ({:.2} simulated s per wall s): {} NVMe commands, {} events; {} on {}\n",
+                format_ns(s.simulated_ns),
+                wall_s,
+                if wall_s > 0.0 { s.simulated_ns as f64 / 1e9 / wall_s } else { 0.0 },
+                s.ios,
+                s.events,
+                s.host,
+                s.device,
+            ));
+        }
+        out
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
