@@ -594,10 +594,10 @@ impl Host {
             ra: ReadAhead::default(),
         });
         events.schedule(duration, Ev::Stop);
-        events.schedule(
-            SimTime(cfg.pagecache.dirty_writeback_interval_ns),
-            Ev::FlushTick,
-        );
+        let first_tick = SimTime(cfg.pagecache.dirty_writeback_interval_ns);
+        if first_tick < duration {
+            events.schedule(first_tick, Ev::FlushTick);
+        }
         let mut host = Host {
             cfg: cfg.clone(),
             events,
@@ -727,13 +727,11 @@ impl Host {
             Ev::ServerRx { proc, req } => self.on_server_rx(proc, req),
             Ev::ClientRx { proc, req } => self.on_client_rx(proc, req),
             Ev::FlushTick => {
-                if !self.stopping {
-                    self.flush.periodic_due = true;
-                    self.kick_flusher();
-                    self.events.schedule(
-                        now + self.cfg.pagecache.dirty_writeback_interval_ns,
-                        Ev::FlushTick,
-                    );
+                self.flush.periodic_due = true;
+                self.kick_flusher();
+                let next = now + self.cfg.pagecache.dirty_writeback_interval_ns;
+                if next < self.duration {
+                    self.events.schedule(next, Ev::FlushTick);
                 }
             }
             Ev::Stop => self.stopping = true,
@@ -892,7 +890,9 @@ impl Host {
         };
         let gap = arrival_gap_of(spec, arrival_rng);
         self.events.schedule(now + send + one_way, Ev::ServerRx { proc: p, req });
-        self.events.schedule(now + gap, Ev::Arrival { proc: p });
+        if now + gap < self.duration {
+            self.events.schedule(now + gap, Ev::Arrival { proc: p });
+        }
     }
 
     fn on_server_rx(&mut self, p: u32, req: u32) {
