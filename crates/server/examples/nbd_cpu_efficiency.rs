@@ -9,7 +9,8 @@
 //! cargo run --release -p server --example nbd_cpu_efficiency -- [SECONDS_PER_RUN] [ROUNDS]
 //! ```
 //! Skips (with the reason) when fio or nbdkit is missing. `ULLSTACK_IDLE_SPIN_NS=N` overrides
-//! the worker's idle spin.
+//! the worker's idle spin, `ULLSTACK_COALESCE_NS=N` its coalescing window (0: off, the
+//! behaviour before coalescing existed).
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -124,9 +125,15 @@ fn main() {
     {
         config.dataplane.idle_spin_ns = ns;
     }
+    if let Some(ns) = std::env::var("ULLSTACK_COALESCE_NS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.dataplane.coalesce_ns = ns;
+    }
     println!(
-        "idle policy: block after {} ns of spinning",
-        config.dataplane.idle_spin_ns
+        "idle policy: block after {} ns of spinning; coalescing window {} ns",
+        config.dataplane.idle_spin_ns, config.dataplane.coalesce_ns
     );
     let server = match server::start(config) {
         Ok(s) => s,

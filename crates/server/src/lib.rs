@@ -15,6 +15,8 @@
 //! | [`buf`] | 4 KiB-aligned I/O buffers and the per-worker pool |
 //! | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
 //! | [`worker`] | the dataplane loop: epoll, decode, check, schedule, submit, reap, reply |
+//! | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
+//! | [`calibrate`] | measuring a QoS device profile from the SSD model (emulated volumes) |
 //! | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
 //! | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
 //! | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
@@ -35,6 +37,7 @@
 pub mod backend;
 pub mod buf;
 pub mod calibrate;
+pub mod coalesce;
 pub mod config;
 pub mod metrics;
 pub mod native;

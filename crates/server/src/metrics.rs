@@ -72,6 +72,7 @@ pub struct Metrics {
     deficit_hits: Family<Labels, Counter>,
     slo_misses: Family<Labels, Counter>,
     worker_loops: Family<Labels, Counter>,
+    worker_coalesce_waits: Family<Labels, Counter>,
     worker_batch: Family<Labels, Histogram, fn() -> Histogram>,
     worker_connections: Family<Labels, Gauge>,
     refused_connections: Counter,
@@ -103,6 +104,7 @@ pub struct TenantMetrics {
 #[derive(Clone, Debug)]
 pub struct WorkerMetrics {
     pub loops: Counter,
+    pub coalesce_waits: Counter,
     pub batch: Histogram,
     pub connections: Gauge,
 }
@@ -127,6 +129,7 @@ impl Metrics {
             deficit_hits: Family::default(),
             slo_misses: Family::default(),
             worker_loops: Family::default(),
+            worker_coalesce_waits: Family::default(),
             worker_batch: Family::new_with_constructor(batch_histogram as fn() -> Histogram),
             worker_connections: Family::default(),
             refused_connections: Counter::default(),
@@ -184,6 +187,11 @@ impl Metrics {
             m.worker_loops.clone(),
         );
         registry.register(
+            "worker_coalesce_waits",
+            "Pauses a worker took before reading again, so the next step takes a batch (dataplane.coalesce_ns)",
+            m.worker_coalesce_waits.clone(),
+        );
+        registry.register(
             "worker_batch_requests",
             "Requests taken in by one loop step (adaptive batching, at most batch_limit)",
             m.worker_batch.clone(),
@@ -239,6 +247,7 @@ impl Metrics {
         let l = vec![("worker".to_string(), index.to_string())];
         WorkerMetrics {
             loops: self.worker_loops.get_or_create_owned(&l),
+            coalesce_waits: self.worker_coalesce_waits.get_or_create_owned(&l),
             batch: self.worker_batch.get_or_create_owned(&l),
             connections: self.worker_connections.get_or_create_owned(&l),
         }

@@ -19,7 +19,9 @@
 //! 6. **reap** completions and turn each into a reply (replies go out in completion order, not
 //!    request order: cookies say which is which);
 //! 7. **send**: one `writev` per connection with output, gathering reply headers and read
-//!    payloads without copying them together.
+//!    payloads without copying them together;
+//! 8. **coalesce**: under pipelined load (steps average ≥ 1.25 requests), sleep
+//!    `coalesce_ns` before the next step so it reads a batch ([`crate::coalesce`]).
 //!
 //! # Design
 //! Level-triggered epoll; a connection's interest set follows its state (no EPOLLIN while its
@@ -52,7 +54,7 @@
 //! Work stealing between workers (a connection stays on its worker), zero-copy receive.
 //!
 //! # Config keys
-//! `[dataplane] batch_limit, idle, idle_spin_ns`; `[limits] max_inflight_requests,
+//! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns`; `[limits] max_inflight_requests,
 //! max_inflight_bytes, max_request_bytes, idle_timeout_ms, handshake_timeout_ms`.
 
 use std::collections::VecDeque;
@@ -65,6 +67,7 @@ use std::time::Instant;
 
 use crate::backend::{Backend, Completion, StorageError, StorageOp, Submitted};
 use crate::buf::{BufPool, IoBuf};
+use crate::coalesce::Coalescer;
 use crate::config::IdlePolicy;
 use crate::metrics::WorkerMetrics;
 use crate::native::NativeSession;
@@ -579,6 +582,7 @@ impl Worker {
         let idle = self.shared.config.dataplane.idle;
         let spin_ns = self.shared.config.dataplane.idle_spin_ns;
         let mut readable: Vec<usize> = Vec::with_capacity(EPOLL_EVENTS);
+        let mut coalescer = Coalescer::new(self.shared.config.dataplane.coalesce_ns);
         loop {
             let now = now_ns();
             let draining = self.shared.state() == RunState::Draining;
@@ -658,6 +662,7 @@ impl Worker {
             let taken = batch_limit - budget;
             if taken > 0 {
                 self.metrics.batch.observe(taken as f64);
+                coalescer.observe(taken);
                 busy = true;
             }
             // 4-6. Schedule, submit, reap.
@@ -676,8 +681,27 @@ impl Worker {
             if busy {
                 last_busy_ns = now;
             }
+            if taken > 0 && !draining && self.pending.is_empty() && self.sched.queued() == 0 {
+                if let Some(until) = coalescer.hold_until(now_ns()) {
+                    self.hold(until);
+                }
+            }
         }
         self.close_all();
+    }
+
+    /// Coalescing pause: sleeps until `until_ns`, or until just before a backend's next event.
+    fn hold(&mut self, until_ns: u64) {
+        let backend_next = self.backends.iter().filter_map(|b| b.next_event_ns()).min();
+        let until = match backend_next {
+            Some(t) => until_ns.min(t.saturating_sub(BACKEND_WAKE_EARLY_NS)),
+            None => until_ns,
+        };
+        let now = now_ns();
+        if until > now {
+            self.metrics.coalesce_waits.inc();
+            std::thread::sleep(std::time::Duration::from_nanos(until - now));
+        }
     }
 
     /// Remembers that connection `i` has work for the send/close phase or the next step.
