@@ -55,6 +55,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "POLICY", value_parser = parse_idle)]
     idle: Option<IdlePolicy>,
 
+    /// Under pipelined load, pause this many ns between loop steps so each takes a batch
+    /// (0: off; default 50000). A QD1 client never triggers it.
+    #[arg(long, value_name = "NS")]
+    coalesce_ns: Option<u64>,
+
     /// Send requests to storage in arrival order, without the token scheduler (baseline runs).
     #[arg(long)]
     no_scheduler: bool,
@@ -121,6 +126,9 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(idle) = args.idle {
         config.dataplane.idle = idle;
+    }
+    if let Some(ns) = args.coalesce_ns {
+        config.dataplane.coalesce_ns = ns;
     }
     if args.no_scheduler {
         config.qos.scheduler = SchedulerMode::Off;

@@ -17,14 +17,14 @@
 //! took in (weight 1/[`EWMA_WEIGHT`]). While that average is at least
 //! [`ACTIVATE_BATCH_MILLI`] / 1000 requests — the clients are pipelining, so more requests are
 //! already on their way — a step that took requests is followed by a pause: the worker sleeps
-//! until `coalesce_ns` after the step began (never past a device event, see the worker), and
-//! the next step reads whatever arrived meanwhile. A client at queue depth 1 never has a second
+//! `coalesce_ns` once the step is done (never past a device event, see the worker), and the
+//! next step reads whatever arrived meanwhile. A client at queue depth 1 never has a second
 //! request outstanding, so every step takes exactly one request, the average stays at 1, and
 //! its latency is untouched; several QD1 clients on one worker are load, and are coalesced.
 //!
 //! Worked example (`coalesce_ns` = 50 µs, fio iodepth 32 at ~110 K IOPS): without pauses the
 //! steps took 1, 2, 1, 2, 1 … requests; the average crosses 1.25 after a few steps and the
-//! worker starts pausing: the next step begins 50 µs after the previous one and finds ~6
+//! worker starts pausing: the next step begins 50 µs after the previous one ended and finds ~6
 //! requests, which it answers with one `writev` of ~25 KiB. Measured here (nbd_cpu_efficiency,
 //! one 4 s round each): 150 K I/Os per server CPU-second without pauses, 241 K with 20 µs,
 //! 306 K with 50 µs, 397 K with 100 µs, with fio's p99 latency 400, 360, 630 and 410 µs.
@@ -72,11 +72,11 @@ impl Coalescer {
         self.window_ns > 0 && self.avg_batch_milli >= ACTIVATE_BATCH_MILLI
     }
 
-    /// After a step that began at `step_start_ns` and took requests: the time to sleep until
+    /// After a step that took requests and ended at `step_end_ns`: the time to sleep until
     /// before reading sockets again, or None to go on at once.
-    pub fn hold_until(&self, step_start_ns: u64) -> Option<u64> {
+    pub fn hold_until(&self, step_end_ns: u64) -> Option<u64> {
         self.active()
-            .then(|| step_start_ns.saturating_add(self.window_ns))
+            .then(|| step_end_ns.saturating_add(self.window_ns))
     }
 
     /// The average batch, in milli-requests per busy step (for tests and diagnostics).
