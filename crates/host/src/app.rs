@@ -41,7 +41,8 @@
 //!
 //! ## What it leaves out
 //! Trace replay (the workload crate has no trace reader yet), fio stonewall groups inside a
-//! system run (rejected with an error), fsync from profiles, memory footprints of applications
+//! system run (rejected with an error), fsync unless asked for (`fsync_every_writes`), polled
+//! completion for async fio engines (they use interrupts), memory footprints of applications
 //! (the page cache gets `memory − reserved`), the client machine's CPU.
 
 use engine::{IoClass, LatencyHistogram, SimRng};
@@ -109,6 +110,8 @@ pub struct ProcessSpec {
     pub io_gaps: IoGaps,
     /// Size of the process's file (its region of the device).
     pub file_bytes: u64,
+    /// Buffered writers: call fsync after every this many writes (0: never).
+    pub fsync_every_writes: u32,
 }
 
 impl ProcessSpec {
@@ -132,6 +135,7 @@ impl ProcessSpec {
             io_size: IoSizeModel::Fixed,
             io_gaps: IoGaps::Exponential,
             file_bytes: host.app.file_bytes,
+            fsync_every_writes: 0,
         }
     }
 
@@ -214,21 +218,22 @@ pub(crate) struct FioThread {
 
 /// What a process is doing, by kind.
 pub(crate) enum ProcState {
-    Online {
-        server: u32,
-        idle_workers: Vec<u32>,
-        rx: std::collections::VecDeque<u32>,
-        work: std::collections::VecDeque<u32>,
-        reqs: Vec<OnlineReq>,
-        free_reqs: Vec<u32>,
-        arrival_rng: SimRng,
-        response: LatencyHistogram,
-        completed: u64,
-    },
+    Online(Box<OnlineState>),
     Offline,
-    Fio {
-        jobs: Vec<FioJobResult>,
-    },
+    Fio { jobs: Vec<FioJobResult> },
+}
+
+/// An online service's state.
+pub(crate) struct OnlineState {
+    pub server: u32,
+    pub idle_workers: Vec<u32>,
+    pub rx: std::collections::VecDeque<u32>,
+    pub work: std::collections::VecDeque<u32>,
+    pub reqs: Vec<OnlineReq>,
+    pub free_reqs: Vec<u32>,
+    pub arrival_rng: SimRng,
+    pub response: LatencyHistogram,
+    pub completed: u64,
 }
 
 pub(crate) struct Process {

@@ -52,9 +52,17 @@ pub enum BioOwner {
     /// A thread's synchronous direct I/O.
     Direct { thread: u32 },
     /// Page-cache read of `pages` pages (sync or read-ahead).
-    PageRead { file: u32, first_page: u64, pages: u32 },
+    PageRead {
+        file: u32,
+        first_page: u64,
+        pages: u32,
+    },
     /// Write-back of `pages` dirty pages.
-    Writeback { file: u32, first_page: u64, pages: u32 },
+    Writeback {
+        file: u32,
+        first_page: u64,
+        pages: u32,
+    },
     /// An asynchronous fio I/O (libaio/io_uring) of a thread.
     FioAsync { thread: u32, slot: u32 },
 }
@@ -648,7 +656,13 @@ mod tests {
         let mut b = blk(Merges::Off, Scheduler::None);
         let mut plug = Vec::new();
         for i in 0..4u64 {
-            let bio = b.new_bio(IoOp::Read, IoClass::Throughput, i * 8, 8, BioOwner::Direct { thread: 0 });
+            let bio = b.new_bio(
+                IoOp::Read,
+                IoClass::Throughput,
+                i * 8,
+                8,
+                BioOwner::Direct { thread: 0 },
+            );
             b.submit_bio(SimTime(0), SimTime(0), bio, &mut plug, 0);
         }
         assert_eq!(plug.len(), 4);

@@ -49,7 +49,11 @@ pub enum HostConfigError {
     },
 }
 
-fn invalid(key: &'static str, value: impl ToString, expected: impl Into<String>) -> HostConfigError {
+fn invalid(
+    key: &'static str,
+    value: impl ToString,
+    expected: impl Into<String>,
+) -> HostConfigError {
     HostConfigError::Invalid {
         key,
         value: value.to_string(),
@@ -319,7 +323,8 @@ impl HostConfig {
 
     /// A host from TOML text.
     pub fn from_toml_str(text: &str) -> Result<HostConfig, HostConfigError> {
-        let doc: toml::Table = toml::from_str(text).map_err(|e| HostConfigError::Toml(e.to_string()))?;
+        let doc: toml::Table =
+            toml::from_str(text).map_err(|e| HostConfigError::Toml(e.to_string()))?;
         Self::from_toml_table(doc)
     }
 
@@ -331,7 +336,7 @@ impl HostConfig {
     /// Time to retire `instructions` on one core, ns (rounded up, at least 1 for non-zero work).
     pub fn instructions_ns(&self, instructions: u64) -> u64 {
         let per_us = self.cpu.clock_mhz * self.cpu.ipc_milli; // instructions per ms × 1000 / 1000
-        // ns = instr × 1e6 / (MHz × ipc_milli)
+                                                              // ns = instr × 1e6 / (MHz × ipc_milli)
         (instructions as u128 * 1_000_000).div_ceil(per_us as u128) as u64
     }
 
@@ -382,7 +387,10 @@ impl HostConfig {
         {
             return Err(invalid(
                 "pagecache.dirty_background_ratio_pct",
-                format!("{} (dirty_ratio_pct {})", p.dirty_background_ratio_pct, p.dirty_ratio_pct),
+                format!(
+                    "{} (dirty_ratio_pct {})",
+                    p.dirty_background_ratio_pct, p.dirty_ratio_pct
+                ),
                 "1 ≤ dirty_background_ratio_pct ≤ dirty_ratio_pct ≤ 100",
             ));
         }
@@ -394,13 +402,22 @@ impl HostConfig {
             ));
         }
         if p.writeback_chunk_pages == 0 {
-            return Err(invalid("pagecache.writeback_chunk_pages", 0, "at least 1 page"));
+            return Err(invalid(
+                "pagecache.writeback_chunk_pages",
+                0,
+                "at least 1 page",
+            ));
         }
         if p.writeback_bio_pages == 0 {
-            return Err(invalid("pagecache.writeback_bio_pages", 0, "at least 1 page"));
+            return Err(invalid(
+                "pagecache.writeback_bio_pages",
+                0,
+                "at least 1 page",
+            ));
         }
         let b = &self.blk;
-        if b.max_request_bytes < crate::PAGE_BYTES || b.max_request_bytes % crate::PAGE_BYTES != 0
+        if b.max_request_bytes < crate::PAGE_BYTES
+            || !b.max_request_bytes.is_multiple_of(crate::PAGE_BYTES)
         {
             return Err(invalid(
                 "blk.max_request_bytes",
@@ -420,7 +437,11 @@ impl HostConfig {
         }
         let n = &self.nvme;
         if !(2..=65_536).contains(&n.queue_depth) {
-            return Err(invalid("nvme.queue_depth", n.queue_depth, "2 to 65536 entries"));
+            return Err(invalid(
+                "nvme.queue_depth",
+                n.queue_depth,
+                "2 to 65536 entries",
+            ));
         }
         if b.nr_requests >= n.queue_depth * 4 {
             return Err(invalid(
@@ -430,13 +451,25 @@ impl HostConfig {
             ));
         }
         if n.poll_iteration_ns == 0 {
-            return Err(invalid("nvme.poll_iteration_ns", 0, "a positive poll iteration"));
+            return Err(invalid(
+                "nvme.poll_iteration_ns",
+                0,
+                "a positive poll iteration",
+            ));
         }
         if n.hybrid_sleep_pct > 100 {
-            return Err(invalid("nvme.hybrid_sleep_pct", n.hybrid_sleep_pct, "0 to 100"));
+            return Err(invalid(
+                "nvme.hybrid_sleep_pct",
+                n.hybrid_sleep_pct,
+                "0 to 100",
+            ));
         }
         if self.app.file_bytes < crate::PAGE_BYTES * 16 {
-            return Err(invalid("app.file_bytes", self.app.file_bytes, "at least 64 KiB"));
+            return Err(invalid(
+                "app.file_bytes",
+                self.app.file_bytes,
+                "at least 64 KiB",
+            ));
         }
         Ok(())
     }
@@ -608,7 +641,10 @@ mod tests {
             HostConfig::preset(name).unwrap().validate().unwrap();
         }
         let a = HostConfig::preset("arm8").unwrap();
-        assert_eq!(a.cpu.sched_latency_ns, 24_000_000, "CFS: 6 ms × (1 + log2 8)");
+        assert_eq!(
+            a.cpu.sched_latency_ns, 24_000_000,
+            "CFS: 6 ms × (1 + log2 8)"
+        );
         assert_eq!(a.page_cache_pages(), (1536u64 << 20) / 4096);
         // ISR + completion + switch + pollution ≥ 6 µs (host-stack.md).
         assert!(a.cpu.isr_ns + a.blk.complete_ns + a.cpu.context_switch_ns >= 6_000);
@@ -629,11 +665,17 @@ mod tests {
             .unwrap();
         assert_eq!(h.nvme.completion, CompletionMode::Polled);
         assert_eq!(h.cpu.cores, 4);
-        let e = HostConfig::from_toml_str("[cpu]\ncorez = 3\n").unwrap_err().to_string();
+        let e = HostConfig::from_toml_str("[cpu]\ncorez = 3\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cpu.corez") && e.contains("cores"), "{e}");
-        let e = HostConfig::from_toml_str("preset = \"sparc\"").unwrap_err().to_string();
+        let e = HostConfig::from_toml_str("preset = \"sparc\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("arm8, arm8-4g, x86-4"), "{e}");
-        let e = HostConfig::from_toml_str("[cpu]\ncores = 0\n").unwrap_err().to_string();
+        let e = HostConfig::from_toml_str("[cpu]\ncores = 0\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cpu.cores"), "{e}");
     }
 }

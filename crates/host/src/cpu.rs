@@ -376,7 +376,11 @@ impl Cpu {
     /// Wakes a blocked thread with a first burst of `ns` in `cat`.
     pub fn wake(&mut self, now: SimTime, t: u32, ns: u64, cat: Cat) {
         let th = &self.threads[t as usize];
-        debug_assert_eq!(th.state, RunState::Blocked, "thread {t} woken while not blocked");
+        debug_assert_eq!(
+            th.state,
+            RunState::Blocked,
+            "thread {t} woken while not blocked"
+        );
         let prev = th.core as usize;
         let target = match self.cfg.wake_placement {
             WakePlacement::PreviousCore => prev,
@@ -504,7 +508,13 @@ impl Cpu {
             }
             if let Some((_, end, _)) = core.irq_item {
                 core.gen = core.gen.wrapping_add(1);
-                events.schedule(end, Ev::Core { core: c as u16, gen: core.gen });
+                events.schedule(
+                    end,
+                    Ev::Core {
+                        core: c as u16,
+                        gen: core.gen,
+                    },
+                );
                 return;
             }
         }
@@ -601,7 +611,13 @@ impl Cpu {
         let core = &mut self.cores[c];
         core.gen = core.gen.wrapping_add(1);
         if let Some(at) = next {
-            events.schedule(at, Ev::Core { core: c as u16, gen: core.gen });
+            events.schedule(
+                at,
+                Ev::Core {
+                    core: c as u16,
+                    gen: core.gen,
+                },
+            );
         }
     }
 
@@ -620,5 +636,148 @@ impl Cpu {
                 interrupts: core.interrupts,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HostConfig;
+
+    fn cpu(cores: u32) -> (Cpu, EventQueue<Ev>) {
+        let mut cfg = HostConfig::preset("arm8").unwrap().cpu;
+        cfg.cores = cores;
+        (Cpu::new(&cfg), EventQueue::new())
+    }
+
+    /// Runs the core events until `until`; every thread whose burst ends gets `next(t)` as its
+    /// next burst (None: it blocks).
+    fn drive(
+        cpu: &mut Cpu,
+        q: &mut EventQueue<Ev>,
+        (from, until): (SimTime, SimTime),
+        mut next: impl FnMut(u32, SimTime) -> Option<u64>,
+    ) -> Vec<(SimTime, u32)> {
+        let mut done = Vec::new();
+        cpu.reschedule(from, q);
+        while let Some((t, ev)) = q.pop_due(until) {
+            let Ev::Core { core, gen } = ev else { panic!() };
+            if let CoreOutcome::BurstDone { thread } = cpu.on_event(t, core, gen) {
+                done.push((t, thread));
+                match next(thread, t) {
+                    Some(ns) => cpu.set_burst(t, thread, ns, Cat::User),
+                    None => cpu.block(t, thread),
+                }
+            }
+            cpu.reschedule(t, q);
+        }
+        done
+    }
+
+    #[test]
+    fn two_hogs_share_a_core_and_time_adds_up() {
+        let (mut cpu, mut q) = cpu(1);
+        let a = cpu.add_thread(0);
+        let b = cpu.add_thread(0);
+        cpu.wake(SimTime::ZERO, a, 1_000_000, Cat::User);
+        cpu.wake(SimTime::ZERO, b, 1_000_000, Cat::User);
+        let end = SimTime::from_ms(200);
+        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |_, _| {
+            Some(1_000_000)
+        });
+        let stats = cpu.finish(end);
+        let (ua, ub) = (
+            cpu.threads[a as usize].user_ns,
+            cpu.threads[b as usize].user_ns,
+        );
+        assert!(ua.abs_diff(ub) < 30_000_000, "unfair share: {ua} vs {ub}");
+        assert_eq!(stats[0].ns.iter().sum::<u64>(), end.as_ns());
+        assert!(
+            stats[0].context_switches > 2,
+            "slices expire and the hogs alternate"
+        );
+    }
+
+    #[test]
+    fn an_interrupt_delays_the_running_burst_by_its_length() {
+        let (mut cpu, mut q) = cpu(1);
+        let a = cpu.add_thread(0);
+        cpu.wake(SimTime::ZERO, a, 10_000, Cat::User);
+        cpu.reschedule(SimTime::ZERO, &mut q);
+        // Switch in (2.5 µs), then 10 µs of work; an interrupt of 2 µs at 5 µs.
+        let (t, ev) = q.pop().unwrap();
+        let Ev::Core { core, gen } = ev else { panic!() };
+        assert_eq!(cpu.on_event(t, core, gen), CoreOutcome::Nothing);
+        cpu.reschedule(t, &mut q);
+        cpu.raise_irq(
+            SimTime::from_us(5),
+            0,
+            IrqWork {
+                ns: 2_000,
+                cat: Cat::Irq,
+                action: IrqAction::None,
+                nvme: true,
+            },
+        );
+        cpu.reschedule(SimTime::from_us(5), &mut q);
+        let mut seen = Vec::new();
+        while let Some((t, ev)) = q.pop() {
+            let Ev::Core { core, gen } = ev else { panic!() };
+            match cpu.on_event(t, core, gen) {
+                CoreOutcome::Nothing => {}
+                CoreOutcome::BurstDone { thread } => {
+                    seen.push(("burst", t));
+                    cpu.block(t, thread);
+                }
+                CoreOutcome::Irq { .. } => seen.push(("irq", t)),
+            }
+            cpu.reschedule(t, &mut q);
+        }
+        assert_eq!(
+            seen,
+            vec![
+                ("irq", SimTime::from_us(7)),
+                ("burst", SimTime::from_ns(14_500))
+            ]
+        );
+        let stats = cpu.finish(SimTime::from_us(20));
+        let ns = stats[0].ns;
+        assert_eq!(ns[Cat::Irq.index()], 2_000);
+        assert_eq!(ns[Cat::User.index()], 10_000);
+        assert_eq!(ns[Cat::Sched.index()], 2_500);
+        assert_eq!(ns[Cat::Idle.index()], 20_000 - 14_500);
+    }
+
+    #[test]
+    fn a_waking_sleeper_preempts_a_hog() {
+        let (mut cpu, mut q) = cpu(1);
+        let hog = cpu.add_thread(0);
+        let sleeper = cpu.add_thread(0);
+        cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
+        drive(
+            &mut cpu,
+            &mut q,
+            (SimTime::ZERO, SimTime::from_ms(50)),
+            |_, _| None,
+        );
+        // The hog has run 50 ms; the sleeper wakes with credit and cuts in.
+        let now = SimTime::from_ms(50);
+        cpu.wake(now, sleeper, 1_000, Cat::User);
+        let done = drive(&mut cpu, &mut q, (now, SimTime::from_ms(60)), |_, _| None);
+        let (t, who) = done[0];
+        assert_eq!(who, sleeper);
+        // Switch (2.5 µs) + pollution (1 µs, the hog ran here since) + 1 µs of work.
+        assert_eq!(t, now + 4_500);
+    }
+
+    #[test]
+    fn wake_placement_prefers_an_idle_core() {
+        let (mut cpu, mut q) = cpu(2);
+        let hog = cpu.add_thread(0);
+        let t = cpu.add_thread(0);
+        cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
+        cpu.reschedule(SimTime::ZERO, &mut q);
+        cpu.wake(SimTime::from_us(10), t, 1_000, Cat::User);
+        assert_eq!(cpu.threads[t as usize].core, 1);
     }
 }

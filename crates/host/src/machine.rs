@@ -43,8 +43,8 @@ use serde::Serialize;
 use workload::{Buffering, IoGenerator, Op, ProfileGenerator};
 
 use crate::app::{
-    FioIo, FioJobResult, FioThread, IoGaps, OnlineReq, ProcState, Process, ProcessKind,
-    ProcessReport, ProcessSpec, Workload,
+    FioIo, FioJobResult, FioThread, IoGaps, OnlineReq, OnlineState, ProcState, Process,
+    ProcessKind, ProcessReport, ProcessSpec, Workload,
 };
 use crate::blk::{BioOwner, Blk, BlkStats, QueueKind, SubmitOutcome};
 use crate::config::{CompletionMode, HostConfig, Switch};
@@ -87,7 +87,10 @@ pub enum HostError {
         source: workload::GenError,
     },
     #[error("the processes' files need {need_bytes} bytes but the device holds {capacity_bytes}")]
-    Capacity { need_bytes: u64, capacity_bytes: u64 },
+    Capacity {
+        need_bytes: u64,
+        capacity_bytes: u64,
+    },
     #[error("process `{process}`: {reason}")]
     Unsupported { process: String, reason: String },
     #[error("run ended inconsistently: {0}")]
@@ -112,6 +115,9 @@ enum Step {
     Reap,
     HybridWake,
     FlushPages,
+    FsyncStart,
+    FsyncPages,
+    FsyncDone,
     Reply,
     ServerHandoff,
     FioReap,
@@ -129,6 +135,7 @@ enum Wait {
     Timer,
     FlusherIdle,
     FioEvents,
+    Fsync,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,6 +218,12 @@ struct Thread {
     bio_started: SimTime,
     reap_started: SimTime,
     ra: ReadAhead,
+    /// File this thread is writing back for `fsync` (`NIL` when not in fsync).
+    fsync_file: u32,
+    /// Run of pages being written back by `fsync`: (first page, pages, owner class).
+    fsync_run: (u64, u32, IoClass),
+    /// Buffered writes done (for `fsync_every_writes`).
+    writes: u64,
 }
 
 /// The flusher's state.
@@ -301,6 +314,7 @@ pub struct Host {
     procs: Vec<Process>,
     flush: Flush,
     throttled: Vec<u32>,
+    fsync_waiters: Vec<u32>,
     out: Vec<HostCommand>,
     now: SimTime,
     duration: SimTime,
@@ -394,6 +408,9 @@ impl Host {
                     bio_started: SimTime::ZERO,
                     reap_started: SimTime::ZERO,
                     ra: ReadAhead::default(),
+                    fsync_file: NIL,
+                    fsync_run: (0, 0, IoClass::Throughput),
+                    writes: 0,
                 });
                 t
             };
@@ -443,7 +460,7 @@ impl Host {
                         let mut arrival_rng = stream(seed, &format!("proc.{pi}.{name}.arrivals"));
                         let first = arrival_gap(&spec, &mut arrival_rng);
                         events.schedule(SimTime(first), Ev::Arrival { proc: pid });
-                        ProcState::Online {
+                        ProcState::Online(Box::new(OnlineState {
                             server,
                             idle_workers: idle,
                             rx: VecDeque::with_capacity(64),
@@ -453,7 +470,7 @@ impl Host {
                             arrival_rng,
                             response: LatencyHistogram::new(),
                             completed: 0,
-                        }
+                        }))
                     } else {
                         if spec.threads == 0 {
                             return Err(HostError::Unsupported {
@@ -509,12 +526,13 @@ impl Host {
                             }
                         };
                         for clone in 0..spec_job.numjobs {
-                            let gen = IoGenerator::new(spec_job, clone, file_bytes).map_err(
-                                |e| HostError::Generator {
-                                    process: name.clone(),
-                                    source: e,
-                                },
-                            )?;
+                            let gen =
+                                IoGenerator::new(spec_job, clone, file_bytes).map_err(|e| {
+                                    HostError::Generator {
+                                        process: name.clone(),
+                                        source: e,
+                                    }
+                                })?;
                             let direct = spec_job.buffering == Buffering::Direct;
                             let asynchronous =
                                 spec_job.engine == workload::IoEngine::Async && direct;
@@ -592,6 +610,9 @@ impl Host {
             bio_started: SimTime::ZERO,
             reap_started: SimTime::ZERO,
             ra: ReadAhead::default(),
+            fsync_file: NIL,
+            fsync_run: (0, 0, IoClass::Throughput),
+            writes: 0,
         });
         events.schedule(duration, Ev::Stop);
         let first_tick = SimTime(cfg.pagecache.dirty_writeback_interval_ns);
@@ -611,6 +632,7 @@ impl Host {
                 ..Default::default()
             },
             throttled: Vec::new(),
+            fsync_waiters: Vec::new(),
             out: Vec::with_capacity(64),
             now: SimTime::ZERO,
             duration,
@@ -796,11 +818,17 @@ impl Host {
                 self.breakdown[th.class.index()].ctx_switch.sum_ns += waited as u128;
                 self.after_io(t);
             }
-            Step::ThrottleDone => self.io_finished(t),
+            Step::ThrottleDone => self.write_done(t),
             Step::Poll => self.poll_check(t),
             Step::Reap => self.reap_done(t),
             Step::HybridWake => self.start_poll(t),
             Step::FlushPages => self.flush_pages_done(t),
+            Step::FsyncStart => self.fsync_next(t),
+            Step::FsyncPages => self.fsync_pages_done(t),
+            Step::FsyncDone => {
+                self.threads[t as usize].fsync_file = NIL;
+                self.io_finished(t)
+            }
             Step::Reply => self.worker_replied(t),
             Step::ServerHandoff => self.server_handoff(t),
             Step::FioReap => self.fio_reaped(t),
@@ -842,7 +870,16 @@ impl Host {
             Op::Write => IoOp::Write,
         };
         let mode = self.cfg.nvme.completion;
-        self.start_io(t, op, req.offset_bytes, req.len_bytes, path, mode, true, NIL);
+        self.start_io(
+            t,
+            op,
+            req.offset_bytes,
+            req.len_bytes,
+            path,
+            mode,
+            true,
+            NIL,
+        );
     }
 
     fn offline_next(&mut self, t: u32) {
@@ -865,15 +902,15 @@ impl Host {
         let app = &self.cfg.app;
         let (send, one_way) = (app.client_send_ns, app.net_one_way_ns);
         let spec = self.procs[p as usize].spec.clone_rate();
-        let ProcState::Online {
+        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
+            unreachable!("arrivals only for online services")
+        };
+        let OnlineState {
             reqs,
             free_reqs,
             arrival_rng,
             ..
-        } = &mut self.procs[p as usize].state
-        else {
-            unreachable!("arrivals only for online services")
-        };
+        } = &mut **online;
         let rec = OnlineReq {
             sent_at: now,
             live: true,
@@ -889,16 +926,18 @@ impl Host {
             }
         };
         let gap = arrival_gap_of(spec, arrival_rng);
-        self.events.schedule(now + send + one_way, Ev::ServerRx { proc: p, req });
+        self.events
+            .schedule(now + send + one_way, Ev::ServerRx { proc: p, req });
         if now + gap < self.duration {
             self.events.schedule(now + gap, Ev::Arrival { proc: p });
         }
     }
 
     fn on_server_rx(&mut self, p: u32, req: u32) {
-        let ProcState::Online { server, rx, .. } = &mut self.procs[p as usize].state else {
+        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
             unreachable!()
         };
+        let OnlineState { server, rx, .. } = &mut **online;
         rx.push_back(req);
         let server = *server;
         if self.threads[server as usize].wait == Wait::Rx {
@@ -908,16 +947,16 @@ impl Host {
 
     fn on_client_rx(&mut self, p: u32, req: u32) {
         let now = self.now;
-        let ProcState::Online {
+        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
+            unreachable!()
+        };
+        let OnlineState {
             reqs,
             free_reqs,
             response,
             completed,
             ..
-        } = &mut self.procs[p as usize].state
-        else {
-            unreachable!()
-        };
+        } = &mut **online;
         let r = &mut reqs[req as usize];
         debug_assert!(r.live);
         r.live = false;
@@ -928,9 +967,10 @@ impl Host {
 
     fn server_next(&mut self, t: u32) {
         let p = self.threads[t as usize].proc as usize;
-        let ProcState::Online { rx, .. } = &mut self.procs[p].state else {
+        let ProcState::Online(online) = &mut self.procs[p].state else {
             unreachable!()
         };
+        let OnlineState { rx, .. } = &mut **online;
         match rx.pop_front() {
             Some(req) => {
                 self.threads[t as usize].role = Role::Server { req };
@@ -950,12 +990,12 @@ impl Host {
         };
         let p = self.threads[t as usize].proc as usize;
         let ipr = self.procs[p].spec.instructions_per_request;
-        let ProcState::Online {
-            idle_workers, work, ..
-        } = &mut self.procs[p].state
-        else {
+        let ProcState::Online(online) = &mut self.procs[p].state else {
             unreachable!()
         };
+        let OnlineState {
+            idle_workers, work, ..
+        } = &mut **online;
         match idle_workers.pop() {
             Some(w) => {
                 self.threads[w as usize].role = Role::Worker {
@@ -976,12 +1016,12 @@ impl Host {
         };
         if req == NIL {
             let ipr = self.procs[p].spec.instructions_per_request;
-            let ProcState::Online {
-                idle_workers, work, ..
-            } = &mut self.procs[p].state
-            else {
+            let ProcState::Online(online) = &mut self.procs[p].state else {
                 unreachable!()
             };
+            let OnlineState {
+                idle_workers, work, ..
+            } = &mut **online;
             match work.pop_front() {
                 Some(r) => {
                     self.threads[t as usize].role = Role::Worker {
@@ -1102,7 +1142,11 @@ impl Host {
             Op::Read => IoOp::Read,
             Op::Write => IoOp::Write,
         };
-        let path = if f.direct { Path::Direct } else { Path::Buffered };
+        let path = if f.direct {
+            Path::Direct
+        } else {
+            Path::Buffered
+        };
         let mode = match (f.polled, self.cfg.nvme.completion) {
             (false, _) => CompletionMode::Interrupt,
             (true, CompletionMode::Hybrid) => CompletionMode::Hybrid,
@@ -1129,7 +1173,16 @@ impl Host {
             NIL
         };
         let wait = slot == NIL;
-        self.start_io(t, op, req.offset_bytes, req.len_bytes, path, mode, wait, slot);
+        self.start_io(
+            t,
+            op,
+            req.offset_bytes,
+            req.len_bytes,
+            path,
+            mode,
+            wait,
+            slot,
+        );
     }
 
     /// Records one completed fio I/O of thread `t`.
@@ -1289,10 +1342,10 @@ impl Host {
         let mut run: Option<(u64, u64)> = None;
         // Creates the bio for a run of missing pages, inserting them locked.
         let flush = |run: &mut Option<(u64, u64)>,
-                         th: &mut Thread,
-                         pc: &mut PageCache,
-                         blk: &mut Blk,
-                         waiter: bool| {
+                     th: &mut Thread,
+                     pc: &mut PageCache,
+                     blk: &mut Blk,
+                     waiter: bool| {
             if let Some((start, n)) = run.take() {
                 let b = blk.new_bio(
                     IoOp::Read,
@@ -1393,6 +1446,23 @@ impl Host {
             self.kick_flusher();
             return self.sleep(t, Wait::Throttle, Step::ThrottleDone);
         }
+        self.write_done(t);
+    }
+
+    /// A buffered write is done (and not throttled): fsync if the process asks for it.
+    fn write_done(&mut self, t: u32) {
+        let th = &mut self.threads[t as usize];
+        th.writes += 1;
+        let every = match th.proc {
+            u32::MAX => 0,
+            p => self.procs[p as usize].spec.fsync_every_writes as u64,
+        };
+        if every > 0 && th.writes.is_multiple_of(every) {
+            th.fsync_file = th.io.file;
+            self.pc.stats.fsyncs += 1;
+            let ns = self.cfg.app.syscall_ns;
+            return self.burst(t, ns, Cat::Syscall, Step::FsyncStart);
+        }
         self.io_finished(t);
     }
 
@@ -1446,9 +1516,12 @@ impl Host {
             self.threads[t as usize].bio_started = self.now;
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
         }
-        if matches!(th.role, Role::Flusher) {
+        if matches!(th.role, Role::Flusher) || th.fsync_file != NIL {
             if th.plug.len() >= plug_max {
                 return self.unplug(t);
+            }
+            if th.fsync_file != NIL {
+                return self.fsync_next(t);
             }
             return self.flusher_next(t);
         }
@@ -1697,7 +1770,8 @@ impl Host {
     /// Dispatches requests left waiting on hardware queue `h` (kblockd on the queue's core).
     fn run_queue_deferred(&mut self, h: u16) {
         let core = self.blk.hctxs[h as usize].core;
-        let ns = self.cfg.blk.dispatch_ns + self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
+        let ns =
+            self.cfg.blk.dispatch_ns + self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
         while let Some(r) = self.blk.pick_dispatch(self.now, h) {
             self.blk.stats.deferred_dispatches += 1;
             self.cpu.raise_irq(
@@ -1764,8 +1838,17 @@ impl Host {
         let th = &mut self.threads[t as usize];
         debug_assert!(th.pending > 0);
         th.pending -= 1;
-        if th.pending == 0 && th.wait == Wait::Io {
+        if th.pending > 0 {
+            return;
+        }
+        if th.wait == Wait::Io {
             self.wake(t);
+        } else if th.step == Step::Poll && self.cpu.threads[t as usize].remaining_ns == UNTIL_POKED
+        {
+            // Its request was reaped by another poller (a bio merged into another thread's
+            // request): stop spinning.
+            let ns = self.cfg.nvme.poll_iteration_ns;
+            self.cpu.set_burst(self.now, t, ns, Cat::Poll);
         }
     }
 
@@ -1793,6 +1876,20 @@ impl Host {
                 pages,
             } => {
                 self.pc.end_writeback(file, first_page, pages, bio.class);
+                if !self.fsync_waiters.is_empty()
+                    && self.pc.files[file as usize].writeback_pages == 0
+                {
+                    let mut i = 0;
+                    while i < self.fsync_waiters.len() {
+                        let w = self.fsync_waiters[i];
+                        if self.threads[w as usize].fsync_file == file {
+                            self.fsync_waiters.swap_remove(i);
+                            self.wake(w);
+                        } else {
+                            i += 1;
+                        }
+                    }
+                }
                 if !self.throttled.is_empty() && self.pc.below_freerun() {
                     let throttled = std::mem::take(&mut self.throttled);
                     for &w in &throttled {
@@ -1840,7 +1937,9 @@ impl Host {
         if self.flush.periodic_due {
             let expire = self.cfg.pagecache.dirty_expire_ns;
             if self.now.0 > expire {
-                return self.pc.oldest_dirty_file(Some(SimTime(self.now.0 - expire)));
+                return self
+                    .pc
+                    .oldest_dirty_file(Some(SimTime(self.now.0 - expire)));
             }
         }
         None
@@ -1892,18 +1991,7 @@ impl Host {
     fn flush_pages_done(&mut self, t: u32) {
         let (file, first, n, class) = self.flush.run;
         let core = self.core_of(t);
-        let base = self.pc.files[file as usize].base_sector;
-        let b = self.blk.new_bio(
-            IoOp::Write,
-            class,
-            base + first * SECTORS_PER_PAGE,
-            n * SECTORS_PER_PAGE as u32,
-            BioOwner::Writeback {
-                file,
-                first_page: first,
-                pages: n,
-            },
-        );
+        let b = self.writeback_bio(file, first, n, class);
         let th = &mut self.threads[t as usize];
         if th.plug.is_empty() {
             th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
@@ -1913,6 +2001,66 @@ impl Host {
         th.bios.push(b);
         th.next_bio = 0;
         self.submission_next(t);
+    }
+
+    // ---------------------------------------------------------------- fsync
+
+    /// fsync in the calling thread: write back the file's dirty pages (plugged, like the
+    /// flusher), then wait until none of its pages is under write-back.
+    fn fsync_next(&mut self, t: u32) {
+        let plug_max = self.cfg.blk.plug_max_requests as usize;
+        let th = &self.threads[t as usize];
+        let file = th.fsync_file;
+        if th.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
+            let max = self.cfg.pagecache.writeback_bio_pages as u64;
+            let (first, n, class) = self
+                .pc
+                .take_dirty_run(file, max)
+                .expect("a file with dirty pages yields a run");
+            self.threads[t as usize].fsync_run = (first, n, class);
+            let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
+            return self.burst(t, ns, Cat::PageCache, Step::FsyncPages);
+        }
+        if !th.plug.is_empty() {
+            return self.unplug(t);
+        }
+        if self.pc.files[file as usize].writeback_pages > 0 {
+            self.fsync_waiters.push(t);
+            return self.sleep(t, Wait::Fsync, Step::FsyncDone);
+        }
+        self.threads[t as usize].fsync_file = NIL;
+        self.io_finished(t);
+    }
+
+    fn fsync_pages_done(&mut self, t: u32) {
+        let core = self.core_of(t);
+        let th = &self.threads[t as usize];
+        let file = th.fsync_file;
+        let (first, n, class) = th.fsync_run;
+        let b = self.writeback_bio(file, first, n, class);
+        let th = &mut self.threads[t as usize];
+        if th.plug.is_empty() {
+            th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
+        }
+        th.bios.clear();
+        th.bios.push(b);
+        th.next_bio = 0;
+        self.submission_next(t);
+    }
+
+    fn writeback_bio(&mut self, file: u32, first: u64, n: u32, class: IoClass) -> u32 {
+        let base = self.pc.files[file as usize].base_sector;
+        self.blk.new_bio(
+            IoOp::Write,
+            class,
+            base + first * SECTORS_PER_PAGE,
+            n * SECTORS_PER_PAGE as u32,
+            BioOwner::Writeback {
+                file,
+                first_page: first,
+                pages: n,
+            },
+        )
     }
 
     // ---------------------------------------------------------------- end of run
@@ -1946,15 +2094,10 @@ impl Host {
             .iter()
             .map(|p| {
                 let (requests, unfinished, response, fio_jobs) = match &p.state {
-                    ProcState::Online {
-                        response,
-                        completed,
-                        reqs,
-                        ..
-                    } => (
-                        *completed,
-                        reqs.iter().filter(|r| r.live).count() as u64,
-                        response.clone(),
+                    ProcState::Online(o) => (
+                        o.completed,
+                        o.reqs.iter().filter(|r| r.live).count() as u64,
+                        o.response.clone(),
                         Vec::new(),
                     ),
                     ProcState::Offline => (0, 0, LatencyHistogram::new(), Vec::new()),
@@ -2000,7 +2143,13 @@ impl Host {
             .device_by_shape
             .iter()
             .zip(&self.device_min_ns)
-            .map(|(&(count, _), &min)| if count == 0 { 0 } else { count as u128 * min as u128 })
+            .map(|(&(count, _), &min)| {
+                if count == 0 {
+                    0
+                } else {
+                    count as u128 * min as u128
+                }
+            })
             .sum();
         let device = mean(&acc.device);
         let service = (service_sum / n as u128) as u64;

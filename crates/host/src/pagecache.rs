@@ -23,6 +23,8 @@
 //!   foreground when dirty + write-back pages exceed `dirty_ratio_pct`: then every writer that
 //!   crosses the limit blocks until write-back brings the count back to halfway between the two
 //!   thresholds (Linux's `balance_dirty_pages` "freerun" point).
+//! - **fsync** (a process's `fsync_every_writes`) writes back the file's dirty pages in the
+//!   caller's context and blocks it until none of the file's pages is under write-back.
 //!
 //! Worked example (`arm8`: 1.5 GiB of cache = 393 216 pages): the background threshold is
 //! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB). `ungzip`
@@ -109,7 +111,9 @@ pub struct FileState {
 pub enum Lookup {
     Hit,
     /// Being read by this bio.
-    InFlight { bio: u32 },
+    InFlight {
+        bio: u32,
+    },
     Miss,
 }
 
@@ -134,6 +138,8 @@ pub struct PageCacheStats {
     /// Insertions that found no clean page to evict (the cache overshot its capacity).
     pub reclaim_overshoots: u64,
     pub writeback_waves: u64,
+    /// fsync calls (each writes back its file and waits).
+    pub fsyncs: u64,
     pub latency_critical: PageCacheClassStats,
     pub throughput: PageCacheClassStats,
 }
@@ -181,7 +187,12 @@ fn key(file: u32, page: u64) -> u64 {
 }
 
 impl PageCache {
-    pub fn new(capacity_pages: u64, read_ahead_max_bytes: u64, bg_pct: u32, ratio_pct: u32) -> Self {
+    pub fn new(
+        capacity_pages: u64,
+        read_ahead_max_bytes: u64,
+        bg_pct: u32,
+        ratio_pct: u32,
+    ) -> Self {
         let prealloc = capacity_pages.min(1 << 20) as usize;
         let mut map = PageMap::default();
         map.reserve(prealloc);
@@ -503,7 +514,9 @@ impl PageCache {
     /// A write-back bio finished.
     pub fn end_writeback(&mut self, file: u32, first_page: u64, pages: u32, class: IoClass) {
         for p in first_page..first_page + pages as u64 {
-            let s = self.slot(file, p).expect("pages under write-back stay cached");
+            let s = self
+                .slot(file, p)
+                .expect("pages under write-back stay cached");
             let page = &mut self.pages[s as usize];
             debug_assert!(page.flags & WRITEBACK != 0);
             page.flags &= !WRITEBACK;
@@ -598,8 +611,14 @@ mod tests {
             assert!(pc.dirty_page(SimTime(10), f, p, IoClass::LatencyCritical));
         }
         assert!(!pc.dirty_page(SimTime(11), f, 6, IoClass::LatencyCritical));
-        assert_eq!(pc.take_dirty_run(f, 8), Some((5, 3, IoClass::LatencyCritical)));
-        assert_eq!(pc.take_dirty_run(f, 8), Some((9, 1, IoClass::LatencyCritical)));
+        assert_eq!(
+            pc.take_dirty_run(f, 8),
+            Some((5, 3, IoClass::LatencyCritical))
+        );
+        assert_eq!(
+            pc.take_dirty_run(f, 8),
+            Some((9, 1, IoClass::LatencyCritical))
+        );
         assert_eq!(pc.dirty_pages(), 1);
         assert_eq!(pc.writeback_pages(), 4);
         pc.end_writeback(f, 5, 3, IoClass::LatencyCritical);
@@ -621,8 +640,16 @@ mod tests {
         };
         let mut ra = ReadAhead::default();
         assert_eq!(pc.read_ahead(&mut ra, 0, 100, 2), (102, 0), "random: none");
-        assert_eq!(pc.read_ahead(&mut ra, 0, 102, 2), (104, 8), "first sequential: 4 × 2");
-        assert_eq!(pc.read_ahead(&mut ra, 0, 104, 2), (112, 10), "window 16 from 106");
+        assert_eq!(
+            pc.read_ahead(&mut ra, 0, 102, 2),
+            (104, 8),
+            "first sequential: 4 × 2"
+        );
+        assert_eq!(
+            pc.read_ahead(&mut ra, 0, 104, 2),
+            (112, 10),
+            "window 16 from 106"
+        );
         assert_eq!(ra.window, 16);
     }
 

@@ -15,7 +15,10 @@ fn summary(text: &str) -> SystemSummary {
     run(&config(text), &mut Silent).unwrap()
 }
 
-fn process<'a>(s: &'a sim::system::SystemRunSummary, name: &str) -> &'a sim::system::summary::ProcessSummary {
+fn process<'a>(
+    s: &'a sim::system::SystemRunSummary,
+    name: &str,
+) -> &'a sim::system::summary::ProcessSummary {
     s.processes.iter().find(|p| p.name == name).unwrap()
 }
 
@@ -60,7 +63,12 @@ fn conservation_every_io_once_cpu_time_adds_up_dirty_pages_accounted() {
     // Per core, the accounted categories add up to the simulated time.
     for core in &h.cores {
         let total: u64 = core.ns.iter().sum();
-        assert_eq!(total, h.end.as_ns(), "core {} accounts {total} ns", core.core);
+        assert_eq!(
+            total,
+            h.end.as_ns(),
+            "core {} accounts {total} ns",
+            core.core
+        );
     }
     // Dirty pages written back = pages dirtied − pages still dirty (nothing under write-back
     // once the run drained).
@@ -82,9 +90,18 @@ fn latency_critical_tail_is_worse_co_running_than_alone() {
     let co = process(&s.run, "apache").response_time_ns.unwrap();
     let alone = s.alone.as_ref().unwrap();
     let al = process(alone, "apache").response_time_ns.unwrap();
-    assert_eq!(alone.processes.len(), 1, "the alone run has only the service");
+    assert_eq!(
+        alone.processes.len(),
+        1,
+        "the alone run has only the service"
+    );
     assert!(co.p99 > al.p99, "p99 co-run {} vs alone {}", co.p99, al.p99);
-    assert!(co.p99_9 > al.p99_9, "p99.9 co-run {} vs alone {}", co.p99_9, al.p99_9);
+    assert!(
+        co.p99_9 > al.p99_9,
+        "p99.9 co-run {} vs alone {}",
+        co.p99_9,
+        al.p99_9
+    );
     assert!(co.mean > al.mean);
     // The I/O path itself also gets slower: the waiting thread's switch back costs more.
     assert!(s.run.breakdown_ns.context_switch > alone.breakdown_ns.context_switch);
@@ -100,7 +117,10 @@ fn polling_occupies_the_core_and_removes_isr_and_switch_from_the_path() {
     let irq = mk("interrupt");
     let polled = mk("polled");
     let (bi, bp) = (&irq.run.breakdown_ns, &polled.run.breakdown_ns);
-    assert!(bi.irq > 0 && bi.context_switch > 0 && bi.poll == 0, "{bi:?}");
+    assert!(
+        bi.irq > 0 && bi.context_switch > 0 && bi.poll == 0,
+        "{bi:?}"
+    );
     assert_eq!((bp.irq, bp.context_switch), (0, 0), "{bp:?}");
     assert!(bp.poll > 0);
     assert_eq!(irq.run.cpu.poll, 0.0);
@@ -143,7 +163,39 @@ fn crossing_dirty_ratio_blocks_the_writer() {
     );
     assert!(wl.instructions_per_sec.unwrap() < wh.instructions_per_sec.unwrap());
     // The run stops at its duration (plus draining), not at the next periodic flush.
-    assert!(low.run.sim.simulated_ns < 600_000_000, "{}", low.run.sim.simulated_ns);
+    assert!(
+        low.run.sim.simulated_ns < 600_000_000,
+        "{}",
+        low.run.sim.simulated_ns
+    );
+}
+
+#[test]
+fn fsync_writes_back_and_blocks_the_caller() {
+    let mk = |every: u32| {
+        summary(&format!(
+            "seed = 8\nduration_ms = 500\n[[process]]\nprofile = \"db-update\"\nfsync_every_writes = {every}\n"
+        ))
+    };
+    let without = mk(0);
+    let with = mk(1);
+    let (pw, pn) = (&with.run.host.pagecache, &without.run.host.pagecache);
+    assert!(pw.fsyncs > 0 && pn.fsyncs == 0);
+    // Every write was followed by its write-back: nothing the service dirtied stays dirty.
+    assert_eq!(pw.dirty_pages, 0);
+    assert_eq!(
+        pw.latency_critical.pages_written_back,
+        pw.latency_critical.pages_dirtied
+    );
+    assert!(pn.latency_critical.pages_written_back < pn.latency_critical.pages_dirtied);
+    let (rw, rn) = (
+        process(&with.run, "db-update").response_time_ns.unwrap(),
+        process(&without.run, "db-update").response_time_ns.unwrap(),
+    );
+    assert!(
+        rw.mean > rn.mean,
+        "fsync puts the write-back on the request's path"
+    );
 }
 
 #[test]
@@ -175,7 +227,11 @@ fn merging_reduces_nvme_commands_for_a_sequential_stream() {
         boff.requests
     );
     assert_eq!(on.run.device.commands.writes, bon.requests);
-    assert_eq!(on.run.jobs[0].write.ios, 96 << 8, "every 4 KiB write of the job completed");
+    assert_eq!(
+        on.run.jobs[0].write.ios,
+        96 << 8,
+        "every 4 KiB write of the job completed"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -189,11 +245,13 @@ fn the_class_travels_to_the_device_through_write_back() {
     assert!(pc.pages_dirtied > 0 && pc.pages_written_back > 0, "{pc:?}");
     // The flusher (a kernel thread) wrote the service's pages as latency-critical commands.
     assert!(h.blk.latency_critical.write_bytes >= pc.pages_written_back * 4096);
-    assert_eq!(s.run.device.commands.latency_critical, h.nvme.commands_latency_critical);
+    assert_eq!(
+        s.run.device.commands.latency_critical,
+        h.nvme.commands_latency_critical
+    );
     assert!(s.run.device.commands.latency_critical > 0);
     assert_eq!(
-        s.run.device.commands.throughput,
-        h.blk.throughput.requests,
+        s.run.device.commands.throughput, h.blk.throughput.requests,
         "throughput commands are the throughput class's requests"
     );
     let p = process(&s.run, "apache-upload");
@@ -269,21 +327,37 @@ fn fio_through_the_host_stack() {
     let aio = run_file("[[process]]\nfio = \"aio.fio\"\n");
     let ra = &aio.run.jobs[0].read;
     assert_eq!(ra.ios, 20000);
-    assert!(ra.iops > 2.0 * ri.iops, "QD16 {} IOPS vs QD1 {}", ra.iops, ri.iops);
+    assert!(
+        ra.iops > 2.0 * ri.iops,
+        "QD16 {} IOPS vs QD1 {}",
+        ra.iops,
+        ri.iops
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn bad_system_configs_are_clear_errors() {
-    let e = SystemConfig::parse("[[process]]\nprofile = \"pagerang\"\n", "x.toml", Path::new("."))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("pagerang") && e.contains("known") && e.contains("pagerank"), "{e}");
+    let e = SystemConfig::parse(
+        "[[process]]\nprofile = \"pagerang\"\n",
+        "x.toml",
+        Path::new("."),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("pagerang") && e.contains("known") && e.contains("pagerank"),
+        "{e}"
+    );
     let cfg = config("[[process]]\nprofile = \"apache\"\nfile_bytes = 900000000000000\n");
     let e = run_system(&cfg, &mut Silent).err().unwrap().to_string();
     assert!(e.contains("device holds"), "{e}");
-    let e = SystemConfig::parse("[[process]]\nfio = \"/nonexistent/x.fio\"\n", "x.toml", Path::new("."))
-        .unwrap_err()
-        .to_string();
+    let e = SystemConfig::parse(
+        "[[process]]\nfio = \"/nonexistent/x.fio\"\n",
+        "x.toml",
+        Path::new("."),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("/nonexistent/x.fio"), "{e}");
 }

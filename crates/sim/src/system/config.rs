@@ -24,6 +24,7 @@
 //! io_size = "fixed"            # or "exponential"
 //! io_gaps = "exponential"      # or "fixed"
 //! file_bytes = 17179869184
+//! fsync_every_writes = 0       # buffered writers: fsync after every N writes (0: never)
 //!
 //! [[process]]
 //! profile = "pagerank"
@@ -94,6 +95,7 @@ struct ProcessTable {
     io_size: Option<IoSizeKey>,
     io_gaps: Option<IoGaps>,
     file_bytes: Option<u64>,
+    fsync_every_writes: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
@@ -140,7 +142,11 @@ class = \"throughput\"
 
 impl SystemConfig {
     /// Parses a system config. `base` resolves relative fio job paths.
-    pub fn parse(text: &str, source_name: &str, base: &Path) -> Result<SystemConfig, SystemConfigError> {
+    pub fn parse(
+        text: &str,
+        source_name: &str,
+        base: &Path,
+    ) -> Result<SystemConfig, SystemConfigError> {
         let invalid = |message: String| SystemConfigError::Invalid {
             source_name: source_name.to_string(),
             message,
@@ -210,13 +216,17 @@ impl SystemConfig {
                         io_size: IoSizeModel::Fixed,
                         io_gaps: IoGaps::Fixed,
                         file_bytes: host.app.file_bytes,
+                        fsync_every_writes: 0,
                     }
                 }
                 (Some(_), Some(_)) => return Err(at("give `profile` or `fio`, not both".into())),
                 (None, None) => {
                     return Err(at(format!(
                         "needs `profile = \"..\"` (one of: {}) or `fio = \"job.fio\"`",
-                        Profile::all().map(|p| p.name).collect::<Vec<_>>().join(", ")
+                        Profile::all()
+                            .map(|p| p.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )))
                 }
             };
@@ -259,6 +269,9 @@ impl SystemConfig {
             if let Some(v) = p.file_bytes {
                 spec.file_bytes = v;
             }
+            if let Some(v) = p.fsync_every_writes {
+                spec.fsync_every_writes = v;
+            }
             if processes.iter().any(|q: &ProcessSpec| q.name == spec.name) {
                 return Err(at(format!(
                     "two processes are named `{}`; give one a `name`",
@@ -299,7 +312,9 @@ impl SystemConfig {
         let processes: Vec<ProcessSpec> = self
             .processes
             .iter()
-            .filter(|p| p.kind() == host::ProcessKind::Online && p.class == IoClass::LatencyCritical)
+            .filter(|p| {
+                p.kind() == host::ProcessKind::Online && p.class == IoClass::LatencyCritical
+            })
             .cloned()
             .collect();
         if processes.is_empty() || processes.len() == self.processes.len() {
@@ -333,23 +348,36 @@ mod tests {
 
     #[test]
     fn unknown_profile_lists_the_known_ones() {
-        let e = parse("[[process]]\nprofile = \"apachee\"\n").unwrap_err().to_string();
-        assert!(e.contains("apachee") && e.contains("pagerank") && e.contains("imageserver-upload"), "{e}");
+        let e = parse("[[process]]\nprofile = \"apachee\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("apachee") && e.contains("pagerank") && e.contains("imageserver-upload"),
+            "{e}"
+        );
     }
 
     #[test]
     fn bad_keys_are_named() {
-        let e = parse("[[process]]\nprofile = \"apache\"\nthreds = 3\n").unwrap_err().to_string();
-        assert!(e.contains("threds"), "{e}");
-        let e = parse("[host]\npreset = \"arm8\"\n[host.cpu]\ncorez = 1\n[[process]]\nprofile = \"apache\"\n")
+        let e = parse("[[process]]\nprofile = \"apache\"\nthreds = 3\n")
             .unwrap_err()
             .to_string();
+        assert!(e.contains("threds"), "{e}");
+        let e = parse(
+            "[host]\npreset = \"arm8\"\n[host.cpu]\ncorez = 1\n[[process]]\nprofile = \"apache\"\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("cpu.corez"), "{e}");
-        let e = parse("[host]\npreset = \"arm9\"\n[[process]]\nprofile = \"apache\"\n").unwrap_err().to_string();
+        let e = parse("[host]\npreset = \"arm9\"\n[[process]]\nprofile = \"apache\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("arm8, arm8-4g, x86-4"), "{e}");
         let e = parse("seed = 1\n").unwrap_err().to_string();
         assert!(e.contains("no processes"), "{e}");
-        let e = parse("[[process]]\nprofile = \"apache\"\nclass = \"urgent\"\n").unwrap_err().to_string();
+        let e = parse("[[process]]\nprofile = \"apache\"\nclass = \"urgent\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("urgent"), "{e}");
         let e = parse("[[process]]\nprofile = \"apache\"\n[[process]]\nprofile = \"apache\"\n")
             .unwrap_err()

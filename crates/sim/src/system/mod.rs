@@ -21,7 +21,10 @@ pub use summary::{SystemRunSummary, SystemSummary};
 use crate::device_run::Progress;
 
 /// Runs the system and, if `cfg.alone`, the alone reference.
-pub fn run(cfg: &SystemConfig, progress: &mut dyn Progress) -> Result<SystemSummary, SystemRunError> {
+pub fn run(
+    cfg: &SystemConfig,
+    progress: &mut dyn Progress,
+) -> Result<SystemSummary, SystemRunError> {
     let main = run_system(cfg, progress)?;
     let run = SystemRunSummary::new(cfg, &main);
     let alone = match cfg.alone.then(|| cfg.alone_config()).flatten() {

@@ -41,7 +41,10 @@ pub struct SystemRunResult {
 }
 
 /// Runs `cfg` (its processes as given; the `alone` comparison is the caller's business).
-pub fn run_system(cfg: &SystemConfig, progress: &mut dyn Progress) -> Result<SystemRunResult, SystemRunError> {
+pub fn run_system(
+    cfg: &SystemConfig,
+    progress: &mut dyn Progress,
+) -> Result<SystemRunResult, SystemRunError> {
     let wall = Instant::now();
     let mut ssd = Ssd::new(&cfg.device, DeviceOptions { integrity: false })?;
     let mut host = Host::new(
@@ -90,17 +93,20 @@ pub fn run_system(cfg: &SystemConfig, progress: &mut dyn Progress) -> Result<Sys
                         sectors: c.sectors,
                         class: c.class,
                         hint: if c.wave_pages > 0 {
-                            Hint::WritebackWave { pages: c.wave_pages }
+                            Hint::WritebackWave {
+                                pages: c.wave_pages,
+                            }
                         } else {
                             Hint::None
                         },
                         version: 0,
                     };
-                    ssd.submit(c.at, c.sqid, cmd).map_err(|e| SystemRunError::Submit {
-                        cid: c.cid,
-                        sqid: c.sqid,
-                        reason: e.to_string(),
-                    })?;
+                    ssd.submit(c.at, c.sqid, cmd)
+                        .map_err(|e| SystemRunError::Submit {
+                            cid: c.cid,
+                            sqid: c.sqid,
+                            reason: e.to_string(),
+                        })?;
                 }
             }
         }

@@ -26,7 +26,10 @@ use device::DeviceStats;
 use engine::stats::LatencySummary;
 use engine::time::format_ns;
 use engine::{IoClass, LatencyHistogram};
-use host::{blk::BlkStats, nvme::NvmeStats, pagecache::PageCacheStats, Breakdown, CoreStats, ProcessKind, CATS};
+use host::{
+    blk::BlkStats, nvme::NvmeStats, pagecache::PageCacheStats, Breakdown, CoreStats, ProcessKind,
+    CATS,
+};
 use serde::Serialize;
 
 use crate::report::{JobResult, OpResult, SimInfo};
@@ -218,7 +221,9 @@ impl SystemRunSummary {
             .iter()
             .flat_map(|p| p.fio_jobs.iter())
             .map(|j| {
-                let span = j.first_start_ns.map_or(0, |s| j.last_end_ns.saturating_sub(s));
+                let span = j
+                    .first_start_ns
+                    .map_or(0, |s| j.last_end_ns.saturating_sub(s));
                 JobResult {
                     name: j.name.clone(),
                     read: OpResult::from_histogram(&j.read, j.read_bytes, span),
@@ -260,7 +265,13 @@ impl SystemRunSummary {
 
 fn sanitize(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -325,7 +336,9 @@ impl SystemSummary {
                     .and_then(|a| a.processes.iter().find(|q| q.name == p.name));
                 for (label, q) in [("co-run", Some(*p)), ("alone", alone)] {
                     let Some(q) = q else { continue };
-                    let r = q.response_time_ns.expect("online process has response times");
+                    let r = q
+                        .response_time_ns
+                        .expect("online process has response times");
                     out.push_str(&format!(
                         "{:<20} {:<8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
                         truncate(&p.name, 20),
@@ -440,8 +453,18 @@ impl SystemSummary {
         out.push_str("latency-critical I/O: mean time per request in each layer\n");
         out.push_str(&format!(
             "{:<8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-            "run", "requests", "sw queue", "hw queue", "driver", "dev queue", "dev serv", "irq",
-            "poll", "ctx sw", "blk compl", "total"
+            "run",
+            "requests",
+            "sw queue",
+            "hw queue",
+            "driver",
+            "dev queue",
+            "dev serv",
+            "irq",
+            "poll",
+            "ctx sw",
+            "blk compl",
+            "total"
         ));
         out.push_str(&b_line("co-run", &run.breakdown_ns));
         if let Some(a) = &self.alone {

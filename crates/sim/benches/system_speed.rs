@@ -1,0 +1,51 @@
+//! Speed of full-system runs, printed (not asserted): simulated seconds per wall-clock second
+//! for (a) the embedded default co-run — apache (latency-critical) with pagerank on arm8 +
+//! zssd, 10 s simulated — and (b) imageserver co-running with ungzip (write-back heavy), 10 s.
+//! The issue's target: (a) in under 2 s of wall time on one core.
+//!
+//! Run: `cargo bench -p sim --bench system_speed` (a filter argument selects one case).
+
+use std::time::Instant;
+
+use sim::system::{run_system, SystemConfig};
+use sim::Silent;
+
+fn peak_rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+fn bench(label: &str, cfg: &SystemConfig) {
+    let wall = Instant::now();
+    let r = run_system(cfg, &mut Silent).expect("run completes");
+    let secs = wall.elapsed().as_secs_f64();
+    let simulated = r.host.end.as_secs_f64();
+    println!(
+        "{label}: simulated {simulated:.3} s in {secs:.3} s wall = {:.1} simulated s per wall s; \
+         {} NVMe commands, {} events ({:.1} M events/s); peak RSS {} MiB",
+        simulated / secs,
+        r.host.commands,
+        r.events,
+        r.events as f64 / secs / 1e6,
+        peak_rss_mib()
+    );
+}
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    if want("a-default-apache-pagerank") {
+        let cfg = SystemConfig::embedded_default();
+        bench("a-default-apache-pagerank (co-run only)", &cfg);
+    }
+    if want("b-imageserver-ungzip") {
+        let text = "seed = 1\nduration_ms = 10000\n[host]\npreset = \"arm8\"\n[device]\npreset = \"zssd\"\n\
+                    [[process]]\nprofile = \"imageserver\"\n[[process]]\nprofile = \"ungzip\"\n";
+        let cfg = SystemConfig::parse(text, "bench", std::path::Path::new(".")).expect("valid");
+        bench("b-imageserver-ungzip", &cfg);
+    }
+}
