@@ -16,7 +16,7 @@ use sim::{DeviceRun, DeviceRunConfig, HostCosts, Progress, RunFileSettings};
 /// offline job's throughput, CPU time by category and the latency-critical I/O's time per layer.
 ///
 ///   ullstack sim
-///   ullstack sim --system examples/system-imageserver-ungzip.toml --out results/img
+///   ullstack sim --system my-system.toml --out results/mine   (see sim::system::config)
 ///
 /// Device-level run: fio-like jobs go straight into the SSD model's NVMe queues through a thin
 /// host with fixed per-I/O costs.
