@@ -370,7 +370,7 @@ impl Default for ProfileConfig {
 pub const DEFAULT_PROFILE_NAME: &str = qos::REFLEX_A;
 
 /// `[qos]`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct QosConfig {
     #[serde(default)]
@@ -381,7 +381,49 @@ pub struct QosConfig {
     /// `bucket_max_age_ns`), as the `qos` crate defines them.
     #[serde(default)]
     pub tuning: qos::SchedulerConfig,
+    /// The closed-loop correction of the device rate from measured LC p95 latency.
+    #[serde(default)]
+    pub vrate: VrateMode,
+    /// Its measurement window.
+    #[serde(default = "default_vrate_window_ms")]
+    pub vrate_window_ms: u64,
+    /// The controller's knobs, as the `qos` crate defines them (`step_down_ppm`, …).
+    #[serde(default)]
+    pub vrate_tuning: qos::VrateConfig,
 }
+
+impl Default for QosConfig {
+    fn default() -> Self {
+        QosConfig {
+            scheduler: SchedulerMode::default(),
+            profile: ProfileConfig::default(),
+            tuning: qos::SchedulerConfig::default(),
+            vrate: VrateMode::default(),
+            vrate_window_ms: default_vrate_window_ms(),
+            vrate_tuning: qos::VrateConfig::default(),
+        }
+    }
+}
+
+/// Whether the closed loop (`server::vrate`) corrects the device rate.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum VrateMode {
+    /// Trust the profile (the published design).
+    #[default]
+    Off,
+    /// Lower the rate when LC flows within their reservations miss their SLOs; raise it back
+    /// when they meet them with margin.
+    On,
+}
+
+/// 100 ms: at 1,000 reads/s an LC flow gives the controller 100 reads per window, its default
+/// `min_reads_per_window`; a shorter window would ignore such flows.
+fn default_vrate_window_ms() -> u64 {
+    100
+}
+/// Window bounds: below 10 ms a p95 is noise; above 10 s the loop reacts too late.
+pub const VRATE_WINDOW_MS_RANGE: std::ops::RangeInclusive<u64> = 10..=10_000;
 
 impl QosConfig {
     /// The device profile this config names or spells out.
@@ -712,6 +754,24 @@ impl ServerConfig {
 
     fn validate_qos(&self) -> Result<(), ConfigError> {
         self.qos.device_profile()?;
+        if !VRATE_WINDOW_MS_RANGE.contains(&self.qos.vrate_window_ms) {
+            return Err(invalid(
+                "qos.vrate_window_ms",
+                self.qos.vrate_window_ms,
+                format!(
+                    "{}..={} ms",
+                    VRATE_WINDOW_MS_RANGE.start(),
+                    VRATE_WINDOW_MS_RANGE.end()
+                ),
+            ));
+        }
+        if let Err(e) = qos::RateController::new(self.qos.vrate_tuning) {
+            return Err(invalid(
+                "qos.vrate_tuning",
+                "(table)",
+                format!("valid controller settings: {e}"),
+            ));
+        }
         if self.qos.tuning.donate_pct > 100 {
             return Err(invalid(
                 "qos.tuning.donate_pct",

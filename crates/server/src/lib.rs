@@ -17,6 +17,7 @@
 //! | [`worker`] | the dataplane loop: epoll, decode, check, schedule, submit, reap, reply |
 //! | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
 //! | [`calibrate`] | measuring a QoS device profile from the SSD model (emulated volumes) |
+//! | [`vrate`] | the closed loop: LC p95 per window → device rate scale |
 //! | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
 //! | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
 //! | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
@@ -46,6 +47,7 @@ pub mod sched;
 pub mod server;
 pub mod signals;
 pub mod tenant;
+pub mod vrate;
 pub mod worker;
 
 pub use server::{start, BoundAddrs, ServerHandle, StartError};

@@ -76,6 +76,7 @@ pub struct Metrics {
     worker_batch: Family<Labels, Histogram, fn() -> Histogram>,
     worker_connections: Family<Labels, Gauge>,
     refused_connections: Counter,
+    rate_scale_ppm: Gauge,
     protocol_errors: Family<Labels, Counter>,
 }
 
@@ -133,6 +134,7 @@ impl Metrics {
             worker_batch: Family::new_with_constructor(batch_histogram as fn() -> Histogram),
             worker_connections: Family::default(),
             refused_connections: Counter::default(),
+            rate_scale_ppm: Gauge::default(),
             protocol_errors: Family::default(),
             registry: Mutex::new(Registry::default()),
         };
@@ -207,6 +209,11 @@ impl Metrics {
             m.refused_connections.clone(),
         );
         registry.register(
+            "rate_scale_ppm",
+            "Device rate scale of the closed loop ([qos] vrate), ppm of the calibrated rate",
+            m.rate_scale_ppm.clone(),
+        );
+        registry.register(
             "protocol_errors",
             "Connections closed for malformed input or timeouts, by reason",
             m.protocol_errors.clone(),
@@ -255,6 +262,11 @@ impl Metrics {
 
     pub fn connection_refused(&self) {
         self.refused_connections.inc();
+    }
+
+    /// Publishes the closed loop's device rate scale.
+    pub fn set_rate_scale_ppm(&self, ppm: u32) {
+        self.rate_scale_ppm.set(i64::from(ppm));
     }
 
     /// Counts a connection closed for `reason` (a short static name).

@@ -34,6 +34,8 @@
 //! # What it leaves out
 //! Re-HELLO to switch volume on a live session (open another connection).
 
+use std::sync::Arc;
+
 use proto::wire::{self, Command, Opcode, Status};
 use proto::Decode;
 
@@ -42,6 +44,7 @@ use crate::config::TenantClass;
 use crate::sched::{Flow, SchedShare};
 use crate::server::Shared;
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
+use crate::vrate::LatencyWindow;
 use crate::worker::{ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// A flow registered on this session.
@@ -50,6 +53,7 @@ struct SessionFlow {
     flow: Flow,
     qos: qos::TenantHandle,
     slo_p95_ns: u64,
+    window: Option<Arc<LatencyWindow>>,
 }
 
 /// An authenticated session.
@@ -366,9 +370,15 @@ impl NativeSession {
                 (qos::TenantSpec::BestEffort(qos::BeSpec::default()), 0)
             }
         };
-        let admitted = ctx.shared.lock_control().register(authed.tenant, spec);
+        let admitted = {
+            let mut control = ctx.shared.lock_control();
+            control.register(authed.tenant, spec).map(|h| {
+                let window = control.window(h.id());
+                (h, window)
+            })
+        };
         match admitted {
-            Ok(handle) => {
+            Ok((handle, window)) => {
                 let flow = ctx.sched.attach(&handle);
                 let number = authed.next_handle;
                 authed.next_handle += 1;
@@ -377,6 +387,7 @@ impl NativeSession {
                     flow,
                     qos: handle,
                     slo_p95_ns,
+                    window,
                 });
                 let body = wire::RegisterReply { handle: number }.encode();
                 reply(core, Opcode::Register, Status::Ok, cookie, &body);
@@ -476,7 +487,7 @@ impl NativeSession {
         core: &mut ConnCore,
         ctx: &mut Ctx<'_>,
     ) {
-        let (flow, slo_p95_ns) = if handle == 0 {
+        let (flow, slo_p95_ns, window) = if handle == 0 {
             match ctx.default_flow(authed.tenant) {
                 Some(f) => (
                     f,
@@ -485,6 +496,7 @@ impl NativeSession {
                         .get(authed.tenant)
                         .slo
                         .map_or(0, |s| s.p95_read_latency_us * 1000),
+                    ctx.shared.default_windows[authed.tenant.0 as usize].clone(),
                 ),
                 None => {
                     reply_error(
@@ -500,7 +512,7 @@ impl NativeSession {
             }
         } else {
             match authed.flows.iter().find(|f| f.handle == handle) {
-                Some(f) => (f.flow, f.slo_p95_ns),
+                Some(f) => (f.flow, f.slo_p95_ns, f.window.clone()),
                 None => {
                     reply(core, opcode, Status::UnknownHandle, cookie, &[]);
                     return;
@@ -551,6 +563,7 @@ impl NativeSession {
             accounted_bytes: accounted,
             start_ns: ctx.now_ns,
             slo_p95_ns,
+            window,
         };
         ctx.submit(core, flow, cost_op, len_bytes, req);
     }

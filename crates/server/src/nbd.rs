@@ -67,6 +67,7 @@ pub struct Bound {
     size_bytes: u64,
     flow: Flow,
     slo_p95_ns: u64,
+    window: Option<std::sync::Arc<crate::vrate::LatencyWindow>>,
 }
 
 /// Per-connection NBD state.
@@ -216,6 +217,7 @@ fn handshake(
                         .get(tenant)
                         .slo
                         .map_or(0, |s| s.p95_read_latency_us * 1000),
+                    window: ctx.shared.default_windows[tenant.0 as usize].clone(),
                 }));
             }
             Some(HandshakeEvent::Closed(_)) => {
@@ -415,6 +417,7 @@ fn request(
         accounted_bytes: accounted,
         start_ns: ctx.now_ns,
         slo_p95_ns: bound.slo_p95_ns,
+        window: bound.window.clone(),
     };
     ctx.submit(core, bound.flow, cost_op, cost_len, req);
 }

@@ -44,6 +44,7 @@ use crate::backend::{open_volume, BackendError, Volume};
 use crate::config::{ServerConfig, TenantClass};
 use crate::metrics::{Metrics, TenantMetrics};
 use crate::tenant::{TenantId, Tenants, VolumeGeometry, VolumeId};
+use crate::vrate::{LatencyWindow, VrateLoop};
 use crate::worker::{NewConn, Protocol, Worker, WorkerInbox};
 
 /// Why a server did not start.
@@ -111,6 +112,9 @@ pub struct Control {
     registry: qos::Registry,
     live: HashMap<qos::TenantId, (TenantId, qos::TenantHandle)>,
     retired: Vec<TokenTotals>,
+    /// Latency windows of LC flows, kept while the closed loop (`[qos] vrate`) is on.
+    windows: HashMap<qos::TenantId, Arc<LatencyWindow>>,
+    track_windows: bool,
 }
 
 impl Control {
@@ -122,7 +126,35 @@ impl Control {
     ) -> Result<qos::TenantHandle, qos::Refusal> {
         let handle = self.registry.register(spec)?;
         self.live.insert(handle.id(), (owner, handle.clone()));
+        if self.track_windows && handle.class() == qos::TenantClass::LatencyCritical {
+            self.windows
+                .insert(handle.id(), Arc::new(LatencyWindow::new()));
+        }
         Ok(handle)
+    }
+
+    /// The latency window of an LC flow (None when the closed loop is off).
+    pub fn window(&self, id: qos::TenantId) -> Option<Arc<LatencyWindow>> {
+        self.windows.get(&id).cloned()
+    }
+
+    /// Every measured LC flow: its id, handle and window.
+    pub fn lc_windows(
+        &self,
+    ) -> impl Iterator<Item = (qos::TenantId, &qos::TenantHandle, &Arc<LatencyWindow>)> {
+        self.windows
+            .iter()
+            .filter_map(|(id, w)| self.live.get(id).map(|(_, h)| (*id, h, w)))
+    }
+
+    /// Applies the closed loop's device rate scale (ppm of the calibrated rate).
+    pub fn set_rate_scale_ppm(&mut self, ppm: u32) -> Result<(), qos::RegistryError> {
+        self.registry.set_rate_scale_ppm(ppm)
+    }
+
+    /// The device rate scale in force, ppm (1,000,000 = as calibrated).
+    pub fn rate_scale_ppm(&self) -> u32 {
+        self.registry.rate_scale_ppm()
     }
 
     /// Removes a flow (its token counters move to the owner's retired totals).
@@ -130,6 +162,7 @@ impl Control {
         if let Some((owner, handle)) = self.live.remove(&id) {
             self.retired[owner.0 as usize].add(&handle.counters());
         }
+        self.windows.remove(&id);
         if let Err(e) = self.registry.unregister(id) {
             tracing::warn!(error = %e, "unregister of an unknown flow");
         }
@@ -158,6 +191,8 @@ pub struct Shared {
     pub bucket: qos::SharedBucket,
     /// Each config tenant's default flow (handle 0 on the own protocol; every NBD connection).
     pub default_flows: Vec<Option<qos::TenantHandle>>,
+    /// The latency windows of those default flows that are LC and measured by the closed loop.
+    pub default_windows: Vec<Option<Arc<LatencyWindow>>>,
     pub metrics: Arc<Metrics>,
     pub tenant_metrics: Vec<TenantMetrics>,
     state: AtomicU8,
@@ -379,10 +414,13 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         },
     );
     let bucket = registry.shared();
+    let vrate_on = config.qos.vrate == crate::config::VrateMode::On;
     let mut control = Control {
         registry,
         live: HashMap::new(),
         retired: vec![TokenTotals::default(); tenants.len()],
+        windows: HashMap::new(),
+        track_windows: vrate_on,
     };
     let mut default_flows = Vec::with_capacity(tenants.len());
     for t in tenants.iter() {
@@ -406,8 +444,13 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         };
         default_flows.push(flow);
     }
+    let default_windows = default_flows
+        .iter()
+        .map(|f| f.as_ref().and_then(|h| control.window(h.id())))
+        .collect();
 
     let metrics = Arc::new(Metrics::new());
+    metrics.set_rate_scale_ppm(control.rate_scale_ppm());
     let tenant_metrics = tenants.iter().map(|t| metrics.tenant(&t.name)).collect();
     let native = bind("native", config.listen.native)?;
     let nbd = bind("nbd", config.listen.nbd)?;
@@ -432,6 +475,7 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         control: Mutex::new(control),
         bucket,
         default_flows,
+        default_windows,
         metrics: metrics.clone(),
         tenant_metrics,
         state: AtomicU8::new(RunState::Running as u8),
@@ -494,6 +538,21 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
                 source,
             })?;
         threads.push(("admin".into(), thread));
+    }
+    if vrate_on {
+        let q = &shared.config.qos;
+        let vrate = VrateLoop::new(q.vrate_tuning, q.vrate_window_ms * 1_000_000)
+            .map_err(|e| StartError::Scheduler(format!("qos.vrate_tuning: {e}")))?;
+        let shared2 = shared.clone();
+        let stop = admin_stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ullstack-vrate".into())
+            .spawn(move || crate::vrate::run(shared2, vrate, stop))
+            .map_err(|source| StartError::Thread {
+                what: "vrate".into(),
+                source,
+            })?;
+        threads.push(("vrate".into(), thread));
     }
     tracing::info!(
         ?addrs,

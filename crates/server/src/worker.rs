@@ -360,6 +360,8 @@ pub struct Req {
     pub start_ns: u64,
     /// The flow's p95 read-latency target (0: none), for SLO-miss counting.
     pub slo_p95_ns: u64,
+    /// The flow's latency window when the closed loop measures it (LC flows, `vrate = "on"`).
+    pub window: Option<Arc<crate::vrate::LatencyWindow>>,
 }
 
 /// How to answer a request.
@@ -922,6 +924,9 @@ impl Worker {
                     m.read_latency.observe(latency_ns as f64 * 1e-9);
                     if req.slo_p95_ns > 0 && latency_ns > req.slo_p95_ns {
                         m.slo_misses.inc();
+                    }
+                    if let Some(w) = &req.window {
+                        w.record(latency_ns);
                     }
                 }
                 StorageOp::Write { .. } => {

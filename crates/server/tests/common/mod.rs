@@ -3,6 +3,8 @@
 //! refuses to send), a raw NBD client, and tool lookup that skips with a printed reason.
 #![allow(dead_code)]
 
+pub mod emulated_qos;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
