@@ -141,6 +141,67 @@ fn polling_occupies_the_core_and_removes_isr_and_switch_from_the_path() {
 }
 
 #[test]
+fn hybrid_polling_sleeps_first_then_polls() {
+    let mk = |completion: &str| {
+        summary(&format!(
+            "seed = 5\nduration_ms = 1000\n[host.nvme]\ncompletion = \"{completion}\"\n[[process]]\nprofile = \"imageserver\"\n"
+        ))
+    };
+    let polled = mk("polled");
+    let hybrid = mk("hybrid");
+    let nh = &hybrid.run.host.nvme;
+    assert!(nh.hybrid_sleeps > 0 && nh.polled_completions > 0, "{nh:?}");
+    assert_eq!(
+        nh.interrupts, 0,
+        "poll queues raise no MSI (timer interrupts wake the sleepers)"
+    );
+    assert!(hybrid.run.cpu.poll < polled.run.cpu.poll / 2.0);
+    assert!(hybrid.run.cpu.interrupts > 0);
+    assert_eq!(
+        process(&hybrid.run, "imageserver").requests,
+        process(&polled.run, "imageserver").requests
+    );
+}
+
+#[test]
+fn shallow_queues_exhaust_tags_and_everything_still_completes() {
+    let dir = std::env::temp_dir().join(format!("ullstack-tags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("mix.fio"),
+        "[mix]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randrw\nrwmixread=70\niodepth=16\nnorandommap\nnumber_ios=4000\ntime_based\nruntime=10s\n",
+    )
+    .unwrap();
+    for (scheduler, nr_requests) in [
+        ("none", 0),
+        ("none", 12),
+        ("mq-deadline", 12),
+        ("kyber", 12),
+    ] {
+        let text = format!(
+            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[host.nvme]\nqueue_depth = 4\n[host.blk]\nscheduler = \"{scheduler}\"\nnr_requests = {nr_requests}\nkyber_write_depth = 1\n[[process]]\nfio = \"mix.fio\"\n"
+        );
+        let cfg = SystemConfig::parse(&text, "tags.toml", &dir).unwrap();
+        let s = run(&cfg, &mut Silent).unwrap();
+        let j = &s.run.jobs[0];
+        assert_eq!(j.read.ios + j.write.ios, 4000, "{scheduler}/{nr_requests}");
+        let b = &s.run.host.blk;
+        if nr_requests == 0 {
+            assert!(
+                b.allocation_waits > 0,
+                "3 requests for 16 in flight: submitters wait"
+            );
+        } else {
+            assert!(
+                b.deferred_dispatches > 0,
+                "{scheduler}: requests wait for driver tags"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn crossing_dirty_ratio_blocks_the_writer() {
     // A 12 MiB page cache: with dirty_ratio 5 % (153 pages) every 145-page ungzip write crosses
     // the limit; with 60 % the background flusher keeps dirty pages well below it.
@@ -360,4 +421,55 @@ fn bad_system_configs_are_clear_errors() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("/nonexistent/x.fio"), "{e}");
+}
+
+mod seeds {
+    use super::*;
+    use proptest::prelude::*;
+
+    const ONLINE: [&str; 5] = [
+        "apache",
+        "imageserver",
+        "apache-update",
+        "db-update",
+        "imageserver-upload",
+    ];
+    const OFFLINE: [&str; 5] = ["pagerank", "ungzip", "wc", "gzip", "bfs"];
+    const COMPLETION: [&str; 3] = ["interrupt", "polled", "hybrid"];
+    const SCHEDULER: [&str; 3] = ["none", "mq-deadline", "kyber"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+        /// Any short mix, any seed: the run drains, every core's time adds up, dirty pages are
+        /// conserved, and every command the host issued completed in the device.
+        #[test]
+        fn short_mixes_keep_the_invariants(
+            seed in 0u64..1_000_000,
+            online in 0usize..5,
+            offline in 0usize..5,
+            completion in 0usize..3,
+            scheduler in 0usize..3,
+            fsync in 0u32..3,
+        ) {
+            let text = format!(
+                "seed = {seed}\nduration_ms = 150\n[host]\npreset = \"arm8\"\n[host.pagecache]\nmemory_bytes = 268435456\nreserved_bytes = 67108864\n\
+                 [host.nvme]\ncompletion = \"{}\"\n[host.blk]\nscheduler = \"{}\"\n\
+                 [[process]]\nprofile = \"{}\"\nfsync_every_writes = {fsync}\nrequests_per_sec = 2000\n[[process]]\nprofile = \"{}\"\nthreads = 3\n",
+                COMPLETION[completion], SCHEDULER[scheduler], ONLINE[online], OFFLINE[offline]
+            );
+            let cfg = config(&text);
+            let r = run_system(&cfg, &mut Silent).map_err(|e| TestCaseError::fail(format!("seed {seed}: {e}")))?;
+            let h = &r.host;
+            prop_assert_eq!(h.commands, r.device.commands.reads + r.device.commands.writes);
+            for core in &h.cores {
+                prop_assert_eq!(core.ns.iter().sum::<u64>(), h.end.as_ns());
+            }
+            let pc = &h.pagecache;
+            let dirtied = pc.latency_critical.pages_dirtied + pc.throughput.pages_dirtied;
+            let written = pc.latency_critical.pages_written_back + pc.throughput.pages_written_back;
+            prop_assert_eq!(written + pc.dirty_pages, dirtied);
+            let online = &h.processes[0];
+            prop_assert!(online.requests > 0);
+        }
+    }
 }
