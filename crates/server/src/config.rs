@@ -489,6 +489,8 @@ pub enum BackendConfig {
 /// driver gives one hardware queue (`io_queue_depth` = 1024). Requests beyond it wait in the
 /// worker, as they would in blk-mq.
 pub const DEFAULT_SQ_DEPTH: u32 = 1024;
+/// Largest device DRAM an emulated volume may model (its cache lines live in host memory).
+pub const MAX_EMULATED_DRAM_BYTES: u64 = 64 << 30;
 /// Deepest submission queue NVMe allows.
 pub const MAX_SQ_DEPTH: u32 = 65536;
 
@@ -836,6 +838,17 @@ impl ServerConfig {
                 device, sq_depth, ..
             } = &v.backend
             {
+                if let Ok(d) = device.device_config() {
+                    if d.cache.dram_bytes > MAX_EMULATED_DRAM_BYTES {
+                        return Err(invalid(
+                            format!("volume[{i}].backend.device.cache.dram_bytes"),
+                            d.cache.dram_bytes,
+                            format!(
+                                "at most {MAX_EMULATED_DRAM_BYTES} bytes (the model keeps a line per 4 KiB of device DRAM in host memory)"
+                            ),
+                        ));
+                    }
+                }
                 if let Err(e) = device.device_config() {
                     let value = match device {
                         DeviceSpec::Named(name) => format!("{name:?}"),

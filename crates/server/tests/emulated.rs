@@ -217,6 +217,15 @@ backend = { kind = "emulated", size = "1GiB", device = { preset = "zssd", flash 
         .expect_err("misspelt device key refused")
         .to_string();
     assert!(err.contains("flash.chanels"), "{err}");
+    let huge_dram = r#"
+[[volume]]
+name = "ull"
+backend = { kind = "emulated", size = "1GiB", device = { preset = "zssd", cache = { dram_bytes = 1152921504606846976 } } }
+"#;
+    let err = server::config::ServerConfig::from_toml_str(huge_dram)
+        .expect_err("a model too large for host memory is refused")
+        .to_string();
+    assert!(err.contains("dram_bytes"), "{err}");
     // `preset` is accepted for `device`.
     let alias = r#"
 [[volume]]
