@@ -14,6 +14,9 @@
 //!   and, every `10^9 / ios_per_g_instr` instructions on average (exponential gaps by default),
 //!   issues one synchronous I/O shaped by the profile (read ratio, size, sequential ratio).
 //!   Metric: instructions per second over the run, and I/Os.
+//! - **Trace replay**: one thread replays `time_ns,op,offset,bytes` records against the
+//!   process's file, direct: `open-loop` issues each I/O at its timestamp asynchronously
+//!   (latency measured to the device completion), `afap` one at a time as fast as possible.
 //! - **fio job**: each clone is a thread. Synchronous engines (psync, pvsync2 …) issue one I/O
 //!   at a time (`hipri` polls); async engines (libaio, io_uring) keep `iodepth` direct I/Os in
 //!   flight, each submitted by its own `io_submit` call, and reap completions with
@@ -40,7 +43,8 @@
 //! pages). Every one of these is a per-process key in the system config.
 //!
 //! ## What it leaves out
-//! Trace replay (the workload crate has no trace reader yet), fio stonewall groups inside a
+//! Trace formats other than our CSV (blktrace, fio iolog: the workload crate has no trace
+//! reader yet; the CSV reader is an adapter in `sim`), buffered trace replay, fio stonewall groups inside a
 //! system run (rejected with an error), fsync unless asked for (`fsync_every_writes`), polled
 //! completion for async fio engines (they use interrupts), memory footprints of applications
 //! (the page cache gets `memory − reserved`), the client machine's CPU.
@@ -78,6 +82,41 @@ pub enum Workload {
     Profile(Profile),
     /// fio jobs (each clone a thread).
     Fio { jobs: Vec<JobSpec>, source: String },
+    /// A block trace replayed by one thread.
+    Trace {
+        records: std::sync::Arc<[TraceRecord]>,
+        mode: TraceMode,
+        source: String,
+    },
+}
+
+/// One I/O of a trace: when (from the trace's start), what, where in the process's file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceRecord {
+    pub at_ns: u64,
+    pub op: engine::IoOp,
+    pub offset_bytes: u64,
+    pub bytes: u64,
+}
+
+/// How a trace is replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceMode {
+    /// Each I/O is issued at its timestamp (asynchronously, direct), whatever is in flight.
+    OpenLoop,
+    /// One I/O at a time, each as soon as the previous one completed (synchronous, direct).
+    Afap,
+}
+
+/// Where a fio-like thread's I/Os come from.
+pub(crate) enum IoSource {
+    Job(IoGenerator),
+    Trace {
+        records: std::sync::Arc<[TraceRecord]>,
+        next: usize,
+        open_loop: bool,
+    },
 }
 
 /// Whether a process is a service (response time) or a job (throughput).
@@ -87,6 +126,7 @@ pub enum ProcessKind {
     Online,
     Offline,
     Fio,
+    Trace,
 }
 
 /// One process of a system run.
@@ -144,13 +184,14 @@ impl ProcessSpec {
             Workload::Profile(p) if p.kind == ProfileKind::Online => ProcessKind::Online,
             Workload::Profile(_) => ProcessKind::Offline,
             Workload::Fio { .. } => ProcessKind::Fio,
+            Workload::Trace { .. } => ProcessKind::Trace,
         }
     }
 
     pub fn profile_name(&self) -> String {
         match &self.workload {
             Workload::Profile(p) => p.name.to_string(),
-            Workload::Fio { source, .. } => source.clone(),
+            Workload::Fio { source, .. } | Workload::Trace { source, .. } => source.clone(),
         }
     }
 }
@@ -180,6 +221,8 @@ pub(crate) struct FioIo {
     pub started: engine::SimTime,
     /// Bios of this I/O not yet completed.
     pub pending: u32,
+    /// When its last bio completed.
+    pub done_at: engine::SimTime,
 }
 
 /// Per-job fio results (all clones of a job together).
@@ -197,7 +240,7 @@ pub struct FioJobResult {
 /// The state of one fio clone.
 pub(crate) struct FioThread {
     pub job: u32,
-    pub gen: IoGenerator,
+    pub source: IoSource,
     pub spec_depth: u32,
     pub asynchronous: bool,
     pub polled: bool,
@@ -214,6 +257,9 @@ pub(crate) struct FioThread {
     pub free_slots: Vec<u32>,
     pub completed: Vec<u32>,
     pub reaping: Vec<u32>,
+    /// Latency ends at the device completion (trace replay) rather than when the thread reaps
+    /// it (fio's view through io_getevents).
+    pub latency_at_completion: bool,
 }
 
 /// What a process is doing, by kind.

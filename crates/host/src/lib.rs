@@ -37,7 +37,9 @@ pub mod pagecache;
 /// Page size of the page cache and of profile I/O.
 pub const PAGE_BYTES: u64 = 4096;
 
-pub use app::{Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, Workload};
+pub use app::{
+    Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, TraceMode, TraceRecord, Workload,
+};
 pub use config::{CompletionMode, HostConfig, HostConfigError, HOST_PRESETS};
 pub use cpu::{Cat, CoreStats, CATS};
 pub use machine::{Breakdown, Host, HostError, HostReport};

@@ -50,8 +50,8 @@ use serde::Serialize;
 use workload::{Buffering, IoGenerator, Op, ProfileGenerator};
 
 use crate::app::{
-    FioIo, FioJobResult, FioThread, IoGaps, OnlineReq, OnlineState, ProcState, Process,
-    ProcessKind, ProcessReport, ProcessSpec, Workload,
+    FioIo, FioJobResult, FioThread, IoGaps, IoSource, OnlineReq, OnlineState, ProcState, Process,
+    ProcessKind, ProcessReport, ProcessSpec, TraceMode, Workload,
 };
 use crate::blk::{BioOwner, Blk, BlkStats, QueueKind, SubmitOutcome};
 use crate::config::{CompletionMode, HostConfig, Switch};
@@ -545,7 +545,8 @@ impl Host {
                                 spec_job.engine == workload::IoEngine::Async && direct;
                             let fio = FioThread {
                                 job: job_index as u32,
-                                gen,
+                                source: IoSource::Job(gen),
+                                latency_at_completion: false,
                                 spec_depth: spec_job.effective_iodepth().max(1),
                                 asynchronous,
                                 polled: spec_job.completion == workload::Completion::Polled,
@@ -583,6 +584,74 @@ impl Host {
                         }
                     }
                     ProcState::Fio { jobs: results }
+                }
+                Workload::Trace { records, mode, .. } => {
+                    let open_loop = *mode == TraceMode::OpenLoop;
+                    for r in records.iter() {
+                        if r.bytes == 0 || r.offset_bytes % 512 != 0 || r.bytes % 512 != 0 {
+                            return Err(HostError::Unsupported {
+                                process: name.clone(),
+                                reason: format!(
+                                    "trace record at {} ns: offset {} and length {} must be positive multiples of 512",
+                                    r.at_ns, r.offset_bytes, r.bytes
+                                ),
+                            });
+                        }
+                        if r.offset_bytes + r.bytes > file_bytes {
+                            return Err(HostError::Unsupported {
+                                process: name.clone(),
+                                reason: format!(
+                                    "trace record at {} ns ends at byte {}, past the process's file ({file_bytes} bytes; raise file_bytes)",
+                                    r.at_ns,
+                                    r.offset_bytes + r.bytes
+                                ),
+                            });
+                        }
+                    }
+                    const OPEN_LOOP_MAX_IN_FLIGHT: u32 = 1 << 16; // far beyond any device queue
+                    let fio = FioThread {
+                        job: 0,
+                        source: IoSource::Trace {
+                            records: records.clone(),
+                            next: 0,
+                            open_loop,
+                        },
+                        latency_at_completion: true,
+                        spec_depth: if open_loop {
+                            OPEN_LOOP_MAX_IN_FLIGHT
+                        } else {
+                            1
+                        },
+                        asynchronous: open_loop,
+                        polled: false,
+                        direct: true,
+                        thinktime_ns: 0,
+                        rate_interval_ns: None,
+                        runtime_ns: None,
+                        ramp_ns: 0,
+                        started: SimTime::ZERO,
+                        issued: 0,
+                        exhausted: false,
+                        in_flight: 0,
+                        slots: Vec::new(),
+                        free_slots: Vec::new(),
+                        completed: Vec::new(),
+                        reaping: Vec::new(),
+                    };
+                    new_thread(
+                        &mut cpu,
+                        &mut threads,
+                        Role::Fio(Box::new(fio)),
+                        "trace",
+                        None,
+                        0,
+                    );
+                    ProcState::Fio {
+                        jobs: vec![FioJobResult {
+                            name: name.clone(),
+                            ..Default::default()
+                        }],
+                    }
                 }
             };
             processes.push(Process {
@@ -1128,8 +1197,15 @@ impl Host {
             return self.exit(t);
         }
         let f = self.fio(t);
-        if let Some(interval) = f.rate_interval_ns {
-            let allowed = f.started + f.issued * interval;
+        let allowed = match &f.source {
+            IoSource::Trace {
+                records,
+                next,
+                open_loop: true,
+            } => records.get(*next).map(|r| f.started + r.at_ns),
+            _ => f.rate_interval_ns.map(|i| f.started + f.issued * i),
+        };
+        if let Some(allowed) = allowed {
             if allowed > now {
                 self.events.schedule(allowed, Ev::Timer { thread: t });
                 return self.sleep(t, Wait::Timer, Step::App);
@@ -1139,16 +1215,25 @@ impl Host {
         let Role::Fio(f) = &mut th.role else {
             unreachable!()
         };
-        let Some(req) = f.gen.next(&mut th.rng) else {
+        let next = match &mut f.source {
+            IoSource::Job(gen) => gen.next(&mut th.rng).map(|r| {
+                let op = match r.op {
+                    Op::Read => IoOp::Read,
+                    Op::Write => IoOp::Write,
+                };
+                (op, r.offset_bytes, r.len_bytes)
+            }),
+            IoSource::Trace { records, next, .. } => records.get(*next).map(|r| {
+                *next += 1;
+                (r.op, r.offset_bytes, r.bytes)
+            }),
+        };
+        let Some((op, offset_bytes, len_bytes)) = next else {
             f.exhausted = true;
             return self.fio_next(t);
         };
         f.issued += 1;
         f.in_flight += 1;
-        let op = match req.op {
-            Op::Read => IoOp::Read,
-            Op::Write => IoOp::Write,
-        };
         let path = if f.direct {
             Path::Direct
         } else {
@@ -1162,9 +1247,10 @@ impl Host {
         let slot = if f.asynchronous {
             let io = FioIo {
                 read: op == IoOp::Read,
-                bytes: req.len_bytes,
+                bytes: len_bytes,
                 started: now,
                 pending: 0,
+                done_at: now,
             };
             match f.free_slots.pop() {
                 Some(s) => {
@@ -1180,21 +1266,12 @@ impl Host {
             NIL
         };
         let wait = slot == NIL;
-        self.start_io(
-            t,
-            op,
-            req.offset_bytes,
-            req.len_bytes,
-            path,
-            mode,
-            wait,
-            slot,
-        );
+        self.start_io(t, op, offset_bytes, len_bytes, path, mode, wait, slot);
     }
 
     /// Records one completed fio I/O of thread `t`.
-    fn fio_record(&mut self, t: u32, read: bool, bytes: u64, started: SimTime) {
-        let now = self.now;
+    fn fio_record(&mut self, t: u32, read: bool, bytes: u64, started: SimTime, end: SimTime) {
+        let now = end;
         let p = self.threads[t as usize].proc as usize;
         let (job, ramp_end) = {
             let f = self.fio(t);
@@ -1224,7 +1301,12 @@ impl Host {
         let mut reaping = std::mem::take(&mut self.fio(t).reaping);
         for &s in &reaping {
             let io = self.fio(t).slots[s as usize];
-            self.fio_record(t, io.read, io.bytes, io.started);
+            let end = if self.fio(t).latency_at_completion {
+                io.done_at
+            } else {
+                self.now
+            };
+            self.fio_record(t, io.read, io.bytes, io.started, end);
             self.fio(t).free_slots.push(s);
         }
         reaping.clear();
@@ -1491,7 +1573,7 @@ impl Host {
         let latency = self.now - th.io.started;
         let (p, op, bytes, started) = (th.proc as usize, th.io.op, th.io.bytes, th.io.started);
         if let Role::Fio(_) = th.role {
-            self.fio_record(t, op == IoOp::Read, bytes, started);
+            self.fio_record(t, op == IoOp::Read, bytes, started, self.now);
             let think = self.fio(t).thinktime_ns;
             if think > 0 && !self.stopping {
                 self.events
@@ -1907,9 +1989,11 @@ impl Host {
                 }
             }
             BioOwner::FioAsync { thread, slot } => {
+                let now = self.now;
                 let f = self.fio(thread);
                 let io = &mut f.slots[slot as usize];
                 io.pending -= 1;
+                io.done_at = now;
                 if io.pending == 0 {
                     f.completed.push(slot);
                     if self.threads[thread as usize].wait == Wait::FioEvents {

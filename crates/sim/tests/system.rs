@@ -398,6 +398,51 @@ fn fio_through_the_host_stack() {
 }
 
 #[test]
+fn traces_replay_open_loop_and_as_fast_as_possible() {
+    let dir = std::env::temp_dir().join(format!("ullstack-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 2000 4 KiB I/Os, one every 20 µs (50 K IOPS), 1 in 4 a write.
+    let mut trace = String::from("# time_ns,op,offset_bytes,bytes\n");
+    for i in 0..2000u64 {
+        let op = if i % 4 == 3 { "W" } else { "R" };
+        trace.push_str(&format!(
+            "{},{op},{},4096\n",
+            i * 20_000,
+            (i * 7919 % 100_000) * 4096
+        ));
+    }
+    std::fs::write(dir.join("t.csv"), trace).unwrap();
+    let mk = |mode: &str| {
+        let text = format!(
+            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[[process]]\ntrace = \"t.csv\"\ntrace_mode = \"{mode}\"\n"
+        );
+        run(
+            &SystemConfig::parse(&text, "trace.toml", &dir).unwrap(),
+            &mut Silent,
+        )
+        .unwrap()
+    };
+    let open = mk("open-loop");
+    let afap = mk("afap");
+    let (o, a) = (&open.run.jobs[0], &afap.run.jobs[0]);
+    assert_eq!(
+        (o.read.ios + o.write.ios, a.read.ios + a.write.ios),
+        (2000, 2000)
+    );
+    assert_eq!(o.write.ios, 500);
+    // Open loop keeps the trace's pace: 2000 I/Os over 40 ms; AFAP runs them back to back.
+    let span = |j: &sim::report::JobResult| j.read.ios as f64 / j.read.iops;
+    assert!(
+        (0.039..0.041).contains(&span(o)),
+        "open-loop span {}",
+        span(o)
+    );
+    assert!(span(a) < 0.035, "afap span {}", span(a));
+    assert_eq!(open.run.processes[0].kind, host::ProcessKind::Trace);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn bad_system_configs_are_clear_errors() {
     let e = SystemConfig::parse(
         "[[process]]\nprofile = \"pagerang\"\n",

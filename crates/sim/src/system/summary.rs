@@ -378,7 +378,7 @@ impl SystemSummary {
             out.push('\n');
         }
         if !run.jobs.is_empty() {
-            out.push_str("fio jobs through the host stack\n");
+            out.push_str("fio jobs and traces through the host stack\n");
             out.push_str(&format!(
                 "{:<20} {:<5} {:>9} {:>10} {:>9} {:>9} {:>9}\n",
                 "job", "op", "ios", "IOPS", "avg", "p99", "p99.9"
