@@ -47,7 +47,7 @@
 
 use std::collections::VecDeque;
 
-use engine::{EventQueue, SimTime};
+use engine::{EventQueue, IoClass, SimTime};
 use serde::Serialize;
 
 use crate::config::{CpuConfig, WakePlacement};
@@ -143,6 +143,8 @@ pub struct ThreadSched {
     pub running_since: SimTime,
     /// Time spent in `user` bursts, ns (offline jobs' instructions).
     pub user_ns: u64,
+    /// The class its CPU time is attributed to.
+    pub class: IoClass,
 }
 
 /// What an interrupt item does when it finishes.
@@ -166,6 +168,8 @@ pub struct IrqWork {
     pub action: IrqAction,
     /// Part of the NVMe vector (later CQEs join the running handler).
     pub nvme: bool,
+    /// The class the work is done for (a request's completion or dispatch), if any.
+    pub class: Option<IoClass>,
 }
 
 /// A core finished a piece of work the machine must react to.
@@ -196,6 +200,9 @@ struct Core {
     preempt_pending: bool,
     gen: u32,
     acct_ns: [u64; CAT_COUNT],
+    /// The part of `acct_ns` done for each class (threads of the class, its requests'
+    /// interrupt work), indexed by `IoClass::index`.
+    class_ns: [[u64; CAT_COUNT]; 2],
     acct_since: SimTime,
     context_switches: u64,
     interrupts: u64,
@@ -207,6 +214,9 @@ pub struct CoreStats {
     pub core: u32,
     /// Nanoseconds per category, in `CATS` order.
     pub ns: [u64; CAT_COUNT],
+    /// Of those, the nanoseconds done for each class ([latency-critical, throughput]); ISR
+    /// entry, timers and idle belong to no class.
+    pub class_ns: [[u64; CAT_COUNT]; 2],
     pub context_switches: u64,
     pub interrupts: u64,
 }
@@ -238,6 +248,7 @@ impl Cpu {
                     preempt_pending: false,
                     gen: 0,
                     acct_ns: [0; CAT_COUNT],
+                    class_ns: [[0; CAT_COUNT]; 2],
                     acct_since: SimTime::ZERO,
                     context_switches: 0,
                     interrupts: 0,
@@ -253,8 +264,8 @@ impl Cpu {
         self.cores.len()
     }
 
-    /// Adds a thread, blocked, homed on `core`.
-    pub fn add_thread(&mut self, core: u16) -> u32 {
+    /// Adds a thread of `class`, blocked, homed on `core`.
+    pub fn add_thread(&mut self, core: u16, class: IoClass) -> u32 {
         assert!((core as usize) < self.cores.len());
         self.threads.push(ThreadSched {
             state: RunState::Blocked,
@@ -267,6 +278,7 @@ impl Cpu {
             woken_at: SimTime::ZERO,
             running_since: SimTime::ZERO,
             user_ns: 0,
+            class,
         });
         (self.threads.len() - 1) as u32
     }
@@ -288,16 +300,21 @@ impl Cpu {
         }
         if let Some((item, _, _)) = &core.irq_item {
             core.acct_ns[item.cat.index()] += dt;
+            if let Some(c) = item.class {
+                core.class_ns[c.index()][item.cat.index()] += dt;
+            }
             return;
         }
         let Some(t) = core.running else {
             core.acct_ns[Cat::Idle.index()] += dt;
             return;
         };
+        let class = self.threads[t as usize].class.index();
         let mut rest = dt;
         let s = rest.min(core.switch_left_ns);
         core.switch_left_ns -= s;
         core.acct_ns[Cat::Sched.index()] += s;
+        core.class_ns[class][Cat::Sched.index()] += s;
         rest -= s;
         if rest == 0 {
             return;
@@ -309,6 +326,7 @@ impl Cpu {
         let p = rest.min(th.pollution_ns);
         th.pollution_ns -= p;
         core.acct_ns[Cat::Sched.index()] += p;
+        core.class_ns[class][Cat::Sched.index()] += p;
         let r = rest - p;
         if r > 0 {
             if th.remaining_ns != UNTIL_POKED {
@@ -320,6 +338,7 @@ impl Cpu {
                 th.remaining_ns -= r.min(th.remaining_ns);
             }
             core.acct_ns[th.cat.index()] += r;
+            core.class_ns[class][th.cat.index()] += r;
             if th.cat == Cat::User {
                 th.user_ns += r;
             }
@@ -632,6 +651,7 @@ impl Cpu {
             .map(|(i, core)| CoreStats {
                 core: i as u32,
                 ns: core.acct_ns,
+                class_ns: core.class_ns,
                 context_switches: core.context_switches,
                 interrupts: core.interrupts,
             })
@@ -677,8 +697,8 @@ mod tests {
     #[test]
     fn two_hogs_share_a_core_and_time_adds_up() {
         let (mut cpu, mut q) = cpu(1);
-        let a = cpu.add_thread(0);
-        let b = cpu.add_thread(0);
+        let a = cpu.add_thread(0, IoClass::Throughput);
+        let b = cpu.add_thread(0, IoClass::Throughput);
         cpu.wake(SimTime::ZERO, a, 1_000_000, Cat::User);
         cpu.wake(SimTime::ZERO, b, 1_000_000, Cat::User);
         let end = SimTime::from_ms(200);
@@ -701,7 +721,7 @@ mod tests {
     #[test]
     fn an_interrupt_delays_the_running_burst_by_its_length() {
         let (mut cpu, mut q) = cpu(1);
-        let a = cpu.add_thread(0);
+        let a = cpu.add_thread(0, IoClass::Throughput);
         cpu.wake(SimTime::ZERO, a, 10_000, Cat::User);
         cpu.reschedule(SimTime::ZERO, &mut q);
         // Switch in (2.5 µs), then 10 µs of work; an interrupt of 2 µs at 5 µs.
@@ -717,6 +737,7 @@ mod tests {
                 cat: Cat::Irq,
                 action: IrqAction::None,
                 nvme: true,
+                class: None,
             },
         );
         cpu.reschedule(SimTime::from_us(5), &mut q);
@@ -751,8 +772,8 @@ mod tests {
     #[test]
     fn a_waking_sleeper_preempts_a_hog() {
         let (mut cpu, mut q) = cpu(1);
-        let hog = cpu.add_thread(0);
-        let sleeper = cpu.add_thread(0);
+        let hog = cpu.add_thread(0, IoClass::Throughput);
+        let sleeper = cpu.add_thread(0, IoClass::Throughput);
         cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
         drive(
             &mut cpu,
@@ -773,8 +794,8 @@ mod tests {
     #[test]
     fn wake_placement_prefers_an_idle_core() {
         let (mut cpu, mut q) = cpu(2);
-        let hog = cpu.add_thread(0);
-        let t = cpu.add_thread(0);
+        let hog = cpu.add_thread(0, IoClass::Throughput);
+        let t = cpu.add_thread(0, IoClass::Throughput);
         cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
         cpu.reschedule(SimTime::ZERO, &mut q);
         cpu.wake(SimTime::from_us(10), t, 1_000, Cat::User);

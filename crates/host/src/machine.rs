@@ -360,10 +360,10 @@ impl Host {
         let mut processes: Vec<Process> = Vec::new();
         let mut events = EventQueue::with_capacity(4096);
         let mut next_core = 0u16;
-        let mut place = |cpu: &mut Cpu| {
+        let mut place = |cpu: &mut Cpu, class: IoClass| {
             let c = next_core;
             next_core = (next_core + 1) % cores;
-            cpu.add_thread(c)
+            cpu.add_thread(c, class)
         };
         let mut base_bytes = 0u64;
         const FILE_ALIGN_BYTES: u64 = 1 << 20; // files start on 1 MiB boundaries
@@ -392,7 +392,7 @@ impl Host {
                                   tag: &str,
                                   gen: Option<ProfileGenerator>,
                                   mean_gap: u64| {
-                let t = place(cpu);
+                let t = place(cpu, spec.class);
                 debug_assert_eq!(t as usize, threads.len());
                 threads.push(Thread {
                     proc: pid,
@@ -664,7 +664,7 @@ impl Host {
             });
         }
         // The flusher: a kernel thread with no process.
-        let flusher = place(&mut cpu);
+        let flusher = place(&mut cpu, IoClass::Throughput);
         threads.push(Thread {
             proc: u32::MAX,
             class: IoClass::Throughput,
@@ -818,6 +818,7 @@ impl Host {
                         cat: Cat::Irq,
                         action: IrqAction::Wake { thread },
                         nvme: false,
+                        class: None,
                     },
                 );
             }
@@ -1805,6 +1806,7 @@ impl Host {
                             cat: Cat::Irq,
                             action: IrqAction::None,
                             nvme: true,
+                            class: None,
                         },
                     );
                 }
@@ -1816,6 +1818,7 @@ impl Host {
                         cat: Cat::BlkComplete,
                         action: IrqAction::Complete { req: r },
                         nvme: true,
+                        class: Some(self.blk.reqs[r as usize].class),
                     },
                 );
             }
@@ -1871,6 +1874,7 @@ impl Host {
                     cat: Cat::Blk,
                     action: IrqAction::Dispatch { req: r },
                     nvme: false,
+                    class: Some(self.blk.reqs[r as usize].class),
                 },
             );
         }

@@ -11,7 +11,8 @@
 //!               (seconds summed over cores), busy_pct, context_switches, interrupts }
 //! breakdown_ns { requests, software_queue, hardware_queue, driver, device_queue,
 //!                device_service, irq, poll, blk_complete, context_switch }   (LC requests)
-//! host        { breakdown_throughput_ns, request_latency_ns { latency_critical, throughput },
+//! host        { cpu_by_class { latency_critical { user, syscall, … }, throughput { … } },
+//!               breakdown_throughput_ns, request_latency_ns { latency_critical, throughput },
 //!               pagecache{…}, blk{…}, nvme{…}, cores[ { core, ns[…], context_switches,
 //!               interrupts } ] }
 //! alone       { the same for the latency-critical online services run alone }   (if asked)
@@ -159,8 +160,35 @@ pub struct RequestLatency {
     pub throughput: LatencySummary,
 }
 
+/// CPU seconds per category done for each class (threads of the class and its requests'
+/// interrupt work; ISR entry, timers and idle belong to no class).
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuByClass {
+    pub latency_critical: std::collections::BTreeMap<&'static str, f64>,
+    pub throughput: std::collections::BTreeMap<&'static str, f64>,
+}
+
+impl CpuByClass {
+    fn from(cores: &[CoreStats]) -> CpuByClass {
+        let class = |c: usize| {
+            CATS.iter()
+                .filter(|cat| **cat != host::Cat::Idle)
+                .map(|cat| {
+                    let ns: u64 = cores.iter().map(|k| k.class_ns[c][cat.index()]).sum();
+                    (cat.name(), ns as f64 / 1e9)
+                })
+                .collect()
+        };
+        CpuByClass {
+            latency_critical: class(IoClass::LatencyCritical.index()),
+            throughput: class(IoClass::Throughput.index()),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct HostDetail {
+    pub cpu_by_class: CpuByClass,
     pub breakdown_throughput_ns: Breakdown,
     pub request_latency_ns: RequestLatency,
     pub pagecache: PageCacheStats,
@@ -249,6 +277,7 @@ impl SystemRunSummary {
             cpu: CpuSummary::from(&h.cores),
             breakdown_ns: h.breakdown[IoClass::LatencyCritical.index()].clone(),
             host: HostDetail {
+                cpu_by_class: CpuByClass::from(&h.cores),
                 breakdown_throughput_ns: h.breakdown[IoClass::Throughput.index()].clone(),
                 request_latency_ns: RequestLatency {
                     latency_critical: h.request_latency[0].summary(),
