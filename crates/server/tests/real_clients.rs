@@ -22,8 +22,11 @@ fn fio_verify(backend: &str, test: &str) {
     let Some(fio) = tool("fio", test) else { return };
     let s = start(&standard_config(backend, "on"));
     let uri = format!("nbd://{}/default", s.addrs.nbd.unwrap());
-    let (ok, text) = run(Command::new(fio).args([
+    // fio writes verify state files into its working directory; keep them out of the tree.
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    let (ok, text) = run(Command::new(fio).current_dir(scratch.path()).args([
         "--name=verify",
+        "--verify_state_save=0",
         "--ioengine=nbd",
         &format!("--uri={uri}"),
         "--rw=randwrite",
