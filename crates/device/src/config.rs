@@ -125,7 +125,8 @@ pub struct CacheConfig {
     pub write_buffer_bytes: u64,
     /// Pages (4 KiB units) read ahead after a read miss; 0 disables prefetch.
     pub prefetch_pages: u32,
-    /// Dirty units evicted per eviction round when the buffer is full (0 = one program per LUN).
+    /// Dirty units evicted per eviction round when the buffer or a set is full (0 = one row for
+    /// every LUN without a row in flight).
     pub evict_batch_units: u32,
     /// Time to move 4 KiB between the controller and DRAM (a hit's service time).
     pub dram_access_ns: u64,

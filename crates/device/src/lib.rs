@@ -206,6 +206,8 @@ pub struct Ssd {
     /// Eviction found no flash space; retry when GC frees a superblock.
     evict_blocked: bool,
     host_lun_cursor: u32,
+    /// Host rows queued or programming, per LUN.
+    rows_on_lun: Vec<u32>,
     firmware_free: SimTime,
     flash_events: Vec<(SimTime, FlashEvent)>,
     evict_scratch: Vec<(u32, u32)>,
@@ -231,6 +233,7 @@ impl Ssd {
         config.validate()?;
         let flash = Flash::new(config);
         let ftl = Ftl::with_seed(config, flash.geometry.clone(), options.integrity, seed);
+        let rows_on_lun = vec![0; flash.geometry.luns as usize];
         Ok(Ssd {
             config: config.clone(),
             events: EventQueue::with_capacity(4096),
@@ -249,6 +252,7 @@ impl Ssd {
             stalled: VecDeque::new(),
             evict_blocked: false,
             host_lun_cursor: 0,
+            rows_on_lun,
             firmware_free: SimTime::ZERO,
             flash_events: Vec::new(),
             evict_scratch: Vec::new(),
@@ -672,46 +676,45 @@ impl Ssd {
         }
     }
 
-    /// Starts evictions so a blocked write can proceed.
+    /// Starts an eviction round so a blocked write can proceed.
+    ///
+    /// Both kinds of block start the same round: up to one row per LUN that has no row in flight,
+    /// filled with the oldest dirty data. A full set first puts one of its own dirty lines into the
+    /// round, so the round frees the slot the write waits for. Evicting a whole stripe rather than
+    /// the one line the set needs is what keeps the flash busy: a set fills long before the buffer
+    /// does (random writes spread unevenly over sets), and draining a row at a time left all but
+    /// a few dies idle while writes queued behind multi-millisecond TLC programs.
     fn make_room(&mut self, now: SimTime, block: WriteBlock, lpn: u32) {
         let luns = self.flash.geometry.luns;
-        match block {
-            WriteBlock::SetFull => {
-                if let Some(unit) = self.cache.take_dirty_in_set(lpn) {
-                    // Fill the row with the oldest dirty data rather than program one unit.
-                    self.evict_scratch.clear();
-                    self.evict_scratch.push(unit);
-                    let row_units = self.flash.geometry.row_units() as usize;
-                    self.cache
-                        .take_oldest_dirty(row_units, &mut self.evict_scratch);
-                    self.program_evictions(now);
-                }
-            }
-            WriteBlock::BufferFull => {
-                if self.evict_blocked || self.rows_in_flight >= luns {
-                    return; // a round is on its way; its programs will free space
-                }
-                let batch = match self.config.cache.evict_batch_units {
-                    0 => (luns * self.flash.geometry.row_units()) as usize,
-                    n => n as usize,
-                };
-                self.evict_scratch.clear();
-                self.cache.take_oldest_dirty(batch, &mut self.evict_scratch);
-                // Program whole rows only: a partial row wastes its empty slots, which GC must
-                // later reclaim. Leftovers go back to the buffer while other programs are in
-                // flight (their completion brings the next round); with nothing in flight a
-                // partial row is the only way forward.
-                let row_units = self.flash.geometry.row_units() as usize;
-                if self.rows_in_flight > 0 {
-                    let whole = self.evict_scratch.len() / row_units * row_units;
-                    for &(lpn, _) in self.evict_scratch[whole..].iter().rev() {
-                        self.cache.abort_eviction(lpn);
-                    }
-                    self.evict_scratch.truncate(whole);
-                }
-                self.program_evictions(now);
+        if self.evict_blocked || self.rows_in_flight >= luns {
+            return; // a round is on its way; its completions retry the stalled writes
+        }
+        self.evict_scratch.clear();
+        if block == WriteBlock::SetFull {
+            // None: every dirty line of the set is already being programmed; the round still
+            // goes ahead so LUNs that finished their rows do not sit idle meanwhile.
+            if let Some(unit) = self.cache.take_dirty_in_set(lpn) {
+                self.evict_scratch.push(unit);
             }
         }
+        let row_units = self.flash.geometry.row_units() as usize;
+        let batch = match self.config.cache.evict_batch_units {
+            0 => ((luns - self.rows_in_flight) as usize) * row_units,
+            n => (n as usize).max(1),
+        };
+        self.cache.take_oldest_dirty(batch, &mut self.evict_scratch);
+        // Program whole rows only: a partial row wastes its empty slots, which GC must later
+        // reclaim. Leftovers go back to the buffer while other programs are in flight (their
+        // completion brings the next round); with nothing in flight a partial row is the only
+        // way forward.
+        if self.rows_in_flight > 0 {
+            let whole = self.evict_scratch.len() / row_units * row_units;
+            for &(lpn, _) in self.evict_scratch[whole..].iter().rev() {
+                self.cache.abort_eviction(lpn);
+            }
+            self.evict_scratch.truncate(whole);
+        }
+        self.program_evictions(now);
         self.schedule_flash_events();
     }
 
@@ -765,6 +768,7 @@ impl Ssd {
                     origin: OpOrigin::Evict { row },
                 };
                 self.rows_in_flight += 1;
+                self.rows_on_lun[lun as usize] += 1;
                 self.flash.submit(now, lun, op, &mut self.flash_events);
                 if self.ftl.needs_gc(lun) {
                     self.start_gc(now, lun);
@@ -775,17 +779,26 @@ impl Ssd {
         self.evict_scratch.clear();
     }
 
-    /// The next LUN (channel-first round robin) where host data may be placed.
+    /// The next LUN (channel-first round robin) where host data may be placed, preferring LUNs
+    /// with no host row queued: TLC programs take 0.5–5 ms by page type, so rows finish out of
+    /// order and plain round robin would queue rows behind busy LUNs while others sit idle.
     fn next_host_lun(&mut self) -> Option<u32> {
         let luns = self.flash.geometry.luns;
+        let mut fallback = None;
         for k in 0..luns {
             let lun = (self.host_lun_cursor + k) % luns;
-            if self.ftl.has_room(lun, Writer::Host) {
+            if !self.ftl.has_room(lun, Writer::Host) {
+                continue;
+            }
+            if self.rows_on_lun[lun as usize] == 0 {
                 self.host_lun_cursor = (lun + 1) % luns;
                 return Some(lun);
             }
+            fallback.get_or_insert(lun);
         }
-        None
+        let lun = fallback?;
+        self.host_lun_cursor = (lun + 1) % luns;
+        Some(lun)
     }
 
     fn alloc_row(&mut self, units: &[(u32, u32)]) -> u32 {
@@ -864,6 +877,7 @@ impl Ssd {
                 self.rows[row as usize].clear();
                 self.free_rows.push(row);
                 self.rows_in_flight -= 1;
+                self.rows_on_lun[lun as usize] -= 1;
                 self.resume_stalled(now);
             }
             OpOrigin::GcRead | OpOrigin::GcProgram => {}
