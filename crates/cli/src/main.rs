@@ -1,6 +1,8 @@
 //! `ullstack`: the command-line face of the project. Argument parsing and dispatch only; every
 //! subcommand's work lives in its crate (`sim`, `server`, `client`).
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 mod bench;
@@ -26,11 +28,20 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The message chain names the bad value; a backtrace (anyhow prints one when
+            // RUST_BACKTRACE is set) would only bury it.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

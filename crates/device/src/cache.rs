@@ -35,27 +35,27 @@ const VALID: u8 = 1;
 const DIRTY: u8 = 2;
 const EVICTING: u8 = 4;
 const FILLING: u8 = 8;
+/// Filled by prefetch and not read since (for prefetch-hit counting).
+const PREFETCHED: u8 = 16;
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Line {
-    lpn: u32,
-    flags: u8,
-    /// LRU stamp: larger = more recently used.
-    used: u32,
-    /// Stamp of the dirtying that put this line in the dirty FIFO (lazy deletion key).
-    dirtied: u32,
-    version: u32,
+/// Asks the CPU to start loading `x`'s cache line (a hint: no effect on results). A read that
+/// misses looks at its set's flags and LRU stamps next (to pick a victim); starting those loads
+/// together with the tag scan overlaps what would otherwise be consecutive memory misses.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and changes no memory; `x` is a valid reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (x as *const T).cast(),
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
-impl Line {
-    fn has(&self, f: u8) -> bool {
-        self.flags & f != 0
-    }
-    /// Counts against the write buffer.
-    fn buffered(&self) -> bool {
-        self.flags & (DIRTY | EVICTING) != 0
-    }
-}
+/// Tag of an invalid way (no LPN reaches it: user capacity stays below 2^32 − 1 units).
+const NO_LPN: u32 = u32::MAX;
 
 /// Result of looking up a read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,12 +105,23 @@ impl CacheStats {
     }
 }
 
+/// The lines are stored as parallel arrays, way by way within a set, so that what a lookup
+/// touches is dense: a 16-way set's tags are one 64-byte CPU cache line, its flags a quarter of
+/// one, its LRU stamps one more. (A random-read run on a 1.5 GB cache misses the CPU cache on
+/// nearly every set it touches; a struct per line made that five cache lines per lookup.)
 pub struct Cache {
     sets: u32,
     ways: u32,
-    lines: Vec<Line>,
-    /// Marks lines filled by prefetch that have not been read yet (for prefetch-hit counting).
-    prefetched: Vec<bool>,
+    /// LPN held by each way (`NO_LPN` when invalid).
+    tags: Vec<u32>,
+    /// VALID | DIRTY | EVICTING | FILLING | PREFETCHED.
+    flags: Vec<u8>,
+    /// LRU stamp: larger = more recently used.
+    used: Vec<u32>,
+    /// Version of the data held (data-integrity mode; 0 otherwise).
+    version: Vec<u32>,
+    /// Stamp of the dirtying that put the line in the dirty FIFO (lazy deletion key).
+    dirtied: Vec<u32>,
     clock: u32,
     dirty_units: u64,
     dirty_cap_units: u64,
@@ -128,8 +139,11 @@ impl Cache {
         Cache {
             sets,
             ways: config.ways,
-            lines: vec![Line::default(); n],
-            prefetched: vec![false; n],
+            tags: vec![NO_LPN; n],
+            flags: vec![0; n],
+            used: vec![0; n],
+            version: vec![0; n],
+            dirtied: vec![0; n],
             clock: 0,
             dirty_units: 0,
             dirty_cap_units: config.write_buffer_bytes / MAP_UNIT_BYTES,
@@ -146,8 +160,31 @@ impl Cache {
     }
 
     fn find(&self, lpn: u32) -> Option<usize> {
-        self.set_range(lpn)
-            .find(|&i| self.lines[i].has(VALID) && self.lines[i].lpn == lpn)
+        debug_assert_ne!(lpn, NO_LPN);
+        let set = self.set_range(lpn);
+        let start = set.start;
+        self.tags[set]
+            .iter()
+            .position(|&t| t == lpn)
+            .map(|w| start + w)
+    }
+
+    fn has(&self, i: usize, f: u8) -> bool {
+        self.flags[i] & f != 0
+    }
+
+    /// Counts against the write buffer.
+    fn buffered(&self, i: usize) -> bool {
+        self.has(i, DIRTY | EVICTING)
+    }
+
+    /// Puts `lpn` into way `i` with `flags`, used now.
+    fn install(&mut self, i: usize, lpn: u32, flags: u8, stamp: u32) {
+        self.tags[i] = lpn;
+        self.flags[i] = flags;
+        self.used[i] = stamp;
+        self.version[i] = 0;
+        self.dirtied[i] = 0;
     }
 
     fn tick(&mut self) -> u32 {
@@ -157,9 +194,20 @@ impl Cache {
 
     /// The least recently used line of `lpn`'s set that may be replaced (invalid or clean).
     fn victim(&self, lpn: u32) -> Option<usize> {
-        self.set_range(lpn)
-            .filter(|&i| !self.lines[i].has(VALID) || self.lines[i].flags == VALID)
-            .min_by_key(|&i| (self.lines[i].has(VALID), self.lines[i].used))
+        let set = self.set_range(lpn);
+        let start = set.start;
+        let flags = &self.flags[set.clone()];
+        if let Some(w) = flags.iter().position(|&f| f & VALID == 0) {
+            return Some(start + w);
+        }
+        let used = &self.used[set];
+        flags
+            .iter()
+            .zip(used)
+            .enumerate()
+            .filter(|(_, (&f, _))| f & !PREFETCHED == VALID)
+            .min_by_key(|(_, (_, &u))| u)
+            .map(|(w, _)| start + w)
     }
 
     pub fn dirty_units(&self) -> u64 {
@@ -175,22 +223,33 @@ impl Cache {
         (self.dirty_units * 100 / self.dirty_cap_units.max(1)) as u8
     }
 
+    /// Starts loading the CPU cache lines of `lpn`'s set (tags, flags, LRU stamps): a speed
+    /// hint with no effect on results.
+    pub fn prefetch_set(&self, lpn: u32) {
+        let start = self.set_range(lpn).start;
+        prefetch(&self.tags[start]);
+        prefetch(&self.flags[start]);
+        prefetch(&self.used[start]);
+    }
+
     /// Looks up a read of one unit.
     pub fn read(&mut self, lpn: u32, class: IoClass) -> ReadLookup {
         let stamp = self.tick();
+        self.prefetch_set(lpn);
         match self.find(lpn) {
-            Some(i) if self.lines[i].has(FILLING) => {
+            Some(i) if self.has(i, FILLING) => {
                 self.stats.class(class).read_hits += 1;
                 ReadLookup::Filling
             }
             Some(i) => {
-                self.lines[i].used = stamp;
+                self.used[i] = stamp;
                 self.stats.class(class).read_hits += 1;
-                if std::mem::take(&mut self.prefetched[i]) {
+                if self.has(i, PREFETCHED) {
+                    self.flags[i] &= !PREFETCHED;
                     self.stats.prefetch_hits += 1;
                 }
                 ReadLookup::Hit {
-                    version: self.lines[i].version,
+                    version: self.version[i],
                 }
             }
             None => {
@@ -212,14 +271,8 @@ impl Cache {
         let stamp = self.tick();
         match self.victim(lpn) {
             Some(i) => {
-                self.lines[i] = Line {
-                    lpn,
-                    flags: VALID | FILLING,
-                    used: stamp,
-                    dirtied: 0,
-                    version: 0,
-                };
-                self.prefetched[i] = prefetch;
+                let flags = VALID | FILLING | if prefetch { PREFETCHED } else { 0 };
+                self.install(i, lpn, flags, stamp);
                 if prefetch {
                     self.stats.prefetch_fills += 1;
                 }
@@ -232,11 +285,10 @@ impl Cache {
     /// A fill arrived with the flash data's `version`.
     pub fn finish_fill(&mut self, lpn: u32, version: u32) {
         if let Some(i) = self.find(lpn) {
-            let line = &mut self.lines[i];
-            if line.has(FILLING) {
-                line.flags &= !FILLING;
-                if !line.has(DIRTY) {
-                    line.version = version;
+            if self.has(i, FILLING) {
+                self.flags[i] &= !FILLING;
+                if !self.has(i, DIRTY) {
+                    self.version[i] = version;
                 }
             }
         }
@@ -245,9 +297,9 @@ impl Cache {
     /// Takes a write of one unit into DRAM, or says why it must wait.
     pub fn write(&mut self, lpn: u32, version: u32, class: IoClass) -> Result<(), WriteBlock> {
         let stamp = self.tick();
-        let slot = match self.find(lpn) {
+        let i = match self.find(lpn) {
             Some(i) => {
-                if !self.lines[i].buffered() && self.dirty_units >= self.dirty_cap_units {
+                if !self.buffered(i) && self.dirty_units >= self.dirty_cap_units {
                     return Err(WriteBlock::BufferFull);
                 }
                 self.stats.class(class).write_hits += 1;
@@ -258,31 +310,22 @@ impl Cache {
                     return Err(WriteBlock::BufferFull);
                 }
                 let i = self.victim(lpn).ok_or(WriteBlock::SetFull)?;
-                self.lines[i] = Line {
-                    lpn,
-                    flags: VALID,
-                    used: stamp,
-                    dirtied: 0,
-                    version: 0,
-                };
-                self.prefetched[i] = false;
+                self.install(i, lpn, VALID, stamp);
                 self.stats.class(class).write_misses += 1;
                 i
             }
         };
-        let line = &mut self.lines[slot];
-        if !line.buffered() {
+        if !self.buffered(i) {
             self.dirty_units += 1;
             self.stats.max_dirty_units = self.stats.max_dirty_units.max(self.dirty_units);
         }
-        if !line.has(DIRTY) {
-            line.dirtied = stamp;
+        if !self.has(i, DIRTY) {
+            self.dirtied[i] = stamp;
             self.dirty_fifo.push_back((lpn, stamp));
         }
-        line.flags |= DIRTY;
-        line.flags &= !FILLING;
-        line.used = stamp;
-        line.version = version;
+        self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED);
+        self.used[i] = stamp;
+        self.version[i] = version;
         debug_assert!(self.dirty_units <= self.dirty_cap_units);
         Ok(())
     }
@@ -295,10 +338,9 @@ impl Cache {
                 break;
             };
             if let Some(i) = self.find(lpn) {
-                let line = &mut self.lines[i];
-                if line.has(DIRTY) && !line.has(EVICTING) && line.dirtied == stamp {
-                    line.flags = (line.flags & !DIRTY) | EVICTING;
-                    out.push((lpn, line.version));
+                if self.has(i, DIRTY) && !self.has(i, EVICTING) && self.dirtied[i] == stamp {
+                    self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
+                    out.push((lpn, self.version[i]));
                 }
             }
         }
@@ -308,11 +350,10 @@ impl Cache {
     pub fn take_dirty_in_set(&mut self, lpn: u32) -> Option<(u32, u32)> {
         let i = self
             .set_range(lpn)
-            .filter(|&i| self.lines[i].has(DIRTY) && !self.lines[i].has(EVICTING))
-            .min_by_key(|&i| self.lines[i].used)?;
-        let line = &mut self.lines[i];
-        line.flags = (line.flags & !DIRTY) | EVICTING;
-        Some((line.lpn, line.version))
+            .filter(|&i| self.has(i, DIRTY) && !self.has(i, EVICTING))
+            .min_by_key(|&i| self.used[i])?;
+        self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
+        Some((self.tags[i], self.version[i]))
     }
 
     /// A unit's program finished: the line leaves the buffer unless rewritten meanwhile.
@@ -321,10 +362,9 @@ impl Cache {
         let i = self
             .find(lpn)
             .expect("an evicting line stays cached until its program finishes");
-        let line = &mut self.lines[i];
-        debug_assert!(line.has(EVICTING));
-        line.flags &= !EVICTING;
-        if !line.has(DIRTY) {
+        debug_assert!(self.has(i, EVICTING));
+        self.flags[i] &= !EVICTING;
+        if !self.has(i, DIRTY) {
             self.dirty_units -= 1;
         }
     }
@@ -333,11 +373,10 @@ impl Cache {
     pub fn abort_eviction(&mut self, lpn: u32) {
         let stamp = self.tick();
         if let Some(i) = self.find(lpn) {
-            let line = &mut self.lines[i];
-            line.flags &= !EVICTING;
-            if !line.has(DIRTY) {
-                line.flags |= DIRTY;
-                line.dirtied = stamp;
+            self.flags[i] &= !EVICTING;
+            if !self.has(i, DIRTY) {
+                self.flags[i] |= DIRTY;
+                self.dirtied[i] = stamp;
                 self.dirty_fifo.push_front((lpn, stamp));
             }
         }
@@ -346,28 +385,33 @@ impl Cache {
     /// Drops a unit (TRIM). Evicting lines stay until their program finishes.
     pub fn trim(&mut self, lpn: u32) {
         if let Some(i) = self.find(lpn) {
-            let line = &mut self.lines[i];
-            if line.has(EVICTING) {
-                if line.has(DIRTY) {
-                    line.flags &= !DIRTY; // still counted until the program finishes
-                }
+            if self.has(i, EVICTING) {
+                // Still counted until the program finishes.
+                self.flags[i] &= !DIRTY;
                 return;
             }
-            if line.has(DIRTY) {
+            if self.has(i, DIRTY) {
                 self.dirty_units -= 1;
             }
-            if !line.has(FILLING) {
-                *line = Line::default();
+            if !self.has(i, FILLING) {
+                self.install(i, NO_LPN, 0, 0);
             }
         }
     }
 
     /// Checks the buffer accounting against the lines (tests).
     pub fn check_consistency(&self) -> Result<(), String> {
-        let buffered = self
-            .lines
-            .iter()
-            .filter(|l| l.has(VALID) && l.buffered())
+        if let Some(i) =
+            (0..self.tags.len()).find(|&i| (self.tags[i] != NO_LPN) != self.has(i, VALID))
+        {
+            return Err(format!(
+                "way {i}: tag {} disagrees with valid flag {}",
+                self.tags[i],
+                self.has(i, VALID)
+            ));
+        }
+        let buffered = (0..self.tags.len())
+            .filter(|&i| self.has(i, VALID) && self.buffered(i))
             .count() as u64;
         if buffered != self.dirty_units {
             return Err(format!(

@@ -34,7 +34,9 @@ pub mod flash;
 pub mod ftl;
 pub mod pcie;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 
 use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
@@ -198,7 +200,8 @@ pub struct Ssd {
     flash: Flash,
     cmds: Vec<Option<Cmd>>,
     free_cmds: Vec<u32>,
-    fills: HashMap<u32, Waiters>,
+    /// Flash reads in flight by LPN (a fast integer hash: this map is on every read miss).
+    fills: FxHashMap<u32, Waiters>,
     rows: Vec<Vec<(u32, u32)>>,
     free_rows: Vec<u32>,
     rows_in_flight: u32,
@@ -245,7 +248,7 @@ impl Ssd {
             flash,
             cmds: Vec::new(),
             free_cmds: Vec::new(),
-            fills: HashMap::new(),
+            fills: FxHashMap::default(),
             rows: Vec::new(),
             free_rows: Vec::new(),
             rows_in_flight: 0,
@@ -328,6 +331,11 @@ impl Ssd {
                 (self.cmds.len() - 1) as u32
             }
         };
+        if status == Status::Success && units > 0 {
+            // The command is looked up in the cache a few events from now: start the CPU's
+            // memory loads for its first set here so they are in by then.
+            self.cache.prefetch_set(first_lpn);
+        }
         self.submitted += 1;
         self.events
             .schedule(now + self.pcie.doorbell_ns, Ev::Doorbell { sqid, slot });

@@ -518,3 +518,43 @@ mod seeds {
         }
     }
 }
+
+/// Every system config in `examples/system/` loads and runs (cut to 100 ms), and the written-out
+/// default is the embedded one.
+#[test]
+fn every_system_example_loads_and_runs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/system");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/system exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 4,
+        "expected the system examples, found {files:?}"
+    );
+    for path in &files {
+        let mut cfg = SystemConfig::load(path).unwrap_or_else(|e| panic!("{e}"));
+        cfg.duration = engine::SimTime::from_ms(100);
+        let s = run(&cfg, &mut Silent).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(s.run.sim.ios > 0, "{}: no I/O in 100 ms", path.display());
+    }
+    let written = SystemConfig::load(&dir.join("default.toml")).unwrap();
+    let embedded = SystemConfig::embedded_default();
+    assert_eq!(written.seed, embedded.seed);
+    assert_eq!(written.duration, embedded.duration);
+    assert_eq!(written.alone, embedded.alone);
+    assert_eq!(
+        format!("{:?}", written.host),
+        format!("{:?}", embedded.host)
+    );
+    assert_eq!(
+        format!("{:?}", written.device),
+        format!("{:?}", embedded.device)
+    );
+    assert_eq!(
+        format!("{:?}", written.processes),
+        format!("{:?}", embedded.processes)
+    );
+}
