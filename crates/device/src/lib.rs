@@ -410,6 +410,11 @@ impl Ssd {
         self.cache.check_consistency()
     }
 
+    /// Command counters (cheap: no scan of the FTL, unlike [`stats`](Self::stats)).
+    pub fn command_stats(&self) -> &CommandStats {
+        &self.stats
+    }
+
     pub fn stats(&self) -> DeviceStats {
         let f = &self.ftl.stats;
         let host = f.host_units_programmed;

@@ -78,6 +78,7 @@ pub struct Metrics {
     refused_connections: Counter,
     rate_scale_ppm: Gauge,
     protocol_errors: Family<Labels, Counter>,
+    device_commands: Family<Labels, Counter>,
 }
 
 /// Per-tenant handles, held by the dataplane.
@@ -136,6 +137,7 @@ impl Metrics {
             refused_connections: Counter::default(),
             rate_scale_ppm: Gauge::default(),
             protocol_errors: Family::default(),
+            device_commands: Family::default(),
             registry: Mutex::new(Registry::default()),
         };
         registry.register(
@@ -218,6 +220,11 @@ impl Metrics {
             "Connections closed for malformed input or timeouts, by reason",
             m.protocol_errors.clone(),
         );
+        registry.register(
+            "device_commands",
+            "Commands an emulated volume's device model received, by the I/O class in their reserved field",
+            m.device_commands.clone(),
+        );
         *m.registry.lock().unwrap_or_else(|p| p.into_inner()) = registry;
         m
     }
@@ -262,6 +269,15 @@ impl Metrics {
 
     pub fn connection_refused(&self) {
         self.refused_connections.inc();
+    }
+
+    /// The counter of commands of `class` (`latency_critical` or `throughput`) that volume
+    /// `volume`'s device model received.
+    pub fn device_commands(&self, volume: &str, class: &str) -> Counter {
+        self.device_commands.get_or_create_owned(&vec![
+            ("volume".to_string(), volume.to_string()),
+            ("class".to_string(), class.to_string()),
+        ])
     }
 
     /// Publishes the closed loop's device rate scale.

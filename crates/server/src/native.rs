@@ -45,7 +45,7 @@ use crate::sched::{Flow, SchedShare};
 use crate::server::Shared;
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
 use crate::vrate::LatencyWindow;
-use crate::worker::{ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
+use crate::worker::{class_of, ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// A flow registered on this session.
 struct SessionFlow {
@@ -563,6 +563,7 @@ impl NativeSession {
             accounted_bytes: accounted,
             start_ns: ctx.now_ns,
             slo_p95_ns,
+            class: class_of(slo_p95_ns),
             window,
         };
         ctx.submit(core, flow, cost_op, len_bytes, req);

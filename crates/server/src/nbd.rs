@@ -417,6 +417,7 @@ fn request(
         accounted_bytes: accounted,
         start_ns: ctx.now_ns,
         slo_p95_ns: bound.slo_p95_ns,
+        class: crate::worker::class_of(bound.slo_p95_ns),
         window: bound.window.clone(),
     };
     ctx.submit(core, bound.flow, cost_op, cost_len, req);

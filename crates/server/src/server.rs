@@ -259,6 +259,15 @@ impl Shared {
             bump(&m.tokens_donated_mtok, t.donated_mtok);
             bump(&m.deficit_hits, t.deficit_hits);
         }
+        for v in &self.volumes {
+            if let Some([lc, tp]) = v.volume.device_commands_by_class() {
+                bump(
+                    &self.metrics.device_commands(&v.name, "latency_critical"),
+                    lc,
+                );
+                bump(&self.metrics.device_commands(&v.name, "throughput"), tp);
+            }
+        }
     }
 }
 

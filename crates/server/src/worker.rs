@@ -65,6 +65,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
+use engine::IoClass;
+
 use crate::backend::{Backend, Completion, StorageError, StorageOp, Submitted};
 use crate::buf::{BufPool, IoBuf};
 use crate::coalesce::Coalescer;
@@ -360,6 +362,9 @@ pub struct Req {
     pub start_ns: u64,
     /// The flow's p95 read-latency target (0: none), for SLO-miss counting.
     pub slo_p95_ns: u64,
+    /// The flow's I/O class (latency-critical flows are the ones with an SLO), passed to the
+    /// backend with the request.
+    pub class: IoClass,
     /// The flow's latency window when the closed loop measures it (LC flows, `vrate = "on"`).
     pub window: Option<Arc<crate::vrate::LatencyWindow>>,
 }
@@ -423,6 +428,16 @@ impl Ctx<'_> {
             && core.inflight_reqs < limits.max_inflight_requests
             && core.inflight_bytes < limits.max_inflight_bytes.0
             && self.shared.state() == RunState::Running
+    }
+}
+
+/// The I/O class of a flow: latency-critical flows are exactly those with an SLO (admission
+/// gives every LC flow one; best-effort flows have none).
+pub fn class_of(slo_p95_ns: u64) -> IoClass {
+    if slo_p95_ns > 0 {
+        IoClass::LatencyCritical
+    } else {
+        IoClass::Throughput
     }
 }
 
@@ -870,9 +885,9 @@ impl Worker {
             return;
         }
         let buf = req.buf.take().unwrap_or_else(IoBuf::empty);
-        let op = req.op;
+        let (op, class) = (req.op, req.class);
         let volume = req.volume.0 as usize;
-        match self.backends[volume].submit(id as u64, op, buf) {
+        match self.backends[volume].submit(id as u64, op, class, buf) {
             Submitted::Done(c) => self.complete(c, now),
             Submitted::Pending => {}
         }

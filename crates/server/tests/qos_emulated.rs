@@ -10,6 +10,7 @@
 mod common;
 
 use common::emulated_qos::*;
+use common::metric;
 use server::config::SchedulerMode;
 
 #[test]
@@ -20,6 +21,7 @@ fn lc_tenant_keeps_its_slo_under_a_be_write_flood_only_with_the_scheduler() {
         let server =
             server::start(server_config(&profile, scheduler, None, 100)).expect("server starts");
         let report = two_tenants(&server, 1_000_000_000, 2_500_000_000);
+        check_classes_reach_the_device(&server);
         server.shutdown();
         let (lc_p95, lc_reads, be_writes) = summary(&format!("scheduler {scheduler:?}"), &report);
         assert!(lc_reads > LC_IOPS, "LC got {lc_reads} reads through");
@@ -41,5 +43,41 @@ fn lc_tenant_keeps_its_slo_under_a_be_write_flood_only_with_the_scheduler() {
     assert!(
         be_without > be_with,
         "the scheduler throttles BE writes ({be_with:.0}/s with, {be_without:.0}/s without)"
+    );
+}
+
+/// Every request of the LC tenant reached the device model as a latency-critical command, and
+/// every BE request as a throughput one (the class rides in the command's reserved field).
+fn check_classes_reach_the_device(server: &server::ServerHandle) {
+    let shared = server.shared();
+    shared.refresh_token_metrics();
+    let text = shared.metrics.encode_text();
+    let device = |class: &str| {
+        metric(
+            &text,
+            &format!("ullstack_device_commands_total{{volume=\"vol\",class=\"{class}\"}}"),
+        )
+    };
+    let requests = |tenant: &str, op: &str| {
+        metric(
+            &text,
+            &format!("ullstack_tenant_requests_total{{tenant=\"{tenant}\",op=\"{op}\"}}"),
+        )
+    };
+    let (lc_dev, tp_dev) = (device("latency_critical"), device("throughput"));
+    let (lc_reads, be_writes) = (requests("lc", "read"), requests("be", "write"));
+    assert!(
+        lc_reads > 0 && be_writes > 0,
+        "both tenants did I/O:\n{text}"
+    );
+    // Requests still in flight when the counters were read were sent but are not yet counted.
+    let in_flight_slack = 1_000;
+    assert!(
+        (lc_reads..=lc_reads + in_flight_slack).contains(&lc_dev),
+        "{lc_dev} latency-critical device commands for {lc_reads} LC reads"
+    );
+    assert!(
+        (be_writes..=be_writes + in_flight_slack).contains(&tp_dev),
+        "{tp_dev} throughput device commands for {be_writes} BE writes"
     );
 }

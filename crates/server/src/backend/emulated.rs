@@ -52,9 +52,9 @@
 //! or after that time hands the buffer back and the reply goes out.
 //!
 //! # What it leaves out
-//! The tenant's class in the command (every command is `IoClass::Throughput`: the dataplane
-//! does not pass the class to backends), integrity versions, and the model's statistics on the
-//! metrics endpoint. Timing is only as truthful as the host keeps up: a worker descheduled for
+//! Integrity versions and the model's statistics on the metrics endpoint. (The flow's class
+//! does reach the model: each command carries it in its reserved field, so a device config with
+//! class-aware mechanisms treats latency-critical tenants' I/O as such.) Timing is only as truthful as the host keeps up: a worker descheduled for
 //! 1 ms delivers the completions due in that millisecond late (never early).
 //!
 //! # Config keys
@@ -221,6 +221,12 @@ impl Volume for EmulatedVolume {
         "emulated"
     }
 
+    fn device_commands_by_class(&self) -> Option<[u64; 2]> {
+        let model = self.lock();
+        let c = model.ssd.command_stats();
+        Some([c.latency_critical, c.throughput])
+    }
+
     fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError> {
         let sqid = {
             let mut model = self.lock();
@@ -257,6 +263,7 @@ impl Volume for EmulatedVolume {
 struct Slot {
     tag: u64,
     op: StorageOp,
+    class: IoClass,
     buf: IoBuf,
 }
 
@@ -277,9 +284,10 @@ pub struct EmulatedBackend {
 
 impl EmulatedBackend {
     fn command(&self, slot: u32) -> NvmeCommand {
-        let op = self.slots[slot as usize]
-            .as_ref()
-            .map(|s| (s.op, s.buf.len() as u64));
+        let (op, class) = match self.slots[slot as usize].as_ref() {
+            Some(s) => (Some((s.op, s.buf.len() as u64)), s.class),
+            None => (None, IoClass::Throughput),
+        };
         let (io_op, offset_bytes, len_bytes) = match op {
             Some((StorageOp::Read { offset_bytes }, len)) => (IoOp::Read, offset_bytes, len),
             Some((StorageOp::Write { offset_bytes, .. }, len)) => (IoOp::Write, offset_bytes, len),
@@ -305,7 +313,7 @@ impl EmulatedBackend {
             // one command's 32-bit sector count is cut to it (timing only; the store has the
             // whole range).
             sectors: u32::try_from(len_bytes.div_ceil(SECTOR_BYTES)).unwrap_or(u32::MAX),
-            class: IoClass::Throughput,
+            class,
             hint: Hint::None,
             version: 0,
         }
@@ -355,7 +363,7 @@ impl EmulatedBackend {
 }
 
 impl Backend for EmulatedBackend {
-    fn submit(&mut self, tag: u64, op: StorageOp, mut buf: IoBuf) -> Submitted {
+    fn submit(&mut self, tag: u64, op: StorageOp, class: IoClass, mut buf: IoBuf) -> Submitted {
         if let Err(e) = self.volume.store.execute(op, &mut buf) {
             return Submitted::Done(Completion {
                 tag,
@@ -363,7 +371,12 @@ impl Backend for EmulatedBackend {
                 buf,
             });
         }
-        let slot = Slot { tag, op, buf };
+        let slot = Slot {
+            tag,
+            op,
+            class,
+            buf,
+        };
         let index = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(slot);
@@ -549,7 +562,7 @@ mod tests {
             fua: Fua::No,
         };
         assert!(matches!(
-            backends[0].submit(1, w, buf_with(&data)),
+            backends[0].submit(1, w, IoClass::Throughput, buf_with(&data)),
             Submitted::Pending
         ));
         let done = run(&CLOCK, &mut backends, 1);
@@ -562,7 +575,7 @@ mod tests {
             offset_bytes: 3 << 20,
         };
         assert!(matches!(
-            backends[0].submit(2, r, read_buf(4096)),
+            backends[0].submit(2, r, IoClass::Throughput, read_buf(4096)),
             Submitted::Pending
         ));
         let done = run(&CLOCK, &mut backends, 1);
@@ -577,7 +590,7 @@ mod tests {
         let r = StorageOp::Read {
             offset_bytes: 1 << 20,
         };
-        backends[0].submit(3, r, read_buf(8192));
+        backends[0].submit(3, r, IoClass::Throughput, read_buf(8192));
         let done = run(&CLOCK, &mut backends, 1);
         assert_eq!(
             done[0].0.buf.as_slice(),
@@ -607,7 +620,7 @@ mod tests {
                 offset_bytes: i * 4096 * 17,
             };
             assert!(matches!(
-                backends[0].submit(i, op, read_buf(4096)),
+                backends[0].submit(i, op, IoClass::Throughput, read_buf(4096)),
                 Submitted::Pending
             ));
         }
@@ -650,7 +663,7 @@ mod tests {
             let op = StorageOp::Read {
                 offset_bytes: i * 65536,
             };
-            backends[(i % 2) as usize].submit(i, op, read_buf(4096));
+            backends[(i % 2) as usize].submit(i, op, IoClass::Throughput, read_buf(4096));
         }
         backends[0].commit();
         backends[1].commit();
@@ -690,12 +703,22 @@ mod tests {
                 .unwrap(),
         );
         let mut a = v.clone().attach().unwrap();
-        a.submit(1, StorageOp::Read { offset_bytes: 0 }, read_buf(4096));
+        a.submit(
+            1,
+            StorageOp::Read { offset_bytes: 0 },
+            IoClass::Throughput,
+            read_buf(4096),
+        );
         a.commit();
         // A clock read that is older than the model's time (another worker read it just
         // before): the model stays at its own time instead of panicking or going back.
         CLOCK.store(10, Ordering::SeqCst);
-        a.submit(2, StorageOp::Read { offset_bytes: 4096 }, read_buf(4096));
+        a.submit(
+            2,
+            StorageOp::Read { offset_bytes: 4096 },
+            IoClass::Throughput,
+            read_buf(4096),
+        );
         a.commit();
         let mut out = Vec::new();
         a.poll(0, &mut out);

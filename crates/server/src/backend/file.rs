@@ -40,6 +40,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
+use engine::IoClass;
 use io_uring::{opcode, types, IoUring};
 
 use super::{
@@ -452,7 +453,7 @@ impl FileBackend {
 }
 
 impl Backend for FileBackend {
-    fn submit(&mut self, tag: u64, op: StorageOp, buf: IoBuf) -> Submitted {
+    fn submit(&mut self, tag: u64, op: StorageOp, _class: IoClass, buf: IoBuf) -> Submitted {
         let slot = Slot {
             tag,
             op,
@@ -516,7 +517,7 @@ mod tests {
     }
 
     fn run(backend: &mut dyn Backend, tag: u64, op: StorageOp, buf: IoBuf) -> Completion {
-        match backend.submit(tag, op, buf) {
+        match backend.submit(tag, op, IoClass::Throughput, buf) {
             Submitted::Done(c) => c,
             Submitted::Pending => {
                 backend.commit();
@@ -627,6 +628,7 @@ mod tests {
                         offset_bytes: i * 4096,
                         fua: Fua::No
                     },
+                    IoClass::Throughput,
                     w
                 ),
                 Submitted::Pending

@@ -21,6 +21,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, RwLock};
 
+use engine::IoClass;
+
 use super::{Backend, BackendError, Caps, Completion, StorageError, StorageOp, Submitted, Volume};
 use crate::buf::IoBuf;
 
@@ -199,7 +201,7 @@ pub struct MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
-    fn submit(&mut self, tag: u64, op: StorageOp, mut buf: IoBuf) -> Submitted {
+    fn submit(&mut self, tag: u64, op: StorageOp, _class: IoClass, mut buf: IoBuf) -> Submitted {
         let result = self.volume.execute(op, &mut buf);
         Submitted::Done(Completion { tag, result, buf })
     }

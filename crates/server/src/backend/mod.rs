@@ -45,6 +45,8 @@ pub mod memory;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+use engine::IoClass;
+
 use crate::buf::IoBuf;
 use crate::config::{BackendConfig, VolumeConfig};
 
@@ -129,8 +131,10 @@ pub struct Caps {
 /// A backend as one worker sees it.
 pub trait Backend: Send {
     /// Starts an operation. `buf` holds the write payload or receives the read data (its length
-    /// is the request length); for Flush/Trim/WriteZeroes it is empty.
-    fn submit(&mut self, tag: u64, op: StorageOp, buf: IoBuf) -> Submitted;
+    /// is the request length); for Flush/Trim/WriteZeroes it is empty. `class` is the I/O class
+    /// of the flow the request came on (latency-critical flows have an SLO); a backend that
+    /// models a device passes it on in the command, as a host with the class attribute would.
+    fn submit(&mut self, tag: u64, op: StorageOp, class: IoClass, buf: IoBuf) -> Submitted;
     /// Pushes everything queued since the last call to the device (one syscall per step).
     fn commit(&mut self) {}
     /// Collects finished operations into `out`; `now_ns` drives time-based backends.
@@ -155,6 +159,11 @@ pub trait Volume: Send + Sync {
     fn kind(&self) -> &'static str;
     /// A per-worker handle (its own io_uring for file volumes).
     fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError>;
+    /// Commands the volume's device model has received, `[latency-critical, throughput]`, for
+    /// volumes backed by a model (`None` for real storage).
+    fn device_commands_by_class(&self) -> Option<[u64; 2]> {
+        None
+    }
 }
 
 /// Why a volume could not be opened.
