@@ -59,10 +59,11 @@
 //!   published loop) costs the same tokens; a sleeping one costs nothing.
 //! * **The line walk** visits only as many BE tenants as the bucket can serve, plus one.
 //!
-//! Measured (`cargo test -p qos --release --test bench -- --ignored --nocapture`, 10 000 tenants
+//! Measured (`cargo bench -p qos --bench ten_thousand_tenants`, 10 000 tenants
 //! on one worker — 5 000 LC open-loop, 5 000 BE backlogged — on a shared 2-core machine):
-//! about 1 µs per round with rounds 10 µs apart (0.7–1.1 M rounds/s, 3–5 M requests scheduled/s
-//! including the benchmark's own enqueueing), 40–65 ns per idle round; an earlier version that
+//! about 1–2.3 µs per round with rounds 10 µs apart (0.44–1.1 M rounds/s, 1.9–5 M requests
+//! scheduled/s including the benchmark's own enqueueing; the range is across sessions on this
+//! VM), 27–65 ns per idle round; an earlier version that
 //! visited every backlogged tenant every round, as published, took ~190 µs per round.
 //!
 //! # Tenants on several workers
