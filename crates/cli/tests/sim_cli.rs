@@ -139,3 +139,77 @@ fn impossible_geometry_and_unknown_keys_in_a_device_file_are_named() {
         &["cache.wayz"],
     );
 }
+
+/// `ullstack sim` with no run arguments: the embedded apache + pagerank default and apache
+/// alone, with the four reports the README promises and the documented summary.json.
+#[test]
+fn the_embedded_default_prints_its_reports_and_writes_the_system_summary() {
+    let out = scratch("default");
+    let o = ullstack()
+        .args(["sim", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let table = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "online services",
+        "apache               co-run",
+        "apache               alone",
+        "offline jobs",
+        "pagerank",
+        "CPU utilization by category",
+        "latency-critical I/O: mean time per request in each layer",
+        "sw queue",
+        "blk compl",
+    ] {
+        assert!(table.contains(needle), "`{needle}` missing from:\n{table}");
+    }
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for run in [&s, &s["alone"]] {
+        assert!(run["sim"]["simulated_ns"].as_u64().unwrap() >= 10_000_000_000);
+        let apache = run["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "apache")
+            .expect("apache in processes");
+        assert_eq!(apache["profile"], "apache");
+        assert_eq!(apache["class"], "latency-critical");
+        assert_eq!(apache["kind"], "online");
+        assert!(apache["requests"].as_u64().unwrap() > 1000);
+        for key in ["mean", "p50", "p95", "p99", "p99_9", "max"] {
+            assert!(
+                apache["response_time_ns"][key].as_u64().unwrap() > 0,
+                "response_time_ns.{key}"
+            );
+        }
+        for key in ["user", "idle", "irq", "blk", "nvme", "busy_pct"] {
+            assert!(run["cpu"][key].is_number(), "cpu.{key}: {}", run["cpu"]);
+        }
+        assert!(run["breakdown_ns"].is_object(), "breakdown_ns");
+    }
+    let pagerank = s["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "pagerank")
+        .expect("pagerank in the co-run");
+    assert_eq!(pagerank["kind"], "offline");
+    assert_eq!(pagerank["class"], "throughput");
+    assert!(pagerank["instructions_per_sec"].as_f64().unwrap() > 1e9);
+    assert!(pagerank["ios"].as_u64().unwrap() > 0);
+    assert!(
+        s["alone"]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["name"] != "pagerank"),
+        "the alone run holds apache only"
+    );
+}
