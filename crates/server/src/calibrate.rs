@@ -83,6 +83,8 @@ const WRITE_COST_MAX_MTOK: u64 = 1_000_000;
 const SPREAD_TOLERANCE_PCT: u64 = 2;
 /// Bytes of every calibration request.
 const REQUEST_BYTES: u64 = 4096;
+/// Most 10 % reductions the verification pass applies to one point before giving up on it.
+const VERIFY_MAX_STEPS: u32 = 20;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -427,6 +429,15 @@ fn tokens_per_sec(iops: u64, read_pct: u8, write_cost_mtok: u64) -> u64 {
     (mtok / 100 / u128::from(qos::cost::MTOK_PER_TOKEN)) as u64
 }
 
+/// I/Os per second at `read_pct` % reads that spend `tokens_per_sec` (the inverse of
+/// [`tokens_per_sec`]).
+fn iops_at(tokens_per_sec: u64, read_pct: u8, write_cost_mtok: u64) -> u64 {
+    let per_io_mtok = (u64::from(read_pct) * qos::cost::READ_COST_MTOK
+        + u64::from(100 - read_pct) * write_cost_mtok)
+        / 100;
+    tokens_per_sec * qos::cost::MTOK_PER_TOKEN / per_io_mtok.max(1)
+}
+
 /// Measures `device` and builds its profile (see the module essay for the method).
 pub fn calibrate(
     device: &DeviceConfig,
@@ -526,6 +537,32 @@ pub fn calibrate(
     for v in [&mut mixed_rates, &mut ro_iops] {
         for i in 1..v.len() {
             v[i] = v[i].max(v[i - 1]);
+        }
+    }
+    // Verify each point as the scheduler will use it: its token rate, turned into I/Os at each
+    // mix with the fitted write cost, must keep the device's p95 within the point's target. The
+    // search met the headroom limit at each mix's own rate, but a point takes the lowest mix's
+    // rate through a fitted weight, the smoothing above may lift it, and near the TLC cliff p95
+    // is not monotonic in load. A point that fails is lowered by 10 % until it passes; the
+    // points below it are lowered with it so rates still grow with the target.
+    for k in (0..mixed_rates.len()).rev() {
+        if k + 1 < mixed_rates.len() {
+            mixed_rates[k] = mixed_rates[k].min(mixed_rates[k + 1]);
+        }
+        let target = config.targets_ns[usable[k]];
+        let mut steps = 0;
+        loop {
+            let mut worst = 0;
+            for r in &mixed {
+                let iops = iops_at(mixed_rates[k], r.read_pct, write_cost_mtok);
+                worst = worst.max(probe(device, config, r.read_pct, iops.max(1))?.p95_read_ns);
+                probes += 1;
+            }
+            if worst <= target || steps == VERIFY_MAX_STEPS || mixed_rates[k] <= 1 {
+                break;
+            }
+            mixed_rates[k] = mixed_rates[k] * 9 / 10;
+            steps += 1;
         }
     }
     let mut ratios: Vec<u64> = mixed_rates

@@ -929,7 +929,9 @@ impl Worker {
         conn.core.inflight_reqs -= 1;
         conn.core.inflight_bytes -= req.accounted_bytes;
         let m = &self.shared.tenant_metrics[req.tenant.0 as usize];
-        let latency_ns = now.saturating_sub(req.start_ns);
+        // A fresh clock read: `now` is the step's start, which is also the request's start
+        // when it completes within the step it was read in (memory backend, cached file I/O).
+        let latency_ns = now_ns().max(now).saturating_sub(req.start_ns);
         let ok = c.result.is_ok();
         if ok {
             match req.op {

@@ -205,6 +205,20 @@ fn admin_metrics_count_tenant_io_tokens_and_worker_loops() {
         ),
         5
     );
+    // Latency is measured from decode to the reply, not from one loop step's clock to itself:
+    // even memory-backed reads take a measurable time.
+    let read_latency_sum: f64 = text
+        .lines()
+        .find(|l| {
+            l.starts_with("ullstack_tenant_latency_seconds_sum{tenant=\"alice\",op=\"read\"}")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("read latency sum exported");
+    assert!(
+        read_latency_sum > 0.0,
+        "5 reads took {read_latency_sum} s in all"
+    );
     // Reflex-a prices: a 4 KiB write 10 tokens, an 8 KiB read 2 tokens (mixed load).
     let spent = metric(
         &text,
