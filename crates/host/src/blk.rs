@@ -692,6 +692,156 @@ mod tests {
         assert_eq!(order, vec![R, R, W, R, R, W, R, R]);
     }
 
+    /// Submits one bio and moves the plug into the queue (as `unplug` does).
+    fn queue_one(b: &mut Blk, op: IoOp, sector: u64) -> u32 {
+        let mut plug = Vec::new();
+        let bio = b.new_bio(
+            op,
+            IoClass::Throughput,
+            sector,
+            8,
+            BioOwner::Direct { thread: 0 },
+        );
+        b.submit_bio(SimTime(0), SimTime(0), bio, &mut plug, 0);
+        for &r in &plug {
+            b.insert(SimTime(0), r);
+        }
+        plug.first().copied().unwrap_or(NIL)
+    }
+
+    /// The device completes `r` (it must be dispatched): the request and its tag are free.
+    fn complete(b: &mut Blk, r: u32) {
+        b.reqs[r as usize].state = ReqState::InDevice;
+        b.on_cqe(SimTime(2), r);
+        b.finish_request(SimTime(2), r);
+    }
+
+    #[test]
+    fn kyber_dispatches_reads_ahead_of_queued_writes_and_caps_writes_in_flight() {
+        let dispatch_order = |scheduler: Scheduler| {
+            let mut cfg = HostConfig::preset("arm8").unwrap().blk;
+            cfg.merges = Merges::Off;
+            cfg.scheduler = scheduler;
+            cfg.kyber_write_depth = 2;
+            let mut b = Blk::new(&cfg, 1, 64, 63);
+            for i in 0..4u64 {
+                queue_one(&mut b, IoOp::Write, 10_000 + i * 100);
+            }
+            for i in 0..3u64 {
+                queue_one(&mut b, IoOp::Read, i * 100);
+            }
+            let mut order = Vec::new();
+            while let Some(r) = b.pick_dispatch(SimTime(1), 0) {
+                order.push(r);
+            }
+            (b, order)
+        };
+        use IoOp::{Read as R, Write as W};
+        let ops = |b: &Blk, order: &[u32]| -> Vec<IoOp> {
+            order.iter().map(|&r| b.reqs[r as usize].op).collect()
+        };
+        // `none`: FIFO, the reads wait behind every write queued before them.
+        let (b, order) = dispatch_order(Scheduler::None);
+        assert_eq!(ops(&b, &order), vec![W, W, W, W, R, R, R]);
+        // kyber: the reads go first; only `kyber_write_depth` writes are in flight even though
+        // 63 driver tags are free.
+        let (mut b, order) = dispatch_order(Scheduler::Kyber);
+        assert_eq!(ops(&b, &order), vec![R, R, R, W, W]);
+        assert_eq!(b.hctxs[0].tags_used, 5);
+        assert_eq!(
+            b.hctxs[0].queued(),
+            2,
+            "two writes wait for the write domain"
+        );
+        // A write completing frees a slot in the write domain: the next write goes.
+        let first_write = order[3];
+        complete(&mut b, first_write);
+        let next = b
+            .pick_dispatch(SimTime(3), 0)
+            .expect("a write slot is free");
+        assert_eq!(b.reqs[next as usize].op, W);
+        assert_eq!(b.pick_dispatch(SimTime(3), 0), None);
+        // A read arriving now still goes ahead of the last queued write.
+        let read = queue_one(&mut b, IoOp::Read, 5_000);
+        assert_eq!(b.pick_dispatch(SimTime(4), 0), Some(read));
+    }
+
+    #[test]
+    fn same_lba_bios_ride_along_only_when_enabled() {
+        let submit_same_lba = |merges: Merges| {
+            let mut b = blk(merges, Scheduler::None);
+            let mut plug = Vec::new();
+            let owner = BioOwner::Direct { thread: 0 };
+            for i in 0..4u64 {
+                let bio = b.new_bio(IoOp::Write, IoClass::Throughput, 800, 8, owner);
+                b.submit_bio(SimTime(i), SimTime(i), bio, &mut plug, 0);
+            }
+            // A read of the same range never rides along with a write.
+            let bio = b.new_bio(IoOp::Read, IoClass::Throughput, 800, 8, owner);
+            b.submit_bio(SimTime(5), SimTime(5), bio, &mut plug, 0);
+            // Nor does a write of an overlapping but different range.
+            let bio = b.new_bio(IoOp::Write, IoClass::Throughput, 800, 16, owner);
+            b.submit_bio(SimTime(6), SimTime(6), bio, &mut plug, 0);
+            (b, plug)
+        };
+        let (off, plug_off) = submit_same_lba(Merges::Adjacent);
+        assert_eq!(plug_off.len(), 6);
+        assert_eq!(off.stats.throughput.same_lba_merges, 0);
+        let (on, plug_on) = submit_same_lba(Merges::AdjacentAndSameLba);
+        assert_eq!(
+            plug_on.len(),
+            3,
+            "4 writes → 1 request, + the read, + the 16-sector write"
+        );
+        assert_eq!(on.stats.throughput.same_lba_merges, 3);
+        let r = &on.reqs[plug_on[0] as usize];
+        assert_eq!(
+            (r.sector, r.sectors, r.bios),
+            (800, 8, 4),
+            "the range does not grow"
+        );
+        // It also finds a queued (unplugged) request, not only the plug.
+        let mut b = blk(Merges::AdjacentAndSameLba, Scheduler::None);
+        let r = queue_one(&mut b, IoOp::Write, 4_000);
+        let bio = b.new_bio(
+            IoOp::Write,
+            IoClass::Throughput,
+            4_000,
+            8,
+            BioOwner::Direct { thread: 1 },
+        );
+        let mut plug = Vec::new();
+        assert_eq!(
+            b.submit_bio(SimTime(1), SimTime(1), bio, &mut plug, 0),
+            SubmitOutcome::Merged { req: r }
+        );
+    }
+
+    #[test]
+    fn merge_search_counts_plug_and_queue_up_to_the_scan_limit() {
+        let mut b = blk(Merges::Adjacent, Scheduler::None);
+        assert_eq!(b.merge_candidates(&[], 0), 0);
+        for i in 0..12u64 {
+            queue_one(&mut b, IoOp::Write, i * 1_000);
+        }
+        assert_eq!(b.hctxs[0].queued(), 12);
+        assert_eq!(
+            b.merge_candidates(&[1, 2, 3], 0),
+            3 + 8,
+            "8 = merge_scan_requests"
+        );
+        assert_eq!(b.merge_candidates(&[0; 10], 0), 8 + 8);
+        assert_eq!(
+            b.merge_candidates(&[0; 10], 1),
+            8,
+            "another queue's requests"
+        );
+        b.cfg.merge_scan_requests = 2;
+        assert_eq!(b.merge_candidates(&[0; 10], 0), 2 + 2);
+        b.cfg.merges = Merges::Off;
+        assert_eq!(b.merge_candidates(&[0; 10], 0), 0, "no merging, no search");
+    }
+
     #[test]
     fn tags_bound_dispatch_and_allocation() {
         let mut b = blk(Merges::Off, Scheduler::None);

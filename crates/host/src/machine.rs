@@ -2305,3 +2305,146 @@ fn arrival_gap_of(spec: RateSpec, rng: &mut SimRng) -> u64 {
 fn arrival_gap(spec: &ProcessSpec, rng: &mut SimRng) -> u64 {
     arrival_gap_of(spec.clone_rate(), rng)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::Arrivals;
+    use workload::{IoSizeModel, JobFile};
+
+    /// A device that completes every command `latency_ns` after its doorbell, in order: enough
+    /// to drive the host alone and see when each command left it.
+    struct FixedLatencyDevice {
+        latency_ns: u64,
+        /// Interrupts enabled, by queue id.
+        interrupts: Vec<bool>,
+        pending: VecDeque<DeviceCqe>,
+        commands: Vec<HostCommand>,
+    }
+
+    impl FixedLatencyDevice {
+        fn new(host: &Host, latency_ns: u64) -> Self {
+            let mut interrupts = vec![false; host.queue_pairs().len() + 1];
+            for qp in host.queue_pairs() {
+                interrupts[qp.cqid as usize] = qp.interrupts;
+            }
+            FixedLatencyDevice {
+                latency_ns,
+                interrupts,
+                pending: VecDeque::new(),
+                commands: Vec::new(),
+            }
+        }
+
+        /// Advances host and device through every event before `until` (all, if `None`).
+        fn run(&mut self, host: &mut Host, until: Option<SimTime>) {
+            let mut issued = Vec::new();
+            loop {
+                let td = self.pending.front().map(|c| c.at);
+                let th = host.next_event_time();
+                let next = match (td, th) {
+                    (None, None) => return,
+                    (Some(d), Some(h)) => d.min(h),
+                    (d, h) => d.or(h).expect("one of them is some"),
+                };
+                if until.is_some_and(|u| next >= u) {
+                    return;
+                }
+                if td == Some(next) {
+                    let cqe = self.pending.pop_front().expect("peeked");
+                    host.deliver(cqe);
+                    continue;
+                }
+                host.step();
+                host.take_commands(&mut issued);
+                for c in issued.drain(..) {
+                    self.pending.push_back(DeviceCqe {
+                        at: c.at + self.latency_ns,
+                        cqid: c.sqid,
+                        cid: c.cid,
+                        success: true,
+                        interrupt: self.interrupts[c.sqid as usize],
+                        write_buffer_pct: 0,
+                    });
+                    self.commands.push(c);
+                }
+            }
+        }
+    }
+
+    fn fio_process(job: &str, host: &HostConfig) -> ProcessSpec {
+        let jobs = JobFile::parse_fio(job, "test.fio").unwrap().jobs;
+        ProcessSpec {
+            name: "fio".into(),
+            workload: Workload::Fio {
+                jobs,
+                source: "test.fio".into(),
+            },
+            class: IoClass::Throughput,
+            threads: 1,
+            requests_per_sec: 1,
+            arrivals: Arrivals::Fixed,
+            instructions_per_request: 0,
+            buffering: Buffering::Buffered,
+            io_size: IoSizeModel::Fixed,
+            io_gaps: IoGaps::Fixed,
+            file_bytes: host.app.file_bytes,
+            fsync_every_writes: 0,
+        }
+    }
+
+    /// A buffered writer dirties 16 pages (far below `dirty_background_ratio`) and exits: the
+    /// periodic flush writes them back at its first wake-up after they are `dirty_expire` old,
+    /// and not at any earlier wake-up.
+    #[test]
+    fn expired_dirty_pages_are_written_back_by_the_periodic_flush_and_not_before() {
+        const EXPIRE_NS: u64 = 200_000_000;
+        const INTERVAL_NS: u64 = 50_000_000;
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.pagecache.dirty_expire_ns = EXPIRE_NS;
+        cfg.pagecache.dirty_writeback_interval_ns = INTERVAL_NS;
+        let job = "[w]\nioengine=psync\ndirect=0\nbs=4k\nrw=write\nsize=64k\n";
+        let procs = vec![fio_process(job, &cfg)];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(400), 1 << 40).unwrap();
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+
+        dev.run(&mut host, Some(SimTime::from_ms(1)));
+        let pc = host.pagecache_stats();
+        assert_eq!(pc.throughput.pages_dirtied, 16, "{pc:?}");
+        assert_eq!(pc.dirty_pages, 16);
+        assert!(
+            pc.dirty_pages * 100 < pc.capacity_pages,
+            "well under the 3 % background threshold"
+        );
+        let dirtied_at = host.pc.files[0].dirtied_at.expect("the file is dirty");
+        assert!(dirtied_at < SimTime::from_ms(1));
+
+        // Every wake-up up to and including the one at 200 ms finds the data younger than
+        // dirty_expire: nothing is written.
+        dev.run(&mut host, Some(SimTime(EXPIRE_NS + 1)));
+        assert!(dev.commands.is_empty(), "{:?}", dev.commands);
+        let pc = host.pagecache_stats();
+        assert_eq!((pc.dirty_pages, pc.throughput.pages_written_back), (16, 0));
+        assert_eq!(pc.writeback_waves, 0);
+
+        // The 250 ms wake-up finds it expired and writes all of it back.
+        dev.run(&mut host, None);
+        let first = dev
+            .commands
+            .first()
+            .expect("the expired pages were written");
+        let tick = SimTime(EXPIRE_NS + INTERVAL_NS);
+        assert!(
+            first.at >= tick && first.at < tick + 1_000_000,
+            "write-back at {} ns",
+            first.at.as_ns()
+        );
+        assert!(dev.commands.iter().all(|c| c.op == IoOp::Write));
+        let sectors: u64 = dev.commands.iter().map(|c| c.sectors as u64).sum();
+        assert_eq!(sectors, 16 * SECTORS_PER_PAGE);
+        let report = host.finish().unwrap();
+        let pc = &report.pagecache;
+        assert_eq!((pc.dirty_pages, pc.throughput.pages_written_back), (0, 16));
+        assert_eq!(pc.writeback_waves, 1);
+    }
+}

@@ -558,3 +558,213 @@ fn every_system_example_loads_and_runs() {
         format!("{:?}", embedded.processes)
     );
 }
+
+/// Writes `files` (name, text) into a fresh temporary folder for one test.
+fn scratch_dir(test: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ullstack-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    dir
+}
+
+fn run_in(dir: &Path, text: &str) -> SystemSummary {
+    let cfg = SystemConfig::parse(text, "test.toml", dir).unwrap();
+    run(&cfg, &mut Silent).unwrap()
+}
+
+#[test]
+fn kyber_lets_reads_overtake_queued_writes() {
+    // One driver tag per queue (queue_depth 2) and 7 requests: a QD7 random read/write job
+    // keeps ~6 requests waiting in its hardware queue. FIFO makes each read wait behind the
+    // writes queued before it; kyber dispatches queued reads first.
+    let dir = scratch_dir(
+        "kyber",
+        &[(
+            "mix.fio",
+            "[mix]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randrw\nrwmixread=50\niodepth=7\nnorandommap\nnumber_ios=4000\n",
+        )],
+    );
+    let mk = |scheduler: &str| {
+        run_in(
+            &dir,
+            &format!(
+                "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[host.nvme]\nqueue_depth = 2\n[host.blk]\nscheduler = \"{scheduler}\"\nnr_requests = 7\n[[process]]\nfio = \"mix.fio\"\n"
+            ),
+        )
+    };
+    let fifo = mk("none");
+    let kyber = mk("kyber");
+    let (f, k) = (&fifo.run.jobs[0], &kyber.run.jobs[0]);
+    assert_eq!(f.read.ios + f.write.ios, 4000);
+    assert_eq!((k.read.ios, k.write.ios), (f.read.ios, f.write.ios));
+    assert!(
+        fifo.run.host.blk.deferred_dispatches > 1000,
+        "requests wait in the queue"
+    );
+    assert!(
+        2 * k.read.latency_ns.mean < f.read.latency_ns.mean,
+        "read mean: kyber {} ns vs none {} ns",
+        k.read.latency_ns.mean,
+        f.read.latency_ns.mean
+    );
+    assert!(k.read.latency_ns.p99 < f.read.latency_ns.p99);
+    // The writes pay for it.
+    assert!(
+        k.write.latency_ns.mean > f.write.latency_ns.mean,
+        "write mean: kyber {} ns vs none {} ns",
+        k.write.latency_ns.mean,
+        f.write.latency_ns.mean
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn same_lba_merging_turns_repeated_writes_into_fewer_commands() {
+    // QD7 direct writes all to the file's first 4 KiB, one driver tag: while one write is in
+    // the device the next ones queue, and with same-LBA merging they ride along with the
+    // queued one instead of each becoming a command.
+    let dir = scratch_dir(
+        "samelba",
+        &[(
+            "hot.fio",
+            "[hot]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randwrite\nsize=4k\niodepth=7\nnorandommap\nnumber_ios=2000\ntime_based\nruntime=10s\n",
+        )],
+    );
+    let mk = |merges: &str| {
+        run_in(
+            &dir,
+            &format!(
+                "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[host.nvme]\nqueue_depth = 2\n[host.blk]\nmerges = \"{merges}\"\nnr_requests = 7\n[[process]]\nfio = \"hot.fio\"\n"
+            ),
+        )
+    };
+    let off = mk("adjacent");
+    let on = mk("adjacent-and-same-lba");
+    let (boff, bon) = (&off.run.host.blk.throughput, &on.run.host.blk.throughput);
+    for s in [&off, &on] {
+        assert_eq!(s.run.jobs[0].write.ios, 2000, "every write completed");
+        let b = &s.run.host.blk.throughput;
+        assert_eq!(b.bios, 2000);
+        assert_eq!(s.run.device.commands.writes, b.requests);
+    }
+    assert_eq!((boff.requests, boff.same_lba_merges), (2000, 0));
+    assert_eq!(bon.requests + bon.same_lba_merges, 2000);
+    assert!(
+        2 * bon.requests < boff.requests,
+        "same-LBA merging: {} commands vs {}",
+        bon.requests,
+        boff.requests
+    );
+    assert_eq!(
+        bon.write_bytes,
+        bon.requests * 4096,
+        "ride-alongs add no bytes"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn direct_io_bypasses_the_page_cache() {
+    // A sequential reader and a sequential writer, the same jobs with direct=1 and direct=0.
+    let job = |rw: &str, direct: u32| {
+        format!("[{rw}]\nioengine=psync\ndirect={direct}\nbs=16k\nrw={rw}\nnumber_ios=300\n")
+    };
+    let mk = |direct: u32| {
+        let (r, w) = (job("read", direct), job("write", direct));
+        let dir = scratch_dir(&format!("direct{direct}"), &[("r.fio", &r), ("w.fio", &w)]);
+        let s = run_in(
+            &dir,
+            "seed = 1\nduration_ms = 200\n[host]\npreset = \"x86-4\"\n[[process]]\nfio = \"r.fio\"\n[[process]]\nfio = \"w.fio\"\n",
+        );
+        std::fs::remove_dir_all(&dir).ok();
+        s
+    };
+    let direct = mk(1);
+    let buffered = mk(0);
+    for s in [&direct, &buffered] {
+        let ios: Vec<u64> = s
+            .run
+            .jobs
+            .iter()
+            .map(|j| j.read.ios + j.write.ios)
+            .collect();
+        assert_eq!(ios, vec![300, 300]);
+    }
+    let (pd, pb) = (&direct.run.host.pagecache, &buffered.run.host.pagecache);
+    // Direct: the cache is never touched.
+    let t = &pd.throughput;
+    assert_eq!(
+        (
+            t.read_hits,
+            t.read_misses,
+            t.readahead_pages,
+            t.pages_dirtied
+        ),
+        (0, 0, 0, 0),
+        "{pd:?}"
+    );
+    assert_eq!((pd.resident_pages, pd.dirty_pages), (0, 0));
+    assert_eq!(direct.run.cpu.pagecache, 0.0);
+    // Every byte went to the device as the job issued it.
+    let bd = &direct.run.host.blk.throughput;
+    assert_eq!((bd.read_bytes, bd.write_bytes), (300 << 14, 300 << 14));
+    // Buffered: misses with read-ahead for the reader, dirty pages for the writer (which stay
+    // in the cache: 1200 pages are far below the background threshold).
+    let t = &pb.throughput;
+    assert_eq!(t.read_hits + t.read_misses, 1200, "{pb:?}");
+    assert!(t.read_hits > 0 && t.readahead_pages > 0, "{pb:?}");
+    assert_eq!((t.pages_dirtied, pb.dirty_pages), (1200, 1200));
+    assert!(pb.resident_pages >= 2400);
+    assert!(buffered.run.cpu.pagecache > 0.0);
+    assert_eq!(buffered.run.host.blk.throughput.write_bytes, 0);
+}
+
+#[test]
+fn merge_search_cpu_is_accounted_in_blk_time() {
+    // Random 4 KiB direct writes with requests waiting in the hardware queue (one driver tag,
+    // 7 in flight): each bio's merge search compares it with the queued requests and
+    // finds nothing to merge with, yet costs `merge_check_ns` per comparison. Blk CPU time is
+    // bio submission + merge search + dispatch, so the search is what remains after taking
+    // out the other two.
+    let dir = scratch_dir(
+        "mergecpu",
+        &[(
+            "rw.fio",
+            "[rw]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randwrite\niodepth=7\nnorandommap\nnumber_ios=3000\n",
+        )],
+    );
+    let mk = |merges: &str, scan: u32| {
+        let text = format!(
+            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[host.nvme]\nqueue_depth = 2\n[host.blk]\nmerges = \"{merges}\"\nmerge_scan_requests = {scan}\nnr_requests = 7\n[[process]]\nfio = \"rw.fio\"\n"
+        );
+        let cfg = SystemConfig::parse(&text, "test.toml", &dir).unwrap();
+        let s = run(&cfg, &mut Silent).unwrap();
+        let h = &s.run.host;
+        let blk_ns: u64 = h.cores.iter().map(|c| c.ns[host::Cat::Blk.index()]).sum();
+        let (b, c) = (&h.blk, &cfg.host);
+        let t = &b.throughput;
+        assert_eq!((t.bios, t.merged_bios), (3000, 0), "no merge happens");
+        let submits = t.bios + b.allocation_waits;
+        let direct = t.requests - b.deferred_dispatches;
+        let deferred_ns = c.blk.dispatch_ns + c.nvme.queue_rq_ns + c.nvme.doorbell_write_ns;
+        let search_ns = blk_ns
+            - submits * c.blk.bio_submit_ns
+            - direct * c.blk.dispatch_ns
+            - b.deferred_dispatches * deferred_ns;
+        assert_eq!(search_ns % c.blk.merge_check_ns, 0);
+        search_ns / c.blk.merge_check_ns
+    };
+    // Comparisons per bio: none when merging is off, and more with a longer scan.
+    let off = mk("off", 8);
+    let short = mk("adjacent", 1);
+    let long = mk("adjacent", 8);
+    assert_eq!(off, 0);
+    assert!(short > 0 && short <= 3000, "scan 1: {short} comparisons");
+    assert!(
+        long > 3 * short && long <= 3000 * 16,
+        "scan 8: {long} comparisons, scan 1: {short}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
