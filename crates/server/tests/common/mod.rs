@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use proto::nbd;
+use proto::nbd::transmission::CommandType;
 use proto::wire::{self, HelloBody, Opcode, RequestHeader, Status, WriteMode};
 use server::config::ServerConfig;
 use server::ServerHandle;
@@ -247,11 +248,22 @@ impl RawNative {
     }
 }
 
+/// `NBD_INFO_BLOCK_SIZE` as the server advertised it in GO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NbdBlockSizes {
+    pub minimum_bytes: u32,
+    pub preferred_bytes: u32,
+    pub maximum_bytes: u32,
+}
+
 /// A blocking NBD client: fixed newstyle, NBD_OPT_GO, simple replies.
 pub struct RawNbd {
     pub stream: TcpStream,
     pub size_bytes: u64,
     pub flags: u16,
+    /// `None` if the server sent no `NBD_INFO_BLOCK_SIZE` (the client does not ask for it; the
+    /// protocol lets a server send it anyway).
+    pub block_sizes: Option<NbdBlockSizes>,
     next_cookie: u64,
 }
 
@@ -274,7 +286,7 @@ impl RawNbd {
         opt.extend_from_slice(export.as_bytes());
         opt.extend_from_slice(&0u16.to_be_bytes());
         s.write_all(&opt).map_err(|e| e.to_string())?;
-        let (mut size_bytes, mut flags) = (0, 0);
+        let (mut size_bytes, mut flags, mut block_sizes) = (0, 0, None);
         loop {
             let mut head = [0u8; 20];
             s.read_exact(&mut head).map_err(|e| e.to_string())?;
@@ -287,6 +299,18 @@ impl RawNbd {
                 nbd::REP_INFO if data.len() >= 12 && data[..2] == [0, 0] => {
                     size_bytes = u64::from_be_bytes(data[2..10].try_into().unwrap_or_default());
                     flags = u16::from_be_bytes(data[10..12].try_into().unwrap_or_default());
+                }
+                nbd::REP_INFO
+                    if data.len() >= 14 && data[..2] == nbd::INFO_BLOCK_SIZE.to_be_bytes() =>
+                {
+                    let word = |at: usize| {
+                        u32::from_be_bytes(data[at..at + 4].try_into().unwrap_or_default())
+                    };
+                    block_sizes = Some(NbdBlockSizes {
+                        minimum_bytes: word(2),
+                        preferred_bytes: word(6),
+                        maximum_bytes: word(10),
+                    });
                 }
                 nbd::REP_INFO => {}
                 other => {
@@ -301,6 +325,7 @@ impl RawNbd {
             stream: s,
             size_bytes,
             flags,
+            block_sizes,
             next_cookie: 100,
         })
     }
@@ -335,7 +360,7 @@ impl RawNbd {
     }
 
     pub fn read(&mut self, offset: u64, len: u32) -> Result<Vec<u8>, u32> {
-        let cookie = self.send(0, 0, offset, len, &[]);
+        let cookie = self.send(CommandType::Read.to_u16(), 0, offset, len, &[]);
         let (err, c) = self.recv_head();
         assert_eq!(c, cookie);
         if err != 0 {
@@ -347,21 +372,42 @@ impl RawNbd {
     }
 
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> u32 {
-        let cookie = self.send(1, u16::from(fua), offset, data.len() as u32, data);
+        let cookie = self.send(
+            CommandType::Write.to_u16(),
+            u16::from(fua),
+            offset,
+            data.len() as u32,
+            data,
+        );
         let (err, c) = self.recv_head();
         assert_eq!(c, cookie);
         err
     }
 
     pub fn flush(&mut self) -> u32 {
-        let cookie = self.send(3, 0, 0, 0, &[]);
+        self.command(CommandType::Flush, 0, 0, 0)
+    }
+
+    /// NBD_CMD_TRIM of `len` bytes at `offset`; returns the reply's errno.
+    pub fn trim(&mut self, offset: u64, len: u32) -> u32 {
+        self.command(CommandType::Trim, 0, offset, len)
+    }
+
+    /// NBD_CMD_WRITE_ZEROES with command `flags` (FUA, NO_HOLE); returns the reply's errno.
+    pub fn write_zeroes(&mut self, offset: u64, len: u32, flags: u16) -> u32 {
+        self.command(CommandType::WriteZeroes, flags, offset, len)
+    }
+
+    /// A command without payload in either direction; returns the reply's errno.
+    pub fn command(&mut self, command: CommandType, flags: u16, offset: u64, len: u32) -> u32 {
+        let cookie = self.send(command.to_u16(), flags, offset, len, &[]);
         let (err, c) = self.recv_head();
         assert_eq!(c, cookie);
         err
     }
 
     pub fn disconnect(mut self) {
-        self.send(2, 0, 0, 0, &[]);
+        self.send(CommandType::Disc.to_u16(), 0, 0, 0, &[]);
     }
 }
 

@@ -1,0 +1,414 @@
+//! `ullstack serve` and `ullstack bench` as a user runs them: the quick-start server as a
+//! process on 127.0.0.1 ports picked here, `nbdinfo` sees its volume, SIGINT / SIGTERM under
+//! a running fio job drain it to exit 0, and `ullstack bench` reports load against it, as a
+//! table and as JSON. Tests needing an external tool skip with a printed reason without it.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Ports are picked by binding port 0 and dropping the listener; another process may take
+/// one before the server binds it, so starting is retried this many times with fresh ports.
+const START_ATTEMPTS: u32 = 5;
+/// Longest wait for a started server to accept on all three ports.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for the server to exit after a signal (its own drain deadline is 10 s).
+const EXIT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Longest wait for fio to get going, and to notice the server is gone.
+const FIO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests fio must have completed before the signal: the server is under load.
+const FIO_WARM_REQUESTS: u64 = 1000;
+/// fio's own time bound; the server is stopped long before.
+const FIO_RUNTIME_S: u32 = 20;
+const POLL: Duration = Duration::from_millis(20);
+/// Socket timeout of the test's own connections.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+const VOLUME_BYTES: u64 = 64 << 20;
+
+/// `Some(path)` if `name` is on PATH; otherwise prints why `test` is skipped.
+fn tool(name: &str, test: &str) -> Option<String> {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    if found.is_none() {
+        println!("SKIP {test}: `{name}` is not installed (apt-get install fio libnbd-bin)");
+    }
+    found
+}
+
+/// Collects a child's pipe on a thread so the child never blocks on a full pipe.
+fn collect(mut pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// Waits for `child` to exit within `timeout`; `None` if it is still running.
+fn wait_bounded(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Three distinct free ports on 127.0.0.1 (all bound at once, then released).
+fn free_ports() -> [u16; 3] {
+    let listeners: Vec<TcpListener> = (0..3)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
+        .collect();
+    let port = |i: usize| listeners[i].local_addr().expect("local addr").port();
+    [port(0), port(1), port(2)]
+}
+
+/// `GET /metrics` from the admin endpoint (None while it does not answer).
+fn scrape(admin: SocketAddr) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&admin, IO_TIMEOUT).ok()?;
+    s.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.starts_with("HTTP/1.0 200 OK").then_some(text)
+}
+
+/// The value of the sample line starting with `name` (labels included), 0 if absent.
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+fn open_tenant_requests(admin: SocketAddr, op: &str) -> u64 {
+    scrape(admin).map_or(0, |t| {
+        metric(
+            &t,
+            &format!("ullstack_tenant_requests_total{{tenant=\"open\",op=\"{op}\"}}"),
+        )
+    })
+}
+
+/// `ullstack serve --memory 64MiB` as a child process, killed on drop if still running.
+struct Serve {
+    child: Child,
+    nbd: SocketAddr,
+    native: SocketAddr,
+    admin: SocketAddr,
+    stderr: Option<JoinHandle<String>>,
+}
+
+impl Serve {
+    fn start() -> Serve {
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            match Serve::try_start(free_ports()) {
+                Ok(serve) => return serve,
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!(
+            "ullstack serve did not start in {START_ATTEMPTS} attempts:\n{}",
+            failures.join("\n---\n")
+        );
+    }
+
+    /// Starts the server on `ports` (NBD, own protocol, admin) and waits until all accept;
+    /// `Err` with its stderr if it exited first (a port taken meanwhile).
+    fn try_start([nbd, native, admin]: [u16; 3]) -> Result<Serve, String> {
+        let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+            .args(["serve", "--memory", "64MiB", "--listen"])
+            .arg(addr(nbd).to_string())
+            .arg("--listen-native")
+            .arg(addr(native).to_string())
+            .arg("--admin")
+            .arg(addr(admin).to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ullstack serve");
+        let stderr = child.stderr.take().map(collect);
+        let mut serve = Serve {
+            child,
+            nbd: addr(nbd),
+            native: addr(native),
+            admin: addr(admin),
+            stderr,
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = serve.child.try_wait() {
+                return Err(format!("exited early ({status}):\n{}", serve.take_stderr()));
+            }
+            let accepting = [serve.nbd, serve.native]
+                .iter()
+                .all(|a| TcpStream::connect_timeout(a, IO_TIMEOUT).is_ok());
+            if accepting && scrape(serve.admin).is_some() {
+                return Ok(serve);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("not accepting after {READY_TIMEOUT:?}"));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Sends `signal` (`INT`, `TERM`) with kill(1): no unsafe code, and no libc dependency.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-s", signal, &pid])
+            .status()
+            .expect("spawn kill");
+        assert!(status.success(), "kill -s {signal} {pid}: {status}");
+    }
+
+    /// Waits (bounded) for the exit; returns its status and everything it wrote to stderr.
+    fn wait_exit(mut self, timeout: Duration) -> (ExitStatus, String) {
+        let status = wait_bounded(&mut self.child, timeout);
+        let Some(status) = status else {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!(
+                "ullstack serve still running {timeout:?} after the signal:\n{}",
+                self.take_stderr()
+            );
+        };
+        (status, self.take_stderr())
+    }
+
+    /// Everything written to stderr; call only once the child has exited (or been killed).
+    fn take_stderr(&mut self) -> String {
+        self.stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A fio nbd job (random reads, iodepth 32, time-bounded) against `serve`'s export.
+fn start_fio(fio: &str, serve: &Serve) -> (Child, JoinHandle<String>) {
+    let mut child = Command::new(fio)
+        .current_dir(std::env::temp_dir())
+        .args([
+            "--name=load",
+            "--ioengine=nbd",
+            &format!("--uri=nbd://{}/default", serve.nbd),
+            "--rw=randread",
+            "--bs=4k",
+            "--iodepth=32",
+            "--size=64m",
+            "--time_based",
+            &format!("--runtime={FIO_RUNTIME_S}"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fio");
+    let out = child.stdout.take().map(collect);
+    let err = child.stderr.take().map(collect);
+    let text = std::thread::spawn(move || {
+        let mut t = out.and_then(|h| h.join().ok()).unwrap_or_default();
+        t.push_str(&err.and_then(|h| h.join().ok()).unwrap_or_default());
+        t
+    });
+    (child, text)
+}
+
+/// Starts a server, checks `nbdinfo`'s view, signals it under fio load, and checks it drains,
+/// says so and exits 0 within the bound; fio then ends too (its connection is gone).
+fn signal_under_fio_load_exits_0(signal: &str, test: &str) {
+    let name = format!("SIG{signal}");
+    let Some(nbdinfo) = tool("nbdinfo", test) else {
+        return;
+    };
+    let Some(fio) = tool("fio", test) else { return };
+    let serve = Serve::start();
+
+    let out = Command::new(&nbdinfo)
+        .args(["--size", &format!("nbd://{}/default", serve.nbd)])
+        .output()
+        .expect("spawn nbdinfo");
+    let size = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "nbdinfo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(size.trim(), VOLUME_BYTES.to_string(), "export size");
+
+    let (mut fio_child, fio_text) = start_fio(&fio, &serve);
+    let deadline = Instant::now() + FIO_TIMEOUT;
+    while open_tenant_requests(serve.admin, "read") < FIO_WARM_REQUESTS {
+        if Instant::now() >= deadline || matches!(fio_child.try_wait(), Ok(Some(_))) {
+            let _ = fio_child.kill();
+            let _ = fio_child.wait();
+            panic!(
+                "fio did not complete {FIO_WARM_REQUESTS} reads:\n{}",
+                fio_text.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+
+    let nbd = serve.nbd;
+    let signalled = Instant::now();
+    serve.signal(signal);
+    let (status, stderr) = serve.wait_exit(EXIT_TIMEOUT);
+    let took = signalled.elapsed();
+    let fio_status = wait_bounded(&mut fio_child, FIO_TIMEOUT);
+    if fio_status.is_none() {
+        let _ = fio_child.kill();
+        let _ = fio_child.wait();
+    }
+    let fio_text = fio_text.join().unwrap_or_default();
+    println!("{name}: server exited {status} {took:?} after the signal; fio {fio_status:?}");
+
+    assert!(
+        status.success(),
+        "exit status {status} after {name}:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("ullstack serve: NBD on {nbd} (exports: default)")),
+        "startup line:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "ullstack serve: {name}: draining in-flight I/O and stopping"
+        )),
+        "drain message for {name}:\n{stderr}"
+    );
+    assert!(
+        stderr.trim_end().ends_with("ullstack serve: stopped"),
+        "`stopped` is the last line:\n{stderr}"
+    );
+    assert!(
+        fio_status.is_some(),
+        "fio still running {FIO_TIMEOUT:?} after the server exited:\n{fio_text}"
+    );
+}
+
+#[test]
+fn serve_drains_and_exits_0_on_sigint_under_fio_load() {
+    signal_under_fio_load_exits_0("INT", "serve_drains_and_exits_0_on_sigint_under_fio_load");
+}
+
+#[test]
+fn serve_drains_and_exits_0_on_sigterm_under_fio_load() {
+    signal_under_fio_load_exits_0("TERM", "serve_drains_and_exits_0_on_sigterm_under_fio_load");
+}
+
+/// A one-second closed-loop run (QD 8, 70 % reads) of the quick start's open tenant: the
+/// table has its row and total, the JSON parses with the per-tenant fields, IOPS > 0 and the
+/// server counted at least the requests the client measured.
+#[test]
+fn bench_reports_iops_and_json_against_a_serve_process() {
+    let serve = Serve::start();
+    let json_path =
+        std::env::temp_dir().join(format!("ullstack-cli-{}-bench.json", std::process::id()));
+    let _ = std::fs::remove_file(&json_path);
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args(["bench", "--server", &serve.native.to_string()])
+        .args(["--tenant", "name=open,qd=8,read=70"])
+        .args(["--duration", "1s", "--threads", "1", "--seed", "7"])
+        .arg("--no-progress")
+        .arg("--json")
+        .arg(&json_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ullstack bench");
+    let stdout = bench.stdout.take().map(collect);
+    let stderr = bench.stderr.take().map(collect);
+    let status = wait_bounded(&mut bench, Duration::from_secs(30));
+    if status.is_none() {
+        let _ = bench.kill();
+        let _ = bench.wait();
+    }
+    let stdout = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
+    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    let status = status.unwrap_or_else(|| panic!("bench ran over 30 s:\n{stdout}{stderr}"));
+    assert!(status.success(), "bench {status}:\n{stdout}{stderr}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("open ")) && stdout.contains("total: "),
+        "table with the tenant's row and the total:\n{stdout}"
+    );
+
+    let text = std::fs::read_to_string(&json_path).expect("bench wrote --json");
+    let _ = std::fs::remove_file(&json_path);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("bench JSON parses");
+    assert_eq!(v["server"], serve.native.to_string());
+    assert_eq!(v["seed"], 7);
+    assert!(v["window_s"].as_f64().unwrap_or(0.0) >= 1.0, "{text}");
+    assert!(v["total_iops"].as_f64().unwrap_or(0.0) > 0.0, "{text}");
+    let tenants = v["tenants"].as_array().expect("tenants array");
+    assert_eq!(tenants.len(), 1, "{text}");
+    let t = &tenants[0];
+    assert_eq!(t["name"], "open");
+    assert_eq!(t["class"], "be");
+    assert_eq!(t["load"], "closed qd 8");
+    assert_eq!(t["connections"], 1);
+    assert_eq!(t["read_pct"], 70);
+    assert_eq!(t["size_bytes"], 4096);
+    assert!(t["refused"].is_null(), "not refused: {}", t["refused"]);
+    assert_eq!(t["errors"], serde_json::json!({}), "no failed requests");
+    assert!(t["iops"].as_f64().unwrap_or(0.0) > 0.0, "{t}");
+    assert!(t["mb_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{t}");
+    for op in ["reads", "writes"] {
+        let r = &t[op];
+        assert!(r["count"].as_u64().unwrap_or(0) > 0, "{op}: {r}");
+        assert!(r["iops"].as_f64().unwrap_or(0.0) > 0.0, "{op}: {r}");
+        let lat = &r["latency_ns"];
+        for key in ["p50", "p95", "p99", "p99_9", "max"] {
+            assert!(
+                lat[key].as_u64().unwrap_or(0) > 0,
+                "{op}.latency_ns.{key}: {r}"
+            );
+        }
+        assert!(
+            lat["p50"].as_u64() <= lat["p99"].as_u64()
+                && lat["p99"].as_u64() <= lat["max"].as_u64(),
+            "{op}: percentiles ordered: {r}"
+        );
+    }
+    let iops_sum =
+        t["reads"]["iops"].as_f64().unwrap_or(0.0) + t["writes"]["iops"].as_f64().unwrap_or(0.0);
+    assert!(
+        (t["iops"].as_f64().unwrap_or(0.0) - iops_sum).abs() < 1e-6,
+        "tenant IOPS = reads + writes: {t}"
+    );
+    for (op, key) in [("read", "reads"), ("write", "writes")] {
+        let measured = t[key]["count"].as_u64().unwrap_or(0);
+        let served = open_tenant_requests(serve.admin, op);
+        assert!(
+            served >= measured,
+            "server counted {served} {op}s, bench measured {measured}"
+        );
+    }
+}
