@@ -82,6 +82,8 @@ use crate::tenant::{TenantId, VolumeId};
 pub const TIMER_SCAN_NS: u64 = 10_000_000;
 /// Longest a draining worker waits for in-flight requests and unsent replies.
 pub const DRAIN_DEADLINE_NS: u64 = 10_000_000_000;
+/// At shutdown, how long a connection may linger so its last replies reach the client.
+pub const LINGER_DEADLINE_NS: u64 = 2_000_000_000;
 /// An idle connection's input buffer above this capacity is freed (5,000 idle connections must
 /// not pin 5,000 large buffers).
 const INPUT_KEEP_BYTES: usize = 256 * 1024;
@@ -1184,8 +1186,58 @@ impl Worker {
         self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// Closes every connection at shutdown without losing replies already queued.
+    ///
+    /// Closing a TCP socket whose receive queue holds unread bytes (a client that kept
+    /// pipelining after the drain stopped reading) makes Linux answer with RST and discard the
+    /// send queue's unsent tail; data arriving after the close does the same. So a connection
+    /// with unread input or unacknowledged output lingers: its write side is shut (FIN after
+    /// the queued replies), its input is read and dropped, and it is closed once the client
+    /// has acknowledged everything or closed, or after [`LINGER_DEADLINE_NS`].
     fn close_all(&mut self) {
+        let mut lingering = Vec::new();
         for i in 0..self.conns.len() {
+            let Some(conn) = self.conns[i].as_ref() else {
+                continue;
+            };
+            let fd = conn.core.stream.as_raw_fd();
+            if socket_queue(fd, libc::FIONREAD) > 0 || socket_queue(fd, libc::TIOCOUTQ) > 0 {
+                // SAFETY: a valid socket descriptor.
+                unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+                lingering.push(i);
+            } else {
+                self.close(i);
+            }
+        }
+        let deadline = now_ns() + LINGER_DEADLINE_NS;
+        let mut scratch = vec![0u8; 64 * 1024];
+        while !lingering.is_empty() && now_ns() < deadline {
+            lingering.retain(|&i| {
+                let Some(conn) = self.conns[i].as_ref() else {
+                    return false;
+                };
+                let fd = conn.core.stream.as_raw_fd();
+                let done = loop {
+                    // SAFETY: scratch is a valid writable buffer of its length.
+                    let n = unsafe { libc::read(fd, scratch.as_mut_ptr().cast(), scratch.len()) };
+                    if n > 0 {
+                        continue;
+                    }
+                    let would_block =
+                        n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
+                    // EOF or a dead socket: nothing more to deliver.
+                    break !would_block || socket_queue(fd, libc::TIOCOUTQ) == 0;
+                };
+                if done {
+                    self.close(i);
+                }
+                !done
+            });
+            if !lingering.is_empty() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        for i in lingering {
             if self.conns[i].is_some() {
                 self.close(i);
             }
@@ -1195,6 +1247,19 @@ impl Worker {
             drop(new);
             self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+}
+
+/// Bytes in a socket's receive queue (`FIONREAD`) or not yet acknowledged by the peer
+/// (`TIOCOUTQ`); 0 if the query fails.
+fn socket_queue(fd: RawFd, request: libc::Ioctl) -> i32 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: both requests write one int through the pointer.
+    let rc = unsafe { libc::ioctl(fd, request, &mut n) };
+    if rc < 0 {
+        0
+    } else {
+        n
     }
 }
 
