@@ -17,12 +17,17 @@ use client::bench::{self, BenchConfig, Progress};
 use server::calibrate::{calibrate, CalibrationConfig};
 use server::config::{ProfileConfig, SchedulerMode, ServerConfig, VrateMode};
 
+/// The drive's firmware drains its buffer one row at a time (`evict_batch_units = 4`, one die's
+/// row): with the default stripe-wide round every die programs at once for up to 45 ms, the LC
+/// reads' tail becomes bimodal (0.4 ms or > 6 ms by whether a window holds a round) and the
+/// SLO sits on that cliff, so a run's p95 is a coin toss at any token rate.
 pub const DEVICE: &str = r#"
 preset = "nvme-tlc"
 name = "slow-tlc"
 [cache]
 dram_bytes = 4194304
 write_buffer_bytes = 262144
+evict_batch_units = 4
 [flash]
 channels = 2
 packages_per_channel = 1
