@@ -691,8 +691,9 @@ impl Ssd {
 
     /// Starts an eviction round so a blocked write can proceed.
     ///
-    /// Both kinds of block start the same round: up to one row per LUN that has no row in flight,
-    /// filled with the oldest dirty data. A full set first puts one of its own dirty lines into the
+    /// Both kinds of block start the same round: as many rows as there are LUNs beyond the rows
+    /// already in flight (or `evict_batch_units` units when set), filled with the oldest dirty
+    /// data. A full set first puts one of its own dirty lines into the
     /// round, so the round frees the slot the write waits for. Evicting a whole stripe rather than
     /// the one line the set needs is what keeps the flash busy: a set fills long before the buffer
     /// does (random writes spread unevenly over sets), and draining a row at a time left all but

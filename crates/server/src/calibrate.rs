@@ -32,20 +32,29 @@
 //!    (the median over targets, at most one token). A stricter target's rate also satisfies a
 //!    looser one, so rates are made non-decreasing with latency by carrying the maximum forward.
 //!    Targets below the idle device's p95 get no point.
+//! 5. **Verification**: each point's token rate, turned back into IOPS at every mix with the
+//!    fitted write cost, is probed again; the device's p95 must stay within the point's target.
+//!    (Step 4 takes the lowest mix through a fitted weight and carries rates forward, and near a
+//!    TLC cliff p95 is not monotonic in load, so the table can promise more than any probe
+//!    showed.) A point that misses is lowered in 10 % steps, and the points below it with it;
+//!    one still missing after [`VERIFY_MAX_STEPS`] steps is an error.
 //!
 //! Worked example (the QoS test's slow TLC drive: `nvme-tlc` cut to 4 LUNs, a 256 KiB write
-//! buffer, programs 1.7/6.6/15 ms; `tests/qos_emulated.rs`): reads take 60–110 µs, and a read
-//! that meets a program waits for it, so the read tail is set by how often reads meet programs.
-//! At 50 % reads the p95 is 0.26 ms at 200 IOPS, 2.5 ms at 300 and 4.6 ms at 400; at 90 % reads
-//! it stays at 0.12 ms up to 1,000 IOPS. With 50 % headroom the 6 ms point (device p95 ≤ 3 ms)
-//! comes out at ≈ 6,000 tokens/s with a write weight of ≈ 44 reads: about 140 writes/s when
-//! nothing else runs. For the presets (`cargo run --release -p server --example
-//! calibrate_emulated -- zssd`, 20 % headroom, 12 s): `zssd` sustains 504 K read-only and
-//! 544–640 K mixed IOPS at every target from 500 µs to 2 ms and its writes cost no more than its
-//! reads (the controller, not the flash, is the limit: writes land in a 512 MiB buffer that SLC
-//! programs drain fast); `nvme-tlc` (28 s) sustains 504 K read-only IOPS but only ≈ 24.5 K
-//! writes/s in any mix (a cliff: below it the p95 read stays under 400 µs, above it the backlog
-//! grows), so its write weight comes out at ≈ 116 reads.
+//! buffer drained a row at a time, programs 1.7/6.6/15 ms; `tests/common/emulated_qos.rs`):
+//! reads take 60–110 µs, and a read that meets a program waits for it, so the read tail is set
+//! by how often reads meet programs. `cargo run --release -p server --example
+//! calibrate_emulated -- sweep slow-tlc.toml 50 200 300 400` (that file's `DEVICE` saved as
+//! `slow-tlc.toml`) gives p95 0.75 ms at 200 IOPS,
+//! 2.8 ms at 300 and 5.1 ms at 400 at 50 % reads; at 90 % reads it is 0.12 ms at 500 IOPS and
+//! 0.15 ms at 1,000. With 50 % headroom the 6 ms point comes out at ≈ 5,200 tokens/s with a
+//! write weight of 36 reads: about 145 writes/s when nothing else runs. For the presets
+//! (`cargo run --release -p server --example calibrate_emulated -- zssd`, 20 % headroom, 16 s):
+//! `zssd` sustains 504–512 K read-only and 544–640 K mixed IOPS at every target from 500 µs to
+//! 2 ms and its writes cost no more than its reads (the controller, not the flash, is the
+//! limit: writes land in a 512 MiB buffer that fast programs drain); `nvme-tlc` (74 s) sustains
+//! 504–512 K read-only IOPS but only ≈ 11–13 K writes/s at a 500 µs target in any mix (a
+//! buffer-overflow round programs on every die at once, and reads behind it wait), so its write
+//! weight comes out at ≈ 39 reads.
 //!
 //! # What it leaves out
 //! Garbage collection steady state (probes start from a freshly preconditioned drive and are
@@ -84,7 +93,7 @@ const SPREAD_TOLERANCE_PCT: u64 = 2;
 /// Bytes of every calibration request.
 const REQUEST_BYTES: u64 = 4096;
 /// Most 10 % reductions the verification pass applies to one point before giving up on it.
-const VERIFY_MAX_STEPS: u32 = 20;
+pub const VERIFY_MAX_STEPS: u32 = 20;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -138,6 +147,12 @@ pub enum CalibrationError {
     Unreachable { idle_p95_ns: u64 },
     #[error("the measured table is not a valid profile: {0}")]
     Profile(String),
+    #[error("the {target_ns} ns point still gives a p95 read latency of {p95_ns} ns at {tokens_per_sec} tokens/s after {VERIFY_MAX_STEPS} 10 % reductions: the device's tail is not controllable by rate near this target")]
+    Unverified {
+        target_ns: u64,
+        p95_ns: u64,
+        tokens_per_sec: u64,
+    },
 }
 
 /// One probe's answer.
@@ -539,12 +554,8 @@ pub fn calibrate(
             v[i] = v[i].max(v[i - 1]);
         }
     }
-    // Verify each point as the scheduler will use it: its token rate, turned into I/Os at each
-    // mix with the fitted write cost, must keep the device's p95 within the point's target. The
-    // search met the headroom limit at each mix's own rate, but a point takes the lowest mix's
-    // rate through a fitted weight, the smoothing above may lift it, and near the TLC cliff p95
-    // is not monotonic in load. A point that fails is lowered by 10 % until it passes; the
-    // points below it are lowered with it so rates still grow with the target.
+    // Step 5 of the essay: verify each point at every mix, lowering it (and the points below
+    // it, so rates still grow with the target) until the device meets the target.
     for k in (0..mixed_rates.len()).rev() {
         if k + 1 < mixed_rates.len() {
             mixed_rates[k] = mixed_rates[k].min(mixed_rates[k + 1]);
@@ -558,8 +569,15 @@ pub fn calibrate(
                 worst = worst.max(probe(device, config, r.read_pct, iops.max(1))?.p95_read_ns);
                 probes += 1;
             }
-            if worst <= target || steps == VERIFY_MAX_STEPS || mixed_rates[k] <= 1 {
+            if worst <= target {
                 break;
+            }
+            if steps == VERIFY_MAX_STEPS || mixed_rates[k] <= 1 {
+                return Err(CalibrationError::Unverified {
+                    target_ns: target,
+                    p95_ns: worst,
+                    tokens_per_sec: mixed_rates[k],
+                });
             }
             mixed_rates[k] = mixed_rates[k] * 9 / 10;
             steps += 1;

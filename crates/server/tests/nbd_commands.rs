@@ -20,16 +20,6 @@ const MIB: u64 = 1024 * KIB;
 /// The server's default `max_request_bytes`, and what `NBD_INFO_BLOCK_SIZE` advertises.
 const MAX_REQUEST_BYTES: u32 = 32 << 20;
 
-fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd.output().expect("spawn tool");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 /// Panics naming the first differing byte (never prints megabytes of data).
 #[track_caller]
 fn assert_same(what: &str, got: &[u8], want: &[u8]) {

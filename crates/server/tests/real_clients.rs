@@ -8,16 +8,6 @@ use std::process::Command;
 
 use common::*;
 
-fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd.output().expect("spawn tool");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 fn fio_verify(backend: &str, test: &str) {
     let Some(fio) = tool("fio", test) else { return };
     let s = start(&standard_config(backend, "on"));

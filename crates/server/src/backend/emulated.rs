@@ -52,10 +52,10 @@
 //! or after that time hands the buffer back and the reply goes out.
 //!
 //! # What it leaves out
-//! Integrity versions and the model's statistics on the metrics endpoint. (The flow's class
-//! does reach the model: each command carries it in its reserved field, so a device config with
-//! class-aware mechanisms treats latency-critical tenants' I/O as such.) Timing is only as truthful as the host keeps up: a worker descheduled for
-//! 1 ms delivers the completions due in that millisecond late (never early).
+//! Integrity versions, and the model's statistics on the metrics endpoint beyond its command
+//! counts by class (`ullstack_device_commands_total`: each command carries its flow's class in
+//! the reserved field). Timing is only as truthful as the host keeps up: a worker descheduled
+//! for 1 ms delivers the completions due in that millisecond late (never early).
 //!
 //! # Config keys
 //! `backend = { kind = "emulated", device = "zssd" | { preset = "nvme-tlc", … }, size,

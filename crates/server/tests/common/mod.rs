@@ -111,6 +111,17 @@ impl Drop for TempFile {
     }
 }
 
+/// Runs an external tool to completion: whether it succeeded, and its stdout then stderr.
+pub fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd.output().expect("spawn tool");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// `Some(path)` if `tool` is on PATH; otherwise prints why the test is skipped.
 pub fn tool(name: &str, test: &str) -> Option<String> {
     let found = Command::new("sh")
@@ -121,7 +132,9 @@ pub fn tool(name: &str, test: &str) -> Option<String> {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
     if found.is_none() {
-        println!("SKIP {test}: `{name}` is not installed (apt-get install fio libnbd-bin)");
+        println!(
+            "SKIP {test}: `{name}` is not installed (apt-get install fio libnbd-bin qemu-utils)"
+        );
     }
     found
 }
