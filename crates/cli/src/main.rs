@@ -12,7 +12,17 @@ mod sim;
 /// Latency QoS on ultra-low-latency NVMe flash: simulate the whole I/O path, serve remote flash
 /// with per-tenant SLOs, and benchmark it.
 #[derive(Parser, Debug)]
-#[command(name = "ullstack", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "ullstack",
+    version,
+    propagate_version = true,
+    after_help = "Start here:\n  \
+    ullstack sim                                   the default co-run (apache + pagerank), co-run vs alone\n  \
+    ullstack sim --device zssd --job JOB.fio       one fio job straight into a simulated SSD\n  \
+    ullstack serve --memory 1GiB                   a remote-flash server (NBD and own protocol)\n  \
+    ullstack bench --help                          load a running server, per-tenant latency\n\n\
+    Every subcommand has its own --help."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

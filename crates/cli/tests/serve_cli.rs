@@ -1,7 +1,8 @@
 //! `ullstack serve` and `ullstack bench` as a user runs them: the quick-start server as a
 //! process on 127.0.0.1 ports picked here, `nbdinfo` sees its volume, SIGINT / SIGTERM under
 //! a running fio job drain it to exit 0, and `ullstack bench` reports load against it, as a
-//! table and as JSON. Tests needing an external tool skip with a printed reason without it.
+//! table and as JSON. Tests needing an external tool skip with a printed reason without it (fail in CI, where
+//! `ULLSTACK_REQUIRE_TOOLS=1`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -27,19 +28,11 @@ const POLL: Duration = Duration::from_millis(20);
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 const VOLUME_BYTES: u64 = 64 << 20;
 
-/// `Some(path)` if `name` is on PATH; otherwise prints why `test` is skipped.
+/// `Some(path)` if `name` is on PATH; otherwise prints why `test` is skipped (or, with
+/// `ULLSTACK_REQUIRE_TOOLS=1` as in CI, fails it).
 fn tool(name: &str, test: &str) -> Option<String> {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {name}"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if found.is_none() {
-        println!("SKIP {test}: `{name}` is not installed (apt-get install fio libnbd-bin)");
-    }
-    found
+    testkit::tool(name, test, "apt-get install fio libnbd-bin")
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Collects a child's pipe on a thread so the child never blocks on a full pipe.

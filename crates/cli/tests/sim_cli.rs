@@ -213,3 +213,16 @@ fn the_embedded_default_prints_its_reports_and_writes_the_system_summary() {
         "the alone run holds apache only"
     );
 }
+
+#[test]
+fn help_opens_with_a_sentence_for_users_and_shows_where_to_start() {
+    let o = ullstack().arg("--help").output().unwrap();
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.starts_with("Latency QoS on ultra-low-latency NVMe flash"),
+        "{help}"
+    );
+    assert!(!help.contains("argument parsing"), "{help}");
+    assert!(help.contains("ullstack sim --device zssd"), "{help}");
+}

@@ -202,7 +202,14 @@ async fn dropping_a_request_midway_does_not_confuse_later_replies() {
         c.read(TenantHandle::DEFAULT, 512, 512).await.unwrap(),
         vec![2u8; 512]
     );
-    // Give the abandoned reads' replies time to arrive; then nothing is left in flight.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    assert_eq!(c.in_flight(), 0);
+    // Wait (bounded) until the reader task has consumed every abandoned request's reply.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while c.in_flight() != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        c.in_flight(),
+        0,
+        "abandoned requests' replies were consumed"
+    );
 }

@@ -213,7 +213,10 @@ fn one_worker_keeps_serving_1000_tenants_and_5000_connections() {
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
     let want = 2 * 5000 + 200;
     if lim.rlim_max < want {
-        println!("SKIP one_worker_keeps_serving_1000_tenants_and_5000_connections: RLIMIT_NOFILE hard limit {} < {want}", lim.rlim_max);
+        testkit::skip(
+            "one_worker_keeps_serving_1000_tenants_and_5000_connections",
+            &format!("RLIMIT_NOFILE hard limit {} < {want}", lim.rlim_max),
+        );
         return;
     }
     lim.rlim_cur = lim.rlim_cur.max(want);

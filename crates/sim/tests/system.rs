@@ -439,6 +439,12 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
     );
     assert!(span(a) < 0.035, "afap span {}", span(a));
     assert_eq!(open.run.processes[0].kind, host::ProcessKind::Trace);
+    // summary.json names the trace as its source, not as a profile.
+    let json: serde_json::Value = serde_json::from_str(&open.to_json()).unwrap();
+    let p = &json["processes"][0];
+    assert_eq!(p["kind"], "trace");
+    assert!(p.get("profile").is_none(), "{p}");
+    assert!(p["source"].as_str().unwrap().ends_with("t.csv"), "{p}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

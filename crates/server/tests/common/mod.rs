@@ -122,21 +122,11 @@ pub fn run(cmd: &mut Command) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// `Some(path)` if `tool` is on PATH; otherwise prints why the test is skipped.
+/// `Some(path)` if `tool` is on PATH; otherwise prints why the test is skipped (or, with
+/// `ULLSTACK_REQUIRE_TOOLS=1` as in CI, fails it).
 pub fn tool(name: &str, test: &str) -> Option<String> {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {name}"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if found.is_none() {
-        println!(
-            "SKIP {test}: `{name}` is not installed (apt-get install fio libnbd-bin qemu-utils)"
-        );
-    }
-    found
+    testkit::tool(name, test, "apt-get install fio libnbd-bin qemu-utils")
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// Deterministic test pattern: byte i of the block at `offset` (changes with both).

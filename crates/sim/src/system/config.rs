@@ -104,6 +104,22 @@ struct ProcessTable {
     fsync_every_writes: Option<u32>,
 }
 
+/// How errors name a process: its `name`, else its profile, else the file name of its fio job
+/// or trace, else `unnamed`.
+fn process_label(p: &ProcessTable) -> String {
+    let file_name = |path: &PathBuf| {
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string())
+    };
+    p.name
+        .clone()
+        .or_else(|| p.profile.clone())
+        .or_else(|| p.fio.as_ref().map(file_name))
+        .or_else(|| p.trace.as_ref().map(file_name))
+        .unwrap_or_else(|| "unnamed".into())
+}
+
 #[derive(Clone, Copy, Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum BufferingKey {
@@ -226,11 +242,7 @@ impl SystemConfig {
         }
         let mut processes = Vec::new();
         for (i, p) in file.process.into_iter().enumerate() {
-            let label = p
-                .name
-                .clone()
-                .or_else(|| p.profile.clone())
-                .unwrap_or_else(|| "?".into());
+            let label = process_label(&p);
             let at = |m: String| invalid(format!("process {} ({label}): {m}", i + 1));
             let sources = [p.profile.is_some(), p.fio.is_some(), p.trace.is_some()];
             if sources.iter().filter(|&&b| b).count() > 1 {
@@ -489,5 +501,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("two processes"), "{e}");
+    }
+
+    #[test]
+    fn an_unnamed_process_is_named_by_its_file_in_errors() {
+        let e = parse("[[process]]\nfio = \"jobs/mix.fio\"\nthreads = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("process 1 (mix.fio)"), "{e}");
+        let e = parse("[[process]]\ntrace = \"db.csv\"\nthreads = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("process 1 (db.csv)"), "{e}");
     }
 }

@@ -4,7 +4,8 @@
 //! host stack) with:
 //!
 //! ```text
-//! processes   [ { name, profile, class, kind (online/offline/fio), requests,
+//! processes   [ { name, profile (online/offline) or source (fio job file or trace file),
+//!                 class, kind (online/offline/fio/trace), requests,
 //!                 unfinished_requests, response_time_ns { mean, p50, p95, p99, p99_9, max },
 //!                 instructions, instructions_per_sec, ios, io_latency_ns { … } } ]
 //! cpu         { user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
@@ -65,7 +66,12 @@ impl ResponseTime {
 #[derive(Clone, Debug, Serialize)]
 pub struct ProcessSummary {
     pub name: String,
-    pub profile: String,
+    /// The built-in profile an online service or offline job runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The fio job file or block trace a `fio` or `trace` process runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     pub class: IoClass,
     pub kind: ProcessKind,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -227,9 +233,12 @@ impl SystemRunSummary {
             .iter()
             .map(|p| {
                 let online = p.kind == ProcessKind::Online;
+                // The host reports a profile's name, or the file a fio/trace process reads.
+                let from_file = matches!(p.kind, ProcessKind::Fio | ProcessKind::Trace);
                 ProcessSummary {
                     name: p.name.clone(),
-                    profile: p.profile.clone(),
+                    profile: (!from_file).then(|| p.profile.clone()),
+                    source: from_file.then(|| p.profile.clone()),
                     class: p.class,
                     kind: p.kind,
                     requests: online.then_some(p.requests),

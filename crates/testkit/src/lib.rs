@@ -1,0 +1,113 @@
+//! Test support shared by every crate's integration tests (a dev-dependency only).
+//!
+//! # Tools and capabilities: skip with a reason, or fail in CI
+//! Tests that drive real clients (fio, nbdinfo, qemu-io, …) or need a capability of the machine
+//! (`O_DIRECT` on some filesystem, a high descriptor limit) skip with a printed `SKIP` line when
+//! they are missing, so a developer's machine without them still runs the rest. In CI a skip would
+//! hide missing coverage: `.ci/run` sets [`REQUIRE_TOOLS_ENV`]` = 1`, under which a missing tool or
+//! capability fails the test instead, naming what is missing and how to install it.
+//!
+//! # Waiting, not sleeping
+//! [`wait_until`] polls a condition with a short back-off until it holds or a deadline passes, and
+//! returns how long it took, so tests synchronize on the state they need rather than on a sleep
+//! that is either too long (slow suite) or too short on a loaded machine (flaky suite).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The environment variable that turns skips into failures (`1`, `true` or `yes`).
+pub const REQUIRE_TOOLS_ENV: &str = "ULLSTACK_REQUIRE_TOOLS";
+
+/// Whether this run must have every tool and capability (CI).
+pub fn tools_required() -> bool {
+    std::env::var(REQUIRE_TOOLS_ENV)
+        .map(|v| matches!(v.trim(), "1" | "true" | "yes"))
+        .unwrap_or(false)
+}
+
+/// Skips `test` for `reason` (prints a `SKIP` line), or panics when [`tools_required`].
+/// Call it and `return` from the test when it returns.
+pub fn skip(test: &str, reason: &str) {
+    if tools_required() {
+        panic!("{test}: {reason}, and {REQUIRE_TOOLS_ENV}=1 says it must be there");
+    }
+    println!("SKIP {test}: {reason}");
+}
+
+/// The path of `name` if it is on `PATH`. Otherwise [`skip`]s `test` (naming `install`, how to
+/// get it) and returns `None`; under [`REQUIRE_TOOLS_ENV`] it fails instead.
+pub fn tool(name: &str, test: &str, install: &str) -> Option<PathBuf> {
+    match which(name) {
+        Some(path) => Some(path),
+        None => {
+            skip(test, &format!("`{name}` is not installed ({install})"));
+            None
+        }
+    }
+}
+
+/// The first executable called `name` on `PATH`.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Polls `cond` every few milliseconds (1 ms, doubling to 50 ms) until it returns true or
+/// `timeout` passes. `Ok(elapsed)` when it held, `Err(timeout)` when it never did.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> Result<Duration, Duration> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if cond() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() >= timeout {
+            return Err(timeout);
+        }
+        std::thread::sleep(pause.min(timeout.saturating_sub(start.elapsed())));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// Runs `cmd` to completion: whether it succeeded, and its stdout then stderr.
+pub fn run(cmd: &mut Command) -> std::io::Result<(bool, String)> {
+    let out = cmd.output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success(), text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_sh_and_not_a_made_up_tool() {
+        assert!(which("sh").is_some(), "sh is on PATH on every unix");
+        assert!(which("ullstack-no-such-tool-7f3a").is_none());
+    }
+
+    #[test]
+    fn wait_until_returns_when_the_condition_holds_and_times_out_otherwise() {
+        let mut n = 0;
+        let took = wait_until(Duration::from_secs(5), || {
+            n += 1;
+            n >= 3
+        });
+        assert!(took.is_ok());
+        assert_eq!(n, 3);
+        let never = wait_until(Duration::from_millis(20), || false);
+        assert_eq!(never, Err(Duration::from_millis(20)));
+    }
+}
