@@ -164,7 +164,10 @@ impl Host {
             ..
         } = &mut **online;
         let r = &mut reqs[req as usize];
-        debug_assert!(r.live);
+        assert!(
+            r.live,
+            "reply to request {req} of process {p} received twice"
+        );
         r.live = false;
         response.record(now - r.sent_at);
         *completed += 1;

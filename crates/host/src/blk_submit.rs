@@ -49,7 +49,10 @@ impl Host {
                 return self.unplug(t);
             }
             let b = th.bios[th.next_bio];
-            debug_assert!(self.blk.bios[b as usize].live);
+            assert!(
+                self.blk.bios[b as usize].live,
+                "thread {t} submits freed bio {b}"
+            );
             let ns = self.cfg.blk.bio_submit_ns
                 + self.cfg.blk.merge_check_ns
                     * self.blk.merge_candidates(&th.plug, th.io.hctx) as u64;
@@ -147,10 +150,18 @@ impl Host {
     pub(crate) fn emit(&mut self, r: u32) {
         let now = self.now;
         let req = &mut self.blk.reqs[r as usize];
-        debug_assert_eq!(req.state, ReqState::Dispatching);
+        assert_eq!(req.state, ReqState::Dispatching, "request {r} issued twice");
         req.state = ReqState::InDevice;
         req.t_doorbell = now;
-        let sqid = self.blk.hctxs[req.hctx as usize].sqid;
+        let h = &self.blk.hctxs[req.hctx as usize];
+        assert!(
+            h.tags_used <= h.tags,
+            "SQ {} holds {} commands: at most {} (queue depth − 1)",
+            h.sqid,
+            h.tags_used,
+            h.tags
+        );
+        let sqid = h.sqid;
         self.out.push(nvme::command(now, sqid, r, req));
         self.commands_sent += 1;
         self.nvme.doorbells += 1;

@@ -304,6 +304,11 @@ impl Cpu {
     /// Brings a core's accounting and its running thread's progress up to `now`.
     fn settle(&mut self, c: usize, now: SimTime) {
         let core = &mut self.cores[c];
+        assert!(
+            now >= core.acct_since,
+            "core {c} settled at {now}, before its accounting time {}: time went backwards",
+            core.acct_since
+        );
         let dt = now - core.acct_since;
         core.acct_since = now;
         if dt == 0 {
@@ -331,7 +336,7 @@ impl Cpu {
             return;
         }
         let th = &mut self.threads[t as usize];
-        debug_assert_eq!(th.state, RunState::Running);
+        assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
         th.sum_exec_ns += rest;
         th.vruntime += rest;
         let p = rest.min(th.pollution_ns);
@@ -341,7 +346,7 @@ impl Cpu {
         let r = rest - p;
         if r > 0 {
             if th.remaining_ns != UNTIL_POKED {
-                debug_assert!(
+                assert!(
                     r <= th.remaining_ns,
                     "thread {t} ran {r} ns past its burst end ({} left)",
                     th.remaining_ns
@@ -365,7 +370,11 @@ impl Cpu {
             self.settle(core as usize, now);
         }
         let th = &mut self.threads[t as usize];
-        debug_assert!(matches!(th.state, RunState::Running | RunState::Runnable));
+        assert!(
+            matches!(th.state, RunState::Running | RunState::Runnable),
+            "burst for thread {t} in state {:?}: expected Running or Runnable",
+            th.state
+        );
         th.remaining_ns = ns;
         th.cat = cat;
         self.mark(core);
@@ -385,7 +394,11 @@ impl Cpu {
         let core = self.threads[t as usize].core;
         self.settle(core as usize, now);
         let th = &mut self.threads[t as usize];
-        debug_assert_eq!(th.state, RunState::Running, "only a running thread blocks");
+        assert_eq!(
+            th.state,
+            RunState::Running,
+            "thread {t} blocks: only a running thread blocks"
+        );
         th.state = RunState::Blocked;
         self.mark(core);
     }
@@ -406,7 +419,7 @@ impl Cpu {
     /// Wakes a blocked thread with a first burst of `ns` in `cat`.
     pub fn wake(&mut self, now: SimTime, t: u32, ns: u64, cat: Cat) {
         let th = &self.threads[t as usize];
-        debug_assert_eq!(
+        assert_eq!(
             th.state,
             RunState::Blocked,
             "thread {t} woken while not blocked"

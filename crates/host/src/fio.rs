@@ -169,6 +169,10 @@ impl Host {
         let p = self.threads[t as usize].proc as usize;
         let (job, ramp_end) = {
             let f = self.fio(t);
+            assert!(
+                f.in_flight > 0,
+                "fio thread {t} completes an I/O it did not issue"
+            );
             f.in_flight -= 1;
             (f.job as usize, f.started + f.ramp_ns)
         };
@@ -214,6 +218,10 @@ impl Host {
         let now = self.now;
         let f = self.fio(thread);
         let io = &mut f.slots[slot as usize];
+        assert!(
+            io.pending > 0,
+            "fio thread {thread}: slot {slot} ends more bios than it issued"
+        );
         io.pending -= 1;
         io.done_at = now;
         if io.pending == 0 {

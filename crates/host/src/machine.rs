@@ -170,12 +170,14 @@ impl Host {
         let Some((t, ev)) = self.events.pop() else {
             return;
         };
+        assert!(
+            t >= self.now,
+            "host event at {t} before the host's clock {}: time went backwards",
+            self.now
+        );
         self.now = t;
         self.handle(ev);
-        let events = &mut self.events;
-        self.cpu.reschedule(t, |timer: CoreTimer| {
-            events.schedule(timer.at, Ev::core(timer))
-        });
+        self.arm_core_timers();
     }
 
     /// Turns the scheduler's re-planned decision points into core events.
@@ -183,6 +185,12 @@ impl Host {
         let now = self.now;
         let events = &mut self.events;
         self.cpu.reschedule(now, |timer: CoreTimer| {
+            assert!(
+                timer.at >= now,
+                "core {} planned at {} before now ({now})",
+                timer.core,
+                timer.at
+            );
             events.schedule(timer.at, Ev::core(timer))
         });
     }
@@ -202,7 +210,15 @@ impl Host {
         }
         self.nvme.last_write_buffer_pct = cqe.write_buffer_pct;
         let h = self.blk.hctx_of_queue(cqe.cqid) as usize;
-        debug_assert_eq!(
+        assert!(
+            cqe.at >= self.now,
+            "CQE for command {} on CQ {} at {}, before the host's clock {}",
+            cqe.cid,
+            cqe.cqid,
+            cqe.at,
+            self.now
+        );
+        assert_eq!(
             cqe.interrupt,
             self.blk.hctxs[h].kind == QueueKind::Interrupt,
             "CQ {} interrupt state disagrees with its queue kind",
@@ -265,7 +281,7 @@ impl Host {
     /// Thread `t` (running) blocks for `wait`; when woken it runs `then`.
     pub(crate) fn sleep(&mut self, t: u32, wait: Wait, then: Step) {
         let th = &mut self.threads[t as usize];
-        debug_assert_eq!(th.wait, Wait::None);
+        assert_eq!(th.wait, Wait::None, "thread {t} sleeps while asleep");
         th.wait = wait;
         th.step = then;
         self.cpu.block(self.now, t);
@@ -274,7 +290,7 @@ impl Host {
     /// Wakes thread `t` from whatever it sleeps on.
     pub(crate) fn wake(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
-        debug_assert_ne!(th.wait, Wait::None, "thread {t} woken while not sleeping");
+        assert_ne!(th.wait, Wait::None, "thread {t} woken while not sleeping");
         th.wait = Wait::None;
         self.cpu.wake(self.now, t, 0, Cat::Sched);
     }

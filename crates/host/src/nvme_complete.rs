@@ -103,6 +103,12 @@ impl Host {
     pub(crate) fn on_cqe(&mut self, cqid: u16, r: u32) {
         let now = self.now;
         self.cqes_received += 1;
+        assert!(
+            self.cqes_received <= self.commands_sent,
+            "{} completions for {} commands",
+            self.cqes_received,
+            self.commands_sent
+        );
         self.blk.on_cqe(now, r);
         let h = self.blk.hctx_of_queue(cqid) as usize;
         let (kind, core) = (self.blk.hctxs[h].kind, self.blk.hctxs[h].core);
@@ -217,7 +223,10 @@ impl Host {
 
     pub(crate) fn io_waiter_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
-        debug_assert!(th.pending > 0);
+        assert!(
+            th.pending > 0,
+            "thread {t} told of a bio it does not wait for"
+        );
         th.pending -= 1;
         if th.pending > 0 {
             return;

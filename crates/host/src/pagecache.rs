@@ -174,7 +174,10 @@ pub struct PageCache {
 }
 
 fn key(file: u32, page: u64) -> u64 {
-    debug_assert!(page < 1 << 40);
+    assert!(
+        page < 1 << 40,
+        "page {page} of file {file}: at most 2^40 pages per file"
+    );
     ((file as u64) << 40) | page
 }
 
@@ -331,7 +334,7 @@ impl PageCache {
             }
         };
         let old = self.map.insert(rec.key, s);
-        debug_assert!(old.is_none(), "page inserted twice");
+        assert!(old.is_none(), "page {page} of file {file} inserted twice");
         self.resident += 1;
         self.lru_push_head(s);
         s
@@ -377,7 +380,10 @@ impl PageCache {
                 .slot(file, p)
                 .expect("a page being read stays in the cache (locked pages are not evicted)");
             let page = &mut self.pages[s as usize];
-            debug_assert!(page.flags & LOCKED != 0 && page.bio == bio);
+            assert!(
+                page.flags & LOCKED != 0 && page.bio == bio,
+                "page {p} of file {file} completed by bio {bio} but not locked for it"
+            );
             page.flags = (page.flags & !LOCKED) | UPTODATE;
             page.bio = NIL;
         }
@@ -510,7 +516,10 @@ impl PageCache {
                 .slot(file, p)
                 .expect("pages under write-back stay cached");
             let page = &mut self.pages[s as usize];
-            debug_assert!(page.flags & WRITEBACK != 0);
+            assert!(
+                page.flags & WRITEBACK != 0,
+                "page {p} of file {file} ended write-back twice"
+            );
             page.flags &= !WRITEBACK;
         }
         let f = &mut self.files[file as usize];

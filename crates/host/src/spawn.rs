@@ -159,7 +159,11 @@ impl<'c> Spawner<'c> {
         let core = self.next_core;
         self.next_core = (self.next_core + 1) % self.cfg.cpu.cores as u16;
         let t = self.cpu.add_thread(core, class);
-        debug_assert_eq!(t as usize, self.threads.len());
+        assert_eq!(
+            t as usize,
+            self.threads.len(),
+            "scheduler and machine thread ids agree"
+        );
         t
     }
 
