@@ -43,6 +43,7 @@ use crate::process::{arrival_gap_of, OnlineReq, OnlineState, ProcState};
 use crate::task::{draw_gap, Path, Role, Step, Wait};
 
 impl Host {
+    /// The thread's next application step, by its role.
     pub(crate) fn app_next(&mut self, t: u32) {
         match self.threads[t as usize].role {
             Role::Server { .. } => self.server_next(t),
@@ -53,6 +54,7 @@ impl Host {
         }
     }
 
+    /// `n` instructions of user code, at the core's speed.
     pub(crate) fn instructions_burst(&mut self, t: u32, n: u64) {
         let ns = self.cfg.instructions_ns(n);
         let p = self.threads[t as usize].proc as usize;
@@ -88,6 +90,7 @@ impl Host {
         );
     }
 
+    /// An offline thread computes up to its next I/O, then does it (until the run ends).
     pub(crate) fn offline_next(&mut self, t: u32) {
         if self.stopping {
             return self.exit(t);
@@ -100,6 +103,7 @@ impl Host {
         self.instructions_burst(t, n);
     }
 
+    /// The client of online service `p` sends a request and draws the next one's time.
     pub(crate) fn on_arrival(&mut self, p: u32) {
         if self.stopping {
             return;
@@ -139,6 +143,7 @@ impl Host {
         }
     }
 
+    /// Request `req` reaches the server of `p`: it is queued and the server woken if idle.
     pub(crate) fn on_server_rx(&mut self, p: u32, req: u32) {
         let ProcState::Online(online) = &mut self.procs[p as usize].state else {
             unreachable!()
@@ -151,6 +156,7 @@ impl Host {
         }
     }
 
+    /// The reply to `req` reaches the client: its response time is recorded.
     pub(crate) fn on_client_rx(&mut self, p: u32, req: u32) {
         let now = self.now;
         let ProcState::Online(online) = &mut self.procs[p as usize].state else {
@@ -174,6 +180,7 @@ impl Host {
         free_reqs.push(req);
     }
 
+    /// The server receives its next request, or sleeps until one arrives.
     pub(crate) fn server_next(&mut self, t: u32) {
         let p = self.threads[t as usize].proc as usize;
         let ProcState::Online(online) = &mut self.procs[p].state else {
@@ -190,6 +197,7 @@ impl Host {
         }
     }
 
+    /// The server hands the received request to an idle worker, or queues it.
     pub(crate) fn server_handoff(&mut self, t: u32) {
         let Role::Server { req } = std::mem::replace(
             &mut self.threads[t as usize].role,
@@ -218,6 +226,8 @@ impl Host {
         self.server_next(t);
     }
 
+    /// A worker computes its request up to the next I/O or to the reply; idle, it takes
+    /// queued work or sleeps.
     pub(crate) fn worker_next(&mut self, t: u32) {
         let p = self.threads[t as usize].proc as usize;
         let Role::Worker { req, instr_left } = self.threads[t as usize].role else {
@@ -263,6 +273,7 @@ impl Host {
         self.instructions_burst(t, n);
     }
 
+    /// The reply is sent: it crosses the network; the worker takes its next request.
     pub(crate) fn worker_replied(&mut self, t: u32) {
         let Role::Worker { req, .. } = std::mem::replace(
             &mut self.threads[t as usize].role,

@@ -41,6 +41,8 @@ use crate::pagecache::NIL;
 use crate::task::{Path, Role, Step, Wait};
 
 impl Host {
+    /// The submitting thread's next block-layer step: submit the next bio, flush a full plug,
+    /// go on writing back (flusher, fsync), or finish the submission.
     pub(crate) fn submission_next(&mut self, t: u32) {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
@@ -74,6 +76,8 @@ impl Host {
         self.submission_done(t);
     }
 
+    /// The bio's submission work is done: it merged, became a request in the plug, or no
+    /// request was free (flush the plug, or sleep for one).
     pub(crate) fn bio_submitted(&mut self, t: u32) {
         let now = self.now;
         let th = &mut self.threads[t as usize];
@@ -118,6 +122,7 @@ impl Host {
         self.dispatch_next(t);
     }
 
+    /// Dispatches the next request the scheduler and tags allow, or goes back to submission.
     pub(crate) fn dispatch_next(&mut self, t: u32) {
         let h = self.threads[t as usize].io.hctx;
         match self.blk.pick_dispatch(self.now, h) {
@@ -171,6 +176,8 @@ impl Host {
         }
     }
 
+    /// All bios are in the device's hands: return (asynchronous), or wait for them by
+    /// polling, hybrid sleep-then-poll, or sleeping for the interrupt.
     pub(crate) fn submission_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         th.bios.clear();

@@ -37,6 +37,7 @@ use crate::process::{FioIo, FioThread, IoSource, ProcState};
 use crate::task::{Path, Role, Step, Wait};
 
 impl Host {
+    /// The fio state of thread `t`.
     pub(crate) fn fio(&mut self, t: u32) -> &mut FioThread {
         match &mut self.threads[t as usize].role {
             Role::Fio(f) => f,
@@ -44,6 +45,7 @@ impl Host {
         }
     }
 
+    /// Whether the clone may issue another I/O now (depth, job end, run end, runtime).
     pub(crate) fn fio_can_issue(&self, f: &FioThread) -> bool {
         if self.stopping || f.exhausted || f.in_flight >= f.spec_depth {
             return false;
@@ -54,6 +56,8 @@ impl Host {
         }
     }
 
+    /// A clone's next step: reap finished asynchronous I/O, wait for the rate or the trace's
+    /// timestamp, issue the next I/O, sleep in `io_getevents`, or exit.
     pub(crate) fn fio_next(&mut self, t: u32) {
         let now = self.now;
         if self.fio(t).issued == 0 && self.fio(t).in_flight == 0 {
@@ -195,6 +199,7 @@ impl Host {
         }
     }
 
+    /// The `io_getevents` call returned: record every reaped I/O and go on.
     pub(crate) fn fio_reaped(&mut self, t: u32) {
         let mut reaping = std::mem::take(&mut self.fio(t).reaping);
         for &s in &reaping {

@@ -67,6 +67,7 @@ impl Host {
         }
     }
 
+    /// One poll iteration ended: reap whatever is posted, finish, or keep spinning.
     pub(crate) fn poll_check(&mut self, t: u32) {
         let h = self.threads[t as usize].io.hctx as usize;
         if !self.blk.hctxs[h].posted.is_empty() {
@@ -82,6 +83,7 @@ impl Host {
         }
     }
 
+    /// The reaped requests' completion work is done: complete them and run the queue.
     pub(crate) fn reap_done(&mut self, t: u32) {
         let mut reap = std::mem::take(&mut self.threads[t as usize].reap);
         let started = self.threads[t as usize].reap_started;
@@ -100,6 +102,8 @@ impl Host {
         }
     }
 
+    /// A CQE for request `r` landed on CQ `cqid`: post it for a poller, or raise the interrupt
+    /// (ISR unless the core is already in the NVMe handler) and the completion work.
     pub(crate) fn on_cqe(&mut self, cqid: u16, r: u32) {
         let now = self.now;
         self.cqes_received += 1;
@@ -176,6 +180,7 @@ impl Host {
         ns
     }
 
+    /// An interrupt item that began at `started` finished on its core.
     pub(crate) fn irq_done(&mut self, action: IrqAction, started: SimTime) {
         match action {
             IrqAction::None => {}
@@ -221,6 +226,7 @@ impl Host {
         }
     }
 
+    /// Thread `t` waits for one thing less; at none it wakes (or stops spinning).
     pub(crate) fn io_waiter_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         assert!(
@@ -242,6 +248,7 @@ impl Host {
         }
     }
 
+    /// Bio `b` completed: tell its owner.
     pub(crate) fn bio_end(&mut self, b: u32) {
         let bio = self.blk.bios[b as usize];
         match bio.owner {

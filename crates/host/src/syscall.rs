@@ -43,6 +43,8 @@ use crate::{PAGE_BYTES, SECTORS_PER_PAGE};
 
 impl Host {
     #[allow(clippy::too_many_arguments)]
+    /// Thread `t` enters a read or write system call (`wait`: it blocks until the I/O is done;
+    /// `fio_slot`: the asynchronous fio I/O it is, or `NIL`).
     pub(crate) fn start_io(
         &mut self,
         t: u32,
@@ -77,6 +79,8 @@ impl Host {
         self.burst(t, ns, Cat::Syscall, Step::IoEnter);
     }
 
+    /// Past the system call's entry: direct I/O builds its bios; buffered I/O looks up (and,
+    /// for writes, copies and dirties) its pages.
     pub(crate) fn io_enter(&mut self, t: u32) {
         let io = self.threads[t as usize].io;
         match (io.path, io.op) {
@@ -97,6 +101,7 @@ impl Host {
         }
     }
 
+    /// Direct I/O: the range becomes bios of at most `max_request_bytes` for submission.
     pub(crate) fn direct_bios(&mut self, t: u32) {
         let core = self.core_of(t);
         let max = self.cfg.blk.max_request_bytes;
@@ -141,6 +146,8 @@ impl Host {
         self.submission_next(t);
     }
 
+    /// Buffered read after the page lookups: count hits, wait for pages in flight, read the
+    /// missing pages and the read-ahead window.
     pub(crate) fn pc_read(&mut self, t: u32) {
         let core = self.core_of(t);
         let max_pages = self.cfg.blk.max_request_bytes / PAGE_BYTES;
@@ -245,6 +252,8 @@ impl Host {
         }
     }
 
+    /// Buffered write after copying: the pages are dirty; wake the flusher or throttle the
+    /// writer if the dirty limits say so.
     pub(crate) fn pc_write(&mut self, t: u32) {
         let now = self.now;
         let th = &self.threads[t as usize];

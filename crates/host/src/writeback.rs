@@ -82,6 +82,9 @@ impl Host {
         None
     }
 
+    /// The flusher's next step: take the next run of dirty pages of the file due for
+    /// write-back (a new wave counts once), flush its plug every chunk, or sleep when nothing
+    /// is due.
     pub(crate) fn flusher_next(&mut self, t: u32) {
         let chunk_max = self.cfg.pagecache.writeback_chunk_pages;
         let target = self.flush_target();
@@ -125,6 +128,7 @@ impl Host {
         }
     }
 
+    /// The run's pages are under write-back: their bio goes to the block layer (plugged).
     pub(crate) fn flush_pages_done(&mut self, t: u32) {
         let (file, first, n, class) = self.flush.run;
         let core = self.core_of(t);
@@ -173,6 +177,7 @@ impl Host {
         self.io_finished(t)
     }
 
+    /// fsync's run of pages is under write-back: its bio goes to the block layer (plugged).
     pub(crate) fn fsync_pages_done(&mut self, t: u32) {
         let core = self.core_of(t);
         let th = &self.threads[t as usize];
@@ -189,6 +194,7 @@ impl Host {
         self.submission_next(t);
     }
 
+    /// The write bio for pages `[first, first + n)` of `file`, owned by write-back.
     pub(crate) fn writeback_bio(&mut self, file: u32, first: u64, n: u32, class: IoClass) -> u32 {
         let base = self.pc.files[file as usize].base_sector;
         self.blk.new_bio(
