@@ -1,4 +1,5 @@
-//! Applications: online services, offline jobs and fio jobs, as threads on the host's cores.
+//! Applications: what online services and offline jobs do on the host's cores. (Their
+//! descriptions and per-process state are in `process`; fio jobs and trace replay in `fio`.)
 //!
 //! ## What it models
 //! - **Online service** (latency-critical in the studies): a client sends requests at
@@ -14,18 +15,10 @@
 //!   and, every `10^9 / ios_per_g_instr` instructions on average (exponential gaps by default),
 //!   issues one synchronous I/O shaped by the profile (read ratio, size, sequential ratio).
 //!   Metric: instructions per second over the run, and I/Os.
-//! - **Trace replay**: one thread replays `time_ns,op,offset,bytes` records against the
-//!   process's file, direct: `open-loop` issues each I/O at its timestamp asynchronously
-//!   (latency measured to the device completion), `afap` one at a time as fast as possible.
-//! - **fio job**: each clone is a thread. Synchronous engines (psync, pvsync2 …) issue one I/O
-//!   at a time (`hipri` polls); async engines (libaio, io_uring) keep `iodepth` direct I/Os in
-//!   flight, each submitted by its own `io_submit` call, and reap completions with
-//!   `io_getevents` (sleeping when none are ready). `rate_iops`, `thinktime`, `runtime`,
-//!   `number_ios` and `time_based` keep their fio meaning; a job also stops at the end of the
-//!   run.
 //!
 //! Every I/O an application makes carries its process's class; buffered I/O goes through the
 //! page cache (which remembers the class on dirty pages), direct I/O straight to the block layer.
+//! The I/O itself is a system call (`syscall`).
 //!
 //! Worked example (`apache` on arm8, defaults): 400 requests/s Poisson; 1 M instructions per
 //! request = 500 µs of compute at 2 GHz; 0.666 I/Os per M instructions → on average 0.67
@@ -33,281 +26,269 @@
 //! (recv) + 1 (hand-off) + 2.5 (worker switch) + 500 (compute) + 0.67 × ~25 (I/O) + 2 (reply)
 //! + 10 (network) ≈ 546 µs.
 //!
-//! ## The CPU side of the profiles (ours, not published)
-//! presets.md gives each profile's I/O behaviour per instruction, not its threads or its work
-//! per request. Defaults: online services run 1 server + 4 worker threads and 1 M instructions
-//! per request (`app.instructions_per_request`); offline jobs run one thread per core, as data
-//! analytics frameworks do (`bfs`: two per core, "many worker threads" per presets.md); published online services use direct I/O (databases and
-//! servers that manage their own cache), the write-back study services and offline jobs
-//! buffered I/O (presets.md: offline jobs use the page cache; upload/update requests dirty
-//! pages). Every one of these is a per-process key in the system config.
-//!
 //! ## What it leaves out
-//! Trace formats other than our CSV (blktrace, fio iolog: the workload crate has no trace
-//! reader yet; the CSV reader is an adapter in `sim`), buffered trace replay, fio stonewall groups inside a
-//! system run (rejected with an error), fsync unless asked for (`fsync_every_writes`), polled
-//! completion for async fio engines (they use interrupts), memory footprints of applications
-//! (the page cache gets `memory − reserved`), the client machine's CPU.
+//! fsync unless asked for (`fsync_every_writes`), memory footprints of applications (the page
+//! cache gets `memory − reserved`), the client machine's CPU.
+//!
+//! Config keys: `app.*`; per process `requests_per_sec`, `arrivals`, `threads`,
+//! `instructions_per_request`, `buffering`, `io_gaps`.
 
-use engine::{IoClass, LatencyHistogram, SimRng};
-use serde::{Deserialize, Serialize};
-use workload::{Buffering, IoGenerator, IoSizeModel, JobSpec, Profile, ProfileKind};
+use engine::IoOp;
+use workload::{Buffering, Op};
 
-use crate::config::HostConfig;
+use crate::cpu::Cat;
+use crate::machine::{Ev, Host};
+use crate::pagecache::NIL;
+use crate::process::{arrival_gap_of, OnlineReq, OnlineState, ProcState};
+use crate::task::{draw_gap, Path, Role, Step, Wait};
 
-/// When an online service's client sends requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Arrivals {
-    /// Exponential gaps with mean 1 / rate.
-    Poisson,
-    /// A request every 1 / rate.
-    Fixed,
-}
+impl Host {
+    /// The thread's next application step, by its role.
+    pub(crate) fn app_next(&mut self, t: u32) {
+        match self.threads[t as usize].role {
+            Role::Server { .. } => self.server_next(t),
+            Role::Worker { .. } => self.worker_next(t),
+            Role::Offline => self.offline_next(t),
+            Role::Fio(_) => self.fio_next(t),
+            Role::Flusher => self.flusher_next(t),
+        }
+    }
 
-/// How instructions between a thread's I/Os are drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IoGaps {
-    /// Exponential with the profile's mean (I/Os are a Poisson process in instructions).
-    Exponential,
-    /// Always the profile's mean.
-    Fixed,
-}
+    /// `n` instructions of user code, at the core's speed.
+    pub(crate) fn instructions_burst(&mut self, t: u32, n: u64) {
+        let ns = self.cfg.instructions_ns(n);
+        let p = self.threads[t as usize].proc as usize;
+        self.procs[p].instructions += n;
+        self.burst(t, ns, Cat::User, Step::App);
+    }
 
-/// What a process runs.
-#[derive(Clone, Debug)]
-pub enum Workload {
-    /// A built-in profile (online service or offline job).
-    Profile(Profile),
-    /// fio jobs (each clone a thread).
-    Fio { jobs: Vec<JobSpec>, source: String },
-    /// A block trace replayed by one thread.
-    Trace {
-        records: std::sync::Arc<[TraceRecord]>,
-        mode: TraceMode,
-        source: String,
-    },
-}
-
-/// One I/O of a trace: when (from the trace's start), what, where in the process's file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceRecord {
-    pub at_ns: u64,
-    pub op: engine::IoOp,
-    pub offset_bytes: u64,
-    pub bytes: u64,
-}
-
-/// How a trace is replayed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TraceMode {
-    /// Each I/O is issued at its timestamp (asynchronously, direct), whatever is in flight.
-    OpenLoop,
-    /// One I/O at a time, each as soon as the previous one completed (synchronous, direct).
-    Afap,
-}
-
-/// Where a fio-like thread's I/Os come from.
-pub(crate) enum IoSource {
-    Job(IoGenerator),
-    Trace {
-        records: std::sync::Arc<[TraceRecord]>,
-        next: usize,
-        open_loop: bool,
-    },
-}
-
-/// Whether a process is a service (response time) or a job (throughput).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProcessKind {
-    Online,
-    Offline,
-    Fio,
-    Trace,
-}
-
-/// One process of a system run.
-#[derive(Clone, Debug)]
-pub struct ProcessSpec {
-    pub name: String,
-    pub workload: Workload,
-    /// The workload attribute every I/O of the process carries.
-    pub class: IoClass,
-    /// Online: worker threads (plus one server thread); offline: threads; fio: unused
-    /// (`numjobs`).
-    pub threads: u32,
-    /// Online: client requests per second.
-    pub requests_per_sec: u64,
-    pub arrivals: Arrivals,
-    /// Online: instructions a worker executes per request.
-    pub instructions_per_request: u64,
-    /// Profiles: direct or through the page cache (fio jobs use their own `direct`).
-    pub buffering: Buffering,
-    pub io_size: IoSizeModel,
-    pub io_gaps: IoGaps,
-    /// Size of the process's file (its region of the device).
-    pub file_bytes: u64,
-    /// Buffered writers: call fsync after every this many writes (0: never).
-    pub fsync_every_writes: u32,
-}
-
-impl ProcessSpec {
-    /// A process running `profile` with the defaults described in the module essay.
-    pub fn from_profile(profile: Profile, class: IoClass, host: &HostConfig) -> ProcessSpec {
-        let online = profile.kind == ProfileKind::Online;
-        let buffering = match profile.provenance {
-            workload::Provenance::Derived { .. } => Buffering::Buffered,
-            workload::Provenance::Published if online => Buffering::Direct,
-            workload::Provenance::Published => Buffering::Buffered,
+    /// Starts the thread's next profile I/O (synchronous) and draws the gap to the one after.
+    pub(crate) fn profile_io(&mut self, t: u32) {
+        let th = &mut self.threads[t as usize];
+        let gen = th.gen.as_mut().expect("profile threads have a generator");
+        let req = gen.next(&mut th.rng);
+        th.instr_to_io = draw_gap(th);
+        let p = th.proc as usize;
+        let path = match self.procs[p].spec.buffering {
+            Buffering::Direct => Path::Direct,
+            Buffering::Buffered => Path::Buffered,
         };
-        ProcessSpec {
-            name: profile.name.to_string(),
-            threads: default_threads(&profile, host.cpu.cores),
-            workload: Workload::Profile(profile),
-            class,
-            requests_per_sec: workload::ONLINE_REQUESTS_PER_SEC,
-            arrivals: Arrivals::Poisson,
-            instructions_per_request: host.app.instructions_per_request,
-            buffering,
-            io_size: IoSizeModel::Fixed,
-            io_gaps: IoGaps::Exponential,
-            file_bytes: host.app.file_bytes,
-            fsync_every_writes: 0,
+        let op = match req.op {
+            Op::Read => IoOp::Read,
+            Op::Write => IoOp::Write,
+        };
+        let mode = self.cfg.nvme.completion;
+        self.start_io(
+            t,
+            op,
+            req.offset_bytes,
+            req.len_bytes,
+            path,
+            mode,
+            true,
+            NIL,
+        );
+    }
+
+    /// An offline thread computes up to its next I/O, then does it (until the run ends).
+    pub(crate) fn offline_next(&mut self, t: u32) {
+        if self.stopping {
+            return self.exit(t);
+        }
+        let n = self.threads[t as usize].instr_to_io;
+        if n == 0 {
+            return self.profile_io(t);
+        }
+        self.threads[t as usize].instr_to_io = 0;
+        self.instructions_burst(t, n);
+    }
+
+    /// The client of online service `p` sends a request and draws the next one's time.
+    pub(crate) fn on_arrival(&mut self, p: u32) {
+        if self.stopping {
+            return;
+        }
+        let now = self.now;
+        let app = &self.cfg.app;
+        let (send, one_way) = (app.client_send_ns, app.net_one_way_ns);
+        let spec = self.procs[p as usize].spec.clone_rate();
+        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
+            unreachable!("arrivals only for online services")
+        };
+        let OnlineState {
+            reqs,
+            free_reqs,
+            arrival_rng,
+            ..
+        } = &mut **online;
+        let rec = OnlineReq {
+            sent_at: now,
+            live: true,
+        };
+        let req = match free_reqs.pop() {
+            Some(r) => {
+                reqs[r as usize] = rec;
+                r
+            }
+            None => {
+                reqs.push(rec);
+                (reqs.len() - 1) as u32
+            }
+        };
+        let gap = arrival_gap_of(spec, arrival_rng);
+        self.events
+            .schedule(now + send + one_way, Ev::ServerRx { proc: p, req });
+        if now + gap < self.duration {
+            self.events.schedule(now + gap, Ev::Arrival { proc: p });
         }
     }
 
-    pub fn kind(&self) -> ProcessKind {
-        match &self.workload {
-            Workload::Profile(p) if p.kind == ProfileKind::Online => ProcessKind::Online,
-            Workload::Profile(_) => ProcessKind::Offline,
-            Workload::Fio { .. } => ProcessKind::Fio,
-            Workload::Trace { .. } => ProcessKind::Trace,
+    /// Request `req` reaches the server of `p`: it is queued and the server woken if idle.
+    pub(crate) fn on_server_rx(&mut self, p: u32, req: u32) {
+        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
+            unreachable!()
+        };
+        let OnlineState { server, rx, .. } = &mut **online;
+        rx.push_back(req);
+        let server = *server;
+        if self.threads[server as usize].wait == Wait::Rx {
+            self.wake(server);
         }
     }
 
-    pub fn profile_name(&self) -> String {
-        match &self.workload {
-            Workload::Profile(p) => p.name.to_string(),
-            Workload::Fio { source, .. } | Workload::Trace { source, .. } => source.clone(),
+    /// The reply to `req` reaches the client: its response time is recorded.
+    pub(crate) fn on_client_rx(&mut self, p: u32, req: u32) {
+        let now = self.now;
+        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
+            unreachable!()
+        };
+        let OnlineState {
+            reqs,
+            free_reqs,
+            response,
+            completed,
+            ..
+        } = &mut **online;
+        let r = &mut reqs[req as usize];
+        assert!(
+            r.live,
+            "reply to request {req} of process {p} received twice"
+        );
+        r.live = false;
+        response.record(now - r.sent_at);
+        *completed += 1;
+        free_reqs.push(req);
+    }
+
+    /// The server receives its next request, or sleeps until one arrives.
+    pub(crate) fn server_next(&mut self, t: u32) {
+        let p = self.threads[t as usize].proc as usize;
+        let ProcState::Online(online) = &mut self.procs[p].state else {
+            unreachable!()
+        };
+        let OnlineState { rx, .. } = &mut **online;
+        match rx.pop_front() {
+            Some(req) => {
+                self.threads[t as usize].role = Role::Server { req };
+                let ns = self.cfg.app.net_recv_ns + self.cfg.app.handoff_ns;
+                self.burst(t, ns, Cat::Syscall, Step::ServerHandoff);
+            }
+            None => self.sleep(t, Wait::Rx, Step::App),
         }
     }
-}
 
-/// Default thread count of a profile on a host with `cores` cores (workers for online
-/// services).
-pub fn default_threads(profile: &Profile, cores: u32) -> u32 {
-    match (profile.kind, profile.name) {
-        (ProfileKind::Online, _) => 4,
-        (ProfileKind::Offline, "bfs") => 2 * cores,
-        (ProfileKind::Offline, _) => cores,
+    /// The server hands the received request to an idle worker, or queues it.
+    pub(crate) fn server_handoff(&mut self, t: u32) {
+        let Role::Server { req } = std::mem::replace(
+            &mut self.threads[t as usize].role,
+            Role::Server { req: NIL },
+        ) else {
+            unreachable!()
+        };
+        let p = self.threads[t as usize].proc as usize;
+        let ipr = self.procs[p].spec.instructions_per_request;
+        let ProcState::Online(online) = &mut self.procs[p].state else {
+            unreachable!()
+        };
+        let OnlineState {
+            idle_workers, work, ..
+        } = &mut **online;
+        match idle_workers.pop() {
+            Some(w) => {
+                self.threads[w as usize].role = Role::Worker {
+                    req,
+                    instr_left: ipr,
+                };
+                self.wake(w);
+            }
+            None => work.push_back(req),
+        }
+        self.server_next(t);
     }
-}
 
-/// An online request in flight.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct OnlineReq {
-    pub sent_at: engine::SimTime,
-    pub live: bool,
-}
+    /// A worker computes its request up to the next I/O or to the reply; idle, it takes
+    /// queued work or sleeps.
+    pub(crate) fn worker_next(&mut self, t: u32) {
+        let p = self.threads[t as usize].proc as usize;
+        let Role::Worker { req, instr_left } = self.threads[t as usize].role else {
+            unreachable!()
+        };
+        if req == NIL {
+            let ipr = self.procs[p].spec.instructions_per_request;
+            let ProcState::Online(online) = &mut self.procs[p].state else {
+                unreachable!()
+            };
+            let OnlineState {
+                idle_workers, work, ..
+            } = &mut **online;
+            match work.pop_front() {
+                Some(r) => {
+                    self.threads[t as usize].role = Role::Worker {
+                        req: r,
+                        instr_left: ipr,
+                    };
+                    return self.worker_next(t);
+                }
+                None => {
+                    idle_workers.push(t);
+                    return self.sleep(t, Wait::Work, Step::App);
+                }
+            }
+        }
+        if instr_left == 0 {
+            let ns = self.cfg.app.reply_ns;
+            return self.burst(t, ns, Cat::Syscall, Step::Reply);
+        }
+        let gap = self.threads[t as usize].instr_to_io;
+        if gap == 0 {
+            return self.profile_io(t);
+        }
+        let n = gap.min(instr_left);
+        let th = &mut self.threads[t as usize];
+        th.instr_to_io -= n;
+        th.role = Role::Worker {
+            req,
+            instr_left: instr_left - n,
+        };
+        self.instructions_burst(t, n);
+    }
 
-/// An asynchronous fio I/O in flight.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FioIo {
-    pub read: bool,
-    pub bytes: u64,
-    pub started: engine::SimTime,
-    /// Bios of this I/O not yet completed.
-    pub pending: u32,
-    /// When its last bio completed.
-    pub done_at: engine::SimTime,
-}
-
-/// Per-job fio results (all clones of a job together).
-#[derive(Clone, Debug, Default)]
-pub struct FioJobResult {
-    pub name: String,
-    pub read: LatencyHistogram,
-    pub write: LatencyHistogram,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub first_start_ns: Option<u64>,
-    pub last_end_ns: u64,
-}
-
-/// The state of one fio clone.
-pub(crate) struct FioThread {
-    pub job: u32,
-    pub source: IoSource,
-    pub spec_depth: u32,
-    pub asynchronous: bool,
-    pub polled: bool,
-    pub direct: bool,
-    pub thinktime_ns: u64,
-    pub rate_interval_ns: Option<u64>,
-    pub runtime_ns: Option<u64>,
-    pub ramp_ns: u64,
-    pub started: engine::SimTime,
-    pub issued: u64,
-    pub exhausted: bool,
-    pub in_flight: u32,
-    pub slots: Vec<FioIo>,
-    pub free_slots: Vec<u32>,
-    pub completed: Vec<u32>,
-    pub reaping: Vec<u32>,
-    /// Latency ends at the device completion (trace replay) rather than when the thread reaps
-    /// it (fio's view through io_getevents).
-    pub latency_at_completion: bool,
-}
-
-/// What a process is doing, by kind.
-pub(crate) enum ProcState {
-    Online(Box<OnlineState>),
-    Offline,
-    Fio { jobs: Vec<FioJobResult> },
-}
-
-/// An online service's state.
-pub(crate) struct OnlineState {
-    pub server: u32,
-    pub idle_workers: Vec<u32>,
-    pub rx: std::collections::VecDeque<u32>,
-    pub work: std::collections::VecDeque<u32>,
-    pub reqs: Vec<OnlineReq>,
-    pub free_reqs: Vec<u32>,
-    pub arrival_rng: SimRng,
-    pub response: LatencyHistogram,
-    pub completed: u64,
-}
-
-pub(crate) struct Process {
-    pub spec: ProcessSpec,
-    pub file: u32,
-    pub state: ProcState,
-    pub instructions: u64,
-    pub ios: u64,
-    pub io_latency: LatencyHistogram,
-}
-
-/// Results of one process.
-#[derive(Clone, Debug)]
-pub struct ProcessReport {
-    pub name: String,
-    pub profile: String,
-    pub class: IoClass,
-    pub kind: ProcessKind,
-    /// Online: requests completed (reply received by the client).
-    pub requests: u64,
-    /// Online: requests sent and not answered by the end of the run.
-    pub unfinished_requests: u64,
-    pub response: LatencyHistogram,
-    /// Instructions executed by the process's threads.
-    pub instructions: u64,
-    /// Application-level I/Os completed (read/write calls).
-    pub ios: u64,
-    /// Application-level I/O latency (call to return).
-    pub io_latency: LatencyHistogram,
-    pub fio_jobs: Vec<FioJobResult>,
+    /// The reply is sent: it crosses the network; the worker takes its next request.
+    pub(crate) fn worker_replied(&mut self, t: u32) {
+        let Role::Worker { req, .. } = std::mem::replace(
+            &mut self.threads[t as usize].role,
+            Role::Worker {
+                req: NIL,
+                instr_left: 0,
+            },
+        ) else {
+            unreachable!()
+        };
+        let p = self.threads[t as usize].proc;
+        self.events.schedule(
+            self.now + self.cfg.app.net_one_way_ns,
+            Ev::ClientRx { proc: p, req },
+        );
+        self.worker_next(t);
+    }
 }

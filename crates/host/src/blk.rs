@@ -294,8 +294,11 @@ impl Blk {
         sectors: u32,
         owner: BioOwner,
     ) -> u32 {
-        debug_assert!(sectors > 0);
-        debug_assert!(sectors as u64 * 512 <= self.cfg.max_request_bytes);
+        assert!(
+            sectors > 0 && sectors as u64 * 512 <= self.cfg.max_request_bytes,
+            "bio of {sectors} sectors: expected 1 to {} (max_request_bytes)",
+            self.cfg.max_request_bytes / 512
+        );
         let bio = Bio {
             op,
             class,
@@ -405,7 +408,7 @@ impl Blk {
         hctx: u16,
     ) -> SubmitOutcome {
         let b = self.bios[bio as usize];
-        debug_assert!(b.live && b.req == NIL, "bio {bio} submitted twice");
+        assert!(b.live && b.req == NIL, "bio {bio} submitted twice");
         if self.cfg.merges != Merges::Off {
             let limit = self.cfg.merge_scan_requests as usize;
             let found = plug
@@ -478,7 +481,11 @@ impl Blk {
             (b.sector, b.sectors)
         };
         let req = &mut self.reqs[r as usize];
-        debug_assert!(matches!(req.state, ReqState::Plugged | ReqState::Queued));
+        assert!(
+            matches!(req.state, ReqState::Plugged | ReqState::Queued),
+            "bio {bio} merged into request {r} in state {:?}: expected Plugged or Queued",
+            req.state
+        );
         match kind {
             MergeKind::Back => req.sectors += sectors,
             MergeKind::Front => {
@@ -496,7 +503,7 @@ impl Blk {
     /// Moves a request from a plug into its hardware queue.
     pub fn insert(&mut self, now: SimTime, r: u32) {
         let req = &mut self.reqs[r as usize];
-        debug_assert_eq!(req.state, ReqState::Plugged);
+        assert_eq!(req.state, ReqState::Plugged, "request {r} inserted twice");
         req.state = ReqState::Queued;
         req.t_queued = now;
         let (op, hctx) = (req.op, req.hctx);
@@ -558,7 +565,7 @@ impl Blk {
             IoOp::Read => h.reads_in_flight += 1,
             _ => h.writes_in_flight += 1,
         }
-        debug_assert_eq!(req.state, ReqState::Queued);
+        assert_eq!(req.state, ReqState::Queued, "request {r} dispatched twice");
         req.state = ReqState::Dispatching;
         req.t_dispatch = now;
         let s = self.stats.class_mut(req.class);
@@ -586,24 +593,62 @@ impl Blk {
     /// the caller has notified their owners and called `free_bio`.
     pub fn finish_request(&mut self, now: SimTime, r: u32) {
         let req = &mut self.reqs[r as usize];
-        debug_assert_eq!(req.state, ReqState::Completing);
+        assert_eq!(
+            req.state,
+            ReqState::Completing,
+            "request {r} finished without a completion: every I/O completes exactly once"
+        );
         req.state = ReqState::Free;
         req.t_complete = now;
         let (op, hctx) = (req.op, req.hctx);
         let h = &mut self.hctxs[hctx as usize];
+        let in_flight = match op {
+            IoOp::Read => &mut h.reads_in_flight,
+            _ => &mut h.writes_in_flight,
+        };
+        assert!(
+            h.tags_used > 0 && h.allocated > 0 && *in_flight > 0,
+            "hardware queue {hctx} frees request {r} with {} tags used, {} requests allocated, \
+             {} of its direction in flight: expected all positive",
+            h.tags_used,
+            h.allocated,
+            *in_flight
+        );
+        *in_flight -= 1;
         h.tags_used -= 1;
         h.allocated -= 1;
-        match op {
-            IoOp::Read => h.reads_in_flight -= 1,
-            _ => h.writes_in_flight -= 1,
-        }
         self.free_reqs.push(r);
         self.reqs_live -= 1;
+        debug_assert!(
+            self.counts_agree(hctx),
+            "hardware queue {hctx}: tag and allocation counts disagree with its requests"
+        );
+    }
+
+    /// Recounts hardware queue `hctx`'s driver tags and allocated requests from the requests
+    /// themselves (O(requests): checked in debug builds only).
+    fn counts_agree(&self, hctx: u16) -> bool {
+        let (mut tags, mut allocated) = (0, 0);
+        for req in self.reqs.iter().filter(|q| q.hctx == hctx) {
+            match req.state {
+                ReqState::Free => {}
+                ReqState::Plugged | ReqState::Queued => allocated += 1,
+                ReqState::Dispatching | ReqState::InDevice | ReqState::Completing => {
+                    allocated += 1;
+                    tags += 1;
+                }
+            }
+        }
+        let h = &self.hctxs[hctx as usize];
+        tags == h.tags_used && allocated == h.allocated
     }
 
     pub fn free_bio(&mut self, b: u32) {
         let bio = &mut self.bios[b as usize];
-        debug_assert!(bio.live && bio.waiters == NIL);
+        assert!(
+            bio.live && bio.waiters == NIL,
+            "bio {b} freed twice or with threads still waiting for it"
+        );
         bio.live = false;
         self.free_bios.push(b);
         self.bios_live -= 1;

@@ -7,6 +7,9 @@
 //! syscall, page cache, block layer, driver, block-layer completion, polling). When the burst
 //! ends, the machine (`machine.rs`) decides what the thread does next: another burst, block, or
 //! exit. A polling thread's burst has no end until the machine pokes it (a completion landed).
+//! The scheduler owns no event queue: [`Cpu::reschedule`] hands each re-planned core's next
+//! decision point out as a [`CoreTimer`], which the machine wraps in its own event and brings
+//! back through [`Cpu::on_event`] (stale if the core was re-planned since).
 //!
 //! Scheduling is CFS reduced to its core rules. Every thread has a virtual runtime (its CPU
 //! time; all threads have the same weight). A core runs the thread of least virtual runtime;
@@ -47,11 +50,10 @@
 
 use std::collections::VecDeque;
 
-use engine::{EventQueue, IoClass, SimTime};
+use engine::{IoClass, SimTime};
 use serde::Serialize;
 
 use crate::config::{CpuConfig, WakePlacement};
-use crate::machine::Ev;
 
 /// What a core's time went to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -111,6 +113,15 @@ impl Cat {
             Cat::Idle => "idle",
         }
     }
+}
+
+/// A core's next decision point: at `at`, core `core` needs [`Cpu::on_event`] with `gen`
+/// (a later plan of the same core bumps `gen`, making this one stale).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoreTimer {
+    pub at: SimTime,
+    pub core: u16,
+    pub gen: u32,
 }
 
 /// A burst with no end of its own (polling): it ends when the machine re-arms it.
@@ -293,6 +304,11 @@ impl Cpu {
     /// Brings a core's accounting and its running thread's progress up to `now`.
     fn settle(&mut self, c: usize, now: SimTime) {
         let core = &mut self.cores[c];
+        assert!(
+            now >= core.acct_since,
+            "core {c} settled at {now}, before its accounting time {}: time went backwards",
+            core.acct_since
+        );
         let dt = now - core.acct_since;
         core.acct_since = now;
         if dt == 0 {
@@ -320,7 +336,7 @@ impl Cpu {
             return;
         }
         let th = &mut self.threads[t as usize];
-        debug_assert_eq!(th.state, RunState::Running);
+        assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
         th.sum_exec_ns += rest;
         th.vruntime += rest;
         let p = rest.min(th.pollution_ns);
@@ -330,7 +346,7 @@ impl Cpu {
         let r = rest - p;
         if r > 0 {
             if th.remaining_ns != UNTIL_POKED {
-                debug_assert!(
+                assert!(
                     r <= th.remaining_ns,
                     "thread {t} ran {r} ns past its burst end ({} left)",
                     th.remaining_ns
@@ -354,7 +370,11 @@ impl Cpu {
             self.settle(core as usize, now);
         }
         let th = &mut self.threads[t as usize];
-        debug_assert!(matches!(th.state, RunState::Running | RunState::Runnable));
+        assert!(
+            matches!(th.state, RunState::Running | RunState::Runnable),
+            "burst for thread {t} in state {:?}: expected Running or Runnable",
+            th.state
+        );
         th.remaining_ns = ns;
         th.cat = cat;
         self.mark(core);
@@ -374,7 +394,11 @@ impl Cpu {
         let core = self.threads[t as usize].core;
         self.settle(core as usize, now);
         let th = &mut self.threads[t as usize];
-        debug_assert_eq!(th.state, RunState::Running, "only a running thread blocks");
+        assert_eq!(
+            th.state,
+            RunState::Running,
+            "thread {t} blocks: only a running thread blocks"
+        );
         th.state = RunState::Blocked;
         self.mark(core);
     }
@@ -395,7 +419,7 @@ impl Cpu {
     /// Wakes a blocked thread with a first burst of `ns` in `cat`.
     pub fn wake(&mut self, now: SimTime, t: u32, ns: u64, cat: Cat) {
         let th = &self.threads[t as usize];
-        debug_assert_eq!(
+        assert_eq!(
             th.state,
             RunState::Blocked,
             "thread {t} woken while not blocked"
@@ -491,11 +515,13 @@ impl Cpu {
         CoreOutcome::Nothing
     }
 
-    /// Re-plans every core touched since the last call and schedules its next decision.
-    pub fn reschedule(&mut self, now: SimTime, events: &mut EventQueue<Ev>) {
+    /// Re-plans every core touched since the last call and hands each core's next decision
+    /// point to `schedule` (the caller turns it into an event; a timer whose `gen` is stale
+    /// by then is ignored by [`Cpu::on_event`]).
+    pub fn reschedule(&mut self, now: SimTime, mut schedule: impl FnMut(CoreTimer)) {
         while let Some(c) = self.dirty.pop() {
             self.dirty_mark[c as usize] = false;
-            self.plan(now, c as usize, events);
+            self.plan(now, c as usize, &mut schedule);
         }
     }
 
@@ -515,7 +541,7 @@ impl Cpu {
         Some(core.rq.remove(i))
     }
 
-    fn plan(&mut self, now: SimTime, c: usize, events: &mut EventQueue<Ev>) {
+    fn plan(&mut self, now: SimTime, c: usize, schedule: &mut impl FnMut(CoreTimer)) {
         self.settle(c, now);
         // Interrupts first: they pause everything else.
         {
@@ -527,13 +553,11 @@ impl Cpu {
             }
             if let Some((_, end, _)) = core.irq_item {
                 core.gen = core.gen.wrapping_add(1);
-                events.schedule(
-                    end,
-                    Ev::Core {
-                        core: c as u16,
-                        gen: core.gen,
-                    },
-                );
+                schedule(CoreTimer {
+                    at: end,
+                    core: c as u16,
+                    gen: core.gen,
+                });
                 return;
             }
         }
@@ -630,13 +654,11 @@ impl Cpu {
         let core = &mut self.cores[c];
         core.gen = core.gen.wrapping_add(1);
         if let Some(at) = next {
-            events.schedule(
+            schedule(CoreTimer {
                 at,
-                Ev::Core {
-                    core: c as u16,
-                    gen: core.gen,
-                },
-            );
+                core: c as u16,
+                gen: core.gen,
+            });
         }
     }
 
@@ -663,25 +685,31 @@ impl Cpu {
 mod tests {
     use super::*;
     use crate::config::HostConfig;
+    use engine::EventQueue;
 
-    fn cpu(cores: u32) -> (Cpu, EventQueue<Ev>) {
+    fn cpu(cores: u32) -> (Cpu, EventQueue<CoreTimer>) {
         let mut cfg = HostConfig::preset("arm8").unwrap().cpu;
         cfg.cores = cores;
         (Cpu::new(&cfg), EventQueue::new())
+    }
+
+    /// Re-plans the touched cores into `q`.
+    fn arm(cpu: &mut Cpu, now: SimTime, q: &mut EventQueue<CoreTimer>) {
+        cpu.reschedule(now, |timer| q.schedule(timer.at, timer));
     }
 
     /// Runs the core events until `until`; every thread whose burst ends gets `next(t)` as its
     /// next burst (None: it blocks).
     fn drive(
         cpu: &mut Cpu,
-        q: &mut EventQueue<Ev>,
+        q: &mut EventQueue<CoreTimer>,
         (from, until): (SimTime, SimTime),
         mut next: impl FnMut(u32, SimTime) -> Option<u64>,
     ) -> Vec<(SimTime, u32)> {
         let mut done = Vec::new();
-        cpu.reschedule(from, q);
+        arm(cpu, from, q);
         while let Some((t, ev)) = q.pop_due(until) {
-            let Ev::Core { core, gen } = ev else { panic!() };
+            let CoreTimer { core, gen, .. } = ev;
             if let CoreOutcome::BurstDone { thread } = cpu.on_event(t, core, gen) {
                 done.push((t, thread));
                 match next(thread, t) {
@@ -689,7 +717,7 @@ mod tests {
                     None => cpu.block(t, thread),
                 }
             }
-            cpu.reschedule(t, q);
+            arm(cpu, t, q);
         }
         done
     }
@@ -723,12 +751,12 @@ mod tests {
         let (mut cpu, mut q) = cpu(1);
         let a = cpu.add_thread(0, IoClass::Throughput);
         cpu.wake(SimTime::ZERO, a, 10_000, Cat::User);
-        cpu.reschedule(SimTime::ZERO, &mut q);
+        arm(&mut cpu, SimTime::ZERO, &mut q);
         // Switch in (2.5 µs), then 10 µs of work; an interrupt of 2 µs at 5 µs.
         let (t, ev) = q.pop().unwrap();
-        let Ev::Core { core, gen } = ev else { panic!() };
+        let CoreTimer { core, gen, .. } = ev;
         assert_eq!(cpu.on_event(t, core, gen), CoreOutcome::Nothing);
-        cpu.reschedule(t, &mut q);
+        arm(&mut cpu, t, &mut q);
         cpu.raise_irq(
             SimTime::from_us(5),
             0,
@@ -740,10 +768,10 @@ mod tests {
                 class: None,
             },
         );
-        cpu.reschedule(SimTime::from_us(5), &mut q);
+        arm(&mut cpu, SimTime::from_us(5), &mut q);
         let mut seen = Vec::new();
         while let Some((t, ev)) = q.pop() {
-            let Ev::Core { core, gen } = ev else { panic!() };
+            let CoreTimer { core, gen, .. } = ev;
             match cpu.on_event(t, core, gen) {
                 CoreOutcome::Nothing => {}
                 CoreOutcome::BurstDone { thread } => {
@@ -752,7 +780,7 @@ mod tests {
                 }
                 CoreOutcome::Irq { .. } => seen.push(("irq", t)),
             }
-            cpu.reschedule(t, &mut q);
+            arm(&mut cpu, t, &mut q);
         }
         assert_eq!(
             seen,
@@ -797,7 +825,7 @@ mod tests {
         let hog = cpu.add_thread(0, IoClass::Throughput);
         let t = cpu.add_thread(0, IoClass::Throughput);
         cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
-        cpu.reschedule(SimTime::ZERO, &mut q);
+        arm(&mut cpu, SimTime::ZERO, &mut q);
         cpu.wake(SimTime::from_us(10), t, 1_000, Cat::User);
         assert_eq!(cpu.threads[t as usize].core, 1);
     }

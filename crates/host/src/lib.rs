@@ -25,22 +25,69 @@
 //! Each module opens with its essay: what it models, a worked example, what it leaves out and
 //! its config keys. All CPU costs are in [`config::HostConfig`] with the presets `arm8`,
 //! `arm8-4g` and `x86-4`.
+//!
+//! ## Modules, by layer
+//! Each layer's *state* (and the operations on it alone) is one module; its *behaviour* — what
+//! the kernel does on that layer's call paths, moving work between layers and charging CPU
+//! time — is an `impl Host` block in a module of its own, named for the layer:
+//!
+//! ```text
+//!  layer                           state                  behaviour (impl Host)
+//!  processes, applications         process                app (online, offline), fio (fio, traces)
+//!  threads                         task                   machine (burst, sleep, wake)
+//!  CPU, scheduler, interrupts      cpu                    machine (events), nvme_complete (irqs)
+//!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
+//!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
+//!  blk-mq                          blk                    blk_submit (bio, plug, dispatch)
+//!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete
+//!  latency breakdown               breakdown              nvme_complete (request completion)
+//!  the host as a whole             machine (Host, Ev)     spawn (Host::new), machine (event loop)
+//! ```
+//!
+//! ## Dependency order
+//! A module imports only modules before it in this order (`grep -n 'use crate::' src/*.rs`):
+//!
+//! ```text
+//!  config → pagecache → cpu → process → blk → nvme → task → breakdown → machine
+//!         → { spawn, app, fio, syscall, blk_submit, nvme_complete, writeback }
+//! ```
+//!
+//! The state modules know nothing of the machine (the scheduler hands its timers out as
+//! `cpu::CoreTimer`s for the machine to wrap in its own events). The behaviour modules import
+//! the machine and the state modules, never each other: they call each other's functions as
+//! methods of [`Host`]. (`testing`, test doubles for the unit tests, comes last.)
 
-pub mod app;
+mod app;
 pub mod blk;
+mod blk_submit;
+pub mod breakdown;
 pub mod config;
 pub mod cpu;
+mod fio;
 pub mod machine;
 pub mod nvme;
+mod nvme_complete;
 pub mod pagecache;
+pub mod process;
+mod spawn;
+mod syscall;
+mod task;
+mod writeback;
+
+#[cfg(test)]
+mod testing;
 
 /// Page size of the page cache and of profile I/O.
 pub const PAGE_BYTES: u64 = 4096;
 
-pub use app::{
-    Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, TraceMode, TraceRecord, Workload,
-};
+/// 512-byte sectors per page.
+pub(crate) const SECTORS_PER_PAGE: u64 = PAGE_BYTES / 512;
+
+pub use breakdown::Breakdown;
 pub use config::{CompletionMode, HostConfig, HostConfigError, HOST_PRESETS};
 pub use cpu::{Cat, CoreStats, CATS};
-pub use machine::{Breakdown, Host, HostError, HostReport};
+pub use machine::{Host, HostError, HostReport};
 pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec};
+pub use process::{
+    Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, TraceMode, TraceRecord, Workload,
+};

@@ -15,22 +15,14 @@
 //! - **Writes** (whole pages) allocate missing pages and mark them dirty. A dirty page remembers
 //!   its *owner class* (the class of the process that dirtied it), so write-back I/O carries the
 //!   writer's class even though a kernel thread issues it.
-//! - **Write-back** (the flusher thread, see `machine.rs`) takes dirty pages file by file in
-//!   page order from each file's write-back cursor, marks them under write-back and turns them
-//!   into write bios (`writeback_bio_pages` pages each). It runs in the background when dirty
-//!   pages exceed `dirty_background_ratio_pct` of the cache or a file's oldest dirty data is
-//!   older than `dirty_expire_ns` (checked every `dirty_writeback_interval_ns`), and in the
-//!   foreground when dirty + write-back pages exceed `dirty_ratio_pct`: then every writer that
-//!   crosses the limit blocks until write-back brings the count back to halfway between the two
-//!   thresholds (Linux's `balance_dirty_pages` "freerun" point).
-//! - **fsync** (a process's `fsync_every_writes`) writes back the file's dirty pages in the
-//!   caller's context and blocks it until none of the file's pages is under write-back.
+//! - **Write-back** and **fsync** turn dirty pages back into writes; when they run and how
+//!   is `writeback`'s essay (with the worked example of the arm8 thresholds). This module
+//!   keeps the pages' flags, the per-file write-back cursors and the thresholds
+//!   (`dirty_background_ratio_pct`, `dirty_ratio_pct` and the freerun point halfway between).
 //!
 //! Worked example (`arm8`: 1.5 GiB of cache = 393 216 pages): the background threshold is
-//! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB). `ungzip`
-//! dirtying 145-page writes crosses 11 796 dirty pages after 82 writes; the flusher then writes a
-//! wave until dirty pages drop below 11 796; if the writers outrun it and dirty + write-back
-//! pages reach 19 660, each writer blocks until they are back under 15 728.
+//! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB), the freerun
+//! point 15 728 pages.
 //!
 //! Conservation (tests): `pages_dirtied = pages_written_back + dirty pages + pages under
 //! write-back`; after the run drains, nothing is under write-back.
@@ -182,7 +174,10 @@ pub struct PageCache {
 }
 
 fn key(file: u32, page: u64) -> u64 {
-    debug_assert!(page < 1 << 40);
+    assert!(
+        page < 1 << 40,
+        "page {page} of file {file}: at most 2^40 pages per file"
+    );
     ((file as u64) << 40) | page
 }
 
@@ -339,7 +334,7 @@ impl PageCache {
             }
         };
         let old = self.map.insert(rec.key, s);
-        debug_assert!(old.is_none(), "page inserted twice");
+        assert!(old.is_none(), "page {page} of file {file} inserted twice");
         self.resident += 1;
         self.lru_push_head(s);
         s
@@ -385,7 +380,10 @@ impl PageCache {
                 .slot(file, p)
                 .expect("a page being read stays in the cache (locked pages are not evicted)");
             let page = &mut self.pages[s as usize];
-            debug_assert!(page.flags & LOCKED != 0 && page.bio == bio);
+            assert!(
+                page.flags & LOCKED != 0 && page.bio == bio,
+                "page {p} of file {file} completed by bio {bio} but not locked for it"
+            );
             page.flags = (page.flags & !LOCKED) | UPTODATE;
             page.bio = NIL;
         }
@@ -518,7 +516,10 @@ impl PageCache {
                 .slot(file, p)
                 .expect("pages under write-back stay cached");
             let page = &mut self.pages[s as usize];
-            debug_assert!(page.flags & WRITEBACK != 0);
+            assert!(
+                page.flags & WRITEBACK != 0,
+                "page {p} of file {file} ended write-back twice"
+            );
             page.flags &= !WRITEBACK;
         }
         let f = &mut self.files[file as usize];

@@ -1,0 +1,309 @@
+//! Processes: what runs on the host (online services, offline jobs, fio jobs, trace replay),
+//! each process's per-kind state, and what it reports. How their threads behave is in `app`
+//! (online services, offline jobs) and `fio` (fio jobs, trace replay).
+//!
+//! ## The CPU side of the profiles (ours, not published)
+//! presets.md gives each profile's I/O behaviour per instruction, not its threads or its work
+//! per request. Defaults: online services run 1 server + 4 worker threads and 1 M instructions
+//! per request (`app.instructions_per_request`); offline jobs run one thread per core, as data
+//! analytics frameworks do (`bfs`: two per core, "many worker threads" per presets.md); published online services use direct I/O (databases and
+//! servers that manage their own cache), the write-back study services and offline jobs
+//! buffered I/O (presets.md: offline jobs use the page cache; upload/update requests dirty
+//! pages). Every one of these is a per-process key in the system config.
+//!
+//! ## What it leaves out
+//! Memory footprints of applications (the page cache gets `memory − reserved`), the client
+//! machine's CPU.
+
+use engine::rng::exp_ns;
+use engine::{IoClass, LatencyHistogram, SimRng};
+use serde::{Deserialize, Serialize};
+use workload::{Buffering, IoGenerator, IoSizeModel, JobSpec, Profile, ProfileKind};
+
+use crate::config::HostConfig;
+
+/// When an online service's client sends requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrivals {
+    /// Exponential gaps with mean 1 / rate.
+    Poisson,
+    /// A request every 1 / rate.
+    Fixed,
+}
+
+/// How instructions between a thread's I/Os are drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IoGaps {
+    /// Exponential with the profile's mean (I/Os are a Poisson process in instructions).
+    Exponential,
+    /// Always the profile's mean.
+    Fixed,
+}
+
+/// What a process runs.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// A built-in profile (online service or offline job).
+    Profile(Profile),
+    /// fio jobs (each clone a thread).
+    Fio { jobs: Vec<JobSpec>, source: String },
+    /// A block trace replayed by one thread.
+    Trace {
+        records: std::sync::Arc<[TraceRecord]>,
+        mode: TraceMode,
+        source: String,
+    },
+}
+
+/// One I/O of a trace: when (from the trace's start), what, where in the process's file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceRecord {
+    pub at_ns: u64,
+    pub op: engine::IoOp,
+    pub offset_bytes: u64,
+    pub bytes: u64,
+}
+
+/// How a trace is replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceMode {
+    /// Each I/O is issued at its timestamp (asynchronously, direct), whatever is in flight.
+    OpenLoop,
+    /// One I/O at a time, each as soon as the previous one completed (synchronous, direct).
+    Afap,
+}
+
+/// Where a fio-like thread's I/Os come from.
+pub(crate) enum IoSource {
+    Job(IoGenerator),
+    Trace {
+        records: std::sync::Arc<[TraceRecord]>,
+        next: usize,
+        open_loop: bool,
+    },
+}
+
+/// Whether a process is a service (response time) or a job (throughput).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessKind {
+    Online,
+    Offline,
+    Fio,
+    Trace,
+}
+
+/// One process of a system run.
+#[derive(Clone, Debug)]
+pub struct ProcessSpec {
+    pub name: String,
+    pub workload: Workload,
+    /// The workload attribute every I/O of the process carries.
+    pub class: IoClass,
+    /// Online: worker threads (plus one server thread); offline: threads; fio: unused
+    /// (`numjobs`).
+    pub threads: u32,
+    /// Online: client requests per second.
+    pub requests_per_sec: u64,
+    pub arrivals: Arrivals,
+    /// Online: instructions a worker executes per request.
+    pub instructions_per_request: u64,
+    /// Profiles: direct or through the page cache (fio jobs use their own `direct`).
+    pub buffering: Buffering,
+    pub io_size: IoSizeModel,
+    pub io_gaps: IoGaps,
+    /// Size of the process's file (its region of the device).
+    pub file_bytes: u64,
+    /// Buffered writers: call fsync after every this many writes (0: never).
+    pub fsync_every_writes: u32,
+}
+
+impl ProcessSpec {
+    /// A process running `profile` with the defaults described in the module essay.
+    pub fn from_profile(profile: Profile, class: IoClass, host: &HostConfig) -> ProcessSpec {
+        let online = profile.kind == ProfileKind::Online;
+        let buffering = match profile.provenance {
+            workload::Provenance::Derived { .. } => Buffering::Buffered,
+            workload::Provenance::Published if online => Buffering::Direct,
+            workload::Provenance::Published => Buffering::Buffered,
+        };
+        ProcessSpec {
+            name: profile.name.to_string(),
+            threads: default_threads(&profile, host.cpu.cores),
+            workload: Workload::Profile(profile),
+            class,
+            requests_per_sec: workload::ONLINE_REQUESTS_PER_SEC,
+            arrivals: Arrivals::Poisson,
+            instructions_per_request: host.app.instructions_per_request,
+            buffering,
+            io_size: IoSizeModel::Fixed,
+            io_gaps: IoGaps::Exponential,
+            file_bytes: host.app.file_bytes,
+            fsync_every_writes: 0,
+        }
+    }
+
+    pub fn kind(&self) -> ProcessKind {
+        match &self.workload {
+            Workload::Profile(p) if p.kind == ProfileKind::Online => ProcessKind::Online,
+            Workload::Profile(_) => ProcessKind::Offline,
+            Workload::Fio { .. } => ProcessKind::Fio,
+            Workload::Trace { .. } => ProcessKind::Trace,
+        }
+    }
+
+    pub fn profile_name(&self) -> String {
+        match &self.workload {
+            Workload::Profile(p) => p.name.to_string(),
+            Workload::Fio { source, .. } | Workload::Trace { source, .. } => source.clone(),
+        }
+    }
+}
+
+/// The rate-related fields of a process (so the arrival draw needs no borrow of the process).
+#[derive(Clone, Copy)]
+pub(crate) struct RateSpec {
+    requests_per_sec: u64,
+    arrivals: Arrivals,
+}
+
+impl ProcessSpec {
+    pub(crate) fn clone_rate(&self) -> RateSpec {
+        RateSpec {
+            requests_per_sec: self.requests_per_sec,
+            arrivals: self.arrivals,
+        }
+    }
+}
+
+/// Gap to an online service's next client request.
+pub(crate) fn arrival_gap_of(spec: RateSpec, rng: &mut SimRng) -> u64 {
+    let mean = 1_000_000_000 / spec.requests_per_sec.max(1);
+    match spec.arrivals {
+        Arrivals::Fixed => mean,
+        Arrivals::Poisson => exp_ns(rng, mean).max(1),
+    }
+}
+
+pub(crate) fn arrival_gap(spec: &ProcessSpec, rng: &mut SimRng) -> u64 {
+    arrival_gap_of(spec.clone_rate(), rng)
+}
+
+/// Default thread count of a profile on a host with `cores` cores (workers for online
+/// services).
+pub fn default_threads(profile: &Profile, cores: u32) -> u32 {
+    match (profile.kind, profile.name) {
+        (ProfileKind::Online, _) => 4,
+        (ProfileKind::Offline, "bfs") => 2 * cores,
+        (ProfileKind::Offline, _) => cores,
+    }
+}
+
+/// An online request in flight.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OnlineReq {
+    pub sent_at: engine::SimTime,
+    pub live: bool,
+}
+
+/// An asynchronous fio I/O in flight.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FioIo {
+    pub read: bool,
+    pub bytes: u64,
+    pub started: engine::SimTime,
+    /// Bios of this I/O not yet completed.
+    pub pending: u32,
+    /// When its last bio completed.
+    pub done_at: engine::SimTime,
+}
+
+/// Per-job fio results (all clones of a job together).
+#[derive(Clone, Debug, Default)]
+pub struct FioJobResult {
+    pub name: String,
+    pub read: LatencyHistogram,
+    pub write: LatencyHistogram,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub first_start_ns: Option<u64>,
+    pub last_end_ns: u64,
+}
+
+/// The state of one fio clone.
+pub(crate) struct FioThread {
+    pub job: u32,
+    pub source: IoSource,
+    pub spec_depth: u32,
+    pub asynchronous: bool,
+    pub polled: bool,
+    pub direct: bool,
+    pub thinktime_ns: u64,
+    pub rate_interval_ns: Option<u64>,
+    pub runtime_ns: Option<u64>,
+    pub ramp_ns: u64,
+    pub started: engine::SimTime,
+    pub issued: u64,
+    pub exhausted: bool,
+    pub in_flight: u32,
+    pub slots: Vec<FioIo>,
+    pub free_slots: Vec<u32>,
+    pub completed: Vec<u32>,
+    pub reaping: Vec<u32>,
+    /// Latency ends at the device completion (trace replay) rather than when the thread reaps
+    /// it (fio's view through io_getevents).
+    pub latency_at_completion: bool,
+}
+
+/// What a process is doing, by kind.
+pub(crate) enum ProcState {
+    Online(Box<OnlineState>),
+    Offline,
+    Fio { jobs: Vec<FioJobResult> },
+}
+
+/// An online service's state.
+pub(crate) struct OnlineState {
+    pub server: u32,
+    pub idle_workers: Vec<u32>,
+    pub rx: std::collections::VecDeque<u32>,
+    pub work: std::collections::VecDeque<u32>,
+    pub reqs: Vec<OnlineReq>,
+    pub free_reqs: Vec<u32>,
+    pub arrival_rng: SimRng,
+    pub response: LatencyHistogram,
+    pub completed: u64,
+}
+
+pub(crate) struct Process {
+    pub spec: ProcessSpec,
+    pub file: u32,
+    pub state: ProcState,
+    pub instructions: u64,
+    pub ios: u64,
+    pub io_latency: LatencyHistogram,
+}
+
+/// Results of one process.
+#[derive(Clone, Debug)]
+pub struct ProcessReport {
+    pub name: String,
+    pub profile: String,
+    pub class: IoClass,
+    pub kind: ProcessKind,
+    /// Online: requests completed (reply received by the client).
+    pub requests: u64,
+    /// Online: requests sent and not answered by the end of the run.
+    pub unfinished_requests: u64,
+    pub response: LatencyHistogram,
+    /// Instructions executed by the process's threads.
+    pub instructions: u64,
+    /// Application-level I/Os completed (read/write calls).
+    pub ios: u64,
+    /// Application-level I/O latency (call to return).
+    pub io_latency: LatencyHistogram,
+    pub fio_jobs: Vec<FioJobResult>,
+}

@@ -1,0 +1,531 @@
+//! Building the host: everything that happens before the first event — the machine's boot and
+//! the `fork`/`exec` of the run's processes.
+//!
+//! `Host::new` lays out one file per process on the device, in process order: each file is the
+//! process's `file_bytes` rounded down to whole pages and starts on a 1 MiB boundary after the
+//! previous one (the page cache addresses it by its first sector). It then creates the
+//! process's threads and places them on their home cores round-robin in creation order: an
+//! online service's server thread, then its workers; an offline job's threads; one thread per
+//! fio clone; one trace-replay thread; and last the flusher, a kernel thread of no process.
+//! Every thread draws from its own random stream, named `proc.<index>.<name>.<thread>`
+//! (`kernel.flusher`; a fio job's `randseed` is mixed into the run's seed), so adding a
+//! process changes no other thread's draws except by where its threads sit.
+//!
+//! Worked example: `apache` (online, 4 workers) and `pagerank` (offline, 8 threads) on the
+//! 8-core `arm8`: apache's server lands on core 0 and its workers on cores 1–4, pagerank's
+//! threads on cores 5, 6, 7, 0, 1, 2, 3, 4, and the flusher on core 5.
+//!
+//! At t = 0 offline and fio threads are runnable (each has drawn the instructions to its first
+//! I/O); the server waits for requests, workers for work and the flusher for dirty pages. The
+//! first client request of each online service, the run's end and the first periodic
+//! write-back wake-up are the first events.
+//!
+//! ## What it leaves out
+//! Process start-up cost, placement by load (round-robin only; the scheduler in `cpu` may move
+//! a waking thread to an idle core), file-system layout (each file is one contiguous extent).
+//!
+//! Config keys: per process in the system config (`threads`, `file_bytes`, the workload);
+//! `pagecache.dirty_writeback_interval_ns` for the first flusher wake-up.
+
+use std::collections::VecDeque;
+
+use engine::{stream, EventQueue, IoClass, LatencyHistogram, SimTime};
+use workload::{Buffering, IoGenerator, JobSpec, Profile, ProfileGenerator};
+
+use crate::blk::Blk;
+use crate::breakdown::LayerTimes;
+use crate::config::HostConfig;
+use crate::cpu::{Cat, Cpu};
+use crate::machine::{Ev, Host, HostError};
+use crate::nvme::{self, NvmeStats};
+use crate::pagecache::{PageCache, NIL};
+use crate::process::{
+    arrival_gap, FioJobResult, FioThread, IoSource, OnlineState, ProcState, Process, ProcessKind,
+    ProcessSpec, TraceMode, TraceRecord, Workload,
+};
+use crate::task::{draw_gap, FlusherState, Role, Thread, Wait};
+use crate::PAGE_BYTES;
+
+/// Files start on 1 MiB boundaries of the device.
+const FILE_ALIGN_BYTES: u64 = 1 << 20;
+
+/// A file smaller than this (16 pages) is rejected: profiles need room for their I/O sizes.
+const FILE_MIN_BYTES: u64 = 16 * PAGE_BYTES;
+
+/// An open-loop trace never waits for its I/Os: far beyond any device queue.
+const OPEN_LOOP_MAX_IN_FLIGHT: u32 = 1 << 16;
+
+impl Host {
+    /// A host running `procs` for `duration` on a device of `device_capacity_bytes`.
+    pub fn new(
+        cfg: &HostConfig,
+        procs: Vec<ProcessSpec>,
+        seed: u64,
+        duration: SimTime,
+        device_capacity_bytes: u64,
+    ) -> Result<Host, HostError> {
+        cfg.validate()?;
+        let mut spawner = Spawner::new(cfg, seed, device_capacity_bytes);
+        for (index, spec) in procs.into_iter().enumerate() {
+            spawner.spawn_process(index, spec)?;
+        }
+        let flusher = spawner.spawn_flusher();
+        spawner.arm_first_events(duration);
+        let mut host = spawner.into_host(flusher, duration);
+        host.start_threads();
+        Ok(host)
+    }
+
+    /// Offline and fio threads run from the start; everyone else waits for something.
+    fn start_threads(&mut self) {
+        for t in 0..self.threads.len() {
+            let starts = matches!(self.threads[t].role, Role::Offline | Role::Fio(_));
+            if starts {
+                let th = &mut self.threads[t];
+                th.instr_to_io = draw_gap(th);
+                self.cpu.wake(SimTime::ZERO, t as u32, 0, Cat::Sched);
+            }
+        }
+        self.arm_core_timers();
+    }
+}
+
+/// What `Host::new` builds before the host exists.
+struct Spawner<'c> {
+    cfg: &'c HostConfig,
+    seed: u64,
+    cpu: Cpu,
+    pc: PageCache,
+    threads: Vec<Thread>,
+    procs: Vec<Process>,
+    events: EventQueue<Ev>,
+    /// Home core of the next thread.
+    next_core: u16,
+    /// Where the next process's file starts.
+    next_file_byte: u64,
+    device_capacity_bytes: u64,
+}
+
+/// The process whose threads are being created.
+struct Spawning<'s> {
+    index: usize,
+    spec: &'s ProcessSpec,
+    file_bytes: u64,
+}
+
+impl Spawning<'_> {
+    fn pid(&self) -> u32 {
+        self.index as u32
+    }
+
+    fn generator_error(&self, source: workload::GenError) -> HostError {
+        HostError::Generator {
+            process: self.spec.name.clone(),
+            source,
+        }
+    }
+
+    fn unsupported(&self, reason: String) -> HostError {
+        HostError::Unsupported {
+            process: self.spec.name.clone(),
+            reason,
+        }
+    }
+}
+
+impl<'c> Spawner<'c> {
+    fn new(cfg: &'c HostConfig, seed: u64, device_capacity_bytes: u64) -> Spawner<'c> {
+        Spawner {
+            cfg,
+            seed,
+            cpu: Cpu::new(&cfg.cpu),
+            pc: PageCache::new(
+                cfg.page_cache_pages(),
+                cfg.pagecache.read_ahead_max_bytes,
+                cfg.pagecache.dirty_background_ratio_pct,
+                cfg.pagecache.dirty_ratio_pct,
+            ),
+            threads: Vec::new(),
+            procs: Vec::new(),
+            events: EventQueue::with_capacity(4096),
+            next_core: 0,
+            next_file_byte: 0,
+            device_capacity_bytes,
+        }
+    }
+
+    /// Places a new thread of `class` on the next core, round-robin.
+    fn place(&mut self, class: IoClass) -> u32 {
+        let core = self.next_core;
+        self.next_core = (self.next_core + 1) % self.cfg.cpu.cores as u16;
+        let t = self.cpu.add_thread(core, class);
+        assert_eq!(
+            t as usize,
+            self.threads.len(),
+            "scheduler and machine thread ids agree"
+        );
+        t
+    }
+
+    /// A thread of process `p` with the random stream named by `tag`.
+    fn thread(
+        &mut self,
+        p: &Spawning,
+        role: Role,
+        tag: &str,
+        gen: Option<ProfileGenerator>,
+        mean_gap: u64,
+    ) -> u32 {
+        let t = self.place(p.spec.class);
+        let name = &p.spec.name;
+        let rng = stream(self.seed, &format!("proc.{}.{name}.{tag}", p.index));
+        let mut th = Thread::new(
+            p.pid(),
+            p.spec.class,
+            role,
+            rng,
+            self.cfg.blk.plug_max_requests as usize,
+        );
+        th.mean_gap = mean_gap;
+        th.gaps = p.spec.io_gaps;
+        th.gen = gen;
+        self.threads.push(th);
+        t
+    }
+
+    /// Gives the process its file: returns the page cache's file id and the file's size.
+    fn layout_file(&mut self, spec: &ProcessSpec) -> Result<(u32, u64), HostError> {
+        let file_bytes = spec.file_bytes / PAGE_BYTES * PAGE_BYTES;
+        if file_bytes < FILE_MIN_BYTES {
+            return Err(HostError::Unsupported {
+                process: spec.name.clone(),
+                reason: format!("file_bytes {} is below 64 KiB", spec.file_bytes),
+            });
+        }
+        let need = self.next_file_byte + file_bytes;
+        if need > self.device_capacity_bytes {
+            return Err(HostError::Capacity {
+                need_bytes: need,
+                capacity_bytes: self.device_capacity_bytes,
+            });
+        }
+        let file = self
+            .pc
+            .add_file(self.next_file_byte / 512, file_bytes / PAGE_BYTES);
+        self.next_file_byte = need.div_ceil(FILE_ALIGN_BYTES) * FILE_ALIGN_BYTES;
+        Ok((file, file_bytes))
+    }
+
+    fn spawn_process(&mut self, index: usize, spec: ProcessSpec) -> Result<(), HostError> {
+        let (file, file_bytes) = self.layout_file(&spec)?;
+        let p = Spawning {
+            index,
+            spec: &spec,
+            file_bytes,
+        };
+        let state = match &spec.workload {
+            Workload::Profile(profile) if spec.kind() == ProcessKind::Online => {
+                self.spawn_online(&p, profile)?
+            }
+            Workload::Profile(profile) => self.spawn_offline(&p, profile)?,
+            Workload::Fio { jobs, .. } => self.spawn_fio(&p, jobs)?,
+            Workload::Trace { records, mode, .. } => self.spawn_trace(&p, records, *mode)?,
+        };
+        self.procs.push(Process {
+            spec,
+            file,
+            state,
+            instructions: 0,
+            ios: 0,
+            io_latency: LatencyHistogram::new(),
+        });
+        Ok(())
+    }
+
+    fn profile_generator(
+        &self,
+        p: &Spawning,
+        profile: &Profile,
+    ) -> Result<ProfileGenerator, HostError> {
+        ProfileGenerator::new(*profile, p.spec.io_size, 0, p.file_bytes)
+            .map_err(|e| p.generator_error(e))
+    }
+
+    /// An online service: a server thread waiting for requests, idle workers, and its client's
+    /// first request.
+    fn spawn_online(&mut self, p: &Spawning, profile: &Profile) -> Result<ProcState, HostError> {
+        let spec = p.spec;
+        let mean_gap = profile.mean_instructions_between_ios();
+        if spec.requests_per_sec == 0 || spec.threads == 0 {
+            return Err(p.unsupported(
+                "an online service needs requests_per_sec ≥ 1 and threads (workers) ≥ 1".into(),
+            ));
+        }
+        let server = self.thread(p, Role::Server { req: NIL }, "server", None, mean_gap);
+        self.threads[server as usize].wait = Wait::Rx;
+        let mut idle = Vec::new();
+        for w in 0..spec.threads {
+            let gen = self.profile_generator(p, profile)?;
+            let worker = Role::Worker {
+                req: NIL,
+                instr_left: 0,
+            };
+            let t = self.thread(p, worker, &format!("worker{w}"), Some(gen), mean_gap);
+            self.threads[t as usize].wait = Wait::Work;
+            idle.push(t);
+        }
+        let name = &spec.name;
+        let mut arrival_rng = stream(self.seed, &format!("proc.{}.{name}.arrivals", p.index));
+        let first = arrival_gap(spec, &mut arrival_rng);
+        self.events
+            .schedule(SimTime(first), Ev::Arrival { proc: p.pid() });
+        Ok(ProcState::Online(Box::new(OnlineState {
+            server,
+            idle_workers: idle,
+            rx: VecDeque::with_capacity(64),
+            work: VecDeque::with_capacity(64),
+            reqs: Vec::with_capacity(64),
+            free_reqs: Vec::with_capacity(64),
+            arrival_rng,
+            response: LatencyHistogram::new(),
+            completed: 0,
+        })))
+    }
+
+    /// An offline job: `threads` threads computing and doing I/O from t = 0.
+    fn spawn_offline(&mut self, p: &Spawning, profile: &Profile) -> Result<ProcState, HostError> {
+        let mean_gap = profile.mean_instructions_between_ios();
+        if p.spec.threads == 0 {
+            return Err(p.unsupported("an offline job needs threads ≥ 1".into()));
+        }
+        for i in 0..p.spec.threads {
+            let gen = self.profile_generator(p, profile)?;
+            self.thread(p, Role::Offline, &format!("thread{i}"), Some(gen), mean_gap);
+        }
+        Ok(ProcState::Offline)
+    }
+
+    /// fio jobs: one thread per clone (`numjobs`), all running together.
+    fn spawn_fio(&mut self, p: &Spawning, jobs: &[JobSpec]) -> Result<ProcState, HostError> {
+        let mut results: Vec<FioJobResult> = Vec::new();
+        for job in jobs {
+            if job.group != 0 {
+                return Err(p.unsupported(format!(
+                    "job `{}` uses stonewall; jobs of a system run all run together",
+                    job.name
+                )));
+            }
+            if job.block_size_bytes % 512 != 0 {
+                return Err(p.unsupported(format!(
+                    "job `{}`: bs {} is not a multiple of 512",
+                    job.name, job.block_size_bytes
+                )));
+            }
+            let job_index = match results.iter().position(|r| r.name == job.name) {
+                Some(i) => i,
+                None => {
+                    results.push(FioJobResult {
+                        name: job.name.clone(),
+                        ..Default::default()
+                    });
+                    results.len() - 1
+                }
+            };
+            for clone in 0..job.numjobs {
+                let gen =
+                    IoGenerator::new(job, clone, p.file_bytes).map_err(|e| p.generator_error(e))?;
+                let fio = fio_thread(job, job_index as u32, gen);
+                let tag = format!("{}.{clone}", job.name);
+                let t = self.thread(p, Role::Fio(Box::new(fio)), &tag, None, 0);
+                if let Some(seed_mix) = job.randseed {
+                    let name = &p.spec.name;
+                    self.threads[t as usize].rng = stream(
+                        self.seed ^ seed_mix,
+                        &format!("proc.{}.{name}.{}.{clone}", p.index, job.name),
+                    );
+                }
+            }
+        }
+        Ok(ProcState::Fio { jobs: results })
+    }
+
+    /// A trace replayed by one direct-I/O thread.
+    fn spawn_trace(
+        &mut self,
+        p: &Spawning,
+        records: &std::sync::Arc<[TraceRecord]>,
+        mode: TraceMode,
+    ) -> Result<ProcState, HostError> {
+        for r in records.iter() {
+            if r.bytes == 0 || r.offset_bytes % 512 != 0 || r.bytes % 512 != 0 {
+                return Err(p.unsupported(format!(
+                    "trace record at {} ns: offset {} and length {} must be positive multiples of 512",
+                    r.at_ns, r.offset_bytes, r.bytes
+                )));
+            }
+            if r.offset_bytes + r.bytes > p.file_bytes {
+                return Err(p.unsupported(format!(
+                    "trace record at {} ns ends at byte {}, past the process's file ({} bytes; raise file_bytes)",
+                    r.at_ns,
+                    r.offset_bytes + r.bytes,
+                    p.file_bytes
+                )));
+            }
+        }
+        let open_loop = mode == TraceMode::OpenLoop;
+        let fio = FioThread {
+            job: 0,
+            source: IoSource::Trace {
+                records: records.clone(),
+                next: 0,
+                open_loop,
+            },
+            latency_at_completion: true,
+            spec_depth: if open_loop {
+                OPEN_LOOP_MAX_IN_FLIGHT
+            } else {
+                1
+            },
+            asynchronous: open_loop,
+            polled: false,
+            direct: true,
+            thinktime_ns: 0,
+            rate_interval_ns: None,
+            runtime_ns: None,
+            ramp_ns: 0,
+            started: SimTime::ZERO,
+            issued: 0,
+            exhausted: false,
+            in_flight: 0,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            completed: Vec::new(),
+            reaping: Vec::new(),
+        };
+        self.thread(p, Role::Fio(Box::new(fio)), "trace", None, 0);
+        Ok(ProcState::Fio {
+            jobs: vec![FioJobResult {
+                name: p.spec.name.clone(),
+                ..Default::default()
+            }],
+        })
+    }
+
+    /// The flusher: a kernel thread of no process, idle until write-back is due.
+    fn spawn_flusher(&mut self) -> u32 {
+        let t = self.place(IoClass::Throughput);
+        let mut th = Thread::new(
+            u32::MAX,
+            IoClass::Throughput,
+            Role::Flusher,
+            stream(self.seed, "kernel.flusher"),
+            self.cfg.blk.plug_max_requests as usize,
+        );
+        th.wait = Wait::FlusherIdle;
+        self.threads.push(th);
+        t
+    }
+
+    /// The run's end and the flusher's first periodic wake-up.
+    fn arm_first_events(&mut self, duration: SimTime) {
+        self.events.schedule(duration, Ev::Stop);
+        let first_tick = SimTime(self.cfg.pagecache.dirty_writeback_interval_ns);
+        if first_tick < duration {
+            self.events.schedule(first_tick, Ev::FlushTick);
+        }
+    }
+
+    fn into_host(self, flusher: u32, duration: SimTime) -> Host {
+        let cfg = self.cfg;
+        let cores = cfg.cpu.cores as u16;
+        Host {
+            cfg: cfg.clone(),
+            events: self.events,
+            cpu: self.cpu,
+            pc: self.pc,
+            blk: Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests()),
+            threads: self.threads,
+            procs: self.procs,
+            flush: FlusherState {
+                thread: flusher,
+                ..Default::default()
+            },
+            throttled: Vec::new(),
+            fsync_waiters: Vec::new(),
+            out: Vec::with_capacity(64),
+            now: SimTime::ZERO,
+            duration,
+            stopping: false,
+            nvme: NvmeStats::default(),
+            layer_times: LayerTimes::new(),
+            scratch: Vec::with_capacity(16),
+            commands_sent: 0,
+            cqes_received: 0,
+            errors: Vec::new(),
+            queue_pairs: nvme::queue_pairs(cores, cfg.nvme.queue_depth),
+        }
+    }
+}
+
+/// A fio clone's state: synchronous engines issue one I/O at a time, asynchronous (direct)
+/// ones keep `iodepth` in flight.
+fn fio_thread(job: &JobSpec, job_index: u32, gen: IoGenerator) -> FioThread {
+    let direct = job.buffering == Buffering::Direct;
+    let asynchronous = job.engine == workload::IoEngine::Async && direct;
+    FioThread {
+        job: job_index,
+        source: IoSource::Job(gen),
+        latency_at_completion: false,
+        spec_depth: job.effective_iodepth().max(1),
+        asynchronous,
+        polled: job.completion == workload::Completion::Polled,
+        direct,
+        thinktime_ns: job.thinktime_ns,
+        rate_interval_ns: job.rate_iops.filter(|&r| r > 0).map(|r| 1_000_000_000 / r),
+        runtime_ns: job.runtime_ns,
+        ramp_ns: job.ramp_time_ns,
+        started: SimTime::ZERO,
+        issued: 0,
+        exhausted: false,
+        in_flight: 0,
+        slots: Vec::new(),
+        free_slots: Vec::new(),
+        completed: Vec::new(),
+        reaping: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::{IoClass, SimTime};
+    use workload::Profile;
+
+    use crate::config::HostConfig;
+    use crate::machine::Host;
+    use crate::process::ProcessSpec;
+
+    /// The essay's worked example: apache (server + 4 workers) then pagerank (8 threads) on
+    /// arm8, threads placed round-robin in creation order, the flusher last.
+    #[test]
+    fn threads_are_placed_round_robin_in_creation_order() {
+        let cfg = HostConfig::preset("arm8").unwrap();
+        let spec = |name: &str, class| {
+            ProcessSpec::from_profile(Profile::named(name).unwrap(), class, &cfg)
+        };
+        let procs = vec![
+            spec("apache", IoClass::LatencyCritical),
+            spec("pagerank", IoClass::Throughput),
+        ];
+        let host = Host::new(&cfg, procs, 1, SimTime::from_ms(1), 1 << 40).unwrap();
+        let cores: Vec<u16> = (0..host.threads.len())
+            .map(|t| host.cpu.threads[t].core)
+            .collect();
+        // Offline threads are runnable at t = 0 but none has run yet: still on its home core.
+        assert_eq!(
+            cores,
+            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5],
+            "server, 4 workers, 8 pagerank threads, flusher"
+        );
+        assert_eq!(host.flush.thread as usize, host.threads.len() - 1);
+    }
+}

@@ -1,0 +1,228 @@
+//! Threads: what each simulated thread (Linux's `task_struct`, reduced to what the I/O path
+//! needs) is doing between its CPU bursts.
+//!
+//! The scheduler (`cpu`) knows only whether a thread is blocked, runnable or running and how
+//! much of its current burst is left. Everything else lives here: the thread's role (server,
+//! worker, offline thread, fio clone, flusher), the continuation its burst ends in (`Step`: the
+//! machine runs it when the burst ends), why it sleeps (`Wait`), the system call it is in
+//! (`IoCtx`), its bios, its plug and its completions to reap, its read-ahead state and its fsync
+//! progress. A thread is in exactly one of: running a burst (`wait == Wait::None`) or asleep for
+//! one reason; `Host::sleep` and `Host::wake` assert it.
+//!
+//! ## What it leaves out
+//! Everything a thread has that does not touch the I/O path: signals, memory maps, priorities
+//! (all threads have the same weight), CPU affinity beyond the home core.
+
+use engine::rng::exp_ns;
+use engine::{IoClass, IoOp, SimRng, SimTime};
+use workload::ProfileGenerator;
+
+use crate::config::CompletionMode;
+use crate::pagecache::{ReadAhead, NIL};
+use crate::process::{FioThread, IoGaps};
+
+/// What a thread does when its current burst ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    App,
+    IoEnter,
+    PcRead,
+    PcCopy,
+    PcWrite,
+    BioSubmit,
+    SubmitRetry,
+    Dispatch,
+    Driver,
+    IoWaitDone,
+    ThrottleDone,
+    Poll,
+    Reap,
+    HybridWake,
+    FlushPages,
+    FsyncStart,
+    FsyncPages,
+    FsyncDone,
+    Reply,
+    ServerHandoff,
+    FioReap,
+}
+
+/// Why a blocked thread sleeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    None,
+    Io,
+    ReqAlloc,
+    Throttle,
+    Rx,
+    Work,
+    Timer,
+    FlusherIdle,
+    FioEvents,
+    Fsync,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    Direct,
+    Buffered,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AfterIo {
+    Finish,
+    Copy,
+}
+
+/// The system call a thread is in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IoCtx {
+    pub(crate) op: IoOp,
+    pub(crate) file: u32,
+    pub(crate) offset_bytes: u64,
+    pub(crate) bytes: u64,
+    pub(crate) page: u64,
+    pub(crate) pages: u64,
+    pub(crate) path: Path,
+    pub(crate) completion: CompletionMode,
+    pub(crate) hctx: u16,
+    pub(crate) started: SimTime,
+    /// The thread waits for its bios (false: flusher, async fio).
+    pub(crate) wait: bool,
+    pub(crate) after: AfterIo,
+    pub(crate) fio_slot: u32,
+}
+
+impl Default for IoCtx {
+    fn default() -> Self {
+        IoCtx {
+            op: IoOp::Read,
+            file: 0,
+            offset_bytes: 0,
+            bytes: 0,
+            page: 0,
+            pages: 0,
+            path: Path::Direct,
+            completion: CompletionMode::Interrupt,
+            hctx: 0,
+            started: SimTime::ZERO,
+            wait: true,
+            after: AfterIo::Finish,
+            fio_slot: NIL,
+        }
+    }
+}
+
+/// What a thread is for.
+pub(crate) enum Role {
+    Server { req: u32 },
+    Worker { req: u32, instr_left: u64 },
+    Offline,
+    Fio(Box<FioThread>),
+    Flusher,
+}
+
+/// One thread's I/O-path state (its scheduling state is `cpu::ThreadSched`).
+pub(crate) struct Thread {
+    /// Its process (`u32::MAX`: a kernel thread).
+    pub(crate) proc: u32,
+    pub(crate) class: IoClass,
+    pub(crate) role: Role,
+    pub(crate) step: Step,
+    pub(crate) wait: Wait,
+    /// Instructions left before the next profile I/O.
+    pub(crate) instr_to_io: u64,
+    pub(crate) mean_gap: u64,
+    pub(crate) gaps: IoGaps,
+    pub(crate) gen: Option<ProfileGenerator>,
+    pub(crate) rng: SimRng,
+    pub(crate) io: IoCtx,
+    /// Bios of the current submission batch, submitted in order from `next_bio`.
+    pub(crate) bios: Vec<u32>,
+    pub(crate) next_bio: usize,
+    /// Requests in the thread's plug (not yet in a hardware queue).
+    pub(crate) plug: Vec<u32>,
+    /// Polled completions being reaped.
+    pub(crate) reap: Vec<u32>,
+    /// Bios (or in-flight page reads) the current system call still waits for.
+    pub(crate) pending: u32,
+    /// Request the thread is dispatching (`NIL`: none).
+    pub(crate) dispatching: u32,
+    /// When the current bio's submission began.
+    pub(crate) bio_started: SimTime,
+    /// When the current reap began.
+    pub(crate) reap_started: SimTime,
+    pub(crate) ra: ReadAhead,
+    /// File this thread is writing back for `fsync` (`NIL` when not in fsync).
+    pub(crate) fsync_file: u32,
+    /// Run of pages being written back by `fsync`: (first page, pages, owner class).
+    pub(crate) fsync_run: (u64, u32, IoClass),
+    /// Buffered writes done (for `fsync_every_writes`).
+    pub(crate) writes: u64,
+}
+
+impl Thread {
+    /// A thread of process `proc` (`u32::MAX`: a kernel thread) with no I/O in progress, not
+    /// sleeping, its first step the application's; the caller sets the profile fields.
+    pub(crate) fn new(
+        proc: u32,
+        class: IoClass,
+        role: Role,
+        rng: SimRng,
+        plug_max_requests: usize,
+    ) -> Thread {
+        Thread {
+            proc,
+            class,
+            role,
+            step: Step::App,
+            wait: Wait::None,
+            instr_to_io: 0,
+            mean_gap: 0,
+            gaps: IoGaps::Fixed,
+            gen: None,
+            rng,
+            io: IoCtx::default(),
+            bios: Vec::with_capacity(8),
+            next_bio: 0,
+            plug: Vec::with_capacity(plug_max_requests),
+            reap: Vec::with_capacity(8),
+            pending: 0,
+            dispatching: NIL,
+            bio_started: SimTime::ZERO,
+            reap_started: SimTime::ZERO,
+            ra: ReadAhead::default(),
+            fsync_file: NIL,
+            fsync_run: (0, 0, IoClass::Throughput),
+            writes: 0,
+        }
+    }
+}
+
+/// The flusher's state (Linux's `bdi_writeback`, reduced): the wave in progress.
+#[derive(Default)]
+pub(crate) struct FlusherState {
+    /// The flusher kernel thread.
+    pub(crate) thread: u32,
+    /// Pages taken since the plug was last flushed (at most `writeback_chunk_pages`).
+    pub(crate) chunk_pages: u32,
+    /// A write-back wave is in progress (counted once in `writeback_waves`).
+    pub(crate) in_wave: bool,
+    /// Victim hint: pages the wave is about to write, given to its first request.
+    pub(crate) hint_pages: u32,
+    /// The periodic wake-up (`dirty_writeback_interval_ns`) asked for expired data.
+    pub(crate) periodic_due: bool,
+    /// The run being prepared: (file, first page, pages, owner class).
+    pub(crate) run: (u32, u64, u32, IoClass),
+}
+
+/// Instructions to the thread's next profile I/O (0 for threads without a profile).
+pub(crate) fn draw_gap(th: &mut Thread) -> u64 {
+    if th.mean_gap == 0 {
+        return 0;
+    }
+    match th.gaps {
+        IoGaps::Fixed => th.mean_gap,
+        IoGaps::Exponential => exp_ns(&mut th.rng, th.mean_gap).max(1),
+    }
+}
