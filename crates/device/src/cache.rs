@@ -186,7 +186,7 @@ impl Cache {
     }
 
     fn find(&self, lpn: u32) -> Option<usize> {
-        debug_assert_ne!(lpn, NO_LPN);
+        assert_ne!(lpn, NO_LPN, "LPN {NO_LPN} is the invalid-way tag");
         let set = self.set_range(lpn);
         let start = set.start;
         self.tags[set]
@@ -293,7 +293,11 @@ impl Cache {
     /// Reserves a line for a fill from flash. `false` when the set has no replaceable way
     /// (the data then goes to the host uncached).
     pub fn start_fill(&mut self, lpn: u32, prefetch: bool) -> bool {
-        debug_assert!(self.find(lpn).is_none());
+        // A second scan of the set on every miss: kept for debug-assertion builds.
+        debug_assert!(
+            self.find(lpn).is_none(),
+            "fill of LPN {lpn}, already cached"
+        );
         let stamp = self.tick();
         match self.victim(lpn) {
             Some(i) => {
@@ -352,7 +356,12 @@ impl Cache {
         self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED);
         self.used[i] = stamp;
         self.version[i] = version;
-        debug_assert!(self.dirty_units <= self.dirty_cap_units);
+        assert!(
+            self.dirty_units <= self.dirty_cap_units,
+            "{} dirty units exceed the buffer's {}",
+            self.dirty_units,
+            self.dirty_cap_units
+        );
         Ok(())
     }
 
@@ -388,7 +397,10 @@ impl Cache {
         let i = self
             .find(lpn)
             .expect("an evicting line stays cached until its program finishes");
-        debug_assert!(self.has(i, EVICTING));
+        assert!(
+            self.has(i, EVICTING),
+            "eviction of LPN {lpn} finished but it was not evicting"
+        );
         self.flags[i] &= !EVICTING;
         if !self.has(i, DIRTY) {
             self.dirty_units -= 1;

@@ -398,7 +398,11 @@ impl Ftl {
 
     /// Where `lpn`'s data lives, if it has any.
     pub fn lookup(&self, lpn: u32) -> Option<Location> {
-        debug_assert!((lpn as u64) < self.user_lpns);
+        assert!(
+            (lpn as u64) < self.user_lpns,
+            "LPN {lpn} beyond the {} user LPNs",
+            self.user_lpns
+        );
         match self.forward(lpn as u64) {
             UNMAPPED => None,
             ppn => {
@@ -515,7 +519,11 @@ impl Ftl {
             .expect("caller checked there is a free superblock");
         let sb = self.luns[lun as usize].free.remove(pos);
         let i = self.sb_index(lun, sb);
-        debug_assert_eq!(self.sbs[i].state, SbState::Free);
+        assert_eq!(
+            self.sbs[i].state,
+            SbState::Free,
+            "opening LUN {lun} superblock {sb} that is not free"
+        );
         self.sbs[i].state = SbState::Open;
         self.sbs[i].implicit = false;
         let units = self.geo.superblock_units() as usize;
@@ -628,7 +636,7 @@ impl Ftl {
                 .map_or(0, |v| v[slot as usize]);
             live.push((slot, lpn as u32, version));
         }
-        debug_assert_eq!(
+        assert_eq!(
             live.len() as u32,
             self.sbs[vi].valid_units,
             "valid count of LUN {lun} superblock {victim}"
@@ -647,7 +655,10 @@ impl Ftl {
             let placed = self.write_row(lun, chunk, Writer::Gc);
             programs.push((placed.page, chunk.len() as u32));
         }
-        debug_assert_eq!(self.sbs[vi].valid_units, 0);
+        assert_eq!(
+            self.sbs[vi].valid_units, 0,
+            "GC victim LUN {lun} superblock {victim} still has valid units after relocation"
+        );
         Some(GcPlan {
             lun,
             victim,

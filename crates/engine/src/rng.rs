@@ -57,7 +57,7 @@ pub fn exp_ns<R: Rng + ?Sized>(rng: &mut R, mean_ns: u64) -> u64 {
 /// A uniform integer in `0..n` (n > 0), by Lemire's multiply-shift (bias < 2^-64·n).
 #[inline]
 pub fn below<R: Rng + ?Sized>(rng: &mut R, n: u64) -> u64 {
-    debug_assert!(n > 0);
+    assert!(n > 0, "below(0): an empty range has no member");
     ((rng.next_u64() as u128 * n as u128) >> 64) as u64
 }
 

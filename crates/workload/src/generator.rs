@@ -101,7 +101,7 @@ enum Offsets {
 /// A uniform integer in `0..n` (n > 0) by multiply-shift; bias below n / 2^64.
 #[inline]
 pub(crate) fn below<R: Rng + ?Sized>(rng: &mut R, n: u64) -> u64 {
-    debug_assert!(n > 0);
+    assert!(n > 0, "below(0): an empty range has no member");
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
 }
 
@@ -196,7 +196,7 @@ impl IoGenerator {
                 block_size_bytes,
             });
         }
-        debug_assert!(region_start_bytes + region_blocks * block_size_bytes <= region_end_bytes);
+        assert!(region_start_bytes + region_blocks * block_size_bytes <= region_end_bytes);
 
         let mix = match spec.read_pct {
             100 => OpMix::ReadsOnly,
@@ -294,7 +294,7 @@ impl IoGenerator {
                 ((u128::from(rank) * u128::from(*stride)) % u128::from(n)) as u64
             }
         };
-        debug_assert!(block < n, "block {block} outside region of {n} blocks");
+        assert!(block < n, "block {block} outside region of {n} blocks");
         Some(IoReq {
             op,
             offset_bytes: self.region_start_bytes + block * self.block_size_bytes,

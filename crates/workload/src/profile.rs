@@ -293,7 +293,11 @@ impl ProfileGenerator {
             Some(next) if sequential && next <= last_start => next,
             _ => below(rng, last_start + 1),
         };
-        debug_assert!(page + pages <= self.region_pages);
+        assert!(
+            page + pages <= self.region_pages,
+            "I/O of {pages} pages at page {page} overruns a region of {} pages",
+            self.region_pages
+        );
         self.next_sequential_page = Some(page + pages);
         IoReq {
             op,
