@@ -185,6 +185,7 @@ impl Cache {
         set * w..set * w + w
     }
 
+    #[inline]
     fn find(&self, lpn: u32) -> Option<usize> {
         assert_ne!(lpn, NO_LPN, "LPN {NO_LPN} is the invalid-way tag");
         let set = self.set_range(lpn);

@@ -152,6 +152,7 @@ impl Controller {
     }
 
     /// The doorbell for command `slot` on `sqid` reached the controller.
+    #[inline]
     pub fn doorbell(&mut self, sqid: u16, slot: u32) {
         let sq = self.sqs[sqid as usize]
             .as_mut()

@@ -397,6 +397,7 @@ impl Ftl {
     }
 
     /// Where `lpn`'s data lives, if it has any.
+    #[inline]
     pub fn lookup(&self, lpn: u32) -> Option<Location> {
         assert!(
             (lpn as u64) < self.user_lpns,

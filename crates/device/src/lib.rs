@@ -34,19 +34,26 @@
 //! No module uses one below it in this table, so there is no cycle; `cache` and `ftl` do not
 //! know each other (this file hands an eviction round from one to the other). This file keeps
 //! the device's API and its state machine (which layer an event goes to next), not policy.
+//! `tests/layers.rs` holds the source to this table.
 //!
 //! ## Flash events
 //! The flash model is sans-event-queue: `Flash::submit` and `Flash::on_event` append
 //! `(time, FlashEvent)` pairs to a buffer instead of scheduling them. The buffer is drained
-//! into the event queue in exactly one place, [`Ssd::handle`], right after every handler, so a
+//! into the event queue in exactly one place, `Ssd::handle`, right after every handler, so a
 //! handler cannot forget to schedule its flash work. The buffer must be empty between events:
 //! asserted (in release builds too) before each handler and in [`Ssd::next_event_time`], which
-//! catches flash work submitted from outside a handler (say, from [`Ssd::submit`]).
+//! catches flash work submitted from outside a handler (say, from [`Ssd::submit`]). Events at
+//! the same nanosecond run in scheduling order, and a handler's flash events are scheduled after
+//! everything else it scheduled — the order of the earlier design, in which each handler that
+//! submitted flash work flushed the buffer as its last step (the golden summaries did not move).
 //!
 //! ## Invariants (asserted)
-//! Every submitted command completes exactly once; the write buffer never exceeds its
-//! capacity; GC only erases superblocks without live data; the mapping stays consistent
-//! (`Ftl::check_consistency`, used by the tests). In data-integrity mode every write carries a
+//! Every submitted command completes exactly once; commands are submitted in time order and
+//! nothing is scheduled before the model's time; an SQ never holds more than its depth; the
+//! write buffer never exceeds its capacity; a LUN runs one operation at a time; GC only erases
+//! superblocks without live data and relocates exactly the valid units it counted. These are
+//! `assert!`s, on in release builds (their cost is within the benchmark's noise). The full
+//! mapping check (`Ftl::check_consistency`, O(capacity)) is for the tests. In data-integrity mode every write carries a
 //! version that travels with the data through DRAM, flash and GC, and reads return the versions
 //! they found, so a test can check that a read sees the last write.
 
@@ -359,6 +366,7 @@ impl Ssd {
     }
 
     /// When the model next has work, if it has any.
+    #[inline]
     pub fn next_event_time(&self) -> Option<SimTime> {
         self.assert_no_pending_flash_events("when asked for the next event");
         self.events.peek_time()
@@ -471,13 +479,20 @@ impl Ssd {
     }
 
     /// Flash events must not wait in the buffer between events: [`next_event_time`] would miss
-    /// them. Always on (one length check per event).
+    /// them. Always on (one length check per event; the panic is out of line).
     ///
     /// [`next_event_time`]: Self::next_event_time
     #[inline]
     fn assert_no_pending_flash_events(&self, when: &str) {
-        assert!(
-            self.flash_events.is_empty(),
+        if !self.flash_events.is_empty() {
+            self.pending_flash_events(when);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pending_flash_events(&self, when: &str) -> ! {
+        panic!(
             "{} flash events pending {when} at {}: flash work was submitted outside an event handler",
             self.flash_events.len(),
             self.now
@@ -730,6 +745,11 @@ impl Ssd {
     /// (`ftl.rs`, "Host write-back placement"), and each row is queued on its LUN.
     fn make_room(&mut self, now: SimTime, block: WriteBlock, lpn: u32) {
         let round = self.writeback.plan_round(&mut self.cache, block, lpn);
+        if round.is_empty() {
+            // A round is on its way; its completions retry the stalled writes.
+            self.writeback.end_round(round);
+            return;
+        }
         let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
         let mut members: Vec<(u32, u32)> = Vec::with_capacity(row_units as usize);
         for row in ftl::stripe_rows(round.len(), luns, row_units) {
