@@ -21,9 +21,35 @@
 //! write waits for the next eviction round: one 4-unit row per LUN, 512 units in all, whose
 //! first program (LSB, 0.56 ms) frees the first lines.
 //!
+//! ## Write-back rounds: what to evict, and when ([`WriteBack`])
+//! Eviction starts only when a write is blocked (the baseline "when full" policy), and then
+//! as a *round*: as many rows as there are LUNs beyond the rows already in flight (or
+//! `evict_batch_units` units when that is set), filled with the oldest dirty data. A write
+//! blocked by a full set first puts one of that set's own dirty lines into the round, so the
+//! round frees the slot the write waits for. While a round is on its way (every LUN has a row
+//! in flight, or eviction is blocked because no LUN has flash space until GC erases
+//! something) no new round starts: the completions of the rows in flight retry the stalled
+//! writes, and the next blocked write starts the next round.
+//!
+//! Why a whole stripe and not the one line the set needs: a set fills long before the buffer
+//! does (random writes spread unevenly over sets), and draining a row at a time left all but a
+//! few dies idle while writes queued behind multi-millisecond TLC programs.
+//!
+//! Rounds program whole rows only: a partial row wastes its empty slots, which GC must later
+//! reclaim. What does not fill a row goes back to the buffer (dirty again, at the head of the
+//! eviction order) while other rows are in flight — their completion brings the next round;
+//! with nothing in flight a partial row is the only way forward.
+//!
+//! Worked example (`nvme-tlc`: 128 LUNs, 4-unit rows): with the buffer full and 100 rows in
+//! flight, a blocked write starts a round of (128 − 100) × 4 = 112 units, the 112 oldest dirty
+//! lines. If only 110 are dirty and not already evicting, the round keeps 27 rows (108 units)
+//! and the last 2 lines go back. *Where* each row goes (which LUN, which unit in which row) is
+//! the FTL's business: `ftl.rs`, "Host write-back placement".
+//!
 //! ## What it leaves out
 //! The class split with dynamic ways, ghost-cache prefetch, and the drain mechanisms (later
-//! switches); sub-4 KiB line fills (a partial write dirties the whole unit).
+//! switches); sub-4 KiB line fills (a partial write dirties the whole unit); eviction before
+//! the buffer is full (a high-watermark drain).
 
 use std::collections::VecDeque;
 
@@ -159,8 +185,9 @@ impl Cache {
         set * w..set * w + w
     }
 
+    #[inline]
     fn find(&self, lpn: u32) -> Option<usize> {
-        debug_assert_ne!(lpn, NO_LPN);
+        assert_ne!(lpn, NO_LPN, "LPN {NO_LPN} is the invalid-way tag");
         let set = self.set_range(lpn);
         let start = set.start;
         self.tags[set]
@@ -267,7 +294,11 @@ impl Cache {
     /// Reserves a line for a fill from flash. `false` when the set has no replaceable way
     /// (the data then goes to the host uncached).
     pub fn start_fill(&mut self, lpn: u32, prefetch: bool) -> bool {
-        debug_assert!(self.find(lpn).is_none());
+        // A second scan of the set on every miss: kept for debug-assertion builds.
+        debug_assert!(
+            self.find(lpn).is_none(),
+            "fill of LPN {lpn}, already cached"
+        );
         let stamp = self.tick();
         match self.victim(lpn) {
             Some(i) => {
@@ -326,7 +357,12 @@ impl Cache {
         self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED);
         self.used[i] = stamp;
         self.version[i] = version;
-        debug_assert!(self.dirty_units <= self.dirty_cap_units);
+        assert!(
+            self.dirty_units <= self.dirty_cap_units,
+            "{} dirty units exceed the buffer's {}",
+            self.dirty_units,
+            self.dirty_cap_units
+        );
         Ok(())
     }
 
@@ -362,7 +398,10 @@ impl Cache {
         let i = self
             .find(lpn)
             .expect("an evicting line stays cached until its program finishes");
-        debug_assert!(self.has(i, EVICTING));
+        assert!(
+            self.has(i, EVICTING),
+            "eviction of LPN {lpn} finished but it was not evicting"
+        );
         self.flags[i] &= !EVICTING;
         if !self.has(i, DIRTY) {
             self.dirty_units -= 1;
@@ -426,6 +465,155 @@ impl Cache {
             ));
         }
         Ok(())
+    }
+}
+
+/// The write-back policy: when an eviction round starts, which dirty units it takes, and the
+/// rows of it in flight until their programs finish. See the module essay.
+pub struct WriteBack {
+    /// LUNs of the flash: a round fills at most one row for each LUN without a row in flight.
+    luns: u32,
+    /// Units per row (one multi-plane program).
+    row_units: u32,
+    /// `cache.evict_batch_units` (0 = one row per LUN without a row in flight).
+    batch_units: u32,
+    /// Units of each host row being programmed, by row id (ids reused via `free_rows`).
+    rows: Vec<Vec<(u32, u32)>>,
+    free_rows: Vec<u32>,
+    rows_in_flight: u32,
+    /// The last round found no flash space; no new round until GC frees a superblock.
+    blocked: bool,
+    /// The round being formed (kept to reuse its allocation).
+    round: Vec<(u32, u32)>,
+}
+
+impl WriteBack {
+    pub fn new(config: &CacheConfig, luns: u32, row_units: u32) -> WriteBack {
+        assert!(
+            luns > 0 && row_units > 0,
+            "write-back needs at least one LUN and one unit per row, got {luns} LUNs and {row_units} units"
+        );
+        WriteBack {
+            luns,
+            row_units,
+            batch_units: config.evict_batch_units,
+            rows: Vec::new(),
+            free_rows: Vec::new(),
+            rows_in_flight: 0,
+            blocked: false,
+            round: Vec::new(),
+        }
+    }
+
+    /// Host rows being programmed.
+    pub fn rows_in_flight(&self) -> u32 {
+        self.rows_in_flight
+    }
+
+    /// Whether eviction waits for GC to free flash space.
+    pub fn is_blocked(&self) -> bool {
+        self.blocked
+    }
+
+    /// A write of `lpn` was blocked by `block`: chooses the units of a new round and marks them
+    /// evicting in `cache`. Empty when no round starts now (one is on its way). The caller
+    /// places the units (see `ftl::stripe_rows`), calls [`start_row`](Self::start_row) for each
+    /// row it programs and hands the vector back with [`end_round`](Self::end_round).
+    pub fn plan_round(
+        &mut self,
+        cache: &mut Cache,
+        block: WriteBlock,
+        lpn: u32,
+    ) -> Vec<(u32, u32)> {
+        let mut round = std::mem::take(&mut self.round);
+        round.clear();
+        if self.blocked || self.rows_in_flight >= self.luns {
+            return round;
+        }
+        if block == WriteBlock::SetFull {
+            // None: every dirty line of the set is already being programmed; the round still
+            // goes ahead so LUNs that finished their rows do not sit idle meanwhile.
+            if let Some(unit) = cache.take_dirty_in_set(lpn) {
+                round.push(unit);
+            }
+        }
+        let row_units = self.row_units as usize;
+        let batch = match self.batch_units {
+            0 => ((self.luns - self.rows_in_flight) as usize) * row_units,
+            n => n as usize,
+        };
+        cache.take_oldest_dirty(batch, &mut round);
+        if self.rows_in_flight > 0 {
+            let whole = round.len() / row_units * row_units;
+            for &(lpn, _) in round[whole..].iter().rev() {
+                cache.abort_eviction(lpn);
+            }
+            round.truncate(whole);
+        }
+        round
+    }
+
+    /// Gives back the vector [`plan_round`](Self::plan_round) returned.
+    pub fn end_round(&mut self, mut round: Vec<(u32, u32)>) {
+        round.clear();
+        self.round = round;
+    }
+
+    /// A row of `units` is being programmed: returns its id for [`finish_row`](Self::finish_row).
+    pub fn start_row(&mut self, units: &[(u32, u32)]) -> u32 {
+        assert!(
+            !units.is_empty() && units.len() <= self.row_units as usize,
+            "a write-back row holds 1..={} units, got {}",
+            self.row_units,
+            units.len()
+        );
+        self.rows_in_flight += 1;
+        match self.free_rows.pop() {
+            Some(r) => {
+                let row = &mut self.rows[r as usize];
+                assert!(
+                    row.is_empty(),
+                    "reused write-back row {r} still holds units"
+                );
+                row.extend_from_slice(units);
+                r
+            }
+            None => {
+                self.rows.push(units.to_vec());
+                (self.rows.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Row `row`'s program finished: its units leave the buffer (unless rewritten meanwhile).
+    pub fn finish_row(&mut self, cache: &mut Cache, row: u32) {
+        let units = &mut self.rows[row as usize];
+        assert!(
+            !units.is_empty() && self.rows_in_flight > 0,
+            "write-back row {row} finished but was not in flight ({} rows in flight)",
+            self.rows_in_flight
+        );
+        for &(lpn, _) in units.iter() {
+            cache.finish_eviction(lpn);
+        }
+        units.clear();
+        self.free_rows.push(row);
+        self.rows_in_flight -= 1;
+    }
+
+    /// No LUN had room for `unplaced` (units of the round not yet programmed): they are dirty
+    /// again, and no round starts until [`take_blocked`](Self::take_blocked) after GC freed space.
+    pub fn block<'a>(&mut self, cache: &mut Cache, unplaced: impl Iterator<Item = &'a (u32, u32)>) {
+        for &(lpn, _) in unplaced {
+            cache.abort_eviction(lpn);
+        }
+        self.blocked = true;
+    }
+
+    /// GC freed a superblock: clears the block, saying whether there was one (then stalled
+    /// writes should be retried and, if still stalled, a round started).
+    pub fn take_blocked(&mut self) -> bool {
+        std::mem::take(&mut self.blocked)
     }
 }
 
@@ -505,6 +693,85 @@ mod tests {
         c.read(0, IoClass::Throughput); // 2 is now LRU in set 0
         assert!(c.start_fill(4, false));
         assert!(c.contains(0) && !c.contains(2) && c.contains(4));
+    }
+
+    fn writeback(luns: u32, row_units: u32) -> WriteBack {
+        let config = CacheConfig {
+            dram_bytes: 0,
+            ways: 1,
+            write_buffer_bytes: 0,
+            prefetch_pages: 0,
+            evict_batch_units: 0,
+            dram_access_ns: 0,
+        };
+        WriteBack::new(&config, luns, row_units)
+    }
+
+    #[test]
+    fn a_round_takes_a_row_for_every_lun_without_one_in_flight() {
+        let mut c = cache(64, 4, 64);
+        for lpn in 0..40 {
+            c.write(lpn, 1, IoClass::Throughput).unwrap();
+        }
+        let mut wb = writeback(4, 2);
+        let round = wb.plan_round(&mut c, WriteBlock::BufferFull, 0);
+        assert_eq!(round.len(), 8, "4 LUNs × 2 units");
+        assert_eq!(round[0], (0, 1), "oldest first");
+        let first = wb.start_row(&round[..2]);
+        wb.start_row(&round[2..4]);
+        wb.start_row(&round[4..6]);
+        wb.end_round(round);
+        assert_eq!(wb.rows_in_flight(), 3);
+        // One LUN free: the next round is one row.
+        let round = wb.plan_round(&mut c, WriteBlock::BufferFull, 0);
+        assert_eq!(round.len(), 2);
+        wb.end_round(round);
+        wb.finish_row(&mut c, first);
+        assert_eq!(wb.rows_in_flight(), 2);
+        assert_eq!(
+            c.dirty_units(),
+            38,
+            "the finished row's units left the buffer"
+        );
+        c.check_consistency().unwrap();
+    }
+
+    #[test]
+    fn with_rows_in_flight_a_round_keeps_whole_rows_only() {
+        let mut c = cache(64, 4, 64);
+        for lpn in 0..5 {
+            c.write(lpn, 1, IoClass::Throughput).unwrap();
+        }
+        let mut wb = writeback(8, 2);
+        wb.start_row(&[(100, 0)]); // a row in flight elsewhere
+        let round = wb.plan_round(&mut c, WriteBlock::BufferFull, 0);
+        assert_eq!(round.iter().map(|u| u.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        wb.end_round(round);
+        // The leftover (LPN 4) is dirty again, first in line for the next round.
+        let mut next = Vec::new();
+        c.take_oldest_dirty(1, &mut next);
+        assert_eq!(next, [(4, 1)]);
+    }
+
+    #[test]
+    fn a_set_full_round_starts_with_a_line_of_that_set_and_blocked_means_no_round() {
+        let mut c = cache(4, 2, 4); // 2 sets × 2 ways
+        c.write(1, 1, IoClass::Throughput).unwrap(); // set 1
+        c.write(0, 1, IoClass::Throughput).unwrap(); // set 0
+        c.write(2, 1, IoClass::Throughput).unwrap(); // set 0, now full
+        let mut wb = writeback(1, 2);
+        let round = wb.plan_round(&mut c, WriteBlock::SetFull, 4);
+        assert_eq!(
+            round,
+            [(0, 1), (1, 1)],
+            "set 0's LRU dirty line, then the oldest"
+        );
+        wb.block(&mut c, round.iter());
+        wb.end_round(round);
+        assert!(wb.is_blocked());
+        assert!(wb.plan_round(&mut c, WriteBlock::BufferFull, 0).is_empty());
+        assert!(wb.take_blocked());
+        assert!(!wb.plan_round(&mut c, WriteBlock::BufferFull, 0).is_empty());
     }
 
     #[test]

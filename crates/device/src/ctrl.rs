@@ -152,11 +152,19 @@ impl Controller {
     }
 
     /// The doorbell for command `slot` on `sqid` reached the controller.
+    #[inline]
     pub fn doorbell(&mut self, sqid: u16, slot: u32) {
         let sq = self.sqs[sqid as usize]
             .as_mut()
             .expect("doorbell for an existing SQ");
         sq.visible.push_back(slot);
+        assert!(
+            sq.visible.len() as u32 <= sq.occupied,
+            "SQ {sqid}: {} commands visible but {} slots occupied (depth {})",
+            sq.visible.len(),
+            sq.occupied,
+            sq.depth
+        );
     }
 
     fn has_work(&self, i: usize) -> bool {
@@ -226,6 +234,10 @@ impl Controller {
         let i = self.choose_sq()?;
         let sq = self.sqs[i].as_mut().expect("chosen SQ exists");
         let slot = sq.visible.pop_front().expect("chosen SQ has work");
+        assert!(
+            sq.occupied > 0,
+            "SQ {i}: fetching from an SQ with no slot occupied"
+        );
         sq.occupied -= 1;
         Some((i as u16, slot))
     }

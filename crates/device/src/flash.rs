@@ -422,7 +422,10 @@ impl Flash {
     }
 
     fn start_next(&mut self, now: SimTime, lun: u32, events: &mut Vec<(SimTime, FlashEvent)>) {
-        debug_assert!(self.luns[lun as usize].active.is_none());
+        assert!(
+            self.luns[lun as usize].active.is_none(),
+            "LUN {lun} starts an operation while one is active"
+        );
         let op = match self.pick_next(lun) {
             Some(op) => op,
             None => {

@@ -16,11 +16,29 @@
 //! LPN 1000 → LUN 1000 mod 128 = 104, position 7 → superblock 0, slot 7 (page 1, plane 1, unit 1).
 //!
 //! ## Allocation
-//! Each LUN has one write point: an open superblock and the next free row. Host write-back
-//! stripes units LUN by LUN in channel-first order (the device chooses LUNs; see `lib.rs`) and
-//! each call programs one row. A row that is not full when programmed wastes its empty slots
-//! (counted as `units_wasted`). Free superblocks are taken lowest erase count first (dynamic
+//! Each LUN has one write point: an open superblock and the next free row; each
+//! [`Ftl::write_row`] programs one row. A row that is not full when programmed wastes its empty
+//! slots (counted as `units_wasted`). Free superblocks are taken lowest erase count first (dynamic
 //! wear levelling); host writes may not take the last `gc_reserve_blocks` of a LUN.
+//!
+//! ## Host write-back placement: where evicted data goes
+//! The write buffer hands over an eviction round (`cache.rs` decides what and when); the FTL
+//! decides where each unit goes, in two steps.
+//!
+//! *Rows* ([`stripe_rows`]): the round is cut into stripes of whole rows, at most one row per
+//! LUN, and unit `k` of a stripe of `r` rows goes to the stripe's row `k mod r`, so units that
+//! were dirtied one after the other — often neighbouring LPNs — land on different LUNs and
+//! channels, and a later sequential read of them runs in parallel. Only the last row of a round
+//! can be partial, and only when the round holds less than a row (the write buffer's rule).
+//! Worked example: 10 units, 4 LUNs, 2-unit rows → a stripe of units 0–7 in 4 rows {0,4}
+//! {1,5} {2,6} {3,7}, then a stripe of 1 row {8,9}.
+//!
+//! *LUNs* ([`Ftl::next_host_lun`]): rows go round robin over the LUNs in channel-first order
+//! (LUN numbers alternate channels), preferring LUNs with no host row queued or programming.
+//! TLC programs take 0.5–5 ms by page type, so rows finish out of order, and plain round robin
+//! queued rows behind busy LUNs while others sat idle. A LUN takes host rows only while it has
+//! more free superblocks than `gc_reserve_blocks` (or an open one); when no LUN does, the round's
+//! remaining units go back to the buffer until GC erases a superblock.
 //!
 //! ## Garbage collection
 //! When a LUN's free superblocks fall below `gc_threshold_pct`, GC picks the closed superblock
@@ -73,6 +91,8 @@ struct LunAlloc {
     open: Option<u32>,
     next_row: u32,
     gc_running: bool,
+    /// Host rows placed here whose program has not finished ([`Ftl::host_row_programmed`]).
+    host_rows_queued: u32,
 }
 
 /// A physical location decoded.
@@ -141,6 +161,8 @@ pub struct Ftl {
     luns: Vec<LunAlloc>,
     gc_threshold_free: u32,
     gc_reserve: u32,
+    /// Where [`next_host_lun`](Self::next_host_lun) starts looking.
+    host_lun_cursor: u32,
     pub stats: FtlStats,
 }
 
@@ -224,6 +246,7 @@ impl Ftl {
                 open: None,
                 next_row: 0,
                 gc_running: false,
+                host_rows_queued: 0,
             });
         }
         let regions = user_lpns.div_ceil(REGION_LPNS) as usize;
@@ -242,6 +265,7 @@ impl Ftl {
             luns,
             gc_threshold_free,
             gc_reserve: config.ftl.gc_reserve_blocks,
+            host_lun_cursor: 0,
             stats,
         }
     }
@@ -373,8 +397,13 @@ impl Ftl {
     }
 
     /// Where `lpn`'s data lives, if it has any.
+    #[inline]
     pub fn lookup(&self, lpn: u32) -> Option<Location> {
-        debug_assert!((lpn as u64) < self.user_lpns);
+        assert!(
+            (lpn as u64) < self.user_lpns,
+            "LPN {lpn} beyond the {} user LPNs",
+            self.user_lpns
+        );
         match self.forward(lpn as u64) {
             UNMAPPED => None,
             ppn => {
@@ -443,6 +472,38 @@ impl Ftl {
         l.open.is_some() || l.free.len() > reserve
     }
 
+    /// The LUN the next host row goes to (channel-first round robin over the LUNs with room,
+    /// preferring those with no host row queued; see the module essay), or `None` when no LUN
+    /// has room until GC erases a superblock.
+    pub fn next_host_lun(&mut self) -> Option<u32> {
+        let luns = self.geo.luns;
+        let mut fallback = None;
+        for k in 0..luns {
+            let lun = (self.host_lun_cursor + k) % luns;
+            if !self.has_room(lun, Writer::Host) {
+                continue;
+            }
+            if self.luns[lun as usize].host_rows_queued == 0 {
+                self.host_lun_cursor = (lun + 1) % luns;
+                return Some(lun);
+            }
+            fallback.get_or_insert(lun);
+        }
+        let lun = fallback?;
+        self.host_lun_cursor = (lun + 1) % luns;
+        Some(lun)
+    }
+
+    /// The program of a host row on `lun` (placed by [`write_row`](Self::write_row)) finished.
+    pub fn host_row_programmed(&mut self, lun: u32) {
+        let queued = &mut self.luns[lun as usize].host_rows_queued;
+        assert!(
+            *queued > 0,
+            "LUN {lun}: a host row finished but none was queued"
+        );
+        *queued -= 1;
+    }
+
     fn open_superblock(&mut self, lun: u32) {
         // Lowest erase count first (dynamic wear levelling); ties by position in the list.
         let l = &self.luns[lun as usize];
@@ -459,7 +520,11 @@ impl Ftl {
             .expect("caller checked there is a free superblock");
         let sb = self.luns[lun as usize].free.remove(pos);
         let i = self.sb_index(lun, sb);
-        debug_assert_eq!(self.sbs[i].state, SbState::Free);
+        assert_eq!(
+            self.sbs[i].state,
+            SbState::Free,
+            "opening LUN {lun} superblock {sb} that is not free"
+        );
         self.sbs[i].state = SbState::Open;
         self.sbs[i].implicit = false;
         let units = self.geo.superblock_units() as usize;
@@ -505,11 +570,14 @@ impl Ftl {
             }
         }
         self.stats.units_wasted += (row_units - units.len() as u32) as u64;
+        let l = &mut self.luns[lun as usize];
         match writer {
-            Writer::Host => self.stats.host_units_programmed += units.len() as u64,
+            Writer::Host => {
+                self.stats.host_units_programmed += units.len() as u64;
+                l.host_rows_queued += 1;
+            }
             Writer::Gc => self.stats.gc_units_programmed += units.len() as u64,
         }
-        let l = &mut self.luns[lun as usize];
         l.next_row += 1;
         if l.next_row == self.geo.pages_per_block {
             l.open = None;
@@ -569,7 +637,7 @@ impl Ftl {
                 .map_or(0, |v| v[slot as usize]);
             live.push((slot, lpn as u32, version));
         }
-        debug_assert_eq!(
+        assert_eq!(
             live.len() as u32,
             self.sbs[vi].valid_units,
             "valid count of LUN {lun} superblock {victim}"
@@ -588,7 +656,10 @@ impl Ftl {
             let placed = self.write_row(lun, chunk, Writer::Gc);
             programs.push((placed.page, chunk.len() as u32));
         }
-        debug_assert_eq!(self.sbs[vi].valid_units, 0);
+        assert_eq!(
+            self.sbs[vi].valid_units, 0,
+            "GC victim LUN {lun} superblock {victim} still has valid units after relocation"
+        );
         Some(GcPlan {
             lun,
             victim,
@@ -684,11 +755,158 @@ impl Ftl {
     }
 }
 
+/// Lays out a write-back round of `round_units` units as rows (see the module essay): yields
+/// one [`StripeRow`] per row to program, in order.
+pub fn stripe_rows(round_units: usize, luns: u32, row_units: u32) -> StripeRows {
+    assert!(
+        luns > 0 && row_units > 0,
+        "striping needs at least one LUN and one unit per row, got {luns} LUNs and {row_units} units"
+    );
+    StripeRows {
+        round_units,
+        luns: luns as usize,
+        row_units: row_units as usize,
+        stripe_start: 0,
+        stripe_end: 0,
+        rows: 0,
+        next_row: 0,
+    }
+}
+
+/// The rows of a write-back round, from [`stripe_rows`].
+#[derive(Clone, Debug)]
+pub struct StripeRows {
+    round_units: usize,
+    luns: usize,
+    row_units: usize,
+    stripe_start: usize,
+    stripe_end: usize,
+    /// Rows of the current stripe.
+    rows: usize,
+    /// Next row of the current stripe to yield.
+    next_row: usize,
+}
+
+impl Iterator for StripeRows {
+    type Item = StripeRow;
+
+    fn next(&mut self) -> Option<StripeRow> {
+        if self.next_row == self.rows {
+            if self.stripe_end >= self.round_units {
+                return None;
+            }
+            self.stripe_start = self.stripe_end;
+            let left = self.round_units - self.stripe_start;
+            self.rows = (left / self.row_units).clamp(1, self.luns);
+            self.stripe_end = self.stripe_start + (self.rows * self.row_units).min(left);
+            self.next_row = 0;
+        }
+        let row = StripeRow {
+            stripe_start: self.stripe_start,
+            stripe_end: self.stripe_end,
+            rows: self.rows,
+            row: self.next_row,
+        };
+        self.next_row += 1;
+        Some(row)
+    }
+}
+
+/// One row of a write-back round: the round's units `stripe_start + row`,
+/// `stripe_start + row + rows`, … below `stripe_end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StripeRow {
+    stripe_start: usize,
+    stripe_end: usize,
+    rows: usize,
+    row: usize,
+}
+
+impl StripeRow {
+    /// This row's units of `round`.
+    pub fn members<T>(self, round: &[T]) -> impl Iterator<Item = &T> {
+        round[self.stripe_start..self.stripe_end]
+            .iter()
+            .skip(self.row)
+            .step_by(self.rows)
+    }
+
+    /// What is left to place if this row finds no LUN: this row, the stripe's later rows and
+    /// the later stripes, in that order.
+    pub fn unplaced<T>(self, round: &[T]) -> impl Iterator<Item = &T> {
+        let stripe = &round[self.stripe_start..self.stripe_end];
+        let rows = self.rows;
+        (self.row..rows)
+            .flat_map(move |r| stripe.iter().skip(r).step_by(rows))
+            .chain(&round[self.stripe_end..])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::nvme_tlc;
     use proptest::prelude::*;
+
+    fn rows_of(units: usize, luns: u32, row_units: u32) -> Vec<Vec<usize>> {
+        let round: Vec<usize> = (0..units).collect();
+        stripe_rows(units, luns, row_units)
+            .map(|row| row.members(&round).copied().collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_round_is_striped_unit_by_unit_over_whole_rows() {
+        // The essay's example.
+        assert_eq!(
+            rows_of(10, 4, 2),
+            [vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7], vec![8, 9]]
+        );
+        // Less than a row: one partial row. Nothing: no row.
+        assert_eq!(rows_of(3, 4, 8), [vec![0, 1, 2]]);
+        assert!(rows_of(0, 4, 8).is_empty());
+        // More than a stripe: every row full, each unit placed once.
+        let rows = rows_of(40, 4, 4);
+        assert!(rows.iter().all(|r| r.len() == 4), "{rows:?}");
+        let mut all: Vec<usize> = rows.concat();
+        all.sort();
+        assert_eq!(all, (0..40).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn unplaced_is_this_row_the_stripes_later_rows_then_later_stripes() {
+        let round: Vec<usize> = (0..10).collect();
+        let row = stripe_rows(10, 4, 2).nth(2).unwrap();
+        let rest: Vec<usize> = row.unplaced(&round).copied().collect();
+        assert_eq!(rest, [2, 6, 3, 7, 8, 9]);
+    }
+
+    #[test]
+    fn host_rows_prefer_luns_with_none_queued() {
+        let (c, geo) = small(Precondition::None);
+        let luns = geo.luns;
+        let mut ftl = Ftl::new(&c, geo, false);
+        let first = ftl.next_host_lun().unwrap();
+        ftl.write_row(first, &[(0, 0)], Writer::Host);
+        // Round robin goes on to the others, then comes back to `first` only as a fallback.
+        let others: Vec<u32> = (1..luns)
+            .map(|_| {
+                let lun = ftl.next_host_lun().unwrap();
+                ftl.write_row(lun, &[(lun, 0)], Writer::Host);
+                lun
+            })
+            .collect();
+        assert!(
+            !others.contains(&first),
+            "{first} chosen again while others were idle: {others:?}"
+        );
+        ftl.host_row_programmed(others[0]);
+        assert_eq!(
+            ftl.next_host_lun(),
+            Some(others[0]),
+            "the LUN whose row finished"
+        );
+    }
 
     fn small(precondition: Precondition) -> (DeviceConfig, Geometry) {
         let mut c = nvme_tlc();

@@ -20,10 +20,40 @@
 //! advancing whichever has the earlier event; the server's emulated backend calls `advance_to`
 //! with the wall clock. The model never looks at a clock of its own.
 //!
+//! ## Modules, by layer, and their dependency order
+//! ```text
+//!  module   what it holds                                              uses
+//!  config   the TOML description and the presets                       —
+//!  pcie     the link: doorbells, DMA                                   config
+//!  ctrl     SQ/CQ pairs, arbitration, fetch                            config
+//!  flash    geometry, NAND timing, one scheduler per LUN               config
+//!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
+//!  cache    DRAM lines, the write buffer; what to evict and when       config
+//!  lib.rs   the device's API and the routing of events between them    all of the above
+//! ```
+//! No module uses one below it in this table, so there is no cycle; `cache` and `ftl` do not
+//! know each other (this file hands an eviction round from one to the other). This file keeps
+//! the device's API and its state machine (which layer an event goes to next), not policy.
+//! `tests/layers.rs` holds the source to this table.
+//!
+//! ## Flash events
+//! The flash model is sans-event-queue: `Flash::submit` and `Flash::on_event` append
+//! `(time, FlashEvent)` pairs to a buffer instead of scheduling them. The buffer is drained
+//! into the event queue in exactly one place, `Ssd::handle`, right after every handler, so a
+//! handler cannot forget to schedule its flash work. The buffer must be empty between events:
+//! asserted (in release builds too) before each handler and in [`Ssd::next_event_time`], which
+//! catches flash work submitted from outside a handler (say, from [`Ssd::submit`]). Events at
+//! the same nanosecond run in scheduling order, and a handler's flash events are scheduled after
+//! everything else it scheduled — the order of the earlier design, in which each handler that
+//! submitted flash work flushed the buffer as its last step (the golden summaries did not move).
+//!
 //! ## Invariants (asserted)
-//! Every submitted command completes exactly once; the write buffer never exceeds its
-//! capacity; GC only erases superblocks without live data; the mapping stays consistent
-//! (`Ftl::check_consistency`, used by the tests). In data-integrity mode every write carries a
+//! Every submitted command completes exactly once; commands are submitted in time order and
+//! nothing is scheduled before the model's time; an SQ never holds more than its depth; the
+//! write buffer never exceeds its capacity; a LUN runs one operation at a time; GC only erases
+//! superblocks without live data and relocates exactly the valid units it counted. These are
+//! `assert!`s, on in release builds (their cost is within the benchmark's noise). The full
+//! mapping check (`Ftl::check_consistency`, O(capacity)) is for the tests. In data-integrity mode every write carries a
 //! version that travels with the data through DRAM, flash and GC, and reads return the versions
 //! they found, so a test can check that a read sees the last write.
 
@@ -41,7 +71,7 @@ use rustc_hash::FxHashMap;
 use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
 
-use cache::{Cache, ReadLookup, WriteBlock};
+use cache::{Cache, ReadLookup, WriteBack, WriteBlock};
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
@@ -202,18 +232,13 @@ pub struct Ssd {
     free_cmds: Vec<u32>,
     /// Flash reads in flight by LPN (a fast integer hash: this map is on every read miss).
     fills: FxHashMap<u32, Waiters>,
-    rows: Vec<Vec<(u32, u32)>>,
-    free_rows: Vec<u32>,
-    rows_in_flight: u32,
+    /// Eviction rounds and the host rows in flight (`cache.rs`).
+    writeback: WriteBack,
     stalled: VecDeque<u32>,
-    /// Eviction found no flash space; retry when GC frees a superblock.
-    evict_blocked: bool,
-    host_lun_cursor: u32,
-    /// Host rows queued or programming, per LUN.
-    rows_on_lun: Vec<u32>,
     firmware_free: SimTime,
+    /// Flash events produced while handling one event; [`handle`](Self::handle) moves them into
+    /// `events` after every handler (see "Flash events" in the module essay).
     flash_events: Vec<(SimTime, FlashEvent)>,
-    evict_scratch: Vec<(u32, u32)>,
     ready: Vec<Completion>,
     integrity: bool,
     submitted: u64,
@@ -236,7 +261,11 @@ impl Ssd {
         config.validate()?;
         let flash = Flash::new(config);
         let ftl = Ftl::with_seed(config, flash.geometry.clone(), options.integrity, seed);
-        let rows_on_lun = vec![0; flash.geometry.luns as usize];
+        let writeback = WriteBack::new(
+            &config.cache,
+            flash.geometry.luns,
+            flash.geometry.row_units(),
+        );
         Ok(Ssd {
             config: config.clone(),
             events: EventQueue::with_capacity(4096),
@@ -249,16 +278,10 @@ impl Ssd {
             cmds: Vec::new(),
             free_cmds: Vec::new(),
             fills: FxHashMap::default(),
-            rows: Vec::new(),
-            free_rows: Vec::new(),
-            rows_in_flight: 0,
+            writeback,
             stalled: VecDeque::new(),
-            evict_blocked: false,
-            host_lun_cursor: 0,
-            rows_on_lun,
             firmware_free: SimTime::ZERO,
             flash_events: Vec::new(),
-            evict_scratch: Vec::new(),
             ready: Vec::new(),
             integrity: options.integrity,
             submitted: 0,
@@ -288,7 +311,7 @@ impl Ssd {
 
     /// The host wrote `cmd` into SQ `sqid` and rang its doorbell at `now`.
     pub fn submit(&mut self, now: SimTime, sqid: u16, cmd: NvmeCommand) -> Result<(), SubmitError> {
-        debug_assert!(
+        assert!(
             now >= self.now,
             "submit at {now} before the model's time {}",
             self.now
@@ -343,7 +366,9 @@ impl Ssd {
     }
 
     /// When the model next has work, if it has any.
+    #[inline]
     pub fn next_event_time(&self) -> Option<SimTime> {
+        self.assert_no_pending_flash_events("when asked for the next event");
         self.events.peek_time()
     }
 
@@ -383,8 +408,8 @@ impl Ssd {
             "{} in flight; stalled writes {}; eviction rows in flight {}; eviction blocked {}; dirty units {}/{}; fills {}; events {}; flash idle {}; e.g. [{}]",
             self.in_flight(),
             self.stalled.len(),
-            self.rows_in_flight,
-            self.evict_blocked,
+            self.writeback.rows_in_flight(),
+            self.writeback.is_blocked(),
             self.cache.dirty_units(),
             self.cache.write_buffer_capacity_units(),
             self.fills.len(),
@@ -443,7 +468,38 @@ impl Ssd {
         }
     }
 
+    /// Runs the handler of `ev`, then schedules the flash events it produced. This is the only
+    /// way a handler runs, so no handler can leave flash work unscheduled.
     fn handle(&mut self, ev: Ev) {
+        self.assert_no_pending_flash_events("before an event");
+        self.dispatch(ev);
+        for (at, fe) in self.flash_events.drain(..) {
+            self.events.schedule(at, Ev::Flash(fe));
+        }
+    }
+
+    /// Flash events must not wait in the buffer between events: [`next_event_time`] would miss
+    /// them. Always on (one length check per event; the panic is out of line).
+    ///
+    /// [`next_event_time`]: Self::next_event_time
+    #[inline]
+    fn assert_no_pending_flash_events(&self, when: &str) {
+        if !self.flash_events.is_empty() {
+            self.pending_flash_events(when);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pending_flash_events(&self, when: &str) -> ! {
+        panic!(
+            "{} flash events pending {when} at {}: flash work was submitted outside an event handler",
+            self.flash_events.len(),
+            self.now
+        );
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
         let now = self.now;
         match ev {
             Ev::Doorbell { sqid, slot } => {
@@ -471,14 +527,7 @@ impl Ssd {
                 if let Some(op) = done {
                     self.flash_done(now, fe.lun, op);
                 }
-                self.schedule_flash_events();
             }
-        }
-    }
-
-    fn schedule_flash_events(&mut self) {
-        for (at, fe) in self.flash_events.drain(..) {
-            self.events.schedule(at, Ev::Flash(fe));
         }
     }
 
@@ -579,7 +628,6 @@ impl Ssd {
         if self.cmd(slot).pending_units == 0 {
             self.finish_read(now, slot);
         }
-        self.schedule_flash_events();
     }
 
     fn prefetch(&mut self, now: SimTime, from: u32) {
@@ -619,7 +667,10 @@ impl Ssd {
         if let Some(v) = &mut c.versions {
             v[(lpn - c.first_lpn) as usize] = version;
         }
-        debug_assert!(c.pending_units > 0);
+        assert!(
+            c.pending_units > 0,
+            "LPN {lpn} arrived for a command with no units pending"
+        );
         c.pending_units -= 1;
     }
 
@@ -689,143 +740,47 @@ impl Ssd {
         }
     }
 
-    /// Starts an eviction round so a blocked write can proceed.
-    ///
-    /// Both kinds of block start the same round: as many rows as there are LUNs beyond the rows
-    /// already in flight (or `evict_batch_units` units when set), filled with the oldest dirty
-    /// data. A full set first puts one of its own dirty lines into the
-    /// round, so the round frees the slot the write waits for. Evicting a whole stripe rather than
-    /// the one line the set needs is what keeps the flash busy: a set fills long before the buffer
-    /// does (random writes spread unevenly over sets), and draining a row at a time left all but
-    /// a few dies idle while writes queued behind multi-millisecond TLC programs.
+    /// Starts an eviction round so a blocked write can proceed: the write buffer chooses the
+    /// units (`cache.rs`, "Write-back rounds"), the FTL lays them out and places each row
+    /// (`ftl.rs`, "Host write-back placement"), and each row is queued on its LUN.
     fn make_room(&mut self, now: SimTime, block: WriteBlock, lpn: u32) {
-        let luns = self.flash.geometry.luns;
-        if self.evict_blocked || self.rows_in_flight >= luns {
-            return; // a round is on its way; its completions retry the stalled writes
+        let round = self.writeback.plan_round(&mut self.cache, block, lpn);
+        if round.is_empty() {
+            // A round is on its way; its completions retry the stalled writes.
+            self.writeback.end_round(round);
+            return;
         }
-        self.evict_scratch.clear();
-        if block == WriteBlock::SetFull {
-            // None: every dirty line of the set is already being programmed; the round still
-            // goes ahead so LUNs that finished their rows do not sit idle meanwhile.
-            if let Some(unit) = self.cache.take_dirty_in_set(lpn) {
-                self.evict_scratch.push(unit);
-            }
-        }
-        let row_units = self.flash.geometry.row_units() as usize;
-        let batch = match self.config.cache.evict_batch_units {
-            0 => ((luns - self.rows_in_flight) as usize) * row_units,
-            n => (n as usize).max(1),
-        };
-        self.cache.take_oldest_dirty(batch, &mut self.evict_scratch);
-        // Program whole rows only: a partial row wastes its empty slots, which GC must later
-        // reclaim. Leftovers go back to the buffer while other programs are in flight (their
-        // completion brings the next round); with nothing in flight a partial row is the only
-        // way forward.
-        if self.rows_in_flight > 0 {
-            let whole = self.evict_scratch.len() / row_units * row_units;
-            for &(lpn, _) in self.evict_scratch[whole..].iter().rev() {
-                self.cache.abort_eviction(lpn);
-            }
-            self.evict_scratch.truncate(whole);
-        }
-        self.program_evictions(now);
-        self.schedule_flash_events();
-    }
-
-    /// Programs the units in `evict_scratch`, striped unit by unit over LUNs in channel-first
-    /// order: the batch is cut into stripes of whole rows (one row per LUN, at most one stripe
-    /// across all LUNs), and unit `k` of a stripe of `r` rows goes to the stripe's LUN `k mod r`,
-    /// so neighbouring LPNs land on different channels. Only the last row of a batch can be
-    /// partial, and only when the caller had to program fewer than a row's worth.
-    fn program_evictions(&mut self, now: SimTime) {
-        let units = std::mem::take(&mut self.evict_scratch);
-        let geo = &self.flash.geometry;
-        let (luns, row_units) = (geo.luns as usize, geo.row_units() as usize);
-        let mut start = 0;
-        let mut members: Vec<(u32, u32)> = Vec::with_capacity(row_units);
-        'stripes: while start < units.len() {
-            let left = units.len() - start;
-            let rows = (left / row_units).clamp(1, luns);
-            let take = (rows * row_units).min(left);
-            let stripe = &units[start..start + take];
-            start += take;
-            for g in 0..rows {
-                members.clear();
-                members.extend(stripe.iter().copied().skip(g).step_by(rows));
-                let Some(lun) = self.next_host_lun() else {
-                    // No LUN has room until GC erases something: put everything left back, and
-                    // make sure GC runs wherever it can free space (a LUN whose GC found no
-                    // victim earlier may have one now that host writes elsewhere invalidated
-                    // some of its data).
-                    for rest in g..rows {
-                        for &(lpn, _) in stripe.iter().skip(rest).step_by(rows) {
-                            self.cache.abort_eviction(lpn);
-                        }
+        let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
+        let mut members: Vec<(u32, u32)> = Vec::with_capacity(row_units as usize);
+        for row in ftl::stripe_rows(round.len(), luns, row_units) {
+            members.clear();
+            members.extend(row.members(&round).copied());
+            let Some(lun) = self.ftl.next_host_lun() else {
+                // No LUN has room until GC erases something: the rest goes back to the buffer,
+                // and GC runs wherever it can free space (a LUN whose GC found no victim earlier
+                // may have one now that host writes elsewhere invalidated some of its data).
+                self.writeback.block(&mut self.cache, row.unplaced(&round));
+                for l in 0..luns {
+                    if self.ftl.needs_gc(l) {
+                        self.start_gc(now, l);
                     }
-                    for &(lpn, _) in &units[start..] {
-                        self.cache.abort_eviction(lpn);
-                    }
-                    self.evict_blocked = true;
-                    for l in 0..luns as u32 {
-                        if self.ftl.needs_gc(l) {
-                            self.start_gc(now, l);
-                        }
-                    }
-                    break 'stripes;
-                };
-                let placed = self.ftl.write_row(lun, &members, Writer::Host);
-                let row = self.alloc_row(&members);
-                let op = FlashOp {
-                    kind: OpKind::Program,
-                    page: placed.page,
-                    units: members.len() as u32,
-                    origin: OpOrigin::Evict { row },
-                };
-                self.rows_in_flight += 1;
-                self.rows_on_lun[lun as usize] += 1;
-                self.flash.submit(now, lun, op, &mut self.flash_events);
-                if self.ftl.needs_gc(lun) {
-                    self.start_gc(now, lun);
                 }
+                break;
+            };
+            let placed = self.ftl.write_row(lun, &members, Writer::Host);
+            let row = self.writeback.start_row(&members);
+            let op = FlashOp {
+                kind: OpKind::Program,
+                page: placed.page,
+                units: members.len() as u32,
+                origin: OpOrigin::Evict { row },
+            };
+            self.flash.submit(now, lun, op, &mut self.flash_events);
+            if self.ftl.needs_gc(lun) {
+                self.start_gc(now, lun);
             }
         }
-        self.evict_scratch = units;
-        self.evict_scratch.clear();
-    }
-
-    /// The next LUN (channel-first round robin) where host data may be placed, preferring LUNs
-    /// with no host row queued: TLC programs take 0.5–5 ms by page type, so rows finish out of
-    /// order and plain round robin would queue rows behind busy LUNs while others sit idle.
-    fn next_host_lun(&mut self) -> Option<u32> {
-        let luns = self.flash.geometry.luns;
-        let mut fallback = None;
-        for k in 0..luns {
-            let lun = (self.host_lun_cursor + k) % luns;
-            if !self.ftl.has_room(lun, Writer::Host) {
-                continue;
-            }
-            if self.rows_on_lun[lun as usize] == 0 {
-                self.host_lun_cursor = (lun + 1) % luns;
-                return Some(lun);
-            }
-            fallback.get_or_insert(lun);
-        }
-        let lun = fallback?;
-        self.host_lun_cursor = (lun + 1) % luns;
-        Some(lun)
-    }
-
-    fn alloc_row(&mut self, units: &[(u32, u32)]) -> u32 {
-        match self.free_rows.pop() {
-            Some(r) => {
-                self.rows[r as usize].extend_from_slice(units);
-                r
-            }
-            None => {
-                self.rows.push(units.to_vec());
-                (self.rows.len() - 1) as u32
-            }
-        }
+        self.writeback.end_round(round);
     }
 
     fn start_gc(&mut self, now: SimTime, lun: u32) {
@@ -883,15 +838,8 @@ impl Ssd {
                 }
             }
             OpOrigin::Evict { row } => {
-                let units = std::mem::take(&mut self.rows[row as usize]);
-                for &(lpn, _) in &units {
-                    self.cache.finish_eviction(lpn);
-                }
-                self.rows[row as usize] = units;
-                self.rows[row as usize].clear();
-                self.free_rows.push(row);
-                self.rows_in_flight -= 1;
-                self.rows_on_lun[lun as usize] -= 1;
+                self.writeback.finish_row(&mut self.cache, row);
+                self.ftl.host_row_programmed(lun);
                 self.resume_stalled(now);
             }
             OpOrigin::GcRead | OpOrigin::GcProgram => {}
@@ -900,7 +848,7 @@ impl Ssd {
                 if self.ftl.needs_gc(lun) {
                     self.start_gc(now, lun);
                 }
-                if std::mem::take(&mut self.evict_blocked) {
+                if self.writeback.take_blocked() {
                     self.resume_stalled(now);
                     if !self.stalled.is_empty() {
                         self.make_room(now, WriteBlock::BufferFull, 0);

@@ -62,14 +62,17 @@ impl<E> EventQueue<E> {
     /// Schedules `event` to run at `at`. `at` must not precede the last popped event.
     #[inline]
     pub fn schedule(&mut self, at: SimTime, event: E) {
-        debug_assert!(
+        assert!(
             at >= self.last_popped,
             "event scheduled in the past: at {at}, now {}",
             self.last_popped
         );
         let slot = match self.free_slots.pop() {
             Some(slot) => {
-                debug_assert!(self.slots[slot as usize].is_none());
+                assert!(
+                    self.slots[slot as usize].is_none(),
+                    "free event slot {slot} is occupied"
+                );
                 self.slots[slot as usize] = Some(event);
                 slot
             }

@@ -73,7 +73,7 @@ impl Sub for SimTime {
     type Output = u64;
     #[inline]
     fn sub(self, earlier: SimTime) -> u64 {
-        debug_assert!(
+        assert!(
             earlier.0 <= self.0,
             "time went backwards: {earlier} > {self}"
         );

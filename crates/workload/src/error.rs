@@ -94,7 +94,7 @@ pub enum GenError {
         job_index: u32,
         numjobs: u32,
     },
-    /// A parameter the generator cannot use (e.g. a zipf exponent rand_distr rejects).
+    /// A parameter the generator cannot use (e.g. a zipf exponent the sampler rejects).
     #[error("{what}: {reason}")]
     BadParameter { what: String, reason: String },
 }

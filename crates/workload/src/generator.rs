@@ -17,7 +17,8 @@
 //!   - random patterns with fio's random map (the default) walk a random permutation of the
 //!     blocks, so each pass touches every block exactly once ([`RandomMapWalk`], O(1) memory);
 //!   - `norandommap` draws each block uniformly and independently;
-//!   - `zipf:θ` draws a popularity rank from `rand_distr::Zipf` and scatters ranks over the region
+//!   - `zipf:θ` draws a popularity rank from [`Zipf`](crate::Zipf) (rejection-inversion through
+//!     `libm`: the same ranks on every machine) and scatters ranks over the region
 //!     with a stride coprime to the block count (rank r → block `r × stride mod n`, stride ≈ 0.618
 //!     n), so the hot blocks are spread out rather than packed at the start;
 //! * **end** — unless the job is `time_based`, the generator returns `None` after
@@ -41,11 +42,11 @@
 //! per draw; see `benches/generator.rs`.
 
 use rand::Rng;
-use rand_distr::Distribution as _;
 
 use crate::error::GenError;
 use crate::job::{Access, Distribution, JobSpec, RandomMap, RunUntil};
 use crate::randmap::RandomMapWalk;
+use crate::zipf::Zipf;
 
 /// Direction of an I/O.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -94,16 +95,13 @@ enum Offsets {
     /// fio's random map: a permutation per pass.
     Map(RandomMapWalk),
     /// Zipf popularity ranks scattered by `stride`.
-    Zipf {
-        zipf: rand_distr::Zipf<f64>,
-        stride: u64,
-    },
+    Zipf { zipf: Zipf, stride: u64 },
 }
 
 /// A uniform integer in `0..n` (n > 0) by multiply-shift; bias below n / 2^64.
 #[inline]
 pub(crate) fn below<R: Rng + ?Sized>(rng: &mut R, n: u64) -> u64 {
-    debug_assert!(n > 0);
+    assert!(n > 0, "below(0): an empty range has no member");
     ((u128::from(rng.next_u64()) * u128::from(n)) >> 64) as u64
 }
 
@@ -198,7 +196,7 @@ impl IoGenerator {
                 block_size_bytes,
             });
         }
-        debug_assert!(region_start_bytes + region_blocks * block_size_bytes <= region_end_bytes);
+        assert!(region_start_bytes + region_blocks * block_size_bytes <= region_end_bytes);
 
         let mix = match spec.read_pct {
             100 => OpMix::ReadsOnly,
@@ -210,11 +208,9 @@ impl IoGenerator {
         let offsets = match (spec.pattern.access(), spec.distribution, spec.random_map) {
             (Access::Sequential, _, _) => Offsets::Sequential { next_block: [0, 0] },
             (Access::Random, Distribution::Zipf { theta }, _) => Offsets::Zipf {
-                zipf: rand_distr::Zipf::new(region_blocks as f64, theta).map_err(|e| {
-                    GenError::BadParameter {
-                        what: format!("job `{}` random_distribution=zipf:{theta}", spec.name),
-                        reason: e.to_string(),
-                    }
+                zipf: Zipf::new(region_blocks, theta).map_err(|reason| GenError::BadParameter {
+                    what: format!("job `{}` random_distribution=zipf:{theta}", spec.name),
+                    reason,
                 })?,
                 stride: scatter_stride(region_blocks),
             },
@@ -294,11 +290,11 @@ impl IoGenerator {
             Offsets::Uniform => below(rng, n),
             Offsets::Map(walk) => walk.next(rng),
             Offsets::Zipf { zipf, stride } => {
-                let rank = (zipf.sample(rng) as u64).saturating_sub(1).min(n - 1);
+                let rank = zipf.sample(rng) - 1; // 1..=n
                 ((u128::from(rank) * u128::from(*stride)) % u128::from(n)) as u64
             }
         };
-        debug_assert!(block < n, "block {block} outside region of {n} blocks");
+        assert!(block < n, "block {block} outside region of {n} blocks");
         Some(IoReq {
             op,
             offset_bytes: self.region_start_bytes + block * self.block_size_bytes,

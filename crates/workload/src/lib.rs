@@ -56,6 +56,7 @@ mod options;
 mod profile;
 mod randmap;
 mod units;
+mod zipf;
 
 use std::path::Path;
 
@@ -71,6 +72,7 @@ pub use profile::{
 };
 pub use randmap::RandomMapWalk;
 pub use units::KbBase;
+pub use zipf::Zipf;
 
 /// The options a job file may use, canonical names with aliases in parentheses.
 pub fn supported_options() -> String {

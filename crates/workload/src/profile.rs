@@ -271,7 +271,8 @@ impl ProfileGenerator {
             IoSizeModel::Exponential => {
                 // u in (0, 1]: never ln(0).
                 let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-                let draw = (-u.ln() * mean as f64) as u64;
+                // libm, not f64::ln (the platform's C library): the same size on every machine.
+                let draw = (-libm::log(u) * mean as f64) as u64;
                 round_to_page(draw.min(mean * MAX_SIZE_FACTOR))
             }
         };
@@ -292,7 +293,11 @@ impl ProfileGenerator {
             Some(next) if sequential && next <= last_start => next,
             _ => below(rng, last_start + 1),
         };
-        debug_assert!(page + pages <= self.region_pages);
+        assert!(
+            page + pages <= self.region_pages,
+            "I/O of {pages} pages at page {page} overruns a region of {} pages",
+            self.region_pages
+        );
         self.next_sequential_page = Some(page + pages);
         IoReq {
             op,

@@ -186,3 +186,22 @@ fn profile_generator_checks_its_region() {
         assert!(io.offset_bytes + io.len_bytes <= 3 * PAGE_BYTES);
     }
 }
+
+/// Golden exponential sizes: the same on every machine and libm version (sizes decide service
+/// times). If this fails after a deliberate change, update it in review: results change.
+#[test]
+fn exponential_sizes_are_pinned() {
+    let mut gen = ProfileGenerator::new(
+        Profile::named("imageserver").unwrap(),
+        IoSizeModel::Exponential,
+        0,
+        8 << 30,
+    )
+    .unwrap();
+    let mut rng = Pcg64Mcg::seed_from_u64(11);
+    let pages: Vec<u64> = (0..12)
+        .map(|_| gen.next(&mut rng).len_bytes / PAGE_BYTES)
+        .collect();
+    assert_eq!(pages, PINNED_IMAGESERVER_PAGES_SEED11);
+}
+const PINNED_IMAGESERVER_PAGES_SEED11: [u64; 12] = [5, 7, 1, 1, 1, 1, 1, 7, 11, 1, 4, 1];
