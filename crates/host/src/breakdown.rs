@@ -12,8 +12,9 @@
 //! wait for its core, switch included). Means are per request, so they add up to the mean
 //! request latency plus the wake-up.
 //!
-//! This is the accounting blktrace's `Q2D`, `D2C` and friends give on a real system, taken
-//! from the model's own timestamps (`blk::Request::t_*`) instead of trace points.
+//! On a real system blktrace's `Q2D` (queued → issued to the driver) and `D2C` (issued →
+//! completed) intervals give a coarser version of this split; here it comes from the model's
+//! own timestamps (`blk::Request::t_*`).
 //!
 //! ## What it leaves out
 //! Distributions per layer (means only; the whole request's latency has a histogram per

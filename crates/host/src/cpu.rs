@@ -115,6 +115,19 @@ impl Cat {
     }
 }
 
+// Assertions here run on every event. The release build keeps "time never goes backwards"
+// (out of line: a compare and a branch on the hot path); the per-burst, per-block and per-wake
+// state checks are debug-only: together they cost 1.2 % more instructions on a write-back-heavy
+// run (`valgrind --tool=cachegrind`, a 2 s imageserver + ungzip system run), and the machine's
+// own sleep/wake assertions (`Host::sleep`, `Host::wake`) catch the same pairing errors one
+// layer up.
+
+#[cold]
+#[inline(never)]
+fn time_went_backwards(core: usize, now: SimTime, since: SimTime) -> ! {
+    panic!("core {core} settled at {now}, before its accounting time {since}: time went backwards")
+}
+
 /// A core's next decision point: at `at`, core `core` needs [`Cpu::on_event`] with `gen`
 /// (a later plan of the same core bumps `gen`, making this one stale).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,11 +317,9 @@ impl Cpu {
     /// Brings a core's accounting and its running thread's progress up to `now`.
     fn settle(&mut self, c: usize, now: SimTime) {
         let core = &mut self.cores[c];
-        assert!(
-            now >= core.acct_since,
-            "core {c} settled at {now}, before its accounting time {}: time went backwards",
-            core.acct_since
-        );
+        if now < core.acct_since {
+            time_went_backwards(c, now, core.acct_since);
+        }
         let dt = now - core.acct_since;
         core.acct_since = now;
         if dt == 0 {
@@ -336,7 +347,7 @@ impl Cpu {
             return;
         }
         let th = &mut self.threads[t as usize];
-        assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
+        debug_assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
         th.sum_exec_ns += rest;
         th.vruntime += rest;
         let p = rest.min(th.pollution_ns);
@@ -346,7 +357,7 @@ impl Cpu {
         let r = rest - p;
         if r > 0 {
             if th.remaining_ns != UNTIL_POKED {
-                assert!(
+                debug_assert!(
                     r <= th.remaining_ns,
                     "thread {t} ran {r} ns past its burst end ({} left)",
                     th.remaining_ns
@@ -370,7 +381,7 @@ impl Cpu {
             self.settle(core as usize, now);
         }
         let th = &mut self.threads[t as usize];
-        assert!(
+        debug_assert!(
             matches!(th.state, RunState::Running | RunState::Runnable),
             "burst for thread {t} in state {:?}: expected Running or Runnable",
             th.state
@@ -394,7 +405,7 @@ impl Cpu {
         let core = self.threads[t as usize].core;
         self.settle(core as usize, now);
         let th = &mut self.threads[t as usize];
-        assert_eq!(
+        debug_assert_eq!(
             th.state,
             RunState::Running,
             "thread {t} blocks: only a running thread blocks"
@@ -419,7 +430,7 @@ impl Cpu {
     /// Wakes a blocked thread with a first burst of `ns` in `cat`.
     pub fn wake(&mut self, now: SimTime, t: u32, ns: u64, cat: Cat) {
         let th = &self.threads[t as usize];
-        assert_eq!(
+        debug_assert_eq!(
             th.state,
             RunState::Blocked,
             "thread {t} woken while not blocked"

@@ -22,7 +22,8 @@
 //! Trace formats other than our CSV (blktrace, fio iolog: the workload crate has no trace
 //! reader yet; the CSV reader is an adapter in `sim`), buffered trace replay, fio stonewall groups inside a
 //! system run (rejected with an error), polled completion for async fio engines (they use
-//! interrupts), fio's batching options (`iodepth_batch_*`: every submission is one call).
+//! interrupts), fio's batching options (the job parser rejects `iodepth_batch_*`: every
+//! submission is one call).
 //!
 //! Config keys: the job file's options (`workload::JobSpec`).
 

@@ -49,13 +49,15 @@
 //!
 //! ```text
 //!  config → pagecache → cpu → process → blk → nvme → task → breakdown → machine
-//!         → { spawn, app, fio, syscall, blk_submit, nvme_complete, writeback }
+//!         → testing (unit tests only) → { spawn, app, fio, syscall, blk_submit, nvme_complete,
+//!           writeback }
 //! ```
 //!
 //! The state modules know nothing of the machine (the scheduler hands its timers out as
 //! `cpu::CoreTimer`s for the machine to wrap in its own events). The behaviour modules import
 //! the machine and the state modules, never each other: they call each other's functions as
-//! methods of [`Host`]. (`testing`, test doubles for the unit tests, comes last.)
+//! methods of [`Host`]. `testing` holds test doubles (a fixed-latency device) for the unit
+//! tests.
 
 mod app;
 pub mod blk;

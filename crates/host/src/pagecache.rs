@@ -173,11 +173,11 @@ pub struct PageCache {
     limit_pages: u64,
 }
 
+/// Pages per file the key packs (`add_file` asserts the bound; callers stay inside their file).
+const FILE_MAX_PAGES: u64 = 1 << 40;
+
 fn key(file: u32, page: u64) -> u64 {
-    assert!(
-        page < 1 << 40,
-        "page {page} of file {file}: at most 2^40 pages per file"
-    );
+    debug_assert!(page < FILE_MAX_PAGES, "page {page} of file {file}");
     ((file as u64) << 40) | page
 }
 
@@ -214,6 +214,10 @@ impl PageCache {
 
     /// Adds a file of `pages` pages starting at device sector `base_sector`.
     pub fn add_file(&mut self, base_sector: u64, pages: u64) -> u32 {
+        assert!(
+            pages <= FILE_MAX_PAGES,
+            "file of {pages} pages: at most {FILE_MAX_PAGES}"
+        );
         self.files.push(FileState {
             base_sector,
             pages,
