@@ -914,6 +914,25 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "before the model's time")]
+    fn a_submit_in_the_past_stops_the_run() {
+        let config = DeviceConfig::preset("nvme-tlc").unwrap();
+        let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
+        ssd.create_queue_pair(1, 1, 8, SqPriority::Medium);
+        ssd.advance_to(SimTime(1_000), &mut Vec::new());
+        let flush = NvmeCommand {
+            cid: 0,
+            op: IoOp::Flush,
+            slba: 0,
+            sectors: 0,
+            class: IoClass::Throughput,
+            hint: Hint::None,
+            version: 0,
+        };
+        let _ = ssd.submit(SimTime(999), 1, flush);
+    }
+
+    #[test]
     fn after_each_event_no_flash_work_waits_in_the_buffer() {
         let config = DeviceConfig::preset("nvme-tlc").unwrap();
         let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
