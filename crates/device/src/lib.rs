@@ -52,7 +52,11 @@
 //! nothing is scheduled before the model's time; an SQ never holds more than its depth; the
 //! write buffer never exceeds its capacity; a LUN runs one operation at a time; GC only erases
 //! superblocks without live data and relocates exactly the valid units it counted. These are
-//! `assert!`s, on in release builds too (COST). The full mapping check
+//! `assert!`s, on in release builds too: together they cost about 1 % of the instructions of a
+//! 4 KiB random-read run (`valgrind --tool=callgrind` on `cargo bench -p sim --bench
+//! device_throughput a-zssd`: 4.71 G instructions with them, 4.66 G with every assert of
+//! device, engine and workload compiled out). Their panics are kept out of the hot functions'
+//! bodies where inlining depends on it. The full mapping check
 //! (`Ftl::check_consistency`, O(capacity)) is for the tests. In data-integrity mode every write
 //! carries a version that travels with the data through DRAM, flash and GC, and reads return
 //! the versions they found, so a test can check that a read sees the last write.
