@@ -28,6 +28,20 @@ const SLOT_MASK: u128 = (1 << SLOT_BITS) - 1;
 /// Most events that may be pending at once (slab slots addressable in the key).
 pub const MAX_PENDING_EVENTS: usize = 1 << SLOT_BITS;
 
+/// The panic of the always-on time check, out of line: what stays in `schedule` is one compare
+/// and a branch never taken (panic formatting inline made the function too big to inline).
+#[cold]
+#[inline(never)]
+fn scheduled_in_the_past(at: SimTime, now: SimTime) -> ! {
+    panic!("event scheduled in the past: at {at}, now {now}");
+}
+
+#[cold]
+#[inline(never)]
+fn limit_exceeded(what: &str) -> ! {
+    panic!("event queue limit: {what}");
+}
+
 /// A min-priority queue of `(SimTime, E)` with FIFO order among equal times.
 pub struct EventQueue<E> {
     heap: BinaryHeap<Reverse<u128>>,
@@ -62,14 +76,13 @@ impl<E> EventQueue<E> {
     /// Schedules `event` to run at `at`. `at` must not precede the last popped event.
     #[inline]
     pub fn schedule(&mut self, at: SimTime, event: E) {
-        assert!(
-            at >= self.last_popped,
-            "event scheduled in the past: at {at}, now {}",
-            self.last_popped
-        );
+        if at < self.last_popped {
+            scheduled_in_the_past(at, self.last_popped);
+        }
         let slot = match self.free_slots.pop() {
             Some(slot) => {
-                assert!(
+                // The slab's own bookkeeping (a slot is freed only by `pop`): debug builds check it.
+                debug_assert!(
                     self.slots[slot as usize].is_none(),
                     "free event slot {slot} is occupied"
                 );
@@ -78,16 +91,17 @@ impl<E> EventQueue<E> {
             }
             None => {
                 let slot = self.slots.len();
-                assert!(
-                    slot < MAX_PENDING_EVENTS,
-                    "more than {MAX_PENDING_EVENTS} events pending"
-                );
+                if slot >= MAX_PENDING_EVENTS {
+                    limit_exceeded("more than 2^24 events pending");
+                }
                 self.slots.push(Some(event));
                 slot as u32
             }
         };
         let seq = self.next_seq;
-        assert!(seq < (1 << SEQ_BITS), "event sequence space exhausted");
+        if seq >= (1 << SEQ_BITS) {
+            limit_exceeded("event sequence space (2^40 events per run) exhausted");
+        }
         self.next_seq += 1;
         let key = ((at.0 as u128) << 64) | ((seq as u128) << SLOT_BITS) | slot as u128;
         self.heap.push(Reverse(key));
@@ -163,6 +177,16 @@ mod tests {
         assert_eq!(q.pop_due(SimTime(15)), Some((SimTime(10), 1)));
         assert_eq!(q.pop_due(SimTime(15)), None);
         assert_eq!(q.peek_time(), Some(SimTime(20)));
+    }
+
+    /// On in release builds too (`cargo test --release` runs this).
+    #[test]
+    #[should_panic(expected = "event scheduled in the past: at 5ns, now 10ns")]
+    fn scheduling_before_the_last_popped_event_stops_the_run() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime(10), ());
+        q.pop();
+        q.schedule(SimTime(5), ());
     }
 
     #[test]
