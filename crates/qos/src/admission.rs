@@ -59,12 +59,23 @@ pub const RATE_SCALE_UNITY_PPM: u32 = 1_000_000;
 pub struct RegistryConfig {
     /// Most tenants admitted at once (bounds memory; 65 536 by default).
     pub max_tenants: u32,
+    /// LC surge: every LC tenant earns up to this percentage above its reservation, carved out
+    /// of the unreserved rate before the BE share (see the module essay). 0: paced at exactly
+    /// the reservation, as published.
+    pub lc_surge_pct: u32,
 }
+
+/// Default LC surge, percent of the reservation (chosen by measurement: see the module essay).
+pub const DEFAULT_LC_SURGE_PCT: u32 = 50;
+
+/// Largest accepted LC surge, percent.
+pub const MAX_LC_SURGE_PCT: u32 = 1_000;
 
 impl Default for RegistryConfig {
     fn default() -> Self {
         RegistryConfig {
             max_tenants: 65_536,
+            lc_surge_pct: DEFAULT_LC_SURGE_PCT,
         }
     }
 }
@@ -196,6 +207,8 @@ pub struct Capacity {
     pub be_share_mtok_per_sec: u64,
     /// Closed-loop scale applied to the table's rate, ppm.
     pub rate_scale_ppm: u32,
+    /// What each LC tenant earns above its reservation, ppm of it.
+    pub lc_surge_ppm: u32,
 }
 
 /// Largest accepted rate scale: 4× the calibration (closed-loop correction is for small errors).
@@ -222,8 +235,13 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// An empty registry for a device.
+    /// An empty registry for a device. An `lc_surge_pct` above [`MAX_LC_SURGE_PCT`] is taken
+    /// as that maximum.
     pub fn new(profile: DeviceProfile, config: RegistryConfig) -> Self {
+        let config = RegistryConfig {
+            lc_surge_pct: config.lc_surge_pct.min(MAX_LC_SURGE_PCT),
+            ..config
+        };
         let shared = SharedBucket::new(profile.cost_model());
         let mut registry = Registry {
             profile,
@@ -275,6 +293,7 @@ impl Registry {
             be_tenants: self.be_tenants,
             be_share_mtok_per_sec: self.shared.be_share_mtok_per_sec(),
             rate_scale_ppm: self.rate_scale_ppm,
+            lc_surge_ppm: self.shared.lc_surge_ppm(),
         }
     }
 
@@ -468,7 +487,7 @@ impl Registry {
         self.shared.bump_rates_epoch();
     }
 
-    /// Recomputes the device rate and BE share and publishes them.
+    /// Recomputes the device rate, the LC surge and the BE share and publishes them.
     fn publish(&mut self) {
         let mix = self.mix();
         let device_rate = match self.slo_targets.keys().next() {
@@ -477,14 +496,36 @@ impl Registry {
             }),
             None => self.scale(self.profile.max_rate_mtok_per_sec(mix)),
         };
-        let spare = device_rate.saturating_sub(self.lc_sum(mix));
+        let reserved = self.lc_sum(mix);
+        let unreserved = device_rate.saturating_sub(reserved);
+        // The surge takes at most half of the unreserved rate: BE tenants keep a share of
+        // their own (see the module essay for what a zero share did).
+        let (surge_ppm, surge_mtok_per_sec) =
+            lc_surge(self.config.lc_surge_pct, reserved, unreserved / 2);
+        let spare = unreserved - surge_mtok_per_sec;
         let share = if self.be_tenants == 0 {
             0
         } else {
             spare / u64::from(self.be_tenants)
         };
-        self.shared.publish(device_rate, share, mix);
+        self.shared.publish(device_rate, share, surge_ppm, mix);
     }
+}
+
+/// The LC surge for `reserved` mtok/s of reservations with `available` mtok/s to give: the
+/// configured percentage, or less if what is available cannot pay for it. Returns the surge
+/// in ppm of a reservation and an upper bound on what all LC tenants together earn from it,
+/// mtok/s (each tenant's earning rate rounds down, so their sum never exceeds it).
+fn lc_surge(surge_pct: u32, reserved: u64, available: u64) -> (u32, u64) {
+    if reserved == 0 {
+        return (0, 0);
+    }
+    let wanted_ppm = u128::from(surge_pct) * 10_000;
+    let affordable_ppm = u128::from(available) * 1_000_000 / u128::from(reserved);
+    let ppm = wanted_ppm.min(affordable_ppm);
+    let total = (u128::from(reserved) * ppm).div_ceil(1_000_000);
+    let total = u64::try_from(total).unwrap_or(u64::MAX).min(available);
+    (u32::try_from(ppm).unwrap_or(u32::MAX), total)
 }
 
 fn mix_for(mixed_tenants: u32, tenants: usize) -> LoadMix {

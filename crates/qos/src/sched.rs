@@ -97,7 +97,8 @@ use serde::{Deserialize, Serialize};
 use crate::bucket::{CheckIn, SharedBucket};
 use crate::cost::Op;
 use crate::tenant::{
-    BePayment, Borrow, TenantClass, TenantHandle, TenantId, MAX_REQUEST_COST_MTOK, NS_PER_SEC,
+    lc_earning_rate_mtok_per_sec, BePayment, Borrow, TenantClass, TenantHandle, TenantId,
+    MAX_REQUEST_COST_MTOK, NS_PER_SEC,
 };
 
 /// Opaque id of a request, chosen by the caller (the server's slab index, the simulator's
@@ -404,7 +405,7 @@ impl Scheduler {
         let presence = Presence::Idle {
             since_ns: self.last_round_ns,
             be_integral_at: self.be_integral,
-            rate_mtok_per_sec: idle_rate(tenant),
+            rate_mtok_per_sec: idle_rate(tenant, self.shared.lc_surge_ppm()),
         };
         let slot = &mut self.slots[index as usize];
         debug_assert!(slot.tenant.is_none());
@@ -430,7 +431,7 @@ impl Scheduler {
             {
                 *since = (*since).max(credited_ns);
             }
-            self.add_idle(class, idle_rate(tenant));
+            self.add_idle(class, idle_rate(tenant, self.shared.lc_surge_ppm()));
         }
         self.stats.tenants += 1;
         LocalTenant { index, generation }
@@ -787,7 +788,7 @@ impl Scheduler {
                     ..
                 } => {
                     // Re-read the reservation: the load mix may have re-priced it.
-                    let rate_mtok_per_sec = idle_rate(&handle);
+                    let rate_mtok_per_sec = idle_rate(&handle, self.shared.lc_surge_ppm());
                     attached.presence = Presence::Idle {
                         since_ns,
                         be_integral_at,
@@ -854,7 +855,9 @@ impl Scheduler {
         stats: &mut RoundStats,
     ) {
         let donate_pct = self.config.donate_pct;
-        let rate = self.tenant_at(index).handle.reservation_mtok_per_sec();
+        let surge_ppm = self.shared.lc_surge_ppm();
+        let rate =
+            lc_earning_rate_mtok_per_sec(self.tenant_at(index).handle.reservation_mtok_per_sec(), surge_ppm);
         let limit_mtok = self.deficit_limit_mtok(rate).min(MAX_REQUEST_COST_MTOK);
         let be_integral = self.be_integral;
         let attached = self.tenant_at(index);
@@ -1113,10 +1116,12 @@ fn settle_idle(
         .account_idle(u64::try_from(mtok).unwrap_or(u64::MAX));
 }
 
-/// What an idle tenant adds to the idle LC aggregate.
-fn idle_rate(handle: &TenantHandle) -> u64 {
+/// What an idle tenant adds to the idle LC aggregate: its earning rate (reservation + surge).
+fn idle_rate(handle: &TenantHandle, surge_ppm: u32) -> u64 {
     match handle.class() {
-        TenantClass::LatencyCritical => handle.reservation_mtok_per_sec(),
+        TenantClass::LatencyCritical => {
+            lc_earning_rate_mtok_per_sec(handle.reservation_mtok_per_sec(), surge_ppm)
+        }
         TenantClass::BestEffort => 0,
     }
 }
@@ -1145,8 +1150,15 @@ mod tests {
 
     const US: u64 = 1_000;
 
+    /// Without the LC surge, so tenants earn exactly their reservations (the arithmetic below).
     fn registry() -> Registry {
-        Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default())
+        Registry::new(
+            DeviceProfile::reflex_a(),
+            RegistryConfig {
+                lc_surge_pct: 0,
+                ..RegistryConfig::default()
+            },
+        )
     }
 
     fn lc(iops: u64, read_pct: u8) -> TenantSpec {

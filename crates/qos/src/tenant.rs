@@ -143,6 +143,14 @@ pub fn lc_reservation_mtok_per_sec(slo: &LcSlo, cost: &CostModel, mix: LoadMix) 
     u64::try_from(total.div_ceil(100)).unwrap_or(u64::MAX)
 }
 
+/// What an LC tenant with this reservation earns under an LC surge of `surge_ppm` (rounded
+/// down, so the sum over tenants never exceeds what the registry carved out for them).
+pub fn lc_earning_rate_mtok_per_sec(reservation_mtok_per_sec: u64, surge_ppm: u32) -> u64 {
+    let rate = u128::from(reservation_mtok_per_sec) * (1_000_000 + u128::from(surge_ppm))
+        / 1_000_000;
+    u64::try_from(rate).unwrap_or(u64::MAX)
+}
+
 /// A snapshot of one tenant's counters, for metrics. Monotonic except `balance_mtok` and
 /// `requests_queued`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -420,6 +420,7 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         profile,
         qos::RegistryConfig {
             max_tenants: (config.tenants.len() as u32).saturating_add(65_536),
+            lc_surge_pct: config.qos.lc_surge_pct,
         },
     );
     let bucket = registry.shared();
