@@ -856,8 +856,10 @@ impl Scheduler {
     ) {
         let donate_pct = self.config.donate_pct;
         let surge_ppm = self.shared.lc_surge_ppm();
-        let rate =
-            lc_earning_rate_mtok_per_sec(self.tenant_at(index).handle.reservation_mtok_per_sec(), surge_ppm);
+        let rate = lc_earning_rate_mtok_per_sec(
+            self.tenant_at(index).handle.reservation_mtok_per_sec(),
+            surge_ppm,
+        );
         let limit_mtok = self.deficit_limit_mtok(rate).min(MAX_REQUEST_COST_MTOK);
         let be_integral = self.be_integral;
         let attached = self.tenant_at(index);

@@ -146,8 +146,8 @@ pub fn lc_reservation_mtok_per_sec(slo: &LcSlo, cost: &CostModel, mix: LoadMix) 
 /// What an LC tenant with this reservation earns under an LC surge of `surge_ppm` (rounded
 /// down, so the sum over tenants never exceeds what the registry carved out for them).
 pub fn lc_earning_rate_mtok_per_sec(reservation_mtok_per_sec: u64, surge_ppm: u32) -> u64 {
-    let rate = u128::from(reservation_mtok_per_sec) * (1_000_000 + u128::from(surge_ppm))
-        / 1_000_000;
+    let rate =
+        u128::from(reservation_mtok_per_sec) * (1_000_000 + u128::from(surge_ppm)) / 1_000_000;
     u64::try_from(rate).unwrap_or(u64::MAX)
 }
 

@@ -123,7 +123,13 @@ fn malformed_slos_are_refused_naming_the_value() {
 
 #[test]
 fn registry_full_is_refused() {
-    let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig { max_tenants: 2, ..RegistryConfig::default() });
+    let mut r = Registry::new(
+        DeviceProfile::reflex_a(),
+        RegistryConfig {
+            max_tenants: 2,
+            ..RegistryConfig::default()
+        },
+    );
     r.register(be(DeclaredMix::Mixed)).expect("1");
     r.register(be(DeclaredMix::Mixed)).expect("2");
     let refusal = r.register(be(DeclaredMix::Mixed)).unwrap_err();
@@ -268,7 +274,8 @@ fn the_lc_surge_comes_out_of_the_unreserved_rate_before_the_be_share() {
 
     // A device fully reserved has no surge to give.
     let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
-    r.register(lc(500, 420_000, 100)).expect("exactly the device, mixed pricing");
+    r.register(lc(500, 420_000, 100))
+        .expect("exactly the device, mixed pricing");
     r.register(be(DeclaredMix::Mixed)).expect("BE");
     assert_eq!(r.capacity().lc_surge_ppm, 0);
     assert_eq!(r.capacity().be_share_mtok_per_sec, 0);

@@ -225,7 +225,12 @@ impl World {
         let lc_earning: u128 = self
             .tenants
             .iter()
-            .map(|(h, _)| u128::from(qos::lc_earning_rate_mtok_per_sec(h.reservation_mtok_per_sec(), surge_ppm)))
+            .map(|(h, _)| {
+                u128::from(qos::lc_earning_rate_mtok_per_sec(
+                    h.reservation_mtok_per_sec(),
+                    surge_ppm,
+                ))
+            })
             .sum();
         let be_total = u128::from(cap.be_share_mtok_per_sec) * u128::from(cap.be_tenants);
         assert!(
@@ -315,7 +320,11 @@ impl World {
                 return;
             }
         }
-        let counters: Vec<_> = self.tenants.iter().map(|(h, a)| (h.class(), a.len(), h.counters())).collect();
+        let counters: Vec<_> = self
+            .tenants
+            .iter()
+            .map(|(h, a)| (h.class(), a.len(), h.counters()))
+            .collect();
         panic!(
             "{} requests starved: {:?}\ncapacity {:?}\nbucket {:?}\ntenants {:#?}",
             self.costs.len(),

@@ -1284,13 +1284,19 @@ tenant = "alice"
             qos::DEFAULT_LC_SURGE_PCT
         );
         assert_eq!(
-            from_toml_str("[qos]\nlc_surge_pct = 0\n").unwrap().qos.lc_surge_pct,
+            from_toml_str("[qos]\nlc_surge_pct = 0\n")
+                .unwrap()
+                .qos
+                .lc_surge_pct,
             0
         );
         let err = from_toml_str("[qos]\nlc_surge_pct = 5000\n")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("qos.lc_surge_pct") && err.contains("5000"), "{err}");
+        assert!(
+            err.contains("qos.lc_surge_pct") && err.contains("5000"),
+            "{err}"
+        );
     }
 
     proptest::proptest! {
