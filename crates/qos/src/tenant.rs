@@ -146,9 +146,16 @@ pub fn lc_reservation_mtok_per_sec(slo: &LcSlo, cost: &CostModel, mix: LoadMix) 
 /// What an LC tenant with this reservation earns under an LC surge of `surge_ppm` (rounded
 /// down, so the sum over tenants never exceeds what the registry carved out for them).
 pub fn lc_earning_rate_mtok_per_sec(reservation_mtok_per_sec: u64, surge_ppm: u32) -> u64 {
-    let rate =
-        u128::from(reservation_mtok_per_sec) * (1_000_000 + u128::from(surge_ppm)) / 1_000_000;
-    u64::try_from(rate).unwrap_or(u64::MAX)
+    // Called on every LC visit: 64-bit arithmetic unless the product overflows, which no
+    // real reservation does (u128 division is a library call).
+    let factor = 1_000_000 + u64::from(surge_ppm);
+    match reservation_mtok_per_sec.checked_mul(factor) {
+        Some(product) => product / 1_000_000,
+        None => {
+            let rate = u128::from(reservation_mtok_per_sec) * u128::from(factor) / 1_000_000;
+            u64::try_from(rate).unwrap_or(u64::MAX)
+        }
+    }
 }
 
 /// A snapshot of one tenant's counters, for metrics. Monotonic except `balance_mtok` and
@@ -521,6 +528,26 @@ impl TenantHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn earning_rates_round_down_and_survive_huge_reservations() {
+        assert_eq!(
+            lc_earning_rate_mtok_per_sec(38_000_000, 500_000),
+            57_000_000
+        );
+        assert_eq!(
+            lc_earning_rate_mtok_per_sec(3, 500_000),
+            4,
+            "4.5 rounds down"
+        );
+        assert_eq!(lc_earning_rate_mtok_per_sec(7, 0), 7);
+        // Past u64 in the product: the 128-bit path gives the same answer.
+        assert_eq!(
+            lc_earning_rate_mtok_per_sec(u64::MAX / 2, 500_000),
+            u64::try_from(u128::from(u64::MAX / 2) * 3 / 2).unwrap()
+        );
+        assert_eq!(lc_earning_rate_mtok_per_sec(u64::MAX, 500_000), u64::MAX);
+    }
     use crate::profile::DeviceProfile;
 
     #[test]
