@@ -262,3 +262,46 @@ fn sweep() {
         }
     }
 }
+
+/// A registration that shrinks the surge re-prices what idle LC tenants earn (their idle
+/// aggregate donates at the new rate), so the device budget holds across the change.
+#[test]
+fn a_registration_that_shrinks_the_surge_reprices_idle_tenants() {
+    let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
+    let spec = |iops| {
+        TenantSpec::LatencyCritical(LcSlo {
+            p95_read_latency_ns: 500_000,
+            iops,
+            read_pct: 100,
+            request_bytes: 4096,
+        })
+    };
+    // 100 K reads/s at 1 token (a BE tenant keeps the mix mixed): 100 K tokens/s reserved,
+    // 320 K unreserved, so the full 50 % surge: it earns (and, idle, donates) 150 K tokens/s.
+    h.add(be(), Load::Idle, &[0]);
+    h.add(spec(100_000), Load::Idle, &[0]);
+    assert_eq!(h.registry.capacity().lc_surge_ppm, 500_000);
+    let deposited = |h: &Harness| h.registry.shared().stats().deposited_mtok;
+    h.run_for(10 * MS);
+    let before = deposited(&h);
+    h.run_for(100 * MS);
+    let first = deposited(&h) - before;
+    // Another 200 K reserved: 120 K unreserved, half of it is 20 % of the 300 K reserved.
+    h.add(spec(200_000), Load::Idle, &[0]);
+    let cap = h.registry.capacity();
+    assert_eq!(cap.lc_surge_ppm, 200_000);
+    h.run_for(10 * MS);
+    let before = deposited(&h);
+    h.run_for(100 * MS);
+    let second = deposited(&h) - before;
+    // 100 ms of 150 K tokens/s of LC plus the idle BE share (270 K), then of 360 K tokens/s of
+    // LC plus the BE share (60 K): the device's 420 K either way.
+    let expect = |tokens_per_sec: f64| tokens_per_sec * 1000.0 * 0.1;
+    for (got, want) in [(first, expect(420_000.0)), (second, expect(420_000.0))] {
+        assert!(
+            (got as f64 - want).abs() <= want * 0.01,
+            "deposited {got} mtok in 100 ms, expected {want:.0}"
+        );
+    }
+    assert_eq!(cap.be_share_mtok_per_sec, 60_000_000);
+}
