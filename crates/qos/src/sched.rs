@@ -175,6 +175,10 @@ pub struct SchedulerConfig {
     /// What a reset leaves in the bucket, mtok; `None`: one 4 KB write of the device (see
     /// [`crate::bucket`]); `Some(0)`: empty it completely, as published.
     pub bucket_carry_mtok: Option<u64>,
+    /// An LC tenant held at its deficit limit may pay its next requests from the shared bucket
+    /// (spare tokens: donations and idle BE shares), before BE tenants borrow (default: on;
+    /// off: as published).
+    pub lc_borrows_spare: bool,
 }
 
 /// Published deficit limit: 50 tokens.
@@ -189,6 +193,7 @@ impl Default for SchedulerConfig {
             bucket_reset: BucketReset::AfterEveryWorkerRound,
             bucket_max_age_ns: 1_000_000,
             bucket_carry_mtok: None,
+            lc_borrows_spare: true,
         }
     }
 }
@@ -878,6 +883,8 @@ impl Scheduler {
         stats: &mut RoundStats,
     ) {
         let donate_pct = self.config.donate_pct;
+        let borrow = self.config.lc_borrows_spare;
+        let shared = self.shared.clone();
         let surge_ppm = self.shared.lc_surge_ppm();
         let rate = lc_earning_rate_mtok_per_sec(
             self.tenant_at(index).handle.reservation_mtok_per_sec(),
@@ -890,7 +897,11 @@ impl Scheduler {
         ledger.earn(now_ns, rate);
         let mut released = 0u64;
         while let Some(&front) = attached.queue.front() {
-            if !ledger.try_spend_lc(front.cost_mtok, limit_mtok) {
+            // Its own tokens first; at its deficit limit, spare tokens from the bucket (LC
+            // tenants visit before BE tenants borrow: spare capacity goes to LC first).
+            if !ledger.try_spend_lc(front.cost_mtok, limit_mtok)
+                && !(borrow && ledger.borrow_for_lc(front.cost_mtok, &shared))
+            {
                 break;
             }
             attached.queue.pop_front();
@@ -918,7 +929,11 @@ impl Scheduler {
         let spanning = attached.handle.attached_workers() >= 2;
         self.queued -= released;
         self.shared.deposit(donated);
-        let wake_ns = if held {
+        let wake_ns = if held && borrow {
+            // Held, but spare tokens may reach the bucket by the next round (it is emptied
+            // every epoch: sleeping through rounds would waste them).
+            now_ns.saturating_add(1)
+        } else if held {
             // Sleep until the balance is back above the limit.
             let short_mtok = (-(limit_mtok as i64) - balance + 1).max(1) as u64;
             now_ns.saturating_add(time_to_earn_ns(short_mtok, rate))

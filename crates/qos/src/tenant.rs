@@ -353,6 +353,21 @@ impl Ledger {
         }
     }
 
+    /// An LC payment entirely from the shared bucket (all or nothing), for a tenant held at
+    /// its deficit limit; its balance is unchanged (the books: spent and borrowed both grow).
+    pub(crate) fn borrow_for_lc(
+        &self,
+        cost_mtok: u64,
+        bucket: &crate::bucket::SharedBucket,
+    ) -> bool {
+        if !bucket.try_take(cost_mtok) {
+            return false;
+        }
+        self.spent_mtok.fetch_add(cost_mtok, Ordering::Relaxed);
+        self.borrowed_mtok.fetch_add(cost_mtok, Ordering::Relaxed);
+        true
+    }
+
     /// A BE payment: from the balance if it covers the cost, else the difference from the
     /// shared bucket; never leaves the balance negative.
     pub(crate) fn try_spend_be(

@@ -7,7 +7,8 @@
 //! * the device is never offered more than its rate × time, plus the bounded slack of deficits;
 //! * the LC surge: what LC tenants may earn (reservation + surge) plus the BE shares never
 //!   exceeds the device rate, and no LC tenant earns more than its reservation plus its surge
-//!   (so it spends at most that, plus its deficit limit and one request);
+//!   (so it spends at most that, plus what it borrowed from the bucket's spare tokens at its
+//!   deficit limit, its deficit limit and one request);
 //! * once arrivals stop, every queue drains (no starvation);
 //! * the same inputs give the same outputs (determinism).
 
@@ -257,10 +258,14 @@ impl World {
                     "LC tenant {t} earned {} mtok, more than reservation + surge allow ({allowed}): {c:?}",
                     c.earned_mtok
                 );
+                // It spends what it earns, what it legitimately borrowed from the bucket (spare
+                // tokens, at its deficit limit), and at most its deficit limit and one request.
                 assert!(
                     u128::from(c.spent_mtok)
-                        <= allowed + u128::from(DEFAULT_DEFICIT_LIMIT_MTOK + 40_000),
-                    "LC tenant {t} spent {} mtok beyond its earnings and deficit: {c:?}",
+                        <= allowed
+                            + u128::from(c.borrowed_mtok)
+                            + u128::from(DEFAULT_DEFICIT_LIMIT_MTOK + 40_000),
+                    "LC tenant {t} spent {} mtok beyond its earnings, borrowings and deficit: {c:?}",
                     c.spent_mtok
                 );
             }

@@ -107,13 +107,18 @@ pub struct Harness {
 const SEQ_BITS: u32 = 40;
 
 impl Harness {
-    /// A harness on the published configuration: no LC surge, so LC tenants earn exactly
-    /// their reservations and the arithmetic of the behavioural tests is the published one
-    /// (`tests/surge.rs` runs the default configuration through [`Self::with_registry`]).
+    /// A harness on the published configuration: no LC surge and no LC borrowing from the
+    /// bucket (whatever `config` says), so LC tenants spend exactly what their reservations
+    /// earn and the arithmetic of the behavioural tests is the published one (`tests/surge.rs`
+    /// runs the default configuration through [`Self::with_registry`]).
     pub fn new(workers: usize, round_ns: u64, config: SchedulerConfig) -> Self {
         let published = RegistryConfig {
             lc_surge_pct: 0,
             ..RegistryConfig::default()
+        };
+        let config = SchedulerConfig {
+            lc_borrows_spare: false,
+            ..config
         };
         Self::with_registry(workers, round_ns, config, published)
     }
