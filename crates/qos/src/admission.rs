@@ -47,7 +47,8 @@
 //! earnings go to the shared bucket; an active one donates above its cap), so BE tenants
 //! still get the capacity LC tenants leave, through the bucket. Each tenant's surge is its
 //! own: one offering far above its reservation is held at reservation × (1 + s) and cannot
-//! take another LC tenant's.
+//! take another LC tenant's. (At its deficit limit it may also pay from the shared bucket's
+//! spare tokens before BE tenants do: see [`crate::sched`].)
 //!
 //! How much: `tests/surge.rs` (simulated clock, 10 µs rounds, the tenant, 2 s) gives
 //! the scheduler's own p95 wait (arrival to release): s = 0: 3.4 ms at 95 % of the reservation

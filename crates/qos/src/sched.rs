@@ -13,7 +13,10 @@
 //!    share; the published design has s = 0 — see [`crate::admission`] for why a reservation
 //!    needs it and how s was chosen). A tenant submits its queued requests, paying
 //!    each request's cost, while its balance is above the deficit limit (−50 tokens by
-//!    default): bursts may dip into debt, but a tenant that hits the limit waits and the hit is
+//!    default): bursts may dip into debt. At the limit it may pay its next requests whole from
+//!    the shared bucket — spare tokens: donations and idle BE shares — before any BE tenant
+//!    borrows (`lc_borrows_spare`, on by default; a held tenant is then revisited every round,
+//!    since the bucket is emptied every epoch). A tenant still held waits and the hit is
 //!    counted (an SLO that does not match the traffic). A balance above the cap — the tenant's
 //!    earnings over the worker's last three rounds — donates 90 % of itself to the shared bucket.
 //! 2. **BE tenants**, in round-robin order across rounds, each earn the BE share × Δt
@@ -44,7 +47,14 @@
 //! grows like √t), s = 10 % (1.1 ms at 100 %), s = 25 % (0.51 ms at 110 %), the surge taking
 //! the whole unreserved rate (a BE tenant starved in `tests/props.rs`: its share was crumbs
 //! and the bucket, emptied every epoch, never held its 27-token request), and headroom at
-//! admission (refuses the published scenario 1: 474 K > 420 K tokens/s).
+//! admission (refuses the published scenario 1: 474 K > 420 K tokens/s). The surge covers
+//! Poisson bursts; it does not cover a client that stalls and then sends 100 ms of requests
+//! at once (we saw exactly that from `ullstack bench` on this loaded VM: p95 0.27 s with the
+//! surge alone on an idle zssd server): with only its own 19 K tokens/s above its mean, such a
+//! burst drains in 66 ms; paying from the bucket's spare tokens at its limit, in 8.9 ms on an
+//! idle device (`an_lc_burst_on_an_idle_device_drains_at_the_spare_rate`). Borrowing takes
+//! only spare tokens, so an LC tenant far above its reservation still cannot take another LC
+//! tenant's reservation or surge, nor a BE tenant's own share.
 //!
 //! Worked example (device "A", the published scenario 1 with `lc_surge_pct = 0`, one worker,
 //! a round every 10 µs):
@@ -107,7 +117,7 @@
 //! # Config keys (`[qos]`)
 //! `lc_surge_pct` (50; registry: [`crate::RegistryConfig`]); in `[qos.tuning]`:
 //! `deficit_limit` (`{ fixed_mtok = 50000 }` or `{ rate_window_ns = 100000 }`),
-//! `donate_pct` (90), `cap_rounds` (3), `bucket_reset` (`"after-every-worker-round"` | `"never"`),
+//! `donate_pct` (90), `cap_rounds` (3), `lc_borrows_spare` (true), `bucket_reset` (`"after-every-worker-round"` | `"never"`),
 //! `bucket_max_age_ns` (1 000 000), `bucket_carry_mtok` (one 4 KB write).
 
 use std::cmp::Reverse;
