@@ -157,6 +157,11 @@ impl Control {
         self.registry.rate_scale_ppm()
     }
 
+    /// The LC surge in force, ppm of a reservation (crate qos, `admission`).
+    pub fn lc_surge_ppm(&self) -> u32 {
+        self.registry.shared().lc_surge_ppm()
+    }
+
     /// Removes a flow (its token counters move to the owner's retired totals).
     pub fn unregister(&mut self, id: qos::TenantId) {
         if let Some((owner, handle)) = self.live.remove(&id) {
