@@ -909,9 +909,9 @@ impl Scheduler {
         while let Some(&front) = attached.queue.front() {
             // Its own tokens first; at its deficit limit, spare tokens from the bucket (LC
             // tenants visit before BE tenants borrow: spare capacity goes to LC first).
-            if !ledger.try_spend_lc(front.cost_mtok, limit_mtok)
-                && !(borrow && ledger.borrow_for_lc(front.cost_mtok, &shared))
-            {
+            let paid = ledger.try_spend_lc(front.cost_mtok, limit_mtok)
+                || (borrow && ledger.borrow_for_lc(front.cost_mtok, &shared));
+            if !paid {
                 break;
             }
             attached.queue.pop_front();
