@@ -32,7 +32,7 @@
 //!
 //! Worked example (the test `tests/vrate_emulated.rs`): a profile that promises five times what
 //! the emulated drive sustains gives the best-effort writer ~670 writes/s where ~100 are
-//! sustainable; the LC flow (1,000 reads/s, within its 1,500 IOPS reservation) sees p95
+//! sustainable; the LC flow (1,000 reads/s Poisson, at exactly its 1,000 IOPS reservation) sees p95
 //! ≈ 11 ms against a 6 ms SLO. With 150 ms windows and `step_down_ppm` = 150,000 the scale
 //! falls 1.0 → 0.85 → 0.72 … and the BE share with it; after 3 s it sits at 0.10–0.12 (BE
 //! ~80 writes/s; it undershoots a little because the drive's queue of writes drains a few
