@@ -57,6 +57,8 @@ struct Inner {
     balance_mtok: AtomicU64,
     be_share_mtok_per_sec: AtomicU64,
     device_rate_mtok_per_sec: AtomicU64,
+    /// What LC tenants earn above their reservations, ppm of it (see [`crate::admission`]).
+    lc_surge_ppm: AtomicU32,
     /// 0 = mixed, 1 = read-only.
     mix: AtomicU8,
     /// `epoch << 32 | workers checked in this epoch`.
@@ -100,6 +102,7 @@ impl SharedBucket {
                 balance_mtok: AtomicU64::new(0),
                 be_share_mtok_per_sec: AtomicU64::new(0),
                 device_rate_mtok_per_sec: AtomicU64::new(0),
+                lc_surge_ppm: AtomicU32::new(0),
                 mix: AtomicU8::new(0),
                 reset_state: AtomicU64::new(0),
                 workers: AtomicU32::new(0),
@@ -135,6 +138,12 @@ impl SharedBucket {
         self.inner.device_rate_mtok_per_sec.load(Ordering::Relaxed)
     }
 
+    /// What every LC tenant earns on top of its reservation, parts per million of it: the
+    /// surge the registry carved out of the unreserved rate (see [`crate::admission`]).
+    pub fn lc_surge_ppm(&self) -> u32 {
+        self.inner.lc_surge_ppm.load(Ordering::Relaxed)
+    }
+
     /// The load mix in force.
     pub fn load_mix(&self) -> LoadMix {
         match self.inner.mix.load(Ordering::Relaxed) {
@@ -165,15 +174,19 @@ impl SharedBucket {
         &self,
         device_rate_mtok_per_sec: u64,
         be_share_mtok_per_sec: u64,
+        lc_surge_ppm: u32,
         mix: LoadMix,
     ) {
         let i = &self.inner;
         i.device_rate_mtok_per_sec
             .store(device_rate_mtok_per_sec, Ordering::Relaxed);
+        let old_surge = i.lc_surge_ppm.swap(lc_surge_ppm, Ordering::AcqRel);
         let old_share = i
             .be_share_mtok_per_sec
             .swap(be_share_mtok_per_sec, Ordering::AcqRel);
-        if old_share != be_share_mtok_per_sec {
+        // Either change re-prices what tenants earn: schedulers re-arm their wake times and
+        // re-sum their idle aggregates when this epoch moves.
+        if old_share != be_share_mtok_per_sec || old_surge != lc_surge_ppm {
             i.share_epoch.fetch_add(1, Ordering::AcqRel);
         }
         let mix_code = match mix {

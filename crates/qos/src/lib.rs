@@ -37,8 +37,8 @@ pub mod tenant;
 pub mod vrate;
 
 pub use admission::{
-    Capacity, Refusal, RefusalCode, Registry, RegistryConfig, RegistryError, RATE_SCALE_MAX_PPM,
-    RATE_SCALE_UNITY_PPM,
+    Capacity, Refusal, RefusalCode, Registry, RegistryConfig, RegistryError, DEFAULT_LC_SURGE_PCT,
+    MAX_LC_SURGE_PCT, RATE_SCALE_MAX_PPM, RATE_SCALE_UNITY_PPM,
 };
 pub use bucket::{BucketStats, SharedBucket};
 pub use cost::{CostModel, LoadMix, Op, MTOK_PER_TOKEN, UNIT_BYTES};
@@ -47,6 +47,7 @@ pub use sched::{
     BucketReset, ConfigError, DeficitLimit, LocalTenant, RequestId, RoundStats, SchedError,
     Scheduler, SchedulerConfig, SchedulerStats, DEFAULT_DEFICIT_LIMIT_MTOK, MAX_CAP_ROUNDS,
 };
+pub use tenant::lc_earning_rate_mtok_per_sec;
 pub use tenant::{
     lc_reservation_mtok_per_sec, BeSpec, DeclaredMix, LcSlo, TenantClass, TenantCounters,
     TenantHandle, TenantId, TenantSpec,

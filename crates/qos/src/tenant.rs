@@ -143,6 +143,21 @@ pub fn lc_reservation_mtok_per_sec(slo: &LcSlo, cost: &CostModel, mix: LoadMix) 
     u64::try_from(total.div_ceil(100)).unwrap_or(u64::MAX)
 }
 
+/// What an LC tenant with this reservation earns under an LC surge of `surge_ppm` (rounded
+/// down, so the sum over tenants never exceeds what the registry carved out for them).
+pub fn lc_earning_rate_mtok_per_sec(reservation_mtok_per_sec: u64, surge_ppm: u32) -> u64 {
+    // Called on every LC visit: 64-bit arithmetic unless the product overflows, which no
+    // real reservation does (u128 division is a library call).
+    let factor = 1_000_000 + u64::from(surge_ppm);
+    match reservation_mtok_per_sec.checked_mul(factor) {
+        Some(product) => product / 1_000_000,
+        None => {
+            let rate = u128::from(reservation_mtok_per_sec) * u128::from(factor) / 1_000_000;
+            u64::try_from(rate).unwrap_or(u64::MAX)
+        }
+    }
+}
+
 /// A snapshot of one tenant's counters, for metrics. Monotonic except `balance_mtok` and
 /// `requests_queued`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -338,6 +353,21 @@ impl Ledger {
         }
     }
 
+    /// An LC payment entirely from the shared bucket (all or nothing), for a tenant held at
+    /// its deficit limit; its balance is unchanged (the books: spent and borrowed both grow).
+    pub(crate) fn borrow_for_lc(
+        &self,
+        cost_mtok: u64,
+        bucket: &crate::bucket::SharedBucket,
+    ) -> bool {
+        if !bucket.try_take(cost_mtok) {
+            return false;
+        }
+        self.spent_mtok.fetch_add(cost_mtok, Ordering::Relaxed);
+        self.borrowed_mtok.fetch_add(cost_mtok, Ordering::Relaxed);
+        true
+    }
+
     /// A BE payment: from the balance if it covers the cost, else the difference from the
     /// shared bucket; never leaves the balance negative.
     pub(crate) fn try_spend_be(
@@ -513,6 +543,26 @@ impl TenantHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn earning_rates_round_down_and_survive_huge_reservations() {
+        assert_eq!(
+            lc_earning_rate_mtok_per_sec(38_000_000, 500_000),
+            57_000_000
+        );
+        assert_eq!(
+            lc_earning_rate_mtok_per_sec(3, 500_000),
+            4,
+            "4.5 rounds down"
+        );
+        assert_eq!(lc_earning_rate_mtok_per_sec(7, 0), 7);
+        // Past u64 in the product: the 128-bit path gives the same answer.
+        assert_eq!(
+            lc_earning_rate_mtok_per_sec(u64::MAX / 2, 500_000),
+            u64::try_from(u128::from(u64::MAX / 2) * 3 / 2).unwrap()
+        );
+        assert_eq!(lc_earning_rate_mtok_per_sec(u64::MAX, 500_000), u64::MAX);
+    }
     use crate::profile::DeviceProfile;
 
     #[test]

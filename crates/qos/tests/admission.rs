@@ -5,8 +5,16 @@ use qos::{
     RegistryError, Scheduler, SchedulerConfig, TenantSpec,
 };
 
+/// A registry without the LC surge: the published arithmetic (the surge has its own tests
+/// below, on the default configuration).
 fn registry() -> Registry {
-    Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default())
+    Registry::new(
+        DeviceProfile::reflex_a(),
+        RegistryConfig {
+            lc_surge_pct: 0,
+            ..RegistryConfig::default()
+        },
+    )
 }
 
 fn lc(p95_us: u64, iops: u64, read_pct: u8) -> TenantSpec {
@@ -115,7 +123,13 @@ fn malformed_slos_are_refused_naming_the_value() {
 
 #[test]
 fn registry_full_is_refused() {
-    let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig { max_tenants: 2 });
+    let mut r = Registry::new(
+        DeviceProfile::reflex_a(),
+        RegistryConfig {
+            max_tenants: 2,
+            ..RegistryConfig::default()
+        },
+    );
     r.register(be(DeclaredMix::Mixed)).expect("1");
     r.register(be(DeclaredMix::Mixed)).expect("2");
     let refusal = r.register(be(DeclaredMix::Mixed)).unwrap_err();
@@ -222,4 +236,52 @@ fn check_is_a_dry_run() {
     let r = registry();
     assert_eq!(r.check(&lc(500, 70_000, 80)), Ok(196_000_000));
     assert_eq!(r.tenants().count(), 0);
+}
+
+#[test]
+fn the_lc_surge_comes_out_of_the_unreserved_rate_before_the_be_share() {
+    // Default configuration: LC tenants earn up to 50 % above their reservations.
+    let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
+    let lc_tenant = r.register(lc(500, 20_000, 90)).expect("fits");
+    r.register(be(DeclaredMix::Mixed)).expect("BE");
+    // 20 K IOPS × (0.9 + 0.1 × 10) = 38 K tokens/s reserved; 50 % more is 19 K of the 382 K
+    // unreserved; the BE tenant's share is the remaining 363 K.
+    assert_eq!(lc_tenant.reservation_mtok_per_sec(), 38_000_000);
+    let cap = r.capacity();
+    assert_eq!(cap.lc_surge_ppm, 500_000);
+    assert_eq!(cap.be_share_mtok_per_sec, 363_000_000);
+    assert_eq!(
+        qos::lc_earning_rate_mtok_per_sec(38_000_000, cap.lc_surge_ppm),
+        57_000_000
+    );
+
+    // The published scenario 1 leaves 104 K unreserved; the surge may take half of it (52 K),
+    // less than 50 % of the 316 K reserved: it shrinks to 164 556 ppm (51 999 696 mtok/s in
+    // all), and the BE tenants share the other 52 000 304.
+    let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
+    r.register(lc(500, 120_000, 100)).expect("A");
+    r.register(lc(500, 70_000, 80)).expect("B");
+    r.register(be(DeclaredMix::Mixed)).expect("C");
+    r.register(be(DeclaredMix::Mixed)).expect("D");
+    let cap = r.capacity();
+    assert_eq!(cap.lc_surge_ppm, 164_556);
+    assert_eq!(cap.be_share_mtok_per_sec, 26_000_152);
+    // Everything LC tenants can earn plus the BE shares stays within the device rate.
+    let lc_earning = qos::lc_earning_rate_mtok_per_sec(120_000_000, cap.lc_surge_ppm)
+        + qos::lc_earning_rate_mtok_per_sec(196_000_000, cap.lc_surge_ppm);
+    assert!(lc_earning + 2 * cap.be_share_mtok_per_sec <= 420_000_000);
+    assert!(lc_earning + 2 * cap.be_share_mtok_per_sec > 420_000_000 - 1_000);
+
+    // A device fully reserved has no surge to give.
+    let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
+    r.register(lc(500, 420_000, 100))
+        .expect("exactly the device, mixed pricing");
+    r.register(be(DeclaredMix::Mixed)).expect("BE");
+    assert_eq!(r.capacity().lc_surge_ppm, 0);
+    assert_eq!(r.capacity().be_share_mtok_per_sec, 0);
+    // And with no LC tenant there is nothing to surge.
+    let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
+    r.register(be(DeclaredMix::Mixed)).expect("BE");
+    assert_eq!(r.capacity().lc_surge_ppm, 0);
+    assert_eq!(r.capacity().be_share_mtok_per_sec, 570_000_000);
 }

@@ -5,6 +5,10 @@
 //! * LC balances stay above −(deficit limit + largest cost); BE balances never go negative;
 //! * queue counters match what is outstanding; the bucket's books balance;
 //! * the device is never offered more than its rate × time, plus the bounded slack of deficits;
+//! * the LC surge: what LC tenants may earn (reservation + surge) plus the BE shares never
+//!   exceeds the device rate, and no LC tenant earns more than its reservation plus its surge
+//!   (so it spends at most that, plus what it borrowed from the bucket's spare tokens at its
+//!   deficit limit, its deficit limit and one request);
 //! * once arrivals stop, every queue drains (no starvation);
 //! * the same inputs give the same outputs (determinism).
 
@@ -210,6 +214,62 @@ impl World {
                 .sum();
             assert_eq!(s.queued(), outstanding as u64, "worker {w} queue count");
         }
+        // The LC surge is carved out of the unreserved rate: LC earning rates and BE shares
+        // together fit the device rate.
+        let cap = self.registry.capacity();
+        let surge_ppm = cap.lc_surge_ppm;
+        assert!(
+            surge_ppm <= qos::DEFAULT_LC_SURGE_PCT * 10_000,
+            "surge {surge_ppm} ppm above the configured {} %",
+            qos::DEFAULT_LC_SURGE_PCT
+        );
+        let lc_earning: u128 = self
+            .tenants
+            .iter()
+            .map(|(h, _)| {
+                u128::from(qos::lc_earning_rate_mtok_per_sec(
+                    h.reservation_mtok_per_sec(),
+                    surge_ppm,
+                ))
+            })
+            .sum();
+        let be_total = u128::from(cap.be_share_mtok_per_sec) * u128::from(cap.be_tenants);
+        assert!(
+            lc_earning + be_total <= u128::from(cap.device_rate_mtok_per_sec),
+            "LC earning {lc_earning} + BE shares {be_total} mtok/s over the device rate: {cap:?}"
+        );
+        // No LC tenant earns more than its reservation plus the surge over the time that
+        // passed (plus one round's overlap per extra worker when it spans).
+        if let Some(first) = self.first_round_ns {
+            for (t, (handle, attachments)) in self.tenants.iter().enumerate() {
+                if handle.class() != TenantClass::LatencyCritical {
+                    continue;
+                }
+                let rate = u128::from(qos::lc_earning_rate_mtok_per_sec(
+                    handle.reservation_mtok_per_sec(),
+                    surge_ppm,
+                ));
+                let allowed = rate * u128::from(self.now_ns - first) / 1_000_000_000
+                    + attachments.len() as u128 * rate * u128::from(self.max_dt_ns) / 1_000_000_000
+                    + 1;
+                let c = handle.counters();
+                assert!(
+                    u128::from(c.earned_mtok) <= allowed,
+                    "LC tenant {t} earned {} mtok, more than reservation + surge allow ({allowed}): {c:?}",
+                    c.earned_mtok
+                );
+                // It spends what it earns, what it legitimately borrowed from the bucket (spare
+                // tokens, at its deficit limit), and at most its deficit limit and one request.
+                assert!(
+                    u128::from(c.spent_mtok)
+                        <= allowed
+                            + u128::from(c.borrowed_mtok)
+                            + u128::from(DEFAULT_DEFICIT_LIMIT_MTOK + 40_000),
+                    "LC tenant {t} spent {} mtok beyond its earnings, borrowings and deficit: {c:?}",
+                    c.spent_mtok
+                );
+            }
+        }
         let b = self.registry.shared().stats();
         assert_eq!(
             b.deposited_mtok - b.taken_mtok - b.discarded_mtok,
@@ -265,10 +325,18 @@ impl World {
                 return;
             }
         }
+        let counters: Vec<_> = self
+            .tenants
+            .iter()
+            .map(|(h, a)| (h.class(), a.len(), h.counters()))
+            .collect();
         panic!(
-            "{} requests starved: {:?}",
+            "{} requests starved: {:?}\ncapacity {:?}\nbucket {:?}\ntenants {:#?}",
             self.costs.len(),
-            self.costs.values().take(5).collect::<Vec<_>>()
+            self.costs.values().take(5).collect::<Vec<_>>(),
+            self.registry.capacity(),
+            self.registry.shared().stats(),
+            counters
         );
     }
 }
@@ -371,10 +439,12 @@ fn spanning_tenant_alone_gets_its_reservation_once() {
             dt_ns: 10_000,
         });
     }
-    // 100 ms at 190 K tokens/s (100 K IOPS × (0.9 + 0.1 × 10)) = 19 000 tokens, plus 50 of debt.
+    // 100 ms at 190 K tokens/s (100 K IOPS × (0.9 + 0.1 × 10)) plus the 50 % surge (the
+    // device has 230 K tokens/s unreserved) = 28 500 tokens, plus 50 of debt.
+    assert_eq!(world.registry.capacity().lc_surge_ppm, 500_000);
     let spent = world.spent_mtok;
     assert!(
-        (18_990_000..=19_060_000).contains(&spent),
+        (28_490_000..=28_560_000).contains(&spent),
         "spent {spent} mtok"
     );
 }

@@ -35,7 +35,12 @@ fn a_spanning_tenant_on_two_threads_earns_and_pays_once() {
     let be = registry
         .register(TenantSpec::BestEffort(BeSpec::default()))
         .expect("BE");
-    let lc_rate = lc.reservation_mtok_per_sec();
+    // It earns its reservation plus the LC surge (the default configuration).
+    let lc_rate = qos::lc_earning_rate_mtok_per_sec(
+        lc.reservation_mtok_per_sec(),
+        registry.capacity().lc_surge_ppm,
+    );
+    assert!(lc_rate > lc.reservation_mtok_per_sec(), "the surge applies");
     let be_rate = registry.capacity().be_share_mtok_per_sec;
     // One monotonic clock for both workers, as the server reads CLOCK_MONOTONIC: each round
     // advances it by half a round, so the two workers together see ROUNDS × ROUND_NS pass.

@@ -33,7 +33,8 @@
 //!    looser one, so rates are made non-decreasing with latency by carrying the maximum forward.
 //!    Targets below the idle device's p95 get no point.
 //! 5. **Verification**: each point's token rate, turned back into IOPS at every mix with the
-//!    fitted write cost, is probed again; the device's p95 must stay within the point's target.
+//!    fitted write cost, is probed again on a held-out stream (seed + [`VERIFY_SEED_OFFSET`]);
+//!    the device's p95 must stay within the point's target less the headroom, as in step 2.
 //!    (Step 4 takes the lowest mix through a fitted weight and carries rates forward, and near a
 //!    TLC cliff p95 is not monotonic in load, so the table can promise more than any probe
 //!    showed.) A point that misses is lowered in 10 % steps, and the points below it with it;
@@ -92,6 +93,11 @@ const WRITE_COST_MAX_MTOK: u64 = 1_000_000;
 const SPREAD_TOLERANCE_PCT: u64 = 2;
 /// Bytes of every calibration request.
 const REQUEST_BYTES: u64 = 4096;
+/// The verification pass probes with `seed + VERIFY_SEED_OFFSET`: streams the search never
+/// saw (with the search's own seed, a rate it probed replays the stream it was fitted on; on
+/// the QoS test's slow TLC drive a fresh stream then read 3.15–3.51 ms at a 3 ms point).
+pub const VERIFY_SEED_OFFSET: u64 = 0x5eed;
+
 /// Most 10 % reductions the verification pass applies to one point before giving up on it.
 pub const VERIFY_MAX_STEPS: u32 = 20;
 
@@ -555,21 +561,30 @@ pub fn calibrate(
         }
     }
     // Step 5 of the essay: verify each point at every mix, lowering it (and the points below
-    // it, so rates still grow with the target) until the device meets the target.
+    // it, so rates still grow with the target) until the device meets the target — on a
+    // held-out stream (another seed), so the table holds for traffic it was not fitted on.
+    let held_out = CalibrationConfig {
+        seed: config.seed.wrapping_add(VERIFY_SEED_OFFSET),
+        ..config.clone()
+    };
     for k in (0..mixed_rates.len()).rev() {
         if k + 1 < mixed_rates.len() {
             mixed_rates[k] = mixed_rates[k].min(mixed_rates[k + 1]);
         }
         let target = config.targets_ns[usable[k]];
+        // The held-out stream must meet what the search's own stream met: the target less
+        // the headroom (a stream that only meets the target itself leaves the next one to
+        // chance near a TLC cliff: 7.6 ms at a 6 ms point).
+        let verify_limit = limit(target);
         let mut steps = 0;
         loop {
             let mut worst = 0;
             for r in &mixed {
                 let iops = iops_at(mixed_rates[k], r.read_pct, write_cost_mtok);
-                worst = worst.max(probe(device, config, r.read_pct, iops.max(1))?.p95_read_ns);
+                worst = worst.max(probe(device, &held_out, r.read_pct, iops.max(1))?.p95_read_ns);
                 probes += 1;
             }
-            if worst <= target {
+            if worst <= verify_limit {
                 break;
             }
             if steps == VERIFY_MAX_STEPS || mixed_rates[k] <= 1 {
@@ -675,20 +690,31 @@ mod tests {
             p.write_cost_mtok > 2_000,
             "TLC writes cost several reads: {p:?}"
         );
-        // Re-probe each point's rate in every mix: the device's p95 stays within the point's
-        // latency (the search kept it under 80 % of it; a fresh random stream near the edge
-        // of the TLC cliff may land above that, never above the target itself).
-        for (k, point) in p.points.iter().enumerate() {
-            for &pct in &c.read_pcts {
-                let per_io_mtok =
-                    (u64::from(pct) * 1000 + u64::from(100 - pct) * p.write_cost_mtok) / 100;
-                let iops = point.tokens_per_sec * 1000 / per_io_mtok;
-                let r = probe(&d, &c, pct, iops).unwrap();
-                assert!(
-                    r.p95_read_ns <= point.p95_read_latency_ns,
-                    "point {k} {point:?} at {pct}% reads = {iops} IOPS: p95 {} ns",
-                    r.p95_read_ns
-                );
+        // Re-probe each point's rate in every mix with streams the calibration never saw
+        // (other seeds: with its own seed a re-probe at a rate it searched replays the very
+        // stream it was fitted on), measured 4× longer so the p95 is the rate's and not one
+        // short stream's: the device's p95 stays within the point's latency (the search kept
+        // it under 80 % of it; near the edge of the TLC cliff a fresh stream may land above
+        // that, never above the target itself).
+        for seed in [c.seed + 101, c.seed + 202] {
+            let fresh = CalibrationConfig {
+                seed,
+                measure_ns: 4 * c.measure_ns,
+                min_reads: 4 * c.min_reads,
+                ..c.clone()
+            };
+            for (k, point) in p.points.iter().enumerate() {
+                for &pct in &c.read_pcts {
+                    let per_io_mtok =
+                        (u64::from(pct) * 1000 + u64::from(100 - pct) * p.write_cost_mtok) / 100;
+                    let iops = point.tokens_per_sec * 1000 / per_io_mtok;
+                    let r = probe(&d, &fresh, pct, iops).unwrap();
+                    assert!(
+                        r.p95_read_ns <= point.p95_read_latency_ns,
+                        "seed {seed}, point {k} {point:?} at {pct}% reads = {iops} IOPS: p95 {} ns",
+                        r.p95_read_ns
+                    );
+                }
             }
         }
         assert!(cal.probes > 5);

@@ -390,6 +390,10 @@ pub struct QosConfig {
     /// The controller's knobs, as the `qos` crate defines them (`step_down_ppm`, …).
     #[serde(default)]
     pub vrate_tuning: qos::VrateConfig,
+    /// LC surge: LC tenants earn up to this percentage above their reservations, out of the
+    /// unreserved rate (crate qos, `admission`); 0 paces them at exactly their reservations.
+    #[serde(default = "default_lc_surge_pct")]
+    pub lc_surge_pct: u32,
 }
 
 impl Default for QosConfig {
@@ -401,8 +405,13 @@ impl Default for QosConfig {
             vrate: VrateMode::default(),
             vrate_window_ms: default_vrate_window_ms(),
             vrate_tuning: qos::VrateConfig::default(),
+            lc_surge_pct: default_lc_surge_pct(),
         }
     }
+}
+
+fn default_lc_surge_pct() -> u32 {
+    qos::DEFAULT_LC_SURGE_PCT
 }
 
 /// Whether the closed loop (`server::vrate`) corrects the device rate.
@@ -772,6 +781,13 @@ impl ServerConfig {
                 "qos.vrate_tuning",
                 "(table)",
                 format!("valid controller settings: {e}"),
+            ));
+        }
+        if self.qos.lc_surge_pct > qos::MAX_LC_SURGE_PCT {
+            return Err(invalid(
+                "qos.lc_surge_pct",
+                self.qos.lc_surge_pct,
+                format!("0..={}", qos::MAX_LC_SURGE_PCT),
             ));
         }
         if self.qos.tuning.donate_pct > 100 {
@@ -1263,6 +1279,24 @@ tenant = "alice"
             .unwrap_err()
             .to_string();
         assert!(err.contains("donate_pct") && err.contains("120"), "{err}");
+        assert_eq!(
+            from_toml_str("").unwrap().qos.lc_surge_pct,
+            qos::DEFAULT_LC_SURGE_PCT
+        );
+        assert_eq!(
+            from_toml_str("[qos]\nlc_surge_pct = 0\n")
+                .unwrap()
+                .qos
+                .lc_surge_pct,
+            0
+        );
+        let err = from_toml_str("[qos]\nlc_surge_pct = 5000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("qos.lc_surge_pct") && err.contains("5000"),
+            "{err}"
+        );
     }
 
     proptest::proptest! {

@@ -157,6 +157,11 @@ impl Control {
         self.registry.rate_scale_ppm()
     }
 
+    /// The LC surge in force, ppm of a reservation (crate qos, `admission`).
+    pub fn lc_surge_ppm(&self) -> u32 {
+        self.registry.shared().lc_surge_ppm()
+    }
+
     /// Removes a flow (its token counters move to the owner's retired totals).
     pub fn unregister(&mut self, id: qos::TenantId) {
         if let Some((owner, handle)) = self.live.remove(&id) {
@@ -420,6 +425,7 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         profile,
         qos::RegistryConfig {
             max_tenants: (config.tenants.len() as u32).saturating_add(65_536),
+            lc_surge_pct: config.qos.lc_surge_pct,
         },
     );
     let bucket = registry.shared();

@@ -62,7 +62,7 @@ fn the_closed_loop_lowers_the_rate_until_the_lc_slo_holds_again() {
         open_p95 > SLO_P95_NS,
         "the optimistic profile should break the SLO without the loop (p95 {open_p95} ns)"
     );
-    assert!(lc_reads > LC_IOPS, "LC got {lc_reads} reads through");
+    assert_lc_served("vrate on", lc_reads, 2_500_000_000);
     assert!(
         scale_ppm < 1_000_000 / OPTIMISM as u32 * 2,
         "the loop should have cut the rate well below the profile's: {scale_ppm} ppm"

@@ -31,6 +31,12 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
     }
+    /// An exponentially distributed gap with the given mean, ns (at least 1).
+    pub fn exp_ns(&mut self, mean_ns: f64) -> u64 {
+        // 53 random bits, uniform in (0, 1].
+        let u = ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        ((-u.ln() * mean_ns) as u64).max(1)
+    }
 }
 
 /// What a tenant issues.
@@ -51,6 +57,9 @@ pub enum Load {
         read_pct: u8,
         bytes: u64,
     },
+    /// Open loop with Poisson arrivals at mean rate `iops`, each a read with probability
+    /// `read_pct` % (like `ullstack bench`'s open loop).
+    Poisson { iops: u64, read_pct: u8, bytes: u64 },
     /// Nothing.
     Idle,
 }
@@ -63,8 +72,12 @@ pub struct Driven {
     pub load: Load,
     rng: Rng,
     arrivals: u64,
-    /// Enqueue times of outstanding requests, by request sequence number.
-    pending: VecDeque<(u64, u64)>,
+    /// Arrival times of outstanding requests (and whether each is a read), by sequence number.
+    pending: VecDeque<(u64, u64, bool)>,
+    /// Poisson loads: the next arrival time, ns.
+    next_arrival_ns: u64,
+    /// Waits of the reads released since the last reset, ns (arrival to release).
+    pub read_waits_ns: Vec<u64>,
     pub submitted: u64,
     pub submitted_mtok: u64,
     pub max_wait_ns: u64,
@@ -94,8 +107,29 @@ pub struct Harness {
 const SEQ_BITS: u32 = 40;
 
 impl Harness {
+    /// A harness on the published configuration: no LC surge and no LC borrowing from the
+    /// bucket (whatever `config` says), so LC tenants spend exactly what their reservations
+    /// earn and the arithmetic of the behavioural tests is the published one (`tests/surge.rs`
+    /// runs the default configuration through [`Self::with_registry`]).
     pub fn new(workers: usize, round_ns: u64, config: SchedulerConfig) -> Self {
-        let registry = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
+        let published = RegistryConfig {
+            lc_surge_pct: 0,
+            ..RegistryConfig::default()
+        };
+        let config = SchedulerConfig {
+            lc_borrows_spare: false,
+            ..config
+        };
+        Self::with_registry(workers, round_ns, config, published)
+    }
+
+    pub fn with_registry(
+        workers: usize,
+        round_ns: u64,
+        config: SchedulerConfig,
+        registry_config: RegistryConfig,
+    ) -> Self {
+        let registry = Registry::new(DeviceProfile::reflex_a(), registry_config);
         let workers = (0..workers)
             .map(|_| Scheduler::new(registry.shared(), config).expect("valid config"))
             .collect();
@@ -127,6 +161,8 @@ impl Harness {
             rng: Rng::new(0x5eed_0000 + idx as u64),
             arrivals: 0,
             pending: VecDeque::new(),
+            next_arrival_ns: 0,
+            read_waits_ns: Vec::new(),
             submitted: 0,
             submitted_mtok: 0,
             max_wait_ns: 0,
@@ -142,22 +178,30 @@ impl Harness {
     }
 
     fn enqueue_one(&mut self, t: usize, read_pct: u8, bytes: u64) {
-        let tenant = &mut self.tenants[t];
         // Exactly read_pct % reads, evenly spread (request k is a read iff the running count of
         // reads steps up at k), so a tenant's token demand has no random excursions.
-        let k = tenant.next_seq;
+        let k = self.tenants[t].next_seq;
         let r = u64::from(read_pct);
         let op = if (k + 1) * r / 100 > k * r / 100 {
             Op::Read
         } else {
             Op::Write
         };
+        let now = self.now_ns;
+        self.enqueue_op(t, op, bytes, now);
+    }
+
+    /// Queues one request of `op` that arrived at `arrived_ns` (≤ now).
+    fn enqueue_op(&mut self, t: usize, op: Op, bytes: u64, arrived_ns: u64) {
+        let tenant = &mut self.tenants[t];
         // Spread over the tenant's workers round-robin.
         let (w, local) = tenant.attachments[(tenant.next_seq as usize) % tenant.attachments.len()];
         let seq = tenant.next_seq;
         tenant.next_seq += 1;
         tenant.outstanding += 1;
-        tenant.pending.push_back((seq, self.now_ns));
+        tenant
+            .pending
+            .push_back((seq, arrived_ns, matches!(op, Op::Read)));
         let id = ((t as u64) << SEQ_BITS) | seq;
         let cost = self.workers[w].cost_mtok(op, bytes);
         self.costs.insert(id, cost);
@@ -208,6 +252,29 @@ impl Harness {
                         }
                     }
                 }
+                Load::Poisson {
+                    iops,
+                    read_pct,
+                    bytes,
+                } => {
+                    let mean_ns = 1e9 / iops as f64;
+                    if self.tenants[t].next_arrival_ns == 0 {
+                        let gap = self.tenants[t].rng.exp_ns(mean_ns);
+                        self.tenants[t].next_arrival_ns = now + gap;
+                    }
+                    while self.tenants[t].next_arrival_ns <= now {
+                        let at = self.tenants[t].next_arrival_ns;
+                        let tenant = &mut self.tenants[t];
+                        let op = if tenant.rng.below(100) < u64::from(read_pct) {
+                            Op::Read
+                        } else {
+                            Op::Write
+                        };
+                        tenant.next_arrival_ns = at + tenant.rng.exp_ns(mean_ns);
+                        tenant.arrivals += 1;
+                        self.enqueue_op(t, op, bytes, at);
+                    }
+                }
                 Load::Idle => {}
             }
         }
@@ -231,10 +298,13 @@ impl Harness {
                 let pos = tenant
                     .pending
                     .iter()
-                    .position(|&(s, _)| s == seq)
+                    .position(|&(s, _, _)| s == seq)
                     .expect("pending");
-                let (_, at) = tenant.pending.remove(pos).expect("pending");
+                let (_, at, is_read) = tenant.pending.remove(pos).expect("pending");
                 let wait = self.now_ns - at;
+                if is_read {
+                    tenant.read_waits_ns.push(wait);
+                }
                 tenant.max_wait_ns = tenant.max_wait_ns.max(wait);
                 tenant.total_wait_ns += u128::from(wait);
                 tenant.submitted += 1;
@@ -260,7 +330,16 @@ impl Harness {
             t.submitted_mtok = 0;
             t.max_wait_ns = 0;
             t.total_wait_ns = 0;
+            t.read_waits_ns.clear();
         }
+    }
+
+    /// The p95 of a tenant's read waits since the last reset (arrival to release), ns.
+    pub fn read_wait_p95_ns(&self, t: usize) -> u64 {
+        let mut w = self.tenants[t].read_waits_ns.clone();
+        assert!(!w.is_empty(), "tenant {t} released no reads");
+        w.sort_unstable();
+        w[(w.len() * 95).div_ceil(100) - 1]
     }
 
     /// A tenant's submitted tokens per second over `window_ns`.

@@ -40,10 +40,21 @@ pub const SLO_P95_NS: u64 = 6_000_000;
 pub const HEADROOM_PCT: u8 = 50;
 /// The LC tenant offers this many reads per second (Poisson) ...
 pub const LC_IOPS: u64 = 1000;
-/// ... and reserves this many: a tenant offering Poisson arrivals at exactly its reservation
-/// is a queue at 100 % utilization (its balance is a zero-drift random walk that keeps hitting
-/// the deficit limit), so a real tenant reserves headroom; the unused part goes to BE.
-pub const LC_SLO_IOPS: u64 = 1500;
+/// ... and reserves exactly as many. (Paced at exactly its reservation, a Poisson stream is a
+/// queue at 100 % utilization; the LC surge of crate qos gives it the capacity above its mean
+/// that it needs. Before the surge this test had to reserve 1,500 IOPS.)
+pub const LC_SLO_IOPS: u64 = 1000;
+
+/// Checks that the LC tenant got at least 95 % of the reads it offered over a measured
+/// window of `duration_ns` (a tenant throttled to a fraction of its load fails here, whatever
+/// its latency).
+pub fn assert_lc_served(label: &str, lc_reads: u64, duration_ns: u64) {
+    let offered = LC_IOPS as f64 * duration_ns as f64 / 1e9;
+    assert!(
+        lc_reads as f64 >= 0.95 * offered,
+        "{label}: the LC tenant got {lc_reads} reads through of the {offered:.0} it offered"
+    );
+}
 
 /// The drive's profile, measured from the model.
 pub fn calibrated_profile() -> qos::DeviceProfile {

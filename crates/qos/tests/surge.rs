@@ -1,0 +1,365 @@
+//! The LC surge (see `qos::admission`): an LC tenant whose requests arrive as a Poisson
+//! stream at exactly its reservation must still meet its latency target, alone and next to
+//! best-effort floods, without taking more than its reservation plus its surge, and the BE
+//! tenants still get what the LC tenants leave.
+
+mod common;
+
+use common::{Harness, Load};
+use qos::{BeSpec, LcSlo, RegistryConfig, SchedulerConfig, TenantSpec};
+
+const ROUND_NS: u64 = 10_000;
+const MS: u64 = 1_000_000;
+
+fn lc(iops: u64) -> TenantSpec {
+    TenantSpec::LatencyCritical(LcSlo {
+        p95_read_latency_ns: 500_000,
+        iops,
+        read_pct: 90,
+        request_bytes: 4096,
+    })
+}
+
+fn poisson(iops: u64) -> Load {
+    Load::Poisson {
+        iops,
+        read_pct: 90,
+        bytes: 4096,
+    }
+}
+
+fn flood() -> Load {
+    Load::Flood {
+        depth: 32,
+        read_pct: 90,
+        bytes: 4096,
+    }
+}
+
+const DEVICE_TOKENS_PER_SEC: f64 = 420_000.0;
+
+fn be() -> TenantSpec {
+    TenantSpec::BestEffort(BeSpec::default())
+}
+
+fn harness(lc_surge_pct: u32) -> Harness {
+    Harness::with_registry(
+        1,
+        ROUND_NS,
+        SchedulerConfig::default(),
+        RegistryConfig {
+            lc_surge_pct,
+            ..RegistryConfig::default()
+        },
+    )
+}
+
+/// Requests released over requests that arrived, since the last reset (arrivals before the
+/// reset that were released after it count as released: this is a lower bound check only).
+fn served_fraction(h: &Harness, t: usize, window_ns: u64, offered_iops: u64) -> f64 {
+    h.iops(t, window_ns) / offered_iops as f64
+}
+
+/// Issue 9 §1: 20 K IOPS at `p95 = 500 µs` with 90 % reads, offered as Poisson arrivals at
+/// exactly its reservation. The scheduler's own wait (arrival to release) must leave the
+/// device almost the whole target: its p95 must stay under 100 µs (10 rounds), alone and next
+/// to a QD32 best-effort flood. Paced at exactly its reservation (no surge: the published
+/// rule) the same stream waits tens of milliseconds — the issue's 19–20 ms.
+#[test]
+fn lc_poisson_at_its_reservation_meets_its_target_alone_and_next_to_be() {
+    for with_be in [false, true] {
+        let mut results = Vec::new();
+        for surge_pct in [qos::DEFAULT_LC_SURGE_PCT, 0] {
+            let mut h = harness(surge_pct);
+            let t = h.add(lc(20_000), poisson(20_000), &[0]);
+            let b = with_be.then(|| h.add(be(), flood(), &[0]));
+            h.run_for(100 * MS);
+            h.reset_measurements();
+            let window = 2_000 * MS;
+            h.run_for(window);
+            let p95 = h.read_wait_p95_ns(t);
+            println!("surge {surge_pct} %, BE {with_be}: LC read wait p95 {p95} ns");
+            results.push((p95, served_fraction(&h, t, window, 20_000)));
+            if let (Some(b), true) = (b, surge_pct > 0) {
+                // The BE tenant gets what the LC tenant leaves, and the device no more.
+                let lc_tokens = h.tokens_per_sec(t, window);
+                let be_tokens = h.tokens_per_sec(b, window);
+                assert!(
+                    be_tokens >= 0.97 * (DEVICE_TOKENS_PER_SEC - lc_tokens),
+                    "BE got {be_tokens:.0} tokens/s next to LC's {lc_tokens:.0} of {DEVICE_TOKENS_PER_SEC}"
+                );
+                assert!(
+                    lc_tokens + be_tokens <= DEVICE_TOKENS_PER_SEC * 1.005,
+                    "device offered {:.0} tokens/s",
+                    lc_tokens + be_tokens
+                );
+            }
+        }
+        let ((with, served), (without, _)) = (results[0], results[1]);
+        assert!(
+            with <= 100_000,
+            "with the surge the LC read wait p95 is {with} ns (BE {with_be})"
+        );
+        assert!(
+            served >= 0.97,
+            "the LC tenant got {:.1} % of what it offered (BE {with_be})",
+            served * 100.0
+        );
+        assert!(
+            without > 5_000_000,
+            "paced at exactly its reservation the wait p95 is only {without} ns: the test no longer reproduces the issue"
+        );
+    }
+}
+
+/// An LC tenant offering twice its reservation earns no more than its reservation plus its
+/// surge and takes the rest only from spare tokens (the bucket) — never from another LC
+/// tenant, which still meets its target at exactly its own reservation, nor from the BE
+/// tenants' own shares.
+#[test]
+fn an_lc_tenant_far_above_its_reservation_does_not_hurt_another() {
+    let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
+    let greedy = h.add(lc(20_000), poisson(40_000), &[0]);
+    let polite = h.add(lc(20_000), poisson(20_000), &[0]);
+    let flood_be = h.add(be(), flood(), &[0]);
+    let cap = h.registry.capacity();
+    assert_eq!(
+        cap.lc_surge_ppm, 500_000,
+        "the device has room for the full surge"
+    );
+    h.run_for(100 * MS);
+    let borrowed_before = h.tenants[greedy].handle.counters().borrowed_mtok;
+    h.reset_measurements();
+    let window = 2_000 * MS;
+    h.run_for(window);
+    let c = h.tenants[greedy].handle.counters();
+    let borrowed = (c.borrowed_mtok - borrowed_before) as f64 / 1000.0 / 2.0;
+    // 38 K tokens/s reserved + 50 % = 57 K tokens/s of its own, plus what it borrowed.
+    let greedy_tokens = h.tokens_per_sec(greedy, window);
+    println!("greedy LC: {greedy_tokens:.0} tokens/s, {borrowed:.0} of them borrowed");
+    assert!(
+        greedy_tokens <= (57_000.0 + borrowed) * 1.01,
+        "the greedy tenant used {greedy_tokens:.0} tokens/s"
+    );
+    assert!(
+        greedy_tokens >= 57_000.0 * 0.97,
+        "the greedy tenant got its surge: {greedy_tokens:.0} tokens/s"
+    );
+    assert!(c.deficit_hits > 0);
+    let p95 = h.read_wait_p95_ns(polite);
+    assert!(
+        p95 <= 100_000,
+        "the polite LC tenant's read wait p95 is {p95} ns"
+    );
+    assert!(served_fraction(&h, polite, window, 20_000) >= 0.97);
+    let share = cap.be_share_mtok_per_sec as f64 / 1000.0;
+    let be_tokens = h.tokens_per_sec(flood_be, window);
+    assert!(
+        be_tokens >= 0.97 * share,
+        "the BE tenant got {be_tokens:.0} tokens/s, below its own share of {share:.0}"
+    );
+    let total: f64 = (0..3).map(|t| h.tokens_per_sec(t, window)).sum();
+    assert!(
+        total <= DEVICE_TOKENS_PER_SEC * 1.005,
+        "device offered {total:.0} tokens/s"
+    );
+}
+
+/// A burst far above the SLO (a client that stalled and sends 100 ms of requests at once) on
+/// an otherwise idle device drains at the device's spare rate, not at the tenant's own: the
+/// idle BE tenant's share reaches the bucket, and an LC tenant at its deficit limit takes it
+/// before anyone else. Without that (`lc_borrows_spare = false`) the same burst takes ~4×
+/// longer: its own 19 K tokens/s above its mean (the surge) is all it has to drain it.
+#[test]
+fn an_lc_burst_on_an_idle_device_drains_at_the_spare_rate() {
+    let mut waits = Vec::new();
+    for borrow in [true, false] {
+        let mut h = Harness::with_registry(
+            1,
+            ROUND_NS,
+            SchedulerConfig {
+                lc_borrows_spare: borrow,
+                ..SchedulerConfig::default()
+            },
+            RegistryConfig::default(),
+        );
+        h.add(be(), Load::Idle, &[0]);
+        // 2,000 requests (~3,800 tokens: 100 ms of its reservation) every second.
+        let t = h.add(
+            lc(20_000),
+            Load::Burst {
+                every_ns: 1_000 * MS,
+                count: 2_000,
+                read_pct: 90,
+                bytes: 4096,
+            },
+            &[0],
+        );
+        h.run_for(3_000 * MS);
+        waits.push(h.tenants[t].max_wait_ns);
+    }
+    let (with, without) = (waits[0], waits[1]);
+    println!("burst drained in {with} ns with LC borrowing, {without} ns without");
+    assert!(
+        with <= 20 * MS,
+        "with spare tokens the burst took {with} ns"
+    );
+    assert!(
+        without >= 3 * with,
+        "without borrowing {without} ns vs {with} ns"
+    );
+}
+
+/// The published scenario 1 with Poisson LC arrivals: the device has only 104 K tokens/s
+/// unreserved, so the surge shrinks to half of it (16.5 %); A and B still meet their target
+/// and the BE tenants get the rest, each at least its share.
+#[test]
+fn scenario_one_with_poisson_arrivals() {
+    let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
+    let spec = |iops, read_pct| {
+        TenantSpec::LatencyCritical(LcSlo {
+            p95_read_latency_ns: 500_000,
+            iops,
+            read_pct,
+            request_bytes: 4096,
+        })
+    };
+    let load = |iops, read_pct| Load::Poisson {
+        iops,
+        read_pct,
+        bytes: 4096,
+    };
+    let a = h.add(spec(120_000, 100), load(120_000, 100), &[0]);
+    let b = h.add(spec(70_000, 80), load(70_000, 80), &[0]);
+    let c = h.add(be(), flood(), &[0]);
+    let d = h.add(
+        be(),
+        Load::Flood {
+            depth: 32,
+            read_pct: 25,
+            bytes: 4096,
+        },
+        &[0],
+    );
+    let share = h.registry.capacity().be_share_mtok_per_sec as f64 / 1000.0;
+    assert_eq!(h.registry.capacity().lc_surge_ppm, 164_556);
+    h.run_for(100 * MS);
+    h.reset_measurements();
+    let window = 1_000 * MS;
+    h.run_for(window);
+    for (t, iops) in [(a, 120_000), (b, 70_000)] {
+        let p95 = h.read_wait_p95_ns(t);
+        assert!(p95 <= 100_000, "LC tenant {t}: read wait p95 {p95} ns");
+        assert!(served_fraction(&h, t, window, iops) >= 0.97);
+    }
+    let lc_tokens = h.tokens_per_sec(a, window) + h.tokens_per_sec(b, window);
+    let (tc, td) = (h.tokens_per_sec(c, window), h.tokens_per_sec(d, window));
+    println!(
+        "scenario 1, Poisson: LC {lc_tokens:.0}, C {tc:.0}, D {td:.0} tokens/s; share {share:.0}"
+    );
+    assert!(
+        tc >= share && td >= share,
+        "C {tc:.0}, D {td:.0}, share {share:.0}"
+    );
+    assert!(
+        tc + td >= 0.97 * (DEVICE_TOKENS_PER_SEC - lc_tokens),
+        "BE got {:.0} tokens/s of the {:.0} LC left",
+        tc + td,
+        DEVICE_TOKENS_PER_SEC - lc_tokens
+    );
+    assert!(lc_tokens + tc + td <= DEVICE_TOKENS_PER_SEC * 1.005);
+}
+
+/// BE tenants with equal demand still get equal tokens next to a surging LC tenant.
+#[test]
+fn equal_be_tenants_stay_equal_next_to_a_surging_lc_tenant() {
+    let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
+    h.add(lc(20_000), poisson(20_000), &[0]);
+    let c = h.add(be(), flood(), &[0]);
+    let d = h.add(be(), flood(), &[0]);
+    h.run_for(100 * MS);
+    h.reset_measurements();
+    let window = 1_000 * MS;
+    h.run_for(window);
+    let (tc, td) = (h.tokens_per_sec(c, window), h.tokens_per_sec(d, window));
+    assert!(
+        (tc - td).abs() <= 0.03 * tc.max(td),
+        "C {tc:.0} vs D {td:.0} tokens/s"
+    );
+}
+
+#[test]
+#[ignore = "exploration: prints the scheduler's p95 read wait against surge and offered load"]
+fn sweep() {
+    for surge in [0u32, 10, 25, 50, 100] {
+        for be in [false, true] {
+            for pct in [75u64, 95, 100, 110] {
+                let mut h = Harness::with_registry(
+                    1,
+                    ROUND_NS,
+                    SchedulerConfig::default(),
+                    RegistryConfig {
+                        lc_surge_pct: surge,
+                        ..RegistryConfig::default()
+                    },
+                );
+                let t = h.add(lc(20_000), poisson(20_000 * pct / 100), &[0]);
+                if be {
+                    h.add(TenantSpec::BestEffort(BeSpec::default()), flood(), &[0]);
+                }
+                h.run_for(100 * MS);
+                h.reset_measurements();
+                h.run_for(2_000 * MS);
+                println!(
+                    "surge {surge:3}% be {be:5} offered {pct:3}%: p95 wait {:7} ns, max {:8} ns, backlog {}",
+                    h.read_wait_p95_ns(t),
+                    h.tenants[t].max_wait_ns,
+                    h.tenants[t].outstanding()
+                );
+            }
+        }
+    }
+}
+
+/// A registration that shrinks the surge re-prices what idle LC tenants earn (their idle
+/// aggregate donates at the new rate), so the device budget holds across the change.
+#[test]
+fn a_registration_that_shrinks_the_surge_reprices_idle_tenants() {
+    let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
+    let spec = |iops| {
+        TenantSpec::LatencyCritical(LcSlo {
+            p95_read_latency_ns: 500_000,
+            iops,
+            read_pct: 100,
+            request_bytes: 4096,
+        })
+    };
+    // 100 K reads/s at 1 token (a BE tenant keeps the mix mixed): 100 K tokens/s reserved,
+    // 320 K unreserved, so the full 50 % surge: it earns (and, idle, donates) 150 K tokens/s.
+    h.add(be(), Load::Idle, &[0]);
+    h.add(spec(100_000), Load::Idle, &[0]);
+    assert_eq!(h.registry.capacity().lc_surge_ppm, 500_000);
+    let deposited = |h: &Harness| h.registry.shared().stats().deposited_mtok;
+    h.run_for(10 * MS);
+    let before = deposited(&h);
+    h.run_for(100 * MS);
+    let first = deposited(&h) - before;
+    // Another 200 K reserved: 120 K unreserved, half of it is 20 % of the 300 K reserved.
+    h.add(spec(200_000), Load::Idle, &[0]);
+    let cap = h.registry.capacity();
+    assert_eq!(cap.lc_surge_ppm, 200_000);
+    h.run_for(10 * MS);
+    let before = deposited(&h);
+    h.run_for(100 * MS);
+    let second = deposited(&h) - before;
+    // 100 ms of 150 K tokens/s of LC plus the idle BE share (270 K), then of 360 K tokens/s of
+    // LC plus the BE share (60 K): the device's 420 K either way.
+    let expect = |tokens_per_sec: f64| tokens_per_sec * 1000.0 * 0.1;
+    for (got, want) in [(first, expect(420_000.0)), (second, expect(420_000.0))] {
+        assert!(
+            (got as f64 - want).abs() <= want * 0.01,
+            "deposited {got} mtok in 100 ms, expected {want:.0}"
+        );
+    }
+    assert_eq!(cap.be_share_mtok_per_sec, 60_000_000);
+}
