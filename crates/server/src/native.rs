@@ -41,11 +41,12 @@ use proto::Decode;
 
 use crate::backend::{Fua, StorageOp};
 use crate::config::TenantClass;
+use crate::conn::{class_of, Closing, ConnCore, Ctx, ReplyTo, Req, Verdict};
+use crate::inbuf::InBuf;
+use crate::latency::LatencyWindow;
 use crate::sched::{Flow, SchedShare};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
-use crate::vrate::LatencyWindow;
-use crate::worker::{class_of, ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// A flow registered on this session.
 struct SessionFlow {
@@ -167,7 +168,7 @@ impl NativeSession {
             | proto::Disposition::ReplyAndContinue { cookie, .. } => {
                 let opcode = e.opcode().unwrap_or(Opcode::Hello);
                 reply_error(core, opcode, e.status(), cookie, 0, &e.to_string());
-                core.closing = crate::worker::Closing::AfterDrain;
+                core.closing = Closing::AfterDrain;
                 Verdict::Continue
             }
             proto::Disposition::Close => Verdict::CloseNow("native_bad_frame"),

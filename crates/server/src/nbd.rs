@@ -51,10 +51,12 @@ use proto::Decode;
 
 use crate::backend::{Fua, StorageOp};
 use crate::config::Access;
+use crate::conn::{class_of, Closing, ConnCore, Ctx, ReplyTo, Req, Verdict};
+use crate::inbuf::InBuf;
+use crate::latency::LatencyWindow;
 use crate::sched::Flow;
-use crate::server::{RunState, Shared};
+use crate::shared::{RunState, Shared};
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
-use crate::worker::{Closing, ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// Preferred block size advertised to clients.
 pub const PREFERRED_BLOCK_BYTES: u32 = 4096;
@@ -67,7 +69,7 @@ pub struct Bound {
     size_bytes: u64,
     flow: Flow,
     slo_p95_ns: u64,
-    window: Option<std::sync::Arc<crate::vrate::LatencyWindow>>,
+    window: Option<std::sync::Arc<LatencyWindow>>,
 }
 
 /// Per-connection NBD state.
@@ -417,7 +419,7 @@ fn request(
         accounted_bytes: accounted,
         start_ns: ctx.now_ns,
         slo_p95_ns: bound.slo_p95_ns,
-        class: crate::worker::class_of(bound.slo_p95_ns),
+        class: class_of(bound.slo_p95_ns),
         window: bound.window.clone(),
     };
     ctx.submit(core, bound.flow, cost_op, cost_len, req);

@@ -127,7 +127,7 @@ impl EmulatedVolume {
         size_bytes: u64,
         sq_depth: u32,
     ) -> Result<EmulatedVolume, BackendError> {
-        Self::with_clock(name, device, size_bytes, sq_depth, crate::worker::now_ns)
+        Self::with_clock(name, device, size_bytes, sq_depth, crate::clock::now_ns)
     }
 
     /// As [`new`](Self::new), on another clock (tests drive the model with a fake one).
