@@ -30,6 +30,7 @@ use engine::IoClass;
 
 use crate::backend::{StorageError, StorageOp};
 use crate::buf::{BufPool, IoBuf};
+use crate::config::LimitsConfig;
 use crate::latency::LatencyWindow;
 use crate::sched::{Flow, SchedShare};
 use crate::shared::{RunState, Shared};
@@ -126,9 +127,16 @@ pub struct ConnCore {
     pub out: VecDeque<OutFrame>,
     /// Bytes of the front frame already written.
     out_sent: usize,
+    /// Bytes queued in `out`, counted until the socket took them (replies of every kind).
     pub out_bytes: usize,
     pub inflight_reqs: usize,
+    /// Payload bytes of requests decoded and not yet completed.
     pub inflight_bytes: u64,
+    /// This connection's charge as last published to the server's memory ledger.
+    pub published_bytes: u64,
+    /// Not read only because of the server-wide memory limit (listed in the worker's
+    /// `memory_paused`).
+    pub memory_paused: bool,
     pub closing: Closing,
     /// The epoll interest set in force.
     pub epoll_events: u32,
@@ -156,6 +164,8 @@ impl ConnCore {
             out_bytes: 0,
             inflight_reqs: 0,
             inflight_bytes: 0,
+            published_bytes: 0,
+            memory_paused: false,
             closing: Closing::Open,
             epoll_events: 0,
             last_active_ns: now_ns,
@@ -224,6 +234,20 @@ impl ConnCore {
             self.out_sent = advanced;
         }
         WriteOutcome::Sent
+    }
+
+    /// Bytes this connection holds apart from its input buffer: in-flight payloads and queued
+    /// output. Reading stops while it is at `limits.max_inflight_bytes`.
+    pub fn held_bytes(&self) -> u64 {
+        self.inflight_bytes + self.out_bytes as u64
+    }
+
+    /// Whether the connection may take more requests as far as its own state goes (open,
+    /// under its request and byte limits).
+    pub fn within_limits(&self, limits: &LimitsConfig) -> bool {
+        self.closing == Closing::Open
+            && self.inflight_reqs < limits.max_inflight_requests
+            && self.held_bytes() < limits.max_inflight_bytes.0
     }
 
     pub fn push(&mut self, frame: OutFrame) {
@@ -308,6 +332,9 @@ impl Ctx<'_> {
     ) {
         core.inflight_reqs += 1;
         core.inflight_bytes += req.accounted_bytes;
+        // Charged at once, so the server-wide limit holds within a step's batch too.
+        self.shared.memory.adjust(0, req.accounted_bytes);
+        core.published_bytes += req.accounted_bytes;
         let cost = self.sched.cost_mtok(cost_op, cost_len_bytes);
         let id = self.requests.insert(req);
         self.sched.enqueue(flow, cost, qos::RequestId(id as u64));
@@ -316,11 +343,9 @@ impl Ctx<'_> {
 
     /// Whether the connection may take another request now.
     pub fn can_take(&self, core: &ConnCore) -> bool {
-        let limits = &self.shared.config.limits;
         *self.budget > 0
-            && core.closing == Closing::Open
-            && core.inflight_reqs < limits.max_inflight_requests
-            && core.inflight_bytes < limits.max_inflight_bytes.0
+            && core.within_limits(&self.shared.config.limits)
+            && !self.shared.memory.over_limit()
             && self.shared.state() == RunState::Running
     }
 }

@@ -17,6 +17,8 @@
 //! | | [`latency`] | per-LC-flow latency windows (lock-free histograms) the closed loop reads |
 //! | | [`buf`] | 4 KiB-aligned I/O buffers and the per-worker pool |
 //! | | [`slab`] | stable indexes for in-flight requests |
+//! | | [`throttle`] | exponential back-off of wrong secrets per source address |
+//! | | [`memory`] | the server-wide ledger of bytes clients make the server hold |
 //! | | [`sys`] | safe wrappers for epoll, eventfd, read, writev, socket ioctls, poll |
 //! | | [`inbuf`] | a connection's input buffer |
 //! | | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
@@ -53,8 +55,10 @@ pub mod clock;
 pub mod coalesce;
 pub mod inbuf;
 pub mod latency;
+pub mod memory;
 pub mod slab;
 pub mod sys;
+pub mod throttle;
 // Config, tenants, metrics.
 pub mod config;
 pub mod metrics;

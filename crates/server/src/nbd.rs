@@ -29,8 +29,10 @@
 //! sends DISC, which finishes in-flight requests and closes.
 //!
 //! A transmission request is decoded header-first: a READ or WRITE longer than the maximum is
-//! answered `EOVERFLOW` (a WRITE then closes the connection: its payload cannot be skipped
-//! safely); a bad magic closes at once. `check_request` rejects flags and commands the export
+//! answered `EINVAL` (the spec's error with simple replies; `EOVERFLOW` belongs to structured
+//! replies) and the connection goes on — an oversize WRITE's payload of up to 32 MiB (2^25,
+//! which the spec says SHOULD NOT be taken for an attack) is dropped as it arrives, never
+//! buffered; a longer one closes the connection after the reply. A bad magic closes at once. `check_request` rejects flags and commands the export
 //! did not advertise (`EINVAL`), writes on read-only exports (`EPERM`) and ranges past the end;
 //! then the tenant's ACL decides (`EPERM` for no grant or read-only, `EINVAL` for misaligned or
 //! outside the granted ranges).
@@ -131,6 +133,14 @@ impl NbdSession {
         NbdSession::Handshake(Box::new(Handshake::new(HandshakeLimits::default())))
     }
 
+    /// Returns the tenant's connection slot of a session in transmission.
+    pub fn close(&mut self, shared: &Shared) {
+        if let NbdSession::Transmission(bound) = self {
+            shared.release_tenant_connection(bound.tenant);
+            *self = NbdSession::new();
+        }
+    }
+
     /// Queues the greeting.
     pub fn start(&mut self, core: &mut ConnCore) {
         if let NbdSession::Handshake(hs) = self {
@@ -206,6 +216,12 @@ fn handshake(
                 let Some(flow) = ctx.default_flow(tenant) else {
                     return Err("nbd_export_without_flow");
                 };
+                if !ctx.shared.acquire_tenant_connection(tenant) {
+                    // Raced past the check in `answer`: nothing sensible to say any more.
+                    let name = &ctx.shared.tenants.get(tenant).name;
+                    ctx.shared.metrics.tenant_connection_refused(name);
+                    return Err("nbd_tenant_connection_limit");
+                }
                 core.handshake_deadline_ns = None;
                 return Ok(Some(Bound {
                     tenant,
@@ -246,7 +262,23 @@ fn answer(hs: &mut Handshake, query: &ExportQuery, ctx: &mut Ctx<'_>) -> Option<
         })
     } else {
         match export_info(ctx.shared, &query.name) {
-            Some(info) => Ok(info),
+            Some(info) => {
+                let tenant = ctx.shared.export_by_name(&query.name).map(|e| e.tenant);
+                match tenant.filter(|t| !ctx.shared.tenant_connection_free(*t)) {
+                    Some(t) => {
+                        let name = &ctx.shared.tenants.get(t).name;
+                        ctx.shared.metrics.tenant_connection_refused(name);
+                        Err(ExportRefusal {
+                            kind: RefusalKind::Policy,
+                            message: format!(
+                                "tenant {name:?} already holds limits.max_connections_per_tenant ({}) connections",
+                                ctx.shared.config.limits.max_connections_per_tenant
+                            ),
+                        })
+                    }
+                    None => Ok(info),
+                }
+            }
             None => {
                 let known: Vec<&str> = ctx.shared.exports.iter().map(|e| e.name.as_str()).collect();
                 Err(ExportRefusal {
@@ -296,8 +328,12 @@ fn transmission(
                     cookie,
                     consumed_bytes,
                 } => {
+                    ctx.shared.tenant_metrics[bound.tenant.0 as usize]
+                        .errors
+                        .inc();
                     reply_errno(core, cookie, e.errno());
-                    input.consume(consumed_bytes);
+                    // An oversize WRITE's payload is dropped as it arrives.
+                    input.discard(consumed_bytes);
                     continue;
                 }
             },
@@ -314,6 +350,9 @@ fn transmission(
             break;
         }
         if let Err(errno) = tx::check_request(&header, bound.flags, bound.size_bytes) {
+            ctx.shared.tenant_metrics[bound.tenant.0 as usize]
+                .errors
+                .inc();
             reply_errno(core, header.cookie, errno);
             input.consume(frame_len);
             continue;
@@ -363,6 +402,8 @@ fn request(
             Payload::RangeOnly,
             qos::Op::Trim,
         ),
+        // Priced as a TRIM of its range (the backends deallocate or zero without moving
+        // payload; crate `qos` charges a trim unit per started MiB).
         CommandType::WriteZeroes => (
             AccessKind::Write,
             StorageOp::WriteZeroes {
@@ -371,7 +412,7 @@ fn request(
                 fua,
             },
             Payload::RangeOnly,
-            qos::Op::Write,
+            qos::Op::Trim,
         ),
         _ => {
             reply_errno(core, cookie, Errno::Inval);
@@ -404,9 +445,9 @@ fn request(
             b.as_mut_slice().copy_from_slice(payload);
             (Some(b), len_bytes, len_bytes)
         }
-        // WRITE_ZEROES is priced as a write of its range, capped at the request maximum (it
-        // moves no payload; a 1 GiB zeroing must not stall the tenant for seconds of tokens).
-        StorageOp::WriteZeroes { .. } => (None, 0, len_bytes.min(max)),
+        // Range operations are priced by their range (TRIM and WRITE_ZEROES: a trim unit per
+        // started MiB, crate `qos`); they carry no payload, so nothing is held for them.
+        StorageOp::WriteZeroes { .. } | StorageOp::Trim { .. } => (None, 0, len_bytes),
         _ => (None, 0, 0),
     };
     let req = Req {

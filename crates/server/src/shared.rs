@@ -26,8 +26,10 @@ use std::sync::{Arc, Mutex};
 use crate::backend::{open_volume, BackendError, Volume};
 use crate::config::{ServerConfig, TenantClass};
 use crate::latency::LatencyWindow;
+use crate::memory::MemoryLedger;
 use crate::metrics::{Metrics, TenantMetrics};
 use crate::tenant::{TenantId, Tenants, VolumeGeometry, VolumeId};
+use crate::throttle::AuthThrottle;
 
 /// Why a server did not start.
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +181,12 @@ pub struct Shared {
     pub tenant_metrics: Vec<TenantMetrics>,
     state: AtomicU8,
     pub open_connections: AtomicUsize,
+    /// Open connections of each config tenant (bound by HELLO or an NBD export).
+    pub tenant_connections: Vec<AtomicUsize>,
+    /// Bytes clients make the server hold, against `limits.max_memory_bytes`.
+    pub memory: MemoryLedger,
+    /// Wrong-secret back-off per source address.
+    pub auth_throttle: Mutex<AuthThrottle>,
     next_session_id: AtomicU64,
 }
 
@@ -220,6 +228,10 @@ impl Shared {
         self.exports.iter().find(|e| e.name == name)
     }
 
+    pub fn lock_auth_throttle(&self) -> std::sync::MutexGuard<'_, AuthThrottle> {
+        self.auth_throttle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn lock_control(&self) -> std::sync::MutexGuard<'_, Control> {
         self.control.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -241,6 +253,11 @@ impl Shared {
             bump(&m.tokens_donated_mtok, t.donated_mtok);
             bump(&m.deficit_hits, t.deficit_hits);
         }
+        self.metrics.set_memory(
+            self.memory.charged_bytes(),
+            self.memory.peak_bytes(),
+            self.memory.limit_bytes(),
+        );
         for v in &self.volumes {
             if let Some([lc, tp]) = v.volume.device_commands_by_class() {
                 bump(
@@ -348,6 +365,7 @@ impl Shared {
         let metrics = Arc::new(Metrics::new());
         metrics.set_rate_scale_ppm(control.rate_scale_ppm());
         let tenant_metrics = tenants.iter().map(|t| metrics.tenant(&t.name)).collect();
+        let tenant_connections = (0..tenants.len()).map(|_| AtomicUsize::new(0)).collect();
         Ok(Shared {
             tenants,
             volumes,
@@ -360,9 +378,39 @@ impl Shared {
             tenant_metrics,
             state: AtomicU8::new(RunState::Running as u8),
             open_connections: AtomicUsize::new(0),
+            tenant_connections,
+            memory: MemoryLedger::new(config.limits.max_memory_bytes.0),
+            auth_throttle: Mutex::new(AuthThrottle::default()),
             next_session_id: AtomicU64::new(1),
             config,
         })
+    }
+
+    /// Takes one of tenant `t`'s connection slots; false if it holds
+    /// `limits.max_connections_per_tenant` already.
+    pub fn acquire_tenant_connection(&self, t: TenantId) -> bool {
+        let limit = self.config.limits.max_connections_per_tenant;
+        let count = &self.tenant_connections[t.0 as usize];
+        if count.fetch_add(1, Ordering::AcqRel) >= limit {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Whether tenant `t` has a connection slot free (a hint for the NBD option phase).
+    pub fn tenant_connection_free(&self, t: TenantId) -> bool {
+        self.tenant_connections[t.0 as usize].load(Ordering::Acquire)
+            < self.config.limits.max_connections_per_tenant
+    }
+
+    /// Returns a slot taken by [`Shared::acquire_tenant_connection`].
+    pub fn release_tenant_connection(&self, t: TenantId) {
+        let old = self.tenant_connections[t.0 as usize].fetch_sub(1, Ordering::AcqRel);
+        assert!(
+            old > 0,
+            "tenant {t:?} released a connection it did not hold"
+        );
     }
 
     /// Tells every thread to drain (see `ServerHandle::shutdown`).

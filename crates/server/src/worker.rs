@@ -176,6 +176,9 @@ pub struct Worker {
     in_pending: Vec<bool>,
     released: Vec<qos::RequestId>,
     completions: Vec<Completion>,
+    /// Connections not read only because the server-wide memory limit was reached; their
+    /// interest is restored once the ledger is under its limit again.
+    memory_paused: Vec<usize>,
 }
 
 impl Worker {
@@ -213,6 +216,7 @@ impl Worker {
             pool: BufPool::new(),
             pending: Vec::new(),
             in_pending: Vec::new(),
+            memory_paused: Vec::new(),
             released: Vec::new(),
             completions: Vec::new(),
             shared,
@@ -324,6 +328,7 @@ impl Worker {
             busy |= self.reap(now);
             // 7. Send and close.
             self.flush_pending_output();
+            self.resume_memory_paused();
             if now >= next_scan_ns {
                 next_scan_ns = now + TIMER_SCAN_NS;
                 self.scan_timeouts(now);
@@ -426,10 +431,17 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
-        if conn.core.closing != Closing::Open {
+        if conn.core.closing != Closing::Open || !conn.input.has_room() {
             return;
         }
-        match conn.input.read_from(conn.core.stream.as_raw_fd()) {
+        let result = conn.input.read_from(conn.core.stream.as_raw_fd());
+        if let Ok(n) = result {
+            self.metrics.input_read_bytes.inc_by(n as u64);
+        }
+        self.metrics
+            .input_moved_bytes
+            .inc_by(conn.input.take_moved_bytes());
+        match result {
             Ok(0) => {
                 // Peer closed its side: finish what is in flight, then close.
                 conn.core.closing = Closing::AfterDrain;
@@ -502,6 +514,7 @@ impl Worker {
             && self.conns[req.conn.index as usize].is_some();
         if !alive {
             if let Some(req) = self.requests.remove(id) {
+                self.release_orphan(&req);
                 if let Some(b) = req.buf {
                     self.pool.give(b);
                 }
@@ -547,6 +560,7 @@ impl Worker {
             .and_then(|c| c.as_mut())
             .filter(|_| alive)
         else {
+            self.release_orphan(&req);
             self.pool.give(c.buf);
             return;
         };
@@ -619,13 +633,8 @@ impl Worker {
                 self.close(i);
                 continue;
             }
-            let limits = &self.shared.config.limits;
-            let undecoded = conn.core.closing == Closing::Open
-                && !conn.input.data().is_empty()
-                && conn.input.data().len() >= conn.input.want_bytes
-                && conn.core.inflight_reqs < limits.max_inflight_requests
-                && conn.core.inflight_bytes < limits.max_inflight_bytes.0;
-            if undecoded {
+            self.settle(i);
+            if self.may_decode(i) {
                 self.mark_pending(i);
             }
             self.update_interest(i);
@@ -641,7 +650,55 @@ impl Worker {
             conn.core.closing = Closing::AfterDrain;
             self.mark_pending(i);
         }
+        // Output drained below the limit: requests already buffered can be decoded now (no
+        // EPOLLIN will come for bytes that were read before).
+        self.settle(i);
+        if self.may_decode(i) {
+            self.mark_pending(i);
+        }
         self.update_interest(i);
+    }
+
+    /// Whether connection `i` holds a whole undecoded frame it may take now.
+    fn may_decode(&self, i: usize) -> bool {
+        let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
+            return false;
+        };
+        !conn.input.data().is_empty()
+            && conn.input.data().len() >= conn.input.want_bytes
+            && conn.core.within_limits(&self.shared.config.limits)
+            && !self.shared.memory.over_limit()
+    }
+
+    /// Publishes connection `i`'s charge (in-flight payloads, queued output, input buffer) to
+    /// the server's memory ledger.
+    fn settle(&mut self, i: usize) {
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let now = conn.core.held_bytes() + conn.input.capacity_bytes() as u64;
+        self.shared.memory.adjust(conn.core.published_bytes, now);
+        conn.core.published_bytes = now;
+    }
+
+    /// Releases the charge of a request whose connection is gone (its buffer is back).
+    fn release_orphan(&self, req: &Req) {
+        self.shared.memory.adjust(req.accounted_bytes, 0);
+    }
+
+    /// Restores reading on connections paused by the server-wide memory limit once the
+    /// ledger is under it.
+    fn resume_memory_paused(&mut self) {
+        if self.memory_paused.is_empty() || self.shared.memory.over_limit() {
+            return;
+        }
+        for i in std::mem::take(&mut self.memory_paused) {
+            if let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) {
+                conn.core.memory_paused = false;
+            }
+            self.mark_pending(i);
+            self.update_interest(i);
+        }
     }
 
     /// Sets the epoll interest from the connection's state.
@@ -651,14 +708,18 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
+        let has_room = conn.input.has_room();
         let core = &mut conn.core;
         let mut want = 0u32;
-        if core.closing == Closing::Open
-            && running
-            && core.inflight_reqs < limits.max_inflight_requests
-            && core.inflight_bytes < limits.max_inflight_bytes.0
-        {
-            want |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+        if running && has_room && core.within_limits(limits) {
+            if self.shared.memory.over_limit() {
+                if !core.memory_paused {
+                    core.memory_paused = true;
+                    self.memory_paused.push(i);
+                }
+            } else {
+                want |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+            }
         }
         if !core.out.is_empty() {
             want |= libc::EPOLLOUT as u32;
@@ -700,13 +761,18 @@ impl Worker {
         let Some(mut conn) = self.conns.get_mut(i).and_then(|c| c.take()) else {
             return;
         };
+        // Requests still queued or at the backend stay charged until their buffers return.
+        self.shared
+            .memory
+            .adjust(conn.core.published_bytes, conn.core.inflight_bytes);
         let mut unsent = Vec::new();
         match &mut conn.session {
             Session::Native(s) => s.close(&self.shared, &mut self.sched, &mut unsent),
-            Session::Nbd(_) => {}
+            Session::Nbd(s) => s.close(&self.shared),
         }
         for id in unsent {
             if let Some(req) = self.requests.remove(id.0 as usize) {
+                self.release_orphan(&req);
                 if let Some(b) = req.buf {
                     self.pool.give(b);
                 }
