@@ -430,7 +430,11 @@ fn oversize_and_garbage_requests_are_rejected_before_any_payload() {
     };
     let err = decode_request(&h.encode(), MAX).unwrap_err();
     assert_eq!(err.disposition(), Disposition::ReplyThenClose { cookie: 3 });
-    assert_eq!(err.errno(), Errno::Inval, "simple replies: EINVAL, not EOVERFLOW");
+    assert_eq!(
+        err.errno(),
+        Errno::Inval,
+        "simple replies: EINVAL, not EOVERFLOW"
+    );
     // Up to 2^25 bytes of oversize payload are skipped, not taken for an attack.
     let small_max = MAX / 2;
     h.length_bytes = small_max + 1;

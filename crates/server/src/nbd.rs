@@ -120,7 +120,8 @@ fn denied_errno(d: Denied) -> Errno {
     match d {
         Denied::NoGrant | Denied::ReadOnly => Errno::Perm,
         Denied::OutOfRange | Denied::Misaligned => Errno::Inval,
-        Denied::TooLarge => Errno::Overflow,
+        // Simple replies: an over-length request is EINVAL (EOVERFLOW is for structured ones).
+        Denied::TooLarge => Errno::Inval,
     }
 }
 

@@ -366,12 +366,19 @@ max_inflight_bytes = "1MiB""#,
     // 2 MiB of payload against a 1 MiB maximum: EINVAL, nothing written, connection kept.
     let err = nbd.write(0, &vec![9u8; 2 << 20], false);
     assert_eq!(err, proto::nbd::Errno::Inval.to_u32());
-    assert_eq!(nbd.read(0, 4096), Ok(vec![1u8; 4096]), "the payload was not applied");
+    assert_eq!(
+        nbd.read(0, 4096),
+        Ok(vec![1u8; 4096]),
+        "the payload was not applied"
+    );
     assert_eq!(nbd.flush(), 0, "the payload was not parsed as requests");
     // An oversize READ: EINVAL too, and the connection goes on.
     assert_eq!(nbd.read(0, 2 << 20), Err(proto::nbd::Errno::Inval.to_u32()));
     assert_eq!(nbd.read(0, 4096), Ok(vec![1u8; 4096]));
-    assert!(server.shared().memory.peak_bytes() < 3 * MIB, "the payload was never buffered");
+    assert!(
+        server.shared().memory.peak_bytes() < 3 * MIB,
+        "the payload was never buffered"
+    );
     nbd.disconnect();
     server.shutdown();
 }

@@ -493,7 +493,11 @@ impl FileBackend {
                 }
                 self.in_kernel -= 1;
                 reaped += 1;
-                if let Some(slot) = self.slots.get_mut(user_data as usize).and_then(Option::take) {
+                if let Some(slot) = self
+                    .slots
+                    .get_mut(user_data as usize)
+                    .and_then(Option::take)
+                {
                     drop(slot.buf);
                 }
             }
