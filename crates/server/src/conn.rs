@@ -250,6 +250,18 @@ impl ConnCore {
             && self.held_bytes() < limits.max_inflight_bytes.0
     }
 
+    /// Whether a connection that stopped being read may be read again: a quarter of its
+    /// request and byte allowance free. The hysteresis makes a client kept at its limit (a
+    /// throttled pipeliner) be read once per quarter of the allowance, not once per completed
+    /// request: one wake-up and one `read` for 64 requests instead of 64.
+    pub fn below_resume_mark(&self, limits: &LimitsConfig) -> bool {
+        let reqs = limits.max_inflight_requests;
+        let bytes = limits.max_inflight_bytes.0;
+        self.closing == Closing::Open
+            && self.inflight_reqs <= reqs - reqs / 4
+            && self.held_bytes() <= bytes - bytes / 4
+    }
+
     pub fn push(&mut self, frame: OutFrame) {
         self.out_bytes += frame.wire_bytes();
         self.out.push_back(frame);

@@ -91,6 +91,13 @@ impl InBuf {
         self.pending_bytes() < self.limit_bytes()
     }
 
+    /// Whether a connection that stopped being read for lack of room may be read again: a
+    /// quarter of the read-ahead free (so it is read in large gulps, not a frame at a time).
+    pub fn below_resume_mark(&self) -> bool {
+        let limit = self.limit_bytes();
+        self.pending_bytes() <= limit - limit / 4
+    }
+
     /// Bytes moved by compaction since the last call (for the worker's counter).
     pub fn take_moved_bytes(&mut self) -> u64 {
         std::mem::take(&mut self.moved_bytes)

@@ -694,14 +694,16 @@ impl Worker {
         self.update_interest(i);
     }
 
-    /// Whether connection `i` holds a whole undecoded frame it may take now.
+    /// Whether connection `i` holds a whole undecoded frame and should be decoded again: it is
+    /// a quarter below its limits (hysteresis: a connection held at its limit is decoded in
+    /// batches, not once per completed request; decoding itself goes on up to the limits).
     fn may_decode(&self, i: usize) -> bool {
         let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
             return false;
         };
         !conn.input.data().is_empty()
             && conn.input.data().len() >= conn.input.want_bytes
-            && conn.core.within_limits(&self.shared.config.limits)
+            && conn.core.below_resume_mark(&self.shared.config.limits)
             && !self.shared.memory.over_limit()
     }
 
@@ -743,10 +745,17 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
-        let has_room = conn.input.has_room();
+        let reading = conn.core.epoll_events & libc::EPOLLIN as u32 != 0;
+        // Hysteresis: a connection being read goes on to its limits; one that stopped is read
+        // again once a quarter of its allowance is free.
+        let allowed = if reading {
+            conn.input.has_room() && conn.core.within_limits(limits)
+        } else {
+            conn.input.below_resume_mark() && conn.core.below_resume_mark(limits)
+        };
         let core = &mut conn.core;
         let mut want = 0u32;
-        if running && has_room && core.within_limits(limits) {
+        if running && allowed {
             if self.shared.memory.over_limit() {
                 if !core.memory_paused {
                     core.memory_paused = true;

@@ -406,3 +406,47 @@ fn range_operations_are_priced_by_their_range() {
     nbd.disconnect();
     server.shutdown();
 }
+
+#[test]
+fn a_throttled_pipelining_client_does_not_make_the_worker_spin() {
+    // The scheduler on (reflex-a): a best-effort tenant's 1 KiB writes cost 10 tokens each and
+    // are held to ~57 K/s, so 20,000 of them take ~0.35 s, most of it waiting for tokens.
+    let mut toml = standard_config(&memory_backend("256MiB"), "on");
+    toml = toml.replace("workers = 2", "workers = 1");
+    let server = start(&toml);
+    let addr = server.addrs.nbd.expect("nbd");
+    let nbd = RawNbd::connect(addr, "default").expect("connect");
+    let mut tx = nbd.stream.try_clone().expect("clone");
+    let mut rx = nbd.stream;
+    let count: u64 = 20_000;
+    let loops = || server.shared().metrics.worker(0).loops.get();
+    let before = loops();
+    let t0 = Instant::now();
+    let writer = std::thread::spawn(move || {
+        let mut batch = Vec::new();
+        for i in 0..count {
+            batch.extend_from_slice(&proto::nbd::REQUEST_MAGIC.to_be_bytes());
+            batch.extend_from_slice(&0u16.to_be_bytes());
+            batch.extend_from_slice(&CommandType::Write.to_u16().to_be_bytes());
+            batch.extend_from_slice(&i.to_be_bytes());
+            batch.extend_from_slice(&(i * 1024).to_be_bytes());
+            batch.extend_from_slice(&1024u32.to_be_bytes());
+            batch.extend_from_slice(&[1u8; 1024]);
+        }
+        tx.write_all(&batch).expect("send writes");
+    });
+    let mut head = [0u8; 16];
+    for _ in 0..count {
+        rx.read_exact(&mut head).expect("write reply");
+    }
+    writer.join().expect("writer");
+    let took = t0.elapsed();
+    let steps = loops() - before;
+    // Spinning, a step takes ~1 µs: hundreds of thousands of steps. Sleeping between rounds,
+    // a step per wake-up (≥ 50 µs) or per batch read.
+    assert!(
+        steps < count / 2,
+        "{steps} loop steps for {count} throttled writes in {took:?}"
+    );
+    server.shutdown();
+}
