@@ -21,6 +21,7 @@
 //! | | [`memory`] | the server-wide ledger of bytes clients make the server hold |
 //! | | [`sys`] | safe wrappers for epoll, eventfd, read, writev, socket ioctls, poll |
 //! | | [`inbuf`] | a connection's input buffer |
+//! | | [`idle`] | when an idle or throttled worker sleeps, and how long |
 //! | | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
 //! | | [`calibrate`] | measuring a QoS device profile from the SSD model (emulated volumes) |
 //! | config | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
@@ -53,6 +54,7 @@ pub mod buf;
 pub mod calibrate;
 pub mod clock;
 pub mod coalesce;
+pub mod idle;
 pub mod inbuf;
 pub mod latency;
 pub mod memory;

@@ -25,8 +25,13 @@
 //!
 //! # Design
 //! Level-triggered epoll; a connection's interest set follows its state (no EPOLLIN while its
-//! in-flight limits are hit or it is closing, EPOLLOUT only while output is queued), so a slow
-//! reader or a flooding writer cannot make the loop spin. Connections and requests live in slabs
+//! in-flight limits are hit, its input read-ahead is full, the server-wide memory ledger is at
+//! `max_memory_bytes`, or it is closing; EPOLLOUT only while output is queued), so a slow
+//! reader or a flooding writer cannot make the loop spin. A connection that stopped being read
+//! is read (and its buffered input decoded) again only once a quarter of its allowance is
+//! free — hysteresis, so a client held at its limit costs one wake-up per batch. Every byte a
+//! connection makes the server hold is charged to it until it is gone ([`crate::memory`]):
+//! payloads in flight, every queued reply until the socket took it, its input buffer. Connections and requests live in slabs
 //! indexed by small integers; a request's slab index is its scheduler `RequestId` and its
 //! backend tag, and a connection reference carries a generation so a completion for a
 //! connection that has since closed is recognized and dropped.
@@ -41,10 +46,13 @@
 //! *Idle policy.* `spin` never sleeps. `block-after-spin` (default) keeps polling for
 //! `idle_spin_ns` after the last useful step, then blocks in `epoll_pwait2` (sockets, the
 //! io_uring fds and the wake-up eventfd are all in the set) until something arrives, the next
-//! timer (timeouts are checked every [`TIMER_SCAN_NS`]), or [`BACKEND_WAKE_EARLY_NS`] before a
+//! timer (timeouts are checked every [`TIMER_SCAN_NS`]), or [`crate::idle::BACKEND_WAKE_EARLY_NS`] before a
 //! time-driven backend's next event (the emulated device), whichever comes first; it never
-//! sleeps past a device event (ns timeout, 1 ns timer slack). While the scheduler holds requests
-//! back the worker polls (tokens accrue with time, not with events).
+//! sleeps past a device event (ns timeout, 1 ns timer slack). When the scheduler holds every
+//! queued request back (tokens accrue with time, not with events) the worker sleeps
+//! [`crate::idle::THROTTLED_RETRY_MIN_NS`] before the next round, doubling up to [`crate::idle::THROTTLED_RETRY_MAX_NS`]
+//! while rounds release fewer than [`crate::idle::THROTTLED_BATCH_TARGET`]; it used to poll, which cost a
+//! core per throttled pipelining client.
 //!
 //! *Draining.* On shutdown a worker stops reading requests, lets everything already read run
 //! to completion, flushes replies, then closes its connections (bounded by
@@ -55,7 +63,8 @@
 //!
 //! # Config keys
 //! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns`; `[limits] max_inflight_requests,
-//! max_inflight_bytes, max_request_bytes, idle_timeout_ms, handshake_timeout_ms`.
+//! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
+//! handshake_timeout_ms`.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -70,6 +79,7 @@ use crate::config::IdlePolicy;
 use crate::conn::{
     push_reply, Closing, ConnCore, ConnRef, Ctx, NewConn, Protocol, Req, Verdict, WriteOutcome,
 };
+use crate::idle::{next_throttled_wait_ns, wait_ns, BACKEND_WAKE_EARLY_NS, THROTTLED_RETRY_MIN_NS};
 use crate::inbuf::InBuf;
 use crate::metrics::WorkerMetrics;
 use crate::native::NativeSession;
@@ -90,49 +100,6 @@ const EPOLL_EVENTS: usize = 256;
 
 const TOKEN_WAKE: u64 = u64::MAX;
 const TOKEN_BACKEND: u64 = u64::MAX - 1;
-
-/// How long before a time-driven backend's next event (the emulated device's) a sleeping
-/// worker asks to be woken; it polls from there. A blocked thread's wake-up takes 5–50 µs on a
-/// loaded VM even with 1 ns timer slack; waking early keeps completions from being late.
-pub const BACKEND_WAKE_EARLY_NS: u64 = 30_000;
-/// How long a worker whose queued requests all wait for tokens first sleeps before the next
-/// round (when nothing else — a socket, a completion — wakes it first).
-pub const THROTTLED_RETRY_MIN_NS: u64 = 50_000;
-/// The longest such sleep: a held-back request waits at most this much longer than its tokens
-/// need (a request of a flow within its rate is not held back and wakes the worker itself).
-pub const THROTTLED_RETRY_MAX_NS: u64 = 400_000;
-/// Requests a round after a throttled sleep should release: fewer, and the sleep doubles (up to
-/// the maximum); more than twice as many, and it halves. Worked example: a best-effort writer
-/// held to 57 K writes/s (10 tokens each) would release 3 per 50 µs wake — 20,000 wake-ups a
-/// second, ~6 µs of CPU per write in context switches; at 400 µs it releases ~23 per wake.
-pub const THROTTLED_BATCH_TARGET: usize = 16;
-
-/// The next throttled sleep after one that let a round release `released` requests.
-pub fn next_throttled_wait_ns(wait_ns: u64, released: usize) -> u64 {
-    if released < THROTTLED_BATCH_TARGET {
-        (wait_ns * 2).min(THROTTLED_RETRY_MAX_NS)
-    } else if released > 2 * THROTTLED_BATCH_TARGET {
-        (wait_ns / 2).max(THROTTLED_RETRY_MIN_NS)
-    } else {
-        wait_ns
-    }
-}
-/// Longest single sleep of an idle worker (it re-checks its state after this).
-const MAX_SLEEP_NS: u64 = 100_000_000;
-
-/// How long the next wait may block, ns (0: just poll). An idle worker sleeps until its next
-/// timer scan, or until [`BACKEND_WAKE_EARLY_NS`] before a backend's next event, whichever is
-/// first — never past the event.
-pub fn wait_ns(polling: bool, now_ns: u64, next_scan_ns: u64, backend_next_ns: Option<u64>) -> u64 {
-    if polling {
-        return 0;
-    }
-    let mut until = next_scan_ns.min(now_ns + MAX_SLEEP_NS);
-    if let Some(t) = backend_next_ns {
-        until = until.min(t.saturating_sub(BACKEND_WAKE_EARLY_NS));
-    }
-    until.saturating_sub(now_ns)
-}
 
 /// Where the acceptor leaves new connections for a worker, and how it wakes it.
 pub struct WorkerInbox {
