@@ -1302,6 +1302,21 @@ tenant = "alice"
         c.validate().expect("quick start validates");
     }
 
+    /// Forgotten connections are closed by default, and the memory limit follows the machine.
+    #[test]
+    fn defaults_bound_idle_connections_and_memory() {
+        let l = LimitsConfig::default();
+        assert_eq!(l.idle_timeout_ms, DEFAULT_IDLE_TIMEOUT_MS);
+        assert!(l.idle_timeout_ms > 0);
+        assert!(l.max_memory_bytes.0 >= MIN_MEMORY_LIMIT_BYTES);
+        assert!(l.max_memory_bytes.0 >= l.max_inflight_bytes.0);
+        assert!(l.max_connections_per_tenant < l.max_connections);
+        let err = from_toml_str("[limits]\nmax_memory_bytes = \"1MiB\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("limits.max_memory_bytes"), "{err}");
+    }
+
     #[test]
     fn qos_profile_named_inline_and_bad() {
         let c = from_toml_str("[qos]\nprofile = \"reflex-a\"\n").unwrap();
