@@ -450,3 +450,29 @@ fn a_throttled_pipelining_client_does_not_make_the_worker_spin() {
     );
     server.shutdown();
 }
+
+#[test]
+fn idle_connections_are_closed_and_free_their_tenant_slot() {
+    let server = start(&config_with_limits(
+        "idle_timeout_ms = 200\nmax_connections_per_tenant = 1",
+    ));
+    let native = server.addrs.native.expect("native");
+    let mut idle = RawNative::connect(native);
+    assert_eq!(
+        idle.hello("alice", "alice-secret", "vol").status,
+        Status::Ok
+    );
+    let mut second = RawNative::connect(native);
+    assert_eq!(
+        second.hello("alice", "alice-secret", "vol").status,
+        Status::Busy
+    );
+    // The idle session is closed (bounded by the test socket's read timeout) …
+    assert!(idle.closed_by_server(), "an idle connection was kept");
+    // … and its tenant slot is free again.
+    wait_for("alice's slot to free", Duration::from_secs(10), || {
+        let mut c = RawNative::connect(native);
+        c.hello("alice", "alice-secret", "vol").status == Status::Ok
+    });
+    server.shutdown();
+}
