@@ -30,9 +30,9 @@ Examples
 
   # Two tenants with SLOs and a best-effort one (reflex scenario 1 style)
   ullstack bench --server HOST:PORT \
-      --tenant name=A,secret=a,class=lc,iops=120000,p95=500us,read=100,size=4k \
-      --tenant name=B,secret=b,class=lc,iops=70000,rate=45000,p95=500us,read=80 \
-      --tenant name=C,secret=c,qd=32,read=95
+      --tenant name=A,secret=secret-a,class=lc,iops=120000,p95=500us,read=100,size=4k \
+      --tenant name=B,secret=secret-b,class=lc,iops=70000,rate=45000,p95=500us,read=80 \
+      --tenant name=C,secret=secret-c,qd=32,read=95
 
   # A scenario file (crates/client/scenarios/reflex-*.toml); flags override its globals
   ullstack bench --scenario crates/client/scenarios/reflex-1.toml --server HOST:PORT

@@ -60,6 +60,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NS")]
     coalesce_ns: Option<u64>,
 
+    /// Bytes all connections together may make the server hold (in-flight payloads, queued
+    /// replies, input buffers); over it no connection is read until replies drain. Default: a
+    /// quarter of physical memory (`limits.max_memory_bytes`; at least 256 MiB).
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+
     /// Send requests to storage in arrival order, without the token scheduler (baseline runs).
     #[arg(long)]
     no_scheduler: bool,
@@ -129,6 +135,10 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(ns) = args.coalesce_ns {
         config.dataplane.coalesce_ns = ns;
+    }
+    if let Some(size) = &args.max_memory {
+        config.limits.max_memory_bytes =
+            ByteSize::parse(size).map_err(|e| anyhow::anyhow!("--max-memory: {e}"))?;
     }
     if args.no_scheduler {
         config.qos.scheduler = SchedulerMode::Off;

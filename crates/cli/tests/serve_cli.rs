@@ -405,3 +405,38 @@ fn bench_reports_iops_and_json_against_a_serve_process() {
         );
     }
 }
+
+#[test]
+fn serve_help_and_check_show_the_server_wide_memory_limit() {
+    let help = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("ullstack serve --help");
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        text.contains("--max-memory") && text.contains("quarter of physical memory"),
+        "{text}"
+    );
+    let check = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args([
+            "serve",
+            "--memory",
+            "64MiB",
+            "--max-memory",
+            "512MiB",
+            "--check",
+        ])
+        .output()
+        .expect("ullstack serve --check");
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{text}");
+    let after = text.split("max_memory_bytes").nth(1).unwrap_or("");
+    assert!(
+        after
+            .split("idle_timeout_ms")
+            .next()
+            .unwrap_or("")
+            .contains("536870912"),
+        "{text}"
+    );
+}

@@ -73,6 +73,7 @@ pub enum Disposition {
     /// close (the payload that follows cannot be trusted or skipped safely).
     ReplyThenClose { cookie: u64 },
     /// The request is self-contained and can be answered with an error while the connection
-    /// continues: reply with `cookie`, drop `consumed_bytes` of input and go on.
+    /// continues: reply with `cookie`, drop `consumed_bytes` of input and go on. The bytes may
+    /// not all have arrived yet (an oversize NBD WRITE's payload): drop them as they come.
     ReplyAndContinue { cookie: u64, consumed_bytes: usize },
 }

@@ -229,7 +229,7 @@ pub enum Status {
     IoError,
     /// The server is draining; reconnect later.
     ShuttingDown,
-    /// A per-connection limit (requests or bytes in flight) was hit.
+    /// A limit was hit: HELLO of a tenant that holds `limits.max_connections_per_tenant`.
     Busy,
     /// A bug or resource failure inside the server.
     Internal,

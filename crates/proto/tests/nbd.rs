@@ -430,7 +430,22 @@ fn oversize_and_garbage_requests_are_rejected_before_any_payload() {
     };
     let err = decode_request(&h.encode(), MAX).unwrap_err();
     assert_eq!(err.disposition(), Disposition::ReplyThenClose { cookie: 3 });
-    assert_eq!(err.errno(), Errno::Overflow);
+    assert_eq!(
+        err.errno(),
+        Errno::Inval,
+        "simple replies: EINVAL, not EOVERFLOW"
+    );
+    // Up to 2^25 bytes of oversize payload are skipped, not taken for an attack.
+    let small_max = MAX / 2;
+    h.length_bytes = small_max + 1;
+    let err = decode_request(&h.encode(), small_max).unwrap_err();
+    assert_eq!(
+        err.disposition(),
+        Disposition::ReplyAndContinue {
+            cookie: 3,
+            consumed_bytes: 28 + (small_max + 1) as usize
+        }
+    );
     h.command = CommandType::Read;
     h.length_bytes = MAX + 1;
     let err = decode_request(&h.encode(), MAX).unwrap_err();

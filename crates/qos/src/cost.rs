@@ -37,8 +37,11 @@
 //! Sequential vs random access (the model prices every read as random, as published), the
 //! device's internal state (GC debt, write-buffer fill) and request merging. FLUSH and TRIM are not
 //! in the published model; we price a FLUSH as one write unit (it makes the device persist its
-//! write buffer) and a TRIM as one read unit regardless of its length (it only edits mapping
-//! metadata). Both are profile fields, so calibration can change them.
+//! write buffer) and a TRIM by the range it covers: one trim unit (one read unit by default) per
+//! started [`TRIM_UNIT_BYTES`] (1 MiB: one mapping-table page of 256 4 KiB entries to edit),
+//! so a 4 GiB TRIM costs 4,096 tokens — about 8 ms of device "A" — not the 1 token it cost
+//! when TRIM was flat, which let one tenant keep the device's mapping busy for free. The unit
+//! prices are profile fields, so calibration can change them.
 //!
 //! # Config keys
 //! `write_cost_mtok`, `read_only_read_cost_mtok`, `flush_cost_mtok`, `trim_cost_mtok` in the
@@ -51,6 +54,9 @@ pub const MTOK_PER_TOKEN: u64 = 1000;
 
 /// Bytes covered by one cost unit: a token is the cost of one 4 KB random read.
 pub const UNIT_BYTES: u64 = 4096;
+
+/// Bytes of range one trim unit covers (one mapping page: 256 entries of 4 KiB).
+pub const TRIM_UNIT_BYTES: u64 = 1 << 20;
 
 /// Cost of a read in a mixed (read/write) load, by definition of the token.
 pub const READ_COST_MTOK: u64 = MTOK_PER_TOKEN;
@@ -65,7 +71,8 @@ pub enum Op {
     Write,
     /// A cache flush; priced at one write unit whatever its length.
     Flush,
-    /// A discard; priced at the profile's trim cost whatever its length.
+    /// A discard (or a deallocating zero-fill) of `len` bytes; priced at the profile's trim
+    /// cost per started [`TRIM_UNIT_BYTES`].
     Trim,
 }
 
@@ -107,14 +114,18 @@ impl CostModel {
         }
     }
 
-    /// Cost of one request: `ceil(max(len, 4 KB) / 4 KB) × unit(op)` for reads and writes, the
-    /// flat price for FLUSH and TRIM. Saturates instead of overflowing (a request that large is
+    /// Cost of one request: `ceil(max(len, 4 KB) / 4 KB) × unit(op)` for reads and writes,
+    /// `ceil(max(len, 1 MiB) / 1 MiB) × trim unit` for TRIM, the flat price for FLUSH. Saturates instead of overflowing (a request that large is
     /// refused by the server's size limit long before it is priced).
     pub fn request_cost_mtok(&self, op: Op, len_bytes: u64, mix: LoadMix) -> u64 {
         let unit_mtok = self.unit_cost_mtok(op, mix);
         match op {
             Op::Read | Op::Write => size_units(len_bytes).saturating_mul(unit_mtok),
-            Op::Flush | Op::Trim => unit_mtok,
+            Op::Trim => len_bytes
+                .max(TRIM_UNIT_BYTES)
+                .div_ceil(TRIM_UNIT_BYTES)
+                .saturating_mul(unit_mtok),
+            Op::Flush => unit_mtok,
         }
     }
 }
@@ -155,9 +166,16 @@ mod tests {
         );
         assert_eq!(m.request_cost_mtok(Op::Write, 6144, LoadMix::Mixed), 20_000);
         assert_eq!(m.request_cost_mtok(Op::Flush, 0, LoadMix::Mixed), 10_000);
+        assert_eq!(m.request_cost_mtok(Op::Trim, 0, LoadMix::Mixed), 1_000);
+        assert_eq!(m.request_cost_mtok(Op::Trim, 4096, LoadMix::Mixed), 1_000);
         assert_eq!(
-            m.request_cost_mtok(Op::Trim, 1 << 30, LoadMix::Mixed),
-            1_000
+            m.request_cost_mtok(Op::Trim, (1 << 20) + 1, LoadMix::Mixed),
+            2_000
+        );
+        assert_eq!(
+            m.request_cost_mtok(Op::Trim, 4 << 30, LoadMix::Mixed),
+            4_096_000,
+            "a 4 GiB TRIM is priced by its range"
         );
     }
 

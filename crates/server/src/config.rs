@@ -51,8 +51,9 @@
 //! # Keys
 //! `[listen]` native | nbd | admin; `[dataplane]` workers, batch_limit, idle, idle_spin_ns,
 //! coalesce_ns;
-//! `[limits]` max_connections, max_inflight_requests, max_inflight_bytes, max_request_bytes,
-//! idle_timeout_ms, handshake_timeout_ms; `[qos]` scheduler, profile (name) | `[qos.profile]`
+//! `[limits]` max_connections, max_connections_per_tenant, max_inflight_requests,
+//! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
+//! handshake_timeout_ms; `[qos]` scheduler, profile (name) | `[qos.profile]`
 //! (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
@@ -299,6 +300,15 @@ pub struct LimitsConfig {
     /// Largest single request; larger ones get a status (never an allocation).
     #[serde(default = "default_max_request_bytes")]
     pub max_request_bytes: ByteSize,
+    /// Connections one tenant may hold open (counted once HELLO / the NBD handshake names the
+    /// tenant), so one tenant's connections cannot lock the others out of `max_connections`.
+    #[serde(default = "default_max_connections_per_tenant")]
+    pub max_connections_per_tenant: usize,
+    /// Bytes all connections together may hold (request and reply payloads, queued replies,
+    /// input buffers); over it the server stops reading requests until replies drain.
+    /// Default: a quarter of the machine's physical memory ([`default_max_memory_bytes`]).
+    #[serde(default = "default_max_memory_bytes")]
+    pub max_memory_bytes: ByteSize,
     /// Close a connection after this long without a request and with nothing in flight (0: never).
     #[serde(default = "default_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
@@ -319,8 +329,33 @@ fn default_max_inflight_bytes() -> ByteSize {
 fn default_max_request_bytes() -> ByteSize {
     ByteSize(MAX_REQUEST_BYTES_LIMIT)
 }
+fn default_max_connections_per_tenant() -> usize {
+    1_000
+}
+/// Idle connections are closed after 5 minutes by default: 50 forgotten connections must not
+/// hold `max_connections` forever (NBD clients reconnect; the own client opens a new session).
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
 fn default_idle_timeout_ms() -> u64 {
-    0
+    DEFAULT_IDLE_TIMEOUT_MS
+}
+/// The floor of the default `limits.max_memory_bytes` (a small VM still serves a few clients).
+pub const MIN_MEMORY_LIMIT_BYTES: u64 = 256 << 20;
+/// A quarter of the machine's physical memory (at least [`MIN_MEMORY_LIMIT_BYTES`]): the
+/// default `limits.max_memory_bytes`.
+pub fn default_max_memory_bytes() -> ByteSize {
+    // SAFETY: sysconf reads a system constant; no memory is passed.
+    let (pages, page_bytes) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let physical = if pages > 0 && page_bytes > 0 {
+        pages as u64 * page_bytes as u64
+    } else {
+        4 * MIN_MEMORY_LIMIT_BYTES
+    };
+    ByteSize((physical / 4).max(MIN_MEMORY_LIMIT_BYTES))
 }
 fn default_handshake_timeout_ms() -> u64 {
     10_000
@@ -333,6 +368,8 @@ impl Default for LimitsConfig {
             max_inflight_requests: default_max_inflight_requests(),
             max_inflight_bytes: default_max_inflight_bytes(),
             max_request_bytes: default_max_request_bytes(),
+            max_connections_per_tenant: default_max_connections_per_tenant(),
+            max_memory_bytes: default_max_memory_bytes(),
             idle_timeout_ms: default_idle_timeout_ms(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
         }
@@ -757,6 +794,23 @@ impl ServerConfig {
                 format!(
                     "at least limits.max_request_bytes ({})",
                     l.max_request_bytes
+                ),
+            ));
+        }
+        if l.max_connections_per_tenant == 0 {
+            return Err(invalid(
+                "limits.max_connections_per_tenant",
+                0,
+                "at least 1",
+            ));
+        }
+        if l.max_memory_bytes.0 < l.max_inflight_bytes.0 {
+            return Err(invalid(
+                "limits.max_memory_bytes",
+                l.max_memory_bytes,
+                format!(
+                    "at least limits.max_inflight_bytes ({})",
+                    l.max_inflight_bytes
                 ),
             ));
         }
@@ -1262,6 +1316,21 @@ tenant = "alice"
     fn quick_start_is_valid() {
         let c = ServerConfig::quick_start(ByteSize(1 << 30), "127.0.0.1:0".parse().ok(), None);
         c.validate().expect("quick start validates");
+    }
+
+    /// Forgotten connections are closed by default, and the memory limit follows the machine.
+    #[test]
+    fn defaults_bound_idle_connections_and_memory() {
+        let l = LimitsConfig::default();
+        assert_eq!(l.idle_timeout_ms, DEFAULT_IDLE_TIMEOUT_MS);
+        assert!(l.idle_timeout_ms > 0);
+        assert!(l.max_memory_bytes.0 >= MIN_MEMORY_LIMIT_BYTES);
+        assert!(l.max_memory_bytes.0 >= l.max_inflight_bytes.0);
+        assert!(l.max_connections_per_tenant < l.max_connections);
+        let err = from_toml_str("[limits]\nmax_memory_bytes = \"1MiB\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("limits.max_memory_bytes"), "{err}");
     }
 
     #[test]

@@ -7,22 +7,36 @@
 //! protocol (crate `proto::wire`; the client library and `ullstack bench` speak it) and
 //! fixed-newstyle NBD (fio, nbdinfo, nbdcopy, qemu, the kernel's nbd-client).
 //!
-//! | module | what it is |
-//! | --- | --- |
-//! | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
-//! | [`tenant`] | tenants, constant-time secrets, ACLs: the check every request passes |
-//! | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
-//! | [`buf`] | 4 KiB-aligned I/O buffers and the per-worker pool |
-//! | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
-//! | [`worker`] | the dataplane loop: epoll, decode, check, schedule, submit, reap, reply |
-//! | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
-//! | [`calibrate`] | measuring a QoS device profile from the SSD model (emulated volumes) |
-//! | [`vrate`] | the closed loop: LC p95 per window → device rate scale |
-//! | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
-//! | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
-//! | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
-//! | [`server`] | start/stop: shared state, acceptor, worker threads, graceful drain |
-//! | [`signals`] | SIGINT/SIGTERM for `ullstack serve` |
+//! # Layout: modules in dependency order
+//! Each module uses only modules above it in this list (no cycles), so the server reads from
+//! the bottom up: leaves, storage, shared state, connections, protocols, the loop, the server.
+//!
+//! | layer | module | what it is |
+//! | --- | --- | --- |
+//! | leaves | [`clock`] | monotonic nanoseconds shared by every thread |
+//! | | [`latency`] | per-LC-flow latency windows (lock-free histograms) the closed loop reads |
+//! | | [`buf`] | 4 KiB-aligned I/O buffers and the per-worker pool |
+//! | | [`slab`] | stable indexes for in-flight requests |
+//! | | [`throttle`] | exponential back-off of wrong secrets per source address |
+//! | | [`memory`] | the server-wide ledger of bytes clients make the server hold |
+//! | | [`sys`] | safe wrappers for epoll, eventfd, read, writev, socket ioctls, poll |
+//! | | [`inbuf`] | a connection's input buffer |
+//! | | [`idle`] | when an idle or throttled worker sleeps, and how long |
+//! | | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
+//! | | [`calibrate`] | measuring a QoS device profile from the SSD model (emulated volumes) |
+//! | config | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
+//! | | [`tenant`] | tenants, constant-time secrets, ACLs: the check every request passes |
+//! | | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
+//! | storage | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
+//! | | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
+//! | shared | [`shared`] | the state every thread reads: volumes, tenants, exports, control plane, run state |
+//! | connections | [`conn`] | connection identity, output queue and writev, requests, the decode context |
+//! | protocols | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
+//! | | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
+//! | dataplane | [`worker`] | the loop: epoll, decode, check, schedule, submit, reap, reply, drain |
+//! | control | [`vrate`] | the closed loop: LC p95 per window → device rate scale |
+//! | | [`server`] | start/stop: listeners, acceptor, worker threads, graceful drain |
+//! | | [`signals`] | SIGINT/SIGTERM for `ullstack serve` |
 //!
 //! # Using it in-process
 //! ```no_run
@@ -35,20 +49,35 @@
 //!
 //! The operator's guide (quick start, every config key, the metrics) is `docs/server.md`.
 
-pub mod backend;
+// Leaves.
 pub mod buf;
 pub mod calibrate;
+pub mod clock;
 pub mod coalesce;
+pub mod idle;
+pub mod inbuf;
+pub mod latency;
+pub mod memory;
+pub mod slab;
+pub mod sys;
+pub mod throttle;
+// Config, tenants, metrics.
 pub mod config;
 pub mod metrics;
+pub mod tenant;
+// Storage and scheduling.
+pub mod backend;
+pub mod sched;
+// Shared state, connections, protocols, the loop, the server.
+pub mod conn;
 pub mod native;
 pub mod nbd;
-pub mod sched;
+pub mod shared;
+pub mod worker;
+// Control threads and process glue.
 pub mod server;
 pub mod signals;
-pub mod tenant;
 pub mod vrate;
-pub mod worker;
 
 pub use server::{start, BoundAddrs, ServerHandle, StartError};
 

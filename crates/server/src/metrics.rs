@@ -15,9 +15,11 @@
 //! TCP hop (a 4 KiB read over loopback ≈ 20-40 µs; an SLO of 500 µs sits between buckets 7
 //! and 8).
 //!
-//! The admin endpoint is a deliberately tiny HTTP/1.0 responder on its own thread: it reads one
-//! request head (at most [`ADMIN_MAX_REQUEST_BYTES`], with a timeout), answers `GET /metrics`
-//! and `GET /health`, and closes. It never touches a worker: scraping does not perturb the
+//! The admin endpoint is a deliberately tiny HTTP/1.0 responder: an accept thread hands each
+//! client to a short-lived thread (at most [`ADMIN_MAX_CLIENTS`] at once, so an idle client
+//! cannot stall the next scrape) that reads one request head (at most
+//! [`ADMIN_MAX_REQUEST_BYTES`], within [`ADMIN_READ_TIMEOUT_MS`]), answers `GET /metrics` and
+//! `GET /health`, and closes. It never touches a worker: scraping does not perturb the
 //! dataplane beyond the atomics it reads.
 //!
 //! Worked example: `curl -s http://127.0.0.1:9100/metrics | grep tenant_requests` shows
@@ -32,7 +34,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,6 +49,8 @@ use prometheus_client::registry::Registry;
 pub const ADMIN_MAX_REQUEST_BYTES: usize = 8192;
 /// How long the admin endpoint waits for a request head.
 pub const ADMIN_READ_TIMEOUT_MS: u64 = 2_000;
+/// Admin clients answered at once (one thread each); a scraper needs one.
+pub const ADMIN_MAX_CLIENTS: usize = 8;
 
 type Labels = Vec<(String, String)>;
 
@@ -75,7 +79,14 @@ pub struct Metrics {
     worker_coalesce_waits: Family<Labels, Counter>,
     worker_batch: Family<Labels, Histogram, fn() -> Histogram>,
     worker_connections: Family<Labels, Gauge>,
+    worker_input_read_bytes: Family<Labels, Counter>,
+    worker_input_moved_bytes: Family<Labels, Counter>,
     refused_connections: Counter,
+    memory_charged_bytes: Gauge,
+    memory_peak_bytes: Gauge,
+    memory_limit_bytes: Gauge,
+    auth_throttled: Counter,
+    tenant_connection_refusals: Family<Labels, Counter>,
     rate_scale_ppm: Gauge,
     protocol_errors: Family<Labels, Counter>,
     device_commands: Family<Labels, Counter>,
@@ -109,6 +120,10 @@ pub struct WorkerMetrics {
     pub coalesce_waits: Counter,
     pub batch: Histogram,
     pub connections: Gauge,
+    /// Bytes read from client sockets into input buffers.
+    pub input_read_bytes: Counter,
+    /// Bytes the input buffers moved to compact themselves (at most what was read).
+    pub input_moved_bytes: Counter,
 }
 
 impl Default for Metrics {
@@ -134,7 +149,14 @@ impl Metrics {
             worker_coalesce_waits: Family::default(),
             worker_batch: Family::new_with_constructor(batch_histogram as fn() -> Histogram),
             worker_connections: Family::default(),
+            worker_input_read_bytes: Family::default(),
+            worker_input_moved_bytes: Family::default(),
             refused_connections: Counter::default(),
+            memory_charged_bytes: Gauge::default(),
+            memory_peak_bytes: Gauge::default(),
+            memory_limit_bytes: Gauge::default(),
+            auth_throttled: Counter::default(),
+            tenant_connection_refusals: Family::default(),
             rate_scale_ppm: Gauge::default(),
             protocol_errors: Family::default(),
             device_commands: Family::default(),
@@ -206,6 +228,41 @@ impl Metrics {
             m.worker_connections.clone(),
         );
         registry.register(
+            "worker_input_read_bytes",
+            "Bytes read from client sockets into connection input buffers",
+            m.worker_input_read_bytes.clone(),
+        );
+        registry.register(
+            "worker_input_moved_bytes",
+            "Bytes input buffers moved to compact themselves (bounded by the bytes read)",
+            m.worker_input_moved_bytes.clone(),
+        );
+        registry.register(
+            "memory_charged_bytes",
+            "Bytes clients make the server hold: in-flight payloads, queued replies, input buffers",
+            m.memory_charged_bytes.clone(),
+        );
+        registry.register(
+            "memory_peak_bytes",
+            "Highest memory_charged_bytes since start",
+            m.memory_peak_bytes.clone(),
+        );
+        registry.register(
+            "memory_limit_bytes",
+            "limits.max_memory_bytes: above it no connection is read until replies drain",
+            m.memory_limit_bytes.clone(),
+        );
+        registry.register(
+            "auth_throttled",
+            "HELLOs refused unchecked because their source address is backing off after wrong secrets",
+            m.auth_throttled.clone(),
+        );
+        registry.register(
+            "tenant_connection_refusals",
+            "Sessions refused because the tenant held limits.max_connections_per_tenant",
+            m.tenant_connection_refusals.clone(),
+        );
+        registry.register(
             "refused_connections",
             "Connections closed at accept because limits.max_connections was reached",
             m.refused_connections.clone(),
@@ -264,7 +321,34 @@ impl Metrics {
             coalesce_waits: self.worker_coalesce_waits.get_or_create_owned(&l),
             batch: self.worker_batch.get_or_create_owned(&l),
             connections: self.worker_connections.get_or_create_owned(&l),
+            input_read_bytes: self.worker_input_read_bytes.get_or_create_owned(&l),
+            input_moved_bytes: self.worker_input_moved_bytes.get_or_create_owned(&l),
         }
+    }
+
+    /// Publishes the memory ledger (admin thread, at each scrape).
+    pub fn set_memory(&self, charged_bytes: u64, peak_bytes: u64, limit_bytes: u64) {
+        let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.memory_charged_bytes.set(g(charged_bytes));
+        self.memory_peak_bytes.set(g(peak_bytes));
+        self.memory_limit_bytes.set(g(limit_bytes));
+    }
+
+    /// Counts a HELLO refused by the wrong-secret back-off.
+    pub fn auth_throttled(&self) {
+        self.auth_throttled.inc();
+    }
+
+    /// The HELLOs refused by the back-off so far.
+    pub fn auth_throttled_total(&self) -> u64 {
+        self.auth_throttled.get()
+    }
+
+    /// Counts a session refused by `limits.max_connections_per_tenant`.
+    pub fn tenant_connection_refused(&self, tenant: &str) {
+        self.tenant_connection_refusals
+            .get_or_create(&vec![("tenant".to_string(), tenant.to_string())])
+            .inc();
     }
 
     pub fn connection_refused(&self) {
@@ -302,27 +386,60 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` until `stop` is set. Runs on its own thread; `refresh` runs before
-/// each scrape (it copies the scheduler's token ledgers into the counters).
+/// Serves `GET /metrics` until `stop` is set. Runs on its own thread and answers each client
+/// on a short-lived thread of its own (at most [`ADMIN_MAX_CLIENTS`] at once; more get `503`
+/// at once), so a client that connects and says nothing holds only its own thread, for at most
+/// [`ADMIN_READ_TIMEOUT_MS`]. `refresh` runs before each scrape (it copies the scheduler's
+/// token ledgers into the counters).
 pub fn serve_admin(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
-    refresh: impl Fn(),
+    refresh: impl Fn() + Send + Sync + 'static,
 ) {
+    use std::os::fd::AsRawFd;
     if let Err(e) = listener.set_nonblocking(true) {
         tracing::error!(error = %e, "admin listener cannot be made nonblocking; admin endpoint disabled");
         return;
     }
+    let refresh = Arc::new(refresh);
+    let active = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
-            Ok((stream, peer)) => {
-                if let Err(e) = answer(stream, &metrics, &refresh) {
-                    tracing::debug!(%peer, error = %e, "admin request failed");
+            Ok((mut stream, peer)) => {
+                if active.load(Ordering::Acquire) >= ADMIN_MAX_CLIENTS {
+                    let _ = stream.set_nonblocking(true);
+                    let _ = respond(
+                        &mut stream,
+                        "503 Service Unavailable",
+                        "text/plain",
+                        b"busy\n",
+                    );
+                    continue;
+                }
+                active.fetch_add(1, Ordering::AcqRel);
+                let (metrics, refresh, active2) =
+                    (metrics.clone(), refresh.clone(), active.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("ullstack-admin-client".into())
+                    .spawn(move || {
+                        if let Err(e) = answer(stream, &metrics, &*refresh) {
+                            tracing::debug!(%peer, error = %e, "admin request failed");
+                        }
+                        active2.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if let Err(e) = spawned {
+                    active.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!(error = %e, "cannot start an admin client thread");
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                wait_readable(&listener, 100);
+                let mut fds = [libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                }];
+                let _ = crate::sys::poll(&mut fds, 100);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "admin accept failed");
@@ -332,18 +449,7 @@ pub fn serve_admin(
     }
 }
 
-fn wait_readable(listener: &TcpListener, timeout_ms: i32) {
-    use std::os::fd::AsRawFd;
-    let mut pfd = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-}
-
-fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &impl Fn()) -> std::io::Result<()> {
+fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &dyn Fn()) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)))?;
     let mut head = Vec::with_capacity(512);

@@ -41,11 +41,12 @@ use proto::Decode;
 
 use crate::backend::{Fua, StorageOp};
 use crate::config::TenantClass;
+use crate::conn::{class_of, Closing, ConnCore, Ctx, ReplyTo, Req, Verdict};
+use crate::inbuf::InBuf;
+use crate::latency::LatencyWindow;
 use crate::sched::{Flow, SchedShare};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
-use crate::vrate::LatencyWindow;
-use crate::worker::{class_of, ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// A flow registered on this session.
 struct SessionFlow {
@@ -167,7 +168,7 @@ impl NativeSession {
             | proto::Disposition::ReplyAndContinue { cookie, .. } => {
                 let opcode = e.opcode().unwrap_or(Opcode::Hello);
                 reply_error(core, opcode, e.status(), cookie, 0, &e.to_string());
-                core.closing = crate::worker::Closing::AfterDrain;
+                core.closing = Closing::AfterDrain;
                 Verdict::Continue
             }
             proto::Disposition::Close => Verdict::CloseNow("native_bad_frame"),
@@ -283,7 +284,30 @@ impl NativeSession {
             );
             return;
         }
-        let Some(tenant_id) = ctx.shared.tenants.authenticate(hello.tenant, hello.secret) else {
+        let peer = core.stream.peer_addr().ok().map(|a| a.ip());
+        if let Some(ip) = peer {
+            let blocked = ctx.shared.lock_auth_throttle().check(ip, ctx.now_ns);
+            if let Err(wait_ns) = blocked {
+                ctx.shared.metrics.auth_throttled();
+                let message = format!(
+                    "too many failed HELLOs from {ip}: retry in {} ms",
+                    wait_ns.div_ceil(1_000_000)
+                );
+                reply_error(core, Opcode::Hello, Status::AuthFailed, cookie, 0, &message);
+                return;
+            }
+        }
+        let authenticated = ctx.shared.tenants.authenticate(hello.tenant, hello.secret);
+        if let Some(ip) = peer {
+            let mut throttle = ctx.shared.lock_auth_throttle();
+            match authenticated {
+                Some(_) => throttle.succeeded(ip),
+                None => {
+                    throttle.failed(ip, ctx.now_ns);
+                }
+            }
+        }
+        let Some(tenant_id) = authenticated else {
             reply(core, Opcode::Hello, Status::AuthFailed, cookie, &[]);
             return;
         };
@@ -311,6 +335,15 @@ impl NativeSession {
             Some(crate::config::Access::ReadWrite) => wire::Access::ReadWrite,
             _ => wire::Access::ReadOnly,
         };
+        if !ctx.shared.acquire_tenant_connection(tenant_id) {
+            ctx.shared.metrics.tenant_connection_refused(&tenant.name);
+            let message = format!(
+                "tenant {:?} already holds limits.max_connections_per_tenant ({}) connections",
+                tenant.name, ctx.shared.config.limits.max_connections_per_tenant
+            );
+            reply_error(core, Opcode::Hello, Status::Busy, cookie, 0, &message);
+            return;
+        }
         let geometry = ctx.shared.volume(volume).geometry;
         let body = wire::HelloReply {
             session_id: ctx.shared.next_session_id(),
@@ -577,6 +610,7 @@ impl NativeSession {
         unsent: &mut Vec<qos::RequestId>,
     ) {
         if let Some(authed) = self.authed.take() {
+            shared.release_tenant_connection(authed.tenant);
             for f in authed.flows {
                 sched.detach(f.flow, unsent);
                 shared.lock_control().unregister(f.qos.id());

@@ -29,8 +29,10 @@
 //! sends DISC, which finishes in-flight requests and closes.
 //!
 //! A transmission request is decoded header-first: a READ or WRITE longer than the maximum is
-//! answered `EOVERFLOW` (a WRITE then closes the connection: its payload cannot be skipped
-//! safely); a bad magic closes at once. `check_request` rejects flags and commands the export
+//! answered `EINVAL` (the spec's error with simple replies; `EOVERFLOW` belongs to structured
+//! replies) and the connection goes on — an oversize WRITE's payload of up to 32 MiB (2^25,
+//! which the spec says SHOULD NOT be taken for an attack) is dropped as it arrives, never
+//! buffered; a longer one closes the connection after the reply. A bad magic closes at once. `check_request` rejects flags and commands the export
 //! did not advertise (`EINVAL`), writes on read-only exports (`EPERM`) and ranges past the end;
 //! then the tenant's ACL decides (`EPERM` for no grant or read-only, `EINVAL` for misaligned or
 //! outside the granted ranges).
@@ -51,10 +53,12 @@ use proto::Decode;
 
 use crate::backend::{Fua, StorageOp};
 use crate::config::Access;
+use crate::conn::{class_of, Closing, ConnCore, Ctx, ReplyTo, Req, Verdict};
+use crate::inbuf::InBuf;
+use crate::latency::LatencyWindow;
 use crate::sched::Flow;
-use crate::server::{RunState, Shared};
+use crate::shared::{RunState, Shared};
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
-use crate::worker::{Closing, ConnCore, Ctx, InBuf, ReplyTo, Req, Verdict};
 
 /// Preferred block size advertised to clients.
 pub const PREFERRED_BLOCK_BYTES: u32 = 4096;
@@ -67,7 +71,7 @@ pub struct Bound {
     size_bytes: u64,
     flow: Flow,
     slo_p95_ns: u64,
-    window: Option<std::sync::Arc<crate::vrate::LatencyWindow>>,
+    window: Option<std::sync::Arc<LatencyWindow>>,
 }
 
 /// Per-connection NBD state.
@@ -116,7 +120,8 @@ fn denied_errno(d: Denied) -> Errno {
     match d {
         Denied::NoGrant | Denied::ReadOnly => Errno::Perm,
         Denied::OutOfRange | Denied::Misaligned => Errno::Inval,
-        Denied::TooLarge => Errno::Overflow,
+        // Simple replies: an over-length request is EINVAL (EOVERFLOW is for structured ones).
+        Denied::TooLarge => Errno::Inval,
     }
 }
 
@@ -127,6 +132,14 @@ fn reply_errno(core: &mut ConnCore, cookie: u64, errno: Errno) {
 impl NbdSession {
     pub fn new() -> NbdSession {
         NbdSession::Handshake(Box::new(Handshake::new(HandshakeLimits::default())))
+    }
+
+    /// Returns the tenant's connection slot of a session in transmission.
+    pub fn close(&mut self, shared: &Shared) {
+        if let NbdSession::Transmission(bound) = self {
+            shared.release_tenant_connection(bound.tenant);
+            *self = NbdSession::new();
+        }
     }
 
     /// Queues the greeting.
@@ -204,6 +217,12 @@ fn handshake(
                 let Some(flow) = ctx.default_flow(tenant) else {
                     return Err("nbd_export_without_flow");
                 };
+                if !ctx.shared.acquire_tenant_connection(tenant) {
+                    // Raced past the check in `answer`: nothing sensible to say any more.
+                    let name = &ctx.shared.tenants.get(tenant).name;
+                    ctx.shared.metrics.tenant_connection_refused(name);
+                    return Err("nbd_tenant_connection_limit");
+                }
                 core.handshake_deadline_ns = None;
                 return Ok(Some(Bound {
                     tenant,
@@ -244,7 +263,23 @@ fn answer(hs: &mut Handshake, query: &ExportQuery, ctx: &mut Ctx<'_>) -> Option<
         })
     } else {
         match export_info(ctx.shared, &query.name) {
-            Some(info) => Ok(info),
+            Some(info) => {
+                let tenant = ctx.shared.export_by_name(&query.name).map(|e| e.tenant);
+                match tenant.filter(|t| !ctx.shared.tenant_connection_free(*t)) {
+                    Some(t) => {
+                        let name = &ctx.shared.tenants.get(t).name;
+                        ctx.shared.metrics.tenant_connection_refused(name);
+                        Err(ExportRefusal {
+                            kind: RefusalKind::Policy,
+                            message: format!(
+                                "tenant {name:?} already holds limits.max_connections_per_tenant ({}) connections",
+                                ctx.shared.config.limits.max_connections_per_tenant
+                            ),
+                        })
+                    }
+                    None => Ok(info),
+                }
+            }
             None => {
                 let known: Vec<&str> = ctx.shared.exports.iter().map(|e| e.name.as_str()).collect();
                 Err(ExportRefusal {
@@ -294,8 +329,12 @@ fn transmission(
                     cookie,
                     consumed_bytes,
                 } => {
+                    ctx.shared.tenant_metrics[bound.tenant.0 as usize]
+                        .errors
+                        .inc();
                     reply_errno(core, cookie, e.errno());
-                    input.consume(consumed_bytes);
+                    // An oversize WRITE's payload is dropped as it arrives.
+                    input.discard(consumed_bytes);
                     continue;
                 }
             },
@@ -312,6 +351,9 @@ fn transmission(
             break;
         }
         if let Err(errno) = tx::check_request(&header, bound.flags, bound.size_bytes) {
+            ctx.shared.tenant_metrics[bound.tenant.0 as usize]
+                .errors
+                .inc();
             reply_errno(core, header.cookie, errno);
             input.consume(frame_len);
             continue;
@@ -361,6 +403,8 @@ fn request(
             Payload::RangeOnly,
             qos::Op::Trim,
         ),
+        // Priced as a TRIM of its range (the backends deallocate or zero without moving
+        // payload; crate `qos` charges a trim unit per started MiB).
         CommandType::WriteZeroes => (
             AccessKind::Write,
             StorageOp::WriteZeroes {
@@ -369,7 +413,7 @@ fn request(
                 fua,
             },
             Payload::RangeOnly,
-            qos::Op::Write,
+            qos::Op::Trim,
         ),
         _ => {
             reply_errno(core, cookie, Errno::Inval);
@@ -402,9 +446,9 @@ fn request(
             b.as_mut_slice().copy_from_slice(payload);
             (Some(b), len_bytes, len_bytes)
         }
-        // WRITE_ZEROES is priced as a write of its range, capped at the request maximum (it
-        // moves no payload; a 1 GiB zeroing must not stall the tenant for seconds of tokens).
-        StorageOp::WriteZeroes { .. } => (None, 0, len_bytes.min(max)),
+        // Range operations are priced by their range (TRIM and WRITE_ZEROES: a trim unit per
+        // started MiB, crate `qos`); they carry no payload, so nothing is held for them.
+        StorageOp::WriteZeroes { .. } | StorageOp::Trim { .. } => (None, 0, len_bytes),
         _ => (None, 0, 0),
     };
     let req = Req {
@@ -417,7 +461,7 @@ fn request(
         accounted_bytes: accounted,
         start_ns: ctx.now_ns,
         slo_p95_ns: bound.slo_p95_ns,
-        class: crate::worker::class_of(bound.slo_p95_ns),
+        class: class_of(bound.slo_p95_ns),
         window: bound.window.clone(),
     };
     ctx.submit(core, bound.flow, cost_op, cost_len, req);

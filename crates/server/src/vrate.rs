@@ -15,7 +15,7 @@
 //!
 //! # Design
 //! *Measuring without a lock on the data path.* Each LC flow admitted while the loop is on
-//! gets a [`LatencyWindow`]: a log-linear histogram of atomic counters (8 sub-buckets per power
+//! gets a [`crate::latency::LatencyWindow`]: a log-linear histogram of atomic counters (8 sub-buckets per power
 //! of two, so a bucket spans at most 12.5 % of its value) that the worker completing a read
 //! increments (one relaxed `fetch_add`). The control thread swaps every counter to zero at the
 //! end of a window and reads the p95 from what it took; a read completing during the swap lands
@@ -48,91 +48,16 @@
 //! `raise_after_windows`, `min_scale_ppm`, `max_scale_ppm`, `min_reads_per_window`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::{Control, Shared};
+use crate::shared::{Control, Shared};
 
-/// Sub-buckets per power of two (log2): 8, so a bucket spans ≤ 12.5 % of its lower edge.
-const SUB_BITS: u32 = 3;
-const SUB: u64 = 1 << SUB_BITS;
-/// Buckets: exact below 8 ns, then 8 per power of two up to 2^44 ns (~4.9 hours).
-const BUCKETS: usize = (SUB + (44 - SUB_BITS as u64) * SUB) as usize;
 /// Percent over its reservation a flow may spend in a window and still count as within it.
 pub const RESERVATION_SLACK_PCT: u64 = 10;
 /// How often the control thread checks for shutdown while it waits for a window to end.
 const STOP_POLL_MS: u64 = 10;
-
-/// The histogram bucket of a latency.
-pub fn bucket_of(ns: u64) -> usize {
-    if ns < SUB {
-        return ns as usize;
-    }
-    let msb = 63 - ns.leading_zeros();
-    let shift = msb - SUB_BITS;
-    let sub = (ns >> shift) & (SUB - 1);
-    let index = SUB + u64::from(shift) * SUB + sub;
-    (index as usize).min(BUCKETS - 1)
-}
-
-/// The largest latency that falls in bucket `index`.
-pub fn bucket_upper_ns(index: usize) -> u64 {
-    let index = index as u64;
-    if index < SUB {
-        return index;
-    }
-    let shift = (index - SUB) / SUB;
-    let sub = (index - SUB) % SUB;
-    ((SUB + sub + 1) << shift) - 1
-}
-
-/// One LC flow's read latencies in the current window.
-pub struct LatencyWindow {
-    buckets: Box<[AtomicU64]>,
-}
-
-impl Default for LatencyWindow {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl LatencyWindow {
-    pub fn new() -> LatencyWindow {
-        LatencyWindow {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    /// Counts one completed read (any worker thread).
-    pub fn record(&self, latency_ns: u64) {
-        self.buckets[bucket_of(latency_ns)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Ends the window: (reads, p95 in ns — the upper edge of its bucket; 0 with no reads).
-    pub fn take(&self) -> (u64, u64) {
-        let counts: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.swap(0, Ordering::Relaxed))
-            .collect();
-        let reads: u64 = counts.iter().sum();
-        if reads == 0 {
-            return (0, 0);
-        }
-        // The smallest bucket at which at least 95 % of the reads are counted.
-        let rank = (reads * 95).div_ceil(100);
-        let mut seen = 0;
-        for (i, c) in counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return (reads, bucket_upper_ns(i));
-            }
-        }
-        (reads, bucket_upper_ns(BUCKETS - 1))
-    }
-}
 
 /// The control loop's state between windows.
 pub struct VrateLoop {
@@ -235,59 +160,5 @@ pub fn run(shared: Arc<Shared>, mut vrate: VrateLoop, stop: Arc<AtomicBool>) {
                 "device rate scale changed"
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buckets_cover_values_within_an_eighth() {
-        let mut last = 0;
-        for ns in [
-            0u64,
-            1,
-            7,
-            8,
-            9,
-            15,
-            16,
-            100,
-            999,
-            1_000_000,
-            6_000_000,
-            1 << 40,
-        ] {
-            let b = bucket_of(ns);
-            let upper = bucket_upper_ns(b);
-            assert!(upper >= ns, "{ns} in bucket {b} with upper {upper}");
-            assert!(upper - ns <= ns / 8 + 1, "{ns}: bucket too wide ({upper})");
-            assert!(b >= last);
-            last = b;
-        }
-        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
-    }
-
-    #[test]
-    fn window_p95_and_reset() {
-        let w = LatencyWindow::new();
-        for i in 0..100u64 {
-            w.record(if i < 95 { 100_000 } else { 10_000_000 });
-        }
-        let (reads, p95) = w.take();
-        assert_eq!(reads, 100);
-        assert!((100_000..=112_500).contains(&p95), "p95 {p95}");
-        w.record(5_000_000);
-        for _ in 0..10 {
-            w.record(1_000);
-        }
-        let (reads, p95) = w.take();
-        assert_eq!(reads, 11, "the previous window was cleared");
-        assert!(
-            p95 >= 5_000_000,
-            "1 of 11 slow is above the 95th percentile: {p95}"
-        );
-        assert_eq!(w.take(), (0, 0));
     }
 }

@@ -14,8 +14,10 @@
 //! Only READ and WRITE lengths size a buffer. Both are checked against the caller's
 //! `max_payload_bytes` (32 MiB default, [`crate::wire::DEFAULT_MAX_PAYLOAD_BYTES`]) as soon
 //! as the 28-byte header is in, before the WRITE payload is awaited: an oversize READ is
-//! answered `EOVERFLOW` and the connection goes on; an oversize WRITE is answered and the
-//! connection closed, since its payload cannot be trusted. TRIM and WRITE_ZEROES lengths are
+//! answered `EINVAL` (simple replies; the spec keeps `EOVERFLOW` for structured ones) and the
+//! connection goes on; an oversize WRITE is answered the same and its payload skipped unread
+//! if it is at most [`SKIPPABLE_PAYLOAD_BYTES`] (2^25, which the spec says SHOULD NOT be taken
+//! for an attack), else the connection is closed. TRIM and WRITE_ZEROES lengths are
 //! ranges, not buffers, and are not limited here. Semantic checks against the export (flags the
 //! export did not advertise, writes on a read-only export, ranges past the end) are in
 //! [`check_request`], separate from framing.
@@ -146,11 +148,27 @@ pub enum TransmissionError {
     },
 }
 
+/// The largest oversize WRITE payload a server skips instead of closing the connection: the
+/// NBD spec says a payload of up to 2^25 bytes SHOULD NOT be considered a denial of service
+/// even when it exceeds the advertised maximum.
+pub const SKIPPABLE_PAYLOAD_BYTES: u32 = 1 << 25;
+
 impl TransmissionError {
     /// What the server should do with the connection.
     pub fn disposition(&self) -> Disposition {
         match *self {
             TransmissionError::BadMagic { .. } => Disposition::Close,
+            // The spec: a payload of at most 2^25 bytes SHOULD NOT be taken for a denial of
+            // service, even above the advertised maximum: skip it and go on. Larger: close.
+            TransmissionError::TooLarge {
+                command: CommandType::Write,
+                cookie,
+                length_bytes,
+                ..
+            } if length_bytes <= SKIPPABLE_PAYLOAD_BYTES => Disposition::ReplyAndContinue {
+                cookie,
+                consumed_bytes: REQUEST_HEADER_BYTES + length_bytes as usize,
+            },
             TransmissionError::TooLarge {
                 command: CommandType::Write,
                 cookie,
@@ -167,7 +185,10 @@ impl TransmissionError {
     pub fn errno(&self) -> Errno {
         match self {
             TransmissionError::BadMagic { .. } => Errno::Inval,
-            TransmissionError::TooLarge { .. } => Errno::Overflow,
+            // `NBD_EOVERFLOW` is for structured replies and extended headers (a READ with the
+            // DF flag, an oversize effect length); with simple replies an over-length request
+            // fails with `NBD_EINVAL`, which every client maps.
+            TransmissionError::TooLarge { .. } => Errno::Inval,
         }
     }
 }

@@ -452,6 +452,78 @@ impl FileBackend {
     }
 }
 
+/// How long dropping a backend waits for the kernel to give back cancelled operations' buffers
+/// before it leaks them instead (leaking is safe; freeing memory the kernel may still write is
+/// not).
+pub const DROP_REAP_DEADLINE_NS: u64 = 5_000_000_000;
+/// `user_data` of the cancel requests themselves (never a slot index).
+const CANCEL_USER_DATA: u64 = u64::MAX;
+
+impl FileBackend {
+    /// Cancels every operation in the kernel and reaps its completion, so no buffer is freed
+    /// while the kernel may still read or write it; returns how many were reaped. Operations
+    /// still in the kernel after [`DROP_REAP_DEADLINE_NS`] have their buffers leaked.
+    pub fn cancel_and_reap(&mut self) -> usize {
+        self.waiting.clear();
+        let in_kernel: Vec<u64> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_some())
+            .map(|i| i as u64)
+            .collect();
+        for &user_data in &in_kernel {
+            let cancel = opcode::AsyncCancel::new(user_data)
+                .build()
+                .user_data(CANCEL_USER_DATA);
+            // SAFETY: a cancel entry carries no buffer.
+            while unsafe { self.ring.submission().push(&cancel).is_err() } {
+                if self.ring.submit().is_err() {
+                    break;
+                }
+            }
+        }
+        let deadline = crate::clock::now_ns() + DROP_REAP_DEADLINE_NS;
+        let mut reaped = 0;
+        while self.in_kernel > 0 && crate::clock::now_ns() < deadline {
+            // Waits for one completion (a cancelled operation ends with -ECANCELED; one the
+            // kernel could not stop ends normally). EINTR and friends: go round again.
+            let _ = self.ring.submit_and_wait(1);
+            let done: Vec<u64> = self.ring.completion().map(|c| c.user_data()).collect();
+            for user_data in done {
+                if user_data == CANCEL_USER_DATA {
+                    continue;
+                }
+                self.in_kernel -= 1;
+                reaped += 1;
+                if let Some(slot) = self
+                    .slots
+                    .get_mut(user_data as usize)
+                    .and_then(Option::take)
+                {
+                    drop(slot.buf);
+                }
+            }
+        }
+        if self.in_kernel > 0 {
+            tracing::error!(
+                volume = %self.volume.name,
+                in_kernel = self.in_kernel,
+                "io_uring operations not cancelled in time; leaking their buffers"
+            );
+            for slot in self.slots.drain(..).flatten() {
+                std::mem::forget(slot.buf);
+            }
+        }
+        reaped
+    }
+}
+
+impl Drop for FileBackend {
+    fn drop(&mut self) {
+        if self.in_kernel > 0 {
+            self.cancel_and_reap();
+        }
+    }
+}
+
 impl Backend for FileBackend {
     fn submit(&mut self, tag: u64, op: StorageOp, _class: IoClass, buf: IoBuf) -> Submitted {
         let slot = Slot {
@@ -511,6 +583,7 @@ impl Backend for FileBackend {
 mod tests {
     use super::*;
     use crate::buf::BufPool;
+    use std::os::fd::FromRawFd;
 
     fn temp_path(tag: &str) -> std::path::PathBuf {
         std::env::temp_dir().join(format!("ullstack-file-{tag}-{}.img", std::process::id()))
@@ -532,6 +605,53 @@ mod tests {
                 panic!("no completion within 1 s");
             }
         }
+    }
+
+    /// A read the kernel cannot finish (an empty pipe) is cancelled and reaped before the
+    /// backend's buffers are freed: data written afterwards is still in the pipe.
+    #[test]
+    fn dropping_a_backend_cancels_and_reaps_operations_in_the_kernel() {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: fresh descriptors we own.
+        let (rx, mut tx) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        let vol = Arc::new(FileVolume {
+            name: "pipe".into(),
+            buffered: rx.try_clone().expect("dup"),
+            direct: None,
+            size_bytes: 1 << 20,
+            is_block_device: false,
+        });
+        let mut be = FileBackend {
+            volume: vol,
+            ring: IoUring::new(8).expect("ring"),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            waiting: VecDeque::new(),
+            in_kernel: 0,
+            queued_since_commit: 0,
+        };
+        let mut pool = BufPool::new();
+        let op = StorageOp::Read { offset_bytes: 0 };
+        assert!(matches!(
+            be.submit(1, op, IoClass::Throughput, pool.take(4096)),
+            Submitted::Pending
+        ));
+        be.commit();
+        let mut out = Vec::new();
+        be.poll(0, &mut out);
+        assert!(out.is_empty(), "a read of an empty pipe cannot complete");
+        assert_eq!(be.cancel_and_reap(), 1);
+        assert_eq!(be.in_kernel, 0);
+        drop(be);
+        use std::io::{Read, Write};
+        tx.write_all(&[7u8; 4096]).expect("write pipe");
+        drop(tx);
+        let mut got = Vec::new();
+        let mut rx = rx;
+        rx.read_to_end(&mut got).expect("read pipe");
+        assert_eq!(got.len(), 4096, "the cancelled read took nothing");
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! Safe wrappers for the Linux calls the dataplane makes: epoll, eventfd, read, writev, the
+//! socket-queue ioctls, shutdown, poll and the timer slack.
+//!
+//! # What it implements
+//! Every raw `libc` call of the server's network path lives here, each behind a function whose
+//! signature cannot be misused: buffers are slices (the kernel writes or reads at most their
+//! length), descriptors are borrowed from owners that outlive the call, and results are
+//! `io::Result`. The rest of the crate holds no `unsafe` for sockets; the storage backends keep
+//! their own (io_uring submissions, `statx`, `BLKGETSIZE64`) beside the code that owns the
+//! buffers they pass.
+//!
+//! # Design
+//! Thin by intent: one function per syscall, named as the kernel names it, no policy. Worked
+//! example: a worker sends 32 read replies with [`writev`] over 64 [`IoSlice`]s (32 headers,
+//! 32 payloads) pointing into buffers its output queue owns; `IoSlice` is ABI-compatible with
+//! `struct iovec` on Unix (std guarantees it), so the slices go to the kernel as they are.
+//!
+//! # What it leaves out
+//! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs`) and signals (`signals.rs`).
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Returns the error of the last call when `rc` is negative.
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// An epoll instance.
+pub struct Epoll(OwnedFd);
+
+/// One ready descriptor: its registration token and the events that fired.
+pub type EpollEvent = libc::epoll_event;
+
+/// An empty event slot for [`Epoll::wait`]'s output array.
+pub fn empty_event() -> EpollEvent {
+    libc::epoll_event { events: 0, u64: 0 }
+}
+
+impl Epoll {
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: plain syscall, no memory passed; the result is checked.
+        let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: `ev` is a valid event for the call's duration (the kernel copies it); the
+        // descriptors are plain integers the kernel validates.
+        check(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    /// Watches `fd` for `events`; [`Epoll::wait`] reports it with `token`.
+    pub fn add(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
+    }
+
+    /// Changes what `fd` is watched for.
+    pub fn modify(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
+    }
+
+    /// Stops watching `fd` (before it is closed, so no stale event names its token).
+    pub fn delete(&self, fd: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
+    }
+
+    /// Waits up to `timeout_ns` (0: poll) for events; returns how many slots of `events` are
+    /// filled. An interrupted wait returns 0.
+    pub fn wait(&self, events: &mut [EpollEvent], timeout_ns: u64) -> usize {
+        let timeout = libc::timespec {
+            tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+        };
+        let max = events.len().min(i32::MAX as usize) as i32;
+        // SAFETY: the kernel writes at most `max` events into `events`, which has that many
+        // slots; `timeout` is a valid timespec; a null sigmask means "leave it".
+        let n = unsafe {
+            libc::epoll_pwait2(
+                self.0.as_raw_fd(),
+                events.as_mut_ptr(),
+                max,
+                &timeout,
+                std::ptr::null(),
+            )
+        };
+        if n < 0 {
+            0
+        } else {
+            n as usize
+        }
+    }
+}
+
+/// A nonblocking eventfd used to wake a thread blocked in poll/epoll.
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: plain syscall, no memory passed; the result is checked.
+        let fd = check(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Adds one to the counter (wakes a waiter). EAGAIN (counter saturated) is harmless.
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: the kernel reads exactly 8 bytes from a valid u64.
+        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Resets the counter (EAGAIN when it was already zero is harmless).
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: the kernel writes exactly 8 bytes into a valid u64.
+        unsafe { libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// One `read` into `buf`; Ok(0) is end of file.
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// One `read` into the spare capacity of `buf` (up to `max_bytes` of it), extending its length
+/// by what arrived. Ok(0) is end of file (or no spare room).
+pub fn read_spare(fd: RawFd, buf: &mut Vec<u8>, max_bytes: usize) -> io::Result<usize> {
+    let spare = (buf.capacity() - buf.len()).min(max_bytes);
+    if spare == 0 {
+        return Ok(0);
+    }
+    // SAFETY: the kernel writes at most `spare` bytes starting at the vector's length, all
+    // within its allocation (`spare` ≤ capacity − len).
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().add(buf.len()).cast(), spare) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel initialized exactly `n` ≤ `spare` bytes past the old length.
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    Ok(n as usize)
+}
+
+/// One `writev` of `parts` (at most `IOV_MAX` are passed); returns bytes written.
+pub fn writev(fd: RawFd, parts: &[IoSlice<'_>]) -> io::Result<usize> {
+    let count = parts.len().min(1024) as libc::c_int;
+    // SAFETY: `IoSlice` is ABI-compatible with `struct iovec` on Unix; each points into a
+    // buffer the caller borrows for the call; the kernel only reads them.
+    let n = unsafe { libc::writev(fd, parts.as_ptr().cast(), count) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Which socket queue [`socket_queue_bytes`] measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketQueue {
+    /// Received, not yet read (`FIONREAD`).
+    Receive,
+    /// Sent, not yet acknowledged by the peer (`TIOCOUTQ`).
+    Send,
+}
+
+/// Bytes in one of a socket's queues; 0 if the query fails.
+pub fn socket_queue_bytes(fd: RawFd, queue: SocketQueue) -> usize {
+    let request = match queue {
+        SocketQueue::Receive => libc::FIONREAD,
+        SocketQueue::Send => libc::TIOCOUTQ,
+    };
+    let mut n: libc::c_int = 0;
+    // SAFETY: both requests write one int through the pointer, which points at a valid int.
+    let rc = unsafe { libc::ioctl(fd, request, &mut n) };
+    if rc < 0 {
+        0
+    } else {
+        n.max(0) as usize
+    }
+}
+
+/// Shuts a socket's write side (FIN after what is queued); errors are ignored (the socket may
+/// already be dead, which is what the caller is finding out).
+pub fn shutdown_write(fd: RawFd) {
+    // SAFETY: plain syscall on an integer descriptor, no memory passed.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
+/// Waits up to `timeout_ms` for any of `fds` to be ready; returns how many are (their
+/// `revents` are set). Interrupted: Ok(0).
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    // SAFETY: the kernel reads and writes exactly `fds.len()` pollfd entries of the slice.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(n as usize)
+}
+
+/// Asks for 1 ns timer slack on this thread (the default 50 µs would make a worker sleeping
+/// until a device event oversleep it).
+pub fn set_fine_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument; no memory is passed.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn writev_gathers_and_read_spare_appends() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        let parts = [IoSlice::new(b"head"), IoSlice::new(b"-payload")];
+        assert_eq!(writev(server.as_raw_fd(), &parts).expect("writev"), 12);
+        let mut got = [0u8; 12];
+        client.read_exact(&mut got).expect("read");
+        assert_eq!(&got, b"head-payload");
+
+        client.write_all(b"abcdef").expect("write");
+        let mut buf = Vec::with_capacity(4);
+        buf.extend_from_slice(b"x");
+        let mut n = 0;
+        while n == 0 {
+            n = read_spare(server.as_raw_fd(), &mut buf, 2).expect("read");
+        }
+        assert_eq!(n, 2, "at most max_bytes");
+        assert_eq!(buf, b"xab");
+        assert!(socket_queue_bytes(server.as_raw_fd(), SocketQueue::Receive) <= 4);
+    }
+
+    #[test]
+    fn eventfd_wakes_epoll() {
+        let epoll = Epoll::new().expect("epoll");
+        let efd = EventFd::new().expect("eventfd");
+        epoll.add(efd.raw(), 7, libc::EPOLLIN as u32).expect("add");
+        let mut events = [empty_event(); 4];
+        assert_eq!(epoll.wait(&mut events, 0), 0);
+        efd.signal();
+        assert_eq!(epoll.wait(&mut events, 1_000_000_000), 1);
+        assert_eq!({ events[0].u64 }, 7);
+        efd.drain();
+        assert_eq!(epoll.wait(&mut events, 0), 0);
+    }
+}
