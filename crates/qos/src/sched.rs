@@ -909,16 +909,18 @@ impl Scheduler {
         while let Some(&front) = attached.queue.front() {
             // Its own tokens first; at its deficit limit, spare tokens from the bucket (LC
             // tenants visit before BE tenants borrow: spare capacity goes to LC first).
-            let paid = ledger.try_spend_lc(front.cost_mtok, limit_mtok)
-                || (borrow && ledger.borrow_for_lc(front.cost_mtok, &shared));
+            let own = ledger.try_spend_lc(front.cost_mtok, limit_mtok);
+            let paid = own || (borrow && ledger.borrow_for_lc(front.cost_mtok, &shared));
             if !paid {
                 break;
             }
             attached.queue.pop_front();
             out.push(front.request);
             released += 1;
+            // A payment from its own balance leaves it above the limit less that payment; a
+            // borrowed one leaves the balance where an earlier (maybe dearer) request left it.
             debug_assert!(
-                ledger.balance_mtok.load(AtomicOrdering::Relaxed)
+                !own || ledger.balance_mtok.load(AtomicOrdering::Relaxed)
                     > -((limit_mtok + front.cost_mtok) as i64),
                 "LC balance fell through its deficit limit"
             );
