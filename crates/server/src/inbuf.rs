@@ -75,6 +75,11 @@ impl InBuf {
         }
     }
 
+    /// Appends bytes that arrived another way (decrypted TLS records).
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
     /// One `read` into the spare capacity. Ok(0) = peer closed.
     pub fn read_from(&mut self, fd: RawFd) -> io::Result<usize> {
         self.prepare_read();

@@ -48,6 +48,8 @@ pub enum StartError {
     Scheduler(String),
     #[error("starting thread {what}: {source}")]
     Thread { what: String, source: io::Error },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     #[error("creating {what}: {source}")]
     Os {
         what: &'static str,
@@ -180,6 +182,8 @@ pub struct Shared {
     state: AtomicU8,
     pub open_connections: AtomicUsize,
     next_session_id: AtomicU64,
+    /// `[tls]`, loaded: every connection on either listener runs TLS when present.
+    pub tls: Option<Arc<crate::tls::TlsServer>>,
 }
 
 impl Shared {
@@ -348,7 +352,12 @@ impl Shared {
         let metrics = Arc::new(Metrics::new());
         metrics.set_rate_scale_ppm(control.rate_scale_ppm());
         let tenant_metrics = tenants.iter().map(|t| metrics.tenant(&t.name)).collect();
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(crate::tls::TlsServer::from_config(t)?)),
+            None => None,
+        };
         Ok(Shared {
+            tls,
             tenants,
             volumes,
             exports,

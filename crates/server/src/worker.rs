@@ -78,6 +78,7 @@ use crate::sched::{Flow, SchedShare};
 use crate::shared::{RunState, Shared, StartError};
 use crate::slab::Slab;
 use crate::sys::{self, Epoll, EventFd, SocketQueue};
+use crate::tls::TlsConn;
 
 /// How often timeouts are checked and lazily kept counters synced.
 pub const TIMER_SCAN_NS: u64 = 10_000_000;
@@ -153,6 +154,15 @@ pub struct Conn {
     pub input: InBuf,
     pub core: ConnCore,
     pub session: Session,
+    /// The TLS session, from the first byte (own protocol) or from NBD_OPT_STARTTLS on.
+    pub tls: Option<Box<TlsConn>>,
+}
+
+impl Conn {
+    /// Whether anything waits for the socket: queued replies or TLS bytes.
+    fn has_output(&self) -> bool {
+        !self.core.out.is_empty() || self.tls.as_ref().is_some_and(|t| t.pending_output() > 0)
+    }
 }
 
 /// One dataplane thread.
@@ -372,7 +382,7 @@ impl Worker {
     }
 
     fn drained(&self) -> bool {
-        self.requests.is_empty() && self.conns.iter().flatten().all(|c| c.core.out.is_empty())
+        self.requests.is_empty() && self.conns.iter().flatten().all(|c| !c.has_output())
     }
 
     fn adopt(&mut self, now: u64) {
@@ -393,13 +403,27 @@ impl Worker {
             };
             let session = match new.protocol {
                 Protocol::Native => Session::Native(NativeSession::new()),
-                Protocol::Nbd => Session::Nbd(NbdSession::new()),
+                Protocol::Nbd => Session::Nbd(NbdSession::for_server(&self.shared)),
+            };
+            // The own protocol speaks TLS from its first byte when TLS is configured.
+            let tls = match (new.protocol, &self.shared.tls) {
+                (Protocol::Native, Some(server)) => match server.session() {
+                    Ok(t) => Some(Box::new(t)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start TLS for a new connection");
+                        self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
+                        self.free_conns.push(index);
+                        continue;
+                    }
+                },
+                _ => None,
             };
             let handshake_ms = self.shared.config.limits.handshake_timeout_ms;
             let mut conn = Conn {
                 input: InBuf::new(),
                 core: ConnCore::new(new.stream, me, now, handshake_ms),
                 session,
+                tls,
             };
             if let Session::Nbd(nbd) = &mut conn.session {
                 nbd.start(&mut conn.core);
@@ -429,7 +453,12 @@ impl Worker {
         if conn.core.closing != Closing::Open {
             return;
         }
-        match conn.input.read_from(conn.core.stream.as_raw_fd()) {
+        let fd = conn.core.stream.as_raw_fd();
+        let read = match conn.tls.as_mut() {
+            Some(tls) => tls.read_from(fd, &mut conn.input),
+            None => conn.input.read_from(fd),
+        };
+        match read {
             Ok(0) => {
                 // Peer closed its side: finish what is in flight, then close.
                 conn.core.closing = Closing::AfterDrain;
@@ -438,7 +467,13 @@ impl Worker {
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
                     || e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => conn.core.closing = Closing::AfterDrain,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    tracing::debug!(worker = self.index, error = %e, "TLS failed");
+                    self.shared.metrics.protocol_error("tls");
+                }
+                conn.core.closing = Closing::AfterDrain;
+            }
         }
     }
 
@@ -458,11 +493,24 @@ impl Worker {
         };
         let verdict = match &mut conn.session {
             Session::Native(s) => s.decode(&mut conn.input, &mut conn.core, &mut ctx),
-            Session::Nbd(s) => s.decode(&mut conn.input, &mut conn.core, &mut ctx),
+            Session::Nbd(s) => s.decode(
+                &mut conn.input,
+                &mut conn.core,
+                &mut ctx,
+                conn.tls.as_deref(),
+            ),
         };
         self.conns[i] = Some(conn);
         match verdict {
             Verdict::Continue => self.mark_pending(i),
+            Verdict::StartTls => {
+                if let Err(reason) = self.start_tls(i) {
+                    self.shared.metrics.protocol_error(reason);
+                    self.close(i);
+                    return;
+                }
+                self.mark_pending(i);
+            }
             Verdict::CloseNow(reason) => {
                 self.shared.metrics.protocol_error(reason);
                 tracing::debug!(worker = self.index, reason, "closing connection");
@@ -471,6 +519,36 @@ impl Worker {
             }
         }
         self.update_interest(i);
+    }
+
+    /// NBD_OPT_STARTTLS was acknowledged: what is queued goes out in clear ahead of TLS, and
+    /// input buffered behind the option is the client's first TLS bytes.
+    fn start_tls(&mut self, i: usize) -> Result<(), &'static str> {
+        let Some(server) = self.shared.tls.clone() else {
+            return Err("nbd_starttls_without_tls");
+        };
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return Ok(());
+        };
+        let mut tls = server.session().map_err(|e| {
+            tracing::warn!(error = %e, "cannot start TLS");
+            "tls_setup"
+        })?;
+        let mut clear = Vec::new();
+        conn.core
+            .drain_unsent_into(&mut clear, &mut self.pool, usize::MAX);
+        let early = conn.input.data().len();
+        tls.start(&clear, conn.input.data());
+        conn.input.consume(early);
+        if early > 0 {
+            match tls.advance(&mut conn.input) {
+                Ok(true) => {}
+                Ok(false) => conn.core.closing = Closing::AfterDrain,
+                Err(_) => return Err("tls"),
+            }
+        }
+        conn.tls = Some(Box::new(tls));
+        Ok(())
     }
 
     fn schedule_and_submit(&mut self, now: u64) -> bool {
@@ -606,7 +684,7 @@ impl Worker {
             let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
                 continue;
             };
-            if !conn.core.out.is_empty() {
+            if conn.has_output() {
                 self.flush_output(i);
             }
             let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
@@ -614,7 +692,7 @@ impl Worker {
             };
             if conn.core.closing == Closing::AfterDrain
                 && conn.core.inflight_reqs == 0
-                && conn.core.out.is_empty()
+                && !conn.has_output()
             {
                 self.close(i);
                 continue;
@@ -637,7 +715,21 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
-        if conn.core.write_out(&mut self.pool) == WriteOutcome::PeerGone {
+        let outcome = match conn.tls.as_mut() {
+            Some(tls) => {
+                let fd = conn.core.stream.as_raw_fd();
+                let (core, pool) = (&mut conn.core, &mut self.pool);
+                match tls.pump_out(fd, |buf, max| core.drain_unsent_into(buf, pool, max)) {
+                    Ok(()) => WriteOutcome::Sent,
+                    Err(_) => {
+                        core.drain_unsent_into(&mut Vec::new(), pool, usize::MAX);
+                        WriteOutcome::PeerGone
+                    }
+                }
+            }
+            None => conn.core.write_out(&mut self.pool),
+        };
+        if outcome == WriteOutcome::PeerGone {
             conn.core.closing = Closing::AfterDrain;
             self.mark_pending(i);
         }
@@ -651,6 +743,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
+        let has_output = conn.has_output();
         let core = &mut conn.core;
         let mut want = 0u32;
         if core.closing == Closing::Open
@@ -660,7 +753,7 @@ impl Worker {
         {
             want |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
         }
-        if !core.out.is_empty() {
+        if has_output {
             want |= libc::EPOLLOUT as u32;
         }
         if want != core.epoll_events {

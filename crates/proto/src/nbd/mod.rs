@@ -63,11 +63,14 @@ pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
+pub const OPT_LIST_META_CONTEXT: u32 = 9;
+pub const OPT_SET_META_CONTEXT: u32 = 10;
 
 /// Option reply types.
 pub const REP_ACK: u32 = 1;
 pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
+pub const REP_META_CONTEXT: u32 = 4;
 const REP_ERR: u32 = 1 << 31;
 pub const REP_ERR_UNSUP: u32 = REP_ERR + 1;
 pub const REP_ERR_POLICY: u32 = REP_ERR + 2;
@@ -84,6 +87,19 @@ pub const INFO_EXPORT: u16 = 0;
 pub const INFO_NAME: u16 = 1;
 pub const INFO_DESCRIPTION: u16 = 2;
 pub const INFO_BLOCK_SIZE: u16 = 3;
+
+/// Magic of a structured reply chunk.
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+
+/// The one metadata context this server offers: allocation status (`NBD_STATE_HOLE`,
+/// `NBD_STATE_ZERO`) of the export's bytes.
+pub const META_BASE_ALLOCATION: &str = "base:allocation";
+/// The context id the server gives `base:allocation` (any id is allowed; it is fixed here).
+pub const META_BASE_ALLOCATION_ID: u32 = 1;
+/// `base:allocation` flag: the extent is not allocated (a hole).
+pub const STATE_HOLE: u32 = 1 << 0;
+/// `base:allocation` flag: the extent reads as zeros.
+pub const STATE_ZERO: u32 = 1 << 1;
 
 /// Longest string (export name, description) the protocol allows.
 pub const STRING_MAX_BYTES: usize = 4096;

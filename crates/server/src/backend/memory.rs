@@ -23,7 +23,10 @@ use std::sync::{Arc, RwLock};
 
 use engine::IoClass;
 
-use super::{Backend, BackendError, Caps, Completion, StorageError, StorageOp, Submitted, Volume};
+use super::{
+    push_run, AllocRun, Backend, BackendError, Caps, Completion, StorageError, StorageOp,
+    Submitted, Volume,
+};
 use crate::buf::IoBuf;
 
 /// Allocation unit: large enough that the map stays small, small enough that a sparse test
@@ -188,6 +191,36 @@ impl Volume for MemoryVolume {
 
     fn kind(&self) -> &'static str {
         "memory"
+    }
+
+    /// A chunk never written (or freed by TRIM / WRITE_ZEROES) is a hole; an allocated chunk is
+    /// data even if it holds zeros. Granularity: [`CHUNK_BYTES`].
+    fn allocation(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        max_runs: usize,
+        out: &mut Vec<AllocRun>,
+    ) -> Result<(), StorageError> {
+        self.check_range(offset_bytes, len_bytes)?;
+        let first = out.len();
+        for (index, _within, take) in Self::pieces(offset_bytes, len_bytes) {
+            let shard = self.shard(index).read().unwrap_or_else(|p| p.into_inner());
+            let hole = !shard.contains_key(&index);
+            drop(shard);
+            let would_add = out.len() == first || out.last().is_some_and(|l| l.hole != hole);
+            if would_add && out.len() - first == max_runs {
+                break;
+            }
+            push_run(
+                out,
+                AllocRun {
+                    len_bytes: take as u64,
+                    hole,
+                },
+            );
+        }
+        Ok(())
     }
 
     fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError> {
