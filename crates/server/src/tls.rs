@@ -272,6 +272,7 @@ impl TlsServer {
         Ok(TlsConn {
             stream,
             established: false,
+            closing: false,
             identity_index: self.identity_index,
             scratch: Vec::new(),
         })
@@ -326,6 +327,8 @@ impl MemPipe {
 pub struct TlsConn {
     stream: SslStream<MemPipe>,
     established: bool,
+    /// close_notify was queued.
+    closing: bool,
     identity_index: Index<Ssl, String>,
     scratch: Vec<u8>,
 }
@@ -357,6 +360,18 @@ impl TlsConn {
             .ssl()
             .ex_data(self.identity_index)
             .map(String::as_str)
+    }
+
+    /// Queues a close_notify alert once (after an established session), so the client sees
+    /// a clean end rather than a truncated stream. Returns whether it queued one now.
+    pub fn close_notify(&mut self) -> bool {
+        if !self.established || self.closing {
+            return false;
+        }
+        self.closing = true;
+        // Errors here only mean the alert could not be produced; the close goes on.
+        let _ = self.stream.shutdown();
+        self.pending_output() > 0
     }
 
     /// Bytes waiting for the socket.

@@ -694,6 +694,16 @@ impl Worker {
                 && conn.core.inflight_reqs == 0
                 && !conn.has_output()
             {
+                let notify = self.conns[i]
+                    .as_mut()
+                    .and_then(|c| c.tls.as_mut())
+                    .is_some_and(|t| t.close_notify());
+                if notify {
+                    // Send the TLS close_notify first; close once it is out.
+                    self.flush_output(i);
+                    self.mark_pending(i);
+                    continue;
+                }
                 self.close(i);
                 continue;
             }
