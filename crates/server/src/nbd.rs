@@ -35,8 +35,22 @@
 //! then the tenant's ACL decides (`EPERM` for no grant or read-only, `EINVAL` for misaligned or
 //! outside the granted ranges).
 //!
+//! *Structured replies and block status.* Once negotiated, a READ's reply is one `OFFSET_DATA`
+//! chunk queued like a simple reply (a 28-byte head plus the payload buffer: still one writev,
+//! no copy), and errors on READ/BLOCK_STATUS become `ERROR` chunks. BLOCK_STATUS is answered
+//! during decode from the volume's allocation map ([`crate::backend::Volume::allocation`]),
+//! without the scheduler: it moves no data. Worked example: on an 8 MiB memory export with
+//! 64 KiB written at 1 MiB, `BLOCK_STATUS 0+8 MiB` answers extents
+//! `[1 MiB hole|zero, 64 KiB data, 7 MiB - 64 KiB hole|zero]`.
+//!
+//! *TLS.* With `[tls]` the handshake runs with TLS required; at STARTTLS, decode returns
+//! [`Verdict::StartTls`] and the worker switches the socket to [`crate::tls`]. The PSK identity
+//! (after the TLS handshake) picks which exports the connection may use: its own tenant's and
+//! open tenants'.
+//!
 //! # What it leaves out
-//! Structured replies, block status, TLS (the codec answers them `NBD_REP_ERR_UNSUP`).
+//! Extended headers, `OFFSET_HOLE` chunks (holes are read as zeros in one data chunk), client
+//! certificates as identities.
 //!
 //! # Config keys
 //! `[[export]] name, volume, tenant, description`; `[limits] max_request_bytes`.

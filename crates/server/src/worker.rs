@@ -7,7 +7,8 @@
 //! and its share of the QoS scheduler. One loop iteration ("step") does, in order:
 //!
 //! 1. `epoll_wait` (timeout 0 while busy; see *idle policy*), adopt new connections;
-//! 2. **read + decode**: for each readable connection, one `read` into its input buffer, then
+//! 2. **read + decode**: for each readable connection, one `read` into its input buffer
+//!    (through the connection's TLS session when it has one, [`crate::tls`]), then
 //!    decode frames (own protocol or NBD) until the step's batch budget (`batch_limit` ≤ 64
 //!    requests) or the connection's in-flight limits are reached. Every request is **checked
 //!    before storage** — authentication, ACL (volume, LBA range, rights), alignment, size — and
@@ -19,7 +20,7 @@
 //! 6. **reap** completions and turn each into a reply (replies go out in completion order, not
 //!    request order: cookies say which is which);
 //! 7. **send**: one `writev` per connection with output, gathering reply headers and read
-//!    payloads without copying them together;
+//!    payloads without copying them together (a TLS connection encrypts them first);
 //! 8. **coalesce**: under pipelined load (steps average ≥ 1.25 requests), sleep
 //!    `coalesce_ns` before the next step so it reads a batch ([`crate::coalesce`]).
 //!

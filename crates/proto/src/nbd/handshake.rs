@@ -508,7 +508,7 @@ impl Handshake {
                 };
                 let matched = if set {
                     // SET selects exact names only; no queries selects nothing.
-                    queries.iter().any(|q| *q == META_BASE_ALLOCATION)
+                    queries.contains(&META_BASE_ALLOCATION)
                 } else {
                     queries.is_empty()
                         || queries

@@ -495,7 +495,7 @@ pub fn encode_block_status(cookie: u64, context_id: u32, extents: &[Extent], out
 pub fn decode_block_status(payload: &[u8]) -> Option<(u32, Vec<Extent>)> {
     let mut r = Reader::new(payload);
     let id = r.u32_be()?;
-    if r.remaining() % EXTENT_BYTES != 0 {
+    if !r.remaining().is_multiple_of(EXTENT_BYTES) {
         return None;
     }
     let mut extents = Vec::with_capacity(r.remaining() / EXTENT_BYTES);
