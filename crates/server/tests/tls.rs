@@ -226,3 +226,67 @@ fn own_protocol_speaks_tls_from_the_first_byte() {
     let mut payload = vec![0u8; reply.payload_len as usize];
     tls.read_exact(&mut payload).expect("HELLO reply body");
 }
+
+#[test]
+fn nbdcopy_round_trips_data_over_tls_psk() {
+    let test = "nbdcopy_round_trips_data_over_tls_psk";
+    let Some(nbdcopy) = tool("nbdcopy", test) else {
+        return;
+    };
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.nbd.expect("nbd");
+    let client = key_file("psk-copy", &[("alice", ALICE_KEY)]);
+    let uri = nbds(addr, "alice", "default", &client);
+    // 8 MiB of pattern data up, then back down: many full-size TLS records each way.
+    let src = TempFile::new("tls-src");
+    let data = pattern(0, 8 << 20, 7);
+    std::fs::write(&src.0, &data).expect("write source");
+    let (ok, text) = run(Command::new(&nbdcopy).args([src.0.to_str().expect("utf-8"), &uri]));
+    assert!(ok, "nbdcopy up over TLS failed: {text}");
+    let back = TempFile::new("tls-back");
+    let (ok, text) = run(Command::new(&nbdcopy).args([&uri, back.0.to_str().expect("utf-8")]));
+    assert!(ok, "nbdcopy down over TLS failed: {text}");
+    let got = std::fs::read(&back.0).expect("read copy");
+    assert!(got == data, "data changed on the way through TLS");
+}
+
+#[test]
+fn qemu_io_writes_and_reads_over_tls_psk() {
+    let test = "qemu_io_writes_and_reads_over_tls_psk";
+    let Some(qemu_io) = tool("qemu-io", test) else {
+        return;
+    };
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.nbd.expect("nbd");
+    // qemu's tls-creds-psk reads `keys.psk` from a directory.
+    let dir = std::env::temp_dir().join(format!("ullstack-qemu-psk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("psk dir");
+    std::fs::write(dir.join("keys.psk"), format!("alice:{ALICE_KEY}\n")).expect("qemu keys");
+    let object = format!(
+        "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
+        dir.display()
+    );
+    let image = format!(
+        "driver=nbd,host={},port={},export=default,tls-creds=tls0",
+        addr.ip(),
+        addr.port()
+    );
+    let (ok, text) = run(Command::new(&qemu_io).args([
+        "--object",
+        &object,
+        "--image-opts",
+        &image,
+        "-c",
+        "write -P 0x5a 65536 131072",
+        "-c",
+        "read -P 0x5a 65536 131072",
+        "-c",
+        "read -P 0 0 65536",
+    ]));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "qemu-io over TLS-PSK failed: {text}");
+    assert!(!text.contains("Pattern verification failed"), "{text}");
+    assert_eq!(text.matches("read 131072/131072").count(), 1, "{text}");
+}

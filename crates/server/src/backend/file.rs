@@ -620,6 +620,41 @@ mod tests {
     }
 
     #[test]
+    fn allocation_follows_seek_data_and_seek_hole() {
+        use std::os::unix::fs::FileExt;
+        let path = temp_path("alloc");
+        let _ = std::fs::remove_file(&path);
+        let size = 8u64 << 20;
+        let vol = FileVolume::open("t", &path, Some(size), DirectIo::Off, 512).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&[7u8; 4096], 4 << 20).unwrap();
+        file.sync_all().unwrap();
+        let mut runs = Vec::new();
+        vol.allocation(0, size, 100, &mut runs).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let total: u64 = runs.iter().map(|r| r.len_bytes).sum();
+        assert_eq!(total, size, "{runs:?}");
+        // Where the file system reports holes, the written block is data and the far ends
+        // are holes; a file system without SEEK_HOLE reports one data run.
+        if runs.len() > 1 {
+            let kind_at = |pos: u64| {
+                let mut start = 0;
+                runs.iter()
+                    .find(|r| {
+                        start += r.len_bytes;
+                        pos < start
+                    })
+                    .map(|r| r.hole)
+            };
+            assert_eq!(kind_at(4 << 20), Some(false), "{runs:?}");
+            assert_eq!(kind_at(0), Some(true), "{runs:?}");
+            assert_eq!(kind_at(size - 1), Some(true), "{runs:?}");
+        } else {
+            assert!(!runs[0].hole, "{runs:?}");
+        }
+    }
+
+    #[test]
     fn write_read_flush_trim_roundtrip() {
         let path = temp_path("rt");
         let vol =

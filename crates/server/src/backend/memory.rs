@@ -292,6 +292,45 @@ mod tests {
     }
 
     #[test]
+    fn allocation_reports_unwritten_chunks_as_holes_and_honours_max_runs() {
+        let c = CHUNK_BYTES as u64;
+        let v = MemoryVolume::new(16 * c);
+        v.write(2 * c + 5, &[1u8; 10]).unwrap();
+        v.write(3 * c, &[1u8; 1]).unwrap();
+        v.write(9 * c, &[1u8; 1]).unwrap();
+        let runs = |offset: u64, len: u64, max: usize| {
+            let mut out = Vec::new();
+            v.allocation(offset, len, max, &mut out).unwrap();
+            out.iter()
+                .map(|r| (r.len_bytes, r.hole))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            runs(0, 16 * c, 100),
+            [
+                (2 * c, true),
+                (2 * c, false),
+                (5 * c, true),
+                (c, false),
+                (6 * c, true)
+            ]
+        );
+        // A window that starts and ends inside chunks.
+        assert_eq!(runs(c + 7, 2 * c, 100), [(c - 7, true), (c + 7, false)]);
+        // Cut short by max_runs: never more runs, never past the range.
+        assert_eq!(runs(0, 16 * c, 2), [(2 * c, true), (2 * c, false)]);
+        assert_eq!(runs(0, 16 * c, 1), [(2 * c, true)]);
+        // TRIM of a whole chunk makes it a hole again.
+        v.zero(9 * c, c).unwrap();
+        assert_eq!(runs(8 * c, 8 * c, 100), [(8 * c, true)]);
+        let mut out = Vec::new();
+        assert!(
+            v.allocation(15 * c, 2 * c, 10, &mut out).is_err(),
+            "past the end"
+        );
+    }
+
+    #[test]
     fn out_of_range_is_refused() {
         let v = MemoryVolume::new(4096);
         assert!(v.write(4096, &[1]).is_err());
