@@ -1192,6 +1192,31 @@ tenant = "alice"
     }
 
     #[test]
+    fn tls_section_needs_keys_and_certificate_with_key() {
+        let c = from_toml_str("[tls]\npsk_file = \"/k.psk\"\n").expect("PSK only");
+        assert_eq!(
+            c.tls.and_then(|t| t.psk_file),
+            Some(PathBuf::from("/k.psk"))
+        );
+        let both = "[tls]\ncertificate = \"/c.pem\"\nkey = \"/k.pem\"\n";
+        assert!(from_toml_str(both).is_ok());
+        let err = from_toml_str("[tls]\ncertificate = \"/c.pem\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("tls.certificate / tls.key") && err.contains("/c.pem"),
+            "{err}"
+        );
+        let err = from_toml_str("[tls]\n").unwrap_err().to_string();
+        assert!(err.contains("psk_file"), "{err}");
+        let err = from_toml_str("[tls]\npsk = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("psk"), "misspelt key is named: {err}");
+        assert!(from_toml_str("").expect("no tls").tls.is_none());
+    }
+
+    #[test]
     fn defaults_are_the_documented_ones() {
         let c = from_toml_str("").expect("empty config is valid");
         assert_eq!(c.dataplane.workers, 2);

@@ -489,4 +489,21 @@ mod tests {
         assert!(PskKeys::parse("k", "\n# nothing\n").is_err());
         assert!(PskKeys::parse("k", "nocolon").is_err());
     }
+
+    #[test]
+    fn setup_errors_name_the_file() {
+        let missing = TlsConfig {
+            psk_file: Some("/nonexistent/ullstack-keys.psk".into()),
+            ..Default::default()
+        };
+        let err = TlsServer::from_config(&missing).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/ullstack-keys.psk"), "{err}");
+        let bad_cert = TlsConfig {
+            psk_file: None,
+            certificate: Some("/nonexistent/cert.pem".into()),
+            key: Some("/nonexistent/key.pem".into()),
+        };
+        let err = TlsServer::from_config(&bad_cert).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/cert.pem"), "{err}");
+    }
 }
