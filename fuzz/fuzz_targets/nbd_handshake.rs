@@ -89,7 +89,9 @@ fuzz_target!(|data: &[u8]| {
                 let n = hs.negotiated();
                 assert!(!n.base_allocation || n.structured_replies);
                 assert!(!n.tls || policy == TlsPolicy::Required);
-                if policy == TlsPolicy::Required && matches!(follow, Some(HandshakeEvent::Transmission { .. })) {
+                if policy == TlsPolicy::Required
+                    && matches!(follow, Some(HandshakeEvent::Transmission { .. }))
+                {
                     assert!(n.tls, "transmission without TLS on a TLS-only server");
                 }
                 return;

@@ -59,9 +59,10 @@ fuzz_target!(|data: &[u8]| {
                     transmission::encode_block_status(frame.header.cookie, 1, &extents, &mut out);
                     let head = ChunkHeader::decode(&out).expect("own chunk decodes");
                     assert_eq!(head.cookie, frame.header.cookie);
-                    let (id, back) =
-                        transmission::decode_block_status(&out[transmission::STRUCTURED_REPLY_HEADER_BYTES..])
-                            .expect("own payload decodes");
+                    let (id, back) = transmission::decode_block_status(
+                        &out[transmission::STRUCTURED_REPLY_HEADER_BYTES..],
+                    )
+                    .expect("own payload decodes");
                     assert_eq!((id, back.as_slice()), (1, &extents[..]));
                     let reply = SimpleReply::ok(frame.header.cookie).encode();
                     assert_eq!(
