@@ -1,10 +1,12 @@
 //! Arbitrary client bytes through the NBD handshake state machine, fed in pieces, with every
-//! event answered as a server would (export found or refused, list answered).
+//! event answered as a server would (export found or refused, list answered), with TLS off or
+//! required (STARTTLS taken as "TLS came up": plaintext keeps coming), so structured replies,
+//! meta contexts and the TLS gate are all reached.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use proto::nbd::handshake::{
-    ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, Phase, RefusalKind,
+    ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, Phase, RefusalKind, TlsPolicy,
 };
 use proto::nbd::{BlockSizes, ExportAccess, ExportInfo, TransmissionFlags};
 
@@ -20,10 +22,16 @@ fuzz_target!(|data: &[u8]| {
     }
     input.extend_from_slice(rest);
 
-    let mut hs = Handshake::new(HandshakeLimits {
+    let policy = if piece % 4 < 2 {
+        TlsPolicy::Off
+    } else {
+        TlsPolicy::Required
+    };
+    let limits = HandshakeLimits {
         max_option_bytes: 256,
         max_options: 64,
-    });
+    };
+    let mut hs = Handshake::with_tls(limits, policy);
     let mut buf: Vec<u8> = Vec::new();
     for chunk in input.chunks(piece) {
         buf.extend_from_slice(chunk);
@@ -72,8 +80,20 @@ fuzz_target!(|data: &[u8]| {
                     break;
                 }
             };
+            if let Some(HandshakeEvent::StartTls) = follow {
+                assert_eq!(policy, TlsPolicy::Required, "STARTTLS accepted without TLS");
+                assert!(hs.tls_active());
+            }
             if let Some(HandshakeEvent::Transmission { .. } | HandshakeEvent::Closed(_)) = follow {
                 assert!(matches!(hs.phase(), Phase::Transmission | Phase::Closed));
+                let n = hs.negotiated();
+                assert!(!n.base_allocation || n.structured_replies);
+                assert!(!n.tls || policy == TlsPolicy::Required);
+                if policy == TlsPolicy::Required
+                    && matches!(follow, Some(HandshakeEvent::Transmission { .. }))
+                {
+                    assert!(n.tls, "transmission without TLS on a TLS-only server");
+                }
                 return;
             }
             if matches!(hs.phase(), Phase::Transmission | Phase::Closed) {

@@ -1,10 +1,12 @@
 //! Arbitrary bytes through the NBD transmission-phase request parser, fed in pieces as a
 //! server reads them, with each decoded request checked against a read-write and a read-only
-//! export.
+//! export, with and without structured replies and `base:allocation`; the structured-reply
+//! chunk decoders get the raw bytes too, and block-status encoding round-trips.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use proto::nbd::transmission::{self, SimpleReply, REQUEST_HEADER_BYTES};
+use proto::nbd::handshake::Negotiated;
+use proto::nbd::transmission::{self, ChunkHeader, Extent, SimpleReply, REQUEST_HEADER_BYTES};
 use proto::nbd::{ExportAccess, TransmissionFlags};
 use proto::{Decode, Disposition};
 
@@ -42,6 +44,26 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(consumed_bytes, REQUEST_HEADER_BYTES + frame.payload.len());
                     let _ = transmission::check_request(&frame.header, rw, 1 << 20);
                     let _ = transmission::check_request(&frame.header, ro, 1 << 20);
+                    let negotiated = Negotiated {
+                        structured_replies: true,
+                        base_allocation: true,
+                        tls: false,
+                    };
+                    let _ = transmission::check_request_in(&frame.header, rw, 1 << 20, negotiated);
+                    // A block-status reply built from the header's numbers decodes back.
+                    let extents = [Extent {
+                        length_bytes: frame.header.length_bytes,
+                        flags: frame.header.flags.into(),
+                    }];
+                    let mut out = Vec::new();
+                    transmission::encode_block_status(frame.header.cookie, 1, &extents, &mut out);
+                    let head = ChunkHeader::decode(&out).expect("own chunk decodes");
+                    assert_eq!(head.cookie, frame.header.cookie);
+                    let (id, back) = transmission::decode_block_status(
+                        &out[transmission::STRUCTURED_REPLY_HEADER_BYTES..],
+                    )
+                    .expect("own payload decodes");
+                    assert_eq!((id, back.as_slice()), (1, &extents[..]));
                     let reply = SimpleReply::ok(frame.header.cookie).encode();
                     assert_eq!(
                         SimpleReply::decode(&reply),
@@ -63,4 +85,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = SimpleReply::decode(stream);
+    let _ = ChunkHeader::decode(stream);
+    let _ = transmission::decode_block_status(stream);
 });

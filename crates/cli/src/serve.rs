@@ -23,6 +23,15 @@ use server::config::{ByteSize, IdlePolicy, SchedulerMode, ServerConfig};
 /// secrets, SLOs and ACLs, NBD exports, limits, QoS profile: docs/server.md). Flags given
 /// with --config override the file's values.
 ///
+/// TLS (both listeners; NBD clients must STARTTLS, plain nbd:// is refused):
+///
+///   ullstack serve --memory 1GiB --tls-psk keys.psk
+///   nbdinfo 'nbds://alice@127.0.0.1:10809/default?tls-psk-file=keys.psk'
+///
+/// with keys.psk in psktool's format (`alice:` and a hex key per line; `psktool -u alice -p
+/// keys.psk` writes one). A PSK identity is a tenant name: it may use its own tenant's exports
+/// and open ones. --tls-certificate/--tls-key serve a PEM certificate instead or as well.
+///
 /// SIGINT or SIGTERM stops accepting, drains in-flight I/O, replies and exits 0.
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
@@ -69,6 +78,18 @@ pub struct ServeArgs {
     /// Send requests to storage in arrival order, without the token scheduler (baseline runs).
     #[arg(long)]
     no_scheduler: bool,
+
+    /// TLS-PSK key file (`identity:hexkey` lines, as psktool, nbdkit and qemu-nbd use).
+    #[arg(long, value_name = "FILE")]
+    tls_psk: Option<PathBuf>,
+
+    /// TLS certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_certificate: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-certificate.
+    #[arg(long, value_name = "FILE", requires = "tls_certificate")]
+    tls_key: Option<PathBuf>,
 
     /// Print the effective configuration (parsed and validated) and exit.
     #[arg(long)]
@@ -139,6 +160,16 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(size) = &args.max_memory {
         config.limits.max_memory_bytes =
             ByteSize::parse(size).map_err(|e| anyhow::anyhow!("--max-memory: {e}"))?;
+    }
+    if args.tls_psk.is_some() || args.tls_certificate.is_some() {
+        let tls = config.tls.get_or_insert_with(Default::default);
+        if let Some(p) = &args.tls_psk {
+            tls.psk_file = Some(p.clone());
+        }
+        if let (Some(c), Some(k)) = (&args.tls_certificate, &args.tls_key) {
+            tls.certificate = Some(c.clone());
+            tls.key = Some(k.clone());
+        }
     }
     if args.no_scheduler {
         config.qos.scheduler = SchedulerMode::Off;

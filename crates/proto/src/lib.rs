@@ -9,9 +9,11 @@
 //!   cookies echoed and replies allowed out of order. The full byte layout is in
 //!   `docs/protocol.md` and in the module's essay.
 //! * [`nbd`] — the server side of the fixed-newstyle **Network Block Device** protocol: a
-//!   handshake state machine (options EXPORT_NAME, LIST, ABORT, INFO, GO) and the
-//!   transmission-phase request parser and simple-reply encoder, so `fio --ioengine=nbd`,
-//!   `nbdinfo`, `qemu-io` and the kernel's `nbd-client` reach the same volumes.
+//!   handshake state machine (options EXPORT_NAME, LIST, ABORT, INFO, GO, STARTTLS,
+//!   STRUCTURED_REPLY, LIST/SET_META_CONTEXT) and the transmission-phase request parser with
+//!   simple and structured (chunked) reply encoders and block-status extents, so
+//!   `fio --ioengine=nbd`, `nbdinfo`, `nbdcopy`, `qemu-io` and the kernel's `nbd-client` reach
+//!   the same volumes.
 //!
 //! # The design, shared by both
 //! *Sans-I/O.* Nothing here owns a socket, a clock or a thread. Decoders take the bytes the
@@ -34,8 +36,9 @@
 //! targets in `fuzz/` throw arbitrary bytes at every decoder.
 //!
 //! # What it leaves out
-//! No TLS (NBD_OPT_STARTTLS is refused), no NBD structured replies, block-status or extended
-//! headers; those are negotiated away truthfully so clients fall back to simple replies.
+//! TLS itself (the codec says when STARTTLS switches the stream; the server runs TLS), NBD
+//! extended headers and metadata contexts other than `base:allocation`; those are negotiated
+//! away truthfully.
 
 pub mod nbd;
 pub mod wire;

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use proto::nbd::handshake::{
-    ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, RefusalKind,
+    ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, Negotiated, RefusalKind, TlsPolicy,
 };
 use proto::nbd::{transmission, ExportAccess, ExportInfo, TransmissionFlags};
 use proto::wire::{self, RequestHeader, WriteMode};
@@ -52,14 +52,20 @@ proptest! {
             if let Some(r) = d.frame() {
                 let flags = TransmissionFlags::from_bits(bytes.first().copied().unwrap_or(0).into());
                 let _ = transmission::check_request(&r.header, flags, max.into());
+                let all = Negotiated { structured_replies: true, base_allocation: true, tls: true };
+                let _ = transmission::check_request_in(&r.header, flags, max.into(), all);
             }
         }
         let _ = transmission::SimpleReply::decode(&bytes);
+        let _ = transmission::ChunkHeader::decode(&bytes);
+        let _ = transmission::decode_block_status(&bytes);
     }
 
     #[test]
-    fn nbd_handshake_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400), chunk in 1usize..64) {
-        let mut hs = Handshake::new(HandshakeLimits { max_option_bytes: 128, max_options: 16 });
+    fn nbd_handshake_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400), chunk in 1usize..64,
+                                  tls in any::<bool>()) {
+        let policy = if tls { TlsPolicy::Required } else { TlsPolicy::Off };
+        let mut hs = Handshake::with_tls(HandshakeLimits { max_option_bytes: 128, max_options: 16 }, policy);
         // Valid-looking prefix half the time so options are reached.
         let mut input = Vec::new();
         if bytes.first().is_some_and(|b| b & 1 == 0) {
@@ -84,6 +90,7 @@ proptest! {
                     let _ = hs.answer_export(answer);
                 }
                 Some(HandshakeEvent::ListRequested) => hs.answer_list(&[("a", "b")]),
+                Some(HandshakeEvent::StartTls) => prop_assert!(tls && hs.tls_active()),
                 Some(_) => return Ok(()),
                 None => {}
             }

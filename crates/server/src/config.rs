@@ -203,6 +203,19 @@ pub struct ServerConfig {
     pub tenants: Vec<TenantConfig>,
     #[serde(default, rename = "export")]
     pub exports: Vec<ExportConfig>,
+    /// TLS for both listeners (NBD: required via STARTTLS; own protocol: from the first byte).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[tls]`: a PSK key file (psktool's `identity:hexkey` lines; an identity names a tenant)
+/// and/or a PEM certificate chain with its key. See [`crate::tls`].
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub psk_file: Option<PathBuf>,
+    pub certificate: Option<PathBuf>,
+    pub key: Option<PathBuf>,
 }
 
 /// `[listen]`: where each face of the server accepts connections. A missing address turns that
@@ -719,6 +732,7 @@ impl ServerConfig {
                 tenant: "open".into(),
                 description: Some("ullstack quick-start memory volume".into()),
             }],
+            tls: None,
         }
     }
 
@@ -730,6 +744,33 @@ impl ServerConfig {
         let volumes = self.validate_volumes()?;
         let tenants = self.validate_tenants(&volumes)?;
         self.validate_exports(&volumes, &tenants)?;
+        self.validate_tls()?;
+        Ok(())
+    }
+
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let Some(tls) = &self.tls else {
+            return Ok(());
+        };
+        let shown = |p: &Option<PathBuf>| {
+            p.as_ref().map_or("(none)".to_owned(), |p| {
+                format!("{:?}", p.display().to_string())
+            })
+        };
+        if tls.certificate.is_some() != tls.key.is_some() {
+            return Err(invalid(
+                "tls.certificate / tls.key",
+                format!("{} / {}", shown(&tls.certificate), shown(&tls.key)),
+                "both set (a PEM certificate chain and its private key) or neither",
+            ));
+        }
+        if tls.psk_file.is_none() && tls.certificate.is_none() {
+            return Err(invalid(
+                "tls",
+                "a section without keys",
+                "psk_file, or certificate and key, or all three",
+            ));
+        }
         Ok(())
     }
 
@@ -1218,6 +1259,31 @@ tenant = "alice"
             c.qos.profile,
             ProfileConfig::Named(DEFAULT_PROFILE_NAME.into())
         );
+    }
+
+    #[test]
+    fn tls_section_needs_keys_and_certificate_with_key() {
+        let c = from_toml_str("[tls]\npsk_file = \"/k.psk\"\n").expect("PSK only");
+        assert_eq!(
+            c.tls.and_then(|t| t.psk_file),
+            Some(PathBuf::from("/k.psk"))
+        );
+        let both = "[tls]\ncertificate = \"/c.pem\"\nkey = \"/k.pem\"\n";
+        assert!(from_toml_str(both).is_ok());
+        let err = from_toml_str("[tls]\ncertificate = \"/c.pem\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("tls.certificate / tls.key") && err.contains("/c.pem"),
+            "{err}"
+        );
+        let err = from_toml_str("[tls]\n").unwrap_err().to_string();
+        assert!(err.contains("psk_file"), "{err}");
+        let err = from_toml_str("[tls]\npsk = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("psk"), "misspelt key is named: {err}");
+        assert!(from_toml_str("").expect("no tls").tls.is_none());
     }
 
     #[test]

@@ -17,8 +17,8 @@
 //! one `writev` of 64 iovecs sends 131,584 bytes if the socket takes them, and
 //! [`ConnCore::write_out`] returns each sent frame's buffer to the pool.
 //!
-//! # What it leaves out
-//! TLS: bytes go to the socket as they are.
+//! With TLS ([`crate::tls`]) the worker does not call [`ConnCore::write_out`]: the TLS session
+//! drains whole frames as plaintext ([`ConnCore::drain_unsent_into`]) and writes ciphertext.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -262,6 +262,29 @@ impl ConnCore {
             && self.held_bytes() <= bytes - bytes / 4
     }
 
+    /// Moves queued output (whole frames, skipping what was already sent) into `out` as bytes
+    /// until `out` holds at least `max_bytes` or the queue is empty; payload buffers go back
+    /// to `pool`. For the TLS path (encrypt what this returns) and the STARTTLS switch (what
+    /// was queued before it goes out in clear).
+    pub fn drain_unsent_into(&mut self, out: &mut Vec<u8>, pool: &mut BufPool, max_bytes: usize) {
+        while out.len() < max_bytes {
+            let Some(frame) = self.out.pop_front() else {
+                break;
+            };
+            let mut skip = std::mem::take(&mut self.out_sent);
+            let payload = frame.payload.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
+            for part in [frame.head.as_slice(), payload] {
+                let from = skip.min(part.len());
+                skip -= from;
+                out.extend_from_slice(&part[from..]);
+            }
+            self.out_bytes -= frame.wire_bytes();
+            if let Some(p) = frame.payload {
+                pool.give(p);
+            }
+        }
+    }
+
     pub fn push(&mut self, frame: OutFrame) {
         self.out_bytes += frame.wire_bytes();
         self.out.push_back(frame);
@@ -308,6 +331,12 @@ pub enum ReplyTo {
     },
     Nbd {
         cookie: u64,
+    },
+    /// An NBD READ on a session with structured replies: one `OFFSET_DATA` chunk (or an
+    /// `ERROR` chunk).
+    NbdChunkedRead {
+        cookie: u64,
+        offset_bytes: u64,
     },
 }
 
@@ -378,6 +407,9 @@ pub enum Verdict {
     Continue,
     /// Malformed input: close without waiting (the reason is a metrics label).
     CloseNow(&'static str),
+    /// NBD_OPT_STARTTLS was acknowledged: queued output goes out in clear, then everything
+    /// on the socket is TLS ([`crate::tls`]); decode again once plaintext arrives.
+    StartTls,
 }
 
 /// Queues the reply to a finished request.
@@ -411,6 +443,31 @@ pub fn push_reply(
             core.push(OutFrame {
                 head: Head::inline(&reply.encode()),
                 payload,
+            });
+        }
+        ReplyTo::NbdChunkedRead {
+            cookie,
+            offset_bytes,
+        } => {
+            use proto::nbd::{transmission as tx, Errno};
+            let errno = match result {
+                Ok(()) => {
+                    let len = payload.as_ref().map_or(0, |p| p.len()) as u32;
+                    let head = tx::offset_data_head(cookie, offset_bytes, len);
+                    core.push(OutFrame {
+                        head: Head::inline(&head),
+                        payload,
+                    });
+                    return;
+                }
+                Err(StorageError::NoSpace) => Errno::NoSpc,
+                Err(StorageError::NotSupported) => Errno::NotSup,
+                Err(StorageError::Io(_)) => Errno::Io,
+            };
+            drop(payload); // a failed read carries no data
+            core.push(OutFrame {
+                head: Head::inline(&tx::error_chunk(cookie, errno)),
+                payload: None,
             });
         }
     }

@@ -130,20 +130,7 @@ impl InBuf {
         if room == 0 || self.buf.capacity() - self.buf.len() >= room {
             return room;
         }
-        if self.start > 0 && self.start >= pending {
-            // Paid for: the `pending` bytes moved are fewer than the `start` bytes consumed.
-            if self.buf.capacity() > 2 * self.limit_bytes() + INPUT_KEEP_BYTES {
-                // Left over from a large frame: shrink back to the limit.
-                let mut fresh = Vec::with_capacity(self.limit_bytes());
-                fresh.extend_from_slice(&self.buf[self.start..]);
-                self.buf = fresh;
-            } else {
-                self.buf.copy_within(self.start.., 0);
-                self.buf.truncate(pending);
-            }
-            self.moved_bytes += pending as u64;
-            self.start = 0;
-        }
+        self.compact_if_paid();
         if self.buf.capacity() - self.buf.len() < room {
             self.buf.reserve_exact(room);
             assert!(
@@ -156,12 +143,27 @@ impl InBuf {
         room
     }
 
-    /// One `read` of at most the room left. Ok(0) = peer closed; call only with
-    /// [`InBuf::has_room`].
-    pub fn read_from(&mut self, fd: RawFd) -> io::Result<usize> {
-        let room = self.prepare_read();
-        assert!(room > 0, "read into a full input buffer");
-        let n = crate::sys::read_spare(fd, &mut self.buf, room)?;
+    /// Moves the undecoded bytes to the front when that is paid for: fewer bytes moved than the
+    /// consumed prefix they move over.
+    fn compact_if_paid(&mut self) {
+        let pending = self.pending_bytes();
+        if self.start > 0 && self.start >= pending {
+            if self.buf.capacity() > 2 * self.limit_bytes() + INPUT_KEEP_BYTES {
+                // Left over from a large frame: shrink back to the limit.
+                let mut fresh = Vec::with_capacity(self.limit_bytes());
+                fresh.extend_from_slice(&self.buf[self.start..]);
+                self.buf = fresh;
+            } else {
+                self.buf.copy_within(self.start.., 0);
+                self.buf.truncate(pending);
+            }
+            self.moved_bytes += pending as u64;
+            self.start = 0;
+        }
+    }
+
+    /// Drops what is still owed to [`InBuf::discard`] from what just arrived.
+    fn apply_discard(&mut self) {
         if self.discard_bytes > 0 {
             let drop_now = self.discard_bytes.min(self.pending_bytes());
             self.discard_bytes -= drop_now;
@@ -169,6 +171,25 @@ impl InBuf {
             self.consume(drop_now);
             self.want_bytes = want;
         }
+    }
+
+    /// Appends bytes that arrived another way (decrypted TLS records) under the same rules as
+    /// a read: compaction when paid for, discards honoured. The TLS path reads only while
+    /// [`InBuf::has_room`], one socket read (at most 16 KiB of records) at a time, so the
+    /// buffer stays within the limit plus one read.
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.compact_if_paid();
+        self.buf.extend_from_slice(bytes);
+        self.apply_discard();
+    }
+
+    /// One `read` of at most the room left. Ok(0) = peer closed; call only with
+    /// [`InBuf::has_room`].
+    pub fn read_from(&mut self, fd: RawFd) -> io::Result<usize> {
+        let room = self.prepare_read();
+        assert!(room > 0, "read into a full input buffer");
+        let n = crate::sys::read_spare(fd, &mut self.buf, room)?;
+        self.apply_discard();
         Ok(n)
     }
 }

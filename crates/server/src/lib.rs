@@ -27,6 +27,7 @@
 //! | config | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
 //! | | [`tenant`] | tenants, constant-time secrets, ACLs: the check every request passes |
 //! | | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
+//! | | [`tls`] | TLS (OpenSSL, PSK and certificates) over in-memory pipes: the socket hook |
 //! | storage | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
 //! | | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
 //! | shared | [`shared`] | the state every thread reads: volumes, tenants, exports, control plane, run state |
@@ -65,6 +66,7 @@ pub mod throttle;
 pub mod config;
 pub mod metrics;
 pub mod tenant;
+pub mod tls;
 // Storage and scheduling.
 pub mod backend;
 pub mod sched;

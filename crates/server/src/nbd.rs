@@ -37,21 +37,38 @@
 //! then the tenant's ACL decides (`EPERM` for no grant or read-only, `EINVAL` for misaligned or
 //! outside the granted ranges).
 //!
+//! *Structured replies and block status.* Once negotiated, a READ's reply is one `OFFSET_DATA`
+//! chunk queued like a simple reply (a 28-byte head plus the payload buffer: still one writev,
+//! no copy), and errors on READ/BLOCK_STATUS become `ERROR` chunks. BLOCK_STATUS is answered
+//! during decode from the volume's allocation map ([`crate::backend::Volume::allocation`]),
+//! without the scheduler: it moves no data. Worked example: on an 8 MiB memory export with
+//! 64 KiB written at 1 MiB, `BLOCK_STATUS 0+8 MiB` answers extents
+//! `[1 MiB hole|zero, 64 KiB data, 7 MiB - 64 KiB hole|zero]`.
+//!
+//! *TLS.* With `[tls]` the handshake runs with TLS required; at STARTTLS, decode returns
+//! [`Verdict::StartTls`] and the worker switches the socket to [`crate::tls`]. The PSK identity
+//! (after the TLS handshake) picks which exports the connection may use: its own tenant's and
+//! open tenants'.
+//!
 //! # What it leaves out
-//! Structured replies, block status, TLS (the codec answers them `NBD_REP_ERR_UNSUP`).
+//! Extended headers, `OFFSET_HOLE` chunks (holes are read as zeros in one data chunk), client
+//! certificates as identities.
 //!
 //! # Config keys
 //! `[[export]] name, volume, tenant, description`; `[limits] max_request_bytes`.
 
 use proto::nbd::handshake::{
     ExportPurpose, ExportQuery, ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits,
-    RefusalKind,
+    Negotiated, RefusalKind, TlsPolicy,
 };
 use proto::nbd::transmission::{self as tx, CommandType, SimpleReply};
-use proto::nbd::{BlockSizes, Errno, ExportAccess, ExportInfo, TransmissionFlags};
+use proto::nbd::{
+    BlockSizes, Errno, ExportAccess, ExportInfo, TransmissionFlags, META_BASE_ALLOCATION_ID,
+    STATE_HOLE, STATE_ZERO,
+};
 use proto::Decode;
 
-use crate::backend::{Fua, StorageOp};
+use crate::backend::{AllocRun, Fua, StorageOp};
 use crate::config::Access;
 use crate::conn::{class_of, Closing, ConnCore, Ctx, ReplyTo, Req, Verdict};
 use crate::inbuf::InBuf;
@@ -59,6 +76,11 @@ use crate::latency::LatencyWindow;
 use crate::sched::Flow;
 use crate::shared::{RunState, Shared};
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
+use crate::tls::TlsConn;
+
+/// Most extents one BLOCK_STATUS reply carries (8 bytes each: a 8 KiB reply); a client asks
+/// again from where the reply ended, as `nbdinfo --map` and `nbdcopy` do.
+pub const MAX_BLOCK_STATUS_EXTENTS: usize = 1024;
 
 /// Preferred block size advertised to clients.
 pub const PREFERRED_BLOCK_BYTES: u32 = 4096;
@@ -72,6 +94,7 @@ pub struct Bound {
     flow: Flow,
     slo_p95_ns: u64,
     window: Option<std::sync::Arc<LatencyWindow>>,
+    negotiated: Negotiated,
 }
 
 /// Per-connection NBD state.
@@ -129,6 +152,39 @@ fn reply_errno(core: &mut ConnCore, cookie: u64, errno: Errno) {
     core.push_head(&SimpleReply::error(cookie, errno).encode());
 }
 
+/// An error reply in the form the command needs: READ and BLOCK_STATUS on a session with
+/// structured replies get an `ERROR` chunk, everything else a simple reply.
+fn reply_error(
+    core: &mut ConnCore,
+    cookie: u64,
+    command: CommandType,
+    errno: Errno,
+    negotiated: Negotiated,
+) {
+    let chunked = matches!(command, CommandType::Read | CommandType::BlockStatus);
+    if chunked && negotiated.structured_replies {
+        core.push_head(&tx::error_chunk(cookie, errno));
+    } else {
+        reply_errno(core, cookie, errno);
+    }
+}
+
+/// Whether a connection may use `export_tenant`'s exports: PSK clients only their own
+/// tenant's and open tenants'; clients without a PSK identity (no TLS, or a certificate
+/// handshake) every export.
+fn may_use(shared: &Shared, identity: Option<&str>, export_tenant: TenantId) -> bool {
+    let Some(identity) = identity else {
+        return true;
+    };
+    let name = &shared.tenants.get(export_tenant).name;
+    let open = shared
+        .config
+        .tenants
+        .iter()
+        .any(|t| &t.name == name && t.open);
+    open || name == identity
+}
+
 impl NbdSession {
     pub fn new() -> NbdSession {
         NbdSession::Handshake(Box::new(Handshake::new(HandshakeLimits::default())))
@@ -142,6 +198,19 @@ impl NbdSession {
         }
     }
 
+    /// A session for this server: TLS required when `[tls]` is configured.
+    pub fn for_server(shared: &Shared) -> NbdSession {
+        let policy = if shared.tls.is_some() {
+            TlsPolicy::Required
+        } else {
+            TlsPolicy::Off
+        };
+        NbdSession::Handshake(Box::new(Handshake::with_tls(
+            HandshakeLimits::default(),
+            policy,
+        )))
+    }
+
     /// Queues the greeting.
     pub fn start(&mut self, core: &mut ConnCore) {
         if let NbdSession::Handshake(hs) = self {
@@ -149,11 +218,20 @@ impl NbdSession {
         }
     }
 
-    pub fn decode(&mut self, input: &mut InBuf, core: &mut ConnCore, ctx: &mut Ctx<'_>) -> Verdict {
+    /// Decodes buffered input; `tls` is the connection's TLS session, once STARTTLS ran.
+    pub fn decode(
+        &mut self,
+        input: &mut InBuf,
+        core: &mut ConnCore,
+        ctx: &mut Ctx<'_>,
+        tls: Option<&TlsConn>,
+    ) -> Verdict {
         if let NbdSession::Handshake(hs) = self {
-            match handshake(hs, input, core, ctx) {
-                Ok(Some(bound)) => *self = NbdSession::Transmission(bound),
-                Ok(None) => return Verdict::Continue,
+            let identity = tls.and_then(|t| t.psk_identity());
+            match handshake(hs, input, core, ctx, identity) {
+                Ok(Outcome::Bound(bound)) => *self = NbdSession::Transmission(bound),
+                Ok(Outcome::Wait) => return Verdict::Continue,
+                Ok(Outcome::StartTls) => return Verdict::StartTls,
                 Err(reason) => return Verdict::CloseNow(reason),
             }
         }
@@ -173,16 +251,27 @@ fn move_output(hs: &mut Handshake, core: &mut ConnCore) {
     }
 }
 
-/// Runs the handshake over buffered input. Ok(Some) = entered transmission.
+/// Where a handshake step left the connection.
+enum Outcome {
+    /// Needs more input (or is closing).
+    Wait,
+    /// STARTTLS acknowledged: switch the socket to TLS.
+    StartTls,
+    /// Entered transmission with this export.
+    Bound(Bound),
+}
+
+/// Runs the handshake over buffered input.
 fn handshake(
     hs: &mut Handshake,
     input: &mut InBuf,
     core: &mut ConnCore,
     ctx: &mut Ctx<'_>,
-) -> Result<Option<Bound>, &'static str> {
+    identity: Option<&str>,
+) -> Result<Outcome, &'static str> {
     loop {
         if core.closing != Closing::Open {
-            return Ok(None);
+            return Ok(Outcome::Wait);
         }
         let step = match hs.receive(input.data()) {
             Ok(step) => step,
@@ -194,12 +283,13 @@ fn handshake(
         };
         input.consume(step.consumed_bytes);
         let event = match step.event {
-            Some(HandshakeEvent::ExportRequested(query)) => answer(hs, &query, ctx),
+            Some(HandshakeEvent::ExportRequested(query)) => answer(hs, &query, ctx, identity),
             Some(HandshakeEvent::ListRequested) => {
                 let list: Vec<(&str, &str)> = ctx
                     .shared
                     .exports
                     .iter()
+                    .filter(|e| may_use(ctx.shared, identity, e.tenant))
                     .map(|e| (e.name.as_str(), e.description.as_str()))
                     .collect();
                 hs.answer_list(&list);
@@ -224,7 +314,8 @@ fn handshake(
                     return Err("nbd_tenant_connection_limit");
                 }
                 core.handshake_deadline_ns = None;
-                return Ok(Some(Bound {
+                return Ok(Outcome::Bound(Bound {
+                    negotiated: hs.negotiated(),
                     tenant,
                     volume: export.volume,
                     flags: info.flags,
@@ -241,25 +332,50 @@ fn handshake(
             }
             Some(HandshakeEvent::Closed(_)) => {
                 core.closing = Closing::AfterDrain;
-                return Ok(None);
+                return Ok(Outcome::Wait);
+            }
+            Some(HandshakeEvent::StartTls) => {
+                if ctx.shared.tls.is_none() {
+                    return Err("nbd_starttls_without_tls");
+                }
+                return Ok(Outcome::StartTls);
             }
             Some(HandshakeEvent::ExportRequested(_)) | Some(HandshakeEvent::ListRequested) => {
                 unreachable!("answered above")
             }
             None => {
                 if step.consumed_bytes == 0 {
-                    return Ok(None);
+                    return Ok(Outcome::Wait);
                 }
             }
         }
     }
 }
 
-fn answer(hs: &mut Handshake, query: &ExportQuery, ctx: &mut Ctx<'_>) -> Option<HandshakeEvent> {
+fn answer(
+    hs: &mut Handshake,
+    query: &ExportQuery,
+    ctx: &mut Ctx<'_>,
+    identity: Option<&str>,
+) -> Option<HandshakeEvent> {
+    let forbidden = ctx
+        .shared
+        .export_by_name(&query.name)
+        .filter(|e| !may_use(ctx.shared, identity, e.tenant));
     let reply = if ctx.shared.state() != RunState::Running {
         Err(ExportRefusal {
             kind: RefusalKind::ShuttingDown,
             message: "server is shutting down".into(),
+        })
+    } else if let Some(export) = forbidden {
+        let tenant = &ctx.shared.tenants.get(export.tenant).name;
+        Err(ExportRefusal {
+            kind: RefusalKind::Policy,
+            message: format!(
+                "export {:?} belongs to tenant {tenant:?}; PSK identity {:?} may use only its own tenant's exports and open ones",
+                query.name,
+                identity.unwrap_or_default()
+            ),
         })
     } else {
         match export_info(ctx.shared, &query.name) {
@@ -321,7 +437,7 @@ fn transmission(
             Err(e) => match e.disposition() {
                 proto::Disposition::Close => return Verdict::CloseNow("nbd_bad_magic"),
                 proto::Disposition::ReplyThenClose { cookie } => {
-                    reply_errno(core, cookie, e.errno());
+                    reply_errno(core, cookie, e.errno()); // a WRITE: simple replies
                     core.closing = Closing::AfterDrain;
                     return Verdict::Continue;
                 }
@@ -332,7 +448,11 @@ fn transmission(
                     ctx.shared.tenant_metrics[bound.tenant.0 as usize]
                         .errors
                         .inc();
-                    reply_errno(core, cookie, e.errno());
+                    let command = match &e {
+                        tx::TransmissionError::TooLarge { command, .. } => *command,
+                        tx::TransmissionError::BadMagic { .. } => CommandType::Read,
+                    };
+                    reply_error(core, cookie, command, e.errno(), bound.negotiated);
                     // An oversize WRITE's payload is dropped as it arrives.
                     input.discard(consumed_bytes);
                     continue;
@@ -350,11 +470,18 @@ fn transmission(
             core.closing = Closing::AfterDrain;
             break;
         }
-        if let Err(errno) = tx::check_request(&header, bound.flags, bound.size_bytes) {
+        if let Err(errno) =
+            tx::check_request_in(&header, bound.flags, bound.size_bytes, bound.negotiated)
+        {
             ctx.shared.tenant_metrics[bound.tenant.0 as usize]
                 .errors
                 .inc();
-            reply_errno(core, header.cookie, errno);
+            reply_error(core, header.cookie, header.command, errno, bound.negotiated);
+            input.consume(frame_len);
+            continue;
+        }
+        if header.command == CommandType::BlockStatus {
+            block_status(bound, &header, core, ctx);
             input.consume(frame_len);
             continue;
         }
@@ -423,6 +550,7 @@ fn request(
     let tenant = ctx.shared.tenants.get(bound.tenant);
     let geometry = ctx.shared.volume(bound.volume).geometry;
     let max = ctx.shared.config.limits.max_request_bytes.0;
+    let command = header.command;
     if let Err(d) = tenant.check(
         bound.volume,
         geometry,
@@ -432,7 +560,7 @@ fn request(
         ctx.shared.tenant_metrics[bound.tenant.0 as usize]
             .errors
             .inc();
-        reply_errno(core, cookie, denied_errno(d));
+        reply_error(core, cookie, command, denied_errno(d), bound.negotiated);
         return;
     }
     let (buf, accounted, cost_len) = match op {
@@ -451,9 +579,18 @@ fn request(
         StorageOp::WriteZeroes { .. } | StorageOp::Trim { .. } => (None, 0, len_bytes),
         _ => (None, 0, 0),
     };
+    let reply = match op {
+        StorageOp::Read { offset_bytes } if bound.negotiated.structured_replies => {
+            ReplyTo::NbdChunkedRead {
+                cookie,
+                offset_bytes,
+            }
+        }
+        _ => ReplyTo::Nbd { cookie },
+    };
     let req = Req {
         conn: core.me,
-        reply: ReplyTo::Nbd { cookie },
+        reply,
         op,
         volume: bound.volume,
         tenant: bound.tenant,
@@ -465,4 +602,71 @@ fn request(
         window: bound.window.clone(),
     };
     ctx.submit(core, bound.flow, cost_op, cost_len, req);
+}
+
+/// Answers NBD_CMD_BLOCK_STATUS (`base:allocation`) at once from the volume's metadata: the
+/// tenant's ACL must cover the range (read access, its blocks rounded outward, so a client's
+/// unaligned query length is served); the reply is one BLOCK_STATUS chunk of at most
+/// [`MAX_BLOCK_STATUS_EXTENTS`] extents (one with REQ_ONE), never past the requested range.
+/// Not charged tokens: it moves no data and touches no device.
+fn block_status(bound: &Bound, header: &tx::RequestHeader, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+    let cookie = header.cookie;
+    let offset_bytes = header.offset_bytes;
+    let len_bytes = u64::from(header.length_bytes);
+    let volume = ctx.shared.volume(bound.volume);
+    let block = u64::from(volume.geometry.block_bytes.max(1));
+    let start = offset_bytes - offset_bytes % block;
+    let end = (offset_bytes + len_bytes).div_ceil(block) * block;
+    let tenant = ctx.shared.tenants.get(bound.tenant);
+    let check = IoCheck::new(AccessKind::Read, start, end - start, Payload::RangeOnly);
+    if let Err(d) = tenant.check(bound.volume, volume.geometry, check, u64::MAX) {
+        ctx.shared.tenant_metrics[bound.tenant.0 as usize]
+            .errors
+            .inc();
+        reply_error(
+            core,
+            cookie,
+            header.command,
+            denied_errno(d),
+            bound.negotiated,
+        );
+        return;
+    }
+    let max_runs = if header.flags & tx::CMD_FLAG_REQ_ONE != 0 {
+        1
+    } else {
+        MAX_BLOCK_STATUS_EXTENTS
+    };
+    let mut runs: Vec<AllocRun> = Vec::new();
+    if let Err(e) = volume
+        .volume
+        .allocation(offset_bytes, len_bytes, max_runs, &mut runs)
+    {
+        tracing::debug!(error = ?e, "block status failed");
+        reply_error(core, cookie, header.command, Errno::Io, bound.negotiated);
+        return;
+    }
+    let extents = extents_of(&runs, len_bytes);
+    let mut out = Vec::with_capacity(tx::STRUCTURED_REPLY_HEADER_BYTES + 4 + extents.len() * 8);
+    tx::encode_block_status(cookie, META_BASE_ALLOCATION_ID, &extents, &mut out);
+    core.push_head(&out);
+}
+
+/// `base:allocation` extents from allocation runs, cut at `len_bytes` (≤ u32::MAX, the
+/// request's length) so none extends past the query.
+pub fn extents_of(runs: &[AllocRun], len_bytes: u64) -> Vec<tx::Extent> {
+    let mut left = len_bytes;
+    let mut extents = Vec::with_capacity(runs.len());
+    for run in runs {
+        let take = run.len_bytes.min(left);
+        if take == 0 {
+            break;
+        }
+        left -= take;
+        extents.push(tx::Extent {
+            length_bytes: take as u32,
+            flags: if run.hole { STATE_HOLE | STATE_ZERO } else { 0 },
+        });
+    }
+    extents
 }

@@ -50,6 +50,8 @@ pub enum StartError {
     Scheduler(String),
     #[error("starting thread {what}: {source}")]
     Thread { what: String, source: io::Error },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     #[error("creating {what}: {source}")]
     Os {
         what: &'static str,
@@ -193,6 +195,8 @@ pub struct Shared {
     /// Wrong-secret back-off per source address.
     pub auth_throttle: Mutex<AuthThrottle>,
     next_session_id: AtomicU64,
+    /// `[tls]`, loaded: every connection on either listener runs TLS when present.
+    pub tls: Option<Arc<crate::tls::TlsServer>>,
 }
 
 impl Shared {
@@ -372,7 +376,12 @@ impl Shared {
         metrics.set_rate_scale_ppm(control.rate_scale_ppm());
         let tenant_metrics = tenants.iter().map(|t| metrics.tenant(&t.name)).collect();
         let tenant_connections = (0..tenants.len()).map(|_| AtomicUsize::new(0)).collect();
+        let tls = match &config.tls {
+            Some(t) => Some(Arc::new(crate::tls::TlsServer::from_config(t)?)),
+            None => None,
+        };
         Ok(Shared {
+            tls,
             tenants,
             volumes,
             exports,

@@ -7,7 +7,8 @@
 //! and its share of the QoS scheduler. One loop iteration ("step") does, in order:
 //!
 //! 1. `epoll_wait` (timeout 0 while busy; see *idle policy*), adopt new connections;
-//! 2. **read + decode**: for each readable connection, one `read` into its input buffer, then
+//! 2. **read + decode**: for each readable connection, one `read` into its input buffer
+//!    (through the connection's TLS session when it has one, [`crate::tls`]), then
 //!    decode frames (own protocol or NBD) until the step's batch budget (`batch_limit` ≤ 64
 //!    requests) or the connection's in-flight limits are reached. Every request is **checked
 //!    before storage** — authentication, ACL (volume, LBA range, rights), alignment, size — and
@@ -19,7 +20,7 @@
 //! 6. **reap** completions and turn each into a reply (replies go out in completion order, not
 //!    request order: cookies say which is which);
 //! 7. **send**: one `writev` per connection with output, gathering reply headers and read
-//!    payloads without copying them together;
+//!    payloads without copying them together (a TLS connection encrypts them first);
 //! 8. **coalesce**: under pipelined load (steps average ≥ 1.25 requests), sleep
 //!    `coalesce_ns` before the next step so it reads a batch ([`crate::coalesce`]).
 //!
@@ -88,6 +89,7 @@ use crate::sched::{Flow, SchedShare};
 use crate::shared::{RunState, Shared, StartError};
 use crate::slab::Slab;
 use crate::sys::{self, Epoll, EventFd, SocketQueue};
+use crate::tls::TlsConn;
 
 /// How often timeouts are checked and lazily kept counters synced.
 pub const TIMER_SCAN_NS: u64 = 10_000_000;
@@ -142,6 +144,15 @@ pub struct Conn {
     pub input: InBuf,
     pub core: ConnCore,
     pub session: Session,
+    /// The TLS session, from the first byte (own protocol) or from NBD_OPT_STARTTLS on.
+    pub tls: Option<Box<TlsConn>>,
+}
+
+impl Conn {
+    /// Whether anything waits for the socket: queued replies or TLS bytes.
+    fn has_output(&self) -> bool {
+        !self.core.out.is_empty() || self.tls.as_ref().is_some_and(|t| t.pending_output() > 0)
+    }
 }
 
 /// One dataplane thread.
@@ -380,7 +391,7 @@ impl Worker {
     }
 
     fn drained(&self) -> bool {
-        self.requests.is_empty() && self.conns.iter().flatten().all(|c| c.core.out.is_empty())
+        self.requests.is_empty() && self.conns.iter().flatten().all(|c| !c.has_output())
     }
 
     fn adopt(&mut self, now: u64) {
@@ -401,13 +412,27 @@ impl Worker {
             };
             let session = match new.protocol {
                 Protocol::Native => Session::Native(NativeSession::new()),
-                Protocol::Nbd => Session::Nbd(NbdSession::new()),
+                Protocol::Nbd => Session::Nbd(NbdSession::for_server(&self.shared)),
+            };
+            // The own protocol speaks TLS from its first byte when TLS is configured.
+            let tls = match (new.protocol, &self.shared.tls) {
+                (Protocol::Native, Some(server)) => match server.session() {
+                    Ok(t) => Some(Box::new(t)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start TLS for a new connection");
+                        self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
+                        self.free_conns.push(index);
+                        continue;
+                    }
+                },
+                _ => None,
             };
             let handshake_ms = self.shared.config.limits.handshake_timeout_ms;
             let mut conn = Conn {
                 input: InBuf::new(),
                 core: ConnCore::new(new.stream, me, now, handshake_ms),
                 session,
+                tls,
             };
             if let Session::Nbd(nbd) = &mut conn.session {
                 nbd.start(&mut conn.core);
@@ -437,7 +462,11 @@ impl Worker {
         if conn.core.closing != Closing::Open || !conn.input.has_room() {
             return;
         }
-        let result = conn.input.read_from(conn.core.stream.as_raw_fd());
+        let fd = conn.core.stream.as_raw_fd();
+        let result = match conn.tls.as_mut() {
+            Some(tls) => tls.read_from(fd, &mut conn.input),
+            None => conn.input.read_from(fd),
+        };
         if let Ok(n) = result {
             self.metrics.input_read_bytes.inc_by(n as u64);
         }
@@ -453,7 +482,13 @@ impl Worker {
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock
                     || e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => conn.core.closing = Closing::AfterDrain,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    tracing::debug!(worker = self.index, error = %e, "TLS failed");
+                    self.shared.metrics.protocol_error("tls");
+                }
+                conn.core.closing = Closing::AfterDrain;
+            }
         }
     }
 
@@ -473,11 +508,24 @@ impl Worker {
         };
         let verdict = match &mut conn.session {
             Session::Native(s) => s.decode(&mut conn.input, &mut conn.core, &mut ctx),
-            Session::Nbd(s) => s.decode(&mut conn.input, &mut conn.core, &mut ctx),
+            Session::Nbd(s) => s.decode(
+                &mut conn.input,
+                &mut conn.core,
+                &mut ctx,
+                conn.tls.as_deref(),
+            ),
         };
         self.conns[i] = Some(conn);
         match verdict {
             Verdict::Continue => self.mark_pending(i),
+            Verdict::StartTls => {
+                if let Err(reason) = self.start_tls(i) {
+                    self.shared.metrics.protocol_error(reason);
+                    self.close(i);
+                    return;
+                }
+                self.mark_pending(i);
+            }
             Verdict::CloseNow(reason) => {
                 self.shared.metrics.protocol_error(reason);
                 tracing::debug!(worker = self.index, reason, "closing connection");
@@ -486,6 +534,36 @@ impl Worker {
             }
         }
         self.update_interest(i);
+    }
+
+    /// NBD_OPT_STARTTLS was acknowledged: what is queued goes out in clear ahead of TLS, and
+    /// input buffered behind the option is the client's first TLS bytes.
+    fn start_tls(&mut self, i: usize) -> Result<(), &'static str> {
+        let Some(server) = self.shared.tls.clone() else {
+            return Err("nbd_starttls_without_tls");
+        };
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return Ok(());
+        };
+        let mut tls = server.session().map_err(|e| {
+            tracing::warn!(error = %e, "cannot start TLS");
+            "tls_setup"
+        })?;
+        let mut clear = Vec::new();
+        conn.core
+            .drain_unsent_into(&mut clear, &mut self.pool, usize::MAX);
+        let early = conn.input.data().len();
+        tls.start(&clear, conn.input.data());
+        conn.input.consume(early);
+        if early > 0 {
+            match tls.advance(&mut conn.input) {
+                Ok(true) => {}
+                Ok(false) => conn.core.closing = Closing::AfterDrain,
+                Err(_) => return Err("tls"),
+            }
+        }
+        conn.tls = Some(Box::new(tls));
+        Ok(())
     }
 
     /// One scheduling round; returns how many requests it released to storage.
@@ -622,7 +700,7 @@ impl Worker {
             let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
                 continue;
             };
-            if !conn.core.out.is_empty() {
+            if conn.has_output() {
                 self.flush_output(i);
             }
             let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
@@ -630,8 +708,18 @@ impl Worker {
             };
             if conn.core.closing == Closing::AfterDrain
                 && conn.core.inflight_reqs == 0
-                && conn.core.out.is_empty()
+                && !conn.has_output()
             {
+                let notify = self.conns[i]
+                    .as_mut()
+                    .and_then(|c| c.tls.as_mut())
+                    .is_some_and(|t| t.close_notify());
+                if notify {
+                    // Send the TLS close_notify first; close once it is out.
+                    self.flush_output(i);
+                    self.mark_pending(i);
+                    continue;
+                }
                 self.close(i);
                 continue;
             }
@@ -648,7 +736,21 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
-        if conn.core.write_out(&mut self.pool) == WriteOutcome::PeerGone {
+        let outcome = match conn.tls.as_mut() {
+            Some(tls) => {
+                let fd = conn.core.stream.as_raw_fd();
+                let (core, pool) = (&mut conn.core, &mut self.pool);
+                match tls.pump_out(fd, |buf, max| core.drain_unsent_into(buf, pool, max)) {
+                    Ok(()) => WriteOutcome::Sent,
+                    Err(_) => {
+                        core.drain_unsent_into(&mut Vec::new(), pool, usize::MAX);
+                        WriteOutcome::PeerGone
+                    }
+                }
+            }
+            None => conn.core.write_out(&mut self.pool),
+        };
+        if outcome == WriteOutcome::PeerGone {
             conn.core.closing = Closing::AfterDrain;
             self.mark_pending(i);
         }
@@ -720,6 +822,7 @@ impl Worker {
         } else {
             conn.input.below_resume_mark() && conn.core.below_resume_mark(limits)
         };
+        let has_output = conn.has_output();
         let core = &mut conn.core;
         let mut want = 0u32;
         if running && allowed {
@@ -732,7 +835,7 @@ impl Worker {
                 want |= (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
             }
         }
-        if !core.out.is_empty() {
+        if has_output {
             want |= libc::EPOLLOUT as u32;
         }
         if want != core.epoll_events {

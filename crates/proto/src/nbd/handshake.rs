@@ -33,8 +33,22 @@
 //!   transmission. Refusals become `NBD_REP_ERR_UNKNOWN` / `POLICY` / `SHUTDOWN` with a message.
 //! * `NBD_OPT_LIST`: one `NBD_REP_SERVER` per export, then `NBD_REP_ACK`.
 //! * `NBD_OPT_ABORT`: `NBD_REP_ACK`, then the session closes.
-//! * Everything else (`STRUCTURED_REPLY`, `STARTTLS`, meta contexts, extended headers, unknown
-//!   numbers): `NBD_REP_ERR_UNSUP` with a message naming the option.
+//! * `NBD_OPT_STRUCTURED_REPLY` (no data): `NBD_REP_ACK`; READ and BLOCK_STATUS then answer in
+//!   chunks. `NBD_OPT_LIST_META_CONTEXT` / `SET_META_CONTEXT` know one context,
+//!   `base:allocation`: LIST with no query or a `base:` / `base:allocation` query lists it;
+//!   SET selects it when named exactly (id [`META_BASE_ALLOCATION_ID`]) and needs structured
+//!   replies first (`NBD_REP_ERR_INVALID` otherwise); every SET replaces the previous
+//!   selection. The selection is tied to the export name it was made for: a GO or EXPORT_NAME
+//!   for another name enters transmission without it (the export names themselves are checked
+//!   at GO, not here).
+//! * `NBD_OPT_STARTTLS` (no data), only with [`TlsPolicy::Required`]: `NBD_REP_ACK` sent in
+//!   clear, then [`HandshakeEvent::StartTls`]; the server runs TLS and feeds the decrypted
+//!   bytes back. Everything negotiated before it (structured replies, meta contexts) is
+//!   forgotten. Before TLS, every other option but ABORT is answered `NBD_REP_ERR_TLS_REQD`
+//!   and `NBD_OPT_EXPORT_NAME` closes the session (the spec's FORCEDTLS mode). A second
+//!   STARTTLS is `NBD_REP_ERR_INVALID`; STARTTLS on a server without TLS is `NBD_REP_ERR_UNSUP`.
+//! * Everything else (extended headers, unknown numbers): `NBD_REP_ERR_UNSUP` with a message
+//!   naming the option.
 //! * At most [`HandshakeLimits::max_options`] options per session, so a client cannot keep a
 //!   handshake slot forever by looping on LIST (the server's handshake timeout is the other
 //!   guard).
@@ -43,10 +57,12 @@ use thiserror::Error;
 
 use super::{
     ExportInfo, FLAG_C_FIXED_NEWSTYLE, FLAG_C_NO_ZEROES, FLAG_FIXED_NEWSTYLE, FLAG_NO_ZEROES,
-    IHAVEOPT, INFO_BLOCK_SIZE, INFO_DESCRIPTION, INFO_EXPORT, INFO_NAME, NBDMAGIC,
-    OPTION_REPLY_MAGIC, OPT_ABORT, OPT_EXPORT_NAME, OPT_GO, OPT_INFO, OPT_LIST, OPT_STARTTLS,
+    IHAVEOPT, INFO_BLOCK_SIZE, INFO_DESCRIPTION, INFO_EXPORT, INFO_NAME, META_BASE_ALLOCATION,
+    META_BASE_ALLOCATION_ID, NBDMAGIC, OPTION_REPLY_MAGIC, OPT_ABORT, OPT_EXPORT_NAME, OPT_GO,
+    OPT_INFO, OPT_LIST, OPT_LIST_META_CONTEXT, OPT_SET_META_CONTEXT, OPT_STARTTLS,
     OPT_STRUCTURED_REPLY, REP_ACK, REP_ERR_INVALID, REP_ERR_POLICY, REP_ERR_SHUTDOWN,
-    REP_ERR_TOO_BIG, REP_ERR_UNKNOWN, REP_ERR_UNSUP, REP_INFO, REP_SERVER, STRING_MAX_BYTES,
+    REP_ERR_TLS_REQD, REP_ERR_TOO_BIG, REP_ERR_UNKNOWN, REP_ERR_UNSUP, REP_INFO, REP_META_CONTEXT,
+    REP_SERVER, STRING_MAX_BYTES,
 };
 use crate::bytes::Reader;
 
@@ -78,6 +94,29 @@ impl Default for HandshakeLimits {
             max_options: DEFAULT_MAX_OPTIONS,
         }
     }
+}
+
+/// Whether the server insists on TLS before anything but `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsPolicy {
+    /// No TLS: `NBD_OPT_STARTTLS` is answered `NBD_REP_ERR_UNSUP`.
+    #[default]
+    Off,
+    /// The spec's FORCEDTLS mode: every other option before TLS is answered
+    /// `NBD_REP_ERR_TLS_REQD` (`NBD_OPT_EXPORT_NAME`, which cannot carry an error, closes).
+    Required,
+}
+
+/// What the client negotiated for the transmission phase ([`Handshake::negotiated`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Negotiated {
+    /// `NBD_OPT_STRUCTURED_REPLY` was acknowledged: READ and BLOCK_STATUS answer in chunks.
+    pub structured_replies: bool,
+    /// `base:allocation` was selected (id [`META_BASE_ALLOCATION_ID`]) for the export that
+    /// entered transmission: `NBD_CMD_BLOCK_STATUS` is allowed.
+    pub base_allocation: bool,
+    /// The session runs over TLS (STARTTLS was acknowledged).
+    pub tls: bool,
 }
 
 /// Which option asked about an export.
@@ -140,6 +179,10 @@ pub enum HandshakeEvent {
     Transmission { info: ExportInfo },
     /// The session ends: send what [`Handshake::pending_output`] holds, then close.
     Closed(CloseReason),
+    /// `NBD_OPT_STARTTLS` was acknowledged: send what [`Handshake::pending_output`] holds in
+    /// clear, then run the server side of a TLS handshake; every byte after the consumed input
+    /// is TLS, and the option haggling goes on inside it (call `receive` with plaintext).
+    StartTls,
 }
 
 /// Why the handshake ended without transmission.
@@ -149,6 +192,9 @@ pub enum CloseReason {
     Aborted,
     /// `NBD_OPT_EXPORT_NAME` was refused; the protocol has no way to say so but closing.
     ExportNameRefused,
+    /// `NBD_OPT_EXPORT_NAME` before TLS on a server that requires TLS (the spec's MUST
+    /// terminate: the option cannot carry `NBD_REP_ERR_TLS_REQD`).
+    TlsRequired,
 }
 
 /// Result of one [`Handshake::receive`] call.
@@ -210,13 +256,24 @@ pub struct Handshake {
     fixed_newstyle: bool,
     no_zeroes: bool,
     options_seen: u32,
+    tls_policy: TlsPolicy,
+    tls_active: bool,
+    structured: bool,
+    /// The export `NBD_OPT_SET_META_CONTEXT` last selected `base:allocation` for.
+    meta_export: Option<String>,
+    negotiated: Negotiated,
     out: Vec<u8>,
     out_pos: usize,
 }
 
 impl Handshake {
-    /// A new handshake with the greeting already queued for output.
+    /// A new handshake without TLS, the greeting already queued for output.
     pub fn new(limits: HandshakeLimits) -> Self {
+        Self::with_tls(limits, TlsPolicy::Off)
+    }
+
+    /// A new handshake with the given TLS policy, the greeting already queued for output.
+    pub fn with_tls(limits: HandshakeLimits, tls_policy: TlsPolicy) -> Self {
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(&NBDMAGIC.to_be_bytes());
         out.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -228,6 +285,11 @@ impl Handshake {
             fixed_newstyle: false,
             no_zeroes: false,
             options_seen: 0,
+            tls_policy,
+            tls_active: false,
+            structured: false,
+            meta_export: None,
+            negotiated: Negotiated::default(),
             out,
             out_pos: 0,
         }
@@ -255,6 +317,17 @@ impl Handshake {
             State::Closed => Phase::Closed,
             _ => Phase::Negotiating,
         }
+    }
+
+    /// What was negotiated for transmission; meaningful once
+    /// [`HandshakeEvent::Transmission`] was returned.
+    pub fn negotiated(&self) -> Negotiated {
+        self.negotiated
+    }
+
+    /// Whether the session runs over TLS.
+    pub fn tls_active(&self) -> bool {
+        self.tls_active
     }
 
     /// Whether the client asked to omit the 124 zero bytes.
@@ -361,7 +434,100 @@ impl Handshake {
     }
 
     fn handle_option(&mut self, option: u32, data: &[u8]) -> Option<HandshakeEvent> {
+        let tls_missing = self.tls_policy == TlsPolicy::Required && !self.tls_active;
+        if tls_missing && !matches!(option, OPT_STARTTLS | OPT_ABORT) {
+            if option == OPT_EXPORT_NAME {
+                self.state = State::Closed;
+                return Some(HandshakeEvent::Closed(CloseReason::TlsRequired));
+            }
+            let msg =
+                format!("option {option} refused: this server requires NBD_OPT_STARTTLS first");
+            self.option_reply(option, REP_ERR_TLS_REQD, msg.as_bytes());
+            return None;
+        }
         match option {
+            OPT_STARTTLS => {
+                let refusal = if !data.is_empty() {
+                    Some((
+                        REP_ERR_INVALID,
+                        format!(
+                            "NBD_OPT_STARTTLS carries {} bytes; expected none",
+                            data.len()
+                        ),
+                    ))
+                } else if self.tls_policy == TlsPolicy::Off {
+                    Some((
+                        REP_ERR_UNSUP,
+                        "NBD_OPT_STARTTLS: this server has no TLS configured".to_owned(),
+                    ))
+                } else if self.tls_active {
+                    Some((
+                        REP_ERR_INVALID,
+                        "NBD_OPT_STARTTLS: TLS is already active".to_owned(),
+                    ))
+                } else {
+                    None
+                };
+                if let Some((rep, msg)) = refusal {
+                    self.option_reply(option, rep, msg.as_bytes());
+                    return None;
+                }
+                self.option_reply(option, REP_ACK, &[]);
+                // Nothing negotiated in clear survives the upgrade.
+                self.tls_active = true;
+                self.structured = false;
+                self.meta_export = None;
+                Some(HandshakeEvent::StartTls)
+            }
+            OPT_STRUCTURED_REPLY => {
+                if !data.is_empty() {
+                    let msg = format!(
+                        "NBD_OPT_STRUCTURED_REPLY carries {} bytes; expected none",
+                        data.len()
+                    );
+                    self.option_reply(option, REP_ERR_INVALID, msg.as_bytes());
+                    return None;
+                }
+                self.structured = true;
+                self.option_reply(option, REP_ACK, &[]);
+                None
+            }
+            OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
+                let set = option == OPT_SET_META_CONTEXT;
+                if set && !self.structured {
+                    let msg = "NBD_OPT_SET_META_CONTEXT before NBD_OPT_STRUCTURED_REPLY";
+                    self.option_reply(option, REP_ERR_INVALID, msg.as_bytes());
+                    return None;
+                }
+                let (export, queries) = match parse_meta_request(data) {
+                    Ok(parsed) => parsed,
+                    Err(msg) => {
+                        self.option_reply(option, REP_ERR_INVALID, msg.as_bytes());
+                        return None;
+                    }
+                };
+                let matched = if set {
+                    // SET selects exact names only; no queries selects nothing.
+                    queries.contains(&META_BASE_ALLOCATION)
+                } else {
+                    queries.is_empty()
+                        || queries
+                            .iter()
+                            .any(|q| *q == META_BASE_ALLOCATION || *q == "base:")
+                };
+                if set {
+                    self.meta_export = matched.then(|| export.to_owned());
+                }
+                if matched {
+                    let mut body = Vec::with_capacity(4 + META_BASE_ALLOCATION.len());
+                    let id = if set { META_BASE_ALLOCATION_ID } else { 0 };
+                    body.extend_from_slice(&id.to_be_bytes());
+                    body.extend_from_slice(META_BASE_ALLOCATION.as_bytes());
+                    self.option_reply(option, REP_META_CONTEXT, &body);
+                }
+                self.option_reply(option, REP_ACK, &[]);
+                None
+            }
             OPT_EXPORT_NAME => {
                 let Ok(name) = std::str::from_utf8(data) else {
                     // Cannot reply to EXPORT_NAME; the server closes.
@@ -413,14 +579,7 @@ impl Handshake {
                 Some(HandshakeEvent::Closed(CloseReason::Aborted))
             }
             _ => {
-                let what = match option {
-                    OPT_STRUCTURED_REPLY => {
-                        "NBD_OPT_STRUCTURED_REPLY is not supported; simple replies are used"
-                            .to_owned()
-                    }
-                    OPT_STARTTLS => "NBD_OPT_STARTTLS is not supported; no TLS".to_owned(),
-                    other => format!("option {other} is not supported"),
-                };
+                let what = format!("option {option} is not supported");
                 self.option_reply(option, REP_ERR_UNSUP, what.as_bytes());
                 None
             }
@@ -444,6 +603,7 @@ impl Handshake {
         };
         match (query.purpose, answer) {
             (ExportPurpose::ExportName, Ok(info)) => {
+                self.enter_transmission(&info.name);
                 self.out.extend_from_slice(&info.size_bytes.to_be_bytes());
                 self.out.extend_from_slice(&info.flags.bits().to_be_bytes());
                 if !self.no_zeroes {
@@ -486,6 +646,7 @@ impl Handshake {
                 }
                 self.option_reply(option, REP_ACK, &[]);
                 if purpose == ExportPurpose::Go {
+                    self.enter_transmission(&info.name);
                     self.state = State::Transmission;
                     Some(HandshakeEvent::Transmission { info })
                 } else {
@@ -504,6 +665,16 @@ impl Handshake {
                 None
             }
         }
+    }
+
+    /// Fixes what transmission with export `name` may use: a metadata context selected for
+    /// another export does not carry over (the spec ties a selection to its export name).
+    fn enter_transmission(&mut self, name: &str) {
+        self.negotiated = Negotiated {
+            structured_replies: self.structured,
+            base_allocation: self.structured && self.meta_export.as_deref() == Some(name),
+            tls: self.tls_active,
+        };
     }
 
     /// Answer the pending [`HandshakeEvent::ListRequested`] with `(name, description)` pairs.
@@ -546,6 +717,48 @@ fn clip(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// Parse LIST/SET_META_CONTEXT data: `u32 name_len, name, u32 count, count × (u32 len,
+/// query)`. Returns the export name and the queries.
+fn parse_meta_request(data: &[u8]) -> Result<(&str, Vec<&str>), String> {
+    fn string<'a>(r: &mut Reader<'a>, what: &str) -> Result<&'a str, String> {
+        let len = r
+            .u32_be()
+            .ok_or_else(|| format!("meta-context data ends before the {what} length"))?;
+        if len as usize > STRING_MAX_BYTES {
+            return Err(format!(
+                "{what} length {len}; at most {STRING_MAX_BYTES} allowed"
+            ));
+        }
+        let bytes = r
+            .take(len as usize)
+            .ok_or_else(|| format!("{what} length {len} exceeds the bytes that follow"))?;
+        std::str::from_utf8(bytes).map_err(|_| format!("{what} is not UTF-8"))
+    }
+    let mut r = Reader::new(data);
+    let name = string(&mut r, "export name")?;
+    let count = r
+        .u32_be()
+        .ok_or_else(|| "meta-context data ends before the query count".to_owned())?;
+    // Each query takes at least 4 bytes: a count beyond that is a lie, caught before looping.
+    if count as usize > r.remaining() / 4 {
+        return Err(format!(
+            "{count} queries claimed in {} remaining bytes",
+            r.remaining()
+        ));
+    }
+    let mut queries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        queries.push(string(&mut r, "query")?);
+    }
+    if r.remaining() != 0 {
+        return Err(format!(
+            "{} unexpected bytes after the queries",
+            r.remaining()
+        ));
+    }
+    Ok((name, queries))
 }
 
 /// Parse INFO/GO data: `u32 name_len, name, u16 count, count × u16 info type`.

@@ -7,14 +7,16 @@
 //! * [`handshake`] — the server greets (`NBDMAGIC`, `IHAVEOPT`, handshake flags
 //!   `FIXED_NEWSTYLE | NO_ZEROES`), reads the client's flags, then answers options one at a time:
 //!   `NBD_OPT_EXPORT_NAME`, `NBD_OPT_LIST`, `NBD_OPT_ABORT`, `NBD_OPT_INFO` and `NBD_OPT_GO`
-//!   (with `NBD_INFO_EXPORT`, `NAME`, `DESCRIPTION` and `BLOCK_SIZE` replies); everything else,
-//!   including `NBD_OPT_STRUCTURED_REPLY` and `NBD_OPT_STARTTLS`, is answered
-//!   `NBD_REP_ERR_UNSUP`, so clients fall back to simple replies. Where an answer needs the
-//!   server's knowledge (which exports exist, their sizes) the state machine stops with an event
-//!   and resumes when the server answers.
+//!   (with `NBD_INFO_EXPORT`, `NAME`, `DESCRIPTION` and `BLOCK_SIZE` replies),
+//!   `NBD_OPT_STRUCTURED_REPLY`, `NBD_OPT_LIST_META_CONTEXT` / `SET_META_CONTEXT`
+//!   (`base:allocation`) and `NBD_OPT_STARTTLS` (with TLS required before anything else when the
+//!   server has TLS); everything else is answered `NBD_REP_ERR_UNSUP`. Where an answer needs
+//!   the server's knowledge (which exports exist, their sizes) or the server must act (start
+//!   TLS), the state machine stops with an event and resumes when the server answers.
 //! * [`transmission`] — the 28-byte request (`0x25609513`, command flags, type, cookie, offset,
-//!   length, then the payload of a WRITE) and the 16-byte simple reply (`0x67446698`, errno,
-//!   cookie, then the data of a READ).
+//!   length, then the payload of a WRITE), the 16-byte simple reply (`0x67446698`, errno,
+//!   cookie, then the data of a READ), and the structured reply chunks (`0x668e33ef`:
+//!   `OFFSET_DATA`, `ERROR`, `BLOCK_STATUS`) used once structured replies are negotiated.
 //!
 //! All integers in NBD are **big-endian** (network byte order), unlike the ullstack wire protocol.
 //!
@@ -29,8 +31,9 @@
 //! 512 bytes.
 //!
 //! # What it leaves out
-//! TLS, structured replies, block status / metadata contexts, extended headers, `NBD_CMD_CACHE`
-//! and `NBD_CMD_RESIZE` (decoded as commands, answered `EINVAL` by [`transmission::check_request`]).
+//! Extended headers, metadata contexts other than `base:allocation`, `OFFSET_HOLE` chunks in
+//! READ replies (holes are sent as zeros), `NBD_CMD_CACHE` and `NBD_CMD_RESIZE` (decoded as
+//! commands, answered `EINVAL` by [`transmission::check_request`]).
 
 pub mod handshake;
 pub mod transmission;
@@ -63,11 +66,14 @@ pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
+pub const OPT_LIST_META_CONTEXT: u32 = 9;
+pub const OPT_SET_META_CONTEXT: u32 = 10;
 
 /// Option reply types.
 pub const REP_ACK: u32 = 1;
 pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
+pub const REP_META_CONTEXT: u32 = 4;
 const REP_ERR: u32 = 1 << 31;
 pub const REP_ERR_UNSUP: u32 = REP_ERR + 1;
 pub const REP_ERR_POLICY: u32 = REP_ERR + 2;
@@ -84,6 +90,19 @@ pub const INFO_EXPORT: u16 = 0;
 pub const INFO_NAME: u16 = 1;
 pub const INFO_DESCRIPTION: u16 = 2;
 pub const INFO_BLOCK_SIZE: u16 = 3;
+
+/// Magic of a structured reply chunk.
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+
+/// The one metadata context this server offers: allocation status (`NBD_STATE_HOLE`,
+/// `NBD_STATE_ZERO`) of the export's bytes.
+pub const META_BASE_ALLOCATION: &str = "base:allocation";
+/// The context id the server gives `base:allocation` (any id is allowed; it is fixed here).
+pub const META_BASE_ALLOCATION_ID: u32 = 1;
+/// `base:allocation` flag: the extent is not allocated (a hole).
+pub const STATE_HOLE: u32 = 1 << 0;
+/// `base:allocation` flag: the extent reads as zeros.
+pub const STATE_ZERO: u32 = 1 << 1;
 
 /// Longest string (export name, description) the protocol allows.
 pub const STRING_MAX_BYTES: usize = 4096;

@@ -44,7 +44,8 @@ use engine::IoClass;
 use io_uring::{opcode, types, IoUring};
 
 use super::{
-    Backend, BackendError, Caps, Completion, Fua, StorageError, StorageOp, Submitted, Volume,
+    push_run, AllocRun, Backend, BackendError, Caps, Completion, Fua, StorageError, StorageOp,
+    Submitted, Volume,
 };
 use crate::buf::IoBuf;
 use crate::config::DirectIo;
@@ -194,6 +195,23 @@ fn dio_align_bytes(path: &Path) -> Option<u64> {
     Some(offset)
 }
 
+/// `lseek(fd, offset, whence)`; `Err` carries the errno.
+fn seek(fd: RawFd, offset_bytes: u64, whence: libc::c_int) -> Result<u64, i32> {
+    let Ok(offset) = libc::off_t::try_from(offset_bytes) else {
+        return Err(libc::EINVAL);
+    };
+    // SAFETY: lseek only reads its integer arguments; `fd` is an open descriptor owned by the
+    // volume for its whole life, and moving its file offset affects nobody (all I/O on it uses
+    // explicit offsets: io_uring reads/writes, fallocate, fsync).
+    let rc = unsafe { libc::lseek(fd, offset, whence) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    Ok(rc as u64)
+}
+
 fn block_device_bytes(file: &File) -> std::io::Result<u64> {
     const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
     let mut bytes: u64 = 0;
@@ -223,6 +241,73 @@ impl Volume for FileVolume {
 
     fn kind(&self) -> &'static str {
         "file"
+    }
+
+    /// `lseek(SEEK_DATA / SEEK_HOLE)` on the file: holes are what the file system reports
+    /// (ranges past the end of a shorter file are holes too). A block device, or a file system
+    /// without SEEK_DATA, reports everything as data.
+    fn allocation(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        max_runs: usize,
+        out: &mut Vec<AllocRun>,
+    ) -> Result<(), StorageError> {
+        let end = offset_bytes.saturating_add(len_bytes).min(self.size_bytes);
+        let fd = self.buffered.as_raw_fd();
+        let first = out.len();
+        let mut at = offset_bytes;
+        while at < end && out.len() - first < max_runs {
+            if self.is_block_device {
+                push_run(
+                    out,
+                    AllocRun {
+                        len_bytes: end - at,
+                        hole: false,
+                    },
+                );
+                break;
+            }
+            let data = match seek(fd, at, libc::SEEK_DATA) {
+                Ok(d) => d,
+                // ENXIO: no data at or after `at`: the rest is a hole.
+                Err(libc::ENXIO) => end,
+                // No SEEK_DATA support: call it data.
+                Err(_) => {
+                    push_run(
+                        out,
+                        AllocRun {
+                            len_bytes: end - at,
+                            hole: false,
+                        },
+                    );
+                    break;
+                }
+            };
+            if data > at {
+                let to = data.min(end);
+                push_run(
+                    out,
+                    AllocRun {
+                        len_bytes: to - at,
+                        hole: true,
+                    },
+                );
+                at = to;
+                continue;
+            }
+            let hole = seek(fd, at, libc::SEEK_HOLE).unwrap_or(end).max(at + 1);
+            let to = hole.min(end);
+            push_run(
+                out,
+                AllocRun {
+                    len_bytes: to - at,
+                    hole: false,
+                },
+            );
+            at = to;
+        }
+        Ok(())
     }
 
     fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError> {
@@ -652,6 +737,41 @@ mod tests {
         let mut rx = rx;
         rx.read_to_end(&mut got).expect("read pipe");
         assert_eq!(got.len(), 4096, "the cancelled read took nothing");
+    }
+
+    #[test]
+    fn allocation_follows_seek_data_and_seek_hole() {
+        use std::os::unix::fs::FileExt;
+        let path = temp_path("alloc");
+        let _ = std::fs::remove_file(&path);
+        let size = 8u64 << 20;
+        let vol = FileVolume::open("t", &path, Some(size), DirectIo::Off, 512).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&[7u8; 4096], 4 << 20).unwrap();
+        file.sync_all().unwrap();
+        let mut runs = Vec::new();
+        vol.allocation(0, size, 100, &mut runs).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let total: u64 = runs.iter().map(|r| r.len_bytes).sum();
+        assert_eq!(total, size, "{runs:?}");
+        // Where the file system reports holes, the written block is data and the far ends
+        // are holes; a file system without SEEK_HOLE reports one data run.
+        if runs.len() > 1 {
+            let kind_at = |pos: u64| {
+                let mut start = 0;
+                runs.iter()
+                    .find(|r| {
+                        start += r.len_bytes;
+                        pos < start
+                    })
+                    .map(|r| r.hole)
+            };
+            assert_eq!(kind_at(4 << 20), Some(false), "{runs:?}");
+            assert_eq!(kind_at(0), Some(true), "{runs:?}");
+            assert_eq!(kind_at(size - 1), Some(true), "{runs:?}");
+        } else {
+            assert!(!runs[0].hole, "{runs:?}");
+        }
     }
 
     #[test]

@@ -23,7 +23,10 @@ use std::sync::{Arc, RwLock};
 
 use engine::IoClass;
 
-use super::{Backend, BackendError, Caps, Completion, StorageError, StorageOp, Submitted, Volume};
+use super::{
+    push_run, AllocRun, Backend, BackendError, Caps, Completion, StorageError, StorageOp,
+    Submitted, Volume,
+};
 use crate::buf::IoBuf;
 
 /// Allocation unit: large enough that the map stays small, small enough that a sparse test
@@ -190,6 +193,36 @@ impl Volume for MemoryVolume {
         "memory"
     }
 
+    /// A chunk never written (or freed by TRIM / WRITE_ZEROES) is a hole; an allocated chunk is
+    /// data even if it holds zeros. Granularity: [`CHUNK_BYTES`].
+    fn allocation(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        max_runs: usize,
+        out: &mut Vec<AllocRun>,
+    ) -> Result<(), StorageError> {
+        self.check_range(offset_bytes, len_bytes)?;
+        let first = out.len();
+        for (index, _within, take) in Self::pieces(offset_bytes, len_bytes) {
+            let shard = self.shard(index).read().unwrap_or_else(|p| p.into_inner());
+            let hole = !shard.contains_key(&index);
+            drop(shard);
+            let would_add = out.len() == first || out.last().is_some_and(|l| l.hole != hole);
+            if would_add && out.len() - first == max_runs {
+                break;
+            }
+            push_run(
+                out,
+                AllocRun {
+                    len_bytes: take as u64,
+                    hole,
+                },
+            );
+        }
+        Ok(())
+    }
+
     fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError> {
         Ok(Box::new(MemoryBackend { volume: self }))
     }
@@ -256,6 +289,45 @@ mod tests {
         assert!(out[..100].iter().all(|&b| b == 1));
         assert!(out[100..100 + 2 * CHUNK_BYTES].iter().all(|&b| b == 0));
         assert!(out[100 + 2 * CHUNK_BYTES..].iter().all(|&b| b == 1));
+    }
+
+    #[test]
+    fn allocation_reports_unwritten_chunks_as_holes_and_honours_max_runs() {
+        let c = CHUNK_BYTES as u64;
+        let v = MemoryVolume::new(16 * c);
+        v.write(2 * c + 5, &[1u8; 10]).unwrap();
+        v.write(3 * c, &[1u8; 1]).unwrap();
+        v.write(9 * c, &[1u8; 1]).unwrap();
+        let runs = |offset: u64, len: u64, max: usize| {
+            let mut out = Vec::new();
+            v.allocation(offset, len, max, &mut out).unwrap();
+            out.iter()
+                .map(|r| (r.len_bytes, r.hole))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            runs(0, 16 * c, 100),
+            [
+                (2 * c, true),
+                (2 * c, false),
+                (5 * c, true),
+                (c, false),
+                (6 * c, true)
+            ]
+        );
+        // A window that starts and ends inside chunks.
+        assert_eq!(runs(c + 7, 2 * c, 100), [(c - 7, true), (c + 7, false)]);
+        // Cut short by max_runs: never more runs, never past the range.
+        assert_eq!(runs(0, 16 * c, 2), [(2 * c, true), (2 * c, false)]);
+        assert_eq!(runs(0, 16 * c, 1), [(2 * c, true)]);
+        // TRIM of a whole chunk makes it a hole again.
+        v.zero(9 * c, c).unwrap();
+        assert_eq!(runs(8 * c, 8 * c, 100), [(8 * c, true)]);
+        let mut out = Vec::new();
+        assert!(
+            v.allocation(15 * c, 2 * c, 10, &mut out).is_err(),
+            "past the end"
+        );
     }
 
     #[test]

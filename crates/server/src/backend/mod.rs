@@ -151,10 +151,51 @@ pub trait Backend: Send {
     }
 }
 
+/// A run of bytes with one allocation status, as [`Volume::allocation`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocRun {
+    pub len_bytes: u64,
+    /// Not allocated: reads return zeros and no storage backs it (NBD `base:allocation`'s
+    /// `STATE_HOLE | STATE_ZERO`).
+    pub hole: bool,
+}
+
+/// Appends `run` to `out`, merging it into the last run when their status matches.
+pub fn push_run(out: &mut Vec<AllocRun>, run: AllocRun) {
+    if run.len_bytes == 0 {
+        return;
+    }
+    match out.last_mut() {
+        Some(last) if last.hole == run.hole => last.len_bytes += run.len_bytes,
+        _ => out.push(run),
+    }
+}
+
 /// A volume's backend, shared by all workers.
 pub trait Volume: Send + Sync {
     fn size_bytes(&self) -> u64;
     fn caps(&self) -> Caps;
+    /// The allocation status of `[offset, offset + len)` (inside the volume), as runs from
+    /// `offset` on, appended to `out`: at most `max_runs` runs, which may cover less than
+    /// `len` when that limit cuts them short, never more. Metadata only, answered at once
+    /// (NBD_CMD_BLOCK_STATUS). The default says "all allocated", true of any volume.
+    fn allocation(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        max_runs: usize,
+        out: &mut Vec<AllocRun>,
+    ) -> Result<(), StorageError> {
+        let _ = (offset_bytes, max_runs);
+        push_run(
+            out,
+            AllocRun {
+                len_bytes,
+                hole: false,
+            },
+        );
+        Ok(())
+    }
     /// The backend kind, for logs and metrics labels.
     fn kind(&self) -> &'static str;
     /// A per-worker handle (its own io_uring for file volumes).

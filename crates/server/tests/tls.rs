@@ -1,0 +1,346 @@
+//! TLS end to end: `nbdinfo` over TLS-PSK (libnbd on GnuTLS against the server's OpenSSL),
+//! plain NBD refused with `NBD_REP_ERR_TLS_REQD`, a wrong key refused, PSK identities mapped
+//! to tenants, and the own protocol's implicit TLS.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+
+use common::*;
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use proto::nbd;
+use proto::wire::{self, HelloBody, RequestHeader, Status};
+
+const ALICE_KEY: &str = "6b9b0c9a1e3f5d7c2a4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4";
+const READER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+/// An identity with a key but no tenant of its name.
+const MALLORY_KEY: &str = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100";
+
+struct KeyFile(TempFile);
+
+fn key_file(tag: &str, lines: &[(&str, &str)]) -> KeyFile {
+    let file = TempFile::new(tag);
+    let text: String = lines
+        .iter()
+        .map(|(id, key)| format!("{id}:{key}\n"))
+        .collect();
+    std::fs::write(&file.0, text).expect("write key file");
+    KeyFile(file)
+}
+
+fn server_keys() -> KeyFile {
+    key_file(
+        "psk-server",
+        &[
+            ("alice", ALICE_KEY),
+            ("reader", READER_KEY),
+            ("mallory", MALLORY_KEY),
+        ],
+    )
+}
+
+/// The standard config (exports `default` → tenant alice, `ro` → reader) with `[tls]`.
+fn start_tls(keys: &KeyFile) -> server::ServerHandle {
+    let mut toml = standard_config(&memory_backend("8MiB"), "on");
+    toml.push_str(&format!(
+        "\n[tls]\npsk_file = \"{}\"\n",
+        keys.0 .0.display()
+    ));
+    start(&toml)
+}
+
+fn nbds(addr: SocketAddr, user: &str, export: &str, keys: &KeyFile) -> String {
+    format!(
+        "nbds://{user}@{addr}/{export}?tls-psk-file={}",
+        keys.0 .0.display()
+    )
+}
+
+#[test]
+fn nbdinfo_with_the_psk_works_plain_and_wrong_keys_are_refused() {
+    let test = "nbdinfo_with_the_psk_works_plain_and_wrong_keys_are_refused";
+    let Some(nbdinfo) = tool("nbdinfo", test) else {
+        return;
+    };
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.nbd.expect("nbd");
+
+    let client = key_file("psk-alice", &[("alice", ALICE_KEY)]);
+    let (ok, text) = run(Command::new(&nbdinfo).arg(nbds(addr, "alice", "default", &client)));
+    assert!(ok, "nbdinfo over TLS-PSK failed: {text}");
+    assert!(text.contains("with TLS"), "not reported as TLS: {text}");
+    assert!(text.contains("export-size: 8388608"), "{text}");
+
+    let (ok, text) = run(Command::new(&nbdinfo).arg(format!("nbd://{addr}/default")));
+    assert!(!ok, "plain nbd:// was served: {text}");
+
+    let wrong = key_file("psk-wrong", &[("alice", READER_KEY)]);
+    let (ok, text) = run(Command::new(&nbdinfo).arg(nbds(addr, "alice", "default", &wrong)));
+    assert!(!ok, "a wrong key was accepted: {text}");
+    let unknown = key_file("psk-unknown", &[("eve", ALICE_KEY)]);
+    let (ok, text) = run(Command::new(&nbdinfo).arg(nbds(addr, "eve", "default", &unknown)));
+    assert!(!ok, "an unknown identity was accepted: {text}");
+}
+
+#[test]
+fn a_psk_identity_reaches_only_its_own_tenants_exports() {
+    let test = "a_psk_identity_reaches_only_its_own_tenants_exports";
+    let Some(nbdinfo) = tool("nbdinfo", test) else {
+        return;
+    };
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.nbd.expect("nbd");
+    let reader = key_file("psk-reader", &[("reader", READER_KEY)]);
+    let (ok, text) = run(Command::new(&nbdinfo).arg(nbds(addr, "reader", "ro", &reader)));
+    assert!(ok, "reader on its own export failed: {text}");
+    let (ok, text) = run(Command::new(&nbdinfo).arg(nbds(addr, "reader", "default", &reader)));
+    assert!(!ok, "reader reached alice's export: {text}");
+    let mallory = key_file("psk-mallory", &[("mallory", MALLORY_KEY)]);
+    let (ok, text) = run(Command::new(&nbdinfo).arg(nbds(addr, "mallory", "default", &mallory)));
+    assert!(
+        !ok,
+        "an identity without a tenant reached an export: {text}"
+    );
+    // The list shows a PSK client only what it may use.
+    let (ok, text) = run(Command::new(&nbdinfo).args([
+        "--list",
+        &format!(
+            "nbds://reader@{addr}/?tls-psk-file={}",
+            reader.0 .0.display()
+        ),
+    ]));
+    assert!(ok, "nbdinfo --list over TLS failed: {text}");
+    assert!(text.contains("export=\"ro\""), "{text}");
+    assert!(!text.contains("export=\"default\""), "{text}");
+}
+
+/// One option on a raw socket: the first reply's type.
+fn raw_option(s: &mut TcpStream, option: u32, data: &[u8]) -> u32 {
+    let mut frame = nbd::IHAVEOPT.to_be_bytes().to_vec();
+    frame.extend_from_slice(&option.to_be_bytes());
+    frame.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    frame.extend_from_slice(data);
+    s.write_all(&frame).expect("send option");
+    let mut head = [0u8; 20];
+    s.read_exact(&mut head).expect("option reply");
+    let len = u32::from_be_bytes(head[16..20].try_into().expect("4 bytes")) as usize;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).expect("option reply data");
+    u32::from_be_bytes(head[12..16].try_into().expect("4 bytes"))
+}
+
+#[test]
+fn before_starttls_options_get_tls_reqd_and_export_name_closes() {
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.nbd.expect("nbd");
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).expect("greeting");
+    s.write_all(&nbd::FLAG_C_FIXED_NEWSTYLE.to_be_bytes())
+        .expect("flags");
+    let mut go = 7u32.to_be_bytes().to_vec();
+    go.extend_from_slice(b"default");
+    go.extend_from_slice(&0u16.to_be_bytes());
+    assert_eq!(raw_option(&mut s, nbd::OPT_GO, &go), nbd::REP_ERR_TLS_REQD);
+    assert_eq!(
+        raw_option(&mut s, nbd::OPT_LIST, &[]),
+        nbd::REP_ERR_TLS_REQD
+    );
+    assert_eq!(
+        raw_option(&mut s, nbd::OPT_STRUCTURED_REPLY, &[]),
+        nbd::REP_ERR_TLS_REQD
+    );
+    // EXPORT_NAME cannot carry the error: the server hangs up.
+    let mut frame = nbd::IHAVEOPT.to_be_bytes().to_vec();
+    frame.extend_from_slice(&nbd::OPT_EXPORT_NAME.to_be_bytes());
+    frame.extend_from_slice(&7u32.to_be_bytes());
+    frame.extend_from_slice(b"default");
+    s.write_all(&frame).expect("send EXPORT_NAME");
+    let mut rest = Vec::new();
+    let n = s.read_to_end(&mut rest).expect("EOF, not a timeout");
+    assert_eq!(n, 0, "the server sent {n} bytes instead of closing");
+}
+
+fn hello_frame(tenant: &str, secret: &str, volume: &str) -> Vec<u8> {
+    let body = HelloBody {
+        tenant,
+        secret: secret.as_bytes(),
+        volume,
+    };
+    let mut payload = Vec::new();
+    body.encode_into(&mut payload).expect("hello body");
+    let mut frame = RequestHeader::hello(0, payload.len() as u32)
+        .encode()
+        .to_vec();
+    frame.extend_from_slice(&payload);
+    frame
+}
+
+#[test]
+fn own_protocol_speaks_tls_from_the_first_byte() {
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.native.expect("native");
+
+    // In clear, HELLO is not served: the bytes are not a TLS record, the server closes.
+    let mut plain = RawNative::connect(addr);
+    plain.send_raw(&hello_frame("alice", "alice-secret", "vol"));
+    assert!(plain.recv().is_none(), "a plaintext HELLO was answered");
+
+    // Over TLS-PSK (OpenSSL client), HELLO and a write/read round trip work.
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
+    connector.set_verify(SslVerifyMode::NONE);
+    connector
+        .set_cipher_list("ECDHEPSK:PSK")
+        .expect("PSK suites");
+    connector.set_psk_client_callback(|_, _hint, identity, psk| {
+        let id = b"alice\0";
+        identity[..id.len()].copy_from_slice(id);
+        let key: Vec<u8> = (0..ALICE_KEY.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&ALICE_KEY[i..i + 2], 16).expect("hex"))
+            .collect();
+        psk[..key.len()].copy_from_slice(&key);
+        Ok(key.len())
+    });
+    let tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut config = connector.build().configure().expect("configure");
+    config.set_verify_hostname(false);
+    let mut tls = config.connect("localhost", tcp).expect("TLS-PSK handshake");
+    tls.write_all(&hello_frame("alice", "alice-secret", "vol"))
+        .expect("send HELLO");
+    let mut head = [0u8; wire::REPLY_HEADER_BYTES];
+    tls.read_exact(&mut head).expect("HELLO reply");
+    let reply = match wire::decode_reply_header(&head, 1 << 20) {
+        Ok(proto::Decode::Done { frame, .. }) => frame,
+        other => panic!("bad reply header: {other:?}"),
+    };
+    assert_eq!(reply.status, Status::Ok);
+    let mut payload = vec![0u8; reply.payload_len as usize];
+    tls.read_exact(&mut payload).expect("HELLO reply body");
+}
+
+#[test]
+fn nbdcopy_round_trips_data_over_tls_psk() {
+    let test = "nbdcopy_round_trips_data_over_tls_psk";
+    let Some(nbdcopy) = tool("nbdcopy", test) else {
+        return;
+    };
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.nbd.expect("nbd");
+    let client = key_file("psk-copy", &[("alice", ALICE_KEY)]);
+    let uri = nbds(addr, "alice", "default", &client);
+    // 8 MiB of pattern data up, then back down: many full-size TLS records each way.
+    let src = TempFile::new("tls-src");
+    let data = pattern(0, 8 << 20, 7);
+    std::fs::write(&src.0, &data).expect("write source");
+    let (ok, text) = run(Command::new(&nbdcopy).args([src.0.to_str().expect("utf-8"), &uri]));
+    assert!(ok, "nbdcopy up over TLS failed: {text}");
+    let back = TempFile::new("tls-back");
+    let (ok, text) = run(Command::new(&nbdcopy).args([&uri, back.0.to_str().expect("utf-8")]));
+    assert!(ok, "nbdcopy down over TLS failed: {text}");
+    let got = std::fs::read(&back.0).expect("read copy");
+    assert!(got == data, "data changed on the way through TLS");
+}
+
+#[test]
+fn qemu_io_writes_and_reads_over_tls_psk() {
+    let test = "qemu_io_writes_and_reads_over_tls_psk";
+    let Some(qemu_io) = tool("qemu-io", test) else {
+        return;
+    };
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.nbd.expect("nbd");
+    // qemu's tls-creds-psk reads `keys.psk` from a directory.
+    let dir = std::env::temp_dir().join(format!("ullstack-qemu-psk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("psk dir");
+    std::fs::write(dir.join("keys.psk"), format!("alice:{ALICE_KEY}\n")).expect("qemu keys");
+    let object = format!(
+        "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
+        dir.display()
+    );
+    let image = format!(
+        "driver=nbd,host={},port={},export=default,tls-creds=tls0",
+        addr.ip(),
+        addr.port()
+    );
+    let (ok, text) = run(Command::new(&qemu_io).args([
+        "--object",
+        &object,
+        "--image-opts",
+        &image,
+        "-c",
+        "write -P 0x5a 65536 131072",
+        "-c",
+        "read -P 0x5a 65536 131072",
+        "-c",
+        "read -P 0 0 65536",
+    ]));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "qemu-io over TLS-PSK failed: {text}");
+    assert!(!text.contains("Pattern verification failed"), "{text}");
+    assert_eq!(text.matches("read 131072/131072").count(), 1, "{text}");
+}
+
+/// A self-signed certificate and key for 127.0.0.1, written as PEM files.
+fn self_signed(tag: &str) -> (TempFile, TempFile) {
+    use openssl::asn1::Asn1Time;
+    use openssl::hash::MessageDigest;
+    use openssl::pkey::PKey;
+    use openssl::rsa::Rsa;
+    use openssl::x509::{X509NameBuilder, X509};
+    let key = PKey::from_rsa(Rsa::generate(2048).expect("rsa")).expect("pkey");
+    let mut name = X509NameBuilder::new().expect("name");
+    name.append_entry_by_text("CN", "127.0.0.1").expect("cn");
+    let name = name.build();
+    let mut cert = X509::builder().expect("x509");
+    cert.set_version(2).expect("v3");
+    cert.set_subject_name(&name).expect("subject");
+    cert.set_issuer_name(&name).expect("issuer");
+    cert.set_pubkey(&key).expect("pubkey");
+    cert.set_not_before(&Asn1Time::days_from_now(0).expect("now"))
+        .expect("nb");
+    cert.set_not_after(&Asn1Time::days_from_now(2).expect("later"))
+        .expect("na");
+    cert.sign(&key, MessageDigest::sha256()).expect("sign");
+    let (c, k) = (
+        TempFile::new(&format!("{tag}-cert")),
+        TempFile::new(&format!("{tag}-key")),
+    );
+    std::fs::write(&c.0, cert.build().to_pem().expect("cert pem")).expect("write cert");
+    std::fs::write(&k.0, key.private_key_to_pem_pkcs8().expect("key pem")).expect("write key");
+    (c, k)
+}
+
+#[test]
+fn certificate_mode_serves_tls_clients_and_refuses_plain_ones() {
+    let test = "certificate_mode_serves_tls_clients_and_refuses_plain_ones";
+    let Some(nbdinfo) = tool("nbdinfo", test) else {
+        return;
+    };
+    let (cert, key) = self_signed("tls-cert");
+    let mut toml = standard_config(&memory_backend("8MiB"), "on");
+    toml.push_str(&format!(
+        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
+        cert.0.display(),
+        key.0.display()
+    ));
+    let server = start(&toml);
+    let addr = server.addrs.nbd.expect("nbd");
+    // The certificate is self-signed, so the client skips verification; the session is TLS.
+    let (ok, text) =
+        run(Command::new(&nbdinfo).arg(format!("nbds://{addr}/default?tls-verify-peer=false")));
+    assert!(ok, "nbdinfo over certificate TLS failed: {text}");
+    assert!(text.contains("with TLS"), "{text}");
+    let (ok, text) = run(Command::new(&nbdinfo).arg(format!("nbd://{addr}/default")));
+    assert!(!ok, "plain nbd:// was served: {text}");
+}
