@@ -292,3 +292,38 @@ fn copy_run(from: &Path, to: &Path) -> Result<(), String> {
     }
     std::fs::rename(&tmp, to).map_err(|e| io("renaming into place", to, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_syntax_is_checked_and_named() {
+        assert_eq!(parse_shard("1/3"), Ok(ShardInfo { index: 1, count: 3 }));
+        for bad in ["3/3", "1/0", "1", "a/2", "-1/2"] {
+            let e = parse_shard(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("I/N"), "{e}");
+        }
+    }
+
+    #[test]
+    fn merge_refuses_folders_of_different_studies() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for (d, seed) in [(&a, 1), (&b, 2)] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(
+                d.join("study.json"),
+                format!(r#"{{"study":"ull","version":1,"size":"quick","seed":{seed},"runs_total":92,"runs":[]}}"#),
+            )
+            .unwrap();
+        }
+        let e = merge(&[a, b], &dir.path().join("m")).unwrap_err();
+        assert!(
+            e.contains("seed 2") && e.contains("not shards of one study"),
+            "{e}"
+        );
+        let e = merge(&[dir.path().join("none")], &dir.path().join("m")).unwrap_err();
+        assert!(e.contains("no study.json"), "{e}");
+    }
+}

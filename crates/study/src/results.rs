@@ -14,8 +14,8 @@
 //! (`_pct`) or nanoseconds (`_ns`)), that is what is reported, `source: "summary"`. Otherwise,
 //! for synchronous (depth-1) runs only, it is derived from the thin host's fixed costs, which
 //! are all kernel time: a polled thread spins for the whole run (100 % of its core); an
-//! interrupt-driven one is busy `submit_ns + isr_ns + wakeup_ns` per I/O, e.g. x86-4 at 68 000
-//! IOPS: 68 000 × 5.2 µs = 35 % of a core. Those are marked `source: "derived"`.
+//! interrupt-driven one is busy `submit_ns + isr_ns + wakeup_ns` per I/O, e.g. x86-4 at 69 000
+//! IOPS (zssd, QD1 reads): 69 000 × 5.2 µs = 36 % of a core. Those are marked `source: "derived"`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -92,7 +92,7 @@ fn headline(spec: &RunSpec, s: &Value) -> Result<RunResult, String> {
         .ok_or("no sim.simulated_ns")?;
     let read = op(&job["read"])?;
     let write = op(&job["write"])?;
-    let cpu = reported_cpu(s, job, simulated_ns).or_else(|| derived_cpu(spec, job, &read, &write));
+    let cpu = reported_cpu(s, job, simulated_ns).or_else(|| derived_cpu(spec, &read, &write));
     Ok(RunResult {
         id: spec.id.clone(),
         config_hash: spec.config_hash(),
@@ -159,11 +159,9 @@ fn reported_cpu(s: &Value, job: &Value, simulated_ns: u64) -> Option<CpuUse> {
 /// CPU use of a synchronous run from the thin host's fixed costs (module essay).
 fn derived_cpu(
     spec: &RunSpec,
-    job: &Value,
     read: &Option<OpHeadline>,
     write: &Option<OpHeadline>,
 ) -> Option<CpuUse> {
-    let _ = job;
     if !spec.job_fio.contains("ioengine=pvsync2") {
         return None;
     }
@@ -205,4 +203,73 @@ pub struct StudyJson<'a> {
 pub struct ShardInfo {
     pub index: usize,
     pub count: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(job_fio: &str) -> RunSpec {
+        RunSpec {
+            id: "r".into(),
+            device: "zssd".into(),
+            host: "x86-4".into(),
+            job_fio: job_fio.into(),
+            seed: 1,
+        }
+    }
+
+    fn summary(cpu: Option<Value>) -> Value {
+        let lat = json!({"mean": 10_000, "p99": 12_000, "p99_999": 20_000});
+        let mut job = json!({
+            "name": "j",
+            "read": {"ios": 1000, "iops": 100000.0, "bytes_per_sec": 4.096e8, "latency_ns": lat},
+            "write": {"ios": 0, "iops": 0.0, "bytes_per_sec": 0.0, "latency_ns": lat},
+        });
+        if let Some(c) = cpu {
+            job["cpu"] = c;
+        }
+        json!({"sim": {"simulated_ns": 10_000_000}, "jobs": [job]})
+    }
+
+    #[test]
+    fn a_cpu_field_in_the_summary_is_used_when_present() {
+        let s = summary(Some(json!({"kernel_ns": 2_500_000, "user_ns": 500_000})));
+        let r = headline(&spec("[j]\nioengine=pvsync2\n"), &s).unwrap();
+        let cpu = r.cpu.unwrap();
+        assert_eq!(
+            (cpu.kernel_pct, cpu.user_pct, cpu.source),
+            (25.0, 5.0, "summary")
+        );
+        let s = summary(Some(json!({"sys_pct": 40.0, "user_pct": 1.5})));
+        let cpu = headline(&spec("[j]\n"), &s).unwrap().cpu.unwrap();
+        assert_eq!(
+            (cpu.kernel_pct, cpu.user_pct, cpu.source),
+            (40.0, 1.5, "summary")
+        );
+    }
+
+    #[test]
+    fn without_a_cpu_field_sync_runs_derive_it_and_async_runs_have_none() {
+        // 100 000 IOPS × (1.5 + 1.0 + 2.7) µs = 52 % of a core with interrupts.
+        let irq = headline(&spec("[j]\nioengine=pvsync2\n"), &summary(None)).unwrap();
+        let cpu = irq.cpu.unwrap();
+        assert_eq!((cpu.kernel_pct, cpu.source), (52.0, "derived"));
+        let poll = headline(&spec("[j]\nioengine=pvsync2\nhipri\n"), &summary(None)).unwrap();
+        assert_eq!(poll.cpu.unwrap().kernel_pct, 100.0);
+        let aio = headline(&spec("[j]\nioengine=libaio\n"), &summary(None)).unwrap();
+        assert_eq!(aio.cpu, None);
+        assert_eq!(aio.write, None, "a direction without I/O has no headline");
+        assert_eq!(aio.read.unwrap().p99_999_ns, 20_000);
+    }
+
+    #[test]
+    fn a_summary_with_two_jobs_is_refused() {
+        let mut s = summary(None);
+        let job = s["jobs"][0].clone();
+        s["jobs"].as_array_mut().unwrap().push(job);
+        let e = headline(&spec("[j]\n"), &s).unwrap_err();
+        assert!(e.contains("exactly one job") && e.contains('2'), "{e}");
+    }
 }

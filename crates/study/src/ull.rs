@@ -167,7 +167,7 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
     out
 }
 
-fn op_of<'a>(r: &'a RunResult, op: Op) -> Option<&'a OpHeadline> {
+fn op_of(r: &RunResult, op: Op) -> Option<&OpHeadline> {
     match op {
         Op::Read => r.read.as_ref(),
         Op::Write => r.write.as_ref(),
