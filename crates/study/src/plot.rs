@@ -144,9 +144,10 @@ impl Figure {
             self.x_categories.len(),
         );
         let (y0, y1) = bounds(self.points().map(|p| p.1), self.y_log, 0);
+        // Queue depths are powers of two: a base-2 log axis puts a tick on each.
         match (self.x_log, self.y_log) {
-            (true, true) => self.chart(root, (x0..x1).log_scale(), (y0..y1).log_scale()),
-            (true, false) => self.chart(root, (x0..x1).log_scale(), y0..y1),
+            (true, true) => self.chart(root, (x0..x1).log_scale().base(2.0), (y0..y1).log_scale()),
+            (true, false) => self.chart(root, (x0..x1).log_scale().base(2.0), y0..y1),
             (false, true) => self.chart(root, x0..x1, (y0..y1).log_scale()),
             (false, false) => self.chart(root, x0..x1, y0..y1),
         }

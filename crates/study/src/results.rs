@@ -162,11 +162,15 @@ fn derived_cpu(
     read: &Option<OpHeadline>,
     write: &Option<OpHeadline>,
 ) -> Option<CpuUse> {
-    if !spec.job_fio.contains("ioengine=pvsync2") {
+    let jobs = workload::JobFile::parse_fio(&spec.job_fio, &spec.id).ok()?;
+    let [job] = jobs.jobs.as_slice() else {
+        return None;
+    };
+    if job.engine != workload::IoEngine::Sync {
         return None;
     }
     let costs = sim::HostCosts::preset(&spec.host).ok()?;
-    let polled = spec.job_fio.lines().any(|l| l.trim() == "hipri");
+    let polled = job.completion == workload::Completion::Polled;
     let iops: f64 = [read, write]
         .iter()
         .filter_map(|o| o.as_ref())
