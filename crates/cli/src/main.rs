@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod serve;
 mod sim;
+mod study;
 
 /// Latency QoS on ultra-low-latency NVMe flash: simulate the whole I/O path, serve remote flash
 /// with per-tenant SLOs, and benchmark it.
@@ -20,7 +21,8 @@ mod sim;
     ullstack sim                                   the default co-run (apache + pagerank), co-run vs alone\n  \
     ullstack sim --device zssd --job JOB.fio       one fio job straight into a simulated SSD\n  \
     ullstack serve --memory 1GiB                   a remote-flash server (NBD and own protocol)\n  \
-    ullstack bench --help                          load a running server, per-tenant latency\n\n\
+    ullstack bench --help                          load a running server, per-tenant latency\n  \
+    ullstack study ull --quick                     a study: many runs, plots, report.html\n\n\
     Every subcommand has its own --help."
 )]
 struct Cli {
@@ -36,6 +38,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Generate load against a running `ullstack serve` and report per-tenant latency.
     Bench(bench::BenchArgs),
+    /// Run a study (a named set of simulations with plots and a report), list them, or merge shards.
+    Study(study::StudyArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Study(args) => study::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

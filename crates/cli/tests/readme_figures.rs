@@ -45,9 +45,12 @@ fn readme_qd1_rows() -> Vec<(String, [String; 4])> {
 
 /// The four job means (µs, one decimal) the simulator prints for `preset`.
 fn measured(preset: &str) -> [String; 4] {
+    let dir = std::env::temp_dir().join(format!("ullstack-readme-{preset}-{}", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_ullstack"))
         .args(["sim", "--device", preset, "--json", "--job"])
         .arg(repo().join("examples/qd1-calibration.fio"))
+        .arg("--out")
+        .arg(&dir)
         .output()
         .expect("run ullstack");
     assert!(
@@ -55,6 +58,7 @@ fn measured(preset: &str) -> [String; 4] {
         "ullstack sim --device {preset}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let _ = std::fs::remove_dir_all(&dir);
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
     let jobs = summary["jobs"].as_array().expect("jobs");
     let mean_us = |name: &str, op: &str| {

@@ -1,0 +1,334 @@
+//! `ullstack study`: results do not depend on `--jobs`, sharding or interruption; a run's
+//! `config.toml` re-runs it alone; the report renders in headless Chromium.
+//!
+//! Every test runs the `ull` study's `--quick` version through the binary; one uninterrupted
+//! `--jobs 2` run is shared as the reference.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn ullstack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ullstack"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let (ok, text) = testkit::run(cmd).expect("ullstack runs");
+    assert!(ok, "{cmd:?} failed:\n{text}");
+    text
+}
+
+fn quick(out: &Path, extra: &[&str]) -> String {
+    run_ok(
+        ullstack()
+            .args(["study", "ull", "--quick", "--quiet", "--out"])
+            .arg(out)
+            .args(extra),
+    )
+}
+
+/// The reference: the whole quick study, `--jobs 2`, uninterrupted.
+fn reference() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        quick(dir.path(), &["--jobs", "2"]);
+        dir
+    })
+    .path()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// `summary.json` without the one field that is wall time (and the job file's path, which
+/// names where it was loaded from).
+fn summary_without_wall(p: &Path) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_str(&read(p)).unwrap();
+    let sim = v["sim"].as_object_mut().expect("sim object");
+    sim.remove("wall_ns").expect("wall_ns present");
+    sim.remove("job_source").expect("job_source present");
+    v
+}
+
+fn run_ids(dir: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir.join("runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Same study.json, same plot CSVs, same summaries (but wall time) in both folders.
+fn assert_same_results(a: &Path, b: &Path) {
+    assert_eq!(read(&a.join("study.json")), read(&b.join("study.json")));
+    let ids = run_ids(a);
+    assert_eq!(ids, run_ids(b));
+    for id in &ids {
+        let s = |d: &Path| summary_without_wall(&d.join("runs").join(id).join("summary.json"));
+        assert_eq!(s(a), s(b), "run {id}");
+    }
+    for entry in std::fs::read_dir(a).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".csv") {
+            assert_eq!(read(&entry.path()), read(&b.join(&name)), "{name}");
+        }
+    }
+}
+
+#[test]
+fn list_names_the_ull_study_with_its_run_counts() {
+    let out = run_ok(ullstack().args(["study", "list"]));
+    let line = out.lines().find(|l| l.starts_with("ull ")).expect(&out);
+    assert!(line.contains("92 runs (--quick: 92)"), "{line}");
+}
+
+#[test]
+fn jobs_1_gives_the_same_results_as_jobs_2() {
+    let dir = tempfile::tempdir().unwrap();
+    quick(dir.path(), &["--jobs", "1"]);
+    assert_same_results(reference(), dir.path());
+    let study: serde_json::Value =
+        serde_json::from_str(&read(&dir.path().join("study.json"))).unwrap();
+    assert_eq!(study["runs"].as_array().unwrap().len(), 92);
+}
+
+#[test]
+fn shards_merged_equal_one_run_and_an_incomplete_merge_names_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    quick(&a, &["--shard", "0/2", "--jobs", "1"]);
+    quick(&b, &["--shard", "1/2", "--jobs", "1"]);
+    assert_eq!(run_ids(&a).len(), 46);
+    assert!(!a.join("report.html").exists(), "a shard draws no report");
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args(["study", "merge"])
+            .arg(&a)
+            .arg("--out")
+            .arg(dir.path().join("lonely")),
+    )
+    .unwrap();
+    assert!(!ok, "merging one of two shards must fail");
+    assert!(
+        text.contains("46 of 92 runs are missing") && text.contains("1/2"),
+        "{text}"
+    );
+    let merged = dir.path().join("merged");
+    run_ok(
+        ullstack()
+            .args(["study", "merge"])
+            .arg(&a)
+            .arg(&b)
+            .arg("--out")
+            .arg(&merged),
+    );
+    assert_same_results(reference(), &merged);
+    assert!(merged.join("report.html").is_file());
+}
+
+#[test]
+fn a_killed_study_resumes_to_the_same_study_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let mut child = ullstack()
+        .args(["study", "ull", "--quick", "--quiet", "--jobs", "1", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let done = |out: &Path| {
+        std::fs::read_dir(out.join("runs")).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| e.path().join("summary.json").is_file())
+                .count()
+        })
+    };
+    testkit::wait_until(Duration::from_secs(120), || done(&out) >= 3)
+        .expect("three runs finish within two minutes");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let finished = done(&out);
+    assert!(
+        (3..92).contains(&finished),
+        "killed mid-study: {finished} of 92 runs done"
+    );
+    assert!(!out.join("study.json").exists(), "killed before the end");
+    let text = quick(&out, &["--jobs", "2"]);
+    assert!(
+        text.contains(&format!("{} simulated, {finished} reused", 92 - finished)),
+        "the rerun reuses exactly the finished runs ({finished}): {text}"
+    );
+    assert!(
+        !run_ids(&out).iter().any(|n| n.starts_with(".tmp")),
+        "no temporary folders left"
+    );
+    assert_same_results(reference(), &out);
+}
+
+#[test]
+fn a_changed_run_config_is_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    quick(&out, &["--shard", "0/23"]);
+    let id = run_ids(&out)[0].clone();
+    let cfg = out.join("runs").join(&id).join("config.toml");
+    std::fs::write(&cfg, read(&cfg).replace("seed = 1", "seed = 2")).unwrap();
+    let text = quick(&out, &["--shard", "0/23"]);
+    assert!(text.contains("1 simulated, 3 reused"), "{text}");
+    assert!(read(&cfg).contains("seed = 1\n"));
+}
+
+#[test]
+fn a_run_config_reruns_alone_with_ullstack_sim() {
+    let runs = reference().join("runs");
+    for id in ["qd-zssd-randread-qd4", "sync-nvme-tlc-write-poll"] {
+        let dir = runs.join(id);
+        let out = tempfile::tempdir().unwrap();
+        run_ok(
+            ullstack()
+                .args(["sim", "--config"])
+                .arg(dir.join("config.toml"))
+                .arg("--out")
+                .arg(out.path()),
+        );
+        assert_eq!(
+            summary_without_wall(&dir.join("summary.json")),
+            summary_without_wall(&out.path().join("summary.json")),
+            "{id}"
+        );
+    }
+}
+
+/// Decodes standard base64 (RFC 4648, padded); `None` on a character outside the alphabet.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let bytes = s.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &c in bytes {
+        acc = (acc << 6) | u32::from(val(c)?);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// Decodes a PNG into (width, height, RGB(A) pixels as colour tuples).
+fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<Vec<u8>>) {
+    let mut reader = png::Decoder::new(std::io::Cursor::new(bytes))
+        .read_info()
+        .expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a PNG frame");
+    let channels = info.color_type.samples();
+    let px = buf[..info.buffer_size()]
+        .chunks(channels)
+        .map(|c| c.to_vec())
+        .collect();
+    (info.width, info.height, px)
+}
+
+#[test]
+fn report_is_self_contained_and_renders_in_headless_chromium() {
+    let html_path = reference().join("report.html");
+    let html = read(&html_path);
+    // Every image is inline and decodes; nothing is fetched from anywhere.
+    let srcs: Vec<&str> = html
+        .split("<img ")
+        .skip(1)
+        .map(|tag| {
+            let at = tag.find("src=\"").expect("an img has a src") + 5;
+            &tag[at..at + tag[at..].find('"').unwrap()]
+        })
+        .collect();
+    assert_eq!(srcs.len(), 11, "one image per figure");
+    for src in &srcs {
+        let data = src
+            .strip_prefix("data:image/png;base64,")
+            .unwrap_or_else(|| {
+                panic!(
+                    "img src is not an inline PNG: {}",
+                    &src[..40.min(src.len())]
+                )
+            });
+        let png = base64_decode(data).expect("valid base64");
+        let (w, h, px) = decode_png(&png);
+        assert_eq!((w, h), (800, 500));
+        assert!(px.iter().filter(|p| p[..3] != [255, 255, 255]).count() > 5_000);
+    }
+    for bad in ["http://", "https://", "<script", "<link", "<svg"] {
+        assert!(!html.contains(bad), "report.html contains {bad}");
+    }
+    for id in run_ids(reference()) {
+        assert!(html.contains(&id), "the report lists run {id}");
+    }
+    let Some(chromium) = testkit::tool(
+        "chromium",
+        "report_is_self_contained_and_renders_in_headless_chromium",
+        "apt-get install chromium",
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let shot = tmp.path().join("shot.png");
+    let profile: PathBuf = tmp.path().join("profile");
+    let url = format!("file://{}", html_path.canonicalize().unwrap().display());
+    let (ok, text) = testkit::run(
+        Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                "--window-size=1200,2000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(&url),
+    )
+    .unwrap();
+    assert!(ok && shot.is_file(), "chromium made no screenshot:\n{text}");
+    let (w, h, px) = decode_png(&std::fs::read(&shot).unwrap());
+    assert_eq!((w, h), (1200, 2000));
+    let non_white = px.iter().filter(|p| p[..3] != [255, 255, 255]).count();
+    let mut colours: Vec<&[u8]> = px.iter().map(|p| &p[..3]).collect();
+    colours.sort_unstable();
+    colours.dedup();
+    // A page of text alone has grey anti-aliasing; the plots add their series' colours.
+    assert!(
+        non_white > 50_000 && colours.len() > 50,
+        "screenshot looks blank: {non_white} non-white pixels, {} colours",
+        colours.len()
+    );
+    let red = px
+        .iter()
+        .filter(|p| p[0] > 180 && p[1] < 80 && p[2] < 80)
+        .count();
+    assert!(
+        red > 200,
+        "no plot colour (red series) on screen: {red} red pixels"
+    );
+}

@@ -1,0 +1,329 @@
+//! Running a study end to end, and merging shards (the steps are in the crate essay).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::exec::{self, is_done, run_dir, ExecOptions, ExecReport};
+use crate::report::{self, ReportInput, Table};
+use crate::results::{self, ShardInfo, StudyJson};
+use crate::spec::RunSpec;
+use crate::{find, Size, StudyDef};
+
+/// How to run a study.
+#[derive(Clone, Debug)]
+pub struct StudyOptions {
+    pub size: Size,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub jobs: usize,
+    pub shard: Option<ShardInfo>,
+    pub progress: bool,
+}
+
+/// What running (or merging) a study did.
+#[derive(Debug)]
+pub struct StudyOutcome {
+    pub exec: ExecReport,
+    /// Runs in this invocation's scope (all, or the shard's).
+    pub runs: usize,
+    /// The headline table; `None` for a shard (no figures or report until merged).
+    pub headline: Option<Table>,
+}
+
+/// Parses `I/N` (0 ≤ I < N).
+pub fn parse_shard(s: &str) -> Result<ShardInfo, String> {
+    let bad = || format!("--shard `{s}`: expected I/N with 0 <= I < N, e.g. 0/2 and 1/2");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let index: usize = i.trim().parse().map_err(|_| bad())?;
+    let count: usize = n.trim().parse().map_err(|_| bad())?;
+    if count == 0 || index >= count {
+        return Err(bad());
+    }
+    Ok(ShardInfo { index, count })
+}
+
+/// The head of a `study.json`, as `merge` reads it.
+#[derive(Debug, Deserialize)]
+struct StudyHead {
+    study: String,
+    version: u32,
+    size: String,
+    seed: u64,
+    runs_total: usize,
+    shard: Option<ShardInfo>,
+}
+
+fn read_head(dir: &Path) -> Result<Option<StudyHead>, String> {
+    let path = dir.join("study.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("{}: not a study.json: {e}", path.display()))
+}
+
+/// Runs study `def` (or its shard) into `opts.out`.
+pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> {
+    if let Some(head) = read_head(&opts.out)? {
+        if head.study != def.name {
+            return Err(format!(
+                "{} holds study `{}`, not `{}`: choose another --out",
+                opts.out.display(),
+                head.study,
+                def.name
+            ));
+        }
+    }
+    let specs = (def.runs)(opts.size, opts.seed);
+    let scope: Vec<RunSpec> = match opts.shard {
+        None => specs.clone(),
+        Some(s) => specs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % s.count == s.index)
+            .map(|(_, r)| r.clone())
+            .collect(),
+    };
+    let exec = exec::execute(
+        &opts.out,
+        &scope,
+        ExecOptions {
+            jobs: opts.jobs,
+            progress: opts.progress,
+        },
+    )?;
+    let headline = finish(
+        def, opts.size, opts.seed, &opts.out, &specs, &scope, opts.shard,
+    )?;
+    Ok(StudyOutcome {
+        exec,
+        runs: scope.len(),
+        headline,
+    })
+}
+
+/// Writes `study.json` for `scope`, and for a whole study the figures and report.
+fn finish(
+    def: &StudyDef,
+    size: Size,
+    seed: u64,
+    out: &Path,
+    specs: &[RunSpec],
+    scope: &[RunSpec],
+    shard: Option<ShardInfo>,
+) -> Result<Option<Table>, String> {
+    let results = results::load(out, scope)?;
+    let json = StudyJson {
+        study: def.name,
+        version: def.version,
+        size: size.as_str(),
+        seed,
+        runs_total: specs.len(),
+        shard,
+        runs: scope.iter().map(|s| &results[&s.id]).collect(),
+    };
+    let text = serde_json::to_string_pretty(&json).expect("study.json serialises") + "\n";
+    write_atomic(&out.join("study.json"), text.as_bytes())?;
+    if shard.is_some() {
+        return Ok(None);
+    }
+    let figures = (def.figures)(&results, size, seed);
+    let mut rendered = Vec::new();
+    for fig in &figures {
+        let png = fig.write(out)?;
+        rendered.push((fig, png));
+    }
+    let headline = (def.headline)(&results);
+    let html = report::html(&ReportInput {
+        title: format!(
+            "ullstack study {} ({}, seed {seed})",
+            def.name,
+            size.as_str()
+        ),
+        about: format!(
+            "{}. {} runs, each re-runnable alone from runs/<id>/config.toml.",
+            def.about,
+            specs.len()
+        ),
+        headline: &headline,
+        figures: rendered,
+        specs,
+        results: &results,
+    });
+    write_atomic(&out.join("report.html"), html.as_bytes())?;
+    Ok(Some(headline))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("renaming to {}: {e}", path.display()))
+}
+
+/// Joins shard folders `dirs` into `out`: checks they are shards of one study, version, size
+/// and seed, and together hold every run; copies the runs; writes `study.json`, figures and
+/// report. Returns the study's name with the outcome.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(String, StudyOutcome), String> {
+    let mut heads = Vec::new();
+    for d in dirs {
+        let head = read_head(d)?
+            .ok_or_else(|| format!("{}: no study.json (not a study folder)", d.display()))?;
+        heads.push(head);
+    }
+    let first = heads
+        .first()
+        .ok_or("merge needs at least one study folder")?;
+    for (d, h) in dirs.iter().zip(&heads) {
+        if (&h.study, h.version, &h.size, h.seed, h.runs_total)
+            != (
+                &first.study,
+                first.version,
+                &first.size,
+                first.seed,
+                first.runs_total,
+            )
+        {
+            return Err(format!(
+                "{} holds study `{}` version {} ({}, seed {}, {} runs) but {} holds `{}` version {} ({}, seed {}, {} runs): not shards of one study",
+                d.display(), h.study, h.version, h.size, h.seed, h.runs_total,
+                dirs[0].display(), first.study, first.version, first.size, first.seed, first.runs_total
+            ));
+        }
+    }
+    let def = find(&first.study)?;
+    if def.version != first.version {
+        return Err(format!(
+            "the shards are study `{}` version {}, this ullstack has version {}: re-run them",
+            def.name, first.version, def.version
+        ));
+    }
+    let size = Size::parse(&first.size)
+        .ok_or_else(|| format!("study.json size `{}`: expected quick or full", first.size))?;
+    let specs = (def.runs)(size, first.seed);
+    if specs.len() != first.runs_total {
+        return Err(format!(
+            "the shards say {} runs, study `{}` has {}",
+            first.runs_total,
+            def.name,
+            specs.len()
+        ));
+    }
+    let mut missing = Vec::new();
+    let mut sources = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        match dirs.iter().find(|d| is_done(d, spec)) {
+            Some(d) => sources.push((spec, d)),
+            None => missing.push((i, spec.id.as_str())),
+        }
+    }
+    if !missing.is_empty() {
+        let count = heads.iter().find_map(|h| h.shard.map(|s| s.count));
+        let shards_present: Vec<usize> = heads
+            .iter()
+            .filter_map(|h| h.shard.map(|s| s.index))
+            .collect();
+        let shard_note = match count {
+            Some(n) => {
+                let absent: Vec<String> = (0..n)
+                    .filter(|i| !shards_present.contains(i))
+                    .map(|i| format!("{i}/{n}"))
+                    .collect();
+                if absent.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (shards not given: {})", absent.join(", "))
+                }
+            }
+            None => String::new(),
+        };
+        let names: Vec<&str> = missing.iter().take(10).map(|m| m.1).collect();
+        return Err(format!(
+            "{} of {} runs are missing or incomplete{shard_note}: {}{}",
+            missing.len(),
+            specs.len(),
+            names.join(", "),
+            if missing.len() > 10 { ", …" } else { "" }
+        ));
+    }
+    std::fs::create_dir_all(out.join("runs"))
+        .map_err(|e| format!("creating {}: {e}", out.join("runs").display()))?;
+    for (spec, src) in &sources {
+        if src.as_path() == out || is_done(out, spec) {
+            continue;
+        }
+        copy_run(&run_dir(src, &spec.id), &run_dir(out, &spec.id))?;
+    }
+    let headline = finish(&def, size, first.seed, out, &specs, &specs, None)?;
+    let outcome = StudyOutcome {
+        exec: ExecReport {
+            ran: 0,
+            reused: specs.len(),
+        },
+        runs: specs.len(),
+        headline,
+    };
+    Ok((def.name.to_string(), outcome))
+}
+
+/// Copies a run folder (flat: files only) into place through a temporary name.
+fn copy_run(from: &Path, to: &Path) -> Result<(), String> {
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = to.with_file_name(format!(".tmp-{name}"));
+    let io = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| io("removing", &tmp, e))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
+    let entries = std::fs::read_dir(from).map_err(|e| io("reading", from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io("reading", from, e))?;
+        std::fs::copy(entry.path(), tmp.join(entry.file_name()))
+            .map_err(|e| io("copying", &entry.path(), e))?;
+    }
+    if to.exists() {
+        std::fs::remove_dir_all(to).map_err(|e| io("removing stale", to, e))?;
+    }
+    std::fs::rename(&tmp, to).map_err(|e| io("renaming into place", to, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_syntax_is_checked_and_named() {
+        assert_eq!(parse_shard("1/3"), Ok(ShardInfo { index: 1, count: 3 }));
+        for bad in ["3/3", "1/0", "1", "a/2", "-1/2"] {
+            let e = parse_shard(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("I/N"), "{e}");
+        }
+    }
+
+    #[test]
+    fn merge_refuses_folders_of_different_studies() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for (d, seed) in [(&a, 1), (&b, 2)] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(
+                d.join("study.json"),
+                format!(r#"{{"study":"ull","version":1,"size":"quick","seed":{seed},"runs_total":92,"runs":[]}}"#),
+            )
+            .unwrap();
+        }
+        let e = merge(&[a, b], &dir.path().join("m")).unwrap_err();
+        assert!(
+            e.contains("seed 2") && e.contains("not shards of one study"),
+            "{e}"
+        );
+        let e = merge(&[dir.path().join("none")], &dir.path().join("m")).unwrap_err();
+        assert!(e.contains("no study.json"), "{e}");
+    }
+}

@@ -1,0 +1,200 @@
+//! One run of a study: a complete device-level configuration that stands on its own.
+//!
+//! A run is written out as `runs/<id>/config.toml` (exactly the file `ullstack sim --config`
+//! reads: seed, job file, integrity, `[device]`, `[host]`) and `runs/<id>/job.fio` beside it, so
+//! any point of any plot can be re-run alone:
+//!
+//! ```text
+//! ullstack sim --config results/study/ull/runs/lat-zssd-randread-qd4/config.toml
+//! ```
+//!
+//! The run's *config hash* is a 64-bit FNV-1a hash of the canonical config text, a NUL byte and
+//! the job text (the seed is in the config text). It is a pure function of what the run
+//! simulates, so it decides whether a finished run can be reused (resuming) and whether shards
+//! being merged ran the same thing. FNV-1a is not a cryptographic hash; it only has to tell
+//! configurations apart, not resist forgery. Worked example: the config text
+//! `seed = 1\n…` and job text `[j]\nrw=read\n` hash to 16 hex digits such as
+//! `3f9c0a2e5b71d804`; change one byte of either and the hash changes.
+//!
+//! The id is a readable slug chosen by the study (`lat-zssd-randread-qd4`), unique within it;
+//! the hash, not the id, says whether a stored result is still valid.
+
+use std::path::Path;
+
+use sim::{DeviceRunConfig, RunFileSettings};
+
+/// The job file's name inside a run folder (the config's `job_file`).
+pub const JOB_FILE: &str = "job.fio";
+/// The config's name inside a run folder.
+pub const CONFIG_FILE: &str = "config.toml";
+
+/// A complete device-level run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Readable slug, unique within the study; the run's folder name.
+    pub id: String,
+    /// Device preset name (`zssd`, `nvme-tlc`, …).
+    pub device: String,
+    /// Thin-host cost preset (`x86-4`, …).
+    pub host: String,
+    /// The fio job file, as text.
+    pub job_fio: String,
+    /// Seed of every random stream in the run.
+    pub seed: u64,
+}
+
+impl RunSpec {
+    /// The canonical `config.toml` text: what `ullstack sim --config` reads.
+    pub fn config_toml(&self) -> String {
+        format!(
+            "# {id}: re-run alone with `ullstack sim --config {CONFIG_FILE}` from this folder\n\
+             seed = {seed}\n\
+             job_file = \"{JOB_FILE}\"\n\
+             integrity = false\n\
+             \n\
+             [device]\n\
+             preset = \"{device}\"\n\
+             \n\
+             [host]\n\
+             preset = \"{host}\"\n",
+            id = self.id,
+            seed = self.seed,
+            device = self.device,
+            host = self.host,
+        )
+    }
+
+    /// The config hash: FNV-1a 64 over config text, NUL, job text; 16 lower-case hex digits.
+    pub fn config_hash(&self) -> String {
+        let mut h = Fnv1a64::new();
+        h.write(self.config_toml().as_bytes());
+        h.write(&[0]);
+        h.write(self.job_fio.as_bytes());
+        format!("{:016x}", h.finish())
+    }
+
+    /// Writes `config.toml` and `job.fio` into `dir` (which must exist).
+    pub fn write_files(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::write(dir.join(CONFIG_FILE), self.config_toml())?;
+        std::fs::write(dir.join(JOB_FILE), &self.job_fio)
+    }
+
+    /// Whether `dir` holds exactly this run's config and job files.
+    pub fn files_match(&self, dir: &Path) -> bool {
+        let read = |name| std::fs::read_to_string(dir.join(name)).ok();
+        read(CONFIG_FILE).as_deref() == Some(self.config_toml().as_str())
+            && read(JOB_FILE).as_deref() == Some(self.job_fio.as_str())
+    }
+
+    /// The simulator's configuration, read back from the files in `dir` through the same
+    /// loader `ullstack sim --config` uses, so a study run and a re-run agree by construction.
+    pub fn load_config(&self, dir: &Path) -> Result<DeviceRunConfig, String> {
+        let path = dir.join(CONFIG_FILE);
+        let file = RunFileSettings::load(&path).map_err(|e| e.to_string())?;
+        let device = file
+            .device
+            .ok_or_else(|| format!("{}: no [device] table", path.display()))?;
+        let (host_name, host) = file
+            .host
+            .ok_or_else(|| format!("{}: no [host] table", path.display()))?;
+        let job_path = file
+            .job_file
+            .ok_or_else(|| format!("{}: no job_file", path.display()))?;
+        let jobs = workload::JobFile::load(&job_path).map_err(|e| e.to_string())?;
+        Ok(DeviceRunConfig {
+            seed: file
+                .seed
+                .ok_or_else(|| format!("{}: no seed", path.display()))?,
+            device,
+            host,
+            host_name,
+            jobs,
+            job_source: JOB_FILE.to_string(),
+            integrity: file.integrity.unwrap_or(false),
+        })
+    }
+}
+
+/// 64-bit FNV-1a (Fowler–Noll–Vo): offset basis and prime from the published parameters.
+pub struct Fnv1a64(u64);
+
+impl Fnv1a64 {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    pub fn new() -> Fnv1a64 {
+        Fnv1a64(Self::OFFSET_BASIS)
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for Fnv1a64 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            id: "t".into(),
+            device: "zssd".into(),
+            host: "x86-4".into(),
+            job_fio: "[j]\nrw=read\nnumber_ios=10\n".into(),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn fnv_matches_published_test_vectors() {
+        // FNV-1a 64 of "" is the offset basis; of "a" it is 0xaf63dc4c8601ec8c.
+        assert_eq!(Fnv1a64::new().finish(), 0xcbf29ce484222325);
+        let mut h = Fnv1a64::new();
+        h.write(b"a");
+        assert_eq!(h.finish(), 0xaf63dc4c8601ec8c);
+    }
+
+    #[test]
+    fn hash_changes_with_seed_job_and_device() {
+        let base = spec().config_hash();
+        assert_eq!(base, spec().config_hash(), "stable across calls");
+        let mut s = spec();
+        s.seed = 2;
+        assert_ne!(s.config_hash(), base);
+        let mut s = spec();
+        s.job_fio.push(' ');
+        assert_ne!(s.config_hash(), base);
+        let mut s = spec();
+        s.device = "nvme-tlc".into();
+        assert_ne!(s.config_hash(), base);
+    }
+
+    #[test]
+    fn written_config_loads_back_as_the_same_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec();
+        s.write_files(dir.path()).unwrap();
+        assert!(s.files_match(dir.path()));
+        let cfg = s.load_config(dir.path()).unwrap();
+        assert_eq!(cfg.seed, 1);
+        assert_eq!(cfg.device.name, "zssd");
+        assert_eq!(cfg.host_name, "x86-4");
+        assert_eq!(cfg.jobs.jobs.len(), 1);
+        let mut other = spec();
+        other.seed = 3;
+        assert!(!other.files_match(dir.path()));
+    }
+}

@@ -1,0 +1,557 @@
+//! The `ull` study: what an ultra-low-latency device changes (experiments.md, `ull`).
+//!
+//! Presets `zssd` (Z-NAND-class SLC, µs reads) and `nvme-tlc` (a TLC NVMe SSD), each driven raw
+//! by fio-like jobs through the thin host (`x86-4` costs), 4 KiB blocks, O_DIRECT:
+//!
+//! 1. **Latency vs queue depth** 1, 2, 4, 8, 16 — sequential read, random read, sequential
+//!    write, random write (libaio): average and five-nines (p99.999).
+//! 2. **Bandwidth vs queue depth** 1 … 256 (powers of two), the same four patterns, normalised to
+//!    each device's maximum for that pattern. Runs at depth ≤ 16 are shared with part 1.
+//! 3. **Read/write interference**: random mixed I/O at depth [`INTERFERENCE_QD`] with 0, 20, 40,
+//!    60, 80 and 100 % writes: average and five-nines read latency (0–80 %), and the write
+//!    latency the 100 % point gives.
+//! 4. **Interrupt vs polled completion**: synchronous `pvsync2` at depth 1, without and with
+//!    `hipri`, random reads and random writes: latency (average, five-nines) and CPU use.
+//!
+//! ## How many I/Os
+//! A five-nines figure needs enough samples above it: at 100 000 I/Os p99.999 is the worst
+//! one; the full study runs [`FULL_LATENCY_IOS`] (1 000 000, ten samples above p99.999) per
+//! latency point and [`FULL_BANDWIDTH_IOS`] per bandwidth-only point (depth 32 … 256, where a
+//! few hundred thousand I/Os give a steady rate). `--quick` runs [`QUICK_IOS`] I/Os per point —
+//! enough for averages and for tests, not for the tail; its captions say so. Jobs are
+//! `time_based` with a one-hour cap and `number_ios`, so sequential jobs wrap at the end of the
+//! device as fio does, and every run stops at its I/O count.
+//!
+//! ## CPU use
+//! Part 4's CPU figure takes `kernel`/`user` from the run's summary when the simulator reports
+//! it; until then it is derived from the thin host's fixed costs (see `results.rs`), and the
+//! caption says which.
+
+use crate::plot::{Figure, Series, Stroke};
+use crate::report::Table;
+use crate::results::{OpHeadline, Results, RunResult};
+use crate::spec::RunSpec;
+use crate::Size;
+
+use engine::time::format_ns;
+
+/// The two devices compared.
+pub const DEVICES: [&str; 2] = ["zssd", "nvme-tlc"];
+/// Thin-host cost preset of every run.
+pub const HOST: &str = "x86-4";
+/// Queue depths of the latency plots.
+pub const LATENCY_QDS: [u32; 5] = [1, 2, 4, 8, 16];
+/// Queue depths of the bandwidth plots.
+pub const BANDWIDTH_QDS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+/// Write shares of the interference experiment, percent.
+pub const WRITE_PCTS: [u32; 6] = [0, 20, 40, 60, 80, 100];
+/// Queue depth of the interference experiment: a moderate load, so that what reads suffer is
+/// writes in their way inside the device rather than a saturated queue.
+pub const INTERFERENCE_QD: u32 = 4;
+/// I/Os per latency point in the full study (≥ 100 000 so p99.999 is measured, not guessed).
+pub const FULL_LATENCY_IOS: u64 = 1_000_000;
+/// I/Os per bandwidth-only point (depth > 16) in the full study.
+pub const FULL_BANDWIDTH_IOS: u64 = 200_000;
+/// I/Os per point with `--quick`.
+pub const QUICK_IOS: u64 = 4_000;
+
+/// The four access patterns of parts 1 and 2: (fio `rw`, label, which op carries the latency).
+pub const PATTERNS: [(&str, &str, Op); 4] = [
+    ("read", "sequential read", Op::Read),
+    ("randread", "random read", Op::Read),
+    ("write", "sequential write", Op::Write),
+    ("randwrite", "random write", Op::Write),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+}
+
+/// How completions are seen in part 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    Interrupt,
+    Polled,
+}
+
+impl Completion {
+    fn slug(self) -> &'static str {
+        match self {
+            Completion::Interrupt => "irq",
+            Completion::Polled => "poll",
+        }
+    }
+}
+
+fn ios_for(size: Size, latency_point: bool) -> u64 {
+    match (size, latency_point) {
+        (Size::Quick, _) => QUICK_IOS,
+        (Size::Full, true) => FULL_LATENCY_IOS,
+        (Size::Full, false) => FULL_BANDWIDTH_IOS,
+    }
+}
+
+fn job_header(comment: &str, engine: &str, ios: u64) -> String {
+    format!(
+        "; ull study: {comment}\n[global]\nioengine={engine}\ndirect=1\nbs=4k\nnorandommap\n\
+         time_based\nruntime=3600s\nnumber_ios={ios}\n\n"
+    )
+}
+
+pub fn qd_id(device: &str, rw: &str, qd: u32) -> String {
+    format!("qd-{device}-{rw}-qd{qd}")
+}
+
+pub fn mix_id(device: &str, write_pct: u32) -> String {
+    format!("mix-{device}-w{write_pct}")
+}
+
+pub fn sync_id(device: &str, op: Op, c: Completion) -> String {
+    let op = match op {
+        Op::Read => "read",
+        Op::Write => "write",
+    };
+    format!("sync-{device}-{op}-{}", c.slug())
+}
+
+/// Every run of the study, in a fixed order.
+pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
+    let mut out = Vec::new();
+    let spec = |id: String, device: &str, job_fio: String| RunSpec {
+        id,
+        device: device.to_string(),
+        host: HOST.to_string(),
+        job_fio,
+        seed,
+    };
+    for device in DEVICES {
+        for (rw, label, _) in PATTERNS {
+            for qd in BANDWIDTH_QDS {
+                let ios = ios_for(size, LATENCY_QDS.contains(&qd));
+                let id = qd_id(device, rw, qd);
+                let job = job_header(&format!("{label}, queue depth {qd}"), "libaio", ios)
+                    + &format!("[{rw}-qd{qd}]\nrw={rw}\niodepth={qd}\n");
+                out.push(spec(id, device, job));
+            }
+        }
+        for w in WRITE_PCTS {
+            let ios = ios_for(size, true);
+            let job = job_header(
+                &format!("random mixed I/O, {w} % writes, queue depth {INTERFERENCE_QD}"),
+                "libaio",
+                ios,
+            ) + &format!(
+                "[randrw-w{w}]\nrw=randrw\nrwmixread={}\niodepth={INTERFERENCE_QD}\n",
+                100 - w
+            );
+            out.push(spec(mix_id(device, w), device, job));
+        }
+        for (op, rw) in [(Op::Read, "randread"), (Op::Write, "randwrite")] {
+            for c in [Completion::Interrupt, Completion::Polled] {
+                let ios = ios_for(size, true);
+                let how = match c {
+                    Completion::Interrupt => "interrupt completion",
+                    Completion::Polled => "polled completion (hipri)",
+                };
+                let mut job = job_header(&format!("synchronous {rw}, {how}"), "pvsync2", ios)
+                    + &format!("[{rw}-{}]\nrw={rw}\niodepth=1\n", c.slug());
+                if c == Completion::Polled {
+                    job.push_str("hipri\n");
+                }
+                out.push(spec(sync_id(device, op, c), device, job));
+            }
+        }
+    }
+    out
+}
+
+fn op_of(r: &RunResult, op: Op) -> Option<&OpHeadline> {
+    match op {
+        Op::Read => r.read.as_ref(),
+        Op::Write => r.write.as_ref(),
+    }
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1_000.0
+}
+
+fn common_caption(size: Size, seed: u64, ios: u64) -> String {
+    let tail = if ios < 100_000 {
+        format!(
+            " With --quick each point has only {ios} I/Os: too few for five nines (p99.999 is then \
+             about the worst sample); the full study runs {FULL_LATENCY_IOS} per latency point."
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "Presets zssd and nvme-tlc, host costs {HOST}, seed {seed}, {} study, {ios} I/Os per point.{tail}",
+        size.as_str()
+    )
+}
+
+/// The study's figures from its results.
+pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
+    let lat_ios = ios_for(size, true);
+    let mut figs = Vec::new();
+    for (rw, label, op) in PATTERNS {
+        let mut series = Vec::new();
+        for (d, device) in DEVICES.iter().enumerate() {
+            for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+                let points = LATENCY_QDS
+                    .iter()
+                    .filter_map(|&qd| {
+                        let h = op_of(results.get(&qd_id(device, rw, qd))?, op)?;
+                        let ns = if stat == "avg" {
+                            h.mean_ns
+                        } else {
+                            h.p99_999_ns
+                        };
+                        Some((f64::from(qd), us(ns)))
+                    })
+                    .collect();
+                series.push(Series {
+                    name: format!("{device} {stat}"),
+                    points,
+                    stroke,
+                    colour: d,
+                });
+            }
+        }
+        figs.push(Figure {
+            stem: format!("latency-{rw}"),
+            title: format!("{label}: latency vs queue depth"),
+            caption: format!(
+                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–16. Solid: average; \
+                 dashed: five nines (p99.999). Log–log axes. {}",
+                common_caption(size, seed, lat_ios)
+            ),
+            x_label: "queue depth".into(),
+            y_label: "latency (µs)".into(),
+            x_log: true,
+            y_log: true,
+            x_categories: vec![],
+            series,
+        });
+    }
+    for (rw, label, op) in PATTERNS {
+        let mut series = Vec::new();
+        let mut maxima = Vec::new();
+        for (d, device) in DEVICES.iter().enumerate() {
+            let raw: Vec<(f64, f64)> = BANDWIDTH_QDS
+                .iter()
+                .filter_map(|&qd| {
+                    let h = op_of(results.get(&qd_id(device, rw, qd))?, op)?;
+                    Some((f64::from(qd), h.bytes_per_sec))
+                })
+                .collect();
+            let max = raw.iter().map(|p| p.1).fold(0.0, f64::max);
+            maxima.push(format!("{device} {:.0} MB/s", max / 1e6));
+            let points = raw
+                .iter()
+                .map(|&(x, y)| (x, if max > 0.0 { y / max } else { 0.0 }))
+                .collect();
+            series.push(Series {
+                name: device.to_string(),
+                points,
+                stroke: Stroke::Solid,
+                colour: d,
+            });
+        }
+        figs.push(Figure {
+            stem: format!("bandwidth-{rw}"),
+            title: format!("{label}: bandwidth vs queue depth"),
+            caption: format!(
+                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–256; bandwidth divided \
+                 by each device's maximum for this pattern ({}). Depths above 16 run {} I/Os. {}",
+                maxima.join(", "),
+                ios_for(size, false),
+                common_caption(size, seed, lat_ios)
+            ),
+            x_label: "queue depth".into(),
+            y_label: "bandwidth / device maximum".into(),
+            x_log: true,
+            y_log: false,
+            x_categories: vec![],
+            series,
+        });
+    }
+    let mut series = Vec::new();
+    for (d, device) in DEVICES.iter().enumerate() {
+        for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+            let points = WRITE_PCTS
+                .iter()
+                .filter_map(|&w| {
+                    let h = results.get(&mix_id(device, w))?.read.as_ref()?;
+                    let ns = if stat == "avg" {
+                        h.mean_ns
+                    } else {
+                        h.p99_999_ns
+                    };
+                    Some((f64::from(w), us(ns)))
+                })
+                .collect();
+            series.push(Series {
+                name: format!("{device} read {stat}"),
+                points,
+                stroke,
+                colour: d,
+            });
+        }
+    }
+    figs.push(Figure {
+        stem: "interference-read-latency".into(),
+        title: "random reads with writes interleaved".into(),
+        caption: format!(
+            "fio-like random mixed I/O (randrw), libaio, O_DIRECT, 4 KiB, queue depth \
+             {INTERFERENCE_QD}, 0–80 % writes: read latency, solid average, dashed five nines \
+             (the 100 % point has no reads; its write latency is in the table). {}",
+            common_caption(size, seed, lat_ios)
+        ),
+        x_label: "writes (% of I/Os)".into(),
+        y_label: "read latency (µs)".into(),
+        x_log: false,
+        y_log: true,
+        x_categories: vec![],
+        series,
+    });
+    figs.extend(sync_figures(results, size, seed, lat_ios));
+    figs
+}
+
+fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figure> {
+    let cats = vec!["interrupt".to_string(), "polled".to_string()];
+    let modes = [Completion::Interrupt, Completion::Polled];
+    let mut lat = Vec::new();
+    let mut cpu = Vec::new();
+    let mut sources = Vec::new();
+    for (d, device) in DEVICES.iter().enumerate() {
+        for (o, (op, name)) in [(Op::Read, "read"), (Op::Write, "write")]
+            .into_iter()
+            .enumerate()
+        {
+            let colour = 2 * d + o;
+            for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+                let points = modes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(x, &c)| {
+                        let h = op_of(results.get(&sync_id(device, op, c))?, op)?;
+                        let ns = if stat == "avg" {
+                            h.mean_ns
+                        } else {
+                            h.p99_999_ns
+                        };
+                        Some((x as f64, us(ns)))
+                    })
+                    .collect();
+                lat.push(Series {
+                    name: format!("{device} {name} {stat}"),
+                    points,
+                    stroke,
+                    colour,
+                });
+            }
+            for (part, stroke) in [("kernel", Stroke::Solid), ("user", Stroke::Dashed)] {
+                let points = modes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(x, &c)| {
+                        let u = results.get(&sync_id(device, op, c))?.cpu.as_ref()?;
+                        sources.push(u.source);
+                        let v = if part == "kernel" {
+                            u.kernel_pct
+                        } else {
+                            u.user_pct
+                        };
+                        Some((x as f64, v))
+                    })
+                    .collect();
+                cpu.push(Series {
+                    name: format!("{device} {name} {part}"),
+                    points,
+                    stroke,
+                    colour,
+                });
+            }
+        }
+    }
+    let source = if sources.contains(&"derived") {
+        "CPU use is derived from the thin host's fixed per-I/O costs (all kernel time; a polled \
+         thread spins on its core for the whole run): the runs' summaries report no CPU figure."
+    } else {
+        "CPU use as each run's summary reports it."
+    };
+    let what = "synchronous pvsync2, O_DIRECT, 4 KiB, queue depth 1; interrupt completion vs \
+                polled (hipri)";
+    vec![
+        Figure {
+            stem: "completion-latency".into(),
+            title: "interrupt vs polled completion: latency".into(),
+            caption: format!(
+                "Random reads and writes, {what}. Solid: average; dashed: five nines. {}",
+                common_caption(size, seed, ios)
+            ),
+            x_label: "completion".into(),
+            y_label: "latency (µs)".into(),
+            x_log: false,
+            y_log: true,
+            x_categories: cats.clone(),
+            series: lat,
+        },
+        Figure {
+            stem: "completion-cpu".into(),
+            title: "interrupt vs polled completion: CPU use".into(),
+            caption: format!(
+                "Random reads and writes, {what}: CPU time of the I/O thread's core, percent. \
+                 Solid: kernel; dashed: user. {source} {}",
+                common_caption(size, seed, ios)
+            ),
+            x_label: "completion".into(),
+            y_label: "CPU (% of one core)".into(),
+            x_log: false,
+            y_log: false,
+            x_categories: cats,
+            series: cpu,
+        },
+    ]
+}
+
+/// The compact headline table: metrics down, devices across.
+pub fn headline(results: &Results) -> Table {
+    let mut t = Table {
+        header: std::iter::once("metric".to_string())
+            .chain(DEVICES.iter().map(|d| d.to_string()))
+            .collect(),
+        rows: vec![],
+    };
+    let lat = |id: &dyn Fn(&str) -> String, op: Op| -> Vec<String> {
+        DEVICES
+            .iter()
+            .map(|d| {
+                results
+                    .get(&id(d))
+                    .and_then(|r| op_of(r, op))
+                    .map_or("-".into(), |h| {
+                        format!("{} / {}", format_ns(h.mean_ns), format_ns(h.p99_999_ns))
+                    })
+            })
+            .collect()
+    };
+    let mut row = |name: &str, cells: Vec<String>| {
+        t.rows
+            .push(std::iter::once(name.to_string()).chain(cells).collect());
+    };
+    row(
+        "random read QD1, avg / p99.999",
+        lat(&|d| qd_id(d, "randread", 1), Op::Read),
+    );
+    row(
+        "random write QD1, avg / p99.999",
+        lat(&|d| qd_id(d, "randwrite", 1), Op::Write),
+    );
+    row(
+        "random read QD16, avg / p99.999",
+        lat(&|d| qd_id(d, "randread", 16), Op::Read),
+    );
+    for (rw, label, op) in PATTERNS {
+        let cells = DEVICES
+            .iter()
+            .map(|d| {
+                let best = BANDWIDTH_QDS
+                    .iter()
+                    .filter_map(|&qd| {
+                        let h = op_of(results.get(&qd_id(d, rw, qd))?, op)?;
+                        Some((h.bytes_per_sec, h.iops, qd))
+                    })
+                    .fold(None, |acc: Option<(f64, f64, u32)>, x| match acc {
+                        Some(a) if a.0 >= x.0 => Some(a),
+                        _ => Some(x),
+                    });
+                best.map_or("-".into(), |(bw, iops, qd)| {
+                    format!("{:.0} MB/s, {:.0}k IOPS @QD{qd}", bw / 1e6, iops / 1e3)
+                })
+            })
+            .collect();
+        row(&format!("{label} max bandwidth"), cells);
+    }
+    row(
+        &format!("read at 80 % writes QD{INTERFERENCE_QD}, avg / p99.999"),
+        lat(&|d| mix_id(d, 80), Op::Read),
+    );
+    for (op, name) in [(Op::Read, "read"), (Op::Write, "write")] {
+        for c in [Completion::Interrupt, Completion::Polled] {
+            row(
+                &format!("sync {name} {}, avg / p99.999", c.slug()),
+                lat(&|d| sync_id(d, op, c), op),
+            );
+        }
+    }
+    for c in [Completion::Interrupt, Completion::Polled] {
+        let cells = DEVICES
+            .iter()
+            .map(|d| {
+                results
+                    .get(&sync_id(d, Op::Read, c))
+                    .and_then(|r| r.cpu.as_ref())
+                    .map_or("-".into(), |u| {
+                        format!(
+                            "{:.0} % / {:.0} %{}",
+                            u.kernel_pct,
+                            u.user_pct,
+                            if u.source == "derived" {
+                                " (derived)"
+                            } else {
+                                ""
+                            }
+                        )
+                    })
+            })
+            .collect();
+        row(&format!("sync read {} CPU kernel / user", c.slug()), cells);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_unique_and_every_job_parses() {
+        let specs = runs(Size::Quick, 1);
+        let mut ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), specs.len());
+        assert_eq!(specs.len(), 2 * (4 * 9 + 6 + 4));
+        for s in &specs {
+            let jobs = workload::JobFile::parse_fio(&s.job_fio, &s.id)
+                .unwrap_or_else(|e| panic!("{}: {e}", s.id));
+            assert_eq!(jobs.jobs.len(), 1, "{}", s.id);
+        }
+    }
+
+    #[test]
+    fn full_latency_points_have_enough_ios_for_five_nines() {
+        for s in runs(Size::Full, 1) {
+            let qd =
+                s.id.rsplit("-qd")
+                    .next()
+                    .and_then(|q| q.parse::<u32>().ok());
+            let latency_point = !s.id.starts_with("qd-") || qd.is_some_and(|q| q <= 16);
+            if latency_point {
+                assert!(
+                    s.job_fio
+                        .contains(&format!("number_ios={FULL_LATENCY_IOS}")),
+                    "{}",
+                    s.id
+                );
+            }
+        }
+        const { assert!(FULL_LATENCY_IOS >= 100_000) };
+    }
+}
