@@ -130,10 +130,9 @@ fn register_admits_refuses_with_reason_and_unregisters() {
     assert_eq!(r.status, Status::Ok);
     assert_eq!(s.shared().lock_control().registered(), 2);
     drop(c);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while s.shared().lock_control().registered() != 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let _ = testkit::wait_until(Duration::from_secs(10), || {
+        s.shared().lock_control().registered() == 1
+    });
     assert_eq!(
         s.shared().lock_control().registered(),
         1,
@@ -171,13 +170,19 @@ acl = [{ volume = "vol", access = "read-write" }]
     let s = start(config);
     let mut c = RawNative::connect(s.addrs.native.unwrap());
     assert_eq!(c.hello("be", "be-secret-1", "vol").status, Status::Ok);
+    let read_bytes = s.shared().metrics.worker(0).input_read_bytes.clone();
+    let before = read_bytes.get();
     let mut cookies = Vec::new();
     for i in 0..40u64 {
         let h = RequestHeader::write(0, 0, i * 4096, 4096, proto::wire::WriteMode::WriteBack);
         cookies.push(c.send(h, &[i as u8; 4096]));
     }
-    // Let the server read them (they queue in the scheduler), then stop it.
-    std::thread::sleep(Duration::from_millis(50));
+    // Wait until the server has read them all (they queue in the scheduler), then stop it.
+    let sent = 40 * (proto::wire::REQUEST_HEADER_BYTES as u64 + 4096);
+    testkit::wait_until(Duration::from_secs(10), || {
+        read_bytes.get() - before >= sent
+    })
+    .expect("the server reads the 40 writes within 10 s");
     let started = Instant::now();
     let stopper = std::thread::spawn(move || s.shutdown());
     let mut answered = Vec::new();

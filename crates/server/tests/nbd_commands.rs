@@ -8,6 +8,7 @@
 mod common;
 
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -438,15 +439,26 @@ fn drain_delivers_a_32mib_reply_to_a_client_that_keeps_pipelining() {
     let mut nbd = RawNbd::connect(s.addrs.nbd.unwrap(), "default").expect("nbd");
     let reply_bytes = 16 + MAX_REQUEST_BYTES as usize;
     let cookie = nbd.send(CommandType::Read.to_u16(), 0, 0, MAX_REQUEST_BYTES, &[]);
-    // Let the server read it and fill the socket buffers, then stop the server.
-    std::thread::sleep(Duration::from_millis(200));
+    // Wait until the server has read it and its reply fills our receive queue, then stop the
+    // server and wait until it is draining.
+    let queued = |stream: &std::net::TcpStream| {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through a valid pointer on an open socket.
+        unsafe { libc::ioctl(stream.as_raw_fd(), libc::FIONREAD, &mut n) };
+        n as usize
+    };
+    testkit::wait_until(Duration::from_secs(10), || queued(&nbd.stream) >= 64 << 10)
+        .expect("the reply starts arriving within 10 s");
+    let shared = s.shared().clone();
     let stopper = std::thread::spawn(move || s.shutdown());
-    std::thread::sleep(Duration::from_millis(100));
-    // Two more requests while draining: the first may still be read (and not answered), the
-    // second stays unread in the server's receive queue.
+    testkit::wait_until(Duration::from_secs(10), || {
+        shared.state() == server::shared::RunState::Draining
+    })
+    .expect("the server starts draining within 10 s");
+    // Two more requests while draining: they may be read (and not answered) or stay unread
+    // in the server's receive queue.
     for _ in 0..2 {
         nbd.send(CommandType::Read.to_u16(), 0, 0, 4096, &[]);
-        std::thread::sleep(Duration::from_millis(50));
     }
     let mut stream_bytes = Vec::with_capacity(reply_bytes);
     let mut chunk = vec![0u8; SLOW_READ_BYTES];
