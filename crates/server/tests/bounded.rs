@@ -49,11 +49,9 @@ fn flood_reads(nbd: &RawNbd, count: u32, len: u32) -> std::thread::JoinHandle<u3
 }
 
 /// Waits (bounded) until `cond` holds; panics with `what` otherwise.
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
+fn wait_for(what: &str, timeout: Duration, cond: impl FnMut() -> bool) {
+    if testkit::wait_until(timeout, cond).is_err() {
+        panic!("timed out waiting for {what}");
     }
 }
 
