@@ -83,6 +83,7 @@ pub struct HostConfig {
     pub blk: BlkConfig,
     pub nvme: NvmeConfig,
     pub app: AppConfig,
+    pub jitter: JitterConfig,
 }
 
 /// Cores, the scheduler and interrupt costs.
@@ -256,6 +257,9 @@ pub struct NvmeConfig {
     pub poll_complete_ns: u64,
     /// Hybrid polling: sleep this share of the mean recent polled latency before polling.
     pub hybrid_sleep_pct: u32,
+    /// Poll queues (Linux's `poll_queues` module parameter); cores map onto them round-robin.
+    /// 0 means one per core.
+    pub poll_queues: u32,
 }
 
 /// Completion of synchronous direct I/O (background I/O always uses interrupts).
@@ -268,6 +272,34 @@ pub enum CompletionMode {
     Polled,
     /// Sleep for part of the expected latency, then poll.
     Hybrid,
+}
+
+/// What disturbs the kernel's paths: cost variance, the timer tick, the poll/submission lock
+/// (the model and its defaults are in `jitter`'s essay).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JitterConfig {
+    /// Coefficient of variation of every per-operation kernel cost, percent (0: constant
+    /// costs). Each cost is a shifted exponential of the configured mean.
+    pub cost_cv_pct: u32,
+    /// Scheduler tick rate on busy cores (Linux `CONFIG_HZ`); 0: no tick.
+    pub tick_hz: u32,
+    /// The tick handler's cost per tick and core.
+    pub tick_ns: u64,
+    /// Whether a poll queue's poller and its submitters share one lock.
+    pub poll_lock: PollLock,
+    /// How long a spinning poller holds the lock in each poll iteration (its CQ walk).
+    pub poll_lock_hold_ns: u64,
+}
+
+/// The NVMe queue lock(s) between `nvme_poll` and `nvme_queue_rq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PollLock {
+    /// One `q_lock` per queue, taken by submission and polling (Linux before 4.20).
+    Shared,
+    /// `sq_lock` and `cq_poll_lock`: the paths never wait for each other (Linux 4.20 on).
+    Split,
 }
 
 /// Application-side costs that are not a kernel layer: network and request hand-off.
@@ -465,6 +497,45 @@ impl HostConfig {
                 "a positive poll iteration",
             ));
         }
+        if n.poll_queues > c.cores {
+            return Err(invalid(
+                "nvme.poll_queues",
+                n.poll_queues,
+                format!("0 (one per core) to cpu.cores ({})", c.cores),
+            ));
+        }
+        let j = &self.jitter;
+        if j.cost_cv_pct > 100 {
+            return Err(invalid(
+                "jitter.cost_cv_pct",
+                j.cost_cv_pct,
+                "0 to 100 (a cost never goes below zero)",
+            ));
+        }
+        if j.tick_hz > 10_000 {
+            return Err(invalid("jitter.tick_hz", j.tick_hz, "0 (off) to 10000 Hz"));
+        }
+        if j.tick_hz > 0 && j.tick_ns >= 1_000_000_000 / u64::from(j.tick_hz) {
+            return Err(invalid(
+                "jitter.tick_ns",
+                j.tick_ns,
+                format!(
+                    "below the tick period ({} ns at jitter.tick_hz = {})",
+                    1_000_000_000 / u64::from(j.tick_hz),
+                    j.tick_hz
+                ),
+            ));
+        }
+        if j.poll_lock_hold_ns > n.poll_iteration_ns {
+            return Err(invalid(
+                "jitter.poll_lock_hold_ns",
+                j.poll_lock_hold_ns,
+                format!(
+                    "at most nvme.poll_iteration_ns ({}): the lock is held within an iteration",
+                    n.poll_iteration_ns
+                ),
+            ));
+        }
         if n.hybrid_sleep_pct > 100 {
             return Err(invalid(
                 "nvme.hybrid_sleep_pct",
@@ -583,6 +654,7 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             poll_iteration_ns: 200,
             poll_complete_ns: 3_500,
             hybrid_sleep_pct: 50,
+            poll_queues: 0,
         },
         app: AppConfig {
             syscall_ns: 1_000,
@@ -593,6 +665,13 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             reply_ns: 2_000,
             instructions_per_request: 1_000_000,
             file_bytes: 16 << 30,
+        },
+        jitter: JitterConfig {
+            cost_cv_pct: 0,
+            tick_hz: 250,
+            tick_ns: 2_000,
+            poll_lock: PollLock::Split,
+            poll_lock_hold_ns: 100,
         },
     }
 }
@@ -633,6 +712,8 @@ fn x86_4() -> HostConfig {
         &mut h.app.net_recv_ns,
         &mut h.app.handoff_ns,
         &mut h.app.reply_ns,
+        &mut h.jitter.tick_ns,
+        &mut h.jitter.poll_lock_hold_ns,
     ] {
         halve(v);
     }

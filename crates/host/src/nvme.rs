@@ -90,6 +90,12 @@ pub struct NvmeStats {
     pub polled_completions: u64,
     pub hybrid_sleeps: u64,
     pub doorbells: u64,
+    /// Shared poll lock (`jitter.poll_lock`): submissions that waited for it, and how long.
+    pub submit_lock_waits: u64,
+    pub submit_lock_wait_ns: u64,
+    /// Shared poll lock: reaps that waited for a submitter to release it, and how long.
+    pub poll_lock_waits: u64,
+    pub poll_lock_wait_ns: u64,
     /// Last write-buffer occupancy the device reported, percent.
     pub last_write_buffer_pct: u8,
 }
