@@ -25,7 +25,7 @@
 //! `cache_pollution_ns` (category `sched`) at the start of its next run.
 //!
 //! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a
-//! timer, a deferred queue run) pauses whatever the core was doing — thread, switch or idle —
+//! timer, the scheduler tick, a deferred queue run) pauses whatever the core was doing — thread, switch or idle —
 //! runs to completion, and the paused work resumes afterwards, later by exactly that much. NVMe
 //! completions that arrive while the core is still in the NVMe interrupt handler join it
 //! without a second ISR (the handler keeps walking the CQ).
@@ -40,6 +40,11 @@
 //! Every nanosecond of every core goes to exactly one category: user, syscall, pagecache, blk,
 //! nvme, blk_complete (kernel, by layer), irq, sched, poll or idle; so per core the categories
 //! add up to the simulated time (tests check it). Context switches and interrupts are counted.
+//!
+//! A spinning poller is a thread like any other: a CPU-bound thread on its core takes the core
+//! when the poller's slice ends (a polled fio job sharing a core with `pagerank` sees I/Os wait
+//! milliseconds), and interrupts landing on its core pause its spin. The switch and pollution
+//! costs are drawn per switch when `jitter.cost_cv_pct` > 0; the tick is `jitter`'s.
 //!
 //! ## What it leaves out
 //! Load balancing of runnable threads between cores, priorities/nice weights, SMT, frequency

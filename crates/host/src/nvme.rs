@@ -4,7 +4,10 @@
 //! Each core owns two queue pairs (SQ + CQ, `nvme.queue_depth` entries): an interrupt-driven one
 //! for ordinary I/O and a polled one (its MSI-X vector masked) for synchronous direct I/O when
 //! `nvme.completion` is `polled` or `hybrid` (Linux's `poll_queues`). SQ/CQ ids: interrupt
-//! queues 1..=N for cores 0..N-1, poll queues N+1..=2N.
+//! queues 1..=N for cores 0..N-1, poll queues N+1..=2N. With `nvme.poll_queues` = n below the
+//! core count only the first n poll queues are used, core c polling queue N+1+(c mod n): their
+//! pollers and submitters then meet on one queue (and, with `jitter.poll_lock = "shared"`, on
+//! its lock — see `jitter`).
 //!
 //! `nvme_queue_rq` (`queue_rq_ns`) turns a dispatched request into a command — op, LBA, length
 //! and, in the reserved field, the request's class and any write-back wave hint — writes it into

@@ -11,7 +11,9 @@
 //!   plus `pagecache.writeback_end_page_ns` per written-back page.
 //! - **Poll queues**: the CQE is posted to the queue; a thread spinning on it is poked and sees
 //!   it one `poll_iteration_ns` later, reaps everything posted (`poll_complete_ns` each) and
-//!   completes the requests in its own context. A hybrid poller first sleeps on a timer.
+//!   completes the requests in its own context. A hybrid poller first sleeps on a timer. With
+//!   a shared poll lock (`jitter.poll_lock`) the reaper waits for a submitter holding it, and
+//!   a submitter waits for a spinning poller's CQ walk (`take_queue_lock`).
 //! - **Request completion** adds the request's per-layer times (`breakdown`), releases its tag
 //!   and allocation, and ends each bio by its owner: a direct I/O's thread, a page read's pages
 //!   and waiters (`syscall`), write-back pages (`writeback`), an asynchronous fio slot
