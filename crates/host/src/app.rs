@@ -37,6 +37,7 @@ use engine::IoOp;
 use workload::{Buffering, Op};
 
 use crate::cpu::Cat;
+use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
 use crate::process::{arrival_gap_of, OnlineReq, OnlineState, ProcState};
@@ -191,6 +192,7 @@ impl Host {
             Some(req) => {
                 self.threads[t as usize].role = Role::Server { req };
                 let ns = self.cfg.app.net_recv_ns + self.cfg.app.handoff_ns;
+                let ns = self.costs.draw(CostSite::Net, ns);
                 self.burst(t, ns, Cat::Syscall, Step::ServerHandoff);
             }
             None => self.sleep(t, Wait::Rx, Step::App),
@@ -256,7 +258,7 @@ impl Host {
             }
         }
         if instr_left == 0 {
-            let ns = self.cfg.app.reply_ns;
+            let ns = self.costs.draw(CostSite::Net, self.cfg.app.reply_ns);
             return self.burst(t, ns, Cat::Syscall, Step::Reply);
         }
         let gap = self.threads[t as usize].instr_to_io;

@@ -153,6 +153,12 @@ pub struct Hctx {
     pub posted: Vec<u32>,
     /// Poll queues: mean latency of recent polled requests (EWMA, ns), for hybrid polling.
     pub poll_mean_ns: u64,
+    /// Poll queues with a shared poll/submission lock (`jitter.poll_lock`): when the last
+    /// submitter's or reaper's hold ends.
+    pub lock_free_at: SimTime,
+    /// Poll queues with a shared lock: threads that started spinning on the CQ (a thread
+    /// leaves at its next poll check; a preempted one is skipped while off its core).
+    pub spinners: Vec<u32>,
 }
 
 impl Hctx {
@@ -212,6 +218,8 @@ pub struct Blk {
     pub stats: BlkStats,
     bios_live: u64,
     reqs_live: u64,
+    /// Poll queues in use (cores map onto them round-robin).
+    poll_queues: u16,
 }
 
 /// What happened to a submitted bio.
@@ -249,6 +257,8 @@ impl Blk {
                     alloc_waiters: VecDeque::new(),
                     posted: Vec::with_capacity(64),
                     poll_mean_ns: 0,
+                    lock_free_at: SimTime::ZERO,
+                    spinners: Vec::new(),
                 });
             }
         }
@@ -264,7 +274,19 @@ impl Blk {
             stats: BlkStats::default(),
             bios_live: 0,
             reqs_live: 0,
+            poll_queues: cores,
         }
+    }
+
+    /// Only the first `n` poll queues are used, cores mapped onto them round-robin (Linux's
+    /// `poll_queues`; 0 keeps one per core). The others stay created and idle.
+    pub fn with_poll_queues(mut self, n: u16) -> Blk {
+        let cores = (self.hctxs.len() / 2) as u16;
+        assert!(n <= cores, "{n} poll queues for {cores} cores");
+        if n > 0 {
+            self.poll_queues = n;
+        }
+        self
     }
 
     /// Hardware queue of `kind` for `core`.
@@ -272,7 +294,7 @@ impl Blk {
         let cores = (self.hctxs.len() / 2) as u16;
         match kind {
             QueueKind::Interrupt => core,
-            QueueKind::Poll => cores + core,
+            QueueKind::Poll => cores + core % self.poll_queues,
         }
     }
 

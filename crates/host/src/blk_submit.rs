@@ -35,6 +35,7 @@ use engine::IoClass;
 use crate::blk::{ReqState, SubmitOutcome};
 use crate::config::CompletionMode;
 use crate::cpu::{Cat, IrqAction, IrqWork};
+use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::nvme;
 use crate::pagecache::NIL;
@@ -58,6 +59,7 @@ impl Host {
             let ns = self.cfg.blk.bio_submit_ns
                 + self.cfg.blk.merge_check_ns
                     * self.blk.merge_candidates(&th.plug, th.io.hctx) as u64;
+            let ns = self.costs.draw(CostSite::BioSubmit, ns);
             self.threads[t as usize].bio_started = self.now;
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
         }
@@ -128,7 +130,9 @@ impl Host {
         match self.blk.pick_dispatch(self.now, h) {
             Some(r) => {
                 self.threads[t as usize].dispatching = r;
-                let ns = self.cfg.blk.dispatch_ns;
+                let ns = self
+                    .costs
+                    .draw(CostSite::Dispatch, self.cfg.blk.dispatch_ns);
                 self.burst(t, ns, Cat::Blk, Step::Dispatch);
             }
             None => self.submission_next(t),
@@ -141,6 +145,8 @@ impl Host {
         let r = self.threads[t as usize].dispatching;
         self.blk.reqs[r as usize].t_driver = self.now;
         let ns = self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
+        let ns = self.costs.draw(CostSite::Driver, ns);
+        let ns = self.take_queue_lock(t, ns);
         self.burst(t, ns, Cat::Nvme, Step::Driver);
     }
 
@@ -213,6 +219,7 @@ impl Host {
             self.cfg.blk.dispatch_ns + self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
         while let Some(r) = self.blk.pick_dispatch(self.now, h) {
             self.blk.stats.deferred_dispatches += 1;
+            let ns = self.costs.draw(CostSite::DeferredDispatch, ns);
             self.cpu.raise_irq(
                 self.now,
                 core,

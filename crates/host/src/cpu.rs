@@ -25,7 +25,7 @@
 //! `cache_pollution_ns` (category `sched`) at the start of its next run.
 //!
 //! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a
-//! timer, a deferred queue run) pauses whatever the core was doing — thread, switch or idle —
+//! timer, the scheduler tick, a deferred queue run) pauses whatever the core was doing — thread, switch or idle —
 //! runs to completion, and the paused work resumes afterwards, later by exactly that much. NVMe
 //! completions that arrive while the core is still in the NVMe interrupt handler join it
 //! without a second ISR (the handler keeps walking the CQ).
@@ -41,6 +41,11 @@
 //! nvme, blk_complete (kernel, by layer), irq, sched, poll or idle; so per core the categories
 //! add up to the simulated time (tests check it). Context switches and interrupts are counted.
 //!
+//! A spinning poller is a thread like any other: a CPU-bound thread on its core takes the core
+//! when the poller's slice ends (a polled fio job sharing a core with `pagerank` sees I/Os wait
+//! milliseconds), and interrupts landing on its core pause its spin. The switch and pollution
+//! costs are drawn per switch when `jitter.cost_cv_pct` > 0; the tick is `jitter`'s.
+//!
 //! ## What it leaves out
 //! Load balancing of runnable threads between cores, priorities/nice weights, SMT, frequency
 //! scaling, IPIs (a wake-up on another core takes effect immediately), softirq deferral (the
@@ -54,6 +59,7 @@ use engine::{IoClass, SimTime};
 use serde::Serialize;
 
 use crate::config::{CpuConfig, WakePlacement};
+use crate::jitter::{CostDraws, CostSite};
 
 /// What a core's time went to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -252,6 +258,8 @@ pub struct Cpu {
     /// Cores whose plan changed since the last `reschedule`.
     dirty: Vec<u16>,
     dirty_mark: Vec<bool>,
+    /// Draws of the switch and pollution costs (constant unless `jitter.cost_cv_pct` > 0).
+    costs: CostDraws,
 }
 
 impl Cpu {
@@ -281,7 +289,13 @@ impl Cpu {
             threads: Vec::new(),
             dirty: Vec::with_capacity(n),
             dirty_mark: vec![false; n],
+            costs: CostDraws::constant(),
         }
+    }
+
+    /// Draws the context-switch and cache-pollution costs from `costs` from now on.
+    pub fn set_cost_draws(&mut self, costs: CostDraws) {
+        self.costs = costs;
     }
 
     pub fn cores(&self) -> usize {
@@ -420,6 +434,12 @@ impl Cpu {
         self.settle(core as usize, now);
         self.threads[t as usize].state = RunState::Exited;
         self.mark(core);
+    }
+
+    /// Whether core `c` is in its idle loop (no thread, no interrupt work): a tickless core.
+    pub fn is_idle(&self, c: u16) -> bool {
+        let core = &self.cores[c as usize];
+        core.running.is_none() && core.irq_item.is_none() && core.irq.is_empty()
     }
 
     fn core_is_idle(&self, c: usize) -> bool {
@@ -610,19 +630,24 @@ impl Cpu {
         }
         if self.cores[c].running.is_none() {
             if let Some(t) = self.pick(c) {
-                let pollution = self.cfg.cache_pollution_ns;
-                let switch = self.cfg.context_switch_ns;
+                let switch = self
+                    .costs
+                    .draw(CostSite::ContextSwitch, self.cfg.context_switch_ns);
+                let displaced = self.cores[c].last_thread.is_some_and(|l| l != t);
+                let pollution = if displaced {
+                    self.costs
+                        .draw(CostSite::CachePollution, self.cfg.cache_pollution_ns)
+                } else {
+                    0
+                };
                 let core = &mut self.cores[c];
-                let displaced = core.last_thread.is_some_and(|l| l != t);
                 core.running = Some(t);
                 core.switch_left_ns = switch;
                 core.context_switches += 1;
                 let th = &mut self.threads[t as usize];
                 th.state = RunState::Running;
                 th.core = c as u16;
-                if displaced {
-                    th.pollution_ns += pollution;
-                }
+                th.pollution_ns += pollution;
                 th.running_since = now + switch;
                 core.slice_start_exec = th.sum_exec_ns;
                 core.preempt_pending = false;

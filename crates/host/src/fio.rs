@@ -32,6 +32,7 @@ use workload::Op;
 
 use crate::config::CompletionMode;
 use crate::cpu::Cat;
+use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
 use crate::process::{FioIo, FioThread, IoSource, ProcState};
@@ -79,7 +80,7 @@ impl Host {
         if asynchronous && !self.fio(t).completed.is_empty() {
             let f = self.fio(t);
             std::mem::swap(&mut f.completed, &mut f.reaping);
-            let ns = self.cfg.app.syscall_ns;
+            let ns = self.costs.draw(CostSite::Syscall, self.cfg.app.syscall_ns);
             return self.burst(t, ns, Cat::Syscall, Step::FioReap);
         }
         if !can {

@@ -36,6 +36,8 @@
 //!  processes, applications         process                app (online, offline), fio (fio, traces)
 //!  threads                         task                   machine (burst, sleep, wake)
 //!  CPU, scheduler, interrupts      cpu                    machine (events), nvme_complete (irqs)
+//!  cost variance, tick, poll lock  jitter                 tick (the tick), blk_submit and
+//!                                                         nvme_complete (the poll lock)
 //!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
 //!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
 //!  blk-mq                          blk                    blk_submit (bio, plug, dispatch)
@@ -48,9 +50,9 @@
 //! A module imports only modules before it in this order (`grep -n 'use crate::' src/*.rs`):
 //!
 //! ```text
-//!  config → pagecache → cpu → process → blk → nvme → task → breakdown → machine
+//!  config → jitter → pagecache → cpu → process → blk → nvme → task → breakdown → machine
 //!         → testing (unit tests only) → { spawn, app, fio, syscall, blk_submit, nvme_complete,
-//!           writeback }
+//!           writeback, tick }
 //! ```
 //!
 //! The state modules know nothing of the machine (the scheduler hands its timers out as
@@ -66,6 +68,7 @@ pub mod breakdown;
 pub mod config;
 pub mod cpu;
 mod fio;
+pub mod jitter;
 pub mod machine;
 pub mod nvme;
 mod nvme_complete;
@@ -74,8 +77,11 @@ pub mod process;
 mod spawn;
 mod syscall;
 mod task;
+mod tick;
 mod writeback;
 
+#[cfg(test)]
+mod jitter_tests;
 #[cfg(test)]
 mod testing;
 

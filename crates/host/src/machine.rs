@@ -42,12 +42,13 @@
 //! flight drains. [`Host::finish`] checks that every request completed exactly once, that
 //! nothing is left in the block layer, and that the page cache's counters agree with its pages.
 
-use engine::{EventQueue, LatencyHistogram, SimTime};
+use engine::{EventQueue, LatencyHistogram, SimRng, SimTime};
 
 use crate::blk::{Blk, BlkStats, QueueKind};
 use crate::breakdown::{Breakdown, LayerTimes};
 use crate::config::HostConfig;
 use crate::cpu::{Cat, CoreOutcome, CoreStats, CoreTimer, Cpu, IrqAction, IrqWork};
+use crate::jitter::{CostDraws, CostSite};
 use crate::nvme::{DeviceCqe, HostCommand, NvmeStats, QueuePairSpec};
 use crate::pagecache::{PageCache, PageCacheStats};
 use crate::process::{ProcState, Process, ProcessReport};
@@ -78,6 +79,8 @@ pub enum Ev {
     ClientRx { proc: u32, req: u32 },
     /// The flusher's periodic wake-up (`dirty_writeback_interval_ns`).
     FlushTick,
+    /// The scheduler tick on every busy core (`jitter.tick_hz`).
+    Tick,
     /// The run's duration is over.
     Stop,
 }
@@ -156,6 +159,10 @@ pub struct Host {
     pub(crate) cqes_received: u64,
     pub(crate) errors: Vec<String>,
     pub(crate) queue_pairs: Vec<QueuePairSpec>,
+    /// Per-operation kernel costs (constant unless `jitter.cost_cv_pct` > 0).
+    pub(crate) costs: CostDraws,
+    /// Where in its poll loop a submitter finds a spinning poller (`jitter.poll_lock`).
+    pub(crate) poll_lock_rng: SimRng,
 }
 
 impl Host {
@@ -263,7 +270,9 @@ impl Host {
                     now,
                     core,
                     IrqWork {
-                        ns: self.cfg.cpu.timer_irq_ns,
+                        ns: self
+                            .costs
+                            .draw(CostSite::TimerIrq, self.cfg.cpu.timer_irq_ns),
                         cat: Cat::Irq,
                         action: IrqAction::Wake { thread },
                         nvme: false,
@@ -275,6 +284,7 @@ impl Host {
             Ev::ServerRx { proc, req } => self.on_server_rx(proc, req),
             Ev::ClientRx { proc, req } => self.on_client_rx(proc, req),
             Ev::FlushTick => self.on_flush_tick(),
+            Ev::Tick => self.on_tick(),
             Ev::Stop => self.stopping = true,
         }
     }

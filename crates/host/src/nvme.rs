@@ -4,7 +4,10 @@
 //! Each core owns two queue pairs (SQ + CQ, `nvme.queue_depth` entries): an interrupt-driven one
 //! for ordinary I/O and a polled one (its MSI-X vector masked) for synchronous direct I/O when
 //! `nvme.completion` is `polled` or `hybrid` (Linux's `poll_queues`). SQ/CQ ids: interrupt
-//! queues 1..=N for cores 0..N-1, poll queues N+1..=2N.
+//! queues 1..=N for cores 0..N-1, poll queues N+1..=2N. With `nvme.poll_queues` = n below the
+//! core count only the first n poll queues are used, core c polling queue N+1+(c mod n): their
+//! pollers and submitters then meet on one queue (and, with `jitter.poll_lock = "shared"`, on
+//! its lock — see `jitter`).
 //!
 //! `nvme_queue_rq` (`queue_rq_ns`) turns a dispatched request into a command — op, LBA, length
 //! and, in the reserved field, the request's class and any write-back wave hint — writes it into
@@ -90,6 +93,12 @@ pub struct NvmeStats {
     pub polled_completions: u64,
     pub hybrid_sleeps: u64,
     pub doorbells: u64,
+    /// Shared poll lock (`jitter.poll_lock`): submissions that waited for it, and how long.
+    pub submit_lock_waits: u64,
+    pub submit_lock_wait_ns: u64,
+    /// Shared poll lock: reaps that waited for a submitter to release it, and how long.
+    pub poll_lock_waits: u64,
+    pub poll_lock_wait_ns: u64,
     /// Last write-buffer occupancy the device reported, percent.
     pub last_write_buffer_pct: u8,
 }

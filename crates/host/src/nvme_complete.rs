@@ -11,7 +11,9 @@
 //!   plus `pagecache.writeback_end_page_ns` per written-back page.
 //! - **Poll queues**: the CQE is posted to the queue; a thread spinning on it is poked and sees
 //!   it one `poll_iteration_ns` later, reaps everything posted (`poll_complete_ns` each) and
-//!   completes the requests in its own context. A hybrid poller first sleeps on a timer.
+//!   completes the requests in its own context. A hybrid poller first sleeps on a timer. With
+//!   a shared poll lock (`jitter.poll_lock`) the reaper waits for a submitter holding it, and
+//!   a submitter waits for a spinning poller's CQ walk (`take_queue_lock`).
 //! - **Request completion** adds the request's per-layer times (`breakdown`), releases its tag
 //!   and allocation, and ends each bio by its owner: a direct I/O's thread, a page read's pages
 //!   and waiters (`syscall`), write-back pages (`writeback`), an asynchronous fio slot
@@ -32,10 +34,13 @@
 //!
 //! Config keys: `cpu.isr_ns`, `blk.complete_ns`, `nvme.poll_*`, `nvme.completion`.
 
+use engine::rng::below;
 use engine::SimTime;
 
 use crate::blk::{BioOwner, QueueKind};
+use crate::config::PollLock;
 use crate::cpu::{Cat, IrqAction, IrqWork, RunState, UNTIL_POKED};
+use crate::jitter::CostSite;
 use crate::machine::Host;
 use crate::nvme;
 use crate::pagecache::NIL;
@@ -63,24 +68,95 @@ impl Host {
         } else if th.pending == 0 {
             self.after_io(t)
         } else {
-            self.burst(t, UNTIL_POKED, Cat::Poll, Step::Poll)
+            self.spin(t)
         }
     }
 
-    /// One poll iteration ended: reap whatever is posted, finish, or keep spinning.
+    /// Thread `t` spins on its poll queue's CQ until a completion pokes it; with a shared poll
+    /// lock its iterations hold the lock from now on (`jitter`).
+    fn spin(&mut self, t: u32) {
+        if self.cfg.jitter.poll_lock == PollLock::Shared {
+            let h = self.threads[t as usize].io.hctx as usize;
+            let spinners = &mut self.blk.hctxs[h].spinners;
+            if !spinners.contains(&t) {
+                spinners.push(t);
+            }
+        }
+        self.burst(t, UNTIL_POKED, Cat::Poll, Step::Poll)
+    }
+
+    /// One poll iteration ended: reap whatever is posted (once the queue lock is free, if it
+    /// is shared), finish, or keep spinning.
     pub(crate) fn poll_check(&mut self, t: u32) {
         let h = self.threads[t as usize].io.hctx as usize;
+        let shared = self.cfg.jitter.poll_lock == PollLock::Shared;
+        if shared {
+            self.blk.hctxs[h].spinners.retain(|&s| s != t);
+        }
         if !self.blk.hctxs[h].posted.is_empty() {
+            let now = self.now;
+            if shared && self.blk.hctxs[h].lock_free_at > now {
+                // A submitter holds the queue lock: spin on it, then look again.
+                let wait = self.blk.hctxs[h].lock_free_at - now;
+                self.nvme.poll_lock_waits += 1;
+                self.nvme.poll_lock_wait_ns += wait;
+                return self.burst(t, wait, Cat::Poll, Step::Poll);
+            }
+            if shared {
+                let hold = self.cfg.jitter.poll_lock_hold_ns;
+                self.blk.hctxs[h].lock_free_at = now + hold;
+            }
             let th = &mut self.threads[t as usize];
             std::mem::swap(&mut th.reap, &mut self.blk.hctxs[h].posted);
-            th.reap_started = self.now;
+            th.reap_started = now;
             let ns = th.reap.len() as u64 * self.cfg.nvme.poll_complete_ns;
+            let ns = self.costs.draw(CostSite::PollComplete, ns);
             self.burst(t, ns, Cat::BlkComplete, Step::Reap)
         } else if self.threads[t as usize].pending == 0 {
             self.after_io(t)
         } else {
-            self.burst(t, UNTIL_POKED, Cat::Poll, Step::Poll)
+            self.spin(t)
         }
+    }
+
+    /// A submitter on thread `t` is about to write its SQ entry and doorbell (`ns` of work):
+    /// with a shared poll lock on a poll queue it first waits for the lock — held by another
+    /// submitter, a reaper, or a spinning poller's CQ walk — and then holds it for `ns`.
+    /// Returns the submitter's time: the wait plus `ns`.
+    pub(crate) fn take_queue_lock(&mut self, t: u32, ns: u64) -> u64 {
+        if self.cfg.jitter.poll_lock != PollLock::Shared {
+            return ns;
+        }
+        let h = self.threads[t as usize].io.hctx as usize;
+        if self.blk.hctxs[h].kind != QueueKind::Poll {
+            return ns;
+        }
+        let now = self.now;
+        let iteration_ns = self.cfg.nvme.poll_iteration_ns;
+        let hold_ns = self.cfg.jitter.poll_lock_hold_ns;
+        let mut free_at = self.blk.hctxs[h].lock_free_at.max(now);
+        for i in 0..self.blk.hctxs[h].spinners.len() {
+            let s = self.blk.hctxs[h].spinners[i];
+            let spinning =
+                s != t && self.threads[s as usize].step == Step::Poll && self.cpu.is_on_core(s);
+            if !spinning {
+                continue;
+            }
+            // The poller holds the lock for the first `hold_ns` of each iteration; the
+            // submitter arrives at a point of that loop drawn uniformly (the two are not in
+            // phase: their costs would alias on a grid).
+            let phase = below(&mut self.poll_lock_rng, iteration_ns);
+            if phase < hold_ns {
+                free_at = free_at.max(now + (hold_ns - phase));
+            }
+        }
+        let wait = free_at - now;
+        if wait > 0 {
+            self.nvme.submit_lock_waits += 1;
+            self.nvme.submit_lock_wait_ns += wait;
+        }
+        self.blk.hctxs[h].lock_free_at = free_at + ns;
+        wait + ns
     }
 
     /// The reaped requests' completion work is done: complete them and run the queue.
@@ -143,7 +219,7 @@ impl Host {
                         now,
                         core,
                         IrqWork {
-                            ns: self.cfg.cpu.isr_ns,
+                            ns: self.costs.draw(CostSite::Isr, self.cfg.cpu.isr_ns),
                             cat: Cat::Irq,
                             action: IrqAction::None,
                             nvme: true,
@@ -167,7 +243,7 @@ impl Host {
     }
 
     /// Block-layer completion work of one request (write-back adds per-page work).
-    pub(crate) fn complete_cost(&self, r: u32) -> u64 {
+    pub(crate) fn complete_cost(&mut self, r: u32) -> u64 {
         let mut ns = self.cfg.blk.complete_ns;
         let mut b = self.blk.reqs[r as usize].first_bio;
         while b != NIL {
@@ -177,7 +253,7 @@ impl Host {
             }
             b = bio.next;
         }
-        ns
+        self.costs.draw(CostSite::Complete, ns)
     }
 
     /// An interrupt item that began at `started` finished on its core.

@@ -36,6 +36,7 @@ use crate::blk::Blk;
 use crate::breakdown::LayerTimes;
 use crate::config::HostConfig;
 use crate::cpu::{Cat, Cpu};
+use crate::jitter::CostDraws;
 use crate::machine::{Ev, Host, HostError};
 use crate::nvme::{self, NvmeStats};
 use crate::pagecache::{PageCache, NIL};
@@ -72,6 +73,7 @@ impl Host {
         let flusher = spawner.spawn_flusher();
         spawner.arm_first_events(duration);
         let mut host = spawner.into_host(flusher, duration);
+        host.arm_first_tick();
         host.start_threads();
         Ok(host)
     }
@@ -435,15 +437,18 @@ impl<'c> Spawner<'c> {
         }
     }
 
-    fn into_host(self, flusher: u32, duration: SimTime) -> Host {
+    fn into_host(mut self, flusher: u32, duration: SimTime) -> Host {
         let cfg = self.cfg;
         let cores = cfg.cpu.cores as u16;
+        self.cpu
+            .set_cost_draws(CostDraws::new(self.seed, &cfg.jitter));
         Host {
             cfg: cfg.clone(),
             events: self.events,
             cpu: self.cpu,
             pc: self.pc,
-            blk: Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests()),
+            blk: Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests())
+                .with_poll_queues(cfg.nvme.poll_queues as u16),
             threads: self.threads,
             procs: self.procs,
             flush: FlusherState {
@@ -463,6 +468,8 @@ impl<'c> Spawner<'c> {
             cqes_received: 0,
             errors: Vec::new(),
             queue_pairs: nvme::queue_pairs(cores, cfg.nvme.queue_depth),
+            costs: CostDraws::new(self.seed, &cfg.jitter),
+            poll_lock_rng: stream(self.seed, "host.poll_lock"),
         }
     }
 }

@@ -36,6 +36,7 @@ use engine::IoOp;
 use crate::blk::{BioOwner, Blk, QueueKind};
 use crate::config::CompletionMode;
 use crate::cpu::Cat;
+use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::{Lookup, PageCache, NIL};
 use crate::task::{AfterIo, IoCtx, Path, Role, Step, Thread, Wait};
@@ -75,7 +76,7 @@ impl Host {
             after: AfterIo::Finish,
             fio_slot,
         };
-        let ns = self.cfg.app.syscall_ns;
+        let ns = self.costs.draw(CostSite::Syscall, self.cfg.app.syscall_ns);
         self.burst(t, ns, Cat::Syscall, Step::IoEnter);
     }
 
@@ -87,6 +88,7 @@ impl Host {
             (Path::Direct, _) => self.direct_bios(t),
             (Path::Buffered, IoOp::Read) => {
                 let ns = io.pages * self.cfg.pagecache.page_lookup_ns;
+                let ns = self.costs.draw(CostSite::PageCache, ns);
                 self.burst(t, ns, Cat::PageCache, Step::PcRead);
             }
             (Path::Buffered, _) => {
@@ -96,6 +98,7 @@ impl Host {
                 let c = &self.cfg.pagecache;
                 let ns = io.pages * (c.page_lookup_ns + c.page_copy_ns + c.page_dirty_ns)
                     + missing * c.page_alloc_ns;
+                let ns = self.costs.draw(CostSite::PageCache, ns);
                 self.burst(t, ns, Cat::PageCache, Step::PcWrite);
             }
         }
@@ -284,7 +287,7 @@ impl Host {
         if every > 0 && th.writes.is_multiple_of(every) {
             th.fsync_file = th.io.file;
             self.pc.stats.fsyncs += 1;
-            let ns = self.cfg.app.syscall_ns;
+            let ns = self.costs.draw(CostSite::Syscall, self.cfg.app.syscall_ns);
             return self.burst(t, ns, Cat::Syscall, Step::FsyncStart);
         }
         self.io_finished(t);
@@ -296,6 +299,7 @@ impl Host {
         match io.after {
             AfterIo::Copy => {
                 let ns = io.pages * self.cfg.pagecache.page_copy_ns;
+                let ns = self.costs.draw(CostSite::PageCache, ns);
                 self.burst(t, ns, Cat::PageCache, Step::PcCopy);
             }
             AfterIo::Finish => self.io_finished(t),

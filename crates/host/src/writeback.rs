@@ -35,6 +35,7 @@ use engine::{IoClass, IoOp, SimTime};
 use crate::blk::{BioOwner, QueueKind};
 use crate::config::Switch;
 use crate::cpu::Cat;
+use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
 use crate::task::{Step, Wait};
@@ -111,6 +112,7 @@ impl Host {
                 self.flush.chunk_pages += n;
                 self.flush.run = (file, first, n, class);
                 let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
+                let ns = self.costs.draw(CostSite::Writeback, ns);
                 self.burst(t, ns, Cat::PageCache, Step::FlushPages);
             }
             _ if !self.threads[t as usize].plug.is_empty() => self.unplug(t),
@@ -158,6 +160,7 @@ impl Host {
                 .expect("a file with dirty pages yields a run");
             self.threads[t as usize].fsync_run = (first, n, class);
             let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
+            let ns = self.costs.draw(CostSite::Writeback, ns);
             return self.burst(t, ns, Cat::PageCache, Step::FsyncPages);
         }
         if !th.plug.is_empty() {

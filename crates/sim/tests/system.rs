@@ -774,3 +774,60 @@ fn merge_search_cpu_is_accounted_in_blk_time() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Host jitter (`[host.jitter]`) on everything at once — cost variance, a 1000 Hz tick, the
+/// shared poll lock on poll queues two cores share — in a co-run with polled and interrupt
+/// I/O: the same seed gives byte-identical summaries, and the disturbances change them.
+#[test]
+fn host_jitter_on_same_seed_gives_identical_summaries() {
+    let base = "seed = 4\nduration_ms = 300\n[host]\npreset = \"arm8\"\n[host.nvme]\n\
+                completion = \"polled\"\npoll_queues = 2\n[[process]]\nprofile = \"apache\"\n\
+                [[process]]\nprofile = \"ungzip\"\nthreads = 4\n";
+    let jitter = "[host.jitter]\ncost_cv_pct = 20\ntick_hz = 1000\npoll_lock = \"shared\"\n";
+    // `[host.jitter]` must come before the process tables.
+    let on = base.replacen("[[process]]", &format!("{jitter}[[process]]"), 1);
+    let a = strip_wall(&summary(&on));
+    let b = strip_wall(&summary(&on));
+    assert_eq!(a, b);
+    let off = base.replacen(
+        "[[process]]",
+        "[host.jitter]\ncost_cv_pct = 0\ntick_hz = 0\n[[process]]",
+        1,
+    );
+    assert_ne!(a, strip_wall(&summary(&off)), "the disturbances act");
+}
+
+/// A polled fio job spinning on a core it shares with a CPU-bound thread is preempted when its
+/// slice ends (CFS): its I/Os that span the other thread's slice wait milliseconds. Alone on
+/// the core, no I/O waits more than a few microseconds beyond the device.
+#[test]
+fn a_spinning_poller_is_preempted_by_a_cpu_hog_on_its_core() {
+    let dir = scratch_dir(
+        "poll-preempt",
+        &[(
+            "spin.fio",
+            "[p]\nioengine=pvsync2\nhipri\ndirect=1\nbs=4k\nrw=randread\nnorandommap\n\
+             time_based\nruntime=1s\n",
+        )],
+    );
+    let host = "seed = 1\nduration_ms = 1000\n[host]\npreset = \"arm8\"\n[host.cpu]\ncores = 1\n\
+                [[process]]\nfio = \"spin.fio\"\n";
+    let alone = run_in(&dir, host);
+    let co = run_in(
+        &dir,
+        &format!("{host}[[process]]\nprofile = \"pagerank\"\nthreads = 1\n"),
+    );
+    let (a, c) = (&alone.run.jobs[0].read, &co.run.jobs[0].read);
+    assert!(a.latency_ns.max < 50_000, "alone: {:?}", a.latency_ns);
+    assert_eq!(
+        a.latency_ns.p99, c.latency_ns.p99,
+        "most I/Os never meet the hog"
+    );
+    assert!(
+        c.latency_ns.max > 1_000_000,
+        "an I/O spanning the hog's slice waits for it: {:?}",
+        c.latency_ns
+    );
+    assert!(co.run.cpu.context_switches > 100);
+    std::fs::remove_dir_all(&dir).ok();
+}
