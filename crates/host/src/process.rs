@@ -243,8 +243,11 @@ pub(crate) struct FioThread {
     pub direct: bool,
     pub thinktime_ns: u64,
     pub rate_interval_ns: Option<u64>,
+    /// fio `runtime`, counted from the ramp's end.
     pub runtime_ns: Option<u64>,
     pub ramp_ns: u64,
+    /// The ramp has ended and the generator's budget restarted (see `fio`'s essay).
+    pub ramp_over: bool,
     pub started: engine::SimTime,
     pub issued: u64,
     pub exhausted: bool,

@@ -15,9 +15,18 @@
 //!
 //! ## Semantics kept from fio
 //! `rate_iops` paces issue times; `thinktime` waits after each completion before the next
-//! issue; `runtime` caps (or, with `time_based`, defines) a job's length; `ramp_time` I/Os are
-//! run but not recorded; `stonewall` groups run one after another. Results are reported per
-//! job name (all clones of a job together).
+//! issue; `runtime` caps (or, with `time_based`, defines) a job's length; `stonewall` groups run one
+//! after another. Results are reported per job name (all clones of a job together).
+//!
+//! `ramp_time` is lead-in, as fio's HOWTO defines it: "fio will run the specified workload for
+//! this amount of time before logging any performance numbers … the ramp_time is considered
+//! lead in time for a job, thus it will increase the total runtime if a special timeout or
+//! runtime is specified". When the ramp ends fio resets the job's statistics and counters
+//! (`reset_all_stats` in fio's `libfio.c`: `io_bytes`, `io_issues`, the start time), so here:
+//! I/Os *submitted* during the ramp are run but not recorded; `runtime` counts from the ramp's
+//! end (a job with `ramp_time=1s runtime=2s` runs 3 s); `size`, `io_size` and `number_ios`
+//! count the I/Os after the ramp ([`IoGenerator::restart_budget`]); and IOPS and bandwidth
+//! are over the time from the ramp's end to the job's last completion.
 //!
 //! ## Invariants
 //! Every I/O completes exactly once (the run ends by checking that the device and every thread
@@ -69,6 +78,9 @@ struct Thread {
     thinktime_ns: u64,
     runtime_ns: Option<u64>,
     ramp_ns: u64,
+    /// The ramp has ended and the generator's budget restarted (true from the start without a
+    /// ramp).
+    ramp_over: bool,
     rate_interval_ns: Option<u64>,
     started_at: Option<SimTime>,
     cpu_free: SimTime,
@@ -201,6 +213,7 @@ impl<'a> DeviceRun<'a> {
                     thinktime_ns: spec.thinktime_ns,
                     runtime_ns: runtime_of(spec),
                     ramp_ns: spec.ramp_time_ns,
+                    ramp_over: spec.ramp_time_ns == 0,
                     rate_interval_ns: spec.rate_iops.filter(|&r| r > 0).map(|r| 1_000_000_000 / r),
                     started_at: None,
                     cpu_free: SimTime::ZERO,
@@ -290,8 +303,10 @@ impl<'a> DeviceRun<'a> {
                 let th = &mut self.threads[i];
                 th.started_at = Some(now);
                 th.cpu_free = now;
+                // Statistics start when the ramp ends (fio resets them there).
+                let stats_from = now + th.ramp_ns;
                 let job = &mut self.jobs[th.job];
-                job.first_start = Some(job.first_start.map_or(now, |t| t.min(now)));
+                job.first_start = Some(job.first_start.map_or(stats_from, |t| t.min(stats_from)));
                 self.issue(now, i as u32);
             }
         }
@@ -306,8 +321,13 @@ impl<'a> DeviceRun<'a> {
             }
             let started = th.started_at.expect("issuing thread has started");
             let cpu_start = now.max(th.cpu_free);
+            let ramp_end = started + th.ramp_ns;
+            if !th.ramp_over && cpu_start >= ramp_end {
+                th.ramp_over = true;
+                th.generator.restart_budget();
+            }
             if let Some(runtime) = th.runtime_ns {
-                if cpu_start >= started + runtime {
+                if cpu_start >= ramp_end + runtime {
                     th.exhausted = true;
                     break;
                 }

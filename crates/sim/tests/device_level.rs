@@ -237,3 +237,43 @@ fn buffer_overflow_drains_over_all_dies() {
         program_bytes_per_s / 1e6
     );
 }
+
+/// fio's `ramp_time` is lead-in: I/Os of the ramp are not recorded, `runtime` counts after it
+/// (so a ramp as long as the runtime still leaves a runtime of results), `number_ios` counts
+/// the I/Os after the ramp, and IOPS are over the time after it. A job paced at 10 000 IOPS
+/// (one I/O per 100 µs) makes every count exact.
+#[test]
+fn ramp_time_is_excluded_from_statistics_as_fio_excludes_it() {
+    let paced = |body: &str| {
+        let j = format!(
+            "[global]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnorandommap\nrate_iops=10000\n[paced]\n{body}\n"
+        );
+        let s = run(DeviceConfig::preset("zssd").unwrap(), &j, 1, false);
+        s.jobs[0].read.clone()
+    };
+    // 10 ms of ramp, then 20 ms counted: 200 I/Os recorded (the old behaviour, ramp inside
+    // the runtime, recorded 100).
+    let r = paced("time_based\nramp_time=10ms\nruntime=20ms");
+    assert_eq!(
+        r.ios, 200,
+        "I/Os recorded after a 10 ms ramp in a 20 ms runtime"
+    );
+    assert!(
+        (9_900.0..10_100.0).contains(&r.iops),
+        "IOPS over the post-ramp time: {}",
+        r.iops
+    );
+    // A ramp longer than the runtime: the runtime still counts after it (it reported 0 I/Os).
+    let r = paced("time_based\nramp_time=30ms\nruntime=10ms");
+    assert_eq!(r.ios, 100);
+    // number_ios counts after the ramp (fio zeroes `io_blocks` when the ramp ends): 150 are
+    // recorded after the ramp's 100 (the old behaviour recorded 50).
+    let r = paced("time_based\nruntime=1000s\nramp_time=10ms\nnumber_ios=150");
+    assert_eq!(r.ios, 150);
+    // A job whose budget runs out inside the ramp ends there with nothing recorded, as in fio.
+    let r = paced("time_based\nruntime=1000s\nramp_time=10ms\nnumber_ios=50");
+    assert_eq!(r.ios, 0);
+    // Without a ramp nothing changes: 20 ms at 10 000 IOPS.
+    let r = paced("time_based\nruntime=20ms");
+    assert_eq!(r.ios, 200);
+}

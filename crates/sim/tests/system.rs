@@ -565,6 +565,23 @@ fn every_system_example_loads_and_runs() {
     );
 }
 
+/// `ramp_time` in a fio job inside a full-system run behaves as in fio and in device-level
+/// runs: the ramp's I/Os are not recorded and `runtime` and `number_ios` count after it. A job
+/// paced at 10 000 IOPS makes the counts exact.
+#[test]
+fn fio_ramp_time_in_a_system_run_is_lead_in() {
+    let job = "[paced]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnorandommap\nrate_iops=10000\ntime_based\nramp_time=10ms\nruntime=20ms\n";
+    let dir = scratch_dir("fio-ramp", &[("paced.fio", job)]);
+    let s = run_in(
+        &dir,
+        "seed = 1\nduration_ms = 100\n[host]\npreset = \"x86-4\"\n[[process]]\nfio = \"paced.fio\"\n",
+    );
+    let r = &s.run.jobs[0].read;
+    assert_eq!(r.ios, 200, "20 ms after a 10 ms ramp at 10 000 IOPS");
+    assert!((9_900.0..10_100.0).contains(&r.iops), "IOPS {}", r.iops);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Writes `files` (name, text) into a fresh temporary folder for one test.
 fn scratch_dir(test: &str, files: &[(&str, &str)]) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("ullstack-{test}-{}", std::process::id()));
