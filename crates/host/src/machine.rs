@@ -78,6 +78,8 @@ pub enum Ev {
     ClientRx { proc: u32, req: u32 },
     /// The flusher's periodic wake-up (`dirty_writeback_interval_ns`).
     FlushTick,
+    /// A process that starts later (`ProcessSpec::start`) starts: its threads become runnable.
+    Start { proc: u32 },
     /// The run's duration is over.
     Stop,
 }
@@ -275,6 +277,7 @@ impl Host {
             Ev::ServerRx { proc, req } => self.on_server_rx(proc, req),
             Ev::ClientRx { proc, req } => self.on_client_rx(proc, req),
             Ev::FlushTick => self.on_flush_tick(),
+            Ev::Start { proc } => self.start_process(proc),
             Ev::Stop => self.stopping = true,
         }
     }
@@ -392,6 +395,8 @@ impl Host {
                     ios: p.ios,
                     io_latency: p.io_latency.clone(),
                     fio_jobs,
+                    start_ns: p.spec.start.as_ns(),
+                    first_io_ns: p.first_io_at.map(SimTime::as_ns),
                 }
             })
             .collect();

@@ -119,6 +119,10 @@ pub struct ProcessSpec {
     pub file_bytes: u64,
     /// Buffered writers: call fsync after every this many writes (0: never).
     pub fsync_every_writes: u32,
+    /// When the process starts, from the run's start: its threads are created at t = 0 but
+    /// first run (and an online service's client first sends) at this time. Must be before
+    /// the run's end.
+    pub start: engine::SimTime,
 }
 
 impl ProcessSpec {
@@ -143,6 +147,7 @@ impl ProcessSpec {
             io_gaps: IoGaps::Exponential,
             file_bytes: host.app.file_bytes,
             fsync_every_writes: 0,
+            start: engine::SimTime::ZERO,
         }
     }
 
@@ -288,6 +293,8 @@ pub(crate) struct Process {
     pub instructions: u64,
     pub ios: u64,
     pub io_latency: LatencyHistogram,
+    /// When its first application-level I/O (read/write call) started.
+    pub first_io_at: Option<engine::SimTime>,
 }
 
 /// Results of one process.
@@ -309,4 +316,8 @@ pub struct ProcessReport {
     /// Application-level I/O latency (call to return).
     pub io_latency: LatencyHistogram,
     pub fio_jobs: Vec<FioJobResult>,
+    /// When the process started (`ProcessSpec::start`), ns.
+    pub start_ns: u64,
+    /// When its first application-level I/O call started, ns (None: it made none).
+    pub first_io_ns: Option<u64>,
 }

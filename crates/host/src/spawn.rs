@@ -18,7 +18,11 @@
 //! At t = 0 offline and fio threads are runnable (each has drawn the instructions to its first
 //! I/O); the server waits for requests, workers for work and the flusher for dirty pages. The
 //! first client request of each online service, the run's end and the first periodic
-//! write-back wake-up are the first events.
+//! write-back wake-up are the first events. A process with a later `start` (system config
+//! `start_ms`) is laid out and has its threads created at t = 0 like the others (so it changes
+//! no placement or random stream), but its threads first become runnable at `start` (an
+//! `Ev::Start`) and its client's first request is `start` + the first drawn gap: everything
+//! it does is shifted by exactly `start` (a process alone on the host runs the same, later).
 //!
 //! ## What it leaves out
 //! Process start-up cost, placement by load (round-robin only; the scheduler in `cpu` may move
@@ -67,7 +71,7 @@ impl Host {
         cfg.validate()?;
         let mut spawner = Spawner::new(cfg, seed, device_capacity_bytes);
         for (index, spec) in procs.into_iter().enumerate() {
-            spawner.spawn_process(index, spec)?;
+            spawner.spawn_process(index, spec, duration)?;
         }
         let flusher = spawner.spawn_flusher();
         spawner.arm_first_events(duration);
@@ -76,17 +80,33 @@ impl Host {
         Ok(host)
     }
 
-    /// Offline and fio threads run from the start; everyone else waits for something.
+    /// Offline and fio threads run from their process's start (t = 0 unless it starts later);
+    /// everyone else waits for something.
     fn start_threads(&mut self) {
-        for t in 0..self.threads.len() {
-            let starts = matches!(self.threads[t].role, Role::Offline | Role::Fio(_));
-            if starts {
-                let th = &mut self.threads[t];
-                th.instr_to_io = draw_gap(th);
-                self.cpu.wake(SimTime::ZERO, t as u32, 0, Cat::Sched);
+        for p in 0..self.procs.len() {
+            let start = self.procs[p].spec.start;
+            if start == SimTime::ZERO {
+                self.start_process(p as u32);
+            } else {
+                self.events.schedule(start, Ev::Start { proc: p as u32 });
             }
         }
         self.arm_core_timers();
+    }
+
+    /// Process `p` starts: its offline and fio threads become runnable now. (An online
+    /// service's client was given its first request time when it was spawned.)
+    pub(crate) fn start_process(&mut self, p: u32) {
+        let now = self.now;
+        for t in 0..self.threads.len() {
+            let th = &self.threads[t];
+            let starts = th.proc == p && matches!(th.role, Role::Offline | Role::Fio(_));
+            if starts {
+                let th = &mut self.threads[t];
+                th.instr_to_io = draw_gap(th);
+                self.cpu.wake(now, t as u32, 0, Cat::Sched);
+            }
+        }
     }
 }
 
@@ -216,7 +236,22 @@ impl<'c> Spawner<'c> {
         Ok((file, file_bytes))
     }
 
-    fn spawn_process(&mut self, index: usize, spec: ProcessSpec) -> Result<(), HostError> {
+    fn spawn_process(
+        &mut self,
+        index: usize,
+        spec: ProcessSpec,
+        duration: SimTime,
+    ) -> Result<(), HostError> {
+        if spec.start >= duration {
+            return Err(HostError::Unsupported {
+                process: spec.name.clone(),
+                reason: format!(
+                    "starts at {} ms, at or after the run's end ({} ms): it would never run",
+                    spec.start.as_ns() as f64 / 1e6,
+                    duration.as_ns() as f64 / 1e6
+                ),
+            });
+        }
         let (file, file_bytes) = self.layout_file(&spec)?;
         let p = Spawning {
             index,
@@ -238,6 +273,7 @@ impl<'c> Spawner<'c> {
             instructions: 0,
             ios: 0,
             io_latency: LatencyHistogram::new(),
+            first_io_at: None,
         });
         Ok(())
     }
@@ -276,9 +312,8 @@ impl<'c> Spawner<'c> {
         }
         let name = &spec.name;
         let mut arrival_rng = stream(self.seed, &format!("proc.{}.{name}.arrivals", p.index));
-        let first = arrival_gap(spec, &mut arrival_rng);
-        self.events
-            .schedule(SimTime(first), Ev::Arrival { proc: p.pid() });
+        let first = spec.start + arrival_gap(spec, &mut arrival_rng);
+        self.events.schedule(first, Ev::Arrival { proc: p.pid() });
         Ok(ProcState::Online(Box::new(OnlineState {
             server,
             idle_workers: idle,

@@ -791,3 +791,50 @@ fn merge_search_cpu_is_accounted_in_blk_time() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `start_ms` delays a process by exactly that: a fio job alone on the host makes its first
+/// I/O `start_ms` later and otherwise runs the same (same I/O count and latencies); an online
+/// service's first I/O also comes later; a start at or after the run's end is an error naming
+/// the process.
+#[test]
+fn start_ms_delays_a_process_by_exactly_that() {
+    let job = "[qd1]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnorandommap\nnumber_ios=500\n";
+    let dir = scratch_dir("start-ms", &[("qd1.fio", job)]);
+    let with_start = |start: &str| {
+        run_in(
+            &dir,
+            &format!("seed = 1\nduration_ms = 100\n[host]\npreset = \"x86-4\"\n[[process]]\nfio = \"qd1.fio\"\n{start}"),
+        )
+    };
+    let a = with_start("");
+    let b = with_start("start_ms = 7\n");
+    let (pa, pb) = (process(&a.run, "qd1"), process(&b.run, "qd1"));
+    let first_a = pa.first_io_ns.expect("the job made I/Os");
+    let first_b = pb.first_io_ns.expect("the job made I/Os");
+    assert_eq!(
+        first_b - first_a,
+        7_000_000,
+        "first I/O shifted by start_ms"
+    );
+    assert_eq!(pb.start_ns, 7_000_000);
+    assert_eq!(pa.ios, pb.ios);
+    assert_eq!(pa.io_latency_ns, pb.io_latency_ns, "the same run, later");
+    // An online service that starts later makes its first I/O later.
+    let svc = |start: &str| {
+        let s = summary(&format!(
+            "seed = 2\nduration_ms = 200\n[[process]]\nprofile = \"apache\"\n{start}"
+        ));
+        process(&s.run, "apache").first_io_ns.expect("apache reads")
+    };
+    assert!(svc("start_ms = 50\n") >= 50_000_000);
+    // A start at or past the end is refused, naming the process.
+    let e = SystemConfig::parse(
+        "duration_ms = 100\n[[process]]\nname = \"late\"\nprofile = \"apache\"\nstart_ms = 100\n",
+        "t.toml",
+        Path::new("."),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("late") && e.contains("start_ms = 100"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -7,7 +7,8 @@
 //! processes   [ { name, profile (online/offline) or source (fio job file or trace file),
 //!                 class, kind (online/offline/fio/trace), requests,
 //!                 unfinished_requests, response_time_ns { mean, p50, p95, p99, p99_9, max },
-//!                 instructions, instructions_per_sec, ios, io_latency_ns { … } } ]
+//!                 instructions, instructions_per_sec, ios, io_latency_ns { … },
+//!                 start_ns (if not 0), first_io_ns (if it made an I/O) } ]
 //! cpu         { user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
 //!               (seconds summed over cores), busy_pct, context_switches, interrupts }
 //! breakdown_ns { requests, software_queue, hardware_queue, driver, device_queue,
@@ -85,8 +86,18 @@ pub struct ProcessSummary {
     pub instructions_per_sec: Option<f64>,
     pub ios: u64,
     pub io_latency_ns: LatencySummary,
+    /// When the process started (system config `start_ms`), ns; omitted when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub start_ns: u64,
+    /// When its first read/write call started, ns; omitted if it made none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_io_ns: Option<u64>,
     #[serde(skip)]
     pub response_histogram: LatencyHistogram,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// CPU time by category, seconds summed over all cores.
@@ -249,6 +260,8 @@ impl SystemRunSummary {
                         .then(|| (p.instructions as f64 / secs).round()),
                     ios: p.ios,
                     io_latency_ns: p.io_latency.summary(),
+                    start_ns: p.start_ns,
+                    first_io_ns: p.first_io_ns,
                     response_histogram: p.response.clone(),
                 }
             })
