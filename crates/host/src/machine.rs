@@ -367,12 +367,29 @@ impl Host {
         }
         let cores = self.cpu.finish(end);
         let breakdown = [0, 1].map(|c| self.layer_times.means(c));
-        let duration_ns = self.duration.0.max(1);
-        let _ = duration_ns;
+        // Thread CPU time, by process and by fio job: [user, kernel] ns.
+        let mut proc_cpu = vec![[0u64; 2]; self.procs.len()];
+        for (t, th) in self.threads.iter().enumerate() {
+            let sched = &self.cpu.threads[t];
+            let user_kernel = [sched.user_ns, sched.sum_exec_ns - sched.user_ns];
+            let Some(pc) = proc_cpu.get_mut(th.proc as usize) else {
+                continue; // the flusher belongs to no process
+            };
+            pc[0] += user_kernel[0];
+            pc[1] += user_kernel[1];
+            if let (crate::task::Role::Fio(f), ProcState::Fio { jobs }) =
+                (&th.role, &mut self.procs[th.proc as usize].state)
+            {
+                let j = &mut jobs[f.job as usize];
+                j.cpu_user_ns += user_kernel[0];
+                j.cpu_kernel_ns += user_kernel[1];
+            }
+        }
         let processes = self
             .procs
             .iter()
-            .map(|p| {
+            .zip(&proc_cpu)
+            .map(|(p, cpu)| {
                 let (requests, unfinished, response, fio_jobs) = match &p.state {
                     ProcState::Online(o) => (
                         o.completed,
@@ -396,6 +413,8 @@ impl Host {
                     io_latency: p.io_latency.clone(),
                     fio_jobs,
                     start_ns: p.spec.start.as_ns(),
+                    cpu_user_ns: cpu[0],
+                    cpu_kernel_ns: cpu[1],
                     first_io_ns: p.first_io_at.map(SimTime::as_ns),
                 }
             })

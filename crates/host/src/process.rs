@@ -236,6 +236,14 @@ pub struct FioJobResult {
     pub write_bytes: u64,
     pub first_start_ns: Option<u64>,
     pub last_end_ns: u64,
+    /// CPU time of the job's threads (all clones) in user code, ns. fio threads here run no
+    /// user code of their own (the model has no per-I/O user cost for fio: no published
+    /// figure), so this is 0 unless that changes; reported so studies need not assume it.
+    pub cpu_user_ns: u64,
+    /// CPU time of the job's threads in the kernel, in thread context (system calls, block
+    /// layer, driver, polling, cache pollution after a switch), ns. Interrupt-context work done
+    /// for its I/O is in the cores' per-class accounting, not here.
+    pub cpu_kernel_ns: u64,
 }
 
 /// The state of one fio clone.
@@ -318,6 +326,11 @@ pub struct ProcessReport {
     pub fio_jobs: Vec<FioJobResult>,
     /// When the process started (`ProcessSpec::start`), ns.
     pub start_ns: u64,
+    /// CPU time of the process's threads in user code, ns.
+    pub cpu_user_ns: u64,
+    /// CPU time of the process's threads in the kernel, in thread context, ns (see
+    /// `FioJobResult::cpu_kernel_ns`).
+    pub cpu_kernel_ns: u64,
     /// When its first application-level I/O call started, ns (None: it made none).
     pub first_io_ns: Option<u64>,
 }

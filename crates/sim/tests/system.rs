@@ -385,6 +385,19 @@ fn fio_through_the_host_stack() {
     );
     assert!(rp.latency_ns.mean < ri.latency_ns.mean);
     assert!(polled.run.cpu.poll > 0.0);
+    // fio jobs report their threads' CPU: no user code in the model, kernel work in thread
+    // context; a polling thread spins in its own context, so it shows far more.
+    let (ci, cp) = (irq.run.jobs[0].cpu_ns, polled.run.jobs[0].cpu_ns);
+    assert_eq!((ci.user, cp.user), (0, 0));
+    assert!(
+        ci.kernel > 0 && cp.kernel > 2 * ci.kernel,
+        "{ci:?} vs {cp:?}"
+    );
+    assert_eq!(
+        process(&irq.run, "irq").cpu_ns,
+        ci,
+        "one job: the process's CPU is the job's"
+    );
     let aio = run_file("[[process]]\nfio = \"aio.fio\"\n");
     let ra = &aio.run.jobs[0].read;
     assert_eq!(ra.ios, 20000);
