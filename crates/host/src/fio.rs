@@ -192,6 +192,8 @@ impl Host {
             f.in_flight -= 1;
             (f.job as usize, f.started + f.ramp_ns)
         };
+        let class = self.procs[p].spec.class;
+        self.log_io(class, bytes, now - started);
         let proc = &mut self.procs[p];
         proc.ios += 1;
         proc.io_latency.record(now - started);

@@ -42,7 +42,7 @@
 //! flight drains. [`Host::finish`] checks that every request completed exactly once, that
 //! nothing is left in the block layer, and that the page cache's counters agree with its pages.
 
-use engine::{EventQueue, LatencyHistogram, SimTime};
+use engine::{EventQueue, IoClass, LatencyHistogram, SimTime};
 
 use crate::blk::{Blk, BlkStats, QueueKind};
 use crate::breakdown::{Breakdown, LayerTimes};
@@ -158,6 +158,9 @@ pub struct Host {
     pub(crate) cqes_received: u64,
     pub(crate) errors: Vec<String>,
     pub(crate) queue_pairs: Vec<QueuePairSpec>,
+    /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
+    /// latency_ns)`; `None` (the default) keeps no log.
+    pub(crate) io_log: Option<Vec<(IoClass, u64, u64)>>,
 }
 
 impl Host {
@@ -247,6 +250,63 @@ impl Host {
     /// Commands issued so far.
     pub fn commands_sent(&self) -> u64 {
         self.commands_sent
+    }
+
+    // ------------------------------------------------ read-only views for time series
+
+    /// Starts logging every application I/O's completion (class, bytes, latency) for
+    /// [`Host::drain_io_log`]. Off by default: then the only cost is a branch per I/O.
+    pub fn enable_io_log(&mut self) {
+        self.io_log = Some(Vec::with_capacity(64));
+    }
+
+    /// Hands each application I/O completed since the last call to `f(class, bytes,
+    /// latency_ns)`: the I/Os each process counts in its `ios`.
+    pub fn drain_io_log(&mut self, mut f: impl FnMut(IoClass, u64, u64)) {
+        if let Some(log) = &mut self.io_log {
+            for (class, bytes, latency) in log.drain(..) {
+                f(class, bytes, latency);
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn log_io(&mut self, class: IoClass, bytes: u64, latency_ns: u64) {
+        if let Some(log) = &mut self.io_log {
+            log.push((class, bytes, latency_ns));
+        }
+    }
+
+    /// Page-cache counters so far (its gauges are current only in [`Host::pagecache_gauges`]).
+    pub fn pagecache_counters(&self) -> &PageCacheStats {
+        &self.pc.stats
+    }
+
+    /// Dirty pages and pages under write-back now.
+    pub fn pagecache_gauges(&self) -> (u64, u64) {
+        (self.pc.dirty_pages(), self.pc.writeback_pages())
+    }
+
+    /// Busy CPU time per category summed over cores, up to `at` (not before the host's last
+    /// event, nor after its next one). Brings the cores' accounting up to `at`, which splits a
+    /// running burst's accounting without changing when it ends.
+    pub fn cpu_busy_ns(&mut self, at: SimTime) -> [u64; crate::cpu::CAT_COUNT] {
+        assert!(
+            at >= self.now,
+            "CPU sampled at {at}, before the host's clock {}",
+            self.now
+        );
+        self.cpu.sample(at)
+    }
+
+    /// The host's clock: the time of its last event.
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// Cores of the host.
+    pub fn cores(&self) -> u32 {
+        self.cpu.cores() as u32
     }
 
     fn handle(&mut self, ev: Ev) {

@@ -499,6 +499,7 @@ impl<'c> Spawner<'c> {
             cqes_received: 0,
             errors: Vec::new(),
             queue_pairs: nvme::queue_pairs(cores, cfg.nvme.queue_depth),
+            io_log: None,
         }
     }
 }

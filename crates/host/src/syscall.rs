@@ -322,6 +322,8 @@ impl Host {
         let proc = &mut self.procs[p];
         proc.ios += 1;
         proc.io_latency.record(latency);
+        let class = proc.spec.class;
+        self.log_io(class, bytes, latency);
         self.app_next(t);
     }
 

@@ -62,6 +62,7 @@ use workload::{Completion, IoGenerator, JobSpec, Op, RunUntil};
 
 use crate::config::{DeviceRunConfig, HostCosts};
 use crate::report::{JobResult, OpResult, RunSummary, SimInfo, ThinHostDetail, ThreadCpu};
+use crate::series::{Sample, Series};
 use crate::system::summary::CpuSummary;
 
 /// Errors that stop a run.
@@ -77,6 +78,8 @@ pub enum RunError {
     Integrity(String),
     #[error("run ended with I/O still in flight: {0}")]
     Leak(String),
+    #[error("writing the time series: {0}")]
+    Series(std::io::Error),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -115,24 +118,53 @@ struct Thread {
     /// Wake-ups after sleeping (context switches) and interrupt completions.
     context_switches: u64,
     interrupts: u64,
+    /// With a time series on: the bursts booked that may end after the next window boundary
+    /// `(cat, start, end)`, so a sample can leave out their part after it. Empty otherwise.
+    ahead: Vec<(Cat, SimTime, SimTime)>,
+    track_ahead: bool,
 }
 
 impl Thread {
     /// Runs `ns` of `cat` on the thread's core from `start` (not before it is free) and
     /// returns when it is done. A polling thread with I/O in flight spun on its CQ since it
     /// was last busy: that gap is `poll` time.
-    fn run_cpu(&mut self, start: SimTime, ns: u64, cat: Cat) -> SimTime {
+    fn run_cpu(&mut self, now: SimTime, start: SimTime, ns: u64, cat: Cat) -> SimTime {
         assert!(
             start >= self.cpu_free,
             "thread CPU work at {start} before its core is free at {}",
             self.cpu_free
         );
-        if self.completion == Completion::Polled && self.in_flight > 0 {
+        if self.spinning() {
             self.cpu_ns[Cat::Poll.index()] += start - self.cpu_free;
         }
         self.cpu_ns[cat.index()] += ns;
+        if self.track_ahead {
+            // The next sample is after `now`: bursts over by now no longer matter.
+            self.ahead.retain(|&(_, _, end)| end > now);
+            self.ahead.push((cat, start, start + ns));
+        }
         self.cpu_free = start + ns;
         self.cpu_free
+    }
+
+    /// Whether the thread spins on its CQ whenever it has nothing else to do.
+    fn spinning(&self) -> bool {
+        self.completion == Completion::Polled && self.in_flight > 0
+    }
+
+    /// Adds the thread's CPU time up to `at` (not before its last event) to `busy`: what it
+    /// booked, less the part of bursts booked past `at`, plus a polling thread's spin since it
+    /// was last busy (booked only when its completion is handled).
+    fn busy_until(&self, at: SimTime, busy: &mut [u64; CAT_COUNT]) {
+        for (acc, v) in busy.iter_mut().zip(&self.cpu_ns) {
+            *acc += v;
+        }
+        for &(cat, start, end) in &self.ahead {
+            busy[cat.index()] -= end.saturating_since(start.max(at));
+        }
+        if self.spinning() && self.cpu_free < at {
+            busy[Cat::Poll.index()] += at - self.cpu_free;
+        }
     }
 }
 
@@ -201,6 +233,7 @@ pub struct DeviceRun<'a> {
     integrity: Option<Integrity>,
     ios_done: u64,
     costs: HostCosts,
+    series: Option<Series>,
 }
 
 impl<'a> DeviceRun<'a> {
@@ -271,6 +304,8 @@ impl<'a> DeviceRun<'a> {
                     cpu_ns: [0; CAT_COUNT],
                     context_switches: 0,
                     interrupts: 0,
+                    ahead: Vec::new(),
+                    track_ahead: false,
                 });
             }
         }
@@ -288,7 +323,48 @@ impl<'a> DeviceRun<'a> {
             integrity: cfg.integrity.then(Integrity::default),
             ios_done: 0,
             costs: cfg.host,
+            series: None,
         })
+    }
+
+    /// Writes a time series of `window_ns` windows to `out` (see `series`).
+    pub fn enable_series(
+        &mut self,
+        window_ns: u64,
+        out: Box<dyn std::io::Write>,
+    ) -> Result<(), RunError> {
+        let cores = self
+            .threads
+            .iter()
+            .map(|t| t.core as u32 + 1)
+            .max()
+            .unwrap_or(0);
+        for th in &mut self.threads {
+            th.track_ahead = true;
+        }
+        self.series = Some(Series::new(window_ns, cores, out).map_err(RunError::Series)?);
+        Ok(())
+    }
+
+    /// The state the time series reads at `at`, a window's end.
+    fn sample(&self, at: SimTime) -> Sample {
+        let mut s = Sample::default();
+        s.read_device(&self.ssd);
+        for th in &self.threads {
+            th.busy_until(at, &mut s.cpu_ns);
+        }
+        s
+    }
+
+    /// Closes every series window that ends at or before `t` (the next event's time).
+    fn close_windows(&mut self, t: SimTime) -> Result<(), RunError> {
+        while self.series.as_ref().is_some_and(|s| s.due(t)) {
+            let at = self.series.as_ref().expect("checked above").window_end();
+            let sample = self.sample(at);
+            let s = self.series.as_mut().expect("checked above");
+            s.close(&sample).map_err(RunError::Series)?;
+        }
+        Ok(())
     }
 
     /// Runs to the end and summarises.
@@ -303,6 +379,11 @@ impl<'a> DeviceRun<'a> {
         loop {
             let td = self.ssd.next_event_time();
             let th = self.events.peek_time();
+            if self.series.is_some() {
+                if let Some(t) = td.into_iter().chain(th).min() {
+                    self.close_windows(t)?;
+                }
+            }
             match (td, th) {
                 (None, None) => break,
                 (Some(d), h) if h.is_none_or(|h| d <= h) => {
@@ -338,6 +419,10 @@ impl<'a> DeviceRun<'a> {
         }
         progress.finish();
         self.check_drained()?;
+        if let Some(series) = self.series.take() {
+            let sample = self.sample(now);
+            series.finish(now, &sample).map_err(RunError::Series)?;
+        }
         let wall_ns = wall.elapsed().as_nanos() as u64;
         let device_events = self.ssd.events_processed();
         Ok(self.summarise(now, wall_ns, device_events + host_events))
@@ -396,7 +481,7 @@ impl<'a> DeviceRun<'a> {
                 break;
             };
             // The syscall, block layer and driver path, up to the doorbell.
-            let submit_at = th.run_cpu(cpu_start, costs.submit_ns, Cat::Syscall);
+            let submit_at = th.run_cpu(now, cpu_start, costs.submit_ns, Cat::Syscall);
             th.issued += 1;
             th.in_flight += 1;
             let sqid = th.sqid;
@@ -539,14 +624,14 @@ impl<'a> DeviceRun<'a> {
             Completion::Interrupt if th.cpu_free <= c.at => {
                 th.interrupts += 1;
                 th.context_switches += 1;
-                let isr_done = th.run_cpu(start, costs.isr_ns, Cat::Irq);
-                th.run_cpu(isr_done, costs.wakeup_ns, Cat::Sched)
+                let isr_done = th.run_cpu(c.at, start, costs.isr_ns, Cat::Irq);
+                th.run_cpu(c.at, isr_done, costs.wakeup_ns, Cat::Sched)
             }
             Completion::Interrupt => {
                 th.interrupts += 1;
-                th.run_cpu(start, costs.isr_ns, Cat::Irq)
+                th.run_cpu(c.at, start, costs.isr_ns, Cat::Irq)
             }
-            Completion::Polled => th.run_cpu(start, costs.poll_ns, Cat::Poll),
+            Completion::Polled => th.run_cpu(c.at, start, costs.poll_ns, Cat::Poll),
         };
         if c.status != Status::Success {
             return Err(RunError::Leak(format!(
@@ -576,6 +661,9 @@ impl<'a> DeviceRun<'a> {
         job.last_end = job.last_end.max(now);
         if rec.submit_start >= started + th.ramp_ns {
             let latency = now - rec.submit_start;
+            if let Some(s) = &mut self.series {
+                s.record(IoClass::Throughput, rec.len_bytes, latency);
+            }
             match rec.op {
                 Some(Op::Read) => {
                     job.read.record(latency);
