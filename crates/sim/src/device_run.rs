@@ -793,9 +793,9 @@ impl<'a> DeviceRun<'a> {
                     name: j.name.clone(),
                     read: OpResult::from_histogram(&j.read, j.read_bytes, span_ns),
                     write: OpResult::from_histogram(&j.write, j.write_bytes, span_ns),
-                    cpu_ns: ThreadCpu {
-                        user: 0,
-                        kernel: kernel_ns,
+                    cpu: ThreadCpu {
+                        user_ns: 0,
+                        kernel_ns,
                     },
                 }
             })

@@ -10,7 +10,7 @@
 //!          write_amplification, erase_count_{min,max,mean}, pcie_bytes_…, mapping_table_bytes }
 //! jobs   [ { name, read: { ios, iops, bytes_per_sec, latency_ns { mean, p50, p95, p99,
 //!                          p99_9, p99_99, p99_999, max } }, write: { … },
-//!            cpu_ns { user, kernel } } ]
+//!            cpu { user_ns, kernel_ns } } ]
 //! cpu    { cores, user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
 //!          (seconds summed over cores), busy_pct, context_switches, interrupts }
 //! host   { cores [ { core, ns[…per category], class_ns, context_switches, interrupts } ] }
@@ -82,8 +82,8 @@ fn round3(x: f64) -> f64 {
 /// context.
 #[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct ThreadCpu {
-    pub user: u64,
-    pub kernel: u64,
+    pub user_ns: u64,
+    pub kernel_ns: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -92,7 +92,7 @@ pub struct JobResult {
     pub read: OpResult,
     pub write: OpResult,
     /// CPU time of the job's threads (all clones).
-    pub cpu_ns: ThreadCpu,
+    pub cpu: ThreadCpu,
 }
 
 /// The thin host's per-core accounting (the same shape as a full-system run's `host.cores`).

@@ -310,7 +310,7 @@ fn thin_host_cpu_adds_up_and_polling_occupies_a_core() {
     assert_eq!(irq.cpu.interrupts, 2000);
     assert_eq!(irq.cpu.user, 0.0, "the thin host has no per-I/O user cost");
     assert_eq!(
-        irq.jobs[0].cpu_ns.kernel,
+        irq.jobs[0].cpu.kernel_ns,
         irq.host.cores[0].ns.iter().sum::<u64>() - irq.host.cores[0].ns[host::Cat::Idle.index()],
         "the one job's kernel time is its core's busy time"
     );

@@ -387,14 +387,14 @@ fn fio_through_the_host_stack() {
     assert!(polled.run.cpu.poll > 0.0);
     // fio jobs report their threads' CPU: no user code in the model, kernel work in thread
     // context; a polling thread spins in its own context, so it shows far more.
-    let (ci, cp) = (irq.run.jobs[0].cpu_ns, polled.run.jobs[0].cpu_ns);
-    assert_eq!((ci.user, cp.user), (0, 0));
+    let (ci, cp) = (irq.run.jobs[0].cpu, polled.run.jobs[0].cpu);
+    assert_eq!((ci.user_ns, cp.user_ns), (0, 0));
     assert!(
-        ci.kernel > 0 && cp.kernel > 2 * ci.kernel,
+        ci.kernel_ns > 0 && cp.kernel_ns > 2 * ci.kernel_ns,
         "{ci:?} vs {cp:?}"
     );
     assert_eq!(
-        process(&irq.run, "irq").cpu_ns,
+        process(&irq.run, "irq").cpu,
         ci,
         "one job: the process's CPU is the job's"
     );

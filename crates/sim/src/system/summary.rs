@@ -8,9 +8,9 @@
 //!                 class, kind (online/offline/fio/trace), requests,
 //!                 unfinished_requests, response_time_ns { mean, p50, p95, p99, p99_9, max },
 //!                 instructions, instructions_per_sec, ios, io_latency_ns { … },
-//!                 cpu_ns { user, kernel }, start_ns (if not 0), first_io_ns (if it made an
+//!                 cpu { user_ns, kernel_ns }, start_ns (if not 0), first_io_ns (if it made an
 //!                 I/O) } ]
-//! jobs        [ { …as device-level, cpu_ns { user, kernel } of the job's threads } ]
+//! jobs        [ { …as device-level, cpu { user_ns, kernel_ns } of the job's threads } ]
 //! cpu         { user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
 //!               (seconds summed over cores), busy_pct, context_switches, interrupts }
 //! breakdown_ns { requests, software_queue, hardware_queue, driver, device_queue,
@@ -90,7 +90,7 @@ pub struct ProcessSummary {
     pub io_latency_ns: LatencySummary,
     /// CPU time of the process's threads: user code, and kernel work in thread context
     /// (interrupt work done for its I/O is in `host.cpu_by_class`).
-    pub cpu_ns: ThreadCpu,
+    pub cpu: ThreadCpu,
     /// When the process started (system config `start_ms`), ns; omitted when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub start_ns: u64,
@@ -265,9 +265,9 @@ impl SystemRunSummary {
                     instructions_per_sec: (p.kind == ProcessKind::Offline)
                         .then(|| (p.instructions as f64 / secs).round()),
                     ios: p.ios,
-                    cpu_ns: ThreadCpu {
-                        user: p.cpu_user_ns,
-                        kernel: p.cpu_kernel_ns,
+                    cpu: ThreadCpu {
+                        user_ns: p.cpu_user_ns,
+                        kernel_ns: p.cpu_kernel_ns,
                     },
                     io_latency_ns: p.io_latency.summary(),
                     start_ns: p.start_ns,
@@ -288,9 +288,9 @@ impl SystemRunSummary {
                     name: j.name.clone(),
                     read: OpResult::from_histogram(&j.read, j.read_bytes, span),
                     write: OpResult::from_histogram(&j.write, j.write_bytes, span),
-                    cpu_ns: ThreadCpu {
-                        user: j.cpu_user_ns,
-                        kernel: j.cpu_kernel_ns,
+                    cpu: ThreadCpu {
+                        user_ns: j.cpu_user_ns,
+                        kernel_ns: j.cpu_kernel_ns,
                     },
                 }
             })
