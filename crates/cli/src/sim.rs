@@ -28,6 +28,9 @@ use sim::{DeviceRun, DeviceRunConfig, HostCosts, Progress, RunFileSettings};
 /// A device-level run with no job runs the embedded device-level default (4 KiB random read
 /// and write at QD1 and QD32). The same configuration and seed always give the same results
 /// (summary.json is identical apart from `sim.wall_ns`).
+///
+/// Either kind of run writes a time series with `--series-ms N` (timeseries.csv, one row per
+/// N ms of simulated time; columns in sim::series).
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SimArgs {
@@ -61,6 +64,23 @@ pub struct SimArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write timeseries.csv into the results folder: one row per N ms of simulated time
+    /// (I/O rates and latency percentiles per class, dirty pages, write buffer, cache, GC, CPU
+    /// per category). Off by default; it does not change summary.json.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    series_ms: Option<u64>,
+}
+
+/// Opens `<out>/timeseries.csv` for `--series-ms`.
+fn series_file(args: &SimArgs) -> anyhow::Result<Option<(u64, Box<dyn std::io::Write>)>> {
+    let Some(ms) = args.series_ms else {
+        return Ok(None);
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let path = args.out.join("timeseries.csv");
+    let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    Ok(Some((ms * 1_000_000, Box::new(std::io::BufWriter::new(f)))))
 }
 
 struct Bar(Option<indicatif::ProgressBar>);
@@ -138,7 +158,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         job_source,
         integrity: args.integrity || file.integrity.unwrap_or(false),
     };
-    let run = DeviceRun::new(&cfg)?;
+    let mut run = DeviceRun::new(&cfg)?;
+    if let Some((window_ns, out)) = series_file(&args)? {
+        run.enable_series(window_ns, out)?;
+    }
     let summary = run.run(&mut Bar(None))?;
     summary
         .write_folder(&args.out)
@@ -161,7 +184,9 @@ fn run_system(args: SimArgs) -> anyhow::Result<()> {
     if let Some(seed) = args.seed {
         cfg.seed = seed;
     }
-    let summary = sim::system::run(&cfg, &mut Bar(None))?;
+    let series =
+        series_file(&args)?.map(|(window_ns, out)| sim::system::SeriesOut { window_ns, out });
+    let summary = sim::system::run_with_series(&cfg, &mut Bar(None), series)?;
     summary
         .write_folder(&args.out)
         .with_context(|| format!("writing results to {}", args.out.display()))?;

@@ -226,3 +226,65 @@ fn help_opens_with_a_sentence_for_users_and_shows_where_to_start() {
     assert!(!help.contains("argument parsing"), "{help}");
     assert!(help.contains("ullstack sim --device zssd"), "{help}");
 }
+
+/// `--series-ms` writes timeseries.csv beside summary.json, for device-level and full-system
+/// runs, with one row per window; 0 is refused.
+#[test]
+fn series_ms_writes_a_time_series_for_both_kinds_of_run() {
+    let out = scratch("series-dev");
+    let o = ullstack()
+        .args(["sim", "--device", "zssd", "--series-ms", "5", "--job"])
+        .arg(examples().join("randread-qd1.fio"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let end = summary["sim"]["simulated_ns"].as_u64().unwrap();
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("t_start_ns,t_end_ns,lc_ios,"),
+        "{header}"
+    );
+    assert!(header.contains("tp_lat_p99_ns") && header.ends_with("cpu_idle_ns"));
+    assert_eq!(lines.count() as u64, end.div_ceil(5_000_000));
+
+    let dir = scratch("series-sys");
+    std::fs::write(
+        dir.join("sys.toml"),
+        "seed = 1\nduration_ms = 50\n[[process]]\nprofile = \"apache\"\n",
+    )
+    .unwrap();
+    let o = ullstack()
+        .args(["sim", "--series-ms", "10", "--system"])
+        .arg(dir.join("sys.toml"))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("out/timeseries.csv")).unwrap();
+    assert!(
+        csv.lines().count() >= 6,
+        "header + at least 5 windows of 10 ms:\n{csv}"
+    );
+    let o = ullstack()
+        .args(["sim", "--device-level", "--series-ms", "0"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    std::fs::remove_dir_all(&out).ok();
+    std::fs::remove_dir_all(&dir).ok();
+}

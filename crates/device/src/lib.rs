@@ -439,6 +439,25 @@ impl Ssd {
         self.cache.check_consistency()
     }
 
+    /// Dirty 4 KiB units in the write buffer now, and the buffer's capacity in units (cheap;
+    /// for time series).
+    pub fn write_buffer_units(&self) -> (u64, u64) {
+        (
+            self.cache.dirty_units(),
+            self.cache.write_buffer_capacity_units(),
+        )
+    }
+
+    /// Cache counters so far (cheap; for time series).
+    pub fn cache_stats(&self) -> &cache::CacheStats {
+        &self.cache.stats
+    }
+
+    /// FTL counters so far (cheap; for time series).
+    pub fn ftl_stats(&self) -> &ftl::FtlStats {
+        &self.ftl.stats
+    }
+
     /// Command counters (cheap: no scan of the FTL, unlike [`stats`](Self::stats)).
     pub fn command_stats(&self) -> &CommandStats {
         &self.stats

@@ -698,6 +698,20 @@ impl Cpu {
         }
     }
 
+    /// Brings every core's accounting up to `now` and returns the busy time per category
+    /// summed over cores (idle included at its index). Accounting is additive over time, so
+    /// settling at extra instants changes no outcome.
+    pub fn sample(&mut self, now: SimTime) -> [u64; CAT_COUNT] {
+        let mut sum = [0u64; CAT_COUNT];
+        for c in 0..self.cores.len() {
+            self.settle(c, now);
+            for (s, v) in sum.iter_mut().zip(&self.cores[c].acct_ns) {
+                *s += v;
+            }
+        }
+        sum
+    }
+
     /// Closes the accounting at `end` and returns per-core statistics.
     pub fn finish(&mut self, end: SimTime) -> Vec<CoreStats> {
         for c in 0..self.cores.len() {

@@ -7,7 +7,10 @@
 //!   flight, each submitted by its own `io_submit` call, and reap completions with
 //!   `io_getevents` (sleeping when none are ready). `rate_iops`, `thinktime`, `runtime`,
 //!   `number_ios` and `time_based` keep their fio meaning; a job also stops at the end of the
-//!   run.
+//!   run. `ramp_time` is lead-in as in fio (and in device-level runs, `sim::device_run`): I/Os
+//!   submitted during the ramp are not recorded, `runtime` counts from the ramp's end, the
+//!   job's `size`/`number_ios` budget restarts there (fio's `reset_all_stats`), and the job's
+//!   IOPS are over the time after the ramp.
 //! - **Trace replay**: one thread replays `time_ns,op,offset,bytes` records against the
 //!   process's file, direct: `open-loop` issues each I/O at its timestamp asynchronously
 //!   (latency measured to the device completion), `afap` one at a time as fast as possible.
@@ -66,9 +69,11 @@ impl Host {
             self.fio(t).started = now;
             let p = self.threads[t as usize].proc as usize;
             let job = self.fio(t).job as usize;
+            // Statistics start when the ramp ends (fio resets them there).
+            let stats_from = now.0 + self.fio(t).ramp_ns;
             if let ProcState::Fio { jobs } = &mut self.procs[p].state {
                 let j = &mut jobs[job];
-                j.first_start_ns = Some(j.first_start_ns.map_or(now.0, |s| s.min(now.0)));
+                j.first_start_ns = Some(j.first_start_ns.map_or(stats_from, |s| s.min(stats_from)));
             }
         }
         let (asynchronous, can) = {
@@ -108,6 +113,12 @@ impl Host {
         let Role::Fio(f) = &mut th.role else {
             unreachable!()
         };
+        if !f.ramp_over && now >= f.started + f.ramp_ns {
+            f.ramp_over = true;
+            if let IoSource::Job(gen) = &mut f.source {
+                gen.restart_budget();
+            }
+        }
         let next = match &mut f.source {
             IoSource::Job(gen) => gen.next(&mut th.rng).map(|r| {
                 let op = match r.op {
@@ -182,6 +193,8 @@ impl Host {
             f.in_flight -= 1;
             (f.job as usize, f.started + f.ramp_ns)
         };
+        let class = self.procs[p].spec.class;
+        self.log_io(class, bytes, now - started);
         let proc = &mut self.procs[p];
         proc.ios += 1;
         proc.io_latency.record(now - started);

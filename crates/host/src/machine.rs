@@ -42,7 +42,7 @@
 //! flight drains. [`Host::finish`] checks that every request completed exactly once, that
 //! nothing is left in the block layer, and that the page cache's counters agree with its pages.
 
-use engine::{EventQueue, LatencyHistogram, SimRng, SimTime};
+use engine::{EventQueue, IoClass, LatencyHistogram, SimRng, SimTime};
 
 use crate::blk::{Blk, BlkStats, QueueKind};
 use crate::breakdown::{Breakdown, LayerTimes};
@@ -81,6 +81,8 @@ pub enum Ev {
     FlushTick,
     /// The scheduler tick on every busy core (`jitter.tick_hz`).
     Tick,
+    /// A process that starts later (`ProcessSpec::start`) starts: its threads become runnable.
+    Start { proc: u32 },
     /// The run's duration is over.
     Stop,
 }
@@ -163,6 +165,9 @@ pub struct Host {
     pub(crate) costs: CostDraws,
     /// Where in its poll loop a submitter finds a spinning poller (`jitter.poll_lock`).
     pub(crate) poll_lock_rng: SimRng,
+    /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
+    /// latency_ns)`; `None` (the default) keeps no log.
+    pub(crate) io_log: Option<Vec<(IoClass, u64, u64)>>,
 }
 
 impl Host {
@@ -254,6 +259,63 @@ impl Host {
         self.commands_sent
     }
 
+    // ------------------------------------------------ read-only views for time series
+
+    /// Starts logging every application I/O's completion (class, bytes, latency) for
+    /// [`Host::drain_io_log`]. Off by default: then the only cost is a branch per I/O.
+    pub fn enable_io_log(&mut self) {
+        self.io_log = Some(Vec::with_capacity(64));
+    }
+
+    /// Hands each application I/O completed since the last call to `f(class, bytes,
+    /// latency_ns)`: the I/Os each process counts in its `ios`.
+    pub fn drain_io_log(&mut self, mut f: impl FnMut(IoClass, u64, u64)) {
+        if let Some(log) = &mut self.io_log {
+            for (class, bytes, latency) in log.drain(..) {
+                f(class, bytes, latency);
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn log_io(&mut self, class: IoClass, bytes: u64, latency_ns: u64) {
+        if let Some(log) = &mut self.io_log {
+            log.push((class, bytes, latency_ns));
+        }
+    }
+
+    /// Page-cache counters so far (its gauges are current only in [`Host::pagecache_gauges`]).
+    pub fn pagecache_counters(&self) -> &PageCacheStats {
+        &self.pc.stats
+    }
+
+    /// Dirty pages and pages under write-back now.
+    pub fn pagecache_gauges(&self) -> (u64, u64) {
+        (self.pc.dirty_pages(), self.pc.writeback_pages())
+    }
+
+    /// Busy CPU time per category summed over cores, up to `at` (not before the host's last
+    /// event, nor after its next one). Brings the cores' accounting up to `at`, which splits a
+    /// running burst's accounting without changing when it ends.
+    pub fn cpu_busy_ns(&mut self, at: SimTime) -> [u64; crate::cpu::CAT_COUNT] {
+        assert!(
+            at >= self.now,
+            "CPU sampled at {at}, before the host's clock {}",
+            self.now
+        );
+        self.cpu.sample(at)
+    }
+
+    /// The host's clock: the time of its last event.
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// Cores of the host.
+    pub fn cores(&self) -> u32 {
+        self.cpu.cores() as u32
+    }
+
     fn handle(&mut self, ev: Ev) {
         let now = self.now;
         match ev {
@@ -285,6 +347,7 @@ impl Host {
             Ev::ClientRx { proc, req } => self.on_client_rx(proc, req),
             Ev::FlushTick => self.on_flush_tick(),
             Ev::Tick => self.on_tick(),
+            Ev::Start { proc } => self.start_process(proc),
             Ev::Stop => self.stopping = true,
         }
     }
@@ -374,12 +437,29 @@ impl Host {
         }
         let cores = self.cpu.finish(end);
         let breakdown = [0, 1].map(|c| self.layer_times.means(c));
-        let duration_ns = self.duration.0.max(1);
-        let _ = duration_ns;
+        // Thread CPU time, by process and by fio job: [user, kernel] ns.
+        let mut proc_cpu = vec![[0u64; 2]; self.procs.len()];
+        for (t, th) in self.threads.iter().enumerate() {
+            let sched = &self.cpu.threads[t];
+            let user_kernel = [sched.user_ns, sched.sum_exec_ns - sched.user_ns];
+            let Some(pc) = proc_cpu.get_mut(th.proc as usize) else {
+                continue; // the flusher belongs to no process
+            };
+            pc[0] += user_kernel[0];
+            pc[1] += user_kernel[1];
+            if let (crate::task::Role::Fio(f), ProcState::Fio { jobs }) =
+                (&th.role, &mut self.procs[th.proc as usize].state)
+            {
+                let j = &mut jobs[f.job as usize];
+                j.cpu_user_ns += user_kernel[0];
+                j.cpu_kernel_ns += user_kernel[1];
+            }
+        }
         let processes = self
             .procs
             .iter()
-            .map(|p| {
+            .zip(&proc_cpu)
+            .map(|(p, cpu)| {
                 let (requests, unfinished, response, fio_jobs) = match &p.state {
                     ProcState::Online(o) => (
                         o.completed,
@@ -402,6 +482,10 @@ impl Host {
                     ios: p.ios,
                     io_latency: p.io_latency.clone(),
                     fio_jobs,
+                    start_ns: p.spec.start.as_ns(),
+                    cpu_user_ns: cpu[0],
+                    cpu_kernel_ns: cpu[1],
+                    first_io_ns: p.first_io_at.map(SimTime::as_ns),
                 }
             })
             .collect();

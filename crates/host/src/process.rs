@@ -119,6 +119,10 @@ pub struct ProcessSpec {
     pub file_bytes: u64,
     /// Buffered writers: call fsync after every this many writes (0: never).
     pub fsync_every_writes: u32,
+    /// When the process starts, from the run's start: its threads are created at t = 0 but
+    /// first run (and an online service's client first sends) at this time. Must be before
+    /// the run's end.
+    pub start: engine::SimTime,
 }
 
 impl ProcessSpec {
@@ -143,6 +147,7 @@ impl ProcessSpec {
             io_gaps: IoGaps::Exponential,
             file_bytes: host.app.file_bytes,
             fsync_every_writes: 0,
+            start: engine::SimTime::ZERO,
         }
     }
 
@@ -231,6 +236,14 @@ pub struct FioJobResult {
     pub write_bytes: u64,
     pub first_start_ns: Option<u64>,
     pub last_end_ns: u64,
+    /// CPU time of the job's threads (all clones) in user code, ns. fio threads here run no
+    /// user code of their own (the model has no per-I/O user cost for fio: no published
+    /// figure), so this is 0 unless that changes; reported so studies need not assume it.
+    pub cpu_user_ns: u64,
+    /// CPU time of the job's threads in the kernel, in thread context (system calls, block
+    /// layer, driver, polling, cache pollution after a switch), ns. Interrupt-context work done
+    /// for its I/O is in the cores' per-class accounting, not here.
+    pub cpu_kernel_ns: u64,
 }
 
 /// The state of one fio clone.
@@ -243,8 +256,11 @@ pub(crate) struct FioThread {
     pub direct: bool,
     pub thinktime_ns: u64,
     pub rate_interval_ns: Option<u64>,
+    /// fio `runtime`, counted from the ramp's end.
     pub runtime_ns: Option<u64>,
     pub ramp_ns: u64,
+    /// The ramp has ended and the generator's budget restarted (see `fio`'s essay).
+    pub ramp_over: bool,
     pub started: engine::SimTime,
     pub issued: u64,
     pub exhausted: bool,
@@ -285,6 +301,8 @@ pub(crate) struct Process {
     pub instructions: u64,
     pub ios: u64,
     pub io_latency: LatencyHistogram,
+    /// When its first application-level I/O (read/write call) started.
+    pub first_io_at: Option<engine::SimTime>,
 }
 
 /// Results of one process.
@@ -306,4 +324,13 @@ pub struct ProcessReport {
     /// Application-level I/O latency (call to return).
     pub io_latency: LatencyHistogram,
     pub fio_jobs: Vec<FioJobResult>,
+    /// When the process started (`ProcessSpec::start`), ns.
+    pub start_ns: u64,
+    /// CPU time of the process's threads in user code, ns.
+    pub cpu_user_ns: u64,
+    /// CPU time of the process's threads in the kernel, in thread context, ns (see
+    /// `FioJobResult::cpu_kernel_ns`).
+    pub cpu_kernel_ns: u64,
+    /// When its first application-level I/O call started, ns (None: it made none).
+    pub first_io_ns: Option<u64>,
 }

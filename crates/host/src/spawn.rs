@@ -18,7 +18,11 @@
 //! At t = 0 offline and fio threads are runnable (each has drawn the instructions to its first
 //! I/O); the server waits for requests, workers for work and the flusher for dirty pages. The
 //! first client request of each online service, the run's end and the first periodic
-//! write-back wake-up are the first events.
+//! write-back wake-up are the first events. A process with a later `start` (system config
+//! `start_ms`) is laid out and has its threads created at t = 0 like the others (so it changes
+//! no placement or random stream), but its threads first become runnable at `start` (an
+//! `Ev::Start`) and its client's first request is `start` + the first drawn gap: everything
+//! it does is shifted by exactly `start` (a process alone on the host runs the same, later).
 //!
 //! ## What it leaves out
 //! Process start-up cost, placement by load (round-robin only; the scheduler in `cpu` may move
@@ -68,7 +72,7 @@ impl Host {
         cfg.validate()?;
         let mut spawner = Spawner::new(cfg, seed, device_capacity_bytes);
         for (index, spec) in procs.into_iter().enumerate() {
-            spawner.spawn_process(index, spec)?;
+            spawner.spawn_process(index, spec, duration)?;
         }
         let flusher = spawner.spawn_flusher();
         spawner.arm_first_events(duration);
@@ -78,17 +82,33 @@ impl Host {
         Ok(host)
     }
 
-    /// Offline and fio threads run from the start; everyone else waits for something.
+    /// Offline and fio threads run from their process's start (t = 0 unless it starts later);
+    /// everyone else waits for something.
     fn start_threads(&mut self) {
-        for t in 0..self.threads.len() {
-            let starts = matches!(self.threads[t].role, Role::Offline | Role::Fio(_));
-            if starts {
-                let th = &mut self.threads[t];
-                th.instr_to_io = draw_gap(th);
-                self.cpu.wake(SimTime::ZERO, t as u32, 0, Cat::Sched);
+        for p in 0..self.procs.len() {
+            let start = self.procs[p].spec.start;
+            if start == SimTime::ZERO {
+                self.start_process(p as u32);
+            } else {
+                self.events.schedule(start, Ev::Start { proc: p as u32 });
             }
         }
         self.arm_core_timers();
+    }
+
+    /// Process `p` starts: its offline and fio threads become runnable now. (An online
+    /// service's client was given its first request time when it was spawned.)
+    pub(crate) fn start_process(&mut self, p: u32) {
+        let now = self.now;
+        for t in 0..self.threads.len() {
+            let th = &self.threads[t];
+            let starts = th.proc == p && matches!(th.role, Role::Offline | Role::Fio(_));
+            if starts {
+                let th = &mut self.threads[t];
+                th.instr_to_io = draw_gap(th);
+                self.cpu.wake(now, t as u32, 0, Cat::Sched);
+            }
+        }
     }
 }
 
@@ -218,7 +238,22 @@ impl<'c> Spawner<'c> {
         Ok((file, file_bytes))
     }
 
-    fn spawn_process(&mut self, index: usize, spec: ProcessSpec) -> Result<(), HostError> {
+    fn spawn_process(
+        &mut self,
+        index: usize,
+        spec: ProcessSpec,
+        duration: SimTime,
+    ) -> Result<(), HostError> {
+        if spec.start >= duration {
+            return Err(HostError::Unsupported {
+                process: spec.name.clone(),
+                reason: format!(
+                    "starts at {} ms, at or after the run's end ({} ms): it would never run",
+                    spec.start.as_ns() as f64 / 1e6,
+                    duration.as_ns() as f64 / 1e6
+                ),
+            });
+        }
         let (file, file_bytes) = self.layout_file(&spec)?;
         let p = Spawning {
             index,
@@ -240,6 +275,7 @@ impl<'c> Spawner<'c> {
             instructions: 0,
             ios: 0,
             io_latency: LatencyHistogram::new(),
+            first_io_at: None,
         });
         Ok(())
     }
@@ -278,9 +314,8 @@ impl<'c> Spawner<'c> {
         }
         let name = &spec.name;
         let mut arrival_rng = stream(self.seed, &format!("proc.{}.{name}.arrivals", p.index));
-        let first = arrival_gap(spec, &mut arrival_rng);
-        self.events
-            .schedule(SimTime(first), Ev::Arrival { proc: p.pid() });
+        let first = spec.start + arrival_gap(spec, &mut arrival_rng);
+        self.events.schedule(first, Ev::Arrival { proc: p.pid() });
         Ok(ProcState::Online(Box::new(OnlineState {
             server,
             idle_workers: idle,
@@ -395,6 +430,7 @@ impl<'c> Spawner<'c> {
             rate_interval_ns: None,
             runtime_ns: None,
             ramp_ns: 0,
+            ramp_over: true,
             started: SimTime::ZERO,
             issued: 0,
             exhausted: false,
@@ -470,6 +506,7 @@ impl<'c> Spawner<'c> {
             queue_pairs: nvme::queue_pairs(cores, cfg.nvme.queue_depth),
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
+            io_log: None,
         }
     }
 }
@@ -491,6 +528,7 @@ fn fio_thread(job: &JobSpec, job_index: u32, gen: IoGenerator) -> FioThread {
         rate_interval_ns: job.rate_iops.filter(|&r| r > 0).map(|r| 1_000_000_000 / r),
         runtime_ns: job.runtime_ns,
         ramp_ns: job.ramp_time_ns,
+        ramp_over: job.ramp_time_ns == 0,
         started: SimTime::ZERO,
         issued: 0,
         exhausted: false,

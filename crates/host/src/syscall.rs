@@ -58,7 +58,9 @@ impl Host {
         fio_slot: u32,
     ) {
         let th = &mut self.threads[t as usize];
-        let file = self.procs[th.proc as usize].file;
+        let proc = &mut self.procs[th.proc as usize];
+        proc.first_io_at.get_or_insert(self.now);
+        let file = proc.file;
         let page = offset_bytes / PAGE_BYTES;
         let end_page = (offset_bytes + bytes).div_ceil(PAGE_BYTES);
         th.io = IoCtx {
@@ -324,6 +326,8 @@ impl Host {
         let proc = &mut self.procs[p];
         proc.ios += 1;
         proc.io_latency.record(latency);
+        let class = proc.spec.class;
+        self.log_io(class, bytes, latency);
         self.app_next(t);
     }
 

@@ -90,5 +90,6 @@ pub(crate) fn fio_process(job: &str, host: &HostConfig) -> ProcessSpec {
         io_gaps: IoGaps::Fixed,
         file_bytes: host.app.file_bytes,
         fsync_every_writes: 0,
+        start: engine::SimTime::ZERO,
     }
 }

@@ -13,11 +13,36 @@
 //! fetch, firmware, tR 3 µs, 2 × 2 KiB over a channel pair, DMA, CQE) → ISR 1.0 µs + wake-up
 //! 2.7 µs: ≈ 14.5 µs end to end.
 //!
+//! ## CPU accounting
+//! Each thread runs on a core of its own: the k-th thread of a stonewall group on core k, so
+//! the host has as many cores as the largest group has threads, and groups reuse the cores one
+//! after another. Every nanosecond of every core goes to one category, named as the full-system
+//! run names them (`host::Cat`, summed over cores into the same `cpu` summary): `submit_ns` —
+//! the syscall, block layer and driver path collapsed into one number — is `syscall` (`blk`
+//! and `nvme` stay 0: the thin host does not split it); `isr_ns` (the ISR with the block-layer
+//! completion) is `irq`; `wakeup_ns` is `sched` (one context switch counted each time); and
+//! `poll_ns` plus the time a polling thread spins on its CQ while it has I/O in flight is
+//! `poll`. The rest is `idle`, so per core the categories add up to the run's simulated time.
+//! `user` is 0: `HostCosts` has no per-I/O user cost (fio's own user time per I/O has no
+//! published figure here; the full host model has none for fio threads either).
+//! Worked example (`zssd`, x86-4, QD1 random read, ≈ 14.5 µs per I/O): with interrupts the core
+//! is busy 1.5 (submit) + 1.0 (ISR) + 2.7 (wake-up) = 5.2 µs of every 14.5 (≈ 36 %); polled, it
+//! spins from the doorbell to the CQE and is busy all the time (≈ 100 %).
+//!
 //! ## Semantics kept from fio
 //! `rate_iops` paces issue times; `thinktime` waits after each completion before the next
-//! issue; `runtime` caps (or, with `time_based`, defines) a job's length; `ramp_time` I/Os are
-//! run but not recorded; `stonewall` groups run one after another. Results are reported per
-//! job name (all clones of a job together).
+//! issue; `runtime` caps (or, with `time_based`, defines) a job's length; `stonewall` groups run one
+//! after another. Results are reported per job name (all clones of a job together).
+//!
+//! `ramp_time` is lead-in, as fio's HOWTO defines it: "fio will run the specified workload for
+//! this amount of time before logging any performance numbers … the ramp_time is considered
+//! lead in time for a job, thus it will increase the total runtime if a special timeout or
+//! runtime is specified". When the ramp ends fio resets the job's statistics and counters
+//! (`reset_all_stats` in fio's `libfio.c`: `io_bytes`, `io_issues`, the start time), so here:
+//! I/Os *submitted* during the ramp are run but not recorded; `runtime` counts from the ramp's
+//! end (a job with `ramp_time=1s runtime=2s` runs 3 s); `size`, `io_size` and `number_ios`
+//! count the I/Os after the ramp ([`IoGenerator::restart_budget`]); and IOPS and bandwidth
+//! are over the time from the ramp's end to the job's last completion.
 //!
 //! ## Invariants
 //! Every I/O completes exactly once (the run ends by checking that the device and every thread
@@ -32,10 +57,13 @@ use device::{
     SECTOR_BYTES,
 };
 use engine::{stream, EventQueue, IoClass, IoOp, LatencyHistogram, SimRng, SimTime};
+use host::cpu::{Cat, CoreStats, CAT_COUNT};
 use workload::{Completion, IoGenerator, JobSpec, Op, RunUntil};
 
 use crate::config::{DeviceRunConfig, HostCosts};
-use crate::report::{JobResult, OpResult, RunSummary, SimInfo};
+use crate::report::{JobResult, OpResult, RunSummary, SimInfo, ThinHostDetail, ThreadCpu};
+use crate::series::{Sample, Series};
+use crate::system::summary::CpuSummary;
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +78,8 @@ pub enum RunError {
     Integrity(String),
     #[error("run ended with I/O still in flight: {0}")]
     Leak(String),
+    #[error("writing the time series: {0}")]
+    Series(std::io::Error),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +99,9 @@ struct Thread {
     thinktime_ns: u64,
     runtime_ns: Option<u64>,
     ramp_ns: u64,
+    /// The ramp has ended and the generator's budget restarted (true from the start without a
+    /// ramp).
+    ramp_over: bool,
     rate_interval_ns: Option<u64>,
     started_at: Option<SimTime>,
     cpu_free: SimTime,
@@ -78,6 +111,61 @@ struct Thread {
     finished_at: Option<SimTime>,
     /// Issue already scheduled (avoid duplicates).
     issue_pending: bool,
+    /// The core it runs on (its index within its stonewall group).
+    core: u16,
+    /// CPU time by category (`host::Cat`), ns; idle is not kept here.
+    cpu_ns: [u64; CAT_COUNT],
+    /// Wake-ups after sleeping (context switches) and interrupt completions.
+    context_switches: u64,
+    interrupts: u64,
+    /// With a time series on: the bursts booked that may end after the next window boundary
+    /// `(cat, start, end)`, so a sample can leave out their part after it. Empty otherwise.
+    ahead: Vec<(Cat, SimTime, SimTime)>,
+    track_ahead: bool,
+}
+
+impl Thread {
+    /// Runs `ns` of `cat` on the thread's core from `start` (not before it is free) and
+    /// returns when it is done. A polling thread with I/O in flight spun on its CQ since it
+    /// was last busy: that gap is `poll` time.
+    fn run_cpu(&mut self, now: SimTime, start: SimTime, ns: u64, cat: Cat) -> SimTime {
+        assert!(
+            start >= self.cpu_free,
+            "thread CPU work at {start} before its core is free at {}",
+            self.cpu_free
+        );
+        if self.spinning() {
+            self.cpu_ns[Cat::Poll.index()] += start - self.cpu_free;
+        }
+        self.cpu_ns[cat.index()] += ns;
+        if self.track_ahead {
+            // The next sample is after `now`: bursts over by now no longer matter.
+            self.ahead.retain(|&(_, _, end)| end > now);
+            self.ahead.push((cat, start, start + ns));
+        }
+        self.cpu_free = start + ns;
+        self.cpu_free
+    }
+
+    /// Whether the thread spins on its CQ whenever it has nothing else to do.
+    fn spinning(&self) -> bool {
+        self.completion == Completion::Polled && self.in_flight > 0
+    }
+
+    /// Adds the thread's CPU time up to `at` (not before its last event) to `busy`: what it
+    /// booked, less the part of bursts booked past `at`, plus a polling thread's spin since it
+    /// was last busy (booked only when its completion is handled).
+    fn busy_until(&self, at: SimTime, busy: &mut [u64; CAT_COUNT]) {
+        for (acc, v) in busy.iter_mut().zip(&self.cpu_ns) {
+            *acc += v;
+        }
+        for &(cat, start, end) in &self.ahead {
+            busy[cat.index()] -= end.saturating_since(start.max(at));
+        }
+        if self.spinning() && self.cpu_free < at {
+            busy[Cat::Poll.index()] += at - self.cpu_free;
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -145,6 +233,7 @@ pub struct DeviceRun<'a> {
     integrity: Option<Integrity>,
     ios_done: u64,
     costs: HostCosts,
+    series: Option<Series>,
 }
 
 impl<'a> DeviceRun<'a> {
@@ -157,7 +246,7 @@ impl<'a> DeviceRun<'a> {
             cfg.seed,
         )?;
         let capacity = ssd.capacity_bytes();
-        let mut threads = Vec::new();
+        let mut threads: Vec<Thread> = Vec::new();
         let mut jobs: Vec<JobAcc> = Vec::new();
         let mut groups: Vec<u32> = Vec::new();
         for spec in &cfg.jobs.jobs {
@@ -182,6 +271,7 @@ impl<'a> DeviceRun<'a> {
             }
             for clone in 0..spec.numjobs {
                 let sqid = threads.len() as u16 + 1;
+                let core = threads.iter().filter(|t| t.group == spec.group).count() as u16;
                 let iodepth = spec.effective_iodepth();
                 ssd.create_queue_pair(sqid, sqid, iodepth.max(1) + 1, SqPriority::Medium);
                 if spec.completion == Completion::Polled {
@@ -201,6 +291,7 @@ impl<'a> DeviceRun<'a> {
                     thinktime_ns: spec.thinktime_ns,
                     runtime_ns: runtime_of(spec),
                     ramp_ns: spec.ramp_time_ns,
+                    ramp_over: spec.ramp_time_ns == 0,
                     rate_interval_ns: spec.rate_iops.filter(|&r| r > 0).map(|r| 1_000_000_000 / r),
                     started_at: None,
                     cpu_free: SimTime::ZERO,
@@ -209,6 +300,12 @@ impl<'a> DeviceRun<'a> {
                     exhausted: false,
                     finished_at: None,
                     issue_pending: false,
+                    core,
+                    cpu_ns: [0; CAT_COUNT],
+                    context_switches: 0,
+                    interrupts: 0,
+                    ahead: Vec::new(),
+                    track_ahead: false,
                 });
             }
         }
@@ -226,7 +323,48 @@ impl<'a> DeviceRun<'a> {
             integrity: cfg.integrity.then(Integrity::default),
             ios_done: 0,
             costs: cfg.host,
+            series: None,
         })
+    }
+
+    /// Writes a time series of `window_ns` windows to `out` (see `series`).
+    pub fn enable_series(
+        &mut self,
+        window_ns: u64,
+        out: Box<dyn std::io::Write>,
+    ) -> Result<(), RunError> {
+        let cores = self
+            .threads
+            .iter()
+            .map(|t| t.core as u32 + 1)
+            .max()
+            .unwrap_or(0);
+        for th in &mut self.threads {
+            th.track_ahead = true;
+        }
+        self.series = Some(Series::new(window_ns, cores, out).map_err(RunError::Series)?);
+        Ok(())
+    }
+
+    /// The state the time series reads at `at`, a window's end.
+    fn sample(&self, at: SimTime) -> Sample {
+        let mut s = Sample::default();
+        s.read_device(&self.ssd);
+        for th in &self.threads {
+            th.busy_until(at, &mut s.cpu_ns);
+        }
+        s
+    }
+
+    /// Closes every series window that ends at or before `t` (the next event's time).
+    fn close_windows(&mut self, t: SimTime) -> Result<(), RunError> {
+        while self.series.as_ref().is_some_and(|s| s.due(t)) {
+            let at = self.series.as_ref().expect("checked above").window_end();
+            let sample = self.sample(at);
+            let s = self.series.as_mut().expect("checked above");
+            s.close(&sample).map_err(RunError::Series)?;
+        }
+        Ok(())
     }
 
     /// Runs to the end and summarises.
@@ -241,6 +379,11 @@ impl<'a> DeviceRun<'a> {
         loop {
             let td = self.ssd.next_event_time();
             let th = self.events.peek_time();
+            if self.series.is_some() {
+                if let Some(t) = td.into_iter().chain(th).min() {
+                    self.close_windows(t)?;
+                }
+            }
             match (td, th) {
                 (None, None) => break,
                 (Some(d), h) if h.is_none_or(|h| d <= h) => {
@@ -276,6 +419,10 @@ impl<'a> DeviceRun<'a> {
         }
         progress.finish();
         self.check_drained()?;
+        if let Some(series) = self.series.take() {
+            let sample = self.sample(now);
+            series.finish(now, &sample).map_err(RunError::Series)?;
+        }
         let wall_ns = wall.elapsed().as_nanos() as u64;
         let device_events = self.ssd.events_processed();
         Ok(self.summarise(now, wall_ns, device_events + host_events))
@@ -290,8 +437,10 @@ impl<'a> DeviceRun<'a> {
                 let th = &mut self.threads[i];
                 th.started_at = Some(now);
                 th.cpu_free = now;
+                // Statistics start when the ramp ends (fio resets them there).
+                let stats_from = now + th.ramp_ns;
                 let job = &mut self.jobs[th.job];
-                job.first_start = Some(job.first_start.map_or(now, |t| t.min(now)));
+                job.first_start = Some(job.first_start.map_or(stats_from, |t| t.min(stats_from)));
                 self.issue(now, i as u32);
             }
         }
@@ -306,8 +455,13 @@ impl<'a> DeviceRun<'a> {
             }
             let started = th.started_at.expect("issuing thread has started");
             let cpu_start = now.max(th.cpu_free);
+            let ramp_end = started + th.ramp_ns;
+            if !th.ramp_over && cpu_start >= ramp_end {
+                th.ramp_over = true;
+                th.generator.restart_budget();
+            }
             if let Some(runtime) = th.runtime_ns {
-                if cpu_start >= started + runtime {
+                if cpu_start >= ramp_end + runtime {
                     th.exhausted = true;
                     break;
                 }
@@ -326,10 +480,10 @@ impl<'a> DeviceRun<'a> {
                 th.exhausted = true;
                 break;
             };
+            // The syscall, block layer and driver path, up to the doorbell.
+            let submit_at = th.run_cpu(now, cpu_start, costs.submit_ns, Cat::Syscall);
             th.issued += 1;
             th.in_flight += 1;
-            let submit_at = cpu_start + costs.submit_ns;
-            th.cpu_free = submit_at;
             let sqid = th.sqid;
             let slot = self.alloc_io(IoRec {
                 thread,
@@ -463,17 +617,22 @@ impl<'a> DeviceRun<'a> {
             c.cid
         );
         let th = &mut self.threads[rec.thread as usize];
-        let cost = match th.completion {
+        let start = c.at.max(th.cpu_free);
+        let costs = self.costs;
+        let done = match th.completion {
             // A thread that was idle slept in the kernel waiting: it pays the switch back.
             Completion::Interrupt if th.cpu_free <= c.at => {
-                self.costs.isr_ns + self.costs.wakeup_ns
+                th.interrupts += 1;
+                th.context_switches += 1;
+                let isr_done = th.run_cpu(c.at, start, costs.isr_ns, Cat::Irq);
+                th.run_cpu(c.at, isr_done, costs.wakeup_ns, Cat::Sched)
             }
-            Completion::Interrupt => self.costs.isr_ns,
-            Completion::Polled => self.costs.poll_ns,
+            Completion::Interrupt => {
+                th.interrupts += 1;
+                th.run_cpu(c.at, start, costs.isr_ns, Cat::Irq)
+            }
+            Completion::Polled => th.run_cpu(c.at, start, costs.poll_ns, Cat::Poll),
         };
-        let start = c.at.max(th.cpu_free);
-        let done = start + cost;
-        th.cpu_free = done;
         if c.status != Status::Success {
             return Err(RunError::Leak(format!(
                 "device returned {:?} for cid {}: the thin host only issues valid commands",
@@ -502,6 +661,9 @@ impl<'a> DeviceRun<'a> {
         job.last_end = job.last_end.max(now);
         if rec.submit_start >= started + th.ramp_ns {
             let latency = now - rec.submit_start;
+            if let Some(s) = &mut self.series {
+                s.record(IoClass::Throughput, rec.len_bytes, latency);
+            }
             match rec.op {
                 Some(Op::Read) => {
                     job.read.record(latency);
@@ -574,19 +736,71 @@ impl<'a> DeviceRun<'a> {
         Ok(())
     }
 
+    /// Per-core CPU statistics at `end`: each thread's time on its core, the rest idle.
+    fn core_stats(&self, end: SimTime) -> Vec<CoreStats> {
+        let n = self
+            .threads
+            .iter()
+            .map(|t| t.core as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut cores: Vec<CoreStats> = (0..n)
+            .map(|c| CoreStats {
+                core: c as u32,
+                ns: [0; CAT_COUNT],
+                class_ns: [[0; CAT_COUNT]; 2],
+                context_switches: 0,
+                interrupts: 0,
+            })
+            .collect();
+        for th in &self.threads {
+            let core = &mut cores[th.core as usize];
+            for (i, ns) in th.cpu_ns.iter().enumerate() {
+                core.ns[i] += ns;
+                // Every I/O of a device-level run is of the throughput class.
+                core.class_ns[IoClass::Throughput.index()][i] += ns;
+            }
+            core.context_switches += th.context_switches;
+            core.interrupts += th.interrupts;
+        }
+        for core in &mut cores {
+            let busy: u64 = core.ns.iter().sum();
+            assert!(
+                busy <= end.as_ns(),
+                "core {} busy {busy} ns in a run of {} ns: threads of a core overlapped",
+                core.core,
+                end.as_ns()
+            );
+            core.ns[Cat::Idle.index()] = end.as_ns() - busy;
+        }
+        cores
+    }
+
     fn summarise(self, end: SimTime, wall_ns: u64, events: u64) -> RunSummary {
         let jobs = self
             .jobs
             .iter()
-            .map(|j| {
+            .enumerate()
+            .map(|(k, j)| {
                 let span_ns = j.first_start.map_or(0, |s| j.last_end.saturating_since(s));
+                let kernel_ns = self
+                    .threads
+                    .iter()
+                    .filter(|t| t.job == k)
+                    .map(|t| t.cpu_ns.iter().sum::<u64>() - t.cpu_ns[Cat::User.index()])
+                    .sum();
                 JobResult {
                     name: j.name.clone(),
                     read: OpResult::from_histogram(&j.read, j.read_bytes, span_ns),
                     write: OpResult::from_histogram(&j.write, j.write_bytes, span_ns),
+                    cpu: ThreadCpu {
+                        user_ns: 0,
+                        kernel_ns,
+                    },
                 }
             })
             .collect();
+        let cores = self.core_stats(end);
         RunSummary {
             sim: SimInfo {
                 seed: self.cfg.seed,
@@ -601,6 +815,8 @@ impl<'a> DeviceRun<'a> {
             },
             device: self.ssd.stats(),
             jobs,
+            cpu: CpuSummary::from_cores(&cores),
+            host: ThinHostDetail { cores },
         }
     }
 

@@ -3,13 +3,15 @@
 //! - [`device_run`]: device-level runs — fio-like jobs straight into the SSD model's NVMe
 //!   queues through a thin host with fixed costs (`ullstack sim --device … --job …`).
 //! - [`config`]: run configuration (TOML) and host cost presets.
-//! - [`report`]: `summary.json`, CSV series, the terminal table.
+//! - [`report`]: `summary.json`, latency CSVs, the terminal table.
+//! - [`series`]: `timeseries.csv`, per-window rates, latencies, occupancy, GC and CPU.
 //! - [`system`]: full-system runs — applications on the host model over the device model,
 //!   in lock-step (`ullstack sim` with no arguments, or `--system FILE.toml`).
 
 pub mod config;
 pub mod device_run;
 pub mod report;
+pub mod series;
 pub mod system;
 
 pub use config::{DeviceRunConfig, HostCosts, RunFileSettings};

@@ -9,8 +9,15 @@
 //!          host_units_programmed, gc_units_programmed, units_wasted, … }, flash{…},
 //!          write_amplification, erase_count_{min,max,mean}, pcie_bytes_…, mapping_table_bytes }
 //! jobs   [ { name, read: { ios, iops, bytes_per_sec, latency_ns { mean, p50, p95, p99,
-//!                          p99_9, p99_99, p99_999, max } }, write: { … } } ]
+//!                          p99_9, p99_99, p99_999, max } }, write: { … },
+//!            cpu { user_ns, kernel_ns } } ]
+//! cpu    { cores, user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
+//!          (seconds summed over cores), busy_pct, context_switches, interrupts }
+//! host   { cores [ { core, ns[…per category], class_ns, context_switches, interrupts } ] }
 //! ```
+//!
+//! `cpu` and `host.cores` have the shape a full-system run reports; how the thin host fills
+//! them is in `device_run`'s essay.
 //!
 //! Everything but `sim.wall_ns` is a pure function of the configuration and seed: two runs
 //! give byte-identical files apart from that field. Latency CSVs (`latency_<job>_<op>.csv`)
@@ -23,7 +30,10 @@ use device::DeviceStats;
 use engine::stats::LatencySummary;
 use engine::time::format_ns;
 use engine::LatencyHistogram;
+use host::CoreStats;
 use serde::Serialize;
+
+use crate::system::summary::CpuSummary;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SimInfo {
@@ -68,11 +78,27 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// CPU time of a job's (or process's) threads, ns: user code, and kernel work in thread
+/// context.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ThreadCpu {
+    pub user_ns: u64,
+    pub kernel_ns: u64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct JobResult {
     pub name: String,
     pub read: OpResult,
     pub write: OpResult,
+    /// CPU time of the job's threads (all clones).
+    pub cpu: ThreadCpu,
+}
+
+/// The thin host's per-core accounting (the same shape as a full-system run's `host.cores`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ThinHostDetail {
+    pub cores: Vec<CoreStats>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -80,6 +106,9 @@ pub struct RunSummary {
     pub sim: SimInfo,
     pub device: DeviceStats,
     pub jobs: Vec<JobResult>,
+    /// CPU time by category over the thin host's cores (see `device_run`'s essay).
+    pub cpu: CpuSummary,
+    pub host: ThinHostDetail,
 }
 
 impl RunSummary {

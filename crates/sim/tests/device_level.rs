@@ -237,3 +237,102 @@ fn buffer_overflow_drains_over_all_dies() {
         program_bytes_per_s / 1e6
     );
 }
+
+/// fio's `ramp_time` is lead-in: I/Os of the ramp are not recorded, `runtime` counts after it
+/// (so a ramp as long as the runtime still leaves a runtime of results), `number_ios` counts
+/// the I/Os after the ramp, and IOPS are over the time after it. A job paced at 10 000 IOPS
+/// (one I/O per 100 µs) makes every count exact.
+#[test]
+fn ramp_time_is_excluded_from_statistics_as_fio_excludes_it() {
+    let paced = |body: &str| {
+        let j = format!(
+            "[global]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnorandommap\nrate_iops=10000\n[paced]\n{body}\n"
+        );
+        let s = run(DeviceConfig::preset("zssd").unwrap(), &j, 1, false);
+        s.jobs[0].read.clone()
+    };
+    // 10 ms of ramp, then 20 ms counted: 200 I/Os recorded (the old behaviour, ramp inside
+    // the runtime, recorded 100).
+    let r = paced("time_based\nramp_time=10ms\nruntime=20ms");
+    assert_eq!(
+        r.ios, 200,
+        "I/Os recorded after a 10 ms ramp in a 20 ms runtime"
+    );
+    assert!(
+        (9_900.0..10_100.0).contains(&r.iops),
+        "IOPS over the post-ramp time: {}",
+        r.iops
+    );
+    // A ramp longer than the runtime: the runtime still counts after it (it reported 0 I/Os).
+    let r = paced("time_based\nramp_time=30ms\nruntime=10ms");
+    assert_eq!(r.ios, 100);
+    // number_ios counts after the ramp (fio zeroes `io_blocks` when the ramp ends): 150 are
+    // recorded after the ramp's 100 (the old behaviour recorded 50).
+    let r = paced("time_based\nruntime=1000s\nramp_time=10ms\nnumber_ios=150");
+    assert_eq!(r.ios, 150);
+    // A job whose budget runs out inside the ramp ends there with nothing recorded, as in fio.
+    let r = paced("time_based\nruntime=1000s\nramp_time=10ms\nnumber_ios=50");
+    assert_eq!(r.ios, 0);
+    // Without a ramp nothing changes: 20 ms at 10 000 IOPS.
+    let r = paced("time_based\nruntime=20ms");
+    assert_eq!(r.ios, 200);
+}
+
+/// The thin host's CPU accounting: per core the categories add up to the run's time (so over
+/// all cores user + kernel + idle = cores × duration); a polled QD1 job keeps its core busy
+/// (it spins from the doorbell to the CQE), an interrupt-driven one leaves it mostly idle; two
+/// stonewalled jobs of two clones each share the same two cores one after the other.
+#[test]
+fn thin_host_cpu_adds_up_and_polling_occupies_a_core() {
+    let qd1 = |engine_opts: &str| {
+        let j = format!(
+            "[global]\nioengine=pvsync2\ndirect=1\nbs=4k\nrw=randread\nnorandommap\nnumber_ios=2000\n[qd1]\n{engine_opts}\n"
+        );
+        run(DeviceConfig::preset("zssd").unwrap(), &j, 1, false)
+    };
+    let busy = |s: &RunSummary| {
+        let c = &s.host.cores[0];
+        let total: u64 = c.ns.iter().sum();
+        assert_eq!(
+            total, s.sim.simulated_ns,
+            "core 0's categories add up to the run"
+        );
+        (total - c.ns[host::Cat::Idle.index()]) as f64 / total as f64
+    };
+    let irq = qd1("");
+    let polled = qd1("hipri");
+    assert_eq!((irq.cpu.cores, polled.cpu.cores), (1, 1));
+    let (b_irq, b_poll) = (busy(&irq), busy(&polled));
+    assert!(b_poll > 0.97, "polled QD1 core busy {b_poll}");
+    assert!(b_irq < 0.6, "interrupt QD1 core busy {b_irq}");
+    assert!(polled.cpu.poll > 0.0 && polled.cpu.irq == 0.0);
+    assert!(irq.cpu.irq > 0.0 && irq.cpu.poll == 0.0);
+    assert_eq!(irq.cpu.interrupts, 2000);
+    assert_eq!(irq.cpu.user, 0.0, "the thin host has no per-I/O user cost");
+    assert_eq!(
+        irq.jobs[0].cpu.kernel_ns,
+        irq.host.cores[0].ns.iter().sum::<u64>() - irq.host.cores[0].ns[host::Cat::Idle.index()],
+        "the one job's kernel time is its core's busy time"
+    );
+    // Two groups of two clones: two cores, each adding up to the whole run.
+    let j = job(
+        "a",
+        "rw=randread\niodepth=4\nnumjobs=2\nnumber_ios=3000\n[b]\nstonewall\nrw=randwrite\niodepth=4\nnumjobs=2\nnumber_ios=3000",
+    );
+    let s = run(small_tlc(), &j, 3, false);
+    assert_eq!(s.cpu.cores, 2);
+    for c in &s.host.cores {
+        assert_eq!(
+            c.ns.iter().sum::<u64>(),
+            s.sim.simulated_ns,
+            "core {}",
+            c.core
+        );
+    }
+    let cats: f64 = s.cpu.categories().iter().map(|(_, v)| v).sum();
+    let want = 2.0 * s.sim.simulated_ns as f64 / 1e9;
+    assert!(
+        (cats - want).abs() < 1e-6,
+        "{cats} s of core time, want {want}"
+    );
+}

@@ -385,6 +385,19 @@ fn fio_through_the_host_stack() {
     );
     assert!(rp.latency_ns.mean < ri.latency_ns.mean);
     assert!(polled.run.cpu.poll > 0.0);
+    // fio jobs report their threads' CPU: no user code in the model, kernel work in thread
+    // context; a polling thread spins in its own context, so it shows far more.
+    let (ci, cp) = (irq.run.jobs[0].cpu, polled.run.jobs[0].cpu);
+    assert_eq!((ci.user_ns, cp.user_ns), (0, 0));
+    assert!(
+        ci.kernel_ns > 0 && cp.kernel_ns > 2 * ci.kernel_ns,
+        "{ci:?} vs {cp:?}"
+    );
+    assert_eq!(
+        process(&irq.run, "irq").cpu,
+        ci,
+        "one job: the process's CPU is the job's"
+    );
     let aio = run_file("[[process]]\nfio = \"aio.fio\"\n");
     let ra = &aio.run.jobs[0].read;
     assert_eq!(ra.ios, 20000);
@@ -563,6 +576,23 @@ fn every_system_example_loads_and_runs() {
         format!("{:?}", written.processes),
         format!("{:?}", embedded.processes)
     );
+}
+
+/// `ramp_time` in a fio job inside a full-system run behaves as in fio and in device-level
+/// runs: the ramp's I/Os are not recorded and `runtime` and `number_ios` count after it. A job
+/// paced at 10 000 IOPS makes the counts exact.
+#[test]
+fn fio_ramp_time_in_a_system_run_is_lead_in() {
+    let job = "[paced]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnorandommap\nrate_iops=10000\ntime_based\nramp_time=10ms\nruntime=20ms\n";
+    let dir = scratch_dir("fio-ramp", &[("paced.fio", job)]);
+    let s = run_in(
+        &dir,
+        "seed = 1\nduration_ms = 100\n[host]\npreset = \"x86-4\"\n[[process]]\nfio = \"paced.fio\"\n",
+    );
+    let r = &s.run.jobs[0].read;
+    assert_eq!(r.ios, 200, "20 ms after a 10 ms ramp at 10 000 IOPS");
+    assert!((9_900.0..10_100.0).contains(&r.iops), "IOPS {}", r.iops);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Writes `files` (name, text) into a fresh temporary folder for one test.
@@ -829,5 +859,52 @@ fn a_spinning_poller_is_preempted_by_a_cpu_hog_on_its_core() {
         c.latency_ns
     );
     assert!(co.run.cpu.context_switches > 100);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `start_ms` delays a process by exactly that: a fio job alone on the host makes its first
+/// I/O `start_ms` later and otherwise runs the same (same I/O count and latencies); an online
+/// service's first I/O also comes later; a start at or after the run's end is an error naming
+/// the process.
+#[test]
+fn start_ms_delays_a_process_by_exactly_that() {
+    let job = "[qd1]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnorandommap\nnumber_ios=500\n";
+    let dir = scratch_dir("start-ms", &[("qd1.fio", job)]);
+    let with_start = |start: &str| {
+        run_in(
+            &dir,
+            &format!("seed = 1\nduration_ms = 100\n[host]\npreset = \"x86-4\"\n[[process]]\nfio = \"qd1.fio\"\n{start}"),
+        )
+    };
+    let a = with_start("");
+    let b = with_start("start_ms = 7\n");
+    let (pa, pb) = (process(&a.run, "qd1"), process(&b.run, "qd1"));
+    let first_a = pa.first_io_ns.expect("the job made I/Os");
+    let first_b = pb.first_io_ns.expect("the job made I/Os");
+    assert_eq!(
+        first_b - first_a,
+        7_000_000,
+        "first I/O shifted by start_ms"
+    );
+    assert_eq!(pb.start_ns, 7_000_000);
+    assert_eq!(pa.ios, pb.ios);
+    assert_eq!(pa.io_latency_ns, pb.io_latency_ns, "the same run, later");
+    // An online service that starts later makes its first I/O later.
+    let svc = |start: &str| {
+        let s = summary(&format!(
+            "seed = 2\nduration_ms = 200\n[[process]]\nprofile = \"apache\"\n{start}"
+        ));
+        process(&s.run, "apache").first_io_ns.expect("apache reads")
+    };
+    assert!(svc("start_ms = 50\n") >= 50_000_000);
+    // A start at or past the end is refused, naming the process.
+    let e = SystemConfig::parse(
+        "duration_ms = 100\n[[process]]\nname = \"late\"\nprofile = \"apache\"\nstart_ms = 100\n",
+        "t.toml",
+        Path::new("."),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("late") && e.contains("start_ms = 100"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -138,6 +138,8 @@ pub struct IoGenerator {
     offsets: Offsets,
     /// I/Os still to issue; `None` when endless (time_based without number_ios).
     remaining_ios: Option<u64>,
+    /// The job's whole I/O budget (what `remaining_ios` starts at), for [`IoGenerator::restart_budget`].
+    budget_ios: Option<u64>,
 }
 
 impl IoGenerator {
@@ -236,6 +238,7 @@ impl IoGenerator {
             mix,
             offsets,
             remaining_ios,
+            budget_ios: remaining_ios,
         })
     }
 
@@ -257,6 +260,14 @@ impl IoGenerator {
     /// I/Os still to come, or `None` if the generator is endless (time-based).
     pub fn remaining_ios(&self) -> Option<u64> {
         self.remaining_ios
+    }
+
+    /// Gives the job its whole I/O budget again, from where its offsets are now: what fio does
+    /// when `ramp_time` ends (`reset_all_stats` zeroes the job's `io_bytes`, `io_blocks` and
+    /// `io_issues`, which `size`, `io_size` and `number_ios` are checked against), so those
+    /// limits count the I/Os after the ramp.
+    pub fn restart_budget(&mut self) {
+        self.remaining_ios = self.budget_ios;
     }
 
     /// The next I/O, or `None` when the job has done its I/O. Deterministic given `rng`'s state.

@@ -29,7 +29,9 @@
 //! * With `time_based`: the job loops over its region until `runtime`; `number_ios` still stops it
 //!   early if reached first. `time_based` without a `runtime` is an error (it would never end).
 //! * `ramp_time` is lead-in: the job runs that long before results count, and it adds to the
-//!   total run time.
+//!   total run time: `runtime` counts after it, and fio resets the job's counters when it ends
+//!   (`reset_all_stats`), so `size`, `io_size` and `number_ios` count the I/Os after the ramp
+//!   ([`IoGenerator::restart_budget`](crate::IoGenerator::restart_budget)).
 //!
 //! ## What it leaves out
 //! Per-direction block sizes (`bs=4k,8k`), block-size ranges and splits, trims, verification,

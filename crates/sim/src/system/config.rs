@@ -25,6 +25,8 @@
 //! io_gaps = "exponential"      # or "fixed"
 //! file_bytes = 17179869184
 //! fsync_every_writes = 0       # buffered writers: fsync after every N writes (0: never)
+//! start_ms = 0                 # when the process starts (its threads first run, its client
+//!                              # first sends); must be below duration_ms
 //!
 //! [[process]]
 //! profile = "pagerank"
@@ -102,6 +104,7 @@ struct ProcessTable {
     io_gaps: Option<IoGaps>,
     file_bytes: Option<u64>,
     fsync_every_writes: Option<u32>,
+    start_ms: Option<u64>,
 }
 
 /// How errors name a process: its `name`, else its profile, else the file name of its fio job
@@ -281,6 +284,7 @@ impl SystemConfig {
                         io_gaps: IoGaps::Fixed,
                         file_bytes: host.app.file_bytes,
                         fsync_every_writes: 0,
+                        start: SimTime::ZERO,
                     }
                 }
                 (Some(name), None) => {
@@ -323,6 +327,7 @@ impl SystemConfig {
                         io_gaps: IoGaps::Fixed,
                         file_bytes: host.app.file_bytes,
                         fsync_every_writes: 0,
+                        start: SimTime::ZERO,
                     }
                 }
                 (Some(_), Some(_)) => unreachable!("checked above"),
@@ -377,6 +382,14 @@ impl SystemConfig {
             }
             if let Some(v) = p.fsync_every_writes {
                 spec.fsync_every_writes = v;
+            }
+            if let Some(v) = p.start_ms {
+                if v >= duration_ms {
+                    return Err(at(format!(
+                        "start_ms = {v} is not before the run's end (duration_ms = {duration_ms}): the process would never run"
+                    )));
+                }
+                spec.start = SimTime::from_ms(v);
             }
             if processes.iter().any(|q: &ProcessSpec| q.name == spec.name) {
                 return Err(at(format!(

@@ -15,7 +15,7 @@ pub mod run;
 pub mod summary;
 
 pub use config::{SystemConfig, SystemConfigError, DEFAULT_SYSTEM_TOML};
-pub use run::{run_system, SystemRunError, SystemRunResult};
+pub use run::{run_system, run_system_with_series, SeriesOut, SystemRunError, SystemRunResult};
 pub use summary::{SystemRunSummary, SystemSummary};
 
 use crate::device_run::Progress;
@@ -25,7 +25,16 @@ pub fn run(
     cfg: &SystemConfig,
     progress: &mut dyn Progress,
 ) -> Result<SystemSummary, SystemRunError> {
-    let main = run_system(cfg, progress)?;
+    run_with_series(cfg, progress, None)
+}
+
+/// [`run`], writing the co-run's time series (`series`; the alone reference has none).
+pub fn run_with_series(
+    cfg: &SystemConfig,
+    progress: &mut dyn Progress,
+    series: Option<SeriesOut>,
+) -> Result<SystemSummary, SystemRunError> {
+    let main = run_system_with_series(cfg, progress, series)?;
     let run = SystemRunSummary::new(cfg, &main);
     let alone = match cfg.alone.then(|| cfg.alone_config()).flatten() {
         Some(alone_cfg) => {

@@ -15,9 +15,11 @@
 use std::time::Instant;
 
 use device::{Completion, DeviceOptions, Hint, NvmeCommand, SqPriority, Ssd, Status};
+use engine::SimTime;
 use host::{DeviceCqe, Host, HostCommand, HostReport};
 
 use crate::device_run::Progress;
+use crate::series::{Sample, Series};
 use crate::system::config::SystemConfig;
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +32,14 @@ pub enum SystemRunError {
     Submit { cid: u32, sqid: u16, reason: String },
     #[error("run ended with commands still in the device: {0}")]
     Leak(String),
+    #[error("writing the time series: {0}")]
+    Series(std::io::Error),
+}
+
+/// Where a run writes its time series: windows of `window_ns`, rows to `out`.
+pub struct SeriesOut {
+    pub window_ns: u64,
+    pub out: Box<dyn std::io::Write>,
 }
 
 /// What one system run produced.
@@ -44,6 +54,23 @@ pub struct SystemRunResult {
 pub fn run_system(
     cfg: &SystemConfig,
     progress: &mut dyn Progress,
+) -> Result<SystemRunResult, SystemRunError> {
+    run_system_with_series(cfg, progress, None)
+}
+
+/// The state the time series reads at a window's end `at`.
+fn sample(host: &mut Host, ssd: &Ssd, at: SimTime) -> Sample {
+    let mut s = Sample::default();
+    s.read_device(ssd);
+    s.read_host(host, at);
+    s
+}
+
+/// [`run_system`], writing a time series (`series`) as it goes.
+pub fn run_system_with_series(
+    cfg: &SystemConfig,
+    progress: &mut dyn Progress,
+    series: Option<SeriesOut>,
 ) -> Result<SystemRunResult, SystemRunError> {
     let wall = Instant::now();
     let mut ssd = Ssd::new(&cfg.device, DeviceOptions { integrity: false })?;
@@ -60,6 +87,13 @@ pub fn run_system(
             ssd.set_interrupts(qp.cqid, false);
         }
     }
+    let mut series = match series {
+        Some(SeriesOut { window_ns, out }) => {
+            host.enable_io_log();
+            Some(Series::new(window_ns, host.cores(), out).map_err(SystemRunError::Series)?)
+        }
+        None => None,
+    };
     let mut cqes: Vec<Completion> = Vec::with_capacity(64);
     let mut cmds: Vec<HostCommand> = Vec::with_capacity(64);
     let mut iterations = 0u64;
@@ -67,6 +101,15 @@ pub fn run_system(
     loop {
         let td = ssd.next_event_time();
         let th = host.next_event_time();
+        if let Some(s) = &mut series {
+            if let Some(t) = td.into_iter().chain(th).min() {
+                while s.due(t) {
+                    let at = s.window_end();
+                    s.close(&sample(&mut host, &ssd, at))
+                        .map_err(SystemRunError::Series)?;
+                }
+            }
+        }
         match (td, th) {
             (None, None) => break,
             (Some(d), h) if h.is_none_or(|h| d <= h) => {
@@ -84,6 +127,9 @@ pub fn run_system(
             }
             _ => {
                 host.step();
+                if let Some(s) = &mut series {
+                    host.drain_io_log(|class, bytes, latency| s.record(class, bytes, latency));
+                }
                 host.take_commands(&mut cmds);
                 for c in cmds.drain(..) {
                     let cmd = NvmeCommand {
@@ -125,6 +171,17 @@ pub fn run_system(
         return Err(SystemRunError::Leak(ssd.pending_state()));
     }
     let device_events = ssd.events_processed();
+    if let Some(mut s) = series {
+        // The run ends at its duration, or later if work drained past it (as `Host::finish`).
+        let end = host.now().max(cfg.duration);
+        while s.due(end) {
+            let at = s.window_end();
+            s.close(&sample(&mut host, &ssd, at))
+                .map_err(SystemRunError::Series)?;
+        }
+        let last = sample(&mut host, &ssd, end);
+        s.finish(end, &last).map_err(SystemRunError::Series)?;
+    }
     let host_report = host.finish()?;
     let events = device_events + host_report.events;
     Ok(SystemRunResult {

@@ -7,7 +7,10 @@
 //! processes   [ { name, profile (online/offline) or source (fio job file or trace file),
 //!                 class, kind (online/offline/fio/trace), requests,
 //!                 unfinished_requests, response_time_ns { mean, p50, p95, p99, p99_9, max },
-//!                 instructions, instructions_per_sec, ios, io_latency_ns { … } } ]
+//!                 instructions, instructions_per_sec, ios, io_latency_ns { … },
+//!                 cpu { user_ns, kernel_ns }, start_ns (if not 0), first_io_ns (if it made an
+//!                 I/O) } ]
+//! jobs        [ { …as device-level, cpu { user_ns, kernel_ns } of the job's threads } ]
 //! cpu         { user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
 //!               (seconds summed over cores), busy_pct, context_switches, interrupts }
 //! breakdown_ns { requests, software_queue, hardware_queue, driver, device_queue,
@@ -34,7 +37,7 @@ use host::{
 };
 use serde::Serialize;
 
-use crate::report::{JobResult, OpResult, SimInfo};
+use crate::report::{JobResult, OpResult, SimInfo, ThreadCpu};
 use crate::system::config::SystemConfig;
 use crate::system::run::SystemRunResult;
 
@@ -85,8 +88,21 @@ pub struct ProcessSummary {
     pub instructions_per_sec: Option<f64>,
     pub ios: u64,
     pub io_latency_ns: LatencySummary,
+    /// CPU time of the process's threads: user code, and kernel work in thread context
+    /// (interrupt work done for its I/O is in `host.cpu_by_class`).
+    pub cpu: ThreadCpu,
+    /// When the process started (system config `start_ms`), ns; omitted when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub start_ns: u64,
+    /// When its first read/write call started, ns; omitted if it made none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_io_ns: Option<u64>,
     #[serde(skip)]
     pub response_histogram: LatencyHistogram,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// CPU time by category, seconds summed over all cores.
@@ -110,7 +126,8 @@ pub struct CpuSummary {
 }
 
 impl CpuSummary {
-    fn from(cores: &[CoreStats]) -> CpuSummary {
+    /// Sums per-core statistics.
+    pub fn from_cores(cores: &[CoreStats]) -> CpuSummary {
         let mut ns = [0u64; host::cpu::CAT_COUNT];
         for c in cores {
             for (i, v) in c.ns.iter().enumerate() {
@@ -248,7 +265,13 @@ impl SystemRunSummary {
                     instructions_per_sec: (p.kind == ProcessKind::Offline)
                         .then(|| (p.instructions as f64 / secs).round()),
                     ios: p.ios,
+                    cpu: ThreadCpu {
+                        user_ns: p.cpu_user_ns,
+                        kernel_ns: p.cpu_kernel_ns,
+                    },
                     io_latency_ns: p.io_latency.summary(),
+                    start_ns: p.start_ns,
+                    first_io_ns: p.first_io_ns,
                     response_histogram: p.response.clone(),
                 }
             })
@@ -265,6 +288,10 @@ impl SystemRunSummary {
                     name: j.name.clone(),
                     read: OpResult::from_histogram(&j.read, j.read_bytes, span),
                     write: OpResult::from_histogram(&j.write, j.write_bytes, span),
+                    cpu: ThreadCpu {
+                        user_ns: j.cpu_user_ns,
+                        kernel_ns: j.cpu_kernel_ns,
+                    },
                 }
             })
             .collect();
@@ -283,7 +310,7 @@ impl SystemRunSummary {
             device: r.device.clone(),
             jobs,
             processes,
-            cpu: CpuSummary::from(&h.cores),
+            cpu: CpuSummary::from_cores(&h.cores),
             breakdown_ns: h.breakdown[IoClass::LatencyCritical.index()].clone(),
             host: HostDetail {
                 cpu_by_class: CpuByClass::from(&h.cores),

@@ -1,0 +1,218 @@
+//! Time series (`timeseries.csv`): the windows add up to the run's totals, and sampling does
+//! not perturb the simulation (series on and off give the same summary).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use device::DeviceConfig;
+use sim::system::{run_with_series, SeriesOut, SystemConfig, SystemSummary};
+use sim::{DeviceRun, DeviceRunConfig, HostCosts, RunSummary, Silent};
+
+/// A writer the test reads back after the run.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Rows of the CSV as column → value (every column is numeric).
+fn rows(buf: &Shared) -> Vec<HashMap<String, f64>> {
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let mut lines = text.lines();
+    let cols: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    lines
+        .map(|l| {
+            let vals: Vec<f64> = l.split(',').map(|v| v.parse().unwrap()).collect();
+            assert_eq!(vals.len(), cols.len(), "row width: {l}");
+            cols.iter().cloned().zip(vals).collect()
+        })
+        .collect()
+}
+
+fn sum(rows: &[HashMap<String, f64>], col: &str) -> u64 {
+    rows.iter().map(|r| r[col] as u64).sum()
+}
+
+fn strip_wall(json: &str) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+    v["sim"]["wall_ns"] = 0.into();
+    if v.get("alone").is_some() {
+        v["alone"]["sim"]["wall_ns"] = 0.into();
+    }
+    v
+}
+
+fn device_run(series_ms: Option<u64>) -> (RunSummary, Shared) {
+    let mut device = DeviceConfig::preset("nvme-tlc").unwrap();
+    // Small enough that GC runs within the run.
+    device.flash.channels = 2;
+    device.flash.packages_per_channel = 1;
+    device.flash.blocks_per_plane = 64;
+    device.flash.pages_per_block = 48;
+    device.cache.dram_bytes = 8 << 20;
+    device.cache.write_buffer_bytes = 2 << 20;
+    let job = "[global]\nioengine=libaio\ndirect=1\nnorandommap\ntime_based\nruntime=1000s\n\
+        [mixed]\nrw=randrw\nrwmixread=70\nbs=4k\niodepth=16\nnumber_ios=20000\n\
+        [polled]\nioengine=pvsync2\nhipri\nrw=randread\nbs=4k\nnumber_ios=3000\n\
+        [seq]\nstonewall\nramp_time=5ms\nrw=write\nbs=64k\niodepth=4\nnumber_ios=500\n";
+    let cfg = DeviceRunConfig {
+        seed: 7,
+        device,
+        host: HostCosts::preset("x86-4").unwrap(),
+        host_name: "x86-4".into(),
+        jobs: workload::JobFile::parse_fio(job, "series.fio").unwrap(),
+        job_source: "series.fio".into(),
+        integrity: false,
+    };
+    let buf = Shared::default();
+    let mut run = DeviceRun::new(&cfg).unwrap();
+    if let Some(ms) = series_ms {
+        run.enable_series(ms * 1_000_000, Box::new(buf.clone()))
+            .unwrap();
+    }
+    (run.run(&mut Silent).unwrap(), buf)
+}
+
+#[test]
+fn device_level_series_sum_to_the_run_totals_and_do_not_perturb_it() {
+    let (off, _) = device_run(None);
+    let (on, buf) = device_run(Some(5));
+    assert_eq!(
+        strip_wall(&off.to_json()),
+        strip_wall(&on.to_json()),
+        "summary.json with series on and off"
+    );
+    let r = rows(&buf);
+    let end = on.sim.simulated_ns;
+    assert_eq!(
+        r.len() as u64,
+        end.div_ceil(5_000_000),
+        "one row per 5 ms window"
+    );
+    assert_eq!(r.last().unwrap()["t_end_ns"] as u64, end);
+    let ios: u64 = on.jobs.iter().map(|j| j.read.ios + j.write.ios).sum();
+    assert!(ios > 20_000);
+    assert_eq!(sum(&r, "tp_ios"), ios, "I/Os recorded (after ramps)");
+    assert_eq!(sum(&r, "lc_ios"), 0);
+    let bs = |name: &str| if name == "seq" { 65_536 } else { 4_096 };
+    let bytes: u64 = on
+        .jobs
+        .iter()
+        .map(|j| (j.read.ios + j.write.ios) * bs(&j.name))
+        .sum();
+    assert_eq!(sum(&r, "tp_bytes"), bytes);
+    let d = &on.device;
+    assert!(d.ftl.gc_runs > 0, "the device is small enough for GC");
+    assert_eq!(sum(&r, "gc_runs"), d.ftl.gc_runs);
+    assert_eq!(sum(&r, "gc_units_programmed"), d.ftl.gc_units_programmed);
+    assert_eq!(sum(&r, "erases"), d.ftl.erases);
+    assert_eq!(
+        sum(&r, "tp_cache_read_misses"),
+        d.cache.throughput.read_misses
+    );
+    assert_eq!(sum(&r, "tp_cache_read_hits"), d.cache.throughput.read_hits);
+    // CPU: every category adds up to the run's per-core totals, idle included.
+    for (i, cat) in host::CATS.iter().enumerate() {
+        let total: u64 = on.host.cores.iter().map(|c| c.ns[i]).sum();
+        assert_eq!(
+            sum(&r, &format!("cpu_{}_ns", cat.name())),
+            total,
+            "{}",
+            cat.name()
+        );
+    }
+    // The window's worst latency never exceeds the run's.
+    let max = r.iter().map(|w| w["tp_lat_max_ns"] as u64).max().unwrap();
+    let run_max = on
+        .jobs
+        .iter()
+        .flat_map(|j| [j.read.latency_ns.max, j.write.latency_ns.max])
+        .max()
+        .unwrap();
+    assert_eq!(max, run_max);
+}
+
+const SYSTEM: &str = "
+seed = 5
+duration_ms = 120
+alone = true
+[host]
+preset = \"arm8\"
+[host.pagecache]
+memory_bytes = 536870912
+reserved_bytes = 134217728
+[device]
+preset = \"zssd\"
+[[process]]
+profile = \"imageserver\"
+[[process]]
+profile = \"ungzip\"
+threads = 4
+start_ms = 20
+";
+
+fn system_run(series_ms: Option<u64>) -> (SystemSummary, Shared) {
+    let cfg = SystemConfig::parse(SYSTEM, "series.toml", Path::new(".")).unwrap();
+    let buf = Shared::default();
+    let series = series_ms.map(|ms| SeriesOut {
+        window_ns: ms * 1_000_000,
+        out: Box::new(buf.clone()),
+    });
+    (run_with_series(&cfg, &mut Silent, series).unwrap(), buf)
+}
+
+#[test]
+fn system_series_sum_to_the_run_totals_and_do_not_perturb_it() {
+    let (off, _) = system_run(None);
+    let (on, buf) = system_run(Some(10));
+    assert_eq!(
+        strip_wall(&off.to_json()),
+        strip_wall(&on.to_json()),
+        "summary.json with series on and off"
+    );
+    let r = rows(&buf);
+    let run = &on.run;
+    let end = run.sim.simulated_ns;
+    assert_eq!(r.len() as u64, end.div_ceil(10_000_000));
+    assert_eq!(r.last().unwrap()["t_end_ns"] as u64, end);
+    let ios = |class: engine::IoClass| -> u64 {
+        run.processes
+            .iter()
+            .filter(|p| p.class == class)
+            .map(|p| p.ios)
+            .sum()
+    };
+    assert!(ios(engine::IoClass::LatencyCritical) > 0 && ios(engine::IoClass::Throughput) > 0);
+    assert_eq!(sum(&r, "lc_ios"), ios(engine::IoClass::LatencyCritical));
+    assert_eq!(sum(&r, "tp_ios"), ios(engine::IoClass::Throughput));
+    for (i, cat) in host::CATS.iter().enumerate() {
+        let total: u64 = run.host.cores.iter().map(|c| c.ns[i]).sum();
+        assert_eq!(
+            sum(&r, &format!("cpu_{}_ns", cat.name())),
+            total,
+            "{}",
+            cat.name()
+        );
+    }
+    let pc = &run.host.pagecache;
+    assert!(pc.throughput.pages_dirtied > 0);
+    assert_eq!(sum(&r, "tp_pages_dirtied"), pc.throughput.pages_dirtied);
+    assert_eq!(
+        sum(&r, "tp_pages_written_back"),
+        pc.throughput.pages_written_back
+    );
+    assert_eq!(sum(&r, "gc_runs"), run.device.ftl.gc_runs);
+    // ungzip starts at 20 ms: no throughput I/O and no dirty page before it.
+    assert_eq!(r[0]["tp_ios"] as u64 + r[1]["tp_ios"] as u64, 0);
+    assert_eq!(r[0]["dirty_pages"] as u64 + r[1]["dirty_pages"] as u64, 0);
+    assert!(r[2..].iter().any(|w| w["dirty_pages"] > 0.0));
+}
