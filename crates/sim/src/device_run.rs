@@ -61,9 +61,10 @@ use host::cpu::{Cat, CoreStats, CAT_COUNT};
 use workload::{Completion, IoGenerator, JobSpec, Op, RunUntil};
 
 use crate::config::{DeviceRunConfig, HostCosts};
-use crate::report::{JobResult, OpResult, RunSummary, SimInfo, ThinHostDetail, ThreadCpu};
+use crate::report::{
+    CpuSummary, JobResult, OpResult, RunSummary, SimInfo, ThinHostDetail, ThreadCpu,
+};
 use crate::series::{Sample, Series};
-use crate::system::summary::CpuSummary;
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]

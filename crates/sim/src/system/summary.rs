@@ -37,6 +37,7 @@ use host::{
 };
 use serde::Serialize;
 
+pub use crate::report::CpuSummary;
 use crate::report::{JobResult, OpResult, SimInfo, ThreadCpu};
 use crate::system::config::SystemConfig;
 use crate::system::run::SystemRunResult;
@@ -103,78 +104,6 @@ pub struct ProcessSummary {
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
-}
-
-/// CPU time by category, seconds summed over all cores.
-#[derive(Clone, Debug, Serialize)]
-pub struct CpuSummary {
-    pub cores: u32,
-    pub user: f64,
-    pub syscall: f64,
-    pub pagecache: f64,
-    pub blk: f64,
-    pub nvme: f64,
-    pub blk_complete: f64,
-    pub irq: f64,
-    pub sched: f64,
-    pub poll: f64,
-    pub idle: f64,
-    /// Share of core time not idle, percent.
-    pub busy_pct: f64,
-    pub context_switches: u64,
-    pub interrupts: u64,
-}
-
-impl CpuSummary {
-    /// Sums per-core statistics.
-    pub fn from_cores(cores: &[CoreStats]) -> CpuSummary {
-        let mut ns = [0u64; host::cpu::CAT_COUNT];
-        for c in cores {
-            for (i, v) in c.ns.iter().enumerate() {
-                ns[i] += v;
-            }
-        }
-        let s = |cat: host::Cat| ns[cat.index()] as f64 / 1e9;
-        let total: u64 = ns.iter().sum();
-        let idle = ns[host::Cat::Idle.index()];
-        CpuSummary {
-            cores: cores.len() as u32,
-            user: s(host::Cat::User),
-            syscall: s(host::Cat::Syscall),
-            pagecache: s(host::Cat::PageCache),
-            blk: s(host::Cat::Blk),
-            nvme: s(host::Cat::Nvme),
-            blk_complete: s(host::Cat::BlkComplete),
-            irq: s(host::Cat::Irq),
-            sched: s(host::Cat::Sched),
-            poll: s(host::Cat::Poll),
-            idle: s(host::Cat::Idle),
-            busy_pct: if total == 0 {
-                0.0
-            } else {
-                ((total - idle) as f64 * 100_000.0 / total as f64).round() / 1000.0
-            },
-            context_switches: cores.iter().map(|c| c.context_switches).sum(),
-            interrupts: cores.iter().map(|c| c.interrupts).sum(),
-        }
-    }
-
-    /// (name, seconds) per category, in accounting order.
-    pub fn categories(&self) -> [(&'static str, f64); host::cpu::CAT_COUNT] {
-        let v = [
-            self.user,
-            self.syscall,
-            self.pagecache,
-            self.blk,
-            self.nvme,
-            self.blk_complete,
-            self.irq,
-            self.sched,
-            self.poll,
-            self.idle,
-        ];
-        std::array::from_fn(|i| (CATS[i].name(), v[i]))
-    }
 }
 
 #[derive(Clone, Debug, Serialize)]
