@@ -46,10 +46,24 @@
 //! and the last 2 lines go back. *Where* each row goes (which LUN, which unit in which row) is
 //! the FTL's business: `ftl.rs`, "Host write-back placement".
 //!
+//! ## When the buffer flushes (`cache.flush`)
+//! `on-full` is the policy above: dirty data reaches flash only when a write is blocked, so a
+//! read/write mix at low queue depth never programs flash within a run and reads never meet a
+//! busy die. `idle` adds what commercial firmware does: whenever a LUN is idle (nothing queued,
+//! running or suspended) and a whole row of dirty data waits, that LUN programs the row of the
+//! oldest dirty units (`Ssd::flush_idle` in `lib.rs`, tried after every buffered write and
+//! every flash completion). Only whole rows go, so background flushing wastes no slots, and
+//! only to idle LUNs, so it never queues behind reads already waiting — but a read arriving
+//! during the program meets a busy die (and suspends it where `flash.suspend` is on).
+//!
+//! Worked example (`zssd`, QD1, 20 % 4 KiB random writes, ≈ 68 K I/Os/s): one write every
+//! 74 µs, so a row of 8 units fills every ≈ 0.6 ms and goes to an idle LUN at once; each row
+//! keeps its LUN busy 100 µs (tPROG), and about 1 read in 400 lands on it.
+//!
 //! ## What it leaves out
 //! The class split with dynamic ways, ghost-cache prefetch, and the drain mechanisms (later
-//! switches); sub-4 KiB line fills (a partial write dirties the whole unit); eviction before
-//! the buffer is full (a high-watermark drain).
+//! switches); sub-4 KiB line fills (a partial write dirties the whole unit); a high-watermark
+//! drain.
 
 use std::collections::VecDeque;
 
@@ -481,6 +495,8 @@ pub struct WriteBack {
     rows: Vec<Vec<(u32, u32)>>,
     free_rows: Vec<u32>,
     rows_in_flight: u32,
+    /// Units in the rows in flight.
+    units_in_flight: u64,
     /// The last round found no flash space; no new round until GC frees a superblock.
     blocked: bool,
     /// The round being formed (kept to reuse its allocation).
@@ -500,6 +516,7 @@ impl WriteBack {
             rows: Vec::new(),
             free_rows: Vec::new(),
             rows_in_flight: 0,
+            units_in_flight: 0,
             blocked: false,
             round: Vec::new(),
         }
@@ -508,6 +525,11 @@ impl WriteBack {
     /// Host rows being programmed.
     pub fn rows_in_flight(&self) -> u32 {
         self.rows_in_flight
+    }
+
+    /// Units in the host rows being programmed.
+    pub fn units_in_flight(&self) -> u64 {
+        self.units_in_flight
     }
 
     /// Whether eviction waits for GC to free flash space.
@@ -568,6 +590,7 @@ impl WriteBack {
             units.len()
         );
         self.rows_in_flight += 1;
+        self.units_in_flight += units.len() as u64;
         match self.free_rows.pop() {
             Some(r) => {
                 let row = &mut self.rows[r as usize];
@@ -596,6 +619,7 @@ impl WriteBack {
         for &(lpn, _) in units.iter() {
             cache.finish_eviction(lpn);
         }
+        self.units_in_flight -= units.len() as u64;
         units.clear();
         self.free_rows.push(row);
         self.rows_in_flight -= 1;
@@ -629,6 +653,7 @@ mod tests {
             prefetch_pages: 0,
             evict_batch_units: 0,
             dram_access_ns: 0,
+            flush: crate::config::Flush::OnFull,
         })
     }
 
@@ -703,6 +728,7 @@ mod tests {
             prefetch_pages: 0,
             evict_batch_units: 0,
             dram_access_ns: 0,
+            flush: crate::config::Flush::OnFull,
         };
         WriteBack::new(&config, luns, row_units)
     }

@@ -76,6 +76,7 @@ use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
 
 use cache::{Cache, ReadLookup, WriteBack, WriteBlock};
+use config::Flush;
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
@@ -256,6 +257,10 @@ pub struct Ssd {
     /// Eviction rounds and the host rows in flight (`cache.rs`).
     writeback: WriteBack,
     stalled: VecDeque<u32>,
+    /// Where the idle flush looks for an idle LUN next (round robin).
+    flush_cursor: u32,
+    /// The row an idle flush is forming (kept to reuse its allocation).
+    flush_row: Vec<(u32, u32)>,
     /// When each firmware core is next free (`ctrl.firmware_cores` of them).
     firmware_free: Vec<SimTime>,
     /// Flash events produced while handling one event; [`handle`](Self::handle) moves them into
@@ -302,6 +307,8 @@ impl Ssd {
             fills: FxHashMap::default(),
             writeback,
             stalled: VecDeque::new(),
+            flush_cursor: 0,
+            flush_row: Vec::new(),
             firmware_free: vec![SimTime::ZERO; config.ctrl.firmware_cores as usize],
             flash_events: Vec::new(),
             ready: Vec::new(),
@@ -752,6 +759,56 @@ impl Ssd {
         }
         let at = now + self.config.cache.dram_access_ns;
         self.post_completion(at, slot);
+        self.flush_idle(now);
+    }
+
+    /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data to idle LUNs (see
+    /// "When the buffer flushes" in `cache.rs`). Does nothing while writes are stalled or
+    /// eviction is blocked: the on-full path owns the buffer then.
+    fn flush_idle(&mut self, now: SimTime) {
+        if self.config.cache.flush != Flush::Idle
+            || !self.stalled.is_empty()
+            || self.writeback.is_blocked()
+        {
+            return;
+        }
+        let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
+        for k in 0..luns {
+            // Dirty units not already on their way to flash (rewritten evicting lines make this
+            // an overestimate; the take below finds out).
+            let waiting = self.cache.dirty_units() - self.writeback.units_in_flight();
+            if waiting < row_units as u64 {
+                return;
+            }
+            let lun = (self.flush_cursor + k) % luns;
+            if !self.flash.lun_is_idle(lun) || !self.ftl.has_room(lun, Writer::Host) {
+                continue;
+            }
+            let mut row = std::mem::take(&mut self.flush_row);
+            row.clear();
+            self.cache.take_oldest_dirty(row_units as usize, &mut row);
+            if row.len() < row_units as usize {
+                for &(lpn, _) in row.iter().rev() {
+                    self.cache.abort_eviction(lpn);
+                }
+                self.flush_row = row;
+                return;
+            }
+            let placed = self.ftl.write_row(lun, &row, Writer::Host);
+            let id = self.writeback.start_row(&row);
+            self.flush_row = row;
+            let op = FlashOp {
+                kind: OpKind::Program,
+                page: placed.page,
+                units: row_units,
+                origin: OpOrigin::Evict { row: id },
+            };
+            self.flash.submit(now, lun, op, &mut self.flash_events);
+            self.flush_cursor = (lun + 1) % luns;
+            if self.ftl.needs_gc(lun) {
+                self.start_gc(now, lun);
+            }
+        }
     }
 
     fn stall(&mut self, now: SimTime, slot: u32) {
@@ -858,6 +915,11 @@ impl Ssd {
     }
 
     fn flash_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
+        self.flash_op_done(now, lun, op);
+        self.flush_idle(now);
+    }
+
+    fn flash_op_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
         match op.origin {
             OpOrigin::HostRead { lpn } => {
                 let version = self.ftl.version_of(lpn);
