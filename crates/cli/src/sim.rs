@@ -140,6 +140,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     };
     let run = DeviceRun::new(&cfg)?;
     let summary = run.run(&mut Bar(None))?;
+    for w in &summary.device.warnings {
+        eprintln!("warning: {w}");
+    }
     summary
         .write_folder(&args.out)
         .with_context(|| format!("writing results to {}", args.out.display()))?;
@@ -162,6 +165,9 @@ fn run_system(args: SimArgs) -> anyhow::Result<()> {
         cfg.seed = seed;
     }
     let summary = sim::system::run(&cfg, &mut Bar(None))?;
+    for w in &summary.run.device.warnings {
+        eprintln!("warning: {w}");
+    }
     summary
         .write_folder(&args.out)
         .with_context(|| format!("writing results to {}", args.out.display()))?;

@@ -166,6 +166,11 @@ pub enum Precondition {
     /// The whole user capacity written once, sequentially (the usual benchmark preconditioning):
     /// every logical page is mapped and the free blocks are the over-provisioned space.
     Sequential,
+    /// As a long uniform random-write workload under greedy GC leaves a full drive: every
+    /// logical page mapped, superblocks partly invalid with the steady-state distribution of
+    /// valid counts, free superblocks down to the GC threshold, so GC runs from the first
+    /// writes (`ftl.rs`, "Preconditioning").
+    Random,
 }
 
 /// The flash translation layer (device::ftl).

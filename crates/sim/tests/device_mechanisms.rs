@@ -2,7 +2,7 @@
 //! firmware cores, the pipelined link with its protocol overhead, background flushing of the
 //! write buffer, read-ahead and preconditioning.
 
-use device::config::Flush;
+use device::config::{Flush, Precondition};
 use device::DeviceConfig;
 use sim::{DeviceRun, DeviceRunConfig, HostCosts, RunSummary, Silent};
 
@@ -154,4 +154,64 @@ fn idle_flush_programs_during_a_light_mix_and_reads_meet_busy_dies() {
             "{preset}: buffered writes should not feel the background flush"
         );
     }
+}
+
+fn zssd_preconditioned(p: Precondition) -> DeviceConfig {
+    let mut c = DeviceConfig::preset("zssd").unwrap();
+    c.ftl.precondition = p;
+    c
+}
+
+/// A randomly preconditioned drive is at the GC threshold: GC runs from its first writes,
+/// and GC copies valid data (write amplification above 1). The same writes on a sequentially
+/// preconditioned drive (7 % of its superblocks free) run no GC.
+#[test]
+fn a_randomly_preconditioned_drive_collects_garbage_from_its_first_writes() {
+    let writes = job(
+        "w",
+        "rw=randwrite\niodepth=32\nnumjobs=2\nnumber_ios=5000\nnorandommap",
+    );
+    let random = run(zssd_preconditioned(Precondition::Random), &writes, 4);
+    let sequential = run(zssd_preconditioned(Precondition::Sequential), &writes, 4);
+    assert_eq!(sequential.device.ftl.gc_runs, 0);
+    assert!(
+        random.device.ftl.gc_runs > 0 && random.device.ftl.gc_units_programmed > 0,
+        "random precondition: {:?}",
+        random.device.ftl
+    );
+    assert!(random.device.write_amplification > 1.5);
+}
+
+/// A device too small for its workload's live data is flagged (write amplification above 20),
+/// and a run on a roomy one is not.
+#[test]
+fn write_amplification_above_twenty_is_warned() {
+    let mut small = DeviceConfig::preset("nvme-tlc").unwrap();
+    small.flash.channels = 2;
+    small.flash.packages_per_channel = 1;
+    small.flash.dies_per_package = 2;
+    small.flash.blocks_per_plane = 64;
+    small.flash.pages_per_block = 96;
+    small.cache.dram_bytes = 4 << 20;
+    small.cache.write_buffer_bytes = 2 << 20;
+    small.ftl.overprovisioning_pct = 3;
+    small.ftl.precondition = Precondition::Random;
+    let writes = job(
+        "w",
+        "rw=randwrite\niodepth=16\nnumber_ios=20000\nnorandommap",
+    );
+    let s = run(small, &writes, 2);
+    assert!(
+        s.device.write_amplification > 20.0,
+        "{}",
+        s.device.write_amplification
+    );
+    assert_eq!(s.device.warnings.len(), 1, "{:?}", s.device.warnings);
+    assert!(s.device.warnings[0].contains("write amplification"));
+    let roomy = run(DeviceConfig::preset("zssd").unwrap(), &writes, 2);
+    assert!(
+        roomy.device.warnings.is_empty(),
+        "{:?}",
+        roomy.device.warnings
+    );
 }
