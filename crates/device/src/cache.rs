@@ -60,6 +60,20 @@
 //! 74 µs, so a row of 8 units fills every ≈ 0.6 ms and goes to an idle LUN at once; each row
 //! keeps its LUN busy 100 µs (tPROG), and about 1 read in 400 lands on it.
 //!
+//! ## Read-ahead (`cache.readahead_units`, [`ReadAhead`])
+//! Firmware recognises sequential streams and reads ahead of them: a read command whose first
+//! LPN is where one of the last [`READAHEAD_STREAMS`] read commands ended continues that stream,
+//! and the device reads the stream's next `readahead_units` units into DRAM (clean, marked
+//! prefetched) unless they are cached or already on their way. Each later command of the
+//! stream extends the window to `readahead_units` past its end, so the window stays ahead of the
+//! reader; a read that continues no stream starts a new one (the oldest is forgotten) and reads
+//! nothing ahead, so random reads cost exactly what they did.
+//!
+//! Worked example (`zssd`, 32-unit window, QD1 4 KiB reads at LPN 100, 101, 102…): the read of
+//! 100 starts a stream; the read of 101 continues it and prefetches 102..134 (33 flash reads
+//! spread over the LUNs); the read of 102 finds its unit filling or cached, and extends the
+//! window to 135 — one flash read. Each read after the second is served from DRAM.
+//!
 //! ## What it leaves out
 //! The class split with dynamic ways, ghost-cache prefetch, and the drain mechanisms (later
 //! switches); sub-4 KiB line fills (a partial write dirties the whole unit); a high-watermark
@@ -482,6 +496,51 @@ impl Cache {
     }
 }
 
+/// Read commands remembered for stream detection: a few concurrent sequential readers.
+pub const READAHEAD_STREAMS: usize = 8;
+
+/// Sequential-stream detection for read-ahead (see "Read-ahead" in the module essay).
+pub struct ReadAhead {
+    window_units: u32,
+    /// `(next LPN of the stream, read ahead up to (exclusive))`, least recently used first.
+    streams: Vec<(u32, u32)>,
+}
+
+impl ReadAhead {
+    pub fn new(config: &CacheConfig) -> ReadAhead {
+        ReadAhead {
+            window_units: config.readahead_units,
+            streams: Vec::with_capacity(READAHEAD_STREAMS),
+        }
+    }
+
+    /// A read command of `units` units from `first`: the LPNs to read ahead now (empty when
+    /// the command continues no stream, or read-ahead is off).
+    #[inline]
+    pub fn on_read(&mut self, first: u32, units: u32) -> std::ops::Range<u32> {
+        if self.window_units == 0 {
+            return 0..0;
+        }
+        let end = first.saturating_add(units);
+        let to = end.saturating_add(self.window_units);
+        match self.streams.iter().position(|&(next, _)| next == first) {
+            Some(i) => {
+                let (_, ahead) = self.streams.remove(i);
+                let from = ahead.max(end).min(to);
+                self.streams.push((end, to));
+                from..to
+            }
+            None => {
+                if self.streams.len() == READAHEAD_STREAMS {
+                    self.streams.remove(0);
+                }
+                self.streams.push((end, end));
+                0..0
+            }
+        }
+    }
+}
+
 /// The write-back policy: when an eviction round starts, which dirty units it takes, and the
 /// rows of it in flight until their programs finish. See the module essay.
 pub struct WriteBack {
@@ -651,10 +710,52 @@ mod tests {
             ways,
             write_buffer_bytes: buffer_lines * 4096,
             prefetch_pages: 0,
+            readahead_units: 0,
             evict_batch_units: 0,
             dram_access_ns: 0,
             flush: crate::config::Flush::OnFull,
         })
+    }
+
+    #[test]
+    fn read_ahead_follows_a_stream_and_ignores_random_reads() {
+        let mut ra = ReadAhead::new(&CacheConfig {
+            readahead_units: 4,
+            ..cache_config()
+        });
+        assert_eq!(
+            ra.on_read(100, 1),
+            0..0,
+            "a first read starts a stream only"
+        );
+        assert_eq!(ra.on_read(101, 1), 102..106);
+        assert_eq!(ra.on_read(102, 1), 106..107, "only the window's new unit");
+        assert_eq!(
+            ra.on_read(5000, 2),
+            0..0,
+            "a random read reads nothing ahead"
+        );
+        assert_eq!(
+            ra.on_read(103, 1),
+            107..108,
+            "the stream survives an interleaved read"
+        );
+        let mut off = ReadAhead::new(&cache_config());
+        off.on_read(100, 1);
+        assert_eq!(off.on_read(101, 1), 0..0);
+    }
+
+    fn cache_config() -> CacheConfig {
+        CacheConfig {
+            dram_bytes: 64 * 4096,
+            ways: 4,
+            write_buffer_bytes: 16 * 4096,
+            prefetch_pages: 0,
+            readahead_units: 0,
+            evict_batch_units: 0,
+            dram_access_ns: 0,
+            flush: crate::config::Flush::OnFull,
+        }
     }
 
     #[test]
@@ -726,6 +827,7 @@ mod tests {
             ways: 1,
             write_buffer_bytes: 0,
             prefetch_pages: 0,
+            readahead_units: 0,
             evict_batch_units: 0,
             dram_access_ns: 0,
             flush: crate::config::Flush::OnFull,

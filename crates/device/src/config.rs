@@ -136,6 +136,9 @@ pub struct CacheConfig {
     pub write_buffer_bytes: u64,
     /// Pages (4 KiB units) read ahead after a read miss; 0 disables prefetch.
     pub prefetch_pages: u32,
+    /// Read-ahead window for detected sequential streams, in 4 KiB units (`cache.rs`,
+    /// "Read-ahead"); 0 disables it.
+    pub readahead_units: u32,
     /// Dirty units evicted per eviction round when the buffer or a set is full (0 = one row for
     /// every LUN without a row in flight).
     pub evict_batch_units: u32,
@@ -587,6 +590,9 @@ pub fn zssd() -> DeviceConfig {
             ways: 16,
             write_buffer_bytes: 512 << 20,
             prefetch_pages: 0,
+            // Not published for these drives: 128 KiB, the Linux block layer's default
+            // read-ahead, is an assumption of the same order.
+            readahead_units: 32,
             evict_batch_units: 0,
             dram_access_ns: 400,
             // Both drives are commercial products (device.md's from-host figures are theirs),
@@ -646,6 +652,9 @@ pub fn nvme_tlc() -> DeviceConfig {
             ways: 16,
             write_buffer_bytes: 512 << 20,
             prefetch_pages: 0,
+            // Not published for these drives: 128 KiB, the Linux block layer's default
+            // read-ahead, is an assumption of the same order.
+            readahead_units: 32,
             evict_batch_units: 0,
             dram_access_ns: 400,
             // Both drives are commercial products (device.md's from-host figures are theirs),

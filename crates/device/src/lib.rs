@@ -75,7 +75,7 @@ use rustc_hash::FxHashMap;
 use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
 
-use cache::{Cache, ReadLookup, WriteBack, WriteBlock};
+use cache::{Cache, ReadAhead, ReadLookup, WriteBack, WriteBlock};
 use config::Flush;
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
 use ctrl::Controller;
@@ -265,6 +265,7 @@ pub struct Ssd {
     /// Eviction rounds and the host rows in flight (`cache.rs`).
     writeback: WriteBack,
     stalled: VecDeque<u32>,
+    readahead: ReadAhead,
     /// Where the idle flush looks for an idle LUN next (round robin).
     flush_cursor: u32,
     /// The row an idle flush is forming (kept to reuse its allocation).
@@ -315,6 +316,7 @@ impl Ssd {
             fills: FxHashMap::default(),
             writeback,
             stalled: VecDeque::new(),
+            readahead: ReadAhead::new(&config.cache),
             flush_cursor: 0,
             flush_row: Vec::new(),
             firmware_free: vec![SimTime::ZERO; config.ctrl.firmware_cores as usize],
@@ -693,15 +695,22 @@ impl Ssd {
                 }
             }
         }
-        self.prefetch(now, first + units);
+        let from = first + units;
+        self.prefetch(now, from..from.saturating_add(self.cache.prefetch_pages));
+        let ahead = self.readahead.on_read(first, units);
+        if !ahead.is_empty() {
+            self.prefetch(now, ahead);
+        }
         if self.cmd(slot).pending_units == 0 {
             self.finish_read(now, slot);
         }
     }
 
-    fn prefetch(&mut self, now: SimTime, from: u32) {
+    /// Reads `lpns` into the cache (clean, marked prefetched) unless cached, in flight or
+    /// never written.
+    fn prefetch(&mut self, now: SimTime, lpns: std::ops::Range<u32>) {
         let user = self.ftl.user_lpns() as u32;
-        for lpn in from..from.saturating_add(self.cache.prefetch_pages).min(user) {
+        for lpn in lpns.start..lpns.end.min(user) {
             if self.cache.contains(lpn)
                 || self.fills.contains_key(&lpn)
                 || self.ftl.lookup(lpn).is_none()
