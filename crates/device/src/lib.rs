@@ -11,7 +11,9 @@
 //! FTL lookup → flash read on the LUN (array, then channel transfer) → DMA to the host → CQE
 //! and MSI. A write: doorbell → fetch → firmware → DMA from the host → cache (acknowledged once
 //! in DRAM; waits if the write buffer is full) → CQE; its data reaches flash later, when the
-//! buffer evicts it.
+//! buffer evicts it (when a write finds it full, or, with `cache.flush = "idle"`, as soon as a
+//! die is idle and a row of dirty data waits). DMAs to the host are asked for when their data
+//! is ready (`Ev::ReadDataOut`, `Ev::PostCqe`), so the link serves them in time order.
 //!
 //! ## Driving it by two clocks (architecture.md)
 //! [`Ssd::submit`] a command at time `t`; [`Ssd::next_event_time`] says when the model next
