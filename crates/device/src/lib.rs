@@ -246,7 +246,7 @@ pub struct DeviceStats {
 }
 
 /// Write amplification above which a run is flagged: greedy GC with the presets' 7 %
-/// over-provisioning settles near 6–7 under uniform random writes (`ftl.rs`, "Preconditioning");
+/// over-provisioning settles near 8 under uniform random writes (`ftl.rs`, "Preconditioning");
 /// far above that, the device is too small for the data its workload keeps live.
 pub const WRITE_AMPLIFICATION_WARN: f64 = 20.0;
 
