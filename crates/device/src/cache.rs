@@ -66,8 +66,8 @@
 //! and the device reads the stream's next `readahead_units` units into DRAM (clean, marked
 //! prefetched) unless they are cached or already on their way. Each later command of the
 //! stream extends the window to `readahead_units` past its end, so the window stays ahead of the
-//! reader; a read that continues no stream starts a new one (the oldest is forgotten) and reads
-//! nothing ahead, so random reads cost exactly what they did.
+//! reader; a read that continues no stream starts a new one (replacing the stream started
+//! longest ago) and reads nothing ahead, so random reads cost exactly what they did.
 //!
 //! Worked example (`zssd`, 32-unit window, QD1 4 KiB reads at LPN 100, 101, 102…): the read of
 //! 100 starts a stream; the read of 101 continues it and prefetches 102..134 (33 flash reads
@@ -502,15 +502,19 @@ pub const READAHEAD_STREAMS: usize = 8;
 /// Sequential-stream detection for read-ahead (see "Read-ahead" in the module essay).
 pub struct ReadAhead {
     window_units: u32,
-    /// `(next LPN of the stream, read ahead up to (exclusive))`, least recently used first.
-    streams: Vec<(u32, u32)>,
+    /// `(next LPN of the stream, read ahead up to (exclusive))`; `NO_LPN` marks an unused entry
+    /// (no read starts there). A fixed array searched in full: this runs on every read.
+    streams: [(u32, u32); READAHEAD_STREAMS],
+    /// Entry a new stream takes (the oldest one started: round robin).
+    next_entry: usize,
 }
 
 impl ReadAhead {
     pub fn new(config: &CacheConfig) -> ReadAhead {
         ReadAhead {
             window_units: config.readahead_units,
-            streams: Vec::with_capacity(READAHEAD_STREAMS),
+            streams: [(NO_LPN, 0); READAHEAD_STREAMS],
+            next_entry: 0,
         }
     }
 
@@ -525,16 +529,14 @@ impl ReadAhead {
         let to = end.saturating_add(self.window_units);
         match self.streams.iter().position(|&(next, _)| next == first) {
             Some(i) => {
-                let (_, ahead) = self.streams.remove(i);
+                let ahead = self.streams[i].1;
                 let from = ahead.max(end).min(to);
-                self.streams.push((end, to));
+                self.streams[i] = (end, to);
                 from..to
             }
             None => {
-                if self.streams.len() == READAHEAD_STREAMS {
-                    self.streams.remove(0);
-                }
-                self.streams.push((end, end));
+                self.streams[self.next_entry] = (end, end);
+                self.next_entry = (self.next_entry + 1) % READAHEAD_STREAMS;
                 0..0
             }
         }

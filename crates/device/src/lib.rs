@@ -607,13 +607,12 @@ impl Ssd {
         self.ctrl.fetch_busy = true;
         let fetched = now + c.fetch_ns;
         // The first core free takes the command (the lowest-numbered among equals).
-        let core = self
-            .firmware_free
-            .iter()
-            .enumerate()
-            .min_by_key(|&(i, &t)| (t, i))
-            .map(|(i, _)| i)
-            .expect("at least one firmware core (validated config)");
+        let mut core = 0;
+        for (i, &t) in self.firmware_free.iter().enumerate().skip(1) {
+            if t < self.firmware_free[core] {
+                core = i;
+            }
+        }
         let start = self.firmware_free[core].max(fetched);
         let ready = start + firmware_ns;
         self.firmware_free[core] = ready;
