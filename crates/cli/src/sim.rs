@@ -163,6 +163,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         run.enable_series(window_ns, out)?;
     }
     let summary = run.run(&mut Bar(None))?;
+    for w in &summary.device.warnings {
+        eprintln!("warning: {w}");
+    }
     summary
         .write_folder(&args.out)
         .with_context(|| format!("writing results to {}", args.out.display()))?;
@@ -187,6 +190,9 @@ fn run_system(args: SimArgs) -> anyhow::Result<()> {
     let series =
         series_file(&args)?.map(|(window_ns, out)| sim::system::SeriesOut { window_ns, out });
     let summary = sim::system::run_with_series(&cfg, &mut Bar(None), series)?;
+    for w in &summary.run.device.warnings {
+        eprintln!("warning: {w}");
+    }
     summary
         .write_folder(&args.out)
         .with_context(|| format!("writing results to {}", args.out.display()))?;

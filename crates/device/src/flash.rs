@@ -231,6 +231,9 @@ pub struct FlashStats {
     pub units_read: u64,
     pub units_programmed: u64,
     pub suspends: u64,
+    /// Host reads that arrived at a LUN busy with a program or erase (suspended or not): the
+    /// reads that met a busy die.
+    pub reads_met_program_or_erase: u64,
     /// Sum over LUNs of the time they were busy.
     pub lun_busy_ns: u64,
 }
@@ -325,6 +328,9 @@ impl Flash {
         match l.active {
             None => self.start_next(now, lun, events),
             Some(active) if op.origin.is_host_read() => {
+                if matches!(active.op.kind, OpKind::Program | OpKind::Erase) {
+                    self.stats.reads_met_program_or_erase += 1;
+                }
                 self.maybe_suspend(now, lun, active, events)
             }
             Some(_) => {}
@@ -534,6 +540,16 @@ impl Flash {
                 phase: Phase::Array,
             },
         ));
+    }
+
+    /// Whether `lun` has no work queued, running or suspended.
+    #[inline]
+    pub fn lun_is_idle(&self, lun: u32) -> bool {
+        let l = &self.luns[lun as usize];
+        l.active.is_none()
+            && l.suspended.is_none()
+            && l.host_reads.is_empty()
+            && l.others.is_empty()
     }
 
     /// Whether any LUN has work queued, running or suspended.

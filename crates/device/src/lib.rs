@@ -11,7 +11,9 @@
 //! FTL lookup → flash read on the LUN (array, then channel transfer) → DMA to the host → CQE
 //! and MSI. A write: doorbell → fetch → firmware → DMA from the host → cache (acknowledged once
 //! in DRAM; waits if the write buffer is full) → CQE; its data reaches flash later, when the
-//! buffer evicts it.
+//! buffer evicts it (when a write finds it full, or, with `cache.flush = "idle"`, as soon as a
+//! die is idle and a row of dirty data waits). DMAs to the host are asked for when their data
+//! is ready (`Ev::ReadDataOut`, `Ev::PostCqe`), so the link serves them in time order.
 //!
 //! ## Driving it by two clocks (architecture.md)
 //! [`Ssd::submit`] a command at time `t`; [`Ssd::next_event_time`] says when the model next
@@ -75,7 +77,8 @@ use rustc_hash::FxHashMap;
 use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
 
-use cache::{Cache, ReadLookup, WriteBack, WriteBlock};
+use cache::{Cache, ReadAhead, ReadLookup, WriteBack, WriteBlock};
+use config::Flush;
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
@@ -144,11 +147,28 @@ pub struct DeviceOptions {
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
-    Doorbell { sqid: u16, slot: u32 },
+    Doorbell {
+        sqid: u16,
+        slot: u32,
+    },
     FetchFree,
-    Ready { slot: u32 },
-    WriteDataIn { slot: u32 },
-    Complete { slot: u32 },
+    Ready {
+        slot: u32,
+    },
+    WriteDataIn {
+        slot: u32,
+    },
+    /// A read's data is ready in controller DRAM: its DMA to the host is asked for now.
+    ReadDataOut {
+        slot: u32,
+    },
+    /// The firmware has the completion entry ready: its DMA to the host is asked for now.
+    PostCqe {
+        slot: u32,
+    },
+    Complete {
+        slot: u32,
+    },
     Flash(FlashEvent),
 }
 
@@ -220,7 +240,15 @@ pub struct DeviceStats {
     pub pcie_bytes_to_device: u64,
     pub pcie_bytes_to_host: u64,
     pub mapping_table_bytes: u64,
+    /// What in the run deserves a second look (e.g. write amplification above
+    /// [`WRITE_AMPLIFICATION_WARN`]).
+    pub warnings: Vec<String>,
 }
+
+/// Write amplification above which a run is flagged: greedy GC with the presets' 7 %
+/// over-provisioning settles near 8 under uniform random writes (`ftl.rs`, "Preconditioning");
+/// far above that, the device is too small for the data its workload keeps live.
+pub const WRITE_AMPLIFICATION_WARN: f64 = 20.0;
 
 /// The SSD.
 pub struct Ssd {
@@ -239,7 +267,13 @@ pub struct Ssd {
     /// Eviction rounds and the host rows in flight (`cache.rs`).
     writeback: WriteBack,
     stalled: VecDeque<u32>,
-    firmware_free: SimTime,
+    readahead: ReadAhead,
+    /// Where the idle flush looks for an idle LUN next (round robin).
+    flush_cursor: u32,
+    /// The row an idle flush is forming (kept to reuse its allocation).
+    flush_row: Vec<(u32, u32)>,
+    /// When each firmware core is next free (`ctrl.firmware_cores` of them).
+    firmware_free: Vec<SimTime>,
     /// Flash events produced while handling one event; [`handle`](Self::handle) moves them into
     /// `events` after every handler (see "Flash events" in the module essay).
     flash_events: Vec<(SimTime, FlashEvent)>,
@@ -284,7 +318,10 @@ impl Ssd {
             fills: FxHashMap::default(),
             writeback,
             stalled: VecDeque::new(),
-            firmware_free: SimTime::ZERO,
+            readahead: ReadAhead::new(&config.cache),
+            flush_cursor: 0,
+            flush_row: Vec::new(),
+            firmware_free: vec![SimTime::ZERO; config.ctrl.firmware_cores as usize],
             flash_events: Vec::new(),
             ready: Vec::new(),
             integrity: options.integrity,
@@ -467,6 +504,21 @@ impl Ssd {
         let f = &self.ftl.stats;
         let host = f.host_units_programmed;
         let (emin, emax, emean_milli) = self.ftl.erase_count_stats();
+        let write_amplification = if host == 0 {
+            1.0
+        } else {
+            (host + f.gc_units_programmed) as f64 / host as f64
+        };
+        let mut warnings = Vec::new();
+        if write_amplification > WRITE_AMPLIFICATION_WARN {
+            warnings.push(format!(
+                "write amplification {write_amplification:.1} exceeds {WRITE_AMPLIFICATION_WARN}: \
+                 the device ({:.1} GB user capacity, {} % over-provisioning) is too small for the \
+                 data its workload keeps live",
+                self.capacity_bytes() as f64 / 1e9,
+                self.config.ftl.overprovisioning_pct
+            ));
+        }
         DeviceStats {
             name: self.config.name.clone(),
             user_capacity_bytes: self.capacity_bytes(),
@@ -477,17 +529,14 @@ impl Ssd {
                 lun_busy_ns: self.flash.busy_ns(),
                 ..self.flash.stats.clone()
             },
-            write_amplification: if host == 0 {
-                1.0
-            } else {
-                (host + f.gc_units_programmed) as f64 / host as f64
-            },
+            write_amplification,
             erase_count_min: emin,
             erase_count_max: emax,
             erase_count_mean: emean_milli as f64 / 1000.0,
             pcie_bytes_to_device: self.pcie.bytes_moved[Direction::HostToDevice as usize],
             pcie_bytes_to_host: self.pcie.bytes_moved[Direction::DeviceToHost as usize],
             mapping_table_bytes: self.ftl.table_bytes(),
+            warnings,
         }
     }
 
@@ -546,6 +595,15 @@ impl Ssd {
                     self.stall(now, slot);
                 }
             }
+            Ev::ReadDataOut { slot } => {
+                let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
+                let done = self.pcie.dma(now, Direction::DeviceToHost, bytes);
+                self.post_completion(done, slot);
+            }
+            Ev::PostCqe { slot } => {
+                let done = self.pcie.dma(now, Direction::DeviceToHost, 16);
+                self.events.schedule(done, Ev::Complete { slot });
+            }
             Ev::Complete { slot } => self.complete(now, slot),
             Ev::Flash(fe) => {
                 let done = self.flash.on_event(now, fe, &mut self.flash_events);
@@ -567,10 +625,18 @@ impl Ssd {
         };
         self.ctrl.fetch_busy = true;
         let fetched = now + c.fetch_ns;
-        let start = self.firmware_free.max(fetched);
-        self.firmware_free = start + firmware_ns;
+        // The first core free takes the command (the lowest-numbered among equals).
+        let mut core = 0;
+        for (i, &t) in self.firmware_free.iter().enumerate().skip(1) {
+            if t < self.firmware_free[core] {
+                core = i;
+            }
+        }
+        let start = self.firmware_free[core].max(fetched);
+        let ready = start + firmware_ns;
+        self.firmware_free[core] = ready;
         self.events.schedule(fetched, Ev::FetchFree);
-        self.events.schedule(self.firmware_free, Ev::Ready { slot });
+        self.events.schedule(ready, Ev::Ready { slot });
     }
 
     fn cmd(&mut self, slot: u32) -> &mut Cmd {
@@ -649,15 +715,22 @@ impl Ssd {
                 }
             }
         }
-        self.prefetch(now, first + units);
+        let from = first + units;
+        self.prefetch(now, from..from.saturating_add(self.cache.prefetch_pages));
+        let ahead = self.readahead.on_read(first, units);
+        if !ahead.is_empty() {
+            self.prefetch(now, ahead);
+        }
         if self.cmd(slot).pending_units == 0 {
             self.finish_read(now, slot);
         }
     }
 
-    fn prefetch(&mut self, now: SimTime, from: u32) {
+    /// Reads `lpns` into the cache (clean, marked prefetched) unless cached, in flight or
+    /// never written.
+    fn prefetch(&mut self, now: SimTime, lpns: std::ops::Range<u32>) {
         let user = self.ftl.user_lpns() as u32;
-        for lpn in from..from.saturating_add(self.cache.prefetch_pages).min(user) {
+        for lpn in lpns.start..lpns.end.min(user) {
             if self.cache.contains(lpn)
                 || self.fills.contains_key(&lpn)
                 || self.ftl.lookup(lpn).is_none()
@@ -701,10 +774,8 @@ impl Ssd {
     }
 
     fn finish_read(&mut self, now: SimTime, slot: u32) {
-        let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
         let from_dram = now + self.config.cache.dram_access_ns;
-        let done = self.pcie.dma(from_dram, Direction::DeviceToHost, bytes);
-        self.post_completion(done, slot);
+        self.events.schedule(from_dram, Ev::ReadDataOut { slot });
     }
 
     /// Puts a write's units into the buffer; stalls it on the first unit that must wait.
@@ -737,6 +808,56 @@ impl Ssd {
         }
         let at = now + self.config.cache.dram_access_ns;
         self.post_completion(at, slot);
+        self.flush_idle(now);
+    }
+
+    /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data to idle LUNs (see
+    /// "When the buffer flushes" in `cache.rs`). Does nothing while writes are stalled or
+    /// eviction is blocked: the on-full path owns the buffer then.
+    fn flush_idle(&mut self, now: SimTime) {
+        if self.config.cache.flush != Flush::Idle
+            || !self.stalled.is_empty()
+            || self.writeback.is_blocked()
+        {
+            return;
+        }
+        let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
+        for k in 0..luns {
+            // Dirty units not already on their way to flash (rewritten evicting lines make this
+            // an overestimate; the take below finds out).
+            let waiting = self.cache.dirty_units() - self.writeback.units_in_flight();
+            if waiting < row_units as u64 {
+                return;
+            }
+            let lun = (self.flush_cursor + k) % luns;
+            if !self.flash.lun_is_idle(lun) || !self.ftl.has_room(lun, Writer::Host) {
+                continue;
+            }
+            let mut row = std::mem::take(&mut self.flush_row);
+            row.clear();
+            self.cache.take_oldest_dirty(row_units as usize, &mut row);
+            if row.len() < row_units as usize {
+                for &(lpn, _) in row.iter().rev() {
+                    self.cache.abort_eviction(lpn);
+                }
+                self.flush_row = row;
+                return;
+            }
+            let placed = self.ftl.write_row(lun, &row, Writer::Host);
+            let id = self.writeback.start_row(&row);
+            self.flush_row = row;
+            let op = FlashOp {
+                kind: OpKind::Program,
+                page: placed.page,
+                units: row_units,
+                origin: OpOrigin::Evict { row: id },
+            };
+            self.flash.submit(now, lun, op, &mut self.flash_events);
+            self.flush_cursor = (lun + 1) % luns;
+            if self.ftl.needs_gc(lun) {
+                self.start_gc(now, lun);
+            }
+        }
     }
 
     fn stall(&mut self, now: SimTime, slot: u32) {
@@ -843,6 +964,11 @@ impl Ssd {
     }
 
     fn flash_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
+        self.flash_op_done(now, lun, op);
+        self.flush_idle(now);
+    }
+
+    fn flash_op_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
         match op.origin {
             OpOrigin::HostRead { lpn } => {
                 let version = self.ftl.version_of(lpn);
@@ -884,14 +1010,14 @@ impl Ssd {
         }
     }
 
-    /// Posts the completion entry at `at` (after the firmware's completion work).
+    /// Posts the completion entry: the firmware's completion work from `at`, then the entry's
+    /// DMA. DMAs are asked for when their data is ready (an event), not reserved ahead: the
+    /// link serves requests in the order they arrive, and a reservation made early for a
+    /// later time would hold back transfers ready before it (at QD32 that left the link idle
+    /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s).
     fn post_completion(&mut self, at: SimTime, slot: u32) {
-        let done = self.pcie.dma(
-            at + self.config.ctrl.completion_ns,
-            Direction::DeviceToHost,
-            16,
-        );
-        self.events.schedule(done, Ev::Complete { slot });
+        self.events
+            .schedule(at + self.config.ctrl.completion_ns, Ev::PostCqe { slot });
     }
 
     fn complete(&mut self, now: SimTime, slot: u32) {

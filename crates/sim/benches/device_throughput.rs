@@ -2,13 +2,16 @@
 //! (a) 4 KiB random read, QD32, 1 M I/Os on a full-capacity `zssd` (800 GB);
 //! (b) 70/30 random read/write 4 KiB, QD32, 1 M I/Os on a preconditioned `nvme-tlc` shrunk
 //!     (fewer dies) so its free space runs out early and GC is active.
+//! (c) building a randomly preconditioned 800 GB `zssd` (`ftl.precondition = "random"`), then
+//!     (a)'s random reads on it (every read then goes through the preconditioned layout).
 //! Prints simulated I/Os per wall-clock second and the process's peak RSS after each.
 //!
 //! Run: `cargo bench -p sim --bench device_throughput`
 
 use std::time::Instant;
 
-use device::DeviceConfig;
+use device::config::Precondition;
+use device::{DeviceConfig, DeviceOptions, Ssd};
 use sim::{DeviceRun, DeviceRunConfig, HostCosts, Silent};
 
 fn peak_rss_mib() -> u64 {
@@ -80,6 +83,24 @@ fn main() {
             "b-tlc-randrw-70-30-gc",
             tlc,
             "[b]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randrw\nrwmixread=70\niodepth=32\nnorandommap\ntime_based\nruntime=1000000s\nnumber_ios=1000000\n",
+        );
+    }
+    if want("c-zssd-precondition-random") {
+        let mut zssd = DeviceConfig::preset("zssd").expect("preset");
+        zssd.ftl.precondition = Precondition::Random;
+        let wall = Instant::now();
+        let ssd = Ssd::with_seed(&zssd, DeviceOptions::default(), 1).expect("valid device");
+        let secs = wall.elapsed().as_secs_f64();
+        println!(
+            "c-zssd-precondition-random: {:.0} GB preconditioned in {secs:.3} s wall; peak RSS {} MiB",
+            ssd.capacity_bytes() as f64 / 1e9,
+            peak_rss_mib()
+        );
+        drop(ssd);
+        bench(
+            "c-zssd-precondition-random-randread-qd32",
+            zssd,
+            "[c]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randread\niodepth=32\nnorandommap\ntime_based\nruntime=1000s\nnumber_ios=1000000\n",
         );
     }
 }

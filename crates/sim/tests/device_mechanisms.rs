@@ -1,0 +1,277 @@
+//! Each of the device mechanisms of issue 11 changes what it should and only that: parallel
+//! firmware cores, the pipelined link with its protocol overhead, background flushing of the
+//! write buffer, read-ahead and preconditioning.
+
+use device::config::{Flush, Precondition};
+use device::DeviceConfig;
+use sim::{DeviceRun, DeviceRunConfig, HostCosts, RunSummary, Silent};
+
+fn run(device: DeviceConfig, job: &str, seed: u64) -> RunSummary {
+    let cfg = DeviceRunConfig {
+        seed,
+        device,
+        host: HostCosts::preset("x86-4").unwrap(),
+        host_name: "x86-4".into(),
+        jobs: workload::JobFile::parse_fio(job, "test.fio").unwrap(),
+        job_source: "test.fio".into(),
+        integrity: false,
+    };
+    DeviceRun::new(&cfg).unwrap().run(&mut Silent).unwrap()
+}
+
+/// A one-job file bounded by `number_ios` (`time_based` with a long runtime, so fio does not
+/// stop the job after one pass over its region).
+fn job(name: &str, body: &str) -> String {
+    format!(
+        "[global]\nioengine=libaio\ndirect=1\nbs=4k\ntime_based\nruntime=1000s\n[{name}]\n{body}\n"
+    )
+}
+
+fn zssd_with_cores(cores: u32) -> DeviceConfig {
+    let mut c = DeviceConfig::preset("zssd").unwrap();
+    c.ctrl.firmware_cores = cores;
+    c
+}
+
+/// One serial core caps 4 KiB writes at 4096 B / 2.7 µs = 1.5 GB/s on zssd; two cores double the
+/// firmware bound, so writes at QD32 from four threads (which land in DRAM) go faster, while a QD1 write, which waits
+/// for one core only, takes exactly as long.
+#[test]
+fn doubling_firmware_cores_raises_the_write_bound_and_leaves_qd1_alone() {
+    let qd32 = job(
+        "w",
+        "rw=randwrite\niodepth=32\nnumjobs=4\nnumber_ios=10000\nnorandommap",
+    );
+    let bw = |cores| {
+        run(zssd_with_cores(cores), &qd32, 7).jobs[0]
+            .write
+            .bytes_per_sec
+    };
+    let (one, two) = (bw(1), bw(2));
+    assert!(
+        one < 1.55e9,
+        "one core: {:.2} GB/s, above the 1.5 GB/s firmware bound",
+        one / 1e9
+    );
+    assert!(
+        two > 1.6 * one,
+        "two cores: {:.2} GB/s vs one core {:.2} GB/s",
+        two / 1e9,
+        one / 1e9
+    );
+    let qd1 = job(
+        "w1",
+        "rw=randwrite\niodepth=1\nnumber_ios=2000\nnorandommap",
+    );
+    let mean = |cores| {
+        run(zssd_with_cores(cores), &qd1, 7).jobs[0]
+            .write
+            .latency_ns
+            .mean
+    };
+    assert_eq!(
+        mean(1),
+        mean(2),
+        "QD1 write latency moved with the core count"
+    );
+}
+
+/// 128 KiB sequential reads are bound by the link's payload rate once TLP overhead is paid:
+/// 3.938 GB/s × 256 / 280 = 3.60 GB/s on Gen3 ×4, not the 3.94 GB/s of the raw lanes.
+#[test]
+fn large_sequential_reads_are_bound_by_the_links_payload_rate() {
+    let s = run(
+        DeviceConfig::preset("zssd").unwrap(),
+        &job("seq", "rw=read\nbs=128k\niodepth=32\nnumber_ios=8000"),
+        1,
+    );
+    let gb_per_s = s.jobs[0].read.bytes_per_sec / 1e9;
+    assert!(
+        (3.3..=3.61).contains(&gb_per_s),
+        "128 KiB sequential reads at {gb_per_s:.2} GB/s; the link carries 3.60 GB/s of payload"
+    );
+}
+
+/// 4 KiB random reads at QD32 from four threads (one thread's CPU caps it at 400 K/s) are not
+/// capped by per-transfer setup: the link's 4 KiB ceiling is 1 / (1,138 + 11) ns = 870 K/s with
+/// the completion entries, and a serial 250 ns setup per DMA would cut it to 606 K/s.
+#[test]
+fn small_random_reads_are_not_capped_by_dma_setup() {
+    let s = run(
+        DeviceConfig::preset("zssd").unwrap(),
+        &job(
+            "rr",
+            "rw=randread\niodepth=32\nnumjobs=4\nnumber_ios=10000\nnorandommap",
+        ),
+        1,
+    );
+    let iops = s.jobs[0].read.iops;
+    assert!(
+        iops > 800_000.0,
+        "{iops:.0} 4 KiB reads/s: at or under the 720 K/s a serial setup would allow"
+    );
+}
+
+fn with_flush(preset: &str, flush: Flush) -> DeviceConfig {
+    let mut c = DeviceConfig::preset(preset).unwrap();
+    c.cache.flush = flush;
+    c
+}
+
+/// With `flush = "idle"` a 20 % write mix at QD1 programs flash during the run and some reads
+/// meet a die busy with a program; with `on-full` the 512 MB buffer never fills in the run, so
+/// nothing is programmed and no read meets a busy die. The writes themselves (acknowledged from
+/// DRAM) take the same time either way.
+#[test]
+fn idle_flush_programs_during_a_light_mix_and_reads_meet_busy_dies() {
+    let mix = job(
+        "mix",
+        "rw=randrw\nrwmixread=80\niodepth=1\nnumber_ios=20000\nnorandommap",
+    );
+    for preset in ["zssd", "nvme-tlc"] {
+        let idle = run(with_flush(preset, Flush::Idle), &mix, 3);
+        let full = run(with_flush(preset, Flush::OnFull), &mix, 3);
+        let (fi, ff) = (&idle.device.flash, &full.device.flash);
+        assert_eq!(
+            ff.programs, 0,
+            "{preset}: on-full programmed {}",
+            ff.programs
+        );
+        assert_eq!(ff.reads_met_program_or_erase, 0);
+        // ≈ 4,000 writes in rows of 8 (zssd) or 4 (nvme-tlc) units: hundreds of programs.
+        assert!(
+            fi.programs > 200,
+            "{preset}: idle flush programmed {} rows",
+            fi.programs
+        );
+        assert!(
+            fi.reads_met_program_or_erase > 0,
+            "{preset}: no read met a busy die ({} programs)",
+            fi.programs
+        );
+        assert_eq!(
+            idle.jobs[0].write.latency_ns.mean, full.jobs[0].write.latency_ns.mean,
+            "{preset}: buffered writes should not feel the background flush"
+        );
+    }
+}
+
+fn zssd_preconditioned(p: Precondition) -> DeviceConfig {
+    let mut c = DeviceConfig::preset("zssd").unwrap();
+    c.ftl.precondition = p;
+    c
+}
+
+/// A randomly preconditioned drive is at the GC threshold: GC runs from its first writes,
+/// and GC copies valid data (write amplification above 1). The same writes on a sequentially
+/// preconditioned drive (7 % of its superblocks free) run no GC.
+#[test]
+fn a_randomly_preconditioned_drive_collects_garbage_from_its_first_writes() {
+    let writes = job(
+        "w",
+        "rw=randwrite\niodepth=32\nnumjobs=2\nnumber_ios=5000\nnorandommap",
+    );
+    let random = run(zssd_preconditioned(Precondition::Random), &writes, 4);
+    let sequential = run(zssd_preconditioned(Precondition::Sequential), &writes, 4);
+    assert_eq!(sequential.device.ftl.gc_runs, 0);
+    assert!(
+        random.device.ftl.gc_runs > 0 && random.device.ftl.gc_units_programmed > 0,
+        "random precondition: {:?}",
+        random.device.ftl
+    );
+    assert!(random.device.write_amplification > 1.5);
+}
+
+/// A device too small for its workload's live data is flagged (write amplification above 20),
+/// and a run on a roomy one is not.
+#[test]
+fn write_amplification_above_twenty_is_warned() {
+    let mut small = DeviceConfig::preset("nvme-tlc").unwrap();
+    small.flash.channels = 2;
+    small.flash.packages_per_channel = 1;
+    small.flash.dies_per_package = 2;
+    small.flash.blocks_per_plane = 64;
+    small.flash.pages_per_block = 96;
+    small.cache.dram_bytes = 4 << 20;
+    small.cache.write_buffer_bytes = 2 << 20;
+    small.ftl.overprovisioning_pct = 3;
+    small.ftl.precondition = Precondition::Random;
+    let writes = job(
+        "w",
+        "rw=randwrite\niodepth=16\nnumber_ios=20000\nnorandommap",
+    );
+    let s = run(small, &writes, 2);
+    assert!(
+        s.device.write_amplification > 20.0,
+        "{}",
+        s.device.write_amplification
+    );
+    assert_eq!(s.device.warnings.len(), 1, "{:?}", s.device.warnings);
+    assert!(s.device.warnings[0].contains("write amplification"));
+    let roomy = run(DeviceConfig::preset("zssd").unwrap(), &writes, 2);
+    assert!(
+        roomy.device.warnings.is_empty(),
+        "{:?}",
+        roomy.device.warnings
+    );
+}
+
+fn zssd_readahead(units: u32) -> DeviceConfig {
+    let mut c = DeviceConfig::preset("zssd").unwrap();
+    c.cache.readahead_units = units;
+    c
+}
+
+/// With read-ahead, sequential QD1 reads are served from DRAM after the stream is detected and
+/// get cheaper than random ones (by about the 5 µs of flash time); without it, and for random
+/// reads either way, they cost the same.
+#[test]
+fn read_ahead_makes_sequential_qd1_reads_cheaper_than_random_ones() {
+    let mean = |units: u32, rw: &str| {
+        let s = run(
+            zssd_readahead(units),
+            &job(
+                "r",
+                &format!("rw={rw}\niodepth=1\nnumber_ios=3000\nnorandommap"),
+            ),
+            6,
+        );
+        s.jobs[0].read.latency_ns.mean as i64
+    };
+    let (seq_on, rand_on) = (mean(32, "read"), mean(32, "randread"));
+    let (seq_off, rand_off) = (mean(0, "read"), mean(0, "randread"));
+    assert!(
+        seq_on + 3_000 < rand_on,
+        "read-ahead on: sequential {seq_on} ns vs random {rand_on} ns"
+    );
+    assert!(
+        (seq_off - rand_off).abs() < 300,
+        "read-ahead off: sequential {seq_off} ns vs random {rand_off} ns"
+    );
+    assert_eq!(rand_on, rand_off, "read-ahead changed random reads");
+}
+
+/// Same seed, same summary, with every mechanism of this file on at once (idle flush, read-ahead,
+/// four firmware cores, the pipelined link, suspend, random precondition); another seed differs.
+#[test]
+fn every_mechanism_on_is_deterministic() {
+    let mut c = zssd_preconditioned(Precondition::Random);
+    c.cache.flush = Flush::Idle;
+    assert!(c.cache.readahead_units > 0 && c.ctrl.firmware_cores > 1);
+    let j = "[global]\nioengine=libaio\ndirect=1\nnorandommap\ntime_based\nruntime=1000s\n\
+             [mix]\nrw=randrw\nrwmixread=70\nbs=4k\niodepth=8\nnumber_ios=6000\n\
+             [seq]\nrw=read\nbs=16k\niodepth=2\nnumber_ios=1500\n";
+    let strip = |s: RunSummary| {
+        let mut v: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
+        v["sim"]["wall_ns"] = 0.into();
+        v.to_string()
+    };
+    let a = strip(run(c.clone(), j, 8));
+    let b = strip(run(c.clone(), j, 8));
+    assert_eq!(a, b);
+    assert_ne!(
+        a,
+        strip(run(c, j, 9)),
+        "a different seed should change something"
+    );
+}
