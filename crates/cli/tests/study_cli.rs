@@ -146,7 +146,9 @@ fn a_killed_study_resumes_to_the_same_study_json() {
         .unwrap();
     let done = |out: &Path| {
         std::fs::read_dir(out.join("runs")).map_or(0, |d| {
+            // A run being written lives in `.tmp-<id>` until it is renamed into place: not done.
             d.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with(".tmp"))
                 .filter(|e| e.path().join("summary.json").is_file())
                 .count()
         })
