@@ -277,7 +277,9 @@ impl Host {
         }
     }
 
-    /// bio's owner, free the request.
+    /// Completion work of request `r` is done (it started at `started`): record its layer
+    /// times, notify every bio's owner, free the request and wake one thread waiting to
+    /// allocate one.
     pub(crate) fn complete_request(&mut self, r: u32, started: SimTime) {
         let now = self.now;
         let req = self.blk.reqs[r as usize];
