@@ -131,44 +131,66 @@ pub struct Series {
 
 /// Column names, in order.
 pub fn header() -> String {
+    let (w, s) = (ClassWindow::default(), Sample::default());
     let mut cols: Vec<String> = vec!["t_start_ns".into(), "t_end_ns".into()];
     for c in ["lc", "tp"] {
-        for f in [
-            "ios",
-            "iops",
-            "bytes",
-            "lat_mean_ns",
-            "lat_p50_ns",
-            "lat_p99_ns",
-            "lat_p99_9_ns",
-            "lat_max_ns",
-        ] {
-            cols.push(format!("{c}_{f}"));
+        for (name, _) in class_cells(&w, 1) {
+            cols.push(format!("{c}_{name}"));
         }
     }
-    for f in [
-        "dirty_pages",
-        "writeback_pages",
-        "lc_pages_dirtied",
-        "tp_pages_dirtied",
-        "lc_pages_written_back",
-        "tp_pages_written_back",
-        "wb_dirty_units",
-        "wb_capacity_units",
-        "lc_cache_read_hits",
-        "lc_cache_read_misses",
-        "tp_cache_read_hits",
-        "tp_cache_read_misses",
-        "gc_runs",
-        "gc_units_programmed",
-        "erases",
-    ] {
-        cols.push(f.into());
+    for (name, _) in state_cells(&s, &s) {
+        cols.push(name.into());
     }
     for cat in CATS {
         cols.push(format!("cpu_{}_ns", cat.name()));
     }
     cols.join(",")
+}
+
+/// One class's cells of a row (named without the `lc_`/`tp_` prefix) for a window of `len_ns`:
+/// the one place that says what each column holds, so the header and the rows cannot drift.
+fn class_cells(w: &ClassWindow, len_ns: u64) -> [(&'static str, String); 8] {
+    let h = &w.latency;
+    [
+        ("ios", w.ios.to_string()),
+        ("iops", format!("{:.3}", w.ios as f64 * 1e9 / len_ns as f64)),
+        ("bytes", w.bytes.to_string()),
+        ("lat_mean_ns", h.mean_ns().to_string()),
+        ("lat_p50_ns", h.quantile_ns(0.50).to_string()),
+        ("lat_p99_ns", h.quantile_ns(0.99).to_string()),
+        ("lat_p99_9_ns", h.quantile_ns(0.999).to_string()),
+        ("lat_max_ns", h.max_ns().to_string()),
+    ]
+}
+
+/// The page-cache and device cells of a row: gauges as sampled at the window's end `s`,
+/// cumulative counters as the difference from the previous window's end `p`.
+#[rustfmt::skip] // a table: one column a line
+fn state_cells(s: &Sample, p: &Sample) -> [(&'static str, u64); 15] {
+    let d = since;
+    [
+        ("dirty_pages", s.dirty_pages),
+        ("writeback_pages", s.writeback_pages),
+        ("lc_pages_dirtied", d(s.pages_dirtied[0], p.pages_dirtied[0])),
+        ("tp_pages_dirtied", d(s.pages_dirtied[1], p.pages_dirtied[1])),
+        ("lc_pages_written_back", d(s.pages_written_back[0], p.pages_written_back[0])),
+        ("tp_pages_written_back", d(s.pages_written_back[1], p.pages_written_back[1])),
+        ("wb_dirty_units", s.wb_dirty_units),
+        ("wb_capacity_units", s.wb_capacity_units),
+        ("lc_cache_read_hits", d(s.cache_read_hits[0], p.cache_read_hits[0])),
+        ("lc_cache_read_misses", d(s.cache_read_misses[0], p.cache_read_misses[0])),
+        ("tp_cache_read_hits", d(s.cache_read_hits[1], p.cache_read_hits[1])),
+        ("tp_cache_read_misses", d(s.cache_read_misses[1], p.cache_read_misses[1])),
+        ("gc_runs", d(s.gc_runs, p.gc_runs)),
+        ("gc_units_programmed", d(s.gc_units_programmed, p.gc_units_programmed)),
+        ("erases", d(s.erases, p.erases)),
+    ]
+}
+
+/// A cumulative counter's growth since the previous sample.
+fn since(now: u64, before: u64) -> u64 {
+    now.checked_sub(before)
+        .expect("cumulative counters never go down")
 }
 
 impl Series {
@@ -233,40 +255,13 @@ impl Series {
         let p = self.prev;
         let mut row = format!("{},{}", self.start.as_ns(), end.as_ns());
         for w in &mut self.classes {
-            let iops = w.ios as f64 * 1e9 / len_ns as f64;
-            let h = &w.latency;
-            row.push_str(&format!(
-                ",{},{:.3},{},{},{},{},{},{}",
-                w.ios,
-                iops,
-                w.bytes,
-                h.mean_ns(),
-                h.quantile_ns(0.50),
-                h.quantile_ns(0.99),
-                h.quantile_ns(0.999),
-                h.max_ns()
-            ));
+            for (_, cell) in class_cells(w, len_ns) {
+                row.push(',');
+                row.push_str(&cell);
+            }
             *w = ClassWindow::default();
         }
-        let d = |a: u64, b: u64| a.checked_sub(b).expect("cumulative counters never go down");
-        let counters = [
-            s.dirty_pages,
-            s.writeback_pages,
-            d(s.pages_dirtied[0], p.pages_dirtied[0]),
-            d(s.pages_dirtied[1], p.pages_dirtied[1]),
-            d(s.pages_written_back[0], p.pages_written_back[0]),
-            d(s.pages_written_back[1], p.pages_written_back[1]),
-            s.wb_dirty_units,
-            s.wb_capacity_units,
-            d(s.cache_read_hits[0], p.cache_read_hits[0]),
-            d(s.cache_read_misses[0], p.cache_read_misses[0]),
-            d(s.cache_read_hits[1], p.cache_read_hits[1]),
-            d(s.cache_read_misses[1], p.cache_read_misses[1]),
-            d(s.gc_runs, p.gc_runs),
-            d(s.gc_units_programmed, p.gc_units_programmed),
-            d(s.erases, p.erases),
-        ];
-        for v in counters {
+        for (_, v) in state_cells(s, &p) {
             row.push_str(&format!(",{v}"));
         }
         let idle = host::Cat::Idle.index();
@@ -274,7 +269,7 @@ impl Series {
             .cpu_ns
             .iter()
             .zip(&p.cpu_ns)
-            .map(|(&now, &before)| d(now, before))
+            .map(|(&now, &before)| since(now, before))
             .collect();
         let busy: u64 = cpu
             .iter()
