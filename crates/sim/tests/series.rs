@@ -210,7 +210,30 @@ fn system_series_sum_to_the_run_totals_and_do_not_perturb_it() {
         sum(&r, "tp_pages_written_back"),
         pc.throughput.pages_written_back
     );
+    assert_eq!(
+        sum(&r, "lc_pages_dirtied"),
+        pc.latency_critical.pages_dirtied
+    );
+    assert_eq!(
+        sum(&r, "lc_pages_written_back"),
+        pc.latency_critical.pages_written_back
+    );
+    let cache = &run.device.cache;
+    assert!(cache.latency_critical.read_misses > 0 && cache.throughput.read_misses > 0);
+    for (col, total) in [
+        ("lc_cache_read_hits", cache.latency_critical.read_hits),
+        ("lc_cache_read_misses", cache.latency_critical.read_misses),
+        ("tp_cache_read_hits", cache.throughput.read_hits),
+        ("tp_cache_read_misses", cache.throughput.read_misses),
+    ] {
+        assert_eq!(sum(&r, col), total, "{col}");
+    }
     assert_eq!(sum(&r, "gc_runs"), run.device.ftl.gc_runs);
+    assert_eq!(
+        sum(&r, "gc_units_programmed"),
+        run.device.ftl.gc_units_programmed
+    );
+    assert_eq!(sum(&r, "erases"), run.device.ftl.erases);
     // ungzip starts at 20 ms: no throughput I/O and no dirty page before it.
     assert_eq!(r[0]["tp_ios"] as u64 + r[1]["tp_ios"] as u64, 0);
     assert_eq!(r[0]["dirty_pages"] as u64 + r[1]["dirty_pages"] as u64, 0);
