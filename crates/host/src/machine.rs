@@ -107,8 +107,13 @@ pub enum HostError {
         process: String,
         source: workload::GenError,
     },
-    #[error("the processes' files need {need_bytes} bytes but the device holds {capacity_bytes}")]
+    #[error(
+        "process `{process}`: its file ends at byte {need_bytes} but the device holds \
+         {capacity_bytes} bytes (files are laid out in process order, each on a 1 MiB \
+         boundary; lower file_bytes)"
+    )]
     Capacity {
+        process: String,
         need_bytes: u64,
         capacity_bytes: u64,
     },

@@ -221,12 +221,16 @@ impl<'c> Spawner<'c> {
         if file_bytes < FILE_MIN_BYTES {
             return Err(HostError::Unsupported {
                 process: spec.name.clone(),
-                reason: format!("file_bytes {} is below 64 KiB", spec.file_bytes),
+                reason: format!(
+                    "file_bytes = {} is below the {FILE_MIN_BYTES} bytes a process's file needs",
+                    spec.file_bytes
+                ),
             });
         }
         let need = self.next_file_byte + file_bytes;
         if need > self.device_capacity_bytes {
             return Err(HostError::Capacity {
+                process: spec.name.clone(),
                 need_bytes: need,
                 capacity_bytes: self.device_capacity_bytes,
             });

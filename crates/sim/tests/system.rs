@@ -476,7 +476,10 @@ fn bad_system_configs_are_clear_errors() {
     );
     let cfg = config("[[process]]\nprofile = \"apache\"\nfile_bytes = 900000000000000\n");
     let e = run_system(&cfg, &mut Silent).err().unwrap().to_string();
-    assert!(e.contains("device holds"), "{e}");
+    assert!(
+        e.contains("apache") && e.contains("900000000000000") && e.contains("device holds"),
+        "{e}"
+    );
     let e = SystemConfig::parse(
         "[[process]]\nfio = \"/nonexistent/x.fio\"\n",
         "x.toml",
