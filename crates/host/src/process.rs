@@ -274,6 +274,36 @@ pub(crate) struct FioThread {
     pub latency_at_completion: bool,
 }
 
+impl FioThread {
+    /// A clone of job `job` taking its I/Os from `source`, before its first I/O, with the
+    /// plainest settings (synchronous, direct, interrupt completion, unpaced, no ramp, latency
+    /// to the reap); the caller overrides what its job or trace asks for.
+    pub(crate) fn new(job: u32, source: IoSource) -> FioThread {
+        FioThread {
+            job,
+            source,
+            spec_depth: 1,
+            asynchronous: false,
+            polled: false,
+            direct: true,
+            thinktime_ns: 0,
+            rate_interval_ns: None,
+            runtime_ns: None,
+            ramp_ns: 0,
+            ramp_over: true,
+            started: engine::SimTime::ZERO,
+            issued: 0,
+            exhausted: false,
+            in_flight: 0,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            completed: Vec::new(),
+            reaping: Vec::new(),
+            latency_at_completion: false,
+        }
+    }
+}
+
 /// What a process is doing, by kind.
 pub(crate) enum ProcState {
     Online(Box<OnlineState>),

@@ -414,35 +414,20 @@ impl<'c> Spawner<'c> {
             }
         }
         let open_loop = mode == TraceMode::OpenLoop;
+        let source = IoSource::Trace {
+            records: records.clone(),
+            next: 0,
+            open_loop,
+        };
         let fio = FioThread {
-            job: 0,
-            source: IoSource::Trace {
-                records: records.clone(),
-                next: 0,
-                open_loop,
-            },
-            latency_at_completion: true,
             spec_depth: if open_loop {
                 OPEN_LOOP_MAX_IN_FLIGHT
             } else {
                 1
             },
             asynchronous: open_loop,
-            polled: false,
-            direct: true,
-            thinktime_ns: 0,
-            rate_interval_ns: None,
-            runtime_ns: None,
-            ramp_ns: 0,
-            ramp_over: true,
-            started: SimTime::ZERO,
-            issued: 0,
-            exhausted: false,
-            in_flight: 0,
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            completed: Vec::new(),
-            reaping: Vec::new(),
+            latency_at_completion: true,
+            ..FioThread::new(0, source)
         };
         self.thread(p, Role::Fio(Box::new(fio)), "trace", None, 0);
         Ok(ProcState::Fio {
@@ -519,13 +504,9 @@ impl<'c> Spawner<'c> {
 /// ones keep `iodepth` in flight.
 fn fio_thread(job: &JobSpec, job_index: u32, gen: IoGenerator) -> FioThread {
     let direct = job.buffering == Buffering::Direct;
-    let asynchronous = job.engine == workload::IoEngine::Async && direct;
     FioThread {
-        job: job_index,
-        source: IoSource::Job(gen),
-        latency_at_completion: false,
         spec_depth: job.effective_iodepth().max(1),
-        asynchronous,
+        asynchronous: job.engine == workload::IoEngine::Async && direct,
         polled: job.completion == workload::Completion::Polled,
         direct,
         thinktime_ns: job.thinktime_ns,
@@ -533,14 +514,7 @@ fn fio_thread(job: &JobSpec, job_index: u32, gen: IoGenerator) -> FioThread {
         runtime_ns: job.runtime_ns,
         ramp_ns: job.ramp_time_ns,
         ramp_over: job.ramp_time_ns == 0,
-        started: SimTime::ZERO,
-        issued: 0,
-        exhausted: false,
-        in_flight: 0,
-        slots: Vec::new(),
-        free_slots: Vec::new(),
-        completed: Vec::new(),
-        reaping: Vec::new(),
+        ..FioThread::new(job_index, IoSource::Job(gen))
     }
 }
 
