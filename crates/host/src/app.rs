@@ -40,7 +40,7 @@ use crate::cpu::Cat;
 use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
-use crate::process::{arrival_gap_of, OnlineReq, OnlineState, ProcState};
+use crate::process::{arrival_gap_of, OnlineReq, OnlineState};
 use crate::task::{draw_gap, Path, Role, Step, Wait};
 
 impl Host {
@@ -113,15 +113,12 @@ impl Host {
         let app = &self.cfg.app;
         let (send, one_way) = (app.client_send_ns, app.net_one_way_ns);
         let spec = self.procs[p as usize].spec.clone_rate();
-        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
-            unreachable!("arrivals only for online services")
-        };
         let OnlineState {
             reqs,
             free_reqs,
             arrival_rng,
             ..
-        } = &mut **online;
+        } = self.procs[p as usize].online();
         let rec = OnlineReq {
             sent_at: now,
             live: true,
@@ -146,12 +143,9 @@ impl Host {
 
     /// Request `req` reaches the server of `p`: it is queued and the server woken if idle.
     pub(crate) fn on_server_rx(&mut self, p: u32, req: u32) {
-        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
-            unreachable!()
-        };
-        let OnlineState { server, rx, .. } = &mut **online;
-        rx.push_back(req);
-        let server = *server;
+        let online = self.procs[p as usize].online();
+        online.rx.push_back(req);
+        let server = online.server;
         if self.threads[server as usize].wait == Wait::Rx {
             self.wake(server);
         }
@@ -160,16 +154,13 @@ impl Host {
     /// The reply to `req` reaches the client: its response time is recorded.
     pub(crate) fn on_client_rx(&mut self, p: u32, req: u32) {
         let now = self.now;
-        let ProcState::Online(online) = &mut self.procs[p as usize].state else {
-            unreachable!()
-        };
         let OnlineState {
             reqs,
             free_reqs,
             response,
             completed,
             ..
-        } = &mut **online;
+        } = self.procs[p as usize].online();
         let r = &mut reqs[req as usize];
         assert!(
             r.live,
@@ -184,11 +175,7 @@ impl Host {
     /// The server receives its next request, or sleeps until one arrives.
     pub(crate) fn server_next(&mut self, t: u32) {
         let p = self.threads[t as usize].proc as usize;
-        let ProcState::Online(online) = &mut self.procs[p].state else {
-            unreachable!()
-        };
-        let OnlineState { rx, .. } = &mut **online;
-        match rx.pop_front() {
+        match self.procs[p].online().rx.pop_front() {
             Some(req) => {
                 self.threads[t as usize].role = Role::Server { req };
                 let ns = self.cfg.app.net_recv_ns + self.cfg.app.handoff_ns;
@@ -209,12 +196,9 @@ impl Host {
         };
         let p = self.threads[t as usize].proc as usize;
         let ipr = self.procs[p].spec.instructions_per_request;
-        let ProcState::Online(online) = &mut self.procs[p].state else {
-            unreachable!()
-        };
         let OnlineState {
             idle_workers, work, ..
-        } = &mut **online;
+        } = self.procs[p].online();
         match idle_workers.pop() {
             Some(w) => {
                 self.threads[w as usize].role = Role::Worker {
@@ -237,12 +221,9 @@ impl Host {
         };
         if req == NIL {
             let ipr = self.procs[p].spec.instructions_per_request;
-            let ProcState::Online(online) = &mut self.procs[p].state else {
-                unreachable!()
-            };
             let OnlineState {
                 idle_workers, work, ..
-            } = &mut **online;
+            } = self.procs[p].online();
             match work.pop_front() {
                 Some(r) => {
                     self.threads[t as usize].role = Role::Worker {

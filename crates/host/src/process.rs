@@ -335,6 +335,16 @@ pub(crate) struct Process {
     pub first_io_at: Option<engine::SimTime>,
 }
 
+impl Process {
+    /// The state of an online service (only its threads and its client's events ask).
+    pub(crate) fn online(&mut self) -> &mut OnlineState {
+        match &mut self.state {
+            ProcState::Online(o) => o,
+            _ => unreachable!("process `{}` is not an online service", self.spec.name),
+        }
+    }
+}
+
 /// Results of one process.
 #[derive(Clone, Debug)]
 pub struct ProcessReport {
