@@ -334,12 +334,7 @@ impl<'a> DeviceRun<'a> {
         window_ns: u64,
         out: Box<dyn std::io::Write>,
     ) -> Result<(), RunError> {
-        let cores = self
-            .threads
-            .iter()
-            .map(|t| t.core as u32 + 1)
-            .max()
-            .unwrap_or(0);
+        let cores = self.cores() as u32;
         for th in &mut self.threads {
             th.track_ahead = true;
         }
@@ -737,15 +732,18 @@ impl<'a> DeviceRun<'a> {
         Ok(())
     }
 
-    /// Per-core CPU statistics at `end`: each thread's time on its core, the rest idle.
-    fn core_stats(&self, end: SimTime) -> Vec<CoreStats> {
-        let n = self
-            .threads
+    /// The thin host's cores: as many as the largest stonewall group has threads.
+    fn cores(&self) -> usize {
+        self.threads
             .iter()
             .map(|t| t.core as usize + 1)
             .max()
-            .unwrap_or(0);
-        let mut cores: Vec<CoreStats> = (0..n)
+            .unwrap_or(0)
+    }
+
+    /// Per-core CPU statistics at `end`: each thread's time on its core, the rest idle.
+    fn core_stats(&self, end: SimTime) -> Vec<CoreStats> {
+        let mut cores: Vec<CoreStats> = (0..self.cores())
             .map(|c| CoreStats {
                 core: c as u32,
                 ns: [0; CAT_COUNT],
