@@ -37,8 +37,7 @@ use host::{
 };
 use serde::Serialize;
 
-pub use crate::report::CpuSummary;
-use crate::report::{JobResult, OpResult, SimInfo, ThreadCpu};
+use crate::report::{CpuSummary, JobResult, OpResult, SimInfo, ThreadCpu};
 use crate::system::config::SystemConfig;
 use crate::system::run::SystemRunResult;
 
