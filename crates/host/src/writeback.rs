@@ -133,17 +133,8 @@ impl Host {
     /// The run's pages are under write-back: their bio goes to the block layer (plugged).
     pub(crate) fn flush_pages_done(&mut self, t: u32) {
         let (file, first, n, class) = self.flush.run;
-        let core = self.core_of(t);
-        let b = self.writeback_bio(file, first, n, class);
-        let th = &mut self.threads[t as usize];
-        if th.plug.is_empty() {
-            th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
-        }
-        th.io.wait = false;
-        th.bios.clear();
-        th.bios.push(b);
-        th.next_bio = 0;
-        self.submission_next(t);
+        self.threads[t as usize].io.wait = false;
+        self.submit_writeback_bio(t, file, first, n, class);
     }
 
     /// fsync in the calling thread: write back the file's dirty pages (plugged, like the
@@ -182,25 +173,19 @@ impl Host {
 
     /// fsync's run of pages is under write-back: its bio goes to the block layer (plugged).
     pub(crate) fn fsync_pages_done(&mut self, t: u32) {
-        let core = self.core_of(t);
         let th = &self.threads[t as usize];
         let file = th.fsync_file;
         let (first, n, class) = th.fsync_run;
-        let b = self.writeback_bio(file, first, n, class);
-        let th = &mut self.threads[t as usize];
-        if th.plug.is_empty() {
-            th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
-        }
-        th.bios.clear();
-        th.bios.push(b);
-        th.next_bio = 0;
-        self.submission_next(t);
+        self.submit_writeback_bio(t, file, first, n, class);
     }
 
-    /// The write bio for pages `[first, first + n)` of `file`, owned by write-back.
-    pub(crate) fn writeback_bio(&mut self, file: u32, first: u64, n: u32, class: IoClass) -> u32 {
+    /// Thread `t` (the flusher, or a thread in fsync) submits the write bio for pages
+    /// `[first, first + n)` of `file`, owned by write-back, into its plug; a fresh plug goes to
+    /// its core's interrupt queue.
+    fn submit_writeback_bio(&mut self, t: u32, file: u32, first: u64, n: u32, class: IoClass) {
+        let core = self.core_of(t);
         let base = self.pc.files[file as usize].base_sector;
-        self.blk.new_bio(
+        let b = self.blk.new_bio(
             IoOp::Write,
             class,
             base + first * SECTORS_PER_PAGE,
@@ -210,7 +195,15 @@ impl Host {
                 first_page: first,
                 pages: n,
             },
-        )
+        );
+        let th = &mut self.threads[t as usize];
+        if th.plug.is_empty() {
+            th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
+        }
+        th.bios.clear();
+        th.bios.push(b);
+        th.next_bio = 0;
+        self.submission_next(t);
     }
 
     /// A write-back bio completed: its pages are clean; fsync callers whose file has nothing
