@@ -52,14 +52,17 @@
 //! ```text
 //!  config → jitter → pagecache → cpu → process → blk → nvme → task → breakdown → machine
 //!         → testing (unit tests only) → { spawn, app, fio, syscall, blk_submit, nvme_complete,
-//!           writeback, tick }
+//!           writeback, tick, jitter_tests (unit tests only) }
 //! ```
 //!
 //! The state modules know nothing of the machine (the scheduler hands its timers out as
 //! `cpu::CoreTimer`s for the machine to wrap in its own events). The behaviour modules import
 //! the machine and the state modules, never each other: they call each other's functions as
 //! methods of [`Host`]. `testing` holds test doubles (a fixed-latency device) for the unit
-//! tests.
+//! tests. A behaviour's whole-host tests sit in its module (`writeback`'s periodic flush);
+//! `jitter_tests` holds those of `jitter`'s disturbances, whose code is spread over `tick`,
+//! `blk_submit`, `nvme_complete` and `cpu` (and `jitter`, a state module, may not import the
+//! machine they drive).
 
 mod app;
 pub mod blk;
