@@ -25,7 +25,9 @@
 //! halved) reproduces device.md's QD1 figures for the Z-SSD through the whole host model: a
 //! pvsync2 4 KiB random read/write job (100 ms, seed 1) on `x86-4` + `zssd` gives 14.8 / 11.6 µs
 //! with interrupts and 13.4 / 10.2 µs polled (published: 14.7 / 11.4 and 13.6 / 9.9); the
-//! means `ullstack sim --system` prints for a system config with one `fio` process.
+//! means `ullstack sim --system` prints for a system config (`seed = 1`, `duration_ms = 100`,
+//! host `x86-4`, device `zssd`) with one `fio` process running `[j] ioengine=pvsync2 direct=1
+//! bs=4k rw=randread` (or `randwrite`; `hipri` for polled) `time_based runtime=100ms`.
 //!
 //! Not reproduced: host-stack.md's ≈ 39 µs spent in the block layer by a latency-critical I/O
 //! under co-run load. Here the block layer costs ≈ 2.3 µs of CPU per request (submit + merge
@@ -45,9 +47,10 @@
 //!   default (`kernel/Kconfig.hz`, `default HZ_250`). The handler cost is our estimate: the
 //!   timer interrupt entry we charge hybrid-polling wake-ups (`timer_irq_ns` 1.5 µs) plus
 //!   ≈ 0.5 µs of `scheduler_tick` and jiffies/RCU bookkeeping. On by default because every
-//!   busy core of a real server takes it; it moves QD1 means by under 0.01 µs (x86-4 + zssd
-//!   above: 14.790 / 11.647 / 13.388 / 10.247 µs with it, 14.788 / 11.646 / 13.387 / 10.246
-//!   without, `tick_hz = 0`) and puts its cost into the polled p99.99 (13.4 → 14.4 µs read).
+//!   busy core of a real server takes it; it moves QD1 means by under 0.01 µs (the x86-4 +
+//!   zssd jobs above, read / write / polled read / polled write: 14.798 / 11.650 / 13.398 /
+//!   10.250 µs with it, 14.797 / 11.649 / 13.397 / 10.249 without, `tick_hz = 0`) and puts its
+//!   cost into the polled p99.99 (13.4 → 14.4 µs read).
 //! - `poll_lock = "split"`: the kernel since 4.20. `"shared"` models the older single queue
 //!   lock; `poll_lock_hold_ns = 100` (50 on x86-4) is half a poll iteration, the CQ walk's
 //!   share of the loop (an estimate: one CQE cache line and the phase-tag check).
