@@ -308,6 +308,24 @@ fn thin_host_cpu_adds_up_and_polling_occupies_a_core() {
     assert!(polled.cpu.poll > 0.0 && polled.cpu.irq == 0.0);
     assert!(irq.cpu.irq > 0.0 && irq.cpu.poll == 0.0);
     assert_eq!(irq.cpu.interrupts, 2000);
+    // Each synchronous I/O with interrupts books exactly its submit, its ISR and the switch
+    // back to the sleeping thread (x86-4 costs), and nothing else.
+    let (c, costs) = (&irq.host.cores[0].ns, HostCosts::preset("x86-4").unwrap());
+    let booked = |cat: host::Cat| c[cat.index()];
+    assert_eq!(
+        (
+            booked(host::Cat::Syscall),
+            booked(host::Cat::Irq),
+            booked(host::Cat::Sched)
+        ),
+        (
+            2000 * costs.submit_ns,
+            2000 * costs.isr_ns,
+            2000 * costs.wakeup_ns
+        ),
+        "{c:?}"
+    );
+    assert_eq!(irq.cpu.context_switches, 2000);
     assert_eq!(irq.cpu.user, 0.0, "the thin host has no per-I/O user cost");
     assert_eq!(
         irq.jobs[0].cpu.kernel_ns,
