@@ -23,8 +23,8 @@
 //! Worked example (`apache` on arm8, defaults): 400 requests/s Poisson; 1 M instructions per
 //! request = 500 µs of compute at 2 GHz; 0.666 I/Os per M instructions → on average 0.67
 //! 24 KiB direct reads per request. An unloaded request costs ≈ 2 (send) + 10 (network) + 2
-//! (recv) + 1 (hand-off) + 2.5 (worker switch) + 500 (compute) + 0.67 × ~25 (I/O) + 2 (reply)
-//! + 10 (network) ≈ 546 µs.
+//! (recv) + 1 (hand-off) + 2.5 (worker switch) + 500 (compute) + 0.67 × ~26 (I/O, `machine`'s
+//! example) + 2 (reply) + 10 (network) ≈ 547 µs.
 //!
 //! ## What it leaves out
 //! fsync unless asked for (`fsync_every_writes`), memory footprints of applications (the page

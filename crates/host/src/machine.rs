@@ -19,12 +19,14 @@
 //!   ─▶ context switch (+ cache pollution) (sched) ─▶ the thread continues
 //! ```
 //!
-//! Worked example (arm8 + zssd, the 24 KiB direct reads of `apache` running alone; the means
-//! `ullstack sim` prints): syscall 1.0 µs, then software queue 1.5 µs (bio submit), hardware
-//! queue 0.8 µs (dispatch), driver 1.2 µs (command + doorbell), device ≈ 14.4 µs, ISR 2.5 µs,
-//! block-layer completion 1.5 µs, context switch back 2.5 µs: ≈ 25 µs from the read call to
-//! the worker running again. Co-running with `pagerank` on all 8 cores, the device part barely
-//! changes but the switch back grows (the worker must win its core back from a CPU hog).
+//! Worked example (arm8 + zssd, the 24 KiB direct reads of `apache` running alone; the
+//! breakdown means `ullstack sim --system` prints for `seed = 1`, `duration_ms = 1000`, one
+//! `apache` process): syscall 1.0 µs, then software queue 1.5 µs (bio submit), hardware queue
+//! 0.8 µs (dispatch), driver 1.2 µs (command + doorbell), device ≈ 15.0 µs, ISR 2.5 µs,
+//! block-layer completion 1.5 µs, context switch back 2.5 µs: ≈ 26 µs from the read call to
+//! the worker running again (the process's mean I/O latency: 26.0 µs). Co-running with
+//! `pagerank` on all 8 cores, the device part barely changes but the switch back grows (the
+//! worker must win its core back from a CPU hog).
 //!
 //! The host talks to the device only through messages: [`HostCommand`]s out (collected by
 //! [`Host::take_commands`]) and [`DeviceCqe`]s in ([`Host::deliver`]); the `sim` crate advances
