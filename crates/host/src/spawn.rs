@@ -266,7 +266,7 @@ impl<'c> Spawner<'c> {
         };
         let state = match &spec.workload {
             Workload::Profile(profile) if spec.kind() == ProcessKind::Online => {
-                self.spawn_online(&p, profile)?
+                self.spawn_online(&p, profile, duration)?
             }
             Workload::Profile(profile) => self.spawn_offline(&p, profile)?,
             Workload::Fio { jobs, .. } => self.spawn_fio(&p, jobs)?,
@@ -294,8 +294,13 @@ impl<'c> Spawner<'c> {
     }
 
     /// An online service: a server thread waiting for requests, idle workers, and its client's
-    /// first request.
-    fn spawn_online(&mut self, p: &Spawning, profile: &Profile) -> Result<ProcState, HostError> {
+    /// first request (none if it would come at or after the run's end, like every later one).
+    fn spawn_online(
+        &mut self,
+        p: &Spawning,
+        profile: &Profile,
+        duration: SimTime,
+    ) -> Result<ProcState, HostError> {
         let spec = p.spec;
         let mean_gap = profile.mean_instructions_between_ios();
         if spec.requests_per_sec == 0 || spec.threads == 0 {
@@ -319,7 +324,9 @@ impl<'c> Spawner<'c> {
         let name = &spec.name;
         let mut arrival_rng = stream(self.seed, &format!("proc.{}.{name}.arrivals", p.index));
         let first = spec.start + arrival_gap(spec, &mut arrival_rng);
-        self.events.schedule(first, Ev::Arrival { proc: p.pid() });
+        if first < duration {
+            self.events.schedule(first, Ev::Arrival { proc: p.pid() });
+        }
         Ok(ProcState::Online(Box::new(OnlineState {
             server,
             idle_workers: idle,
@@ -525,7 +532,8 @@ mod tests {
 
     use crate::config::HostConfig;
     use crate::machine::Host;
-    use crate::process::ProcessSpec;
+    use crate::process::{Arrivals, ProcessSpec};
+    use crate::testing::FixedLatencyDevice;
 
     /// The essay's worked example: apache (server + 4 workers) then pagerank (8 threads) on
     /// arm8, threads placed round-robin in creation order, the flusher last.
@@ -550,5 +558,31 @@ mod tests {
             "server, 4 workers, 8 pagerank threads, flusher"
         );
         assert_eq!(host.flush.thread as usize, host.threads.len() - 1);
+    }
+
+    /// A client sends no request at or after the run's end, its first one included: fixed
+    /// arrivals 1 ms apart from a start 1 ms before the end would send the first at the end.
+    #[test]
+    fn no_request_is_sent_at_the_run_s_end() {
+        let cfg = HostConfig::preset("arm8").unwrap();
+        let report = |start_ms: u64| {
+            let mut spec = ProcessSpec::from_profile(
+                Profile::named("apache").unwrap(),
+                IoClass::LatencyCritical,
+                &cfg,
+            );
+            spec.arrivals = Arrivals::Fixed;
+            spec.requests_per_sec = 1_000;
+            spec.start = SimTime::from_ms(start_ms);
+            let mut host = Host::new(&cfg, vec![spec], 1, SimTime::from_ms(10), 1 << 40).unwrap();
+            FixedLatencyDevice::new(&host, 10_000).run(&mut host, None);
+            let p = host.finish().unwrap().processes.remove(0);
+            (p.requests, p.unfinished_requests)
+        };
+        // From t = 0: requests at 1, 2, … 9 ms; the one due at 10 ms is not sent.
+        assert_eq!(report(0), (9, 0));
+        // From 9 ms: the first request would be due at 10 ms, the end.
+        assert_eq!(report(9), (0, 0));
+        assert_eq!(report(8), (1, 0));
     }
 }
