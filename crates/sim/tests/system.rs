@@ -11,6 +11,14 @@ fn config(text: &str) -> SystemConfig {
     SystemConfig::parse(text, "test.toml", Path::new(".")).unwrap()
 }
 
+/// The error a config that must not parse gives.
+fn config_error(text: &str) -> String {
+    SystemConfig::parse(text, "test.toml", Path::new("."))
+        .err()
+        .expect("the config is refused")
+        .to_string()
+}
+
 fn summary(text: &str) -> SystemSummary {
     run(&config(text), &mut Silent).unwrap()
 }
@@ -463,13 +471,7 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
 
 #[test]
 fn bad_system_configs_are_clear_errors() {
-    let e = SystemConfig::parse(
-        "[[process]]\nprofile = \"pagerang\"\n",
-        "x.toml",
-        Path::new("."),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = config_error("[[process]]\nprofile = \"pagerang\"\n");
     assert!(
         e.contains("pagerang") && e.contains("known") && e.contains("pagerank"),
         "{e}"
@@ -480,13 +482,7 @@ fn bad_system_configs_are_clear_errors() {
         e.contains("apache") && e.contains("900000000000000") && e.contains("device holds"),
         "{e}"
     );
-    let e = SystemConfig::parse(
-        "[[process]]\nfio = \"/nonexistent/x.fio\"\n",
-        "x.toml",
-        Path::new("."),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = config_error("[[process]]\nfio = \"/nonexistent/x.fio\"\n");
     assert!(e.contains("/nonexistent/x.fio"), "{e}");
 }
 
@@ -894,22 +890,20 @@ fn start_ms_delays_a_process_by_exactly_that() {
     assert_eq!(pb.start_ns, 7_000_000);
     assert_eq!(pa.ios, pb.ios);
     assert_eq!(pa.io_latency_ns, pb.io_latency_ns, "the same run, later");
-    // An online service that starts later makes its first I/O later.
+    // An online service that starts later makes its first I/O exactly that much later (its
+    // client's first request is the start plus the same first gap).
     let svc = |start: &str| {
         let s = summary(&format!(
-            "seed = 2\nduration_ms = 200\n[[process]]\nprofile = \"apache\"\n{start}"
+            "seed = 2\nduration_ms = 200\n[host]\npreset = \"arm8\"\n[host.jitter]\ntick_hz = 0\n\
+             [[process]]\nprofile = \"apache\"\n{start}"
         ));
         process(&s.run, "apache").first_io_ns.expect("apache reads")
     };
-    assert!(svc("start_ms = 50\n") >= 50_000_000);
+    assert_eq!(svc("start_ms = 50\n") - svc(""), 50_000_000);
     // A start at or past the end is refused, naming the process.
-    let e = SystemConfig::parse(
+    let e = config_error(
         "duration_ms = 100\n[[process]]\nname = \"late\"\nprofile = \"apache\"\nstart_ms = 100\n",
-        "t.toml",
-        Path::new("."),
-    )
-    .unwrap_err()
-    .to_string();
+    );
     assert!(e.contains("late") && e.contains("start_ms = 100"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
