@@ -1,21 +1,11 @@
 //! Behaviour that must come out of the device model, and the run-level invariants.
 
+mod common;
+
+use common::{job, run_job as run, without_wall_clock};
 use device::config::{Precondition, Switch};
 use device::DeviceConfig;
-use sim::{DeviceRun, DeviceRunConfig, HostCosts, RunSummary, Silent};
-
-fn run(device: DeviceConfig, job: &str, seed: u64, integrity: bool) -> RunSummary {
-    let cfg = DeviceRunConfig {
-        seed,
-        device,
-        host: HostCosts::preset("x86-4").unwrap(),
-        host_name: "x86-4".into(),
-        jobs: workload::JobFile::parse_fio(job, "test.fio").unwrap(),
-        job_source: "test.fio".into(),
-        integrity,
-    };
-    DeviceRun::new(&cfg).unwrap().run(&mut Silent).unwrap()
-}
+use sim::{HostCosts, RunSummary};
 
 /// A small TLC drive (4 LUNs × 64 superblocks, 48 MB raw), preconditioned full, with a 2 MB
 /// write buffer: sustained random writes run it into GC quickly.
@@ -32,25 +22,13 @@ fn small_tlc() -> DeviceConfig {
     c
 }
 
-/// A one-job file. `time_based` with a long runtime makes `number_ios` the real bound (fio
-/// stops a job after one pass over its region otherwise).
-fn job(name: &str, body: &str) -> String {
-    format!(
-        "[global]\nioengine=libaio\ndirect=1\nbs=4k\ntime_based\nruntime=1000s\n[{name}]\n{body}\n"
-    )
-}
-
 #[test]
 fn same_config_and_seed_give_identical_summaries() {
     let j = job(
         "mix",
         "rw=randrw\nrwmixread=70\niodepth=8\nnumber_ios=20000",
     );
-    let strip = |s: RunSummary| {
-        let mut v: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
-        v["sim"]["wall_ns"] = 0.into();
-        v.to_string()
-    };
+    let strip = |s: RunSummary| without_wall_clock(&s.to_json());
     let a = strip(run(small_tlc(), &j, 42, false));
     let b = strip(run(small_tlc(), &j, 42, false));
     assert_eq!(a, b);

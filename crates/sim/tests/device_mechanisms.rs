@@ -2,29 +2,15 @@
 //! firmware cores, the pipelined link with its protocol overhead, background flushing of the
 //! write buffer, read-ahead and preconditioning.
 
+mod common;
+
+use common::{job, run_job, without_wall_clock};
 use device::config::{Flush, Precondition};
 use device::DeviceConfig;
-use sim::{DeviceRun, DeviceRunConfig, HostCosts, RunSummary, Silent};
+use sim::RunSummary;
 
 fn run(device: DeviceConfig, job: &str, seed: u64) -> RunSummary {
-    let cfg = DeviceRunConfig {
-        seed,
-        device,
-        host: HostCosts::preset("x86-4").unwrap(),
-        host_name: "x86-4".into(),
-        jobs: workload::JobFile::parse_fio(job, "test.fio").unwrap(),
-        job_source: "test.fio".into(),
-        integrity: false,
-    };
-    DeviceRun::new(&cfg).unwrap().run(&mut Silent).unwrap()
-}
-
-/// A one-job file bounded by `number_ios` (`time_based` with a long runtime, so fio does not
-/// stop the job after one pass over its region).
-fn job(name: &str, body: &str) -> String {
-    format!(
-        "[global]\nioengine=libaio\ndirect=1\nbs=4k\ntime_based\nruntime=1000s\n[{name}]\n{body}\n"
-    )
+    run_job(device, job, seed, false)
 }
 
 fn zssd_with_cores(cores: u32) -> DeviceConfig {
@@ -261,11 +247,7 @@ fn every_mechanism_on_is_deterministic() {
     let j = "[global]\nioengine=libaio\ndirect=1\nnorandommap\ntime_based\nruntime=1000s\n\
              [mix]\nrw=randrw\nrwmixread=70\nbs=4k\niodepth=8\nnumber_ios=6000\n\
              [seq]\nrw=read\nbs=16k\niodepth=2\nnumber_ios=1500\n";
-    let strip = |s: RunSummary| {
-        let mut v: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
-        v["sim"]["wall_ns"] = 0.into();
-        v.to_string()
-    };
+    let strip = |s: RunSummary| without_wall_clock(&s.to_json());
     let a = strip(run(c.clone(), j, 8));
     let b = strip(run(c.clone(), j, 8));
     assert_eq!(a, b);

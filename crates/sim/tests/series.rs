@@ -6,9 +6,12 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+mod common;
+
+use common::{run_config, without_wall_clock};
 use device::DeviceConfig;
 use sim::system::{run_with_series, SeriesOut, SystemConfig, SystemSummary};
-use sim::{DeviceRun, DeviceRunConfig, HostCosts, RunSummary, Silent};
+use sim::{DeviceRun, RunSummary, Silent};
 
 /// A writer the test reads back after the run.
 #[derive(Clone, Default)]
@@ -42,15 +45,6 @@ fn sum(rows: &[HashMap<String, f64>], col: &str) -> u64 {
     rows.iter().map(|r| r[col] as u64).sum()
 }
 
-fn strip_wall(json: &str) -> serde_json::Value {
-    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
-    v["sim"]["wall_ns"] = 0.into();
-    if v.get("alone").is_some() {
-        v["alone"]["sim"]["wall_ns"] = 0.into();
-    }
-    v
-}
-
 fn device_run(series_ms: Option<u64>) -> (RunSummary, Shared) {
     let mut device = DeviceConfig::preset("nvme-tlc").unwrap();
     // Small enough that GC runs within the run.
@@ -64,15 +58,7 @@ fn device_run(series_ms: Option<u64>) -> (RunSummary, Shared) {
         [mixed]\nrw=randrw\nrwmixread=70\nbs=4k\niodepth=16\nnumber_ios=20000\n\
         [polled]\nioengine=pvsync2\nhipri\nrw=randread\nbs=4k\nnumber_ios=3000\n\
         [seq]\nstonewall\nramp_time=5ms\nrw=write\nbs=64k\niodepth=4\nnumber_ios=500\n";
-    let cfg = DeviceRunConfig {
-        seed: 7,
-        device,
-        host: HostCosts::preset("x86-4").unwrap(),
-        host_name: "x86-4".into(),
-        jobs: workload::JobFile::parse_fio(job, "series.fio").unwrap(),
-        job_source: "series.fio".into(),
-        integrity: false,
-    };
+    let cfg = run_config(device, job, 7, false);
     let buf = Shared::default();
     let mut run = DeviceRun::new(&cfg).unwrap();
     if let Some(ms) = series_ms {
@@ -87,8 +73,8 @@ fn device_level_series_sum_to_the_run_totals_and_do_not_perturb_it() {
     let (off, _) = device_run(None);
     let (on, buf) = device_run(Some(5));
     assert_eq!(
-        strip_wall(&off.to_json()),
-        strip_wall(&on.to_json()),
+        without_wall_clock(&off.to_json()),
+        without_wall_clock(&on.to_json()),
         "summary.json with series on and off"
     );
     let r = rows(&buf);
@@ -175,8 +161,8 @@ fn system_series_sum_to_the_run_totals_and_do_not_perturb_it() {
     let (off, _) = system_run(None);
     let (on, buf) = system_run(Some(10));
     assert_eq!(
-        strip_wall(&off.to_json()),
-        strip_wall(&on.to_json()),
+        without_wall_clock(&off.to_json()),
+        without_wall_clock(&on.to_json()),
         "summary.json with series on and off"
     );
     let r = rows(&buf);

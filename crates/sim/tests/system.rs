@@ -1,8 +1,11 @@
 //! Full-system runs: conservation laws, behaviour that must come out of the model, determinism
 //! and config errors.
 
+mod common;
+
 use std::path::Path;
 
+use common::without_wall_clock;
 use engine::IoClass;
 use sim::system::{run, run_system, SystemConfig, SystemSummary};
 use sim::Silent;
@@ -14,8 +17,7 @@ fn config(text: &str) -> SystemConfig {
 /// The error a config that must not parse gives.
 fn config_error(text: &str) -> String {
     SystemConfig::parse(text, "test.toml", Path::new("."))
-        .err()
-        .expect("the config is refused")
+        .expect_err("the config is refused")
         .to_string()
 }
 
@@ -328,12 +330,7 @@ fn the_class_travels_to_the_device_through_write_back() {
 }
 
 fn strip_wall(s: &SystemSummary) -> String {
-    let mut v: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
-    v["sim"]["wall_ns"] = 0.into();
-    if v.get("alone").is_some() {
-        v["alone"]["sim"]["wall_ns"] = 0.into();
-    }
-    v.to_string()
+    without_wall_clock(&s.to_json())
 }
 
 #[test]
