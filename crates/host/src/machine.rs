@@ -479,7 +479,7 @@ impl Host {
                 };
                 ProcessReport {
                     name: p.spec.name.clone(),
-                    profile: p.spec.profile_name(),
+                    workload: p.spec.workload_name(),
                     class: p.spec.class,
                     kind: p.spec.kind(),
                     requests,

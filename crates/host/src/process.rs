@@ -160,7 +160,9 @@ impl ProcessSpec {
         }
     }
 
-    pub fn profile_name(&self) -> String {
+    /// What the process runs: the built-in profile's name, or the fio job file or trace it
+    /// reads.
+    pub fn workload_name(&self) -> String {
         match &self.workload {
             Workload::Profile(p) => p.name.to_string(),
             Workload::Fio { source, .. } | Workload::Trace { source, .. } => source.clone(),
@@ -349,7 +351,8 @@ impl Process {
 #[derive(Clone, Debug)]
 pub struct ProcessReport {
     pub name: String,
-    pub profile: String,
+    /// The profile's name (online, offline), or the fio job file or trace read (fio, trace).
+    pub workload: String,
     pub class: IoClass,
     pub kind: ProcessKind,
     /// Online: requests completed (reply received by the client).

@@ -53,8 +53,8 @@ pub enum RunConfigError {
 /// thread was idle: a thread busy submitting at high queue depth reaps without sleeping);
 /// `poll_ns` the polled completion path of one I/O (no ISR, no switch).
 ///
-/// These costs are constant on purpose: README's QD1 calibration table is measured on this
-/// host and pinned to 0.1 µs. Cost variance, the timer tick and the poll/submission lock are
+/// These costs are constant on purpose: README's QD1 calibration table is what the model
+/// prints with them, pinned to 0.1 µs by `crates/cli/tests/readme_figures.rs`. Cost variance, the timer tick and the poll/submission lock are
 /// modelled in the full host (`host::jitter`, `[host.jitter]` of a system config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

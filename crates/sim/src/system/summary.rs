@@ -182,8 +182,8 @@ impl SystemRunSummary {
                 let from_file = matches!(p.kind, ProcessKind::Fio | ProcessKind::Trace);
                 ProcessSummary {
                     name: p.name.clone(),
-                    profile: (!from_file).then(|| p.profile.clone()),
-                    source: from_file.then(|| p.profile.clone()),
+                    profile: (!from_file).then(|| p.workload.clone()),
+                    source: from_file.then(|| p.workload.clone()),
                     class: p.class,
                     kind: p.kind,
                     requests: online.then_some(p.requests),
