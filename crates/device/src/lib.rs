@@ -272,8 +272,6 @@ pub struct Ssd {
     flush_cursor: u32,
     /// The row an idle flush is forming (kept to reuse its allocation).
     flush_row: Vec<(u32, u32)>,
-    /// When each firmware core is next free (`ctrl.firmware_cores` of them).
-    firmware_free: Vec<SimTime>,
     /// Flash events produced while handling one event; [`handle`](Self::handle) moves them into
     /// `events` after every handler (see "Flash events" in the module essay).
     flash_events: Vec<(SimTime, FlashEvent)>,
@@ -321,7 +319,6 @@ impl Ssd {
             readahead: ReadAhead::new(&config.cache),
             flush_cursor: 0,
             flush_row: Vec::new(),
-            firmware_free: vec![SimTime::ZERO; config.ctrl.firmware_cores as usize],
             flash_events: Vec::new(),
             ready: Vec::new(),
             integrity: options.integrity,
@@ -618,23 +615,10 @@ impl Ssd {
         let Some((_sqid, slot)) = self.ctrl.pick() else {
             return;
         };
-        let c = &self.config.ctrl;
-        let firmware_ns = match self.cmds[slot as usize].as_ref().map(|c| c.cmd.op) {
-            Some(IoOp::Write) => c.firmware_write_ns,
-            _ => c.firmware_read_ns,
-        };
         self.ctrl.fetch_busy = true;
-        let fetched = now + c.fetch_ns;
-        // The first core free takes the command (the lowest-numbered among equals).
-        let mut core = 0;
-        for (i, &t) in self.firmware_free.iter().enumerate().skip(1) {
-            if t < self.firmware_free[core] {
-                core = i;
-            }
-        }
-        let start = self.firmware_free[core].max(fetched);
-        let ready = start + firmware_ns;
-        self.firmware_free[core] = ready;
+        let fetched = now + self.config.ctrl.fetch_ns;
+        let op = self.cmd(slot).cmd.op;
+        let ready = self.ctrl.run_firmware(fetched, op);
         self.events.schedule(fetched, Ev::FetchFree);
         self.events.schedule(ready, Ev::Ready { slot });
     }
