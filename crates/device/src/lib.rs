@@ -827,20 +827,9 @@ impl Ssd {
                 self.flush_row = row;
                 return;
             }
-            let placed = self.ftl.write_row(lun, &row, Writer::Host);
-            let id = self.writeback.start_row(&row);
+            self.program_host_row(now, lun, &row);
             self.flush_row = row;
-            let op = FlashOp {
-                kind: OpKind::Program,
-                page: placed.page,
-                units: row_units,
-                origin: OpOrigin::Evict { row: id },
-            };
-            self.flash.submit(now, lun, op, &mut self.flash_events);
             self.flush_cursor = (lun + 1) % luns;
-            if self.ftl.needs_gc(lun) {
-                self.start_gc(now, lun);
-            }
         }
     }
 
@@ -898,20 +887,27 @@ impl Ssd {
                 }
                 break;
             };
-            let placed = self.ftl.write_row(lun, &members, Writer::Host);
-            let row = self.writeback.start_row(&members);
-            let op = FlashOp {
-                kind: OpKind::Program,
-                page: placed.page,
-                units: members.len() as u32,
-                origin: OpOrigin::Evict { row },
-            };
-            self.flash.submit(now, lun, op, &mut self.flash_events);
-            if self.ftl.needs_gc(lun) {
-                self.start_gc(now, lun);
-            }
+            self.program_host_row(now, lun, &members);
         }
         self.writeback.end_round(round);
+    }
+
+    /// Places `members` (one row of host write-back, from an eviction round or the idle flush)
+    /// on `lun`, queues its program, and starts GC there if the row took the LUN below its
+    /// threshold.
+    fn program_host_row(&mut self, now: SimTime, lun: u32, members: &[(u32, u32)]) {
+        let placed = self.ftl.write_row(lun, members, Writer::Host);
+        let row = self.writeback.start_row(members);
+        let op = FlashOp {
+            kind: OpKind::Program,
+            page: placed.page,
+            units: members.len() as u32,
+            origin: OpOrigin::Evict { row },
+        };
+        self.flash.submit(now, lun, op, &mut self.flash_events);
+        if self.ftl.needs_gc(lun) {
+            self.start_gc(now, lun);
+        }
     }
 
     fn start_gc(&mut self, now: SimTime, lun: u32) {
