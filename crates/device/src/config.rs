@@ -178,7 +178,8 @@ pub enum Precondition {
     /// As a long uniform random-write workload under greedy GC leaves a full drive: every
     /// logical page mapped, superblocks partly invalid with the steady-state distribution of
     /// valid counts, free superblocks down to the GC threshold, so GC runs from the first
-    /// writes (`ftl.rs`, "Preconditioning").
+    /// writes (`ftl.rs`, "Preconditioning"). A LUN whose over-provisioning leaves no invalid
+    /// space above the GC threshold has no such state and gets the `sequential` layout.
     Random,
 }
 
@@ -573,9 +574,10 @@ fn merge(base: &mut toml::Table, over: toml::Table, path: &str) -> Result<(), Co
 /// that QD1 4 KiB runs from the x86-4 host land on device.md's from-host figures.
 ///
 /// `dma_setup_ns` was 300 ns when it also stood for the TLP headers' wire time; the link now
-/// charges headers per TLP (`tlp_overhead_bytes`), which adds 97 ns to a 4 KiB transfer and
-/// takes 95 ns off a 16 B completion entry's (`pcie.rs`), so the setup latency is 250 ns: a
-/// 4 KiB read's data + completion-entry DMA path is 1,649 ns against 1,646 ns before, and the
+/// charges headers per TLP (`tlp_overhead_bytes`), which takes a 4 KiB transfer's wire time
+/// from 1,041 to 1,138 ns (+97) and a 16 B completion entry's from 5 to 11 ns (+6; `pcie.rs`),
+/// so the setup latency is 250 ns: a 4 KiB read's data + completion-entry DMA path is
+/// 250 + 1,138 + 250 + 11 = 1,649 ns against 300 + 1,041 + 300 + 5 = 1,646 ns before, and the
 /// QD1 table does not move.
 fn base_pcie() -> PcieConfig {
     PcieConfig {

@@ -46,6 +46,14 @@
 //! per-superblock metadata in memory. What this leaves out: live LPNs of one superblock are a
 //! contiguous run of positions rather than a random set, and erase counts start at zero.
 //!
+//! *When there is no steady state*: if a LUN's `N` closed superblocks cannot hold its `U` live
+//! units with any room to spare (`N·S ≤ U`: over-provisioning at or below the share of the LUN
+//! the GC threshold keeps free), greedy GC has nothing to reclaim and no steady state exists.
+//! That LUN then gets the `sequential` layout (full superblocks, the rest free), without a
+//! warning. Example: `nvme-tlc` shrunk to 64 superblocks per LUN with 3 % over-provisioning
+//! keeps 3 free (`gc_reserve_blocks` + 1), leaving 61 closed superblocks for 62.08
+//! superblocks' worth of live data.
+//!
 //! ## Allocation
 //! Each LUN has one write point: an open superblock and the next free row; each
 //! [`Ftl::write_row`] programs one row. A row that is not full when programmed wastes its empty

@@ -57,7 +57,8 @@
 //! `assert!`s, on in release builds too: together they cost about 1 % of the instructions of a
 //! 4 KiB random-read run (`valgrind --tool=callgrind` on `cargo bench -p sim --bench
 //! device_throughput a-zssd`: 4.71 G instructions with them, 4.66 G with every assert of
-//! device, engine and workload compiled out). Their panics are kept out of the hot functions'
+//! device, engine and workload compiled out — measured at commit 2c6905c, before the pipelined
+//! link and read-ahead added events to that run, and not re-measured since). Their panics are kept out of the hot functions'
 //! bodies where inlining depends on it. The full mapping check
 //! (`Ftl::check_consistency`, O(capacity)) is for the tests. In data-integrity mode every write
 //! carries a version that travels with the data through DRAM, flash and GC, and reads return
@@ -994,7 +995,8 @@ impl Ssd {
     /// DMA. DMAs are asked for when their data is ready (an event), not reserved ahead: the
     /// link serves requests in the order they arrive, and a reservation made early for a
     /// later time would hold back transfers ready before it (at QD32 that left the link idle
-    /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s).
+    /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s: measured while afcc062 was made,
+    /// with a command it did not record).
     fn post_completion(&mut self, at: SimTime, slot: u32) {
         self.events
             .schedule(at + self.config.ctrl.completion_ns, Ev::PostCqe { slot });
