@@ -714,11 +714,7 @@ mod tests {
             dram_bytes: lines * 4096,
             ways,
             write_buffer_bytes: buffer_lines * 4096,
-            prefetch_pages: 0,
-            readahead_units: 0,
-            evict_batch_units: 0,
-            dram_access_ns: 0,
-            flush: crate::config::Flush::OnFull,
+            ..cache_config()
         })
     }
 
@@ -750,6 +746,7 @@ mod tests {
         assert_eq!(off.on_read(101, 1), 0..0);
     }
 
+    /// A small cache with every optional mechanism off (tests override what they exercise).
     fn cache_config() -> CacheConfig {
         CacheConfig {
             dram_bytes: 64 * 4096,
@@ -827,17 +824,7 @@ mod tests {
     }
 
     fn writeback(luns: u32, row_units: u32) -> WriteBack {
-        let config = CacheConfig {
-            dram_bytes: 0,
-            ways: 1,
-            write_buffer_bytes: 0,
-            prefetch_pages: 0,
-            readahead_units: 0,
-            evict_batch_units: 0,
-            dram_access_ns: 0,
-            flush: crate::config::Flush::OnFull,
-        };
-        WriteBack::new(&config, luns, row_units)
+        WriteBack::new(&cache_config(), luns, row_units)
     }
 
     #[test]
