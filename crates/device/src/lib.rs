@@ -27,7 +27,7 @@
 //!  module   what it holds                                              uses
 //!  config   the TOML description and the presets                       —
 //!  pcie     the link: doorbells, DMA                                   config
-//!  ctrl     SQ/CQ pairs, arbitration, fetch                            config
+//!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
 //!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
 //!  cache    DRAM lines, the write buffer; what to evict and when       config
@@ -271,8 +271,6 @@ pub struct Ssd {
     readahead: ReadAhead,
     /// Where the idle flush looks for an idle LUN next (round robin).
     flush_cursor: u32,
-    /// The row an idle flush is forming (kept to reuse its allocation).
-    flush_row: Vec<(u32, u32)>,
     /// Flash events produced while handling one event; [`handle`](Self::handle) moves them into
     /// `events` after every handler (see "Flash events" in the module essay).
     flash_events: Vec<(SimTime, FlashEvent)>,
@@ -319,7 +317,6 @@ impl Ssd {
             stalled: VecDeque::new(),
             readahead: ReadAhead::new(&config.cache),
             flush_cursor: 0,
-            flush_row: Vec::new(),
             flash_events: Vec::new(),
             ready: Vec::new(),
             integrity: options.integrity,
@@ -796,9 +793,10 @@ impl Ssd {
         self.flush_idle(now);
     }
 
-    /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data to idle LUNs (see
-    /// "When the buffer flushes" in `cache.rs`). Does nothing while writes are stalled or
-    /// eviction is blocked: the on-full path owns the buffer then.
+    /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data (chosen by
+    /// [`WriteBack::take_idle_row`]) to idle LUNs with room (see "When the buffer flushes" in
+    /// `cache.rs`). Does nothing while writes are stalled or eviction is blocked: the on-full
+    /// path owns the buffer then.
     fn flush_idle(&mut self, now: SimTime) {
         if self.config.cache.flush != Flush::Idle
             || !self.stalled.is_empty()
@@ -806,30 +804,20 @@ impl Ssd {
         {
             return;
         }
-        let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
+        let luns = self.flash.geometry.luns;
         for k in 0..luns {
-            // Dirty units not already on their way to flash (rewritten evicting lines make this
-            // an overestimate; the take below finds out).
-            let waiting = self.cache.dirty_units() - self.writeback.units_in_flight();
-            if waiting < row_units as u64 {
+            if !self.writeback.idle_row_waiting(&self.cache) {
                 return;
             }
             let lun = (self.flush_cursor + k) % luns;
             if !self.flash.lun_is_idle(lun) || !self.ftl.has_room(lun, Writer::Host) {
                 continue;
             }
-            let mut row = std::mem::take(&mut self.flush_row);
-            row.clear();
-            self.cache.take_oldest_dirty(row_units as usize, &mut row);
-            if row.len() < row_units as usize {
-                for &(lpn, _) in row.iter().rev() {
-                    self.cache.abort_eviction(lpn);
-                }
-                self.flush_row = row;
+            let Some(row) = self.writeback.take_idle_row(&mut self.cache) else {
                 return;
-            }
+            };
             self.program_host_row(now, lun, &row);
-            self.flush_row = row;
+            self.writeback.end_round(row);
             self.flush_cursor = (lun + 1) % luns;
         }
     }
