@@ -38,8 +38,10 @@
 //! (`tests::steady_state_valid_units_are_pinned`).
 //!
 //! Worked example (`zssd`: per LUN 400 superblocks of 8,192 units, 4 free at the 1 % threshold,
-//! `U` = 93 % of 400 × 8,192): `N` = 396, `ρ` = 0.939, `α` = 0.88: superblocks range from 99.4 %
-//! valid (just closed) to 88 % (the next victim), and write amplification settles near 8.
+//! `U` = 93 % of 400 × 8,192): `N` = 396, `ρ` = 0.939, `α` = 0.881: superblocks range from
+//! 99.98 % valid (just closed: `h_0 = ½·H/N = ½ × 8,192 × 0.119` = 487 host writes old, and
+//! `e^(−487/U)` = 0.9998) to 88 % (the next victim), and write amplification `1 / (1 − α)`
+//! settles near 8.4.
 //!
 //! *Where each LPN sits* stays implicit, as for `sequential`: LUN `i mod L`, position `i div L`
 //! in that LUN's share, and superblock rank `r` holds the positions `start[r]..start[r+1]` in its
