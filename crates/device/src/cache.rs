@@ -51,14 +51,18 @@
 //! read/write mix at low queue depth never programs flash within a run and reads never meet a
 //! busy die. `idle` adds what commercial firmware does: whenever a LUN is idle (nothing queued,
 //! running or suspended) and a whole row of dirty data waits, that LUN programs the row of the
-//! oldest dirty units (`Ssd::flush_idle` in `lib.rs`, tried after every buffered write and
-//! every flash completion). Only whole rows go, so background flushing wastes no slots, and
-//! only to idle LUNs, so it never queues behind reads already waiting — but a read arriving
-//! during the program meets a busy die (and suspends it where `flash.suspend` is on).
+//! oldest dirty units ([`WriteBack::take_idle_row`]; `Ssd::flush_idle` in `lib.rs` finds the
+//! idle LUNs, after every buffered write and every flash completion). Only whole rows go, so
+//! background flushing wastes no slots, and only to idle LUNs, so it never queues behind reads
+//! already waiting — but a read arriving during the program meets a busy die (and suspends it
+//! where `flash.suspend` is on).
 //!
-//! Worked example (`zssd`, QD1, 20 % 4 KiB random writes, ≈ 68 K I/Os/s): one write every
-//! 74 µs, so a row of 8 units fills every ≈ 0.6 ms and goes to an idle LUN at once; each row
-//! keeps its LUN busy 100 µs (tPROG), and about 1 read in 400 lands on it.
+//! Worked example (`zssd`, QD1, 20 % 4 KiB random writes): `ullstack sim --device zssd --seed 1`
+//! with the fio job `rw=randrw rwmixread=80 bs=4k ioengine=libaio iodepth=1 direct=1
+//! norandommap number_ios=200000` printed 57.5 K reads/s and 14.3 K writes/s: one write every
+//! 70 µs, so a row of 8 units fills every 0.56 ms and goes to an idle LUN at once (4,969
+//! programs of 39,752 units); each row keeps its LUN busy 100 µs (tPROG), and 464 of the
+//! 160,159 flash reads (1 in 345) met a program (`flash.reads_met_program_or_erase`).
 //!
 //! ## Read-ahead (`cache.readahead_units`, [`ReadAhead`])
 //! Firmware recognises sequential streams and reads ahead of them: a read command whose first
@@ -70,8 +74,8 @@
 //! longest ago) and reads nothing ahead, so random reads cost exactly what they did.
 //!
 //! Worked example (`zssd`, 32-unit window, QD1 4 KiB reads at LPN 100, 101, 102…): the read of
-//! 100 starts a stream; the read of 101 continues it and prefetches 102..134 (33 flash reads
-//! spread over the LUNs); the read of 102 finds its unit filling or cached, and extends the
+//! 100 starts a stream; the read of 101 continues it and prefetches 102..134 (32 flash reads
+//! spread over the LUNs, besides 101's own); the read of 102 finds its unit filling or cached, and extends the
 //! window to 135 — one flash read. Each read after the second is served from DRAM.
 //!
 //! ## What it leaves out
@@ -560,7 +564,7 @@ pub struct WriteBack {
     units_in_flight: u64,
     /// The last round found no flash space; no new round until GC frees a superblock.
     blocked: bool,
-    /// The round being formed (kept to reuse its allocation).
+    /// The round or idle row being formed (kept to reuse its allocation).
     round: Vec<(u32, u32)>,
 }
 
@@ -636,7 +640,34 @@ impl WriteBack {
         round
     }
 
-    /// Gives back the vector [`plan_round`](Self::plan_round) returned.
+    /// `cache.flush = "idle"`: whether a whole row of dirty data waits beyond the rows in
+    /// flight (rewritten evicting lines make this an overestimate;
+    /// [`take_idle_row`](Self::take_idle_row) finds out).
+    pub fn idle_row_waiting(&self, cache: &Cache) -> bool {
+        cache.dirty_units() - self.units_in_flight >= self.row_units as u64
+    }
+
+    /// `cache.flush = "idle"`: the oldest dirty units for one whole row, marked evicting, or
+    /// `None` (and nothing taken) when fewer than a row are dirty and not already evicting:
+    /// the idle flush programs whole rows only. The caller programs the row (calling
+    /// [`start_row`](Self::start_row)) and hands the vector back with
+    /// [`end_round`](Self::end_round).
+    pub fn take_idle_row(&mut self, cache: &mut Cache) -> Option<Vec<(u32, u32)>> {
+        let mut row = std::mem::take(&mut self.round);
+        row.clear();
+        cache.take_oldest_dirty(self.row_units as usize, &mut row);
+        if row.len() < self.row_units as usize {
+            for &(lpn, _) in row.iter().rev() {
+                cache.abort_eviction(lpn);
+            }
+            self.end_round(row);
+            return None;
+        }
+        Some(row)
+    }
+
+    /// Gives back the vector [`plan_round`](Self::plan_round) or
+    /// [`take_idle_row`](Self::take_idle_row) returned.
     pub fn end_round(&mut self, mut round: Vec<(u32, u32)>) {
         round.clear();
         self.round = round;
@@ -711,11 +742,7 @@ mod tests {
             dram_bytes: lines * 4096,
             ways,
             write_buffer_bytes: buffer_lines * 4096,
-            prefetch_pages: 0,
-            readahead_units: 0,
-            evict_batch_units: 0,
-            dram_access_ns: 0,
-            flush: crate::config::Flush::OnFull,
+            ..cache_config()
         })
     }
 
@@ -747,6 +774,7 @@ mod tests {
         assert_eq!(off.on_read(101, 1), 0..0);
     }
 
+    /// A small cache with every optional mechanism off (tests override what they exercise).
     fn cache_config() -> CacheConfig {
         CacheConfig {
             dram_bytes: 64 * 4096,
@@ -824,17 +852,7 @@ mod tests {
     }
 
     fn writeback(luns: u32, row_units: u32) -> WriteBack {
-        let config = CacheConfig {
-            dram_bytes: 0,
-            ways: 1,
-            write_buffer_bytes: 0,
-            prefetch_pages: 0,
-            readahead_units: 0,
-            evict_batch_units: 0,
-            dram_access_ns: 0,
-            flush: crate::config::Flush::OnFull,
-        };
-        WriteBack::new(&config, luns, row_units)
+        WriteBack::new(&cache_config(), luns, row_units)
     }
 
     #[test]
@@ -881,6 +899,33 @@ mod tests {
         let mut next = Vec::new();
         c.take_oldest_dirty(1, &mut next);
         assert_eq!(next, [(4, 1)]);
+    }
+
+    /// The idle flush takes whole rows of the oldest dirty data only: with less than a row
+    /// dirty and not evicting, nothing is taken and the lines stay dirty in their order.
+    #[test]
+    fn an_idle_row_is_whole_or_nothing() {
+        let mut c = cache(64, 4, 64);
+        for lpn in 0..6 {
+            c.write(lpn, 1, IoClass::Throughput).unwrap();
+        }
+        let mut wb = writeback(4, 4);
+        assert!(wb.idle_row_waiting(&c));
+        let row = wb
+            .take_idle_row(&mut c)
+            .expect("6 dirty units hold a row of 4");
+        assert_eq!(row.iter().map(|u| u.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        wb.start_row(&row);
+        wb.end_round(row);
+        assert!(
+            !wb.idle_row_waiting(&c),
+            "2 units wait beyond the row in flight"
+        );
+        assert!(wb.take_idle_row(&mut c).is_none());
+        let mut next = Vec::new();
+        c.take_oldest_dirty(2, &mut next);
+        assert_eq!(next, [(4, 1), (5, 1)], "left dirty, oldest first");
+        c.check_consistency().unwrap();
     }
 
     #[test]

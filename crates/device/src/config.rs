@@ -85,9 +85,15 @@ pub struct PcieConfig {
     /// what most root complexes negotiate).
     pub max_payload_bytes: u32,
     /// Wire bytes each TLP adds to its payload: framing, sequence number, header and LCRC
-    /// (24 B with a 4-DW header; `pcie.rs` has the arithmetic).
+    /// (24 B with a 4-DW header; `pcie.rs` has the arithmetic); 0 to
+    /// [`MAX_TLP_OVERHEAD_BYTES`].
     pub tlp_overhead_bytes: u32,
 }
+
+/// Most wire bytes a TLP may add to its payload (`pcie.tlp_overhead_bytes`): 4 B framing and
+/// sequence number, a 16 B header, 4 B ECRC, 4 B LCRC and up to 16 B of TLP prefixes make 44 B;
+/// the bound leaves room above that and catches a value typed in bits or for a whole transfer.
+pub const MAX_TLP_OVERHEAD_BYTES: u32 = 64;
 
 /// Arbitration among submission queues (NVMe 1.x §4.13).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,7 +143,7 @@ pub struct CacheConfig {
     /// Pages (4 KiB units) read ahead after a read miss; 0 disables prefetch.
     pub prefetch_pages: u32,
     /// Read-ahead window for detected sequential streams, in 4 KiB units (`cache.rs`,
-    /// "Read-ahead"); 0 disables it.
+    /// "Read-ahead"); 0 disables it, and it may not exceed the cache's lines.
     pub readahead_units: u32,
     /// Dirty units evicted per eviction round when the buffer or a set is full (0 = one row for
     /// every LUN without a row in flight).
@@ -172,7 +178,8 @@ pub enum Precondition {
     /// As a long uniform random-write workload under greedy GC leaves a full drive: every
     /// logical page mapped, superblocks partly invalid with the steady-state distribution of
     /// valid counts, free superblocks down to the GC threshold, so GC runs from the first
-    /// writes (`ftl.rs`, "Preconditioning").
+    /// writes (`ftl.rs`, "Preconditioning"). A LUN whose over-provisioning leaves no invalid
+    /// space above the GC threshold has no such state and gets the `sequential` layout.
     Random,
 }
 
@@ -371,6 +378,16 @@ impl DeviceConfig {
                 "a power of two from 128 to 4096 (PCIe Max_Payload_Size)",
             ));
         }
+        if p.tlp_overhead_bytes > MAX_TLP_OVERHEAD_BYTES {
+            return Err(invalid(
+                "pcie.tlp_overhead_bytes",
+                p.tlp_overhead_bytes,
+                format!(
+                    "at most {MAX_TLP_OVERHEAD_BYTES} wire bytes per TLP (framing, header, ECRC, \
+                     LCRC and TLP prefixes come to at most 44; 24 is Gen3 with a 4-DW header)"
+                ),
+            ));
+        }
         if c.wrr_weights.contains(&0) {
             return Err(invalid(
                 "ctrl.wrr_weights",
@@ -495,6 +512,16 @@ impl DeviceConfig {
                 format!("room for at least one set of {} 4 KiB lines", cache.ways),
             ));
         }
+        if cache.readahead_units as u64 > lines {
+            return Err(invalid(
+                "cache.readahead_units",
+                cache.readahead_units,
+                format!(
+                    "at most the cache's {lines} 4 KiB lines (cache.dram_bytes / 4096): a larger \
+                     window evicts its own read-ahead before the reader gets to it"
+                ),
+            ));
+        }
         if cache.write_buffer_bytes < MAP_UNIT_BYTES || cache.write_buffer_bytes > cache.dram_bytes
         {
             return Err(invalid(
@@ -547,9 +574,10 @@ fn merge(base: &mut toml::Table, over: toml::Table, path: &str) -> Result<(), Co
 /// that QD1 4 KiB runs from the x86-4 host land on device.md's from-host figures.
 ///
 /// `dma_setup_ns` was 300 ns when it also stood for the TLP headers' wire time; the link now
-/// charges headers per TLP (`tlp_overhead_bytes`), which adds 97 ns to a 4 KiB transfer and
-/// takes 95 ns off a 16 B completion entry's (`pcie.rs`), so the setup latency is 250 ns: a
-/// 4 KiB read's data + completion-entry DMA path is 1,649 ns against 1,646 ns before, and the
+/// charges headers per TLP (`tlp_overhead_bytes`), which takes a 4 KiB transfer's wire time
+/// from 1,041 to 1,138 ns (+97) and a 16 B completion entry's from 5 to 11 ns (+6; `pcie.rs`),
+/// so the setup latency is 250 ns: a 4 KiB read's data + completion-entry DMA path is
+/// 250 + 1,138 + 250 + 11 = 1,649 ns against 300 + 1,041 + 300 + 5 = 1,646 ns before, and the
 /// QD1 table does not move.
 fn base_pcie() -> PcieConfig {
     PcieConfig {
@@ -797,6 +825,74 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("cache.ways"), "{err}");
+    }
+
+    /// The keys the device realism switches added: each bad value is named with its key and
+    /// what was expected.
+    #[test]
+    fn new_keys_name_the_bad_value_and_the_range() {
+        let err = |toml: &str| {
+            DeviceConfig::from_toml_str(&format!("preset = \"zssd\"\n{toml}"))
+                .unwrap_err()
+                .to_string()
+        };
+        let cases = [
+            (
+                "[ctrl]\nfirmware_cores = 0",
+                "`ctrl.firmware_cores` = 0",
+                "1 to 64",
+            ),
+            (
+                "[ctrl]\nfirmware_cores = 65",
+                "`ctrl.firmware_cores` = 65",
+                "1 to 64",
+            ),
+            (
+                "[pcie]\nmax_payload_bytes = 300",
+                "`pcie.max_payload_bytes` = 300",
+                "power of two from 128 to 4096",
+            ),
+            (
+                "[pcie]\nmax_payload_bytes = 8192",
+                "`pcie.max_payload_bytes` = 8192",
+                "power of two from 128 to 4096",
+            ),
+            (
+                "[pcie]\ntlp_overhead_bytes = 192",
+                "`pcie.tlp_overhead_bytes` = 192",
+                "at most 64",
+            ),
+            (
+                "[cache]\nreadahead_units = 400000",
+                "`cache.readahead_units` = 400000",
+                "at most the cache's 393216 4 KiB lines",
+            ),
+            (
+                "[cache]\nflush = \"sometimes\"",
+                "`sometimes`, expected `on-full` or `idle`",
+                "cache.flush",
+            ),
+            (
+                "[ftl]\nprecondition = \"randomly\"",
+                "`randomly`, expected one of `none`, `sequential`, `random`",
+                "ftl.precondition",
+            ),
+        ];
+        for (toml, names, expected) in cases {
+            let e = err(toml);
+            assert!(e.contains(names) && e.contains(expected), "{toml}: {e}");
+        }
+        // The edges of each range are accepted.
+        for ok in [
+            "[ctrl]\nfirmware_cores = 1",
+            "[ctrl]\nfirmware_cores = 64",
+            "[pcie]\nmax_payload_bytes = 128\ntlp_overhead_bytes = 64",
+            "[pcie]\nmax_payload_bytes = 4096\ntlp_overhead_bytes = 0",
+            "[cache]\nreadahead_units = 393216\nflush = \"on-full\"",
+        ] {
+            DeviceConfig::from_toml_str(&format!("preset = \"zssd\"\n{ok}"))
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
     }
 
     #[test]

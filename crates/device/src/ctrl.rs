@@ -18,9 +18,10 @@
 //! (`ctrl.firmware_read_ns` or `ctrl.firmware_write_ns` each, pipelined with fetch). With one
 //! core the firmware caps 4 KiB writes at 4096 B / 2.7 µs = 1.5 GB/s on `zssd`; with 4 the cap
 //! is 6 GB/s and the link and the flash bound throughput. A command's own firmware time, and
-//! so QD1 latency, does not depend on the count. The controller reads the command's reserved field: the I/O class
-//! and hints travel with it into the cache and FTL. Completions are posted to the SQ's CQ and,
-//! unless the host masked that CQ's vector (polling), followed by an MSI-X.
+//! so QD1 latency, does not depend on the count ([`Controller::run_firmware`]). The controller
+//! reads the command's reserved field: the I/O class and hints travel with it into the cache
+//! and FTL. Completions are posted to the SQ's CQ and, unless the host masked that CQ's vector
+//! (polling), followed by an MSI-X.
 //!
 //! Worked example: with round-robin and burst 8, SQ 1 holding 20 commands and SQ 2 holding 2,
 //! the fetch order is 8 from SQ 1, 2 from SQ 2, 8 from SQ 1, 4 from SQ 1. Under strict priority
@@ -31,6 +32,8 @@
 //! beyond the per-command costs.
 
 use std::collections::VecDeque;
+
+use engine::{IoOp, SimTime};
 
 use crate::config::{Arbitration, CtrlConfig};
 
@@ -75,6 +78,10 @@ pub struct Controller {
     /// Weighted round robin credits of high, medium, low.
     credits: [u32; 3],
     pub fetch_busy: bool,
+    firmware_read_ns: u64,
+    firmware_write_ns: u64,
+    /// When each firmware core is next free (`ctrl.firmware_cores` of them).
+    firmware_free: Vec<SimTime>,
 }
 
 /// Why a submission was refused.
@@ -88,6 +95,10 @@ pub enum SubmitError {
 
 impl Controller {
     pub fn new(config: &CtrlConfig) -> Controller {
+        assert!(
+            config.firmware_cores > 0,
+            "ctrl.firmware_cores must be at least 1 (validated config)"
+        );
         Controller {
             sqs: Vec::new(),
             cq_interrupts: Vec::new(),
@@ -98,6 +109,9 @@ impl Controller {
             cursor: [0; 4],
             credits: [0; 3],
             fetch_busy: false,
+            firmware_read_ns: config.firmware_read_ns,
+            firmware_write_ns: config.firmware_write_ns,
+            firmware_free: vec![SimTime::ZERO; config.firmware_cores as usize],
         }
     }
 
@@ -244,6 +258,24 @@ impl Controller {
         sq.occupied -= 1;
         Some((i as u16, slot))
     }
+
+    /// Runs the firmware of a command of `op` fetched at `fetched` on the first firmware core
+    /// free (the lowest-numbered among equals); returns when the command is ready to execute.
+    pub fn run_firmware(&mut self, fetched: SimTime, op: IoOp) -> SimTime {
+        let firmware_ns = match op {
+            IoOp::Write => self.firmware_write_ns,
+            _ => self.firmware_read_ns,
+        };
+        let mut core = 0;
+        for (i, &t) in self.firmware_free.iter().enumerate().skip(1) {
+            if t < self.firmware_free[core] {
+                core = i;
+            }
+        }
+        let ready = self.firmware_free[core].max(fetched) + firmware_ns;
+        self.firmware_free[core] = ready;
+        ready
+    }
 }
 
 #[cfg(test)]
@@ -261,6 +293,31 @@ mod tests {
             completion_ns: 0,
             firmware_cores: 1,
         })
+    }
+
+    /// Commands fetched together run in parallel on free cores and queue when all are busy;
+    /// one core runs them one after another; reads and writes take their own firmware times.
+    #[test]
+    fn firmware_cores_run_commands_in_parallel_up_to_their_count() {
+        let config = |cores| CtrlConfig {
+            firmware_read_ns: 700,
+            firmware_write_ns: 2_700,
+            firmware_cores: cores,
+            ..crate::config::zssd().ctrl
+        };
+        let ready = |cores| {
+            let mut c = Controller::new(&config(cores));
+            [IoOp::Write, IoOp::Write, IoOp::Read, IoOp::Read]
+                .map(|op| c.run_firmware(SimTime(100), op).0)
+        };
+        // Two cores: both writes start at once, the reads wait for the first core free.
+        assert_eq!(ready(2), [2_800, 2_800, 3_500, 3_500]);
+        assert_eq!(ready(1), [2_800, 5_500, 6_200, 6_900]);
+        assert_eq!(ready(4), [2_800, 2_800, 800, 800]);
+        // A core free before the fetch starts at the fetch.
+        let mut c = Controller::new(&config(1));
+        c.run_firmware(SimTime(0), IoOp::Read);
+        assert_eq!(c.run_firmware(SimTime(5_000), IoOp::Read), SimTime(5_700));
     }
 
     fn order(c: &mut Controller) -> Vec<u16> {

@@ -554,12 +554,7 @@ impl Flash {
 
     /// Whether any LUN has work queued, running or suspended.
     pub fn is_idle(&self) -> bool {
-        self.luns.iter().all(|l| {
-            l.active.is_none()
-                && l.suspended.is_none()
-                && l.host_reads.is_empty()
-                && l.others.is_empty()
-        })
+        (0..self.luns.len() as u32).all(|lun| self.lun_is_idle(lun))
     }
 
     /// Total LUN busy time so far (finished operations only).

@@ -27,7 +27,7 @@
 //!  module   what it holds                                              uses
 //!  config   the TOML description and the presets                       —
 //!  pcie     the link: doorbells, DMA                                   config
-//!  ctrl     SQ/CQ pairs, arbitration, fetch                            config
+//!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
 //!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
 //!  cache    DRAM lines, the write buffer; what to evict and when       config
@@ -57,7 +57,8 @@
 //! `assert!`s, on in release builds too: together they cost about 1 % of the instructions of a
 //! 4 KiB random-read run (`valgrind --tool=callgrind` on `cargo bench -p sim --bench
 //! device_throughput a-zssd`: 4.71 G instructions with them, 4.66 G with every assert of
-//! device, engine and workload compiled out). Their panics are kept out of the hot functions'
+//! device, engine and workload compiled out — measured at commit 2c6905c, before the pipelined
+//! link and read-ahead added events to that run, and not re-measured since). Their panics are kept out of the hot functions'
 //! bodies where inlining depends on it. The full mapping check
 //! (`Ftl::check_consistency`, O(capacity)) is for the tests. In data-integrity mode every write
 //! carries a version that travels with the data through DRAM, flash and GC, and reads return
@@ -270,10 +271,6 @@ pub struct Ssd {
     readahead: ReadAhead,
     /// Where the idle flush looks for an idle LUN next (round robin).
     flush_cursor: u32,
-    /// The row an idle flush is forming (kept to reuse its allocation).
-    flush_row: Vec<(u32, u32)>,
-    /// When each firmware core is next free (`ctrl.firmware_cores` of them).
-    firmware_free: Vec<SimTime>,
     /// Flash events produced while handling one event; [`handle`](Self::handle) moves them into
     /// `events` after every handler (see "Flash events" in the module essay).
     flash_events: Vec<(SimTime, FlashEvent)>,
@@ -320,8 +317,6 @@ impl Ssd {
             stalled: VecDeque::new(),
             readahead: ReadAhead::new(&config.cache),
             flush_cursor: 0,
-            flush_row: Vec::new(),
-            firmware_free: vec![SimTime::ZERO; config.ctrl.firmware_cores as usize],
             flash_events: Vec::new(),
             ready: Vec::new(),
             integrity: options.integrity,
@@ -618,23 +613,10 @@ impl Ssd {
         let Some((_sqid, slot)) = self.ctrl.pick() else {
             return;
         };
-        let c = &self.config.ctrl;
-        let firmware_ns = match self.cmds[slot as usize].as_ref().map(|c| c.cmd.op) {
-            Some(IoOp::Write) => c.firmware_write_ns,
-            _ => c.firmware_read_ns,
-        };
         self.ctrl.fetch_busy = true;
-        let fetched = now + c.fetch_ns;
-        // The first core free takes the command (the lowest-numbered among equals).
-        let mut core = 0;
-        for (i, &t) in self.firmware_free.iter().enumerate().skip(1) {
-            if t < self.firmware_free[core] {
-                core = i;
-            }
-        }
-        let start = self.firmware_free[core].max(fetched);
-        let ready = start + firmware_ns;
-        self.firmware_free[core] = ready;
+        let fetched = now + self.config.ctrl.fetch_ns;
+        let op = self.cmd(slot).cmd.op;
+        let ready = self.ctrl.run_firmware(fetched, op);
         self.events.schedule(fetched, Ev::FetchFree);
         self.events.schedule(ready, Ev::Ready { slot });
     }
@@ -811,9 +793,10 @@ impl Ssd {
         self.flush_idle(now);
     }
 
-    /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data to idle LUNs (see
-    /// "When the buffer flushes" in `cache.rs`). Does nothing while writes are stalled or
-    /// eviction is blocked: the on-full path owns the buffer then.
+    /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data (chosen by
+    /// [`WriteBack::take_idle_row`]) to idle LUNs with room (see "When the buffer flushes" in
+    /// `cache.rs`). Does nothing while writes are stalled or eviction is blocked: the on-full
+    /// path owns the buffer then.
     fn flush_idle(&mut self, now: SimTime) {
         if self.config.cache.flush != Flush::Idle
             || !self.stalled.is_empty()
@@ -821,42 +804,21 @@ impl Ssd {
         {
             return;
         }
-        let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
+        let luns = self.flash.geometry.luns;
         for k in 0..luns {
-            // Dirty units not already on their way to flash (rewritten evicting lines make this
-            // an overestimate; the take below finds out).
-            let waiting = self.cache.dirty_units() - self.writeback.units_in_flight();
-            if waiting < row_units as u64 {
+            if !self.writeback.idle_row_waiting(&self.cache) {
                 return;
             }
             let lun = (self.flush_cursor + k) % luns;
             if !self.flash.lun_is_idle(lun) || !self.ftl.has_room(lun, Writer::Host) {
                 continue;
             }
-            let mut row = std::mem::take(&mut self.flush_row);
-            row.clear();
-            self.cache.take_oldest_dirty(row_units as usize, &mut row);
-            if row.len() < row_units as usize {
-                for &(lpn, _) in row.iter().rev() {
-                    self.cache.abort_eviction(lpn);
-                }
-                self.flush_row = row;
+            let Some(row) = self.writeback.take_idle_row(&mut self.cache) else {
                 return;
-            }
-            let placed = self.ftl.write_row(lun, &row, Writer::Host);
-            let id = self.writeback.start_row(&row);
-            self.flush_row = row;
-            let op = FlashOp {
-                kind: OpKind::Program,
-                page: placed.page,
-                units: row_units,
-                origin: OpOrigin::Evict { row: id },
             };
-            self.flash.submit(now, lun, op, &mut self.flash_events);
+            self.program_host_row(now, lun, &row);
+            self.writeback.end_round(row);
             self.flush_cursor = (lun + 1) % luns;
-            if self.ftl.needs_gc(lun) {
-                self.start_gc(now, lun);
-            }
         }
     }
 
@@ -914,20 +876,27 @@ impl Ssd {
                 }
                 break;
             };
-            let placed = self.ftl.write_row(lun, &members, Writer::Host);
-            let row = self.writeback.start_row(&members);
-            let op = FlashOp {
-                kind: OpKind::Program,
-                page: placed.page,
-                units: members.len() as u32,
-                origin: OpOrigin::Evict { row },
-            };
-            self.flash.submit(now, lun, op, &mut self.flash_events);
-            if self.ftl.needs_gc(lun) {
-                self.start_gc(now, lun);
-            }
+            self.program_host_row(now, lun, &members);
         }
         self.writeback.end_round(round);
+    }
+
+    /// Places `members` (one row of host write-back, from an eviction round or the idle flush)
+    /// on `lun`, queues its program, and starts GC there if the row took the LUN below its
+    /// threshold.
+    fn program_host_row(&mut self, now: SimTime, lun: u32, members: &[(u32, u32)]) {
+        let placed = self.ftl.write_row(lun, members, Writer::Host);
+        let row = self.writeback.start_row(members);
+        let op = FlashOp {
+            kind: OpKind::Program,
+            page: placed.page,
+            units: members.len() as u32,
+            origin: OpOrigin::Evict { row },
+        };
+        self.flash.submit(now, lun, op, &mut self.flash_events);
+        if self.ftl.needs_gc(lun) {
+            self.start_gc(now, lun);
+        }
     }
 
     fn start_gc(&mut self, now: SimTime, lun: u32) {
@@ -1014,7 +983,8 @@ impl Ssd {
     /// DMA. DMAs are asked for when their data is ready (an event), not reserved ahead: the
     /// link serves requests in the order they arrive, and a reservation made early for a
     /// later time would hold back transfers ready before it (at QD32 that left the link idle
-    /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s).
+    /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s: measured while afcc062 was made,
+    /// with a command it did not record).
     fn post_completion(&mut self, at: SimTime, slot: u32) {
         self.events
             .schedule(at + self.config.ctrl.completion_ns, Ev::PostCqe { slot });

@@ -128,6 +128,34 @@ fn end_conditions_follow_fio() {
     assert_eq!(IoGenerator::new(&spec, 0, GIB).unwrap().region_blocks(), 2);
 }
 
+/// At the end of `ramp_time` fio resets the job's counters, so `number_ios` (and `size`) count
+/// again from there; offsets go on from where the ramp left them. An endless job stays endless.
+#[test]
+fn restart_budget_counts_the_ios_again_from_where_offsets_are() {
+    let spec = job("[s]\nrw=read\nbs=4k\nsize=40k\nnumber_ios=3\nramp_time=1\n");
+    let mut gen = IoGenerator::new(&spec, 0, GIB).unwrap();
+    let mut rng = Pcg64Mcg::seed_from_u64(1);
+    let offsets = |ios: Vec<IoReq>| {
+        ios.iter()
+            .map(|io| io.offset_bytes / 4096)
+            .collect::<Vec<_>>()
+    };
+    gen.next(&mut rng).unwrap();
+    assert_eq!(gen.remaining_ios(), Some(2));
+    gen.restart_budget();
+    assert_eq!(gen.remaining_ios(), Some(3), "the whole budget again");
+    assert_eq!(offsets(drain(&mut gen, &mut rng, 100)), [1, 2, 3]);
+    assert_eq!(gen.next(&mut rng), None);
+    gen.restart_budget();
+    assert_eq!(offsets(drain(&mut gen, &mut rng, 100)), [4, 5, 6]);
+
+    let spec = job("[r]\nrw=randread\nsize=8k\nruntime=1\ntime_based\nramp_time=1\n");
+    let mut gen = IoGenerator::new(&spec, 0, GIB).unwrap();
+    assert_eq!(gen.remaining_ios(), None);
+    gen.restart_budget();
+    assert_eq!(gen.remaining_ios(), None);
+}
+
 #[test]
 fn regions_that_do_not_fit_are_errors() {
     let spec = job("[r]\nrw=randread\nsize=2g\n");
