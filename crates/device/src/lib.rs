@@ -805,11 +805,14 @@ impl Ssd {
             return;
         }
         let luns = self.flash.geometry.luns;
+        // One pass over the LUNs from the cursor; the cursor itself moves past each LUN
+        // programmed, for the next pass.
+        let start = self.flush_cursor;
         for k in 0..luns {
             if !self.writeback.idle_row_waiting(&self.cache) {
                 return;
             }
-            let lun = (self.flush_cursor + k) % luns;
+            let lun = (start + k) % luns;
             if !self.flash.lun_is_idle(lun) || !self.ftl.has_room(lun, Writer::Host) {
                 continue;
             }
@@ -1049,6 +1052,49 @@ mod tests {
             version: 0,
         };
         let _ = ssd.submit(SimTime(999), 1, flush);
+    }
+
+    /// One idle-flush pass visits every LUN once, from the cursor: with four idle LUNs and
+    /// rows enough for all, all four get a row. (The cursor once moved inside the pass, so a
+    /// pass programmed LUNs 0, 2, 1 and skipped 3.)
+    #[test]
+    fn an_idle_flush_pass_programs_every_idle_lun_once() {
+        let mut config = DeviceConfig::preset("nvme-tlc").unwrap();
+        config.flash.channels = 4;
+        config.flash.packages_per_channel = 1;
+        config.flash.dies_per_package = 1;
+        config.flash.blocks_per_plane = 64;
+        config.cache.flush = config::Flush::OnFull;
+        let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
+        assert_eq!(ssd.flash.geometry.luns, 4);
+        ssd.create_queue_pair(1, 1, 64, SqPriority::Medium);
+        // Enough distinct dirty data for many rows, none of it flushed (on-full, not full).
+        let mut done = Vec::new();
+        for cid in 0..48u32 {
+            let cmd = NvmeCommand {
+                cid,
+                op: IoOp::Write,
+                slba: u64::from(cid) * 256,
+                sectors: 256,
+                class: IoClass::Throughput,
+                hint: Hint::None,
+                version: 1,
+            };
+            ssd.submit(SimTime::ZERO, 1, cmd).unwrap();
+        }
+        while let Some(t) = ssd.next_event_time() {
+            ssd.advance_to(t, &mut done);
+        }
+        assert_eq!(done.len(), 48, "{}", ssd.pending_state());
+        assert!(
+            (0..4).all(|l| ssd.flash.lun_is_idle(l)),
+            "nothing programmed yet"
+        );
+        ssd.config.cache.flush = config::Flush::Idle;
+        let now = SimTime(ssd.now.0 + 1);
+        ssd.flush_idle(now);
+        let busy: Vec<u32> = (0..4).filter(|&l| !ssd.flash.lun_is_idle(l)).collect();
+        assert_eq!(busy, [0, 1, 2, 3], "LUNs given a row by one pass");
     }
 
     #[test]
