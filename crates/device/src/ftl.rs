@@ -213,6 +213,9 @@ pub struct Ftl {
     /// Where [`next_host_lun`](Self::next_host_lun) starts looking.
     host_lun_cursor: u32,
     pub stats: FtlStats,
+    /// LUNs that `precondition = "random"` had to lay out sequentially: no invalid space fits
+    /// above the GC threshold (see "Preconditioning" in the essay). The device warns about it.
+    random_fallback_luns: u32,
 }
 
 impl Ftl {
@@ -245,6 +248,7 @@ impl Ftl {
         let gc_threshold_free = (sb_per_lun as u64 * config.ftl.gc_threshold_pct as u64 / 100)
             .max(config.ftl.gc_reserve_blocks as u64 + 1) as u32;
         let mut age_rng = engine::stream(seed, "ftl.precondition");
+        let mut random_fallback_luns = 0u32;
         let mut sbs = Vec::with_capacity((geo.luns * sb_per_lun) as usize);
         let mut luns = Vec::with_capacity(geo.luns as usize);
         for lun in 0..geo.luns as u64 {
@@ -266,7 +270,9 @@ impl Ftl {
             let mut implicit_start = Vec::new();
             if config.ftl.precondition == Precondition::Random {
                 let closed = (usable.len() as u32).saturating_sub(gc_threshold_free);
-                if closed as u64 * sb_units > count {
+                if closed as u64 * sb_units <= count {
+                    random_fallback_luns += 1;
+                } else {
                     let valid =
                         steady_state_valid_units(count, closed, sb_units as u32, &mut age_rng);
                     implicit_start.push(0);
@@ -336,7 +342,14 @@ impl Ftl {
             gc_reserve: config.ftl.gc_reserve_blocks,
             host_lun_cursor: 0,
             stats,
+            random_fallback_luns,
         }
+    }
+
+    /// LUNs that `precondition = "random"` laid out sequentially for lack of room (0 when the
+    /// random layout applied everywhere, or another precondition was asked for).
+    pub fn random_fallback_luns(&self) -> u32 {
+        self.random_fallback_luns
     }
 
     /// Draws factory bad blocks and applies the super-channel remap checker: returns, per

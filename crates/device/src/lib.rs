@@ -505,6 +505,18 @@ impl Ssd {
             (host + f.gc_units_programmed) as f64 / host as f64
         };
         let mut warnings = Vec::new();
+        let fallback = self.ftl.random_fallback_luns();
+        if fallback > 0 {
+            warnings.push(format!(
+                "ftl.precondition = \"random\" laid out {fallback} of {} LUNs sequentially: with \
+                 {} % over-provisioning no invalid space fits above the GC threshold \
+                 (ftl.gc_threshold_pct = {}); give more over-provisioning, or ask for \
+                 \"sequential\"",
+                self.flash.geometry.luns,
+                self.config.ftl.overprovisioning_pct,
+                self.config.ftl.gc_threshold_pct
+            ));
+        }
         if write_amplification > WRITE_AMPLIFICATION_WARN {
             warnings.push(format!(
                 "write amplification {write_amplification:.1} exceeds {WRITE_AMPLIFICATION_WARN}: \
