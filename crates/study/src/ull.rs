@@ -34,9 +34,8 @@
 //! flight; depth 2 is two threads of one, and so on up to four threads.
 //!
 //! ## CPU use
-//! Part 4's CPU figure takes `kernel`/`user` from the run's summary when the simulator reports
-//! it; until then it is derived from the thin host's fixed costs (see `results.rs`), and the
-//! caption says which.
+//! Part 4's CPU figure is the thread's CPU time as the run's summary reports it
+//! (`jobs[0].cpu`: kernel and user, see `results.rs`).
 
 use crate::plot::{Figure, Series, Stroke};
 use crate::report::Table;
@@ -359,7 +358,6 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
     let modes = [Completion::Interrupt, Completion::Polled];
     let mut lat = Vec::new();
     let mut cpu = Vec::new();
-    let mut sources = Vec::new();
     for (d, device) in DEVICES.iter().enumerate() {
         for (o, (op, name)) in [(Op::Read, "read"), (Op::Write, "write")]
             .into_iter()
@@ -392,8 +390,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
                     .iter()
                     .enumerate()
                     .filter_map(|(x, &c)| {
-                        let u = results.get(&sync_id(device, op, c))?.cpu.as_ref()?;
-                        sources.push(u.source);
+                        let u = &results.get(&sync_id(device, op, c))?.cpu;
                         let v = if part == "kernel" {
                             u.kernel_pct
                         } else {
@@ -411,12 +408,6 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             }
         }
     }
-    let source = if sources.contains(&"derived") {
-        "CPU use is derived from the thin host's fixed per-I/O costs (all kernel time; a polled \
-         thread spins on its core for the whole run): the runs' summaries report no CPU figure."
-    } else {
-        "CPU use as each run's summary reports it."
-    };
     let what = "synchronous pvsync2, O_DIRECT, 4 KiB, queue depth 1; interrupt completion vs \
                 polled (hipri)";
     vec![
@@ -439,7 +430,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             title: "interrupt vs polled completion: CPU use".into(),
             caption: format!(
                 "Random reads and writes, {what}: CPU time of the I/O thread's core, percent. \
-                 Solid: kernel; dashed: user. {source} {}",
+                 Solid: kernel; dashed: user (the thin host has no per-I/O user cost: 0). {}",
                 common_caption(size, seed, ios)
             ),
             x_label: "completion".into(),
@@ -528,18 +519,8 @@ pub fn headline(results: &Results) -> Table {
             .map(|d| {
                 results
                     .get(&sync_id(d, Op::Read, c))
-                    .and_then(|r| r.cpu.as_ref())
-                    .map_or("-".into(), |u| {
-                        format!(
-                            "{:.0} % / {:.0} %{}",
-                            u.kernel_pct,
-                            u.user_pct,
-                            if u.source == "derived" {
-                                " (derived)"
-                            } else {
-                                ""
-                            }
-                        )
+                    .map_or("-".into(), |r| {
+                        format!("{:.0} % / {:.0} %", r.cpu.kernel_pct, r.cpu.user_pct)
                     })
             })
             .collect();
