@@ -15,8 +15,8 @@
 //!
 //! ## How many I/Os
 //! A five-nines figure needs enough samples above it: at 100 000 I/Os p99.999 is the worst
-//! one; the full study runs [`FULL_LATENCY_IOS`] (1 000 000, ten samples above p99.999) per
-//! point, the bandwidth-only points (depth 32 … 256) included: a curve whose points ran
+//! one; the full study runs [`FULL_IOS`] (1 000 000, ten samples above p99.999) per
+//! point over all of its threads, the bandwidth-only points (depth 32 … 256) included: a curve whose points ran
 //! different amounts of I/O compares different device states (nvme-tlc random writes at depth 32
 //! ran at 276 K IOPS over 200 000 I/Os and at 209 K over 1 000 000, once garbage collection
 //! had started). `--quick` runs [`QUICK_IOS`] I/Os per point —
@@ -62,12 +62,11 @@ pub const INTERFERENCE_QD: u32 = 4;
 pub const SUBMIT_THREADS: u32 = 4;
 /// Where each clone of a sequential point starts (`job_index` × 64 GiB): far enough apart that
 /// no clone reaches the next one's stream within the full study's 1 000 000 I/Os (4 GB).
-const SEQ_OFFSET_INCREMENT: &str = "offset_increment=64g\n";
-/// I/Os per latency point in the full study (≥ 100 000 so p99.999 is measured, not guessed).
-pub const FULL_LATENCY_IOS: u64 = 1_000_000;
-/// I/Os per bandwidth-only point (depth > 16) in the full study: as many as the latency points,
-/// so every point of a curve covers the same device state (see the module essay).
-pub const FULL_BANDWIDTH_IOS: u64 = FULL_LATENCY_IOS;
+const SEQ_OFFSET_GIB: u32 = 64;
+/// I/Os per point in the full study (≥ 100 000 so p99.999 is measured, not guessed), the
+/// bandwidth-only points included, so every point of a curve covers the same device state (see
+/// the module essay).
+pub const FULL_IOS: u64 = 1_000_000;
 /// I/Os per point with `--quick`.
 pub const QUICK_IOS: u64 = 4_000;
 
@@ -101,12 +100,21 @@ impl Completion {
     }
 }
 
-fn ios_for(size: Size, latency_point: bool) -> u64 {
-    match (size, latency_point) {
-        (Size::Quick, _) => QUICK_IOS,
-        (Size::Full, true) => FULL_LATENCY_IOS,
-        (Size::Full, false) => FULL_BANDWIDTH_IOS,
+/// I/Os per point, over all of the point's threads.
+fn ios_for(size: Size) -> u64 {
+    match size {
+        Size::Quick => QUICK_IOS,
+        Size::Full => FULL_IOS,
     }
+}
+
+/// How parts 1 and 2 spread a queue depth over threads, for their captions.
+fn threads_note() -> String {
+    format!(
+        "spread over up to {SUBMIT_THREADS} submitting threads (numjobs = min(depth, \
+         {SUBMIT_THREADS}), each with iodepth = depth / numjobs; sequential clones start \
+         {SEQ_OFFSET_GIB} GiB apart)"
+    )
 }
 
 fn job_header(comment: &str, engine: &str, ios: u64) -> String {
@@ -145,30 +153,29 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
     for device in DEVICES {
         for (rw, label, _) in PATTERNS {
             for qd in BANDWIDTH_QDS {
-                let ios = ios_for(size, LATENCY_QDS.contains(&qd));
+                let ios = ios_for(size);
                 let id = qd_id(device, rw, qd);
                 let threads = qd.min(SUBMIT_THREADS);
                 debug_assert_eq!(qd % threads, 0, "depths are powers of two");
                 let per_thread = ios.div_ceil(u64::from(threads));
-                let job = job_header(
+                let mut job = job_header(
                     &format!("{label}, queue depth {qd} over {threads} thread(s)"),
                     "libaio",
                     per_thread,
                 ) + &format!(
                     "[{rw}-qd{qd}]\nrw={rw}\nnumjobs={threads}\niodepth={}\ngroup_reporting\n",
                     qd / threads
-                ) + if threads > 1 && !rw.starts_with("rand") {
+                );
+                if threads > 1 && !rw.starts_with("rand") {
                     // Sequential clones each get a stream of their own, as fio users set it:
                     // without it, every clone walks the same LBAs.
-                    SEQ_OFFSET_INCREMENT
-                } else {
-                    ""
-                };
+                    job.push_str(&format!("offset_increment={SEQ_OFFSET_GIB}g\n"));
+                }
                 out.push(spec(id, device, job));
             }
         }
         for w in WRITE_PCTS {
-            let ios = ios_for(size, true);
+            let ios = ios_for(size);
             let job = job_header(
                 &format!("random mixed I/O, {w} % writes, queue depth {INTERFERENCE_QD}"),
                 "libaio",
@@ -181,7 +188,7 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
         }
         for (op, rw) in [(Op::Read, "randread"), (Op::Write, "randwrite")] {
             for c in [Completion::Interrupt, Completion::Polled] {
-                let ios = ios_for(size, true);
+                let ios = ios_for(size);
                 let how = match c {
                     Completion::Interrupt => "interrupt completion",
                     Completion::Polled => "polled completion (hipri)",
@@ -213,7 +220,7 @@ fn common_caption(size: Size, seed: u64, ios: u64) -> String {
     let tail = if ios < 100_000 {
         format!(
             " With --quick each point has only {ios} I/Os: too few for five nines (p99.999 is then \
-             about the worst sample); the full study runs {FULL_LATENCY_IOS} per latency point."
+             about the worst sample); the full study runs {FULL_IOS} per point."
         )
     } else {
         String::new()
@@ -226,7 +233,7 @@ fn common_caption(size: Size, seed: u64, ios: u64) -> String {
 
 /// The study's figures from its results.
 pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
-    let lat_ios = ios_for(size, true);
+    let ios = ios_for(size);
     let mut figs = Vec::new();
     for (rw, label, op) in PATTERNS {
         let mut series = Vec::new();
@@ -256,9 +263,10 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             stem: format!("latency-{rw}"),
             title: format!("{label}: latency vs queue depth"),
             caption: format!(
-                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–16. Solid: average; \
+                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–16 {}. Solid: average; \
                  dashed: five nines (p99.999). Log–log axes. {}",
-                common_caption(size, seed, lat_ios)
+                threads_note(),
+                common_caption(size, seed, ios)
             ),
             x_label: "queue depth".into(),
             y_label: "latency (µs)".into(),
@@ -296,11 +304,11 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             stem: format!("bandwidth-{rw}"),
             title: format!("{label}: bandwidth vs queue depth"),
             caption: format!(
-                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–256; bandwidth divided \
-                 by each device's maximum for this pattern ({}). Depths above 16 run {} I/Os. {}",
+                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–256 {}. Bandwidth \
+                 divided by each device's maximum for this pattern ({}). {}",
+                threads_note(),
                 maxima.join(", "),
-                ios_for(size, false),
-                common_caption(size, seed, lat_ios)
+                common_caption(size, seed, ios)
             ),
             x_label: "queue depth".into(),
             y_label: "bandwidth / device maximum".into(),
@@ -340,7 +348,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             "fio-like random mixed I/O (randrw), libaio, O_DIRECT, 4 KiB, queue depth \
              {INTERFERENCE_QD}, 0–80 % writes: read latency, solid average, dashed five nines \
              (the 100 % point has no reads; its write latency is in the table). {}",
-            common_caption(size, seed, lat_ios)
+            common_caption(size, seed, ios)
         ),
         x_label: "writes (% of I/Os)".into(),
         y_label: "read latency (µs)".into(),
@@ -349,7 +357,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         x_categories: vec![],
         series,
     });
-    figs.extend(sync_figures(results, size, seed, lat_ios));
+    figs.extend(sync_figures(results, size, seed, ios));
     figs
 }
 
@@ -550,7 +558,7 @@ mod tests {
 
     #[test]
     fn full_latency_points_have_enough_ios_for_five_nines() {
-        // Every point of the full study, over all its threads, runs FULL_LATENCY_IOS I/Os (or
+        // Every point of the full study, over all its threads, runs FULL_IOS I/Os (or
         // the next multiple of its thread count).
         let value = |text: &str, key: &str| {
             text.lines()
@@ -562,12 +570,12 @@ mod tests {
             let threads = value(&s.job_fio, "numjobs=").unwrap_or(1);
             let total = per_thread * threads;
             assert!(
-                (FULL_LATENCY_IOS..FULL_LATENCY_IOS + threads).contains(&total),
+                (FULL_IOS..FULL_IOS + threads).contains(&total),
                 "{}: {threads} × {per_thread}",
                 s.id
             );
         }
-        const { assert!(FULL_LATENCY_IOS >= 100_000) };
+        const { assert!(FULL_IOS >= 100_000) };
     }
 }
 
