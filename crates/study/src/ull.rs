@@ -212,6 +212,12 @@ fn op_of(r: &RunResult, op: Op) -> Option<&OpHeadline> {
     }
 }
 
+/// The two latency statistics every latency figure draws: name, stroke, and where it is.
+const LATENCY_STATS: [(&str, Stroke, fn(&OpHeadline) -> u64); 2] = [
+    ("avg", Stroke::Solid, |h| h.mean_ns),
+    ("p99.999", Stroke::Dashed, |h| h.p99_999_ns),
+];
+
 fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
 }
@@ -238,17 +244,12 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     for (rw, label, op) in PATTERNS {
         let mut series = Vec::new();
         for (d, device) in DEVICES.iter().enumerate() {
-            for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+            for (stat, stroke, ns_of) in LATENCY_STATS {
                 let points = LATENCY_QDS
                     .iter()
                     .filter_map(|&qd| {
                         let h = op_of(results.get(&qd_id(device, rw, qd))?, op)?;
-                        let ns = if stat == "avg" {
-                            h.mean_ns
-                        } else {
-                            h.p99_999_ns
-                        };
-                        Some((f64::from(qd), us(ns)))
+                        Some((f64::from(qd), us(ns_of(h))))
                     })
                     .collect();
                 series.push(Series {
@@ -320,17 +321,12 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     }
     let mut series = Vec::new();
     for (d, device) in DEVICES.iter().enumerate() {
-        for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+        for (stat, stroke, ns_of) in LATENCY_STATS {
             let points = WRITE_PCTS
                 .iter()
                 .filter_map(|&w| {
                     let h = results.get(&mix_id(device, w))?.read.as_ref()?;
-                    let ns = if stat == "avg" {
-                        h.mean_ns
-                    } else {
-                        h.p99_999_ns
-                    };
-                    Some((f64::from(w), us(ns)))
+                    Some((f64::from(w), us(ns_of(h))))
                 })
                 .collect();
             series.push(Series {
@@ -372,18 +368,13 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             .enumerate()
         {
             let colour = 2 * d + o;
-            for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+            for (stat, stroke, ns_of) in LATENCY_STATS {
                 let points = modes
                     .iter()
                     .enumerate()
                     .filter_map(|(x, &c)| {
                         let h = op_of(results.get(&sync_id(device, op, c))?, op)?;
-                        let ns = if stat == "avg" {
-                            h.mean_ns
-                        } else {
-                            h.p99_999_ns
-                        };
-                        Some((x as f64, us(ns)))
+                        Some((x as f64, us(ns_of(h))))
                     })
                     .collect();
                 lat.push(Series {
