@@ -98,9 +98,18 @@ fn bad_flags_name_the_value_and_what_is_expected() {
             &["ull", "--shard", "3/2"][..],
             &["3/2", "expected I/N with 0 <= I < N"][..],
         ),
-        (&["ull", "--jobs", "0"], &["--jobs 0", "expected at least 1"]),
-        (&["nosuch"], &["unknown study `nosuch`", "known studies: ull"]),
-        (&["merge", "a", "--seed", "2"], &["`study merge` takes only"]),
+        (
+            &["ull", "--jobs", "0"],
+            &["--jobs 0", "expected at least 1"],
+        ),
+        (
+            &["nosuch"],
+            &["unknown study `nosuch`", "known studies: ull"],
+        ),
+        (
+            &["merge", "a", "--seed", "2"],
+            &["`study merge` takes only"],
+        ),
     ] {
         let (ok, text) =
             testkit::run(ullstack().arg("study").args(args).arg("--out").arg(&out)).unwrap();
