@@ -44,6 +44,7 @@ use crate::spec::RunSpec;
 use crate::Size;
 
 use engine::time::format_ns;
+use workload::Completion;
 
 /// The two devices compared.
 pub const DEVICES: [&str; 2] = ["zssd", "nvme-tlc"];
@@ -84,19 +85,11 @@ pub enum Op {
     Write,
 }
 
-/// How completions are seen in part 4.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Completion {
-    Interrupt,
-    Polled,
-}
-
-impl Completion {
-    fn slug(self) -> &'static str {
-        match self {
-            Completion::Interrupt => "irq",
-            Completion::Polled => "poll",
-        }
+/// How part 4's run ids name a completion mode.
+fn slug(c: Completion) -> &'static str {
+    match c {
+        Completion::Interrupt => "irq",
+        Completion::Polled => "poll",
     }
 }
 
@@ -137,7 +130,7 @@ pub fn sync_id(device: &str, op: Op, c: Completion) -> String {
         Op::Read => "read",
         Op::Write => "write",
     };
-    format!("sync-{device}-{op}-{}", c.slug())
+    format!("sync-{device}-{op}-{}", slug(c))
 }
 
 /// Every run of the study, in a fixed order.
@@ -194,7 +187,7 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
                     Completion::Polled => "polled completion (hipri)",
                 };
                 let mut job = job_header(&format!("synchronous {rw}, {how}"), "pvsync2", ios)
-                    + &format!("[{rw}-{}]\nrw={rw}\niodepth=1\n", c.slug());
+                    + &format!("[{rw}-{}]\nrw={rw}\niodepth=1\n", slug(c));
                 if c == Completion::Polled {
                     job.push_str("hipri\n");
                 }
@@ -212,8 +205,11 @@ fn op_of(r: &RunResult, op: Op) -> Option<&OpHeadline> {
     }
 }
 
-/// The two latency statistics every latency figure draws: name, stroke, and where it is.
-const LATENCY_STATS: [(&str, Stroke, fn(&OpHeadline) -> u64); 2] = [
+/// A latency statistic a figure draws: its name, its stroke, and where it is in a headline.
+type LatencyStat = (&'static str, Stroke, fn(&OpHeadline) -> u64);
+
+/// The two latency statistics every latency figure draws.
+const LATENCY_STATS: [LatencyStat; 2] = [
     ("avg", Stroke::Solid, |h| h.mean_ns),
     ("p99.999", Stroke::Dashed, |h| h.p99_999_ns),
 ];
@@ -507,7 +503,7 @@ pub fn headline(results: &Results) -> Table {
     for (op, name) in [(Op::Read, "read"), (Op::Write, "write")] {
         for c in [Completion::Interrupt, Completion::Polled] {
             row(
-                &format!("sync {name} {}, avg / p99.999", c.slug()),
+                &format!("sync {name} {}, avg / p99.999", slug(c)),
                 lat(&|d| sync_id(d, op, c), op),
             );
         }
@@ -523,7 +519,7 @@ pub fn headline(results: &Results) -> Table {
                     })
             })
             .collect();
-        row(&format!("sync read {} CPU kernel / user", c.slug()), cells);
+        row(&format!("sync read {} CPU kernel / user", slug(c)), cells);
     }
     t
 }
