@@ -285,6 +285,11 @@ fn series_ms_writes_a_time_series_for_both_kinds_of_run() {
         .output()
         .unwrap();
     assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("'0'") && err.contains("--series-ms") && err.contains("1.."),
+        "the refusal names the value, the flag and the accepted range: {err}"
+    );
     std::fs::remove_dir_all(&out).ok();
     std::fs::remove_dir_all(&dir).ok();
 }
