@@ -229,7 +229,7 @@ fn help_opens_with_a_sentence_for_users_and_shows_where_to_start() {
 #[test]
 fn series_ms_writes_a_time_series_for_both_kinds_of_run() {
     let out = scratch("series-dev");
-    let o = run_ok(
+    run_ok(
         ullstack()
             .args(["sim", "--device", "zssd", "--series-ms", "5", "--job"])
             .arg(examples().join("randread-qd1.fio"))
@@ -255,7 +255,7 @@ fn series_ms_writes_a_time_series_for_both_kinds_of_run() {
         "seed = 1\nduration_ms = 50\n[[process]]\nprofile = \"apache\"\n",
     )
     .unwrap();
-    let o = run_ok(
+    run_ok(
         ullstack()
             .args(["sim", "--series-ms", "10", "--system"])
             .arg(dir.join("sys.toml"))
