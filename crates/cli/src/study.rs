@@ -39,9 +39,9 @@ pub struct StudyArgs {
     /// Runs simulated at once (default: every core).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
-    /// Seed of every run.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Seed of every run (default 1).
+    #[arg(long)]
+    seed: Option<u64>,
     /// Run only shard I of N (runs I, I+N, I+2N, …); join with `ullstack study merge`.
     #[arg(long, value_name = "I/N")]
     shard: Option<String>,
@@ -105,7 +105,7 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from("results/study").join(def.name));
     let opts = StudyOptions {
         size: if args.quick { Size::Quick } else { Size::Full },
-        seed: args.seed,
+        seed: args.seed.unwrap_or(1),
         out: out.clone(),
         jobs,
         shard,
@@ -127,7 +127,7 @@ fn merge(args: StudyArgs) -> anyhow::Result<()> {
     if args.dirs.is_empty() {
         bail!("`study merge` needs the shard folders: ullstack study merge DIR... [--out DIR]");
     }
-    if args.quick || args.jobs.is_some() || args.shard.is_some() {
+    if args.quick || args.jobs.is_some() || args.shard.is_some() || args.seed.is_some() {
         bail!("`study merge` takes only folders, --out and --quiet (size, seed and shards come from the folders' study.json)");
     }
     let out = args.out.clone().unwrap_or_else(|| args.dirs[0].clone());

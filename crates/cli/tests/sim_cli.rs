@@ -14,6 +14,17 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// Runs `cmd`, which must succeed (its stderr in the message if not).
+fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let o = cmd.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{cmd:?} failed; stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
@@ -21,17 +32,12 @@ fn examples() -> PathBuf {
 #[test]
 fn a_device_level_run_writes_the_documented_summary_and_csvs() {
     let out = scratch("run");
-    let o = ullstack()
-        .args(["sim", "--device", "zssd", "--seed", "3", "--job"])
-        .arg(examples().join("randread-qd1.fio"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = run_ok(
+        ullstack()
+            .args(["sim", "--device", "zssd", "--seed", "3", "--job"])
+            .arg(examples().join("randread-qd1.fio"))
+            .arg("--out")
+            .arg(&out),
     );
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -145,16 +151,7 @@ fn impossible_geometry_and_unknown_keys_in_a_device_file_are_named() {
 #[test]
 fn the_embedded_default_prints_its_reports_and_writes_the_system_summary() {
     let out = scratch("default");
-    let o = ullstack()
-        .args(["sim", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = run_ok(ullstack().args(["sim", "--out"]).arg(&out));
     let table = String::from_utf8_lossy(&o.stdout);
     for needle in [
         "online services",
@@ -232,17 +229,12 @@ fn help_opens_with_a_sentence_for_users_and_shows_where_to_start() {
 #[test]
 fn series_ms_writes_a_time_series_for_both_kinds_of_run() {
     let out = scratch("series-dev");
-    let o = ullstack()
-        .args(["sim", "--device", "zssd", "--series-ms", "5", "--job"])
-        .arg(examples().join("randread-qd1.fio"))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
+    run_ok(
+        ullstack()
+            .args(["sim", "--device", "zssd", "--series-ms", "5", "--job"])
+            .arg(examples().join("randread-qd1.fio"))
+            .arg("--out")
+            .arg(&out),
     );
     let csv = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
     let summary: serde_json::Value =
@@ -263,17 +255,12 @@ fn series_ms_writes_a_time_series_for_both_kinds_of_run() {
         "seed = 1\nduration_ms = 50\n[[process]]\nprofile = \"apache\"\n",
     )
     .unwrap();
-    let o = ullstack()
-        .args(["sim", "--series-ms", "10", "--system"])
-        .arg(dir.join("sys.toml"))
-        .arg("--out")
-        .arg(dir.join("out"))
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&o.stderr)
+    run_ok(
+        ullstack()
+            .args(["sim", "--series-ms", "10", "--system"])
+            .arg(dir.join("sys.toml"))
+            .arg("--out")
+            .arg(dir.join("out")),
     );
     let csv = std::fs::read_to_string(dir.join("out/timeseries.csv")).unwrap();
     assert!(
@@ -285,6 +272,11 @@ fn series_ms_writes_a_time_series_for_both_kinds_of_run() {
         .output()
         .unwrap();
     assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("'0'") && err.contains("--series-ms") && err.contains("1.."),
+        "the refusal names the value, the flag and the accepted range: {err}"
+    );
     std::fs::remove_dir_all(&out).ok();
     std::fs::remove_dir_all(&dir).ok();
 }

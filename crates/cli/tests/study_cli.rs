@@ -88,6 +88,39 @@ fn list_names_the_ull_study_with_its_run_counts() {
     assert!(line.contains("92 runs (--quick: 92)"), "{line}");
 }
 
+/// Bad flags fail before anything runs, naming the value and what was expected.
+#[test]
+fn bad_flags_name_the_value_and_what_is_expected() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    for (args, expect) in [
+        (
+            &["ull", "--shard", "3/2"][..],
+            &["3/2", "expected I/N with 0 <= I < N"][..],
+        ),
+        (
+            &["ull", "--jobs", "0"],
+            &["--jobs 0", "expected at least 1"],
+        ),
+        (
+            &["nosuch"],
+            &["unknown study `nosuch`", "known studies: ull"],
+        ),
+        (
+            &["merge", "a", "--seed", "2"],
+            &["`study merge` takes only"],
+        ),
+    ] {
+        let (ok, text) =
+            testkit::run(ullstack().arg("study").args(args).arg("--out").arg(&out)).unwrap();
+        assert!(!ok, "{args:?} must fail:\n{text}");
+        for e in expect {
+            assert!(text.contains(e), "{args:?}: no `{e}` in:\n{text}");
+        }
+    }
+    assert!(!out.exists(), "nothing was written");
+}
+
 #[test]
 fn jobs_1_gives_the_same_results_as_jobs_2() {
     let dir = tempfile::tempdir().unwrap();

@@ -227,6 +227,22 @@ fn measure_writes(
 }
 
 /// Starts `nbdkit --threads 1` with `plugin_args` on a free port.
+/// Starts nbdkit with `plugin_args`, measures `count` pipelined writes against it, stops it.
+fn measure_nbdkit_writes(name: &str, plugin_args: &[&str], count: u64) {
+    if let Some((mut child, port)) = start_nbdkit(plugin_args) {
+        let pid = child.id().to_string();
+        let _ = measure_writes(
+            name,
+            &Server::Process(pid),
+            &format!("127.0.0.1:{port}"),
+            "",
+            count,
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 fn start_nbdkit(plugin_args: &[&str]) -> Option<(Child, u16)> {
     let port = free_port();
     let port_s = port.to_string();
@@ -396,18 +412,7 @@ fn main() {
         writes,
     );
     if nbdkit {
-        if let Some((mut child, port)) = start_nbdkit(&["memory", "1G"]) {
-            let pid = child.id().to_string();
-            let _ = measure_writes(
-                "nbdkit memory",
-                &Server::Process(pid),
-                &format!("127.0.0.1:{port}"),
-                "",
-                writes,
-            );
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        measure_nbdkit_writes("nbdkit memory", &["memory", "1G"], writes);
     }
     server.shutdown();
 
@@ -457,18 +462,7 @@ tenant = "open"
     }
     if nbdkit {
         let file_arg = path.display().to_string();
-        if let Some((mut child, port)) = start_nbdkit(&["file", &file_arg]) {
-            let pid = child.id().to_string();
-            let _ = measure_writes(
-                "nbdkit file",
-                &Server::Process(pid),
-                &format!("127.0.0.1:{port}"),
-                "",
-                writes,
-            );
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        measure_nbdkit_writes("nbdkit file", &["file", &file_arg], writes);
     }
     let _ = std::fs::remove_file(&path);
 }

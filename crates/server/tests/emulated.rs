@@ -164,11 +164,14 @@ fn emulated_reads_take_the_models_time_on_top_of_memory_reads() {
     // slow pages): the difference of the medians is the model's time. Both bounds matter: a
     // model not applied gives ~0, one applied twice (or in the wrong unit) ≥ 2 ms; loopback
     // jitter on a loaded 2-core VM moves a median by far less than the 0.3 ms margins.
-    let slow = r#"{ kind = "emulated", size = "64MiB", device = { preset = "nvme-tlc", flash = { read_ns = { lsb = 1000000, csb = 1000000, msb = 1000000 } } } }"#;
-    let device = device::DeviceConfig::from_toml_str(
-        "preset = \"nvme-tlc\"\n[flash]\nread_ns = { lsb = 1000000, csb = 1000000, msb = 1000000 }\n",
-    )
-    .expect("device");
+    // One description of the drive, for the model's figure and for the server's volume, so
+    // the two cannot drift apart.
+    const SLOW: &str = "preset = \"nvme-tlc\"\n[flash]\nread_ns = { lsb = 1000000, csb = 1000000, msb = 1000000 }\n";
+    let device = device::DeviceConfig::from_toml_str(SLOW).expect("device");
+    let slow = format!(
+        r#"{{ kind = "emulated", size = "64MiB", device = {} }}"#,
+        toml::Value::Table(SLOW.parse().expect("device TOML"))
+    );
     let model_ns =
         server::backend::emulated::unloaded_latency_ns(&device, engine::IoOp::Read, 0, 4096)
             .expect("model runs");
@@ -197,7 +200,7 @@ fn emulated_reads_take_the_models_time_on_top_of_memory_reads() {
         l[l.len() / 2]
     };
     let memory = p50(&memory_backend("64MiB"));
-    let emulated = p50(slow);
+    let emulated = p50(&slow);
     let added = emulated.saturating_sub(memory);
     println!(
         "QD1 4 KiB read p50: memory {memory} ns, emulated slow drive {emulated} ns: +{added} ns (model {model_ns} ns)"

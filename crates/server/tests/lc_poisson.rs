@@ -18,7 +18,7 @@ mod common;
 
 use client::bench::report::{BenchReport, TenantReport};
 use client::bench::{self, BenchConfig, Progress};
-use server::config::{ProfileConfig, ServerConfig};
+use server::config::ServerConfig;
 
 const LC_IOPS: u64 = 1_000;
 const SLO_P95_NS: u64 = 20_000_000;
@@ -37,38 +37,7 @@ fn tiny_profile() -> qos::DeviceProfile {
 }
 
 fn config(backend: &str, lc_surge_pct: u32) -> ServerConfig {
-    let text = format!(
-        r#"
-[listen]
-native = "127.0.0.1:0"
-
-[dataplane]
-workers = 2
-
-[[volume]]
-name = "vol"
-backend = {backend}
-
-[[tenant]]
-name = "lc"
-secret = "lc-secret-1"
-class = "lc"
-acl = [{{ volume = "vol", access = "read-write" }}]
-
-[[tenant]]
-name = "be"
-secret = "be-secret-1"
-class = "be"
-acl = [{{ volume = "vol", access = "read-write" }}]
-"#
-    );
-    let mut config = ServerConfig::from_toml_str(&text).expect("test config");
-    config.qos.profile = ProfileConfig::Inline(
-        tiny_profile()
-            .to_toml_string()
-            .parse()
-            .expect("profile TOML round trip"),
-    );
+    let mut config = common::lc_be_config(backend, &tiny_profile());
     config.qos.lc_surge_pct = lc_surge_pct;
     config.validate().expect("valid config");
     config

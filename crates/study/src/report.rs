@@ -112,15 +112,7 @@ pub fn runs_table(specs: &[RunSpec], results: &Results) -> Table {
 }
 
 fn cpu_cell(r: &RunResult) -> String {
-    match &r.cpu {
-        Some(c) => format!(
-            "{:.0}/{:.0}{}",
-            c.kernel_pct,
-            c.user_pct,
-            if c.source == "derived" { "*" } else { "" }
-        ),
-        None => "-".into(),
-    }
+    format!("{:.0}/{:.0}", r.cpu.kernel_pct, r.cpu.user_pct)
 }
 
 /// What `report.html` is made of.
@@ -166,7 +158,7 @@ pub fn html(input: &ReportInput) -> String {
         )
         .expect("string");
     }
-    out.push_str("<h2>Every run</h2>\n<p>CPU k/u: kernel/user percent of one core; * derived from the thin host's fixed costs (no CPU figure in the run's summary).</p>\n");
+    out.push_str("<h2>Every run</h2>\n<p>CPU k/u: kernel/user time of the job's threads, percent of one core.</p>\n");
     out.push_str(&runs_table(input.specs, input.results).to_html());
     out.push_str("<h2>Configuration of every run</h2>\n<p>Each run re-runs alone: <code>ullstack sim --config runs/&lt;id&gt;/config.toml</code>.</p>\n");
     for spec in input.specs {

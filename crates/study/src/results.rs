@@ -4,18 +4,18 @@
 //! Results are always read from disk, whether the run was simulated now or reused, so a resumed
 //! study and a fresh one go through the same code and give the same `study.json`. That file holds,
 //! per run, its id, config hash, device, host, job, and the headline numbers of each direction
-//! with I/O (`ios`, `iops`, `bytes_per_sec`, `mean_ns`, `p99_ns`, `p99_999_ns`), plus CPU use
-//! when there is a figure for it. It holds nothing that depends on wall time, worker count or
+//! with I/O (`ios`, `iops`, `bytes_per_sec`, `mean_ns`, `p99_ns`, `p99_999_ns`), and CPU use. It holds nothing that depends on wall time, worker count or
 //! sharding, so two executions of the same study compare byte for byte.
 //!
 //! ## CPU use
-//! When a run's `summary.json` reports CPU use (an object named `cpu` in the job, at the top
-//! level, or under `host`/`sim`, with a `…user…` and a `…kernel…`/`…sys…` field in percent
-//! (`_pct`) or nanoseconds (`_ns`)), that is what is reported, `source: "summary"`. Otherwise,
-//! for synchronous (depth-1) runs only, it is derived from the thin host's fixed costs, which
-//! are all kernel time: a polled thread spins for the whole run (100 % of its core); an
-//! interrupt-driven one is busy `submit_ns + isr_ns + wakeup_ns` per I/O, e.g. x86-4 at 69 000
-//! IOPS (zssd, QD1 reads): 69 000 × 5.2 µs = 36 % of a core. Those are marked `source: "derived"`.
+//! Every run's `summary.json` reports its job's CPU time, `jobs[0].cpu { user_ns, kernel_ns }`
+//! (summed over the job's threads); `study.json` gives it as percent of one core over the job's
+//! span (first submission to last completion, `ios / iops`: the span the summary's rates are
+//! over), so a four-thread job can exceed 100 %. E.g. x86-4 at 69 000 IOPS (zssd, QD1 reads,
+//! interrupt completion): 5.2 µs of kernel time per I/O is 36 % of a core. Not over
+//! `sim.simulated_ns`: a run ends when the device is idle, and a TLC drive drains its write
+//! buffer long after the job's last write (`ull --quick`, nvme-tlc sequential writes at depth
+//! 256: a 4.6 ms job in an 18.9 ms run, 253 % of a core over the job, 61 % over the run).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,13 +37,11 @@ pub struct OpHeadline {
     pub p99_999_ns: u64,
 }
 
-/// CPU use of a run's thread, percent of one core.
+/// CPU use of a run's threads, percent of one core.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CpuUse {
     pub kernel_pct: f64,
     pub user_pct: f64,
-    /// `summary` (reported by the simulator) or `derived` (from the thin host's costs).
-    pub source: &'static str,
 }
 
 /// One run's entry in `study.json`.
@@ -57,8 +55,7 @@ pub struct RunResult {
     pub simulated_ns: u64,
     pub read: Option<OpHeadline>,
     pub write: Option<OpHeadline>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<CpuUse>,
+    pub cpu: CpuUse,
 }
 
 /// Every run's result, by id.
@@ -92,7 +89,7 @@ fn headline(spec: &RunSpec, s: &Value) -> Result<RunResult, String> {
         .ok_or("no sim.simulated_ns")?;
     let read = op(&job["read"])?;
     let write = op(&job["write"])?;
-    let cpu = reported_cpu(s, job, simulated_ns).or_else(|| derived_cpu(spec, &read, &write));
+    let cpu = cpu(&job["cpu"], span_ns(&read, &write))?;
     Ok(RunResult {
         id: spec.id.clone(),
         config_hash: spec.config_hash(),
@@ -127,65 +124,26 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// CPU use as the summary reports it, if it does (see the module essay for what is looked for).
-fn reported_cpu(s: &Value, job: &Value, simulated_ns: u64) -> Option<CpuUse> {
-    let candidates = [&job["cpu"], &s["cpu"], &s["host"]["cpu"], &s["sim"]["cpu"]];
-    let obj = candidates.into_iter().find_map(|v| v.as_object())?;
-    let pct = |want: &dyn Fn(&str) -> bool| -> Option<f64> {
-        obj.iter().find_map(|(k, v)| {
-            let k = k.to_ascii_lowercase();
-            if !want(&k) {
-                return None;
-            }
-            let x = v.as_f64()?;
-            if k.ends_with("_ns") && simulated_ns > 0 {
-                Some(100.0 * x / simulated_ns as f64)
-            } else if k.ends_with("_pct") || k.ends_with("percent") {
-                Some(x)
-            } else {
-                None
-            }
-        })
-    };
-    let kernel = pct(&|k| k.contains("kernel") || k.contains("sys"))?;
-    let user = pct(&|k| k.contains("user")).unwrap_or(0.0);
-    Some(CpuUse {
-        kernel_pct: round3(kernel),
-        user_pct: round3(user),
-        source: "summary",
-    })
+/// The job's span, ns: the time its rates are over (`OpResult::from_histogram` in sim), the
+/// same for both directions; `None` if it did no I/O.
+fn span_ns(read: &Option<OpHeadline>, write: &Option<OpHeadline>) -> Option<f64> {
+    [read, write]
+        .into_iter()
+        .flatten()
+        .find(|h| h.iops > 0.0)
+        .map(|h| h.ios as f64 / h.iops * 1e9)
 }
 
-/// CPU use of a synchronous run from the thin host's fixed costs (module essay).
-fn derived_cpu(
-    spec: &RunSpec,
-    read: &Option<OpHeadline>,
-    write: &Option<OpHeadline>,
-) -> Option<CpuUse> {
-    let jobs = workload::JobFile::parse_fio(&spec.job_fio, &spec.id).ok()?;
-    let [job] = jobs.jobs.as_slice() else {
-        return None;
+/// The job's CPU time (`cpu { user_ns, kernel_ns }`) as percent of one core over its span.
+fn cpu(v: &Value, span_ns: Option<f64>) -> Result<CpuUse, String> {
+    let span_ns = span_ns.ok_or("the job did no I/O: no span to divide its CPU time by")?;
+    let pct = |name: &str| -> Result<f64, String> {
+        let ns = v[name].as_u64().ok_or(format!("no jobs[0].cpu.{name}"))?;
+        Ok(round3(100.0 * ns as f64 / span_ns))
     };
-    if job.engine != workload::IoEngine::Sync {
-        return None;
-    }
-    let costs = sim::HostCosts::preset(&spec.host).ok()?;
-    let polled = job.completion == workload::Completion::Polled;
-    let iops: f64 = [read, write]
-        .iter()
-        .filter_map(|o| o.as_ref())
-        .map(|o| o.iops)
-        .sum();
-    let kernel = if polled {
-        100.0
-    } else {
-        let per_io_ns = (costs.submit_ns + costs.isr_ns + costs.wakeup_ns) as f64;
-        (100.0 * iops * per_io_ns / 1e9).min(100.0)
-    };
-    Some(CpuUse {
-        kernel_pct: round3(kernel),
-        user_pct: 0.0,
-        source: "derived",
+    Ok(CpuUse {
+        kernel_pct: pct("kernel_ns")?,
+        user_pct: pct("user_ns")?,
     })
 }
 
@@ -214,66 +172,60 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn spec(job_fio: &str) -> RunSpec {
+    fn spec() -> RunSpec {
         RunSpec {
             id: "r".into(),
             device: "zssd".into(),
             host: "x86-4".into(),
-            job_fio: job_fio.into(),
+            job_fio: "[j]\n".into(),
             seed: 1,
         }
     }
 
-    fn summary(cpu: Option<Value>) -> Value {
+    fn summary(cpu: Value) -> Value {
         let lat = json!({"mean": 10_000, "p99": 12_000, "p99_999": 20_000});
-        let mut job = json!({
+        let job = json!({
             "name": "j",
             "read": {"ios": 1000, "iops": 100000.0, "bytes_per_sec": 4.096e8, "latency_ns": lat},
             "write": {"ios": 0, "iops": 0.0, "bytes_per_sec": 0.0, "latency_ns": lat},
+            "cpu": cpu,
         });
-        if let Some(c) = cpu {
-            job["cpu"] = c;
-        }
-        json!({"sim": {"simulated_ns": 10_000_000}, "jobs": [job]})
+        // 1000 reads at 100 000 IOPS: a 10 ms job, in a run that went on 30 ms after it.
+        json!({"sim": {"simulated_ns": 40_000_000}, "jobs": [job]})
     }
 
     #[test]
-    fn a_cpu_field_in_the_summary_is_used_when_present() {
-        let s = summary(Some(json!({"kernel_ns": 2_500_000, "user_ns": 500_000})));
-        let r = headline(&spec("[j]\nioengine=pvsync2\n"), &s).unwrap();
-        let cpu = r.cpu.unwrap();
+    fn the_jobs_cpu_time_is_reported_as_percent_of_one_core_over_the_jobs_span() {
+        let s = summary(json!({"kernel_ns": 2_500_000, "user_ns": 500_000}));
+        let r = headline(&spec(), &s).unwrap();
         assert_eq!(
-            (cpu.kernel_pct, cpu.user_pct, cpu.source),
-            (25.0, 5.0, "summary")
+            r.cpu,
+            CpuUse {
+                kernel_pct: 25.0,
+                user_pct: 5.0
+            }
         );
-        let s = summary(Some(json!({"sys_pct": 40.0, "user_pct": 1.5})));
-        let cpu = headline(&spec("[j]\n"), &s).unwrap().cpu.unwrap();
-        assert_eq!(
-            (cpu.kernel_pct, cpu.user_pct, cpu.source),
-            (40.0, 1.5, "summary")
-        );
+        assert_eq!(r.write, None, "a direction without I/O has no headline");
+        assert_eq!(r.read.unwrap().p99_999_ns, 20_000);
+        // Four threads busy all the time: 400 % of one core.
+        let s = summary(json!({"kernel_ns": 40_000_000, "user_ns": 0}));
+        assert_eq!(headline(&spec(), &s).unwrap().cpu.kernel_pct, 400.0);
     }
 
     #[test]
-    fn without_a_cpu_field_sync_runs_derive_it_and_async_runs_have_none() {
-        // 100 000 IOPS × (1.5 + 1.0 + 2.7) µs = 52 % of a core with interrupts.
-        let irq = headline(&spec("[j]\nioengine=pvsync2\n"), &summary(None)).unwrap();
-        let cpu = irq.cpu.unwrap();
-        assert_eq!((cpu.kernel_pct, cpu.source), (52.0, "derived"));
-        let poll = headline(&spec("[j]\nioengine=pvsync2\nhipri\n"), &summary(None)).unwrap();
-        assert_eq!(poll.cpu.unwrap().kernel_pct, 100.0);
-        let aio = headline(&spec("[j]\nioengine=libaio\n"), &summary(None)).unwrap();
-        assert_eq!(aio.cpu, None);
-        assert_eq!(aio.write, None, "a direction without I/O has no headline");
-        assert_eq!(aio.read.unwrap().p99_999_ns, 20_000);
+    fn a_summary_without_the_jobs_cpu_time_is_refused_naming_the_field() {
+        let e = headline(&spec(), &summary(json!({"user_ns": 0}))).unwrap_err();
+        assert!(e.contains("jobs[0].cpu.kernel_ns"), "{e}");
+        let e = headline(&spec(), &summary(Value::Null)).unwrap_err();
+        assert!(e.contains("jobs[0].cpu.kernel_ns"), "{e}");
     }
 
     #[test]
     fn a_summary_with_two_jobs_is_refused() {
-        let mut s = summary(None);
+        let mut s = summary(json!({"kernel_ns": 0, "user_ns": 0}));
         let job = s["jobs"][0].clone();
         s["jobs"].as_array_mut().unwrap().push(job);
-        let e = headline(&spec("[j]\n"), &s).unwrap_err();
+        let e = headline(&spec(), &s).unwrap_err();
         assert!(e.contains("exactly one job") && e.contains('2'), "{e}");
     }
 }

@@ -12,9 +12,8 @@
 //! the job text (the seed is in the config text). It is a pure function of what the run
 //! simulates, so it decides whether a finished run can be reused (resuming) and whether shards
 //! being merged ran the same thing. FNV-1a is not a cryptographic hash; it only has to tell
-//! configurations apart, not resist forgery. Worked example: the config text
-//! `seed = 1\n…` and job text `[j]\nrw=read\n` hash to 16 hex digits such as
-//! `3f9c0a2e5b71d804`; change one byte of either and the hash changes.
+//! configurations apart, not resist forgery. It is written as 16 lower-case hex digits; change
+//! one byte of the config or the job text and it changes (`hash_changes_with_seed_job_and_device`).
 //!
 //! The id is a readable slug chosen by the study (`lat-zssd-randread-qd4`), unique within it;
 //! the hash, not the id, says whether a stored result is still valid.

@@ -15,8 +15,8 @@
 //!
 //! ## How many I/Os
 //! A five-nines figure needs enough samples above it: at 100 000 I/Os p99.999 is the worst
-//! one; the full study runs [`FULL_LATENCY_IOS`] (1 000 000, ten samples above p99.999) per
-//! point, the bandwidth-only points (depth 32 … 256) included: a curve whose points ran
+//! one; the full study runs [`FULL_IOS`] (1 000 000, ten samples above p99.999) per
+//! point over all of its threads, the bandwidth-only points (depth 32 … 256) included: a curve whose points ran
 //! different amounts of I/O compares different device states (nvme-tlc random writes at depth 32
 //! ran at 276 K IOPS over 200 000 I/Os and at 209 K over 1 000 000, once garbage collection
 //! had started). `--quick` runs [`QUICK_IOS`] I/Os per point —
@@ -34,9 +34,8 @@
 //! flight; depth 2 is two threads of one, and so on up to four threads.
 //!
 //! ## CPU use
-//! Part 4's CPU figure takes `kernel`/`user` from the run's summary when the simulator reports
-//! it; until then it is derived from the thin host's fixed costs (see `results.rs`), and the
-//! caption says which.
+//! Part 4's CPU figure is the thread's CPU time as the run's summary reports it
+//! (`jobs[0].cpu`: kernel and user, see `results.rs`).
 
 use crate::plot::{Figure, Series, Stroke};
 use crate::report::Table;
@@ -45,6 +44,7 @@ use crate::spec::RunSpec;
 use crate::Size;
 
 use engine::time::format_ns;
+use workload::Completion;
 
 /// The two devices compared.
 pub const DEVICES: [&str; 2] = ["zssd", "nvme-tlc"];
@@ -63,12 +63,11 @@ pub const INTERFERENCE_QD: u32 = 4;
 pub const SUBMIT_THREADS: u32 = 4;
 /// Where each clone of a sequential point starts (`job_index` × 64 GiB): far enough apart that
 /// no clone reaches the next one's stream within the full study's 1 000 000 I/Os (4 GB).
-const SEQ_OFFSET_INCREMENT: &str = "offset_increment=64g\n";
-/// I/Os per latency point in the full study (≥ 100 000 so p99.999 is measured, not guessed).
-pub const FULL_LATENCY_IOS: u64 = 1_000_000;
-/// I/Os per bandwidth-only point (depth > 16) in the full study: as many as the latency points,
-/// so every point of a curve covers the same device state (see the module essay).
-pub const FULL_BANDWIDTH_IOS: u64 = FULL_LATENCY_IOS;
+const SEQ_OFFSET_GIB: u32 = 64;
+/// I/Os per point in the full study (≥ 100 000 so p99.999 is measured, not guessed), the
+/// bandwidth-only points included, so every point of a curve covers the same device state (see
+/// the module essay).
+pub const FULL_IOS: u64 = 1_000_000;
 /// I/Os per point with `--quick`.
 pub const QUICK_IOS: u64 = 4_000;
 
@@ -86,28 +85,29 @@ pub enum Op {
     Write,
 }
 
-/// How completions are seen in part 4.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Completion {
-    Interrupt,
-    Polled,
-}
-
-impl Completion {
-    fn slug(self) -> &'static str {
-        match self {
-            Completion::Interrupt => "irq",
-            Completion::Polled => "poll",
-        }
+/// How part 4's run ids name a completion mode.
+fn slug(c: Completion) -> &'static str {
+    match c {
+        Completion::Interrupt => "irq",
+        Completion::Polled => "poll",
     }
 }
 
-fn ios_for(size: Size, latency_point: bool) -> u64 {
-    match (size, latency_point) {
-        (Size::Quick, _) => QUICK_IOS,
-        (Size::Full, true) => FULL_LATENCY_IOS,
-        (Size::Full, false) => FULL_BANDWIDTH_IOS,
+/// I/Os per point, over all of the point's threads.
+fn ios_for(size: Size) -> u64 {
+    match size {
+        Size::Quick => QUICK_IOS,
+        Size::Full => FULL_IOS,
     }
+}
+
+/// How parts 1 and 2 spread a queue depth over threads, for their captions.
+fn threads_note() -> String {
+    format!(
+        "spread over up to {SUBMIT_THREADS} submitting threads (numjobs = min(depth, \
+         {SUBMIT_THREADS}), each with iodepth = depth / numjobs; sequential clones start \
+         {SEQ_OFFSET_GIB} GiB apart)"
+    )
 }
 
 fn job_header(comment: &str, engine: &str, ios: u64) -> String {
@@ -130,7 +130,7 @@ pub fn sync_id(device: &str, op: Op, c: Completion) -> String {
         Op::Read => "read",
         Op::Write => "write",
     };
-    format!("sync-{device}-{op}-{}", c.slug())
+    format!("sync-{device}-{op}-{}", slug(c))
 }
 
 /// Every run of the study, in a fixed order.
@@ -146,30 +146,29 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
     for device in DEVICES {
         for (rw, label, _) in PATTERNS {
             for qd in BANDWIDTH_QDS {
-                let ios = ios_for(size, LATENCY_QDS.contains(&qd));
+                let ios = ios_for(size);
                 let id = qd_id(device, rw, qd);
                 let threads = qd.min(SUBMIT_THREADS);
                 debug_assert_eq!(qd % threads, 0, "depths are powers of two");
                 let per_thread = ios.div_ceil(u64::from(threads));
-                let job = job_header(
+                let mut job = job_header(
                     &format!("{label}, queue depth {qd} over {threads} thread(s)"),
                     "libaio",
                     per_thread,
                 ) + &format!(
                     "[{rw}-qd{qd}]\nrw={rw}\nnumjobs={threads}\niodepth={}\ngroup_reporting\n",
                     qd / threads
-                ) + if threads > 1 && !rw.starts_with("rand") {
+                );
+                if threads > 1 && !rw.starts_with("rand") {
                     // Sequential clones each get a stream of their own, as fio users set it:
                     // without it, every clone walks the same LBAs.
-                    SEQ_OFFSET_INCREMENT
-                } else {
-                    ""
-                };
+                    job.push_str(&format!("offset_increment={SEQ_OFFSET_GIB}g\n"));
+                }
                 out.push(spec(id, device, job));
             }
         }
         for w in WRITE_PCTS {
-            let ios = ios_for(size, true);
+            let ios = ios_for(size);
             let job = job_header(
                 &format!("random mixed I/O, {w} % writes, queue depth {INTERFERENCE_QD}"),
                 "libaio",
@@ -182,13 +181,13 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
         }
         for (op, rw) in [(Op::Read, "randread"), (Op::Write, "randwrite")] {
             for c in [Completion::Interrupt, Completion::Polled] {
-                let ios = ios_for(size, true);
+                let ios = ios_for(size);
                 let how = match c {
                     Completion::Interrupt => "interrupt completion",
                     Completion::Polled => "polled completion (hipri)",
                 };
                 let mut job = job_header(&format!("synchronous {rw}, {how}"), "pvsync2", ios)
-                    + &format!("[{rw}-{}]\nrw={rw}\niodepth=1\n", c.slug());
+                    + &format!("[{rw}-{}]\nrw={rw}\niodepth=1\n", slug(c));
                 if c == Completion::Polled {
                     job.push_str("hipri\n");
                 }
@@ -206,6 +205,15 @@ fn op_of(r: &RunResult, op: Op) -> Option<&OpHeadline> {
     }
 }
 
+/// A latency statistic a figure draws: its name, its stroke, and where it is in a headline.
+type LatencyStat = (&'static str, Stroke, fn(&OpHeadline) -> u64);
+
+/// The two latency statistics every latency figure draws.
+const LATENCY_STATS: [LatencyStat; 2] = [
+    ("avg", Stroke::Solid, |h| h.mean_ns),
+    ("p99.999", Stroke::Dashed, |h| h.p99_999_ns),
+];
+
 fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
 }
@@ -214,7 +222,7 @@ fn common_caption(size: Size, seed: u64, ios: u64) -> String {
     let tail = if ios < 100_000 {
         format!(
             " With --quick each point has only {ios} I/Os: too few for five nines (p99.999 is then \
-             about the worst sample); the full study runs {FULL_LATENCY_IOS} per latency point."
+             about the worst sample); the full study runs {FULL_IOS} per point."
         )
     } else {
         String::new()
@@ -227,22 +235,17 @@ fn common_caption(size: Size, seed: u64, ios: u64) -> String {
 
 /// The study's figures from its results.
 pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
-    let lat_ios = ios_for(size, true);
+    let ios = ios_for(size);
     let mut figs = Vec::new();
     for (rw, label, op) in PATTERNS {
         let mut series = Vec::new();
         for (d, device) in DEVICES.iter().enumerate() {
-            for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+            for (stat, stroke, ns_of) in LATENCY_STATS {
                 let points = LATENCY_QDS
                     .iter()
                     .filter_map(|&qd| {
                         let h = op_of(results.get(&qd_id(device, rw, qd))?, op)?;
-                        let ns = if stat == "avg" {
-                            h.mean_ns
-                        } else {
-                            h.p99_999_ns
-                        };
-                        Some((f64::from(qd), us(ns)))
+                        Some((f64::from(qd), us(ns_of(h))))
                     })
                     .collect();
                 series.push(Series {
@@ -257,9 +260,10 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             stem: format!("latency-{rw}"),
             title: format!("{label}: latency vs queue depth"),
             caption: format!(
-                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–16. Solid: average; \
+                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–16 {}. Solid: average; \
                  dashed: five nines (p99.999). Log–log axes. {}",
-                common_caption(size, seed, lat_ios)
+                threads_note(),
+                common_caption(size, seed, ios)
             ),
             x_label: "queue depth".into(),
             y_label: "latency (µs)".into(),
@@ -297,11 +301,11 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             stem: format!("bandwidth-{rw}"),
             title: format!("{label}: bandwidth vs queue depth"),
             caption: format!(
-                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–256; bandwidth divided \
-                 by each device's maximum for this pattern ({}). Depths above 16 run {} I/Os. {}",
+                "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–256 {}. Bandwidth \
+                 divided by each device's maximum for this pattern ({}). {}",
+                threads_note(),
                 maxima.join(", "),
-                ios_for(size, false),
-                common_caption(size, seed, lat_ios)
+                common_caption(size, seed, ios)
             ),
             x_label: "queue depth".into(),
             y_label: "bandwidth / device maximum".into(),
@@ -313,17 +317,12 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     }
     let mut series = Vec::new();
     for (d, device) in DEVICES.iter().enumerate() {
-        for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+        for (stat, stroke, ns_of) in LATENCY_STATS {
             let points = WRITE_PCTS
                 .iter()
                 .filter_map(|&w| {
                     let h = results.get(&mix_id(device, w))?.read.as_ref()?;
-                    let ns = if stat == "avg" {
-                        h.mean_ns
-                    } else {
-                        h.p99_999_ns
-                    };
-                    Some((f64::from(w), us(ns)))
+                    Some((f64::from(w), us(ns_of(h))))
                 })
                 .collect();
             series.push(Series {
@@ -341,7 +340,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             "fio-like random mixed I/O (randrw), libaio, O_DIRECT, 4 KiB, queue depth \
              {INTERFERENCE_QD}, 0–80 % writes: read latency, solid average, dashed five nines \
              (the 100 % point has no reads; its write latency is in the table). {}",
-            common_caption(size, seed, lat_ios)
+            common_caption(size, seed, ios)
         ),
         x_label: "writes (% of I/Os)".into(),
         y_label: "read latency (µs)".into(),
@@ -350,7 +349,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         x_categories: vec![],
         series,
     });
-    figs.extend(sync_figures(results, size, seed, lat_ios));
+    figs.extend(sync_figures(results, size, seed, ios));
     figs
 }
 
@@ -359,25 +358,19 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
     let modes = [Completion::Interrupt, Completion::Polled];
     let mut lat = Vec::new();
     let mut cpu = Vec::new();
-    let mut sources = Vec::new();
     for (d, device) in DEVICES.iter().enumerate() {
         for (o, (op, name)) in [(Op::Read, "read"), (Op::Write, "write")]
             .into_iter()
             .enumerate()
         {
             let colour = 2 * d + o;
-            for (stat, stroke) in [("avg", Stroke::Solid), ("p99.999", Stroke::Dashed)] {
+            for (stat, stroke, ns_of) in LATENCY_STATS {
                 let points = modes
                     .iter()
                     .enumerate()
                     .filter_map(|(x, &c)| {
                         let h = op_of(results.get(&sync_id(device, op, c))?, op)?;
-                        let ns = if stat == "avg" {
-                            h.mean_ns
-                        } else {
-                            h.p99_999_ns
-                        };
-                        Some((x as f64, us(ns)))
+                        Some((x as f64, us(ns_of(h))))
                     })
                     .collect();
                 lat.push(Series {
@@ -392,8 +385,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
                     .iter()
                     .enumerate()
                     .filter_map(|(x, &c)| {
-                        let u = results.get(&sync_id(device, op, c))?.cpu.as_ref()?;
-                        sources.push(u.source);
+                        let u = &results.get(&sync_id(device, op, c))?.cpu;
                         let v = if part == "kernel" {
                             u.kernel_pct
                         } else {
@@ -411,12 +403,6 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             }
         }
     }
-    let source = if sources.contains(&"derived") {
-        "CPU use is derived from the thin host's fixed per-I/O costs (all kernel time; a polled \
-         thread spins on its core for the whole run): the runs' summaries report no CPU figure."
-    } else {
-        "CPU use as each run's summary reports it."
-    };
     let what = "synchronous pvsync2, O_DIRECT, 4 KiB, queue depth 1; interrupt completion vs \
                 polled (hipri)";
     vec![
@@ -439,7 +425,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             title: "interrupt vs polled completion: CPU use".into(),
             caption: format!(
                 "Random reads and writes, {what}: CPU time of the I/O thread's core, percent. \
-                 Solid: kernel; dashed: user. {source} {}",
+                 Solid: kernel; dashed: user (the thin host has no per-I/O user cost: 0). {}",
                 common_caption(size, seed, ios)
             ),
             x_label: "completion".into(),
@@ -517,7 +503,7 @@ pub fn headline(results: &Results) -> Table {
     for (op, name) in [(Op::Read, "read"), (Op::Write, "write")] {
         for c in [Completion::Interrupt, Completion::Polled] {
             row(
-                &format!("sync {name} {}, avg / p99.999", c.slug()),
+                &format!("sync {name} {}, avg / p99.999", slug(c)),
                 lat(&|d| sync_id(d, op, c), op),
             );
         }
@@ -528,22 +514,12 @@ pub fn headline(results: &Results) -> Table {
             .map(|d| {
                 results
                     .get(&sync_id(d, Op::Read, c))
-                    .and_then(|r| r.cpu.as_ref())
-                    .map_or("-".into(), |u| {
-                        format!(
-                            "{:.0} % / {:.0} %{}",
-                            u.kernel_pct,
-                            u.user_pct,
-                            if u.source == "derived" {
-                                " (derived)"
-                            } else {
-                                ""
-                            }
-                        )
+                    .map_or("-".into(), |r| {
+                        format!("{:.0} % / {:.0} %", r.cpu.kernel_pct, r.cpu.user_pct)
                     })
             })
             .collect();
-        row(&format!("sync read {} CPU kernel / user", c.slug()), cells);
+        row(&format!("sync read {} CPU kernel / user", slug(c)), cells);
     }
     t
 }
@@ -569,7 +545,7 @@ mod tests {
 
     #[test]
     fn full_latency_points_have_enough_ios_for_five_nines() {
-        // Every point of the full study, over all its threads, runs FULL_LATENCY_IOS I/Os (or
+        // Every point of the full study, over all its threads, runs FULL_IOS I/Os (or
         // the next multiple of its thread count).
         let value = |text: &str, key: &str| {
             text.lines()
@@ -581,12 +557,12 @@ mod tests {
             let threads = value(&s.job_fio, "numjobs=").unwrap_or(1);
             let total = per_thread * threads;
             assert!(
-                (FULL_LATENCY_IOS..FULL_LATENCY_IOS + threads).contains(&total),
+                (FULL_IOS..FULL_IOS + threads).contains(&total),
                 "{}: {threads} × {per_thread}",
                 s.id
             );
         }
-        const { assert!(FULL_LATENCY_IOS >= 100_000) };
+        const { assert!(FULL_IOS >= 100_000) };
     }
 }
 

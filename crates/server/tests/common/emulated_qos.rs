@@ -15,7 +15,7 @@
 use client::bench::report::BenchReport;
 use client::bench::{self, BenchConfig, Progress};
 use server::calibrate::{calibrate, CalibrationConfig};
-use server::config::{ProfileConfig, SchedulerMode, ServerConfig, VrateMode};
+use server::config::{SchedulerMode, ServerConfig, VrateMode};
 
 /// The drive's firmware drains its buffer one row at a time (`evict_batch_units = 4`, one die's
 /// row): with the default stripe-wide round every die programs at once for up to 45 ms, the LC
@@ -85,40 +85,12 @@ pub fn server_config(
     vrate_window_ms: u64,
 ) -> ServerConfig {
     let device: toml::Table = DEVICE.parse().expect("device TOML");
-    let text = format!(
-        r#"
-[listen]
-native = "127.0.0.1:0"
-
-[dataplane]
-workers = 2
-
-[[volume]]
-name = "vol"
-backend = {{ kind = "emulated", size = "1GiB", device = {device} }}
-
-[[tenant]]
-name = "lc"
-secret = "lc-secret-1"
-class = "lc"
-acl = [{{ volume = "vol", access = "read-write" }}]
-
-[[tenant]]
-name = "be"
-secret = "be-secret-1"
-class = "be"
-acl = [{{ volume = "vol", access = "read-write" }}]
-"#,
-        device = toml::Value::Table(device)
+    let backend = format!(
+        r#"{{ kind = "emulated", size = "1GiB", device = {} }}"#,
+        toml::Value::Table(device)
     );
-    let mut config = ServerConfig::from_toml_str(&text).expect("test config");
+    let mut config = super::lc_be_config(&backend, profile);
     config.qos.scheduler = scheduler;
-    config.qos.profile = ProfileConfig::Inline(
-        profile
-            .to_toml_string()
-            .parse()
-            .expect("profile TOML round trip"),
-    );
     if let Some(tuning) = vrate {
         config.qos.vrate = VrateMode::On;
         config.qos.vrate_tuning = tuning;

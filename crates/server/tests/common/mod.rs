@@ -25,6 +25,47 @@ pub fn start(toml: &str) -> ServerHandle {
     server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 
+/// A server with two workers, one volume `vol` of `backend` (a TOML inline table) and two
+/// tenants with read-write access to it: `lc` (latency-critical, secret "lc-secret-1") and
+/// `be` (best effort, "be-secret-1"), scheduled by `profile`. Not yet validated: callers set
+/// their `[qos]` fields first.
+pub fn lc_be_config(backend: &str, profile: &qos::DeviceProfile) -> ServerConfig {
+    let text = format!(
+        r#"
+[listen]
+native = "127.0.0.1:0"
+
+[dataplane]
+workers = 2
+
+[[volume]]
+name = "vol"
+backend = {backend}
+
+[[tenant]]
+name = "lc"
+secret = "lc-secret-1"
+class = "lc"
+acl = [{{ volume = "vol", access = "read-write" }}]
+
+[[tenant]]
+name = "be"
+secret = "be-secret-1"
+class = "be"
+acl = [{{ volume = "vol", access = "read-write" }}]
+"#
+    );
+    let mut config = ServerConfig::from_toml_str(&text)
+        .unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
+    config.qos.profile = server::config::ProfileConfig::Inline(
+        profile
+            .to_toml_string()
+            .parse()
+            .expect("profile TOML round trip"),
+    );
+    config
+}
+
 /// A config with one volume `vol` of `backend` and tenants:
 /// `alice` (rw, secret "alice-secret"), `reader` (read-only, "reader-secret"),
 /// `ranged` (rw on LBAs [0, 2048) only, "ranged-secret"); exports `default` (alice) and
