@@ -207,13 +207,7 @@ impl ConnCore {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
-                    for frame in self.out.drain(..) {
-                        if let Some(p) = frame.payload {
-                            pool.give(p);
-                        }
-                    }
-                    self.out_bytes = 0;
-                    self.out_sent = 0;
+                    self.discard_output(pool);
                     return WriteOutcome::PeerGone;
                 }
             };
@@ -283,6 +277,18 @@ impl ConnCore {
                 pool.give(p);
             }
         }
+    }
+
+    /// Drops every queued reply (the peer is gone or the connection closes); payload buffers
+    /// go back to `pool`.
+    pub fn discard_output(&mut self, pool: &mut BufPool) {
+        for frame in self.out.drain(..) {
+            if let Some(p) = frame.payload {
+                pool.give(p);
+            }
+        }
+        self.out_bytes = 0;
+        self.out_sent = 0;
     }
 
     pub fn push(&mut self, frame: OutFrame) {

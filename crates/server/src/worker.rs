@@ -743,7 +743,7 @@ impl Worker {
                 match tls.pump_out(fd, |buf, max| core.drain_unsent_into(buf, pool, max)) {
                     Ok(()) => WriteOutcome::Sent,
                     Err(_) => {
-                        core.drain_unsent_into(&mut Vec::new(), pool, usize::MAX);
+                        core.discard_output(pool);
                         WriteOutcome::PeerGone
                     }
                 }
@@ -892,11 +892,7 @@ impl Worker {
                 }
             }
         }
-        for frame in conn.core.out.drain(..) {
-            if let Some(p) = frame.payload {
-                self.pool.give(p);
-            }
-        }
+        conn.core.discard_output(&mut self.pool);
         // Before the close, so no stale event can name this slot (errors: already gone).
         let _ = self.epoll.delete(conn.core.stream.as_raw_fd());
         drop(conn);
