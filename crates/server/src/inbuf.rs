@@ -175,8 +175,9 @@ impl InBuf {
 
     /// Appends bytes that arrived another way (decrypted TLS records) under the same rules as
     /// a read: compaction when paid for, discards honoured. The TLS path reads only while
-    /// [`InBuf::has_room`], one socket read (at most 16 KiB of records) at a time, so the
-    /// buffer stays within the limit plus one read.
+    /// [`InBuf::has_room`], one socket read of at most 16 KiB at a time, so the buffer stays
+    /// within the limit plus what one read completes: those 16 KiB and the partial record
+    /// OpenSSL held from the read before.
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
         self.compact_if_paid();
         self.buf.extend_from_slice(bytes);

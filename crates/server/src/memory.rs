@@ -4,7 +4,7 @@
 //! Every byte a client makes the server hold is charged to its connection until it is gone:
 //! a request's payload buffer from decode to completion, every queued reply (headers, error
 //! replies, handshake output, read payloads) until the socket took it, and the connection's
-//! input buffer. A connection over `limits.max_inflight_bytes` is not read; when the sum over
+//! input buffer and TLS buffers ([`crate::tls`]). A connection over `limits.max_inflight_bytes` is not read; when the sum over
 //! all connections is over `limits.max_memory_bytes`, no connection is read until replies
 //! drain. A client that sends 32 MiB READs and never reads the replies thus holds at most its
 //! limit plus one request, then TCP flow control stops it.

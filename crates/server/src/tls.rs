@@ -27,8 +27,11 @@
 //! "wait for EPOLLIN". Replies are drained from the connection's output queue, encrypted into
 //! the pipe's output, and written to the socket ([`TlsConn::pump_out`]); when the socket is
 //! full the ciphertext waits in the pipe and EPOLLOUT resumes it. At most
-//! [`ENCRYPT_AHEAD_BYTES`] of ciphertext is produced ahead of the socket, so a connection's
-//! TLS memory is bounded whatever its queue holds.
+//! [`ENCRYPT_AHEAD_BYTES`] of plaintext is taken from the queue and encrypted ahead of the
+//! socket (a larger reply is taken in parts), so a connection's TLS buffers stay bounded
+//! whatever its queue holds, and what is not yet taken stays charged in the queue. The
+//! buffers themselves ([`TlsConn::held_bytes`]) are charged to the server's memory ledger
+//! with the connection's other buffers ([`crate::memory`]).
 //!
 //! *STARTTLS.* Bytes queued before the switch (the option reply that acknowledges STARTTLS)
 //! are moved into the pipe's output unencrypted ([`TlsConn::start`]), so they reach the socket
@@ -377,6 +380,13 @@ impl TlsConn {
     /// Bytes waiting for the socket.
     pub fn pending_output(&self) -> usize {
         self.stream.get_ref().pending_output()
+    }
+
+    /// Bytes of memory this session's buffers hold (their capacities): ciphertext in and out
+    /// and the plaintext being encrypted, for the memory ledger.
+    pub fn held_bytes(&self) -> usize {
+        let pipe = self.stream.get_ref();
+        pipe.input.capacity() + pipe.output.capacity() + self.scratch.capacity()
     }
 
     /// One `read` from the socket, then as much handshake and decryption as the bytes allow;

@@ -32,10 +32,11 @@
 //! is read (and its buffered input decoded) again only once a quarter of its allowance is
 //! free — hysteresis, so a client held at its limit costs one wake-up per batch. Every byte a
 //! connection makes the server hold is charged to it until it is gone ([`crate::memory`]):
-//! payloads in flight, every queued reply until the socket took it, its input buffer. Connections and requests live in slabs
-//! indexed by small integers; a request's slab index is its scheduler `RequestId` and its
-//! backend tag, and a connection reference carries a generation so a completion for a
-//! connection that has since closed is recognized and dropped.
+//! payloads in flight, every queued reply until the socket took it, its input and TLS buffers.
+//! Connections and requests live in slabs indexed by small integers; a request's slab index
+//! is its scheduler `RequestId` and its backend tag, and a connection reference carries a
+//! generation so a completion for a connection that has since closed is recognized and
+//! dropped.
 //!
 //! *Adaptive batching.* The budget caps what one step takes in, not what it waits for: at low
 //! load a step handles the one request that arrived (QD1 latency is one step), under load it
@@ -776,13 +777,14 @@ impl Worker {
             && !self.shared.memory.over_limit()
     }
 
-    /// Publishes connection `i`'s charge (in-flight payloads, queued output, input buffer) to
-    /// the server's memory ledger.
+    /// Publishes connection `i`'s charge (in-flight payloads, queued output, input buffer, TLS
+    /// buffers) to the server's memory ledger.
     fn settle(&mut self, i: usize) {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
-        let now = conn.core.held_bytes() + conn.input.capacity_bytes() as u64;
+        let tls_bytes = conn.tls.as_ref().map_or(0, |t| t.held_bytes());
+        let now = conn.core.held_bytes() + (conn.input.capacity_bytes() + tls_bytes) as u64;
         self.shared.memory.adjust(conn.core.published_bytes, now);
         conn.core.published_bytes = now;
     }
