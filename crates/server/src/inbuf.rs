@@ -22,8 +22,9 @@
 //! Worked example: 1 M pipelined 1 KiB NBD writes (1,052 B frames). A read fills the 128 KiB
 //! window with ~124 frames; a step decodes 64 (batch limit), leaving ~60 (63 KiB) behind a
 //! 67 KiB consumed prefix, so the next read compacts those 63 KiB once and reads 67 KiB more.
-//! The earlier code compacted the *whole* unbounded backlog before every read: 86 % of the
-//! server's CPU was that `memmove`.
+//! The earlier code compacted the *whole* unbounded backlog before every read: in a profile
+//! of it under this load (dated: the code it measured is gone), 86 % of the server's CPU was
+//! that `memmove`.
 //!
 //! # What it leaves out
 //! Zero-copy receive: a WRITE's payload is copied once more, into its I/O buffer.
