@@ -31,7 +31,8 @@
 //! socket (a larger reply is taken in parts), so a connection's TLS buffers stay bounded
 //! whatever its queue holds, and what is not yet taken stays charged in the queue. The
 //! buffers themselves ([`TlsConn::held_bytes`]) are charged to the server's memory ledger
-//! with the connection's other buffers ([`crate::memory`]).
+//! with the connection's other buffers ([`crate::memory`]), and those grown past
+//! [`TLS_KEEP_BYTES`] are freed once everything queued is out.
 //!
 //! *STARTTLS.* Bytes queued before the switch (the option reply that acknowledges STARTTLS)
 //! are moved into the pipe's output unencrypted ([`TlsConn::start`]), so they reach the socket
@@ -77,6 +78,9 @@ pub const ENCRYPT_AHEAD_BYTES: usize = 256 * 1024;
 pub const MAX_PSK_BYTES: usize = 256;
 /// Plaintext decrypted per `SSL_read` call.
 const DECRYPT_CHUNK_BYTES: usize = 16 * 1024;
+/// A TLS buffer above this capacity is freed once everything queued is out (5,000 idle TLS
+/// connections must not pin 5,000 × [`ENCRYPT_AHEAD_BYTES`] of cipher- and plaintext).
+pub const TLS_KEEP_BYTES: usize = 64 * 1024;
 
 /// Why TLS could not be set up from the config.
 #[derive(Debug, thiserror::Error)]
@@ -305,6 +309,9 @@ impl Read for MemPipe {
         if self.input_pos == self.input.len() {
             self.input.clear();
             self.input_pos = 0;
+            if self.input.capacity() > TLS_KEEP_BYTES {
+                self.input = Vec::new();
+            }
         }
         Ok(n)
     }
@@ -460,6 +467,14 @@ impl TlsConn {
             self.scratch.clear();
             refill(&mut self.scratch, ENCRYPT_AHEAD_BYTES);
             if self.scratch.is_empty() {
+                // All sent, nothing queued: give back what a burst of large replies grew.
+                let pipe = self.stream.get_mut();
+                if pipe.output.capacity() > TLS_KEEP_BYTES {
+                    pipe.output = Vec::new();
+                }
+                if self.scratch.capacity() > TLS_KEEP_BYTES {
+                    self.scratch = Vec::new();
+                }
                 return Ok(());
             }
             let mut at = 0;
@@ -468,9 +483,6 @@ impl TlsConn {
                     Ok(k) => at += k,
                     Err(e) => return Err(io::Error::other(format!("TLS write: {e}"))),
                 }
-            }
-            if self.scratch.capacity() > 2 * ENCRYPT_AHEAD_BYTES {
-                self.scratch = Vec::new();
             }
         }
     }
