@@ -365,5 +365,20 @@ fn oversize_requests_get_the_reply_form_of_their_command() {
         body[8..] == [0u8; 4096][..],
         "the oversize payload was written"
     );
+
+    // A WRITE longer than the 2^25 bytes the spec says to skip: the same simple reply, then
+    // the server closes (it will not read 4 GiB to stay in step).
+    let cookie = c.send(CommandType::Write, 0, 0, (1 << 25) + 1);
+    c.s.read_exact(&mut head)
+        .expect("simple reply to the long WRITE");
+    let reply = tx::SimpleReply::decode(&head).expect("simple reply magic");
+    assert_eq!(
+        (reply.cookie, reply.error),
+        (cookie, nbd::Errno::Inval.to_u32())
+    );
+    let mut rest = [0u8; 1];
+    assert_eq!(c.s.read(&mut rest).ok(), Some(0), "the connection was kept");
+    // Every refusal is counted as the tenant's error.
+    assert_eq!(server.shared().tenant_metrics[0].errors.get(), 3);
     server.shutdown();
 }
