@@ -19,8 +19,10 @@
 //! read again as their replies drain.
 //!
 //! # What it leaves out
-//! The buffer pools' idle buffers (bounded per worker by `buf::POOL_KEEP_BYTES_PER_CLASS`) and
-//! the backends' own memory (a memory volume's data).
+//! The buffer pools' idle buffers (bounded per worker by `buf::POOL_KEEP_BYTES_PER_CLASS`),
+//! the backends' own memory (a memory volume's data), and OpenSSL's per-session state inside a
+//! TLS connection (its record buffers, about one 16 KiB record each way; the buffers around
+//! it, [`crate::tls::TlsConn::held_bytes`], are charged).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
