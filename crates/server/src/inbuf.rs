@@ -179,8 +179,16 @@ impl InBuf {
     /// [`InBuf::has_room`], one socket read of at most 16 KiB at a time, so the buffer stays
     /// within the limit plus what one read completes: those 16 KiB and the partial record
     /// OpenSSL held from the read before.
+    /// Room is reserved as for a read (up to the limit at once), so a 32 MiB frame arriving in
+    /// 16 KiB records grows the buffer to its size, not to the next power of two.
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
-        self.compact_if_paid();
+        if self.buf.capacity() - self.buf.len() < bytes.len() {
+            self.compact_if_paid();
+            if self.buf.capacity() - self.buf.len() < bytes.len() {
+                let room = self.limit_bytes().saturating_sub(self.pending_bytes());
+                self.buf.reserve_exact(room.max(bytes.len()));
+            }
+        }
         self.buf.extend_from_slice(bytes);
         self.apply_discard();
     }
@@ -201,6 +209,24 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsRawFd;
+
+    /// The TLS path: a 4 MiB frame arriving as 16 KiB of plaintext at a time grows the buffer
+    /// to the frame's size (plus at most one piece), not to the next power of two.
+    #[test]
+    fn appended_input_grows_to_the_frame_not_beyond() {
+        let mut input = InBuf::new();
+        let frame = (4 << 20) + 28;
+        let piece = [5u8; 16 * 1024];
+        input.want_bytes = frame;
+        while input.pending_bytes() < frame {
+            input.extend_from_slice(&piece);
+        }
+        assert!(
+            input.capacity_bytes() <= frame + piece.len(),
+            "capacity {} for a {frame}-byte frame",
+            input.capacity_bytes()
+        );
+    }
 
     /// A pipelining client, simulated: 20 MB of 1,052-byte frames, read and consumed 64 at a
     /// time. Compaction must move at most what was consumed, and the buffer stay bounded.
