@@ -1018,8 +1018,8 @@ impl ServerConfig {
                 (Some(s), false) if s.len() < 8 => {
                     return Err(invalid(
                         format!("{key}.secret"),
-                        format!("({} characters)", s.len()),
-                        "at least 8 characters",
+                        format!("({} bytes)", s.len()),
+                        "at least 8 bytes",
                     ))
                 }
                 _ => {}
@@ -1028,7 +1028,7 @@ impl ServerConfig {
                 if s.len() > 255 {
                     return Err(invalid(
                         format!("{key}.secret"),
-                        format!("({} characters)", s.len()),
+                        format!("({} bytes)", s.len()),
                         "at most 255 bytes",
                     ));
                 }
@@ -1363,6 +1363,25 @@ tenant = "alice"
         let text = "[[tenant]]\nname = \"x\"\nclass = \"be\"\n";
         let err = from_toml_str(text).unwrap_err().to_string();
         assert!(err.contains("tenant[0].secret"), "{err}");
+    }
+
+    #[test]
+    fn secret_length_errors_count_bytes() {
+        let with = |secret: &str| {
+            let text = format!("[[tenant]]\nname = \"x\"\nclass = \"be\"\nsecret = \"{secret}\"\n");
+            from_toml_str(&text).unwrap_err().to_string()
+        };
+        let err = with("short");
+        assert!(
+            err.contains("tenant[0].secret") && err.contains("(5 bytes)"),
+            "{err}"
+        );
+        // 130 two-byte characters: 260 bytes, over the 255-byte wire limit.
+        let err = with(&"é".repeat(130));
+        assert!(
+            err.contains("(260 bytes)") && err.contains("at most 255 bytes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -207,13 +207,7 @@ impl ConnCore {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
-                    for frame in self.out.drain(..) {
-                        if let Some(p) = frame.payload {
-                            pool.give(p);
-                        }
-                    }
-                    self.out_bytes = 0;
-                    self.out_sent = 0;
+                    self.discard_output(pool);
                     return WriteOutcome::PeerGone;
                 }
             };
@@ -262,27 +256,52 @@ impl ConnCore {
             && self.held_bytes() <= bytes - bytes / 4
     }
 
-    /// Moves queued output (whole frames, skipping what was already sent) into `out` as bytes
-    /// until `out` holds at least `max_bytes` or the queue is empty; payload buffers go back
-    /// to `pool`. For the TLS path (encrypt what this returns) and the STARTTLS switch (what
-    /// was queued before it goes out in clear).
+    /// Moves up to `max_bytes - out.len()` bytes of queued output (skipping what was already
+    /// sent) into `out`; payload buffers of frames moved whole go back to `pool`. A frame that
+    /// does not fit is moved in part and stays queued (and charged in `out_bytes`) with the
+    /// rest, so `out` never exceeds `max_bytes`: the TLS path's ciphertext ahead of the socket
+    /// is bounded by [`crate::tls::ENCRYPT_AHEAD_BYTES`] even behind a 32 MiB READ reply. For
+    /// the TLS path (encrypt what this returns) and the STARTTLS switch (what was queued
+    /// before it goes out in clear).
     pub fn drain_unsent_into(&mut self, out: &mut Vec<u8>, pool: &mut BufPool, max_bytes: usize) {
         while out.len() < max_bytes {
-            let Some(frame) = self.out.pop_front() else {
+            let Some(frame) = self.out.front() else {
                 break;
             };
-            let mut skip = std::mem::take(&mut self.out_sent);
+            let room = max_bytes - out.len();
+            let mut skip = self.out_sent;
             let payload = frame.payload.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
             for part in [frame.head.as_slice(), payload] {
                 let from = skip.min(part.len());
                 skip -= from;
-                out.extend_from_slice(&part[from..]);
+                let take = (part.len() - from).min(max_bytes - out.len());
+                out.extend_from_slice(&part[from..from + take]);
             }
-            self.out_bytes -= frame.wire_bytes();
+            let len = frame.wire_bytes();
+            let left = len - self.out_sent;
+            if left > room {
+                self.out_sent += room;
+                break;
+            }
+            self.out_sent = 0;
+            self.out_bytes -= len;
+            if let Some(p) = self.out.pop_front().and_then(|f| f.payload) {
+                pool.give(p);
+            }
+        }
+        assert!(out.len() <= max_bytes, "drained {} bytes", out.len());
+    }
+
+    /// Drops every queued reply (the peer is gone or the connection closes); payload buffers
+    /// go back to `pool`.
+    pub fn discard_output(&mut self, pool: &mut BufPool) {
+        for frame in self.out.drain(..) {
             if let Some(p) = frame.payload {
                 pool.give(p);
             }
         }
+        self.out_bytes = 0;
+        self.out_sent = 0;
     }
 
     pub fn push(&mut self, frame: OutFrame) {
@@ -470,5 +489,59 @@ pub fn push_reply(
                 payload: None,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core() -> (ConnCore, TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        let me = ConnRef {
+            index: 0,
+            generation: 1,
+        };
+        (ConnCore::new(server, me, 0, 0), client)
+    }
+
+    /// The TLS path drains at most what it asks for, even out of a reply larger than that; the
+    /// rest stays queued and charged, and comes out next time where the last part ended.
+    #[test]
+    fn draining_never_takes_more_than_asked_and_keeps_the_rest_charged() {
+        let (mut core, _client) = core();
+        let mut pool = BufPool::new();
+        let mut payload = pool.take(1 << 20);
+        for (i, b) in payload.as_mut_slice().iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let expected: Vec<u8> = [&[0xaa; 16][..], payload.as_slice(), &[0xbb; 8]].concat();
+        core.push(OutFrame {
+            head: Head::inline(&[0xaa; 16]),
+            payload: Some(payload),
+        });
+        core.push_head(&[0xbb; 8]);
+        let total = expected.len();
+        assert_eq!(core.out_bytes, total);
+        let max = 256 * 1024;
+        let mut got = Vec::new();
+        while !core.out.is_empty() {
+            let mut out = Vec::new();
+            core.drain_unsent_into(&mut out, &mut pool, max);
+            assert!(out.len() <= max, "drained {} bytes for {max}", out.len());
+            assert!(!out.is_empty(), "no progress");
+            got.extend_from_slice(&out);
+            // Whatever is still queued is still charged.
+            let queued: usize = core.out.iter().map(OutFrame::wire_bytes).sum();
+            assert_eq!(core.out_bytes, queued);
+        }
+        assert_eq!(got.len(), total);
+        assert!(
+            got == expected,
+            "the drained bytes differ from the queued ones"
+        );
+        assert_eq!(core.out_bytes, 0);
     }
 }

@@ -20,8 +20,9 @@
 //! stands in for it).
 
 /// How long before a time-driven backend's next event (the emulated device's) a sleeping
-/// worker asks to be woken; it polls from there. A blocked thread's wake-up takes 5–50 µs on a
-/// loaded VM even with 1 ns timer slack; waking early keeps completions from being late.
+/// worker asks to be woken; it polls from there. A blocked thread's wake-up took 5–50 µs on a
+/// loaded VM even with 1 ns timer slack (measured under load when this was written; dated);
+/// waking early keeps completions from being late.
 pub const BACKEND_WAKE_EARLY_NS: u64 = 30_000;
 /// How long a worker whose queued requests all wait for tokens first sleeps before the next
 /// round (when nothing else — a socket, a completion — wakes it first).
@@ -32,7 +33,8 @@ pub const THROTTLED_RETRY_MAX_NS: u64 = 400_000;
 /// Requests a round after a throttled sleep should release: fewer, and the sleep doubles (up to
 /// the maximum); more than twice as many, and it halves. Worked example: a best-effort writer
 /// held to 57 K writes/s (10 tokens each) would release 3 per 50 µs wake — 20,000 wake-ups a
-/// second, ~6 µs of CPU per write in context switches; at 400 µs it releases ~23 per wake.
+/// second, ~6 µs of CPU per write in context switches (measured under load when this was
+/// written; dated); at 400 µs it releases ~23 per wake.
 pub const THROTTLED_BATCH_TARGET: usize = 16;
 
 /// The next throttled sleep after one that let a round release `released` requests.

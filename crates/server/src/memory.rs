@@ -4,7 +4,7 @@
 //! Every byte a client makes the server hold is charged to its connection until it is gone:
 //! a request's payload buffer from decode to completion, every queued reply (headers, error
 //! replies, handshake output, read payloads) until the socket took it, and the connection's
-//! input buffer. A connection over `limits.max_inflight_bytes` is not read; when the sum over
+//! input buffer and TLS buffers ([`crate::tls`]). A connection over `limits.max_inflight_bytes` is not read; when the sum over
 //! all connections is over `limits.max_memory_bytes`, no connection is read until replies
 //! drain. A client that sends 32 MiB READs and never reads the replies thus holds at most its
 //! limit plus one request, then TCP flow control stops it.
@@ -19,8 +19,10 @@
 //! read again as their replies drain.
 //!
 //! # What it leaves out
-//! The buffer pools' idle buffers (bounded per worker by `buf::POOL_KEEP_BYTES_PER_CLASS`) and
-//! the backends' own memory (a memory volume's data).
+//! The buffer pools' idle buffers (bounded per worker by `buf::POOL_KEEP_BYTES_PER_CLASS`),
+//! the backends' own memory (a memory volume's data), and OpenSSL's per-session state inside a
+//! TLS connection (its record buffers, about one 16 KiB record each way; the buffers around
+//! it, [`crate::tls::TlsConn::held_bytes`], are charged).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

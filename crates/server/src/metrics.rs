@@ -239,7 +239,7 @@ impl Metrics {
         );
         registry.register(
             "memory_charged_bytes",
-            "Bytes clients make the server hold: in-flight payloads, queued replies, input buffers",
+            "Bytes clients make the server hold: in-flight payloads, queued replies, input and TLS buffers",
             m.memory_charged_bytes.clone(),
         );
         registry.register(

@@ -434,30 +434,34 @@ fn transmission(
                 input.want_bytes = total_bytes;
                 break;
             }
-            Err(e) => match e.disposition() {
-                proto::Disposition::Close => return Verdict::CloseNow("nbd_bad_magic"),
-                proto::Disposition::ReplyThenClose { cookie } => {
-                    reply_errno(core, cookie, e.errno()); // a WRITE: simple replies
-                    core.closing = Closing::AfterDrain;
-                    return Verdict::Continue;
+            Err(e) => {
+                // Only an oversize READ or WRITE is answered; its command picks the reply's
+                // form (an ERROR chunk for a READ on a structured-reply session).
+                let tx::TransmissionError::TooLarge { command, .. } = e else {
+                    return Verdict::CloseNow("nbd_bad_magic");
+                };
+                ctx.shared.tenant_metrics[bound.tenant.0 as usize]
+                    .errors
+                    .inc();
+                match e.disposition() {
+                    proto::Disposition::ReplyAndContinue {
+                        cookie,
+                        consumed_bytes,
+                    } => {
+                        reply_error(core, cookie, command, e.errno(), bound.negotiated);
+                        // The header, and an oversize WRITE's payload as it arrives.
+                        input.discard(consumed_bytes);
+                        continue;
+                    }
+                    proto::Disposition::ReplyThenClose { cookie } => {
+                        // A WRITE whose payload is too long to skip.
+                        reply_error(core, cookie, command, e.errno(), bound.negotiated);
+                        core.closing = Closing::AfterDrain;
+                        return Verdict::Continue;
+                    }
+                    proto::Disposition::Close => return Verdict::CloseNow("nbd_bad_magic"),
                 }
-                proto::Disposition::ReplyAndContinue {
-                    cookie,
-                    consumed_bytes,
-                } => {
-                    ctx.shared.tenant_metrics[bound.tenant.0 as usize]
-                        .errors
-                        .inc();
-                    let command = match &e {
-                        tx::TransmissionError::TooLarge { command, .. } => *command,
-                        tx::TransmissionError::BadMagic { .. } => CommandType::Read,
-                    };
-                    reply_error(core, cookie, command, e.errno(), bound.negotiated);
-                    // An oversize WRITE's payload is dropped as it arrives.
-                    input.discard(consumed_bytes);
-                    continue;
-                }
-            },
+            }
         };
         let frame_len = tx::REQUEST_HEADER_BYTES + header.payload_len();
         if data.len() < frame_len {

@@ -17,8 +17,10 @@
 //! secrets are checked instead of 2,000.
 //!
 //! # What it leaves out
-//! Throttling per tenant name (a distributed guesser from many addresses) and NBD, which has
-//! no secrets (an export is bound to its tenant in the config).
+//! Throttling per tenant name (a distributed guesser from many addresses) and wrong TLS-PSK
+//! keys ([`crate::tls`]): a failed TLS handshake closes the connection but does not block its
+//! address, so a PSK guesser on either listener pays only a connection and a handshake per
+//! try.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

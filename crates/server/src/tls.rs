@@ -27,8 +27,12 @@
 //! "wait for EPOLLIN". Replies are drained from the connection's output queue, encrypted into
 //! the pipe's output, and written to the socket ([`TlsConn::pump_out`]); when the socket is
 //! full the ciphertext waits in the pipe and EPOLLOUT resumes it. At most
-//! [`ENCRYPT_AHEAD_BYTES`] of ciphertext is produced ahead of the socket, so a connection's
-//! TLS memory is bounded whatever its queue holds.
+//! [`ENCRYPT_AHEAD_BYTES`] of plaintext is taken from the queue and encrypted ahead of the
+//! socket (a larger reply is taken in parts), so a connection's TLS buffers stay bounded
+//! whatever its queue holds, and what is not yet taken stays charged in the queue. The
+//! buffers themselves ([`TlsConn::held_bytes`]) are charged to the server's memory ledger
+//! with the connection's other buffers ([`crate::memory`]), and those grown past
+//! [`TLS_KEEP_BYTES`] are freed once everything queued is out.
 //!
 //! *STARTTLS.* Bytes queued before the switch (the option reply that acknowledges STARTTLS)
 //! are moved into the pipe's output unencrypted ([`TlsConn::start`]), so they reach the socket
@@ -74,6 +78,9 @@ pub const ENCRYPT_AHEAD_BYTES: usize = 256 * 1024;
 pub const MAX_PSK_BYTES: usize = 256;
 /// Plaintext decrypted per `SSL_read` call.
 const DECRYPT_CHUNK_BYTES: usize = 16 * 1024;
+/// A TLS buffer above this capacity is freed once everything queued is out (5,000 idle TLS
+/// connections must not pin 5,000 × [`ENCRYPT_AHEAD_BYTES`] of cipher- and plaintext).
+pub const TLS_KEEP_BYTES: usize = 64 * 1024;
 
 /// Why TLS could not be set up from the config.
 #[derive(Debug, thiserror::Error)]
@@ -302,6 +309,9 @@ impl Read for MemPipe {
         if self.input_pos == self.input.len() {
             self.input.clear();
             self.input_pos = 0;
+            if self.input.capacity() > TLS_KEEP_BYTES {
+                self.input = Vec::new();
+            }
         }
         Ok(n)
     }
@@ -379,6 +389,13 @@ impl TlsConn {
         self.stream.get_ref().pending_output()
     }
 
+    /// Bytes of memory this session's buffers hold (their capacities): ciphertext in and out
+    /// and the plaintext being encrypted, for the memory ledger.
+    pub fn held_bytes(&self) -> usize {
+        let pipe = self.stream.get_ref();
+        pipe.input.capacity() + pipe.output.capacity() + self.scratch.capacity()
+    }
+
     /// One `read` from the socket, then as much handshake and decryption as the bytes allow;
     /// plaintext is appended to `input`. `Ok(0)`: the peer closed (EOF or close_notify).
     /// `Ok(n > 0)`: `n` bytes were read from the socket (plaintext may or may not have come
@@ -450,6 +467,14 @@ impl TlsConn {
             self.scratch.clear();
             refill(&mut self.scratch, ENCRYPT_AHEAD_BYTES);
             if self.scratch.is_empty() {
+                // All sent, nothing queued: give back what a burst of large replies grew.
+                let pipe = self.stream.get_mut();
+                if pipe.output.capacity() > TLS_KEEP_BYTES {
+                    pipe.output = Vec::new();
+                }
+                if self.scratch.capacity() > TLS_KEEP_BYTES {
+                    self.scratch = Vec::new();
+                }
                 return Ok(());
             }
             let mut at = 0;
@@ -458,9 +483,6 @@ impl TlsConn {
                     Ok(k) => at += k,
                     Err(e) => return Err(io::Error::other(format!("TLS write: {e}"))),
                 }
-            }
-            if self.scratch.capacity() > 2 * ENCRYPT_AHEAD_BYTES {
-                self.scratch = Vec::new();
             }
         }
     }

@@ -32,10 +32,11 @@
 //! is read (and its buffered input decoded) again only once a quarter of its allowance is
 //! free — hysteresis, so a client held at its limit costs one wake-up per batch. Every byte a
 //! connection makes the server hold is charged to it until it is gone ([`crate::memory`]):
-//! payloads in flight, every queued reply until the socket took it, its input buffer. Connections and requests live in slabs
-//! indexed by small integers; a request's slab index is its scheduler `RequestId` and its
-//! backend tag, and a connection reference carries a generation so a completion for a
-//! connection that has since closed is recognized and dropped.
+//! payloads in flight, every queued reply until the socket took it, its input and TLS buffers.
+//! Connections and requests live in slabs indexed by small integers; a request's slab index
+//! is its scheduler `RequestId` and its backend tag, and a connection reference carries a
+//! generation so a completion for a connection that has since closed is recognized and
+//! dropped.
 //!
 //! *Adaptive batching.* The budget caps what one step takes in, not what it waits for: at low
 //! load a step handles the one request that arrived (QD1 latency is one step), under load it
@@ -743,7 +744,7 @@ impl Worker {
                 match tls.pump_out(fd, |buf, max| core.drain_unsent_into(buf, pool, max)) {
                     Ok(()) => WriteOutcome::Sent,
                     Err(_) => {
-                        core.drain_unsent_into(&mut Vec::new(), pool, usize::MAX);
+                        core.discard_output(pool);
                         WriteOutcome::PeerGone
                     }
                 }
@@ -776,13 +777,14 @@ impl Worker {
             && !self.shared.memory.over_limit()
     }
 
-    /// Publishes connection `i`'s charge (in-flight payloads, queued output, input buffer) to
-    /// the server's memory ledger.
+    /// Publishes connection `i`'s charge (in-flight payloads, queued output, input buffer, TLS
+    /// buffers) to the server's memory ledger.
     fn settle(&mut self, i: usize) {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
-        let now = conn.core.held_bytes() + conn.input.capacity_bytes() as u64;
+        let tls_bytes = conn.tls.as_ref().map_or(0, |t| t.held_bytes());
+        let now = conn.core.held_bytes() + (conn.input.capacity_bytes() + tls_bytes) as u64;
         self.shared.memory.adjust(conn.core.published_bytes, now);
         conn.core.published_bytes = now;
     }
@@ -892,11 +894,7 @@ impl Worker {
                 }
             }
         }
-        for frame in conn.core.out.drain(..) {
-            if let Some(p) = frame.payload {
-                self.pool.give(p);
-            }
-        }
+        conn.core.discard_output(&mut self.pool);
         // Before the close, so no stale event can name this slot (errors: already gone).
         let _ = self.epoll.delete(conn.core.stream.as_raw_fd());
         drop(conn);

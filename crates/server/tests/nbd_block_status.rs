@@ -323,3 +323,62 @@ fn nbdcopy_sparse_copy_of_an_export_with_holes_is_identical_and_sparse() {
         "copy allocates {allocated} bytes of 8 MiB: not sparse"
     );
 }
+
+/// Oversize requests on a session with structured replies: a READ gets an `ERROR` chunk
+/// (EINVAL), a WRITE a simple reply (writes never answer in chunks) and its payload is skipped
+/// unparsed; the connection goes on either way.
+#[test]
+fn oversize_requests_get_the_reply_form_of_their_command() {
+    let mut toml = config(&memory_backend("8MiB"));
+    toml.push_str("\n[limits]\nmax_request_bytes = \"1MiB\"\nmax_inflight_bytes = \"1MiB\"\n");
+    let server = start(&toml);
+    let mut c = Chunked::connect(server.addrs.nbd.expect("nbd"), false);
+
+    let cookie = c.send(CommandType::Read, 0, 0, 2 << 20);
+    let (h, body) = c.chunk();
+    assert_eq!(
+        (h.cookie, h.reply_type, h.done()),
+        (cookie, tx::REPLY_TYPE_ERROR, true)
+    );
+    assert_eq!(&body[..4], &nbd::Errno::Inval.to_u32().to_be_bytes());
+
+    let cookie = c.send(CommandType::Write, 0, 0, 2 << 20);
+    c.s.write_all(&vec![9u8; 2 << 20])
+        .expect("oversize payload");
+    let mut head = [0u8; tx::SIMPLE_REPLY_BYTES];
+    c.s.read_exact(&mut head)
+        .expect("simple reply to the WRITE");
+    let reply = tx::SimpleReply::decode(&head).expect("simple reply magic");
+    assert_eq!(
+        (reply.cookie, reply.error),
+        (cookie, nbd::Errno::Inval.to_u32())
+    );
+
+    // The payload was neither applied nor parsed as requests: a READ sees zeros.
+    let cookie = c.send(CommandType::Read, 0, 0, 4096);
+    let (h, body) = c.chunk();
+    assert_eq!(
+        (h.cookie, h.reply_type),
+        (cookie, tx::REPLY_TYPE_OFFSET_DATA)
+    );
+    assert!(
+        body[8..] == [0u8; 4096][..],
+        "the oversize payload was written"
+    );
+
+    // A WRITE longer than the 2^25 bytes the spec says to skip: the same simple reply, then
+    // the server closes (it will not read 4 GiB to stay in step).
+    let cookie = c.send(CommandType::Write, 0, 0, (1 << 25) + 1);
+    c.s.read_exact(&mut head)
+        .expect("simple reply to the long WRITE");
+    let reply = tx::SimpleReply::decode(&head).expect("simple reply magic");
+    assert_eq!(
+        (reply.cookie, reply.error),
+        (cookie, nbd::Errno::Inval.to_u32())
+    );
+    let mut rest = [0u8; 1];
+    assert_eq!(c.s.read(&mut rest).ok(), Some(0), "the connection was kept");
+    // Every refusal is counted as the tenant's error.
+    assert_eq!(server.shared().tenant_metrics[0].errors.get(), 3);
+    server.shutdown();
+}

@@ -225,6 +225,38 @@ fn own_protocol_speaks_tls_from_the_first_byte() {
     assert_eq!(reply.status, Status::Ok);
     let mut payload = vec![0u8; reply.payload_len as usize];
     tls.read_exact(&mut payload).expect("HELLO reply body");
+
+    // 1 MiB up and back: the reply is four times what the server encrypts ahead of the socket.
+    let data = pattern(0, 1 << 20, 3);
+    let write = RequestHeader::write(1, 0, 0, data.len() as u32, wire::WriteMode::WriteBack);
+    tls.write_all(&write.encode()).expect("send WRITE");
+    tls.write_all(&data).expect("send WRITE payload");
+    tls.write_all(&RequestHeader::read(2, 0, 0, data.len() as u32).encode())
+        .expect("send READ");
+    let mut back = Vec::new();
+    for cookie in [1, 2] {
+        tls.read_exact(&mut head).expect("reply header");
+        let reply = match wire::decode_reply_header(&head, 2 << 20) {
+            Ok(proto::Decode::Done { frame, .. }) => frame,
+            other => panic!("bad reply header: {other:?}"),
+        };
+        assert_eq!((reply.cookie, reply.status), (cookie, Status::Ok));
+        back = vec![0u8; reply.payload_len as usize];
+        tls.read_exact(&mut back).expect("reply payload");
+    }
+    assert!(back == data, "data changed on the way through TLS");
+    // Everything sent and nothing queued: the connection gives back what the 1 MiB grew
+    // (input buffer at most its keep size, TLS buffers at most theirs) and the ledger says so.
+    let bound = (server::inbuf::INPUT_KEEP_BYTES + 3 * server::tls::TLS_KEEP_BYTES) as u64;
+    let shared = server.shared().clone();
+    let settled = testkit::wait_until(std::time::Duration::from_secs(5), || {
+        shared.memory.charged_bytes() <= bound
+    });
+    assert!(
+        settled.is_ok(),
+        "an idle TLS connection stays charged {} bytes (bound {bound})",
+        shared.memory.charged_bytes()
+    );
 }
 
 #[test]
@@ -244,8 +276,14 @@ fn nbdcopy_round_trips_data_over_tls_psk() {
     std::fs::write(&src.0, &data).expect("write source");
     let (ok, text) = run(Command::new(&nbdcopy).args([src.0.to_str().expect("utf-8"), &uri]));
     assert!(ok, "nbdcopy up over TLS failed: {text}");
+    // Down in 4 MiB requests: each reply is larger than the ciphertext the server encrypts
+    // ahead of the socket (tls::ENCRYPT_AHEAD_BYTES), so it is taken from the queue in parts.
     let back = TempFile::new("tls-back");
-    let (ok, text) = run(Command::new(&nbdcopy).args([&uri, back.0.to_str().expect("utf-8")]));
+    let (ok, text) = run(Command::new(&nbdcopy).args([
+        "--request-size=4194304",
+        &uri,
+        back.0.to_str().expect("utf-8"),
+    ]));
     assert!(ok, "nbdcopy down over TLS failed: {text}");
     let got = std::fs::read(&back.0).expect("read copy");
     assert!(got == data, "data changed on the way through TLS");

@@ -382,8 +382,8 @@ impl FileBackend {
                 } else {
                     volume.buffered.as_raw_fd()
                 };
-                // SAFETY of the pointer: the buffer lives in the slot until the CQE is reaped.
-                let ptr = unsafe { slot.buf.as_mut_ptr().add(slot.done_bytes) };
+                // The buffer lives in the slot until the CQE is reaped (see `fill_ring`).
+                let ptr = slot.buf.as_mut_slice()[slot.done_bytes..].as_mut_ptr();
                 opcode::Read::new(types::Fd(fd), ptr, rest as u32)
                     .offset(at)
                     .build()
@@ -397,8 +397,8 @@ impl FileBackend {
                     volume.buffered.as_raw_fd()
                 };
                 let flags = if fua == Fua::Yes { libc::RWF_DSYNC } else { 0 };
-                // SAFETY of the pointer: as above.
-                let ptr = unsafe { slot.buf.as_mut_ptr().add(slot.done_bytes) };
+                // The buffer lives in the slot until the CQE is reaped.
+                let ptr = slot.buf.as_mut_slice()[slot.done_bytes..].as_mut_ptr();
                 opcode::Write::new(types::Fd(fd), ptr, rest as u32)
                     .offset(at)
                     .rw_flags(flags)
