@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
-use sim::config::DEFAULT_JOB_FIO;
+use sim::config::DeviceRunOverrides;
 use sim::system::SystemConfig;
-use sim::{DeviceRun, DeviceRunConfig, HostCosts, Progress, RunFileSettings};
+use sim::{DeviceRun, DeviceRunConfig, Progress, RunFileSettings};
 
 /// Run a deterministic simulation.
 ///
@@ -122,42 +122,26 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         Some(p) => RunFileSettings::load(p)?,
         None => RunFileSettings::default(),
     };
-    let device = match (&args.device, file.device) {
-        (Some(d), _) if d.ends_with(".toml") => {
+    let device = match &args.device {
+        Some(d) if d.ends_with(".toml") => {
             let text =
                 std::fs::read_to_string(d).with_context(|| format!("reading device file {d}"))?;
-            device::DeviceConfig::from_toml_str(&text)
-                .with_context(|| format!("device file {d}"))?
+            Some(
+                device::DeviceConfig::from_toml_str(&text)
+                    .with_context(|| format!("device file {d}"))?,
+            )
         }
-        (Some(d), _) => device::DeviceConfig::preset(d)?,
-        (None, Some(d)) => d,
-        (None, None) => device::DeviceConfig::preset("zssd")?,
+        Some(d) => Some(device::DeviceConfig::preset(d)?),
+        None => None,
     };
-    let (host_name, host) = match (&args.host, file.host) {
-        (Some(h), _) => (h.clone(), HostCosts::preset(h)?),
-        (None, Some(h)) => h,
-        (None, None) => ("x86-4".to_string(), HostCosts::preset("x86-4")?),
-    };
-    let job_path = args.job.clone().or(file.job_file);
-    let (jobs, job_source) = match &job_path {
-        Some(p) => (workload::JobFile::load(p)?, p.display().to_string()),
-        None => (
-            workload::JobFile::parse_fio(DEFAULT_JOB_FIO, "embedded-default")?,
-            "embedded-default".to_string(),
-        ),
-    };
-    if jobs.jobs.is_empty() {
-        bail!("job file {job_source} defines no jobs");
-    }
-    let cfg = DeviceRunConfig {
-        seed: args.seed.or(file.seed).unwrap_or(1),
+    let overrides = DeviceRunOverrides {
+        seed: args.seed,
         device,
-        host,
-        host_name,
-        jobs,
-        job_source,
-        integrity: args.integrity || file.integrity.unwrap_or(false),
+        host: args.host.clone(),
+        job_file: args.job.clone(),
+        integrity: args.integrity,
     };
+    let cfg = DeviceRunConfig::resolve(file, overrides)?;
     let mut run = DeviceRun::new(&cfg)?;
     if let Some((window_ns, out)) = series_file(&args)? {
         run.enable_series(window_ns, out)?;

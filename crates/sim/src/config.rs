@@ -129,6 +129,70 @@ pub struct DeviceRunConfig {
     pub integrity: bool,
 }
 
+/// Defaults of a device-level run that neither the command line nor the run file sets.
+pub const DEFAULT_DEVICE_PRESET: &str = "zssd";
+/// Thin-host preset when none is given.
+pub const DEFAULT_HOST_PRESET: &str = "x86-4";
+/// Seed when none is given.
+pub const DEFAULT_SEED: u64 = 1;
+/// `job_source` of the embedded default job.
+pub const DEFAULT_JOB_SOURCE: &str = "embedded-default";
+
+/// What the command line gives a device-level run; each set field overrides the run file.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceRunOverrides {
+    pub seed: Option<u64>,
+    pub device: Option<DeviceConfig>,
+    /// A thin-host preset name.
+    pub host: Option<String>,
+    pub job_file: Option<PathBuf>,
+    /// `--integrity` (it can only turn the check on).
+    pub integrity: bool,
+}
+
+impl DeviceRunConfig {
+    /// A run from the command line's `overrides` over the run `file`, then the defaults
+    /// ([`DEFAULT_DEVICE_PRESET`], [`DEFAULT_HOST_PRESET`], the embedded [`DEFAULT_JOB_FIO`],
+    /// [`DEFAULT_SEED`]). `ullstack sim` and the studies' re-runs both resolve through here.
+    pub fn resolve(
+        file: RunFileSettings,
+        overrides: DeviceRunOverrides,
+    ) -> Result<DeviceRunConfig, RunConfigError> {
+        let device = match overrides.device.or(file.device) {
+            Some(d) => d,
+            None => DeviceConfig::preset(DEFAULT_DEVICE_PRESET)?,
+        };
+        let (host_name, host) = match (overrides.host, file.host) {
+            (Some(name), _) => {
+                let costs = HostCosts::preset(&name)?;
+                (name, costs)
+            }
+            (None, Some(h)) => h,
+            (None, None) => (
+                DEFAULT_HOST_PRESET.to_string(),
+                HostCosts::preset(DEFAULT_HOST_PRESET)?,
+            ),
+        };
+        let (jobs, job_source) = match overrides.job_file.or(file.job_file) {
+            Some(p) => (workload::JobFile::load(&p)?, p.display().to_string()),
+            None => (
+                workload::JobFile::parse_fio(DEFAULT_JOB_FIO, DEFAULT_JOB_SOURCE)?,
+                DEFAULT_JOB_SOURCE.to_string(),
+            ),
+        };
+        // The job-file loader refuses a file without jobs, naming it.
+        Ok(DeviceRunConfig {
+            seed: overrides.seed.or(file.seed).unwrap_or(DEFAULT_SEED),
+            device,
+            host,
+            host_name,
+            jobs,
+            job_source,
+            integrity: overrides.integrity || file.integrity.unwrap_or(false),
+        })
+    }
+}
+
 /// What a `--config` file says; flags given on the command line override it.
 #[derive(Clone, Debug, Default)]
 pub struct RunFileSettings {
@@ -238,6 +302,68 @@ mod tests {
     fn embedded_default_job_parses() {
         let jobs = workload::JobFile::parse_fio(DEFAULT_JOB_FIO, "default").unwrap();
         assert_eq!(jobs.jobs.len(), 4);
+    }
+
+    #[test]
+    fn a_run_resolves_overrides_then_the_run_file_then_the_defaults() {
+        let dir = std::env::temp_dir().join(format!("ullstack-resolve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("j.fio"), "[r]\nrw=randread\n").unwrap();
+        std::fs::write(dir.join("empty.fio"), "[global]\nbs=4k\n").unwrap();
+        let file = RunFileSettings {
+            seed: Some(7),
+            job_file: Some(dir.join("j.fio")),
+            integrity: Some(true),
+            device: Some(DeviceConfig::preset("nvme-tlc").unwrap()),
+            host: Some(("arm8".into(), HostCosts::preset("arm8").unwrap())),
+        };
+        let from_file =
+            DeviceRunConfig::resolve(file.clone(), DeviceRunOverrides::default()).unwrap();
+        assert_eq!(from_file.seed, 7);
+        assert_eq!(from_file.host_name, "arm8");
+        assert_eq!(from_file.device, DeviceConfig::preset("nvme-tlc").unwrap());
+        assert!(from_file.integrity);
+        assert!(from_file.job_source.ends_with("j.fio"));
+        let over = DeviceRunOverrides {
+            seed: Some(9),
+            device: Some(DeviceConfig::preset("zssd").unwrap()),
+            host: Some("x86-4".into()),
+            job_file: None,
+            integrity: false,
+        };
+        let overridden = DeviceRunConfig::resolve(file, over).unwrap();
+        assert_eq!(overridden.seed, 9);
+        assert_eq!(overridden.host_name, "x86-4");
+        assert_eq!(overridden.device, DeviceConfig::preset("zssd").unwrap());
+        assert!(
+            overridden.integrity,
+            "--integrity can only turn the check on"
+        );
+        let defaults =
+            DeviceRunConfig::resolve(RunFileSettings::default(), DeviceRunOverrides::default())
+                .unwrap();
+        assert_eq!(
+            (
+                defaults.seed,
+                defaults.host_name.as_str(),
+                defaults.job_source.as_str()
+            ),
+            (DEFAULT_SEED, DEFAULT_HOST_PRESET, DEFAULT_JOB_SOURCE)
+        );
+        let e = DeviceRunConfig::resolve(
+            RunFileSettings::default(),
+            DeviceRunOverrides {
+                job_file: Some(dir.join("empty.fio")),
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("empty.fio") && e.contains("no job defined"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

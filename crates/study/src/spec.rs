@@ -20,6 +20,7 @@
 
 use std::path::Path;
 
+use sim::config::DeviceRunOverrides;
 use sim::{DeviceRunConfig, RunFileSettings};
 
 /// The job file's name inside a run folder (the config's `job_file`).
@@ -90,27 +91,20 @@ impl RunSpec {
     pub fn load_config(&self, dir: &Path) -> Result<DeviceRunConfig, String> {
         let path = dir.join(CONFIG_FILE);
         let file = RunFileSettings::load(&path).map_err(|e| e.to_string())?;
-        let device = file
-            .device
-            .ok_or_else(|| format!("{}: no [device] table", path.display()))?;
-        let (host_name, host) = file
-            .host
-            .ok_or_else(|| format!("{}: no [host] table", path.display()))?;
-        let job_path = file
-            .job_file
-            .ok_or_else(|| format!("{}: no job_file", path.display()))?;
-        let jobs = workload::JobFile::load(&job_path).map_err(|e| e.to_string())?;
-        Ok(DeviceRunConfig {
-            seed: file
-                .seed
-                .ok_or_else(|| format!("{}: no seed", path.display()))?,
-            device,
-            host,
-            host_name,
-            jobs,
-            job_source: JOB_FILE.to_string(),
-            integrity: file.integrity.unwrap_or(false),
-        })
+        // The study writes every key: a missing one means the folder is not this study's.
+        let missing = [
+            (file.seed.is_none(), "seed"),
+            (file.device.is_none(), "[device] table"),
+            (file.host.is_none(), "[host] table"),
+            (file.job_file.is_none(), "job_file"),
+        ];
+        if let Some((_, what)) = missing.iter().find(|(absent, _)| *absent) {
+            return Err(format!("{}: no {what}", path.display()));
+        }
+        let mut cfg = DeviceRunConfig::resolve(file, DeviceRunOverrides::default())
+            .map_err(|e| e.to_string())?;
+        cfg.job_source = JOB_FILE.to_string();
+        Ok(cfg)
     }
 }
 
