@@ -20,6 +20,7 @@
 
 use std::path::Path;
 
+use engine::rng::Fnv1a64;
 use sim::config::DeviceRunOverrides;
 use sim::{DeviceRunConfig, RunFileSettings};
 
@@ -108,35 +109,6 @@ impl RunSpec {
     }
 }
 
-/// 64-bit FNV-1a (Fowler–Noll–Vo): offset basis and prime from the published parameters.
-pub struct Fnv1a64(u64);
-
-impl Fnv1a64 {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    pub fn new() -> Fnv1a64 {
-        Fnv1a64(Self::OFFSET_BASIS)
-    }
-
-    pub fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(Self::PRIME);
-        }
-    }
-
-    pub fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl Default for Fnv1a64 {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,15 +121,6 @@ mod tests {
             job_fio: "[j]\nrw=read\nnumber_ios=10\n".into(),
             seed: 1,
         }
-    }
-
-    #[test]
-    fn fnv_matches_published_test_vectors() {
-        // FNV-1a 64 of "" is the offset basis; of "a" it is 0xaf63dc4c8601ec8c.
-        assert_eq!(Fnv1a64::new().finish(), 0xcbf29ce484222325);
-        let mut h = Fnv1a64::new();
-        h.write(b"a");
-        assert_eq!(h.finish(), 0xaf63dc4c8601ec8c);
     }
 
     #[test]
