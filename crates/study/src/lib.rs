@@ -79,7 +79,9 @@ pub fn catalogue() -> Vec<StudyDef> {
         name: "ull",
         about: "zssd vs nvme-tlc raw: latency and bandwidth vs queue depth, read/write \
                 interference, interrupt vs polled completion",
-        version: 1,
+        // 2: each point's depth over up to four threads, 1 M I/Os at every point of the full
+        // study, CPU over the job's own span.
+        version: 2,
         runs: ull::runs,
         figures: ull::figures,
         headline: ull::headline,
