@@ -17,7 +17,7 @@
 //!    the shared bucket — spare tokens: donations and idle BE shares — before any BE tenant
 //!    borrows (`lc_borrows_spare`, on by default; a held tenant is then revisited every round,
 //!    since the bucket is emptied every epoch). A tenant still held waits and the hit is
-//!    counted (an SLO that does not match the traffic). A balance above the cap — the tenant's
+//!    counted (an SLO that does not match the traffic) — once per hold, not per revisit. A balance above the cap — the tenant's
 //!    earnings over the worker's last three rounds — donates 90 % of itself to the shared bucket.
 //! 2. **BE tenants**, in round-robin order across rounds, each earn the BE share × Δt
 //!    and submit what they can pay for, taking the shortfall of the next request from the shared
@@ -246,7 +246,8 @@ pub enum SchedError {
 pub struct RoundStats {
     /// Requests released by this round.
     pub submitted: u32,
-    /// LC tenants held at their deficit limit with work queued.
+    /// LC tenants held at their deficit limit with work queued (with `lc_borrows_spare`, once
+    /// per hold rather than per revisit).
     pub deficit_hits: u32,
     /// Whether this round emptied the shared bucket.
     pub bucket_reset: bool,
@@ -307,6 +308,8 @@ struct Attached {
     presence: Presence,
     /// BE only: the token of this tenant's live entry in the bucket line.
     line_token: Option<u64>,
+    /// LC only: held at its deficit limit at the end of its last visit.
+    held: bool,
 }
 
 #[derive(Debug, Default)]
@@ -454,6 +457,7 @@ impl Scheduler {
             queue: VecDeque::new(),
             presence,
             line_token: None,
+            held: false,
         });
         if spanning {
             self.wake_up(index, false);
@@ -930,7 +934,12 @@ impl Scheduler {
             .submitted
             .fetch_add(released, AtomicOrdering::Relaxed);
         let held = !attached.queue.is_empty();
-        if held {
+        // A hit per visit that finds the tenant held, as published. With borrowing, a held
+        // tenant is revisited every round to catch spare tokens: those revisits continue one
+        // hold, and count once, when it starts.
+        let counted = held && !(borrow && attached.held);
+        attached.held = held;
+        if counted {
             ledger.deficit_hits.fetch_add(1, AtomicOrdering::Relaxed);
             stats.deficit_hits += 1;
         }

@@ -171,7 +171,8 @@ pub struct TenantCounters {
     /// Tokens a BE tenant took from the shared bucket, mtok.
     pub borrowed_mtok: u64,
     /// Times an LC tenant was visited with work queued and held at its deficit limit (a tenant
-    /// whose SLO does not match its traffic keeps hitting it).
+    /// whose SLO does not match its traffic keeps hitting it). With `lc_borrows_spare`, the
+    /// every-round revisits of a held tenant count once per hold.
     pub deficit_hits: u64,
     /// Requests the scheduler released for submission.
     pub requests_submitted: u64,

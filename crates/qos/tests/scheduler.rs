@@ -437,3 +437,37 @@ fn ten_thousand_tenants_schedule_without_pathologies() {
     h.run_for(10 * MS);
     assert_eq!(h.workers[0].stats().idle_rounds - before, 10);
 }
+
+/// With LC borrowing, a held tenant is revisited every round to catch spare tokens; those
+/// revisits continue one hold and count as one deficit hit, not one per 10 µs round. Ten
+/// bursts far above the reservation give at most one hold each.
+#[test]
+fn with_borrowing_a_hold_counts_once_not_once_per_revisit() {
+    let config = SchedulerConfig {
+        lc_borrows_spare: true,
+        ..SchedulerConfig::default()
+    };
+    let registry = qos::RegistryConfig {
+        lc_surge_pct: 0,
+        ..qos::RegistryConfig::default()
+    };
+    let mut h = Harness::with_registry(1, ROUND_NS, config, registry);
+    let t = h.add(
+        lc(500, 10_000, 100),
+        Load::Burst {
+            every_ns: 10 * MS,
+            count: 1000,
+            read_pct: 100,
+            bytes: 4096,
+        },
+        &[0],
+    );
+    h.run_for(100 * MS);
+    let c = h.tenants[t].handle.counters();
+    let visits_held_ns = 100 * MS / ROUND_NS;
+    assert!(
+        (1..=11).contains(&c.deficit_hits),
+        "{} deficit hits for 10 bursts (a count per revisit would be up to {visits_held_ns})",
+        c.deficit_hits
+    );
+}
