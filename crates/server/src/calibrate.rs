@@ -95,7 +95,8 @@ const SPREAD_TOLERANCE_PCT: u64 = 2;
 const REQUEST_BYTES: u64 = 4096;
 /// The verification pass probes with `seed + VERIFY_SEED_OFFSET`: streams the search never
 /// saw (with the search's own seed, a rate it probed replays the stream it was fitted on; on
-/// the QoS test's slow TLC drive a fresh stream then read 3.15–3.51 ms at a 3 ms point).
+/// the QoS test's slow TLC drive a fresh stream then read 3.15–3.51 ms at a 3 ms point, as
+/// seen on 2026-11-23 with the code before this rule; not re-measured since).
 pub const VERIFY_SEED_OFFSET: u64 = 0x5eed;
 
 /// Most 10 % reductions the verification pass applies to one point before giving up on it.
@@ -574,7 +575,8 @@ pub fn calibrate(
         let target = config.targets_ns[usable[k]];
         // The held-out stream must meet what the search's own stream met: the target less
         // the headroom (a stream that only meets the target itself leaves the next one to
-        // chance near a TLC cliff: 7.6 ms at a 6 ms point).
+        // chance near a TLC cliff: 7.6 ms at a 6 ms point, seen on 2026-11-23 before this
+        // rule; not re-measured since).
         let verify_limit = limit(target);
         let mut steps = 0;
         loop {
