@@ -154,13 +154,7 @@ impl Drop for TempFile {
 
 /// Runs an external tool to completion: whether it succeeded, and its stdout then stderr.
 pub fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd.output().expect("spawn tool");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    testkit::run(cmd).expect("spawn tool")
 }
 
 /// `Some(path)` if `tool` is on PATH; otherwise prints why the test is skipped (or, with
