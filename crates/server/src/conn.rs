@@ -431,7 +431,8 @@ pub enum Verdict {
     StartTls,
 }
 
-/// Queues the reply to a finished request.
+/// Queues the reply to a finished request. `payload` is the data of a successful read, and
+/// `None` otherwise (the caller returns other buffers to its pool).
 pub fn push_reply(
     core: &mut ConnCore,
     reply: ReplyTo,
@@ -483,7 +484,8 @@ pub fn push_reply(
                 Err(StorageError::NotSupported) => Errno::NotSup,
                 Err(StorageError::Io(_)) => Errno::Io,
             };
-            drop(payload); // a failed read carries no data
+            // The worker returned a failed read's buffer to its pool already.
+            debug_assert!(payload.is_none(), "a failed read carries no payload");
             core.push(OutFrame {
                 head: Head::inline(&tx::error_chunk(cookie, errno)),
                 payload: None,
