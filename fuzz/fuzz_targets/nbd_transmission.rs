@@ -28,8 +28,13 @@ fuzz_target!(|data: &[u8]| {
         .flush(true)
         .build();
     let mut buf: Vec<u8> = Vec::new();
+    // Bytes of a refused WRITE's payload still to arrive, dropped as they do (as the server's
+    // input buffer does).
+    let mut skip = 0usize;
     for chunk in stream.chunks(piece) {
-        buf.extend_from_slice(chunk);
+        let dropped = skip.min(chunk.len());
+        skip -= dropped;
+        buf.extend_from_slice(&chunk[dropped..]);
         loop {
             match transmission::decode_request(&buf, MAX_PAYLOAD_BYTES) {
                 Ok(Decode::NeedMore { total_bytes }) => {
@@ -75,8 +80,11 @@ fuzz_target!(|data: &[u8]| {
                     let _ = e.to_string();
                     match e.disposition() {
                         Disposition::ReplyAndContinue { consumed_bytes, .. } => {
-                            // An oversize WRITE's payload may not all be here: drop what is.
-                            buf.drain(..consumed_bytes.min(buf.len()));
+                            // An oversize WRITE's payload may not all be here: drop what
+                            // is, and the rest as it arrives.
+                            let now = consumed_bytes.min(buf.len());
+                            buf.drain(..now);
+                            skip = consumed_bytes - now;
                         }
                         Disposition::Close | Disposition::ReplyThenClose { .. } => return,
                     }
