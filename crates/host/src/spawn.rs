@@ -472,6 +472,9 @@ impl<'c> Spawner<'c> {
     fn into_host(mut self, flusher: u32, duration: SimTime) -> Host {
         let cfg = self.cfg;
         let cores = cfg.cpu.cores as u16;
+        // Two owners of per-site streams: the CPU draws only the context-switch and
+        // cache-pollution sites, the host every other site. A site drawn by both would replay
+        // the same stream twice (correlated costs): keep each site with one owner.
         self.cpu
             .set_cost_draws(CostDraws::new(self.seed, &cfg.jitter));
         Host {
