@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail};
 use clap::Args;
 use study::driver::{self, StudyOptions, StudyOutcome};
+use study::slurm::{self, SlurmPlan};
 use study::Size;
+use study::{k8s, shard_env, StudyDef};
 
 /// Run a study: a named set of simulations with plots and a self-contained report.
 ///
@@ -16,6 +18,13 @@ use study::Size;
 ///   ullstack study ull --shard 0/2 --out a       half the runs (runs 0, 2, 4, …); on another
 ///   ullstack study ull --shard 1/2 --out b       machine the other half, then
 ///   ullstack study merge a b --out results/ull   one study folder and report
+///   ullstack study ull --slurm 8 --out /shared/ull   a Slurm job array of 8 shards plus a merge
+///                                                job that runs when all succeed (--dry-run:
+///                                                only write the sbatch scripts)
+///   ullstack study ull --shard auto              inside an array job: the shard from
+///                                                SLURM_ARRAY_TASK_ID / _COUNT (or auto/N with
+///                                                Kubernetes' JOB_COMPLETION_INDEX)
+///   ullstack study ull --k8s 8 --dry-run         Kubernetes Indexed Job manifests
 ///
 /// Writes into --out (default results/study/NAME): runs/<id>/ (config.toml, job.fio,
 /// summary.json — `ullstack sim --config runs/<id>/config.toml` re-runs one alone), study.json,
@@ -43,8 +52,38 @@ pub struct StudyArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Run only shard I of N (runs I, I+N, I+2N, …); join with `ullstack study merge`.
-    #[arg(long, value_name = "I/N")]
+    /// `auto` (or `auto/N`) reads I (and N) from an array job's environment.
+    #[arg(long, value_name = "I/N|auto|auto/N")]
     shard: Option<String>,
+    /// Submit the study to Slurm as an array of N shard tasks into --out (a folder every node
+    /// sees) plus a merge job that runs when every task succeeded. Rerunning resubmits only
+    /// the shards not complete.
+    #[arg(long, value_name = "N", conflicts_with_all = ["shard", "k8s"])]
+    slurm: Option<usize>,
+    /// With --slurm: the partition (sbatch --partition).
+    #[arg(long, value_name = "P", requires = "slurm")]
+    partition: Option<String>,
+    /// With --slurm: each job's time limit (sbatch --time: minutes, or H:MM:SS).
+    #[arg(long, value_name = "T", requires = "slurm")]
+    time: Option<String>,
+    /// With --slurm: CPUs per task; each task simulates that many runs at once.
+    #[arg(long, value_name = "C", default_value_t = 1, requires = "slurm")]
+    cpus_per_task: usize,
+    /// Write Kubernetes Indexed Job manifests for N shard pods and a merge Job into --out/k8s
+    /// (needs --dry-run: ullstack writes the manifests, kubectl applies them).
+    #[arg(long, value_name = "N", conflicts_with = "shard")]
+    k8s: Option<usize>,
+    /// With --k8s: the container image holding `ullstack` on PATH.
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        default_value = "ullstack:latest",
+        requires = "k8s"
+    )]
+    image: String,
+    /// With --slurm or --k8s: write the scripts or manifests, submit nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// No progress bar and no table: one line saying where the results are.
     #[arg(long)]
     quiet: bool,
@@ -87,12 +126,26 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
         );
     }
     let def = study::find(&args.target).map_err(|e| anyhow!(e))?;
-    let shard = args
-        .shard
-        .as_deref()
-        .map(driver::parse_shard)
-        .transpose()
-        .map_err(|e| anyhow!(e))?;
+    if args.dry_run && args.slurm.is_none() && args.k8s.is_none() {
+        bail!(
+            "--dry-run goes with --slurm N or --k8s N (it writes their scripts without submitting)"
+        );
+    }
+    if args.slurm.is_some() || args.k8s.is_some() {
+        return cluster(&def, &args);
+    }
+    let shard = match args.shard.as_deref() {
+        None => None,
+        Some(s) if shard_env::is_auto(s) => {
+            let auto = shard_env::resolve(s, &|k| std::env::var(k).ok()).map_err(|e| anyhow!(e))?;
+            eprintln!(
+                "shard {}/{} from the environment ({})",
+                auto.shard.index, auto.shard.count, auto.source
+            );
+            Some(auto.shard)
+        }
+        Some(s) => Some(driver::parse_shard(s).map_err(|e| anyhow!(e))?),
+    };
     if args.jobs == Some(0) {
         bail!("--jobs 0: expected at least 1");
     }
@@ -123,11 +176,100 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--slurm N` (submit, or write with --dry-run) and `--k8s N --dry-run` (write manifests).
+fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
+    let size = if args.quick { Size::Quick } else { Size::Full };
+    let seed = args.seed.unwrap_or(1);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results/study").join(def.name));
+    if args.jobs.is_some() {
+        bail!("--jobs sets one process's parallelism; with --slurm use --cpus-per-task, with --k8s each pod runs one run at a time");
+    }
+    if let Some(n) = args.k8s {
+        if !args.dry_run {
+            bail!("--k8s {n}: ullstack writes the manifests but does not talk to a cluster; add --dry-run and apply them with kubectl");
+        }
+        let dir = out.join("k8s");
+        k8s::write(def, size, seed, n, &args.image, &dir).map_err(|e| anyhow!(e))?;
+        println!(
+            "wrote {dir}/shards.yaml ({n} indexed pods) and {dir}/merge.yaml; results in the PVC `ullstack-results` at {mount}/study/{name}:\n  \
+             kubectl apply -f {dir}/shards.yaml\n  \
+             kubectl wait --for=condition=complete --timeout=24h job/ullstack-{name}-shards\n  \
+             kubectl apply -f {dir}/merge.yaml",
+            dir = dir.display(),
+            mount = k8s::RESULTS_MOUNT,
+            name = def.name,
+        );
+        return Ok(());
+    }
+    let tasks = args
+        .slurm
+        .expect("cluster() is called with --slurm or --k8s");
+    std::fs::create_dir_all(&out).map_err(|e| anyhow!("creating {}: {e}", out.display()))?;
+    let out = std::fs::canonicalize(&out).map_err(|e| anyhow!("{}: {e}", out.display()))?;
+    let exe = std::env::current_exe().map_err(|e| anyhow!("finding this ullstack binary: {e}"))?;
+    let plan = SlurmPlan {
+        size,
+        seed,
+        tasks,
+        out: out.clone(),
+        exe,
+        partition: args.partition.clone(),
+        time: args.time.clone(),
+        cpus_per_task: args.cpus_per_task,
+    };
+    let sub = slurm::submit(def, &plan, args.dry_run).map_err(|e| anyhow!(e))?;
+    let shards = if sub.shards.is_empty() {
+        "none: every shard is complete".to_string()
+    } else {
+        format!(
+            "{} of {tasks} ({})",
+            sub.shards.len(),
+            slurm::array_spec(&sub.shards)
+        )
+    };
+    if args.dry_run {
+        println!(
+            "wrote {dir}/array.sbatch, merge.sbatch and submit.sh (shards to run: {shards}); submit with: sh {dir}/submit.sh",
+            dir = sub.dir.display()
+        );
+        return Ok(());
+    }
+    let merge = sub.merge_job.clone().unwrap_or_default();
+    match &sub.array_job {
+        Some(a) => println!(
+            "submitted Slurm array job {a} (shards {shards}) and merge job {merge}, which runs when every task of {a} succeeds (and is cancelled if one fails)"
+        ),
+        None => println!("every shard is complete; submitted merge job {merge}"),
+    }
+    let ids = sub
+        .array_job
+        .iter()
+        .chain(sub.merge_job.iter())
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(",");
+    println!(
+        "  watch:   squeue -j {ids}   (then sacct -j {ids}, or scontrol show job {merge})\n  logs:    {logs}\n  results: {out}/report.html when job {merge} completes; rerun this command to redo only incomplete shards",
+        logs = sub.dir.join("logs").display(),
+        out = out.display(),
+    );
+    Ok(())
+}
+
 fn merge(args: StudyArgs) -> anyhow::Result<()> {
     if args.dirs.is_empty() {
         bail!("`study merge` needs the shard folders: ullstack study merge DIR... [--out DIR]");
     }
-    if args.quick || args.jobs.is_some() || args.shard.is_some() || args.seed.is_some() {
+    if args.quick
+        || args.jobs.is_some()
+        || args.shard.is_some()
+        || args.seed.is_some()
+        || args.slurm.is_some()
+        || args.k8s.is_some()
+    {
         bail!("`study merge` takes only folders, --out and --quiet (size, seed and shards come from the folders' study.json)");
     }
     let out = args.out.clone().unwrap_or_else(|| args.dirs[0].clone());

@@ -26,9 +26,12 @@
 
 pub mod driver;
 pub mod exec;
+pub mod k8s;
 pub mod plot;
 pub mod report;
 pub mod results;
+pub mod shard_env;
+pub mod slurm;
 pub mod spec;
 pub mod ull;
 

@@ -1,0 +1,453 @@
+//! `ullstack study --slurm` against a real single-node Slurm cluster started by the test.
+//!
+//! The cluster is Debian's `slurm-wlm` and `munge`: `munged`, `slurmctld` and `slurmd` in the
+//! foreground with their state, sockets, logs and config in a temporary folder, bound to
+//! 127.0.0.1 on ports the test picks (`CommunicationParameters=NoCtldInAddrAny,NoInAddrAny`),
+//! no systemd. Every daemon the test starts is killed by its PID when the cluster is dropped,
+//! pass or fail. The study runs in `--quick` size; its merged `study.json` must equal a local
+//! run's byte for byte.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TEST: &str = "slurm";
+const INSTALL: &str = "apt-get install slurm-wlm munge";
+
+fn ullstack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ullstack"))
+}
+
+/// `name` on PATH or in the sbin folders root's PATH has (daemons live in /usr/sbin).
+fn find_tool(name: &str) -> Option<PathBuf> {
+    testkit::which(name).or_else(|| {
+        ["/usr/sbin", "/sbin", "/usr/local/sbin"]
+            .iter()
+            .map(|d| Path::new(d).join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// A single-node Slurm cluster in a temporary folder; its daemons die with it.
+struct Cluster {
+    dir: tempfile::TempDir,
+    conf: PathBuf,
+    children: Vec<(String, Child)>,
+}
+
+impl Cluster {
+    fn start() -> Option<Cluster> {
+        let mut tools = Vec::new();
+        for name in [
+            "munged",
+            "slurmctld",
+            "slurmd",
+            "sbatch",
+            "scontrol",
+            "sinfo",
+        ] {
+            match find_tool(name) {
+                Some(p) => tools.push(p),
+                None => {
+                    testkit::skip(TEST, &format!("`{name}` is not installed ({INSTALL})"));
+                    return None;
+                }
+            }
+        }
+        let [munged, slurmctld, slurmd, ..] = tools.as_slice() else {
+            unreachable!()
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path();
+        for sub in ["ctld", "spool"] {
+            std::fs::create_dir(d.join(sub)).unwrap();
+        }
+        // A fresh random munge key, readable by its owner only (munged refuses others).
+        let mut key = [0u8; 1024];
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut key))
+            .expect("1 KiB from /dev/urandom");
+        let key_path = d.join("munge.key");
+        std::fs::write(&key_path, key).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let sock = d.join("munge.sock");
+        let host = hostname();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let (ctld_port, d_port) = (free_port(), free_port());
+        let p = |name: &str| d.join(name).display().to_string();
+        let conf = d.join("slurm.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "ClusterName=ullci\n\
+                 SlurmctldHost={host}(127.0.0.1)\n\
+                 SlurmUser=root\nSlurmdUser=root\n\
+                 SlurmctldPort={ctld_port}\nSlurmdPort={d_port}\n\
+                 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny\n\
+                 AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket={sock}\n\
+                 StateSaveLocation={ctld}\nSlurmdSpoolDir={spool}\n\
+                 SlurmctldPidFile={ctld_pid}\nSlurmdPidFile={d_pid}\n\
+                 SlurmctldLogFile={ctld_log}\nSlurmdLogFile={d_log}\n\
+                 ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
+                 JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
+                 JobCompType=jobcomp/none\nMpiDefault=none\nReturnToService=2\n\
+                 SchedulerType=sched/backfill\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
+                 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN\n\
+                 PartitionName=ci Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
+                sock = sock.display(),
+                ctld = p("ctld"),
+                spool = p("spool"),
+                ctld_pid = p("slurmctld.pid"),
+                d_pid = p("slurmd.pid"),
+                ctld_log = p("slurmctld.log"),
+                d_log = p("slurmd.log"),
+            ),
+        )
+        .unwrap();
+        let mut cluster = Cluster {
+            conf: conf.clone(),
+            children: Vec::new(),
+            dir,
+        };
+        let d = cluster.dir.path().to_path_buf();
+        cluster.spawn(
+            "munged",
+            Command::new(munged).args([
+                "-F".to_string(),
+                "-f".to_string(),
+                format!("--socket={}", sock.display()),
+                format!("--key-file={}", key_path.display()),
+                format!("--log-file={}", d.join("munged.log").display()),
+                format!("--pid-file={}", d.join("munged.pid").display()),
+                format!("--seed-file={}", d.join("munged.seed").display()),
+            ]),
+        );
+        testkit::wait_until(Duration::from_secs(20), || sock.exists())
+            .unwrap_or_else(|_| panic!("munged did not create its socket:\n{}", cluster.logs()));
+        cluster.spawn(
+            "slurmctld",
+            Command::new(slurmctld)
+                .arg("-D")
+                .arg("-i")
+                .arg("-f")
+                .arg(&conf),
+        );
+        cluster.spawn(
+            "slurmd",
+            Command::new(slurmd)
+                .arg("-D")
+                .arg("-f")
+                .arg(&conf)
+                .arg("-N")
+                .arg(&host),
+        );
+        let idle = testkit::wait_until(Duration::from_secs(60), || {
+            cluster.output("sinfo", &["-h", "-o", "%T"]).trim() == "idle"
+        });
+        if idle.is_err() {
+            panic!("the node never became idle:\n{}", cluster.logs());
+        }
+        Some(cluster)
+    }
+
+    fn spawn(&mut self, name: &str, cmd: &mut Command) {
+        let log = std::fs::File::create(self.dir.path().join(format!("{name}.out"))).unwrap();
+        let child = cmd
+            .env("SLURM_CONF", &self.conf)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        self.children.push((name.to_string(), child));
+    }
+
+    /// Runs a Slurm client command against this cluster; its stdout.
+    fn output(&self, tool: &str, args: &[&str]) -> String {
+        let out = Command::new(find_tool(tool).expect("checked at start"))
+            .args(args)
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `JobState=…` of a job (for an array: every task's, joined).
+    fn job_state(&self, id: &str) -> String {
+        let text = self.output("scontrol", &["show", "job", id]);
+        text.split_whitespace()
+            .filter_map(|w| w.strip_prefix("JobState="))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Waits for job `id` to reach a final state; returns it.
+    fn wait_final(&self, id: &str, timeout: Duration) -> String {
+        let finals = ["COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL"];
+        let mut last = String::new();
+        let done = testkit::wait_until(timeout, || {
+            last = self.job_state(id);
+            !last.is_empty() && last.split(',').all(|s| finals.contains(&s))
+        });
+        if done.is_err() {
+            panic!(
+                "job {id} still `{last}` after {timeout:?}:\n{}",
+                self.logs()
+            );
+        }
+        last
+    }
+
+    /// Every daemon's and job's log, for a failure message.
+    fn logs(&self) -> String {
+        let mut s = String::new();
+        for entry in walk(self.dir.path()) {
+            if entry.extension().is_some_and(|e| e == "out" || e == "log") {
+                let text = std::fs::read_to_string(&entry).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                s += &format!("--- {}\n", entry.display());
+                for l in tail.iter().rev() {
+                    s += l;
+                    s.push('\n');
+                }
+            }
+        }
+        s
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // By PID, the daemons this test started and nothing else; slurmd before slurmctld
+        // before munged, so none logs the others' disappearance as an error it acts on.
+        // SIGTERM first so slurmctld stops its own helper (slurmscriptd) too; SIGKILL after 10 s.
+        for (_, child) in self.children.iter_mut().rev() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let exited = testkit::wait_until(Duration::from_secs(10), || {
+                matches!(child.try_wait(), Ok(Some(_)))
+            });
+            if exited.is_err() {
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn hostname() -> String {
+    let out = Command::new("hostname")
+        .arg("-s")
+        .output()
+        .expect("hostname");
+    let h = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!h.is_empty(), "hostname -s printed nothing");
+    h
+}
+
+/// Runs `ullstack study ull --quick --slurm 4` into `out`; returns (array id, merge id) and
+/// what it printed.
+fn submit(cluster: &Cluster, out: &Path) -> (Option<String>, String, String) {
+    let o = ullstack()
+        .args([
+            "study",
+            "ull",
+            "--quick",
+            "--slurm",
+            "4",
+            "--partition",
+            "ci",
+            "--out",
+        ])
+        .arg(out)
+        .env("SLURM_CONF", &cluster.conf)
+        .output()
+        .expect("ullstack runs");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "--slurm failed:\n{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // "submitted Slurm array job 12 (…) and merge job 13, …" or "… submitted merge job 13"
+    let after = |key: &str| {
+        text.split(key).nth(1).map(|rest| {
+            rest.chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect::<String>()
+        })
+    };
+    let array = after("array job ");
+    let merge = after("merge job ").expect("a merge job id");
+    (array, merge, text)
+}
+
+#[test]
+fn a_study_as_a_slurm_array_merges_to_the_local_result_and_reruns_only_failed_shards() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+
+    // The local reference, and its wall time.
+    let local = work.path().join("local");
+    let t = Instant::now();
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args(["study", "ull", "--quick", "--quiet", "--out"])
+            .arg(&local),
+    )
+    .unwrap();
+    assert!(ok, "{text}");
+    let local_wall = t.elapsed();
+    let reference = std::fs::read(local.join("study.json")).unwrap();
+
+    // 1. Four tasks and the merge: the same study.json.
+    let out = work.path().join("slurm");
+    let t = Instant::now();
+    let (array, merge, text) = submit(&cluster, &out);
+    let array = array.unwrap_or_else(|| panic!("no array job submitted:\n{text}"));
+    assert!(text.contains("4 of 4 (0-3)"), "{text}");
+    assert_eq!(
+        cluster.wait_final(&merge, Duration::from_secs(300)),
+        "COMPLETED",
+        "merge job:\n{}",
+        cluster.logs()
+    );
+    let slurm_wall = t.elapsed();
+    assert_eq!(
+        cluster.job_state(&array),
+        "COMPLETED,COMPLETED,COMPLETED,COMPLETED"
+    );
+    assert!(
+        std::fs::read(out.join("study.json")).unwrap() == reference,
+        "the Slurm study.json differs from the local one"
+    );
+    assert!(out.join("report.html").is_file());
+    println!(
+        "quick ull: local {:.1} s, --slurm 4 (submit to merged) {:.1} s",
+        local_wall.as_secs_f64(),
+        slurm_wall.as_secs_f64()
+    );
+
+    // 2. A task that fails (its folder's name is taken by a file): the merge is cancelled,
+    // not left pending; rerunning resubmits only that shard and completes.
+    let out = work.path().join("retry");
+    std::fs::create_dir_all(out.join("shards")).unwrap();
+    std::fs::write(out.join("shards").join("task-2"), "in the way").unwrap();
+    let (array, merge, _) = submit(&cluster, &out);
+    let array = array.expect("an array job");
+    let state = cluster.wait_final(&merge, Duration::from_secs(300));
+    assert_eq!(state, "CANCELLED", "merge after a failed task");
+    assert!(
+        cluster.job_state(&array).contains("FAILED"),
+        "{}",
+        cluster.job_state(&array)
+    );
+    assert!(!out.join("study.json").exists());
+    let shard0 = out.join("shards/task-0/study.json");
+    let before = std::fs::metadata(&shard0).unwrap().modified().unwrap();
+    std::fs::remove_file(out.join("shards").join("task-2")).unwrap();
+    let (array, merge, text) = submit(&cluster, &out);
+    assert!(
+        text.contains("1 of 4 (2)"),
+        "only shard 2 is redone:\n{text}"
+    );
+    array.expect("an array job for shard 2");
+    assert_eq!(
+        cluster.wait_final(&merge, Duration::from_secs(300)),
+        "COMPLETED"
+    );
+    assert_eq!(
+        std::fs::metadata(&shard0).unwrap().modified().unwrap(),
+        before,
+        "shard 0 was not touched by the rerun"
+    );
+    assert!(
+        std::fs::read(out.join("study.json")).unwrap() == reference,
+        "the rerun's study.json differs from the local one"
+    );
+}
+
+#[test]
+fn shard_auto_reads_the_array_index_and_says_where_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = ullstack()
+        .args([
+            "study", "ull", "--quick", "--quiet", "--shard", "auto", "--out",
+        ])
+        .arg(dir.path())
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .env("SLURM_ARRAY_TASK_MIN", "0")
+        .env("SLURM_ARRAY_TASK_MAX", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "shard 1/2 from the environment (SLURM_ARRAY_TASK_ID=1, SLURM_ARRAY_TASK_COUNT=2)"
+        ),
+        "{err}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("study.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["shard"]["index"], 1);
+    assert_eq!(json["shard"]["count"], 2);
+
+    // Kubernetes: the index without a count is refused, naming what to add.
+    let o = ullstack()
+        .args(["study", "ull", "--quick", "--shard", "auto", "--out"])
+        .arg(dir.path())
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env("JOB_COMPLETION_INDEX", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--shard auto/N"),
+        "{err}"
+    );
+
+    // --dry-run alone, and --k8s without it, are refused with the reason.
+    let o = ullstack()
+        .args(["study", "ull", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--slurm N or --k8s N"));
+    let o = ullstack()
+        .args(["study", "ull", "--k8s", "2", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("add --dry-run"));
+}

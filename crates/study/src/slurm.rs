@@ -1,0 +1,377 @@
+//! A study as a Slurm job array plus a merge job (`ullstack study NAME --slurm N`).
+//!
+//! ## The shape
+//! The study's runs are cut into N shards exactly as `--shard I/N` cuts them (runs I, I+N, …).
+//! One **array job** of N tasks runs them: task I runs
+//! `ullstack study NAME --shard auto/N --out OUT/shards/task-I` (the index comes from
+//! `SLURM_ARRAY_TASK_ID`, see `shard_env`), each into its own folder of the shared results
+//! folder OUT, so tasks never write the same file. A **merge job** submitted with
+//! `--dependency=afterok:ARRAY` runs `ullstack study merge OUT/shards/task-0 … --out OUT` once
+//! every task has succeeded and writes the one `study.json`, figures and `report.html`.
+//! OUT must be on a filesystem every node sees (a cluster's shared home or scratch).
+//!
+//! ## Failures and reruns
+//! The merge job is submitted with `--kill-on-invalid-dep=yes`: when a task fails its
+//! dependency can never be satisfied, and Slurm cancels the merge job instead of leaving it
+//! pending forever (state `CANCELLED`, reason `DependencyNeverSatisfied`). Running the same
+//! command again resubmits only the shards that are not complete — a shard is complete when its
+//! folder has a `study.json` and every one of its runs is done and unchanged (`exec::is_done`) —
+//! as an array of just those indices (`--array=2,3`), and each resubmitted task resumes its own
+//! folder, so only missing runs are simulated. With every shard complete only the merge job is
+//! submitted.
+//!
+//! ## What is written
+//! `OUT/slurm/array.sbatch`, `OUT/slurm/merge.sbatch` (the `#SBATCH` options: job name,
+//! output file under `OUT/slurm/logs/`, `--cpus-per-task`, and `--partition` / `--time` when
+//! given) and `OUT/slurm/submit.sh`, the two `sbatch` commands this module runs, so
+//! `--dry-run` leaves everything needed to submit by hand. The scripts call this `ullstack`
+//! binary by its absolute path, so the nodes must see it at the same path.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::exec::is_done;
+use crate::{Size, StudyDef};
+
+/// A study to run as a Slurm array.
+#[derive(Clone, Debug)]
+pub struct SlurmPlan {
+    pub size: Size,
+    pub seed: u64,
+    /// Number of array tasks (= shards).
+    pub tasks: usize,
+    /// The shared results folder (absolute).
+    pub out: PathBuf,
+    /// The `ullstack` binary the tasks run (absolute).
+    pub exe: PathBuf,
+    pub partition: Option<String>,
+    /// A Slurm time limit, e.g. `30` (minutes) or `1:00:00`.
+    pub time: Option<String>,
+    /// CPUs per task; each task simulates that many runs at once (`--jobs`).
+    pub cpus_per_task: usize,
+}
+
+/// What `submit` did (or, with `dry_run`, would do).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submission {
+    /// The shards the array job runs (those not already complete).
+    pub shards: Vec<usize>,
+    /// Job ids (`None` on a dry run, or for the array when no shard needed running).
+    pub array_job: Option<String>,
+    pub merge_job: Option<String>,
+    /// The scripts' folder (`OUT/slurm`).
+    pub dir: PathBuf,
+}
+
+/// Shard I's folder under the shared results folder.
+pub fn shard_dir(out: &Path, index: usize) -> PathBuf {
+    out.join("shards").join(format!("task-{index}"))
+}
+
+/// The shards of `def` not yet complete under `plan.out`.
+pub fn incomplete_shards(def: &StudyDef, plan: &SlurmPlan) -> Vec<usize> {
+    let specs = (def.runs)(plan.size, plan.seed);
+    (0..plan.tasks)
+        .filter(|&i| {
+            let dir = shard_dir(&plan.out, i);
+            let complete = dir.join("study.json").is_file()
+                && specs
+                    .iter()
+                    .skip(i)
+                    .step_by(plan.tasks)
+                    .all(|s| is_done(&dir, s));
+            !complete
+        })
+        .collect()
+}
+
+/// Quotes `s` for a POSIX shell (single quotes; `'` as `'\''`).
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// `0-3`, `2,5`, `0-2,7`: Slurm's `--array` syntax for sorted indices.
+pub fn array_spec(indices: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < indices.len() {
+        let start = indices[i];
+        let mut end = start;
+        while i + 1 < indices.len() && indices[i + 1] == end + 1 {
+            i += 1;
+            end = indices[i];
+        }
+        parts.push(if end > start {
+            format!("{start}-{end}")
+        } else {
+            start.to_string()
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// The `ullstack study NAME` arguments every task and the merge share: size and seed.
+fn study_args(def: &StudyDef, plan: &SlurmPlan) -> String {
+    let quick = if plan.size == Size::Quick {
+        " --quick"
+    } else {
+        ""
+    };
+    format!("study {}{quick} --seed {}", def.name, plan.seed)
+}
+
+fn header(plan: &SlurmPlan, job_name: &str, log: &str, cpus: usize) -> String {
+    let mut h = format!(
+        "#SBATCH --job-name={job_name}\n#SBATCH --output={}\n#SBATCH --cpus-per-task={cpus}\n",
+        path_str(&plan.out.join("slurm").join("logs").join(log))
+    );
+    if let Some(p) = &plan.partition {
+        h += &format!("#SBATCH --partition={p}\n");
+    }
+    if let Some(t) = &plan.time {
+        h += &format!("#SBATCH --time={t}\n");
+    }
+    h
+}
+
+/// The array job's script: task `$SLURM_ARRAY_TASK_ID` runs its shard into its own folder.
+pub fn array_script(def: &StudyDef, plan: &SlurmPlan) -> String {
+    format!(
+        "#!/bin/sh\n\
+         # ullstack study {name} ({size}, seed {seed}) as a Slurm job array of {n} tasks: task I runs\n\
+         # shard I/{n} into {shards}/task-I. Written by `ullstack study {name} --slurm {n}`; submitted\n\
+         # with the --array list in submit.sh (only the shards not yet complete).\n\
+         {header}\
+         set -eu\n\
+         exec {exe} {args} --jobs {cpus} --shard auto/{n} --quiet --out {shards}/task-\"$SLURM_ARRAY_TASK_ID\"\n",
+        name = def.name,
+        size = plan.size.as_str(),
+        seed = plan.seed,
+        n = plan.tasks,
+        shards = sh_quote(&path_str(&plan.out.join("shards"))),
+        header = header(plan, &format!("ullstack-{}", def.name), "task-%a.out", plan.cpus_per_task),
+        exe = sh_quote(&path_str(&plan.exe)),
+        args = study_args(def, plan),
+        cpus = plan.cpus_per_task,
+    )
+}
+
+/// The merge job's script: joins every shard folder into the results folder.
+pub fn merge_script(def: &StudyDef, plan: &SlurmPlan) -> String {
+    let dirs: Vec<String> = (0..plan.tasks)
+        .map(|i| sh_quote(&path_str(&shard_dir(&plan.out, i))))
+        .collect();
+    format!(
+        "#!/bin/sh\n\
+         # Joins the {n} shards of ullstack study {name} into {out}: study.json, plots, report.html.\n\
+         # Submitted to run after every array task succeeded (--dependency=afterok).\n\
+         {header}\
+         set -eu\n\
+         exec {exe} study merge {dirs} --out {out} --quiet\n",
+        n = plan.tasks,
+        name = def.name,
+        out = sh_quote(&path_str(&plan.out)),
+        header = header(plan, &format!("ullstack-{}-merge", def.name), "merge.out", 1),
+        exe = sh_quote(&path_str(&plan.exe)),
+        dirs = dirs.join(" "),
+    )
+}
+
+/// The `sbatch` argument lists: the array's (when shards need running) and the merge's
+/// (`None` for the dependency when there is no array job).
+fn array_argv(dir: &Path, shards: &[usize]) -> Vec<String> {
+    vec![
+        "--parsable".into(),
+        format!("--array={}", array_spec(shards)),
+        path_str(&dir.join("array.sbatch")),
+    ]
+}
+
+fn merge_argv(dir: &Path, after: Option<&str>) -> Vec<String> {
+    let mut v = vec!["--parsable".to_string()];
+    if let Some(job) = after {
+        v.push(format!("--dependency=afterok:{job}"));
+        v.push("--kill-on-invalid-dep=yes".into());
+    }
+    v.push(path_str(&dir.join("merge.sbatch")));
+    v
+}
+
+/// `submit.sh`: the commands `submit` runs, for submitting by hand after `--dry-run`.
+fn submit_script(dir: &Path, shards: &[usize]) -> String {
+    let q = |v: Vec<String>| {
+        v.iter()
+            .map(|a| {
+                if a.starts_with("--") {
+                    a.clone()
+                } else {
+                    sh_quote(a)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut s = String::from(
+        "#!/bin/sh\n# Submits the study: the array of incomplete shards, then the merge after it.\nset -eu\n",
+    );
+    if shards.is_empty() {
+        s += &format!("sbatch {}\n", q(merge_argv(dir, None)));
+    } else {
+        s += &format!(
+            "ARRAY=$(sbatch {} | cut -d';' -f1)\n",
+            q(array_argv(dir, shards))
+        );
+        s += &format!(
+            "sbatch {}\n",
+            q(merge_argv(dir, Some("PLACEHOLDER"))).replace("PLACEHOLDER", "$ARRAY")
+        );
+    }
+    s
+}
+
+/// Writes the scripts and, unless `dry_run`, submits them with `sbatch`.
+pub fn submit(def: &StudyDef, plan: &SlurmPlan, dry_run: bool) -> Result<Submission, String> {
+    if plan.tasks == 0 {
+        return Err("--slurm 0: expected at least 1 task".into());
+    }
+    if plan.cpus_per_task == 0 {
+        return Err("--cpus-per-task 0: expected at least 1".into());
+    }
+    let dir = plan.out.join("slurm");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+    let shards = incomplete_shards(def, plan);
+    let write = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))
+    };
+    write("array.sbatch", array_script(def, plan))?;
+    write("merge.sbatch", merge_script(def, plan))?;
+    write("submit.sh", submit_script(&dir, &shards))?;
+    let mut sub = Submission {
+        shards: shards.clone(),
+        array_job: None,
+        merge_job: None,
+        dir: dir.clone(),
+    };
+    if dry_run {
+        return Ok(sub);
+    }
+    if !shards.is_empty() {
+        sub.array_job = Some(sbatch(&array_argv(&dir, &shards))?);
+    }
+    sub.merge_job = Some(sbatch(&merge_argv(&dir, sub.array_job.as_deref()))?);
+    Ok(sub)
+}
+
+/// Runs `sbatch ARGS` and returns the job id it printed (`--parsable`: `id` or `id;cluster`).
+fn sbatch(args: &[String]) -> Result<String, String> {
+    let out = Command::new("sbatch").args(args).output().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            "`sbatch` is not on PATH: run this on a Slurm login node, or add --dry-run to only write the scripts".to_string()
+        } else {
+            format!("running sbatch: {e}")
+        }
+    })?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "sbatch {} failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let id = stdout.trim().split(';').next().unwrap_or("").to_string();
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "sbatch {} printed `{}`, not a job id",
+            args.join(" "),
+            stdout.trim()
+        ));
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(dir: &Path) -> SlurmPlan {
+        SlurmPlan {
+            size: Size::Quick,
+            seed: 7,
+            tasks: 4,
+            out: dir.join("it's here"),
+            exe: PathBuf::from("/opt/ullstack"),
+            partition: Some("short".into()),
+            time: Some("30".into()),
+            cpus_per_task: 2,
+        }
+    }
+
+    #[test]
+    fn array_lists_compress_runs_of_indices() {
+        assert_eq!(array_spec(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(array_spec(&[2, 5]), "2,5");
+        assert_eq!(array_spec(&[0, 1, 2, 7, 9, 10]), "0-2,7,9-10");
+        assert_eq!(array_spec(&[4]), "4");
+    }
+
+    #[test]
+    fn scripts_carry_the_options_and_quote_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let def = crate::find("ull").unwrap();
+        let p = plan(dir.path());
+        let a = array_script(&def, &p);
+        for want in [
+            "#SBATCH --partition=short",
+            "#SBATCH --time=30",
+            "#SBATCH --cpus-per-task=2",
+            "task-%a.out",
+            "'/opt/ullstack' study ull --quick --seed 7 --jobs 2 --shard auto/4",
+            r"it'\''s here",
+        ] {
+            assert!(a.contains(want), "array script lacks {want}:\n{a}");
+        }
+        let m = merge_script(&def, &p);
+        assert!(m.contains("study merge") && m.contains("task-3'") && !m.contains("task-4"));
+        assert_eq!(sh_quote("a'b"), r"'a'\''b'");
+    }
+
+    #[test]
+    fn a_dry_run_writes_the_scripts_and_submits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let def = crate::find("ull").unwrap();
+        let p = plan(dir.path());
+        let sub = submit(&def, &p, true).unwrap();
+        assert_eq!(sub.shards, vec![0, 1, 2, 3]);
+        assert_eq!((sub.array_job, sub.merge_job), (None, None));
+        let s = std::fs::read_to_string(sub.dir.join("submit.sh")).unwrap();
+        assert!(
+            s.contains("--array=0-3") && s.contains("--dependency=afterok:$ARRAY"),
+            "{s}"
+        );
+        assert!(s.contains("--kill-on-invalid-dep=yes"));
+        assert!(sub.dir.join("logs").is_dir());
+    }
+
+    #[test]
+    fn zero_tasks_or_cpus_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let def = crate::find("ull").unwrap();
+        let mut p = plan(dir.path());
+        p.tasks = 0;
+        assert!(submit(&def, &p, true).unwrap_err().contains("--slurm 0"));
+        let mut p = plan(dir.path());
+        p.cpus_per_task = 0;
+        assert!(submit(&def, &p, true)
+            .unwrap_err()
+            .contains("--cpus-per-task 0"));
+    }
+}
