@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod place;
 mod serve;
 mod sim;
 mod study;
@@ -40,6 +41,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run a study (a named set of simulations with plots and a report), list them, or merge shards.
     Study(study::StudyArgs),
+    /// Place a tenant on a fleet of servers through their etcd registry, or rebalance it.
+    Place(place::PlaceArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Study(args) => study::run(args),
+        Command::Place(args) => place::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -91,6 +91,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_certificate")]
     tls_key: Option<PathBuf>,
 
+    /// Join a fleet: announce this server (addresses, volumes, device profile) in the etcd
+    /// registry at URL under a lease kept alive while it runs, so `ullstack place` can put
+    /// tenants on it. Its config's LC tenants are its first reservations.
+    #[arg(long, value_name = "URL")]
+    registry: Option<String>,
+
+    /// With --registry: this server's id in the fleet (default: the own-protocol address, else
+    /// the NBD address).
+    #[arg(long, value_name = "ID")]
+    registry_id: Option<String>,
+
+    /// With --registry: the lease TTL in seconds (default 10); a server killed without
+    /// shutting down leaves the fleet this long after its last refresh.
+    #[arg(long, value_name = "S")]
+    registry_ttl: Option<i64>,
+
     /// Print the effective configuration (parsed and validated) and exit.
     #[arg(long)]
     check: bool,
@@ -186,8 +202,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     server::signals::block_shutdown_signals().context("blocking SIGINT/SIGTERM")?;
+    let fleet_facts = fleet_facts(&config, &args)?;
     let handle = server::start(config).context("starting the server")?;
     let a = handle.addrs;
+    let announcement = match fleet_facts.registry.clone() {
+        Some(r) => Some(join_fleet(&r, a, fleet_facts)?),
+        None => None,
+    };
     if let Some(nbd) = a.nbd {
         let exports: Vec<String> = handle
             .shared()
@@ -208,7 +229,94 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let signal = server::signals::wait_shutdown_signal().context("waiting for SIGINT/SIGTERM")?;
     eprintln!("ullstack serve: {signal}: draining in-flight I/O and stopping");
+    if let Some(a) = announcement {
+        // Leave the fleet first, so no new tenant is placed on a server that is stopping.
+        a.stop();
+    }
     handle.shutdown();
     eprintln!("ullstack serve: stopped");
     Ok(())
+}
+
+/// What the fleet needs to know of a config: volumes, device profile, LC tenants' SLOs.
+struct FleetFacts {
+    /// `[registry]` with the command line's --registry* flags applied.
+    registry: Option<server::config::RegistryConfig>,
+    volumes: Vec<String>,
+    profile: qos::DeviceProfile,
+    lc_tenants: Vec<fleet::PlacedTenant>,
+}
+
+fn fleet_facts(config: &ServerConfig, args: &ServeArgs) -> anyhow::Result<FleetFacts> {
+    let mut registry = config.registry.clone();
+    if let Some(url) = &args.registry {
+        match registry.as_mut() {
+            Some(r) => r.url = url.clone(),
+            None => {
+                registry = Some(server::config::RegistryConfig {
+                    url: url.clone(),
+                    id: None,
+                    ttl_s: server::config::DEFAULT_REGISTRY_TTL_S,
+                })
+            }
+        }
+    }
+    if registry.is_none() && (args.registry_id.is_some() || args.registry_ttl.is_some()) {
+        bail!("--registry-id and --registry-ttl need a registry: --registry URL or [registry] in the config");
+    }
+    if let Some(r) = registry.as_mut() {
+        if let Some(id) = &args.registry_id {
+            r.id = Some(id.clone());
+        }
+        if let Some(ttl) = args.registry_ttl {
+            r.ttl_s = ttl;
+        }
+    }
+    let volumes: Vec<String> = config.volumes.iter().map(|v| v.name.clone()).collect();
+    let lc_tenants = config
+        .tenants
+        .iter()
+        .filter_map(|t| {
+            t.slo.as_ref().map(|slo| fleet::PlacedTenant {
+                name: t.name.clone(),
+                volume: volumes.first().cloned().unwrap_or_default(),
+                spec: qos::TenantSpec::LatencyCritical(slo.to_qos()),
+            })
+        })
+        .collect();
+    Ok(FleetFacts {
+        registry,
+        profile: config.qos.device_profile()?,
+        volumes,
+        lc_tenants,
+    })
+}
+
+/// Announces the started server in the registry and seeds its reservations.
+fn join_fleet(
+    registry: &server::config::RegistryConfig,
+    addrs: server::BoundAddrs,
+    facts: FleetFacts,
+) -> anyhow::Result<fleet::Announcement> {
+    let url = registry.url.as_str();
+    let id = match (&registry.id, addrs.native, addrs.nbd) {
+        (Some(id), _, _) => id.clone(),
+        (None, Some(a), _) | (None, None, Some(a)) => a.to_string(),
+        (None, None, None) => bail!("--registry: the server has no listener to announce"),
+    };
+    let record = fleet::ServerRecord {
+        id: id.clone(),
+        native: addrs.native.map(|a| a.to_string()),
+        nbd: addrs.nbd.map(|a| a.to_string()),
+        volumes: facts.volumes,
+        profile: facts.profile,
+    };
+    let mut etcd = fleet::Etcd::connect(url)?;
+    fleet::place::seed(&mut etcd, &id, &facts.lc_tenants)?;
+    let a = fleet::announce(url, record, registry.ttl_s)?;
+    eprintln!(
+        "ullstack serve: in the fleet registry {url} as `{id}` (lease {}, TTL {} s)",
+        a.lease, registry.ttl_s
+    );
+    Ok(a)
 }

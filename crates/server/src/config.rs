@@ -206,6 +206,30 @@ pub struct ServerConfig {
     /// TLS for both listeners (NBD: required via STARTTLS; own protocol: from the first byte).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// Fleet membership through an etcd registry (`ullstack serve --registry`; crate `fleet`).
+    /// The server itself does not read it: the command that starts it announces it.
+    #[serde(default)]
+    pub registry: Option<RegistryConfig>,
+}
+
+/// `[registry]`: join a fleet placed through etcd (crate `fleet`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// `http://HOST:PORT` of an etcd endpoint.
+    pub url: String,
+    /// This server's id in the fleet (default: its own-protocol address, else its NBD one).
+    pub id: Option<String>,
+    /// Lease TTL, seconds: a killed server leaves the fleet this long after its last refresh.
+    #[serde(default = "default_registry_ttl_s")]
+    pub ttl_s: i64,
+}
+
+/// Default `[registry] ttl_s`.
+pub const DEFAULT_REGISTRY_TTL_S: i64 = 10;
+
+fn default_registry_ttl_s() -> i64 {
+    DEFAULT_REGISTRY_TTL_S
 }
 
 /// `[tls]`: a PSK key file (psktool's `identity:hexkey` lines; an identity names a tenant)
@@ -733,6 +757,7 @@ impl ServerConfig {
                 description: Some("ullstack quick-start memory volume".into()),
             }],
             tls: None,
+            registry: None,
         }
     }
 
