@@ -64,6 +64,12 @@ pub struct BenchArgs {
     #[arg(long, short = 's', value_name = "ADDR")]
     server: Option<String>,
 
+    /// Find the server through a fleet's etcd registry (http://HOST:PORT) instead of --server:
+    /// the one holding the tenants' reservations (`ullstack place`), else the least-loaded
+    /// live server with their volume. Every tenant must resolve to the same server.
+    #[arg(long, value_name = "URL", conflicts_with = "server")]
+    registry: Option<String>,
+
     /// Scenario file (TOML): server, duration, ios, warmup, threads, seed and [[tenant]] tables.
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
@@ -144,11 +150,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if threads == 0 {
         bail!("--threads 0: expected at least 1");
     }
-    let config = BenchConfig {
-        server: args
+    let server = match &args.registry {
+        Some(url) => resolve_through_registry(url, &scenario.tenants)?,
+        None => args
             .server
             .or(scenario.server)
             .unwrap_or_else(|| "127.0.0.1:10810".to_owned()),
+    };
+    let config = BenchConfig {
+        server,
         duration_ns,
         ios_per_tenant,
         warmup_ns,
@@ -168,4 +178,31 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The own-protocol address of the server every tenant's reservation (or volume) resolves to.
+fn resolve_through_registry(url: &str, tenants: &[spec::TenantSpec]) -> anyhow::Result<String> {
+    let mut etcd = fleet::Etcd::connect(url)?;
+    let mut chosen: Option<(String, String)> = None;
+    for t in tenants {
+        let s = fleet::place::resolve(&mut etcd, &t.volume, Some(&t.name))?;
+        let addr = s.native.clone().with_context(|| {
+            format!(
+                "server {} (from {url}) does not serve the own protocol",
+                s.id
+            )
+        })?;
+        match &chosen {
+            None => chosen = Some((s.id, addr)),
+            Some((id, _)) if *id == s.id => {}
+            Some((id, _)) => bail!(
+                "tenant `{}` resolves to server {} but an earlier tenant to {id}: bench drives one server; run one bench per server",
+                t.name,
+                s.id
+            ),
+        }
+    }
+    let (id, addr) = chosen.context("no tenants to resolve")?;
+    eprintln!("bench: server {id} at {addr} (from the registry {url})");
+    Ok(addr)
 }
