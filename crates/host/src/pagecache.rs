@@ -24,6 +24,22 @@
 //! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB), the freerun
 //! point 15 728 pages.
 //!
+//! ## Adaptive dirty thresholds (`pagecache.adaptive_dirty`)
+//! Two sets of thresholds: the *low* set (`dirty_background_ratio_pct` 3 %, `dirty_ratio_pct`
+//! 5 %, the default) and the *high* set (`adaptive_dirty_background_ratio_pct` 5 %,
+//! `adaptive_dirty_ratio_pct` 10 %). Every completion entry carries the device's write-buffer
+//! occupancy; when it reports the buffer at or above `adaptive_buffer_high_pct` (80, the
+//! device's high watermark) the cache switches to the high set — write-back stops until dirty
+//! pages reach the higher thresholds, so the device is not fed a wave it cannot absorb — and
+//! when it reports the buffer below `adaptive_buffer_low_pct` (20) it switches back and the
+//! flusher is kicked, so flushing resumes. The status is applied when the entry is delivered
+//! to the host (at the entry's time, before the host runs its next event).
+//!
+//! Worked example (`arm8-4g`: 3 GiB of cache = 786 432 pages): the low set starts background
+//! write-back at 23 592 dirty pages and blocks writers at 39 321; after an entry reports the
+//! buffer at 85 % the thresholds are 39 321 and 78 643, so a flusher that was writing a wave
+//! (dirty above 23 592 but below 39 321) stops after its current chunk.
+//!
 //! Conservation (tests): `pages_dirtied = pages_written_back + dirty pages + pages under
 //! write-back`; after the run drains, nothing is under write-back.
 //!
@@ -132,6 +148,9 @@ pub struct PageCacheStats {
     pub writeback_waves: u64,
     /// fsync calls (each writes back its file and waits).
     pub fsyncs: u64,
+    /// Switches of the dirty-ratio set (`pagecache.adaptive_dirty`; absent when off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive_dirty: Option<AdaptiveDirtyStats>,
     pub latency_critical: PageCacheClassStats,
     pub throughput: PageCacheClassStats,
 }
@@ -143,6 +162,38 @@ impl PageCacheStats {
             IoClass::Throughput => &mut self.throughput,
         }
     }
+}
+
+/// Which dirty-ratio set is in force (`pagecache.adaptive_dirty`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirtySet {
+    /// `dirty_ratio_pct` / `dirty_background_ratio_pct` (5 % / 3 %): flush early.
+    Low,
+    /// `adaptive_dirty_ratio_pct` / `adaptive_dirty_background_ratio_pct` (10 % / 5 %): the
+    /// device's buffer is nearly full, hold dirty pages in memory instead.
+    High,
+}
+
+/// Counters of the adaptive thresholds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AdaptiveDirtyStats {
+    pub switches_to_high: u64,
+    pub switches_to_low: u64,
+    /// The set in force at the end of the run.
+    pub set: Option<DirtySet>,
+}
+
+/// The adaptive dirty thresholds' state: the two sets, in pages, and the buffer watermarks.
+#[derive(Clone, Debug)]
+struct Adaptive {
+    set: DirtySet,
+    /// `(background, limit)` pages of each set.
+    low: (u64, u64),
+    high: (u64, u64),
+    buffer_high_pct: u8,
+    buffer_low_pct: u8,
+    stats: AdaptiveDirtyStats,
 }
 
 /// Per-thread read-ahead state (Linux `file_ra_state`, one file per thread).
@@ -171,6 +222,7 @@ pub struct PageCache {
     read_ahead_max_pages: u64,
     background_pages: u64,
     limit_pages: u64,
+    adaptive: Option<Adaptive>,
 }
 
 /// Pages per file the key packs (`add_file` asserts the bound; callers stay inside their file).
@@ -209,7 +261,72 @@ impl PageCache {
             read_ahead_max_pages: (read_ahead_max_bytes / crate::PAGE_BYTES).max(1),
             background_pages: capacity_pages * bg_pct as u64 / 100,
             limit_pages: capacity_pages * ratio_pct as u64 / 100,
+            adaptive: None,
         }
+    }
+
+    /// Turns on the adaptive thresholds when `cfg.adaptive_dirty` says so; starts in the low
+    /// set (the thresholds `new` was given).
+    pub fn with_adaptive(mut self, cfg: &crate::config::PageCacheConfig) -> Self {
+        if cfg.adaptive_dirty == crate::config::Switch::On {
+            let pages = |pct: u32| self.capacity * pct as u64 / 100;
+            self.adaptive = Some(Adaptive {
+                set: DirtySet::Low,
+                low: (self.background_pages, self.limit_pages),
+                high: (
+                    pages(cfg.adaptive_dirty_background_ratio_pct),
+                    pages(cfg.adaptive_dirty_ratio_pct),
+                ),
+                buffer_high_pct: cfg.adaptive_buffer_high_pct,
+                buffer_low_pct: cfg.adaptive_buffer_low_pct,
+                stats: AdaptiveDirtyStats {
+                    set: Some(DirtySet::Low),
+                    ..AdaptiveDirtyStats::default()
+                },
+            });
+        }
+        self
+    }
+
+    /// A completion entry reported the device's write buffer at `pct` percent: switches to the
+    /// high set at or above the buffer's high watermark, back to the low set below its low
+    /// watermark. Returns the new set when it changed (`None` when off or unchanged).
+    pub fn on_buffer_status(&mut self, pct: u8) -> Option<DirtySet> {
+        let a = self.adaptive.as_mut()?;
+        let next = match a.set {
+            DirtySet::Low if pct >= a.buffer_high_pct => DirtySet::High,
+            DirtySet::High if pct < a.buffer_low_pct => DirtySet::Low,
+            _ => return None,
+        };
+        a.set = next;
+        let (background, limit) = match next {
+            DirtySet::Low => {
+                a.stats.switches_to_low += 1;
+                a.low
+            }
+            DirtySet::High => {
+                a.stats.switches_to_high += 1;
+                a.high
+            }
+        };
+        a.stats.set = Some(next);
+        assert!(
+            background <= limit,
+            "dirty thresholds: background {background} pages above the limit {limit}"
+        );
+        self.background_pages = background;
+        self.limit_pages = limit;
+        Some(next)
+    }
+
+    /// Dirty pages of the files dirtied before `before` (what a periodic write-back wave will
+    /// write: it walks the expired inodes).
+    pub fn expired_dirty_pages(&self, before: SimTime) -> u64 {
+        self.files
+            .iter()
+            .filter(|f| f.dirty_pages > 0 && f.dirtied_at.is_some_and(|t| t < before))
+            .map(|f| f.dirty_pages)
+            .sum()
     }
 
     /// Adds a file of `pages` pages starting at device sector `base_sector`.
@@ -536,6 +653,7 @@ impl PageCache {
         self.stats.resident_pages = self.resident;
         self.stats.dirty_pages = self.dirty;
         self.stats.writeback_pages = self.writeback;
+        self.stats.adaptive_dirty = self.adaptive.as_ref().map(|a| a.stats.clone());
         self.stats.clone()
     }
 
@@ -656,6 +774,32 @@ mod tests {
             "window 16 from 106"
         );
         assert_eq!(ra.window, 16);
+    }
+
+    /// The thresholds switch to the high set when the buffer status reaches the high
+    /// watermark, stay there in between, and switch back below the low watermark.
+    #[test]
+    fn the_dirty_thresholds_switch_and_switch_back_as_the_buffer_status_crosses() {
+        let mut cfg = crate::config::HostConfig::preset("arm8-4g").unwrap().pagecache;
+        let mut off = PageCache::new(1000, 128 << 10, 3, 5).with_adaptive(&cfg);
+        assert_eq!(off.on_buffer_status(100), None, "off: no switching");
+        assert_eq!(off.background_threshold_pages(), 30);
+        cfg.adaptive_dirty = crate::config::Switch::On;
+        let mut pc = PageCache::new(1000, 128 << 10, 3, 5).with_adaptive(&cfg);
+        let thresholds = |pc: &PageCache| (pc.background_threshold_pages(), pc.dirty_limit_pages());
+        assert_eq!(thresholds(&pc), (30, 50));
+        assert_eq!(pc.on_buffer_status(79), None);
+        assert_eq!(pc.on_buffer_status(80), Some(DirtySet::High));
+        assert_eq!(thresholds(&pc), (50, 100));
+        for pct in [100, 50, 20] {
+            assert_eq!(pc.on_buffer_status(pct), None, "{pct} %: still high");
+        }
+        assert_eq!(pc.on_buffer_status(19), Some(DirtySet::Low));
+        assert_eq!(thresholds(&pc), (30, 50));
+        assert_eq!(pc.on_buffer_status(50), None);
+        let s = pc.finish_stats().adaptive_dirty.unwrap();
+        assert_eq!((s.switches_to_high, s.switches_to_low), (1, 1));
+        assert!(off.finish_stats().adaptive_dirty.is_none());
     }
 
     #[test]
