@@ -21,11 +21,13 @@
 //! config and seed, and `study.json` is computed from the run folders alone. Tests compare the
 //! files byte for byte.
 //!
-//! The studies: [`ull`] (what an ultra-low-latency device changes). A study bumps its
+//! The studies: [`ull`] (what an ultra-low-latency device changes), [`fastdrain`] (write-back
+//! without buffer overflow: full-system runs under named stacks). A study bumps its
 //! `version` when its runs or figures change meaning, so `merge` refuses mixed results.
 
 pub mod driver;
 pub mod exec;
+pub mod fastdrain;
 pub mod plot;
 pub mod report;
 pub mod results;
@@ -85,6 +87,15 @@ pub fn catalogue() -> Vec<StudyDef> {
         runs: ull::runs,
         figures: ull::figures,
         headline: ull::headline,
+    },
+    StudyDef {
+        name: "fastdrain",
+        about: "write-back without buffer overflow: 6 write-back workloads x ungzip on \
+                arm8-4g + nvme-tlc under vanilla, fd-buf, fd-ftl, fd, oracle and lsb-skip",
+        version: 1,
+        runs: fastdrain::runs,
+        figures: fastdrain::figures,
+        headline: fastdrain::headline,
     }]
 }
 
