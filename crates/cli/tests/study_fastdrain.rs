@@ -39,7 +39,15 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     let start = Instant::now();
     let text = run_ok(
         ullstack()
-            .args(["study", "fastdrain", "--quick", "--quiet", "--jobs", "2", "--out"])
+            .args([
+                "study",
+                "fastdrain",
+                "--quick",
+                "--quiet",
+                "--jobs",
+                "2",
+                "--out",
+            ])
             .arg(&out),
     );
     let took = start.elapsed();

@@ -583,7 +583,10 @@ impl DeviceConfig {
         if !(cache.drain_low_pct < cache.drain_high_pct && cache.drain_high_pct <= 100) {
             return Err(invalid(
                 "cache.drain_high_pct",
-                format!("{} (drain_low_pct = {})", cache.drain_high_pct, cache.drain_low_pct),
+                format!(
+                    "{} (drain_low_pct = {})",
+                    cache.drain_high_pct, cache.drain_low_pct
+                ),
                 "a percentage above cache.drain_low_pct and at most 100",
             ));
         }
@@ -948,6 +951,21 @@ mod tests {
                 "cache.flush",
             ),
             (
+                "[cache]\ndrain_high_pct = 20",
+                "`cache.drain_high_pct` = 20 (drain_low_pct = 20)",
+                "above cache.drain_low_pct",
+            ),
+            (
+                "[cache]\ndrain = \"eventually\"",
+                "`eventually`, expected one of `vanilla`, `fastdrain`, `oracle`",
+                "cache.drain",
+            ),
+            (
+                "[ftl]\nalloc = \"lsb\"",
+                "`lsb`, expected one of `sequential`, `lsb-skip`, `latency-aware`",
+                "ftl.alloc",
+            ),
+            (
                 "[ftl]\nprecondition = \"randomly\"",
                 "`randomly`, expected one of `none`, `sequential`, `random`",
                 "ftl.precondition",
@@ -964,6 +982,8 @@ mod tests {
             "[pcie]\nmax_payload_bytes = 128\ntlp_overhead_bytes = 64",
             "[pcie]\nmax_payload_bytes = 4096\ntlp_overhead_bytes = 0",
             "[cache]\nreadahead_units = 393216\nflush = \"on-full\"",
+            "[cache]\ndrain = \"fastdrain\"\ndrain_low_pct = 0\ndrain_high_pct = 100",
+            "[ftl]\nalloc = \"latency-aware\"\nmax_lsb_region_bytes = 0",
         ] {
             DeviceConfig::from_toml_str(&format!("preset = \"zssd\"\n{ok}"))
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));

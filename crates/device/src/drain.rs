@@ -281,11 +281,21 @@ mod tests {
             HintOutcome::Background { budget_units: 299 }
         );
         assert!(d.background_wants_row(4) && !d.in_foreground());
-        assert_eq!(d.on_hint(500, 300), HintOutcome::Foreground, "500 + 300 = high");
+        assert_eq!(
+            d.on_hint(500, 300),
+            HintOutcome::Foreground,
+            "500 + 300 = high"
+        );
         assert!(!d.background_wants_row(4), "foreground first");
         assert!(d.foreground_wants_row(500, 0));
-        assert!(d.foreground_wants_row(500, 300), "200 = low left beyond rows in flight");
-        assert!(!d.foreground_wants_row(500, 301), "the rows in flight take it below low");
+        assert!(
+            d.foreground_wants_row(500, 300),
+            "200 = low left beyond rows in flight"
+        );
+        assert!(
+            !d.foreground_wants_row(500, 301),
+            "the rows in flight take it below low"
+        );
         assert!(!d.foreground_wants_row(199, 0), "below low: done");
         assert!(!d.in_foreground());
         assert_eq!((d.stats.hints, d.stats.hinted_pages), (2, 599));
@@ -373,7 +383,13 @@ mod tests {
     fn the_hint_arrives_before_the_wave_and_foreground_eviction_ends_under_low() {
         let mut s = ssd(DrainMode::Fastdrain, false);
         fill(&mut s, 85); // 340 of 400 units
-        let wave = cmd(1000, IoOp::Write, 2000, 4, Hint::WritebackWave { pages: 40 });
+        let wave = cmd(
+            1000,
+            IoOp::Write,
+            2000,
+            4,
+            Hint::WritebackWave { pages: 40 },
+        );
         let now = SimTime(s.now.0 + 1);
         s.submit(now, 1, wave).unwrap();
         let mut done = Vec::new();
@@ -442,7 +458,10 @@ mod tests {
         assert!(checked);
         assert_eq!(done.len(), 3);
         assert_eq!(s.drain.stats.background_waves, 1);
-        assert_eq!(s.drain.stats.background_units, 40, "the wave's budget, all of it");
+        assert_eq!(
+            s.drain.stats.background_units, 40,
+            "the wave's budget, all of it"
+        );
         assert_eq!(s.drain.stats.foreground_rows, 0);
         s.check_consistency().unwrap();
     }
@@ -477,7 +496,12 @@ mod tests {
         done.clear();
         run(&mut s, &mut done);
         let version = |cid: u32| {
-            done.iter().find(|c| c.cid == cid).unwrap().read_versions.as_ref().unwrap()[0]
+            done.iter()
+                .find(|c| c.cid == cid)
+                .unwrap()
+                .read_versions
+                .as_ref()
+                .unwrap()[0]
         };
         assert_eq!((version(600), version(601), version(602)), (401, 402, 151));
         s.check_consistency().unwrap();

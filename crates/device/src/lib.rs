@@ -81,11 +81,11 @@ use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
 
 use cache::{Cache, ReadAhead, ReadLookup, WriteBack, WriteBlock};
-use config::{Drain as DrainMode, Flush};
-use drain::Drain;
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
+use config::{Drain as DrainMode, Flush};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
+use drain::Drain;
 use flash::{Flash, FlashEvent, FlashOp, OpKind, OpOrigin};
 use ftl::{Ftl, Urgency, Writer};
 use pcie::{Direction, PcieLink};

@@ -506,7 +506,8 @@ impl HostConfig {
                 "1 ≤ adaptive_dirty_background_ratio_pct ≤ adaptive_dirty_ratio_pct ≤ 100",
             ));
         }
-        if p.adaptive_buffer_low_pct >= p.adaptive_buffer_high_pct || p.adaptive_buffer_high_pct > 100
+        if p.adaptive_buffer_low_pct >= p.adaptive_buffer_high_pct
+            || p.adaptive_buffer_high_pct > 100
         {
             return Err(invalid(
                 "pagecache.adaptive_buffer_high_pct",
@@ -853,6 +854,35 @@ mod tests {
         }
         let x = HostConfig::preset("x86-4").unwrap();
         assert_eq!((x.jitter.tick_hz, x.jitter.tick_ns), (250, 1_000));
+    }
+
+    #[test]
+    fn adaptive_dirty_keys_are_checked() {
+        let h = HostConfig::from_toml_str(
+            "[pagecache]\nadaptive_dirty = \"on\"\nadaptive_dirty_ratio_pct = 12\n",
+        )
+        .unwrap();
+        assert_eq!(h.pagecache.adaptive_dirty, Switch::On);
+        assert_eq!(
+            (
+                h.pagecache.adaptive_dirty_ratio_pct,
+                h.pagecache.adaptive_dirty_background_ratio_pct
+            ),
+            (12, 5)
+        );
+        for (text, names) in [
+            (
+                "[pagecache]\nadaptive_dirty_background_ratio_pct = 11\n",
+                "`pagecache.adaptive_dirty_background_ratio_pct` = 11 (adaptive_dirty_ratio_pct 10)",
+            ),
+            (
+                "[pagecache]\nadaptive_buffer_low_pct = 80\n",
+                "`pagecache.adaptive_buffer_high_pct` = 80 (adaptive_buffer_low_pct 80)",
+            ),
+        ] {
+            let e = HostConfig::from_toml_str(text).unwrap_err().to_string();
+            assert!(e.contains(names), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -780,7 +780,9 @@ mod tests {
     /// watermark, stay there in between, and switch back below the low watermark.
     #[test]
     fn the_dirty_thresholds_switch_and_switch_back_as_the_buffer_status_crosses() {
-        let mut cfg = crate::config::HostConfig::preset("arm8-4g").unwrap().pagecache;
+        let mut cfg = crate::config::HostConfig::preset("arm8-4g")
+            .unwrap()
+            .pagecache;
         let mut off = PageCache::new(1000, 128 << 10, 3, 5).with_adaptive(&cfg);
         assert_eq!(off.on_buffer_status(100), None, "off: no switching");
         assert_eq!(off.background_threshold_pages(), 30);

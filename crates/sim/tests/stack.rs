@@ -89,3 +89,33 @@ fn a_key_the_file_sets_differently_is_an_error_naming_both() {
     // Without a stack the file runs as written.
     SystemConfig::parse(text, "tiny.toml", Path::new(".")).unwrap();
 }
+
+/// Under `fd-buf` every write-back wave the host starts reaches the device as one hint: the
+/// device reads as many hints as the flusher started waves, announcing the pages they wrote.
+#[test]
+fn every_write_back_wave_reaches_the_device_as_a_hint() {
+    let text = TINY.replace("duration_ms = 30", "duration_ms = 400");
+    let fd_buf = stack::find("fd-buf").unwrap();
+    let cfg =
+        SystemConfig::parse_with_stack(&text, "tiny.toml", Path::new("."), Some(fd_buf)).unwrap();
+    let s = run(&cfg, &mut Silent).unwrap();
+    let waves = s.run.host.pagecache.writeback_waves;
+    let drain = s
+        .run
+        .device
+        .drain
+        .as_ref()
+        .expect("fastdrain reports its counters");
+    assert!(waves > 0, "the co-run started no write-back wave");
+    assert_eq!(drain.hints, waves);
+    assert!(
+        drain.hinted_pages >= waves,
+        "each hint announces at least a page"
+    );
+    let vanilla = SystemConfig::parse(&text, "tiny.toml", Path::new(".")).unwrap();
+    let v = run(&vanilla, &mut Silent).unwrap();
+    assert!(
+        v.run.device.drain.is_none(),
+        "vanilla's summary keeps its shape"
+    );
+}

@@ -377,7 +377,11 @@ fn ftl_totals(results: &Results) -> Vec<Option<(u64, u64)>> {
         .iter()
         .map(|(_, stack)| {
             WORKLOADS.iter().try_fold((0, 0), |(p, w), workload| {
-                let d = &results.get(&run_id(stack, workload))?.system.as_ref()?.device;
+                let d = &results
+                    .get(&run_id(stack, workload))?
+                    .system
+                    .as_ref()?
+                    .device;
                 Some((p + d.units_programmed, w + d.units_wasted))
             })
         })
@@ -424,7 +428,14 @@ pub fn headline(results: &Results) -> Table {
         std::iter::once("write stalls (all runs)".to_string())
             .chain(STACKS.iter().map(|stack| {
                 let stalls: Option<u64> = WORKLOADS.iter().try_fold(0, |n, w| {
-                    Some(n + results.get(&run_id(stack, w))?.system.as_ref()?.device.write_stalls)
+                    Some(
+                        n + results
+                            .get(&run_id(stack, w))?
+                            .system
+                            .as_ref()?
+                            .device
+                            .write_stalls,
+                    )
                 });
                 stalls.map_or("-".into(), |n| n.to_string())
             }))
@@ -467,7 +478,12 @@ mod tests {
             assert_eq!(cfg.device.name, DEVICE);
             assert_eq!(cfg.duration.as_ns(), QUICK_MS * 1_000_000);
             assert_eq!(cfg.processes.len(), 2);
-            assert_eq!(sys.series_ms > 0, r.id.ends_with(SERIES_WORKLOAD), "{}", r.id);
+            assert_eq!(
+                sys.series_ms > 0,
+                r.id.ends_with(SERIES_WORKLOAD),
+                "{}",
+                r.id
+            );
         }
         let full = super::runs(Size::Full, 1);
         assert!(full[0].job_fio.contains("duration_ms = 30000"));

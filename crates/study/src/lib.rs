@@ -77,26 +77,28 @@ pub struct StudyDef {
 
 /// Every study, in the order `ullstack study list` prints them.
 pub fn catalogue() -> Vec<StudyDef> {
-    vec![StudyDef {
-        name: "ull",
-        about: "zssd vs nvme-tlc raw: latency and bandwidth vs queue depth, read/write \
+    vec![
+        StudyDef {
+            name: "ull",
+            about: "zssd vs nvme-tlc raw: latency and bandwidth vs queue depth, read/write \
                 interference, interrupt vs polled completion",
-        // 2: each point's depth over up to four threads, 1 M I/Os at every point of the full
-        // study, CPU over the job's own span.
-        version: 2,
-        runs: ull::runs,
-        figures: ull::figures,
-        headline: ull::headline,
-    },
-    StudyDef {
-        name: "fastdrain",
-        about: "write-back without buffer overflow: 6 write-back workloads x ungzip on \
+            // 2: each point's depth over up to four threads, 1 M I/Os at every point of the full
+            // study, CPU over the job's own span.
+            version: 2,
+            runs: ull::runs,
+            figures: ull::figures,
+            headline: ull::headline,
+        },
+        StudyDef {
+            name: "fastdrain",
+            about: "write-back without buffer overflow: 6 write-back workloads x ungzip on \
                 arm8-4g + nvme-tlc under vanilla, fd-buf, fd-ftl, fd, oracle and lsb-skip",
-        version: 1,
-        runs: fastdrain::runs,
-        figures: fastdrain::figures,
-        headline: fastdrain::headline,
-    }]
+            version: 1,
+            runs: fastdrain::runs,
+            figures: fastdrain::figures,
+            headline: fastdrain::headline,
+        },
+    ]
 }
 
 /// The study called `name`, or an error listing the known ones.

@@ -178,7 +178,10 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
         user_ns += u(&p["cpu"]["user_ns"], "processes[].cpu.user_ns")?;
         kernel_ns += u(&p["cpu"]["kernel_ns"], "processes[].cpu.kernel_ns")?;
         processes.push(ProcessHeadline {
-            name: p["name"].as_str().ok_or("a process without `name`")?.to_string(),
+            name: p["name"]
+                .as_str()
+                .ok_or("a process without `name`")?
+                .to_string(),
             requests: p["requests"].as_u64(),
             response_mean_ns: p["response_time_ns"]["mean"].as_u64(),
             response_p99_ns: p["response_time_ns"]["p99"].as_u64(),
@@ -188,12 +191,22 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
     let d = &s["device"];
     let alloc = &d["ftl"]["alloc"];
     let device = DeviceHeadline {
-        write_stalls: u(&d["commands"]["write_stalls"], "device.commands.write_stalls")?,
-        write_stall_ns: u(&d["commands"]["write_stall_ns"], "device.commands.write_stall_ns")?,
-        units_programmed: u(&d["flash"]["units_programmed"], "device.flash.units_programmed")?,
+        write_stalls: u(
+            &d["commands"]["write_stalls"],
+            "device.commands.write_stalls",
+        )?,
+        write_stall_ns: u(
+            &d["commands"]["write_stall_ns"],
+            "device.commands.write_stall_ns",
+        )?,
+        units_programmed: u(
+            &d["flash"]["units_programmed"],
+            "device.flash.units_programmed",
+        )?,
         units_wasted: u(&d["ftl"]["units_wasted"], "device.ftl.units_wasted")?,
         host_rows_lsb_csb_msb: alloc.is_object().then(|| {
-            ["host_rows_lsb", "host_rows_csb", "host_rows_msb"].map(|k| alloc[k].as_u64().unwrap_or(0))
+            ["host_rows_lsb", "host_rows_csb", "host_rows_msb"]
+                .map(|k| alloc[k].as_u64().unwrap_or(0))
         }),
         hints: d["drain"]["hints"].as_u64().unwrap_or(0),
         foreground_rows: d["drain"]["foreground_rows"].as_u64().unwrap_or(0),
@@ -205,7 +218,10 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
         config_hash: spec.config_hash(),
         device: spec.device.clone(),
         host: spec.host.clone(),
-        job: spec.system.as_ref().map_or(String::new(), |s| s.stack.clone()),
+        job: spec
+            .system
+            .as_ref()
+            .map_or(String::new(), |s| s.stack.clone()),
         simulated_ns,
         read: None,
         write: None,
@@ -251,7 +267,11 @@ fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
             fields
                 .get(c)
                 .and_then(|f| f.parse::<u64>().ok())
-                .ok_or(format!("{}: row {}: column {c} is not a count", path.display(), i + 2))
+                .ok_or(format!(
+                    "{}: row {}: column {c} is not a count",
+                    path.display(),
+                    i + 2
+                ))
         };
         points.push(SeriesPoint {
             t_end_ms: v(cols[0])? as f64 / 1e6,

@@ -260,8 +260,9 @@ impl Ftl {
                 self.alloc.region_cap_superblocks
             );
             if let Some(s) = &mut self.stats.alloc {
-                s.lsb_region_superblocks_max =
-                    s.lsb_region_superblocks_max.max(self.alloc.region_superblocks);
+                s.lsb_region_superblocks_max = s
+                    .lsb_region_superblocks_max
+                    .max(self.alloc.region_superblocks);
             }
         }
         let open = &mut self.alloc.open[lun as usize];
@@ -322,7 +323,10 @@ mod tests {
         assert_eq!(f.geo.page_type(p.page), PageType::Csb);
         let s = f.stats.alloc.clone().unwrap();
         assert_eq!((s.host_rows_lsb, s.host_rows_csb), (6, 1));
-        assert_eq!((s.foreground_fallbacks, s.lsb_region_superblocks_max), (1, 6));
+        assert_eq!(
+            (s.foreground_fallbacks, s.lsb_region_superblocks_max),
+            (1, 6)
+        );
         assert_eq!(f.stats.units_wasted, 0);
         f.check_consistency().unwrap();
     }
@@ -371,6 +375,9 @@ mod tests {
             seq.write_host_row(0, &row(k * 4), Urgency::Foreground);
         }
         assert_eq!(seq.stats.units_wasted, 0);
-        assert!(seq.stats.alloc.is_none(), "sequential keeps the summary's shape");
+        assert!(
+            seq.stats.alloc.is_none(),
+            "sequential keeps the summary's shape"
+        );
     }
 }

@@ -87,7 +87,11 @@ impl Stack {
             );
             chain.push(base);
         }
-        chain.iter().rev().flat_map(|s| s.sets.iter().copied()).collect()
+        chain
+            .iter()
+            .rev()
+            .flat_map(|s| s.sets.iter().copied())
+            .collect()
     }
 
     pub fn info(&self) -> StackInfo {
@@ -138,10 +142,10 @@ impl Stack {
             match at.get(leaf) {
                 Some(existing) if *existing != value => {
                     return Err(format!(
-                        "stack `{}` sets {key} = {text}, but the system file sets {key} = {existing}: \
+                    "stack `{}` sets {key} = {text}, but the system file sets {key} = {existing}: \
                          remove one of them",
-                        self.name
-                    ))
+                    self.name
+                ))
                 }
                 _ => {
                     at.insert(leaf.to_string(), value);
