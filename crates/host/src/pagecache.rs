@@ -223,6 +223,8 @@ pub struct PageCache {
     background_pages: u64,
     limit_pages: u64,
     adaptive: Option<Adaptive>,
+    /// A write-back found every dirty page of its file already under write-back.
+    writeback_blocked: bool,
 }
 
 /// Pages per file the key packs (`add_file` asserts the bound; callers stay inside their file).
@@ -262,6 +264,7 @@ impl PageCache {
             background_pages: capacity_pages * bg_pct as u64 / 100,
             limit_pages: capacity_pages * ratio_pct as u64 / 100,
             adaptive: None,
+            writeback_blocked: false,
         }
     }
 
@@ -583,17 +586,45 @@ impl PageCache {
             .map(|(_, i)| i as u32)
     }
 
+    /// Whether page `p` of `file` (cached) is under write-back.
+    fn under_writeback(&self, file: u32, p: u64) -> bool {
+        let s = self.slot(file, p).expect("dirty page cached");
+        self.pages[s as usize].flags & WRITEBACK != 0
+    }
+
+    /// The first dirty page of `file` from its cursor (wrapping once) that is not under
+    /// write-back.
+    fn first_writable(&self, file: u32) -> Option<u64> {
+        let f = &self.files[file as usize];
+        for (from, end) in [(f.cursor, f.pages), (0, f.cursor)] {
+            let mut at = from;
+            while let Some(p) = find_set(&f.dirty_bits, at, end) {
+                if !self.under_writeback(file, p) {
+                    return Some(p);
+                }
+                at = p + 1;
+            }
+        }
+        None
+    }
+
     /// Takes the next run of up to `max_pages` contiguous dirty pages of `file` (from its
     /// write-back cursor, wrapping once): clears their dirty bit and marks them under
     /// write-back. Returns `(first_page, pages, owner class)`; a run never mixes owners.
+    ///
+    /// A page dirtied again while its write-back is in flight is skipped until that write-back
+    /// ends (Linux's background write-back skips `PageWriteback` pages): a page is under one
+    /// write-back at a time. `None` when every dirty page is; the next end of write-back then
+    /// says so ([`take_writeback_blocked`](Self::take_writeback_blocked)).
     pub fn take_dirty_run(&mut self, file: u32, max_pages: u64) -> Option<(u64, u32, IoClass)> {
-        let f = &self.files[file as usize];
-        if f.dirty_pages == 0 {
+        if self.files[file as usize].dirty_pages == 0 {
             return None;
         }
-        let first = find_set(&f.dirty_bits, f.cursor, f.pages)
-            .or_else(|| find_set(&f.dirty_bits, 0, f.cursor))
-            .expect("a file with dirty pages has a dirty bit set");
+        let Some(first) = self.first_writable(file) else {
+            self.writeback_blocked = true;
+            return None;
+        };
+        let f = &self.files[file as usize];
         let class = self.pages[self.slot(file, first).expect("dirty page cached") as usize].class;
         let mut n = 0u64;
         while n < max_pages && first + n < f.pages {
@@ -602,7 +633,8 @@ impl PageCache {
                 break;
             }
             let s = self.slot(file, p).expect("dirty page cached");
-            if self.pages[s as usize].class != class {
+            if self.pages[s as usize].class != class || self.pages[s as usize].flags & WRITEBACK != 0
+            {
                 break;
             }
             n += 1;
@@ -628,6 +660,12 @@ impl PageCache {
         self.dirty -= n;
         self.writeback += n;
         Some((first, n as u32, class))
+    }
+
+    /// Whether a write-back found only pages already under write-back since the last call
+    /// (then a write-back just ended, and the flusher should look again).
+    pub fn take_writeback_blocked(&mut self) -> bool {
+        std::mem::take(&mut self.writeback_blocked)
     }
 
     /// A write-back bio finished.
@@ -802,6 +840,32 @@ mod tests {
         let s = pc.finish_stats().adaptive_dirty.unwrap();
         assert_eq!((s.switches_to_high, s.switches_to_low), (1, 1));
         assert!(off.finish_stats().adaptive_dirty.is_none());
+    }
+
+    /// A page dirtied again during its write-back is not written back a second time until the
+    /// first write-back ends (it once was, and ended write-back twice).
+    #[test]
+    fn a_page_redirtied_under_write_back_waits_for_it_to_end() {
+        let mut pc = PageCache::new(1000, 128 << 10, 3, 5);
+        let f = pc.add_file(0, 64);
+        for p in 0..4 {
+            pc.dirty_page(SimTime::ZERO, f, p, IoClass::Throughput);
+        }
+        assert_eq!(pc.take_dirty_run(f, 8), Some((0, 4, IoClass::Throughput)));
+        pc.dirty_page(SimTime::ZERO, f, 1, IoClass::Throughput);
+        pc.dirty_page(SimTime::ZERO, f, 9, IoClass::Throughput);
+        assert_eq!(
+            pc.take_dirty_run(f, 8),
+            Some((9, 1, IoClass::Throughput)),
+            "page 1 is under write-back: skipped"
+        );
+        assert_eq!(pc.take_dirty_run(f, 8), None, "only page 1 is dirty");
+        assert!(pc.take_writeback_blocked() && !pc.take_writeback_blocked());
+        pc.end_writeback(f, 0, 4, IoClass::Throughput);
+        assert_eq!(pc.take_dirty_run(f, 8), Some((1, 1, IoClass::Throughput)));
+        pc.end_writeback(f, 1, 1, IoClass::Throughput);
+        pc.end_writeback(f, 9, 1, IoClass::Throughput);
+        pc.check_consistency().unwrap();
     }
 
     #[test]

@@ -106,10 +106,15 @@ impl Host {
                     }
                 }
                 let max = self.cfg.pagecache.writeback_bio_pages as u64;
-                let (first, n, class) = self
-                    .pc
-                    .take_dirty_run(file, max)
-                    .expect("a file chosen for write-back has dirty pages");
+                let Some((first, n, class)) = self.pc.take_dirty_run(file, max) else {
+                    // Every dirty page of the file is under write-back already: send what is
+                    // plugged and wait for a write-back to end (`writeback_end` kicks).
+                    if !self.threads[t as usize].plug.is_empty() {
+                        return self.unplug(t);
+                    }
+                    self.flush.chunk_pages = 0;
+                    return self.sleep(t, Wait::FlusherIdle, Step::App);
+                };
                 self.flush.chunk_pages += n;
                 self.flush.run = (file, first, n, class);
                 let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
@@ -192,12 +197,16 @@ impl Host {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
         let file = th.fsync_file;
-        if th.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
+        let run = if th.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
             let max = self.cfg.pagecache.writeback_bio_pages as u64;
-            let (first, n, class) = self
-                .pc
-                .take_dirty_run(file, max)
-                .expect("a file with dirty pages yields a run");
+            // `None`: the rest is under write-back already (redirtied meanwhile), and the
+            // wait below waits for it.
+            self.pc.take_dirty_run(file, max)
+        } else {
+            None
+        };
+        let th = &self.threads[t as usize];
+        if let Some((first, n, class)) = run {
             self.threads[t as usize].fsync_run = (first, n, class);
             let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
             let ns = self.costs.draw(CostSite::Writeback, ns);
@@ -259,6 +268,9 @@ impl Host {
     /// left under write-back and, once below the freerun point, throttled writers wake.
     pub(crate) fn writeback_end(&mut self, file: u32, first_page: u64, pages: u32, class: IoClass) {
         self.pc.end_writeback(file, first_page, pages, class);
+        if self.pc.take_writeback_blocked() {
+            self.kick_flusher();
+        }
         if !self.fsync_waiters.is_empty() && self.pc.files[file as usize].writeback_pages == 0 {
             let mut i = 0;
             while i < self.fsync_waiters.len() {
