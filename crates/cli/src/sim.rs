@@ -29,6 +29,12 @@ use sim::{DeviceRun, DeviceRunConfig, Progress, RunFileSettings};
 /// and write at QD1 and QD32). The same configuration and seed always give the same results
 /// (summary.json is identical apart from `sim.wall_ns`).
 ///
+/// A named stack sets the switches of a published design on any system run (`--stack list`
+/// prints every stack with the switches it sets; a key the system file sets to another value
+/// is an error):
+///
+///   ullstack sim --system corun.toml --stack fd
+///
 /// Either kind of run writes a time series with `--series-ms N` (timeseries.csv, one row per
 /// N ms of simulated time; columns in sim::series).
 #[derive(Args, Debug)]
@@ -37,6 +43,10 @@ pub struct SimArgs {
     /// Full-system run from a system config (host, device, processes, duration, seed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["device", "job", "config", "host", "integrity"])]
     system: Option<PathBuf>,
+    /// Named stack applied to the system run (vanilla, fd-buf, fd-ftl, fd, oracle, …), or
+    /// `list` to print every stack and the switches it sets.
+    #[arg(long, value_name = "NAME|list", conflicts_with_all = ["device", "job", "config", "host", "integrity", "device_level"])]
+    stack: Option<String>,
     /// Device preset (zssd, nvme-tlc, bics, vnand) or a device TOML file (`preset = ".."` + overrides).
     #[arg(long, value_name = "PRESET|FILE")]
     device: Option<String>,
@@ -109,6 +119,10 @@ impl Progress for Bar {
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    if args.stack.as_deref() == Some("list") {
+        print!("{}", sim::stack::list_text());
+        return Ok(());
+    }
     let device_level = args.device_level
         || args.device.is_some()
         || args.job.is_some()
@@ -164,9 +178,19 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
 
 /// A full-system run: `--system FILE`, or the embedded default.
 fn run_system(args: SimArgs) -> anyhow::Result<()> {
-    let mut cfg = match &args.system {
-        Some(p) => SystemConfig::load(p)?,
-        None => SystemConfig::embedded_default(),
+    let stack = match &args.stack {
+        Some(name) => Some(sim::stack::find(name).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let mut cfg = match (&args.system, stack) {
+        (Some(p), stack) => SystemConfig::load_with_stack(p, stack)?,
+        (None, None) => SystemConfig::embedded_default(),
+        (None, Some(stack)) => SystemConfig::parse_with_stack(
+            sim::system::DEFAULT_SYSTEM_TOML,
+            "embedded-default",
+            std::path::Path::new("."),
+            Some(stack),
+        )?,
     };
     if let Some(seed) = args.seed {
         cfg.seed = seed;

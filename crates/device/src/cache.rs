@@ -79,9 +79,9 @@
 //! window to 135 — one flash read. Each read after the second is served from DRAM.
 //!
 //! ## What it leaves out
-//! The class split with dynamic ways, ghost-cache prefetch, and the drain mechanisms (later
-//! switches); sub-4 KiB line fills (a partial write dirties the whole unit); a high-watermark
-//! drain.
+//! The class split with dynamic ways and ghost-cache prefetch (later switches); sub-4 KiB line
+//! fills (a partial write dirties the whole unit). The watermark drain driven by write-back
+//! hints, and the oracle's unbounded buffer, are `drain.rs`'s (`cache.drain`).
 
 use std::collections::VecDeque;
 
@@ -785,6 +785,9 @@ mod tests {
             evict_batch_units: 0,
             dram_access_ns: 0,
             flush: crate::config::Flush::OnFull,
+            drain: crate::config::Drain::Vanilla,
+            drain_high_pct: 80,
+            drain_low_pct: 20,
         }
     }
 

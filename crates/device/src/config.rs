@@ -152,6 +152,39 @@ pub struct CacheConfig {
     pub dram_access_ns: u64,
     /// When dirty data goes to flash (`cache.rs`, "When the buffer flushes").
     pub flush: Flush,
+    /// Whether write-back wave hints drain the buffer ahead of the wave (`drain.rs`).
+    #[serde(default)]
+    pub drain: Drain,
+    /// `drain = "fastdrain"`: a hinted wave whose predicted usage (buffered + hinted units)
+    /// reaches this percent of the buffer triggers foreground eviction (spec: 0.8).
+    #[serde(default = "default_drain_high_pct")]
+    pub drain_high_pct: u32,
+    /// `drain = "fastdrain"`: foreground eviction runs until usage is below this percent of
+    /// the buffer (spec: 0.2).
+    #[serde(default = "default_drain_low_pct")]
+    pub drain_low_pct: u32,
+}
+
+fn default_drain_high_pct() -> u32 {
+    80
+}
+
+fn default_drain_low_pct() -> u32 {
+    20
+}
+
+/// How the write buffer prepares for write-back waves (`drain.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Drain {
+    /// Hints are counted and otherwise ignored: eviction only as `cache.flush` says.
+    #[default]
+    Vanilla,
+    /// Hints drive watermark eviction: background to dies without reads, or foreground to
+    /// every die down to the low watermark.
+    Fastdrain,
+    /// An unbounded buffer: no write ever waits for an eviction (an upper bound).
+    Oracle,
 }
 
 /// When the write buffer programs dirty data to flash.
@@ -198,6 +231,31 @@ pub struct FtlConfig {
     pub precondition: Precondition,
     /// Let host reads overtake queued GC work on a LUN (preemptible GC).
     pub gc_preemptible: bool,
+    /// Where host write-back rows go within a LUN (`ftl/alloc.rs`).
+    #[serde(default)]
+    pub alloc: Alloc,
+    /// `alloc = "latency-aware"`: most superblock capacity that foreground (urgent) evictions
+    /// may hold open with only their fast LSB pages programmed, device-wide (spec: 64 GB on
+    /// the TLC preset).
+    #[serde(default = "default_max_lsb_region_bytes")]
+    pub max_lsb_region_bytes: u64,
+}
+
+fn default_max_lsb_region_bytes() -> u64 {
+    64_000_000_000
+}
+
+/// Host write-back page allocation within a LUN (`ftl/alloc.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Alloc {
+    /// Pages in order, LSB, CSB, MSB, from one write point per LUN.
+    #[default]
+    Sequential,
+    /// The write point skips to the next LSB page for every host row, wasting what it skips.
+    LsbSkip,
+    /// Per-LUN page-group pointers: urgent rows take LSB pages, background rows CSB/MSB.
+    LatencyAware,
 }
 
 /// Cell type: how many bits (page types) each word line stores.
@@ -522,6 +580,16 @@ impl DeviceConfig {
                 ),
             ));
         }
+        if !(cache.drain_low_pct < cache.drain_high_pct && cache.drain_high_pct <= 100) {
+            return Err(invalid(
+                "cache.drain_high_pct",
+                format!(
+                    "{} (drain_low_pct = {})",
+                    cache.drain_high_pct, cache.drain_low_pct
+                ),
+                "a percentage above cache.drain_low_pct and at most 100",
+            ));
+        }
         if cache.write_buffer_bytes < MAP_UNIT_BYTES || cache.write_buffer_bytes > cache.dram_bytes
         {
             return Err(invalid(
@@ -626,6 +694,9 @@ pub fn zssd() -> DeviceConfig {
             // Both drives are commercial products (device.md's from-host figures are theirs),
             // whose firmware flushes on idle dies; the drain study's `vanilla` sets `on-full`.
             flush: Flush::Idle,
+            drain: Drain::Vanilla,
+            drain_high_pct: default_drain_high_pct(),
+            drain_low_pct: default_drain_low_pct(),
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
@@ -633,6 +704,8 @@ pub fn zssd() -> DeviceConfig {
             gc_reserve_blocks: 2,
             precondition: Precondition::Sequential,
             gc_preemptible: false,
+            alloc: Alloc::Sequential,
+            max_lsb_region_bytes: default_max_lsb_region_bytes(),
         },
         flash: FlashConfig {
             cell: CellType::Slc,
@@ -688,6 +761,9 @@ pub fn nvme_tlc() -> DeviceConfig {
             // Both drives are commercial products (device.md's from-host figures are theirs),
             // whose firmware flushes on idle dies; the drain study's `vanilla` sets `on-full`.
             flush: Flush::Idle,
+            drain: Drain::Vanilla,
+            drain_high_pct: default_drain_high_pct(),
+            drain_low_pct: default_drain_low_pct(),
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
@@ -695,6 +771,8 @@ pub fn nvme_tlc() -> DeviceConfig {
             gc_reserve_blocks: 2,
             precondition: Precondition::Sequential,
             gc_preemptible: false,
+            alloc: Alloc::Sequential,
+            max_lsb_region_bytes: default_max_lsb_region_bytes(),
         },
         flash: FlashConfig {
             cell: CellType::Tlc,
@@ -873,6 +951,21 @@ mod tests {
                 "cache.flush",
             ),
             (
+                "[cache]\ndrain_high_pct = 20",
+                "`cache.drain_high_pct` = 20 (drain_low_pct = 20)",
+                "above cache.drain_low_pct",
+            ),
+            (
+                "[cache]\ndrain = \"eventually\"",
+                "`eventually`, expected one of `vanilla`, `fastdrain`, `oracle`",
+                "cache.drain",
+            ),
+            (
+                "[ftl]\nalloc = \"lsb\"",
+                "`lsb`, expected one of `sequential`, `lsb-skip`, `latency-aware`",
+                "ftl.alloc",
+            ),
+            (
                 "[ftl]\nprecondition = \"randomly\"",
                 "`randomly`, expected one of `none`, `sequential`, `random`",
                 "ftl.precondition",
@@ -889,6 +982,8 @@ mod tests {
             "[pcie]\nmax_payload_bytes = 128\ntlp_overhead_bytes = 64",
             "[pcie]\nmax_payload_bytes = 4096\ntlp_overhead_bytes = 0",
             "[cache]\nreadahead_units = 393216\nflush = \"on-full\"",
+            "[cache]\ndrain = \"fastdrain\"\ndrain_low_pct = 0\ndrain_high_pct = 100",
+            "[ftl]\nalloc = \"latency-aware\"\nmax_lsb_region_bytes = 0",
         ] {
             DeviceConfig::from_toml_str(&format!("preset = \"zssd\"\n{ok}"))
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));

@@ -552,6 +552,14 @@ impl Flash {
             && l.others.is_empty()
     }
 
+    /// Whether a host read is queued, running or suspended-for on `lun` (the applications'
+    /// reads are busy on this die: `drain.rs` keeps background eviction away from it).
+    #[inline]
+    pub fn lun_has_host_read(&self, lun: u32) -> bool {
+        let l = &self.luns[lun as usize];
+        !l.host_reads.is_empty() || l.active.is_some_and(|a| a.op.origin.is_host_read())
+    }
+
     /// Whether any LUN has work queued, running or suspended.
     pub fn is_idle(&self) -> bool {
         (0..self.luns.len() as u32).all(|lun| self.lun_is_idle(lun))

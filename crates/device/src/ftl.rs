@@ -93,10 +93,14 @@
 //!
 //! ## What it leaves out
 //! Cost-benefit victim selection, static wear levelling, mapping-table caching (the whole map
-//! is assumed to sit in DRAM), the latency-aware allocator (a later switch).
+//! is assumed to sit in DRAM). Where host rows go *within* a LUN when page types differ in
+//! speed (`ftl.alloc`: `sequential`, `lsb-skip`, `latency-aware`) is `ftl/alloc.rs`'s.
 
 use crate::config::{DeviceConfig, Precondition};
 use crate::flash::Geometry;
+
+mod alloc;
+pub use alloc::{AllocStats, Urgency};
 
 /// LPNs per lazily allocated region of the forward map (4 KiB of `u32`).
 pub const REGION_LPNS: u64 = 1024;
@@ -191,6 +195,9 @@ pub struct FtlStats {
     pub bad_blocks: u64,
     pub blocks_remapped: u64,
     pub superblocks_retired: u64,
+    /// Host rows by page type and pages skipped, per `ftl.alloc` (absent for `sequential`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alloc: Option<AllocStats>,
 }
 
 pub struct Ftl {
@@ -212,6 +219,8 @@ pub struct Ftl {
     gc_reserve: u32,
     /// Where [`next_host_lun`](Self::next_host_lun) starts looking.
     host_lun_cursor: u32,
+    /// Where host write-back rows go within a LUN (`ftl.alloc`; `ftl/alloc.rs`).
+    alloc: alloc::Allocator,
     pub stats: FtlStats,
     /// LUNs that `precondition = "random"` had to lay out sequentially: no invalid space fits
     /// above the GC threshold (see "Preconditioning" in the essay). The device warns about it.
@@ -227,7 +236,10 @@ impl Ftl {
     pub fn with_seed(config: &DeviceConfig, geo: Geometry, integrity: bool, seed: u64) -> Ftl {
         let sb_per_lun = geo.superblocks_per_lun;
         let sb_units = geo.superblock_units() as u64;
-        let mut stats = FtlStats::default();
+        let mut stats = FtlStats {
+            alloc: alloc::Allocator::initial_stats(config.ftl.alloc),
+            ..FtlStats::default()
+        };
         let retired = Self::draw_bad_blocks(config, &geo, seed, &mut stats);
         // Every LUN holds the same share of the logical space (LPN i lives on LUN i mod L), so
         // the capacity follows the LUN with the fewest usable superblocks.
@@ -328,6 +340,7 @@ impl Ftl {
         }
         let regions = user_lpns.div_ceil(REGION_LPNS) as usize;
         let n_sbs = sbs.len();
+        let geo_for_alloc = geo.clone();
         Ftl {
             geo,
             user_lpns,
@@ -341,6 +354,7 @@ impl Ftl {
             gc_threshold_free,
             gc_reserve: config.ftl.gc_reserve_blocks,
             host_lun_cursor: 0,
+            alloc: alloc::Allocator::new(config, &geo_for_alloc),
             stats,
             random_fallback_luns,
         }
@@ -582,7 +596,12 @@ impl Ftl {
             Writer::Host => self.gc_reserve as usize,
             Writer::Gc => 0,
         };
-        l.open.is_some() || l.free.len() > reserve
+        l.open.is_some() || l.free.len() > reserve || self.alloc.has_open(lun)
+    }
+
+    /// Host rows placed on `lun` whose program has not finished.
+    pub fn host_rows_queued(&self, lun: u32) -> u32 {
+        self.luns[lun as usize].host_rows_queued
     }
 
     /// The LUN the next host row goes to (channel-first round robin over the LUNs with room,
@@ -618,6 +637,14 @@ impl Ftl {
     }
 
     fn open_superblock(&mut self, lun: u32) {
+        let sb = self.take_free_superblock(lun);
+        let l = &mut self.luns[lun as usize];
+        l.open = Some(sb);
+        l.next_row = 0;
+    }
+
+    /// Takes a free superblock of `lun` for writing: it becomes open, with fresh reverse maps.
+    fn take_free_superblock(&mut self, lun: u32) -> u32 {
         // Lowest erase count first (dynamic wear levelling); ties by position in the list.
         let l = &self.luns[lun as usize];
         let (pos, _) = l
@@ -645,9 +672,7 @@ impl Ftl {
         if let Some(versions) = &mut self.versions {
             versions[i] = Some(vec![0; units].into_boxed_slice());
         }
-        let l = &mut self.luns[lun as usize];
-        l.open = Some(sb);
-        l.next_row = 0;
+        sb
     }
 
     /// Programs one row on `lun` holding `units` (`(lpn, version)`, at most a row's worth):
@@ -665,6 +690,34 @@ impl Ftl {
         let l = &self.luns[lun as usize];
         let sb = l.open.expect("opened above");
         let page = l.next_row;
+        self.place_row(lun, sb, page, units, writer);
+        let l = &mut self.luns[lun as usize];
+        l.next_row += 1;
+        if l.next_row == self.geo.pages_per_block {
+            l.open = None;
+            let i = self.sb_index(lun, sb);
+            self.sbs[i].state = SbState::Closed;
+        }
+        RowPlacement {
+            superblock: sb,
+            page,
+        }
+    }
+
+    /// Maps `units` into row `page` of open superblock `sb` of `lun` and counts the row
+    /// (every allocation policy's rows end here; where the row goes is theirs).
+    fn place_row(&mut self, lun: u32, sb: u32, page: u32, units: &[(u32, u32)], writer: Writer) {
+        let row_units = self.geo.row_units();
+        assert!(
+            !units.is_empty() && units.len() as u32 <= row_units,
+            "a row holds 1..={row_units} units, got {}",
+            units.len()
+        );
+        assert_eq!(
+            self.sbs[self.sb_index(lun, sb)].state,
+            SbState::Open,
+            "LUN {lun}: a row placed in superblock {sb}, which is not open"
+        );
         for (k, &(lpn, version)) in units.iter().enumerate() {
             let slot = page * row_units + k as u32;
             let old = self.forward(lpn as u64);
@@ -690,16 +743,6 @@ impl Ftl {
                 l.host_rows_queued += 1;
             }
             Writer::Gc => self.stats.gc_units_programmed += units.len() as u64,
-        }
-        l.next_row += 1;
-        if l.next_row == self.geo.pages_per_block {
-            l.open = None;
-            let i = self.sb_index(lun, sb);
-            self.sbs[i].state = SbState::Closed;
-        }
-        RowPlacement {
-            superblock: sb,
-            page,
         }
     }
 

@@ -31,6 +31,7 @@
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
 //!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
 //!  cache    DRAM lines, the write buffer; what to evict and when       config
+//!  drain    write-back hints: watermark eviction, the oracle buffer    config
 //!  lib.rs   the device's API and the routing of events between them    all of the above
 //! ```
 //! No module uses one below it in this table, so there is no cycle; `cache` and `ftl` do not
@@ -67,6 +68,7 @@
 pub mod cache;
 pub mod config;
 pub mod ctrl;
+pub mod drain;
 pub mod flash;
 pub mod ftl;
 pub mod pcie;
@@ -79,12 +81,13 @@ use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
 
 use cache::{Cache, ReadAhead, ReadLookup, WriteBack, WriteBlock};
-use config::Flush;
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
+use config::{Drain as DrainMode, Flush};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
+use drain::Drain;
 use flash::{Flash, FlashEvent, FlashOp, OpKind, OpOrigin};
-use ftl::{Ftl, Writer};
+use ftl::{Ftl, Urgency, Writer};
 use pcie::{Direction, PcieLink};
 
 /// Hints a host may put in a command's reserved field next to the class.
@@ -241,6 +244,9 @@ pub struct DeviceStats {
     pub pcie_bytes_to_device: u64,
     pub pcie_bytes_to_host: u64,
     pub mapping_table_bytes: u64,
+    /// Write-back hints and watermark eviction (`cache.drain`; absent for `vanilla`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<drain::DrainStats>,
     /// What in the run deserves a second look (e.g. write amplification above
     /// [`WRITE_AMPLIFICATION_WARN`]).
     pub warnings: Vec<String>,
@@ -267,6 +273,8 @@ pub struct Ssd {
     fills: FxHashMap<u32, Waiters>,
     /// Eviction rounds and the host rows in flight (`cache.rs`).
     writeback: WriteBack,
+    /// Hint-driven watermark eviction and the oracle's unbounded buffer (`drain.rs`).
+    drain: Drain,
     stalled: VecDeque<u32>,
     readahead: ReadAhead,
     /// Where the idle flush looks for an idle LUN next (round robin).
@@ -314,6 +322,10 @@ impl Ssd {
             free_cmds: Vec::new(),
             fills: FxHashMap::default(),
             writeback,
+            drain: Drain::new(
+                &config.cache,
+                config.cache.write_buffer_bytes / MAP_UNIT_BYTES,
+            ),
             stalled: VecDeque::new(),
             readahead: ReadAhead::new(&config.cache),
             flush_cursor: 0,
@@ -490,6 +502,11 @@ impl Ssd {
         &self.ftl.stats
     }
 
+    /// Drain counters so far (cheap; for time series and tests).
+    pub fn drain_stats(&self) -> &drain::DrainStats {
+        &self.drain.stats
+    }
+
     /// Command counters (cheap: no scan of the FTL, unlike [`stats`](Self::stats)).
     pub fn command_stats(&self) -> &CommandStats {
         &self.stats
@@ -543,6 +560,7 @@ impl Ssd {
             pcie_bytes_to_device: self.pcie.bytes_moved[Direction::HostToDevice as usize],
             pcie_bytes_to_host: self.pcie.bytes_moved[Direction::DeviceToHost as usize],
             mapping_table_bytes: self.ftl.table_bytes(),
+            drain: (self.drain.mode() != DrainMode::Vanilla).then(|| self.drain.stats.clone()),
             warnings,
         }
     }
@@ -660,6 +678,12 @@ impl Ssd {
             }
             IoOp::Write => {
                 self.stats.writes += 1;
+                if let Hint::WritebackWave { pages } = self.cmd(slot).cmd.hint {
+                    // Read before the command's data moves: before any page of the wave is
+                    // in the buffer (`drain.rs`).
+                    self.drain.on_hint(self.cache.dirty_units(), pages);
+                    self.drain_step(now);
+                }
                 let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
                 let done = self.pcie.dma(now, Direction::HostToDevice, bytes);
                 self.events.schedule(done, Ev::WriteDataIn { slot });
@@ -677,6 +701,7 @@ impl Ssd {
                 };
                 for lpn in first..first + units {
                     self.cache.trim(lpn);
+                    self.drain.oracle_trim(lpn);
                     self.ftl.trim(lpn);
                 }
                 self.post_completion(now, slot);
@@ -695,6 +720,10 @@ impl Ssd {
             (c.first_lpn, c.units, c.cmd.class)
         };
         for lpn in first..first + units {
+            if let Some(version) = self.drain.oracle_get(lpn) {
+                self.unit_arrived(slot, lpn, version);
+                continue;
+            }
             match self.cache.read(lpn, class) {
                 ReadLookup::Hit { version } => self.unit_arrived(slot, lpn, version),
                 ReadLookup::Filling => self.fills.entry(lpn).or_insert(Waiters::None).add(slot),
@@ -787,8 +816,17 @@ impl Ssd {
             if done {
                 break;
             }
-            match self.cache.write(lpn, version, class) {
+            let taken = if self.drain.oracle_get(lpn).is_some() {
+                Err(WriteBlock::BufferFull) // the oracle holds the newest data: it stays there
+            } else {
+                self.cache.write(lpn, version, class)
+            };
+            match taken {
                 Ok(()) => self.cmd(slot).next_unit += 1,
+                Err(_) if self.drain.mode() == DrainMode::Oracle => {
+                    self.drain.oracle_put(lpn, version);
+                    self.cmd(slot).next_unit += 1;
+                }
                 Err(block) => {
                     self.stall(now, slot);
                     self.make_room(now, block, lpn);
@@ -803,6 +841,51 @@ impl Ssd {
         let at = now + self.config.cache.dram_access_ns;
         self.post_completion(at, slot);
         self.flush_idle(now);
+        self.drain_step(now);
+    }
+
+    /// `cache.drain = "fastdrain"`: programs the rows that foreground or background eviction
+    /// wants now (`drain.rs`), one per LUN without a host row queued, from where the last pass
+    /// stopped. Background rows go only to LUNs without a host read; foreground rows to any.
+    fn drain_step(&mut self, now: SimTime) {
+        if self.drain.mode() != DrainMode::Fastdrain || self.writeback.is_blocked() {
+            return;
+        }
+        let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
+        let start = self.drain.cursor();
+        for k in 0..luns {
+            let foreground = self
+                .drain
+                .foreground_wants_row(self.cache.dirty_units(), self.writeback.units_in_flight());
+            if !foreground && !self.drain.background_wants_row(row_units) {
+                return;
+            }
+            let lun = (start + k) % luns;
+            if self.ftl.host_rows_queued(lun) > 0 || !self.ftl.has_room(lun, Writer::Host) {
+                continue;
+            }
+            if !foreground && self.flash.lun_has_host_read(lun) {
+                self.drain.skipped_read_busy();
+                continue;
+            }
+            let Some(row) = self.writeback.take_idle_row(&mut self.cache) else {
+                return;
+            };
+            let urgency = if foreground {
+                self.drain.foreground_row(row.len());
+                Urgency::Foreground
+            } else {
+                assert!(
+                    !self.flash.lun_has_host_read(lun),
+                    "background eviction chose LUN {lun}, which has a host read"
+                );
+                self.drain.background_row(row.len());
+                Urgency::Background
+            };
+            self.program_host_row(now, lun, &row, urgency);
+            self.writeback.end_round(row);
+            self.drain.advance(lun, luns);
+        }
     }
 
     /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data (chosen by
@@ -831,7 +914,7 @@ impl Ssd {
             let Some(row) = self.writeback.take_idle_row(&mut self.cache) else {
                 return;
             };
-            self.program_host_row(now, lun, &row);
+            self.program_host_row(now, lun, &row, Urgency::Background);
             self.writeback.end_round(row);
             self.flush_cursor = (lun + 1) % luns;
         }
@@ -891,7 +974,8 @@ impl Ssd {
                 }
                 break;
             };
-            self.program_host_row(now, lun, &members);
+            // Writes are stalled on this round: it is urgent.
+            self.program_host_row(now, lun, &members, Urgency::Foreground);
         }
         self.writeback.end_round(round);
     }
@@ -899,8 +983,14 @@ impl Ssd {
     /// Places `members` (one row of host write-back, from an eviction round or the idle flush)
     /// on `lun`, queues its program, and starts GC there if the row took the LUN below its
     /// threshold.
-    fn program_host_row(&mut self, now: SimTime, lun: u32, members: &[(u32, u32)]) {
-        let placed = self.ftl.write_row(lun, members, Writer::Host);
+    fn program_host_row(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        members: &[(u32, u32)],
+        urgency: Urgency,
+    ) {
+        let placed = self.ftl.write_host_row(lun, members, urgency);
         let row = self.writeback.start_row(members);
         let op = FlashOp {
             kind: OpKind::Program,
@@ -950,6 +1040,7 @@ impl Ssd {
     fn flash_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
         self.flash_op_done(now, lun, op);
         self.flush_idle(now);
+        self.drain_step(now);
     }
 
     fn flash_op_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {

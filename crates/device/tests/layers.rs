@@ -10,6 +10,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("flash", &["config"]),
     ("ftl", &["config", "flash"]),
     ("cache", &["config"]),
+    ("drain", &["config"]),
 ];
 
 /// The modules named after `crate::` in `code` (`crate::x::…` and `crate::{x, y::…}`).

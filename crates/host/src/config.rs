@@ -190,6 +190,42 @@ pub struct PageCacheConfig {
     pub writeback_bio_pages: u32,
     /// Tag the first command of a write-back wave with the number of pages in the wave.
     pub victim_hint: Switch,
+    /// Switch between the dirty-ratio sets by the device's write-buffer status in completion
+    /// entries (`pagecache.rs`, "Adaptive dirty thresholds"); the low set is
+    /// `dirty_ratio_pct` / `dirty_background_ratio_pct`.
+    #[serde(default = "switch_off")]
+    pub adaptive_dirty: Switch,
+    /// The high set, in force while the device's buffer is nearly full (spec: 10 % / 5 %).
+    #[serde(default = "default_adaptive_dirty_ratio_pct")]
+    pub adaptive_dirty_ratio_pct: u32,
+    #[serde(default = "default_adaptive_dirty_background_ratio_pct")]
+    pub adaptive_dirty_background_ratio_pct: u32,
+    /// Buffer status (percent) at or above which the high set takes over, and below which the
+    /// low set comes back: the device's drain watermarks (spec: 0.8 / 0.2).
+    #[serde(default = "default_adaptive_buffer_high_pct")]
+    pub adaptive_buffer_high_pct: u8,
+    #[serde(default = "default_adaptive_buffer_low_pct")]
+    pub adaptive_buffer_low_pct: u8,
+}
+
+fn switch_off() -> Switch {
+    Switch::Off
+}
+
+fn default_adaptive_dirty_ratio_pct() -> u32 {
+    10
+}
+
+fn default_adaptive_dirty_background_ratio_pct() -> u32 {
+    5
+}
+
+fn default_adaptive_buffer_high_pct() -> u8 {
+    80
+}
+
+fn default_adaptive_buffer_low_pct() -> u8 {
+    20
 }
 
 /// The block layer.
@@ -456,6 +492,32 @@ impl HostConfig {
                 "1 ≤ dirty_background_ratio_pct ≤ dirty_ratio_pct ≤ 100",
             ));
         }
+        if p.adaptive_dirty_ratio_pct == 0
+            || p.adaptive_dirty_ratio_pct > 100
+            || p.adaptive_dirty_background_ratio_pct == 0
+            || p.adaptive_dirty_background_ratio_pct > p.adaptive_dirty_ratio_pct
+        {
+            return Err(invalid(
+                "pagecache.adaptive_dirty_background_ratio_pct",
+                format!(
+                    "{} (adaptive_dirty_ratio_pct {})",
+                    p.adaptive_dirty_background_ratio_pct, p.adaptive_dirty_ratio_pct
+                ),
+                "1 ≤ adaptive_dirty_background_ratio_pct ≤ adaptive_dirty_ratio_pct ≤ 100",
+            ));
+        }
+        if p.adaptive_buffer_low_pct >= p.adaptive_buffer_high_pct
+            || p.adaptive_buffer_high_pct > 100
+        {
+            return Err(invalid(
+                "pagecache.adaptive_buffer_high_pct",
+                format!(
+                    "{} (adaptive_buffer_low_pct {})",
+                    p.adaptive_buffer_high_pct, p.adaptive_buffer_low_pct
+                ),
+                "adaptive_buffer_low_pct < adaptive_buffer_high_pct ≤ 100",
+            ));
+        }
         if p.dirty_writeback_interval_ns == 0 {
             return Err(invalid(
                 "pagecache.dirty_writeback_interval_ns",
@@ -650,6 +712,11 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             writeback_chunk_pages: 1024,
             writeback_bio_pages: 1,
             victim_hint: Switch::Off,
+            adaptive_dirty: Switch::Off,
+            adaptive_dirty_ratio_pct: default_adaptive_dirty_ratio_pct(),
+            adaptive_dirty_background_ratio_pct: default_adaptive_dirty_background_ratio_pct(),
+            adaptive_buffer_high_pct: default_adaptive_buffer_high_pct(),
+            adaptive_buffer_low_pct: default_adaptive_buffer_low_pct(),
         },
         blk: BlkConfig {
             scheduler: Scheduler::None,
@@ -787,6 +854,35 @@ mod tests {
         }
         let x = HostConfig::preset("x86-4").unwrap();
         assert_eq!((x.jitter.tick_hz, x.jitter.tick_ns), (250, 1_000));
+    }
+
+    #[test]
+    fn adaptive_dirty_keys_are_checked() {
+        let h = HostConfig::from_toml_str(
+            "[pagecache]\nadaptive_dirty = \"on\"\nadaptive_dirty_ratio_pct = 12\n",
+        )
+        .unwrap();
+        assert_eq!(h.pagecache.adaptive_dirty, Switch::On);
+        assert_eq!(
+            (
+                h.pagecache.adaptive_dirty_ratio_pct,
+                h.pagecache.adaptive_dirty_background_ratio_pct
+            ),
+            (12, 5)
+        );
+        for (text, names) in [
+            (
+                "[pagecache]\nadaptive_dirty_background_ratio_pct = 11\n",
+                "`pagecache.adaptive_dirty_background_ratio_pct` = 11 (adaptive_dirty_ratio_pct 10)",
+            ),
+            (
+                "[pagecache]\nadaptive_buffer_low_pct = 80\n",
+                "`pagecache.adaptive_buffer_high_pct` = 80 (adaptive_buffer_low_pct 80)",
+            ),
+        ] {
+            let e = HostConfig::from_toml_str(text).unwrap_err().to_string();
+            assert!(e.contains(names), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -237,6 +237,7 @@ impl Host {
             ));
         }
         self.nvme.last_write_buffer_pct = cqe.write_buffer_pct;
+        self.on_buffer_status(cqe.write_buffer_pct);
         let h = self.blk.hctx_of_queue(cqe.cqid) as usize;
         assert!(
             cqe.at >= self.now,

@@ -24,6 +24,22 @@
 //! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB), the freerun
 //! point 15 728 pages.
 //!
+//! ## Adaptive dirty thresholds (`pagecache.adaptive_dirty`)
+//! Two sets of thresholds: the *low* set (`dirty_background_ratio_pct` 3 %, `dirty_ratio_pct`
+//! 5 %, the default) and the *high* set (`adaptive_dirty_background_ratio_pct` 5 %,
+//! `adaptive_dirty_ratio_pct` 10 %). Every completion entry carries the device's write-buffer
+//! occupancy; when it reports the buffer at or above `adaptive_buffer_high_pct` (80, the
+//! device's high watermark) the cache switches to the high set — write-back stops until dirty
+//! pages reach the higher thresholds, so the device is not fed a wave it cannot absorb — and
+//! when it reports the buffer below `adaptive_buffer_low_pct` (20) it switches back and the
+//! flusher is kicked, so flushing resumes. The status is applied when the entry is delivered
+//! to the host (at the entry's time, before the host runs its next event).
+//!
+//! Worked example (`arm8-4g`: 3 GiB of cache = 786 432 pages): the low set starts background
+//! write-back at 23 592 dirty pages and blocks writers at 39 321; after an entry reports the
+//! buffer at 85 % the thresholds are 39 321 and 78 643, so a flusher that was writing a wave
+//! (dirty above 23 592 but below 39 321) stops after its current chunk.
+//!
 //! Conservation (tests): `pages_dirtied = pages_written_back + dirty pages + pages under
 //! write-back`; after the run drains, nothing is under write-back.
 //!
@@ -132,6 +148,9 @@ pub struct PageCacheStats {
     pub writeback_waves: u64,
     /// fsync calls (each writes back its file and waits).
     pub fsyncs: u64,
+    /// Switches of the dirty-ratio set (`pagecache.adaptive_dirty`; absent when off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive_dirty: Option<AdaptiveDirtyStats>,
     pub latency_critical: PageCacheClassStats,
     pub throughput: PageCacheClassStats,
 }
@@ -143,6 +162,38 @@ impl PageCacheStats {
             IoClass::Throughput => &mut self.throughput,
         }
     }
+}
+
+/// Which dirty-ratio set is in force (`pagecache.adaptive_dirty`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirtySet {
+    /// `dirty_ratio_pct` / `dirty_background_ratio_pct` (5 % / 3 %): flush early.
+    Low,
+    /// `adaptive_dirty_ratio_pct` / `adaptive_dirty_background_ratio_pct` (10 % / 5 %): the
+    /// device's buffer is nearly full, hold dirty pages in memory instead.
+    High,
+}
+
+/// Counters of the adaptive thresholds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AdaptiveDirtyStats {
+    pub switches_to_high: u64,
+    pub switches_to_low: u64,
+    /// The set in force at the end of the run.
+    pub set: Option<DirtySet>,
+}
+
+/// The adaptive dirty thresholds' state: the two sets, in pages, and the buffer watermarks.
+#[derive(Clone, Debug)]
+struct Adaptive {
+    set: DirtySet,
+    /// `(background, limit)` pages of each set.
+    low: (u64, u64),
+    high: (u64, u64),
+    buffer_high_pct: u8,
+    buffer_low_pct: u8,
+    stats: AdaptiveDirtyStats,
 }
 
 /// Per-thread read-ahead state (Linux `file_ra_state`, one file per thread).
@@ -171,6 +222,9 @@ pub struct PageCache {
     read_ahead_max_pages: u64,
     background_pages: u64,
     limit_pages: u64,
+    adaptive: Option<Adaptive>,
+    /// A write-back found every dirty page of its file already under write-back.
+    writeback_blocked: bool,
 }
 
 /// Pages per file the key packs (`add_file` asserts the bound; callers stay inside their file).
@@ -209,7 +263,73 @@ impl PageCache {
             read_ahead_max_pages: (read_ahead_max_bytes / crate::PAGE_BYTES).max(1),
             background_pages: capacity_pages * bg_pct as u64 / 100,
             limit_pages: capacity_pages * ratio_pct as u64 / 100,
+            adaptive: None,
+            writeback_blocked: false,
         }
+    }
+
+    /// Turns on the adaptive thresholds when `cfg.adaptive_dirty` says so; starts in the low
+    /// set (the thresholds `new` was given).
+    pub fn with_adaptive(mut self, cfg: &crate::config::PageCacheConfig) -> Self {
+        if cfg.adaptive_dirty == crate::config::Switch::On {
+            let pages = |pct: u32| self.capacity * pct as u64 / 100;
+            self.adaptive = Some(Adaptive {
+                set: DirtySet::Low,
+                low: (self.background_pages, self.limit_pages),
+                high: (
+                    pages(cfg.adaptive_dirty_background_ratio_pct),
+                    pages(cfg.adaptive_dirty_ratio_pct),
+                ),
+                buffer_high_pct: cfg.adaptive_buffer_high_pct,
+                buffer_low_pct: cfg.adaptive_buffer_low_pct,
+                stats: AdaptiveDirtyStats {
+                    set: Some(DirtySet::Low),
+                    ..AdaptiveDirtyStats::default()
+                },
+            });
+        }
+        self
+    }
+
+    /// A completion entry reported the device's write buffer at `pct` percent: switches to the
+    /// high set at or above the buffer's high watermark, back to the low set below its low
+    /// watermark. Returns the new set when it changed (`None` when off or unchanged).
+    pub fn on_buffer_status(&mut self, pct: u8) -> Option<DirtySet> {
+        let a = self.adaptive.as_mut()?;
+        let next = match a.set {
+            DirtySet::Low if pct >= a.buffer_high_pct => DirtySet::High,
+            DirtySet::High if pct < a.buffer_low_pct => DirtySet::Low,
+            _ => return None,
+        };
+        a.set = next;
+        let (background, limit) = match next {
+            DirtySet::Low => {
+                a.stats.switches_to_low += 1;
+                a.low
+            }
+            DirtySet::High => {
+                a.stats.switches_to_high += 1;
+                a.high
+            }
+        };
+        a.stats.set = Some(next);
+        assert!(
+            background <= limit,
+            "dirty thresholds: background {background} pages above the limit {limit}"
+        );
+        self.background_pages = background;
+        self.limit_pages = limit;
+        Some(next)
+    }
+
+    /// Dirty pages of the files dirtied before `before` (what a periodic write-back wave will
+    /// write: it walks the expired inodes).
+    pub fn expired_dirty_pages(&self, before: SimTime) -> u64 {
+        self.files
+            .iter()
+            .filter(|f| f.dirty_pages > 0 && f.dirtied_at.is_some_and(|t| t < before))
+            .map(|f| f.dirty_pages)
+            .sum()
     }
 
     /// Adds a file of `pages` pages starting at device sector `base_sector`.
@@ -466,17 +586,45 @@ impl PageCache {
             .map(|(_, i)| i as u32)
     }
 
+    /// Whether page `p` of `file` (cached) is under write-back.
+    fn under_writeback(&self, file: u32, p: u64) -> bool {
+        let s = self.slot(file, p).expect("dirty page cached");
+        self.pages[s as usize].flags & WRITEBACK != 0
+    }
+
+    /// The first dirty page of `file` from its cursor (wrapping once) that is not under
+    /// write-back.
+    fn first_writable(&self, file: u32) -> Option<u64> {
+        let f = &self.files[file as usize];
+        for (from, end) in [(f.cursor, f.pages), (0, f.cursor)] {
+            let mut at = from;
+            while let Some(p) = find_set(&f.dirty_bits, at, end) {
+                if !self.under_writeback(file, p) {
+                    return Some(p);
+                }
+                at = p + 1;
+            }
+        }
+        None
+    }
+
     /// Takes the next run of up to `max_pages` contiguous dirty pages of `file` (from its
     /// write-back cursor, wrapping once): clears their dirty bit and marks them under
     /// write-back. Returns `(first_page, pages, owner class)`; a run never mixes owners.
+    ///
+    /// A page dirtied again while its write-back is in flight is skipped until that write-back
+    /// ends (Linux's background write-back skips `PageWriteback` pages): a page is under one
+    /// write-back at a time. `None` when every dirty page is; the next end of write-back then
+    /// says so ([`take_writeback_blocked`](Self::take_writeback_blocked)).
     pub fn take_dirty_run(&mut self, file: u32, max_pages: u64) -> Option<(u64, u32, IoClass)> {
-        let f = &self.files[file as usize];
-        if f.dirty_pages == 0 {
+        if self.files[file as usize].dirty_pages == 0 {
             return None;
         }
-        let first = find_set(&f.dirty_bits, f.cursor, f.pages)
-            .or_else(|| find_set(&f.dirty_bits, 0, f.cursor))
-            .expect("a file with dirty pages has a dirty bit set");
+        let Some(first) = self.first_writable(file) else {
+            self.writeback_blocked = true;
+            return None;
+        };
+        let f = &self.files[file as usize];
         let class = self.pages[self.slot(file, first).expect("dirty page cached") as usize].class;
         let mut n = 0u64;
         while n < max_pages && first + n < f.pages {
@@ -485,7 +633,8 @@ impl PageCache {
                 break;
             }
             let s = self.slot(file, p).expect("dirty page cached");
-            if self.pages[s as usize].class != class {
+            if self.pages[s as usize].class != class || self.pages[s as usize].flags & WRITEBACK != 0
+            {
                 break;
             }
             n += 1;
@@ -513,6 +662,12 @@ impl PageCache {
         Some((first, n as u32, class))
     }
 
+    /// Whether a write-back found only pages already under write-back since the last call
+    /// (then a write-back just ended, and the flusher should look again).
+    pub fn take_writeback_blocked(&mut self) -> bool {
+        std::mem::take(&mut self.writeback_blocked)
+    }
+
     /// A write-back bio finished.
     pub fn end_writeback(&mut self, file: u32, first_page: u64, pages: u32, class: IoClass) {
         for p in first_page..first_page + pages as u64 {
@@ -536,6 +691,7 @@ impl PageCache {
         self.stats.resident_pages = self.resident;
         self.stats.dirty_pages = self.dirty;
         self.stats.writeback_pages = self.writeback;
+        self.stats.adaptive_dirty = self.adaptive.as_ref().map(|a| a.stats.clone());
         self.stats.clone()
     }
 
@@ -656,6 +812,60 @@ mod tests {
             "window 16 from 106"
         );
         assert_eq!(ra.window, 16);
+    }
+
+    /// The thresholds switch to the high set when the buffer status reaches the high
+    /// watermark, stay there in between, and switch back below the low watermark.
+    #[test]
+    fn the_dirty_thresholds_switch_and_switch_back_as_the_buffer_status_crosses() {
+        let mut cfg = crate::config::HostConfig::preset("arm8-4g")
+            .unwrap()
+            .pagecache;
+        let mut off = PageCache::new(1000, 128 << 10, 3, 5).with_adaptive(&cfg);
+        assert_eq!(off.on_buffer_status(100), None, "off: no switching");
+        assert_eq!(off.background_threshold_pages(), 30);
+        cfg.adaptive_dirty = crate::config::Switch::On;
+        let mut pc = PageCache::new(1000, 128 << 10, 3, 5).with_adaptive(&cfg);
+        let thresholds = |pc: &PageCache| (pc.background_threshold_pages(), pc.dirty_limit_pages());
+        assert_eq!(thresholds(&pc), (30, 50));
+        assert_eq!(pc.on_buffer_status(79), None);
+        assert_eq!(pc.on_buffer_status(80), Some(DirtySet::High));
+        assert_eq!(thresholds(&pc), (50, 100));
+        for pct in [100, 50, 20] {
+            assert_eq!(pc.on_buffer_status(pct), None, "{pct} %: still high");
+        }
+        assert_eq!(pc.on_buffer_status(19), Some(DirtySet::Low));
+        assert_eq!(thresholds(&pc), (30, 50));
+        assert_eq!(pc.on_buffer_status(50), None);
+        let s = pc.finish_stats().adaptive_dirty.unwrap();
+        assert_eq!((s.switches_to_high, s.switches_to_low), (1, 1));
+        assert!(off.finish_stats().adaptive_dirty.is_none());
+    }
+
+    /// A page dirtied again during its write-back is not written back a second time until the
+    /// first write-back ends (it once was, and ended write-back twice).
+    #[test]
+    fn a_page_redirtied_under_write_back_waits_for_it_to_end() {
+        let mut pc = PageCache::new(1000, 128 << 10, 3, 5);
+        let f = pc.add_file(0, 64);
+        for p in 0..4 {
+            pc.dirty_page(SimTime::ZERO, f, p, IoClass::Throughput);
+        }
+        assert_eq!(pc.take_dirty_run(f, 8), Some((0, 4, IoClass::Throughput)));
+        pc.dirty_page(SimTime::ZERO, f, 1, IoClass::Throughput);
+        pc.dirty_page(SimTime::ZERO, f, 9, IoClass::Throughput);
+        assert_eq!(
+            pc.take_dirty_run(f, 8),
+            Some((9, 1, IoClass::Throughput)),
+            "page 1 is under write-back: skipped"
+        );
+        assert_eq!(pc.take_dirty_run(f, 8), None, "only page 1 is dirty");
+        assert!(pc.take_writeback_blocked() && !pc.take_writeback_blocked());
+        pc.end_writeback(f, 0, 4, IoClass::Throughput);
+        assert_eq!(pc.take_dirty_run(f, 8), Some((1, 1, IoClass::Throughput)));
+        pc.end_writeback(f, 1, 1, IoClass::Throughput);
+        pc.end_writeback(f, 9, 1, IoClass::Throughput);
+        pc.check_consistency().unwrap();
     }
 
     #[test]

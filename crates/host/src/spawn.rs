@@ -166,7 +166,8 @@ impl<'c> Spawner<'c> {
                 cfg.pagecache.read_ahead_max_bytes,
                 cfg.pagecache.dirty_background_ratio_pct,
                 cfg.pagecache.dirty_ratio_pct,
-            ),
+            )
+            .with_adaptive(&cfg.pagecache),
             threads: Vec::new(),
             procs: Vec::new(),
             events: EventQueue::with_capacity(4096),

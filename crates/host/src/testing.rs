@@ -20,6 +20,8 @@ pub(crate) struct FixedLatencyDevice {
     interrupts: Vec<bool>,
     pending: VecDeque<DeviceCqe>,
     pub(crate) commands: Vec<HostCommand>,
+    /// Write-buffer status every completion entry reports (tests of the adaptive thresholds).
+    pub(crate) write_buffer_pct: u8,
 }
 
 impl FixedLatencyDevice {
@@ -33,6 +35,7 @@ impl FixedLatencyDevice {
             interrupts,
             pending: VecDeque::new(),
             commands: Vec::new(),
+            write_buffer_pct: 0,
         }
     }
 
@@ -64,7 +67,7 @@ impl FixedLatencyDevice {
                     cid: c.cid,
                     success: true,
                     interrupt: self.interrupts[c.sqid as usize],
-                    write_buffer_pct: 0,
+                    write_buffer_pct: self.write_buffer_pct,
                 });
                 self.commands.push(c);
             }

@@ -13,7 +13,12 @@
 //!   `dirty_ratio_pct`: then every writer that crosses the limit blocks until write-back brings
 //!   the count back to halfway between the two thresholds (Linux's `balance_dirty_pages`
 //!   "freerun" point). With `victim_hint` on, a wave's first command carries the number of pages
-//!   the wave is about to write.
+//!   the wave is about to write (`wave_pages`: what the wave's stop condition leaves — dirty
+//!   pages above the background threshold, or above the freerun point for throttled writers;
+//!   for a periodic wave, the dirty pages of every expired file).
+//! - **Adaptive dirty thresholds** (`pagecache.adaptive_dirty`): the completion entries' buffer
+//!   status switches the thresholds between two sets (`pagecache.rs`); switching back to the
+//!   low set kicks the flusher.
 //! - **fsync** (a process's `fsync_every_writes`) writes back the file's dirty pages in the
 //!   caller's context and blocks it until none of the file's pages is under write-back.
 //!
@@ -28,7 +33,8 @@
 //! measured device bandwidth (Linux's dirty ratelimit), `sync_file_range`, and writes of
 //! metadata or journal blocks.
 //!
-//! Config keys: `pagecache.dirty_*`, `pagecache.writeback_*`, `pagecache.victim_hint`.
+//! Config keys: `pagecache.dirty_*`, `pagecache.writeback_*`, `pagecache.victim_hint`,
+//! `pagecache.adaptive_*`.
 
 use engine::{IoClass, IoOp, SimTime};
 
@@ -95,20 +101,20 @@ impl Host {
                     self.flush.in_wave = true;
                     self.pc.stats.writeback_waves += 1;
                     if self.cfg.pagecache.victim_hint == Switch::On {
-                        let dirty = self.pc.dirty_pages();
-                        let about = if self.pc.over_background() || !self.throttled.is_empty() {
-                            dirty.saturating_sub(self.pc.background_threshold_pages())
-                        } else {
-                            self.pc.files[file as usize].dirty_pages
-                        };
+                        let about = self.wave_pages(file);
                         self.flush.hint_pages = about.clamp(1, u32::MAX as u64) as u32;
                     }
                 }
                 let max = self.cfg.pagecache.writeback_bio_pages as u64;
-                let (first, n, class) = self
-                    .pc
-                    .take_dirty_run(file, max)
-                    .expect("a file chosen for write-back has dirty pages");
+                let Some((first, n, class)) = self.pc.take_dirty_run(file, max) else {
+                    // Every dirty page of the file is under write-back already: send what is
+                    // plugged and wait for a write-back to end (`writeback_end` kicks).
+                    if !self.threads[t as usize].plug.is_empty() {
+                        return self.unplug(t);
+                    }
+                    self.flush.chunk_pages = 0;
+                    return self.sleep(t, Wait::FlusherIdle, Step::App);
+                };
                 self.flush.chunk_pages += n;
                 self.flush.run = (file, first, n, class);
                 let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
@@ -130,6 +136,54 @@ impl Host {
         }
     }
 
+    /// Dirty pages the wave starting now will write (the victimization count of the hint): the
+    /// wave goes on while [`flush_target`](Self::flush_target) names a file, so it writes
+    /// down to the background threshold when over it (or down to the freerun point first,
+    /// for throttled writers), else every expired file's dirty pages, else (`file` was
+    /// chosen otherwise) that file's.
+    fn wave_pages(&self, file: u32) -> u64 {
+        let dirty = self.pc.dirty_pages();
+        let to_background = dirty.saturating_sub(self.pc.background_threshold_pages());
+        if !self.throttled.is_empty() {
+            let to_freerun = (dirty + self.pc.writeback_pages())
+                .saturating_sub(self.pc.freerun_pages())
+                .min(dirty);
+            return to_background.max(to_freerun);
+        }
+        if self.pc.over_background() {
+            return to_background;
+        }
+        let expire = self.cfg.pagecache.dirty_expire_ns;
+        let expired = if self.flush.periodic_due && self.now.0 > expire {
+            self.pc.expired_dirty_pages(SimTime(self.now.0 - expire))
+        } else {
+            0
+        };
+        expired.max(self.pc.files[file as usize].dirty_pages)
+    }
+
+    /// A completion entry reported the device's write buffer at `pct` percent
+    /// (`pagecache.adaptive_dirty`): the dirty thresholds may switch sets (`pagecache.rs`). Back
+    /// in the low set, flushing resumes (the flusher is kicked); throttled writers whom the
+    /// high set's limit lets go are woken.
+    pub(crate) fn on_buffer_status(&mut self, pct: u8) {
+        use crate::pagecache::DirtySet;
+        match self.pc.on_buffer_status(pct) {
+            None => {}
+            Some(DirtySet::Low) => self.kick_flusher(),
+            Some(DirtySet::High) => {
+                if !self.throttled.is_empty() && self.pc.below_freerun() {
+                    let throttled = std::mem::take(&mut self.throttled);
+                    for &w in &throttled {
+                        self.wake(w);
+                    }
+                    self.throttled = throttled;
+                    self.throttled.clear();
+                }
+            }
+        }
+    }
+
     /// The run's pages are under write-back: their bio goes to the block layer (plugged).
     pub(crate) fn flush_pages_done(&mut self, t: u32) {
         let (file, first, n, class) = self.flush.run;
@@ -143,12 +197,16 @@ impl Host {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
         let file = th.fsync_file;
-        if th.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
+        let run = if th.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
             let max = self.cfg.pagecache.writeback_bio_pages as u64;
-            let (first, n, class) = self
-                .pc
-                .take_dirty_run(file, max)
-                .expect("a file with dirty pages yields a run");
+            // `None`: the rest is under write-back already (redirtied meanwhile), and the
+            // wait below waits for it.
+            self.pc.take_dirty_run(file, max)
+        } else {
+            None
+        };
+        let th = &self.threads[t as usize];
+        if let Some((first, n, class)) = run {
             self.threads[t as usize].fsync_run = (first, n, class);
             let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
             let ns = self.costs.draw(CostSite::Writeback, ns);
@@ -210,6 +268,9 @@ impl Host {
     /// left under write-back and, once below the freerun point, throttled writers wake.
     pub(crate) fn writeback_end(&mut self, file: u32, first_page: u64, pages: u32, class: IoClass) {
         self.pc.end_writeback(file, first_page, pages, class);
+        if self.pc.take_writeback_blocked() {
+            self.kick_flusher();
+        }
         if !self.fsync_waiters.is_empty() && self.pc.files[file as usize].writeback_pages == 0 {
             let mut i = 0;
             while i < self.fsync_waiters.len() {
@@ -295,5 +356,52 @@ mod tests {
         let pc = &report.pagecache;
         assert_eq!((pc.dirty_pages, pc.throughput.pages_written_back), (0, 16));
         assert_eq!(pc.writeback_waves, 1);
+    }
+
+    /// With `adaptive_dirty` on, a completion reporting the device buffer at 90 % switches to
+    /// the high set: the wave stops at the high background threshold (5 %), not the low one
+    /// (3 %). A later wave's completion reporting 10 % switches back, and write-back resumes
+    /// down to the low threshold.
+    #[test]
+    fn the_dirty_thresholds_switch_and_switch_back_as_the_buffer_status_crosses() {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.pagecache.memory_bytes = 512 << 20;
+        cfg.pagecache.reserved_bytes = 128 << 20; // 98,304 pages: 2,949 / 4,915 / 9,830
+        cfg.pagecache.adaptive_dirty = crate::config::Switch::On;
+        let first = "[w]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=28m\n";
+        let second = "[v]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=1m\n";
+        let mut later = fio_process(second, &cfg);
+        later.name = "later".into();
+        later.start = SimTime::from_ms(200);
+        let procs = vec![fio_process(first, &cfg), later];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(400), 1 << 40).unwrap();
+        let (low_bg, high_bg) = (2_949, 4_915);
+        assert_eq!(host.pc.background_threshold_pages(), low_bg);
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+
+        dev.write_buffer_pct = 90;
+        dev.run(&mut host, Some(SimTime::from_ms(150)));
+        let pc = host.pagecache_stats();
+        let a = pc.adaptive_dirty.clone().unwrap();
+        assert_eq!((a.switches_to_high, a.switches_to_low), (1, 0));
+        assert_eq!(host.pc.background_threshold_pages(), high_bg);
+        assert_eq!(pc.throughput.pages_dirtied, 7_168);
+        assert!(
+            pc.dirty_pages <= high_bg && pc.dirty_pages > high_bg - 1_024,
+            "write-back stopped near the high set's threshold: {} dirty",
+            pc.dirty_pages
+        );
+
+        dev.write_buffer_pct = 10;
+        dev.run(&mut host, None);
+        let pc = host.pagecache_stats();
+        let a = pc.adaptive_dirty.clone().unwrap();
+        assert_eq!((a.switches_to_high, a.switches_to_low), (1, 1));
+        assert_eq!(host.pc.background_threshold_pages(), low_bg);
+        assert!(
+            pc.dirty_pages <= low_bg,
+            "back in the low set, write-back went down to its threshold: {} dirty",
+            pc.dirty_pages
+        );
     }
 }

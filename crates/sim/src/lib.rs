@@ -5,6 +5,7 @@
 //! - [`config`]: run configuration (TOML) and host cost presets.
 //! - [`report`]: `summary.json`, latency CSVs, the terminal table.
 //! - [`series`]: `timeseries.csv`, per-window rates, latencies, occupancy, GC and CPU.
+//! - [`stack`]: named stacks (`--stack NAME`): the switch sets the studies compare.
 //! - [`system`]: full-system runs — applications on the host model over the device model,
 //!   in lock-step (`ullstack sim` with no arguments, or `--system FILE.toml`).
 
@@ -12,6 +13,7 @@ pub mod config;
 pub mod device_run;
 pub mod report;
 pub mod series;
+pub mod stack;
 pub mod system;
 
 pub use config::{DeviceRunConfig, HostCosts, RunFileSettings};

@@ -138,12 +138,32 @@ fn run_one(out: &Path, spec: &RunSpec) -> Result<(), String> {
     std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
     spec.write_files(&tmp)
         .map_err(|e| io("writing into", &tmp, e))?;
-    let cfg = spec.load_config(&tmp)?;
-    let run = sim::DeviceRun::new(&cfg).map_err(|e| e.to_string())?;
-    let summary = run.run(&mut sim::Silent).map_err(|e| e.to_string())?;
-    summary
-        .write_folder(&tmp)
-        .map_err(|e| io("writing results into", &tmp, e))?;
+    if let Some(sys) = &spec.system {
+        let cfg = spec.load_system(&tmp)?;
+        let series = match sys.series_ms {
+            0 => None,
+            ms => {
+                let path = tmp.join("timeseries.csv");
+                let f = std::fs::File::create(&path).map_err(|e| io("creating", &path, e))?;
+                Some(sim::system::SeriesOut {
+                    window_ns: ms * 1_000_000,
+                    out: Box::new(std::io::BufWriter::new(f)),
+                })
+            }
+        };
+        let summary = sim::system::run_with_series(&cfg, &mut sim::Silent, series)
+            .map_err(|e| e.to_string())?;
+        summary
+            .write_folder(&tmp)
+            .map_err(|e| io("writing results into", &tmp, e))?;
+    } else {
+        let cfg = spec.load_config(&tmp)?;
+        let run = sim::DeviceRun::new(&cfg).map_err(|e| e.to_string())?;
+        let summary = run.run(&mut sim::Silent).map_err(|e| e.to_string())?;
+        summary
+            .write_folder(&tmp)
+            .map_err(|e| io("writing results into", &tmp, e))?;
+    }
     if fin.exists() {
         std::fs::remove_dir_all(&fin).map_err(|e| io("removing stale", &fin, e))?;
     }

@@ -21,11 +21,13 @@
 //! config and seed, and `study.json` is computed from the run folders alone. Tests compare the
 //! files byte for byte.
 //!
-//! The studies: [`ull`] (what an ultra-low-latency device changes). A study bumps its
+//! The studies: [`ull`] (what an ultra-low-latency device changes), [`fastdrain`] (write-back
+//! without buffer overflow: full-system runs under named stacks). A study bumps its
 //! `version` when its runs or figures change meaning, so `merge` refuses mixed results.
 
 pub mod driver;
 pub mod exec;
+pub mod fastdrain;
 pub mod k8s;
 pub mod plot;
 pub mod report;
@@ -78,17 +80,28 @@ pub struct StudyDef {
 
 /// Every study, in the order `ullstack study list` prints them.
 pub fn catalogue() -> Vec<StudyDef> {
-    vec![StudyDef {
-        name: "ull",
-        about: "zssd vs nvme-tlc raw: latency and bandwidth vs queue depth, read/write \
+    vec![
+        StudyDef {
+            name: "ull",
+            about: "zssd vs nvme-tlc raw: latency and bandwidth vs queue depth, read/write \
                 interference, interrupt vs polled completion",
-        // 2: each point's depth over up to four threads, 1 M I/Os at every point of the full
-        // study, CPU over the job's own span.
-        version: 2,
-        runs: ull::runs,
-        figures: ull::figures,
-        headline: ull::headline,
-    }]
+            // 2: each point's depth over up to four threads, 1 M I/Os at every point of the full
+            // study, CPU over the job's own span.
+            version: 2,
+            runs: ull::runs,
+            figures: ull::figures,
+            headline: ull::headline,
+        },
+        StudyDef {
+            name: "fastdrain",
+            about: "write-back without buffer overflow: 6 write-back workloads x ungzip on \
+                arm8-4g + nvme-tlc under vanilla, fd-buf, fd-ftl, fd, oracle and lsb-skip",
+            version: 1,
+            runs: fastdrain::runs,
+            figures: fastdrain::figures,
+            headline: fastdrain::headline,
+        },
+    ]
 }
 
 /// The study called `name`, or an error listing the known ones.

@@ -92,6 +92,23 @@ pub fn runs_table(specs: &[RunSpec], results: &Results) -> Table {
         let Some(r) = results.get(&spec.id) else {
             continue;
         };
+        if let Some(sys) = &r.system {
+            // A system run: one row per online service (response time, not I/O latency).
+            for p in sys.processes.iter().filter(|p| p.requests.is_some()) {
+                t.rows.push(vec![
+                    r.id.clone(),
+                    r.device.clone(),
+                    format!("{} responses", p.name),
+                    p.requests.unwrap_or(0).to_string(),
+                    String::new(),
+                    String::new(),
+                    p.response_mean_ns.map_or("-".into(), format_ns),
+                    p.response_p99_ns.map_or("-".into(), format_ns),
+                    String::new(),
+                    cpu_cell(r),
+                ]);
+            }
+        }
         for (op, h) in [("read", &r.read), ("write", &r.write)] {
             let Some(h) = h else { continue };
             t.rows.push(vec![

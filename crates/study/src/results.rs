@@ -7,6 +7,14 @@
 //! with I/O (`ios`, `iops`, `bytes_per_sec`, `mean_ns`, `p99_ns`, `p99_999_ns`), and CPU use. It holds nothing that depends on wall time, worker count or
 //! sharding, so two executions of the same study compare byte for byte.
 //!
+//! ## Full-system runs
+//! A system run's entry has no `read`/`write` headline (its processes are not fio jobs):
+//! `system` holds each process's response time (online services) or instruction rate
+//! (offline jobs), the device counters the studies compare (write stalls, units programmed and
+//! wasted, host rows by page type, drain activity), and, when the run wrote `timeseries.csv`,
+//! its per-window latency-critical I/O latency and pages written back. Its `cpu` is the
+//! processes' CPU time as percent of one core over the simulated time.
+//!
 //! ## CPU use
 //! Every run's `summary.json` reports its job's CPU time, `jobs[0].cpu { user_ns, kernel_ns }`
 //! (summed over the job's threads); `study.json` gives it as percent of one core over the job's
@@ -56,6 +64,58 @@ pub struct RunResult {
     pub read: Option<OpHeadline>,
     pub write: Option<OpHeadline>,
     pub cpu: CpuUse,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemHeadline>,
+}
+
+/// A full-system run's headline numbers (see the module essay).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SystemHeadline {
+    pub processes: Vec<ProcessHeadline>,
+    pub device: DeviceHeadline,
+    /// Per window of `timeseries.csv`, if the run wrote one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<SeriesPoint>,
+}
+
+/// One process of a system run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessHeadline {
+    pub name: String,
+    /// Online services: requests finished and their response time.
+    pub requests: Option<u64>,
+    pub response_mean_ns: Option<u64>,
+    pub response_p99_ns: Option<u64>,
+    /// Offline jobs: instructions retired per second.
+    pub instructions_per_sec: Option<f64>,
+}
+
+/// The device counters a system study compares.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceHeadline {
+    pub write_stalls: u64,
+    pub write_stall_ns: u64,
+    /// 4 KiB units programmed to flash (host and GC), and units of programmed rows left empty
+    /// or skipped (`ftl.units_wasted`).
+    pub units_programmed: u64,
+    pub units_wasted: u64,
+    /// Host rows by page type (`ftl.alloc` other than `sequential`), else `None`.
+    pub host_rows_lsb_csb_msb: Option<[u64; 3]>,
+    /// Write-back hints the device read, and rows of foreground / background eviction.
+    pub hints: u64,
+    pub foreground_rows: u64,
+    pub background_rows: u64,
+}
+
+/// One window of a system run's time series.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    pub t_end_ms: f64,
+    pub lc_ios: u64,
+    pub lc_lat_mean_ns: u64,
+    pub lc_lat_p99_ns: u64,
+    /// Page-cache pages written back in the window (both classes).
+    pub pages_written_back: u64,
 }
 
 /// Every run's result, by id.
@@ -70,7 +130,11 @@ pub fn load(out: &Path, specs: &[RunSpec]) -> Result<Results, String> {
             .map_err(|e| format!("reading {}: {e}", path.display()))?;
         let summary: Value = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-        let r = headline(spec, &summary).map_err(|e| format!("{}: {e}", path.display()))?;
+        let r = match spec.system {
+            Some(_) => system_headline(spec, &summary, &run_dir(out, &spec.id)),
+            None => headline(spec, &summary),
+        }
+        .map_err(|e| format!("{}: {e}", path.display()))?;
         results.insert(spec.id.clone(), r);
     }
     Ok(results)
@@ -100,7 +164,124 @@ fn headline(spec: &RunSpec, s: &Value) -> Result<RunResult, String> {
         read,
         write,
         cpu,
+        system: None,
     })
+}
+
+fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, String> {
+    let u = |v: &Value, name: &str| v.as_u64().ok_or(format!("no {name}"));
+    let simulated_ns = u(&s["sim"]["simulated_ns"], "sim.simulated_ns")?;
+    let procs = s["processes"].as_array().ok_or("no `processes` array")?;
+    let mut processes = Vec::new();
+    let (mut user_ns, mut kernel_ns) = (0u64, 0u64);
+    for p in procs {
+        user_ns += u(&p["cpu"]["user_ns"], "processes[].cpu.user_ns")?;
+        kernel_ns += u(&p["cpu"]["kernel_ns"], "processes[].cpu.kernel_ns")?;
+        processes.push(ProcessHeadline {
+            name: p["name"]
+                .as_str()
+                .ok_or("a process without `name`")?
+                .to_string(),
+            requests: p["requests"].as_u64(),
+            response_mean_ns: p["response_time_ns"]["mean"].as_u64(),
+            response_p99_ns: p["response_time_ns"]["p99"].as_u64(),
+            instructions_per_sec: p["instructions_per_sec"].as_f64(),
+        });
+    }
+    let d = &s["device"];
+    let alloc = &d["ftl"]["alloc"];
+    let device = DeviceHeadline {
+        write_stalls: u(
+            &d["commands"]["write_stalls"],
+            "device.commands.write_stalls",
+        )?,
+        write_stall_ns: u(
+            &d["commands"]["write_stall_ns"],
+            "device.commands.write_stall_ns",
+        )?,
+        units_programmed: u(
+            &d["flash"]["units_programmed"],
+            "device.flash.units_programmed",
+        )?,
+        units_wasted: u(&d["ftl"]["units_wasted"], "device.ftl.units_wasted")?,
+        host_rows_lsb_csb_msb: alloc.is_object().then(|| {
+            ["host_rows_lsb", "host_rows_csb", "host_rows_msb"]
+                .map(|k| alloc[k].as_u64().unwrap_or(0))
+        }),
+        hints: d["drain"]["hints"].as_u64().unwrap_or(0),
+        foreground_rows: d["drain"]["foreground_rows"].as_u64().unwrap_or(0),
+        background_rows: d["drain"]["background_rows"].as_u64().unwrap_or(0),
+    };
+    let pct = |ns: u64| round3(100.0 * ns as f64 / simulated_ns.max(1) as f64);
+    Ok(RunResult {
+        id: spec.id.clone(),
+        config_hash: spec.config_hash(),
+        device: spec.device.clone(),
+        host: spec.host.clone(),
+        job: spec
+            .system
+            .as_ref()
+            .map_or(String::new(), |s| s.stack.clone()),
+        simulated_ns,
+        read: None,
+        write: None,
+        cpu: CpuUse {
+            kernel_pct: pct(kernel_ns),
+            user_pct: pct(user_ns),
+        },
+        system: Some(SystemHeadline {
+            processes,
+            device,
+            series: read_series(&dir.join("timeseries.csv"))?,
+        }),
+    })
+}
+
+/// The columns of `timeseries.csv` a system study plots (none if the run wrote no series).
+fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or(format!("{}: no column `{name}`", path.display()))
+    };
+    let cols = [
+        col("t_end_ns")?,
+        col("lc_ios")?,
+        col("lc_lat_mean_ns")?,
+        col("lc_lat_p99_ns")?,
+        col("lc_pages_written_back")?,
+        col("tp_pages_written_back")?,
+    ];
+    let mut points = Vec::new();
+    for (i, line) in lines.enumerate() {
+        let fields: Vec<&str> = line.split(',').collect();
+        let v = |c: usize| -> Result<u64, String> {
+            fields
+                .get(c)
+                .and_then(|f| f.parse::<u64>().ok())
+                .ok_or(format!(
+                    "{}: row {}: column {c} is not a count",
+                    path.display(),
+                    i + 2
+                ))
+        };
+        points.push(SeriesPoint {
+            t_end_ms: v(cols[0])? as f64 / 1e6,
+            lc_ios: v(cols[1])?,
+            lc_lat_mean_ns: v(cols[2])?,
+            lc_lat_p99_ns: v(cols[3])?,
+            pages_written_back: v(cols[4])? + v(cols[5])?,
+        });
+    }
+    Ok(points)
 }
 
 fn op(v: &Value) -> Result<Option<OpHeadline>, String> {
@@ -179,6 +360,7 @@ mod tests {
             host: "x86-4".into(),
             job_fio: "[j]\n".into(),
             seed: 1,
+            system: None,
         }
     }
 

@@ -15,6 +15,17 @@
 //! configurations apart, not resist forgery. It is written as 16 lower-case hex digits; change
 //! one byte of the config or the job text and it changes (`hash_changes_with_seed_job_and_device`).
 //!
+//! ## Full-system runs
+//! A run with [`RunSpec::system`] set is a full-system run instead: `job_fio` then holds the
+//! whole system file (host, device, processes, duration, seed), written as `config.toml`, and
+//! the run applies the named stack to it, so it re-runs alone as
+//!
+//! ```text
+//! ullstack sim --system results/study/fastdrain/runs/fd-apache-upload/config.toml --stack fd
+//! ```
+//!
+//! (the file's first line says so). Its hash covers the file, the stack and the series window.
+//!
 //! The id is a readable slug chosen by the study (`lat-zssd-randread-qd4`), unique within it;
 //! the hash, not the id, says whether a stored result is still valid.
 
@@ -42,11 +53,36 @@ pub struct RunSpec {
     pub job_fio: String,
     /// Seed of every random stream in the run.
     pub seed: u64,
+    /// A full-system run (`job_fio` is then the system file; see the module essay).
+    pub system: Option<SystemRun>,
+}
+
+/// What makes a run a full-system run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SystemRun {
+    /// The named stack applied to the system file (`sim::stack`).
+    pub stack: String,
+    /// Also write `timeseries.csv` with windows of this many ms (0: none).
+    pub series_ms: u64,
 }
 
 impl RunSpec {
-    /// The canonical `config.toml` text: what `ullstack sim --config` reads.
+    /// The canonical `config.toml` text: what `ullstack sim --config` reads (for a system
+    /// run, the system file `ullstack sim --system` reads).
     pub fn config_toml(&self) -> String {
+        if let Some(sys) = &self.system {
+            return format!(
+                "# {id}: re-run alone with `ullstack sim --system {CONFIG_FILE} --stack {stack}{series}` \
+                 from this folder\n{text}",
+                id = self.id,
+                stack = sys.stack,
+                series = match sys.series_ms {
+                    0 => String::new(),
+                    ms => format!(" --series-ms {ms}"),
+                },
+                text = self.job_fio,
+            );
+        }
         format!(
             "# {id}: re-run alone with `ullstack sim --config {CONFIG_FILE}` from this folder\n\
              seed = {seed}\n\
@@ -70,13 +106,20 @@ impl RunSpec {
         let mut h = Fnv1a64::new();
         h.write(self.config_toml().as_bytes());
         h.write(&[0]);
-        h.write(self.job_fio.as_bytes());
+        match &self.system {
+            // The config is the system file; the stack and series window are in its header.
+            Some(_) => {}
+            None => h.write(self.job_fio.as_bytes()),
+        }
         format!("{:016x}", h.finish())
     }
 
     /// Writes `config.toml` and `job.fio` into `dir` (which must exist).
     pub fn write_files(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::write(dir.join(CONFIG_FILE), self.config_toml())?;
+        if self.system.is_some() {
+            return Ok(());
+        }
         std::fs::write(dir.join(JOB_FILE), &self.job_fio)
     }
 
@@ -84,7 +127,19 @@ impl RunSpec {
     pub fn files_match(&self, dir: &Path) -> bool {
         let read = |name| std::fs::read_to_string(dir.join(name)).ok();
         read(CONFIG_FILE).as_deref() == Some(self.config_toml().as_str())
-            && read(JOB_FILE).as_deref() == Some(self.job_fio.as_str())
+            && (self.system.is_some() || read(JOB_FILE).as_deref() == Some(self.job_fio.as_str()))
+    }
+
+    /// A system run's configuration, read back from `dir` through the loader `ullstack sim
+    /// --system … --stack …` uses.
+    pub fn load_system(&self, dir: &Path) -> Result<sim::system::SystemConfig, String> {
+        let sys = self
+            .system
+            .as_ref()
+            .ok_or_else(|| format!("run `{}` is not a system run", self.id))?;
+        let stack = sim::stack::find(&sys.stack)?;
+        sim::system::SystemConfig::load_with_stack(&dir.join(CONFIG_FILE), Some(stack))
+            .map_err(|e| e.to_string())
     }
 
     /// The simulator's configuration, read back from the files in `dir` through the same
@@ -120,6 +175,7 @@ mod tests {
             host: "x86-4".into(),
             job_fio: "[j]\nrw=read\nnumber_ios=10\n".into(),
             seed: 1,
+            system: None,
         }
     }
 

@@ -142,6 +142,7 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
         host: HOST.to_string(),
         job_fio,
         seed,
+        system: None,
     };
     for device in DEVICES {
         for (rw, label, _) in PATTERNS {

@@ -72,6 +72,8 @@ pub struct SystemConfig {
     pub alone: bool,
     /// Where the config came from (a path or `embedded-default`).
     pub source: String,
+    /// The named stack applied to the file (`--stack`), if any.
+    pub stack: Option<crate::stack::StackInfo>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -222,11 +224,31 @@ impl SystemConfig {
         source_name: &str,
         base: &Path,
     ) -> Result<SystemConfig, SystemConfigError> {
+        Self::parse_with_stack(text, source_name, base, None)
+    }
+
+    /// As [`parse`](Self::parse), with `stack`'s settings merged into the file's `[host]` and
+    /// `[device]` tables first (`crate::stack`).
+    pub fn parse_with_stack(
+        text: &str,
+        source_name: &str,
+        base: &Path,
+        stack: Option<&crate::stack::Stack>,
+    ) -> Result<SystemConfig, SystemConfigError> {
         let invalid = |message: String| SystemConfigError::Invalid {
             source_name: source_name.to_string(),
             message,
         };
-        let file: SystemFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let mut file: SystemFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if let Some(stack) = stack {
+            let mut host = file.host.take().unwrap_or_default();
+            let mut device = file.device.take().unwrap_or_else(|| {
+                toml::Table::from_iter([("preset".to_string(), toml::Value::from("zssd"))])
+            });
+            stack.apply(&mut host, &mut device).map_err(invalid)?;
+            file.host = Some(host);
+            file.device = Some(device);
+        }
         let host = HostConfig::from_toml_table(file.host.unwrap_or_default())
             .map_err(|e| invalid(format!("[host]: {e}")))?;
         let device = match file.device {
@@ -407,17 +429,26 @@ impl SystemConfig {
             processes,
             alone: file.alone.unwrap_or(false),
             source: source_name.to_string(),
+            stack: stack.map(|s| s.info()),
         })
     }
 
     /// Reads a system config file.
     pub fn load(path: &Path) -> Result<SystemConfig, SystemConfigError> {
+        Self::load_with_stack(path, None)
+    }
+
+    /// Reads a system config file and applies `stack` to it.
+    pub fn load_with_stack(
+        path: &Path,
+        stack: Option<&crate::stack::Stack>,
+    ) -> Result<SystemConfig, SystemConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| SystemConfigError::Read {
             path: path.into(),
             source,
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        Self::parse(&text, &path.display().to_string(), base)
+        Self::parse_with_stack(&text, &path.display().to_string(), base, stack)
     }
 
     /// The embedded default (`ullstack sim` with no arguments).

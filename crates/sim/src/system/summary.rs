@@ -152,6 +152,9 @@ pub struct HostDetail {
 #[derive(Clone, Debug, Serialize)]
 pub struct SystemRunSummary {
     pub sim: SimInfo,
+    /// The named stack the run used (`--stack`), with every switch it set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<crate::stack::StackInfo>,
     pub device: DeviceStats,
     pub jobs: Vec<JobResult>,
     pub processes: Vec<ProcessSummary>,
@@ -235,6 +238,7 @@ impl SystemRunSummary {
                 job_source: cfg.source.clone(),
                 integrity_reads_checked: None,
             },
+            stack: cfg.stack.clone(),
             device: r.device.clone(),
             jobs,
             processes,
@@ -311,6 +315,14 @@ impl SystemSummary {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let run = &self.run;
+        if let Some(s) = &run.stack {
+            let switches = if s.switches.is_empty() {
+                "no switches: every preset value".to_string()
+            } else {
+                s.switches.join(", ")
+            };
+            out.push_str(&format!("stack {}: {switches}\n", s.name));
+        }
         let online: Vec<&ProcessSummary> = run
             .processes
             .iter()

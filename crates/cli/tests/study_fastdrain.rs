@@ -1,0 +1,128 @@
+//! `ullstack study fastdrain --quick`: the full-system study runs end to end within a minute,
+//! writes every report experiments.md names, and each run re-runs alone from its folder with
+//! the command its `config.toml` names.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn ullstack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ullstack"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let (ok, text) = testkit::run(cmd).expect("ullstack runs");
+    assert!(ok, "{cmd:?} failed:\n{text}");
+    text
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// `summary.json` without wall time and the config's path.
+fn comparable(mut v: serde_json::Value) -> serde_json::Value {
+    let sim = v["sim"].as_object_mut().expect("sim object");
+    sim.remove("wall_ns");
+    sim.remove("job_source");
+    v
+}
+
+#[test]
+fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fd");
+    let start = Instant::now();
+    let text = run_ok(
+        ullstack()
+            .args([
+                "study",
+                "fastdrain",
+                "--quick",
+                "--quiet",
+                "--jobs",
+                "2",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    let took = start.elapsed();
+    println!("fastdrain --quick took {took:?}: {text}");
+    assert!(
+        took < Duration::from_secs(60),
+        "--quick must stay under a minute, took {took:?}"
+    );
+
+    let study = json(&out.join("study.json"));
+    let runs = study["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 36, "6 stacks x 6 workloads");
+    for r in runs {
+        let sys = &r["system"];
+        let names: Vec<&str> = sys["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"ungzip"), "{}: {names:?}", r["id"]);
+        if r["job"] == "oracle" {
+            assert_eq!(sys["device"]["write_stalls"], 0, "{}", r["id"]);
+        }
+    }
+    for stem in [
+        "p99-normalised",
+        "avg-p99",
+        "series-latency",
+        "series-flushed",
+        "ftl-pages",
+    ] {
+        for ext in ["csv", "svg", "png"] {
+            let p = out.join(format!("{stem}.{ext}"));
+            assert!(p.is_file(), "{} missing", p.display());
+        }
+    }
+    // The time series has a row per window for vanilla: the quick run's 1 s in 20 ms windows
+    // (and one more, shorter, if work drained past the end).
+    let series = read(&out.join("series-flushed.csv"));
+    let vanilla_rows = series.lines().filter(|l| l.starts_with("vanilla,")).count();
+    assert!((50..=51).contains(&vanilla_rows), "{series}");
+    // lsb-skip programs every host row into an LSB page and wastes the pages it skips.
+    let ftl = read(&out.join("ftl-pages.csv"));
+    let wasted = |x: &str| -> f64 {
+        ftl.lines()
+            .find(|l| l.starts_with("units wasted,") && l.split(',').nth(1) == Some(x))
+            .and_then(|l| l.split(',').nth(2)?.parse().ok())
+            .unwrap_or_else(|| panic!("no `units wasted` at x = {x}: {ftl}"))
+    };
+    assert!(wasted("lsb-skip") > 0.0, "lsb-skip wasted nothing: {ftl}");
+    let html = read(&out.join("report.html"));
+    assert!(html.contains("fd-ftl-lsb-skip") && html.contains("p99 / vanilla"));
+
+    // A run re-runs alone with the command its config names, to the same summary.
+    let run = out.join("runs/fd-apache-upload");
+    let header = read(&run.join("config.toml"));
+    assert!(
+        header.starts_with("# fd-apache-upload: re-run alone with `ullstack sim --system config.toml --stack fd --series-ms 20`"),
+        "{header}"
+    );
+    let again = dir.path().join("again");
+    run_ok(
+        ullstack()
+            .args(["sim", "--system"])
+            .arg(run.join("config.toml"))
+            .args(["--stack", "fd", "--series-ms", "20", "--out"])
+            .arg(&again),
+    );
+    assert_eq!(
+        comparable(json(&again.join("summary.json"))),
+        comparable(json(&run.join("summary.json")))
+    );
+    assert_eq!(
+        read(&again.join("timeseries.csv")),
+        read(&run.join("timeseries.csv"))
+    );
+}

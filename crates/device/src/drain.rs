@@ -1,0 +1,509 @@
+//! Draining the write buffer before a write-back wave overflows it (`cache.drain`).
+//!
+//! ## What it models
+//! A kernel flusher writes dirty pages in *waves*: hundreds of megabytes at once when dirty
+//! pages cross `dirty_background_ratio`. A TLC drive's DRAM write buffer (512 MB on `nvme-tlc`)
+//! absorbs writes at DRAM speed only while it has room; once it is full every incoming write
+//! waits for a program (0.56–5 ms), and so does every read queued behind those programs on the
+//! same dies — the *overflow stall* that the baseline ("evict when full", `cache.rs`) suffers.
+//! The published remedy (FastDrain) lets the kernel say a wave is coming: the flusher tags the
+//! wave's first NVMe command with the number of dirty pages it is about to write
+//! (`Hint::WritebackWave { pages }`, host `pagecache.victim_hint`), and the firmware makes room
+//! ahead of it.
+//!
+//! ## The model (`cache.drain = "fastdrain"`)
+//! Two watermarks, `drain_high_pct` (80) and `drain_low_pct` (20) of the buffer's capacity. The
+//! device reads the hint when the command carrying it is executed — before that command's data
+//! moves, so before any page of the wave reaches the buffer — and predicts the usage the wave
+//! will leave: `predicted = buffered units + hinted pages` (one 4 KiB page is one unit).
+//! - `predicted < high`: **background eviction**. The wave fits; the firmware drains, at its
+//!   leisure, as many units as the wave will bring (a budget of `pages` units, so the buffer
+//!   stays at the level it had before the wave), in whole rows, and only to dies the
+//!   applications' reads are not busy on: a die (LUN) with a host read queued or running, or
+//!   already programming a host row, is passed over, and the drain comes back to it after
+//!   each flash completion. Reads keep their dies.
+//! - `predicted ≥ high`: **foreground eviction**. The wave would nearly fill the buffer: the
+//!   firmware evicts to every die, a row per die, refilling each die as its row finishes, until
+//!   the buffered units fall below `low`. The rows are urgent: with `ftl.alloc =
+//!   "latency-aware"` they take fast LSB pages (`ftl/alloc.rs`).
+//!
+//! Without hints nothing changes: the buffer evicts as `cache.flush` says (when full, or also
+//! on idle dies).
+//!
+//! Worked example (`nvme-tlc`: 131,072 units of buffer, high 104,857, low 26,214; 128 LUNs of
+//! 4-unit rows): with 60,000 units buffered, a hint of 20,000 pages predicts 80,000 < 104,857:
+//! background, budget 20,000 units = 5,000 rows, handed out a row at a time to LUNs with no
+//! read and no host row queued. A hint of 50,000 pages predicts 110,000 ≥ 104,857: foreground,
+//! 128 rows (512 units) at once and a new row on each LUN whose row finishes, until fewer than
+//! 26,214 units are buffered — about 33,800 rows' worth of programs.
+//!
+//! ## The oracle (`cache.drain = "oracle"`)
+//! An unbounded buffer, as an upper bound: a write the cache cannot take (buffer or set full)
+//! is held here instead, never programmed, and reads find it. No write ever waits.
+//!
+//! ## What it leaves out
+//! Hints of several flushers at once merge into one budget; the device does not learn how fast
+//! a wave arrives (a wave predicted to stay under `high` is drained in the background even if
+//! it arrives faster than the dies can program); the oracle's extra data costs no DRAM.
+//!
+//! Config keys: `cache.drain` (`vanilla` | `fastdrain` | `oracle`), `cache.drain_high_pct`,
+//! `cache.drain_low_pct`.
+
+use rustc_hash::FxHashMap;
+
+use crate::config::{CacheConfig, Drain as DrainMode};
+
+/// What a hint started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HintOutcome {
+    /// `vanilla` or `oracle`: counted, nothing else.
+    Ignored,
+    /// The wave fits under `high`: background eviction of this many more units.
+    Background { budget_units: u64 },
+    /// The wave would cross `high`: foreground eviction down to `low`.
+    Foreground,
+}
+
+/// Drain counters (in `summary.json` under `device.drain` when `cache.drain` is not `vanilla`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DrainStats {
+    pub mode: &'static str,
+    /// Write-back wave hints read, and the pages they announced.
+    pub hints: u64,
+    pub hinted_pages: u64,
+    /// Hints that started background or foreground eviction.
+    pub background_waves: u64,
+    pub foreground_waves: u64,
+    /// Rows (and units) programmed by each kind of eviction.
+    pub background_rows: u64,
+    pub background_units: u64,
+    pub foreground_rows: u64,
+    pub foreground_units: u64,
+    /// Times background eviction passed over a LUN because a host read was queued or running.
+    pub background_skips_read_busy: u64,
+    /// Oracle: units held beyond the buffer (now, and at most).
+    pub oracle_units: u64,
+    pub oracle_units_max: u64,
+}
+
+/// The drain policy's state.
+pub struct Drain {
+    mode: DrainMode,
+    high_units: u64,
+    low_units: u64,
+    /// Units background eviction may still take for the hints so far.
+    background_budget_units: u64,
+    /// Foreground eviction is on until the buffer is below `low`.
+    foreground: bool,
+    /// Where the next pass over the LUNs starts (round robin).
+    cursor: u32,
+    /// Oracle: writes held beyond the buffer, `lpn → version`.
+    oracle: FxHashMap<u32, u32>,
+    pub stats: DrainStats,
+}
+
+impl Drain {
+    pub fn new(config: &CacheConfig, capacity_units: u64) -> Drain {
+        assert!(
+            config.drain_low_pct < config.drain_high_pct && config.drain_high_pct <= 100,
+            "drain watermarks low {} % < high {} % <= 100 %",
+            config.drain_low_pct,
+            config.drain_high_pct
+        );
+        Drain {
+            mode: config.drain,
+            high_units: capacity_units * config.drain_high_pct as u64 / 100,
+            low_units: capacity_units * config.drain_low_pct as u64 / 100,
+            background_budget_units: 0,
+            foreground: false,
+            cursor: 0,
+            oracle: FxHashMap::default(),
+            stats: DrainStats {
+                mode: match config.drain {
+                    DrainMode::Vanilla => "vanilla",
+                    DrainMode::Fastdrain => "fastdrain",
+                    DrainMode::Oracle => "oracle",
+                },
+                ..DrainStats::default()
+            },
+        }
+    }
+
+    pub fn mode(&self) -> DrainMode {
+        self.mode
+    }
+
+    pub fn low_units(&self) -> u64 {
+        self.low_units
+    }
+
+    pub fn high_units(&self) -> u64 {
+        self.high_units
+    }
+
+    /// A write-back wave of `pages` is announced while `buffered_units` are in the buffer.
+    pub fn on_hint(&mut self, buffered_units: u64, pages: u32) -> HintOutcome {
+        self.stats.hints += 1;
+        self.stats.hinted_pages += pages as u64;
+        if self.mode != DrainMode::Fastdrain {
+            return HintOutcome::Ignored;
+        }
+        let predicted = buffered_units + pages as u64;
+        if predicted >= self.high_units {
+            self.stats.foreground_waves += 1;
+            self.foreground = true;
+            HintOutcome::Foreground
+        } else {
+            self.stats.background_waves += 1;
+            self.background_budget_units += pages as u64;
+            HintOutcome::Background {
+                budget_units: self.background_budget_units,
+            }
+        }
+    }
+
+    /// Whether foreground eviction wants another row now: on, and at least `low` units are
+    /// buffered beyond those already being programmed (so the rows in flight do not yet take
+    /// the buffer below `low`). Turns itself off once the buffer is below `low`.
+    pub fn foreground_wants_row(&mut self, buffered_units: u64, in_flight_units: u64) -> bool {
+        if !self.foreground {
+            return false;
+        }
+        if buffered_units < self.low_units {
+            self.foreground = false;
+            return false;
+        }
+        buffered_units - in_flight_units.min(buffered_units) >= self.low_units
+    }
+
+    /// Whether foreground eviction is on.
+    pub fn in_foreground(&self) -> bool {
+        self.foreground
+    }
+
+    /// Whether background eviction has budget left for a row of `row_units`.
+    pub fn background_wants_row(&self, row_units: u32) -> bool {
+        !self.foreground && self.background_budget_units >= row_units as u64
+    }
+
+    /// A foreground row of `units` was programmed.
+    pub fn foreground_row(&mut self, units: usize) {
+        self.stats.foreground_rows += 1;
+        self.stats.foreground_units += units as u64;
+        // Foreground eviction drains more than any background budget asked for.
+        self.background_budget_units = self.background_budget_units.saturating_sub(units as u64);
+    }
+
+    /// A background row of `units` was programmed.
+    pub fn background_row(&mut self, units: usize) {
+        assert!(
+            self.background_budget_units >= units as u64,
+            "background row of {units} units beyond the budget of {}",
+            self.background_budget_units
+        );
+        self.stats.background_rows += 1;
+        self.stats.background_units += units as u64;
+        self.background_budget_units -= units as u64;
+    }
+
+    /// Background eviction passed over a LUN busy with reads.
+    pub fn skipped_read_busy(&mut self) {
+        self.stats.background_skips_read_busy += 1;
+    }
+
+    /// The LUN a pass starts at; [`advance`](Self::advance) moves it past a LUN given a row.
+    pub fn cursor(&self) -> u32 {
+        self.cursor
+    }
+
+    pub fn advance(&mut self, lun: u32, luns: u32) {
+        self.cursor = (lun + 1) % luns;
+    }
+
+    // ---- oracle ----
+
+    /// Whether the oracle holds `lpn` (its newest data is here, not in the cache).
+    #[inline]
+    pub fn oracle_get(&self, lpn: u32) -> Option<u32> {
+        if self.oracle.is_empty() {
+            return None;
+        }
+        self.oracle.get(&lpn).copied()
+    }
+
+    /// Oracle: takes a write the cache could not. Panics outside oracle mode.
+    pub fn oracle_put(&mut self, lpn: u32, version: u32) {
+        assert_eq!(
+            self.mode,
+            DrainMode::Oracle,
+            "only the oracle holds writes beyond the buffer"
+        );
+        if self.oracle.insert(lpn, version).is_none() {
+            self.stats.oracle_units += 1;
+            self.stats.oracle_units_max = self.stats.oracle_units_max.max(self.stats.oracle_units);
+        }
+    }
+
+    /// Oracle: `lpn` was trimmed.
+    pub fn oracle_trim(&mut self, lpn: u32) {
+        if self.oracle.remove(&lpn).is_some() {
+            self.stats.oracle_units -= 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(mode: DrainMode) -> CacheConfig {
+        CacheConfig {
+            dram_bytes: 1000 * 4096,
+            ways: 4,
+            write_buffer_bytes: 1000 * 4096,
+            prefetch_pages: 0,
+            readahead_units: 0,
+            evict_batch_units: 0,
+            dram_access_ns: 0,
+            flush: crate::config::Flush::OnFull,
+            drain: mode,
+            drain_high_pct: 80,
+            drain_low_pct: 20,
+        }
+    }
+
+    #[test]
+    fn the_predicted_usage_picks_background_or_foreground() {
+        let mut d = Drain::new(&config(DrainMode::Fastdrain), 1000);
+        assert_eq!((d.high_units(), d.low_units()), (800, 200));
+        assert_eq!(
+            d.on_hint(500, 299),
+            HintOutcome::Background { budget_units: 299 }
+        );
+        assert!(d.background_wants_row(4) && !d.in_foreground());
+        assert_eq!(
+            d.on_hint(500, 300),
+            HintOutcome::Foreground,
+            "500 + 300 = high"
+        );
+        assert!(!d.background_wants_row(4), "foreground first");
+        assert!(d.foreground_wants_row(500, 0));
+        assert!(
+            d.foreground_wants_row(500, 300),
+            "200 = low left beyond rows in flight"
+        );
+        assert!(
+            !d.foreground_wants_row(500, 301),
+            "the rows in flight take it below low"
+        );
+        assert!(!d.foreground_wants_row(199, 0), "below low: done");
+        assert!(!d.in_foreground());
+        assert_eq!((d.stats.hints, d.stats.hinted_pages), (2, 599));
+    }
+
+    #[test]
+    fn vanilla_counts_hints_and_does_nothing() {
+        let mut d = Drain::new(&config(DrainMode::Vanilla), 1000);
+        assert_eq!(d.on_hint(900, 500), HintOutcome::Ignored);
+        assert!(!d.foreground_wants_row(900, 0) && !d.background_wants_row(1));
+        assert_eq!(d.stats.hints, 1);
+    }
+
+    #[test]
+    fn the_oracle_holds_the_newest_version_until_trimmed() {
+        let mut d = Drain::new(&config(DrainMode::Oracle), 1000);
+        d.oracle_put(7, 1);
+        d.oracle_put(7, 2);
+        d.oracle_put(8, 1);
+        assert_eq!(d.oracle_get(7), Some(2));
+        assert_eq!((d.stats.oracle_units, d.stats.oracle_units_max), (2, 2));
+        d.oracle_trim(7);
+        assert_eq!(d.oracle_get(7), None);
+        assert_eq!(d.stats.oracle_units, 1);
+    }
+
+    // ---- the mechanisms inside the device ----
+
+    use crate::config::{DeviceConfig, Flush};
+    use crate::{DeviceOptions, Hint, NvmeCommand, SqPriority, Ssd};
+    use engine::{IoClass, IoOp, SimTime};
+
+    /// 4 LUNs of 4-unit rows; a 400-unit buffer in 1,024 lines (high 320, low 80); evictions
+    /// only when full or drained; no read-ahead.
+    fn ssd(mode: DrainMode, integrity: bool) -> Ssd {
+        let mut c = DeviceConfig::preset("nvme-tlc").unwrap();
+        c.flash.channels = 4;
+        c.flash.packages_per_channel = 1;
+        c.flash.dies_per_package = 1;
+        c.flash.blocks_per_plane = 64;
+        c.cache.dram_bytes = 1024 * 4096;
+        c.cache.write_buffer_bytes = 400 * 4096;
+        c.cache.readahead_units = 0;
+        c.cache.flush = Flush::OnFull;
+        c.cache.drain = mode;
+        let mut ssd = Ssd::new(&c, DeviceOptions { integrity }).unwrap();
+        ssd.create_queue_pair(1, 1, 1024, SqPriority::Medium);
+        ssd
+    }
+
+    fn cmd(cid: u32, op: IoOp, lpn: u64, units: u32, hint: Hint) -> NvmeCommand {
+        NvmeCommand {
+            cid,
+            op,
+            slba: lpn * 8,
+            sectors: units * 8,
+            class: IoClass::Throughput,
+            hint,
+            version: cid + 1,
+        }
+    }
+
+    fn run(ssd: &mut Ssd, done: &mut Vec<crate::Completion>) {
+        while let Some(t) = ssd.next_event_time() {
+            ssd.advance_to(t, done);
+        }
+    }
+
+    /// `n` 4-unit writes from LPN 0, unhinted, all buffered (below the buffer's capacity).
+    fn fill(ssd: &mut Ssd, n: u32) {
+        for k in 0..n {
+            let c = cmd(k, IoOp::Write, k as u64 * 4, 4, Hint::None);
+            ssd.submit(SimTime::ZERO, 1, c).unwrap();
+        }
+        let mut done = Vec::new();
+        run(ssd, &mut done);
+        assert_eq!(done.len(), n as usize, "{}", ssd.pending_state());
+        assert_eq!(ssd.cache.dirty_units(), n as u64 * 4, "nothing evicted yet");
+    }
+
+    /// The device reads the hint when the wave's first command executes: at that event none
+    /// of the wave's data is in the buffer, and foreground eviction has already started. It
+    /// then brings the buffer under `low`; without the hint (`vanilla`) nothing is evicted.
+    #[test]
+    fn the_hint_arrives_before_the_wave_and_foreground_eviction_ends_under_low() {
+        let mut s = ssd(DrainMode::Fastdrain, false);
+        fill(&mut s, 85); // 340 of 400 units
+        let wave = cmd(
+            1000,
+            IoOp::Write,
+            2000,
+            4,
+            Hint::WritebackWave { pages: 40 },
+        );
+        let now = SimTime(s.now.0 + 1);
+        s.submit(now, 1, wave).unwrap();
+        let mut done = Vec::new();
+        let mut read_at_event = None;
+        while let Some(t) = s.next_event_time() {
+            s.advance_to(t, &mut done);
+            if read_at_event.is_none() && s.drain.stats.hints == 1 {
+                read_at_event = Some(t);
+                assert!(
+                    (2000..2004).all(|lpn| !s.cache.contains(lpn)),
+                    "the wave's data is in the buffer before its hint was read"
+                );
+                assert!(s.drain.in_foreground(), "340 + 40 >= 320: foreground");
+                assert_eq!(s.writeback.rows_in_flight(), 4, "a row on every LUN");
+            }
+        }
+        assert!(read_at_event.is_some(), "the hint was never read");
+        assert_eq!(done.len(), 1);
+        assert!(
+            s.cache.dirty_units() < s.drain.low_units(),
+            "{} units left, low is {}",
+            s.cache.dirty_units(),
+            s.drain.low_units()
+        );
+        assert!(s.drain.stats.foreground_rows >= (344 - 80) / 4);
+        assert_eq!(s.drain.stats.foreground_waves, 1);
+        s.check_consistency().unwrap();
+
+        let mut v = ssd(DrainMode::Vanilla, false);
+        fill(&mut v, 85);
+        let now = SimTime(v.now.0 + 1);
+        v.submit(now, 1, wave).unwrap();
+        run(&mut v, &mut Vec::new());
+        assert_eq!(v.cache.dirty_units(), 344, "vanilla evicts only when full");
+        assert_eq!(v.drain.stats.hints, 1, "read, and ignored");
+    }
+
+    /// A wave that fits drains in the background, and only to dies without a host read: with
+    /// reads queued on LUNs 0 and 1 when the hint arrives, rows go to LUNs 2 and 3 only; the
+    /// budget is used up once the reads are done.
+    #[test]
+    fn background_eviction_never_targets_a_die_with_a_queued_read() {
+        let mut s = ssd(DrainMode::Fastdrain, false);
+        fill(&mut s, 25); // 100 units
+        let now = SimTime(s.now.0 + 1);
+        // Preconditioned LPN i lives on LUN i mod 4: these two reads miss onto LUNs 0 and 1.
+        s.submit(now, 1, cmd(500, IoOp::Read, 10_000, 1, Hint::None))
+            .unwrap();
+        s.submit(now, 1, cmd(501, IoOp::Read, 10_001, 1, Hint::None))
+            .unwrap();
+        let wave = cmd(502, IoOp::Write, 2000, 4, Hint::WritebackWave { pages: 40 });
+        s.submit(now, 1, wave).unwrap();
+        let mut done = Vec::new();
+        let mut checked = false;
+        while let Some(t) = s.next_event_time() {
+            s.advance_to(t, &mut done);
+            if !checked && s.drain.stats.hints == 1 {
+                checked = true;
+                assert!(s.flash.lun_has_host_read(0) && s.flash.lun_has_host_read(1));
+                let rows: Vec<u32> = (0..4).map(|l| s.ftl.host_rows_queued(l)).collect();
+                assert_eq!(rows, [0, 0, 1, 1], "background rows by LUN");
+                assert!(s.drain.stats.background_skips_read_busy >= 2);
+                assert!(!s.drain.in_foreground());
+            }
+        }
+        assert!(checked);
+        assert_eq!(done.len(), 3);
+        assert_eq!(s.drain.stats.background_waves, 1);
+        assert_eq!(
+            s.drain.stats.background_units, 40,
+            "the wave's budget, all of it"
+        );
+        assert_eq!(s.drain.stats.foreground_rows, 0);
+        s.check_consistency().unwrap();
+    }
+
+    /// The oracle takes three buffers' worth of writes without a stall, and reads find the
+    /// newest data wherever it is held.
+    #[test]
+    fn the_oracle_never_stalls_a_write() {
+        let mut s = ssd(DrainMode::Oracle, true);
+        for k in 0..300u32 {
+            let c = cmd(k, IoOp::Write, k as u64 * 4, 4, Hint::None);
+            s.submit(SimTime::ZERO, 1, c).unwrap();
+        }
+        // Rewrite the first and last commands' units: the newest version must win.
+        s.submit(SimTime::ZERO, 1, cmd(400, IoOp::Write, 0, 4, Hint::None))
+            .unwrap();
+        s.submit(SimTime::ZERO, 1, cmd(401, IoOp::Write, 1196, 4, Hint::None))
+            .unwrap();
+        let mut done = Vec::new();
+        run(&mut s, &mut done);
+        assert_eq!(done.len(), 302);
+        assert_eq!(s.stats.write_stalls, 0);
+        assert_eq!(s.flash.stats.programs, 0, "nothing programmed");
+        assert!(s.drain.stats.oracle_units_max >= 800, "{:?}", s.drain.stats);
+        let now = SimTime(s.now.0 + 1);
+        s.submit(now, 1, cmd(600, IoOp::Read, 0, 1, Hint::None))
+            .unwrap();
+        s.submit(now, 1, cmd(601, IoOp::Read, 1197, 1, Hint::None))
+            .unwrap();
+        s.submit(now, 1, cmd(602, IoOp::Read, 600, 1, Hint::None))
+            .unwrap();
+        done.clear();
+        run(&mut s, &mut done);
+        let version = |cid: u32| {
+            done.iter()
+                .find(|c| c.cid == cid)
+                .unwrap()
+                .read_versions
+                .as_ref()
+                .unwrap()[0]
+        };
+        assert_eq!((version(600), version(601), version(602)), (401, 402, 151));
+        s.check_consistency().unwrap();
+    }
+}

@@ -1,0 +1,491 @@
+//! The `fastdrain` study: write-back without buffer overflow (experiments.md, `fastdrain`).
+//!
+//! Host `arm8-4g` (8 cores, 4 GB), device `nvme-tlc` (TLC, 512 MB write buffer), its flash
+//! preconditioned (`ftl.precondition = "sequential"`: every logical page written once) and its
+//! buffer flushed only when full (`cache.flush = "on-full"`, the published baseline's policy).
+//! Each of the six write-back workloads (latency-critical online services, presets.md:
+//! `apache-fetch`, `apache-upload`, `db-select`, `db-update`, `imageserver-fetch`,
+//! `imageserver-upload`; derived profiles, see `workload/src/profile.rs`) co-runs with `ungzip`,
+//! whose buffered writes keep the flusher's write-back waves coming, for [`FULL_MS`] of
+//! simulated time ([`QUICK_MS`] with `--quick`), under each named stack (`sim::stack`):
+//!
+//! | stack | adds |
+//! | --- | --- |
+//! | `vanilla` | nothing |
+//! | `fd-buf` | victimization hint + watermark foreground/background eviction |
+//! | `fd-ftl` | + latency-aware FTL (urgent evictions to LSB pages across dies) |
+//! | `fd` | + adaptive dirty thresholds from the buffer status in completions |
+//! | `oracle` | an unbounded device buffer (upper bound) |
+//! | `fd-ftl-lsb-skip` | `fd-buf` with the LSB-skipping allocator |
+//!
+//! `fd-buf` allocates pages in order (`ftl.alloc = "sequential"`, the default), so it is the
+//! `sequential` point of the FTL comparison; running `fd-ftl-sequential` as well would repeat
+//! exactly the same configuration.
+//!
+//! ## Reports
+//! 1. p99 response time of the online service, normalised to `vanilla`, per workload and the
+//!    mean over workloads (`p99-normalised`; also the headline table).
+//! 2. Average and p99 response time per workload (`avg-p99`).
+//! 3. `apache-upload` + `ungzip` over time: the latency-critical service's I/O latency (p99
+//!    per window: the model records I/O call latency per window, not request response time)
+//!    and the pages written back per window (`series-latency`, `series-flushed`).
+//! 4. 4 KiB units programmed and wasted (rows skipped or left partly empty) per FTL policy,
+//!    summed over the six workloads (`ftl-pages`).
+//!
+//! Nothing here is tuned: every stack runs the presets with only its own switches changed,
+//! and every figure is read back from the runs' `summary.json` and `timeseries.csv`.
+
+use crate::plot::{Figure, Series, Stroke};
+use crate::report::Table;
+use crate::results::{ProcessHeadline, Results, RunResult};
+use crate::spec::{RunSpec, SystemRun};
+use crate::Size;
+
+use engine::time::format_ns;
+
+/// The latency-critical workloads, each co-run with [`OFFLINE`].
+pub const WORKLOADS: [&str; 6] = [
+    "apache-fetch",
+    "apache-upload",
+    "db-select",
+    "db-update",
+    "imageserver-fetch",
+    "imageserver-upload",
+];
+/// The write-heavy offline job behind the write-back waves.
+pub const OFFLINE: &str = "ungzip";
+/// The stacks compared, in the order figures and tables show them.
+pub const STACKS: [&str; 6] = [
+    "vanilla",
+    "fd-buf",
+    "fd-ftl",
+    "fd",
+    "oracle",
+    "fd-ftl-lsb-skip",
+];
+/// The FTL policies compared and the stack that runs each.
+pub const FTL_POLICIES: [(&str, &str); 3] = [
+    ("sequential", "fd-buf"),
+    ("lsb-skip", "fd-ftl-lsb-skip"),
+    ("latency-aware", "fd-ftl"),
+];
+pub const HOST: &str = "arm8-4g";
+pub const DEVICE: &str = "nvme-tlc";
+/// Simulated time of each run: experiments.md's 30 s.
+pub const FULL_MS: u64 = 30_000;
+/// Simulated time of each `--quick` run: enough for several write-back waves, not for a
+/// stable p99 (a service at 400 requests/s finishes about 400 requests).
+pub const QUICK_MS: u64 = 1_000;
+/// The co-run whose time series is reported.
+pub const SERIES_WORKLOAD: &str = "apache-upload";
+/// Window of the time series, ms (full; `--quick` uses a tenth).
+pub const SERIES_MS: u64 = 200;
+
+fn duration_ms(size: Size) -> u64 {
+    match size {
+        Size::Quick => QUICK_MS,
+        Size::Full => FULL_MS,
+    }
+}
+
+fn series_ms(size: Size) -> u64 {
+    match size {
+        Size::Quick => SERIES_MS / 10,
+        Size::Full => SERIES_MS,
+    }
+}
+
+pub fn run_id(stack: &str, workload: &str) -> String {
+    format!("{stack}-{workload}")
+}
+
+/// The system file of one co-run (the stack is applied by the run, not written here).
+fn system_toml(workload: &str, seed: u64, duration_ms: u64) -> String {
+    format!(
+        "seed = {seed}\n\
+         duration_ms = {duration_ms}\n\
+         \n\
+         [host]\n\
+         preset = \"{HOST}\"\n\
+         \n\
+         [device]\n\
+         preset = \"{DEVICE}\"\n\
+         \n\
+         [device.cache]\n\
+         flush = \"on-full\"\n\
+         \n\
+         [device.ftl]\n\
+         precondition = \"sequential\"\n\
+         \n\
+         [[process]]\n\
+         profile = \"{workload}\"\n\
+         \n\
+         [[process]]\n\
+         profile = \"{OFFLINE}\"\n"
+    )
+}
+
+/// Every run of the study, in a fixed order.
+pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
+    let mut out = Vec::new();
+    for stack in STACKS {
+        for workload in WORKLOADS {
+            out.push(RunSpec {
+                id: run_id(stack, workload),
+                device: DEVICE.to_string(),
+                host: HOST.to_string(),
+                job_fio: system_toml(workload, seed, duration_ms(size)),
+                seed,
+                system: Some(SystemRun {
+                    stack: stack.to_string(),
+                    series_ms: if workload == SERIES_WORKLOAD {
+                        series_ms(size)
+                    } else {
+                        0
+                    },
+                }),
+            });
+        }
+    }
+    out
+}
+
+/// The online service's entry in run `(stack, workload)`.
+fn service<'a>(results: &'a Results, stack: &str, workload: &str) -> Option<&'a ProcessHeadline> {
+    results
+        .get(&run_id(stack, workload))?
+        .system
+        .as_ref()?
+        .processes
+        .iter()
+        .find(|p| p.name == workload)
+}
+
+/// p99 of `stack` over `vanilla`'s for `workload`.
+fn normalised_p99(results: &Results, stack: &str, workload: &str) -> Option<f64> {
+    let base = service(results, "vanilla", workload)?.response_p99_ns?;
+    let p99 = service(results, stack, workload)?.response_p99_ns?;
+    (base > 0).then(|| p99 as f64 / base as f64)
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn caption(size: Size, seed: u64) -> String {
+    let quick = match size {
+        Size::Quick => format!(
+            " --quick: {QUICK_MS} ms per run, a few hundred requests: the p99 is noisy; the full \
+             study runs {FULL_MS} ms."
+        ),
+        Size::Full => String::new(),
+    };
+    format!(
+        "Host {HOST}, device {DEVICE} (preconditioned, buffer flushed when full), each workload \
+         co-run with {OFFLINE} for {} ms, seed {seed}, {} study.{quick}",
+        duration_ms(size),
+        size.as_str()
+    )
+}
+
+fn categories_with_mean() -> Vec<String> {
+    WORKLOADS
+        .iter()
+        .map(|w| w.to_string())
+        .chain(std::iter::once("mean".to_string()))
+        .collect()
+}
+
+pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
+    let mut figs = Vec::new();
+    let mut series = Vec::new();
+    for (c, stack) in STACKS.iter().enumerate() {
+        let mut points = Vec::new();
+        let mut values = Vec::new();
+        for (i, w) in WORKLOADS.iter().enumerate() {
+            if let Some(v) = normalised_p99(results, stack, w) {
+                points.push((i as f64, v));
+                values.push(v);
+            }
+        }
+        if let Some(m) = mean(&values).filter(|_| values.len() == WORKLOADS.len()) {
+            points.push((WORKLOADS.len() as f64, m));
+        }
+        series.push(Series {
+            name: stack.to_string(),
+            points,
+            stroke: if *stack == "fd-ftl-lsb-skip" {
+                Stroke::Dashed
+            } else {
+                Stroke::Solid
+            },
+            colour: c,
+        });
+    }
+    figs.push(Figure {
+        stem: "p99-normalised".into(),
+        title: "online p99 response time, normalised to vanilla".into(),
+        caption: format!(
+            "p99 response time of the latency-critical service under each stack over its p99 \
+             under vanilla; the last point is the mean over the six workloads. {}",
+            caption(size, seed)
+        ),
+        x_label: "workload (co-run with ungzip)".into(),
+        y_label: "p99 / vanilla p99".into(),
+        x_log: false,
+        y_log: false,
+        x_categories: categories_with_mean(),
+        series,
+    });
+
+    let mut series = Vec::new();
+    for (c, stack) in STACKS.iter().take(5).enumerate() {
+        type Stat = (&'static str, Stroke, fn(&ProcessHeadline) -> Option<u64>);
+        let stats: [Stat; 2] = [
+            ("avg", Stroke::Solid, |p| p.response_mean_ns),
+            ("p99", Stroke::Dashed, |p| p.response_p99_ns),
+        ];
+        for (stat, stroke, of) in stats {
+            let points = WORKLOADS
+                .iter()
+                .enumerate()
+                .filter_map(|(i, w)| Some((i as f64, ms(of(service(results, stack, w)?)?))))
+                .collect();
+            series.push(Series {
+                name: format!("{stack} {stat}"),
+                points,
+                stroke,
+                colour: c,
+            });
+        }
+    }
+    figs.push(Figure {
+        stem: "avg-p99".into(),
+        title: "online response time: average and p99".into(),
+        caption: format!(
+            "Average (solid) and p99 (dashed) response time of the latency-critical service, \
+             per workload and stack. Log y axis. {}",
+            caption(size, seed)
+        ),
+        x_label: "workload (co-run with ungzip)".into(),
+        y_label: "response time (ms)".into(),
+        x_log: false,
+        y_log: true,
+        x_categories: WORKLOADS.iter().map(|w| w.to_string()).collect(),
+        series,
+    });
+
+    let series_of = |stack: &str| {
+        results
+            .get(&run_id(stack, SERIES_WORKLOAD))
+            .and_then(|r: &RunResult| r.system.as_ref())
+            .map(|s| s.series.clone())
+            .unwrap_or_default()
+    };
+    let over_time = |y: fn(&crate::results::SeriesPoint) -> f64| -> Vec<Series> {
+        STACKS
+            .iter()
+            .take(5)
+            .enumerate()
+            .map(|(c, stack)| Series {
+                name: stack.to_string(),
+                points: series_of(stack)
+                    .iter()
+                    .map(|p| (p.t_end_ms / 1e3, y(p)))
+                    .collect(),
+                stroke: Stroke::Solid,
+                colour: c,
+            })
+            .collect()
+    };
+    let window = series_ms(size);
+    figs.push(Figure {
+        stem: "series-latency".into(),
+        title: format!("{SERIES_WORKLOAD} + {OFFLINE}: I/O latency over time"),
+        caption: format!(
+            "p99 latency of {SERIES_WORKLOAD}'s I/O calls in each {window} ms window (0 where \
+             the window had none). {}",
+            caption(size, seed)
+        ),
+        x_label: "time (s)".into(),
+        y_label: "I/O latency p99 (ms)".into(),
+        x_log: false,
+        y_log: false,
+        x_categories: vec![],
+        series: over_time(|p| ms(p.lc_lat_p99_ns)),
+    });
+    figs.push(Figure {
+        stem: "series-flushed".into(),
+        title: format!("{SERIES_WORKLOAD} + {OFFLINE}: dirty pages flushed over time"),
+        caption: format!(
+            "Page-cache pages written back (both classes) in each {window} ms window. {}",
+            caption(size, seed)
+        ),
+        x_label: "time (s)".into(),
+        y_label: "pages written back per window".into(),
+        x_log: false,
+        y_log: false,
+        x_categories: vec![],
+        series: over_time(|p| p.pages_written_back as f64),
+    });
+
+    let totals = ftl_totals(results);
+    let kinds: [(&str, fn(&(u64, u64)) -> u64); 2] =
+        [("units programmed", |t| t.0), ("units wasted", |t| t.1)];
+    let series = kinds
+        .iter()
+        .enumerate()
+        .map(|(c, (name, of))| Series {
+            name: name.to_string(),
+            points: totals
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| Some((i as f64, of(t.as_ref()?) as f64)))
+                .collect(),
+            stroke: Stroke::Solid,
+            colour: c,
+        })
+        .collect();
+    figs.push(Figure {
+        stem: "ftl-pages".into(),
+        title: "flash pages programmed and wasted per FTL policy".into(),
+        caption: format!(
+            "4 KiB units programmed to flash (host write-back and GC) and units wasted (pages \
+             skipped, rows left partly empty), summed over the six co-runs, under fd-buf's \
+             drain with each allocator (sequential = fd-buf, lsb-skip = fd-ftl-lsb-skip, \
+             latency-aware = fd-ftl). {}",
+            caption(size, seed)
+        ),
+        x_label: "ftl.alloc".into(),
+        y_label: "4 KiB units".into(),
+        x_log: false,
+        y_log: false,
+        x_categories: FTL_POLICIES.iter().map(|p| p.0.to_string()).collect(),
+        series,
+    });
+    figs
+}
+
+/// `(units programmed, units wasted)` summed over the workloads, per FTL policy (`None` if a
+/// run is missing).
+fn ftl_totals(results: &Results) -> Vec<Option<(u64, u64)>> {
+    FTL_POLICIES
+        .iter()
+        .map(|(_, stack)| {
+            WORKLOADS.iter().try_fold((0, 0), |(p, w), workload| {
+                let d = &results
+                    .get(&run_id(stack, workload))?
+                    .system
+                    .as_ref()?
+                    .device;
+                Some((p + d.units_programmed, w + d.units_wasted))
+            })
+        })
+        .collect()
+}
+
+/// The headline table: workloads down, stacks across, each cell the p99 normalised to vanilla
+/// and the p99 itself; then the mean, write stalls and the FTL comparison.
+pub fn headline(results: &Results) -> Table {
+    let mut t = Table {
+        header: std::iter::once("p99 / vanilla (p99)".to_string())
+            .chain(STACKS.iter().map(|s| s.to_string()))
+            .collect(),
+        rows: vec![],
+    };
+    let mut normalised: Vec<Vec<f64>> = vec![Vec::new(); STACKS.len()];
+    for w in WORKLOADS {
+        let mut row = vec![w.to_string()];
+        for (i, stack) in STACKS.iter().enumerate() {
+            let cell = match (
+                normalised_p99(results, stack, w),
+                service(results, stack, w).and_then(|p| p.response_p99_ns),
+            ) {
+                (Some(n), Some(p99)) => {
+                    normalised[i].push(n);
+                    format!("{n:.2} ({})", format_ns(p99))
+                }
+                _ => "-".into(),
+            };
+            row.push(cell);
+        }
+        t.rows.push(row);
+    }
+    t.rows.push(
+        std::iter::once("mean".to_string())
+            .chain(normalised.iter().map(|v| {
+                mean(v)
+                    .filter(|_| v.len() == WORKLOADS.len())
+                    .map_or("-".into(), |m| format!("{m:.2}"))
+            }))
+            .collect(),
+    );
+    t.rows.push(
+        std::iter::once("write stalls (all runs)".to_string())
+            .chain(STACKS.iter().map(|stack| {
+                let stalls: Option<u64> = WORKLOADS.iter().try_fold(0, |n, w| {
+                    Some(
+                        n + results
+                            .get(&run_id(stack, w))?
+                            .system
+                            .as_ref()?
+                            .device
+                            .write_stalls,
+                    )
+                });
+                stalls.map_or("-".into(), |n| n.to_string())
+            }))
+            .collect(),
+    );
+    for ((policy, stack), total) in FTL_POLICIES.iter().zip(ftl_totals(results)) {
+        let mut row = vec![format!("ftl {policy} ({stack}): units programmed / wasted")];
+        row.extend(STACKS.iter().map(|s| match (s == stack, total) {
+            (true, Some((p, w))) => format!("{p} / {w}"),
+            _ => String::new(),
+        }));
+        t.rows.push(row);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_unique_and_every_system_file_parses_under_its_stack() {
+        let runs = runs(Size::Quick, 1);
+        assert_eq!(runs.len(), STACKS.len() * WORKLOADS.len());
+        let mut ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), runs.len());
+        for r in &runs {
+            let sys = r.system.as_ref().unwrap();
+            let stack = sim::stack::find(&sys.stack).unwrap();
+            let cfg = sim::system::SystemConfig::parse_with_stack(
+                &r.job_fio,
+                &r.id,
+                std::path::Path::new("."),
+                Some(stack),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", r.id));
+            assert_eq!(cfg.host.name, HOST);
+            assert_eq!(cfg.device.name, DEVICE);
+            assert_eq!(cfg.duration.as_ns(), QUICK_MS * 1_000_000);
+            assert_eq!(cfg.processes.len(), 2);
+            assert_eq!(
+                sys.series_ms > 0,
+                r.id.ends_with(SERIES_WORKLOAD),
+                "{}",
+                r.id
+            );
+        }
+        let full = super::runs(Size::Full, 1);
+        assert!(full[0].job_fio.contains("duration_ms = 30000"));
+    }
+}
