@@ -28,8 +28,10 @@
 //! comparison (31 × 200 ns of merge search on arm8); the plug flushes one 128 KiB request → one
 //! NVMe command instead of 32 (`merges = "off"` gives 32 commands).
 //!
-//! Every bio and request carries its class (`IoClass`) from the owner down to the NVMe
-//! command; merges never mix classes.
+//! Every bio and request carries its process's class (`IoClass`) from the owner down to the
+//! NVMe command. With `attr = "on"` the kernel knows it and merges never mix classes; with it
+//! off the class is only the reports' label: merges ignore it (stock Linux) and the driver
+//! leaves the command's reserved field empty (`nvme`).
 //!
 //! ## What it leaves out
 //! Request splitting beyond `max_request_bytes` at bio creation (callers split), sector-sorted
@@ -220,6 +222,10 @@ pub struct Blk {
     reqs_live: u64,
     /// Poll queues in use (cores map onto them round-robin).
     poll_queues: u16,
+    /// The kernel knows the classes (`attr = "on"`): merges keep them apart. Without it a
+    /// merge may join bios of different processes' classes, as stock Linux does; the request
+    /// keeps its first bio's class as its label for the reports.
+    classes: bool,
 }
 
 /// What happened to a submitted bio.
@@ -275,7 +281,14 @@ impl Blk {
             bios_live: 0,
             reqs_live: 0,
             poll_queues: cores,
+            classes: true,
         }
+    }
+
+    /// Whether the block layer sees the classes (`attr`); see the field.
+    pub fn with_classes(mut self, on: bool) -> Blk {
+        self.classes = on;
+        self
     }
 
     /// Only the first `n` poll queues are used, cores mapped onto them round-robin (Linux's
@@ -387,7 +400,7 @@ impl Blk {
 
     fn mergeable(&self, r: u32, b: &Bio) -> Option<MergeKind> {
         let req = &self.reqs[r as usize];
-        if req.op != b.op || req.class != b.class {
+        if req.op != b.op || (self.classes && req.class != b.class) {
             return None;
         }
         if self.cfg.merges == Merges::AdjacentAndSameLba

@@ -33,7 +33,7 @@
 use engine::IoClass;
 
 use crate::blk::{ReqState, SubmitOutcome};
-use crate::config::CompletionMode;
+use crate::config::{CompletionMode, Switch};
 use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
@@ -173,7 +173,8 @@ impl Host {
             h.tags
         );
         let sqid = h.sqid;
-        self.out.push(nvme::command(now, sqid, r, req));
+        let attr = self.cfg.attr == Switch::On;
+        self.out.push(nvme::command(now, sqid, r, req, attr));
         self.commands_sent += 1;
         self.nvme.doorbells += 1;
         match req.class {
@@ -231,6 +232,63 @@ impl Host {
                     class: Some(self.blk.reqs[r as usize].class),
                 },
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::{IoClass, IoOp, SimTime};
+
+    use crate::config::{HostConfig, Switch};
+    use crate::machine::Host;
+    use crate::testing::{fio_process, FixedLatencyDevice};
+
+    /// The classes the device saw, per process (by the file each command falls in): a
+    /// latency-critical process's direct reads and the write-back of the pages it dirtied,
+    /// and a throughput process's direct reads.
+    fn device_classes(attr: Switch) -> [Vec<(IoOp, IoClass)>; 3] {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.attr = attr;
+        cfg.pagecache.dirty_expire_ns = 10_000_000;
+        cfg.pagecache.dirty_writeback_interval_ns = 10_000_000;
+        let direct = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=20\n";
+        let buffered = "[w]\nioengine=psync\ndirect=0\nbs=4k\nrw=write\nsize=64k\n";
+        let mut lc_direct = fio_process(direct, &cfg);
+        lc_direct.class = IoClass::LatencyCritical;
+        let mut lc_buffered = fio_process(buffered, &cfg);
+        lc_buffered.class = IoClass::LatencyCritical;
+        let tp_direct = fio_process(direct, &cfg);
+        let procs = vec![lc_direct, lc_buffered, tp_direct];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(50), 1 << 40).unwrap();
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+        dev.run(&mut host, None);
+        let bases: Vec<u64> = host.pc.files.iter().map(|f| f.base_sector).collect();
+        let mut seen: [Vec<(IoOp, IoClass)>; 3] = Default::default();
+        for c in &dev.commands {
+            let file = bases.iter().rposition(|&b| c.slba >= b).unwrap();
+            seen[file].push((c.op, c.class));
+        }
+        host.finish().unwrap();
+        seen
+    }
+
+    /// `attr = "on"`: the class of the process reaches the NVMe command for direct I/O and,
+    /// through the dirty pages, for the write-back of buffered writes; `off`: the device sees
+    /// every command unclassified (throughput).
+    #[test]
+    fn the_class_reaches_the_command_only_with_attr_on() {
+        use IoClass::{LatencyCritical as Lc, Throughput as Tp};
+        let on = device_classes(Switch::On);
+        assert_eq!(on[0].len(), 20);
+        assert!(on[0].iter().all(|&c| c == (IoOp::Read, Lc)), "{:?}", on[0]);
+        assert!(!on[1].is_empty(), "the dirty pages were written back");
+        assert!(on[1].iter().all(|&c| c == (IoOp::Write, Lc)), "{:?}", on[1]);
+        assert!(on[2].iter().all(|&c| c == (IoOp::Read, Tp)), "{:?}", on[2]);
+        let off = device_classes(Switch::Off);
+        for (p, cmds) in off.iter().enumerate() {
+            assert_eq!(cmds.len(), on[p].len(), "process {p}: the same commands");
+            assert!(cmds.iter().all(|&(_, c)| c == Tp), "process {p}: {cmds:?}");
         }
     }
 }

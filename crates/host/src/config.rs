@@ -100,6 +100,12 @@ pub const HOST_PRESETS: [&str; 3] = ["arm8", "arm8-4g", "x86-4"];
 pub struct HostConfig {
     /// Name shown in reports (the preset's unless overridden).
     pub name: String,
+    /// Latency classes end to end (`chworkload_attr`): with `on` the kernel knows each
+    /// process's class and copies it into every I/O record down to the NVMe command's reserved
+    /// field; with `off` (stock Linux) no layer sees a class and the device gets every command
+    /// unclassified (`IoClass::Throughput`). Reports split by class either way: the split is
+    /// the experimenter's label, not the kernel's knowledge (`machine`'s essay).
+    pub attr: Switch,
     pub cpu: CpuConfig,
     pub pagecache: PageCacheConfig,
     pub blk: BlkConfig,
@@ -619,6 +625,7 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
     let f = cfs_factor(cores);
     HostConfig {
         name: name.into(),
+        attr: Switch::Off,
         cpu: CpuConfig {
             cores,
             clock_mhz: 2_000,

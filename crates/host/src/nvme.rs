@@ -52,7 +52,8 @@ pub struct HostCommand {
     /// First 512-byte sector.
     pub slba: u64,
     pub sectors: u32,
-    /// The class, in the command's reserved field.
+    /// The class, in the command's reserved field (`Throughput`, unclassified, when
+    /// `attr = "off"`).
     pub class: IoClass,
     /// Write-back wave hint: the wave's page count (0 = no hint).
     pub wave_pages: u32,
@@ -103,8 +104,10 @@ pub struct NvmeStats {
     pub last_write_buffer_pct: u8,
 }
 
-/// Builds the command for a dispatched request.
-pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request) -> HostCommand {
+/// Builds the command for a dispatched request. The reserved field carries the request's
+/// class only when the kernel knows classes (`attr`); otherwise every command goes out
+/// unclassified, which the device reads as `Throughput` (its default class).
+pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request, attr: bool) -> HostCommand {
     HostCommand {
         at,
         sqid,
@@ -112,7 +115,7 @@ pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request) -> HostCommand {
         op: req.op,
         slba: req.sector,
         sectors: req.sectors,
-        class: req.class,
+        class: if attr { req.class } else { IoClass::Throughput },
         wave_pages: req.wave_pages,
     }
 }

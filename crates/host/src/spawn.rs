@@ -38,7 +38,7 @@ use workload::{Buffering, IoGenerator, JobSpec, Profile, ProfileGenerator};
 
 use crate::blk::Blk;
 use crate::breakdown::LayerTimes;
-use crate::config::HostConfig;
+use crate::config::{HostConfig, Switch};
 use crate::cpu::{Cat, Cpu};
 use crate::jitter::CostDraws;
 use crate::machine::{Ev, Host, HostError};
@@ -483,7 +483,8 @@ impl<'c> Spawner<'c> {
             cpu: self.cpu,
             pc: self.pc,
             blk: Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests())
-                .with_poll_queues(cfg.nvme.poll_queues as u16),
+                .with_poll_queues(cfg.nvme.poll_queues as u16)
+                .with_classes(cfg.attr == Switch::On),
             threads: self.threads,
             procs: self.procs,
             flush: FlusherState {
