@@ -32,7 +32,7 @@
 
 use engine::IoClass;
 
-use crate::blk::{ReqState, SubmitOutcome};
+use crate::blk::{ReqState, SubmitOutcome, NO_HCTX};
 use crate::config::{CompletionMode, Switch};
 use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
@@ -56,9 +56,10 @@ impl Host {
                 self.blk.bios[b as usize].live,
                 "thread {t} submits freed bio {b}"
             );
+            let class = self.blk.bios[b as usize].class;
             let ns = self.cfg.blk.bio_submit_ns
                 + self.cfg.blk.merge_check_ns
-                    * self.blk.merge_candidates(&th.plug, th.io.hctx) as u64;
+                    * self.blk.merge_candidates(&th.plug, th.io.hctx, class) as u64;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
             self.threads[t as usize].bio_started = self.now;
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
@@ -104,7 +105,7 @@ impl Host {
                 if !th.plug.is_empty() {
                     self.unplug(t);
                 } else {
-                    let h = th.io.hctx;
+                    let h = self.blk.route(th.io.hctx, self.blk.bios[b as usize].class);
                     self.blk.hctxs[h as usize].alloc_waiters.push_back(t);
                     self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
                 }
@@ -126,8 +127,14 @@ impl Host {
 
     /// Dispatches the next request the scheduler and tags allow, or goes back to submission.
     pub(crate) fn dispatch_next(&mut self, t: u32) {
-        let h = self.threads[t as usize].io.hctx;
-        match self.blk.pick_dispatch(self.now, h) {
+        let base = self.threads[t as usize].io.hctx;
+        let picked = self
+            .blk
+            .dispatch_queues(base)
+            .into_iter()
+            .filter(|&h| h != NO_HCTX)
+            .find_map(|h| self.blk.pick_dispatch(self.now, h));
+        match picked {
             Some(r) => {
                 self.threads[t as usize].dispatching = r;
                 let ns = self
@@ -213,8 +220,18 @@ impl Host {
         }
     }
 
-    /// Dispatches requests left waiting on hardware queue `h` (kblockd on the queue's core).
+    /// Dispatches requests left waiting on hardware queue `h` and on the queues sharing its
+    /// CQ (kblockd on the queue's core).
     pub(crate) fn run_queue_deferred(&mut self, h: u16) {
+        let base = self.blk.hctxs[h as usize].cq;
+        for q in self.blk.dispatch_queues(base) {
+            if q != NO_HCTX {
+                self.run_one_queue_deferred(q);
+            }
+        }
+    }
+
+    fn run_one_queue_deferred(&mut self, h: u16) {
         let core = self.blk.hctxs[h as usize].core;
         let ns =
             self.cfg.blk.dispatch_ns + self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
@@ -290,5 +307,48 @@ mod tests {
             assert_eq!(cmds.len(), on[p].len(), "process {p}: the same commands");
             assert!(cmds.iter().all(|&(_, c)| c == Tp), "process {p}: {cmds:?}");
         }
+    }
+
+    /// `nvme.lc_queue`: latency-critical commands leave on the urgent twin SQs (ids after the
+    /// 2 × 8 interrupt and poll queues of arm8), throughput commands on the ordinary ones, and
+    /// both complete through the CQ they share; without it no twin exists.
+    #[test]
+    fn lc_queue_sends_latency_critical_commands_to_the_twin_sq() {
+        let run = |lc_queue: Switch| {
+            let mut cfg = HostConfig::preset("arm8").unwrap();
+            cfg.attr = Switch::On;
+            cfg.nvme.lc_queue = lc_queue;
+            let direct = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=20\n";
+            let mut lc = fio_process(direct, &cfg);
+            lc.class = IoClass::LatencyCritical;
+            let procs = vec![lc, fio_process(direct, &cfg)];
+            let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(5), 1 << 40).unwrap();
+            let pairs = host.queue_pairs().to_vec();
+            let mut dev = FixedLatencyDevice::new(&host, 10_000);
+            dev.run(&mut host, None);
+            host.finish().unwrap();
+            (pairs, dev.commands)
+        };
+        let (pairs, cmds) = run(Switch::On);
+        assert_eq!(pairs.len(), 32);
+        for c in &cmds {
+            let qp = pairs.iter().find(|q| q.sqid == c.sqid).unwrap();
+            match c.class {
+                IoClass::LatencyCritical => {
+                    assert!(c.sqid > 16 && qp.priority == crate::nvme::SqPriority::Urgent);
+                    assert_eq!(qp.cqid, c.sqid - 16, "shares its twin's CQ");
+                }
+                IoClass::Throughput => assert!(c.sqid <= 16, "{c:?}"),
+            }
+        }
+        assert_eq!(cmds.len(), 40);
+        let (pairs, cmds) = run(Switch::Off);
+        assert_eq!(pairs.len(), 16);
+        assert!(cmds.iter().all(|c| c.sqid <= 16));
+        // The switch needs the attribute: without it the driver cannot tell the classes apart.
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.nvme.lc_queue = Switch::On;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("nvme.lc_queue") && e.contains("attr"), "{e}");
     }
 }

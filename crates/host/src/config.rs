@@ -288,6 +288,10 @@ pub struct NvmeConfig {
     /// Poll queues (Linux's `poll_queues` module parameter); cores map onto them round-robin.
     /// 0 means one per core.
     pub poll_queues: u32,
+    /// A second, latency-critical SQ beside each SQ, sharing its CQ; the driver asks the
+    /// controller for strict-priority arbitration with the latency-critical SQs urgent
+    /// (`nvme`'s essay; the drain rule is the device's `ctrl.drain_*`). Needs `attr = "on"`.
+    pub lc_queue: Switch,
 }
 
 /// Completion of synchronous direct I/O (background I/O always uses interrupts).
@@ -532,6 +536,15 @@ impl HostConfig {
                 format!("0 (one per core) to cpu.cores ({})", c.cores),
             ));
         }
+        if self.attr != Switch::On {
+            if n.lc_queue == Switch::On {
+                return Err(invalid(
+                    "nvme.lc_queue",
+                    "\"on\"",
+                    "attr = \"on\" too: the driver learns a request's class from the attribute",
+                ));
+            }
+        }
         let j = &self.jitter;
         if j.cost_cv_pct > 100 {
             return Err(invalid(
@@ -684,6 +697,7 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             poll_complete_ns: 3_500,
             hybrid_sleep_pct: 50,
             poll_queues: 0,
+            lc_queue: Switch::Off,
         },
         app: AppConfig {
             syscall_ns: 1_000,

@@ -66,6 +66,7 @@
 
 mod app;
 pub mod blk;
+pub mod blk_bypass;
 mod blk_submit;
 pub mod breakdown;
 pub mod config;
@@ -98,7 +99,7 @@ pub use breakdown::Breakdown;
 pub use config::{CompletionMode, HostConfig, HostConfigError, HOST_PRESETS};
 pub use cpu::{Cat, CoreStats, CATS};
 pub use machine::{Host, HostError, HostReport};
-pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec};
+pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec, SqPriority};
 pub use process::{
     Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, TraceMode, TraceRecord, Workload,
 };

@@ -183,6 +183,12 @@ impl Host {
         &self.queue_pairs
     }
 
+    /// Whether the driver asks the controller for strict-priority arbitration when it enables
+    /// it (NVMe CC.AMS; `nvme.lc_queue`): the latency-critical SQs are created urgent.
+    pub fn strict_priority(&self) -> bool {
+        self.cfg.nvme.lc_queue == crate::config::Switch::On
+    }
+
     pub fn config(&self) -> &HostConfig {
         &self.cfg
     }

@@ -9,6 +9,17 @@
 //! pollers and submitters then meet on one queue (and, with `jitter.poll_lock = "shared"`, on
 //! its lock — see `jitter`).
 //!
+//! **Latency-critical SQs** (`nvme.lc_queue = "on"`, needs `attr`; FlashShare's two SQs per
+//! core): every queue pair gets a twin SQ that shares its CQ, created with priority `Urgent`;
+//! latency-critical requests go to the twin (`blk::route`), everything else to the ordinary SQ
+//! (`Medium`). The driver selects strict-priority arbitration when it enables the controller
+//! ([`Host::strict_priority`](crate::Host::strict_priority)), so the device fetches the twin's
+//! commands first; the device's drain rule (`ctrl.drain_entries` 8, `ctrl.drain_after_ns`
+//! 200 µs, `device::ctrl`) keeps the ordinary SQ from starving. Twins take SQ ids 2N+1..=4N in
+//! the order of the queues they twin; completions of both SQs land on the shared CQ and are
+//! handled as that CQ's (interrupt, or polled with its vector masked). Worked example (8
+//! cores): core 3's interrupt queue is SQ/CQ 4; its twin is SQ 20 on CQ 4.
+//!
 //! `nvme_queue_rq` (`queue_rq_ns`) turns a dispatched request into a command — op, LBA, length
 //! and, in the reserved field, the request's class and any write-back wave hint — writes it into
 //! the SQ and rings the doorbell (`doorbell_write_ns` of CPU; the device models the link
@@ -72,7 +83,8 @@ pub struct DeviceCqe {
     pub write_buffer_pct: u8,
 }
 
-/// A queue pair the host creates at start-up (admin commands).
+/// A queue pair the host creates at start-up (admin commands). Latency-critical SQs
+/// (`nvme.lc_queue`) share the CQ of the queue they twin: their `cqid` is that queue's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueuePairSpec {
     pub sqid: u16,
@@ -81,6 +93,16 @@ pub struct QueuePairSpec {
     /// MSI-X enabled (false: a poll queue).
     pub interrupts: bool,
     pub core: u16,
+    /// The SQ's priority in the Create I/O SQ command (NVMe QPRIO).
+    pub priority: SqPriority,
+}
+
+/// NVMe SQ priority as the driver asks for it (QPRIO of Create I/O SQ); the device's
+/// arbitration reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqPriority {
+    Urgent,
+    Medium,
 }
 
 /// Driver counters.
@@ -120,8 +142,9 @@ pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request, attr: bool) -> H
     }
 }
 
-/// Queue pairs for `cores` cores: interrupt queues, then poll queues.
-pub fn queue_pairs(cores: u16, depth: u32) -> Vec<QueuePairSpec> {
+/// Queue pairs for `cores` cores: interrupt queues, then poll queues, then (with
+/// `lc_queue`) one urgent latency-critical SQ per queue, in the same order, on its CQ.
+pub fn queue_pairs(cores: u16, depth: u32, lc_queue: bool) -> Vec<QueuePairSpec> {
     let mut v = Vec::new();
     for kind in [QueueKind::Interrupt, QueueKind::Poll] {
         for core in 0..cores {
@@ -132,6 +155,17 @@ pub fn queue_pairs(cores: u16, depth: u32) -> Vec<QueuePairSpec> {
                 depth,
                 interrupts: kind == QueueKind::Interrupt,
                 core,
+                priority: SqPriority::Medium,
+            });
+        }
+    }
+    if lc_queue {
+        let base = v.len();
+        for i in 0..base {
+            v.push(QueuePairSpec {
+                sqid: (base + i + 1) as u16,
+                priority: SqPriority::Urgent,
+                ..v[i]
             });
         }
     }
@@ -158,10 +192,17 @@ mod tests {
 
     #[test]
     fn queue_ids_follow_the_layout() {
-        let q = queue_pairs(4, 1024);
+        let q = queue_pairs(4, 1024, false);
         assert_eq!(q.len(), 8);
         assert_eq!((q[0].sqid, q[0].core, q[0].interrupts), (1, 0, true));
         assert_eq!((q[5].sqid, q[5].core, q[5].interrupts), (6, 1, false));
+        assert!(q.iter().all(|p| p.priority == SqPriority::Medium));
+        // Latency-critical twins: SQs 9..=16 on CQs 1..=8, urgent.
+        let q = queue_pairs(4, 1024, true);
+        assert_eq!(q.len(), 16);
+        let twin = q[8 + 5];
+        assert_eq!((twin.sqid, twin.cqid, twin.core, twin.interrupts), (14, 6, 1, false));
+        assert_eq!(twin.priority, SqPriority::Urgent);
     }
 
     #[test]

@@ -477,14 +477,18 @@ impl<'c> Spawner<'c> {
         // the same stream twice (correlated costs): keep each site with one owner.
         self.cpu
             .set_cost_draws(CostDraws::new(self.seed, &cfg.jitter));
+        let mut blk = Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests())
+            .with_poll_queues(cfg.nvme.poll_queues as u16)
+            .with_classes(cfg.attr == Switch::On);
+        if cfg.nvme.lc_queue == Switch::On {
+            blk = blk.with_lc_queues();
+        }
         Host {
             cfg: cfg.clone(),
             events: self.events,
             cpu: self.cpu,
             pc: self.pc,
-            blk: Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests())
-                .with_poll_queues(cfg.nvme.poll_queues as u16)
-                .with_classes(cfg.attr == Switch::On),
+            blk,
             threads: self.threads,
             procs: self.procs,
             flush: FlusherState {
@@ -503,7 +507,11 @@ impl<'c> Spawner<'c> {
             commands_sent: 0,
             cqes_received: 0,
             errors: Vec::new(),
-            queue_pairs: nvme::queue_pairs(cores, cfg.nvme.queue_depth),
+            queue_pairs: nvme::queue_pairs(
+                cores,
+                cfg.nvme.queue_depth,
+                cfg.nvme.lc_queue == Switch::On,
+            ),
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
             io_log: None,
