@@ -33,6 +33,7 @@
 use engine::IoClass;
 
 use crate::blk::{ReqState, SubmitOutcome, NO_HCTX};
+use crate::blk_bypass::BypassOutcome;
 use crate::config::{CompletionMode, Switch};
 use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
@@ -57,9 +58,17 @@ impl Host {
                 "thread {t} submits freed bio {b}"
             );
             let class = self.blk.bios[b as usize].class;
-            let ns = self.cfg.blk.bio_submit_ns
-                + self.cfg.blk.merge_check_ns
-                    * self.blk.merge_candidates(&th.plug, th.io.hctx, class) as u64;
+            let search_ns = if self.bypasses(class) {
+                if !th.plug.is_empty() {
+                    // Nothing this thread submitted before may be overtaken: plug first.
+                    return self.unplug(t);
+                }
+                self.cfg.blk.hazard_check_ns * self.blk.hazard_candidates(th.io.hctx) as u64
+            } else {
+                self.cfg.blk.merge_check_ns
+                    * self.blk.merge_candidates(&th.plug, th.io.hctx, class) as u64
+            };
+            let ns = self.cfg.blk.bio_submit_ns + search_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
             self.threads[t as usize].bio_started = self.now;
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
@@ -79,12 +88,68 @@ impl Host {
         self.submission_done(t);
     }
 
+    /// Whether a bio of `class` bypasses the queues (`blk.bypass_lc`).
+    fn bypasses(&self, class: IoClass) -> bool {
+        class == IoClass::LatencyCritical
+            && self.cfg.blk.bypass_lc == Switch::On
+            && self.cfg.attr == Switch::On
+    }
+
+    /// A bypassing bio's submission work is done (`blk_bypass`): hand its request (and any
+    /// queued request it takes along) to the driver, or fall back to the queue, or wait for a
+    /// request.
+    fn bio_bypassed(&mut self, t: u32, b: u32) {
+        let now = self.now;
+        let th = &self.threads[t as usize];
+        let outcome = self.blk.submit_bypass(now, th.bio_started, b, th.io.hctx);
+        let th = &mut self.threads[t as usize];
+        match outcome {
+            BypassOutcome::Direct { first, req } => {
+                th.next_bio += 1;
+                th.direct.extend(first);
+                th.direct.push(req);
+                if matches!(th.role, Role::Flusher) && self.flush.hint_pages > 0 {
+                    self.blk.reqs[req as usize].wave_pages =
+                        std::mem::take(&mut self.flush.hint_pages);
+                }
+                self.direct_next(t);
+            }
+            BypassOutcome::MergedDirect { req } => {
+                th.next_bio += 1;
+                th.direct.push(req);
+                self.direct_next(t);
+            }
+            BypassOutcome::Queued => {
+                th.next_bio += 1;
+                self.dispatch_next(t);
+            }
+            BypassOutcome::NoRequest { hctx } => {
+                self.blk.hctxs[hctx as usize].alloc_waiters.push_back(t);
+                self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
+            }
+        }
+    }
+
+    /// Hands the thread's next bypassing request to the driver (no dispatch work: the
+    /// hardware queue is skipped).
+    fn direct_next(&mut self, t: u32) {
+        let th = &mut self.threads[t as usize];
+        let r = th.direct.remove(0);
+        th.bypassing = true;
+        th.dispatching = r;
+        self.dispatch_done(t);
+    }
+
     /// The bio's submission work is done: it merged, became a request in the plug, or no
     /// request was free (flush the plug, or sleep for one).
     pub(crate) fn bio_submitted(&mut self, t: u32) {
         let now = self.now;
         let th = &mut self.threads[t as usize];
         let b = th.bios[th.next_bio];
+        if self.bypasses(self.blk.bios[b as usize].class) {
+            return self.bio_bypassed(t, b);
+        }
+        let th = &mut self.threads[t as usize];
         let outcome = self
             .blk
             .submit_bio(now, th.bio_started, b, &mut th.plug, th.io.hctx);
@@ -157,10 +222,18 @@ impl Host {
         self.burst(t, ns, Cat::Nvme, Step::Driver);
     }
 
-    /// The doorbell is written: the command leaves; dispatch the next request.
+    /// The doorbell is written: the command leaves; dispatch the next request (or, bypassing,
+    /// send the next bypassing request or go back to submission).
     pub(crate) fn driver_done(&mut self, t: u32) {
         let r = std::mem::replace(&mut self.threads[t as usize].dispatching, NIL);
         self.emit(r);
+        let th = &mut self.threads[t as usize];
+        if !th.direct.is_empty() {
+            return self.direct_next(t);
+        }
+        if std::mem::take(&mut th.bypassing) {
+            return self.submission_next(t);
+        }
         self.dispatch_next(t);
     }
 
@@ -350,5 +423,48 @@ mod tests {
         cfg.nvme.lc_queue = Switch::On;
         let e = cfg.validate().unwrap_err().to_string();
         assert!(e.contains("nvme.lc_queue") && e.contains("attr"), "{e}");
+    }
+
+    /// `blk.bypass_lc`: a latency-critical reader shares one core with a throughput job whose
+    /// reads pile up in the hardware queue (kyber lets one read in flight at a time). Queued,
+    /// the latency-critical reads wait behind them; bypassing, their software-queue time is
+    /// only the submission CPU and their hardware-queue time is zero.
+    #[test]
+    fn bypass_empties_latency_critical_time_in_the_queues() {
+        let run = |bypass: Switch| {
+            let mut cfg = HostConfig::preset("arm8").unwrap();
+            cfg.cpu.cores = 1;
+            cfg.attr = Switch::On;
+            cfg.blk.bypass_lc = bypass;
+            cfg.blk.scheduler = crate::config::Scheduler::Kyber;
+            cfg.blk.kyber_read_depth = 1;
+            let lc = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=50\n";
+            let tp = "[t]\nioengine=libaio\niodepth=16\ndirect=1\nbs=4k\nrw=randread\ntime_based\nruntime=20ms\n";
+            let mut lc = fio_process(lc, &cfg);
+            lc.class = IoClass::LatencyCritical;
+            let procs = vec![lc, fio_process(tp, &cfg)];
+            let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(20), 1 << 40).unwrap();
+            let mut dev = FixedLatencyDevice::new(&host, 10_000);
+            dev.run(&mut host, None);
+            let r = host.finish().unwrap();
+            (r.breakdown[IoClass::LatencyCritical.index()].clone(), r.blk)
+        };
+        let (queued, blk) = run(Switch::Off);
+        assert_eq!(queued.requests, 50);
+        assert_eq!(blk.bypassed, 0);
+        assert!(
+            queued.software_queue > 30_000,
+            "behind the throughput reads: {queued:?}"
+        );
+        assert!(queued.hardware_queue >= 800, "dispatch_ns at least: {queued:?}");
+        let (bypassed, blk) = run(Switch::On);
+        assert_eq!((bypassed.requests, blk.bypassed), (50, 50));
+        assert_eq!(bypassed.hardware_queue, 0);
+        // bio_submit_ns + hazard_check_ns per queued request (at most 16 here), plus the
+        // interrupts that steal the one core during it: no queue wait.
+        assert!(
+            (1_500..3_000).contains(&bypassed.software_queue),
+            "{bypassed:?}"
+        );
     }
 }

@@ -232,6 +232,13 @@ pub struct BlkConfig {
     pub kyber_read_depth: u32,
     /// kyber-like: in-flight limit of writes per hardware queue (reads are favoured).
     pub kyber_write_depth: u32,
+    /// The bypass's hazard search: comparing a bypassing bio's sectors with one queued request
+    /// (one cache line of the request; cheaper than a merge attempt, `merge_check_ns`).
+    pub hazard_check_ns: u64,
+    /// Latency-critical requests skip the plug and the software and hardware queues, with
+    /// the hazard rule for queued requests on the same sectors (`blk_bypass`). Needs
+    /// `attr = "on"`.
+    pub bypass_lc: Switch,
 }
 
 /// The I/O scheduler on every hardware queue.
@@ -537,12 +544,17 @@ impl HostConfig {
             ));
         }
         if self.attr != Switch::On {
-            if n.lc_queue == Switch::On {
-                return Err(invalid(
-                    "nvme.lc_queue",
-                    "\"on\"",
-                    "attr = \"on\" too: the driver learns a request's class from the attribute",
-                ));
+            for (key, on) in [
+                ("nvme.lc_queue", n.lc_queue == Switch::On),
+                ("blk.bypass_lc", b.bypass_lc == Switch::On),
+            ] {
+                if on {
+                    return Err(invalid(
+                        key,
+                        "\"on\"",
+                        "attr = \"on\" too: the kernel learns a request's class from the attribute",
+                    ));
+                }
             }
         }
         let j = &self.jitter;
@@ -687,6 +699,8 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             deadline_writes_starved: 2,
             kyber_read_depth: 256,
             kyber_write_depth: 128,
+            hazard_check_ns: 50,
+            bypass_lc: Switch::Off,
         },
         nvme: NvmeConfig {
             queue_depth: 1024,
@@ -745,6 +759,7 @@ fn x86_4() -> HostConfig {
         &mut h.pagecache.writeback_end_page_ns,
         &mut h.blk.bio_submit_ns,
         &mut h.blk.merge_check_ns,
+        &mut h.blk.hazard_check_ns,
         &mut h.blk.dispatch_ns,
         &mut h.blk.complete_ns,
         &mut h.nvme.queue_rq_ns,
