@@ -311,6 +311,9 @@ pub enum CompletionMode {
     Polled,
     /// Sleep for part of the expected latency, then poll.
     Hybrid,
+    /// FlashShare's selective ISR: latency-critical I/O is polled, everything else takes
+    /// interrupts. Needs `attr = "on"`.
+    Selective,
 }
 
 /// What disturbs the kernel's paths: cost variance, the timer tick, the poll/submission lock
@@ -547,6 +550,10 @@ impl HostConfig {
             for (key, on) in [
                 ("nvme.lc_queue", n.lc_queue == Switch::On),
                 ("blk.bypass_lc", b.bypass_lc == Switch::On),
+                (
+                    "nvme.completion",
+                    n.completion == CompletionMode::Selective,
+                ),
             ] {
                 if on {
                     return Err(invalid(

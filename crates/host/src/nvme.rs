@@ -36,6 +36,12 @@
 //!   `poll_complete_ns` (cheaper than ISR + completion: warm caches, no switch).
 //! - **Hybrid**: the thread first sleeps for `hybrid_sleep_pct` % of the mean latency of recent
 //!   polled I/O on its queue (a timer interrupt wakes it), then polls (Linux's hybrid polling).
+//! - **Selective** (`completion = "selective"`, needs `attr`; FlashShare's selective ISR): a
+//!   latency-critical thread's synchronous direct I/O is polled, everything else (throughput
+//!   threads, asynchronous and buffered I/O) takes interrupts. The polled I/O uses the core's
+//!   poll queue (or, with `lc_queue`, its urgent twin sharing the poll CQ), whose vector is
+//!   masked: only latency-critical pollers use that CQ, so it is masked exactly while they
+//!   poll, and a throughput completion never lands on it.
 //!
 //! Worked example (arm8, zssd 4 KiB read): polled — the thread spins ≈ 10 µs of device time,
 //! sees the CQE within 0.2 µs and completes it in 3.5 µs; interrupt — the core is free during
