@@ -277,7 +277,9 @@ impl Host {
             return self.after_io(t);
         }
         match (io.path, io.completion) {
-            (Path::Direct, CompletionMode::Polled) => self.start_poll(t),
+            (Path::Direct, CompletionMode::Polled) if self.dedicated_core.is_none() => {
+                self.start_poll(t)
+            }
             (Path::Direct, CompletionMode::Hybrid) => {
                 let mean = self.blk.hctxs[io.hctx as usize].poll_mean_ns;
                 let s = nvme::hybrid_sleep_ns(mean, self.cfg.nvme.hybrid_sleep_pct);

@@ -68,6 +68,7 @@ mod app;
 pub mod blk;
 pub mod blk_bypass;
 mod blk_submit;
+mod dedcore;
 pub mod breakdown;
 pub mod config;
 pub mod cpu;

@@ -172,6 +172,11 @@ pub struct Host {
     pub(crate) costs: CostDraws,
     /// Where in its poll loop a submitter finds a spinning poller (`jitter.poll_lock`).
     pub(crate) poll_lock_rng: SimRng,
+    /// DedCore (`nvme.dedcore`): the polling core, if any.
+    pub(crate) dedicated_core: Option<u16>,
+    /// DedCore: a completion handed over by the polling core is being finished (its wake-ups
+    /// cross cores).
+    pub(crate) handing_off: bool,
     /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
     /// latency_ns)`; `None` (the default) keeps no log.
     pub(crate) io_log: Option<Vec<(IoClass, u64, u64)>>,
@@ -387,6 +392,9 @@ impl Host {
         let th = &mut self.threads[t as usize];
         assert_ne!(th.wait, Wait::None, "thread {t} woken while not sleeping");
         th.wait = Wait::None;
+        if self.handing_off {
+            return self.wake_handed_off(t);
+        }
         self.cpu.wake(self.now, t, 0, Cat::Sched);
     }
 

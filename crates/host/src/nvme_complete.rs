@@ -193,6 +193,7 @@ impl Host {
         let h = self.blk.hctx_of_queue(cqid) as usize;
         let (kind, core) = (self.blk.hctxs[h].kind, self.blk.hctxs[h].core);
         match kind {
+            QueueKind::Poll if self.dedicated_core.is_some() => self.dedcore_cqe(r),
             QueueKind::Poll => {
                 self.blk.hctxs[h].posted.push(r);
                 let first = self.blk.reqs[r as usize].first_bio;
@@ -269,6 +270,7 @@ impl Host {
                 self.blk.reqs[req as usize].t_driver = self.now;
                 self.emit(req);
             }
+            IrqAction::HandOff { req } => self.handed_off(req, started),
             IrqAction::Wake { thread } => {
                 if self.threads[thread as usize].wait == Wait::Timer {
                     self.wake(thread);

@@ -75,8 +75,13 @@ impl Host {
             spawner.spawn_process(index, spec, duration)?;
         }
         let flusher = spawner.spawn_flusher();
+        let poller = (cfg.nvme.dedcore == Switch::On).then(|| spawner.spawn_poller());
         spawner.arm_first_events(duration);
         let mut host = spawner.into_host(flusher, duration);
+        if let Some(t) = poller {
+            host.dedicated_core = Some(host.core_of(t));
+            host.cpu.wake(SimTime::ZERO, t, 0, Cat::Sched);
+        }
         host.arm_first_tick();
         host.start_threads();
         Ok(host)
@@ -176,10 +181,35 @@ impl<'c> Spawner<'c> {
         }
     }
 
+    /// Cores threads are placed on: all but DedCore's polling core (the last), if any.
+    fn app_cores(&self) -> u16 {
+        let cores = self.cfg.cpu.cores as u16;
+        if self.cfg.nvme.dedcore == Switch::On {
+            cores - 1
+        } else {
+            cores
+        }
+    }
+
+    /// DedCore's polling thread, alone on the last core.
+    fn spawn_poller(&mut self) -> u32 {
+        let core = self.cfg.cpu.cores as u16 - 1;
+        let t = self.cpu.add_thread(core, IoClass::Throughput);
+        let th = Thread::new(
+            u32::MAX,
+            IoClass::Throughput,
+            Role::Poller,
+            stream(self.seed, "kernel.poller"),
+            0,
+        );
+        self.threads.push(th);
+        t
+    }
+
     /// Places a new thread of `class` on the next core, round-robin.
     fn place(&mut self, class: IoClass) -> u32 {
         let core = self.next_core;
-        self.next_core = (self.next_core + 1) % self.cfg.cpu.cores as u16;
+        self.next_core = (self.next_core + 1) % self.app_cores();
         let t = self.cpu.add_thread(core, class);
         assert_eq!(
             t as usize,
@@ -302,7 +332,10 @@ impl<'c> Spawner<'c> {
         duration: SimTime,
     ) -> Result<ProcState, HostError> {
         let spec = p.spec;
-        let mean_gap = profile.mean_instructions_between_ios();
+        let mean_gap = crate::process::online_mean_gap(
+            profile.mean_instructions_between_ios(),
+            spec.instructions_per_request,
+        );
         if spec.requests_per_sec == 0 || spec.threads == 0 {
             return Err(p.unsupported(
                 "an online service needs requests_per_sec ≥ 1 and threads (workers) ≥ 1".into(),
@@ -515,6 +548,8 @@ impl<'c> Spawner<'c> {
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
             io_log: None,
+            dedicated_core: None,
+            handing_off: false,
         }
     }
 }

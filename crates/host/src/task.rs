@@ -120,6 +120,8 @@ pub(crate) enum Role {
     Offline,
     Fio(Box<FioThread>),
     Flusher,
+    /// DedCore's polling kernel thread (`dedcore`).
+    Poller,
 }
 
 /// One thread's I/O-path state (its scheduling state is `cpu::ThreadSched`).
