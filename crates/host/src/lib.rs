@@ -64,6 +64,7 @@
 //! `blk_submit`, `nvme_complete` and `cpu` (and `jitter`, a state module, may not import the
 //! machine they drive).
 
+pub mod accel;
 mod app;
 pub mod blk;
 pub mod blk_bypass;
