@@ -273,8 +273,7 @@ impl Controller {
             let Some(&(_, oldest)) = sq.visible.front() else {
                 continue;
             };
-            let starved =
-                sq.visible.len() > entries || now.saturating_since(oldest) > after;
+            let starved = sq.visible.len() > entries || now.saturating_since(oldest) > after;
             let rank = sq.priority.rank();
             if rank > top && starved && best.is_none_or(|(r, _)| rank < r) {
                 best = Some((rank, i));
@@ -490,7 +489,11 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(low_at, Some(201), "the first pick after waiting more than 200 µs");
+        assert_eq!(
+            low_at,
+            Some(201),
+            "the first pick after waiting more than 200 µs"
+        );
         // Round robin would have served it at once: the rule is strict priority's only.
         let mut rr = ctrl(Arbitration::RoundRobin);
         rr.create_queue_pair(1, 1, 64, SqPriority::Low);

@@ -151,7 +151,10 @@ pub struct Xler {
 impl Xler {
     /// `queues` SQs of `depth` slots; merged commands up to `max_sectors`.
     pub fn new(cfg: AccelConfig, queues: u16, depth: u32, max_sectors: u32) -> Xler {
-        assert!(depth > 0 && max_sectors > 0, "an SQ holds at least one entry");
+        assert!(
+            depth > 0 && max_sectors > 0,
+            "an SQ holds at least one entry"
+        );
         let sq = Sq {
             entries: vec![None; depth as usize],
             valid: vec![0; (depth as usize).div_ceil(64)],
@@ -201,7 +204,9 @@ impl Xler {
                 })
         });
         if let Some(slot) = hit {
-            let e = q.entries[slot as usize].as_mut().expect("valid slot holds an entry");
+            let e = q.entries[slot as usize]
+                .as_mut()
+                .expect("valid slot holds an entry");
             if !(e.slba == slba && e.sectors == sectors) {
                 let end = (e.slba + e.sectors as u64).max(slba + sectors as u64);
                 e.slba = e.slba.min(slba);
@@ -279,7 +284,9 @@ mod tests {
         assert_eq!(w(&mut x, 100, 8, 2).placed, Placed::Merged { slot: 0 });
         // Front-adjacent merges too; a gap does not.
         assert_eq!(
-            x.submit(SimTime(150), 0, IoOp::Write, 24, 8, 9).unwrap().placed,
+            x.submit(SimTime(150), 0, IoOp::Write, 24, 8, 9)
+                .unwrap()
+                .placed,
             Placed::New { slot: 1 }
         );
         assert_eq!(w(&mut x, 200, 16, 3).placed, Placed::Merged { slot: 0 });

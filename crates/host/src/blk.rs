@@ -698,7 +698,11 @@ impl Blk {
     /// [`start_dispatch`](Self::start_dispatch)).
     pub(crate) fn remove_queued(&mut self, r: u32) {
         let req = &self.reqs[r as usize];
-        assert_eq!(req.state, ReqState::Queued, "request {r} taken out of no queue");
+        assert_eq!(
+            req.state,
+            ReqState::Queued,
+            "request {r} taken out of no queue"
+        );
         let h = &mut self.hctxs[req.hctx as usize];
         for q in [&mut h.fifo, &mut h.reads, &mut h.writes] {
             if let Some(i) = q.iter().position(|&x| x == r) {
@@ -1048,7 +1052,11 @@ mod tests {
         b.cfg.merge_scan_requests = 2;
         assert_eq!(b.merge_candidates(&[0; 10], 0, IoClass::Throughput), 2 + 2);
         b.cfg.merges = Merges::Off;
-        assert_eq!(b.merge_candidates(&[0; 10], 0, IoClass::Throughput), 0, "no merging, no search");
+        assert_eq!(
+            b.merge_candidates(&[0; 10], 0, IoClass::Throughput),
+            0,
+            "no merging, no search"
+        );
     }
 
     #[test]

@@ -183,7 +183,10 @@ impl Blk {
         }
         self.start_dispatch(now, r);
         self.stats.bypassed += 1;
-        BypassOutcome::Direct { first: before, req: r }
+        BypassOutcome::Direct {
+            first: before,
+            req: r,
+        }
     }
 }
 
@@ -254,7 +257,11 @@ mod tests {
                 Act::Queue { write, page, pages } | Act::Bypass { write, page, pages } => {
                     let op = if write { IoOp::Write } else { IoOp::Read };
                     let lc = matches!(a, Act::Bypass { .. });
-                    let class = if lc { IoClass::LatencyCritical } else { IoClass::Throughput };
+                    let class = if lc {
+                        IoClass::LatencyCritical
+                    } else {
+                        IoClass::Throughput
+                    };
                     let bio = b.new_bio(op, class, page * 8, pages * 8, owner);
                     if lc {
                         match b.submit_bypass(now, now, bio, 0) {
@@ -323,7 +330,13 @@ mod tests {
         bios.iter()
             .map(|&bio| {
                 let x = &b.bios[bio as usize];
-                (x.op, x.sector, x.sectors, pos[&bio], x.class == IoClass::LatencyCritical)
+                (
+                    x.op,
+                    x.sector,
+                    x.sectors,
+                    pos[&bio],
+                    x.class == IoClass::LatencyCritical,
+                )
             })
             .collect()
     }
@@ -364,7 +377,9 @@ mod tests {
         b.submit_bio(SimTime(0), SimTime(0), w, &mut plug, 0);
         b.insert(SimTime(0), plug[0]);
         let r = b.new_bio(IoOp::Read, IoClass::LatencyCritical, 800, 8, owner);
-        let BypassOutcome::Direct { first: None, req } = b.submit_bypass(SimTime(1), SimTime(1), r, 0) else {
+        let BypassOutcome::Direct { first: None, req } =
+            b.submit_bypass(SimTime(1), SimTime(1), r, 0)
+        else {
             panic!("no overlap: straight to the driver");
         };
         assert_eq!(b.reqs[req as usize].state, ReqState::Dispatching);

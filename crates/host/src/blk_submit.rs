@@ -458,7 +458,10 @@ mod tests {
             queued.software_queue > 30_000,
             "behind the throughput reads: {queued:?}"
         );
-        assert!(queued.hardware_queue >= 800, "dispatch_ns at least: {queued:?}");
+        assert!(
+            queued.hardware_queue >= 800,
+            "dispatch_ns at least: {queued:?}"
+        );
         let (bypassed, blk) = run(Switch::On);
         assert_eq!((bypassed.requests, blk.bypassed), (50, 50));
         assert_eq!(bypassed.hardware_queue, 0);

@@ -581,10 +581,7 @@ impl HostConfig {
             for (key, on) in [
                 ("nvme.lc_queue", n.lc_queue == Switch::On),
                 ("blk.bypass_lc", b.bypass_lc == Switch::On),
-                (
-                    "nvme.completion",
-                    n.completion == CompletionMode::Selective,
-                ),
+                ("nvme.completion", n.completion == CompletionMode::Selective),
             ] {
                 if on {
                     return Err(invalid(

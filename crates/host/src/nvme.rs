@@ -207,7 +207,10 @@ mod tests {
         let q = queue_pairs(4, 1024, true);
         assert_eq!(q.len(), 16);
         let twin = q[8 + 5];
-        assert_eq!((twin.sqid, twin.cqid, twin.core, twin.interrupts), (14, 6, 1, false));
+        assert_eq!(
+            (twin.sqid, twin.cqid, twin.core, twin.interrupts),
+            (14, 6, 1, false)
+        );
         assert_eq!(twin.priority, SqPriority::Urgent);
     }
 

@@ -374,8 +374,8 @@ mod tests {
         let mut dev = FixedLatencyDevice::new(&host, 10_000);
         dev.run(&mut host, None);
         let r = host.finish().unwrap();
-        let [lc, tp] = [IoClass::LatencyCritical, IoClass::Throughput]
-            .map(|c| r.breakdown[c.index()].clone());
+        let [lc, tp] =
+            [IoClass::LatencyCritical, IoClass::Throughput].map(|c| r.breakdown[c.index()].clone());
         assert_eq!((lc.requests, tp.requests), (30, 30));
         assert!(lc.poll > 0 && lc.irq == 0, "{lc:?}");
         assert!(tp.irq > 0 && tp.poll == 0, "{tp:?}");

@@ -115,8 +115,13 @@ impl Default for IoCtx {
 
 /// What a thread is for.
 pub(crate) enum Role {
-    Server { req: u32 },
-    Worker { req: u32, instr_left: u64 },
+    Server {
+        req: u32,
+    },
+    Worker {
+        req: u32,
+        instr_left: u64,
+    },
     Offline,
     Fio(Box<FioThread>),
     Flusher,

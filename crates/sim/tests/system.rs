@@ -335,7 +335,10 @@ fn the_class_travels_to_the_device_through_write_back() {
     let d = &off.run.device.commands;
     assert_eq!(d.latency_critical, 0);
     assert_eq!(d.throughput, d.reads + d.writes);
-    assert!(off.run.host.nvme.commands_latency_critical > 0, "the reports still label them");
+    assert!(
+        off.run.host.nvme.commands_latency_critical > 0,
+        "the reports still label them"
+    );
 }
 
 fn strip_wall(s: &SystemSummary) -> String {
