@@ -22,6 +22,7 @@
 //! - otherwise (a read after a queued write, a write after a queued read): the queued request
 //!   leaves its queue and both go to the driver on the queued request's SQ, the queued one
 //!   first, so the device fetches them in that order (an SQ is fetched in order).
+//!
 //! If two or more queued requests overlap the bio (or the one it would take along overlaps
 //! another queued request), or a driver tag is missing for what must go
 //! together, the bio does not bypass: its request joins the end of the overlapping request's

@@ -50,6 +50,7 @@
 //!   vector per core it does not. A *wake-up* onto another core does cost one: modelled as
 //!   `cpu.ipi_ns` (`cpu`'s essay), 9 of them in the golden co-run.
 //! - **Cache pollution after a switch**: `cpu.cache_pollution_ns`, already modelled.
+//!
 //! So the mechanisms give what the table says; we did not inflate costs to reach 39 µs (a
 //! figure measured on the published design's simulated ARM platform, which we do not model).
 //! The QD1 pins above did not move with `cpu.ipi_ns` (re-run: 14.798 / 11.650 / 13.398 /
