@@ -128,6 +128,11 @@ pub struct CtrlConfig {
     /// Firmware cores running the per-command work in parallel (each command runs on one
     /// core, the first one free). 1 = one serial core.
     pub firmware_cores: u32,
+    /// Strict priority's anti-starvation rule (`ctrl.rs`): a lower-priority SQ holding more
+    /// than this many commands is drained ahead of the higher ones (FlashShare's 8).
+    pub drain_entries: u32,
+    /// ... or once its oldest command has waited this long (FlashShare's 200 µs).
+    pub drain_after_ns: u64,
 }
 
 /// The DRAM cache and the write buffer inside it (device::cache).
@@ -422,6 +427,13 @@ impl DeviceConfig {
                 "at least 1 command per turn",
             ));
         }
+        if c.drain_entries == 0 || c.drain_after_ns == 0 {
+            return Err(invalid(
+                "ctrl.drain_entries",
+                format!("{} (drain_after_ns {})", c.drain_entries, c.drain_after_ns),
+                "a positive entry count and a positive wait (the low SQ must not starve)",
+            ));
+        }
         if !(1..=64).contains(&c.firmware_cores) {
             return Err(invalid(
                 "ctrl.firmware_cores",
@@ -671,6 +683,8 @@ fn base_ctrl() -> CtrlConfig {
         // per-command firmware on several embedded cores (3 to 5 Cortex-R class cores is the
         // usual range): 4 is an assumption. Per-command latency is unchanged by the count.
         firmware_cores: 4,
+        drain_entries: 8,
+        drain_after_ns: 200_000,
     }
 }
 

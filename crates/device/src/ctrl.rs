@@ -12,7 +12,13 @@
 //! - `weighted-round-robin` — urgent SQs first; then high, medium and low priority SQs get
 //!   turns in proportion to `wrr_weights` (e.g. 8:4:1).
 //! - `strict-priority` — the SQ of highest priority with work always goes first (the published
-//!   design's latency-critical SQ, set by an admin command).
+//!   design's latency-critical SQ: the host creates it `Urgent` and selects this mechanism
+//!   when it enables the controller, [`Controller::set_arbitration`]). So that the others never
+//!   starve, a lower-priority SQ is **drained** — every command it holds at that moment is
+//!   fetched before anything else — as soon as it holds more than `ctrl.drain_entries` (8)
+//!   commands or its oldest command has waited more than `ctrl.drain_after_ns` (200 µs) since
+//!   its doorbell was seen (FlashShare's rule; both checked at each fetch decision, which is
+//!   when they can matter: an idle fetch engine serves any SQ at once).
 //!
 //! A fetched command passes to the first free of `ctrl.firmware_cores` firmware cores
 //! (`ctrl.firmware_read_ns` or `ctrl.firmware_write_ns` each, pipelined with fetch). With one
@@ -25,7 +31,12 @@
 //!
 //! Worked example: with round-robin and burst 8, SQ 1 holding 20 commands and SQ 2 holding 2,
 //! the fetch order is 8 from SQ 1, 2 from SQ 2, 8 from SQ 1, 4 from SQ 1. Under strict priority
-//! with SQ 2 urgent, SQ 2's 2 go first.
+//! with SQ 2 urgent, SQ 2's 2 go first — unless SQ 1 holds more than 8 (here 20), which drains
+//! all 20 of SQ 1 first. With SQ 1 holding one command and SQ 2 refilled every µs, SQ 1's
+//! command goes at the first fetch decision after it has waited 200 µs (`ctrl.rs` tests).
+//!
+//! Config keys: `ctrl.arbitration`, `ctrl.arbitration_burst`, `ctrl.wrr_weights`,
+//! `ctrl.drain_entries`, `ctrl.drain_after_ns`, `ctrl.fetch_ns`, `ctrl.firmware_*`.
 //!
 //! ## What it leaves out
 //! Admin queue traffic, multiple outstanding fetches, SQ/CQ entries' own memory traffic
@@ -59,8 +70,9 @@ struct Sq {
     cq: u16,
     depth: u32,
     priority: SqPriority,
-    /// Commands whose doorbell the controller has seen, not yet fetched (slots).
-    visible: VecDeque<u32>,
+    /// Commands whose doorbell the controller has seen, not yet fetched: (slot, when the
+    /// doorbell was seen).
+    visible: VecDeque<(u32, SimTime)>,
     /// Commands submitted and not yet fetched (visible or doorbell in flight).
     occupied: u32,
 }
@@ -82,6 +94,14 @@ pub struct Controller {
     firmware_write_ns: u64,
     /// When each firmware core is next free (`ctrl.firmware_cores` of them).
     firmware_free: Vec<SimTime>,
+    /// Strict priority's anti-starvation thresholds (`ctrl.drain_entries`,
+    /// `ctrl.drain_after_ns`).
+    drain_entries: u32,
+    drain_after_ns: u64,
+    /// A starving lower-priority SQ being drained: (SQ, commands left of the drain).
+    draining: Option<(usize, u32)>,
+    /// Drains started (strict priority's anti-starvation rule fired).
+    pub drains: u64,
 }
 
 /// Why a submission was refused.
@@ -112,7 +132,24 @@ impl Controller {
             firmware_read_ns: config.firmware_read_ns,
             firmware_write_ns: config.firmware_write_ns,
             firmware_free: vec![SimTime::ZERO; config.firmware_cores as usize],
+            drain_entries: config.drain_entries,
+            drain_after_ns: config.drain_after_ns,
+            draining: None,
+            drains: 0,
         }
+    }
+
+    /// The arbitration mechanism the host selected (NVMe CC.AMS, written when the host
+    /// enables the controller; the published design's driver asks for strict priority so its
+    /// latency-critical SQs, created `Urgent`, always go first).
+    pub fn set_arbitration(&mut self, arbitration: Arbitration) {
+        self.arbitration = arbitration;
+        self.turn = None;
+        self.draining = None;
+    }
+
+    pub fn arbitration(&self) -> Arbitration {
+        self.arbitration
     }
 
     /// Creates SQ `sqid` (depth entries) feeding CQ `cqid` (Create I/O SQ/CQ admin commands).
@@ -168,13 +205,13 @@ impl Controller {
         Ok(())
     }
 
-    /// The doorbell for command `slot` on `sqid` reached the controller.
+    /// The doorbell for command `slot` on `sqid` reached the controller at `now`.
     #[inline]
-    pub fn doorbell(&mut self, sqid: u16, slot: u32) {
+    pub fn doorbell(&mut self, now: SimTime, sqid: u16, slot: u32) {
         let sq = self.sqs[sqid as usize]
             .as_mut()
             .expect("doorbell for an existing SQ");
-        sq.visible.push_back(slot);
+        sq.visible.push_back((slot, now));
         assert!(
             sq.visible.len() as u32 <= sq.occupied,
             "SQ {sqid}: {} commands visible but {} slots occupied (depth {})",
@@ -210,7 +247,51 @@ impl Controller {
         None
     }
 
-    fn choose_sq(&mut self) -> Option<usize> {
+    /// Strict priority's anti-starvation rule at `now`: a drain in progress goes on; else the
+    /// first SQ (by priority, then SQ id) below the highest priority with work that holds more
+    /// than `drain_entries` commands or whose oldest command has waited more than
+    /// `drain_after_ns` starts a drain of every command it holds now.
+    fn starving(&mut self, now: SimTime) -> Option<usize> {
+        if let Some((i, left)) = self.draining {
+            if left > 0 && self.has_work(i) {
+                self.draining = Some((i, left - 1));
+                return Some(i);
+            }
+            self.draining = None;
+        }
+        let top = self
+            .sqs
+            .iter()
+            .flatten()
+            .filter(|sq| !sq.visible.is_empty())
+            .map(|sq| sq.priority.rank())
+            .min()?;
+        let (entries, after) = (self.drain_entries as usize, self.drain_after_ns);
+        let mut best: Option<(usize, usize)> = None;
+        for (i, sq) in self.sqs.iter().enumerate() {
+            let Some(sq) = sq else { continue };
+            let Some(&(_, oldest)) = sq.visible.front() else {
+                continue;
+            };
+            let starved = sq.visible.len() > entries || now.saturating_since(oldest) > after;
+            let rank = sq.priority.rank();
+            if rank > top && starved && best.is_none_or(|(r, _)| rank < r) {
+                best = Some((rank, i));
+            }
+        }
+        let (_, i) = best?;
+        let n = self.sqs[i].as_ref().map_or(0, |sq| sq.visible.len() as u32);
+        self.drains += 1;
+        self.draining = Some((i, n - 1));
+        Some(i)
+    }
+
+    fn choose_sq(&mut self, now: SimTime) -> Option<usize> {
+        if self.arbitration == Arbitration::StrictPriority {
+            if let Some(i) = self.starving(now) {
+                return Some(i);
+            }
+        }
         if let Some((i, left)) = self.turn {
             if left > 0 && self.has_work(i) && self.arbitration != Arbitration::StrictPriority {
                 self.turn = Some((i, left - 1));
@@ -246,11 +327,11 @@ impl Controller {
         None
     }
 
-    /// Picks the next command to fetch: `(sqid, slot)`.
-    pub fn pick(&mut self) -> Option<(u16, u32)> {
-        let i = self.choose_sq()?;
+    /// Picks the next command to fetch at `now`: `(sqid, slot)`.
+    pub fn pick(&mut self, now: SimTime) -> Option<(u16, u32)> {
+        let i = self.choose_sq(now)?;
         let sq = self.sqs[i].as_mut().expect("chosen SQ exists");
-        let slot = sq.visible.pop_front().expect("chosen SQ has work");
+        let (slot, _) = sq.visible.pop_front().expect("chosen SQ has work");
         assert!(
             sq.occupied > 0,
             "SQ {i}: fetching from an SQ with no slot occupied"
@@ -292,6 +373,8 @@ mod tests {
             firmware_write_ns: 0,
             completion_ns: 0,
             firmware_cores: 1,
+            drain_entries: 8,
+            drain_after_ns: 200_000,
         })
     }
 
@@ -321,7 +404,9 @@ mod tests {
     }
 
     fn order(c: &mut Controller) -> Vec<u16> {
-        std::iter::from_fn(|| c.pick()).map(|(sq, _)| sq).collect()
+        std::iter::from_fn(|| c.pick(SimTime::ZERO))
+            .map(|(sq, _)| sq)
+            .collect()
     }
 
     #[test]
@@ -331,11 +416,11 @@ mod tests {
         c.create_queue_pair(2, 2, 64, SqPriority::Medium);
         for k in 0..20 {
             c.occupy(1).unwrap();
-            c.doorbell(1, k);
+            c.doorbell(SimTime::ZERO, 1, k);
         }
         for k in 0..2 {
             c.occupy(2).unwrap();
-            c.doorbell(2, 100 + k);
+            c.doorbell(SimTime::ZERO, 2, 100 + k);
         }
         let o = order(&mut c);
         let runs: Vec<(u16, usize)> = o.chunk_by(|a, b| a == b).map(|r| (r[0], r.len())).collect();
@@ -349,12 +434,75 @@ mod tests {
         c.create_queue_pair(2, 1, 64, SqPriority::Urgent);
         for k in 0..5 {
             c.occupy(1).unwrap();
-            c.doorbell(1, k);
+            c.doorbell(SimTime::ZERO, 1, k);
         }
         c.occupy(2).unwrap();
-        c.doorbell(2, 50);
-        assert_eq!(c.pick(), Some((2, 50)));
+        c.doorbell(SimTime::ZERO, 2, 50);
+        assert_eq!(c.pick(SimTime::ZERO), Some((2, 50)));
         assert_eq!(order(&mut c), vec![1; 5]);
+    }
+
+    /// Strict priority serves the latency-critical SQ first while the low SQ holds at most
+    /// `drain_entries` (8) commands; at 9 the low SQ is drained, all of it, before the next
+    /// latency-critical command.
+    #[test]
+    fn strict_priority_drains_the_low_queue_past_eight_entries() {
+        let mut c = ctrl(Arbitration::StrictPriority);
+        c.create_queue_pair(1, 1, 64, SqPriority::Low);
+        c.create_queue_pair(2, 1, 64, SqPriority::Urgent);
+        let t = SimTime(1_000);
+        for k in 0..8 {
+            c.occupy(1).unwrap();
+            c.doorbell(t, 1, k);
+        }
+        for k in 0..3 {
+            c.occupy(2).unwrap();
+            c.doorbell(t, 2, 50 + k);
+        }
+        // 8 waiting: not more than 8, so the urgent SQ goes first.
+        assert_eq!(c.pick(t), Some((2, 50)));
+        c.occupy(1).unwrap();
+        c.doorbell(t, 1, 8);
+        // 9 waiting: all nine are fetched, then the urgent SQ's two.
+        let o: Vec<u16> = std::iter::from_fn(|| c.pick(t)).map(|(q, _)| q).collect();
+        assert_eq!(o, [vec![1; 9], vec![2; 2]].concat());
+        assert_eq!(c.drains, 1);
+    }
+
+    /// A single low-priority command behind a latency-critical SQ that never empties is
+    /// fetched once it has waited more than `drain_after_ns` (200 µs), and not before.
+    #[test]
+    fn strict_priority_drains_a_low_command_that_waited_200_us() {
+        let mut c = ctrl(Arbitration::StrictPriority);
+        c.create_queue_pair(1, 1, 64, SqPriority::Low);
+        c.create_queue_pair(2, 1, 64, SqPriority::Urgent);
+        c.occupy(1).unwrap();
+        c.doorbell(SimTime(0), 1, 7);
+        let mut low_at = None;
+        // One urgent command every µs; the fetch engine picks one per µs.
+        for us in 0..400u64 {
+            let now = SimTime(us * 1_000);
+            c.occupy(2).unwrap();
+            c.doorbell(now, 2, 100 + us as u32);
+            if let Some((1, _)) = c.pick(now) {
+                low_at = Some(us);
+                break;
+            }
+        }
+        assert_eq!(
+            low_at,
+            Some(201),
+            "the first pick after waiting more than 200 µs"
+        );
+        // Round robin would have served it at once: the rule is strict priority's only.
+        let mut rr = ctrl(Arbitration::RoundRobin);
+        rr.create_queue_pair(1, 1, 64, SqPriority::Low);
+        rr.create_queue_pair(2, 1, 64, SqPriority::Urgent);
+        rr.occupy(2).unwrap();
+        rr.doorbell(SimTime(0), 2, 1);
+        rr.occupy(1).unwrap();
+        rr.doorbell(SimTime(0), 1, 2);
+        assert_eq!(order(&mut rr), vec![1, 2]);
     }
 
     #[test]
@@ -365,11 +513,11 @@ mod tests {
         c.create_queue_pair(2, 1, 1000, SqPriority::Low);
         for k in 0..130 {
             c.occupy(1).unwrap();
-            c.doorbell(1, k);
+            c.doorbell(SimTime::ZERO, 1, k);
             c.occupy(2).unwrap();
-            c.doorbell(2, 1000 + k);
+            c.doorbell(SimTime::ZERO, 2, 1000 + k);
         }
-        let first: Vec<u16> = (0..90).map(|_| c.pick().unwrap().0).collect();
+        let first: Vec<u16> = (0..90).map(|_| c.pick(SimTime::ZERO).unwrap().0).collect();
         let high = first.iter().filter(|&&q| q == 1).count();
         assert!(
             (75..=85).contains(&high),

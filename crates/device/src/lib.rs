@@ -225,6 +225,14 @@ pub struct CommandStats {
     /// Writes that waited for buffer space, and their total wait.
     pub write_stalls: u64,
     pub write_stall_ns: u64,
+    /// Strict-priority arbitration: drains of a starving lower-priority SQ (`ctrl.rs`);
+    /// omitted while 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub arbitration_drains: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Everything the device counts, for `summary.json`.
@@ -350,6 +358,12 @@ impl Ssd {
     /// Creates an I/O SQ/CQ pair (admin command).
     pub fn create_queue_pair(&mut self, sqid: u16, cqid: u16, depth: u32, priority: SqPriority) {
         self.ctrl.create_queue_pair(sqid, cqid, depth, priority);
+    }
+
+    /// The arbitration mechanism the host selects when it enables the controller (overrides
+    /// `ctrl.arbitration`).
+    pub fn set_arbitration(&mut self, arbitration: config::Arbitration) {
+        self.ctrl.set_arbitration(arbitration);
     }
 
     /// Masks (polling) or unmasks a CQ's interrupt.
@@ -546,7 +560,10 @@ impl Ssd {
         DeviceStats {
             name: self.config.name.clone(),
             user_capacity_bytes: self.capacity_bytes(),
-            commands: self.stats.clone(),
+            commands: CommandStats {
+                arbitration_drains: self.ctrl.drains,
+                ..self.stats.clone()
+            },
             cache: self.cache.stats.clone(),
             ftl: f.clone(),
             flash: flash::FlashStats {
@@ -602,7 +619,7 @@ impl Ssd {
         let now = self.now;
         match ev {
             Ev::Doorbell { sqid, slot } => {
-                self.ctrl.doorbell(sqid, slot);
+                self.ctrl.doorbell(now, sqid, slot);
                 if !self.ctrl.fetch_busy {
                     self.fetch_next(now);
                 }
@@ -640,7 +657,7 @@ impl Ssd {
     }
 
     fn fetch_next(&mut self, now: SimTime) {
-        let Some((_sqid, slot)) = self.ctrl.pick() else {
+        let Some((_sqid, slot)) = self.ctrl.pick(now) else {
             return;
         };
         self.ctrl.fetch_busy = true;

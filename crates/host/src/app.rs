@@ -7,9 +7,9 @@
 //!   `app.client_send_ns`, crosses the network (`app.net_one_way_ns`), wakes the service's
 //!   server thread which receives it (`net_recv_ns`) and hands it to an idle worker thread
 //!   (`handoff_ns`, waking the worker) or queues it. The worker executes
-//!   `instructions_per_request` instructions; the profile's I/O rate decides where the
-//!   request's I/Os fall in that instruction stream (each I/O is synchronous: it is on the
-//!   request's critical path). Then it replies (`reply_ns`) and the reply crosses the network.
+//!   `instructions_per_request` instructions; the profile's I/O rate at the 1 M reference gives
+//!   the request's I/Os (`process`'s essay), spread over those instructions (each I/O is
+//!   synchronous: it is on the request's critical path). Then it replies (`reply_ns`) and the reply crosses the network.
 //!   *Response time* is measured at the client: issue to reply received.
 //! - **Offline job** (throughput): each of its threads executes instructions at the core's speed
 //!   and, every `10^9 / ios_per_g_instr` instructions on average (exponential gaps by default),
@@ -20,11 +20,15 @@
 //! page cache (which remembers the class on dirty pages), direct I/O straight to the block layer.
 //! The I/O itself is a system call (`syscall`).
 //!
-//! Worked example (`apache` on arm8, defaults): 400 requests/s Poisson; 1 M instructions per
-//! request = 500 µs of compute at 2 GHz; 0.666 I/Os per M instructions → on average 0.67
-//! 24 KiB direct reads per request. An unloaded request costs ≈ 2 (send) + 10 (network) + 2
-//! (recv) + 1 (hand-off) + 2.5 (worker switch) + 500 (compute) + 0.67 × ~26 (I/O, `machine`'s
-//! example) + 2 (reply) + 10 (network) ≈ 547 µs.
+//! Worked example (`apache` on arm8, defaults): 400 requests/s Poisson; 500 k instructions
+//! per request = 250 µs of compute at 2 GHz (`process`'s essay: set from apache's published
+//! device-I/O share); 0.666 I/Os per M instructions at the 1 M reference → on average 0.67
+//! 24 KiB direct reads per request, one per 750 k instructions of this compute. An unloaded
+//! request costs ≈ 2 (send) + 10 (network) + 2 (recv) + 1 (hand-off) + 2.5 (worker switch) +
+//! 250 (compute) + 0.67 × ~26 (I/O, `machine`'s example) + 2 (reply) + 10 (network) ≈ 297 µs.
+//! On `nvme-tlc` its I/O is 19.5 % of the response time (68.2 µs of I/O per request, 350.3 µs
+//! mean response; `ullstack sim --system` with `seed = 1`, `duration_ms = 2000`, host `arm8`,
+//! device `nvme-tlc`, one `apache` process; 11.2 % with the former 1 M instructions).
 //!
 //! ## What it leaves out
 //! fsync unless asked for (`fsync_every_writes`), memory footprints of applications (the page
@@ -52,6 +56,7 @@ impl Host {
             Role::Offline => self.offline_next(t),
             Role::Fio(_) => self.fio_next(t),
             Role::Flusher => self.flusher_next(t),
+            Role::Poller => self.dedcore_spin(t),
         }
     }
 

@@ -23,13 +23,19 @@
 //! cannot be dispatched waits; the completion of another request on the same hardware queue
 //! runs the queue again (in interrupt context on that queue's core).
 //!
+//! With `nvme.lc_queue` every hardware queue has a latency-critical twin (its own tags,
+//! request pool and software queue, on an urgent SQ sharing the CQ): a latency-critical bio is
+//! merged and allocated on the twin, and whoever runs a queue runs the twin first.
+//!
 //! Worked example: a flusher writing 32 contiguous dirty pages as 32 one-page bios under a
 //! plug: the first bio becomes a request, the next 31 each back-merge into it after one
 //! comparison (31 × 200 ns of merge search on arm8); the plug flushes one 128 KiB request → one
 //! NVMe command instead of 32 (`merges = "off"` gives 32 commands).
 //!
-//! Every bio and request carries its class (`IoClass`) from the owner down to the NVMe
-//! command; merges never mix classes.
+//! Every bio and request carries its process's class (`IoClass`) from the owner down to the
+//! NVMe command. With `attr = "on"` the kernel knows it and merges never mix classes; with it
+//! off the class is only the reports' label: merges ignore it (stock Linux) and the driver
+//! leaves the command's reserved field empty (`nvme`).
 //!
 //! ## What it leaves out
 //! Request splitting beyond `max_request_bytes` at bio creation (callers split), sector-sorted
@@ -136,6 +142,11 @@ pub struct Hctx {
     pub core: u16,
     pub kind: QueueKind,
     pub sqid: u16,
+    /// The hardware queue whose CQ this one's completions land on: itself, or for a
+    /// latency-critical twin (`nvme.lc_queue`) the queue it shares the CQ with.
+    pub cq: u16,
+    /// Its latency-critical twin SQ (`nvme.lc_queue`), or `NO_HCTX`.
+    pub lc_twin: u16,
     /// Driver tags (SQ slots usable at once: depth − 1).
     pub tags: u32,
     pub tags_used: u32,
@@ -160,6 +171,9 @@ pub struct Hctx {
     /// leaves at its next poll check; a preempted one is skipped while off its core).
     pub spinners: Vec<u32>,
 }
+
+/// No hardware queue.
+pub const NO_HCTX: u16 = u16::MAX;
 
 impl Hctx {
     pub fn queued(&self) -> usize {
@@ -195,6 +209,16 @@ pub struct BlkStats {
     pub allocation_waits: u64,
     /// Requests dispatched by a deferred queue run (after another request completed).
     pub deferred_dispatches: u64,
+    /// `blk.bypass_lc`: latency-critical requests sent straight to the driver (omitted at 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bypassed: u64,
+    /// Bypasses that found a queued request on the same LBAs and took it along (hazard rule).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bypass_hazards: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl BlkStats {
@@ -220,6 +244,11 @@ pub struct Blk {
     reqs_live: u64,
     /// Poll queues in use (cores map onto them round-robin).
     poll_queues: u16,
+    cores: u16,
+    /// The kernel knows the classes (`attr = "on"`): merges keep them apart. Without it a
+    /// merge may join bios of different processes' classes, as stock Linux does; the request
+    /// keeps its first bio's class as its label for the reports.
+    classes: bool,
 }
 
 /// What happened to a submitted bio.
@@ -244,6 +273,8 @@ impl Blk {
                     core,
                     kind,
                     sqid,
+                    cq: sqid - 1,
+                    lc_twin: NO_HCTX,
                     tags: depth - 1,
                     tags_used: 0,
                     nr_requests,
@@ -275,13 +306,59 @@ impl Blk {
             bios_live: 0,
             reqs_live: 0,
             poll_queues: cores,
+            cores,
+            classes: true,
         }
+    }
+
+    /// `nvme.lc_queue`: every hardware queue gets a latency-critical twin — its own SQ (and
+    /// tags and request pool) sharing the CQ of the queue it twins — and latency-critical
+    /// requests go to the twin (`route`). Twins take SQ ids after the interrupt and poll
+    /// queues, in the same order.
+    pub fn with_lc_queues(mut self) -> Blk {
+        let base = self.hctxs.len();
+        for i in 0..base {
+            let mut twin = self.hctxs[i].clone();
+            twin.sqid = (base + i + 1) as u16;
+            twin.cq = i as u16;
+            twin.lc_twin = NO_HCTX;
+            self.hctxs[i].lc_twin = (base + i) as u16;
+            self.hctxs.push(twin);
+        }
+        self
+    }
+
+    /// The hardware queue a request of `class` allocated from base queue `hctx` goes to:
+    /// the latency-critical twin when there is one and the kernel knows the class.
+    pub fn route(&self, hctx: u16, class: IoClass) -> u16 {
+        let twin = self.hctxs[hctx as usize].lc_twin;
+        if twin != NO_HCTX && self.classes && class == IoClass::LatencyCritical {
+            twin
+        } else {
+            hctx
+        }
+    }
+
+    /// The queues a dispatcher of base queue `hctx` runs, latency-critical twin first.
+    pub fn dispatch_queues(&self, hctx: u16) -> [u16; 2] {
+        [self.hctxs[hctx as usize].lc_twin, hctx]
+    }
+
+    /// Largest request (`blk.max_request_bytes`).
+    pub fn max_request_bytes(&self) -> u64 {
+        self.cfg.max_request_bytes
+    }
+
+    /// Whether the block layer sees the classes (`attr`); see the field.
+    pub fn with_classes(mut self, on: bool) -> Blk {
+        self.classes = on;
+        self
     }
 
     /// Only the first `n` poll queues are used, cores mapped onto them round-robin (Linux's
     /// `poll_queues`; 0 keeps one per core). The others stay created and idle.
     pub fn with_poll_queues(mut self, n: u16) -> Blk {
-        let cores = (self.hctxs.len() / 2) as u16;
+        let cores = self.cores;
         assert!(n <= cores, "{n} poll queues for {cores} cores");
         if n > 0 {
             self.poll_queues = n;
@@ -291,7 +368,7 @@ impl Blk {
 
     /// Hardware queue of `kind` for `core`.
     pub fn hctx_of(&self, core: u16, kind: QueueKind) -> u16 {
-        let cores = (self.hctxs.len() / 2) as u16;
+        let cores = self.cores;
         match kind {
             QueueKind::Interrupt => core,
             QueueKind::Poll => cores + core % self.poll_queues,
@@ -374,20 +451,22 @@ impl Blk {
         }
     }
 
-    /// How many queued requests a merge search for a bio would compare against.
-    pub fn merge_candidates(&self, plug: &[u32], hctx: u16) -> u32 {
+    /// How many queued requests a merge search for a bio of `class` from base queue `hctx`
+    /// would compare against.
+    pub fn merge_candidates(&self, plug: &[u32], hctx: u16, class: IoClass) -> u32 {
         if self.cfg.merges == Merges::Off {
             return 0;
         }
+        let hctx = self.route(hctx, class);
         let limit = self.cfg.merge_scan_requests as usize;
         let in_plug = plug.len().min(limit);
         let in_queue = self.hctxs[hctx as usize].queued().min(limit);
         (in_plug + in_queue) as u32
     }
 
-    fn mergeable(&self, r: u32, b: &Bio) -> Option<MergeKind> {
+    pub(crate) fn mergeable(&self, r: u32, b: &Bio) -> Option<MergeKind> {
         let req = &self.reqs[r as usize];
-        if req.op != b.op || req.class != b.class {
+        if req.op != b.op || (self.classes && req.class != b.class) {
             return None;
         }
         if self.cfg.merges == Merges::AdjacentAndSameLba
@@ -409,7 +488,7 @@ impl Blk {
         }
     }
 
-    fn queued_newest_first(&self, hctx: u16) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn queued_newest_first(&self, hctx: u16) -> impl Iterator<Item = u32> + '_ {
         let h = &self.hctxs[hctx as usize];
         h.fifo
             .iter()
@@ -431,6 +510,7 @@ impl Blk {
     ) -> SubmitOutcome {
         let b = self.bios[bio as usize];
         assert!(b.live && b.req == NIL, "bio {bio} submitted twice");
+        let hctx = self.route(hctx, b.class);
         if self.cfg.merges != Merges::Off {
             let limit = self.cfg.merge_scan_requests as usize;
             let found = plug
@@ -451,10 +531,29 @@ impl Blk {
                 return SubmitOutcome::Merged { req: r };
             }
         }
+        match self.alloc_request(now, started, bio, hctx) {
+            Some(r) => {
+                plug.push(r);
+                SubmitOutcome::NewRequest { req: r }
+            }
+            None => SubmitOutcome::NoRequest,
+        }
+    }
+
+    /// Makes `bio` (submission began at `started`) a new request on `hctx` (state
+    /// `Plugged`), or `None` when the queue's `nr_requests` are all allocated.
+    pub(crate) fn alloc_request(
+        &mut self,
+        now: SimTime,
+        started: SimTime,
+        bio: u32,
+        hctx: u16,
+    ) -> Option<u32> {
+        let b = self.bios[bio as usize];
         let h = &mut self.hctxs[hctx as usize];
         if h.allocated >= h.nr_requests {
             self.stats.allocation_waits += 1;
-            return SubmitOutcome::NoRequest;
+            return None;
         }
         h.allocated += 1;
         let req = Request {
@@ -491,11 +590,10 @@ impl Blk {
         bm.req = r;
         bm.submitted_at = started;
         self.stats.class_mut(b.class).bios += 1;
-        plug.push(r);
-        SubmitOutcome::NewRequest { req: r }
+        Some(r)
     }
 
-    fn attach(&mut self, r: u32, bio: u32, kind: MergeKind, started: SimTime) {
+    pub(crate) fn attach(&mut self, r: u32, bio: u32, kind: MergeKind, started: SimTime) {
         let (sector, sectors) = {
             let b = &mut self.bios[bio as usize];
             b.req = r;
@@ -515,6 +613,11 @@ impl Blk {
                 req.sectors += sectors;
             }
             MergeKind::SameLba => {}
+            MergeKind::Union => {
+                let end = (req.sector + req.sectors as u64).max(sector + sectors as u64);
+                req.sector = req.sector.min(sector);
+                req.sectors = (end - req.sector) as u32;
+            }
         }
         let last = req.last_bio;
         req.last_bio = bio;
@@ -581,13 +684,55 @@ impl Blk {
                 }
             }
         }?;
-        h.tags_used += 1;
+        self.start_dispatch(now, r);
+        Some(r)
+    }
+
+    /// Driver tags free on `hctx`.
+    pub(crate) fn tags_free(&self, hctx: u16) -> u32 {
+        let h = &self.hctxs[hctx as usize];
+        h.tags - h.tags_used
+    }
+
+    /// Takes queued request `r` out of its hardware queue (it stays `Queued` until
+    /// [`start_dispatch`](Self::start_dispatch)).
+    pub(crate) fn remove_queued(&mut self, r: u32) {
+        let req = &self.reqs[r as usize];
+        assert_eq!(
+            req.state,
+            ReqState::Queued,
+            "request {r} taken out of no queue"
+        );
+        let h = &mut self.hctxs[req.hctx as usize];
+        for q in [&mut h.fifo, &mut h.reads, &mut h.writes] {
+            if let Some(i) = q.iter().position(|&x| x == r) {
+                q.remove(i);
+                return;
+            }
+        }
+        unreachable!("request {r} is Queued but in none of its queue's lists");
+    }
+
+    /// Request `r` (queued or plugged, and out of any queue) takes a driver tag and goes to
+    /// the driver now.
+    pub(crate) fn start_dispatch(&mut self, now: SimTime, r: u32) {
         let req = &mut self.reqs[r as usize];
+        let h = &mut self.hctxs[req.hctx as usize];
+        assert!(
+            h.tags_used < h.tags,
+            "request {r} dispatched on hardware queue {} with all {} tags used",
+            req.hctx,
+            h.tags
+        );
+        h.tags_used += 1;
         match req.op {
             IoOp::Read => h.reads_in_flight += 1,
             _ => h.writes_in_flight += 1,
         }
-        assert_eq!(req.state, ReqState::Queued, "request {r} dispatched twice");
+        assert!(
+            matches!(req.state, ReqState::Queued | ReqState::Plugged),
+            "request {r} dispatched twice"
+        );
         req.state = ReqState::Dispatching;
         req.t_dispatch = now;
         let s = self.stats.class_mut(req.class);
@@ -596,7 +741,6 @@ impl Blk {
             IoOp::Read => s.read_bytes += req.sectors as u64 * 512,
             _ => s.write_bytes += req.sectors as u64 * 512,
         }
-        Some(r)
     }
 
     /// The CQE of `r` arrived.
@@ -678,10 +822,12 @@ impl Blk {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum MergeKind {
+pub(crate) enum MergeKind {
     Back,
     Front,
     SameLba,
+    /// The bypass's hazard merge of overlapping ranges (`blk_bypass`): the request covers both.
+    Union,
 }
 
 #[cfg(test)]
@@ -887,26 +1033,30 @@ mod tests {
     #[test]
     fn merge_search_counts_plug_and_queue_up_to_the_scan_limit() {
         let mut b = blk(Merges::Adjacent, Scheduler::None);
-        assert_eq!(b.merge_candidates(&[], 0), 0);
+        assert_eq!(b.merge_candidates(&[], 0, IoClass::Throughput), 0);
         for i in 0..12u64 {
             queue_one(&mut b, IoOp::Write, i * 1_000);
         }
         assert_eq!(b.hctxs[0].queued(), 12);
         assert_eq!(
-            b.merge_candidates(&[1, 2, 3], 0),
+            b.merge_candidates(&[1, 2, 3], 0, IoClass::Throughput),
             3 + 8,
             "8 = merge_scan_requests"
         );
-        assert_eq!(b.merge_candidates(&[0; 10], 0), 8 + 8);
+        assert_eq!(b.merge_candidates(&[0; 10], 0, IoClass::Throughput), 8 + 8);
         assert_eq!(
-            b.merge_candidates(&[0; 10], 1),
+            b.merge_candidates(&[0; 10], 1, IoClass::Throughput),
             8,
             "another queue's requests"
         );
         b.cfg.merge_scan_requests = 2;
-        assert_eq!(b.merge_candidates(&[0; 10], 0), 2 + 2);
+        assert_eq!(b.merge_candidates(&[0; 10], 0, IoClass::Throughput), 2 + 2);
         b.cfg.merges = Merges::Off;
-        assert_eq!(b.merge_candidates(&[0; 10], 0), 0, "no merging, no search");
+        assert_eq!(
+            b.merge_candidates(&[0; 10], 0, IoClass::Throughput),
+            0,
+            "no merging, no search"
+        );
     }
 
     #[test]

@@ -32,8 +32,9 @@
 
 use engine::IoClass;
 
-use crate::blk::{ReqState, SubmitOutcome};
-use crate::config::CompletionMode;
+use crate::blk::{ReqState, SubmitOutcome, NO_HCTX};
+use crate::blk_bypass::BypassOutcome;
+use crate::config::{CompletionMode, Switch};
 use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
@@ -56,9 +57,18 @@ impl Host {
                 self.blk.bios[b as usize].live,
                 "thread {t} submits freed bio {b}"
             );
-            let ns = self.cfg.blk.bio_submit_ns
-                + self.cfg.blk.merge_check_ns
-                    * self.blk.merge_candidates(&th.plug, th.io.hctx) as u64;
+            let class = self.blk.bios[b as usize].class;
+            let search_ns = if self.bypasses(class) {
+                if !th.plug.is_empty() {
+                    // Nothing this thread submitted before may be overtaken: plug first.
+                    return self.unplug(t);
+                }
+                self.cfg.blk.hazard_check_ns * self.blk.hazard_candidates(th.io.hctx) as u64
+            } else {
+                self.cfg.blk.merge_check_ns
+                    * self.blk.merge_candidates(&th.plug, th.io.hctx, class) as u64
+            };
+            let ns = self.cfg.blk.bio_submit_ns + search_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
             self.threads[t as usize].bio_started = self.now;
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
@@ -78,12 +88,68 @@ impl Host {
         self.submission_done(t);
     }
 
+    /// Whether a bio of `class` bypasses the queues (`blk.bypass_lc`).
+    fn bypasses(&self, class: IoClass) -> bool {
+        class == IoClass::LatencyCritical
+            && self.cfg.blk.bypass_lc == Switch::On
+            && self.cfg.attr == Switch::On
+    }
+
+    /// A bypassing bio's submission work is done (`blk_bypass`): hand its request (and any
+    /// queued request it takes along) to the driver, or fall back to the queue, or wait for a
+    /// request.
+    fn bio_bypassed(&mut self, t: u32, b: u32) {
+        let now = self.now;
+        let th = &self.threads[t as usize];
+        let outcome = self.blk.submit_bypass(now, th.bio_started, b, th.io.hctx);
+        let th = &mut self.threads[t as usize];
+        match outcome {
+            BypassOutcome::Direct { first, req } => {
+                th.next_bio += 1;
+                th.direct.extend(first);
+                th.direct.push(req);
+                if matches!(th.role, Role::Flusher) && self.flush.hint_pages > 0 {
+                    self.blk.reqs[req as usize].wave_pages =
+                        std::mem::take(&mut self.flush.hint_pages);
+                }
+                self.direct_next(t);
+            }
+            BypassOutcome::MergedDirect { req } => {
+                th.next_bio += 1;
+                th.direct.push(req);
+                self.direct_next(t);
+            }
+            BypassOutcome::Queued => {
+                th.next_bio += 1;
+                self.dispatch_next(t);
+            }
+            BypassOutcome::NoRequest { hctx } => {
+                self.blk.hctxs[hctx as usize].alloc_waiters.push_back(t);
+                self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
+            }
+        }
+    }
+
+    /// Hands the thread's next bypassing request to the driver (no dispatch work: the
+    /// hardware queue is skipped).
+    fn direct_next(&mut self, t: u32) {
+        let th = &mut self.threads[t as usize];
+        let r = th.direct.remove(0);
+        th.bypassing = true;
+        th.dispatching = r;
+        self.dispatch_done(t);
+    }
+
     /// The bio's submission work is done: it merged, became a request in the plug, or no
     /// request was free (flush the plug, or sleep for one).
     pub(crate) fn bio_submitted(&mut self, t: u32) {
         let now = self.now;
         let th = &mut self.threads[t as usize];
         let b = th.bios[th.next_bio];
+        if self.bypasses(self.blk.bios[b as usize].class) {
+            return self.bio_bypassed(t, b);
+        }
+        let th = &mut self.threads[t as usize];
         let outcome = self
             .blk
             .submit_bio(now, th.bio_started, b, &mut th.plug, th.io.hctx);
@@ -104,7 +170,7 @@ impl Host {
                 if !th.plug.is_empty() {
                     self.unplug(t);
                 } else {
-                    let h = th.io.hctx;
+                    let h = self.blk.route(th.io.hctx, self.blk.bios[b as usize].class);
                     self.blk.hctxs[h as usize].alloc_waiters.push_back(t);
                     self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
                 }
@@ -126,8 +192,14 @@ impl Host {
 
     /// Dispatches the next request the scheduler and tags allow, or goes back to submission.
     pub(crate) fn dispatch_next(&mut self, t: u32) {
-        let h = self.threads[t as usize].io.hctx;
-        match self.blk.pick_dispatch(self.now, h) {
+        let base = self.threads[t as usize].io.hctx;
+        let picked = self
+            .blk
+            .dispatch_queues(base)
+            .into_iter()
+            .filter(|&h| h != NO_HCTX)
+            .find_map(|h| self.blk.pick_dispatch(self.now, h));
+        match picked {
             Some(r) => {
                 self.threads[t as usize].dispatching = r;
                 let ns = self
@@ -150,10 +222,18 @@ impl Host {
         self.burst(t, ns, Cat::Nvme, Step::Driver);
     }
 
-    /// The doorbell is written: the command leaves; dispatch the next request.
+    /// The doorbell is written: the command leaves; dispatch the next request (or, bypassing,
+    /// send the next bypassing request or go back to submission).
     pub(crate) fn driver_done(&mut self, t: u32) {
         let r = std::mem::replace(&mut self.threads[t as usize].dispatching, NIL);
         self.emit(r);
+        let th = &mut self.threads[t as usize];
+        if !th.direct.is_empty() {
+            return self.direct_next(t);
+        }
+        if std::mem::take(&mut th.bypassing) {
+            return self.submission_next(t);
+        }
         self.dispatch_next(t);
     }
 
@@ -173,7 +253,8 @@ impl Host {
             h.tags
         );
         let sqid = h.sqid;
-        self.out.push(nvme::command(now, sqid, r, req));
+        let attr = self.cfg.attr == Switch::On;
+        self.out.push(nvme::command(now, sqid, r, req, attr));
         self.commands_sent += 1;
         self.nvme.doorbells += 1;
         match req.class {
@@ -196,7 +277,9 @@ impl Host {
             return self.after_io(t);
         }
         match (io.path, io.completion) {
-            (Path::Direct, CompletionMode::Polled) => self.start_poll(t),
+            (Path::Direct, CompletionMode::Polled) if self.dedicated_core.is_none() => {
+                self.start_poll(t)
+            }
             (Path::Direct, CompletionMode::Hybrid) => {
                 let mean = self.blk.hctxs[io.hctx as usize].poll_mean_ns;
                 let s = nvme::hybrid_sleep_ns(mean, self.cfg.nvme.hybrid_sleep_pct);
@@ -212,8 +295,18 @@ impl Host {
         }
     }
 
-    /// Dispatches requests left waiting on hardware queue `h` (kblockd on the queue's core).
+    /// Dispatches requests left waiting on hardware queue `h` and on the queues sharing its
+    /// CQ (kblockd on the queue's core).
     pub(crate) fn run_queue_deferred(&mut self, h: u16) {
+        let base = self.blk.hctxs[h as usize].cq;
+        for q in self.blk.dispatch_queues(base) {
+            if q != NO_HCTX {
+                self.run_one_queue_deferred(q);
+            }
+        }
+    }
+
+    fn run_one_queue_deferred(&mut self, h: u16) {
         let core = self.blk.hctxs[h as usize].core;
         let ns =
             self.cfg.blk.dispatch_ns + self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
@@ -232,5 +325,151 @@ impl Host {
                 },
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::{IoClass, IoOp, SimTime};
+
+    use crate::config::{HostConfig, Switch};
+    use crate::machine::Host;
+    use crate::testing::{fio_process, FixedLatencyDevice};
+
+    /// The classes the device saw, per process (by the file each command falls in): a
+    /// latency-critical process's direct reads and the write-back of the pages it dirtied,
+    /// and a throughput process's direct reads.
+    fn device_classes(attr: Switch) -> [Vec<(IoOp, IoClass)>; 3] {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.attr = attr;
+        cfg.pagecache.dirty_expire_ns = 10_000_000;
+        cfg.pagecache.dirty_writeback_interval_ns = 10_000_000;
+        let direct = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=20\n";
+        let buffered = "[w]\nioengine=psync\ndirect=0\nbs=4k\nrw=write\nsize=64k\n";
+        let mut lc_direct = fio_process(direct, &cfg);
+        lc_direct.class = IoClass::LatencyCritical;
+        let mut lc_buffered = fio_process(buffered, &cfg);
+        lc_buffered.class = IoClass::LatencyCritical;
+        let tp_direct = fio_process(direct, &cfg);
+        let procs = vec![lc_direct, lc_buffered, tp_direct];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(50), 1 << 40).unwrap();
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+        dev.run(&mut host, None);
+        let bases: Vec<u64> = host.pc.files.iter().map(|f| f.base_sector).collect();
+        let mut seen: [Vec<(IoOp, IoClass)>; 3] = Default::default();
+        for c in &dev.commands {
+            let file = bases.iter().rposition(|&b| c.slba >= b).unwrap();
+            seen[file].push((c.op, c.class));
+        }
+        host.finish().unwrap();
+        seen
+    }
+
+    /// `attr = "on"`: the class of the process reaches the NVMe command for direct I/O and,
+    /// through the dirty pages, for the write-back of buffered writes; `off`: the device sees
+    /// every command unclassified (throughput).
+    #[test]
+    fn the_class_reaches_the_command_only_with_attr_on() {
+        use IoClass::{LatencyCritical as Lc, Throughput as Tp};
+        let on = device_classes(Switch::On);
+        assert_eq!(on[0].len(), 20);
+        assert!(on[0].iter().all(|&c| c == (IoOp::Read, Lc)), "{:?}", on[0]);
+        assert!(!on[1].is_empty(), "the dirty pages were written back");
+        assert!(on[1].iter().all(|&c| c == (IoOp::Write, Lc)), "{:?}", on[1]);
+        assert!(on[2].iter().all(|&c| c == (IoOp::Read, Tp)), "{:?}", on[2]);
+        let off = device_classes(Switch::Off);
+        for (p, cmds) in off.iter().enumerate() {
+            assert_eq!(cmds.len(), on[p].len(), "process {p}: the same commands");
+            assert!(cmds.iter().all(|&(_, c)| c == Tp), "process {p}: {cmds:?}");
+        }
+    }
+
+    /// `nvme.lc_queue`: latency-critical commands leave on the urgent twin SQs (ids after the
+    /// 2 × 8 interrupt and poll queues of arm8), throughput commands on the ordinary ones, and
+    /// both complete through the CQ they share; without it no twin exists.
+    #[test]
+    fn lc_queue_sends_latency_critical_commands_to_the_twin_sq() {
+        let run = |lc_queue: Switch| {
+            let mut cfg = HostConfig::preset("arm8").unwrap();
+            cfg.attr = Switch::On;
+            cfg.nvme.lc_queue = lc_queue;
+            let direct = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=20\n";
+            let mut lc = fio_process(direct, &cfg);
+            lc.class = IoClass::LatencyCritical;
+            let procs = vec![lc, fio_process(direct, &cfg)];
+            let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(5), 1 << 40).unwrap();
+            let pairs = host.queue_pairs().to_vec();
+            let mut dev = FixedLatencyDevice::new(&host, 10_000);
+            dev.run(&mut host, None);
+            host.finish().unwrap();
+            (pairs, dev.commands)
+        };
+        let (pairs, cmds) = run(Switch::On);
+        assert_eq!(pairs.len(), 32);
+        for c in &cmds {
+            let qp = pairs.iter().find(|q| q.sqid == c.sqid).unwrap();
+            match c.class {
+                IoClass::LatencyCritical => {
+                    assert!(c.sqid > 16 && qp.priority == crate::nvme::SqPriority::Urgent);
+                    assert_eq!(qp.cqid, c.sqid - 16, "shares its twin's CQ");
+                }
+                IoClass::Throughput => assert!(c.sqid <= 16, "{c:?}"),
+            }
+        }
+        assert_eq!(cmds.len(), 40);
+        let (pairs, cmds) = run(Switch::Off);
+        assert_eq!(pairs.len(), 16);
+        assert!(cmds.iter().all(|c| c.sqid <= 16));
+        // The switch needs the attribute: without it the driver cannot tell the classes apart.
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.nvme.lc_queue = Switch::On;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("nvme.lc_queue") && e.contains("attr"), "{e}");
+    }
+
+    /// `blk.bypass_lc`: a latency-critical reader shares one core with a throughput job whose
+    /// reads pile up in the hardware queue (kyber lets one read in flight at a time). Queued,
+    /// the latency-critical reads wait behind them; bypassing, their software-queue time is
+    /// only the submission CPU and their hardware-queue time is zero.
+    #[test]
+    fn bypass_empties_latency_critical_time_in_the_queues() {
+        let run = |bypass: Switch| {
+            let mut cfg = HostConfig::preset("arm8").unwrap();
+            cfg.cpu.cores = 1;
+            cfg.attr = Switch::On;
+            cfg.blk.bypass_lc = bypass;
+            cfg.blk.scheduler = crate::config::Scheduler::Kyber;
+            cfg.blk.kyber_read_depth = 1;
+            let lc = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=50\n";
+            let tp = "[t]\nioengine=libaio\niodepth=16\ndirect=1\nbs=4k\nrw=randread\ntime_based\nruntime=20ms\n";
+            let mut lc = fio_process(lc, &cfg);
+            lc.class = IoClass::LatencyCritical;
+            let procs = vec![lc, fio_process(tp, &cfg)];
+            let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(20), 1 << 40).unwrap();
+            let mut dev = FixedLatencyDevice::new(&host, 10_000);
+            dev.run(&mut host, None);
+            let r = host.finish().unwrap();
+            (r.breakdown[IoClass::LatencyCritical.index()].clone(), r.blk)
+        };
+        let (queued, blk) = run(Switch::Off);
+        assert_eq!(queued.requests, 50);
+        assert_eq!(blk.bypassed, 0);
+        assert!(
+            queued.software_queue > 30_000,
+            "behind the throughput reads: {queued:?}"
+        );
+        assert!(
+            queued.hardware_queue >= 800,
+            "dispatch_ns at least: {queued:?}"
+        );
+        let (bypassed, blk) = run(Switch::On);
+        assert_eq!((bypassed.requests, blk.bypassed), (50, 50));
+        assert_eq!(bypassed.hardware_queue, 0);
+        // bio_submit_ns + hazard_check_ns per queued request (at most 16 here), plus the
+        // interrupts that steal the one core during it: no queue wait.
+        assert!(
+            (1_500..3_000).contains(&bypassed.software_queue),
+            "{bypassed:?}"
+        );
     }
 }

@@ -144,6 +144,7 @@ impl Host {
             Path::Buffered
         };
         let mode = match (f.polled, self.cfg.nvme.completion) {
+            (false, CompletionMode::Selective) => CompletionMode::Selective,
             (false, _) => CompletionMode::Interrupt,
             (true, CompletionMode::Hybrid) => CompletionMode::Hybrid,
             (true, _) => CompletionMode::Polled,

@@ -91,10 +91,12 @@ pub enum CostSite {
     CachePollution,
     TimerIrq,
     Tick,
+    Ipi,
+    Handoff,
 }
 
 /// Every cost site, in stream order.
-pub const COST_SITES: [CostSite; 15] = [
+pub const COST_SITES: [CostSite; 17] = [
     CostSite::Syscall,
     CostSite::BioSubmit,
     CostSite::Dispatch,
@@ -110,6 +112,8 @@ pub const COST_SITES: [CostSite; 15] = [
     CostSite::CachePollution,
     CostSite::TimerIrq,
     CostSite::Tick,
+    CostSite::Ipi,
+    CostSite::Handoff,
 ];
 
 impl CostSite {
@@ -131,6 +135,8 @@ impl CostSite {
             CostSite::CachePollution => "cache_pollution",
             CostSite::TimerIrq => "timer_irq",
             CostSite::Tick => "tick",
+            CostSite::Ipi => "ipi",
+            CostSite::Handoff => "completion_handoff",
         }
     }
 }

@@ -16,11 +16,13 @@
 //! device's completions with [`Host::deliver`]. Every I/O record carries the issuing process's
 //! class (`IoClass`) — bios, requests, the NVMe command's reserved field, and dirty pages (which
 //! remember the class of the process that dirtied them, so write-back keeps it) — and every
-//! statistic is split by class. The latency-class *mechanisms* (block-layer bypass, a
-//! high-priority SQ per core, selective polling, the queue accelerator, adaptive dirty
-//! thresholds) are not built yet; the attribute and the hooks they need are (`Merges::
-//! AdjacentAndSameLba`, `CompletionMode`, the write-back wave hint, `DeviceCqe::
-//! write_buffer_pct`).
+//! statistic is split by class. The kernel *knows* the class only with `attr = "on"`
+//! (otherwise merges ignore it and the device sees every command unclassified), and the
+//! latency-class mechanisms are switches that need it: block-layer bypass (`blk.bypass_lc`,
+//! `blk_bypass`), a high-priority twin SQ per queue (`nvme.lc_queue`), selective polling
+//! (`nvme.completion = "selective"`), a dedicated polling core (`nvme.dedcore`, `dedcore`);
+//! the queue accelerator (`accel`) is a tested model not wired in yet. Adaptive dirty
+//! thresholds and the write-back wave hint are `pagecache`'s and `writeback`'s.
 //!
 //! Each module opens with its essay: what it models, a worked example, what it leaves out and
 //! its config keys. All CPU costs are in [`config::HostConfig`] with the presets `arm8`,
@@ -40,8 +42,10 @@
 //!                                                         nvme_complete (the poll lock)
 //!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
 //!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
-//!  blk-mq                          blk                    blk_submit (bio, plug, dispatch)
-//!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete
+//!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch)
+//!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete,
+//!                                                         dedcore (DedCore's polling core)
+//!  queue accelerator (XLER)        accel                  (not wired yet)
 //!  latency breakdown               breakdown              nvme_complete (request completion)
 //!  the host as a whole             machine (Host, Ev)     spawn (Host::new), machine (event loop)
 //! ```
@@ -50,9 +54,9 @@
 //! A module imports only modules before it in this order (`grep -n 'use crate::' src/*.rs`):
 //!
 //! ```text
-//!  config → jitter → pagecache → cpu → process → blk → nvme → task → breakdown → machine
-//!         → testing (unit tests only) → { spawn, app, fio, syscall, blk_submit, nvme_complete,
-//!           writeback, tick, jitter_tests (unit tests only) }
+//!  config → jitter → pagecache → cpu → process → blk → blk_bypass → nvme → accel → task
+//!         → breakdown → machine → testing (unit tests only) → { spawn, app, fio, syscall,
+//!           blk_submit, nvme_complete, dedcore, writeback, tick, jitter_tests (unit tests) }
 //! ```
 //!
 //! The state modules know nothing of the machine (the scheduler hands its timers out as
@@ -64,12 +68,15 @@
 //! `blk_submit`, `nvme_complete` and `cpu` (and `jitter`, a state module, may not import the
 //! machine they drive).
 
+pub mod accel;
 mod app;
 pub mod blk;
+pub mod blk_bypass;
 mod blk_submit;
 pub mod breakdown;
 pub mod config;
 pub mod cpu;
+mod dedcore;
 mod fio;
 pub mod jitter;
 pub mod machine;
@@ -98,7 +105,7 @@ pub use breakdown::Breakdown;
 pub use config::{CompletionMode, HostConfig, HostConfigError, HOST_PRESETS};
 pub use cpu::{Cat, CoreStats, CATS};
 pub use machine::{Host, HostError, HostReport};
-pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec};
+pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec, SqPriority};
 pub use process::{
     Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, TraceMode, TraceRecord, Workload,
 };

@@ -172,6 +172,11 @@ pub struct Host {
     pub(crate) costs: CostDraws,
     /// Where in its poll loop a submitter finds a spinning poller (`jitter.poll_lock`).
     pub(crate) poll_lock_rng: SimRng,
+    /// DedCore (`nvme.dedcore`): the polling core, if any.
+    pub(crate) dedicated_core: Option<u16>,
+    /// DedCore: a completion handed over by the polling core is being finished (its wake-ups
+    /// cross cores).
+    pub(crate) handing_off: bool,
     /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
     /// latency_ns)`; `None` (the default) keeps no log.
     pub(crate) io_log: Option<Vec<(IoClass, u64, u64)>>,
@@ -181,6 +186,12 @@ impl Host {
     /// Queue pairs to create on the device before the run (admin commands).
     pub fn queue_pairs(&self) -> &[QueuePairSpec] {
         &self.queue_pairs
+    }
+
+    /// Whether the driver asks the controller for strict-priority arbitration when it enables
+    /// it (NVMe CC.AMS; `nvme.lc_queue`): the latency-critical SQs are created urgent.
+    pub fn strict_priority(&self) -> bool {
+        self.cfg.nvme.lc_queue == crate::config::Switch::On
     }
 
     pub fn config(&self) -> &HostConfig {
@@ -382,6 +393,9 @@ impl Host {
         let th = &mut self.threads[t as usize];
         assert_ne!(th.wait, Wait::None, "thread {t} woken while not sleeping");
         th.wait = Wait::None;
+        if self.handing_off {
+            return self.wake_handed_off(t);
+        }
         self.cpu.wake(self.now, t, 0, Cat::Sched);
     }
 

@@ -9,6 +9,17 @@
 //! pollers and submitters then meet on one queue (and, with `jitter.poll_lock = "shared"`, on
 //! its lock — see `jitter`).
 //!
+//! **Latency-critical SQs** (`nvme.lc_queue = "on"`, needs `attr`; FlashShare's two SQs per
+//! core): every queue pair gets a twin SQ that shares its CQ, created with priority `Urgent`;
+//! latency-critical requests go to the twin (`blk::route`), everything else to the ordinary SQ
+//! (`Medium`). The driver selects strict-priority arbitration when it enables the controller
+//! ([`Host::strict_priority`](crate::Host::strict_priority)), so the device fetches the twin's
+//! commands first; the device's drain rule (`ctrl.drain_entries` 8, `ctrl.drain_after_ns`
+//! 200 µs, `device::ctrl`) keeps the ordinary SQ from starving. Twins take SQ ids 2N+1..=4N in
+//! the order of the queues they twin; completions of both SQs land on the shared CQ and are
+//! handled as that CQ's (interrupt, or polled with its vector masked). Worked example (8
+//! cores): core 3's interrupt queue is SQ/CQ 4; its twin is SQ 20 on CQ 4.
+//!
 //! `nvme_queue_rq` (`queue_rq_ns`) turns a dispatched request into a command — op, LBA, length
 //! and, in the reserved field, the request's class and any write-back wave hint — writes it into
 //! the SQ and rings the doorbell (`doorbell_write_ns` of CPU; the device models the link
@@ -25,6 +36,12 @@
 //!   `poll_complete_ns` (cheaper than ISR + completion: warm caches, no switch).
 //! - **Hybrid**: the thread first sleeps for `hybrid_sleep_pct` % of the mean latency of recent
 //!   polled I/O on its queue (a timer interrupt wakes it), then polls (Linux's hybrid polling).
+//! - **Selective** (`completion = "selective"`, needs `attr`; FlashShare's selective ISR): a
+//!   latency-critical thread's synchronous direct I/O is polled, everything else (throughput
+//!   threads, asynchronous and buffered I/O) takes interrupts. The polled I/O uses the core's
+//!   poll queue (or, with `lc_queue`, its urgent twin sharing the poll CQ), whose vector is
+//!   masked: only latency-critical pollers use that CQ, so it is masked exactly while they
+//!   poll, and a throughput completion never lands on it.
 //!
 //! Worked example (arm8, zssd 4 KiB read): polled — the thread spins ≈ 10 µs of device time,
 //! sees the CQE within 0.2 µs and completes it in 3.5 µs; interrupt — the core is free during
@@ -52,7 +69,8 @@ pub struct HostCommand {
     /// First 512-byte sector.
     pub slba: u64,
     pub sectors: u32,
-    /// The class, in the command's reserved field.
+    /// The class, in the command's reserved field (`Throughput`, unclassified, when
+    /// `attr = "off"`).
     pub class: IoClass,
     /// Write-back wave hint: the wave's page count (0 = no hint).
     pub wave_pages: u32,
@@ -71,7 +89,8 @@ pub struct DeviceCqe {
     pub write_buffer_pct: u8,
 }
 
-/// A queue pair the host creates at start-up (admin commands).
+/// A queue pair the host creates at start-up (admin commands). Latency-critical SQs
+/// (`nvme.lc_queue`) share the CQ of the queue they twin: their `cqid` is that queue's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueuePairSpec {
     pub sqid: u16,
@@ -80,6 +99,16 @@ pub struct QueuePairSpec {
     /// MSI-X enabled (false: a poll queue).
     pub interrupts: bool,
     pub core: u16,
+    /// The SQ's priority in the Create I/O SQ command (NVMe QPRIO).
+    pub priority: SqPriority,
+}
+
+/// NVMe SQ priority as the driver asks for it (QPRIO of Create I/O SQ); the device's
+/// arbitration reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqPriority {
+    Urgent,
+    Medium,
 }
 
 /// Driver counters.
@@ -103,8 +132,10 @@ pub struct NvmeStats {
     pub last_write_buffer_pct: u8,
 }
 
-/// Builds the command for a dispatched request.
-pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request) -> HostCommand {
+/// Builds the command for a dispatched request. The reserved field carries the request's
+/// class only when the kernel knows classes (`attr`); otherwise every command goes out
+/// unclassified, which the device reads as `Throughput` (its default class).
+pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request, attr: bool) -> HostCommand {
     HostCommand {
         at,
         sqid,
@@ -112,13 +143,14 @@ pub fn command(at: SimTime, sqid: u16, cid: u32, req: &Request) -> HostCommand {
         op: req.op,
         slba: req.sector,
         sectors: req.sectors,
-        class: req.class,
+        class: if attr { req.class } else { IoClass::Throughput },
         wave_pages: req.wave_pages,
     }
 }
 
-/// Queue pairs for `cores` cores: interrupt queues, then poll queues.
-pub fn queue_pairs(cores: u16, depth: u32) -> Vec<QueuePairSpec> {
+/// Queue pairs for `cores` cores: interrupt queues, then poll queues, then (with
+/// `lc_queue`) one urgent latency-critical SQ per queue, in the same order, on its CQ.
+pub fn queue_pairs(cores: u16, depth: u32, lc_queue: bool) -> Vec<QueuePairSpec> {
     let mut v = Vec::new();
     for kind in [QueueKind::Interrupt, QueueKind::Poll] {
         for core in 0..cores {
@@ -129,6 +161,17 @@ pub fn queue_pairs(cores: u16, depth: u32) -> Vec<QueuePairSpec> {
                 depth,
                 interrupts: kind == QueueKind::Interrupt,
                 core,
+                priority: SqPriority::Medium,
+            });
+        }
+    }
+    if lc_queue {
+        let base = v.len();
+        for i in 0..base {
+            v.push(QueuePairSpec {
+                sqid: (base + i + 1) as u16,
+                priority: SqPriority::Urgent,
+                ..v[i]
             });
         }
     }
@@ -155,10 +198,20 @@ mod tests {
 
     #[test]
     fn queue_ids_follow_the_layout() {
-        let q = queue_pairs(4, 1024);
+        let q = queue_pairs(4, 1024, false);
         assert_eq!(q.len(), 8);
         assert_eq!((q[0].sqid, q[0].core, q[0].interrupts), (1, 0, true));
         assert_eq!((q[5].sqid, q[5].core, q[5].interrupts), (6, 1, false));
+        assert!(q.iter().all(|p| p.priority == SqPriority::Medium));
+        // Latency-critical twins: SQs 9..=16 on CQs 1..=8, urgent.
+        let q = queue_pairs(4, 1024, true);
+        assert_eq!(q.len(), 16);
+        let twin = q[8 + 5];
+        assert_eq!(
+            (twin.sqid, twin.cqid, twin.core, twin.interrupts),
+            (14, 6, 1, false)
+        );
+        assert_eq!(twin.priority, SqPriority::Urgent);
     }
 
     #[test]

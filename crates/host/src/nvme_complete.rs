@@ -193,6 +193,7 @@ impl Host {
         let h = self.blk.hctx_of_queue(cqid) as usize;
         let (kind, core) = (self.blk.hctxs[h].kind, self.blk.hctxs[h].core);
         match kind {
+            QueueKind::Poll if self.dedicated_core.is_some() => self.dedcore_cqe(r),
             QueueKind::Poll => {
                 self.blk.hctxs[h].posted.push(r);
                 let first = self.blk.reqs[r as usize].first_bio;
@@ -269,6 +270,7 @@ impl Host {
                 self.blk.reqs[req as usize].t_driver = self.now;
                 self.emit(req);
             }
+            IrqAction::HandOff { req } => self.handed_off(req, started),
             IrqAction::Wake { thread } => {
                 if self.threads[thread as usize].wait == Wait::Timer {
                     self.wake(thread);
@@ -343,5 +345,50 @@ impl Host {
             } => self.writeback_end(file, first_page, pages, bio.class),
             BioOwner::FioAsync { thread, slot } => self.fio_bio_end(thread, slot),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine::{IoClass, SimTime};
+
+    use crate::config::{CompletionMode, HostConfig, Switch};
+    use crate::cpu::Cat;
+    use crate::machine::Host;
+    use crate::testing::{fio_process, FixedLatencyDevice};
+
+    /// `completion = "selective"`: a latency-critical and a throughput reader, each doing
+    /// synchronous direct reads: only the latency-critical one polls (its completions are
+    /// reaped by polling, none by interrupt); the throughput one takes an interrupt per I/O.
+    #[test]
+    fn selective_completion_polls_only_latency_critical_io() {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.attr = Switch::On;
+        cfg.nvme.completion = CompletionMode::Selective;
+        cfg.jitter.tick_hz = 0;
+        let job = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=30\n";
+        let mut lc = fio_process(job, &cfg);
+        lc.class = IoClass::LatencyCritical;
+        let procs = vec![lc, fio_process(job, &cfg)];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(5), 1 << 40).unwrap();
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+        dev.run(&mut host, None);
+        let r = host.finish().unwrap();
+        let [lc, tp] =
+            [IoClass::LatencyCritical, IoClass::Throughput].map(|c| r.breakdown[c.index()].clone());
+        assert_eq!((lc.requests, tp.requests), (30, 30));
+        assert!(lc.poll > 0 && lc.irq == 0, "{lc:?}");
+        assert!(tp.irq > 0 && tp.poll == 0, "{tp:?}");
+        assert_eq!(r.nvme.polled_completions, 30);
+        assert_eq!(r.nvme.interrupts + r.nvme.coalesced_completions, 30);
+        // The poll time is the latency-critical thread's core's; the throughput thread never
+        // spins (threads 0 and 1 sit on cores 0 and 1).
+        let poll = Cat::Poll as usize;
+        assert!(r.cores[0].ns[poll] > 30 * 10_000 / 2, "{:?}", r.cores[0]);
+        assert_eq!(r.cores[1].ns[poll], 0);
+        // Without the attribute the kernel cannot choose by class.
+        cfg.attr = Switch::Off;
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("nvme.completion"), "{e}");
     }
 }

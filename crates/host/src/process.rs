@@ -11,6 +11,22 @@
 //! buffered I/O (presets.md: offline jobs use the page cache; upload/update requests dirty
 //! pages). Every one of these is a per-process key in the system config.
 //!
+//! ## Online services: I/Os and compute per request
+//! A profile's I/O rate (I/Os per instruction) was measured on the published server, whose
+//! cores retire instructions faster than `arm8`'s (2 G instructions/s). Tying an online
+//! request's I/O count to its instructions at that rate fixes its I/O share of the response
+//! time whatever the compute: `apache` on `arm8` + `nvme-tlc` issues 0.666 I/O per M
+//! instructions, one 24 KiB read every 750 µs of compute against ≈ 105 µs per read — 11.2 %
+//! of its response time (599 µs mean, 2 s alone, seed 1), where the published profile puts
+//! device I/O at 19 % or more on an NVMe SSD. So an online request's I/O *count* is the
+//! profile's rate at the reference of `REFERENCE_INSTRUCTIONS_PER_REQUEST` (1 M: 0.666 for
+//! apache), and its compute is `instructions_per_request`, spread over it: a service whose
+//! compute differs from the reference issues the same I/Os per request, denser or sparser.
+//! `apache` computes `APACHE_INSTRUCTIONS_PER_REQUEST` (500 k, 250 µs on arm8): with ≈ 70 µs
+//! of I/O per request (0.666 × 105 µs) and ≈ 30 µs of fixed network and hand-off costs, that
+//! puts its I/O at ≈ 70 / (250 + 70 + 30) = 20 % ≥ 19 %; the share a run gives is in
+//! `app`'s essay. Other online services keep the reference 1 M (nothing published pins them).
+//!
 //! ## What it leaves out
 //! Memory footprints of applications (the page cache gets `memory − reserved`), the client
 //! machine's CPU.
@@ -21,6 +37,30 @@ use serde::{Deserialize, Serialize};
 use workload::{Buffering, IoGenerator, IoSizeModel, JobSpec, Profile, ProfileKind};
 
 use crate::config::HostConfig;
+
+/// The instructions per request at which an online profile's I/O rate gives its I/Os per
+/// request (module essay).
+pub const REFERENCE_INSTRUCTIONS_PER_REQUEST: u64 = 1_000_000;
+
+/// `apache`'s compute per request, from its published device-I/O share (module essay).
+pub const APACHE_INSTRUCTIONS_PER_REQUEST: u64 = 500_000;
+
+/// Compute per request of online profile `profile`: apache's from its published I/O share,
+/// every other's the host's default (`app.instructions_per_request`).
+pub fn online_instructions_per_request(profile: &Profile, host: &HostConfig) -> u64 {
+    match profile.name {
+        "apache" => APACHE_INSTRUCTIONS_PER_REQUEST,
+        _ => host.app.instructions_per_request,
+    }
+}
+
+/// Mean instructions between an online worker's I/Os: the profile's I/Os per request (at the
+/// reference) spread over `instructions_per_request`; the profile's own gap at the reference.
+pub fn online_mean_gap(profile_gap: u64, instructions_per_request: u64) -> u64 {
+    let gap = u128::from(profile_gap) * u128::from(instructions_per_request)
+        / u128::from(REFERENCE_INSTRUCTIONS_PER_REQUEST);
+    (gap as u64).max(1)
+}
 
 /// When an online service's client sends requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +181,11 @@ impl ProcessSpec {
             class,
             requests_per_sec: workload::ONLINE_REQUESTS_PER_SEC,
             arrivals: Arrivals::Poisson,
-            instructions_per_request: host.app.instructions_per_request,
+            instructions_per_request: if online {
+                online_instructions_per_request(&profile, host)
+            } else {
+                host.app.instructions_per_request
+            },
             buffering,
             io_size: IoSizeModel::Fixed,
             io_gaps: IoGaps::Exponential,

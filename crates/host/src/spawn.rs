@@ -38,7 +38,7 @@ use workload::{Buffering, IoGenerator, JobSpec, Profile, ProfileGenerator};
 
 use crate::blk::Blk;
 use crate::breakdown::LayerTimes;
-use crate::config::HostConfig;
+use crate::config::{HostConfig, Switch};
 use crate::cpu::{Cat, Cpu};
 use crate::jitter::CostDraws;
 use crate::machine::{Ev, Host, HostError};
@@ -75,8 +75,13 @@ impl Host {
             spawner.spawn_process(index, spec, duration)?;
         }
         let flusher = spawner.spawn_flusher();
+        let poller = (cfg.nvme.dedcore == Switch::On).then(|| spawner.spawn_poller());
         spawner.arm_first_events(duration);
         let mut host = spawner.into_host(flusher, duration);
+        if let Some(t) = poller {
+            host.dedicated_core = Some(host.core_of(t));
+            host.cpu.wake(SimTime::ZERO, t, 0, Cat::Sched);
+        }
         host.arm_first_tick();
         host.start_threads();
         Ok(host)
@@ -177,10 +182,35 @@ impl<'c> Spawner<'c> {
         }
     }
 
+    /// Cores threads are placed on: all but DedCore's polling core (the last), if any.
+    fn app_cores(&self) -> u16 {
+        let cores = self.cfg.cpu.cores as u16;
+        if self.cfg.nvme.dedcore == Switch::On {
+            cores - 1
+        } else {
+            cores
+        }
+    }
+
+    /// DedCore's polling thread, alone on the last core.
+    fn spawn_poller(&mut self) -> u32 {
+        let core = self.cfg.cpu.cores as u16 - 1;
+        let t = self.cpu.add_thread(core, IoClass::Throughput);
+        let th = Thread::new(
+            u32::MAX,
+            IoClass::Throughput,
+            Role::Poller,
+            stream(self.seed, "kernel.poller"),
+            0,
+        );
+        self.threads.push(th);
+        t
+    }
+
     /// Places a new thread of `class` on the next core, round-robin.
     fn place(&mut self, class: IoClass) -> u32 {
         let core = self.next_core;
-        self.next_core = (self.next_core + 1) % self.cfg.cpu.cores as u16;
+        self.next_core = (self.next_core + 1) % self.app_cores();
         let t = self.cpu.add_thread(core, class);
         assert_eq!(
             t as usize,
@@ -303,7 +333,10 @@ impl<'c> Spawner<'c> {
         duration: SimTime,
     ) -> Result<ProcState, HostError> {
         let spec = p.spec;
-        let mean_gap = profile.mean_instructions_between_ios();
+        let mean_gap = crate::process::online_mean_gap(
+            profile.mean_instructions_between_ios(),
+            spec.instructions_per_request,
+        );
         if spec.requests_per_sec == 0 || spec.threads == 0 {
             return Err(p.unsupported(
                 "an online service needs requests_per_sec ≥ 1 and threads (workers) ≥ 1".into(),
@@ -478,13 +511,18 @@ impl<'c> Spawner<'c> {
         // the same stream twice (correlated costs): keep each site with one owner.
         self.cpu
             .set_cost_draws(CostDraws::new(self.seed, &cfg.jitter));
+        let mut blk = Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests())
+            .with_poll_queues(cfg.nvme.poll_queues as u16)
+            .with_classes(cfg.attr == Switch::On);
+        if cfg.nvme.lc_queue == Switch::On {
+            blk = blk.with_lc_queues();
+        }
         Host {
             cfg: cfg.clone(),
             events: self.events,
             cpu: self.cpu,
             pc: self.pc,
-            blk: Blk::new(&cfg.blk, cores, cfg.nvme.queue_depth, cfg.nr_requests())
-                .with_poll_queues(cfg.nvme.poll_queues as u16),
+            blk,
             threads: self.threads,
             procs: self.procs,
             flush: FlusherState {
@@ -503,10 +541,16 @@ impl<'c> Spawner<'c> {
             commands_sent: 0,
             cqes_received: 0,
             errors: Vec::new(),
-            queue_pairs: nvme::queue_pairs(cores, cfg.nvme.queue_depth),
+            queue_pairs: nvme::queue_pairs(
+                cores,
+                cfg.nvme.queue_depth,
+                cfg.nvme.lc_queue == Switch::On,
+            ),
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
             io_log: None,
+            dedicated_core: None,
+            handing_off: false,
         }
     }
 }

@@ -31,7 +31,7 @@
 //! Config keys: `app.syscall_ns`, `pagecache.page_*_ns`, `blk.max_request_bytes`,
 //! `nvme.completion`.
 
-use engine::IoOp;
+use engine::{IoClass, IoOp};
 
 use crate::blk::{BioOwner, Blk, QueueKind};
 use crate::config::CompletionMode;
@@ -58,6 +58,12 @@ impl Host {
         fio_slot: u32,
     ) {
         let th = &mut self.threads[t as usize];
+        // Selective completion (`nvme_complete`'s essay): the class decides.
+        let completion = match (completion, th.class) {
+            (CompletionMode::Selective, IoClass::LatencyCritical) => CompletionMode::Polled,
+            (CompletionMode::Selective, IoClass::Throughput) => CompletionMode::Interrupt,
+            (c, _) => c,
+        };
         let proc = &mut self.procs[th.proc as usize];
         proc.first_io_at.get_or_insert(self.now);
         let file = proc.file;

@@ -115,11 +115,18 @@ impl Default for IoCtx {
 
 /// What a thread is for.
 pub(crate) enum Role {
-    Server { req: u32 },
-    Worker { req: u32, instr_left: u64 },
+    Server {
+        req: u32,
+    },
+    Worker {
+        req: u32,
+        instr_left: u64,
+    },
     Offline,
     Fio(Box<FioThread>),
     Flusher,
+    /// DedCore's polling kernel thread (`dedcore`).
+    Poller,
 }
 
 /// One thread's I/O-path state (its scheduling state is `cpu::ThreadSched`).
@@ -148,6 +155,11 @@ pub(crate) struct Thread {
     pub(crate) pending: u32,
     /// Request the thread is dispatching (`NIL`: none).
     pub(crate) dispatching: u32,
+    /// Block-layer bypass (`blk_bypass`): requests to hand to the driver next, in order.
+    pub(crate) direct: Vec<u32>,
+    /// The thread is handing bypassing requests to the driver (it returns to submission, not
+    /// to dispatching from the queues, when they are sent).
+    pub(crate) bypassing: bool,
     /// When the current bio's submission began.
     pub(crate) bio_started: SimTime,
     /// When the current reap began.
@@ -189,6 +201,8 @@ impl Thread {
             reap: Vec::with_capacity(8),
             pending: 0,
             dispatching: NIL,
+            direct: Vec::new(),
+            bypassing: false,
             bio_started: SimTime::ZERO,
             reap_started: SimTime::ZERO,
             ra: ReadAhead::default(),

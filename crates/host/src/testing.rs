@@ -16,8 +16,10 @@ use crate::process::{Arrivals, IoGaps, ProcessSpec, Workload};
 /// to drive the host alone and see when each command left it.
 pub(crate) struct FixedLatencyDevice {
     latency_ns: u64,
-    /// Interrupts enabled, by queue id.
+    /// Interrupts enabled, by CQ id.
     interrupts: Vec<bool>,
+    /// The CQ of each SQ id.
+    cq_of: Vec<u16>,
     pending: VecDeque<DeviceCqe>,
     pub(crate) commands: Vec<HostCommand>,
     /// Write-buffer status every completion entry reports (tests of the adaptive thresholds).
@@ -27,12 +29,15 @@ pub(crate) struct FixedLatencyDevice {
 impl FixedLatencyDevice {
     pub(crate) fn new(host: &Host, latency_ns: u64) -> Self {
         let mut interrupts = vec![false; host.queue_pairs().len() + 1];
+        let mut cq_of = vec![0; host.queue_pairs().len() + 1];
         for qp in host.queue_pairs() {
             interrupts[qp.cqid as usize] = qp.interrupts;
+            cq_of[qp.sqid as usize] = qp.cqid;
         }
         FixedLatencyDevice {
             latency_ns,
             interrupts,
+            cq_of,
             pending: VecDeque::new(),
             commands: Vec::new(),
             write_buffer_pct: 0,
@@ -61,12 +66,13 @@ impl FixedLatencyDevice {
             host.step();
             host.take_commands(&mut issued);
             for c in issued.drain(..) {
+                let cqid = self.cq_of[c.sqid as usize];
                 self.pending.push_back(DeviceCqe {
                     at: c.at + self.latency_ns,
-                    cqid: c.sqid,
+                    cqid,
                     cid: c.cid,
                     success: true,
-                    interrupt: self.interrupts[c.sqid as usize],
+                    interrupt: self.interrupts[cqid as usize],
                     write_buffer_pct: self.write_buffer_pct,
                 });
                 self.commands.push(c);

@@ -133,6 +133,7 @@ duration_ms = 120
 alone = true
 [host]
 preset = \"arm8\"
+attr = \"on\"
 [host.pagecache]
 memory_bytes = 536870912
 reserved_bytes = 134217728

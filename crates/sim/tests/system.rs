@@ -39,6 +39,7 @@ seed = 3
 duration_ms = 600
 [host]
 preset = \"arm8\"
+attr = \"on\"
 [host.pagecache]
 memory_bytes = 536870912
 reserved_bytes = 134217728
@@ -309,7 +310,7 @@ fn merging_reduces_nvme_commands_for_a_sequential_stream() {
 #[test]
 fn the_class_travels_to_the_device_through_write_back() {
     let s = summary(
-        "seed = 6\nduration_ms = 800\n[host]\npreset = \"arm8\"\n[host.pagecache]\nmemory_bytes = 536870912\nreserved_bytes = 134217728\n[[process]]\nprofile = \"apache-upload\"\n[[process]]\nprofile = \"ungzip\"\nthreads = 2\n",
+        "seed = 6\nduration_ms = 800\n[host]\npreset = \"arm8\"\nattr = \"on\"\n[host.pagecache]\nmemory_bytes = 536870912\nreserved_bytes = 134217728\n[[process]]\nprofile = \"apache-upload\"\n[[process]]\nprofile = \"ungzip\"\nthreads = 2\n",
     );
     let h = &s.run.host;
     let pc = &h.pagecache.latency_critical;
@@ -327,6 +328,17 @@ fn the_class_travels_to_the_device_through_write_back() {
     );
     let p = process(&s.run, "apache-upload");
     assert_eq!(p.class, IoClass::LatencyCritical);
+    // Without `attr` the kernel knows no class: the device sees every command unclassified.
+    let off = summary(
+        "seed = 6\nduration_ms = 800\n[host]\npreset = \"arm8\"\n[host.pagecache]\nmemory_bytes = 536870912\nreserved_bytes = 134217728\n[[process]]\nprofile = \"apache-upload\"\n[[process]]\nprofile = \"ungzip\"\nthreads = 2\n",
+    );
+    let d = &off.run.device.commands;
+    assert_eq!(d.latency_critical, 0);
+    assert_eq!(d.throughput, d.reads + d.writes);
+    assert!(
+        off.run.host.nvme.commands_latency_critical > 0,
+        "the reports still label them"
+    );
 }
 
 fn strip_wall(s: &SystemSummary) -> String {

@@ -14,6 +14,7 @@
 
 use std::time::Instant;
 
+use device::config::Arbitration;
 use device::{Completion, DeviceOptions, Hint, NvmeCommand, SqPriority, Ssd, Status};
 use engine::SimTime;
 use host::{DeviceCqe, Host, HostCommand, HostReport};
@@ -81,8 +82,15 @@ pub fn run_system_with_series(
         cfg.duration,
         ssd.capacity_bytes(),
     )?;
+    if host.strict_priority() {
+        ssd.set_arbitration(Arbitration::StrictPriority);
+    }
     for qp in host.queue_pairs() {
-        ssd.create_queue_pair(qp.sqid, qp.cqid, qp.depth, SqPriority::Medium);
+        let priority = match qp.priority {
+            host::SqPriority::Urgent => SqPriority::Urgent,
+            host::SqPriority::Medium => SqPriority::Medium,
+        };
+        ssd.create_queue_pair(qp.sqid, qp.cqid, qp.depth, priority);
         if !qp.interrupts {
             ssd.set_interrupts(qp.cqid, false);
         }
