@@ -87,14 +87,16 @@ use std::collections::VecDeque;
 
 use engine::IoClass;
 
-use crate::config::{CacheConfig, MAP_UNIT_BYTES};
+use crate::cache_split::{PartitionStats, Split};
+use crate::config::{CacheConfig, Partition, Prefetch, MAP_UNIT_BYTES};
+use crate::ghost::{GhostPrefetch, GhostStats};
 
-const VALID: u8 = 1;
-const DIRTY: u8 = 2;
+pub(crate) const VALID: u8 = 1;
+pub(crate) const DIRTY: u8 = 2;
 const EVICTING: u8 = 4;
 const FILLING: u8 = 8;
 /// Filled by prefetch and not read since (for prefetch-hit counting).
-const PREFETCHED: u8 = 16;
+pub(crate) const PREFETCHED: u8 = 16;
 
 /// Asks the CPU to start loading `x`'s cache line (a hint: no effect on results). A read that
 /// misses looks at its set's flags and LRU stamps next (to pick a victim); starting those loads
@@ -135,13 +137,27 @@ pub enum WriteBlock {
     SetFull,
 }
 
-/// Per-class cache counters.
+/// Per-class cache counters. A line belongs to the class of the command that last put data
+/// in it (the read that filled it, the prefetch's read, the last write); see "Per-class
+/// accounting" in the module essay.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ClassCacheStats {
     pub read_hits: u64,
     pub read_misses: u64,
     pub write_hits: u64,
     pub write_misses: u64,
+    /// Lines prefetched on this class's reads, and read hits of this class on a prefetched
+    /// line not read before.
+    pub prefetch_fills: u64,
+    pub prefetch_hits: u64,
+    /// This class's lines replaced to make room (the data left DRAM).
+    pub lines_evicted: u64,
+    /// This class's dirty units programmed to flash (the line stays, clean).
+    pub units_written_back: u64,
+    /// Occupancy at the end of the run (the time series has it over time): valid lines, and
+    /// the part of them in the write buffer (dirty or being programmed).
+    pub lines: u64,
+    pub dirty_units: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -152,6 +168,12 @@ pub struct CacheStats {
     pub prefetch_hits: u64,
     pub units_evicted: u64,
     pub max_dirty_units: u64,
+    /// `cache.partition = "dynamic"` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionStats>,
+    /// `cache.prefetch = "ghost"` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ghost: Option<GhostStats>,
 }
 
 impl CacheStats {
@@ -159,6 +181,24 @@ impl CacheStats {
         match class {
             IoClass::LatencyCritical => &mut self.latency_critical,
             IoClass::Throughput => &mut self.throughput,
+        }
+    }
+
+    /// By `IoClass::index` (as lines store their class).
+    #[inline]
+    fn class_at(&mut self, index: u8) -> &mut ClassCacheStats {
+        if index == 0 {
+            &mut self.latency_critical
+        } else {
+            &mut self.throughput
+        }
+    }
+
+    /// This class's counters.
+    pub fn of(&self, class: IoClass) -> &ClassCacheStats {
+        match class {
+            IoClass::LatencyCritical => &self.latency_critical,
+            IoClass::Throughput => &self.throughput,
         }
     }
 }
@@ -180,6 +220,8 @@ pub struct Cache {
     version: Vec<u32>,
     /// Stamp of the dirtying that put the line in the dirty FIFO (lazy deletion key).
     dirtied: Vec<u32>,
+    /// Class of the data held (`IoClass::index`; meaningless when invalid).
+    owner: Vec<u8>,
     clock: u32,
     dirty_units: u64,
     dirty_cap_units: u64,
@@ -187,6 +229,16 @@ pub struct Cache {
     dirty_fifo: VecDeque<(u32, u32)>,
     pub prefetch_pages: u32,
     pub stats: CacheStats,
+    /// `cache.partition = "dynamic"`: the ways of each set split between the classes.
+    split: Option<Split>,
+    /// `cache.prefetch = "ghost"`: the ghosts that choose the prefetch size.
+    ghost: Option<GhostPrefetch>,
+    /// End of the adaptive mechanisms' open epoch, in ns (`cache.epoch_ns`).
+    epoch_end_ns: u64,
+    epoch_ns: u64,
+    /// Class of the last write refused with `SetFull` (whose partition the eviction round
+    /// that follows must free a way in).
+    blocked_class: IoClass,
 }
 
 impl Cache {
@@ -202,13 +254,41 @@ impl Cache {
             used: vec![0; n],
             version: vec![0; n],
             dirtied: vec![0; n],
+            owner: vec![0; n],
             clock: 0,
             dirty_units: 0,
             dirty_cap_units: config.write_buffer_bytes / MAP_UNIT_BYTES,
             dirty_fifo: VecDeque::new(),
             prefetch_pages: config.prefetch_pages,
             stats: CacheStats::default(),
+            split: None,
+            ghost: None,
+            epoch_end_ns: config.epoch_ns,
+            epoch_ns: config.epoch_ns,
+            blocked_class: IoClass::Throughput,
         }
+        .with_adaptive(config)
+    }
+
+    /// Builds the class split and the ghosts the config asks for (`cache_split.rs`, `ghost.rs`).
+    fn with_adaptive(mut self, config: &CacheConfig) -> Cache {
+        if config.partition == Partition::Dynamic {
+            let split = Split::new(config);
+            self.stats.partition = Some(split.stats());
+            self.split = Some(split);
+        }
+        if config.prefetch == Prefetch::Ghost {
+            let ways = self.split.as_ref().map(|s| {
+                [
+                    s.ways(IoClass::LatencyCritical),
+                    s.ways(IoClass::Throughput),
+                ]
+            });
+            let ghost = GhostPrefetch::new(config, self.sets, ways);
+            self.stats.ghost = Some(ghost.stats());
+            self.ghost = Some(ghost);
+        }
+        self
     }
 
     fn set_range(&self, lpn: u32) -> std::ops::Range<usize> {
@@ -237,13 +317,49 @@ impl Cache {
         self.has(i, DIRTY | EVICTING)
     }
 
-    /// Puts `lpn` into way `i` with `flags`, used now.
-    fn install(&mut self, i: usize, lpn: u32, flags: u8, stamp: u32) {
+    /// Puts `lpn` of `class` into way `i` (invalid or clean) with `flags`, used now.
+    fn install(&mut self, i: usize, lpn: u32, flags: u8, stamp: u32, class: IoClass) {
+        debug_assert!(!self.buffered(i), "way {i} replaced while in the write buffer");
+        if self.has(i, VALID) {
+            self.stats.class_at(self.owner[i]).lines_evicted += 1;
+            self.invalidate(i);
+        }
         self.tags[i] = lpn;
         self.flags[i] = flags;
         self.used[i] = stamp;
         self.version[i] = 0;
         self.dirtied[i] = 0;
+        self.owner[i] = class.index() as u8;
+        self.stats.class(class).lines += 1;
+    }
+
+    /// Empties way `i` (not in the write buffer).
+    fn invalidate(&mut self, i: usize) {
+        if self.has(i, VALID) {
+            self.stats.class_at(self.owner[i]).lines -= 1;
+        }
+        self.tags[i] = NO_LPN;
+        self.flags[i] = 0;
+        self.used[i] = 0;
+        self.version[i] = 0;
+        self.dirtied[i] = 0;
+    }
+
+    /// The line in way `i` is now `class`'s data: its occupancy moves with it.
+    #[inline]
+    fn set_owner(&mut self, i: usize, class: IoClass) {
+        let new = class.index() as u8;
+        let old = self.owner[i];
+        if old != new {
+            let buffered = u64::from(self.buffered(i));
+            let from = self.stats.class_at(old);
+            from.lines -= 1;
+            from.dirty_units -= buffered;
+            let to = self.stats.class_at(new);
+            to.lines += 1;
+            to.dirty_units += buffered;
+            self.owner[i] = new;
+        }
     }
 
     fn tick(&mut self) -> u32 {
@@ -251,10 +367,23 @@ impl Cache {
         self.clock
     }
 
-    /// The least recently used line of `lpn`'s set that may be replaced (invalid or clean).
-    fn victim(&self, lpn: u32) -> Option<usize> {
+    /// The least recently used line of `lpn`'s set that may be replaced (invalid or clean);
+    /// split by class, one of `class`'s partition (`cache_split.rs`).
+    fn victim(&mut self, lpn: u32, class: IoClass) -> Option<usize> {
         let set = self.set_range(lpn);
         let start = set.start;
+        if let Some(split) = &self.split {
+            let v = split.victim(
+                class,
+                &self.flags[set.clone()],
+                &self.used[set.clone()],
+                &self.owner[set],
+            );
+            if v.is_none() {
+                self.blocked_class = class;
+            }
+            return v.map(|w| start + w);
+        }
         let flags = &self.flags[set.clone()];
         if let Some(w) = flags.iter().position(|&f| f & VALID == 0) {
             return Some(start + w);
@@ -306,6 +435,10 @@ impl Cache {
                 if self.has(i, PREFETCHED) {
                     self.flags[i] &= !PREFETCHED;
                     self.stats.prefetch_hits += 1;
+                    self.stats.class(class).prefetch_hits += 1;
+                }
+                if self.split.is_some() {
+                    self.note_split_hit(i, class);
                 }
                 ReadLookup::Hit {
                     version: self.version[i],
@@ -323,21 +456,23 @@ impl Cache {
         self.find(lpn).is_some()
     }
 
-    /// Reserves a line for a fill from flash. `false` when the set has no replaceable way
-    /// (the data then goes to the host uncached).
-    pub fn start_fill(&mut self, lpn: u32, prefetch: bool) -> bool {
+    /// Reserves a line for a fill from flash for a read of `class`. `false` when the set (its
+    /// partition, split by class) has no replaceable way (the data then goes to the host
+    /// uncached).
+    pub fn start_fill(&mut self, lpn: u32, prefetch: bool, class: IoClass) -> bool {
         // A second scan of the set on every miss: kept for debug-assertion builds.
         debug_assert!(
             self.find(lpn).is_none(),
             "fill of LPN {lpn}, already cached"
         );
         let stamp = self.tick();
-        match self.victim(lpn) {
+        match self.victim(lpn, class) {
             Some(i) => {
                 let flags = VALID | FILLING | if prefetch { PREFETCHED } else { 0 };
-                self.install(i, lpn, flags, stamp);
+                self.install(i, lpn, flags, stamp, class);
                 if prefetch {
                     self.stats.prefetch_fills += 1;
+                    self.stats.class(class).prefetch_fills += 1;
                 }
                 true
             }
@@ -361,25 +496,28 @@ impl Cache {
     pub fn write(&mut self, lpn: u32, version: u32, class: IoClass) -> Result<(), WriteBlock> {
         let stamp = self.tick();
         let i = match self.find(lpn) {
+            Some(i) if self.must_move(i, class) => self.move_for_write(i, lpn, class, stamp)?,
             Some(i) => {
                 if !self.buffered(i) && self.dirty_units >= self.dirty_cap_units {
                     return Err(WriteBlock::BufferFull);
                 }
                 self.stats.class(class).write_hits += 1;
+                self.set_owner(i, class);
                 i
             }
             None => {
                 if self.dirty_units >= self.dirty_cap_units {
                     return Err(WriteBlock::BufferFull);
                 }
-                let i = self.victim(lpn).ok_or(WriteBlock::SetFull)?;
-                self.install(i, lpn, VALID, stamp);
+                let i = self.victim(lpn, class).ok_or(WriteBlock::SetFull)?;
+                self.install(i, lpn, VALID, stamp, class);
                 self.stats.class(class).write_misses += 1;
                 i
             }
         };
         if !self.buffered(i) {
             self.dirty_units += 1;
+            self.stats.class(class).dirty_units += 1;
             self.stats.max_dirty_units = self.stats.max_dirty_units.max(self.dirty_units);
         }
         if !self.has(i, DIRTY) {
@@ -398,6 +536,115 @@ impl Cache {
         Ok(())
     }
 
+    /// Split by class: a write of `class` to the clean line in way `i` of the other class's
+    /// partition moves the line into its own (`cache_split.rs`, "Writes across the boundary").
+    #[inline]
+    fn must_move(&self, i: usize, class: IoClass) -> bool {
+        self.split
+            .as_ref()
+            .is_some_and(|s| !s.owns(i % self.ways as usize, class))
+            && self.flags[i] & !PREFETCHED == VALID
+    }
+
+    /// Moves the clean line `i` of `lpn` to a way of `class`'s partition for a write.
+    fn move_for_write(
+        &mut self,
+        i: usize,
+        lpn: u32,
+        class: IoClass,
+        stamp: u32,
+    ) -> Result<usize, WriteBlock> {
+        if self.dirty_units >= self.dirty_cap_units {
+            return Err(WriteBlock::BufferFull);
+        }
+        let to = self.victim(lpn, class).ok_or(WriteBlock::SetFull)?;
+        self.invalidate(i);
+        self.install(to, lpn, VALID, stamp, class);
+        self.stats.class(class).write_hits += 1;
+        Ok(to)
+    }
+
+    /// Split by class: counts a read hit of `class` on its own line in a way the other class
+    /// now owns (read-only retention).
+    fn note_split_hit(&mut self, i: usize, class: IoClass) {
+        let split = self.split.as_ref().expect("called when split");
+        if self.owner[i] == class.index() as u8 && !split.owns(i % self.ways as usize, class) {
+            let stats = self.stats.partition.as_mut().expect("split has stats");
+            match class {
+                IoClass::LatencyCritical => stats.lc_retained_hits += 1,
+                IoClass::Throughput => stats.tp_retained_hits += 1,
+            }
+        }
+    }
+
+    /// A read or write command of `units` 4 KiB units from `first` by `class` reaches the
+    /// cache at `now_ns`: closes the adaptive mechanisms' epoch if it is over, then counts the
+    /// command for the split and plays it on the ghosts. Nothing when both are off.
+    #[inline]
+    pub fn note_command(&mut self, now_ns: u64, write: bool, first: u32, units: u32, class: IoClass) {
+        if self.split.is_none() && self.ghost.is_none() {
+            return;
+        }
+        if now_ns >= self.epoch_end_ns {
+            self.close_epoch(now_ns);
+        }
+        if let Some(split) = &mut self.split {
+            split.count(class, units);
+        }
+        if let Some(ghost) = &mut self.ghost {
+            if write {
+                ghost.on_write(class, first, units);
+            } else {
+                ghost.on_read(class, first, units);
+            }
+        }
+    }
+
+    /// The epoch ending at `epoch_end_ns` is over (`now_ns` is past it): the split moves its
+    /// boundary (and the ghosts follow it), the ghosts choose. Epochs without commands after
+    /// it change nothing and are skipped.
+    fn close_epoch(&mut self, now_ns: u64) {
+        if let (Some(split), Some(stats)) = (&mut self.split, &mut self.stats.partition) {
+            let before = split.ways(IoClass::LatencyCritical);
+            split.close_epoch(stats);
+            if split.ways(IoClass::LatencyCritical) != before {
+                if let Some(ghost) = &mut self.ghost {
+                    for class in IoClass::ALL {
+                        ghost.set_ways(class, split.ways(class));
+                    }
+                }
+            }
+        }
+        if let (Some(ghost), Some(stats)) = (&mut self.ghost, &mut self.stats.ghost) {
+            ghost.close_epoch(stats);
+        }
+        let behind = (now_ns - self.epoch_end_ns) / self.epoch_ns;
+        self.epoch_end_ns += (behind + 1) * self.epoch_ns;
+    }
+
+    /// Pages a read of `class` prefetches after it: `prefetch_pages`, or the ghosts' choice.
+    #[inline]
+    pub fn prefetch_pages_for(&self, class: IoClass) -> u32 {
+        match &self.ghost {
+            None => self.prefetch_pages,
+            Some(g) => g.pages(class),
+        }
+    }
+
+    /// Ways of every set each class may fill (`IoClass::index`): all of them when shared.
+    pub fn ways_by_class(&self) -> [u32; 2] {
+        match &self.split {
+            None => [self.ways; 2],
+            Some(s) => IoClass::ALL.map(|c| s.ways(c)),
+        }
+    }
+
+    /// Whether the ways are split by class (a write blocked by a full partition may then be
+    /// unblocked by a fill completing, not only by an eviction).
+    pub fn is_split(&self) -> bool {
+        self.split.is_some()
+    }
+
     /// Takes up to `max` of the oldest dirty lines for eviction: they become *evicting*
     /// (still readable, still in the buffer) and are returned as `(lpn, version)`.
     pub fn take_oldest_dirty(&mut self, max: usize, out: &mut Vec<(u32, u32)>) {
@@ -414,10 +661,15 @@ impl Cache {
         }
     }
 
-    /// Takes the least recently used dirty line of `lpn`'s set (to unblock a `SetFull` write).
+    /// Takes the least recently used dirty line of `lpn`'s set (to unblock a `SetFull` write);
+    /// split by class, of the blocked writer's partition.
     pub fn take_dirty_in_set(&mut self, lpn: u32) -> Option<(u32, u32)> {
-        let i = self
-            .set_range(lpn)
+        let mut ways = self.set_range(lpn);
+        if let Some(split) = &self.split {
+            let part = split.ways_of(self.blocked_class);
+            ways = ways.start + part.start..ways.start + part.end;
+        }
+        let i = ways
             .filter(|&i| self.has(i, DIRTY) && !self.has(i, EVICTING))
             .min_by_key(|&i| self.used[i])?;
         self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
@@ -435,7 +687,11 @@ impl Cache {
             "eviction of LPN {lpn} finished but it was not evicting"
         );
         self.flags[i] &= !EVICTING;
-        if !self.has(i, DIRTY) {
+        let dirty = self.has(i, DIRTY);
+        let owner = self.stats.class_at(self.owner[i]);
+        owner.units_written_back += 1;
+        if !dirty {
+            owner.dirty_units -= 1;
             self.dirty_units -= 1;
         }
     }
@@ -463,9 +719,11 @@ impl Cache {
             }
             if self.has(i, DIRTY) {
                 self.dirty_units -= 1;
+                self.stats.class_at(self.owner[i]).dirty_units -= 1;
+                self.flags[i] &= !DIRTY;
             }
             if !self.has(i, FILLING) {
-                self.install(i, NO_LPN, 0, 0);
+                self.invalidate(i);
             }
         }
     }
@@ -495,6 +753,23 @@ impl Cache {
                 "{} dirty units exceed the buffer's {}",
                 self.dirty_units, self.dirty_cap_units
             ));
+        }
+        for class in IoClass::ALL {
+            let mine = |i: &usize| self.has(*i, VALID) && self.owner[*i] == class.index() as u8;
+            let lines = (0..self.tags.len()).filter(mine).count() as u64;
+            let dirty = (0..self.tags.len())
+                .filter(mine)
+                .filter(|&i| self.buffered(i))
+                .count() as u64;
+            let s = self.stats.of(class);
+            if (lines, dirty) != (s.lines, s.dirty_units) {
+                return Err(format!(
+                    "{} holds {lines} lines ({dirty} buffered) but counts {} ({})",
+                    class.name(),
+                    s.lines,
+                    s.dirty_units
+                ));
+            }
         }
         Ok(())
     }
@@ -734,7 +1009,7 @@ impl WriteBack {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn cache(lines: u64, ways: u32, buffer_lines: u64) -> Cache {
@@ -775,7 +1050,7 @@ mod tests {
     }
 
     /// A small cache with every optional mechanism off (tests override what they exercise).
-    fn cache_config() -> CacheConfig {
+    pub(crate) fn cache_config() -> CacheConfig {
         CacheConfig {
             dram_bytes: 64 * 4096,
             ways: 4,
@@ -785,6 +1060,13 @@ mod tests {
             evict_batch_units: 0,
             dram_access_ns: 0,
             flush: crate::config::Flush::OnFull,
+            partition: Partition::Shared,
+            epoch_ns: crate::config::DEFAULT_EPOCH_NS,
+            partition_step_ways: 1,
+            partition_min_ways: 1,
+            prefetch: Prefetch::Fixed,
+            ghost_pages: crate::config::DEFAULT_GHOST_PAGES.to_vec(),
+            ghost_sample_period_sets: 1,
         }
     }
 
@@ -843,11 +1125,11 @@ mod tests {
     fn lru_replaces_the_oldest_clean_line_of_a_set() {
         let mut c = cache(4, 2, 4); // 2 sets × 2 ways
         for lpn in [0, 2] {
-            assert!(c.start_fill(lpn, false));
+            assert!(c.start_fill(lpn, false, IoClass::Throughput));
             c.finish_fill(lpn, 0);
         }
         c.read(0, IoClass::Throughput); // 2 is now LRU in set 0
-        assert!(c.start_fill(4, false));
+        assert!(c.start_fill(4, false, IoClass::Throughput));
         assert!(c.contains(0) && !c.contains(2) && c.contains(4));
     }
 

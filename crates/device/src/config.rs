@@ -152,6 +152,79 @@ pub struct CacheConfig {
     pub dram_access_ns: u64,
     /// When dirty data goes to flash (`cache.rs`, "When the buffer flushes").
     pub flush: Flush,
+    /// How the ways of every set are shared between the classes (`cache_split.rs`).
+    #[serde(default)]
+    pub partition: Partition,
+    /// Epoch of the adaptive mechanisms (way reassignment, ghost choice), in ns: each closes
+    /// at the first command at or after its end.
+    #[serde(default = "default_epoch_ns")]
+    pub epoch_ns: u64,
+    /// `partition = "dynamic"`: most ways one epoch moves between the partitions.
+    #[serde(default = "default_partition_step_ways")]
+    pub partition_step_ways: u32,
+    /// `partition = "dynamic"`: fewest ways either partition keeps.
+    #[serde(default = "default_partition_min_ways")]
+    pub partition_min_ways: u32,
+    /// What sets the prefetch size on a read (`ghost.rs`): `prefetch_pages`, or the ghosts.
+    #[serde(default)]
+    pub prefetch: Prefetch,
+    /// `prefetch = "ghost"`: the granularities the ghosts simulate, in 4 KiB pages, ascending.
+    #[serde(default = "default_ghost_pages")]
+    pub ghost_pages: Vec<u32>,
+    /// `prefetch = "ghost"`: the ghosts simulate one set in this many (set sampling).
+    #[serde(default = "default_ghost_sample_period_sets")]
+    pub ghost_sample_period_sets: u32,
+}
+
+/// How the cache's ways are shared between the latency-critical and throughput classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Partition {
+    /// One LRU cache for every I/O (the baseline).
+    #[default]
+    Shared,
+    /// The ways of each set are split between the classes and move toward the busier class
+    /// each epoch (`cache_split.rs`).
+    Dynamic,
+}
+
+/// What decides how many pages a read prefetches after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Prefetch {
+    /// Always `prefetch_pages` (the baseline; 0 = none).
+    #[default]
+    Fixed,
+    /// The granularity of the ghost cache with the fewest misses last epoch (`ghost.rs`).
+    Ghost,
+}
+
+/// device.md: "Each epoch (default 10 ms; configurable)".
+pub const DEFAULT_EPOCH_NS: u64 = 10_000_000;
+/// One way of 16 (6 % of the cache) per 10 ms: a one-epoch burst cannot take the cache, and
+/// the split still crosses from even to the minimum in 60 ms (`cache_split.rs`).
+pub const DEFAULT_PARTITION_STEP_WAYS: u32 = 1;
+/// Two ways of 16 (1/8): an idle class keeps room for its hottest lines (`cache_split.rs`).
+pub const DEFAULT_PARTITION_MIN_WAYS: u32 = 2;
+/// device.md's example granularities.
+pub const DEFAULT_GHOST_PAGES: [u32; 5] = [0, 4, 16, 64, 128];
+/// One set in 17, a prime (`ghost.rs`, "Set sampling").
+pub const DEFAULT_GHOST_SAMPLE_PERIOD_SETS: u32 = 17;
+
+fn default_epoch_ns() -> u64 {
+    DEFAULT_EPOCH_NS
+}
+fn default_partition_step_ways() -> u32 {
+    DEFAULT_PARTITION_STEP_WAYS
+}
+fn default_partition_min_ways() -> u32 {
+    DEFAULT_PARTITION_MIN_WAYS
+}
+fn default_ghost_pages() -> Vec<u32> {
+    DEFAULT_GHOST_PAGES.to_vec()
+}
+fn default_ghost_sample_period_sets() -> u32 {
+    DEFAULT_GHOST_SAMPLE_PERIOD_SETS
 }
 
 /// When the write buffer programs dirty data to flash.
@@ -530,6 +603,56 @@ impl DeviceConfig {
                 format!("between 4096 and cache.dram_bytes ({})", cache.dram_bytes),
             ));
         }
+        self.validate_adaptive_cache(lines)
+    }
+
+    /// The class split's and the ghosts' keys (checked whether or not the switch is on, so a
+    /// config that turns one on later is already known to be valid).
+    fn validate_adaptive_cache(&self, lines: u64) -> Result<(), ConfigError> {
+        let cache = &self.cache;
+        if cache.epoch_ns == 0 {
+            return Err(invalid("cache.epoch_ns", 0, "a positive epoch in ns (10,000,000 = 10 ms)"));
+        }
+        if cache.partition_step_ways == 0 {
+            return Err(invalid(
+                "cache.partition_step_ways",
+                0,
+                "at least 1 way moved per epoch",
+            ));
+        }
+        if cache.partition_min_ways == 0 || 2 * cache.partition_min_ways > cache.ways {
+            return Err(invalid(
+                "cache.partition_min_ways",
+                cache.partition_min_ways,
+                format!(
+                    "1 to half of cache.ways ({}): both partitions keep at least this many",
+                    cache.ways / 2
+                ),
+            ));
+        }
+        let pages = &cache.ghost_pages;
+        if pages.is_empty()
+            || pages.windows(2).any(|w| w[0] >= w[1])
+            || pages.iter().any(|&p| p as u64 > lines)
+        {
+            return Err(invalid(
+                "cache.ghost_pages",
+                format!("{pages:?}"),
+                format!(
+                    "one or more granularities in strictly ascending order, each at most the \
+                     cache's {lines} 4 KiB lines"
+                ),
+            ));
+        }
+        let sets = (lines / cache.ways as u64).max(1);
+        let period = cache.ghost_sample_period_sets as u64;
+        if period == 0 || period > sets {
+            return Err(invalid(
+                "cache.ghost_sample_period_sets",
+                period,
+                format!("1 (every set) to the cache's {sets} sets"),
+            ));
+        }
         Ok(())
     }
 
@@ -626,6 +749,15 @@ pub fn zssd() -> DeviceConfig {
             // Both drives are commercial products (device.md's from-host figures are theirs),
             // whose firmware flushes on idle dies; the drain study's `vanilla` sets `on-full`.
             flush: Flush::Idle,
+            // The class split and ghost prefetch are the FlashShare study's switches, off in
+            // the commercial presets.
+            partition: Partition::Shared,
+            epoch_ns: DEFAULT_EPOCH_NS,
+            partition_step_ways: DEFAULT_PARTITION_STEP_WAYS,
+            partition_min_ways: DEFAULT_PARTITION_MIN_WAYS,
+            prefetch: Prefetch::Fixed,
+            ghost_pages: DEFAULT_GHOST_PAGES.to_vec(),
+            ghost_sample_period_sets: DEFAULT_GHOST_SAMPLE_PERIOD_SETS,
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
@@ -688,6 +820,15 @@ pub fn nvme_tlc() -> DeviceConfig {
             // Both drives are commercial products (device.md's from-host figures are theirs),
             // whose firmware flushes on idle dies; the drain study's `vanilla` sets `on-full`.
             flush: Flush::Idle,
+            // The class split and ghost prefetch are the FlashShare study's switches, off in
+            // the commercial presets.
+            partition: Partition::Shared,
+            epoch_ns: DEFAULT_EPOCH_NS,
+            partition_step_ways: DEFAULT_PARTITION_STEP_WAYS,
+            partition_min_ways: DEFAULT_PARTITION_MIN_WAYS,
+            prefetch: Prefetch::Fixed,
+            ghost_pages: DEFAULT_GHOST_PAGES.to_vec(),
+            ghost_sample_period_sets: DEFAULT_GHOST_SAMPLE_PERIOD_SETS,
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
