@@ -91,12 +91,12 @@ use crate::cache_split::{PartitionStats, Split};
 use crate::config::{CacheConfig, Partition, Prefetch, MAP_UNIT_BYTES};
 use crate::ghost::{GhostPrefetch, GhostStats};
 
-pub(crate) const VALID: u8 = 1;
-pub(crate) const DIRTY: u8 = 2;
+const VALID: u8 = 1;
+const DIRTY: u8 = 2;
 const EVICTING: u8 = 4;
 const FILLING: u8 = 8;
 /// Filled by prefetch and not read since (for prefetch-hit counting).
-pub(crate) const PREFETCHED: u8 = 16;
+const PREFETCHED: u8 = 16;
 
 /// Asks the CPU to start loading `x`'s cache line (a hint: no effect on results). A read that
 /// misses looks at its set's flags and LRU stamps next (to pick a victim); starting those loads
@@ -373,9 +373,11 @@ impl Cache {
         let set = self.set_range(lpn);
         let start = set.start;
         if let Some(split) = &self.split {
+            let flags = &self.flags[set.clone()];
             let v = split.victim(
                 class,
-                &self.flags[set.clone()],
+                |w| flags[w] & VALID == 0,
+                |w| flags[w] & !PREFETCHED == VALID,
                 &self.used[set.clone()],
                 &self.owner[set],
             );

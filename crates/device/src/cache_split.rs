@@ -7,7 +7,7 @@
 //! cache would otherwise evict a latency-critical service's hot lines in every set it touches.
 //!
 //! ## The model
-//! The cache keeps its sets ([`Cache`](crate::cache::Cache)); what changes is who may *replace*
+//! The cache keeps its sets (`cache.rs`); what changes is who may *replace*
 //! a line. The ways of every set are divided at one boundary, the same in every set: ways
 //! `0 .. lc_ways` form the latency-critical partition, ways `lc_ways .. ways` the throughput
 //! partition. It starts even (`ways / 2` each).
@@ -63,7 +63,6 @@ use std::ops::Range;
 use engine::IoClass;
 use serde::Serialize;
 
-use crate::cache::{PREFETCHED, VALID};
 use crate::config::CacheConfig;
 
 /// What the split did during a run (`cache.partition` in `summary.json` when it is on).
@@ -174,23 +173,30 @@ impl Split {
         stats.lc_ways_max = stats.lc_ways_max.max(next);
     }
 
-    /// The way (within a set) a fill or new write of `class` may take, given the set's flags,
-    /// LRU stamps and line classes: an invalid way of the partition, else the least recently
-    /// used clean line of the other class there, else the class's own. `None`: every way of
-    /// the partition is dirty, evicting or filling.
+    /// The way (within a set) a fill or new write of `class` may take: an invalid way of the
+    /// partition, else the least recently used clean line of the other class there, else the
+    /// class's own. `free(w)` and `clean(w)` say whether way `w` is invalid, or valid and
+    /// replaceable (not dirty, evicting or filling); `used` and `owner` are the set's LRU
+    /// stamps and line classes. `None`: every way of the partition is dirty, evicting or
+    /// filling.
     #[inline]
-    pub fn victim(&self, class: IoClass, flags: &[u8], used: &[u32], owner: &[u8]) -> Option<usize> {
+    pub fn victim(
+        &self,
+        class: IoClass,
+        free: impl Fn(usize) -> bool,
+        clean: impl Fn(usize) -> bool,
+        used: &[u32],
+        owner: &[u8],
+    ) -> Option<usize> {
         let part = self.ways_of(class);
-        if let Some(w) = part.clone().find(|&w| flags[w] & VALID == 0) {
+        if let Some(w) = part.clone().find(|&w| free(w)) {
             return Some(w);
         }
         let me = class.index() as u8;
-        let clean = |w: &usize| flags[*w] & !PREFETCHED == VALID;
         part.clone()
-            .filter(clean)
-            .filter(|&w| owner[w] != me)
+            .filter(|&w| clean(w) && owner[w] != me)
             .min_by_key(|&w| used[w])
-            .or_else(|| part.filter(clean).min_by_key(|&w| used[w]))
+            .or_else(|| part.filter(|&w| clean(w)).min_by_key(|&w| used[w]))
     }
 }
 
@@ -243,40 +249,147 @@ mod tests {
         assert_eq!(next_lc_ways(16, 5, 2, 1, [0, 0]), 5, "no accesses, no move");
     }
 
+    /// Flags as the cache keeps them: 1 = valid, 2 = dirty.
+    fn victim(split: &Split, class: IoClass, flags: [u8; 4], used: [u32; 4], owner: [u8; 4]) -> Option<usize> {
+        split.victim(
+            class,
+            |w| flags[w] & 1 == 0,
+            |w| flags[w] == 1,
+            &used,
+            &owner,
+        )
+    }
+
     #[test]
     fn a_victim_is_invalid_then_foreign_clean_then_own_clean_and_never_dirty() {
         let mut config = crate::cache::tests::cache_config();
         config.ways = 4;
         config.partition_min_ways = 1;
         let split = Split::new(&config); // LC: ways 0..2, TP: 2..4
-        let lc = IoClass::LatencyCritical.index() as u8;
-        let tp = IoClass::Throughput.index() as u8;
-        let dirty = crate::cache::DIRTY | VALID;
-        let used = [5, 1, 9, 9];
+        let (lc, tp) = (0, 1);
+        let (v, d) = (1, 3);
+        let l = IoClass::LatencyCritical;
         // Way 0 own clean (newer), way 1 foreign clean (older): foreign goes first.
-        assert_eq!(
-            split.victim(IoClass::LatencyCritical, &[VALID, VALID, VALID, VALID], &used, &[lc, tp, tp, tp]),
-            Some(1)
-        );
+        assert_eq!(victim(&split, l, [v; 4], [5, 1, 9, 9], [lc, tp, tp, tp]), Some(1));
         // Foreign first even when it is the more recently used.
-        let used = [1, 5, 9, 9];
-        assert_eq!(
-            split.victim(IoClass::LatencyCritical, &[VALID, VALID, VALID, VALID], &used, &[lc, tp, tp, tp]),
-            Some(1)
-        );
+        assert_eq!(victim(&split, l, [v; 4], [1, 5, 9, 9], [lc, tp, tp, tp]), Some(1));
         // An invalid way beats both; the other partition's ways are never taken.
+        assert_eq!(victim(&split, l, [v, 0, 0, 0], [1, 5, 9, 9], [lc, tp, tp, tp]), Some(1));
         assert_eq!(
-            split.victim(IoClass::LatencyCritical, &[VALID, 0, 0, 0], &used, &[lc, tp, tp, tp]),
-            Some(1)
-        );
-        assert_eq!(
-            split.victim(IoClass::LatencyCritical, &[dirty, dirty, VALID, 0], &used, &[lc, lc, tp, tp]),
+            victim(&split, l, [d, d, v, 0], [1, 5, 9, 9], [lc, lc, tp, tp]),
             None,
             "the partition is all dirty"
         );
         assert_eq!(
-            split.victim(IoClass::Throughput, &[dirty, dirty, VALID, VALID], &[0, 0, 4, 3], &[lc, lc, tp, tp]),
+            victim(&split, IoClass::Throughput, [d, d, v, v], [0, 0, 4, 3], [lc, lc, tp, tp]),
             Some(3)
         );
+    }
+
+    use crate::cache::{Cache, ReadLookup, WriteBlock};
+
+    const LC: IoClass = IoClass::LatencyCritical;
+    const TP: IoClass = IoClass::Throughput;
+
+    /// A split cache of `sets` sets × `ways` ways with 1 µs epochs.
+    fn split_cache(sets: u64, ways: u32, min_ways: u32) -> Cache {
+        Cache::new(&CacheConfig {
+            dram_bytes: sets * ways as u64 * 4096,
+            ways,
+            write_buffer_bytes: sets * ways as u64 * 4096,
+            partition: crate::config::Partition::Dynamic,
+            epoch_ns: 1_000,
+            partition_min_ways: min_ways,
+            ..crate::cache::tests::cache_config()
+        })
+    }
+
+    fn fill(c: &mut Cache, lpn: u32, class: IoClass) {
+        assert_eq!(c.read(lpn, class), ReadLookup::Miss, "LPN {lpn}");
+        assert!(c.start_fill(lpn, false, class), "LPN {lpn} found a way");
+        c.finish_fill(lpn, 0);
+    }
+
+    /// The test: after way 2 of a 4-way set passes from the throughput class to the
+    /// latency-critical one, the throughput line in it still serves throughput reads, until a
+    /// latency-critical fill needs the way.
+    #[test]
+    fn read_only_retention_serves_the_old_owner_until_the_new_owner_fills_the_way() {
+        let mut c = split_cache(16, 4, 1); // LC ways 0..2, TP ways 2..4; set = LPN mod 16
+        fill(&mut c, 0, TP); // way 2
+        fill(&mut c, 16, TP); // way 3
+        assert_eq!(c.ways_by_class(), [2, 2]);
+        c.note_command(0, false, 100, 100, LC);
+        c.note_command(1_000, false, 200, 1, LC); // closes the epoch: all LC → one way more
+        assert_eq!(c.ways_by_class(), [3, 1]);
+        let retained = |c: &Cache| c.stats.partition.as_ref().unwrap().tp_retained_hits;
+        assert!(matches!(c.read(0, TP), ReadLookup::Hit { .. }), "retained");
+        assert_eq!(retained(&c), 1);
+        fill(&mut c, 32, LC); // way 0 (invalid first)
+        fill(&mut c, 48, LC); // way 1
+        assert!(matches!(c.read(0, TP), ReadLookup::Hit { .. }), "still retained");
+        assert!(matches!(c.read(16, TP), ReadLookup::Hit { .. }), "TP's own way");
+        assert_eq!(retained(&c), 2, "only the hit in the reassigned way counts");
+        fill(&mut c, 64, LC); // LC's partition is full: the foreign line in way 2 goes first
+        assert_eq!(c.read(0, TP), ReadLookup::Miss, "the new owner took the way");
+        assert!(matches!(c.read(32, LC), ReadLookup::Hit { .. }));
+        assert!(matches!(c.read(48, LC), ReadLookup::Hit { .. }));
+        assert_eq!(c.stats.throughput.lines_evicted, 1);
+        assert_eq!((c.stats.latency_critical.lines, c.stats.throughput.lines), (3, 1));
+        c.check_consistency().unwrap();
+    }
+
+    /// Read-only: the old owner's write to a retained clean line moves the line into its own
+    /// partition; a dirty line is written in place.
+    #[test]
+    fn the_old_owner_writes_into_its_own_partition() {
+        let mut c = split_cache(16, 4, 1);
+        fill(&mut c, 0, TP); // way 2
+        c.write(16, 1, TP).unwrap(); // way 3, dirty
+        c.note_command(0, false, 100, 100, LC);
+        c.note_command(2_000, false, 200, 1, LC);
+        assert_eq!(c.ways_by_class(), [3, 1]);
+        // TP's partition is way 3 alone, dirty: the write of LPN 0 must wait for it.
+        assert_eq!(c.write(0, 2, TP), Err(WriteBlock::SetFull));
+        assert_eq!(c.take_dirty_in_set(0), Some((16, 1)), "from TP's partition");
+        c.finish_eviction(16);
+        c.write(0, 2, TP).unwrap();
+        assert_eq!(c.read(16, TP), ReadLookup::Miss, "LPN 0 moved over LPN 16's way");
+        assert!(matches!(c.read(0, TP), ReadLookup::Hit { version: 2 }));
+        assert_eq!(c.stats.partition.as_ref().unwrap().tp_retained_hits, 0, "way 3 is TP's");
+        // A dirty line in the other partition is written in place (LC writes LPN 0).
+        c.write(0, 3, LC).unwrap();
+        assert_eq!(c.stats.latency_critical.dirty_units, 1);
+        assert_eq!(c.stats.throughput.dirty_units, 0, "the line is LC's data now");
+        c.check_consistency().unwrap();
+    }
+
+    /// The test: the boundary moves toward the busier class, by the step, and never
+    /// below the minimum, on the cache's own epoch clock (an idle stretch moves nothing).
+    #[test]
+    fn ways_move_toward_the_busier_class_and_never_below_the_minimum() {
+        let mut c = split_cache(16, 16, 2);
+        let mut lc_ways = Vec::new();
+        let mut t = 0;
+        for _ in 0..10 {
+            c.note_command(t, false, 0, 100, LC);
+            c.note_command(t, false, 1_000, 900, TP);
+            t += 1_000;
+            lc_ways.push(c.ways_by_class()[0]);
+        }
+        c.note_command(t, false, 1_000, 1, TP); // closes the last busy epoch
+        lc_ways.push(c.ways_by_class()[0]);
+        assert_eq!(lc_ways, [8, 7, 6, 5, 4, 3, 2, 2, 2, 2, 2]);
+        t += 1_000_000; // a thousand idle epochs
+        c.note_command(t, false, 1_000, 1, TP);
+        assert_eq!(c.ways_by_class(), [2, 14], "idle epochs move nothing");
+        for _ in 0..20 {
+            t += 1_000;
+            c.note_command(t, false, 0, 1_000, LC);
+        }
+        let p = c.stats.partition.clone().unwrap();
+        assert_eq!((p.lc_ways, p.tp_ways), (14, 2), "all LC: up to ways − min");
+        assert_eq!((p.lc_ways_min, p.lc_ways_max), (2, 14));
+        assert_eq!(p.ways_moved, 6 + 12);
     }
 }

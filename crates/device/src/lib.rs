@@ -30,7 +30,10 @@
 //!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
 //!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
-//!  cache    DRAM lines, the write buffer; what to evict and when       config
+//!  cache_split  the class split of the cache's ways, by epoch          config
+//!  ghost    ghost caches that choose the prefetch size, by epoch       config
+//!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_split,
+//!                                                                      ghost
 //!  lib.rs   the device's API and the routing of events between them    all of the above
 //! ```
 //! No module uses one below it in this table, so there is no cycle; `cache` and `ftl` do not
