@@ -14,7 +14,10 @@
 //! stall*): the device programs the oldest dirty lines to flash and the write proceeds when a
 //! program completes. The baseline evicts only then ("when full").
 //!
-//! On a read miss, `prefetch_pages` following units are read too and cached clean.
+//! After a read command, the `prefetch_pages` units that follow it are read too (those not
+//! cached or on their way) and cached clean: a miss's neighbours, and on a hit the window keeps
+//! moving ahead. With `cache.prefetch = "ghost"` the size is chosen each epoch, per class when
+//! the cache is split ("Class split and ghost prefetch" below).
 //!
 //! Worked example (`nvme-tlc`, 512 MB, 16 ways): 131,072 lines in 8,192 sets. LPN 1,000,000
 //! falls in set 1,000,000 mod 8,192 = 576. With the buffer full (131,072 dirty lines), a new
@@ -78,10 +81,36 @@
 //! spread over the LUNs, besides 101's own); the read of 102 finds its unit filling or cached, and extends the
 //! window to 135 — one flash read. Each read after the second is served from DRAM.
 //!
+//! ## Per-class accounting
+//! Each line remembers the class of the data it holds (`IoClass::index`, one byte per line):
+//! the class of the read that filled it (a prefetch takes the class of the read that asked for
+//! it) or of the last write into it. The per-class counters ([`ClassCacheStats`]) follow that
+//! owner: `read_*`/`write_*` and `prefetch_hits` go to the class of the command that looked;
+//! `lines_evicted` (a valid line replaced to make room) and `units_written_back` (a dirty unit
+//! programmed) go to the owner of the line; `lines` and `dirty_units` are the owner's occupancy
+//! now, kept exact at every change of a line (asserted by [`Cache::check_consistency`]). A write
+//! into another class's line makes it the writer's, and its occupancy moves along.
+//! Worked example: the throughput class fills LPN 7 (its `lines` 1), then a latency-critical
+//! write rewrites it: the line is now latency-critical (`lines` 1, `dirty_units` 1; the
+//! throughput class's 0); when its program finishes, the latency-critical class's
+//! `units_written_back` is 1 and its `dirty_units` 0. Summed over the classes, `lines` is the
+//! cache's valid lines, `dirty_units` the buffer's occupancy and `units_written_back` is
+//! `units_evicted`. Counting costs a few adds on paths that already write the line.
+//!
+//! ## Class split and ghost prefetch (`cache.partition`, `cache.prefetch`)
+//! Each is its own file: `cache_split.rs` divides the ways of every set between the classes and
+//! moves the boundary each epoch; `ghost.rs` replays the commands on tag-only caches that each
+//! prefetch a different amount and adopts the best each epoch. What this file adds for them:
+//! [`Cache::note_command`] (called once per read or write command; it closes the epoch, counts
+//! for the split and plays the command on the ghosts — one branch when both are off), victim
+//! choice within the writer's or reader's partition, writes across the boundary
+//! (`must_move`), the retention counter, and [`Cache::prefetch_pages_for`]. Both off (the
+//! default), nothing in this file behaves differently: the golden summaries only gained the
+//! per-class counters above.
+//!
 //! ## What it leaves out
-//! The class split with dynamic ways, ghost-cache prefetch, and the drain mechanisms (later
-//! switches); sub-4 KiB line fills (a partial write dirties the whole unit); a high-watermark
-//! drain.
+//! The drain mechanisms (later switches); sub-4 KiB line fills (a partial write dirties the
+//! whole unit); a high-watermark drain.
 
 use std::collections::VecDeque;
 
@@ -1082,6 +1111,33 @@ pub(crate) mod tests {
             ReadLookup::Hit { version: 3 }
         );
         assert_eq!(c.dirty_units(), 1);
+    }
+
+    /// The essay's worked example of per-class accounting.
+    #[test]
+    fn a_line_belongs_to_the_class_that_last_put_data_in_it() {
+        let mut c = cache(64, 4, 16);
+        assert!(c.start_fill(7, false, IoClass::Throughput));
+        c.finish_fill(7, 0);
+        assert_eq!(c.stats.throughput.lines, 1);
+        c.write(7, 1, IoClass::LatencyCritical).unwrap();
+        let (lc, tp) = (&c.stats.latency_critical, &c.stats.throughput);
+        assert_eq!((lc.lines, lc.dirty_units, tp.lines, tp.dirty_units), (1, 1, 0, 0));
+        c.check_consistency().unwrap();
+        let mut out = Vec::new();
+        c.take_oldest_dirty(1, &mut out);
+        c.finish_eviction(7);
+        let lc = &c.stats.latency_critical;
+        assert_eq!((lc.units_written_back, lc.dirty_units, lc.lines), (1, 0, 1));
+        assert_eq!(c.stats.units_evicted, 1);
+        // Replacing it for a throughput fill is the latency-critical class's eviction.
+        for lpn in [23, 39, 55, 71] {
+            assert!(c.start_fill(lpn, true, IoClass::Throughput), "LPN {lpn}");
+        }
+        assert_eq!(c.stats.latency_critical.lines_evicted, 1);
+        assert_eq!(c.stats.throughput.prefetch_fills, 4);
+        c.trim(23);
+        c.check_consistency().unwrap();
     }
 
     #[test]

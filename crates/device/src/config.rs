@@ -1014,6 +1014,42 @@ mod tests {
                 "cache.flush",
             ),
             (
+                "[cache]\npartition = \"split\"",
+                "`split`, expected `shared` or `dynamic`",
+                "cache.partition",
+            ),
+            (
+                "[cache]\nprefetch = \"adaptive\"",
+                "`adaptive`, expected `fixed` or `ghost`",
+                "cache.prefetch",
+            ),
+            ("[cache]\nepoch_ns = 0", "`cache.epoch_ns` = 0", "a positive epoch"),
+            (
+                "[cache]\npartition_min_ways = 9",
+                "`cache.partition_min_ways` = 9",
+                "1 to half of cache.ways (8)",
+            ),
+            (
+                "[cache]\npartition_step_ways = 0",
+                "`cache.partition_step_ways` = 0",
+                "at least 1",
+            ),
+            (
+                "[cache]\nghost_pages = [0, 16, 4]",
+                "`cache.ghost_pages` = [0, 16, 4]",
+                "strictly ascending",
+            ),
+            (
+                "[cache]\nghost_pages = []",
+                "`cache.ghost_pages` = []",
+                "one or more",
+            ),
+            (
+                "[cache]\nghost_sample_period_sets = 0",
+                "`cache.ghost_sample_period_sets` = 0",
+                "1 (every set) to the cache's 24576 sets",
+            ),
+            (
                 "[ftl]\nprecondition = \"randomly\"",
                 "`randomly`, expected one of `none`, `sequential`, `random`",
                 "ftl.precondition",
@@ -1030,6 +1066,8 @@ mod tests {
             "[pcie]\nmax_payload_bytes = 128\ntlp_overhead_bytes = 64",
             "[pcie]\nmax_payload_bytes = 4096\ntlp_overhead_bytes = 0",
             "[cache]\nreadahead_units = 393216\nflush = \"on-full\"",
+            "[cache]\npartition = \"dynamic\"\npartition_min_ways = 8\nprefetch = \"ghost\"",
+            "[cache]\nghost_pages = [128]\nghost_sample_period_sets = 24576\nepoch_ns = 1",
         ] {
             DeviceConfig::from_toml_str(&format!("preset = \"zssd\"\n{ok}"))
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));
