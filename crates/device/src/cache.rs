@@ -350,8 +350,9 @@ impl Cache {
     fn install(&mut self, i: usize, lpn: u32, flags: u8, stamp: u32, class: IoClass) {
         debug_assert!(!self.buffered(i), "way {i} replaced while in the write buffer");
         if self.has(i, VALID) {
-            self.stats.class_at(self.owner[i]).lines_evicted += 1;
-            self.invalidate(i);
+            let old = self.stats.class_at(self.owner[i]);
+            old.lines_evicted += 1;
+            old.lines -= 1;
         }
         self.tags[i] = lpn;
         self.flags[i] = flags;
@@ -398,7 +399,7 @@ impl Cache {
 
     /// The least recently used line of `lpn`'s set that may be replaced (invalid or clean);
     /// split by class, one of `class`'s partition (`cache_split.rs`).
-    fn victim(&mut self, lpn: u32, class: IoClass) -> Option<usize> {
+    fn victim(&self, lpn: u32, class: IoClass) -> Option<usize> {
         let set = self.set_range(lpn);
         let start = set.start;
         if let Some(split) = &self.split {
@@ -410,9 +411,6 @@ impl Cache {
                 &self.used[set.clone()],
                 &self.owner[set],
             );
-            if v.is_none() {
-                self.blocked_class = class;
-            }
             return v.map(|w| start + w);
         }
         let flags = &self.flags[set.clone()];
@@ -540,7 +538,7 @@ impl Cache {
                 if self.dirty_units >= self.dirty_cap_units {
                     return Err(WriteBlock::BufferFull);
                 }
-                let i = self.victim(lpn, class).ok_or(WriteBlock::SetFull)?;
+                let i = self.victim(lpn, class).ok_or_else(|| self.set_full(class))?;
                 self.install(i, lpn, VALID, stamp, class);
                 self.stats.class(class).write_misses += 1;
                 i
@@ -567,6 +565,14 @@ impl Cache {
         Ok(())
     }
 
+    /// A write of `class` found no replaceable way: remembered for the eviction round it
+    /// starts ([`take_dirty_in_set`](Self::take_dirty_in_set)).
+    #[cold]
+    fn set_full(&mut self, class: IoClass) -> WriteBlock {
+        self.blocked_class = class;
+        WriteBlock::SetFull
+    }
+
     /// Split by class: a write of `class` to the clean line in way `i` of the other class's
     /// partition moves the line into its own (`cache_split.rs`, "Writes across the boundary").
     #[inline]
@@ -588,7 +594,7 @@ impl Cache {
         if self.dirty_units >= self.dirty_cap_units {
             return Err(WriteBlock::BufferFull);
         }
-        let to = self.victim(lpn, class).ok_or(WriteBlock::SetFull)?;
+        let to = self.victim(lpn, class).ok_or_else(|| self.set_full(class))?;
         self.invalidate(i);
         self.install(to, lpn, VALID, stamp, class);
         self.stats.class(class).write_hits += 1;
@@ -608,12 +614,19 @@ impl Cache {
         }
     }
 
+    /// Whether the class split or the ghosts are on (then every read and write command goes
+    /// through [`note_command`](Self::note_command)).
+    #[inline]
+    pub fn is_adaptive(&self) -> bool {
+        self.split.is_some() || self.ghost.is_some()
+    }
+
     /// A read or write command of `units` 4 KiB units from `first` by `class` reaches the
     /// cache at `now_ns`: closes the adaptive mechanisms' epoch if it is over, then counts the
     /// command for the split and plays it on the ghosts. Nothing when both are off.
     #[inline]
     pub fn note_command(&mut self, now_ns: u64, write: bool, first: u32, units: u32, class: IoClass) {
-        if self.split.is_none() && self.ghost.is_none() {
+        if !self.is_adaptive() {
             return;
         }
         if now_ns >= self.epoch_end_ns {

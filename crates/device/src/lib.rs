@@ -668,7 +668,7 @@ impl Ssd {
             self.post_completion(now, slot);
             return;
         }
-        if matches!(op, IoOp::Read | IoOp::Write) {
+        if self.cache.is_adaptive() && matches!(op, IoOp::Read | IoOp::Write) {
             let (first, units) = {
                 let c = self.cmd(slot);
                 (c.first_lpn, c.units)
