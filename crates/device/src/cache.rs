@@ -348,7 +348,10 @@ impl Cache {
 
     /// Puts `lpn` of `class` into way `i` (invalid or clean) with `flags`, used now.
     fn install(&mut self, i: usize, lpn: u32, flags: u8, stamp: u32, class: IoClass) {
-        debug_assert!(!self.buffered(i), "way {i} replaced while in the write buffer");
+        debug_assert!(
+            !self.buffered(i),
+            "way {i} replaced while in the write buffer"
+        );
         if self.has(i, VALID) {
             let old = self.stats.class_at(self.owner[i]);
             old.lines_evicted += 1;
@@ -538,7 +541,9 @@ impl Cache {
                 if self.dirty_units >= self.dirty_cap_units {
                     return Err(WriteBlock::BufferFull);
                 }
-                let i = self.victim(lpn, class).ok_or_else(|| self.set_full(class))?;
+                let i = self
+                    .victim(lpn, class)
+                    .ok_or_else(|| self.set_full(class))?;
                 self.install(i, lpn, VALID, stamp, class);
                 self.stats.class(class).write_misses += 1;
                 i
@@ -594,7 +599,9 @@ impl Cache {
         if self.dirty_units >= self.dirty_cap_units {
             return Err(WriteBlock::BufferFull);
         }
-        let to = self.victim(lpn, class).ok_or_else(|| self.set_full(class))?;
+        let to = self
+            .victim(lpn, class)
+            .ok_or_else(|| self.set_full(class))?;
         self.invalidate(i);
         self.install(to, lpn, VALID, stamp, class);
         self.stats.class(class).write_hits += 1;
@@ -625,7 +632,14 @@ impl Cache {
     /// cache at `now_ns`: closes the adaptive mechanisms' epoch if it is over, then counts the
     /// command for the split and plays it on the ghosts. Nothing when both are off.
     #[inline]
-    pub fn note_command(&mut self, now_ns: u64, write: bool, first: u32, units: u32, class: IoClass) {
+    pub fn note_command(
+        &mut self,
+        now_ns: u64,
+        write: bool,
+        first: u32,
+        units: u32,
+        class: IoClass,
+    ) {
         if !self.is_adaptive() {
             return;
         }
@@ -1135,7 +1149,10 @@ pub(crate) mod tests {
         assert_eq!(c.stats.throughput.lines, 1);
         c.write(7, 1, IoClass::LatencyCritical).unwrap();
         let (lc, tp) = (&c.stats.latency_critical, &c.stats.throughput);
-        assert_eq!((lc.lines, lc.dirty_units, tp.lines, tp.dirty_units), (1, 1, 0, 0));
+        assert_eq!(
+            (lc.lines, lc.dirty_units, tp.lines, tp.dirty_units),
+            (1, 1, 0, 0)
+        );
         c.check_consistency().unwrap();
         let mut out = Vec::new();
         c.take_oldest_dirty(1, &mut out);

@@ -245,12 +245,22 @@ mod tests {
         }
         assert_eq!(lc, 5, "an even mix walks back toward 8");
         assert_eq!(next_lc_ways(16, 8, 2, 3, [1, 0]), 11, "a bigger step");
-        assert_eq!(next_lc_ways(16, 14, 2, 3, [1, 0]), 14, "never above ways − min");
+        assert_eq!(
+            next_lc_ways(16, 14, 2, 3, [1, 0]),
+            14,
+            "never above ways − min"
+        );
         assert_eq!(next_lc_ways(16, 5, 2, 1, [0, 0]), 5, "no accesses, no move");
     }
 
     /// Flags as the cache keeps them: 1 = valid, 2 = dirty.
-    fn victim(split: &Split, class: IoClass, flags: [u8; 4], used: [u32; 4], owner: [u8; 4]) -> Option<usize> {
+    fn victim(
+        split: &Split,
+        class: IoClass,
+        flags: [u8; 4],
+        used: [u32; 4],
+        owner: [u8; 4],
+    ) -> Option<usize> {
         split.victim(
             class,
             |w| flags[w] & 1 == 0,
@@ -270,18 +280,33 @@ mod tests {
         let (v, d) = (1, 3);
         let l = IoClass::LatencyCritical;
         // Way 0 own clean (newer), way 1 foreign clean (older): foreign goes first.
-        assert_eq!(victim(&split, l, [v; 4], [5, 1, 9, 9], [lc, tp, tp, tp]), Some(1));
+        assert_eq!(
+            victim(&split, l, [v; 4], [5, 1, 9, 9], [lc, tp, tp, tp]),
+            Some(1)
+        );
         // Foreign first even when it is the more recently used.
-        assert_eq!(victim(&split, l, [v; 4], [1, 5, 9, 9], [lc, tp, tp, tp]), Some(1));
+        assert_eq!(
+            victim(&split, l, [v; 4], [1, 5, 9, 9], [lc, tp, tp, tp]),
+            Some(1)
+        );
         // An invalid way beats both; the other partition's ways are never taken.
-        assert_eq!(victim(&split, l, [v, 0, 0, 0], [1, 5, 9, 9], [lc, tp, tp, tp]), Some(1));
+        assert_eq!(
+            victim(&split, l, [v, 0, 0, 0], [1, 5, 9, 9], [lc, tp, tp, tp]),
+            Some(1)
+        );
         assert_eq!(
             victim(&split, l, [d, d, v, 0], [1, 5, 9, 9], [lc, lc, tp, tp]),
             None,
             "the partition is all dirty"
         );
         assert_eq!(
-            victim(&split, IoClass::Throughput, [d, d, v, v], [0, 0, 4, 3], [lc, lc, tp, tp]),
+            victim(
+                &split,
+                IoClass::Throughput,
+                [d, d, v, v],
+                [0, 0, 4, 3],
+                [lc, lc, tp, tp]
+            ),
             Some(3)
         );
     }
@@ -327,15 +352,28 @@ mod tests {
         assert_eq!(retained(&c), 1);
         fill(&mut c, 32, LC); // way 0 (invalid first)
         fill(&mut c, 48, LC); // way 1
-        assert!(matches!(c.read(0, TP), ReadLookup::Hit { .. }), "still retained");
-        assert!(matches!(c.read(16, TP), ReadLookup::Hit { .. }), "TP's own way");
+        assert!(
+            matches!(c.read(0, TP), ReadLookup::Hit { .. }),
+            "still retained"
+        );
+        assert!(
+            matches!(c.read(16, TP), ReadLookup::Hit { .. }),
+            "TP's own way"
+        );
         assert_eq!(retained(&c), 2, "only the hit in the reassigned way counts");
         fill(&mut c, 64, LC); // LC's partition is full: the foreign line in way 2 goes first
-        assert_eq!(c.read(0, TP), ReadLookup::Miss, "the new owner took the way");
+        assert_eq!(
+            c.read(0, TP),
+            ReadLookup::Miss,
+            "the new owner took the way"
+        );
         assert!(matches!(c.read(32, LC), ReadLookup::Hit { .. }));
         assert!(matches!(c.read(48, LC), ReadLookup::Hit { .. }));
         assert_eq!(c.stats.throughput.lines_evicted, 1);
-        assert_eq!((c.stats.latency_critical.lines, c.stats.throughput.lines), (3, 1));
+        assert_eq!(
+            (c.stats.latency_critical.lines, c.stats.throughput.lines),
+            (3, 1)
+        );
         c.check_consistency().unwrap();
     }
 
@@ -354,13 +392,24 @@ mod tests {
         assert_eq!(c.take_dirty_in_set(0), Some((16, 1)), "from TP's partition");
         c.finish_eviction(16);
         c.write(0, 2, TP).unwrap();
-        assert_eq!(c.read(16, TP), ReadLookup::Miss, "LPN 0 moved over LPN 16's way");
+        assert_eq!(
+            c.read(16, TP),
+            ReadLookup::Miss,
+            "LPN 0 moved over LPN 16's way"
+        );
         assert!(matches!(c.read(0, TP), ReadLookup::Hit { version: 2 }));
-        assert_eq!(c.stats.partition.as_ref().unwrap().tp_retained_hits, 0, "way 3 is TP's");
+        assert_eq!(
+            c.stats.partition.as_ref().unwrap().tp_retained_hits,
+            0,
+            "way 3 is TP's"
+        );
         // A dirty line in the other partition is written in place (LC writes LPN 0).
         c.write(0, 3, LC).unwrap();
         assert_eq!(c.stats.latency_critical.dirty_units, 1);
-        assert_eq!(c.stats.throughput.dirty_units, 0, "the line is LC's data now");
+        assert_eq!(
+            c.stats.throughput.dirty_units, 0,
+            "the line is LC's data now"
+        );
         c.check_consistency().unwrap();
     }
 

@@ -611,7 +611,11 @@ impl DeviceConfig {
     fn validate_adaptive_cache(&self, lines: u64) -> Result<(), ConfigError> {
         let cache = &self.cache;
         if cache.epoch_ns == 0 {
-            return Err(invalid("cache.epoch_ns", 0, "a positive epoch in ns (10,000,000 = 10 ms)"));
+            return Err(invalid(
+                "cache.epoch_ns",
+                0,
+                "a positive epoch in ns (10,000,000 = 10 ms)",
+            ));
         }
         if cache.partition_step_ways == 0 {
             return Err(invalid(
@@ -1023,7 +1027,11 @@ mod tests {
                 "`adaptive`, expected `fixed` or `ghost`",
                 "cache.prefetch",
             ),
-            ("[cache]\nepoch_ns = 0", "`cache.epoch_ns` = 0", "a positive epoch"),
+            (
+                "[cache]\nepoch_ns = 0",
+                "`cache.epoch_ns` = 0",
+                "a positive epoch",
+            ),
             (
                 "[cache]\npartition_min_ways = 9",
                 "`cache.partition_min_ways` = 9",

@@ -400,7 +400,12 @@ impl GhostPrefetch {
 mod tests {
     use super::*;
 
-    fn ghosts(lines: u64, ways: u32, period: u32, split: Option<[u32; 2]>) -> (GhostPrefetch, GhostStats) {
+    fn ghosts(
+        lines: u64,
+        ways: u32,
+        period: u32,
+        split: Option<[u32; 2]>,
+    ) -> (GhostPrefetch, GhostStats) {
         let config = CacheConfig {
             dram_bytes: lines * 4096,
             ways,
@@ -426,7 +431,10 @@ mod tests {
         assert_eq!(g.pages(IoClass::Throughput), 16);
         assert_eq!(g.pages(IoClass::LatencyCritical), 16, "shared: one choice");
         let m: Vec<u64> = st.groups[0].misses.iter().map(|m| m.misses).collect();
-        assert_eq!(m[0], st.groups[0].sampled_reads, "0 pages: every sampled unit misses");
+        assert_eq!(
+            m[0], st.groups[0].sampled_reads,
+            "0 pages: every sampled unit misses"
+        );
         // 4 pages: 12 of every 16 units miss (the prime period samples every position).
         assert!(m[1] * 16 > m[0] * 11 && m[1] * 16 < m[0] * 13, "{m:?}");
         assert!(m[2] <= 1 && m[3] <= 1 && m[4] <= 1, "{m:?}");
@@ -441,13 +449,22 @@ mod tests {
             g.on_read(IoClass::Throughput, cmd * 16, 16);
         }
         g.close_epoch(&mut st);
-        assert_eq!((st.groups[0].decisions, g.pages(IoClass::Throughput)), (0, 0));
+        assert_eq!(
+            (st.groups[0].decisions, g.pages(IoClass::Throughput)),
+            (0, 0)
+        );
         for cmd in 20..40u32 {
             g.on_read(IoClass::Throughput, cmd * 16, 16);
         }
         g.close_epoch(&mut st);
-        assert_eq!((st.groups[0].decisions, g.pages(IoClass::Throughput)), (1, 16));
-        assert_eq!(st.groups[0].sampled_reads, 39, "LPNs 0..640: sets 0, 17, …, 510 and 0, …, 119");
+        assert_eq!(
+            (st.groups[0].decisions, g.pages(IoClass::Throughput)),
+            (1, 16)
+        );
+        assert_eq!(
+            st.groups[0].sampled_reads, 39,
+            "LPNs 0..640: sets 0, 17, …, 510 and 0, …, 119"
+        );
     }
 
     /// A shrinking partition drops its ghosts' lines in the lost ways; split groups choose
@@ -461,7 +478,11 @@ mod tests {
         g.set_ways(IoClass::LatencyCritical, 1);
         g.set_ways(IoClass::LatencyCritical, 2);
         let lc = &g.groups[0].ghosts[0];
-        assert_eq!(&lc.tags[..4], &[0, NO_LPN, NO_LPN, NO_LPN], "way 1's line is gone");
+        assert_eq!(
+            &lc.tags[..4],
+            &[0, NO_LPN, NO_LPN, NO_LPN],
+            "way 1's line is gone"
+        );
         for i in 0..40u32 {
             g.on_read(IoClass::Throughput, 1_000 + 16 * i, 16);
             g.on_read(IoClass::LatencyCritical, (i * 7_919) % 100_000, 1);

@@ -36,12 +36,18 @@ fn ghost_prefetch_picks_16_pages_for_sequential_64k_reads_and_0_for_random_reads
     assert_eq!((g.class, g.pages), ("all", 16), "{g:?}");
     assert!(g.decisions >= 5, "{g:?}");
     let misses: Vec<u64> = g.misses.iter().map(|m| m.misses).collect();
-    assert!(misses[0] > 4 * misses[1].max(1) / 3 && misses[2] <= misses[0] / 100, "{misses:?}");
+    assert!(
+        misses[0] > 4 * misses[1].max(1) / 3 && misses[2] <= misses[0] / 100,
+        "{misses:?}"
+    );
     let t = &s.device.cache.throughput;
     let mut fixed = zssd_ghost();
     fixed.cache.prefetch = Prefetch::Fixed;
     let f = &run(fixed, seq, 3).device.cache.throughput;
-    assert_eq!(f.read_hits, 0, "no prefetch, no read-ahead: sequential reads all miss");
+    assert_eq!(
+        f.read_hits, 0,
+        "no prefetch, no read-ahead: sequential reads all miss"
+    );
     assert!(
         t.read_hits > 10 * t.read_misses,
         "ghost: {} hits, {} misses",
@@ -49,11 +55,18 @@ fn ghost_prefetch_picks_16_pages_for_sequential_64k_reads_and_0_for_random_reads
         t.read_misses
     );
 
-    let random = run(zssd_ghost(), "rw=randread\niodepth=8\nnumber_ios=40000\nnorandommap", 3);
+    let random = run(
+        zssd_ghost(),
+        "rw=randread\niodepth=8\nnumber_ios=40000\nnorandommap",
+        3,
+    );
     let g = &random.device.cache.ghost.as_ref().unwrap().groups[0];
     assert_eq!(g.pages, 0, "{g:?}");
     assert!(g.decisions >= 5, "{g:?}");
-    assert_eq!(random.device.cache.prefetch_fills, 0, "no epoch ever chose to prefetch");
+    assert_eq!(
+        random.device.cache.prefetch_fills, 0,
+        "no epoch ever chose to prefetch"
+    );
 }
 
 /// uni-128: a fixed 128-page prefetch costs random reads flash work the ghosts avoid.
@@ -64,7 +77,10 @@ fn a_fixed_128_page_prefetch_fills_lines_that_random_reads_never_use() {
     c.cache.prefetch_pages = 128;
     let s = run(c, "rw=randread\niodepth=8\nnumber_ios=5000\nnorandommap", 3);
     let cache = &s.device.cache;
-    assert!(cache.prefetch_fills > 100 * cache.prefetch_hits.max(1), "{cache:?}");
+    assert!(
+        cache.prefetch_fills > 100 * cache.prefetch_hits.max(1),
+        "{cache:?}"
+    );
     assert!(s.device.flash.reads > 50 * 5000, "{:?}", s.device.flash);
 }
 
@@ -98,10 +114,17 @@ fn a_split_corun_moves_ways_toward_the_busier_class_and_is_deterministic() {
     let d = &a.run.device;
     let lc = d.commands.latency_critical;
     let tp = d.commands.throughput;
-    assert!(tp > 2 * lc && lc > 0, "pagerank busier: LC {lc}, TP {tp} commands");
+    assert!(
+        tp > 2 * lc && lc > 0,
+        "pagerank busier: LC {lc}, TP {tp} commands"
+    );
     let p = d.cache.partition.as_ref().expect("partition stats");
     assert!(p.epochs >= 5, "{p:?}");
-    assert_eq!((p.lc_ways, p.lc_ways_min), (2, 2), "down to the minimum, not below: {p:?}");
+    assert_eq!(
+        (p.lc_ways, p.lc_ways_min),
+        (2, 2),
+        "down to the minimum, not below: {p:?}"
+    );
     assert_eq!(p.ways_moved, 6, "8 → 2, one way per epoch: {p:?}");
     assert_eq!(p.lc_ways + p.tp_ways, 16);
     let g = &d.cache.ghost.as_ref().expect("ghost stats").groups;
@@ -111,7 +134,10 @@ fn a_split_corun_moves_ways_toward_the_busier_class_and_is_deterministic() {
     );
     assert!(g[1].decisions > 0 && g[1].pages > 0, "{g:?}");
     let b = run_system(&cfg, &mut Silent).unwrap();
-    assert_eq!(without_wall_clock(&a.to_json()), without_wall_clock(&b.to_json()));
+    assert_eq!(
+        without_wall_clock(&a.to_json()),
+        without_wall_clock(&b.to_json())
+    );
 }
 
 /// Both switches spelled out at their defaults change nothing, and their summaries carry no
@@ -130,14 +156,23 @@ fn the_switches_at_their_defaults_are_the_baseline() {
     assert!(a.device.cache.partition.is_none() && a.device.cache.ghost.is_none());
     let json = a.to_json();
     assert!(!json.contains("\"partition\"") && !json.contains("\"ghost\""));
-    assert_eq!(without_wall_clock(&json), without_wall_clock(&run(spelled, body, 4).to_json()));
+    assert_eq!(
+        without_wall_clock(&json),
+        without_wall_clock(&run(spelled, body, 4).to_json())
+    );
 }
 
 /// experiments.md's cache-sensitivity cases, written as a system file's `[device.cache]`
 /// table would write them (the keys the study and the report use).
 const SENSITIVITY: [(&str, &str); 4] = [
-    ("uni-no", "prefetch = \"fixed\"\nprefetch_pages = 0\nreadahead_units = 0\n"),
-    ("uni-128", "prefetch = \"fixed\"\nprefetch_pages = 128\nreadahead_units = 0\n"),
+    (
+        "uni-no",
+        "prefetch = \"fixed\"\nprefetch_pages = 0\nreadahead_units = 0\n",
+    ),
+    (
+        "uni-128",
+        "prefetch = \"fixed\"\nprefetch_pages = 128\nreadahead_units = 0\n",
+    ),
     ("uni-dyn", "prefetch = \"ghost\"\nreadahead_units = 0\n"),
     (
         "split",
@@ -161,5 +196,8 @@ fn the_cache_sensitivity_cases_are_expressible_and_order_as_expected() {
     let got: Vec<(&str, u64, bool)> = SENSITIVITY.into_iter().map(hit_pct).collect();
     assert_eq!(got[0].1, 0, "{got:?}");
     assert!(got[1..].iter().all(|&(_, pct, _)| pct >= 90), "{got:?}");
-    assert_eq!(got.iter().map(|g| g.2).collect::<Vec<_>>(), [false, false, false, true]);
+    assert_eq!(
+        got.iter().map(|g| g.2).collect::<Vec<_>>(),
+        [false, false, false, true]
+    );
 }

@@ -246,8 +246,15 @@ fn per_class_cache_columns_match(
             assert_eq!(sum(r, &format!("{prefix}_{col}")), total, "{prefix}_{col}");
         }
         assert_eq!(last[&format!("{prefix}_cache_lines")] as u64, c.lines);
-        assert_eq!(last[&format!("{prefix}_wb_dirty_units")] as u64, c.dirty_units);
-        assert_eq!(last[&format!("{prefix}_cache_ways")] as u64, 16, "shared: every way");
+        assert_eq!(
+            last[&format!("{prefix}_wb_dirty_units")] as u64,
+            c.dirty_units
+        );
+        assert_eq!(
+            last[&format!("{prefix}_cache_ways")] as u64,
+            16,
+            "shared: every way"
+        );
     }
     assert_eq!(
         sum(r, "lc_wb_units_written_back") + sum(r, "tp_wb_units_written_back"),
