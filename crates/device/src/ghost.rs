@@ -109,22 +109,43 @@ pub struct GhostStats {
 }
 
 /// The sampled units of `from .. to` with their sampled-set numbers: units whose set
-/// (`lpn mod sets`) is a multiple of `period`. O(1) per unit yielded, plus one step per
-/// wrap-around of the set numbers.
+/// (`lpn mod sets`) is a multiple of `period`. Two divisions to start, then additions only
+/// (the ghosts run on every command: a division per unit cost more than the lookups).
+#[derive(Clone, Copy)]
 struct Sampled {
-    sets: u64,
-    period: u64,
-    at: u64,
+    sets: u32,
+    period: u32,
+    /// The next sampled unit, its set and its sampled-set number.
+    lpn: u64,
+    set: u32,
+    index: u32,
     to: u64,
 }
 
 impl Sampled {
     fn new(sets: u32, period: u32, from: u32, to: u32) -> Sampled {
+        let set = from % sets;
+        let skip = (period - set % period) % period;
+        let (lpn, set) = if set + skip >= sets {
+            (u64::from(from) + u64::from(sets - set), 0) // no sampled set left: to set 0
+        } else {
+            (u64::from(from) + u64::from(skip), set + skip)
+        };
         Sampled {
-            sets: u64::from(sets),
-            period: u64::from(period),
-            at: u64::from(from),
+            sets,
+            period,
+            lpn,
+            set,
+            index: set / period,
             to: u64::from(to),
+        }
+    }
+
+    /// The same walk, ending at `to` instead.
+    fn until(self, to: u32) -> Sampled {
+        Sampled {
+            to: u64::from(to),
+            ..self
         }
     }
 }
@@ -135,22 +156,20 @@ impl Iterator for Sampled {
 
     #[inline]
     fn next(&mut self) -> Option<(u32, usize)> {
-        while self.at < self.to {
-            let set = self.at % self.sets;
-            let skip = (self.period - set % self.period) % self.period;
-            if set + skip >= self.sets {
-                self.at += self.sets - set; // past the last sampled set: to set 0
-                continue;
-            }
-            let lpn = self.at + skip;
-            if lpn >= self.to {
-                break;
-            }
-            self.at = lpn + 1;
-            return Some((lpn as u32, ((set + skip) / self.period) as usize));
+        if self.lpn >= self.to {
+            return None;
         }
-        self.at = self.to;
-        None
+        let item = (self.lpn as u32, self.index as usize);
+        if self.set + self.period < self.sets {
+            self.set += self.period;
+            self.index += 1;
+            self.lpn += u64::from(self.period);
+        } else {
+            self.lpn += u64::from(self.sets - self.set);
+            self.set = 0;
+            self.index = 0;
+        }
+        Some(item)
     }
 }
 
@@ -326,17 +345,18 @@ impl GhostPrefetch {
     /// A read command of `class` of `units` units from `first`.
     pub fn on_read(&mut self, class: IoClass, first: u32, units: u32) {
         let end = first.saturating_add(units);
-        let (sets, period) = (self.sets, self.period);
+        let demand = Sampled::new(self.sets, self.period, first, end);
+        let ahead = Sampled::new(self.sets, self.period, end, end);
         let gi = self.group(class);
         let group = &mut self.groups[gi];
-        group.sampled_reads += Sampled::new(sets, period, first, end).count() as u64;
+        group.sampled_reads += demand.count() as u64;
         for ghost in &mut group.ghosts {
-            for (lpn, s) in Sampled::new(sets, period, first, end) {
+            for (lpn, s) in demand {
                 if !ghost.access(s, lpn, true) {
                     ghost.misses += 1;
                 }
             }
-            for (lpn, s) in Sampled::new(sets, period, end, end.saturating_add(ghost.pages)) {
+            for (lpn, s) in ahead.until(end.saturating_add(ghost.pages)) {
                 ghost.access(s, lpn, false);
             }
         }
