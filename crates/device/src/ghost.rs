@@ -180,8 +180,6 @@ struct Ghost {
     ways: u32,
     ways_cap: u32,
     tags: Vec<u32>,
-    /// LRU stamps; 0 = invalid (the clock starts at 1 and only a wrap after 2^32 accesses
-    /// could give a line stamp 0 again, which then goes first: harmless).
     used: Vec<u32>,
     clock: u32,
     /// Sampled demand-read misses since the last decision.
@@ -210,24 +208,24 @@ impl Ghost {
     fn access(&mut self, s: usize, lpn: u32, refresh: bool) -> bool {
         self.clock = self.clock.wrapping_add(1);
         let base = s * self.ways_cap as usize;
-        let ways = self.ways as usize;
-        let tags = &self.tags[base..base + ways];
-        let used = &self.used[base..base + ways];
-        // One pass: the line, or the victim (an invalid way has stamp 0, so it goes first).
-        let mut victim = 0;
-        for w in 0..ways {
-            if tags[w] == lpn {
-                if refresh {
-                    self.used[base + w] = self.clock;
-                }
-                return true;
+        let set = base..base + self.ways as usize;
+        if let Some(w) = self.tags[set.clone()].iter().position(|&t| t == lpn) {
+            if refresh {
+                self.used[base + w] = self.clock;
             }
-            if used[w] < used[victim] {
-                victim = w;
-            }
+            return true;
         }
-        self.tags[base + victim] = lpn;
-        self.used[base + victim] = self.clock;
+        let w = match self.tags[set.clone()].iter().position(|&t| t == NO_LPN) {
+            Some(w) => w,
+            None => self.used[set]
+                .iter()
+                .enumerate()
+                .min_by_key(|&(_, &u)| u)
+                .map(|(w, _)| w)
+                .expect("a ghost set has at least one way"),
+        };
+        self.tags[base + w] = lpn;
+        self.used[base + w] = self.clock;
         false
     }
 
@@ -239,11 +237,8 @@ impl Ghost {
             self.ways_cap
         );
         if ways < self.ways {
-            let cap = self.ways_cap as usize;
-            let lost = ways as usize..self.ways as usize;
-            for (tags, used) in self.tags.chunks_mut(cap).zip(self.used.chunks_mut(cap)) {
-                tags[lost.clone()].fill(NO_LPN);
-                used[lost.clone()].fill(0);
+            for set in self.tags.chunks_mut(self.ways_cap as usize) {
+                set[ways as usize..self.ways as usize].fill(NO_LPN);
             }
         }
         self.ways = ways;
