@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{job, run_job, without_wall_clock};
 use device::config::{Partition, Prefetch};
 use device::DeviceConfig;
-use sim::system::{run as run_system, SystemConfig};
+use sim::system::{run as run_system, run_with_series, SeriesOut, SystemConfig};
 use sim::{RunSummary, Silent};
 
 /// `zssd` whose only read-ahead is the ghost-chosen prefetch (the cache-sensitivity study's
@@ -199,5 +199,61 @@ fn the_cache_sensitivity_cases_are_expressible_and_order_as_expected() {
     assert_eq!(
         got.iter().map(|g| g.2).collect::<Vec<_>>(),
         [false, false, false, true]
+    );
+}
+
+/// A writer the test reads back after the run.
+#[derive(Clone, Default)]
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The study's apache + pagerank time series of the throughput partition's share: the
+/// `tp_cache_ways` column starts at half the ways and climbs a way per 10 ms epoch to 14 of 16,
+/// and the throughput prefetch column shows the ghosts' choice.
+#[test]
+fn the_series_shows_the_throughput_partition_growing() {
+    let cfg = SystemConfig::parse(CORUN, "split.toml", Path::new(".")).unwrap();
+    let buf = Shared::default();
+    let series = SeriesOut {
+        window_ns: 10_000_000,
+        out: Box::new(buf.clone()),
+    };
+    run_with_series(&cfg, &mut Silent, Some(series)).unwrap();
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let mut lines = text.lines();
+    let cols: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| cols.iter().position(|c| *c == name).unwrap();
+    let (lc, tp, pages) = (
+        col("lc_cache_ways"),
+        col("tp_cache_ways"),
+        col("tp_prefetch_pages"),
+    );
+    let rows: Vec<Vec<u64>> = lines
+        .map(|l| {
+            l.split(',')
+                .map(|v| v.parse::<f64>().unwrap() as u64)
+                .collect()
+        })
+        .collect();
+    let tp_ways: Vec<u64> = rows.iter().map(|r| r[tp]).collect();
+    assert!(rows.iter().all(|r| r[lc] + r[tp] == 16), "{tp_ways:?}");
+    assert_eq!(tp_ways[0], 8, "{tp_ways:?}");
+    assert_eq!(*tp_ways.last().unwrap(), 14, "{tp_ways:?}");
+    assert!(
+        tp_ways.windows(2).all(|w| w[1] >= w[0] && w[1] <= w[0] + 1),
+        "{tp_ways:?}"
+    );
+    assert!(
+        rows.iter().any(|r| r[pages] > 0),
+        "the ghosts chose a prefetch at some point"
     );
 }
