@@ -606,8 +606,8 @@ impl DeviceConfig {
         self.validate_adaptive_cache(lines)
     }
 
-    /// The class split's and the ghosts' keys (checked whether or not the switch is on, so a
-    /// config that turns one on later is already known to be valid).
+    /// The class split's and the ghosts' keys, each checked when its switch is on (a cache of
+    /// one way, say, stays valid while it is shared).
     fn validate_adaptive_cache(&self, lines: u64) -> Result<(), ConfigError> {
         let cache = &self.cache;
         if cache.epoch_ns == 0 {
@@ -617,6 +617,17 @@ impl DeviceConfig {
                 "a positive epoch in ns (10,000,000 = 10 ms)",
             ));
         }
+        if cache.partition == Partition::Dynamic {
+            self.validate_partition()?;
+        }
+        if cache.prefetch == Prefetch::Ghost {
+            self.validate_ghost(lines)?;
+        }
+        Ok(())
+    }
+
+    fn validate_partition(&self) -> Result<(), ConfigError> {
+        let cache = &self.cache;
         if cache.partition_step_ways == 0 {
             return Err(invalid(
                 "cache.partition_step_ways",
@@ -634,6 +645,11 @@ impl DeviceConfig {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    fn validate_ghost(&self, lines: u64) -> Result<(), ConfigError> {
+        let cache = &self.cache;
         let pages = &cache.ghost_pages;
         if pages.is_empty()
             || pages.windows(2).any(|w| w[0] >= w[1])
@@ -1033,27 +1049,27 @@ mod tests {
                 "a positive epoch",
             ),
             (
-                "[cache]\npartition_min_ways = 9",
+                "[cache]\npartition = \"dynamic\"\npartition_min_ways = 9",
                 "`cache.partition_min_ways` = 9",
                 "1 to half of cache.ways (8)",
             ),
             (
-                "[cache]\npartition_step_ways = 0",
+                "[cache]\npartition = \"dynamic\"\npartition_step_ways = 0",
                 "`cache.partition_step_ways` = 0",
                 "at least 1",
             ),
             (
-                "[cache]\nghost_pages = [0, 16, 4]",
+                "[cache]\nprefetch = \"ghost\"\nghost_pages = [0, 16, 4]",
                 "`cache.ghost_pages` = [0, 16, 4]",
                 "strictly ascending",
             ),
             (
-                "[cache]\nghost_pages = []",
+                "[cache]\nprefetch = \"ghost\"\nghost_pages = []",
                 "`cache.ghost_pages` = []",
                 "one or more",
             ),
             (
-                "[cache]\nghost_sample_period_sets = 0",
+                "[cache]\nprefetch = \"ghost\"\nghost_sample_period_sets = 0",
                 "`cache.ghost_sample_period_sets` = 0",
                 "1 (every set) to the cache's 24576 sets",
             ),
@@ -1075,7 +1091,9 @@ mod tests {
             "[pcie]\nmax_payload_bytes = 4096\ntlp_overhead_bytes = 0",
             "[cache]\nreadahead_units = 393216\nflush = \"on-full\"",
             "[cache]\npartition = \"dynamic\"\npartition_min_ways = 8\nprefetch = \"ghost\"",
-            "[cache]\nghost_pages = [128]\nghost_sample_period_sets = 24576\nepoch_ns = 1",
+            "[cache]\nprefetch = \"ghost\"\nghost_pages = [128]\nghost_sample_period_sets = 24576\nepoch_ns = 1",
+            // Off, the switches' keys are not checked: a one-way cache stays valid.
+            "[cache]\nways = 1\nghost_pages = []",
         ] {
             DeviceConfig::from_toml_str(&format!("preset = \"zssd\"\n{ok}"))
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));

@@ -61,8 +61,9 @@
 //! Timing (a ghost's prefetch arrives at once; in the device a prefetch still filling is a
 //! slower hit); the stream-detecting read-ahead (`cache.readahead_units`) — the cache
 //! sensitivity study turns it off so that prefetch is the only read-ahead; dirty lines (a ghost
-//! may replace a line the real cache could not); the device's capacity (a ghost prefetches past
-//! the last LPN where the real cache stops).
+//! may replace a line the real cache could not); the device's capacity and never-written units
+//! (a ghost prefetches past the last LPN, and units the real cache skips because no flash page
+//! holds them).
 
 use engine::IoClass;
 use serde::Serialize;
