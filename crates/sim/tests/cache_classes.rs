@@ -133,6 +133,12 @@ fn a_split_corun_moves_ways_toward_the_busier_class_and_is_deterministic() {
         ["latency-critical", "throughput"]
     );
     assert!(g[1].decisions > 0 && g[1].pages > 0, "{g:?}");
+    let table = a.table();
+    assert!(
+        table.contains("cache split by class: latency-critical 2 ways")
+            && table.contains("ghost prefetch: latency-critical"),
+        "{table}"
+    );
     let b = run_system(&cfg, &mut Silent).unwrap();
     assert_eq!(
         without_wall_clock(&a.to_json()),
@@ -155,6 +161,7 @@ fn the_switches_at_their_defaults_are_the_baseline() {
     let a = run(base, body, 4);
     assert!(a.device.cache.partition.is_none() && a.device.cache.ghost.is_none());
     let json = a.to_json();
+    assert!(!a.table().contains("cache split") && !a.table().contains("ghost prefetch"));
     assert!(!json.contains("\"partition\"") && !json.contains("\"ghost\""));
     assert_eq!(
         without_wall_clock(&json),
