@@ -14,7 +14,10 @@
 //! stall*): the device programs the oldest dirty lines to flash and the write proceeds when a
 //! program completes. The baseline evicts only then ("when full").
 //!
-//! On a read miss, `prefetch_pages` following units are read too and cached clean.
+//! After a read command, the `prefetch_pages` units that follow it are read too (those not
+//! cached or on their way) and cached clean: a miss's neighbours, and on a hit the window keeps
+//! moving ahead. With `cache.prefetch = "ghost"` the size is chosen each epoch, per class when
+//! the cache is split ("Class split and ghost prefetch" below).
 //!
 //! Worked example (`nvme-tlc`, 512 MB, 16 ways): 131,072 lines in 8,192 sets. LPN 1,000,000
 //! falls in set 1,000,000 mod 8,192 = 576. With the buffer full (131,072 dirty lines), a new
@@ -78,16 +81,44 @@
 //! spread over the LUNs, besides 101's own); the read of 102 finds its unit filling or cached, and extends the
 //! window to 135 — one flash read. Each read after the second is served from DRAM.
 //!
+//! ## Per-class accounting
+//! Each line remembers the class of the data it holds (`IoClass::index`, one byte per line):
+//! the class of the read that filled it (a prefetch takes the class of the read that asked for
+//! it) or of the last write into it. The per-class counters ([`ClassCacheStats`]) follow that
+//! owner: `read_*`/`write_*` and `prefetch_hits` go to the class of the command that looked;
+//! `lines_evicted` (a valid line replaced to make room) and `units_written_back` (a dirty unit
+//! programmed) go to the owner of the line; `lines` and `dirty_units` are the owner's occupancy
+//! now, kept exact at every change of a line (asserted by [`Cache::check_consistency`]). A write
+//! into another class's line makes it the writer's, and its occupancy moves along.
+//! Worked example: the throughput class fills LPN 7 (its `lines` 1), then a latency-critical
+//! write rewrites it: the line is now latency-critical (`lines` 1, `dirty_units` 1; the
+//! throughput class's 0); when its program finishes, the latency-critical class's
+//! `units_written_back` is 1 and its `dirty_units` 0. Summed over the classes, `lines` is the
+//! cache's valid lines, `dirty_units` the buffer's occupancy and `units_written_back` is
+//! `units_evicted`. Counting costs a few adds on paths that already write the line.
+//!
+//! ## Class split and ghost prefetch (`cache.partition`, `cache.prefetch`)
+//! Each is its own file: `cache_split.rs` divides the ways of every set between the classes and
+//! moves the boundary each epoch; `ghost.rs` replays the commands on tag-only caches that each
+//! prefetch a different amount and adopts the best each epoch. What this file adds for them:
+//! [`Cache::note_command`] (called once per read or write command; it closes the epoch, counts
+//! for the split and plays the command on the ghosts — one branch when both are off), victim
+//! choice within the writer's or reader's partition, writes across the boundary
+//! (`must_move`), the retention counter, and [`Cache::prefetch_pages_for`]. Both off (the
+//! default), nothing in this file behaves differently: the golden summaries only gained the
+//! per-class counters above.
+//!
 //! ## What it leaves out
-//! The class split with dynamic ways and ghost-cache prefetch (later switches); sub-4 KiB line
-//! fills (a partial write dirties the whole unit). The watermark drain driven by write-back
-//! hints, and the oracle's unbounded buffer, are `drain.rs`'s (`cache.drain`).
+//! Sub-4 KiB line fills (a partial write dirties the whole unit). The watermark drain driven
+//! by write-back hints, and the oracle's unbounded buffer, are `drain.rs`'s (`cache.drain`).
 
 use std::collections::VecDeque;
 
 use engine::IoClass;
 
-use crate::config::{CacheConfig, MAP_UNIT_BYTES};
+use crate::cache_split::{PartitionStats, Split};
+use crate::config::{CacheConfig, Partition, Prefetch, MAP_UNIT_BYTES};
+use crate::ghost::{GhostPrefetch, GhostStats};
 
 const VALID: u8 = 1;
 const DIRTY: u8 = 2;
@@ -135,13 +166,27 @@ pub enum WriteBlock {
     SetFull,
 }
 
-/// Per-class cache counters.
+/// Per-class cache counters. A line belongs to the class of the command that last put data
+/// in it (the read that filled it, the prefetch's read, the last write); see "Per-class
+/// accounting" in the module essay.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ClassCacheStats {
     pub read_hits: u64,
     pub read_misses: u64,
     pub write_hits: u64,
     pub write_misses: u64,
+    /// Lines prefetched on this class's reads, and read hits of this class on a prefetched
+    /// line not read before.
+    pub prefetch_fills: u64,
+    pub prefetch_hits: u64,
+    /// This class's lines replaced to make room (the data left DRAM).
+    pub lines_evicted: u64,
+    /// This class's dirty units programmed to flash (the line stays, clean).
+    pub units_written_back: u64,
+    /// Occupancy at the end of the run (the time series has it over time): valid lines, and
+    /// the part of them in the write buffer (dirty or being programmed).
+    pub lines: u64,
+    pub dirty_units: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -152,6 +197,12 @@ pub struct CacheStats {
     pub prefetch_hits: u64,
     pub units_evicted: u64,
     pub max_dirty_units: u64,
+    /// `cache.partition = "dynamic"` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionStats>,
+    /// `cache.prefetch = "ghost"` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ghost: Option<GhostStats>,
 }
 
 impl CacheStats {
@@ -159,6 +210,24 @@ impl CacheStats {
         match class {
             IoClass::LatencyCritical => &mut self.latency_critical,
             IoClass::Throughput => &mut self.throughput,
+        }
+    }
+
+    /// By `IoClass::index` (as lines store their class).
+    #[inline]
+    fn class_at(&mut self, index: u8) -> &mut ClassCacheStats {
+        if index == 0 {
+            &mut self.latency_critical
+        } else {
+            &mut self.throughput
+        }
+    }
+
+    /// This class's counters.
+    pub fn of(&self, class: IoClass) -> &ClassCacheStats {
+        match class {
+            IoClass::LatencyCritical => &self.latency_critical,
+            IoClass::Throughput => &self.throughput,
         }
     }
 }
@@ -180,6 +249,8 @@ pub struct Cache {
     version: Vec<u32>,
     /// Stamp of the dirtying that put the line in the dirty FIFO (lazy deletion key).
     dirtied: Vec<u32>,
+    /// Class of the data held (`IoClass::index`; meaningless when invalid).
+    owner: Vec<u8>,
     clock: u32,
     dirty_units: u64,
     dirty_cap_units: u64,
@@ -187,6 +258,16 @@ pub struct Cache {
     dirty_fifo: VecDeque<(u32, u32)>,
     pub prefetch_pages: u32,
     pub stats: CacheStats,
+    /// `cache.partition = "dynamic"`: the ways of each set split between the classes.
+    split: Option<Split>,
+    /// `cache.prefetch = "ghost"`: the ghosts that choose the prefetch size.
+    ghost: Option<GhostPrefetch>,
+    /// End of the adaptive mechanisms' open epoch, in ns (`cache.epoch_ns`).
+    epoch_end_ns: u64,
+    epoch_ns: u64,
+    /// Class of the last write refused with `SetFull` (whose partition the eviction round
+    /// that follows must free a way in).
+    blocked_class: IoClass,
 }
 
 impl Cache {
@@ -202,13 +283,41 @@ impl Cache {
             used: vec![0; n],
             version: vec![0; n],
             dirtied: vec![0; n],
+            owner: vec![0; n],
             clock: 0,
             dirty_units: 0,
             dirty_cap_units: config.write_buffer_bytes / MAP_UNIT_BYTES,
             dirty_fifo: VecDeque::new(),
             prefetch_pages: config.prefetch_pages,
             stats: CacheStats::default(),
+            split: None,
+            ghost: None,
+            epoch_end_ns: config.epoch_ns,
+            epoch_ns: config.epoch_ns,
+            blocked_class: IoClass::Throughput,
         }
+        .with_adaptive(config)
+    }
+
+    /// Builds the class split and the ghosts the config asks for (`cache_split.rs`, `ghost.rs`).
+    fn with_adaptive(mut self, config: &CacheConfig) -> Cache {
+        if config.partition == Partition::Dynamic {
+            let split = Split::new(config);
+            self.stats.partition = Some(split.stats());
+            self.split = Some(split);
+        }
+        if config.prefetch == Prefetch::Ghost {
+            let ways = self.split.as_ref().map(|s| {
+                [
+                    s.ways(IoClass::LatencyCritical),
+                    s.ways(IoClass::Throughput),
+                ]
+            });
+            let ghost = GhostPrefetch::new(config, self.sets, ways);
+            self.stats.ghost = Some(ghost.stats());
+            self.ghost = Some(ghost);
+        }
+        self
     }
 
     fn set_range(&self, lpn: u32) -> std::ops::Range<usize> {
@@ -237,13 +346,53 @@ impl Cache {
         self.has(i, DIRTY | EVICTING)
     }
 
-    /// Puts `lpn` into way `i` with `flags`, used now.
-    fn install(&mut self, i: usize, lpn: u32, flags: u8, stamp: u32) {
+    /// Puts `lpn` of `class` into way `i` (invalid or clean) with `flags`, used now.
+    fn install(&mut self, i: usize, lpn: u32, flags: u8, stamp: u32, class: IoClass) {
+        debug_assert!(
+            !self.buffered(i),
+            "way {i} replaced while in the write buffer"
+        );
+        if self.has(i, VALID) {
+            let old = self.stats.class_at(self.owner[i]);
+            old.lines_evicted += 1;
+            old.lines -= 1;
+        }
         self.tags[i] = lpn;
         self.flags[i] = flags;
         self.used[i] = stamp;
         self.version[i] = 0;
         self.dirtied[i] = 0;
+        self.owner[i] = class.index() as u8;
+        self.stats.class(class).lines += 1;
+    }
+
+    /// Empties way `i` (not in the write buffer).
+    fn invalidate(&mut self, i: usize) {
+        if self.has(i, VALID) {
+            self.stats.class_at(self.owner[i]).lines -= 1;
+        }
+        self.tags[i] = NO_LPN;
+        self.flags[i] = 0;
+        self.used[i] = 0;
+        self.version[i] = 0;
+        self.dirtied[i] = 0;
+    }
+
+    /// The line in way `i` is now `class`'s data: its occupancy moves with it.
+    #[inline]
+    fn set_owner(&mut self, i: usize, class: IoClass) {
+        let new = class.index() as u8;
+        let old = self.owner[i];
+        if old != new {
+            let buffered = u64::from(self.buffered(i));
+            let from = self.stats.class_at(old);
+            from.lines -= 1;
+            from.dirty_units -= buffered;
+            let to = self.stats.class_at(new);
+            to.lines += 1;
+            to.dirty_units += buffered;
+            self.owner[i] = new;
+        }
     }
 
     fn tick(&mut self) -> u32 {
@@ -251,10 +400,22 @@ impl Cache {
         self.clock
     }
 
-    /// The least recently used line of `lpn`'s set that may be replaced (invalid or clean).
-    fn victim(&self, lpn: u32) -> Option<usize> {
+    /// The least recently used line of `lpn`'s set that may be replaced (invalid or clean);
+    /// split by class, one of `class`'s partition (`cache_split.rs`).
+    fn victim(&self, lpn: u32, class: IoClass) -> Option<usize> {
         let set = self.set_range(lpn);
         let start = set.start;
+        if let Some(split) = &self.split {
+            let flags = &self.flags[set.clone()];
+            let v = split.victim(
+                class,
+                |w| flags[w] & VALID == 0,
+                |w| flags[w] & !PREFETCHED == VALID,
+                &self.used[set.clone()],
+                &self.owner[set],
+            );
+            return v.map(|w| start + w);
+        }
         let flags = &self.flags[set.clone()];
         if let Some(w) = flags.iter().position(|&f| f & VALID == 0) {
             return Some(start + w);
@@ -306,6 +467,10 @@ impl Cache {
                 if self.has(i, PREFETCHED) {
                     self.flags[i] &= !PREFETCHED;
                     self.stats.prefetch_hits += 1;
+                    self.stats.class(class).prefetch_hits += 1;
+                }
+                if self.split.is_some() {
+                    self.note_split_hit(i, class);
                 }
                 ReadLookup::Hit {
                     version: self.version[i],
@@ -323,21 +488,23 @@ impl Cache {
         self.find(lpn).is_some()
     }
 
-    /// Reserves a line for a fill from flash. `false` when the set has no replaceable way
-    /// (the data then goes to the host uncached).
-    pub fn start_fill(&mut self, lpn: u32, prefetch: bool) -> bool {
+    /// Reserves a line for a fill from flash for a read of `class`. `false` when the set (its
+    /// partition, split by class) has no replaceable way (the data then goes to the host
+    /// uncached).
+    pub fn start_fill(&mut self, lpn: u32, prefetch: bool, class: IoClass) -> bool {
         // A second scan of the set on every miss: kept for debug-assertion builds.
         debug_assert!(
             self.find(lpn).is_none(),
             "fill of LPN {lpn}, already cached"
         );
         let stamp = self.tick();
-        match self.victim(lpn) {
+        match self.victim(lpn, class) {
             Some(i) => {
                 let flags = VALID | FILLING | if prefetch { PREFETCHED } else { 0 };
-                self.install(i, lpn, flags, stamp);
+                self.install(i, lpn, flags, stamp, class);
                 if prefetch {
                     self.stats.prefetch_fills += 1;
+                    self.stats.class(class).prefetch_fills += 1;
                 }
                 true
             }
@@ -361,25 +528,30 @@ impl Cache {
     pub fn write(&mut self, lpn: u32, version: u32, class: IoClass) -> Result<(), WriteBlock> {
         let stamp = self.tick();
         let i = match self.find(lpn) {
+            Some(i) if self.must_move(i, class) => self.move_for_write(i, lpn, class, stamp)?,
             Some(i) => {
                 if !self.buffered(i) && self.dirty_units >= self.dirty_cap_units {
                     return Err(WriteBlock::BufferFull);
                 }
                 self.stats.class(class).write_hits += 1;
+                self.set_owner(i, class);
                 i
             }
             None => {
                 if self.dirty_units >= self.dirty_cap_units {
                     return Err(WriteBlock::BufferFull);
                 }
-                let i = self.victim(lpn).ok_or(WriteBlock::SetFull)?;
-                self.install(i, lpn, VALID, stamp);
+                let i = self
+                    .victim(lpn, class)
+                    .ok_or_else(|| self.set_full(class))?;
+                self.install(i, lpn, VALID, stamp, class);
                 self.stats.class(class).write_misses += 1;
                 i
             }
         };
         if !self.buffered(i) {
             self.dirty_units += 1;
+            self.stats.class(class).dirty_units += 1;
             self.stats.max_dirty_units = self.stats.max_dirty_units.max(self.dirty_units);
         }
         if !self.has(i, DIRTY) {
@@ -398,6 +570,139 @@ impl Cache {
         Ok(())
     }
 
+    /// A write of `class` found no replaceable way: remembered for the eviction round it
+    /// starts ([`take_dirty_in_set`](Self::take_dirty_in_set)).
+    #[cold]
+    fn set_full(&mut self, class: IoClass) -> WriteBlock {
+        self.blocked_class = class;
+        WriteBlock::SetFull
+    }
+
+    /// Split by class: a write of `class` to the clean line in way `i` of the other class's
+    /// partition moves the line into its own (`cache_split.rs`, "Writes across the boundary").
+    #[inline]
+    fn must_move(&self, i: usize, class: IoClass) -> bool {
+        self.split
+            .as_ref()
+            .is_some_and(|s| !s.owns(i % self.ways as usize, class))
+            && self.flags[i] & !PREFETCHED == VALID
+    }
+
+    /// Moves the clean line `i` of `lpn` to a way of `class`'s partition for a write.
+    fn move_for_write(
+        &mut self,
+        i: usize,
+        lpn: u32,
+        class: IoClass,
+        stamp: u32,
+    ) -> Result<usize, WriteBlock> {
+        if self.dirty_units >= self.dirty_cap_units {
+            return Err(WriteBlock::BufferFull);
+        }
+        let to = self
+            .victim(lpn, class)
+            .ok_or_else(|| self.set_full(class))?;
+        self.invalidate(i);
+        self.install(to, lpn, VALID, stamp, class);
+        self.stats.class(class).write_hits += 1;
+        Ok(to)
+    }
+
+    /// Split by class: counts a read hit of `class` on its own line in a way the other class
+    /// now owns (read-only retention).
+    fn note_split_hit(&mut self, i: usize, class: IoClass) {
+        let split = self.split.as_ref().expect("called when split");
+        if self.owner[i] == class.index() as u8 && !split.owns(i % self.ways as usize, class) {
+            let stats = self.stats.partition.as_mut().expect("split has stats");
+            match class {
+                IoClass::LatencyCritical => stats.lc_retained_hits += 1,
+                IoClass::Throughput => stats.tp_retained_hits += 1,
+            }
+        }
+    }
+
+    /// Whether the class split or the ghosts are on (then every read and write command goes
+    /// through [`note_command`](Self::note_command)).
+    #[inline]
+    pub fn is_adaptive(&self) -> bool {
+        self.split.is_some() || self.ghost.is_some()
+    }
+
+    /// A read or write command of `units` 4 KiB units from `first` by `class` reaches the
+    /// cache at `now_ns`: closes the adaptive mechanisms' epoch if it is over, then counts the
+    /// command for the split and plays it on the ghosts. Nothing when both are off.
+    #[inline]
+    pub fn note_command(
+        &mut self,
+        now_ns: u64,
+        write: bool,
+        first: u32,
+        units: u32,
+        class: IoClass,
+    ) {
+        if !self.is_adaptive() {
+            return;
+        }
+        if now_ns >= self.epoch_end_ns {
+            self.close_epoch(now_ns);
+        }
+        if let Some(split) = &mut self.split {
+            split.count(class, units);
+        }
+        if let Some(ghost) = &mut self.ghost {
+            if write {
+                ghost.on_write(class, first, units);
+            } else {
+                ghost.on_read(class, first, units);
+            }
+        }
+    }
+
+    /// The epoch ending at `epoch_end_ns` is over (`now_ns` is past it): the split moves its
+    /// boundary (and the ghosts follow it), the ghosts choose. Epochs without commands after
+    /// it change nothing and are skipped.
+    fn close_epoch(&mut self, now_ns: u64) {
+        if let (Some(split), Some(stats)) = (&mut self.split, &mut self.stats.partition) {
+            let before = split.ways(IoClass::LatencyCritical);
+            split.close_epoch(stats);
+            if split.ways(IoClass::LatencyCritical) != before {
+                if let Some(ghost) = &mut self.ghost {
+                    for class in IoClass::ALL {
+                        ghost.set_ways(class, split.ways(class));
+                    }
+                }
+            }
+        }
+        if let (Some(ghost), Some(stats)) = (&mut self.ghost, &mut self.stats.ghost) {
+            ghost.close_epoch(stats);
+        }
+        let behind = (now_ns - self.epoch_end_ns) / self.epoch_ns;
+        self.epoch_end_ns += (behind + 1) * self.epoch_ns;
+    }
+
+    /// Pages a read of `class` prefetches after it: `prefetch_pages`, or the ghosts' choice.
+    #[inline]
+    pub fn prefetch_pages_for(&self, class: IoClass) -> u32 {
+        match &self.ghost {
+            None => self.prefetch_pages,
+            Some(g) => g.pages(class),
+        }
+    }
+
+    /// Ways of every set each class may fill (`IoClass::index`): all of them when shared.
+    pub fn ways_by_class(&self) -> [u32; 2] {
+        match &self.split {
+            None => [self.ways; 2],
+            Some(s) => IoClass::ALL.map(|c| s.ways(c)),
+        }
+    }
+
+    /// Whether the ways are split by class (a write blocked by a full partition may then be
+    /// unblocked by a fill completing, not only by an eviction).
+    pub fn is_split(&self) -> bool {
+        self.split.is_some()
+    }
+
     /// Takes up to `max` of the oldest dirty lines for eviction: they become *evicting*
     /// (still readable, still in the buffer) and are returned as `(lpn, version)`.
     pub fn take_oldest_dirty(&mut self, max: usize, out: &mut Vec<(u32, u32)>) {
@@ -414,10 +719,15 @@ impl Cache {
         }
     }
 
-    /// Takes the least recently used dirty line of `lpn`'s set (to unblock a `SetFull` write).
+    /// Takes the least recently used dirty line of `lpn`'s set (to unblock a `SetFull` write);
+    /// split by class, of the blocked writer's partition.
     pub fn take_dirty_in_set(&mut self, lpn: u32) -> Option<(u32, u32)> {
-        let i = self
-            .set_range(lpn)
+        let mut ways = self.set_range(lpn);
+        if let Some(split) = &self.split {
+            let part = split.ways_of(self.blocked_class);
+            ways = ways.start + part.start..ways.start + part.end;
+        }
+        let i = ways
             .filter(|&i| self.has(i, DIRTY) && !self.has(i, EVICTING))
             .min_by_key(|&i| self.used[i])?;
         self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
@@ -435,7 +745,11 @@ impl Cache {
             "eviction of LPN {lpn} finished but it was not evicting"
         );
         self.flags[i] &= !EVICTING;
-        if !self.has(i, DIRTY) {
+        let dirty = self.has(i, DIRTY);
+        let owner = self.stats.class_at(self.owner[i]);
+        owner.units_written_back += 1;
+        if !dirty {
+            owner.dirty_units -= 1;
             self.dirty_units -= 1;
         }
     }
@@ -463,9 +777,11 @@ impl Cache {
             }
             if self.has(i, DIRTY) {
                 self.dirty_units -= 1;
+                self.stats.class_at(self.owner[i]).dirty_units -= 1;
+                self.flags[i] &= !DIRTY;
             }
             if !self.has(i, FILLING) {
-                self.install(i, NO_LPN, 0, 0);
+                self.invalidate(i);
             }
         }
     }
@@ -495,6 +811,23 @@ impl Cache {
                 "{} dirty units exceed the buffer's {}",
                 self.dirty_units, self.dirty_cap_units
             ));
+        }
+        for class in IoClass::ALL {
+            let mine = |i: &usize| self.has(*i, VALID) && self.owner[*i] == class.index() as u8;
+            let lines = (0..self.tags.len()).filter(mine).count() as u64;
+            let dirty = (0..self.tags.len())
+                .filter(mine)
+                .filter(|&i| self.buffered(i))
+                .count() as u64;
+            let s = self.stats.of(class);
+            if (lines, dirty) != (s.lines, s.dirty_units) {
+                return Err(format!(
+                    "{} holds {lines} lines ({dirty} buffered) but counts {} ({})",
+                    class.name(),
+                    s.lines,
+                    s.dirty_units
+                ));
+            }
         }
         Ok(())
     }
@@ -734,7 +1067,7 @@ impl WriteBack {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn cache(lines: u64, ways: u32, buffer_lines: u64) -> Cache {
@@ -775,7 +1108,7 @@ mod tests {
     }
 
     /// A small cache with every optional mechanism off (tests override what they exercise).
-    fn cache_config() -> CacheConfig {
+    pub(crate) fn cache_config() -> CacheConfig {
         CacheConfig {
             dram_bytes: 64 * 4096,
             ways: 4,
@@ -788,6 +1121,13 @@ mod tests {
             drain: crate::config::Drain::Vanilla,
             drain_high_pct: 80,
             drain_low_pct: 20,
+            partition: Partition::Shared,
+            epoch_ns: crate::config::DEFAULT_EPOCH_NS,
+            partition_step_ways: 1,
+            partition_min_ways: 1,
+            prefetch: Prefetch::Fixed,
+            ghost_pages: crate::config::DEFAULT_GHOST_PAGES.to_vec(),
+            ghost_sample_period_sets: 1,
         }
     }
 
@@ -801,6 +1141,36 @@ mod tests {
             ReadLookup::Hit { version: 3 }
         );
         assert_eq!(c.dirty_units(), 1);
+    }
+
+    /// The essay's worked example of per-class accounting.
+    #[test]
+    fn a_line_belongs_to_the_class_that_last_put_data_in_it() {
+        let mut c = cache(64, 4, 16);
+        assert!(c.start_fill(7, false, IoClass::Throughput));
+        c.finish_fill(7, 0);
+        assert_eq!(c.stats.throughput.lines, 1);
+        c.write(7, 1, IoClass::LatencyCritical).unwrap();
+        let (lc, tp) = (&c.stats.latency_critical, &c.stats.throughput);
+        assert_eq!(
+            (lc.lines, lc.dirty_units, tp.lines, tp.dirty_units),
+            (1, 1, 0, 0)
+        );
+        c.check_consistency().unwrap();
+        let mut out = Vec::new();
+        c.take_oldest_dirty(1, &mut out);
+        c.finish_eviction(7);
+        let lc = &c.stats.latency_critical;
+        assert_eq!((lc.units_written_back, lc.dirty_units, lc.lines), (1, 0, 1));
+        assert_eq!(c.stats.units_evicted, 1);
+        // Replacing it for a throughput fill is the latency-critical class's eviction.
+        for lpn in [23, 39, 55, 71] {
+            assert!(c.start_fill(lpn, true, IoClass::Throughput), "LPN {lpn}");
+        }
+        assert_eq!(c.stats.latency_critical.lines_evicted, 1);
+        assert_eq!(c.stats.throughput.prefetch_fills, 4);
+        c.trim(23);
+        c.check_consistency().unwrap();
     }
 
     #[test]
@@ -846,11 +1216,11 @@ mod tests {
     fn lru_replaces_the_oldest_clean_line_of_a_set() {
         let mut c = cache(4, 2, 4); // 2 sets × 2 ways
         for lpn in [0, 2] {
-            assert!(c.start_fill(lpn, false));
+            assert!(c.start_fill(lpn, false, IoClass::Throughput));
             c.finish_fill(lpn, 0);
         }
         c.read(0, IoClass::Throughput); // 2 is now LRU in set 0
-        assert!(c.start_fill(4, false));
+        assert!(c.start_fill(4, false, IoClass::Throughput));
         assert!(c.contains(0) && !c.contains(2) && c.contains(4));
     }
 

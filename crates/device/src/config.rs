@@ -168,6 +168,28 @@ pub struct CacheConfig {
     /// the buffer (spec: 0.2).
     #[serde(default = "default_drain_low_pct")]
     pub drain_low_pct: u32,
+    /// How the ways of every set are shared between the classes (`cache_split.rs`).
+    #[serde(default)]
+    pub partition: Partition,
+    /// Epoch of the adaptive mechanisms (way reassignment, ghost choice), in ns: each closes
+    /// at the first command at or after its end.
+    #[serde(default = "default_epoch_ns")]
+    pub epoch_ns: u64,
+    /// `partition = "dynamic"`: most ways one epoch moves between the partitions.
+    #[serde(default = "default_partition_step_ways")]
+    pub partition_step_ways: u32,
+    /// `partition = "dynamic"`: fewest ways either partition keeps.
+    #[serde(default = "default_partition_min_ways")]
+    pub partition_min_ways: u32,
+    /// What sets the prefetch size on a read (`ghost.rs`): `prefetch_pages`, or the ghosts.
+    #[serde(default)]
+    pub prefetch: Prefetch,
+    /// `prefetch = "ghost"`: the granularities the ghosts simulate, in 4 KiB pages, ascending.
+    #[serde(default = "default_ghost_pages")]
+    pub ghost_pages: Vec<u32>,
+    /// `prefetch = "ghost"`: the ghosts simulate one set in this many (set sampling).
+    #[serde(default = "default_ghost_sample_period_sets")]
+    pub ghost_sample_period_sets: u32,
 }
 
 fn default_drain_high_pct() -> u32 {
@@ -190,6 +212,57 @@ pub enum Drain {
     Fastdrain,
     /// An unbounded buffer: no write ever waits for an eviction (an upper bound).
     Oracle,
+}
+
+/// How the cache's ways are shared between the latency-critical and throughput classes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Partition {
+    /// One LRU cache for every I/O (the baseline).
+    #[default]
+    Shared,
+    /// The ways of each set are split between the classes and move toward the busier class
+    /// each epoch (`cache_split.rs`).
+    Dynamic,
+}
+
+/// What decides how many pages a read prefetches after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Prefetch {
+    /// Always `prefetch_pages` (the baseline; 0 = none).
+    #[default]
+    Fixed,
+    /// The granularity of the ghost cache with the fewest misses last epoch (`ghost.rs`).
+    Ghost,
+}
+
+/// device.md: "Each epoch (default 10 ms; configurable)".
+pub const DEFAULT_EPOCH_NS: u64 = 10_000_000;
+/// One way of 16 (6 % of the cache) per 10 ms: a one-epoch burst cannot take the cache, and
+/// the split still crosses from even to the minimum in 60 ms (`cache_split.rs`).
+pub const DEFAULT_PARTITION_STEP_WAYS: u32 = 1;
+/// Two ways of 16 (1/8): an idle class keeps room for its hottest lines (`cache_split.rs`).
+pub const DEFAULT_PARTITION_MIN_WAYS: u32 = 2;
+/// device.md's example granularities.
+pub const DEFAULT_GHOST_PAGES: [u32; 5] = [0, 4, 16, 64, 128];
+/// One set in 17, a prime (`ghost.rs`, "Set sampling").
+pub const DEFAULT_GHOST_SAMPLE_PERIOD_SETS: u32 = 17;
+
+fn default_epoch_ns() -> u64 {
+    DEFAULT_EPOCH_NS
+}
+fn default_partition_step_ways() -> u32 {
+    DEFAULT_PARTITION_STEP_WAYS
+}
+fn default_partition_min_ways() -> u32 {
+    DEFAULT_PARTITION_MIN_WAYS
+}
+fn default_ghost_pages() -> Vec<u32> {
+    DEFAULT_GHOST_PAGES.to_vec()
+}
+fn default_ghost_sample_period_sets() -> u32 {
+    DEFAULT_GHOST_SAMPLE_PERIOD_SETS
 }
 
 /// When the write buffer programs dirty data to flash.
@@ -610,6 +683,76 @@ impl DeviceConfig {
                 format!("between 4096 and cache.dram_bytes ({})", cache.dram_bytes),
             ));
         }
+        self.validate_adaptive_cache(lines)
+    }
+
+    /// The class split's and the ghosts' keys, each checked when its switch is on (a cache of
+    /// one way, say, stays valid while it is shared).
+    fn validate_adaptive_cache(&self, lines: u64) -> Result<(), ConfigError> {
+        let cache = &self.cache;
+        if cache.epoch_ns == 0 {
+            return Err(invalid(
+                "cache.epoch_ns",
+                0,
+                "a positive epoch in ns (10,000,000 = 10 ms)",
+            ));
+        }
+        if cache.partition == Partition::Dynamic {
+            self.validate_partition()?;
+        }
+        if cache.prefetch == Prefetch::Ghost {
+            self.validate_ghost(lines)?;
+        }
+        Ok(())
+    }
+
+    fn validate_partition(&self) -> Result<(), ConfigError> {
+        let cache = &self.cache;
+        if cache.partition_step_ways == 0 {
+            return Err(invalid(
+                "cache.partition_step_ways",
+                0,
+                "at least 1 way moved per epoch",
+            ));
+        }
+        if cache.partition_min_ways == 0 || 2 * cache.partition_min_ways > cache.ways {
+            return Err(invalid(
+                "cache.partition_min_ways",
+                cache.partition_min_ways,
+                format!(
+                    "1 to half of cache.ways ({}): both partitions keep at least this many",
+                    cache.ways / 2
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_ghost(&self, lines: u64) -> Result<(), ConfigError> {
+        let cache = &self.cache;
+        let pages = &cache.ghost_pages;
+        if pages.is_empty()
+            || pages.windows(2).any(|w| w[0] >= w[1])
+            || pages.iter().any(|&p| p as u64 > lines)
+        {
+            return Err(invalid(
+                "cache.ghost_pages",
+                format!("{pages:?}"),
+                format!(
+                    "one or more granularities in strictly ascending order, each at most the \
+                     cache's {lines} 4 KiB lines"
+                ),
+            ));
+        }
+        let sets = (lines / cache.ways as u64).max(1);
+        let period = cache.ghost_sample_period_sets as u64;
+        if period == 0 || period > sets {
+            return Err(invalid(
+                "cache.ghost_sample_period_sets",
+                period,
+                format!("1 (every set) to the cache's {sets} sets"),
+            ));
+        }
         Ok(())
     }
 
@@ -711,6 +854,15 @@ pub fn zssd() -> DeviceConfig {
             drain: Drain::Vanilla,
             drain_high_pct: default_drain_high_pct(),
             drain_low_pct: default_drain_low_pct(),
+            // The class split and ghost prefetch are the FlashShare study's switches, off in
+            // the commercial presets.
+            partition: Partition::Shared,
+            epoch_ns: DEFAULT_EPOCH_NS,
+            partition_step_ways: DEFAULT_PARTITION_STEP_WAYS,
+            partition_min_ways: DEFAULT_PARTITION_MIN_WAYS,
+            prefetch: Prefetch::Fixed,
+            ghost_pages: DEFAULT_GHOST_PAGES.to_vec(),
+            ghost_sample_period_sets: DEFAULT_GHOST_SAMPLE_PERIOD_SETS,
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
@@ -778,6 +930,15 @@ pub fn nvme_tlc() -> DeviceConfig {
             drain: Drain::Vanilla,
             drain_high_pct: default_drain_high_pct(),
             drain_low_pct: default_drain_low_pct(),
+            // The class split and ghost prefetch are the FlashShare study's switches, off in
+            // the commercial presets.
+            partition: Partition::Shared,
+            epoch_ns: DEFAULT_EPOCH_NS,
+            partition_step_ways: DEFAULT_PARTITION_STEP_WAYS,
+            partition_min_ways: DEFAULT_PARTITION_MIN_WAYS,
+            prefetch: Prefetch::Fixed,
+            ghost_pages: DEFAULT_GHOST_PAGES.to_vec(),
+            ghost_sample_period_sets: DEFAULT_GHOST_SAMPLE_PERIOD_SETS,
         },
         ftl: FtlConfig {
             overprovisioning_pct: 7,
@@ -978,6 +1139,44 @@ mod tests {
                 "[ftl]\nalloc = \"lsb\"",
                 "`lsb`, expected one of `sequential`, `lsb-skip`, `latency-aware`",
                 "ftl.alloc",
+                "[cache]\npartition = \"split\"",
+                "`split`, expected `shared` or `dynamic`",
+                "cache.partition",
+            ),
+            (
+                "[cache]\nprefetch = \"adaptive\"",
+                "`adaptive`, expected `fixed` or `ghost`",
+                "cache.prefetch",
+            ),
+            (
+                "[cache]\nepoch_ns = 0",
+                "`cache.epoch_ns` = 0",
+                "a positive epoch",
+            ),
+            (
+                "[cache]\npartition = \"dynamic\"\npartition_min_ways = 9",
+                "`cache.partition_min_ways` = 9",
+                "1 to half of cache.ways (8)",
+            ),
+            (
+                "[cache]\npartition = \"dynamic\"\npartition_step_ways = 0",
+                "`cache.partition_step_ways` = 0",
+                "at least 1",
+            ),
+            (
+                "[cache]\nprefetch = \"ghost\"\nghost_pages = [0, 16, 4]",
+                "`cache.ghost_pages` = [0, 16, 4]",
+                "strictly ascending",
+            ),
+            (
+                "[cache]\nprefetch = \"ghost\"\nghost_pages = []",
+                "`cache.ghost_pages` = []",
+                "one or more",
+            ),
+            (
+                "[cache]\nprefetch = \"ghost\"\nghost_sample_period_sets = 0",
+                "`cache.ghost_sample_period_sets` = 0",
+                "1 (every set) to the cache's 24576 sets",
             ),
             (
                 "[ftl]\nprecondition = \"randomly\"",
@@ -998,6 +1197,10 @@ mod tests {
             "[cache]\nreadahead_units = 393216\nflush = \"on-full\"",
             "[cache]\ndrain = \"fastdrain\"\ndrain_low_pct = 0\ndrain_high_pct = 100",
             "[ftl]\nalloc = \"latency-aware\"\nmax_lsb_region_bytes = 0",
+            "[cache]\npartition = \"dynamic\"\npartition_min_ways = 8\nprefetch = \"ghost\"",
+            "[cache]\nprefetch = \"ghost\"\nghost_pages = [128]\nghost_sample_period_sets = 24576\nepoch_ns = 1",
+            // Off, the switches' keys are not checked: a one-way cache stays valid.
+            "[cache]\nways = 1\nghost_pages = []",
         ] {
             DeviceConfig::from_toml_str(&format!("preset = \"zssd\"\n{ok}"))
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));

@@ -30,7 +30,10 @@
 //!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
 //!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
-//!  cache    DRAM lines, the write buffer; what to evict and when       config
+//!  cache_split  the class split of the cache's ways, by epoch          config
+//!  ghost    ghost caches that choose the prefetch size, by epoch       config
+//!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_split,
+//!                                                                      ghost
 //!  drain    write-back hints: watermark eviction, the oracle buffer    config
 //!  lib.rs   the device's API and the routing of events between them    all of the above
 //! ```
@@ -66,11 +69,13 @@
 //! the versions they found, so a test can check that a read sees the last write.
 
 pub mod cache;
+pub mod cache_split;
 pub mod config;
 pub mod ctrl;
 pub mod drain;
 pub mod flash;
 pub mod ftl;
+pub mod ghost;
 pub mod pcie;
 
 use std::collections::VecDeque;
@@ -511,6 +516,16 @@ impl Ssd {
         &self.cache.stats
     }
 
+    /// Ways of every set each class may fill, by `IoClass::index` (cheap; for time series).
+    pub fn cache_ways_by_class(&self) -> [u32; 2] {
+        self.cache.ways_by_class()
+    }
+
+    /// Pages each class's reads prefetch now, by `IoClass::index` (cheap; for time series).
+    pub fn cache_prefetch_pages_by_class(&self) -> [u32; 2] {
+        IoClass::ALL.map(|c| self.cache.prefetch_pages_for(c))
+    }
+
     /// FTL counters so far (cheap; for time series).
     pub fn ftl_stats(&self) -> &ftl::FtlStats {
         &self.ftl.stats
@@ -688,6 +703,16 @@ impl Ssd {
             self.post_completion(now, slot);
             return;
         }
+        if self.cache.is_adaptive() && matches!(op, IoOp::Read | IoOp::Write) {
+            let (first, units) = {
+                let c = self.cmd(slot);
+                (c.first_lpn, c.units)
+            };
+            // The class split's and the ghosts' epoch counts (`cache_split.rs`, `ghost.rs`).
+            let write = op == IoOp::Write;
+            self.cache
+                .note_command(now.as_ns(), write, first, units, class);
+        }
         match op {
             IoOp::Read => {
                 self.stats.reads += 1;
@@ -748,7 +773,7 @@ impl Ssd {
                     if let Some(w) = self.fills.get_mut(&lpn) {
                         w.add(slot); // in flight, uncached
                     } else if self.ftl.lookup(lpn).is_some() {
-                        self.start_flash_read(now, lpn, Waiters::One(slot), false);
+                        self.start_flash_read(now, lpn, Waiters::One(slot), false, class);
                     } else {
                         self.unit_arrived(slot, lpn, 0); // never written: zeros, no flash work
                     }
@@ -756,10 +781,11 @@ impl Ssd {
             }
         }
         let from = first + units;
-        self.prefetch(now, from..from.saturating_add(self.cache.prefetch_pages));
+        let pages = self.cache.prefetch_pages_for(class);
+        self.prefetch(now, from..from.saturating_add(pages), class);
         let ahead = self.readahead.on_read(first, units);
         if !ahead.is_empty() {
-            self.prefetch(now, ahead);
+            self.prefetch(now, ahead, class);
         }
         if self.cmd(slot).pending_units == 0 {
             self.finish_read(now, slot);
@@ -768,7 +794,7 @@ impl Ssd {
 
     /// Reads `lpns` into the cache (clean, marked prefetched) unless cached, in flight or
     /// never written.
-    fn prefetch(&mut self, now: SimTime, lpns: std::ops::Range<u32>) {
+    fn prefetch(&mut self, now: SimTime, lpns: std::ops::Range<u32>, class: IoClass) {
         let user = self.ftl.user_lpns() as u32;
         for lpn in lpns.start..lpns.end.min(user) {
             if self.cache.contains(lpn)
@@ -777,16 +803,23 @@ impl Ssd {
             {
                 continue;
             }
-            self.start_flash_read(now, lpn, Waiters::None, true);
+            self.start_flash_read(now, lpn, Waiters::None, true, class);
         }
     }
 
-    fn start_flash_read(&mut self, now: SimTime, lpn: u32, waiters: Waiters, prefetch: bool) {
+    fn start_flash_read(
+        &mut self,
+        now: SimTime,
+        lpn: u32,
+        waiters: Waiters,
+        prefetch: bool,
+        class: IoClass,
+    ) {
         let loc = self
             .ftl
             .lookup(lpn)
             .expect("caller checked the LPN is mapped");
-        let cached = self.cache.start_fill(lpn, prefetch);
+        let cached = self.cache.start_fill(lpn, prefetch, class);
         if prefetch && !cached {
             return; // nowhere to put it: skip the prefetch
         }
@@ -1079,6 +1112,11 @@ impl Ssd {
                     Waiters::None => {}
                     Waiters::One(s) => wake(self, s),
                     Waiters::Many(v) => v.into_iter().for_each(|s| wake(self, s)),
+                }
+                if self.cache.is_split() && !self.stalled.is_empty() {
+                    // A partition of a few ways can be all filling: the fill just made one
+                    // replaceable, which a write stalled on that partition may be waiting for.
+                    self.resume_stalled(now);
                 }
             }
             OpOrigin::Evict { row } => {

@@ -9,7 +9,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ctrl", &["config"]),
     ("flash", &["config"]),
     ("ftl", &["config", "flash"]),
-    ("cache", &["config"]),
+    ("cache_split", &["config"]),
+    ("ghost", &["config"]),
+    ("cache", &["config", "cache_split", "ghost"]),
     ("drain", &["config"]),
 ];
 

@@ -3,7 +3,8 @@
 //! (b) 70/30 random read/write 4 KiB, QD32, 1 M I/Os on a preconditioned `nvme-tlc` shrunk
 //!     (fewer dies) so its free space runs out early and GC is active.
 //! (c) building a randomly preconditioned 800 GB `zssd` (`ftl.precondition = "random"`), then
-//!     (a)'s random reads on it (every read then goes through the preconditioned layout).
+//!     (a)'s random reads on it (every read then goes through the preconditioned layout);
+//! (d) (a) with the cache split by class and ghost prefetch on (their cost when on).
 //! Prints simulated I/Os per wall-clock second and the process's peak RSS after each.
 //!
 //! Run: `cargo bench -p sim --bench device_throughput`
@@ -83,6 +84,18 @@ fn main() {
             "b-tlc-randrw-70-30-gc",
             tlc,
             "[b]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randrw\nrwmixread=70\niodepth=32\nnorandommap\ntime_based\nruntime=1000000s\nnumber_ios=1000000\n",
+        );
+    }
+    if want("d-zssd-randread-qd32-split-ghost") {
+        // (a) with the FlashShare cache switches on (`cache.partition = "dynamic"`,
+        // `cache.prefetch = "ghost"`): what the split's bookkeeping and the sampled ghosts cost.
+        let mut zssd = DeviceConfig::preset("zssd").expect("preset");
+        zssd.cache.partition = device::config::Partition::Dynamic;
+        zssd.cache.prefetch = device::config::Prefetch::Ghost;
+        bench(
+            "d-zssd-randread-qd32-split-ghost",
+            zssd,
+            "[d]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randread\niodepth=32\nnorandommap\ntime_based\nruntime=1000s\nnumber_ios=1000000\n",
         );
     }
     if want("c-zssd-precondition-random") {

@@ -188,6 +188,7 @@ impl RunSummary {
             d.write_amplification,
             d.commands.write_stalls,
         ));
+        out.push_str(&cache_switches(&d.cache));
         let s = &self.sim;
         let wall_s = s.wall_ns as f64 / 1e9;
         out.push_str(&format!(
@@ -289,4 +290,46 @@ impl CpuSummary {
         ];
         std::array::from_fn(|i| (CATS[i].name(), v[i]))
     }
+}
+
+/// Lines for the terminal table saying what the cache's class split and ghost prefetch did;
+/// empty when both are off.
+pub fn cache_switches(c: &device::cache::CacheStats) -> String {
+    let mut out = String::new();
+    let hit_pct = |k: &device::cache::ClassCacheStats| {
+        let n = k.read_hits + k.read_misses;
+        if n == 0 {
+            0.0
+        } else {
+            k.read_hits as f64 * 100.0 / n as f64
+        }
+    };
+    if let Some(p) = &c.partition {
+        out.push_str(&format!(
+            "cache split by class: latency-critical {} ways (read hits {:.1}%), throughput {} ways \
+             ({:.1}%); {} ways moved in {} epochs; retained hits {} / {}\n",
+            p.lc_ways,
+            hit_pct(&c.latency_critical),
+            p.tp_ways,
+            hit_pct(&c.throughput),
+            p.ways_moved,
+            p.epochs,
+            p.lc_retained_hits,
+            p.tp_retained_hits
+        ));
+    }
+    if let Some(g) = &c.ghost {
+        let groups: Vec<String> = g
+            .groups
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} {} pages ({} decisions, {} changes)",
+                    x.class, x.pages, x.decisions, x.changes
+                )
+            })
+            .collect();
+        out.push_str(&format!("ghost prefetch: {}\n", groups.join(", ")));
+    }
+    out
 }

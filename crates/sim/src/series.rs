@@ -17,6 +17,13 @@
 //! wb_dirty_units, wb_capacity_units            device write buffer (4 KiB units) at the end
 //! lc_cache_read_hits, lc_cache_read_misses,    device DRAM cache lookups in the window, by
 //! tp_cache_read_hits, tp_cache_read_misses       class
+//! lc_cache_lines, tp_cache_lines               DRAM lines holding each class's data, and the
+//! lc_wb_dirty_units, tp_wb_dirty_units           part of them in the write buffer, at the end
+//! lc_cache_prefetch_hits, …_lines_evicted,     per class in the window: reads served by a
+//! lc_wb_units_written_back (and tp_…)            prefetch, lines replaced, dirty units programmed
+//! lc_cache_ways, tp_cache_ways                 ways of every set each class may fill at the
+//!                                                end (both = all ways when the cache is shared)
+//! lc_prefetch_pages, tp_prefetch_pages         each class's prefetch size at the end (ghosts)
 //! gc_runs, gc_units_programmed, erases         device GC activity in the window
 //! cpu_user_ns … cpu_idle_ns                    CPU time per category (`host::Cat`) summed
 //!                                              over cores, in the window
@@ -49,10 +56,15 @@
 //! sample subtracts the part of booked bursts past the boundary and adds the spin up to it.
 //! Idle is the window's rest (cores × window − busy); a negative rest stops the run.
 //!
+//! A line belongs to the class of the command that last put data in it (`device/src/cache.rs`,
+//! "Per-class accounting"), so `lc_cache_lines + tp_cache_lines` is the cache's valid lines and
+//! `lc_wb_dirty_units + tp_wb_dirty_units = wb_dirty_units`. The ways and prefetch columns show
+//! the class split (`cache.partition = "dynamic"`) and ghost prefetch (`cache.prefetch =
+//! "ghost"`) at work; the throughput partition's share of the cache is
+//! `tp_cache_ways / (lc_cache_ways + tp_cache_ways)` when split.
+//!
 //! ## What it leaves out
-//! Write-buffer and cache occupancy *by class*: the device model does not tag its lines with a
-//! class (only its hit/miss counters are split), so occupancy is a total. The `alone` run of a
-//! full-system config writes no series (only the co-run does).
+//! The `alone` run of a full-system config writes no series (only the co-run does).
 
 use std::io::Write;
 
@@ -60,8 +72,9 @@ use engine::{IoClass, LatencyHistogram, SimTime};
 use host::cpu::{CATS, CAT_COUNT};
 
 /// Counters and gauges the run reads at a window's end. Cumulative fields (`pages_dirtied`,
-/// `pages_written_back`, `cache_*`, `gc_*`, `erases`, `cpu_ns`) are running totals since the
-/// run's start; the series turns them into per-window differences.
+/// `pages_written_back`, `cache_read_*`, `cache_prefetch_hits`, `cache_lines_evicted`,
+/// `wb_units_written_back`, `gc_*`, `erases`, `cpu_ns`) are running totals since the run's
+/// start; the series turns them into per-window differences. The rest are gauges.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sample {
     pub dirty_pages: u64,
@@ -73,6 +86,15 @@ pub struct Sample {
     pub wb_capacity_units: u64,
     pub cache_read_hits: [u64; 2],
     pub cache_read_misses: [u64; 2],
+    /// Gauges: lines holding each class's data, and those in the write buffer.
+    pub cache_lines: [u64; 2],
+    pub wb_class_dirty_units: [u64; 2],
+    pub cache_prefetch_hits: [u64; 2],
+    pub cache_lines_evicted: [u64; 2],
+    pub wb_units_written_back: [u64; 2],
+    /// Gauges: ways each class may fill, and each class's prefetch size in pages.
+    pub cache_ways: [u32; 2],
+    pub prefetch_pages: [u32; 2],
     pub gc_runs: u64,
     pub gc_units_programmed: u64,
     pub erases: u64,
@@ -88,7 +110,14 @@ impl Sample {
         for (i, k) in [&c.latency_critical, &c.throughput].into_iter().enumerate() {
             self.cache_read_hits[i] = k.read_hits;
             self.cache_read_misses[i] = k.read_misses;
+            self.cache_lines[i] = k.lines;
+            self.wb_class_dirty_units[i] = k.dirty_units;
+            self.cache_prefetch_hits[i] = k.prefetch_hits;
+            self.cache_lines_evicted[i] = k.lines_evicted;
+            self.wb_units_written_back[i] = k.units_written_back;
         }
+        self.cache_ways = ssd.cache_ways_by_class();
+        self.prefetch_pages = ssd.cache_prefetch_pages_by_class();
         let f = ssd.ftl_stats();
         self.gc_runs = f.gc_runs;
         self.gc_units_programmed = f.gc_units_programmed;
@@ -166,7 +195,7 @@ fn class_cells(w: &ClassWindow, len_ns: u64) -> [(&'static str, String); 8] {
 /// The page-cache and device cells of a row: gauges as sampled at the window's end `s`,
 /// cumulative counters as the difference from the previous window's end `p`.
 #[rustfmt::skip] // a table: one column a line
-fn state_cells(s: &Sample, p: &Sample) -> [(&'static str, u64); 15] {
+fn state_cells(s: &Sample, p: &Sample) -> [(&'static str, u64); 29] {
     let d = since;
     [
         ("dirty_pages", s.dirty_pages),
@@ -181,6 +210,20 @@ fn state_cells(s: &Sample, p: &Sample) -> [(&'static str, u64); 15] {
         ("lc_cache_read_misses", d(s.cache_read_misses[0], p.cache_read_misses[0])),
         ("tp_cache_read_hits", d(s.cache_read_hits[1], p.cache_read_hits[1])),
         ("tp_cache_read_misses", d(s.cache_read_misses[1], p.cache_read_misses[1])),
+        ("lc_cache_lines", s.cache_lines[0]),
+        ("tp_cache_lines", s.cache_lines[1]),
+        ("lc_wb_dirty_units", s.wb_class_dirty_units[0]),
+        ("tp_wb_dirty_units", s.wb_class_dirty_units[1]),
+        ("lc_cache_prefetch_hits", d(s.cache_prefetch_hits[0], p.cache_prefetch_hits[0])),
+        ("tp_cache_prefetch_hits", d(s.cache_prefetch_hits[1], p.cache_prefetch_hits[1])),
+        ("lc_cache_lines_evicted", d(s.cache_lines_evicted[0], p.cache_lines_evicted[0])),
+        ("tp_cache_lines_evicted", d(s.cache_lines_evicted[1], p.cache_lines_evicted[1])),
+        ("lc_wb_units_written_back", d(s.wb_units_written_back[0], p.wb_units_written_back[0])),
+        ("tp_wb_units_written_back", d(s.wb_units_written_back[1], p.wb_units_written_back[1])),
+        ("lc_cache_ways", u64::from(s.cache_ways[0])),
+        ("tp_cache_ways", u64::from(s.cache_ways[1])),
+        ("lc_prefetch_pages", u64::from(s.prefetch_pages[0])),
+        ("tp_prefetch_pages", u64::from(s.prefetch_pages[1])),
         ("gc_runs", d(s.gc_runs, p.gc_runs)),
         ("gc_units_programmed", d(s.gc_units_programmed, p.gc_units_programmed)),
         ("erases", d(s.erases, p.erases)),

@@ -106,6 +106,7 @@ fn device_level_series_sum_to_the_run_totals_and_do_not_perturb_it() {
         d.cache.throughput.read_misses
     );
     assert_eq!(sum(&r, "tp_cache_read_hits"), d.cache.throughput.read_hits);
+    per_class_cache_columns_match(&r, &d.cache, d.commands.latency_critical > 0);
     // CPU: every category adds up to the run's per-core totals, idle included.
     for (i, cat) in host::CATS.iter().enumerate() {
         let total: u64 = on.host.cores.iter().map(|c| c.ns[i]).sum();
@@ -215,6 +216,7 @@ fn system_series_sum_to_the_run_totals_and_do_not_perturb_it() {
     ] {
         assert_eq!(sum(&r, col), total, "{col}");
     }
+    per_class_cache_columns_match(&r, cache, true);
     assert_eq!(sum(&r, "gc_runs"), run.device.ftl.gc_runs);
     assert_eq!(
         sum(&r, "gc_units_programmed"),
@@ -225,4 +227,52 @@ fn system_series_sum_to_the_run_totals_and_do_not_perturb_it() {
     assert_eq!(r[0]["tp_ios"] as u64 + r[1]["tp_ios"] as u64, 0);
     assert_eq!(r[0]["dirty_pages"] as u64 + r[1]["dirty_pages"] as u64, 0);
     assert!(r[2..].iter().any(|w| w["dirty_pages"] > 0.0));
+}
+
+/// The per-class cache columns (issue 10's occupancy by class): counters sum to the summary's
+/// totals, gauges end at its end-of-run values, and the classes' buffer shares add up to the
+/// buffer's occupancy in every window.
+fn per_class_cache_columns_match(
+    r: &[HashMap<String, f64>],
+    cache: &device::cache::CacheStats,
+    lc_expected: bool,
+) {
+    let last = r.last().unwrap();
+    for (prefix, c) in [("lc", &cache.latency_critical), ("tp", &cache.throughput)] {
+        for (col, total) in [
+            ("cache_prefetch_hits", c.prefetch_hits),
+            ("cache_lines_evicted", c.lines_evicted),
+            ("wb_units_written_back", c.units_written_back),
+        ] {
+            assert_eq!(sum(r, &format!("{prefix}_{col}")), total, "{prefix}_{col}");
+        }
+        assert_eq!(last[&format!("{prefix}_cache_lines")] as u64, c.lines);
+        assert_eq!(
+            last[&format!("{prefix}_wb_dirty_units")] as u64,
+            c.dirty_units
+        );
+        assert_eq!(
+            last[&format!("{prefix}_cache_ways")] as u64,
+            16,
+            "shared: every way"
+        );
+    }
+    assert_eq!(
+        sum(r, "lc_wb_units_written_back") + sum(r, "tp_wb_units_written_back"),
+        cache.units_evicted
+    );
+    for w in r {
+        assert_eq!(
+            w["lc_wb_dirty_units"] + w["tp_wb_dirty_units"],
+            w["wb_dirty_units"],
+            "window ending {}",
+            w["t_end_ns"]
+        );
+    }
+    assert!(r.iter().any(|w| w["tp_cache_lines"] > 0.0));
+    assert_eq!(
+        r.iter().any(|w| w["lc_cache_lines"] > 0.0),
+        lc_expected,
+        "latency-critical lines exactly when there was latency-critical I/O"
+    );
 }

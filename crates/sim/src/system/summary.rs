@@ -428,6 +428,7 @@ impl SystemSummary {
         if let Some(a) = &self.alone {
             out.push_str(&cpu_line("alone", &a.cpu));
         }
+        out.push_str(&crate::report::cache_switches(&run.device.cache));
         out.push('\n');
         let b_line = |label: &str, b: &Breakdown| {
             format!(
