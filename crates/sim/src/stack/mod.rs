@@ -22,10 +22,12 @@
 //! and those four switches. Had the file set `[device.cache] drain = "oracle"`, the run would
 //! stop with an error naming both `drain` values.
 //!
-//! The families live one per file: [`fastdrain`] (write-back without buffer overflow). `vanilla`,
+//! The families live one per file: [`flashshare`] (latency classes across the stack) and
+//! [`fastdrain`] (write-back without buffer overflow). `vanilla`,
 //! the stock stack that sets nothing, lives here.
 
 pub mod fastdrain;
+pub mod flashshare;
 
 use serde::Serialize;
 
@@ -52,6 +54,7 @@ pub static VANILLA: Stack = Stack {
 /// Every stack, in the order `--stack list` prints them.
 pub fn all() -> Vec<&'static Stack> {
     let mut all = vec![&VANILLA];
+    all.extend(flashshare::STACKS.iter());
     all.extend(fastdrain::STACKS.iter());
     all
 }

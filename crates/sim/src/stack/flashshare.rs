@@ -1,0 +1,54 @@
+//! The FlashShare family (experiments.md, `flashshare`): latency classes across the stack. Each
+//! configuration adds to the one before:
+//!
+//! - `cacheopt`: the workload attribute reaches the device (`host.attr`, `host/src/config.rs`),
+//!   whose DRAM cache is split by class with ways moving each epoch
+//!   (`device/src/cache_split.rs`) and picks its prefetch size with ghost caches
+//!   (`device/src/ghost.rs`);
+//! - `kernelopt`: plus the block-layer bypass for latency-critical I/O with the hazard rule
+//!   (`host/src/blk_bypass.rs`) and a latency-critical SQ beside each SQ, arbitrated with
+//!   strict priority and the drain rule (`host/src/nvme.rs`, `device/src/ctrl.rs`);
+//! - `selectisr`: plus selective completion, polling latency-critical I/O and interrupting the
+//!   rest (`host/src/nvme_complete.rs`);
+//! - `dedcore`: `selectisr` with a core dedicated to polling that hands completions to the
+//!   application cores (`host/src/dedcore.rs`).
+//!
+//! Not here yet: `xler`, `selectisr` plus the queue accelerator. The accelerator exists as a
+//! tested model (`host/src/accel.rs`) but is not wired into the host's submission and
+//! completion paths, so there is no switch for a stack to set.
+
+use super::Stack;
+
+pub static STACKS: [Stack; 4] = [
+    Stack {
+        name: "cacheopt",
+        based_on: Some("vanilla"),
+        about: "FlashShare cache: the class reaches the device; cache split by class (dynamic ways) with ghost prefetch",
+        sets: &[
+            ("host.attr", "\"on\""),
+            ("device.cache.partition", "\"dynamic\""),
+            ("device.cache.prefetch", "\"ghost\""),
+        ],
+    },
+    Stack {
+        name: "kernelopt",
+        based_on: Some("cacheopt"),
+        about: "plus the block-layer bypass for LC I/O (hazard rule) and a strict-priority LC SQ per core",
+        sets: &[
+            ("host.blk.bypass_lc", "\"on\""),
+            ("host.nvme.lc_queue", "\"on\""),
+        ],
+    },
+    Stack {
+        name: "selectisr",
+        based_on: Some("kernelopt"),
+        about: "plus selective completion: LC I/O polled, the rest interrupts",
+        sets: &[("host.nvme.completion", "\"selective\"")],
+    },
+    Stack {
+        name: "dedcore",
+        based_on: Some("selectisr"),
+        about: "selectisr with one core dedicated to polling, handing completions to the application cores",
+        sets: &[("host.nvme.dedcore", "\"on\"")],
+    },
+];
