@@ -35,7 +35,8 @@
 //! background, budget 20,000 units = 5,000 rows, handed out a row at a time to LUNs with no
 //! read and no host row queued. A hint of 50,000 pages predicts 110,000 ≥ 104,857: foreground,
 //! 128 rows (512 units) at once and a new row on each LUN whose row finishes, until fewer than
-//! 26,214 units are buffered — about 33,800 rows' worth of programs.
+//! 26,214 units are buffered: 33,786 units (8,447 rows) if the wave had not arrived yet, and
+//! as many more as it brings while it lasts.
 //!
 //! ## The oracle (`cache.drain = "oracle"`)
 //! An unbounded buffer, as an upper bound: a write the cache cannot take (buffer or set full)

@@ -169,18 +169,16 @@ impl Host {
     pub(crate) fn on_buffer_status(&mut self, pct: u8) {
         use crate::pagecache::DirtySet;
         match self.pc.on_buffer_status(pct) {
-            None => {}
             Some(DirtySet::Low) => self.kick_flusher(),
-            Some(DirtySet::High) => {
-                if !self.throttled.is_empty() && self.pc.below_freerun() {
-                    let throttled = std::mem::take(&mut self.throttled);
-                    for &w in &throttled {
-                        self.wake(w);
-                    }
-                    self.throttled = throttled;
-                    self.throttled.clear();
+            Some(DirtySet::High) if !self.throttled.is_empty() && self.pc.below_freerun() => {
+                let throttled = std::mem::take(&mut self.throttled);
+                for &w in &throttled {
+                    self.wake(w);
                 }
+                self.throttled = throttled;
+                self.throttled.clear();
             }
+            Some(DirtySet::High) | None => {}
         }
     }
 

@@ -169,9 +169,8 @@ pub fn list_text() -> String {
     let mut out = String::new();
     for s in all() {
         out.push_str(&format!("{:<18} {}\n", s.name, s.about));
-        match s.based_on {
-            Some(b) => out.push_str(&format!("{:<18} based on {b}\n", "")),
-            None => {}
+        if let Some(b) = s.based_on {
+            out.push_str(&format!("{:<18} based on {b}\n", ""));
         }
         for (k, v) in s.settings() {
             out.push_str(&format!("{:<18}   {k} = {v}\n", ""));
