@@ -1139,6 +1139,8 @@ mod tests {
                 "[ftl]\nalloc = \"lsb\"",
                 "`lsb`, expected one of `sequential`, `lsb-skip`, `latency-aware`",
                 "ftl.alloc",
+            ),
+            (
                 "[cache]\npartition = \"split\"",
                 "`split`, expected `shared` or `dynamic`",
                 "cache.partition",

@@ -270,6 +270,13 @@ mod tests {
             drain: mode,
             drain_high_pct: 80,
             drain_low_pct: 20,
+            partition: crate::config::Partition::Shared,
+            epoch_ns: crate::config::DEFAULT_EPOCH_NS,
+            partition_step_ways: 1,
+            partition_min_ways: 1,
+            prefetch: crate::config::Prefetch::Fixed,
+            ghost_pages: crate::config::DEFAULT_GHOST_PAGES.to_vec(),
+            ghost_sample_period_sets: 1,
         }
     }
 
