@@ -947,6 +947,16 @@ fn flashshare_host_switches_work_from_the_system_file() {
     );
     let ded_lc = &ded.host.breakdown[IoClass::LatencyCritical.index()];
     assert_eq!(ded.host.nvme.polled_completions, ded_lc.requests);
+    // The queue accelerator on top: no thread polls, the driver's time is the register writes.
+    let xler = run_system(
+        &config(&format!("{base}accelerator = \"on\"\n{procs}")),
+        &mut Silent,
+    )
+    .unwrap();
+    let x_lc = &xler.host.breakdown[IoClass::LatencyCritical.index()];
+    assert!(x_lc.requests > 0);
+    assert_eq!((x_lc.driver, x_lc.poll), (200, 0), "{x_lc:?}");
+    assert_eq!(xler.host.nvme.polled_completions, 0);
     // A mechanism without the attribute is refused, naming the key.
     let e = config_error(
         "[host]\npreset = \"arm8\"\n[host.blk]\nbypass_lc = \"on\"\n[[process]]\nprofile = \"apache\"\n",
