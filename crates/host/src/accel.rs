@@ -34,15 +34,13 @@
 //! third write would have waited until 750 ns, found no valid entry, and taken slot 1.
 //!
 //! ## What it leaves out
-//! Its wiring into the host's submission and completion paths and the full-system run: not
-//! built yet, so there is no `accelerator` switch (a switch that changed nothing would be a
-//! defect). The next step: `emit` hands requests to [`Xler::submit`] instead of making a
-//! command, the run loop lets the device fetch through [`Xler::fetch`] (one command for every
-//! request it carries), and `on_cqe` raises the ISR at [`Xler::completion_irq_at`] for each.
+//! The host side (`nvme.accelerator`) is `accel_path`: `emit` hands requests to
+//! [`Xler::submit`], the SSD's fetch is [`Xler::fetch`] at the accelerator's doorbell, and the
+//! driver's interrupt comes at [`Xler::completion_irq_at`].
 //! Also left out: SQ-full back-pressure beyond refusing a request, and merges that would need
 //! the data itself (overlapping, not adjacent, writes take a new slot).
 //!
-//! Latency parameters (`AccelConfig`, defaults): `register_ns` 200 (four posted MMIO writes of
+//! Latency parameters (`AccelConfig`, defaults; config keys `nvme.accel_<name>`): `register_ns` 200 (four posted MMIO writes of
 //! ≈ 50 ns CPU each, an estimate), `cam_ns` 20 (one compare cycle of a 250 MHz FPGA engine
 //! plus the bitmap update, an estimate), `doorbell_ns` 500 (a peer-to-peer PCIe write, as the
 //! device's `pcie.doorbell_ns`), `barrier_ns` 600 (the SSD's command fetch, the device's

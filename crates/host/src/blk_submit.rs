@@ -216,7 +216,7 @@ impl Host {
     pub(crate) fn dispatch_done(&mut self, t: u32) {
         let r = self.threads[t as usize].dispatching;
         self.blk.reqs[r as usize].t_driver = self.now;
-        let ns = self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
+        let ns = self.driver_ns();
         let ns = self.costs.draw(CostSite::Driver, ns);
         let ns = self.take_queue_lock(t, ns);
         self.burst(t, ns, Cat::Nvme, Step::Driver);
@@ -237,8 +237,21 @@ impl Host {
         self.dispatch_next(t);
     }
 
-    /// Request `r` becomes an NVMe command on its queue's SQ (the doorbell rings now).
+    /// The driver's CPU work for one request: `nvme_queue_rq` and the doorbell, or the
+    /// accelerator's register writes.
+    fn driver_ns(&self) -> u64 {
+        match &self.accel {
+            Some(x) => x.register_ns(),
+            None => self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns,
+        }
+    }
+
+    /// Request `r` becomes an NVMe command on its queue's SQ (the doorbell rings now), or
+    /// goes into the accelerator's registers.
     pub(crate) fn emit(&mut self, r: u32) {
+        if self.accel.is_some() {
+            return self.accel_emit(r);
+        }
         let now = self.now;
         let req = &mut self.blk.reqs[r as usize];
         assert_eq!(req.state, ReqState::Dispatching, "request {r} issued twice");
@@ -308,8 +321,7 @@ impl Host {
 
     fn run_one_queue_deferred(&mut self, h: u16) {
         let core = self.blk.hctxs[h as usize].core;
-        let ns =
-            self.cfg.blk.dispatch_ns + self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns;
+        let ns = self.cfg.blk.dispatch_ns + self.driver_ns();
         while let Some(r) = self.blk.pick_dispatch(self.now, h) {
             self.blk.stats.deferred_dispatches += 1;
             let ns = self.costs.draw(CostSite::DeferredDispatch, ns);

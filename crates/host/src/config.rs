@@ -366,6 +366,22 @@ pub struct NvmeConfig {
     /// DedCore: the cache lines of a completion (request, bio, the waiter's task) moving from
     /// the polling core to the application core, paid by the woken thread.
     pub dedcore_handoff_ns: u64,
+    /// The queue accelerator (XLER, `accel`'s essay): the driver writes each request into its
+    /// registers; it merges, rings the SSD, polls the CQs and interrupts the driver.
+    pub accelerator: Switch,
+    /// XLER: the driver's register writes per request (CPU, replaces `queue_rq_ns` +
+    /// `doorbell_write_ns`).
+    pub accel_register_ns: u64,
+    /// XLER: one CAM search of an SQ (all entries compared at once) and its bitmap update.
+    pub accel_cam_ns: u64,
+    /// XLER: its doorbell write to the SSD after placing a new entry.
+    pub accel_doorbell_ns: u64,
+    /// XLER: how long the SSD's fetch of an entry holds the merge/fetch barrier.
+    pub accel_barrier_ns: u64,
+    /// XLER: period of its hardware CQ poll.
+    pub accel_poll_ns: u64,
+    /// XLER: from seeing a CQE to its MSI reaching the driver.
+    pub accel_irq_ns: u64,
 }
 
 /// Completion of synchronous direct I/O (background I/O always uses interrupts).
@@ -655,6 +671,13 @@ impl HostConfig {
                 }
             }
         }
+        if n.accelerator == Switch::On && n.dedcore == Switch::On {
+            return Err(invalid(
+                "nvme.accelerator",
+                "\"on\"",
+                "nvme.dedcore = \"off\": the accelerator and DedCore are alternatives",
+            ));
+        }
         if n.dedcore == Switch::On && (n.completion != CompletionMode::Selective || c.cores < 2) {
             return Err(invalid(
                 "nvme.dedcore",
@@ -828,6 +851,13 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             lc_queue: Switch::Off,
             dedcore: Switch::Off,
             dedcore_handoff_ns: 300,
+            accelerator: Switch::Off,
+            accel_register_ns: 200,
+            accel_cam_ns: 20,
+            accel_doorbell_ns: 500,
+            accel_barrier_ns: 600,
+            accel_poll_ns: 100,
+            accel_irq_ns: 500,
         },
         app: AppConfig {
             syscall_ns: 1_000,
@@ -884,6 +914,7 @@ fn x86_4() -> HostConfig {
         &mut h.nvme.poll_iteration_ns,
         &mut h.nvme.poll_complete_ns,
         &mut h.nvme.dedcore_handoff_ns,
+        &mut h.nvme.accel_register_ns,
         &mut h.app.syscall_ns,
         &mut h.app.net_recv_ns,
         &mut h.app.handoff_ns,

@@ -20,8 +20,9 @@
 //! (otherwise merges ignore it and the device sees every command unclassified), and the
 //! latency-class mechanisms are switches that need it: block-layer bypass (`blk.bypass_lc`,
 //! `blk_bypass`), a high-priority twin SQ per queue (`nvme.lc_queue`), selective polling
-//! (`nvme.completion = "selective"`), a dedicated polling core (`nvme.dedcore`, `dedcore`);
-//! the queue accelerator (`accel`) is a tested model not wired in yet. Adaptive dirty
+//! (`nvme.completion = "selective"`), a dedicated polling core (`nvme.dedcore`, `dedcore`),
+//! the queue accelerator (`nvme.accelerator`: the model `accel`, the host's path
+//! `accel_path`). Adaptive dirty
 //! thresholds and the write-back wave hint are `pagecache`'s and `writeback`'s.
 //!
 //! Each module opens with its essay: what it models, a worked example, what it leaves out and
@@ -45,7 +46,7 @@
 //!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch)
 //!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete,
 //!                                                         dedcore (DedCore's polling core)
-//!  queue accelerator (XLER)        accel                  (not wired yet)
+//!  queue accelerator (XLER)        accel                  accel_path (registers, fetch, MSI)
 //!  latency breakdown               breakdown              nvme_complete (request completion)
 //!  the host as a whole             machine (Host, Ev)     spawn (Host::new), machine (event loop)
 //! ```
@@ -56,7 +57,8 @@
 //! ```text
 //!  config → jitter → pagecache → cpu → process → blk → blk_bypass → nvme → accel → task
 //!         → breakdown → machine → testing (unit tests only) → { spawn, app, fio, syscall,
-//!           blk_submit, nvme_complete, dedcore, writeback, tick, jitter_tests (unit tests) }
+//!           blk_submit, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests
+//!           (unit tests) }
 //! ```
 //!
 //! The state modules know nothing of the machine (the scheduler hands its timers out as
@@ -69,6 +71,7 @@
 //! machine they drive).
 
 pub mod accel;
+mod accel_path;
 mod app;
 pub mod blk;
 pub mod blk_bypass;

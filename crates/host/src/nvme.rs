@@ -130,6 +130,13 @@ pub struct NvmeStats {
     pub poll_lock_wait_ns: u64,
     /// Last write-buffer occupancy the device reported, percent.
     pub last_write_buffer_pct: u8,
+    /// Requests the queue accelerator merged into a waiting entry (omitted at 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub accel_merges: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Builds the command for a dispatched request. The reserved field carries the request's

@@ -180,8 +180,7 @@ impl Host {
 
     /// A CQE for request `r` landed on CQ `cqid`: post it for a poller, or raise the interrupt
     /// (ISR unless the core is already in the NVMe handler) and the completion work.
-    pub(crate) fn on_cqe(&mut self, cqid: u16, r: u32) {
-        let now = self.now;
+    pub(crate) fn on_cqe(&mut self, cqid: u16, cid: u32) {
         self.cqes_received += 1;
         assert!(
             self.cqes_received <= self.commands_sent,
@@ -189,6 +188,15 @@ impl Host {
             self.cqes_received,
             self.commands_sent
         );
+        if self.accel.is_some() {
+            return self.accel_cqe(cqid, cid);
+        }
+        self.request_cqe(cqid, cid);
+    }
+
+    /// The completion of request `r` landed on CQ `cqid` (see [`Host::on_cqe`]).
+    pub(crate) fn request_cqe(&mut self, cqid: u16, r: u32) {
+        let now = self.now;
         self.blk.on_cqe(now, r);
         let h = self.blk.hctx_of_queue(cqid) as usize;
         let (kind, core) = (self.blk.hctxs[h].kind, self.blk.hctxs[h].core);

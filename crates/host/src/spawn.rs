@@ -545,10 +545,35 @@ impl<'c> Spawner<'c> {
                 cores,
                 cfg.nvme.queue_depth,
                 cfg.nvme.lc_queue == Switch::On,
-            ),
+            )
+            .into_iter()
+            .map(|mut qp| {
+                // The accelerator polls every CQ: their vectors stay masked.
+                qp.interrupts &= cfg.nvme.accelerator == Switch::Off;
+                qp
+            })
+            .collect(),
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
             io_log: None,
+            accel: (cfg.nvme.accelerator == Switch::On).then(|| {
+                crate::accel::Xler::new(
+                    crate::accel::AccelConfig {
+                        register_ns: cfg.nvme.accel_register_ns,
+                        cam_ns: cfg.nvme.accel_cam_ns,
+                        doorbell_ns: cfg.nvme.accel_doorbell_ns,
+                        barrier_ns: cfg.nvme.accel_barrier_ns,
+                        poll_ns: cfg.nvme.accel_poll_ns,
+                        irq_ns: cfg.nvme.accel_irq_ns,
+                    },
+                    // SQ ids start at 1: slot 0 stays unused.
+                    4 * cores + 1,
+                    cfg.nvme.queue_depth,
+                    (cfg.blk.max_request_bytes / 512) as u32,
+                )
+            }),
+            accel_cmds: Vec::new(),
+            accel_free: Vec::new(),
             dedicated_core: None,
             handing_off: false,
         }

@@ -64,6 +64,12 @@ impl Host {
             (CompletionMode::Selective, IoClass::Throughput) => CompletionMode::Interrupt,
             (c, _) => c,
         };
+        // The accelerator polls the CQs in hardware and interrupts: no thread polls.
+        let completion = if self.accel.is_some() {
+            CompletionMode::Interrupt
+        } else {
+            completion
+        };
         let proc = &mut self.procs[th.proc as usize];
         proc.first_io_at.get_or_insert(self.now);
         let file = proc.file;

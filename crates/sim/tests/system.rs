@@ -916,3 +916,50 @@ fn start_ms_delays_a_process_by_exactly_that() {
     assert!(e.contains("late") && e.contains("start_ms = 100"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The FlashShare host switches are keys of the system file's `[host]` tables, and each takes
+/// effect in a full-system co-run: with the attribute, bypass, latency-critical SQs and
+/// selective completion, apache's requests reach the device classified, skip the hardware
+/// queue, and are all polled (no interrupt); with DedCore one core of eight only polls.
+#[test]
+fn flashshare_host_switches_work_from_the_system_file() {
+    let base = "seed = 1\nduration_ms = 100\n[host]\npreset = \"arm8\"\nattr = \"on\"\n\
+        [host.blk]\nbypass_lc = \"on\"\n[host.nvme]\nlc_queue = \"on\"\ncompletion = \"selective\"\n";
+    let procs = "[[process]]\nprofile = \"apache\"\n[[process]]\nprofile = \"pagerank\"\n";
+    let r = run_system(&config(&format!("{base}{procs}")), &mut Silent).unwrap();
+    let h = &r.host;
+    let lc = &h.breakdown[IoClass::LatencyCritical.index()];
+    assert!(lc.requests > 0);
+    assert_eq!(r.device.commands.latency_critical, lc.requests);
+    assert_eq!(h.blk.bypassed, lc.requests);
+    assert_eq!((lc.hardware_queue, lc.irq), (0, 0), "{lc:?}");
+    assert_eq!(h.nvme.polled_completions, lc.requests);
+    let ded = run_system(
+        &config(&format!("{base}dedcore = \"on\"\n{procs}")),
+        &mut Silent,
+    )
+    .unwrap();
+    let poll = host::Cat::Poll as usize;
+    let last = &ded.host.cores[7];
+    assert!(
+        last.ns[poll] * 10 > ded.host.end.as_ns() * 9,
+        "the last core polls: {last:?}"
+    );
+    let ded_lc = &ded.host.breakdown[IoClass::LatencyCritical.index()];
+    assert_eq!(ded.host.nvme.polled_completions, ded_lc.requests);
+    // The queue accelerator on top: no thread polls, the driver's time is the register writes.
+    let xler = run_system(
+        &config(&format!("{base}accelerator = \"on\"\n{procs}")),
+        &mut Silent,
+    )
+    .unwrap();
+    let x_lc = &xler.host.breakdown[IoClass::LatencyCritical.index()];
+    assert!(x_lc.requests > 0);
+    assert_eq!((x_lc.driver, x_lc.poll), (200, 0), "{x_lc:?}");
+    assert_eq!(xler.host.nvme.polled_completions, 0);
+    // A mechanism without the attribute is refused, naming the key.
+    let e = config_error(
+        "[host]\npreset = \"arm8\"\n[host.blk]\nbypass_lc = \"on\"\n[[process]]\nprofile = \"apache\"\n",
+    );
+    assert!(e.contains("blk.bypass_lc") && e.contains("attr"), "{e}");
+}
