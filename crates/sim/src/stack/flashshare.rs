@@ -10,16 +10,15 @@
 //!   strict priority and the drain rule (`host/src/nvme.rs`, `device/src/ctrl.rs`);
 //! - `selectisr`: plus selective completion, polling latency-critical I/O and interrupting the
 //!   rest (`host/src/nvme_complete.rs`);
+//! - `xler`: plus the queue accelerator (`host/src/accel.rs`, `accel_path.rs`): the driver
+//!   writes requests into its registers, it merges same-LBA requests in its CAM, rings the
+//!   doorbell, polls the CQ in hardware and interrupts the driver (so no thread polls);
 //! - `dedcore`: `selectisr` with a core dedicated to polling that hands completions to the
-//!   application cores (`host/src/dedcore.rs`).
-//!
-//! Not here yet: `xler`, `selectisr` plus the queue accelerator. The accelerator exists as a
-//! tested model (`host/src/accel.rs`) but is not wired into the host's submission and
-//! completion paths, so there is no switch for a stack to set.
+//!   application cores (`host/src/dedcore.rs`); the alternative to `xler`.
 
 use super::Stack;
 
-pub static STACKS: [Stack; 4] = [
+pub static STACKS: [Stack; 5] = [
     Stack {
         name: "cacheopt",
         based_on: Some("vanilla"),
@@ -44,6 +43,12 @@ pub static STACKS: [Stack; 4] = [
         based_on: Some("kernelopt"),
         about: "plus selective completion: LC I/O polled, the rest interrupts",
         sets: &[("host.nvme.completion", "\"selective\"")],
+    },
+    Stack {
+        name: "xler",
+        based_on: Some("selectisr"),
+        about: "plus the queue accelerator: CAM merge, hardware CQ polling and interrupt to the driver",
+        sets: &[("host.nvme.accelerator", "\"on\"")],
     },
     Stack {
         name: "dedcore",
