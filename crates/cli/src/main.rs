@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod reflex;
+mod remote;
 mod serve;
 mod sim;
 mod study;

@@ -21,12 +21,14 @@
 //! config and seed, and `study.json` is computed from the run folders alone. Tests compare the
 //! files byte for byte.
 //!
-//! The studies: [`ull`] (what an ultra-low-latency device changes). A study bumps its
+//! The studies: [`ull`] (what an ultra-low-latency device changes) and [`reflex`] (SLOs for
+//! remote tenants; its runs are remote scenarios, not device runs, so it has its own runner). A study bumps its
 //! `version` when its runs or figures change meaning, so `merge` refuses mixed results.
 
 pub mod driver;
 pub mod exec;
 pub mod plot;
+pub mod reflex;
 pub mod report;
 pub mod results;
 pub mod spec;

@@ -178,3 +178,54 @@ fn bad_sim_keys_are_named() {
         .to_string();
     assert!(err.contains("workers = 0"), "{err}");
 }
+
+#[test]
+#[ignore]
+fn scratch_scenario_one() {
+    for (dev, qd) in [(r#"{ preset = "nvme-tlc", flash = { suspend = "on" } }"#, 128), (r#""zssd""#, 128), (r#""nvme-tlc""#, 128)] {
+        for sched in ["off", "on"] {
+            let text = format!(
+                r#"
+duration = "200ms"
+warmup = "50ms"
+seed = 1
+[[tenant]]
+name = "A"
+class = "lc"
+iops = 120000
+p95 = "500us"
+read = 100
+[[tenant]]
+name = "B"
+class = "lc"
+iops = 70000
+p95 = "500us"
+read = 80
+[[tenant]]
+name = "C"
+qd = {qd}
+conns = 4
+read = 95
+[[tenant]]
+name = "D"
+qd = {qd}
+conns = 4
+read = 25
+[sim]
+device = {dev}
+scheduler = "{sched}"
+workers = 2
+"#
+            );
+            let cfg = RemoteRunConfig::parse(&text, "s1.toml").unwrap();
+            let s = run(&cfg).unwrap();
+            println!("{dev} {qd} {sched} wall {} ms busy {:?}", s.wall_ms, s.worker_busy_pct);
+            for t in &s.tenants {
+                println!(
+                    "  {} iops {:.0} p95 {} p50 {} tok/s {:.0}",
+                    t.name, t.iops, t.read_latency_ns_p95, t.read_latency_ns_p50, t.tokens_per_sec
+                );
+            }
+        }
+    }
+}
