@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod calibrate;
 mod reflex;
 mod remote;
 mod serve;
@@ -42,6 +43,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run a study (a named set of simulations with plots and a report), list them, or merge shards.
     Study(study::StudyArgs),
+    /// Measure a device, file or the SSD model and fit the QoS device profile.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Study(args) => study::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
