@@ -164,7 +164,9 @@ impl Target {
             );
         }
         if target.is_empty() || target.contains("://") {
-            bail!("TARGET {target:?}: expected model:NAME, model:FILE.toml, a file or a block device");
+            bail!(
+                "TARGET {target:?}: expected model:NAME, model:FILE.toml, a file or a block device"
+            );
         }
         let path = PathBuf::from(target);
         match std::fs::metadata(&path) {
@@ -186,7 +188,9 @@ impl Target {
             Err(e) => bail!("TARGET {target:?}: {e}"),
             Ok(m) if m.file_type().is_block_device() => {
                 if is_mounted(&path) {
-                    bail!("TARGET {target:?}: the block device is mounted; refusing to write to it");
+                    bail!(
+                        "TARGET {target:?}: the block device is mounted; refusing to write to it"
+                    );
                 }
                 let head = read_head(&path, 70_000)
                     .with_context(|| format!("TARGET {target:?}: reading its first bytes"))?;
@@ -265,7 +269,12 @@ fn read_head(path: &Path, bytes: usize) -> std::io::Result<Vec<u8>> {
 
 /// Takes curve points: closed-loop loads of each queue depth in turn.
 trait Prober {
-    fn sweep(&mut self, read_pct: u8, size_bytes: u64, qds: &[u32]) -> anyhow::Result<Vec<CurvePoint>>;
+    fn sweep(
+        &mut self,
+        read_pct: u8,
+        size_bytes: u64,
+        qds: &[u32],
+    ) -> anyhow::Result<Vec<CurvePoint>>;
 }
 
 struct ModelProber<'a> {
@@ -275,7 +284,12 @@ struct ModelProber<'a> {
 }
 
 impl Prober for ModelProber<'_> {
-    fn sweep(&mut self, read_pct: u8, size_bytes: u64, qds: &[u32]) -> anyhow::Result<Vec<CurvePoint>> {
+    fn sweep(
+        &mut self,
+        read_pct: u8,
+        size_bytes: u64,
+        qds: &[u32],
+    ) -> anyhow::Result<Vec<CurvePoint>> {
         closed_loop_sweep(
             self.device,
             read_pct,
@@ -322,7 +336,13 @@ impl Drop for AlignedBuf {
 }
 
 impl UringProber {
-    fn open(path: &Path, size_bytes: u64, block_device: bool, fill: bool, measure: Duration) -> anyhow::Result<UringProber> {
+    fn open(
+        path: &Path,
+        size_bytes: u64,
+        block_device: bool,
+        fill: bool,
+        measure: Duration,
+    ) -> anyhow::Result<UringProber> {
         let open = |direct: bool| {
             let mut o = std::fs::OpenOptions::new();
             o.read(true).write(true).create(!block_device);
@@ -345,10 +365,17 @@ impl UringProber {
         } else {
             file.metadata()?.len()
         };
-        let mut span_bytes = if block_device { len.min(size_bytes) } else { size_bytes };
+        let mut span_bytes = if block_device {
+            len.min(size_bytes)
+        } else {
+            size_bytes
+        };
         span_bytes -= span_bytes % (128 << 10);
         if span_bytes == 0 {
-            bail!("{}: {len} bytes is too small to calibrate (at least 128 KiB)", path.display());
+            bail!(
+                "{}: {len} bytes is too small to calibrate (at least 128 KiB)",
+                path.display()
+            );
         }
         if !block_device && len < span_bytes {
             file.set_len(span_bytes)
@@ -389,7 +416,13 @@ impl UringProber {
         Ok(())
     }
 
-    fn run(&mut self, read_pct: u8, size_bytes: u64, qd: u32, polled: bool) -> anyhow::Result<CurvePoint> {
+    fn run(
+        &mut self,
+        read_pct: u8,
+        size_bytes: u64,
+        qd: u32,
+        polled: bool,
+    ) -> anyhow::Result<CurvePoint> {
         let mut builder = io_uring::IoUring::builder();
         if polled {
             builder.setup_iopoll();
@@ -397,7 +430,9 @@ impl UringProber {
         let mut ring = builder
             .build(qd.next_power_of_two().max(4))
             .context("io_uring setup")?;
-        let bufs: Vec<AlignedBuf> = (0..qd).map(|_| AlignedBuf::new(size_bytes as usize)).collect();
+        let bufs: Vec<AlignedBuf> = (0..qd)
+            .map(|_| AlignedBuf::new(size_bytes as usize))
+            .collect();
         let slots = self.span_bytes / size_bytes;
         let fd = io_uring::types::Fd(self.file.as_raw_fd());
         let mut meta: Vec<(Instant, bool)> = vec![(Instant::now(), true); qd as usize];
@@ -406,14 +441,21 @@ impl UringProber {
         let start = Instant::now();
         let measure_from = start + settle;
         let end = measure_from + self.measure;
-        let push = |ring: &mut io_uring::IoUring, rng: &mut engine::SimRng, i: u32| -> anyhow::Result<(Instant, bool)> {
+        let push = |ring: &mut io_uring::IoUring,
+                    rng: &mut engine::SimRng,
+                    i: u32|
+         -> anyhow::Result<(Instant, bool)> {
             let read = engine::rng::chance(rng, u64::from(read_pct), 100);
             let off = engine::rng::below(rng, slots) * size_bytes;
             let ptr = bufs[i as usize].ptr;
             let e = if read {
-                io_uring::opcode::Read::new(fd, ptr, size_bytes as u32).offset(off).build()
+                io_uring::opcode::Read::new(fd, ptr, size_bytes as u32)
+                    .offset(off)
+                    .build()
             } else {
-                io_uring::opcode::Write::new(fd, ptr, size_bytes as u32).offset(off).build()
+                io_uring::opcode::Write::new(fd, ptr, size_bytes as u32)
+                    .offset(off)
+                    .build()
             };
             // SAFETY: the buffer lives until the ring is dropped at the end of `run`, after
             // every submitted entry has completed (the loop waits for all of them).
@@ -427,7 +469,10 @@ impl UringProber {
         let mut live = qd;
         while live > 0 {
             ring.submit_and_wait(1).context("io_uring_enter")?;
-            let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
+            let done: Vec<(u64, i32)> = ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
             let now = Instant::now();
             for (ud, res) in done {
                 let i = ud as u32;
@@ -459,8 +504,15 @@ impl UringProber {
 }
 
 impl Prober for UringProber {
-    fn sweep(&mut self, read_pct: u8, size_bytes: u64, qds: &[u32]) -> anyhow::Result<Vec<CurvePoint>> {
-        qds.iter().map(|&qd| self.run(read_pct, size_bytes, qd, false)).collect()
+    fn sweep(
+        &mut self,
+        read_pct: u8,
+        size_bytes: u64,
+        qds: &[u32],
+    ) -> anyhow::Result<Vec<CurvePoint>> {
+        qds.iter()
+            .map(|&qd| self.run(read_pct, size_bytes, qd, false))
+            .collect()
     }
 }
 
@@ -487,18 +539,28 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results/calibrate").join(target.name()));
-    let qds: &[u32] = if args.quick { &[1, 4, 16, 64] } else { &[1, 2, 4, 8, 16, 32, 64, 128] };
+    let qds: &[u32] = if args.quick {
+        &[1, 4, 16, 64]
+    } else {
+        &[1, 2, 4, 8, 16, 32, 64, 128]
+    };
     let size_bytes = match &args.size {
-        Some(s) => server::config::ByteSize::parse(s)
-            .map_err(|e| anyhow!("--size {s:?}: {e}"))?
-            .0,
+        Some(s) => {
+            server::config::ByteSize::parse(s)
+                .map_err(|e| anyhow!("--size {s:?}: {e}"))?
+                .0
+        }
         None if args.quick => 256 << 20,
         None => 1 << 30,
     };
     let started = Instant::now();
     let (mut prober, method, polled): (Box<dyn Prober>, String, String) = match &target {
         Target::Model { name, device } => {
-            let (settle_ns, measure_ns) = if args.quick { (5_000_000, 20_000_000) } else { (20_000_000, 200_000_000) };
+            let (settle_ns, measure_ns) = if args.quick {
+                (5_000_000, 20_000_000)
+            } else {
+                (20_000_000, 200_000_000)
+            };
             (
                 Box::new(ModelProber { device, settle_ns, measure_ns }),
                 format!(
@@ -547,7 +609,8 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         sizes.extend(prober.sweep(100, s, &[1, 16])?);
     }
     let name = format!("calibrated-{}", target.name());
-    let fit = fit_curves(&name, &curves, &TARGETS_NS).map_err(|e| anyhow!("fitting {}: {e}", args.target))?;
+    let fit = fit_curves(&name, &curves, &TARGETS_NS)
+        .map_err(|e| anyhow!("fitting {}: {e}", args.target))?;
     let profile = &fit.profile;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let profile_text = format!(
@@ -569,8 +632,11 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         spread_pct: fit.spread_pct.clone(),
         write_weight_at_floor: profile.write_cost_mtok == server::calibrate::WRITE_COST_FLOOR_MTOK,
     };
-    std::fs::write(out.join("calibration.json"), serde_json::to_string_pretty(&measured)?)
-        .context("writing calibration.json")?;
+    std::fs::write(
+        out.join("calibration.json"),
+        serde_json::to_string_pretty(&measured)?,
+    )
+    .context("writing calibration.json")?;
     let figures = figures(&curves, &sizes, &fit);
     let mut pngs = Vec::new();
     for f in &figures {
@@ -579,7 +645,15 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     let table = summary_table(&fit);
     std::fs::write(
         out.join("report.html"),
-        report_html(&args.target, &method, &polled, &table, &figures, &pngs, &profile_text),
+        report_html(
+            &args.target,
+            &method,
+            &polled,
+            &table,
+            &figures,
+            &pngs,
+            &profile_text,
+        ),
     )
     .context("writing report.html")?;
     print!("{}", table.to_text());
@@ -599,9 +673,14 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
 fn summary_table(fit: &server::calibrate::CurveFit) -> Table {
     let p = &fit.profile;
     let mut t = Table {
-        header: ["p95 target", "tokens/s", "read-only tokens/s", "fit spread %"]
-            .map(String::from)
-            .to_vec(),
+        header: [
+            "p95 target",
+            "tokens/s",
+            "read-only tokens/s",
+            "fit spread %",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: Vec::new(),
     };
     for (k, pt) in p.points.iter().enumerate() {
@@ -615,13 +694,20 @@ fn summary_table(fit: &server::calibrate::CurveFit) -> Table {
     t.rows.push(vec![
         "write weight".into(),
         format!("{:.2} reads", p.write_cost_mtok as f64 / 1000.0),
-        format!("read-only read {:.3}", p.read_only_read_cost_mtok as f64 / 1000.0),
+        format!(
+            "read-only read {:.3}",
+            p.read_only_read_cost_mtok as f64 / 1000.0
+        ),
         String::new(),
     ]);
     t
 }
 
-fn figures(curves: &[(u8, Vec<CurvePoint>)], sizes: &[CurvePoint], fit: &server::calibrate::CurveFit) -> Vec<Figure> {
+fn figures(
+    curves: &[(u8, Vec<CurvePoint>)],
+    sizes: &[CurvePoint],
+    fit: &server::calibrate::CurveFit,
+) -> Vec<Figure> {
     let w = fit.profile.write_cost_mtok;
     let ro = fit.profile.read_only_read_cost_mtok;
     let mut raw = Vec::new();
@@ -629,7 +715,10 @@ fn figures(curves: &[(u8, Vec<CurvePoint>)], sizes: &[CurvePoint], fit: &server:
     for (i, (pct, c)) in curves.iter().enumerate() {
         raw.push(Series {
             name: format!("{pct} % reads"),
-            points: c.iter().map(|p| (p.iops / 1000.0, p.read_p95_ns as f64 / 1000.0)).collect(),
+            points: c
+                .iter()
+                .map(|p| (p.iops / 1000.0, p.read_p95_ns as f64 / 1000.0))
+                .collect(),
             stroke: Stroke::Solid,
             colour: i,
         });
@@ -639,7 +728,10 @@ fn figures(curves: &[(u8, Vec<CurvePoint>)], sizes: &[CurvePoint], fit: &server:
                 .iter()
                 .map(|p| {
                     let unit_read = if *pct == 100 { ro } else { 1000 };
-                    let tok = p.iops * (f64::from(*pct) * unit_read as f64 + f64::from(100 - pct) * w as f64) / 100.0 / 1000.0;
+                    let tok = p.iops
+                        * (f64::from(*pct) * unit_read as f64 + f64::from(100 - pct) * w as f64)
+                        / 100.0
+                        / 1000.0;
                     (tok / 1000.0, p.read_p95_ns as f64 / 1000.0)
                 })
                 .collect(),
@@ -653,22 +745,37 @@ fn figures(curves: &[(u8, Vec<CurvePoint>)], sizes: &[CurvePoint], fit: &server:
             .profile
             .points
             .iter()
-            .map(|p| (p.tokens_per_sec as f64 / 1000.0, p.p95_read_latency_ns as f64 / 1000.0))
+            .map(|p| {
+                (
+                    p.tokens_per_sec as f64 / 1000.0,
+                    p.p95_read_latency_ns as f64 / 1000.0,
+                )
+            })
             .collect(),
         stroke: Stroke::Dashed,
         colour: 5,
     });
-    let ro_curve = curves.iter().find(|(p, _)| *p == 100).map(|(_, c)| c.clone()).unwrap_or_default();
+    let ro_curve = curves
+        .iter()
+        .find(|(p, _)| *p == 100)
+        .map(|(_, c)| c.clone())
+        .unwrap_or_default();
     let qd_series = vec![
         Series {
             name: "p50".into(),
-            points: ro_curve.iter().map(|p| (f64::from(p.queue_depth), p.read_p50_ns as f64 / 1000.0)).collect(),
+            points: ro_curve
+                .iter()
+                .map(|p| (f64::from(p.queue_depth), p.read_p50_ns as f64 / 1000.0))
+                .collect(),
             stroke: Stroke::Solid,
             colour: 0,
         },
         Series {
             name: "p95".into(),
-            points: ro_curve.iter().map(|p| (f64::from(p.queue_depth), p.read_p95_ns as f64 / 1000.0)).collect(),
+            points: ro_curve
+                .iter()
+                .map(|p| (f64::from(p.queue_depth), p.read_p95_ns as f64 / 1000.0))
+                .collect(),
             stroke: Stroke::Solid,
             colour: 1,
         },
@@ -687,7 +794,13 @@ fn figures(curves: &[(u8, Vec<CurvePoint>)], sizes: &[CurvePoint], fit: &server:
             colour: i,
         })
         .collect();
-    let fig = |stem: &str, title: &str, caption: String, x: &str, y: &str, x_log: bool, series: Vec<Series>| Figure {
+    let fig = |stem: &str,
+               title: &str,
+               caption: String,
+               x: &str,
+               y: &str,
+               x_log: bool,
+               series: Vec<Series>| Figure {
         stem: stem.into(),
         title: title.into(),
         caption,
@@ -719,7 +832,15 @@ fn figures(curves: &[(u8, Vec<CurvePoint>)], sizes: &[CurvePoint], fit: &server:
     ]
 }
 
-fn report_html(target: &str, method: &str, polled: &str, table: &Table, figures: &[Figure], pngs: &[Vec<u8>], profile: &str) -> String {
+fn report_html(
+    target: &str,
+    method: &str,
+    polled: &str,
+    table: &Table,
+    figures: &[Figure],
+    pngs: &[Vec<u8>],
+    profile: &str,
+) -> String {
     let mut out = String::new();
     write!(
         out,

@@ -42,7 +42,12 @@ fn server_toml(scheduler_on: bool, scale_pct: u64) -> String {
 }
 
 impl RealRunner for InProcess {
-    fn run(&self, id: &str, scenario_toml: &str, scheduler_on: bool) -> Result<RealOutcome, String> {
+    fn run(
+        &self,
+        id: &str,
+        scenario_toml: &str,
+        scheduler_on: bool,
+    ) -> Result<RealOutcome, String> {
         let scale = real_scale_pct();
         let cfg_text = server_toml(scheduler_on, scale);
         let config = server::config::ServerConfig::from_toml_str(&cfg_text)

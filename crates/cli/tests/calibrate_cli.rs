@@ -67,10 +67,21 @@ fn a_file_gives_a_profile_serve_accepts() {
     )
     .unwrap();
     assert!(ok, "{text}");
-    assert!(text.contains("polled"), "says whether polling works: {text}");
+    assert!(
+        text.contains("polled"),
+        "says whether polling works: {text}"
+    );
     let (ok, check) = testkit::run(
         ullstack()
-            .args(["serve", "--memory", "16MiB", "--listen", "127.0.0.1:0", "--check", "--profile"])
+            .args([
+                "serve",
+                "--memory",
+                "16MiB",
+                "--listen",
+                "127.0.0.1:0",
+                "--check",
+                "--profile",
+            ])
             .arg(out.join("profile.toml")),
     )
     .unwrap();
@@ -78,7 +89,10 @@ fn a_file_gives_a_profile_serve_accepts() {
     // The file now holds data: a second run must refuse it without --destructive.
     let (ok, text) = testkit::run(ullstack().arg("calibrate").arg(&target).arg("--quick")).unwrap();
     assert!(!ok);
-    assert!(text.contains("--destructive") && text.contains("cal.img"), "{text}");
+    assert!(
+        text.contains("--destructive") && text.contains("cal.img"),
+        "{text}"
+    );
 }
 
 #[test]

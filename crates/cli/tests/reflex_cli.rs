@@ -34,7 +34,13 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
     let took = started.elapsed();
     println!("{text}\nstudy reflex --quick took {took:?}");
     assert!(took < Duration::from_secs(90), "took {took:?}");
-    for f in ["report.html", "study.json", "scenario1_p95.png", "cores_iops.csv", "unloaded.svg"] {
+    for f in [
+        "report.html",
+        "study.json",
+        "scenario1_p95.png",
+        "cores_iops.csv",
+        "unloaded.svg",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let study = read_json(&out.join("study.json"));

@@ -661,7 +661,13 @@ pub fn calibrate(
         }
     }
     let targets: Vec<u64> = usable.iter().map(|&i| config.targets_ns[i]).collect();
-    let profile = assemble_profile(&config.name, &targets, &mixed_rates, &ro_iops, write_cost_mtok)?;
+    let profile = assemble_profile(
+        &config.name,
+        &targets,
+        &mixed_rates,
+        &ro_iops,
+        write_cost_mtok,
+    )?;
     Ok(Calibration {
         profile,
         rows,
@@ -702,7 +708,11 @@ pub fn curve_point(
         iops: (reads.count() + writes.count()) as f64 / secs,
         reads: reads.count(),
         read_p50_ns: reads.quantile_ns(0.50),
-        read_p95_ns: if reads.is_empty() { 0 } else { reads.quantile_ns(0.95) },
+        read_p95_ns: if reads.is_empty() {
+            0
+        } else {
+            reads.quantile_ns(0.95)
+        },
         read_p99_ns: reads.quantile_ns(0.99),
         read_mean_ns: reads.mean_ns(),
         write_mean_ns: writes.mean_ns(),
@@ -770,7 +780,14 @@ pub fn closed_loop_sweep(
     let mut points = Vec::new();
     for &queue_depth in queue_depths {
         let (p, t) = closed_loop_run(
-            &mut ssd, &mut rng, now, read_pct, size_bytes, queue_depth, settle_ns, measure_ns,
+            &mut ssd,
+            &mut rng,
+            now,
+            read_pct,
+            size_bytes,
+            queue_depth,
+            settle_ns,
+            measure_ns,
         )?;
         now = t;
         points.push(p);
@@ -833,7 +850,11 @@ fn closed_loop_run(
         for c in done.drain(..) {
             let (at, op) = slot_of[c.cid as usize];
             if at >= measure_from && at < end {
-                let h = if op == IoOp::Read { &mut reads } else { &mut writes };
+                let h = if op == IoOp::Read {
+                    &mut reads
+                } else {
+                    &mut writes
+                };
                 h.record(c.at.0 - at.0);
             }
             if c.at < end {
@@ -845,7 +866,14 @@ fn closed_loop_run(
         }
     }
     Ok((
-        curve_point(read_pct, size_bytes, queue_depth, measure_ns, &reads, &writes),
+        curve_point(
+            read_pct,
+            size_bytes,
+            queue_depth,
+            measure_ns,
+            &reads,
+            &writes,
+        ),
         now,
     ))
 }
@@ -941,7 +969,10 @@ pub fn fit_curves(
             100.0 * (max - min) / min
         })
         .collect();
-    let read_only = rows.iter().find(|r| r.read_pct == 100).expect("checked above");
+    let read_only = rows
+        .iter()
+        .find(|r| r.read_pct == 100)
+        .expect("checked above");
     let mut ro_iops: Vec<u64> = usable.iter().map(|&i| read_only.iops[i]).collect();
     for v in [&mut mixed_rates, &mut ro_iops] {
         for i in 1..v.len() {

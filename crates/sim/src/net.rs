@@ -77,7 +77,8 @@ impl NetConfig {
         if self.bandwidth_bytes_per_sec == 0 {
             return 0;
         }
-        let ns = (u128::from(bytes) * NS_PER_SEC).div_ceil(u128::from(self.bandwidth_bytes_per_sec));
+        let ns =
+            (u128::from(bytes) * NS_PER_SEC).div_ceil(u128::from(self.bandwidth_bytes_per_sec));
         u64::try_from(ns).unwrap_or(u64::MAX)
     }
 }

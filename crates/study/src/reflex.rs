@@ -114,7 +114,11 @@ pub fn scenario(size: Size, seed: u64, b_rate: u64, scheduler: &str) -> String {
 }
 
 fn cores_scenario(size: Size, seed: u64, cores: u32) -> String {
-    let mut s = header(size, seed, "reflex part 3: one LC tenant per thread, two BE tenants");
+    let mut s = header(
+        size,
+        seed,
+        "reflex part 3: one LC tenant per thread, two BE tenants",
+    );
     for i in 0..cores {
         write!(
             s,
@@ -135,7 +139,11 @@ fn cores_scenario(size: Size, seed: u64, cores: u32) -> String {
 }
 
 fn tenants_scenario(size: Size, seed: u64, tenants: u32) -> String {
-    let mut s = header(size, seed, "reflex part 4: many small tenants on one thread");
+    let mut s = header(
+        size,
+        seed,
+        "reflex part 4: many small tenants on one thread",
+    );
     write!(
         s,
         "[[tenant]]\nname = \"t\"\nclass = \"lc\"\niops = 100\np95 = \"2ms\"\nread = 100\nsize = \"1k\"\ncount = {tenants}\n"
@@ -259,7 +267,8 @@ pub struct RealOutcome {
 /// depend on the server).
 pub trait RealRunner: Sync {
     /// Runs the scenario with the server's scheduler on or off.
-    fn run(&self, id: &str, scenario_toml: &str, scheduler_on: bool) -> Result<RealOutcome, String>;
+    fn run(&self, id: &str, scenario_toml: &str, scheduler_on: bool)
+        -> Result<RealOutcome, String>;
 }
 
 /// The real-server scenarios: scenario 1 and 2 and the unloaded read, scaled by `scale_pct`
@@ -418,13 +427,23 @@ fn us(ns: u64) -> String {
 pub fn headline(sims: &[RunOutcome], real: &[RealOutcome]) -> Table {
     let mut t = Table {
         header: [
-            "run", "tenant", "class", "SLO p95 µs", "IOPS", "p95 read µs", "tokens/s", "SLO",
+            "run",
+            "tenant",
+            "class",
+            "SLO p95 µs",
+            "IOPS",
+            "p95 read µs",
+            "tokens/s",
+            "SLO",
         ]
         .map(String::from)
         .to_vec(),
         rows: Vec::new(),
     };
-    for o in sims.iter().filter(|o| matches!(o.part, Part::Scenario1 | Part::Scenario2)) {
+    for o in sims
+        .iter()
+        .filter(|o| matches!(o.part, Part::Scenario1 | Part::Scenario2))
+    {
         for r in &o.summary.tenants {
             t.rows.push(vec![
                 format!("sim {}", o.id),
@@ -447,7 +466,12 @@ pub fn headline(sims: &[RunOutcome], real: &[RealOutcome]) -> Table {
             t.rows.push(vec![
                 o.id.clone(),
                 r.name.clone(),
-                if r.slo_p95_read_latency_ns.is_some() { "lc" } else { "be" }.into(),
+                if r.slo_p95_read_latency_ns.is_some() {
+                    "lc"
+                } else {
+                    "be"
+                }
+                .into(),
                 r.slo_p95_read_latency_ns.map_or("-".into(), us),
                 format!("{:.0}", r.iops),
                 us(r.read_latency_ns_p95),
@@ -464,7 +488,11 @@ pub fn headline(sims: &[RunOutcome], real: &[RealOutcome]) -> Table {
 }
 
 fn lc_sum(s: &RemoteSummary, class: &str) -> f64 {
-    s.tenants.iter().filter(|t| t.class == class).map(|t| t.iops).sum()
+    s.tenants
+        .iter()
+        .filter(|t| t.class == class)
+        .map(|t| t.iops)
+        .sum()
 }
 
 fn lc_p95_max(s: &RemoteSummary) -> u64 {
@@ -524,7 +552,9 @@ pub fn figures(sims: &[RunOutcome]) -> Vec<Figure> {
         figs.push(Figure {
             stem: format!("scenario{n}_iops"),
             title: format!("Scenario {n}: IOPS per tenant"),
-            caption: format!("Simulated; scheduler off (dashed) and on (solid); runs s{n}-off, s{n}-on."),
+            caption: format!(
+                "Simulated; scheduler off (dashed) and on (solid); runs s{n}-off, s{n}-on."
+            ),
             x_label: "tenant".into(),
             y_label: "K IOPS".into(),
             x_log: false,
@@ -539,7 +569,10 @@ pub fn figures(sims: &[RunOutcome]) -> Vec<Figure> {
     let cores: Vec<&RunOutcome> = sims.iter().filter(|o| o.part == Part::Cores).collect();
     if !cores.is_empty() {
         let p = |f: &dyn Fn(&RemoteSummary) -> f64| {
-            cores.iter().map(|o| (o.x as f64, f(&o.summary))).collect::<Vec<_>>()
+            cores
+                .iter()
+                .map(|o| (o.x as f64, f(&o.summary)))
+                .collect::<Vec<_>>()
         };
         figs.push(Figure {
             stem: "cores_iops".into(),
@@ -553,8 +586,18 @@ pub fn figures(sims: &[RunOutcome]) -> Vec<Figure> {
             y_log: false,
             x_categories: Vec::new(),
             series: vec![
-                series("LC IOPS", p(&|s| lc_sum(s, "lc") / 1000.0), 0, Stroke::Solid),
-                series("BE IOPS", p(&|s| lc_sum(s, "be") / 1000.0), 1, Stroke::Solid),
+                series(
+                    "LC IOPS",
+                    p(&|s| lc_sum(s, "lc") / 1000.0),
+                    0,
+                    Stroke::Solid,
+                ),
+                series(
+                    "BE IOPS",
+                    p(&|s| lc_sum(s, "be") / 1000.0),
+                    1,
+                    Stroke::Solid,
+                ),
                 series(
                     "tokens",
                     p(&|s| s.tenants.iter().map(|t| t.tokens_per_sec).sum::<f64>() / 1000.0),
@@ -572,10 +615,18 @@ pub fn figures(sims: &[RunOutcome]) -> Vec<Figure> {
             x_log: false,
             y_log: false,
             x_categories: Vec::new(),
-            series: vec![series("LC p95", p(&|s| lc_p95_max(s) as f64 / 1000.0), 0, Stroke::Solid)],
+            series: vec![series(
+                "LC p95",
+                p(&|s| lc_p95_max(s) as f64 / 1000.0),
+                0,
+                Stroke::Solid,
+            )],
         });
     }
-    let tenants: Vec<&RunOutcome> = sims.iter().filter(|o| o.part == Part::TenantsPerCore).collect();
+    let tenants: Vec<&RunOutcome> = sims
+        .iter()
+        .filter(|o| o.part == Part::TenantsPerCore)
+        .collect();
     if !tenants.is_empty() {
         figs.push(Figure {
             stem: "tenants_per_core".into(),
@@ -591,7 +642,10 @@ pub fn figures(sims: &[RunOutcome]) -> Vec<Figure> {
             series: vec![
                 series(
                     "offered",
-                    tenants.iter().map(|o| (o.x as f64, o.x as f64 * 0.1)).collect(),
+                    tenants
+                        .iter()
+                        .map(|o| (o.x as f64, o.x as f64 * 0.1))
+                        .collect(),
                     1,
                     Stroke::Dashed,
                 ),
@@ -633,8 +687,18 @@ pub fn figures(sims: &[RunOutcome]) -> Vec<Figure> {
             y_log: false,
             x_categories: vec!["read".into(), "write".into()],
             series: vec![
-                series("local", vec![(0.0, un[0].1), (1.0, un[2].1)], 0, Stroke::Solid),
-                series("remote", vec![(0.0, un[1].1), (1.0, un[3].1)], 1, Stroke::Solid),
+                series(
+                    "local",
+                    vec![(0.0, un[0].1), (1.0, un[2].1)],
+                    0,
+                    Stroke::Solid,
+                ),
+                series(
+                    "remote",
+                    vec![(0.0, un[1].1), (1.0, un[3].1)],
+                    1,
+                    Stroke::Solid,
+                ),
             ],
         });
     }
@@ -715,11 +779,21 @@ mod tests {
         for (id, expect_met) in [("s1-on", true), ("s1-off", false)] {
             let spec = runs.iter().find(|r| r.id == id).expect("run exists");
             let o = simulate(spec).expect("runs");
-            let lc: Vec<_> = o.summary.tenants.iter().filter(|t| t.class == "lc").collect();
+            let lc: Vec<_> = o
+                .summary
+                .tenants
+                .iter()
+                .filter(|t| t.class == "lc")
+                .collect();
             assert_eq!(lc.len(), 2);
             let report: Vec<String> = lc
                 .iter()
-                .map(|t| format!("{} p95 {} ns ({} reads)", t.name, t.read_latency_ns_p95, t.reads))
+                .map(|t| {
+                    format!(
+                        "{} p95 {} ns ({} reads)",
+                        t.name, t.read_latency_ns_p95, t.reads
+                    )
+                })
                 .collect();
             if expect_met {
                 assert!(

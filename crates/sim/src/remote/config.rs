@@ -152,9 +152,10 @@ impl ServerModel {
             }
             Some(toml::Value::String(name)) => m.profile = qos::DeviceProfile::named(&name)?,
             Some(toml::Value::Table(t)) => {
-                m.profile = qos::DeviceProfile::from_toml_str(&toml::to_string(&t).map_err(
-                    |e| RemoteConfigError::Sim(format!("profile table: {e}")),
-                )?)?
+                m.profile = qos::DeviceProfile::from_toml_str(
+                    &toml::to_string(&t)
+                        .map_err(|e| RemoteConfigError::Sim(format!("profile table: {e}")))?,
+                )?
             }
             Some(v) => {
                 return Err(RemoteConfigError::Sim(format!(

@@ -188,9 +188,8 @@ impl<'a> Run<'a> {
             let sqid = w as u16 + 1;
             ssd.create_queue_pair(sqid, sqid, SQ_DEPTH + 1, SqPriority::Medium);
             workers.push(Worker {
-                sched: ThreadSched::new(m.scheduler, shared.clone(), m.tuning).map_err(|e| {
-                    super::config::RemoteConfigError::Sim(format!("tuning: {e}"))
-                })?,
+                sched: ThreadSched::new(m.scheduler, shared.clone(), m.tuning)
+                    .map_err(|e| super::config::RemoteConfigError::Sim(format!("tuning: {e}")))?,
                 inbox: VecDeque::new(),
                 released: VecDeque::new(),
                 done: Vec::new(),
@@ -240,9 +239,12 @@ impl<'a> Run<'a> {
                         let share = split(iops, n, c).max(1);
                         (Some(1_000_000_000 / share), 0)
                     }
-                    Load::Closed { queue_depth } => {
-                        (None, u32::try_from(split(u64::from(queue_depth), n, c)).unwrap_or(1).max(1))
-                    }
+                    Load::Closed { queue_depth } => (
+                        None,
+                        u32::try_from(split(u64::from(queue_depth), n, c))
+                            .unwrap_or(1)
+                            .max(1),
+                    ),
                 };
                 conns.push(Conn {
                     tenant: ti as u32,
@@ -282,7 +284,8 @@ impl<'a> Run<'a> {
             match conn.mean_gap_ns {
                 Some(gap) => {
                     let first = engine::rng::exp_ns(&mut conn.rng, gap);
-                    self.events.schedule(SimTime(first), Ev::Arrival { conn: c });
+                    self.events
+                        .schedule(SimTime(first), Ev::Arrival { conn: c });
                 }
                 None => {
                     for _ in 0..conn.queue_depth {
@@ -381,9 +384,7 @@ impl<'a> Run<'a> {
         } else {
             qos::Op::Write
         };
-        let cost_mtok = self
-            .cost
-            .request_cost_mtok(qop, size, qos::LoadMix::Mixed);
+        let cost_mtok = self.cost.request_cost_mtok(qop, size, qos::LoadMix::Mixed);
         let rec = Req {
             conn,
             op,
@@ -432,13 +433,13 @@ impl<'a> Run<'a> {
             cpu += msg_ns + costs.request_ns;
             let r = &self.reqs[req as usize];
             let flow = self.conns[r.conn as usize].flow;
-            w.sched.enqueue(flow, r.cost_mtok, qos::RequestId(u64::from(req)));
+            w.sched
+                .enqueue(flow, r.cost_mtok, qos::RequestId(u64::from(req)));
         }
         // 2. The scheduling round.
         self.scratch.clear();
         w.sched.round(cpu.as_ns(), &mut self.scratch);
-        w.released
-            .extend(self.scratch.iter().map(|id| id.0 as u32));
+        w.released.extend(self.scratch.iter().map(|id| id.0 as u32));
         // 3. Submit what was released, as far as the submission queue has room.
         while w.in_device < SQ_DEPTH {
             let Some(req) = w.released.pop_front() else {

@@ -6,7 +6,10 @@ use engine::stream;
 /// Registers the same tenants in a fresh registry: LC A (120 K reads), LC B (70 K, 80 %
 /// reads), BE C and D — the published scenario 1.
 fn scenario_one_registry() -> (qos::Registry, Vec<qos::TenantHandle>) {
-    let mut reg = qos::Registry::new(qos::DeviceProfile::reflex_a(), qos::RegistryConfig::default());
+    let mut reg = qos::Registry::new(
+        qos::DeviceProfile::reflex_a(),
+        qos::RegistryConfig::default(),
+    );
     let lc = |iops, read_pct| {
         qos::TenantSpec::LatencyCritical(qos::LcSlo {
             p95_read_latency_ns: 500_000,
@@ -80,7 +83,10 @@ fn the_simulator_and_the_server_make_the_same_grant_decisions() {
     }
     // The sequence must exercise holding back as well as releasing.
     assert!(released > 1_000, "released {released}");
-    assert!(sim.queued() > 0 || released < id as usize, "nothing was ever held back");
+    assert!(
+        sim.queued() > 0 || released < id as usize,
+        "nothing was ever held back"
+    );
 }
 
 fn qd1_reader(net: NetConfig) -> RemoteRunConfig {
@@ -130,8 +136,8 @@ fn the_network_adds_its_latency_and_no_more_at_qd1() {
         w.read_latency_ns_mean
     );
     // Fewer reads fit in the window by the added latency, and no more than that.
-    let expected_reads = b.reads as f64 * b.read_latency_ns_mean as f64
-        / (b.read_latency_ns_mean + added_ns) as f64;
+    let expected_reads =
+        b.reads as f64 * b.read_latency_ns_mean as f64 / (b.read_latency_ns_mean + added_ns) as f64;
     assert!(
         (w.reads as f64 - expected_reads).abs() <= expected_reads * 0.02 + 2.0,
         "{} reads, expected about {expected_reads:.0}",
