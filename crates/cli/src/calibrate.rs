@@ -107,7 +107,7 @@ pub const SIZES_BYTES: [u64; 6] = [4096, 8192, 16384, 32768, 65536, 131072];
 pub enum Target {
     Model {
         name: String,
-        device: device::DeviceConfig,
+        device: Box<device::DeviceConfig>,
     },
     File {
         path: PathBuf,
@@ -154,7 +154,7 @@ impl Target {
             };
             return Ok(Target::Model {
                 name: device.name.clone(),
-                device,
+                device: Box::new(device),
             });
         }
         if target.starts_with("nbd://") || target.starts_with("nbds://") {
@@ -856,9 +856,9 @@ fn report_html(
     )
     .expect("string");
     for (f, png) in figures.iter().zip(pngs) {
-        write!(
+        writeln!(
             out,
-            "<figure><img alt=\"{t}\" width=\"800\" src=\"data:image/png;base64,{d}\"><figcaption><b>{t}.</b> {c} Data: <code>{s}.csv</code>.</figcaption></figure>\n",
+            "<figure><img alt=\"{t}\" width=\"800\" src=\"data:image/png;base64,{d}\"><figcaption><b>{t}.</b> {c} Data: <code>{s}.csv</code>.</figcaption></figure>",
             t = esc(&f.title),
             d = base64(png),
             c = esc(&f.caption),

@@ -45,7 +45,7 @@ fn model_zssd_recovers_the_models_known_costs() {
         .fold(0.0, f64::max);
     println!("read-only ceiling {CEILING:.0}/s, measured {max_iops:.0}/s");
     assert!(
-        max_iops <= CEILING * 1.001 && max_iops >= CEILING * 0.9,
+        (CEILING * 0.9..=CEILING * 1.001).contains(&max_iops),
         "read-only {max_iops:.0} IOPS vs the link's {CEILING:.0}"
     );
     let profile = std::fs::read_to_string(dir.path().join("profile.toml")).unwrap();

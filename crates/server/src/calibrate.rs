@@ -734,7 +734,10 @@ pub fn closed_loop_sweep(
     measure_ns: u64,
     seed: u64,
 ) -> Result<Vec<CurvePoint>, CalibrationError> {
-    if size_bytes == 0 || size_bytes % device::SECTOR_BYTES != 0 || queue_depths.contains(&0) {
+    if size_bytes == 0
+        || !size_bytes.is_multiple_of(device::SECTOR_BYTES)
+        || queue_depths.contains(&0)
+    {
         return Err(CalibrationError::Config(format!(
             "closed-loop sweep: size {size_bytes} B, queue depths {queue_depths:?}: expected a \
              positive multiple of {} B and depths ≥ 1",

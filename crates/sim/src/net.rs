@@ -9,6 +9,7 @@
 //!    direction of a link is a FIFO pipe, so a message waits for the one before it to leave;
 //! 3. **propagation**: the one-way latency (`latency_ns`: NIC, switch and wire);
 //! 4. **the receiver's TCP processing** (the other side's per-message cost).
+//!
 //! The server's costs are CPU time of the dataplane thread that owns the connection, so
 //! `sim::remote` books them on that thread (they queue behind its other work); a client's are
 //! pure delay (client machines are many and not the bottleneck in the experiments modelled).

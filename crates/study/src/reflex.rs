@@ -733,9 +733,9 @@ fn report_html(
     .expect("string");
     out.push_str("<h2>Figures</h2>\n");
     for (f, png) in figures.iter().zip(pngs) {
-        write!(
+        writeln!(
             out,
-            "<figure><img alt=\"{t}\" width=\"800\" src=\"data:image/png;base64,{d}\"><figcaption><b>{t}.</b> {c} Data: <code>{s}.csv</code>.</figcaption></figure>\n",
+            "<figure><img alt=\"{t}\" width=\"800\" src=\"data:image/png;base64,{d}\"><figcaption><b>{t}.</b> {c} Data: <code>{s}.csv</code>.</figcaption></figure>",
             t = esc(&f.title),
             d = base64(png),
             c = esc(&f.caption),
@@ -745,18 +745,18 @@ fn report_html(
     }
     out.push_str("<h2>Every run's scenario</h2>\n<p>Re-run one alone: <code>ullstack sim --remote runs/&lt;id&gt;/scenario.toml</code>; the real ones with <code>ullstack bench --scenario</code>.</p>\n");
     for s in specs {
-        write!(
+        writeln!(
             out,
-            "<details><summary><code>{}</code></summary><pre>{}</pre></details>\n",
+            "<details><summary><code>{}</code></summary><pre>{}</pre></details>",
             esc(&s.id),
             esc(&s.scenario_toml)
         )
         .expect("string");
     }
     for r in real {
-        write!(
+        writeln!(
             out,
-            "<details><summary><code>{}</code> (real server)</summary><p>{}</p><pre>{}</pre></details>\n",
+            "<details><summary><code>{}</code> (real server)</summary><p>{}</p><pre>{}</pre></details>",
             esc(&r.id),
             esc(&r.note),
             esc(&r.scenario_toml)

@@ -15,6 +15,7 @@
 //!    each; beyond [`run::SQ_DEPTH`] entries they wait in the thread);
 //! 4. reap the device's completions and send the replies (`costs.complete_ns +
 //!    net.server_message_ns` each), through the connection's link ([`crate::net`]).
+//!
 //! Each iteration also costs `costs.loop_ns`. A thread with nothing to do sleeps until a
 //! request reaches its NIC or a completion its CQ; one whose scheduler holds requests back
 //! spins, which the model approximates by a round every `costs.spin_round_ns`.
