@@ -16,7 +16,8 @@
 //!    completion (IORING_SETUP_IOPOLL) is tried once at QD1 and the report says whether the
 //!    kernel and device allowed it.
 //! 3. **Fit** (`server::calibrate::fit_curves`): at each p95 target (500 µs, 1 ms, 2 ms: the
-//!    published table's) read each curve's IOPS; the write weight is the one that makes the
+//!    published table's; also 2, 4 and 8 × the slowest mix's lightest-load p95, so a slow or
+//!    loaded device still gets points: [`targets_for`]) read each curve's IOPS; the write weight is the one that makes the
 //!    mixes' token rates agree best (the "curves coincide" criterion); the table's rate is the
 //!    smallest mix's; the read-only read cost is the mixed rate over the read-only IOPS.
 //!    The fit error is the remaining spread of the mixes' token rates at each target.
@@ -609,7 +610,8 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         sizes.extend(prober.sweep(100, s, &[1, 16])?);
     }
     let name = format!("calibrated-{}", target.name());
-    let fit = fit_curves(&name, &curves, &TARGETS_NS)
+    let targets = targets_for(&curves);
+    let fit = fit_curves(&name, &curves, &targets)
         .map_err(|e| anyhow!("fitting {}: {e}", args.target))?;
     let profile = &fit.profile;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -668,6 +670,25 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         out.display()
     );
     Ok(())
+}
+
+/// The table's targets: the published 500 µs, 1 ms and 2 ms, plus 2, 4 and 8 times the
+/// slowest mix's lightest-load p95 (rounded up to µs), so a device whose tails sit above the
+/// published targets still gets a table (a target some mix misses even at its lightest load
+/// gets no point).
+pub fn targets_for(curves: &[(u8, Vec<CurvePoint>)]) -> Vec<u64> {
+    let slowest = curves
+        .iter()
+        .map(|(_, c)| c.iter().map(|p| p.read_p95_ns).min().unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    let mut t: Vec<u64> = TARGETS_NS.to_vec();
+    for m in [2, 4, 8] {
+        t.push((slowest * m).div_ceil(1000).max(1) * 1000);
+    }
+    t.sort_unstable();
+    t.dedup();
+    t
 }
 
 fn summary_table(fit: &server::calibrate::CurveFit) -> Table {

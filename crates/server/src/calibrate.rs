@@ -939,12 +939,17 @@ pub fn fit_curves(
         .filter(|&i| rows.iter().all(|r| r.iops[i] > 0))
         .collect();
     if usable.is_empty() {
-        let idle = curves
+        let lightest: Vec<String> = curves
             .iter()
-            .flat_map(|(_, c)| c.iter().map(|p| p.read_p95_ns))
-            .min()
-            .unwrap_or(0);
-        return Err(CalibrationError::Unreachable { idle_p95_ns: idle });
+            .map(|(pct, c)| {
+                let p = c.iter().map(|p| p.read_p95_ns).min().unwrap_or(0);
+                format!("{pct} % reads: {p} ns")
+            })
+            .collect();
+        return Err(CalibrationError::Config(format!(
+            "no target in {targets_ns:?} ns is met by every mix at its lightest load ({})",
+            lightest.join(", ")
+        )));
     }
     let mixed: Vec<(u8, Vec<u64>)> = rows
         .iter()
@@ -1079,5 +1084,59 @@ mod tests {
             }
         }
         assert!(cal.probes > 5);
+    }
+
+    /// Curves made from a known cost model — a write costs 10 reads, a read-only read 0.5, and
+    /// p95 = 50 µs + 3 µs per K tokens/s of load — must give that model back: weight 10 reads
+    /// exactly, read-only cost 0.5, and the table's rate at each target within the search and
+    /// interpolation error (1 %).
+    #[test]
+    fn fit_curves_recovers_a_known_cost_model() {
+        const W: f64 = 10.0;
+        let p95_ns = |tokens: f64| (50_000.0 + 3.0 * tokens) as u64;
+        let curve = |pct: u8| -> Vec<CurvePoint> {
+            (1..=12)
+                .map(|k| {
+                    let tokens = 60_000.0 * f64::from(k);
+                    let r = f64::from(pct) / 100.0;
+                    let per_io = if pct == 100 { 0.5 } else { r + (1.0 - r) * W };
+                    CurvePoint {
+                        read_pct: pct,
+                        size_bytes: 4096,
+                        queue_depth: k,
+                        iops: tokens / per_io,
+                        reads: 10_000,
+                        read_p50_ns: p95_ns(tokens) / 2,
+                        read_p95_ns: p95_ns(tokens),
+                        read_p99_ns: p95_ns(tokens),
+                        read_mean_ns: p95_ns(tokens) / 2,
+                        write_mean_ns: 0,
+                    }
+                })
+                .collect()
+        };
+        let curves: Vec<(u8, Vec<CurvePoint>)> = [100, 99, 95, 90, 75, 50]
+            .iter()
+            .map(|&p| (p, curve(p)))
+            .collect();
+        let fit = fit_curves("known", &curves, &[500_000, 1_000_000, 2_000_000]).expect("fits");
+        assert_eq!(fit.profile.write_cost_mtok, 10_000, "{:?}", fit.profile);
+        let ro = fit.profile.read_only_read_cost_mtok;
+        assert!((495..=505).contains(&ro), "read-only cost {ro} mtok");
+        for p in &fit.profile.points {
+            // p95 = 50 µs + 3 µs per K tokens/s: the target's load is (target − 50 µs) / 3 µs K.
+            let expected = (p.p95_read_latency_ns as f64 - 50_000.0) / 3.0;
+            let got = p.tokens_per_sec as f64;
+            assert!(
+                (got - expected).abs() <= expected * 0.01,
+                "{} ns: {got} tokens/s, expected {expected}",
+                p.p95_read_latency_ns
+            );
+        }
+        assert!(
+            fit.spread_pct.iter().all(|&s| s < 1.0),
+            "{:?}",
+            fit.spread_pct
+        );
     }
 }
