@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod calibrate;
 mod place;
+mod reflex;
+mod remote;
 mod serve;
 mod sim;
 mod study;
@@ -43,6 +46,8 @@ enum Command {
     Study(study::StudyArgs),
     /// Place a tenant on a fleet of servers through their etcd registry, or rebalance it.
     Place(place::PlaceArgs),
+    /// Measure a device, file or the SSD model and fit the QoS device profile.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Study(args) => study::run(args),
         Command::Place(args) => place::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -75,6 +75,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE")]
     max_memory: Option<String>,
 
+    /// QoS device profile file (what `ullstack calibrate` writes as profile.toml); replaces
+    /// the config's `[qos] profile`.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+
     /// Send requests to storage in arrival order, without the token scheduler (baseline runs).
     #[arg(long)]
     no_scheduler: bool,
@@ -186,6 +191,16 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
             tls.certificate = Some(c.clone());
             tls.key = Some(k.clone());
         }
+    }
+    if let Some(path) = &args.profile {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--profile: reading {}", path.display()))?;
+        let table: toml::Table = text
+            .parse()
+            .with_context(|| format!("--profile {}: not valid TOML", path.display()))?;
+        qos::DeviceProfile::from_toml_str(&text)
+            .with_context(|| format!("--profile {}", path.display()))?;
+        config.qos.profile = server::config::ProfileConfig::Inline(table);
     }
     if args.no_scheduler {
         config.qos.scheduler = SchedulerMode::Off;

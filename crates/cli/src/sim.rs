@@ -40,6 +40,10 @@ use sim::{DeviceRun, DeviceRunConfig, Progress, RunFileSettings};
 #[derive(Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SimArgs {
+    /// Remote run: a `ullstack bench` scenario file whose `[sim]` table describes the server,
+    /// network and device to model (sim::remote); the same file drives `ullstack bench`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["system", "device", "job", "config", "host", "integrity", "series_ms"])]
+    remote: Option<PathBuf>,
     /// Full-system run from a system config (host, device, processes, duration, seed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["device", "job", "config", "host", "integrity"])]
     system: Option<PathBuf>,
@@ -122,6 +126,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if args.stack.as_deref() == Some("list") {
         print!("{}", sim::stack::list_text());
         return Ok(());
+    }
+    if let Some(path) = &args.remote {
+        return crate::remote::run(path, args.seed, &args.out, args.json);
     }
     let device_level = args.device_level
         || args.device.is_some()

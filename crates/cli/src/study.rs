@@ -87,6 +87,9 @@ pub struct StudyArgs {
     /// No progress bar and no table: one line saying where the results are.
     #[arg(long)]
     quiet: bool,
+    /// `reflex` only: skip the real-server half (serve + bench on this machine).
+    #[arg(long)]
+    sim_only: bool,
 }
 
 pub fn run(args: StudyArgs) -> anyhow::Result<()> {
@@ -102,6 +105,7 @@ pub fn run(args: StudyArgs) -> anyhow::Result<()> {
             Ok(())
         }
         "merge" => merge(args),
+        "reflex" => run_reflex(args),
         _ => run_study(args),
     }
 }
@@ -115,6 +119,53 @@ fn list() {
             def.name, def.about
         );
     }
+    let quick = study::reflex::runs(Size::Quick, 1).len();
+    let full = study::reflex::runs(Size::Full, 1).len();
+    println!(
+        "{:<12} {full} runs (--quick: {quick}) + {} on the real server  SLOs for remote tenants: \
+         simulated server with the qos scheduler off/on, cores, tenants per core, unloaded \
+         latency; the same scenarios through serve + bench",
+        "reflex",
+        study::reflex::real_scenarios(Size::Quick, 1, 10).len()
+    );
+}
+
+/// `ullstack study reflex`: its own runner (remote scenarios, not device runs).
+fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
+    if !args.dirs.is_empty() || args.shard.is_some() {
+        bail!("`study reflex` takes no folders and no --shard");
+    }
+    if args.jobs == Some(0) {
+        bail!("--jobs 0: expected at least 1");
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results/study/reflex"));
+    let opts = study::reflex::ReflexOptions {
+        size: if args.quick { Size::Quick } else { Size::Full },
+        seed: args.seed.unwrap_or(1),
+        out: out.clone(),
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+    let started = std::time::Instant::now();
+    let runner = crate::reflex::InProcess;
+    let real: Option<&dyn study::reflex::RealRunner> =
+        if args.sim_only { None } else { Some(&runner) };
+    let o = study::reflex::run(&opts, real).map_err(|e| anyhow!(e))?;
+    if !args.quiet {
+        print!("{}", o.headline.to_text());
+    }
+    println!(
+        "{} simulated + {} real runs in {:.1} s; results: {} (report.html, study.json, plots)",
+        o.sims.len(),
+        o.real.len(),
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    Ok(())
 }
 
 fn run_study(args: StudyArgs) -> anyhow::Result<()> {

@@ -2,6 +2,8 @@
 //!
 //! - [`device_run`]: device-level runs — fio-like jobs straight into the SSD model's NVMe
 //!   queues through a thin host with fixed costs (`ullstack sim --device … --job …`).
+//! - [`net`], [`remote`]: the remote-flash server — TCP links, dataplane threads running the
+//!   real `qos` scheduler, the device model — driven by `ullstack bench` scenario files.
 //! - [`config`]: run configuration (TOML) and host cost presets.
 //! - [`report`]: `summary.json`, latency CSVs, the terminal table.
 //! - [`series`]: `timeseries.csv`, per-window rates, latencies, occupancy, GC and CPU.
@@ -11,6 +13,8 @@
 
 pub mod config;
 pub mod device_run;
+pub mod net;
+pub mod remote;
 pub mod report;
 pub mod series;
 pub mod stack;

@@ -22,7 +22,8 @@
 //! files byte for byte.
 //!
 //! The studies: [`ull`] (what an ultra-low-latency device changes), [`fastdrain`] (write-back
-//! without buffer overflow: full-system runs under named stacks). A study bumps its
+//! without buffer overflow: full-system runs under named stacks) and [`reflex`] (SLOs for
+//! remote tenants; its runs are remote scenarios, not device runs, so it has its own runner). A study bumps its
 //! `version` when its runs or figures change meaning, so `merge` refuses mixed results.
 
 pub mod driver;
@@ -30,6 +31,7 @@ pub mod exec;
 pub mod fastdrain;
 pub mod k8s;
 pub mod plot;
+pub mod reflex;
 pub mod report;
 pub mod results;
 pub mod shard_env;

@@ -18,6 +18,7 @@
 //! | `generator` | [`IoGenerator`]: the I/Os of one job clone |
 //! | `randmap` | [`RandomMapWalk`]: fio's random map as an O(1)-memory permutation |
 //! | `profile` | [`Profile`] presets and [`ProfileGenerator`] |
+//! | `remote` | remote tenants (`ullstack bench` and `sim::remote`): class, SLO, open/closed loop, scenario files |
 //!
 //! ## Worked example
 //! ```
@@ -55,6 +56,7 @@ mod jobtoml;
 mod options;
 mod profile;
 mod randmap;
+pub mod remote;
 mod units;
 mod zipf;
 

@@ -1,0 +1,627 @@
+//! Remote tenants: what a remote-flash load is made of, and how it is written down —
+//! `--tenant key=value,...` on `ullstack bench`'s command line or `[[tenant]]` tables in a TOML
+//! scenario file. Both go through one parser ([`parse_tenant_pairs`]) so they accept exactly the
+//! same keys and give the same errors. The same types drive the real load generator
+//! (`ullstack bench`, crate `client`) and the simulated remote server (`sim::remote`), so one
+//! scenario file drives both: `bench` ignores the file's `[sim]` table, which tells the simulator
+//! what server, network and device to model.
+//!
+//! # Tenant keys
+//! | key | meaning | default |
+//! | --- | --- | --- |
+//! | `name` | tenant name sent in HELLO (required) | |
+//! | `secret` | its secret | empty |
+//! | `volume` | volume to open | `default` |
+//! | `class` | `lc` (latency-critical, needs `iops` and `p95`) or `be` (best-effort) | `be` |
+//! | `iops` | LC only: the SLO's IOPS (registered; also the offered rate unless `rate`/`qd`) | |
+//! | `p95` | LC only: the SLO's p95 read latency, e.g. `500us`, `2ms` | |
+//! | `rate` | open loop: offered IOPS, Poisson arrivals | LC: `iops` |
+//! | `qd` | closed loop: requests kept in flight per tenant | BE: 16 |
+//! | `read` | percentage of reads, 0..=100 | 100 |
+//! | `size` | request size, e.g. `4k`, `1k`, `128k` | `4k` |
+//! | `pattern` | `random`, `seq`, `zipf` or `zipf:THETA` (θ default 0.99) | `random` |
+//! | `conns` | connections (the load and the SLO's IOPS are split evenly over them) | 1 |
+//! | `count` | replicate this tenant N times, named `NAME-0` .. `NAME-(N-1)` | 1 |
+//! | `fua` | `yes` = every write is FUA | `no` |
+//! | `register` | `no` = skip REGISTER and use the session's default best-effort flow | `yes` |
+//! | `span` | only address the first SPAN bytes of the volume, e.g. `1g` | whole volume |
+//!
+//! Example (reflex scenario 1, tenant A):
+//! `name=A,class=lc,iops=120000,p95=500us,read=100,size=4k` → an LC tenant registering
+//! (p95 500 µs, 120 000 IOPS, 100 % reads, 4096 B) and offering 120 000 IOPS open-loop.
+
+use std::collections::BTreeMap;
+
+use thiserror::Error;
+
+/// Whether a tenant's writes ask for durability before the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Acknowledged once the device has the data (its write buffer counts).
+    WriteBack,
+    /// Forced unit access: every write is durable before its reply.
+    Fua,
+}
+
+/// Keys a tenant spec accepts, for error messages.
+pub const TENANT_KEYS: &[&str] = &[
+    "name", "secret", "volume", "class", "iops", "p95", "rate", "qd", "read", "size", "pattern",
+    "conns", "count", "fua", "register", "span",
+];
+/// Keys at the top of a scenario file.
+pub const SCENARIO_KEYS: &[&str] = &[
+    "server", "duration", "ios", "warmup", "threads", "seed", "tenant", "sim",
+];
+
+/// Default closed-loop depth of a best-effort tenant with neither `rate` nor `qd`.
+pub const BE_DEFAULT_QUEUE_DEPTH: u32 = 16;
+/// Default Zipf exponent θ, in thousandths (0.99: the YCSB default).
+pub const ZIPF_DEFAULT_THETA_MILLI: u32 = 990;
+
+/// A spec that cannot be used, naming the bad value and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{context}: {problem}")]
+pub struct SpecError {
+    pub context: String,
+    pub problem: String,
+}
+
+fn err(context: impl Into<String>, problem: impl Into<String>) -> SpecError {
+    SpecError {
+        context: context.into(),
+        problem: problem.into(),
+    }
+}
+
+/// The tenant's class as registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassSpec {
+    LatencyCritical { p95_read_latency_ns: u64, iops: u64 },
+    BestEffort,
+}
+
+/// How load is offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Load {
+    /// Poisson arrivals at this many I/Os per second, whatever the server does.
+    Open { iops: u64 },
+    /// Keep this many requests in flight.
+    Closed { queue_depth: u32 },
+}
+
+/// Where requests go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    Random,
+    Sequential,
+    /// Zipf-distributed block popularity with exponent θ (thousandths).
+    Zipf {
+        theta_milli: u32,
+    },
+}
+
+/// Whether the tenant registers a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    /// REGISTER with the class (and SLO) on each connection.
+    Register,
+    /// Use handle 0, the session's default best-effort flow.
+    DefaultFlow,
+}
+
+/// One tenant of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantSpec {
+    pub name: String,
+    pub secret: String,
+    pub volume: String,
+    pub class: ClassSpec,
+    pub registration: Registration,
+    pub load: Load,
+    pub connections: u32,
+    pub read_pct: u8,
+    pub size_bytes: u32,
+    pub pattern: Pattern,
+    pub write_mode: WriteMode,
+    pub span_bytes: Option<u64>,
+}
+
+/// Parse `key=value,key=value` (one `--tenant` argument); `count` may expand it to several.
+pub fn parse_tenant(arg: &str) -> Result<Vec<TenantSpec>, SpecError> {
+    let mut pairs = Vec::new();
+    for part in arg.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            err(
+                format!("--tenant {arg:?}"),
+                format!("{part:?} is not key=value"),
+            )
+        })?;
+        pairs.push((k.trim().to_owned(), v.trim().to_owned()));
+    }
+    parse_tenant_pairs(&pairs, &format!("--tenant {arg:?}"))
+}
+
+/// Parse a tenant from key/value pairs (shared by the command line and scenario files).
+pub fn parse_tenant_pairs(
+    pairs: &[(String, String)],
+    context: &str,
+) -> Result<Vec<TenantSpec>, SpecError> {
+    let mut map: BTreeMap<&str, &str> = BTreeMap::new();
+    for (k, v) in pairs {
+        if !TENANT_KEYS.contains(&k.as_str()) {
+            return Err(err(
+                context,
+                format!(
+                    "unknown key {k:?}; accepted keys: {}",
+                    TENANT_KEYS.join(", ")
+                ),
+            ));
+        }
+        if map.insert(k, v).is_some() {
+            return Err(err(context, format!("key {k:?} given twice")));
+        }
+    }
+    let name = map
+        .get("name")
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err(context, "missing name=NAME"))?
+        .to_string();
+    let ctx = format!("tenant {name:?}");
+    let ctx = ctx.as_str();
+    let num = |key: &str| -> Result<Option<u64>, SpecError> {
+        map.get(key)
+            .map(|v| {
+                parse_count(v).ok_or_else(|| {
+                    err(
+                        ctx,
+                        format!(
+                            "{key}={v:?}: expected a non-negative integer (k/m suffixes allowed)"
+                        ),
+                    )
+                })
+            })
+            .transpose()
+    };
+    let class_name = map.get("class").copied().unwrap_or("be");
+    let iops = num("iops")?;
+    let p95 = map
+        .get("p95")
+        .map(|v| {
+            parse_duration_ns(v).ok_or_else(|| {
+                err(
+                    ctx,
+                    format!("p95={v:?}: expected a latency like 500us or 2ms"),
+                )
+            })
+        })
+        .transpose()?;
+    let class = match class_name {
+        "lc" | "LC" => {
+            let iops = iops.ok_or_else(|| err(ctx, "class=lc needs iops=N (the SLO's IOPS)"))?;
+            let p95 = p95.ok_or_else(|| err(ctx, "class=lc needs p95=LATENCY (e.g. 500us)"))?;
+            if iops == 0 || p95 == 0 {
+                return Err(err(ctx, "class=lc needs iops and p95 greater than 0"));
+            }
+            ClassSpec::LatencyCritical {
+                p95_read_latency_ns: p95,
+                iops,
+            }
+        }
+        "be" | "BE" => {
+            if iops.is_some() || p95.is_some() {
+                return Err(err(
+                    ctx,
+                    "class=be has no SLO: drop iops=/p95= (use rate=N for an open-loop rate)",
+                ));
+            }
+            ClassSpec::BestEffort
+        }
+        other => return Err(err(ctx, format!("class={other:?}: expected lc or be"))),
+    };
+    let rate = num("rate")?;
+    let qd = num("qd")?;
+    let load = match (rate, qd, class) {
+        (Some(_), Some(_), _) => {
+            return Err(err(
+                ctx,
+                "rate= (open loop) and qd= (closed loop) exclude each other",
+            ))
+        }
+        (Some(0), None, _) => return Err(err(ctx, "rate=0: expected a positive IOPS rate")),
+        (Some(r), None, _) => Load::Open { iops: r },
+        (None, Some(q), _) => {
+            let q = u32::try_from(q)
+                .ok()
+                .filter(|&q| q > 0)
+                .ok_or_else(|| err(ctx, format!("qd={q}: expected 1..=4294967295")))?;
+            Load::Closed { queue_depth: q }
+        }
+        (None, None, ClassSpec::LatencyCritical { iops, .. }) => Load::Open { iops },
+        (None, None, ClassSpec::BestEffort) => Load::Closed {
+            queue_depth: BE_DEFAULT_QUEUE_DEPTH,
+        },
+    };
+    let read_pct = match num("read")? {
+        None => 100,
+        Some(r) if r <= 100 => r as u8,
+        Some(r) => return Err(err(ctx, format!("read={r}: expected a percentage 0..=100"))),
+    };
+    let size_bytes = match map.get("size") {
+        None => 4096,
+        Some(v) => parse_size_bytes(v)
+            .and_then(|s| u32::try_from(s).ok())
+            .filter(|&s| s > 0)
+            .ok_or_else(|| err(ctx, format!("size={v:?}: expected a size like 4k, 512, 1m")))?,
+    };
+    let pattern = match map.get("pattern").copied() {
+        None | Some("random") | Some("rand") => Pattern::Random,
+        Some("seq") | Some("sequential") => Pattern::Sequential,
+        Some("zipf") => Pattern::Zipf {
+            theta_milli: ZIPF_DEFAULT_THETA_MILLI,
+        },
+        Some(p) => match p.strip_prefix("zipf:").and_then(|t| t.parse::<f64>().ok()) {
+            Some(theta) if theta > 0.0 && theta < 10.0 => Pattern::Zipf {
+                theta_milli: (theta * 1000.0).round() as u32,
+            },
+            _ => {
+                return Err(err(
+                    ctx,
+                    format!(
+                        "pattern={p:?}: expected random, seq, zipf or zipf:THETA (0 < THETA < 10)"
+                    ),
+                ))
+            }
+        },
+    };
+    let connections = match num("conns")? {
+        None => 1,
+        Some(c) if (1..=65_536).contains(&c) => c as u32,
+        Some(c) => return Err(err(ctx, format!("conns={c}: expected 1..=65536"))),
+    };
+    let count = match num("count")? {
+        None => 1,
+        Some(c) if (1..=100_000).contains(&c) => c,
+        Some(c) => return Err(err(ctx, format!("count={c}: expected 1..=100000"))),
+    };
+    let yes_no = |key: &str, default: bool| -> Result<bool, SpecError> {
+        match map.get(key).copied() {
+            None => Ok(default),
+            Some("yes" | "true" | "1" | "on") => Ok(true),
+            Some("no" | "false" | "0" | "off") => Ok(false),
+            Some(v) => Err(err(ctx, format!("{key}={v:?}: expected yes or no"))),
+        }
+    };
+    let write_mode = if yes_no("fua", false)? {
+        WriteMode::Fua
+    } else {
+        WriteMode::WriteBack
+    };
+    let registration = if yes_no("register", true)? {
+        Registration::Register
+    } else {
+        Registration::DefaultFlow
+    };
+    if registration == Registration::DefaultFlow
+        && matches!(class, ClassSpec::LatencyCritical { .. })
+    {
+        return Err(err(ctx, "register=no only makes sense for class=be"));
+    }
+    let span_bytes = map
+        .get("span")
+        .map(|v| {
+            parse_size_bytes(v)
+                .filter(|&s| s >= u64::from(size_bytes))
+                .ok_or_else(|| {
+                    err(
+                        ctx,
+                        format!(
+                            "span={v:?}: expected a size of at least size= ({size_bytes} bytes)"
+                        ),
+                    )
+                })
+        })
+        .transpose()?;
+    let base = TenantSpec {
+        name: name.clone(),
+        secret: map.get("secret").copied().unwrap_or("").to_owned(),
+        volume: map.get("volume").copied().unwrap_or("default").to_owned(),
+        class,
+        registration,
+        load,
+        connections,
+        read_pct,
+        size_bytes,
+        pattern,
+        write_mode,
+        span_bytes,
+    };
+    if count == 1 {
+        return Ok(vec![base]);
+    }
+    Ok((0..count)
+        .map(|i| TenantSpec {
+            name: format!("{name}-{i}"),
+            ..base.clone()
+        })
+        .collect())
+}
+
+/// A scenario file's contents (command-line flags override its globals).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Scenario {
+    pub server: Option<String>,
+    pub duration_ns: Option<u64>,
+    pub ios: Option<u64>,
+    pub warmup_ns: Option<u64>,
+    pub threads: Option<usize>,
+    pub seed: Option<u64>,
+    pub tenants: Vec<TenantSpec>,
+    /// The `[sim]` table, kept as TOML for the simulator (`sim::remote` reads it; `bench`
+    /// ignores it).
+    pub sim: Option<toml::Table>,
+}
+
+/// Parse a TOML scenario: top-level `server`, `duration`, `ios`, `warmup`, `threads`, `seed`,
+/// `[[tenant]]` tables with the tenant keys above, and an optional `[sim]` table.
+pub fn parse_scenario(text: &str, path: &str) -> Result<Scenario, SpecError> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| err(path, format!("not valid TOML: {e}")))?;
+    let mut s = Scenario::default();
+    for (key, value) in &table {
+        let ctx = format!("{path}: {key}");
+        let as_text = || scalar_text(value).ok_or_else(|| err(&ctx, "expected a string or number"));
+        match key.as_str() {
+            "server" => s.server = Some(as_text()?),
+            "duration" => {
+                let v = as_text()?;
+                s.duration_ns = Some(parse_duration_ns(&v).ok_or_else(|| {
+                    err(
+                        &ctx,
+                        format!("{v:?}: expected a duration like 10s or 500ms"),
+                    )
+                })?)
+            }
+            "warmup" => {
+                let v = as_text()?;
+                s.warmup_ns = Some(
+                    parse_duration_ns(&v)
+                        .ok_or_else(|| err(&ctx, format!("{v:?}: expected a duration like 1s")))?,
+                )
+            }
+            "ios" => {
+                let v = as_text()?;
+                s.ios = Some(
+                    parse_count(&v).ok_or_else(|| err(&ctx, format!("{v:?}: expected a count")))?,
+                )
+            }
+            "threads" => {
+                let v = as_text()?;
+                s.threads = Some(
+                    parse_count(&v)
+                        .filter(|&t| (1..=1024).contains(&t))
+                        .ok_or_else(|| err(&ctx, format!("{v:?}: expected 1..=1024")))?
+                        as usize,
+                )
+            }
+            "seed" => {
+                let v = as_text()?;
+                s.seed = Some(
+                    v.parse()
+                        .map_err(|_| err(&ctx, format!("{v:?}: expected an integer")))?,
+                )
+            }
+            "sim" => {
+                s.sim = Some(
+                    value
+                        .as_table()
+                        .ok_or_else(|| err(&ctx, "expected a [sim] table"))?
+                        .clone(),
+                )
+            }
+            "tenant" => {
+                let tenants = value
+                    .as_array()
+                    .ok_or_else(|| err(&ctx, "expected [[tenant]] tables"))?;
+                for (i, t) in tenants.iter().enumerate() {
+                    let tctx = format!("{path}: tenant #{}", i + 1);
+                    let t = t.as_table().ok_or_else(|| err(&tctx, "expected a table"))?;
+                    let mut pairs = Vec::new();
+                    for (k, v) in t {
+                        let text = scalar_text(v).ok_or_else(|| {
+                            err(&tctx, format!("{k}: expected a string, number or boolean"))
+                        })?;
+                        pairs.push((k.clone(), text));
+                    }
+                    s.tenants.extend(parse_tenant_pairs(&pairs, &tctx)?);
+                }
+            }
+            other => {
+                return Err(err(
+                    path,
+                    format!(
+                        "unknown key {other:?}; accepted keys: {}",
+                        SCENARIO_KEYS.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(s)
+}
+
+fn scalar_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(if *b { "yes" } else { "no" }.to_owned()),
+        _ => None,
+    }
+}
+
+/// `4k` → 4096, `1m` → 1048576, `1g`, `512`, `4KiB`, `4kb`. Binary units.
+pub fn parse_size_bytes(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(digits_end);
+    let n: u64 = n.parse().ok()?;
+    let mult: u64 = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// `120000`, `120k`, `1m` (decimal multipliers: counts and rates).
+pub fn parse_count(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase().replace('_', "");
+    let (n, mult) = match s.strip_suffix('k') {
+        Some(n) => (n, 1_000),
+        None => match s.strip_suffix('m') {
+            Some(n) => (n, 1_000_000),
+            None => (s.as_str(), 1),
+        },
+    };
+    n.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+/// `500us`, `2ms`, `10s`, `1500ns`, `1.5ms`, `2m` (minutes) → nanoseconds.
+pub fn parse_duration_ns(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let num_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (n, unit) = s.split_at(num_end);
+    let n: f64 = n.parse().ok()?;
+    let mult = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" | "" => 1e9,
+        "m" | "min" => 60e9,
+        _ => return None,
+    };
+    let v = n * mult;
+    (0.0..1e19).contains(&v).then_some(v.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_parse() {
+        assert_eq!(parse_size_bytes("4k"), Some(4096));
+        assert_eq!(parse_size_bytes("4KiB"), Some(4096));
+        assert_eq!(parse_size_bytes("1m"), Some(1 << 20));
+        assert_eq!(parse_size_bytes("512"), Some(512));
+        assert_eq!(parse_size_bytes("4x"), None);
+        assert_eq!(parse_count("120k"), Some(120_000));
+        assert_eq!(parse_count("1_000"), Some(1000));
+        assert_eq!(parse_duration_ns("500us"), Some(500_000));
+        assert_eq!(parse_duration_ns("1.5ms"), Some(1_500_000));
+        assert_eq!(parse_duration_ns("10s"), Some(10_000_000_000));
+        assert_eq!(parse_duration_ns("10"), Some(10_000_000_000));
+        assert_eq!(parse_duration_ns("fast"), None);
+    }
+
+    #[test]
+    fn reflex_tenant_a_parses() {
+        let t = parse_tenant("name=A,class=lc,iops=120000,read=100,p95=500us,size=4k,secret=x")
+            .unwrap();
+        assert_eq!(t.len(), 1);
+        let t = &t[0];
+        assert_eq!(
+            t.class,
+            ClassSpec::LatencyCritical {
+                p95_read_latency_ns: 500_000,
+                iops: 120_000
+            }
+        );
+        assert_eq!(t.load, Load::Open { iops: 120_000 });
+        assert_eq!(
+            (t.read_pct, t.size_bytes, t.secret.as_str()),
+            (100, 4096, "x")
+        );
+        // Scenario 2: B registers 70K but offers 45K.
+        let b = parse_tenant("name=B,class=lc,iops=70k,rate=45k,read=80,p95=500us").unwrap();
+        assert_eq!(b[0].load, Load::Open { iops: 45_000 });
+        let c = parse_tenant("name=C,read=95").unwrap();
+        assert_eq!(c[0].class, ClassSpec::BestEffort);
+        assert_eq!(
+            c[0].load,
+            Load::Closed {
+                queue_depth: BE_DEFAULT_QUEUE_DEPTH
+            }
+        );
+    }
+
+    #[test]
+    fn count_expands_and_zipf_takes_theta() {
+        let t = parse_tenant("name=t,count=3,pattern=zipf:1.2,rate=100,size=1k").unwrap();
+        assert_eq!(
+            t.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["t-0", "t-1", "t-2"]
+        );
+        assert_eq!(t[0].pattern, Pattern::Zipf { theta_milli: 1200 });
+        assert_eq!(t[0].size_bytes, 1024);
+    }
+
+    #[test]
+    fn bad_specs_name_the_value_and_the_expectation() {
+        let cases = [
+            ("name=A,class=lc,iops=1000", "p95"),
+            ("name=A,class=xx", "\"xx\": expected lc or be"),
+            ("name=A,read=150", "read=150"),
+            ("name=A,qd=4,rate=10", "exclude"),
+            ("name=A,iops=10", "class=be has no SLO"),
+            ("name=A,size=4q", "size=\"4q\""),
+            ("name=A,colour=red", "unknown key \"colour\""),
+            ("class=be", "missing name"),
+            ("name=A,pattern=hot", "pattern=\"hot\""),
+            ("name=A,qd", "not key=value"),
+        ];
+        for (spec, needle) in cases {
+            let e = parse_tenant(spec).unwrap_err().to_string();
+            assert!(e.contains(needle), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn scenario_files_parse_and_reject_unknown_keys() {
+        let s = parse_scenario(
+            r#"
+server = "127.0.0.1:7000"
+duration = "5s"
+warmup = "500ms"
+threads = 2
+seed = 9
+[[tenant]]
+name = "A"
+class = "lc"
+iops = 120000
+p95 = "500us"
+[[tenant]]
+name = "C"
+read = 95
+fua = true
+"#,
+            "s.toml",
+        )
+        .unwrap();
+        assert_eq!(s.server.as_deref(), Some("127.0.0.1:7000"));
+        assert_eq!(s.duration_ns, Some(5_000_000_000));
+        assert_eq!(s.warmup_ns, Some(500_000_000));
+        assert_eq!(s.tenants.len(), 2);
+        assert_eq!(s.tenants[1].write_mode, WriteMode::Fua);
+        let e = parse_scenario("durration = \"5s\"", "s.toml").unwrap_err();
+        assert!(e.to_string().contains("durration"), "{e}");
+        let e = parse_scenario("[[tenant]]\nname = \"A\"\nrate = 0\n", "s.toml").unwrap_err();
+        assert!(e.to_string().contains("rate=0"), "{e}");
+    }
+}
