@@ -18,6 +18,7 @@
 //! | `generator` | [`IoGenerator`]: the I/Os of one job clone |
 //! | `randmap` | [`RandomMapWalk`]: fio's random map as an O(1)-memory permutation |
 //! | `profile` | [`Profile`] presets and [`ProfileGenerator`] |
+//! | `trace` | block trace readers (blkparse, MSR, SPC, DiskSim/MQSim, CSV), replay pacing and folding, trace statistics |
 //!
 //! ## Worked example
 //! ```
@@ -44,7 +45,7 @@
 //! ```
 //!
 //! ## What it leaves out
-//! Trace replay (blktrace/fio iolog readers) is not written yet. Unsupported fio options are
+//! fio's iolog format is not read (the `trace` module reads block traces). Unsupported fio options are
 //! errors, never ignored; see `options` for the list of decisions.
 
 mod error;
@@ -55,6 +56,7 @@ mod jobtoml;
 mod options;
 mod profile;
 mod randmap;
+pub mod trace;
 mod units;
 mod zipf;
 
