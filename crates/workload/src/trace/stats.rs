@@ -10,9 +10,10 @@
 //! - **inter-arrival**: the gap from the previous record's time, into an HDR histogram (2
 //!   significant digits: each reported value within 1 %); a record stamped before its
 //!   predecessor counts as a 0 gap and as `out_of_order`.
-//! - **footprint**: distinct 4 KiB blocks touched, per device, kept as a sparse bitmap of 16 MiB
-//!   chunks (512 B each). Memory grows with the footprint (1 bit per 4 KiB: a 1 TB footprint
-//!   is 32 MB), never with the trace's length; every other figure is constant memory.
+//! - **footprint**: distinct 4 KiB blocks touched, per device, kept as a sparse bitmap of 2 MiB
+//!   chunks (64 B of bits and about 40 B of index each). Memory grows with the footprint (a
+//!   densely touched 1 TB is 500 K chunks, about 50 MB; a sparse one at most one chunk per
+//!   block touched), never with the trace's length; every other figure is constant memory.
 //! - **duration**: the last time seen (times start at 0, the first record).
 //!
 //! The `trace_stats` bench (`cargo bench -p workload --bench trace_stats`) prints the MB/s.
@@ -26,8 +27,8 @@ use super::{TraceOp, TraceRecord};
 
 /// Blocks of the footprint bitmap.
 pub const FOOTPRINT_BLOCK_BYTES: u64 = 4096;
-/// Blocks per bitmap chunk (4096 × 4 KiB = 16 MiB of address space in 512 B of bits).
-const CHUNK_BLOCKS: u64 = 4096;
+/// Blocks per bitmap chunk (512 × 4 KiB = 2 MiB of address space in 64 B of bits).
+const CHUNK_BLOCKS: u64 = 512;
 const CHUNK_WORDS: usize = (CHUNK_BLOCKS / 64) as usize;
 /// The largest size bucket bound; larger requests go into the `> 1 MiB` bucket.
 const SIZE_BUCKET_MAX_BYTES: u64 = 1 << 20;
@@ -51,6 +52,8 @@ pub struct TraceStats {
     max_time_ns: u64,
     chunk_of: BTreeMap<(u32, u64), u32>,
     chunks: Vec<[u64; CHUNK_WORDS]>,
+    /// The chunk last touched, `(device, chunk) -> index` (most requests hit it again).
+    last_chunk: Option<((u32, u64), u32)>,
     footprint_blocks: u64,
     max_end_bytes: u64,
 }
@@ -78,6 +81,7 @@ impl TraceStats {
             max_time_ns: 0,
             chunk_of: BTreeMap::new(),
             chunks: Vec::new(),
+            last_chunk: None,
             footprint_blocks: 0,
             max_end_bytes: 0,
         }
@@ -120,11 +124,19 @@ impl TraceStats {
         let mut block = first;
         while block < last {
             let chunk = block / CHUNK_BLOCKS;
-            let n = self.chunks.len() as u32;
-            let idx = *self.chunk_of.entry((device, chunk)).or_insert(n);
-            if idx == n {
-                self.chunks.push([0; CHUNK_WORDS]);
-            }
+            let key = (device, chunk);
+            let idx = match self.last_chunk {
+                Some((k, i)) if k == key => i,
+                _ => {
+                    let n = self.chunks.len() as u32;
+                    let i = *self.chunk_of.entry(key).or_insert(n);
+                    if i == n {
+                        self.chunks.push([0; CHUNK_WORDS]);
+                    }
+                    self.last_chunk = Some((key, i));
+                    i
+                }
+            };
             let bits = &mut self.chunks[idx as usize];
             let chunk_end = ((chunk + 1) * CHUNK_BLOCKS).min(last);
             while block < chunk_end {
