@@ -9,6 +9,7 @@ mod bench;
 mod serve;
 mod sim;
 mod study;
+mod trace;
 
 /// Latency QoS on ultra-low-latency NVMe flash: simulate the whole I/O path, serve remote flash
 /// with per-tenant SLOs, and benchmark it.
@@ -20,6 +21,8 @@ mod study;
     after_help = "Start here:\n  \
     ullstack sim                                   the default co-run (apache + pagerank), co-run vs alone\n  \
     ullstack sim --device zssd --job JOB.fio       one fio job straight into a simulated SSD\n  \
+    ullstack sim --device zssd --trace FILE        replay a block trace (blkparse, MSR, SPC, ...)\n  \
+    ullstack trace stats FILE                      what a block trace holds\n  \
     ullstack serve --memory 1GiB                   a remote-flash server (NBD and own protocol)\n  \
     ullstack bench --help                          load a running server, per-tenant latency\n  \
     ullstack study ull --quick                     a study: many runs, plots, report.html\n\n\
@@ -40,6 +43,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run a study (a named set of simulations with plots and a report), list them, or merge shards.
     Study(study::StudyArgs),
+    /// Work with block traces (`trace stats FILE`).
+    Trace(trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +54,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Study(args) => study::run(args),
+        Command::Trace(args) => trace::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

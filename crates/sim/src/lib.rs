@@ -5,6 +5,7 @@
 //! - [`config`]: run configuration (TOML) and host cost presets.
 //! - [`report`]: `summary.json`, latency CSVs, the terminal table.
 //! - [`series`]: `timeseries.csv`, per-window rates, latencies, occupancy, GC and CPU.
+//! - [`trace_replay`]: a block trace as a device-level job (`ullstack sim --device … --trace …`).
 //! - [`system`]: full-system runs — applications on the host model over the device model,
 //!   in lock-step (`ullstack sim` with no arguments, or `--system FILE.toml`).
 
@@ -13,7 +14,9 @@ pub mod device_run;
 pub mod report;
 pub mod series;
 pub mod system;
+pub mod trace_replay;
 
 pub use config::{DeviceRunConfig, HostCosts, RunFileSettings};
 pub use device_run::{DeviceRun, Progress, RunError, Silent};
 pub use report::RunSummary;
+pub use trace_replay::{TraceInfo, TraceSpec};

@@ -234,6 +234,7 @@ impl SystemRunSummary {
                 host: cfg.host.name.clone(),
                 job_source: cfg.source.clone(),
                 integrity_reads_checked: None,
+                trace: None,
             },
             device: r.device.clone(),
             jobs,

@@ -153,7 +153,8 @@ impl TraceStats {
 
     /// The figures so far.
     pub fn report(&self) -> StatsReport {
-        let q = |p: f64| self.gaps.value_at_quantile(p);
+        // HDR values are bucket tops; never above the exact maximum.
+        let q = |p: f64| self.gaps.value_at_quantile(p).min(self.max_gap_ns);
         let mut bound = 512u64;
         let sizes = self
             .sizes
