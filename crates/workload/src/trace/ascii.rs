@@ -17,7 +17,7 @@
 //! Detection tells them apart by the time field alone: a decimal point means DiskSim. The type
 //! field is read as flags (bit 0), which covers both MQSim's 0/1 and DiskSim's flag words.
 
-use super::fields::{decimal_ns, end_fits, positive, sectors_to_bytes, uint, uint32};
+use super::fields::{decimal_ns, end_fits, request_bytes, sectors_to_bytes, uint, uint32};
 use super::{Line, TraceOp, TraceRecord};
 
 /// Which of the two readings of the time column.
@@ -46,7 +46,7 @@ pub(crate) fn parse(line: &str, time: AsciiTime) -> Result<Line, String> {
         AsciiTime::DecimalMs => decimal_ns(t, 6, "time (ms)")?,
     };
     let offset_bytes = sectors_to_bytes(uint(lba, "lba")?, "lba")?;
-    let len_bytes = sectors_to_bytes(positive(uint(size, "size")?, "size")?, "size")?;
+    let len_bytes = request_bytes(sectors_to_bytes(uint(size, "size")?, "size")?, "size")?;
     end_fits(offset_bytes, len_bytes)?;
     let flags = uint(kind, "type (1 = read, 0 = write)")?;
     Ok(Line::Io(TraceRecord {

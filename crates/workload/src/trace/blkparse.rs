@@ -24,7 +24,7 @@
 //! are read and passed over, never an error. Device numbers are `major << 20 | minor` (the
 //! kernel's `MKDEV`), so `8,16` is 8 388 624; `--trace-device 8,16` accepts the pair.
 
-use super::fields::{decimal_ns, end_fits, positive, sectors_to_bytes, shorten, uint, uint32};
+use super::fields::{decimal_ns, end_fits, request_bytes, sectors_to_bytes, shorten, uint, uint32};
 use super::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str =
@@ -110,7 +110,7 @@ pub(crate) fn parse(line: &str) -> Result<Line, String> {
     let Some(op) = op else {
         return Ok(Line::Event);
     };
-    let len_bytes = sectors_to_bytes(positive(count, "sector count")?, "sector count")?;
+    let len_bytes = request_bytes(sectors_to_bytes(count, "sector count")?, "sector count")?;
     end_fits(offset_bytes, len_bytes)?;
     Ok(Line::Io(TraceRecord {
         time_ns,

@@ -2,7 +2,7 @@
 //! (any case), times in nanoseconds from the trace's start. This is the format system configs
 //! read before the other readers existed; `0,R,8192,4096` reads 4 KiB at byte 8192 at once.
 
-use super::fields::{end_fits, positive, uint};
+use super::fields::{end_fits, request_bytes, uint};
 use super::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str = "4 comma-separated fields `time_ns,op,offset_bytes,bytes`";
@@ -28,7 +28,7 @@ pub(crate) fn parse(line: &str) -> Result<Line, String> {
         }
     };
     let offset_bytes = uint(off, "offset_bytes")?;
-    let len_bytes = positive(uint(len, "bytes")?, "bytes")?;
+    let len_bytes = request_bytes(uint(len, "bytes")?, "bytes")?;
     end_fits(offset_bytes, len_bytes)?;
     Ok(Line::Io(TraceRecord {
         time_ns: uint(t, "time_ns")?,

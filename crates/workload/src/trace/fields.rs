@@ -80,10 +80,13 @@ pub(crate) fn end_fits(offset_bytes: u64, len_bytes: u64) -> Result<(), String> 
     }
 }
 
-/// A size field that must be positive.
-pub(crate) fn positive(v: u64, what: &str) -> Result<u64, String> {
-    if v == 0 {
-        Err(format!("{what} 0: expected a positive size"))
+/// A request size in bytes: positive and at most [`super::MAX_REQUEST_BYTES`].
+pub(crate) fn request_bytes(v: u64, what: &str) -> Result<u64, String> {
+    if v == 0 || v > super::MAX_REQUEST_BYTES {
+        Err(format!(
+            "{what} {v} bytes: expected a positive size up to {} bytes",
+            super::MAX_REQUEST_BYTES
+        ))
     } else {
         Ok(v)
     }

@@ -48,7 +48,8 @@
 //! A malformed line is an error naming the file, the 1-based line number and what was expected:
 //! `trace.csv:7: op `X`: expected R, W, read or write`. With [`BadLines::Skip`]
 //! (`--skip-bad-lines`) it is counted instead, and the first one is kept for the report.
-//! Blank lines and lines starting with `#` are comments in every format.
+//! Blank lines and lines starting with `#` are comments in every format. A request must be of
+//! 1 byte to [`MAX_REQUEST_BYTES`] and end below 2^64 bytes.
 //!
 //! ## What it leaves out
 //! Trims, flushes and other requests without data are passed over (the replay paths issue
@@ -75,6 +76,9 @@ pub use stats::{SizeBucket, StatsReport, TraceStats};
 pub const SECTOR_BYTES: u64 = 512;
 /// The longest line a reader keeps (every format's lines are well under 200 bytes).
 pub const MAX_LINE_BYTES: usize = 4096;
+/// The largest request a reader accepts (1 GiB; real traces' largest are a few MiB). A bound
+/// keeps a malformed size from making a replay or the footprint count walk 2^64 bytes.
+pub const MAX_REQUEST_BYTES: u64 = 1 << 30;
 /// How many lines detection looks at.
 pub const DETECT_LINES: usize = 8;
 /// The read buffer of [`open`]: large reads keep `trace stats` at disk speed.

@@ -10,7 +10,7 @@
 //! time, so replay starts at 0). The host name and the response time are not used: the
 //! response time is what the traced system did, and replay measures the simulated one.
 
-use super::fields::{end_fits, positive, shorten, uint, uint32};
+use super::fields::{end_fits, request_bytes, shorten, uint, uint32};
 use super::{Line, TraceOp, TraceRecord};
 
 /// One filetime tick.
@@ -46,7 +46,7 @@ pub(crate) fn parse(line: &str) -> Result<Line, String> {
         format!("Timestamp {ticks}: expected a filetime below 2^64 ns (before year 2185)")
     })?;
     let offset_bytes = uint(off, "Offset")?;
-    let len_bytes = positive(uint(size, "Size")?, "Size")?;
+    let len_bytes = request_bytes(uint(size, "Size")?, "Size")?;
     end_fits(offset_bytes, len_bytes)?;
     Ok(Line::Io(TraceRecord {
         time_ns,

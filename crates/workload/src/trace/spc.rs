@@ -8,7 +8,7 @@
 //! `0,303567,3584,w,0.000000` writes 3 584 bytes at byte 303 567 × 512 of ASU 0 at time 0
 //! (3 584 is not a whole number of 4 KiB pages: replay rounds it to whole 512 B sectors).
 
-use super::fields::{decimal_ns, end_fits, positive, sectors_to_bytes, shorten, uint, uint32};
+use super::fields::{decimal_ns, end_fits, request_bytes, sectors_to_bytes, shorten, uint, uint32};
 use super::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str =
@@ -30,7 +30,7 @@ pub(crate) fn parse(line: &str) -> Result<Line, String> {
         o => return Err(format!("Opcode `{}`: expected r, R, w or W", shorten(o))),
     };
     let offset_bytes = sectors_to_bytes(uint(lba, "LBA")?, "LBA")?;
-    let len_bytes = positive(uint(size, "Size")?, "Size")?;
+    let len_bytes = request_bytes(uint(size, "Size")?, "Size")?;
     end_fits(offset_bytes, len_bytes)?;
     Ok(Line::Io(TraceRecord {
         time_ns: decimal_ns(t, 9, "Timestamp (s)")?,

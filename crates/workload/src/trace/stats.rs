@@ -139,15 +139,17 @@ impl TraceStats {
             };
             let bits = &mut self.chunks[idx as usize];
             let chunk_end = ((chunk + 1) * CHUNK_BLOCKS).min(last);
-            while block < chunk_end {
-                let i = (block % CHUNK_BLOCKS) as usize;
-                let (w, b) = (i / 64, i % 64);
-                if bits[w] & (1 << b) == 0 {
-                    bits[w] |= 1 << b;
-                    self.footprint_blocks += 1;
-                }
-                block += 1;
+            // Bits `block..chunk_end` of this chunk, a word at a time.
+            let (mut i, end) = (block % CHUNK_BLOCKS, chunk_end - chunk * CHUNK_BLOCKS);
+            while i < end {
+                let (w, b) = ((i / 64) as usize, i % 64);
+                let n = (64 - b).min(end - i);
+                let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << b };
+                self.footprint_blocks += u64::from((mask & !bits[w]).count_ones());
+                bits[w] |= mask;
+                i += n;
             }
+            block = chunk_end;
         }
     }
 
@@ -294,6 +296,21 @@ mod tests {
         assert_eq!(by_bound(None), 1);
         assert_eq!(r.interarrival_ns.max, 2000);
         assert_eq!(r.iops, 4 * 1_000_000_000 / 3000);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn footprint_counts_each_block_once(reqs in proptest::collection::vec((0u32..3, 0u64..1 << 24, 1u64..1 << 22), 1..40)) {
+            let mut s = TraceStats::new();
+            let mut naive = std::collections::BTreeSet::new();
+            for &(device, offset, len) in &reqs {
+                s.add(&TraceRecord { time_ns: 0, device, op: TraceOp::Read, offset_bytes: offset, len_bytes: len });
+                for b in offset / 4096..(offset + len).div_ceil(4096) {
+                    naive.insert((device, b));
+                }
+            }
+            proptest::prop_assert_eq!(s.report().footprint_bytes, naive.len() as u64 * 4096);
+        }
     }
 
     #[test]
