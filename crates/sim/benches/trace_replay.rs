@@ -1,8 +1,9 @@
 //! Device-level trace replay speed (not asserted; the issue's target is >= 1 M simulated I/Os
 //! per wall second on zssd at high queue depth).
 //!
-//! Generates a 1 M-request MQSim trace (4 KiB, 70 % reads, random over the 800 GB `zssd`) in
-//! a temporary file, then replays it through `DeviceRun::with_trace` on the x86-4 thin host:
+//! Generates a 1 M-request MQSim trace (4 KiB random reads over the 800 GB `zssd`: the same
+//! load as `device_throughput`'s case (a), so the two figures compare replay with the job
+//! generator) in a temporary file, then replays it through `DeviceRun::with_trace` on the x86-4 thin host:
 //! (a) closed loop at QD32 and (b) open loop with the trace's times 1 µs apart (1 M IOPS
 //! offered, so the replayer's in-flight cap is what holds the load back). The wall time
 //! includes reading and parsing the trace. Prints simulated I/Os per wall second and peak RSS.
@@ -27,6 +28,15 @@ fn peak_rss_mib() -> u64 {
         .map_or(0, |kb| kb / 1024)
 }
 
+/// CPU time this thread has run (ns, `/proc/thread-self/schedstat`; 0 if unavailable): on a
+/// shared machine a fairer figure than wall time.
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
@@ -43,8 +53,7 @@ fn main() {
             x ^= x >> 7;
             x ^= x << 17;
             let sector = (x % (sectors / 8)) * 8;
-            let read = u8::from(x % 10 < 7);
-            writeln!(f, "{} 0 {sector} 8 {read}", i * 1000).expect("write trace");
+            writeln!(f, "{} 0 {sector} 8 1", i * 1000).expect("write trace");
         }
     }
     let trace_mb = std::fs::metadata(&path).map_or(0, |m| m.len()) as f64 / 1e6;
@@ -70,18 +79,21 @@ fn main() {
             ..TraceSpec::new(&path)
         };
         let wall = Instant::now();
+        let cpu = cpu_ns();
         let summary = DeviceRun::with_trace(&cfg, &spec)
             .expect("valid run")
             .run(&mut Silent)
             .expect("run completes");
         let secs = wall.elapsed().as_secs_f64();
+        let cpu_secs = (cpu_ns() - cpu) as f64 / 1e9;
         let t = summary.sim.trace.as_ref().expect("trace info");
         assert_eq!(t.counts.replayed, REQUESTS);
         println!(
-            "{label}: {} I/Os ({trace_mb:.0} MB of trace) in {secs:.2} s wall = {:.0} simulated I/Os per second; \
+            "{label}: {} I/Os ({trace_mb:.0} MB of trace) in {secs:.2} s wall = {:.0} simulated I/Os per second ({:.0} per CPU second); \
              {} events; simulated {:.3} s; read p99 {} ns; peak RSS {} MiB",
             summary.sim.ios,
             summary.sim.ios as f64 / secs,
+            summary.sim.ios as f64 / cpu_secs,
             summary.sim.events,
             summary.sim.simulated_ns as f64 / 1e9,
             summary.jobs[0].read.latency_ns.p99,
