@@ -268,6 +268,8 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
 
     let warmup = Duration::from_nanos(config.warmup_ns);
     let duration_ns = match (config.duration_ns, config.ios_per_tenant) {
+        // Trace tenants alone end with their traces.
+        (None, None) if config.tenants.iter().all(|t| t.trace.is_some()) => None,
         (None, None) => Some(DEFAULT_DURATION_NS),
         (d, _) => d,
     };
