@@ -244,7 +244,8 @@ pub struct TraceReader<R> {
     origin_ns: Option<u64>,
     skipped: u64,
     first_skipped: Option<String>,
-    /// An I/O error was returned: the iterator is over.
+    /// An error was returned (I/O, or a bad line with [`BadLines::Fail`]): the iterator is
+    /// over.
     failed: bool,
 }
 
@@ -366,7 +367,11 @@ impl<R: BufRead> TraceReader<R> {
             message,
         };
         match self.bad_lines {
-            BadLines::Fail => Some(Err(err)),
+            BadLines::Fail => {
+                // The first error ends the trace: nothing after it is read.
+                self.failed = true;
+                Some(Err(err))
+            }
             BadLines::Skip => {
                 self.skipped += 1;
                 if self.first_skipped.is_none() {
@@ -510,6 +515,9 @@ mod tests {
         let (e, _) = read_all("0,R,0,4096\n\n10,X,0,4096\n", BadLines::Fail);
         let e = e.unwrap_err().to_string();
         assert_eq!(e, "t.txt:3: op `X`: expected R, W, read or write");
+        let mut r = TraceReader::new(&b"1,X,0,1\n2,R,0,512\n"[..], "t", Some(TraceFormat::Csv), BadLines::Fail).unwrap();
+        assert!(r.next().unwrap().is_err());
+        assert!(r.next().is_none(), "nothing is read after the first error");
     }
 
     #[test]
