@@ -176,7 +176,10 @@ impl StatsOut {
         let s = &self.stats;
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         let t = engine::time::format_ns;
-        let mut o = format!("trace      {} ({}, {} lines", self.file, self.format, self.lines);
+        let mut o = format!(
+            "trace      {} ({}, {} lines",
+            self.file, self.format, self.lines
+        );
         if self.bad_lines_skipped > 0 {
             o += &format!(
                 ", {} bad lines skipped; first: {}",
@@ -220,7 +223,10 @@ impl StatsOut {
             t(g.max)
         );
         if s.out_of_order > 0 {
-            o += &format!(" ({} records stamped before their predecessor)", s.out_of_order);
+            o += &format!(
+                " ({} records stamped before their predecessor)",
+                s.out_of_order
+            );
         }
         o += "\nsizes\n";
         for b in &s.sizes {

@@ -8,7 +8,8 @@ fn ullstack() -> Command {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ullstack-trace-cli-{}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("ullstack-trace-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -72,18 +73,28 @@ fn stats_of_a_blkparse_trace() {
     // The table names the same figures.
     let (ok, table, _) = run(ullstack().args(["trace", "stats"]).arg(&path));
     assert!(ok);
-    assert!(table.contains("requests   300 (200 reads, 100 writes; read ratio 66.7 %)"), "{table}");
+    assert!(
+        table.contains("requests   300 (200 reads, 100 writes; read ratio 66.7 %)"),
+        "{table}"
+    );
 }
 
 #[test]
 fn stats_errors_name_file_line_and_expectation_and_skipping_counts() {
     let dir = scratch("bad");
     let path = dir.join("t.csv");
-    std::fs::write(&path, "0,R,0,4096\n10,R,4096,4096\n20,Q,0,4096\n30,W,0,4096\n").unwrap();
+    std::fs::write(
+        &path,
+        "0,R,0,4096\n10,R,4096,4096\n20,Q,0,4096\n30,W,0,4096\n",
+    )
+    .unwrap();
     let (ok, _, err) = run(ullstack().args(["trace", "stats"]).arg(&path));
     assert!(!ok);
     assert!(
-        err.contains(&format!("{}:3: op `Q`: expected R, W, read or write", path.display())),
+        err.contains(&format!(
+            "{}:3: op `Q`: expected R, W, read or write",
+            path.display()
+        )),
         "{err}"
     );
     let (ok, out, err) = run(ullstack()
@@ -91,11 +102,17 @@ fn stats_errors_name_file_line_and_expectation_and_skipping_counts() {
         .arg(&path));
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((v["requests"].as_u64(), v["bad_lines_skipped"].as_u64()), (Some(3), Some(1)));
+    assert_eq!(
+        (v["requests"].as_u64(), v["bad_lines_skipped"].as_u64()),
+        (Some(3), Some(1))
+    );
     let (ok, _, err) = run(ullstack()
         .args(["trace", "stats", "--trace-format", "iolog"])
         .arg(&path));
-    assert!(!ok && err.contains("iolog") && err.contains("blkparse, msr, spc"), "{err}");
+    assert!(
+        !ok && err.contains("iolog") && err.contains("blkparse, msr, spc"),
+        "{err}"
+    );
     std::fs::write(&path, "hello world\n").unwrap();
     let (ok, _, err) = run(ullstack().args(["trace", "stats"]).arg(&path));
     assert!(!ok && err.contains("--trace-format"), "{err}");
@@ -125,7 +142,10 @@ fn sim_replays_a_trace_at_device_level() {
 
     // Open loop at 10x over a window: 10 ms..20 ms of trace is 100 Q events in 1 ms.
     let (ok, json, err) = run(ullstack()
-        .args(["sim", "--device", "zssd", "--json", "--speed", "10", "--from", "10ms", "--to", "20ms", "--trace"])
+        .args([
+            "sim", "--device", "zssd", "--json", "--speed", "10", "--from", "10ms", "--to", "20ms",
+            "--trace",
+        ])
         .arg(&path)
         .arg("--out")
         .arg(&out));
@@ -136,7 +156,9 @@ fn sim_replays_a_trace_at_device_level() {
     assert!((990_000..1_500_000).contains(&ns), "simulated {ns} ns");
 
     let (ok, _, err) = run(ullstack()
-        .args(["sim", "--device", "zssd", "--qd", "4", "--speed", "2", "--trace"])
+        .args([
+            "sim", "--device", "zssd", "--qd", "4", "--speed", "2", "--trace",
+        ])
         .arg(&path));
     assert!(!ok && err.contains("--qd"), "{err}");
     let (ok, _, err) = run(ullstack().args(["sim", "--device", "zssd", "--qd", "4"]));

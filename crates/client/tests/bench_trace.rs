@@ -41,7 +41,10 @@ async fn closed_loop_trace_sends_each_record_once_over_all_connections() {
     let path = trace_file("closed.csv", 1_000_000_000, "");
     let cfg = config(
         fake.addr,
-        &format!("name=A,secret=pw,volume=vol,qd=4,conns=2,trace={}", path.display()),
+        &format!(
+            "name=A,secret=pw,volume=vol,qd=4,conns=2,trace={}",
+            path.display()
+        ),
     );
     let r = bench::run_async(&cfg).await.unwrap();
     let t = &r.tenants[0];
@@ -61,7 +64,10 @@ async fn open_loop_trace_keeps_the_pace_scaled_by_speed() {
     let path = trace_file("open.csv", 1_000_000, "");
     let cfg = config(
         fake.addr,
-        &format!("name=A,secret=pw,volume=vol,speed=2,trace={}", path.display()),
+        &format!(
+            "name=A,secret=pw,volume=vol,speed=2,trace={}",
+            path.display()
+        ),
     );
     let r = bench::run_async(&cfg).await.unwrap();
     let t = &r.tenants[0];
@@ -86,9 +92,15 @@ async fn trace_errors_are_reported() {
     let t = &r.tenants[0];
     assert_eq!(t.reads.count + t.writes.count, 300);
     let e: Vec<_> = t.errors.keys().collect();
-    assert!(e.len() == 1 && e[0].contains("bad.csv:301: op `X`"), "{e:?}");
+    assert!(
+        e.len() == 1 && e[0].contains("bad.csv:301: op `X`"),
+        "{e:?}"
+    );
 
-    let missing = config(fake.addr, "name=A,secret=pw,volume=vol,trace=/nonexistent/t.csv");
+    let missing = config(
+        fake.addr,
+        "name=A,secret=pw,volume=vol,trace=/nonexistent/t.csv",
+    );
     let e = bench::run_async(&missing).await.err().unwrap().to_string();
     assert!(e.contains("/nonexistent/t.csv"), "{e}");
     for (spec, want) in [

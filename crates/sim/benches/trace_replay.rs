@@ -40,7 +40,10 @@ fn cpu_ns() -> u64 {
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
-    let dir = std::env::temp_dir().join(format!("ullstack-trace-replay-bench-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "ullstack-trace-replay-bench-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("1m.mqsim");
     {

@@ -58,7 +58,10 @@ fn open_loop_keeps_the_trace_pace_and_speed_scales_it() {
         assert_eq!(ios(s), 2000);
         assert_eq!(s.jobs[0].read.ios, 1333);
         let t = s.sim.trace.as_ref().expect("trace info in the summary");
-        assert_eq!((t.format, t.counts.records, t.counts.replayed), ("mqsim", 2000, 2000));
+        assert_eq!(
+            (t.format, t.counts.records, t.counts.replayed),
+            ("mqsim", 2000, 2000)
+        );
     }
     // The last I/O is issued at 39.98 ms (19.99 ms at 2x) and takes well under 1 ms.
     let end_1x = at_1x.sim.simulated_ns;
@@ -116,7 +119,10 @@ fn window_device_and_folding_are_counted() {
     assert_eq!(ios(&s), 20);
     assert_eq!(info.counts.before_window, 5);
     assert!(info.counts.stopped_at_window_end);
-    assert_eq!(info.counts.folded, 20, "1 TiB + 3 GiB is past zssd's 800 GB");
+    assert_eq!(
+        info.counts.folded, 20,
+        "1 TiB + 3 GiB is past zssd's 800 GB"
+    );
 }
 
 #[test]
@@ -137,7 +143,10 @@ fn a_bad_line_stops_the_run_with_file_and_line_unless_skipped() {
         .err()
         .expect("the bad line is an error")
         .to_string();
-    assert!(e.contains("bad.mqsim:51: type (1 = read, 0 = write) `x`"), "{e}");
+    assert!(
+        e.contains("bad.mqsim:51: type (1 = read, 0 = write) `x`"),
+        "{e}"
+    );
     let spec = TraceSpec {
         bad_lines: BadLines::Skip,
         ..TraceSpec::new(&path)

@@ -19,7 +19,11 @@ fn generate(format: TraceFormat) -> Vec<u8> {
     let mut i: u64 = 0;
     while out.len() < TRACE_BYTES {
         // A mix of sequential runs and random jumps over 256 GiB.
-        let sector = if i % 4 == 0 { (i * 7919 * 8) % (1 << 29) } else { i * 8 % (1 << 29) };
+        let sector = if i % 4 == 0 {
+            (i * 7919 * 8) % (1 << 29)
+        } else {
+            i * 8 % (1 << 29)
+        };
         let read = i % 3 != 0;
         match format {
             TraceFormat::Msr => writeln!(
@@ -78,7 +82,9 @@ fn cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn stats_of(reader: impl Iterator<Item = Result<workload::trace::TraceRecord, workload::trace::TraceError>>) -> u64 {
+fn stats_of(
+    reader: impl Iterator<Item = Result<workload::trace::TraceRecord, workload::trace::TraceError>>,
+) -> u64 {
     let mut stats = TraceStats::new();
     for r in reader {
         stats.add(&r.expect("generated lines are valid"));
@@ -88,10 +94,14 @@ fn stats_of(reader: impl Iterator<Item = Result<workload::trace::TraceRecord, wo
 
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
-    let dir = std::env::temp_dir().join(format!("ullstack-trace-stats-bench-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("ullstack-trace-stats-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     for format in TraceFormat::ALL {
-        if filter.as_deref().is_some_and(|f| !format.name().contains(f)) {
+        if filter
+            .as_deref()
+            .is_some_and(|f| !format.name().contains(f))
+        {
             continue;
         }
         let bytes = generate(format);
@@ -108,7 +118,8 @@ fn main() {
         let file_cpu_s = (cpu_ns() - cpu) as f64 / 1e9;
 
         let wall = Instant::now();
-        let reader = TraceReader::new(&bytes[..], "memory", Some(format), BadLines::Fail).expect("reader");
+        let reader =
+            TraceReader::new(&bytes[..], "memory", Some(format), BadLines::Fail).expect("reader");
         let n2 = stats_of(reader);
         let mem_s = wall.elapsed().as_secs_f64();
         assert_eq!(n, n2);

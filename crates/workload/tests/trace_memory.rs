@@ -8,8 +8,8 @@
 //! `Vec` must break the same budget, so the bound is one a non-streaming reader would cross.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::{BufReader, Read, Write};
 use std::cell::Cell;
+use std::io::{BufReader, Read, Write};
 
 use workload::trace::{
     BadLines, Pacing, Replay, ReplayOptions, TraceFormat, TraceReader, TraceStats,

@@ -318,18 +318,12 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
                     },
                     Load::Open { .. } => unreachable!("spec: trace= excludes rate="),
                 };
-                let tg = trace::TraceGen::open(
-                    path,
-                    region,
-                    pacing,
-                    c.index,
-                    t.connections,
-                    size_bytes,
-                )
-                .map_err(|message| BenchError::Trace {
-                    tenant: t.name.clone(),
-                    message,
-                })?;
+                let tg =
+                    trace::TraceGen::open(path, region, pacing, c.index, t.connections, size_bytes)
+                        .map_err(|message| BenchError::Trace {
+                            tenant: t.name.clone(),
+                            message,
+                        })?;
                 Source::Trace(Box::new(tg))
             }
         };

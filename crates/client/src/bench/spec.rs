@@ -222,17 +222,28 @@ pub fn parse_tenant_pairs(
             v.parse::<f64>()
                 .ok()
                 .and_then(|f| workload::trace::Pacing::open_loop(f).ok())
-                .ok_or_else(|| err(ctx, format!("speed={v:?}: expected a factor from 0.001 to 1000000")))
+                .ok_or_else(|| {
+                    err(
+                        ctx,
+                        format!("speed={v:?}: expected a factor from 0.001 to 1000000"),
+                    )
+                })
         })
         .transpose()?;
     if trace.is_some() {
         for key in ["rate", "read", "pattern"] {
             if map.contains_key(key) {
-                return Err(err(ctx, format!("{key}= and trace= exclude each other: the trace decides")));
+                return Err(err(
+                    ctx,
+                    format!("{key}= and trace= exclude each other: the trace decides"),
+                ));
             }
         }
         if speed.is_some() && qd.is_some() {
-            return Err(err(ctx, "speed= (open loop at the trace's times) and qd= (closed loop) exclude each other"));
+            return Err(err(
+                ctx,
+                "speed= (open loop at the trace's times) and qd= (closed loop) exclude each other",
+            ));
         }
     } else if speed.is_some() {
         return Err(err(ctx, "speed= needs trace=FILE"));

@@ -21,9 +21,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
-use workload::trace::{
-    BadLines, Pacing, Replay, ReplayIo, ReplayOptions, TraceOp, TraceReader,
-};
+use workload::trace::{BadLines, Pacing, Replay, ReplayIo, ReplayOptions, TraceOp, TraceReader};
 
 use super::gen::OpKind;
 
@@ -120,7 +118,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ullstack-bench-trace-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.csv");
-        std::fs::write(&path, "0,R,0,4096\n1000,W,4096,8192\n2000,R,1073741824,2097152\n3000,R,0,512\n").unwrap();
+        std::fs::write(
+            &path,
+            "0,R,0,4096\n1000,W,4096,8192\n2000,R,1073741824,2097152\n3000,R,0,512\n",
+        )
+        .unwrap();
         let pacing = Pacing::open_loop(2.0).unwrap();
         let mut a = TraceGen::open(&path, 1 << 30, pacing, 0, 2, 1 << 20).unwrap();
         let mut b = TraceGen::open(&path, 1 << 30, pacing, 1, 2, 1 << 20).unwrap();

@@ -185,9 +185,9 @@ impl TraceKeys {
         let device = match &p.trace_device {
             None => None,
             Some(TraceDeviceKey::Number(n)) => Some(*n),
-            Some(TraceDeviceKey::Text(t)) => Some(
-                workload::trace::parse_device(t).map_err(|e| format!("trace_device: {e}"))?,
-            ),
+            Some(TraceDeviceKey::Text(t)) => {
+                Some(workload::trace::parse_device(t).map_err(|e| format!("trace_device: {e}"))?)
+            }
         };
         let pacing = match p.trace_mode.unwrap_or(TraceMode::OpenLoop) {
             TraceMode::OpenLoop => Pacing::open_loop(p.trace_speed.unwrap_or(1.0))
@@ -578,7 +578,13 @@ mod tests {
     #[test]
     fn traces_parse_with_line_numbers_in_errors() {
         let k = keys("trace = \"t.csv\"");
-        let t = read_trace(&b"# t,op,off,len\n0,R,0,4096\n1000,w,8192,8192\n\n"[..], "t.csv", &k, 1 << 30).unwrap();
+        let t = read_trace(
+            &b"# t,op,off,len\n0,R,0,4096\n1000,w,8192,8192\n\n"[..],
+            "t.csv",
+            &k,
+            1 << 30,
+        )
+        .unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!(t[1].op, engine::IoOp::Write);
         let e = read_trace(&b"0,R,0,4096\n10,X,0,4096\n"[..], "t.csv", &k, 1 << 30).unwrap_err();
@@ -599,7 +605,8 @@ mod tests {
         assert_eq!((t[0].offset_bytes, t[1].at_ns), (0, 1_000_000));
         let k = keys("trace = \"m.csv\"\ntrace_device = \"8,0\"\ntrace_mode = \"afap\"");
         assert_eq!(k.device, Some(8 << 20));
-        let p: ProcessTable = toml::from_str("trace = \"m\"\ntrace_mode = \"afap\"\ntrace_speed = 2.0").unwrap();
+        let p: ProcessTable =
+            toml::from_str("trace = \"m\"\ntrace_mode = \"afap\"\ntrace_speed = 2.0").unwrap();
         assert!(TraceKeys::of(&p).is_err());
         let p: ProcessTable = toml::from_str("trace = \"m\"\ntrace_format = \"iolog\"").unwrap();
         let e = TraceKeys::of(&p).err().unwrap();

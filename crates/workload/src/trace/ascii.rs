@@ -29,13 +29,19 @@ pub(crate) enum AsciiTime {
     DecimalMs,
 }
 
-pub(crate) const EXPECTED: &str = "5 whitespace-separated fields `time device lba_sectors size_sectors type`";
+pub(crate) const EXPECTED: &str =
+    "5 whitespace-separated fields `time device lba_sectors size_sectors type`";
 
 pub(crate) fn parse(line: &str, time: AsciiTime) -> Result<Line, String> {
     let mut it = line.split_ascii_whitespace();
-    let (Some(t), Some(dev), Some(lba), Some(size), Some(kind), None) =
-        (it.next(), it.next(), it.next(), it.next(), it.next(), it.next())
-    else {
+    let (Some(t), Some(dev), Some(lba), Some(size), Some(kind), None) = (
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+        it.next(),
+    ) else {
         return Err(format!(
             "found {} fields: expected {EXPECTED}",
             line.split_ascii_whitespace().count()

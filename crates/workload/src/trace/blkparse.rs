@@ -66,7 +66,9 @@ pub(crate) fn parse(line: &str) -> Result<Line, String> {
         it.next(),
         it.next(),
     ) else {
-        return Err(format!("event of device {dev} is cut short: expected {EXPECTED}"));
+        return Err(format!(
+            "event of device {dev} is cut short: expected {EXPECTED}"
+        ));
     };
     uint32(cpu, "CPU")?;
     uint(seq, "sequence number")?;
@@ -75,10 +77,12 @@ pub(crate) fn parse(line: &str) -> Result<Line, String> {
     if action != "Q" {
         return Ok(Line::Event);
     }
-    if !rwbs
-        .bytes()
-        .all(|b| matches!(b, b'F' | b'D' | b'W' | b'R' | b'N' | b'A' | b'S' | b'M' | b'E' | b'B'))
-    {
+    if !rwbs.bytes().all(|b| {
+        matches!(
+            b,
+            b'F' | b'D' | b'W' | b'R' | b'N' | b'A' | b'S' | b'M' | b'E' | b'B'
+        )
+    }) {
         return Err(format!(
             "RWBS `{}`: expected letters from F, D, W, R, N, A, S, M, E, B",
             shorten(rwbs)
@@ -139,7 +143,10 @@ mod tests {
         let Ok(Line::Io(r)) = parse("8,16 0 9 1.000000000 1 Q RA 64 + 256 [cat]") else {
             panic!("parses")
         };
-        assert_eq!((r.op, r.device, r.time_ns), (TraceOp::Read, 8 << 20 | 16, 1_000_000_000));
+        assert_eq!(
+            (r.op, r.device, r.time_ns),
+            (TraceOp::Read, 8 << 20 | 16, 1_000_000_000)
+        );
         for passed in [
             "8,0 3 2 0.000002 697 D W 223490 + 8 [kjournald]",
             "8,0 3 3 0.000002 697 C W 223490 + 8 [0]",
@@ -148,10 +155,17 @@ mod tests {
             "CPU0 (8,0):",
             " Reads Queued:           0,        0KiB",
         ] {
-            assert!(!matches!(parse(passed), Ok(Line::Io(_)) | Err(_)), "{passed}");
+            assert!(
+                !matches!(parse(passed), Ok(Line::Io(_)) | Err(_)),
+                "{passed}"
+            );
         }
-        assert!(parse("8,0 3 1 x 697 Q W 1 + 8 [a]").unwrap_err().contains("time"));
-        assert!(parse("8,0 3 1 0.1 697 Q W 1 - 8 [a]").unwrap_err().contains("SECTOR + COUNT"));
+        assert!(parse("8,0 3 1 x 697 Q W 1 + 8 [a]")
+            .unwrap_err()
+            .contains("time"));
+        assert!(parse("8,0 3 1 0.1 697 Q W 1 - 8 [a]")
+            .unwrap_err()
+            .contains("SECTOR + COUNT"));
         assert_eq!(parse_device("8,16"), Some(8_388_624));
     }
 }

@@ -48,7 +48,10 @@ mod tests {
         let Ok(Line::Io(r)) = parse("1000, w ,8192,8192") else {
             panic!("parses")
         };
-        assert_eq!((r.time_ns, r.op, r.offset_bytes), (1000, TraceOp::Write, 8192));
+        assert_eq!(
+            (r.time_ns, r.op, r.offset_bytes),
+            (1000, TraceOp::Write, 8192)
+        );
         assert!(parse("0,X,0,4096").unwrap_err().contains("op `X`"));
         assert!(parse("0,R,0").unwrap_err().contains("found 3 fields"));
     }

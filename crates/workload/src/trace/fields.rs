@@ -139,7 +139,10 @@ mod tests {
     fn integers_name_the_field() {
         assert_eq!(uint(" 42 ", "size"), Ok(42));
         let e = uint("4k", "size").unwrap_err();
-        assert!(e.contains("size `4k`") && e.contains("non-negative integer"), "{e}");
+        assert!(
+            e.contains("size `4k`") && e.contains("non-negative integer"),
+            "{e}"
+        );
         assert!(uint32("4294967296", "device").is_err());
     }
 }

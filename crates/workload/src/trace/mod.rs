@@ -459,9 +459,8 @@ pub fn parse_device(text: &str) -> Result<u32, String> {
             format!("device `{text}`: expected MAJ,MIN with MAJ below 4096 and MIN below 2^20")
         });
     }
-    text.parse::<u32>().map_err(|_| {
-        format!("device `{text}`: expected a device number (below 2^32) or MAJ,MIN")
-    })
+    text.parse::<u32>()
+        .map_err(|_| format!("device `{text}`: expected a device number (below 2^32) or MAJ,MIN"))
 }
 
 /// Parses a trace time for `--from`/`--to`: a decimal number with a unit, `ns`, `us`, `ms` or
@@ -511,11 +510,20 @@ mod tests {
             BadLines::Fail,
         );
         let v = v.unwrap();
-        assert_eq!(v.iter().map(|r| r.time_ns).collect::<Vec<_>>(), [0, 1000, 0]);
+        assert_eq!(
+            v.iter().map(|r| r.time_ns).collect::<Vec<_>>(),
+            [0, 1000, 0]
+        );
         let (e, _) = read_all("0,R,0,4096\n\n10,X,0,4096\n", BadLines::Fail);
         let e = e.unwrap_err().to_string();
         assert_eq!(e, "t.txt:3: op `X`: expected R, W, read or write");
-        let mut r = TraceReader::new(&b"1,X,0,1\n2,R,0,512\n"[..], "t", Some(TraceFormat::Csv), BadLines::Fail).unwrap();
+        let mut r = TraceReader::new(
+            &b"1,X,0,1\n2,R,0,512\n"[..],
+            "t",
+            Some(TraceFormat::Csv),
+            BadLines::Fail,
+        )
+        .unwrap();
         assert!(r.next().unwrap().is_err());
         assert!(r.next().is_none(), "nothing is read after the first error");
     }
@@ -531,11 +539,14 @@ mod tests {
     #[test]
     fn long_lines_are_bad_and_not_kept() {
         let long = format!("0,R,0,4096\n{}\n5,W,0,512\n", "9".repeat(100_000));
-        let mut r = TraceReader::new(long.as_bytes(), "t", Some(TraceFormat::Csv), BadLines::Skip)
-            .unwrap();
+        let mut r =
+            TraceReader::new(long.as_bytes(), "t", Some(TraceFormat::Csv), BadLines::Skip).unwrap();
         assert_eq!(r.by_ref().count(), 2);
         assert_eq!(r.skipped_lines(), 1);
-        assert!(r.first_skipped().unwrap().contains("t:2: line longer than 4096"));
+        assert!(r
+            .first_skipped()
+            .unwrap()
+            .contains("t:2: line longer than 4096"));
         assert!(r.line.capacity() <= 2 * MAX_LINE_BYTES);
     }
 

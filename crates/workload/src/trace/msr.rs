@@ -67,8 +67,15 @@ mod tests {
             panic!("parses")
         };
         assert_eq!(r.time_ns, 12_816_637_200_306_162_900);
-        assert_eq!((r.device, r.op, r.offset_bytes, r.len_bytes), (1, TraceOp::Read, 3 << 30, 4096));
-        assert!(parse("1,hm,1,Trim,0,4096,1").unwrap_err().contains("Type `Trim`"));
-        assert!(parse("1,hm,1,Read,0,4096").unwrap_err().contains("found 6 fields"));
+        assert_eq!(
+            (r.device, r.op, r.offset_bytes, r.len_bytes),
+            (1, TraceOp::Read, 3 << 30, 4096)
+        );
+        assert!(parse("1,hm,1,Trim,0,4096,1")
+            .unwrap_err()
+            .contains("Type `Trim`"));
+        assert!(parse("1,hm,1,Read,0,4096")
+            .unwrap_err()
+            .contains("found 6 fields"));
     }
 }

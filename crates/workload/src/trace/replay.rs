@@ -286,7 +286,15 @@ mod tests {
 
     #[test]
     fn window_device_and_speed() {
-        let recs = vec![rec(0, 1), rec(1000, 2), rec(7_000_000, 1), rec(6_000_000, 1), rec(9_000_000, 1), rec(20_000_000, 1), rec(30_000_000, 1)];
+        let recs = vec![
+            rec(0, 1),
+            rec(1000, 2),
+            rec(7_000_000, 1),
+            rec(6_000_000, 1),
+            rec(9_000_000, 1),
+            rec(20_000_000, 1),
+            rec(30_000_000, 1),
+        ];
         let opts = ReplayOptions {
             device: Some(1),
             from_ns: 1_000_000,
@@ -299,7 +307,10 @@ mod tests {
         // (7 ms - 1 ms) / 3 = 2 ms; 6 ms goes back, issued with it; (9 - 1) / 3.
         assert_eq!(times, [2_000_000, 2_000_000, 2_666_666]);
         let c = r.counts();
-        assert_eq!((c.records, c.other_device, c.before_window, c.replayed), (6, 1, 1, 3));
+        assert_eq!(
+            (c.records, c.other_device, c.before_window, c.replayed),
+            (6, 1, 1, 3)
+        );
         assert!(c.stopped_at_window_end);
         assert!(Pacing::open_loop(0.0).is_err());
         assert!(Pacing::open_loop(f64::NAN).is_err());

@@ -50,7 +50,10 @@ mod tests {
         let Ok(Line::Io(r)) = parse("0,303567,3584,w,0.000000") else {
             panic!("parses")
         };
-        assert_eq!((r.device, r.op, r.offset_bytes, r.len_bytes), (0, TraceOp::Write, 303_567 * 512, 3584));
+        assert_eq!(
+            (r.device, r.op, r.offset_bytes, r.len_bytes),
+            (0, TraceOp::Write, 303_567 * 512, 3584)
+        );
         let Ok(Line::Io(r)) = parse("2, 10, 512, R, 1.5, extra") else {
             panic!("parses with an optional field")
         };

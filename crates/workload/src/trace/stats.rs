@@ -156,7 +156,11 @@ impl TraceStats {
             while i < end {
                 let (w, b) = ((i / 64) as usize, i % 64);
                 let n = (64 - b).min(end - i);
-                let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << b };
+                let mask = if n == 64 {
+                    u64::MAX
+                } else {
+                    ((1u64 << n) - 1) << b
+                };
                 self.footprint_blocks += u64::from((mask & !bits[w]).count_ones());
                 bits[w] |= mask;
                 i += n;
@@ -196,7 +200,11 @@ impl TraceStats {
             // current).
             devices: self.last_end.len() as u64 + u64::from(self.current.is_some()),
             interarrival_ns: Gaps {
-                mean: if self.gaps.is_empty() { 0 } else { self.gaps.mean().round() as u64 },
+                mean: if self.gaps.is_empty() {
+                    0
+                } else {
+                    self.gaps.mean().round() as u64
+                },
                 p50: q(0.5),
                 p90: q(0.9),
                 p99: q(0.99),
@@ -305,7 +313,13 @@ mod tests {
         assert_eq!(r.out_of_order, 1);
         assert_eq!(r.duration_ns, 3000);
         assert_eq!(r.footprint_bytes, (512 + 1) * 4096);
-        let by_bound = |b: Option<u64>| r.sizes.iter().find(|s| s.up_to_bytes == b).unwrap().requests;
+        let by_bound = |b: Option<u64>| {
+            r.sizes
+                .iter()
+                .find(|s| s.up_to_bytes == b)
+                .unwrap()
+                .requests
+        };
         assert_eq!(by_bound(Some(4096)), 3);
         assert_eq!(by_bound(None), 1);
         assert_eq!(r.interarrival_ns.max, 2000);
@@ -330,8 +344,22 @@ mod tests {
     #[test]
     fn sequentiality_is_per_device() {
         let mut s = TraceStats::new();
-        for (device, offset) in [(0, 0), (1, 0), (0, 4096), (1, 4096), (2, 0), (0, 8192), (1, 0)] {
-            s.add(&TraceRecord { time_ns: 0, device, op: TraceOp::Read, offset_bytes: offset, len_bytes: 4096 });
+        for (device, offset) in [
+            (0, 0),
+            (1, 0),
+            (0, 4096),
+            (1, 4096),
+            (2, 0),
+            (0, 8192),
+            (1, 0),
+        ] {
+            s.add(&TraceRecord {
+                time_ns: 0,
+                device,
+                op: TraceOp::Read,
+                offset_bytes: offset,
+                len_bytes: 4096,
+            });
         }
         let r = s.report();
         assert_eq!((r.sequential, r.devices), (3, 3));
