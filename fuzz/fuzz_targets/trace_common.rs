@@ -72,8 +72,8 @@ pub fn check(data: &[u8], format: TraceFormat) {
     let mut last = 0;
     for io in Replay::new(skipping, opts) {
         let io = io.expect("a skipping reader over memory never fails");
-        assert!(io.len_bytes > 0 && io.len_bytes % SECTOR_BYTES == 0);
-        assert!(io.offset_bytes % SECTOR_BYTES == 0);
+        assert!(io.len_bytes > 0 && io.len_bytes.is_multiple_of(SECTOR_BYTES));
+        assert!(io.offset_bytes.is_multiple_of(SECTOR_BYTES));
         assert!(io.offset_bytes + io.len_bytes <= capacity);
         assert!(io.issue_at_ns >= last);
         last = io.issue_at_ns;

@@ -13,7 +13,7 @@ fn mqsim_trace(n: u64, gap_ns: u64) -> String {
     let mut s = String::new();
     for i in 0..n {
         let sector = (i * 7919 * 8) % (1 << 27);
-        let read = u8::from(i % 3 != 0);
+        let read = u8::from(!i.is_multiple_of(3));
         s.push_str(&format!("{} 0 {sector} 8 {read}\n", i * gap_ns));
     }
     s
@@ -137,12 +137,13 @@ fn a_bad_line_stops_the_run_with_file_and_line_unless_skipped() {
         1,
         false,
     );
-    let e = DeviceRun::with_trace(&cfg, &TraceSpec::new(&path))
+    let Err(e) = DeviceRun::with_trace(&cfg, &TraceSpec::new(&path))
         .unwrap()
         .run(&mut Silent)
-        .err()
-        .expect("the bad line is an error")
-        .to_string();
+    else {
+        panic!("the bad line is an error");
+    };
+    let e = e.to_string();
     assert!(
         e.contains("bad.mqsim:51: type (1 = read, 0 = write) `x`"),
         "{e}"

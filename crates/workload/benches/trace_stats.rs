@@ -19,12 +19,12 @@ fn generate(format: TraceFormat) -> Vec<u8> {
     let mut i: u64 = 0;
     while out.len() < TRACE_BYTES {
         // A mix of sequential runs and random jumps over 256 GiB.
-        let sector = if i % 4 == 0 {
+        let sector = if i.is_multiple_of(4) {
             (i * 7919 * 8) % (1 << 29)
         } else {
             i * 8 % (1 << 29)
         };
-        let read = i % 3 != 0;
+        let read = !i.is_multiple_of(3);
         match format {
             TraceFormat::Msr => writeln!(
                 out,

@@ -80,20 +80,20 @@ impl Generated {
         let i = self.i;
         self.i += 1;
         let sector = (i * 7919) % self.span_sectors;
-        let read = i % 3 != 0;
+        let read = !i.is_multiple_of(3);
         let mut w = &mut self.line[..];
         let room = w.len();
         match self.format {
-            TraceFormat::Msr => write!(
+            TraceFormat::Msr => writeln!(
                 w,
-                "{},hm,1,{},{},4096,1111\n",
+                "{},hm,1,{},{},4096,1111",
                 128_166_372_003_061_629 + i * 250,
                 if read { "Read" } else { "Write" },
                 sector * 512
             ),
-            TraceFormat::Blkparse => write!(
+            TraceFormat::Blkparse => writeln!(
                 w,
-                "  8,0    {}  {:>7}  {}.{:09}  697  Q  {} {} + 8 [kworker]\n",
+                "  8,0    {}  {:>7}  {}.{:09}  697  Q  {} {} + 8 [kworker]",
                 i % 4,
                 i,
                 i / 40_000,

@@ -267,8 +267,8 @@ mod tests {
         fn folded_requests_fit_the_device(off in 0u64..u64::MAX / 2, len in 1u64..1 << 24, cap_sectors in 1u64..1 << 40) {
             let cap = cap_sectors * SECTOR_BYTES;
             let f = fold_onto(off, len, cap);
-            prop_assert!(f.len_bytes > 0 && f.len_bytes % SECTOR_BYTES == 0);
-            prop_assert!(f.offset_bytes % SECTOR_BYTES == 0);
+            prop_assert!(f.len_bytes > 0 && f.len_bytes.is_multiple_of(SECTOR_BYTES));
+            prop_assert!(f.offset_bytes.is_multiple_of(SECTOR_BYTES));
             prop_assert!(f.offset_bytes + f.len_bytes <= cap);
             prop_assert!(f.len_bytes >= len.min(cap) );
         }
