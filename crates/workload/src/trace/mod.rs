@@ -360,6 +360,13 @@ impl<R: BufRead> TraceReader<R> {
         }
     }
 
+    /// `r` with its time from the trace's first record.
+    fn relative(&mut self, mut r: TraceRecord) -> TraceRecord {
+        let origin = *self.origin_ns.get_or_insert(r.time_ns);
+        r.time_ns = r.time_ns.saturating_sub(origin);
+        r
+    }
+
     fn bad(&mut self, message: String) -> Option<Result<TraceRecord, TraceError>> {
         let err = TraceError::BadLine {
             source_name: self.source_name.clone(),
@@ -383,9 +390,22 @@ impl<R: BufRead> TraceReader<R> {
     }
 }
 
-/// The index of the first `\n`.
+/// The index of the first `\n`, eight bytes at a time (a word holds a `\n` byte when
+/// `x ^ 0x0a0a..` has a zero byte; the classic has-zero-byte test finds it).
 fn memchr_newline(buf: &[u8]) -> Option<usize> {
-    buf.iter().position(|&b| b == b'\n')
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = buf.chunks_exact(8);
+    let mut at = 0;
+    for chunk in chunks.by_ref() {
+        let word = u64::from_le_bytes(chunk.try_into().expect("chunks of 8"));
+        let x = word ^ (ONES * u64::from(b'\n'));
+        if x.wrapping_sub(ONES) & !x & HIGHS != 0 {
+            break;
+        }
+        at += 8;
+    }
+    buf[at..].iter().position(|&b| b == b'\n').map(|i| at + i)
 }
 
 impl<R: BufRead> Iterator for TraceReader<R> {
@@ -396,6 +416,46 @@ impl<R: BufRead> Iterator for TraceReader<R> {
             return None;
         }
         loop {
+            // Fast path: a whole line in the read buffer is parsed where it lies.
+            let format = self.format;
+            let fast = match self.input.fill_buf() {
+                Ok(buf) => match memchr_newline(buf) {
+                    Some(i) if i <= MAX_LINE_BYTES => {
+                        let outcome = match std::str::from_utf8(&buf[..i]) {
+                            Ok(text) => {
+                                let text = text.trim();
+                                if text.is_empty() || text.starts_with('#') {
+                                    Ok(Line::Other)
+                                } else {
+                                    format.parse_line(text)
+                                }
+                            }
+                            // The slow path reports it with its byte offset.
+                            Err(_) => Err(String::new()),
+                        };
+                        match outcome {
+                            Err(m) if m.is_empty() => None,
+                            outcome => {
+                                self.input.consume(i + 1);
+                                Some(outcome)
+                            }
+                        }
+                    }
+                    _ => None,
+                },
+                Err(_) => None, // the slow path reports it
+            };
+            if let Some(outcome) = fast {
+                self.line_no += 1;
+                match outcome {
+                    Ok(Line::Io(r)) => return Some(Ok(self.relative(r))),
+                    Ok(Line::Event | Line::Other) => continue,
+                    Err(message) => match self.bad(message) {
+                        Some(e) => return Some(e),
+                        None => continue,
+                    },
+                }
+            }
             let too_long = match self.read_line() {
                 Ok(Some(too_long)) => too_long,
                 Ok(None) => return None,
@@ -436,11 +496,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
                 continue;
             }
             match self.format.parse_line(text) {
-                Ok(Line::Io(mut r)) => {
-                    let origin = *self.origin_ns.get_or_insert(r.time_ns);
-                    r.time_ns = r.time_ns.saturating_sub(origin);
-                    return Some(Ok(r));
-                }
+                Ok(Line::Io(r)) => return Some(Ok(self.relative(r))),
                 Ok(Line::Event | Line::Other) => continue,
                 Err(message) => match self.bad(message) {
                     Some(e) => return Some(e),
@@ -557,6 +613,13 @@ mod tests {
         assert!(r.next().unwrap().is_ok());
         let e = r.next().unwrap().unwrap_err().to_string();
         assert!(e.starts_with("t:2: byte 3 is not UTF-8"), "{e}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn newline_search_matches_a_plain_scan(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            proptest::prop_assert_eq!(memchr_newline(&bytes), bytes.iter().position(|&b| b == b'\n'));
+        }
     }
 
     #[test]
