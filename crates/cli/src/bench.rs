@@ -50,6 +50,10 @@ Tenant keys (--tenant key=value,key=value,... or a [[tenant]] table in a scenari
   count     N copies named NAME-0..NAME-(N-1) (1)         fua      yes: writes are FUA (no)
   register  no: use the default best-effort flow (yes)    span     address only the first
                                                                    SPAN bytes (whole volume)
+  trace     replay a block trace file (blkparse, MSR, SPC, DiskSim/MQSim, CSV): its reads,
+            writes, sizes and times, folded onto the region; excludes rate/read/pattern;
+            with qd= closed loop, else open loop; size= caps one request (1m)
+  speed     with trace=: trace times divided by this (1)
 
 An LC tenant's SLO IOPS and offered load are split evenly over its connections, so the
 server reserves the tenant once. Tenants register in the order given; a tenant the server

@@ -13,6 +13,7 @@ mod remote;
 mod serve;
 mod sim;
 mod study;
+mod trace;
 
 /// Latency QoS on ultra-low-latency NVMe flash: simulate the whole I/O path, serve remote flash
 /// with per-tenant SLOs, and benchmark it.
@@ -24,6 +25,8 @@ mod study;
     after_help = "Start here:\n  \
     ullstack sim                                   the default co-run (apache + pagerank), co-run vs alone\n  \
     ullstack sim --device zssd --job JOB.fio       one fio job straight into a simulated SSD\n  \
+    ullstack sim --device zssd --trace FILE        replay a block trace (blkparse, MSR, SPC, ...)\n  \
+    ullstack trace stats FILE                      what a block trace holds\n  \
     ullstack serve --memory 1GiB                   a remote-flash server (NBD and own protocol)\n  \
     ullstack bench --help                          load a running server, per-tenant latency\n  \
     ullstack study ull --quick                     a study: many runs, plots, report.html\n\n\
@@ -48,6 +51,8 @@ enum Command {
     Place(place::PlaceArgs),
     /// Measure a device, file or the SSD model and fit the QoS device profile.
     Calibrate(calibrate::CalibrateArgs),
+    /// Work with block traces (`trace stats FILE`).
+    Trace(trace::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         Command::Study(args) => study::run(args),
         Command::Place(args) => place::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Trace(args) => trace::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -25,6 +25,14 @@ use sim::{DeviceRun, DeviceRunConfig, Progress, RunFileSettings};
 ///   ullstack sim --device nvme-tlc --job examples/mixed-70-30.fio --seed 7 --out results/tlc
 ///   ullstack sim --config run.toml          (device overrides, host costs, job file, seed)
 ///
+/// Device-level trace replay: a block trace (blkparse text, MSR Cambridge, SPC, DiskSim or
+/// MQSim ASCII, or ullstack's CSV) streamed into the device, open loop at its own times
+/// (`--speed F` to scale them) or closed loop at `--qd N`; addresses are folded onto the
+/// device's capacity (modulo; see workload::trace::replay).
+///
+///   ullstack sim --device zssd --trace hm_1.csv --speed 4 --from 10s --to 70s
+///   ullstack sim --device zssd --trace sda.blkparse.txt --qd 32 --trace-device 8,0
+///
 /// A device-level run with no job runs the embedded device-level default (4 KiB random read
 /// and write at QD1 and QD32). The same configuration and seed always give the same results
 /// (summary.json is identical apart from `sim.wall_ns`).
@@ -83,6 +91,8 @@ pub struct SimArgs {
     /// per category). Off by default; it does not change summary.json.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     series_ms: Option<u64>,
+    #[command(flatten)]
+    replay: crate::trace::ReplayArgs,
 }
 
 /// Opens `<out>/timeseries.csv` for `--series-ms`.
@@ -135,7 +145,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         || args.job.is_some()
         || args.config.is_some()
         || args.host.is_some()
-        || args.integrity;
+        || args.integrity
+        || args.replay.trace.is_some();
     if !device_level {
         return run_system(args);
     }
@@ -162,14 +173,24 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         job_file: args.job.clone(),
         integrity: args.integrity,
     };
-    let cfg = DeviceRunConfig::resolve(file, overrides)?;
-    let mut run = DeviceRun::new(&cfg)?;
+    let mut cfg = DeviceRunConfig::resolve(file, overrides)?;
+    let trace = args.replay.spec()?;
+    if let Some(t) = &trace {
+        cfg.job_source = t.path.display().to_string();
+    }
+    let mut run = match &trace {
+        Some(t) => DeviceRun::with_trace(&cfg, t)?,
+        None => DeviceRun::new(&cfg)?,
+    };
     if let Some((window_ns, out)) = series_file(&args)? {
         run.enable_series(window_ns, out)?;
     }
     let summary = run.run(&mut Bar(None))?;
     for w in &summary.device.warnings {
         eprintln!("warning: {w}");
+    }
+    if let Some(t) = &summary.sim.trace {
+        eprintln!("{}", t.line());
     }
     summary
         .write_folder(&args.out)

@@ -44,6 +44,12 @@
 //! count the I/Os after the ramp ([`IoGenerator::restart_budget`]); and IOPS and bandwidth
 //! are over the time from the ramp's end to the job's last completion.
 //!
+//! ## Trace replay
+//! [`DeviceRun::with_trace`] runs a block trace instead of jobs: one thread whose I/Os come from
+//! the trace, streamed (`trace_replay`). Everything else — costs, CPU accounting, integrity,
+//! time series, the summary — is the same as for a job; the summary's job is named after the
+//! trace file and `sim.trace` says what the replay read, skipped and folded.
+//!
 //! ## Invariants
 //! Every I/O completes exactly once (the run ends by checking that the device and every thread
 //! have nothing in flight). In data-integrity mode each write carries a fresh version and every
@@ -65,6 +71,7 @@ use crate::report::{
     CpuSummary, JobResult, OpResult, RunSummary, SimInfo, ThinHostDetail, ThreadCpu,
 };
 use crate::series::{Sample, Series};
+use crate::trace_replay::{TraceFeed, TraceSpec};
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +88,14 @@ pub enum RunError {
     Leak(String),
     #[error("writing the time series: {0}")]
     Series(std::io::Error),
+    #[error(transparent)]
+    Trace(#[from] workload::trace::TraceError),
+}
+
+/// Where a thread's I/Os come from.
+enum Source {
+    Job(IoGenerator),
+    Trace(Box<TraceFeed>),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -93,7 +108,7 @@ struct Thread {
     job: usize,
     group: u32,
     sqid: u16,
-    generator: IoGenerator,
+    source: Source,
     rng: SimRng,
     iodepth: u32,
     completion: Completion,
@@ -239,6 +254,22 @@ pub struct DeviceRun<'a> {
 
 impl<'a> DeviceRun<'a> {
     pub fn new(cfg: &'a DeviceRunConfig) -> Result<DeviceRun<'a>, RunError> {
+        Self::build(cfg, None)
+    }
+
+    /// A run that replays `trace` instead of `cfg`'s jobs (see "Trace replay" above); the
+    /// device, host costs, seed and integrity mode are `cfg`'s.
+    pub fn with_trace(
+        cfg: &'a DeviceRunConfig,
+        trace: &TraceSpec,
+    ) -> Result<DeviceRun<'a>, RunError> {
+        Self::build(cfg, Some(trace))
+    }
+
+    fn build(
+        cfg: &'a DeviceRunConfig,
+        trace: Option<&TraceSpec>,
+    ) -> Result<DeviceRun<'a>, RunError> {
         let mut ssd = Ssd::with_seed(
             &cfg.device,
             DeviceOptions {
@@ -250,7 +281,11 @@ impl<'a> DeviceRun<'a> {
         let mut threads: Vec<Thread> = Vec::new();
         let mut jobs: Vec<JobAcc> = Vec::new();
         let mut groups: Vec<u32> = Vec::new();
-        for spec in &cfg.jobs.jobs {
+        let job_specs: &[JobSpec] = match trace {
+            Some(_) => &[],
+            None => &cfg.jobs.jobs,
+        };
+        for spec in job_specs {
             if spec.block_size_bytes % SECTOR_BYTES != 0 {
                 return Err(RunError::Unaligned {
                     job: spec.name.clone(),
@@ -282,7 +317,7 @@ impl<'a> DeviceRun<'a> {
                     job,
                     group: spec.group,
                     sqid,
-                    generator: IoGenerator::new(spec, clone, capacity)?,
+                    source: Source::Job(IoGenerator::new(spec, clone, capacity)?),
                     rng: stream(
                         cfg.seed ^ spec.randseed.unwrap_or(0),
                         &format!("job.{}.{clone}", spec.name),
@@ -309,6 +344,43 @@ impl<'a> DeviceRun<'a> {
                     track_ahead: false,
                 });
             }
+        }
+        if let Some(spec) = trace {
+            let feed = TraceFeed::open(spec, capacity)?;
+            let iodepth = spec.max_in_flight();
+            jobs.push(JobAcc {
+                name: spec.job_name(),
+                ..Default::default()
+            });
+            groups.push(0);
+            ssd.create_queue_pair(1, 1, iodepth + 1, SqPriority::Medium);
+            threads.push(Thread {
+                job: 0,
+                group: 0,
+                sqid: 1,
+                source: Source::Trace(Box::new(feed)),
+                rng: stream(cfg.seed, "trace"),
+                iodepth,
+                completion: Completion::Interrupt,
+                thinktime_ns: 0,
+                runtime_ns: None,
+                ramp_ns: 0,
+                ramp_over: true,
+                rate_interval_ns: None,
+                started_at: None,
+                cpu_free: SimTime::ZERO,
+                issued: 0,
+                in_flight: 0,
+                exhausted: false,
+                finished_at: None,
+                issue_pending: false,
+                core: 0,
+                cpu_ns: [0; CAT_COUNT],
+                context_switches: 0,
+                interrupts: 0,
+                ahead: Vec::new(),
+                track_ahead: false,
+            });
         }
         groups.sort_unstable();
         Ok(DeviceRun {
@@ -414,6 +486,13 @@ impl<'a> DeviceRun<'a> {
             }
         }
         progress.finish();
+        for th in &mut self.threads {
+            if let Source::Trace(feed) = &mut th.source {
+                if let Some(e) = feed.error.take() {
+                    return Err(e.into());
+                }
+            }
+        }
         self.check_drained()?;
         if let Some(series) = self.series.take() {
             let sample = self.sample(now);
@@ -454,7 +533,9 @@ impl<'a> DeviceRun<'a> {
             let ramp_end = started + th.ramp_ns;
             if !th.ramp_over && cpu_start >= ramp_end {
                 th.ramp_over = true;
-                th.generator.restart_budget();
+                if let Source::Job(generator) = &mut th.source {
+                    generator.restart_budget();
+                }
             }
             if let Some(runtime) = th.runtime_ns {
                 if cpu_start >= ramp_end + runtime {
@@ -472,7 +553,33 @@ impl<'a> DeviceRun<'a> {
                     break;
                 }
             }
-            let Some(req) = th.generator.next(&mut th.rng) else {
+            let req = match &mut th.source {
+                Source::Job(generator) => generator.next(&mut th.rng),
+                Source::Trace(feed) => {
+                    let Some(io) = feed.peek() else {
+                        th.exhausted = true;
+                        break;
+                    };
+                    let allowed = started + io.issue_at_ns;
+                    if feed.open_loop() && allowed > cpu_start {
+                        if !th.issue_pending {
+                            th.issue_pending = true;
+                            self.events.schedule(allowed, HostEv::Issue { thread });
+                        }
+                        break;
+                    }
+                    let io = feed.take();
+                    Some(workload::IoReq {
+                        op: match io.op {
+                            workload::trace::TraceOp::Read => Op::Read,
+                            workload::trace::TraceOp::Write => Op::Write,
+                        },
+                        offset_bytes: io.offset_bytes,
+                        len_bytes: io.len_bytes,
+                    })
+                }
+            };
+            let Some(req) = req else {
                 th.exhausted = true;
                 break;
             };
@@ -811,6 +918,10 @@ impl<'a> DeviceRun<'a> {
                 host: self.cfg.host_name.clone(),
                 job_source: self.cfg.job_source.clone(),
                 integrity_reads_checked: self.integrity.as_ref().map(|i| i.reads_checked),
+                trace: self.threads.iter().find_map(|t| match &t.source {
+                    Source::Trace(feed) => Some(feed.info()),
+                    Source::Job(_) => None,
+                }),
             },
             device: self.ssd.stats(),
             jobs,

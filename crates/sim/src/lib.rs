@@ -8,6 +8,7 @@
 //! - [`report`]: `summary.json`, latency CSVs, the terminal table.
 //! - [`series`]: `timeseries.csv`, per-window rates, latencies, occupancy, GC and CPU.
 //! - [`stack`]: named stacks (`--stack NAME`): the switch sets the studies compare.
+//! - [`trace_replay`]: a block trace as a device-level job (`ullstack sim --device … --trace …`).
 //! - [`system`]: full-system runs — applications on the host model over the device model,
 //!   in lock-step (`ullstack sim` with no arguments, or `--system FILE.toml`).
 
@@ -19,7 +20,9 @@ pub mod report;
 pub mod series;
 pub mod stack;
 pub mod system;
+pub mod trace_replay;
 
 pub use config::{DeviceRunConfig, HostCosts, RunFileSettings};
 pub use device_run::{DeviceRun, Progress, RunError, Silent};
 pub use report::RunSummary;
+pub use trace_replay::{TraceInfo, TraceSpec};

@@ -45,6 +45,9 @@ pub struct SimInfo {
     pub job_source: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub integrity_reads_checked: Option<u64>,
+    /// What a trace replay read and did (device-level `--trace` runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace_replay::TraceInfo>,
 }
 
 #[derive(Clone, Debug, Serialize)]

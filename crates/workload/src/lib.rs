@@ -19,6 +19,7 @@
 //! | `randmap` | [`RandomMapWalk`]: fio's random map as an O(1)-memory permutation |
 //! | `profile` | [`Profile`] presets and [`ProfileGenerator`] |
 //! | `remote` | remote tenants (`ullstack bench` and `sim::remote`): class, SLO, open/closed loop, scenario files |
+//! | `trace` | block trace readers (blkparse, MSR, SPC, DiskSim/MQSim, CSV), replay pacing and folding, trace statistics |
 //!
 //! ## Worked example
 //! ```
@@ -45,7 +46,7 @@
 //! ```
 //!
 //! ## What it leaves out
-//! Trace replay (blktrace/fio iolog readers) is not written yet. Unsupported fio options are
+//! fio's iolog format is not read (the `trace` module reads block traces). Unsupported fio options are
 //! errors, never ignored; see `options` for the list of decisions.
 
 mod error;
@@ -57,6 +58,7 @@ mod options;
 mod profile;
 mod randmap;
 pub mod remote;
+pub mod trace;
 mod units;
 mod zipf;
 

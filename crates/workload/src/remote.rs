@@ -25,6 +25,8 @@
 //! | `fua` | `yes` = every write is FUA | `no` |
 //! | `register` | `no` = skip REGISTER and use the session's default best-effort flow | `yes` |
 //! | `span` | only address the first SPAN bytes of the volume, e.g. `1g` | whole volume |
+//! | `trace` | replay a block trace file (any format `ullstack trace stats` reads; see `trace`): its reads, writes, sizes and times; excludes `rate`, `read`, `pattern` | |
+//! | `speed` | with `trace` and no `qd`: trace times are divided by this | 1 |
 //!
 //! Example (reflex scenario 1, tenant A):
 //! `name=A,class=lc,iops=120000,p95=500us,read=100,size=4k` → an LC tenant registering
@@ -46,7 +48,7 @@ pub enum WriteMode {
 /// Keys a tenant spec accepts, for error messages.
 pub const TENANT_KEYS: &[&str] = &[
     "name", "secret", "volume", "class", "iops", "p95", "rate", "qd", "read", "size", "pattern",
-    "conns", "count", "fua", "register", "span",
+    "conns", "count", "fua", "register", "span", "trace", "speed",
 ];
 /// Keys at the top of a scenario file.
 pub const SCENARIO_KEYS: &[&str] = &[
@@ -87,6 +89,8 @@ pub enum Load {
     Open { iops: u64 },
     /// Keep this many requests in flight.
     Closed { queue_depth: u32 },
+    /// A trace's own times divided by the speed (`speed_per_mille` = speed × 1000).
+    Trace { speed_per_mille: u64 },
 }
 
 /// Where requests go.
@@ -124,7 +128,14 @@ pub struct TenantSpec {
     pub pattern: Pattern,
     pub write_mode: WriteMode,
     pub span_bytes: Option<u64>,
+    /// A block trace to replay instead of the synthetic requests (`load` is then
+    /// [`Load::Trace`] or, with `qd`, [`Load::Closed`]; `size_bytes` caps one request).
+    pub trace: Option<std::path::PathBuf>,
 }
+
+/// The largest request a trace tenant sends when its spec gives no `size` (a trace's own
+/// sizes above it are split).
+pub const TRACE_MAX_REQUEST_BYTES: u32 = 1 << 20;
 
 /// Parse `key=value,key=value` (one `--tenant` argument); `count` may expand it to several.
 pub fn parse_tenant(arg: &str) -> Result<Vec<TenantSpec>, SpecError> {
@@ -220,7 +231,46 @@ pub fn parse_tenant_pairs(
     };
     let rate = num("rate")?;
     let qd = num("qd")?;
+    let trace = map.get("trace").map(std::path::PathBuf::from);
+    let speed = map
+        .get("speed")
+        .map(|v| {
+            v.parse::<f64>()
+                .ok()
+                .and_then(|f| crate::trace::Pacing::open_loop(f).ok())
+                .ok_or_else(|| {
+                    err(
+                        ctx,
+                        format!("speed={v:?}: expected a factor from 0.001 to 1000000"),
+                    )
+                })
+        })
+        .transpose()?;
+    if trace.is_some() {
+        for key in ["rate", "read", "pattern"] {
+            if map.contains_key(key) {
+                return Err(err(
+                    ctx,
+                    format!("{key}= and trace= exclude each other: the trace decides"),
+                ));
+            }
+        }
+        if speed.is_some() && qd.is_some() {
+            return Err(err(
+                ctx,
+                "speed= (open loop at the trace's times) and qd= (closed loop) exclude each other",
+            ));
+        }
+    } else if speed.is_some() {
+        return Err(err(ctx, "speed= needs trace=FILE"));
+    }
     let load = match (rate, qd, class) {
+        _ if trace.is_some() && qd.is_none() => Load::Trace {
+            speed_per_mille: match speed {
+                Some(crate::trace::Pacing::OpenLoop { speed_per_mille }) => speed_per_mille,
+                _ => crate::trace::replay::SPEED_SCALE,
+            },
+        },
         (Some(_), Some(_), _) => {
             return Err(err(
                 ctx,
@@ -247,6 +297,7 @@ pub fn parse_tenant_pairs(
         Some(r) => return Err(err(ctx, format!("read={r}: expected a percentage 0..=100"))),
     };
     let size_bytes = match map.get("size") {
+        None if trace.is_some() => TRACE_MAX_REQUEST_BYTES,
         None => 4096,
         Some(v) => parse_size_bytes(v)
             .and_then(|s| u32::try_from(s).ok())
@@ -334,6 +385,7 @@ pub fn parse_tenant_pairs(
         pattern,
         write_mode,
         span_bytes,
+        trace,
     };
     if count == 1 {
         return Ok(vec![base]);

@@ -50,6 +50,7 @@ pub mod gen;
 pub mod report;
 pub mod spec;
 pub mod timer;
+pub mod trace;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -130,6 +131,43 @@ pub enum BenchError {
     },
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    #[error("tenant {tenant:?}: {message}")]
+    Trace { tenant: String, message: String },
+}
+
+/// Where a connection's requests come from.
+enum Source {
+    Synthetic(RequestGen),
+    Trace(Box<trace::TraceGen>),
+}
+
+impl Source {
+    /// When the next open-loop request is due; `None` when there are no more.
+    fn peek_arrival_ns(&mut self) -> Option<u64> {
+        match self {
+            Source::Synthetic(g) => Some(g.peek_arrival_ns()),
+            Source::Trace(t) => t.peek_arrival_ns(),
+        }
+    }
+
+    /// Consumes the arrival [`peek_arrival_ns`](Self::peek_arrival_ns) returned (a trace's
+    /// is consumed with its request).
+    fn take_arrival(&mut self) {
+        if let Source::Synthetic(g) = self {
+            g.take_arrival_ns();
+        }
+    }
+
+    /// Read or write, offset and length of the next request; `None` when there are no more.
+    fn next_op(&mut self, size_bytes: u32) -> Option<(OpKind, u64, u32)> {
+        match self {
+            Source::Synthetic(g) => {
+                let (kind, offset) = g.next_op();
+                Some((kind, offset, size_bytes))
+            }
+            Source::Trace(t) => t.next_op(),
+        }
+    }
 }
 
 /// Run the benchmark (blocking: builds its own runtime).
@@ -174,7 +212,8 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
                 .await
                 .map_err(connect_err)?;
             let max = client.session().max_payload_bytes;
-            if t.size_bytes > max {
+            // A trace tenant's size is a cap: its requests are cut to the server's maximum.
+            if t.size_bytes > max && t.trace.is_none() {
                 return Err(BenchError::TooLarge {
                     tenant: t.name.clone(),
                     size_bytes: t.size_bytes,
@@ -229,6 +268,8 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
 
     let warmup = Duration::from_nanos(config.warmup_ns);
     let duration_ns = match (config.duration_ns, config.ios_per_tenant) {
+        // Trace tenants alone end with their traces.
+        (None, None) if config.tenants.iter().all(|t| t.trace.is_some()) => None,
         (None, None) => Some(DEFAULT_DURATION_NS),
         (d, _) => d,
     };
@@ -246,7 +287,7 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
         let region = t.span_bytes.map_or(volume, |s| s.min(volume));
         let rate = match t.load {
             Load::Open { iops } => iops as f64 / f64::from(t.connections),
-            Load::Closed { .. } => 0.0,
+            Load::Closed { .. } | Load::Trace { .. } => 0.0,
         };
         let seed = stream_seed(config.seed, c.tenant as u64, u64::from(c.index));
         let mut gen = RequestGen::new(
@@ -259,13 +300,38 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
             t.connections,
             rate,
         );
-        let mut data = vec![0u8; t.size_bytes as usize];
+        let size_bytes = match &t.trace {
+            Some(_) => t.size_bytes.min(c.client.session().max_payload_bytes),
+            None => t.size_bytes,
+        };
+        let mut data = vec![0u8; size_bytes as usize];
         gen.fill(&mut data);
+        let source = match &t.trace {
+            None => Source::Synthetic(gen),
+            Some(path) => {
+                let pacing = match t.load {
+                    Load::Trace { speed_per_mille } => {
+                        workload::trace::Pacing::OpenLoop { speed_per_mille }
+                    }
+                    Load::Closed { queue_depth } => workload::trace::Pacing::ClosedLoop {
+                        queue_depth: queue_depth.max(1),
+                    },
+                    Load::Open { .. } => unreachable!("spec: trace= excludes rate="),
+                };
+                let tg =
+                    trace::TraceGen::open(path, region, pacing, c.index, t.connections, size_bytes)
+                        .map_err(|message| BenchError::Trace {
+                            tenant: t.name.clone(),
+                            message,
+                        })?;
+                Source::Trace(Box::new(tg))
+            }
+        };
         let job = ConnJob {
             client: c.client,
             handle: c.handle,
-            gen,
-            size_bytes: t.size_bytes,
+            gen: source,
+            size_bytes,
             write_mode: spec::wire_write_mode(t.write_mode),
             data: Arc::new(data),
             start,
@@ -282,7 +348,7 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
         let tenant = c.tenant;
         tasks.push(tokio::spawn(async move {
             let stats = match load {
-                Load::Open { .. } => job.open_loop().await,
+                Load::Open { .. } | Load::Trace { .. } => job.open_loop().await,
                 Load::Closed { queue_depth } => {
                     job.closed_loop(
                         split(u64::from(queue_depth), connections, index).max(1) as usize
@@ -378,6 +444,7 @@ fn spawn_progress(
 /// One finished request.
 struct Done {
     kind: OpKind,
+    bytes: u32,
     /// When it should have been sent (open loop) or was sent (closed loop).
     origin: Instant,
     result: Result<(), ClientError>,
@@ -386,7 +453,7 @@ struct Done {
 struct ConnJob {
     client: Client,
     handle: TenantHandle,
-    gen: RequestGen,
+    gen: Source,
     size_bytes: u32,
     write_mode: WriteMode,
     data: Arc<Vec<u8>>,
@@ -424,6 +491,7 @@ async fn one_io(r: IoRequest) -> Done {
     };
     Done {
         kind: r.kind,
+        bytes: r.size_bytes,
         origin: r.origin,
         result,
     }
@@ -441,18 +509,31 @@ impl ConnJob {
         }
     }
 
-    fn issue(&mut self, origin: Instant) -> impl std::future::Future<Output = Done> + use<> {
-        let (kind, offset_bytes) = self.gen.next_op();
-        one_io(IoRequest {
+    /// The next request's future; `None` when the source has no more.
+    fn issue(
+        &mut self,
+        origin: Instant,
+    ) -> Option<impl std::future::Future<Output = Done> + use<>> {
+        let (kind, offset_bytes, size_bytes) = self.gen.next_op(self.size_bytes)?;
+        Some(one_io(IoRequest {
             client: self.client.clone(),
             handle: self.handle,
             kind,
             offset_bytes,
-            size_bytes: self.size_bytes,
+            size_bytes,
             data: self.data.clone(),
             write_mode: self.write_mode,
             origin,
-        })
+        }))
+    }
+
+    /// A trace that stopped at a bad line counts as one error of the tenant.
+    fn note_trace_error(&mut self, stats: &mut ConnStats) {
+        if let Source::Trace(t) = &mut self.gen {
+            if let Some(e) = t.error.take() {
+                *stats.errors.entry(e).or_default() += 1;
+            }
+        }
     }
 
     fn record(&self, stats: &mut ConnStats, done: Done) {
@@ -474,7 +555,7 @@ impl ConnJob {
                     OpKind::Write => (&mut stats.write_ns, &mut stats.write_bytes),
                 };
                 hist.saturating_record(ns);
-                *bytes += u64::from(self.size_bytes);
+                *bytes += u64::from(done.bytes);
             }
             Err(e) => {
                 let key = match &e {
@@ -499,7 +580,10 @@ impl ConnJob {
             if !self.take_budget() {
                 break;
             }
-            in_flight.push(self.issue(Instant::now()));
+            match self.issue(Instant::now()) {
+                Some(io) => in_flight.push(io),
+                None => break,
+            }
         }
         while let Some(done) = in_flight.next().await {
             let failed_closed = matches!(done.result, Err(ClientError::Closed));
@@ -512,8 +596,11 @@ impl ConnJob {
             {
                 continue;
             }
-            in_flight.push(self.issue(now));
+            if let Some(io) = self.issue(now) {
+                in_flight.push(io);
+            }
         }
+        self.note_trace_error(&mut stats);
         stats
     }
 
@@ -532,7 +619,11 @@ impl ConnJob {
             // Issue every arrival that is due.
             let mut exhausted = false;
             loop {
-                let at = self.start + Duration::from_nanos(self.gen.peek_arrival_ns());
+                let Some(at_ns) = self.gen.peek_arrival_ns() else {
+                    exhausted = true;
+                    break;
+                };
+                let at = self.start + Duration::from_nanos(at_ns);
                 if at > now {
                     break;
                 }
@@ -546,12 +637,18 @@ impl ConnJob {
                         self.record(&mut stats, done);
                     }
                 }
-                self.gen.take_arrival_ns();
+                self.gen.take_arrival();
                 if at >= self.measure_from {
                     let lag = Instant::now().saturating_duration_since(at);
                     stats.send_lag_ns.saturating_record(lag.as_nanos() as u64);
                 }
-                in_flight.push(self.issue(at));
+                match self.issue(at) {
+                    Some(io) => in_flight.push(io),
+                    None => {
+                        exhausted = true;
+                        break;
+                    }
+                }
             }
             // Collect what has completed without waiting.
             while let Some(Some(done)) = in_flight.next().now_or_never() {
@@ -560,7 +657,10 @@ impl ConnJob {
             if exhausted {
                 break;
             }
-            let next_at = self.start + Duration::from_nanos(self.gen.peek_arrival_ns());
+            let Some(next_ns) = self.gen.peek_arrival_ns() else {
+                break;
+            };
+            let next_at = self.start + Duration::from_nanos(next_ns);
             let wait_ns = next_at.saturating_duration_since(Instant::now()).as_nanos() as u64;
             let early = Duration::from_nanos(TIMER_EARLY_NS);
             match &mut precise {
@@ -591,6 +691,7 @@ impl ConnJob {
         while let Some(done) = in_flight.next().await {
             self.record(&mut stats, done);
         }
+        self.note_trace_error(&mut stats);
         stats
     }
 }

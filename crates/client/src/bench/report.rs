@@ -192,7 +192,7 @@ pub(crate) fn tenant_report(
         (Some(slo), Some(lat), true) => {
             let offered = match spec.load {
                 Load::Open { iops } => iops.min(slo.iops),
-                Load::Closed { .. } => slo.iops,
+                Load::Closed { .. } | Load::Trace { .. } => slo.iops,
             };
             Some(lat.p95 <= slo.p95_read_latency_ns && iops >= 0.95 * offered as f64)
         }
@@ -205,6 +205,9 @@ pub(crate) fn tenant_report(
         load: match spec.load {
             Load::Open { iops } => format!("open {iops} IOPS"),
             Load::Closed { queue_depth } => format!("closed qd {queue_depth}"),
+            Load::Trace { speed_per_mille } => {
+                format!("trace x{}", speed_per_mille as f64 / 1000.0)
+            }
         },
         connections: spec.connections,
         read_pct: spec.read_pct,

@@ -226,6 +226,14 @@ impl RemoteRunConfig {
                 "the scenario has no [[tenant]]: nothing to simulate".into(),
             ));
         }
+        if let Some(t) = s.tenants.iter().find(|t| t.trace.is_some()) {
+            // The simulated remote tenants generate their own requests; a trace tenant is
+            // replayed by `ullstack bench` against a live server only (for now).
+            return Err(RemoteConfigError::Tenant {
+                tenant: t.name.clone(),
+                problem: "trace= tenants run against a live server (`ullstack bench`); the simulated remote server does not replay traces yet".into(),
+            });
+        }
         Ok(RemoteRunConfig {
             tenants: s.tenants.clone(),
             duration_ns: s.duration_ns.unwrap_or(DEFAULT_DURATION_NS),

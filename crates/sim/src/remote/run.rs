@@ -245,6 +245,9 @@ impl<'a> Run<'a> {
                             .unwrap_or(1)
                             .max(1),
                     ),
+                    Load::Trace { .. } => {
+                        unreachable!("RemoteRunConfig::from_scenario refuses trace tenants")
+                    }
                 };
                 conns.push(Conn {
                     tenant: ti as u32,

@@ -237,6 +237,7 @@ impl SystemRunSummary {
                 host: cfg.host.name.clone(),
                 job_source: cfg.source.clone(),
                 integrity_reads_checked: None,
+                trace: None,
             },
             stack: cfg.stack.clone(),
             device: r.device.clone(),

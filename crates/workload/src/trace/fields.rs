@@ -1,0 +1,148 @@
+//! Field parsers the trace formats share: integers, decimal times converted exactly to integer
+//! nanoseconds (no floating point: `0.000000001` s is 1 ns, and a time never drifts by
+//! rounding), and the read/write words of each format. Each error is the "expected ..." half of
+//! a line error; the reader adds the file and line number.
+
+/// Parses a non-negative decimal integer field named `what`.
+pub(crate) fn uint(text: &str, what: &str) -> Result<u64, String> {
+    let text = text.trim();
+    // One pass (this is the hottest function of `trace stats`).
+    let mut v: u64 = 0;
+    let mut overflow = false;
+    for b in text.bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return Err(format!(
+                "{what} `{}`: expected a non-negative integer",
+                shorten(text)
+            ));
+        }
+        match v.checked_mul(10).and_then(|x| x.checked_add(u64::from(d))) {
+            Some(x) => v = x,
+            None => overflow = true,
+        }
+    }
+    if text.is_empty() {
+        return Err(format!("{what} ``: expected a non-negative integer"));
+    }
+    if overflow {
+        return Err(format!(
+            "{what} `{}`: expected an integer below 2^64",
+            shorten(text)
+        ));
+    }
+    Ok(v)
+}
+
+/// Parses a non-negative decimal integer that must fit a `u32` (device numbers).
+pub(crate) fn uint32(text: &str, what: &str) -> Result<u32, String> {
+    let v = uint(text, what)?;
+    u32::try_from(v).map_err(|_| format!("{what} `{v}`: expected an integer below 2^32"))
+}
+
+/// Parses a non-negative decimal number `int[.frac]` in units of `10^unit_digits` ns (9 for
+/// seconds, 6 for milliseconds) into integer nanoseconds; digits past 1 ns are dropped.
+///
+/// `decimal_ns("1.5", 6)` (1.5 ms) is 1 500 000; `decimal_ns("0.000000001", 9)` is 1.
+pub(crate) fn decimal_ns(text: &str, unit_digits: u32, what: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let expected = || {
+        format!(
+            "{what} `{}`: expected a non-negative decimal number",
+            shorten(text)
+        )
+    };
+    let (int, frac) = match text.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (text, ""),
+    };
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(expected());
+    }
+    let unit_ns = 10u64.pow(unit_digits);
+    let whole: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| expected())?
+    };
+    let mut frac_ns = 0u64;
+    let mut scale = unit_ns;
+    for b in frac.bytes().take(unit_digits as usize) {
+        scale /= 10;
+        frac_ns += u64::from(b - b'0') * scale;
+    }
+    whole
+        .checked_mul(unit_ns)
+        .and_then(|ns| ns.checked_add(frac_ns))
+        .ok_or_else(|| format!("{what} `{}`: expected a time below 2^64 ns", shorten(text)))
+}
+
+/// At most 40 characters of a bad field, so an error line stays readable.
+pub(crate) fn shorten(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// `offset + len` must fit in 64 bits; a trace that says otherwise is malformed.
+pub(crate) fn end_fits(offset_bytes: u64, len_bytes: u64) -> Result<(), String> {
+    match offset_bytes.checked_add(len_bytes) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "offset {offset_bytes} + size {len_bytes} bytes: expected an end below 2^64 bytes"
+        )),
+    }
+}
+
+/// A request size in bytes: positive and at most [`super::MAX_REQUEST_BYTES`].
+pub(crate) fn request_bytes(v: u64, what: &str) -> Result<u64, String> {
+    if v == 0 || v > super::MAX_REQUEST_BYTES {
+        Err(format!(
+            "{what} {v} bytes: expected a positive size up to {} bytes",
+            super::MAX_REQUEST_BYTES
+        ))
+    } else {
+        Ok(v)
+    }
+}
+
+/// Sectors (512 B) to bytes, refusing overflow.
+pub(crate) fn sectors_to_bytes(sectors: u64, what: &str) -> Result<u64, String> {
+    sectors.checked_mul(super::SECTOR_BYTES).ok_or_else(|| {
+        format!("{what} {sectors} sectors: expected fewer than 2^55 sectors (2^64 bytes)")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_convert_exactly() {
+        assert_eq!(decimal_ns("1.5", 6, "t"), Ok(1_500_000));
+        assert_eq!(decimal_ns("0.000000001", 9, "t"), Ok(1));
+        assert_eq!(decimal_ns("0.0000000019", 9, "t"), Ok(1));
+        assert_eq!(decimal_ns("12", 9, "t"), Ok(12_000_000_000));
+        assert_eq!(decimal_ns(".25", 9, "t"), Ok(250_000_000));
+        assert_eq!(decimal_ns("3.", 6, "t"), Ok(3_000_000));
+        assert!(decimal_ns(".", 9, "t").is_err());
+        assert!(decimal_ns("-1.0", 9, "t").is_err());
+        assert!(decimal_ns("1e3", 9, "t").is_err());
+        assert!(decimal_ns("99999999999999999999", 9, "t").is_err());
+    }
+
+    #[test]
+    fn integers_name_the_field() {
+        assert_eq!(uint(" 42 ", "size"), Ok(42));
+        let e = uint("4k", "size").unwrap_err();
+        assert!(
+            e.contains("size `4k`") && e.contains("non-negative integer"),
+            "{e}"
+        );
+        assert!(uint32("4294967296", "device").is_err());
+    }
+}
