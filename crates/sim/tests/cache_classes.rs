@@ -89,6 +89,9 @@ seed = 5
 duration_ms = 150
 [host]
 preset = \"arm8\"
+# The class must reach the device for the split to see two classes (host.attr, off in stock
+# Linux and by default).
+attr = \"on\"
 [host.pagecache]
 memory_bytes = 536870912
 reserved_bytes = 134217728
