@@ -382,3 +382,85 @@ fn certificate_mode_serves_tls_clients_and_refuses_plain_ones() {
     let (ok, text) = run(Command::new(&nbdinfo).arg(format!("nbd://{addr}/default")));
     assert!(!ok, "plain nbd:// was served: {text}");
 }
+
+/// A TLS-PSK handshake on the own protocol's port with `key_hex` for identity alice.
+fn psk_handshake(addr: SocketAddr, key_hex: &str) -> bool {
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
+    connector.set_verify(SslVerifyMode::NONE);
+    connector
+        .set_cipher_list("ECDHEPSK:PSK")
+        .expect("PSK suites");
+    let key: Vec<u8> = (0..key_hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&key_hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    connector.set_psk_client_callback(move |_, _hint, identity, psk| {
+        let id = b"alice\0";
+        identity[..id.len()].copy_from_slice(id);
+        psk[..key.len()].copy_from_slice(&key);
+        Ok(key.len())
+    });
+    let tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut config = connector.build().configure().expect("configure");
+    config.set_verify_hostname(false);
+    match config.connect("localhost", tcp) {
+        // TLS 1.3: the server's verdict on the key may come with the first read.
+        Ok(mut tls) => {
+            let hello = hello_frame("alice", "alice-secret", "vol");
+            tls.write_all(&hello).is_ok() && {
+                let mut head = [0u8; wire::REPLY_HEADER_BYTES];
+                tls.read_exact(&mut head).is_ok()
+            }
+        }
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn failed_psk_handshakes_back_off_per_address_like_wrong_secrets() {
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.native.expect("native");
+    let shared = server.shared().clone();
+    let ip: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let failures = || shared.lock_auth_throttle().failures(ip);
+    let wrong = "01".repeat(32);
+
+    // Plaintext on the TLS port offers no PSK identity: not an authentication failure.
+    let mut plain = RawNative::connect(addr);
+    plain.send_raw(&hello_frame("alice", "alice-secret", "vol"));
+    assert!(plain.recv().is_none(), "a plaintext HELLO was answered");
+    assert_eq!(failures(), 0, "a non-PSK handshake failure was counted");
+
+    // Each wrong key is a failure of the address, as a wrong secret is.
+    for n in 1..=server::throttle::AUTH_FREE_FAILURES {
+        assert!(!psk_handshake(addr, &wrong), "wrong key {n} accepted");
+        testkit::wait_until(IO_TIMEOUT, || failures() == n)
+            .unwrap_or_else(|_| panic!("failure {n} not recorded: {}", failures()));
+    }
+    // Still free: the right key works and clears the record.
+    assert!(psk_handshake(addr, ALICE_KEY), "right key refused");
+    testkit::wait_until(IO_TIMEOUT, || failures() == 0).expect("success clears the record");
+
+    // An address backing off (as after 13 wrong keys: 5.12 s) has its PSK refused unchecked,
+    // even the right key, and the refusal does not lengthen the back-off.
+    let now = server::clock::now_ns();
+    for _ in 0..13 {
+        shared.lock_auth_throttle().failed(ip, now);
+    }
+    let throttled_before = shared.metrics.auth_throttled_total();
+    assert!(
+        !psk_handshake(addr, ALICE_KEY),
+        "right key accepted while blocked"
+    );
+    testkit::wait_until(IO_TIMEOUT, || {
+        shared.metrics.auth_throttled_total() > throttled_before
+    })
+    .expect("the refusal is counted as throttled");
+    assert_eq!(
+        failures(),
+        13,
+        "a refused-unchecked handshake counted as a failure"
+    );
+}
