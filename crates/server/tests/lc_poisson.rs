@@ -72,6 +72,7 @@ fn run(backend: &str, lc_surge_pct: u32, with_be: bool) -> BenchReport {
         seed: 11,
         tenants,
         progress: Progress::Hidden,
+        tls: None,
     })
     .expect("bench runs");
     server.shutdown();

@@ -349,6 +349,12 @@ fn self_signed(tag: &str) -> (TempFile, TempFile) {
         .expect("nb");
     cert.set_not_after(&Asn1Time::days_from_now(2).expect("later"))
         .expect("na");
+    // The address as a subject alternative name: what a verifying client checks.
+    let san = openssl::x509::extension::SubjectAlternativeName::new()
+        .ip("127.0.0.1")
+        .build(&cert.x509v3_context(None, None))
+        .expect("san");
+    cert.append_extension(san).expect("append san");
     cert.sign(&key, MessageDigest::sha256()).expect("sign");
     let (c, k) = (
         TempFile::new(&format!("{tag}-cert")),
@@ -381,6 +387,13 @@ fn certificate_mode_serves_tls_clients_and_refuses_plain_ones() {
     assert!(text.contains("with TLS"), "{text}");
     let (ok, text) = run(Command::new(&nbdinfo).arg(format!("nbd://{addr}/default")));
     assert!(!ok, "plain nbd:// was served: {text}");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
 }
 
 /// A TLS-PSK handshake on the own protocol's port with `key_hex` for identity alice.
@@ -463,4 +476,112 @@ fn failed_psk_handshakes_back_off_per_address_like_wrong_secrets() {
         13,
         "a refused-unchecked handshake counted as a failure"
     );
+}
+
+/// Client library and `ullstack bench` over TLS-PSK against a live server: a round trip, a
+/// bench run, and a wrong key refused with a TLS error.
+#[test]
+fn the_client_library_and_bench_speak_tls_psk() {
+    use client::bench::{self, spec, BenchConfig, Progress};
+    use client::{Client, ClientError, ClientTls, Credentials, TenantHandle, WriteMode};
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.native.expect("native").to_string();
+    let creds = Credentials {
+        tenant: "alice".into(),
+        secret: "alice-secret".into(),
+        volume: "vol".into(),
+    };
+    let tls = ClientTls::psk_file(&keys.0 .0, Some("alice")).expect("alice's key");
+    runtime().block_on(async {
+        let c = Client::connect_tls(&addr, &creds, &tls)
+            .await
+            .expect("TLS-PSK connect");
+        // 1 MiB each way: several TLS records, pipelined with a small write.
+        let data = pattern(0, 1 << 20, 9);
+        let (a, b) = tokio::join!(
+            c.write(TenantHandle::DEFAULT, 0, &data, WriteMode::WriteBack),
+            c.write(TenantHandle::DEFAULT, 2 << 20, &[5u8; 4096], WriteMode::Fua)
+        );
+        a.expect("write 1 MiB");
+        b.expect("write 4 KiB");
+        let back = c
+            .read(TenantHandle::DEFAULT, 0, 1 << 20)
+            .await
+            .expect("read");
+        assert!(back == data, "data changed on the way through TLS");
+
+        // The same key under another identity is not alice's: the handshake fails.
+        let wrong = ClientTls::psk("alice", vec![1u8; 32]).expect("key");
+        match Client::connect_tls(&addr, &creds, &wrong).await {
+            Err(ClientError::Tls { detail }) => assert!(detail.contains("handshake"), "{detail}"),
+            other => panic!("a wrong key gave {other:?}"),
+        }
+        // Plain TCP to the TLS port is not served either.
+        assert!(
+            Client::connect(&addr, &creds).await.is_err(),
+            "plain HELLO served on a TLS port"
+        );
+    });
+
+    let report = bench::run(&BenchConfig {
+        server: addr,
+        duration_ns: None,
+        ios_per_tenant: Some(2_000),
+        warmup_ns: 0,
+        threads: 1,
+        seed: 3,
+        tenants: spec::parse_tenant("name=alice,secret=alice-secret,volume=vol,qd=8,read=70")
+            .expect("tenant"),
+        progress: Progress::Hidden,
+        tls: Some(tls),
+    })
+    .expect("bench over TLS");
+    let t = &report.tenants[0];
+    let done = t.reads.count + t.writes.count;
+    assert_eq!(
+        (done, t.errors.is_empty()),
+        (2_000, true),
+        "bench over TLS: {}",
+        report.to_json()
+    );
+}
+
+/// Certificate TLS from the client library: verified against the right CA it connects;
+/// against another CA it is refused; unverified it connects.
+#[test]
+fn the_client_library_verifies_the_servers_certificate() {
+    use client::{Client, ClientError, ClientTls, Credentials, ServerCheck, TenantHandle};
+    let (cert, key) = self_signed("client-cert");
+    let (other_cert, _other_key) = self_signed("client-other");
+    let mut toml = standard_config(&memory_backend("8MiB"), "on");
+    toml.push_str(&format!(
+        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
+        cert.0.display(),
+        key.0.display()
+    ));
+    let server = start(&toml);
+    let addr = server.addrs.native.expect("native").to_string();
+    let creds = Credentials {
+        tenant: "alice".into(),
+        secret: "alice-secret".into(),
+        volume: "vol".into(),
+    };
+    runtime().block_on(async {
+        let trusted = ClientTls::certificate(ServerCheck::CaFile(cert.0.clone()));
+        let c = Client::connect_tls(&addr, &creds, &trusted)
+            .await
+            .expect("verified TLS connect");
+        c.read(TenantHandle::DEFAULT, 0, 4096).await.expect("read");
+        let untrusted = ClientTls::certificate(ServerCheck::CaFile(other_cert.0.clone()));
+        match Client::connect_tls(&addr, &creds, &untrusted).await {
+            Err(ClientError::Tls { detail }) => assert!(detail.contains("handshake"), "{detail}"),
+            other => panic!("an untrusted certificate gave {other:?}"),
+        }
+        let insecure = ClientTls::certificate(ServerCheck::Insecure);
+        let c = Client::connect_tls(&addr, &creds, &insecure)
+            .await
+            .expect("unverified TLS connect");
+        c.read(TenantHandle::DEFAULT, 0, 4096).await.expect("read");
+    });
 }
