@@ -49,8 +49,12 @@
 //! # What it leaves out
 //! Client certificates (certificate mode authenticates the server and encrypts; any client
 //! that completes the handshake may use every export, as without TLS); reloading keys without a
-//! restart; TLS for the admin endpoint; TLS in the client library (the own protocol's TLS is
-//! server-side only for now).
+//! restart; TLS for the admin endpoint. (The client library's side is `client::tls`.)
+//!
+//! *Back-off.* A PSK lookup is recorded in the session ([`PskAttempt`]): the worker reports a
+//! handshake that failed after a lookup to the per-address back-off of wrong secrets
+//! ([`crate::throttle`]), a completed one as a success, and a session made for a blocked
+//! address refuses PSK in the callback without looking at the key.
 //!
 //! # Config keys
 //! `[tls] psk_file, certificate, key`.
