@@ -224,7 +224,7 @@ impl ClientTls {
 }
 
 fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return Err(format!(
             "key has {} hex digits; expected an even number",
             hex.len()
