@@ -246,6 +246,7 @@ impl Worker {
     /// The loop; returns when the server drained.
     pub fn run(mut self) {
         sys::set_fine_timer_slack();
+        self.attach_default_flows();
         let mut events = vec![sys::empty_event(); EPOLL_EVENTS];
         let mut last_busy_ns = now_ns();
         let mut next_scan_ns = last_busy_ns + TIMER_SCAN_NS;
@@ -374,6 +375,26 @@ impl Worker {
         if until > now {
             self.metrics.coalesce_waits.inc();
             std::thread::sleep(std::time::Duration::from_nanos(until - now));
+        }
+    }
+
+    /// Worker 0 attaches every config tenant's default flow at start, idle. The registry counts
+    /// a default flow in the BE share (or its LC reservation) from start; a flow attached to no
+    /// worker is in no idle aggregate, so what it earns while nobody uses it would never reach
+    /// the shared bucket: a BE tenant that REGISTERs a flow next to its unused default flow got
+    /// half the device (measured: 5.3 K against 10.2 K IOPS on a 20 K tokens/s profile). Other
+    /// workers attach a default flow on first use, as before (the flow then spans workers,
+    /// which crate `qos` charges once).
+    fn attach_default_flows(&mut self) {
+        if self.index != 0 {
+            return;
+        }
+        for (t, handle) in self.shared.default_flows.iter().enumerate() {
+            if let (Some(handle), Some(slot)) = (handle, self.local_flows.get_mut(t)) {
+                if slot.is_none() {
+                    *slot = Some(self.sched.attach(handle));
+                }
+            }
         }
     }
 
