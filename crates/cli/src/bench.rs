@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use client::bench::{self, spec, BenchConfig, Progress};
+use client::{ClientTls, ServerCheck};
 
 /// The teaching part of `ullstack bench --help` (shown after the options: the subcommand's
 /// one-line summary comes from `main.rs`).
@@ -33,6 +34,10 @@ Examples
       --tenant name=A,secret=secret-a,class=lc,iops=120000,p95=500us,read=100,size=4k \
       --tenant name=B,secret=secret-b,class=lc,iops=70000,rate=45000,p95=500us,read=80 \
       --tenant name=C,secret=secret-c,qd=32,read=95
+
+  # Against a server with [tls]: PSK (a psktool `identity:hexkey` file), or its certificate
+  ullstack bench --server HOST:PORT --tls-psk keys.psk --tls-psk-identity alice --tenant name=alice,...
+  ullstack bench --server HOST:PORT --tls-ca ca.pem --tenant name=open,qd=32
 
   # A scenario file (crates/client/scenarios/reflex-*.toml); flags override its globals
   ullstack bench --scenario crates/client/scenarios/reflex-1.toml --server HOST:PORT
@@ -110,6 +115,43 @@ pub struct BenchArgs {
     /// Do not draw the progress line.
     #[arg(long)]
     no_progress: bool,
+
+    /// TLS with a pre-shared key from this psktool file (`identity:hexkey` lines), for a
+    /// server with `[tls] psk_file`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["tls_ca", "tls_insecure"])]
+    tls_psk: Option<PathBuf>,
+
+    /// The PSK identity to use from --tls-psk's file (default: its first line).
+    #[arg(long, value_name = "NAME", requires = "tls_psk")]
+    tls_psk_identity: Option<String>,
+
+    /// TLS, verifying the server's certificate against the CA certificates in this PEM file
+    /// (and the host named in --server).
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_insecure")]
+    tls_ca: Option<PathBuf>,
+
+    /// TLS without verifying the server's certificate (encrypted, server not authenticated).
+    #[arg(long)]
+    tls_insecure: bool,
+}
+
+/// The TLS the flags ask for, if any.
+fn tls_from_args(args: &BenchArgs) -> anyhow::Result<Option<ClientTls>> {
+    if let Some(path) = &args.tls_psk {
+        return Ok(Some(
+            ClientTls::psk_file(path, args.tls_psk_identity.as_deref())
+                .with_context(|| "--tls-psk".to_string())?,
+        ));
+    }
+    if let Some(ca) = &args.tls_ca {
+        return Ok(Some(ClientTls::certificate(ServerCheck::CaFile(
+            ca.clone(),
+        ))));
+    }
+    if args.tls_insecure {
+        return Ok(Some(ClientTls::certificate(ServerCheck::Insecure)));
+    }
+    Ok(None)
 }
 
 fn duration_flag(flag: &str, v: &str) -> anyhow::Result<u64> {
@@ -154,6 +196,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if threads == 0 {
         bail!("--threads 0: expected at least 1");
     }
+    let tls = tls_from_args(&args)?;
     let server = match &args.registry {
         Some(url) => resolve_through_registry(url, &scenario.tenants)?,
         None => args
@@ -174,6 +217,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         } else {
             Progress::Bar
         },
+        tls,
     };
     let report = bench::run(&config)?;
     print!("{}", report.table());

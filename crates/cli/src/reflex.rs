@@ -67,6 +67,7 @@ impl RealRunner for InProcess {
             seed: scenario.seed.unwrap_or(1),
             tenants: scenario.tenants.clone(),
             progress: Progress::Hidden,
+            tls: None,
         });
         handle.shutdown();
         let report = report.map_err(|e| format!("{id}: bench: {e}"))?;

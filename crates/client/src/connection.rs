@@ -31,8 +31,12 @@
 //! fail at once. A slot abandoned by a dropped future stays until its reply arrives, so the
 //! table never holds more than the requests really in flight.
 //!
+//! *TLS.* [`Client::connect_tls`] runs the TLS handshake ([`crate::tls`]) first and gives the
+//! reader and writer tasks the two halves of the TLS stream (`tokio::io::split`); everything
+//! above is the same.
+//!
 //! # What it leaves out
-//! No reconnection, no request timeouts (wrap calls in `tokio::time::timeout`), no TLS.
+//! No reconnection, no request timeouts (wrap calls in `tokio::time::timeout`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -44,13 +48,13 @@ use proto::wire::{
     CONTROL_PAYLOAD_MAX_BYTES,
 };
 use proto::Decode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::error::ClientError;
+use crate::tls::ClientTls;
 
 /// The writer keeps an outbox buffer up to this capacity between bursts; a larger one (after a
 /// big WRITE) is released so idle connections stay small.
@@ -209,6 +213,29 @@ impl Client {
         Self::handshake(stream, credentials).await
     }
 
+    /// Connect over TCP, run the TLS handshake `tls` describes, and authenticate with HELLO
+    /// inside the session. `addr` is `host:port`; the host is the name a certificate is
+    /// checked against (unless the [`ClientTls`] names another). A refused handshake (wrong
+    /// key, untrusted certificate, a server without TLS) is [`ClientError::Tls`].
+    pub async fn connect_tls(
+        addr: &str,
+        credentials: &Credentials,
+        tls: &ClientTls,
+    ) -> Result<Client, ClientError> {
+        let host = match addr.rsplit_once(':') {
+            Some((host, _port)) => host.trim_start_matches('[').trim_end_matches(']'),
+            None => addr,
+        };
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|source| ClientError::Connect { source })?;
+        stream.set_nodelay(true).map_err(ClientError::Io)?;
+        let peer = stream.peer_addr().map_err(ClientError::Io)?;
+        let session = tls.connect(stream, host).await?;
+        let (read_half, write_half) = tokio::io::split(session);
+        Self::start(read_half, write_half, peer, credentials).await
+    }
+
     /// Authenticate on an already connected stream.
     pub async fn handshake(
         stream: TcpStream,
@@ -217,6 +244,20 @@ impl Client {
         stream.set_nodelay(true).map_err(ClientError::Io)?;
         let peer = stream.peer_addr().map_err(ClientError::Io)?;
         let (read_half, write_half) = stream.into_split();
+        Self::start(read_half, write_half, peer, credentials).await
+    }
+
+    /// Starts the reader and writer tasks on the two halves of a connection, then HELLO.
+    async fn start<R, W>(
+        read_half: R,
+        write_half: W,
+        peer: SocketAddr,
+        credentials: &Credentials,
+    ) -> Result<Client, ClientError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let shared = Arc::new(Shared {
             peer,
             outbox: Mutex::new(Outbox {
@@ -461,7 +502,7 @@ impl Client {
 }
 
 /// Sends whatever the outbox holds, one `write_all` per burst, until the connection closes.
-async fn write_loop(mut half: OwnedWriteHalf, shared: Arc<Shared>) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut half: W, shared: Arc<Shared>) {
     let mut sending: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
         shared.writer_wake.notified().await;
@@ -477,7 +518,12 @@ async fn write_loop(mut half: OwnedWriteHalf, shared: Arc<Shared>) {
                 }
                 std::mem::swap(&mut outbox.bytes, &mut sending);
             }
-            if let Err(e) = half.write_all(&sending).await {
+            let sent = match half.write_all(&sending).await {
+                // A TLS stream buffers records: push them out with the burst.
+                Ok(()) => half.flush().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = sent {
                 tracing::debug!(peer = %shared.peer, error = %e, "write failed; closing");
                 shared.close();
                 return;
@@ -490,7 +536,7 @@ async fn write_loop(mut half: OwnedWriteHalf, shared: Arc<Shared>) {
     }
 }
 
-async fn read_loop(mut half: OwnedReadHalf, shared: Arc<Shared>) {
+async fn read_loop<R: AsyncRead + Unpin>(mut half: R, shared: Arc<Shared>) {
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
     let (mut start, mut end) = (0usize, 0usize);
     loop {

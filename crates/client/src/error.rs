@@ -9,6 +9,10 @@ pub enum ClientError {
     /// TCP connect failed.
     #[error("cannot connect: {source}")]
     Connect { source: std::io::Error },
+    /// The TLS session could not be set up (handshake refused, wrong key, certificate not
+    /// trusted, or a local setup problem).
+    #[error("TLS: {detail}")]
+    Tls { detail: String },
     /// The connection failed while sending.
     #[error("connection I/O failed: {0}")]
     Io(#[source] std::io::Error),

@@ -1,7 +1,7 @@
 //! Client side of ullstack's remote flash: an async, pipelined client library for the
 //! ullstack wire protocol v1, and the `ullstack bench` load generator built on it.
 //!
-//! * [`Client`] — connect (TCP), authenticate (HELLO), register a flow as latency-critical with
+//! * [`Client`] — connect (TCP, or TLS with a PSK or the server's certificate: [`tls`]), authenticate (HELLO), register a flow as latency-critical with
 //!   an SLO or as best-effort (REGISTER → [`TenantHandle`], or [`ClientError::Refused`] with the
 //!   server's reason), then READ / WRITE (optionally FUA) / FLUSH / TRIM / STATS with any number
 //!   of requests in flight on one connection, replies matched by cookie in any order. The
@@ -28,7 +28,9 @@
 pub mod bench;
 pub mod connection;
 mod error;
+pub mod tls;
 
 pub use connection::{latency_critical, Client, Credentials, TenantHandle};
 pub use error::ClientError;
 pub use proto::wire::{Access, Slo, Status, TenantClass, WriteMode};
+pub use tls::{ClientTls, ServerCheck};

@@ -19,6 +19,7 @@ fn config(addr: std::net::SocketAddr, tenants: &[&str]) -> BenchConfig {
             .flat_map(|t| parse_tenant(t).unwrap())
             .collect(),
         progress: Progress::Hidden,
+        tls: None,
     }
 }
 

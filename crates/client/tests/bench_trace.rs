@@ -17,6 +17,7 @@ fn config(addr: std::net::SocketAddr, tenant: &str) -> BenchConfig {
         seed: 1,
         tenants: parse_tenant(tenant).unwrap(),
         progress: Progress::Hidden,
+        tls: None,
     }
 }
 

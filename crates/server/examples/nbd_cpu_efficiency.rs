@@ -19,7 +19,11 @@
 //! ```
 //! Skips (with the reason) when fio or nbdkit is missing. `ULLSTACK_IDLE_SPIN_NS=N` overrides
 //! the worker's idle spin, `ULLSTACK_COALESCE_NS=N` its coalescing window (0: off, the
-//! behaviour before coalescing existed).
+//! behaviour before coalescing existed). `ULLSTACK_PHASES=fio,memory,file` (the default: all
+//! three) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
+//! server an inline profile (`reflex-a` with `write_cost_mtok = N`) instead of `reflex-a`: a
+//! tenant provisioned for a page-cache-backed file, whose writes cost what a read costs
+//! (1000), not a flash program (10,000).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -317,6 +321,8 @@ fn main() {
     {
         config.dataplane.coalesce_ns = ns;
     }
+    let phases = std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file".into());
+    let phase = |name: &str| phases.split(',').any(|p| p.trim() == name);
     println!(
         "idle policy: block after {} ns of spinning; coalescing window {} ns; scheduler {}",
         config.dataplane.idle_spin_ns,
@@ -343,7 +349,7 @@ fn main() {
     }
     println!("fio nbd engine, 4 KiB random read, iodepth 32, {seconds} s per run, {rounds} rounds");
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for _ in 0..rounds {
+    for _ in 0..if phase("fio") { rounds } else { 0 } {
         if let Some(v) = measure(
             "ullstack serve --memory",
             &Server::OurThreads,
@@ -388,8 +394,10 @@ fn main() {
             let _ = child.wait();
         }
     }
-    let ours_median = median(ours);
-    println!("median ullstack: {ours_median:.0} I/Os per server-CPU-second");
+    let ours_median = median(ours.clone());
+    if !ours.is_empty() {
+        println!("median ullstack: {ours_median:.0} I/Os per server-CPU-second");
+    }
     if !theirs.is_empty() {
         let theirs_median = median(theirs);
         println!("median nbdkit:   {theirs_median:.0} I/Os per server-CPU-second");
@@ -403,18 +411,23 @@ fn main() {
         .nbd
         .unwrap_or_else(|| unreachable!("nbd configured"))
         .to_string();
-    println!("\n{writes} pipelined 1 KiB NBD writes on one connection, memory backends");
-    let _ = measure_writes(
-        "ullstack serve --memory",
-        &Server::OurThreads,
-        &ours_addr,
-        "default",
-        writes,
-    );
-    if nbdkit {
-        measure_nbdkit_writes("nbdkit memory", &["memory", "1G"], writes);
+    if phase("memory") {
+        println!("\n{writes} pipelined 1 KiB NBD writes on one connection, memory backends");
+        let _ = measure_writes(
+            "ullstack serve --memory",
+            &Server::OurThreads,
+            &ours_addr,
+            "default",
+            writes,
+        );
+        if nbdkit {
+            measure_nbdkit_writes("nbdkit memory", &["memory", "1G"], writes);
+        }
     }
     server.shutdown();
+    if !phase("file") {
+        return;
+    }
 
     // File backends: a scratch file, buffered on both sides.
     let path = std::env::temp_dir().join(format!("ullstack-cpu-eff-{}.img", std::process::id()));
@@ -422,11 +435,19 @@ fn main() {
         "\n{writes} pipelined 1 KiB NBD writes on one connection, file backends ({})",
         path.display()
     );
+    let file_profile = match std::env::var("ULLSTACK_FILE_WRITE_COST_MTOK") {
+        Ok(mtok) => {
+            println!("file volume's profile: reflex-a with write_cost_mtok = {mtok}");
+            format!("[qos.profile]\npreset = \"reflex-a\"\nwrite_cost_mtok = {mtok}")
+        }
+        Err(_) => String::new(),
+    };
     let toml = format!(
         r#"[listen]
 nbd = "127.0.0.1:0"
 [qos]
 scheduler = "{}"
+{}
 [[volume]]
 name = "default"
 backend = {{ kind = "file", path = "{}", size = "1GiB", direct = "off" }}
@@ -441,6 +462,7 @@ volume = "default"
 tenant = "open"
 "#,
         if scheduler_off { "off" } else { "on" },
+        file_profile,
         path.display()
     );
     let file_server = ServerConfig::from_toml_str(&toml)

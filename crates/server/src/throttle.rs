@@ -16,11 +16,15 @@
 //! refused load the issue measured), gets 3 free tries, then waits 10, 20, 40 … 640 ms: 10
 //! secrets are checked instead of 2,000.
 //!
+//! The same records count failed TLS-PSK handshakes ([`crate::tls`], on either listener): a
+//! handshake in which the client offered a PSK identity and then failed (a wrong key, an
+//! unknown identity) is a failure of its address, a completed PSK handshake a success, and a
+//! connection from a blocked address has its PSK handshake refused without a key being looked
+//! up (counted in `ullstack_auth_throttled_total`, as a refused HELLO is). A client that sent
+//! no PSK identity (plaintext on a TLS port, a certificate handshake) is not counted.
+//!
 //! # What it leaves out
-//! Throttling per tenant name (a distributed guesser from many addresses) and wrong TLS-PSK
-//! keys ([`crate::tls`]): a failed TLS handshake closes the connection but does not block its
-//! address, so a PSK guesser on either listener pays only a connection and a handshake per
-//! try.
+//! Throttling per tenant name (a distributed guesser from many addresses).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -79,6 +83,11 @@ impl AuthThrottle {
     /// A successful HELLO: the address starts afresh.
     pub fn succeeded(&mut self, addr: IpAddr) {
         self.records.remove(&addr);
+    }
+
+    /// Failures on record for `addr` (0: none, or cleared by a success).
+    pub fn failures(&self, addr: IpAddr) -> u32 {
+        self.records.get(&addr).map_or(0, |r| r.failures)
     }
 
     pub fn len(&self) -> usize {

@@ -49,8 +49,12 @@
 //! # What it leaves out
 //! Client certificates (certificate mode authenticates the server and encrypts; any client
 //! that completes the handshake may use every export, as without TLS); reloading keys without a
-//! restart; TLS for the admin endpoint; TLS in the client library (the own protocol's TLS is
-//! server-side only for now).
+//! restart; TLS for the admin endpoint. (The client library's side is `client::tls`.)
+//!
+//! *Back-off.* A PSK lookup is recorded in the session ([`PskAttempt`]): the worker reports a
+//! handshake that failed after a lookup to the per-address back-off of wrong secrets
+//! ([`crate::throttle`]), a completed one as a success, and a session made for a blocked
+//! address refuses PSK in the callback without looking at the key.
 //!
 //! # Config keys
 //! `[tls] psk_file, certificate, key`.
@@ -194,7 +198,21 @@ fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
 pub struct TlsServer {
     context: SslContext,
     identity_index: Index<Ssl, String>,
+    psk_index: Index<Ssl, PskAttempt>,
     psk: bool,
+}
+
+/// What became of a session's PSK lookup, for the per-address back-off ([`crate::throttle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PskAttempt {
+    /// The connection's address is backing off: any PSK handshake is refused without a key
+    /// being looked up (set when the session is made).
+    Blocked,
+    /// Blocked, and the client did offer a PSK identity (refused unchecked).
+    RefusedBlocked,
+    /// The client offered an identity and a key was looked up: a failed handshake from here
+    /// is a wrong key or an unknown identity, and counts as a failed authentication.
+    Tried,
 }
 
 impl std::fmt::Debug for TlsServer {
@@ -217,6 +235,7 @@ impl TlsServer {
             .map_err(ossl("minimum version TLS 1.2"))?;
         builder.set_options(SslOptions::NO_TICKET | SslOptions::CIPHER_SERVER_PREFERENCE);
         let identity_index = Ssl::new_ex_index::<String>().map_err(ossl("ex_data index"))?;
+        let psk_index = Ssl::new_ex_index::<PskAttempt>().map_err(ossl("ex_data index"))?;
         if let (Some(cert), Some(key)) = (&config.certificate, &config.key) {
             builder
                 .set_certificate_chain_file(cert)
@@ -246,6 +265,14 @@ impl TlsServer {
                 .set_cipher_list(suites)
                 .map_err(ossl("TLS 1.2 PSK suites"))?;
             builder.set_psk_server_callback(move |ssl, identity, psk_out| {
+                if let Some(PskAttempt::Blocked | PskAttempt::RefusedBlocked) =
+                    ssl.ex_data(psk_index)
+                {
+                    // Backing off: no key is looked at, the handshake fails.
+                    ssl.set_ex_data(psk_index, PskAttempt::RefusedBlocked);
+                    return Ok(0);
+                }
+                ssl.set_ex_data(psk_index, PskAttempt::Tried);
                 let Some(identity) = identity.and_then(|i| std::str::from_utf8(i).ok()) else {
                     return Ok(0);
                 };
@@ -263,6 +290,7 @@ impl TlsServer {
         Ok(TlsServer {
             context: builder.build(),
             identity_index,
+            psk_index,
             psk: has_psk,
         })
     }
@@ -272,15 +300,21 @@ impl TlsServer {
         self.psk
     }
 
-    /// A server-side TLS session for one connection, handshake not yet started.
-    pub fn session(&self) -> Result<TlsConn, TlsError> {
-        let ssl = Ssl::new(&self.context).map_err(ossl("session"))?;
+    /// A server-side TLS session for one connection, handshake not yet started. `blocked`: the
+    /// connection's address is backing off after failed authentications, so a PSK handshake
+    /// is refused without its key being looked up (a certificate handshake goes on).
+    pub fn session(&self, blocked: bool) -> Result<TlsConn, TlsError> {
+        let mut ssl = Ssl::new(&self.context).map_err(ossl("session"))?;
+        if blocked {
+            ssl.set_ex_data(self.psk_index, PskAttempt::Blocked);
+        }
         let stream = SslStream::new(ssl, MemPipe::default()).map_err(ossl("stream"))?;
         Ok(TlsConn {
             stream,
             established: false,
             closing: false,
             identity_index: self.identity_index,
+            psk_index: self.psk_index,
             scratch: Vec::new(),
         })
     }
@@ -340,6 +374,7 @@ pub struct TlsConn {
     /// close_notify was queued.
     closing: bool,
     identity_index: Index<Ssl, String>,
+    psk_index: Index<Ssl, PskAttempt>,
     scratch: Vec<u8>,
 }
 
@@ -370,6 +405,11 @@ impl TlsConn {
             .ssl()
             .ex_data(self.identity_index)
             .map(String::as_str)
+    }
+
+    /// What became of the PSK lookup so far (None: no PSK identity offered, not blocked).
+    pub fn psk_attempt(&self) -> Option<PskAttempt> {
+        self.stream.ssl().ex_data(self.psk_index).copied()
     }
 
     /// Queues a close_notify alert once (after an established session), so the client sees

@@ -39,6 +39,12 @@ fn tiny_profile() -> qos::DeviceProfile {
 fn config(backend: &str, lc_surge_pct: u32) -> ServerConfig {
     let mut config = common::lc_be_config(backend, &tiny_profile());
     config.qos.lc_surge_pct = lc_surge_pct;
+    // The control run is the published rule: no surge, and no borrowing of spare tokens
+    // either (the idle default flow's BE share is spare, and borrowing it would rescue the
+    // control: 2.6 ms instead of > 40 ms once that share stopped being lost).
+    if lc_surge_pct == 0 {
+        config.qos.tuning.lc_borrows_spare = false;
+    }
     config.validate().expect("valid config");
     config
 }
@@ -72,6 +78,7 @@ fn run(backend: &str, lc_surge_pct: u32, with_be: bool) -> BenchReport {
         seed: 11,
         tenants,
         progress: Progress::Hidden,
+        tls: None,
     })
     .expect("bench runs");
     server.shutdown();
@@ -153,7 +160,12 @@ fn lc_poisson_at_its_reservation_meets_its_slo_on_memory() {
     check("memory, BE false", &alone);
     let shared = run(MEMORY, qos::DEFAULT_LC_SURGE_PCT, true);
     check("memory, BE true", &shared);
-    check_be("memory", &shared, be_baseline, 85.0);
+    // The control's BE tenant gets all the LC flow leaves (18.0 K tokens/s, 19:30 UTC); next
+    // to the surge it got 14.8 K (82 %): the LC flow's unspent surge and the idle default
+    // flow's share reach it through the shared bucket, which is emptied every epoch. (Before
+    // the idle default flow's share stopped being lost, the control's BE got 9.3 K and the
+    // bound was 85 %.)
+    check_be("memory", &shared, be_baseline, 75.0);
 }
 
 #[test]

@@ -349,6 +349,12 @@ fn self_signed(tag: &str) -> (TempFile, TempFile) {
         .expect("nb");
     cert.set_not_after(&Asn1Time::days_from_now(2).expect("later"))
         .expect("na");
+    // The address as a subject alternative name: what a verifying client checks.
+    let san = openssl::x509::extension::SubjectAlternativeName::new()
+        .ip("127.0.0.1")
+        .build(&cert.x509v3_context(None, None))
+        .expect("san");
+    cert.append_extension(san).expect("append san");
     cert.sign(&key, MessageDigest::sha256()).expect("sign");
     let (c, k) = (
         TempFile::new(&format!("{tag}-cert")),
@@ -381,4 +387,201 @@ fn certificate_mode_serves_tls_clients_and_refuses_plain_ones() {
     assert!(text.contains("with TLS"), "{text}");
     let (ok, text) = run(Command::new(&nbdinfo).arg(format!("nbd://{addr}/default")));
     assert!(!ok, "plain nbd:// was served: {text}");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// A TLS-PSK handshake on the own protocol's port with `key_hex` for identity alice.
+fn psk_handshake(addr: SocketAddr, key_hex: &str) -> bool {
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
+    connector.set_verify(SslVerifyMode::NONE);
+    connector
+        .set_cipher_list("ECDHEPSK:PSK")
+        .expect("PSK suites");
+    let key: Vec<u8> = (0..key_hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&key_hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    connector.set_psk_client_callback(move |_, _hint, identity, psk| {
+        let id = b"alice\0";
+        identity[..id.len()].copy_from_slice(id);
+        psk[..key.len()].copy_from_slice(&key);
+        Ok(key.len())
+    });
+    let tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut config = connector.build().configure().expect("configure");
+    config.set_verify_hostname(false);
+    match config.connect("localhost", tcp) {
+        // TLS 1.3: the server's verdict on the key may come with the first read.
+        Ok(mut tls) => {
+            let hello = hello_frame("alice", "alice-secret", "vol");
+            tls.write_all(&hello).is_ok() && {
+                let mut head = [0u8; wire::REPLY_HEADER_BYTES];
+                tls.read_exact(&mut head).is_ok()
+            }
+        }
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn failed_psk_handshakes_back_off_per_address_like_wrong_secrets() {
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.native.expect("native");
+    let shared = server.shared().clone();
+    let ip: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let failures = || shared.lock_auth_throttle().failures(ip);
+    let wrong = "01".repeat(32);
+
+    // Plaintext on the TLS port offers no PSK identity: not an authentication failure.
+    let mut plain = RawNative::connect(addr);
+    plain.send_raw(&hello_frame("alice", "alice-secret", "vol"));
+    assert!(plain.recv().is_none(), "a plaintext HELLO was answered");
+    assert_eq!(failures(), 0, "a non-PSK handshake failure was counted");
+
+    // Each wrong key is a failure of the address, as a wrong secret is.
+    for n in 1..=server::throttle::AUTH_FREE_FAILURES {
+        assert!(!psk_handshake(addr, &wrong), "wrong key {n} accepted");
+        testkit::wait_until(IO_TIMEOUT, || failures() == n)
+            .unwrap_or_else(|_| panic!("failure {n} not recorded: {}", failures()));
+    }
+    // Still free: the right key works and clears the record.
+    assert!(psk_handshake(addr, ALICE_KEY), "right key refused");
+    testkit::wait_until(IO_TIMEOUT, || failures() == 0).expect("success clears the record");
+
+    // An address backing off (as after 13 wrong keys: 5.12 s) has its PSK refused unchecked,
+    // even the right key, and the refusal does not lengthen the back-off.
+    let now = server::clock::now_ns();
+    for _ in 0..13 {
+        shared.lock_auth_throttle().failed(ip, now);
+    }
+    let throttled_before = shared.metrics.auth_throttled_total();
+    assert!(
+        !psk_handshake(addr, ALICE_KEY),
+        "right key accepted while blocked"
+    );
+    testkit::wait_until(IO_TIMEOUT, || {
+        shared.metrics.auth_throttled_total() > throttled_before
+    })
+    .expect("the refusal is counted as throttled");
+    assert_eq!(
+        failures(),
+        13,
+        "a refused-unchecked handshake counted as a failure"
+    );
+}
+
+/// Client library and `ullstack bench` over TLS-PSK against a live server: a round trip, a
+/// bench run, and a wrong key refused with a TLS error.
+#[test]
+fn the_client_library_and_bench_speak_tls_psk() {
+    use client::bench::{self, spec, BenchConfig, Progress};
+    use client::{Client, ClientError, ClientTls, Credentials, TenantHandle, WriteMode};
+    let keys = server_keys();
+    let server = start_tls(&keys);
+    let addr = server.addrs.native.expect("native").to_string();
+    let creds = Credentials {
+        tenant: "alice".into(),
+        secret: "alice-secret".into(),
+        volume: "vol".into(),
+    };
+    let tls = ClientTls::psk_file(&keys.0 .0, Some("alice")).expect("alice's key");
+    runtime().block_on(async {
+        let c = Client::connect_tls(&addr, &creds, &tls)
+            .await
+            .expect("TLS-PSK connect");
+        // 1 MiB each way: several TLS records, pipelined with a small write.
+        let data = pattern(0, 1 << 20, 9);
+        let (a, b) = tokio::join!(
+            c.write(TenantHandle::DEFAULT, 0, &data, WriteMode::WriteBack),
+            c.write(TenantHandle::DEFAULT, 2 << 20, &[5u8; 4096], WriteMode::Fua)
+        );
+        a.expect("write 1 MiB");
+        b.expect("write 4 KiB");
+        let back = c
+            .read(TenantHandle::DEFAULT, 0, 1 << 20)
+            .await
+            .expect("read");
+        assert!(back == data, "data changed on the way through TLS");
+
+        // The same key under another identity is not alice's: the handshake fails.
+        let wrong = ClientTls::psk("alice", vec![1u8; 32]).expect("key");
+        match Client::connect_tls(&addr, &creds, &wrong).await {
+            Err(ClientError::Tls { detail }) => assert!(detail.contains("handshake"), "{detail}"),
+            other => panic!("a wrong key gave {other:?}"),
+        }
+        // Plain TCP to the TLS port is not served either.
+        assert!(
+            Client::connect(&addr, &creds).await.is_err(),
+            "plain HELLO served on a TLS port"
+        );
+    });
+
+    let report = bench::run(&BenchConfig {
+        server: addr,
+        duration_ns: None,
+        ios_per_tenant: Some(2_000),
+        warmup_ns: 0,
+        threads: 1,
+        seed: 3,
+        tenants: spec::parse_tenant("name=alice,secret=alice-secret,volume=vol,qd=8,read=70")
+            .expect("tenant"),
+        progress: Progress::Hidden,
+        tls: Some(tls),
+    })
+    .expect("bench over TLS");
+    let t = &report.tenants[0];
+    let done = t.reads.count + t.writes.count;
+    assert_eq!(
+        (done, t.errors.is_empty()),
+        (2_000, true),
+        "bench over TLS: {}",
+        report.to_json()
+    );
+}
+
+/// Certificate TLS from the client library: verified against the right CA it connects;
+/// against another CA it is refused; unverified it connects.
+#[test]
+fn the_client_library_verifies_the_servers_certificate() {
+    use client::{Client, ClientError, ClientTls, Credentials, ServerCheck, TenantHandle};
+    let (cert, key) = self_signed("client-cert");
+    let (other_cert, _other_key) = self_signed("client-other");
+    let mut toml = standard_config(&memory_backend("8MiB"), "on");
+    toml.push_str(&format!(
+        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
+        cert.0.display(),
+        key.0.display()
+    ));
+    let server = start(&toml);
+    let addr = server.addrs.native.expect("native").to_string();
+    let creds = Credentials {
+        tenant: "alice".into(),
+        secret: "alice-secret".into(),
+        volume: "vol".into(),
+    };
+    runtime().block_on(async {
+        let trusted = ClientTls::certificate(ServerCheck::CaFile(cert.0.clone()));
+        let c = Client::connect_tls(&addr, &creds, &trusted)
+            .await
+            .expect("verified TLS connect");
+        c.read(TenantHandle::DEFAULT, 0, 4096).await.expect("read");
+        let untrusted = ClientTls::certificate(ServerCheck::CaFile(other_cert.0.clone()));
+        match Client::connect_tls(&addr, &creds, &untrusted).await {
+            Err(ClientError::Tls { detail }) => assert!(detail.contains("handshake"), "{detail}"),
+            other => panic!("an untrusted certificate gave {other:?}"),
+        }
+        let insecure = ClientTls::certificate(ServerCheck::Insecure);
+        let c = Client::connect_tls(&addr, &creds, &insecure)
+            .await
+            .expect("unverified TLS connect");
+        c.read(TenantHandle::DEFAULT, 0, 4096).await.expect("read");
+    });
 }

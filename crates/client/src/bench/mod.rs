@@ -101,6 +101,8 @@ pub struct BenchConfig {
     pub seed: u64,
     pub tenants: Vec<TenantSpec>,
     pub progress: Progress,
+    /// TLS for every connection (None: plain TCP).
+    pub tls: Option<crate::ClientTls>,
 }
 
 /// Whether to draw a progress line on stderr.
@@ -208,9 +210,11 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
                 connection: ci,
                 source,
             };
-            let client = Client::connect(config.server.as_str(), &creds)
-                .await
-                .map_err(connect_err)?;
+            let client = match &config.tls {
+                Some(tls) => Client::connect_tls(config.server.as_str(), &creds, tls).await,
+                None => Client::connect(config.server.as_str(), &creds).await,
+            }
+            .map_err(connect_err)?;
             let max = client.session().max_payload_bytes;
             // A trace tenant's size is a cap: its requests are cut to the server's maximum.
             if t.size_bytes > max && t.trace.is_none() {

@@ -123,6 +123,7 @@ pub fn two_tenants(server: &server::ServerHandle, warmup_ns: u64, duration_ns: u
         seed: 7,
         tenants: lc.into_iter().chain(be).collect(),
         progress: Progress::Hidden,
+        tls: None,
     };
     let report = bench::run(&config).expect("bench runs");
     assert!(
