@@ -39,7 +39,7 @@ use tokio_openssl::SslStream;
 use crate::error::ClientError;
 
 /// Longest PSK OpenSSL takes.
-pub const MAX_PSK_BYTES: usize = 256;
+pub use proto::psk::MAX_PSK_BYTES;
 
 /// How a TLS client checks the server's certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,25 +109,19 @@ impl ClientTls {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ClientError::InvalidArgument(format!("PSK file {}: {e}", path.display()))
         })?;
-        let bad = |line: usize, what: String| {
+        let lines = proto::psk::parse(&text).map_err(|e| {
             ClientError::InvalidArgument(format!(
-                "PSK file {} line {line}: {what}; expected `identity:hexkey`",
-                path.display()
+                "PSK file {} line {}: {}; expected `identity:hexkey`",
+                path.display(),
+                e.line,
+                e.problem
             ))
-        };
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let Some((id, hex)) = line.rsplit_once(':') else {
-                return Err(bad(i + 1, "no `:`".into()));
-            };
-            if identity.is_some_and(|want| want != id) {
-                continue;
-            }
-            let key = decode_hex(hex).map_err(|e| bad(i + 1, e))?;
-            return ClientTls::psk(id, key);
+        })?;
+        if let Some(l) = lines
+            .into_iter()
+            .find(|l| identity.is_none_or(|want| want == l.identity))
+        {
+            return ClientTls::psk(&l.identity, l.key);
         }
         Err(ClientError::InvalidArgument(format!(
             "PSK file {}: no line for identity {}",
@@ -221,22 +215,6 @@ impl ClientTls {
             .map_err(|e| tls_err("handshake", &e))?;
         Ok(stream)
     }
-}
-
-fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
-    if !hex.len().is_multiple_of(2) {
-        return Err(format!(
-            "key has {} hex digits; expected an even number",
-            hex.len()
-        ));
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16)
-                .map_err(|_| format!("key digit pair {:?} is not hex", &hex[i..i + 2]))
-        })
-        .collect()
 }
 
 #[cfg(test)]

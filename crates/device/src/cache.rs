@@ -126,6 +126,10 @@ const EVICTING: u8 = 4;
 const FILLING: u8 = 8;
 /// Filled by prefetch and not read since (for prefetch-hit counting).
 const PREFETCHED: u8 = 16;
+/// Trimmed while evicting: the program in flight carries data the host deallocated. The line
+/// serves reads as deallocated (version 0) until rewritten, and leaves the buffer when the
+/// program ends or is aborted, without going back to dirty.
+const TRIMMED: u8 = 32;
 
 /// Asks the CPU to start loading `x`'s cache line (a hint: no effect on results). A read that
 /// misses looks at its set's flags and LRU stamps next (to pick a victim); starting those loads
@@ -558,7 +562,7 @@ impl Cache {
             self.dirtied[i] = stamp;
             self.dirty_fifo.push_back((lpn, stamp));
         }
-        self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED);
+        self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED | TRIMMED);
         self.used[i] = stamp;
         self.version[i] = version;
         assert!(
@@ -744,7 +748,7 @@ impl Cache {
             self.has(i, EVICTING),
             "eviction of LPN {lpn} finished but it was not evicting"
         );
-        self.flags[i] &= !EVICTING;
+        self.flags[i] &= !(EVICTING | TRIMMED);
         let dirty = self.has(i, DIRTY);
         let owner = self.stats.class_at(self.owner[i]);
         owner.units_written_back += 1;
@@ -758,7 +762,16 @@ impl Cache {
     pub fn abort_eviction(&mut self, lpn: u32) {
         let stamp = self.tick();
         if let Some(i) = self.find(lpn) {
-            self.flags[i] &= !EVICTING;
+            if self.has(i, TRIMMED) && !self.has(i, DIRTY) {
+                // Trimmed since the eviction began and not rewritten: nothing left to write,
+                // so it leaves the buffer instead of becoming dirty again (which would map the
+                // deallocated data back).
+                self.flags[i] &= !(EVICTING | TRIMMED);
+                self.dirty_units -= 1;
+                self.stats.class_at(self.owner[i]).dirty_units -= 1;
+                return;
+            }
+            self.flags[i] &= !(EVICTING | TRIMMED);
             if !self.has(i, DIRTY) {
                 self.flags[i] |= DIRTY;
                 self.dirtied[i] = stamp;
@@ -771,8 +784,10 @@ impl Cache {
     pub fn trim(&mut self, lpn: u32) {
         if let Some(i) = self.find(lpn) {
             if self.has(i, EVICTING) {
-                // Still counted until the program finishes.
-                self.flags[i] &= !DIRTY;
+                // Still counted until the program finishes. The line stays (the eviction's
+                // bookkeeping needs it) but its data is gone: reads see it deallocated.
+                self.flags[i] = (self.flags[i] & !DIRTY) | TRIMMED;
+                self.version[i] = 0;
                 return;
             }
             if self.has(i, DIRTY) {

@@ -41,6 +41,7 @@
 //! away truthfully.
 
 pub mod nbd;
+pub mod psk;
 pub mod wire;
 
 mod bytes;

@@ -78,8 +78,8 @@ use crate::inbuf::InBuf;
 
 /// Most ciphertext produced ahead of the socket per connection.
 pub const ENCRYPT_AHEAD_BYTES: usize = 256 * 1024;
-/// Longest PSK accepted from a key file (OpenSSL's own limit is 256 bytes).
-pub const MAX_PSK_BYTES: usize = 256;
+/// Longest PSK accepted from a key file (crate proto: OpenSSL's own limit).
+pub use proto::psk::MAX_PSK_BYTES;
 /// Plaintext decrypted per `SSL_read` call.
 const DECRYPT_CHUNK_BYTES: usize = 16 * 1024;
 /// A TLS buffer above this capacity is freed once everything queued is out (5,000 idle TLS
@@ -120,33 +120,20 @@ impl PskKeys {
     /// Parses `identity:hexkey` lines (blank lines and `#` comments skipped). Every error names
     /// the line and what was wrong with it.
     pub fn parse(path: &str, text: &str) -> Result<PskKeys, TlsError> {
+        let bad = |line: usize, problem: String| TlsError::PskFileLine {
+            path: path.to_owned(),
+            line,
+            problem,
+        };
         let mut keys = HashMap::new();
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
+        for l in proto::psk::parse(text).map_err(|e| bad(e.line, e.problem))? {
+            if keys.contains_key(&l.identity) {
+                return Err(bad(
+                    l.line,
+                    format!("identity {:?} appears twice", l.identity),
+                ));
             }
-            let bad = |problem: String| TlsError::PskFileLine {
-                path: path.to_owned(),
-                line: i + 1,
-                problem,
-            };
-            let Some((identity, hex)) = line.rsplit_once(':') else {
-                return Err(bad("no `:` between identity and key".into()));
-            };
-            if identity.is_empty() {
-                return Err(bad("empty identity".into()));
-            }
-            let key = decode_hex(hex).map_err(bad)?;
-            if key.is_empty() || key.len() > MAX_PSK_BYTES {
-                return Err(bad(format!(
-                    "key of {} bytes; expected 1..={MAX_PSK_BYTES}",
-                    key.len()
-                )));
-            }
-            if keys.insert(identity.to_owned(), key).is_some() {
-                return Err(bad(format!("identity {identity:?} appears twice")));
-            }
+            keys.insert(l.identity, l.key);
         }
         if keys.is_empty() {
             return Err(TlsError::PskFileEmpty {
@@ -176,22 +163,6 @@ impl PskKeys {
     fn get(&self, identity: &str) -> Option<&[u8]> {
         self.keys.get(identity).map(Vec::as_slice)
     }
-}
-
-fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
-    if !hex.len().is_multiple_of(2) {
-        return Err(format!(
-            "key has {} hex digits; expected an even number",
-            hex.len()
-        ));
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16)
-                .map_err(|_| format!("key digit pair {:?} is not hex", &hex[i..i + 2]))
-        })
-        .collect()
 }
 
 /// The server's TLS context, built once from `[tls]` and shared by every worker.
