@@ -633,7 +633,8 @@ impl PageCache {
                 break;
             }
             let s = self.slot(file, p).expect("dirty page cached");
-            if self.pages[s as usize].class != class || self.pages[s as usize].flags & WRITEBACK != 0
+            if self.pages[s as usize].class != class
+                || self.pages[s as usize].flags & WRITEBACK != 0
             {
                 break;
             }

@@ -33,12 +33,14 @@
 //! block layer merges no request across classes).
 //!
 //! ## Durations, and what they mean for the tails
-//! A run of [`FULL_MS`] serves about 400 requests per second of it; the p99 of `n` requests is
-//! their `n/100`-th slowest, so a 2 s run (about 800 requests) puts 8 requests above its p99:
-//! the p99 is an estimate good to a few tens of percent, the mean is much tighter. `--quick`
-//! ([`QUICK_MS`]) serves about 80 requests: its p99 is nearly the maximum, for tests only. The
-//! durations are set by the budget (the full study in 10 minutes on a 2-core machine; the
-//! measured cost of one run is in `docs/study.md`).
+//! A service serves about 400 requests per simulated second; the p99 of `n` requests is their
+//! `n/100`-th slowest, so a [`FULL_MS`] run (5 s, about 2 000 requests) puts 20 requests above
+//! its p99: the p99 is an estimate good to some ten percent (a different seed moves it that
+//! much), the mean is much tighter. `--quick` ([`QUICK_MS`], about 100 requests) puts one
+//! request above its p99: nearly the maximum, for tests only. The durations are set by the
+//! budget (the full study in 10 minutes on a 2-core machine, `--quick` in 60 s; measured in
+//! `docs/study.md`): the costliest co-run (imageserver + gp-gnu) simulates about one second per
+//! wall second on the loaded machine, most others four to eight.
 //!
 //! ## Reports
 //! 1. Online average and p99 response time normalised to `vanilla`, per pair and the mean over
@@ -101,11 +103,11 @@ pub const SERIES_OFFLINE: &str = "pagerank";
 /// The co-run broken down by layer.
 pub const DETAIL_OFFLINE: &str = "index";
 /// Simulated time of each run (see "Durations" in the essay).
-pub const FULL_MS: u64 = 2_000;
+pub const FULL_MS: u64 = 5_000;
 /// Simulated time of each `--quick` run.
-pub const QUICK_MS: u64 = 200;
+pub const QUICK_MS: u64 = 250;
 /// Window of the time series, ms (full; `--quick` uses a tenth).
-pub const SERIES_MS: u64 = 50;
+pub const SERIES_MS: u64 = 100;
 
 fn duration_ms(size: Size) -> u64 {
     match size {
@@ -260,7 +262,7 @@ fn mean_all(values: &[Option<f64>]) -> Option<f64> {
 fn caption(size: Size, seed: u64) -> String {
     let quick = match size {
         Size::Quick => format!(
-            " --quick: {QUICK_MS} ms per run, about 80 requests: the p99 is nearly the maximum; \
+            " --quick: {QUICK_MS} ms per run, about 100 requests: the p99 is nearly the maximum; \
              the full study runs {FULL_MS} ms."
         ),
         Size::Full => String::new(),
