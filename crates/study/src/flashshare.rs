@@ -34,10 +34,10 @@
 //!
 //! ## Durations, and what they mean for the tails
 //! A service serves about 400 requests per simulated second; the p99 of `n` requests is their
-//! `n/100`-th slowest, so a [`FULL_MS`] run (20 s, about 8 000 requests) puts 80 requests above
-//! its p99. Which request that is varies from sample to sample by about ±9 ranks
-//! (√(8000 × 0.01 × 0.99)), so the p99 reported is, in effect, the 0.989–0.991 quantile; the
-//! mean is much tighter. The p99.9 (8 requests above it) is not reported. `--quick`
+//! `n/100`-th slowest, so a [`FULL_MS`] run (15 s, about 6 000 requests) puts 60 requests above
+//! its p99. Which request that is varies from sample to sample by about ±8 ranks
+//! (√(6000 × 0.01 × 0.99)), so the p99 reported is, in effect, the 0.989–0.991 quantile; the
+//! mean is much tighter. The p99.9 (6 requests above it) is not reported. `--quick`
 //! ([`QUICK_MS`], about 100 requests) puts one request above its p99: nearly the maximum, for
 //! tests only. The durations are set by the budget (the full study in 10 minutes on a 2-core machine, `--quick` in 60 s; measured in
 //! `docs/study.md`): the costliest co-run (imageserver + gp-gnu) simulates about one second per
@@ -104,10 +104,10 @@ pub const SERIES_OFFLINE: &str = "pagerank";
 /// The co-run broken down by layer.
 pub const DETAIL_OFFLINE: &str = "index";
 /// Simulated time of each run (see "Durations" in the essay).
-pub const FULL_MS: u64 = 20_000;
+pub const FULL_MS: u64 = 15_000;
 /// Simulated time of each `--quick` run.
 pub const QUICK_MS: u64 = 250;
-/// Window of the time series, ms: a hundred windows over a full run.
+/// Window of the time series, ms: 75 windows over a full run.
 pub const SERIES_MS: u64 = 200;
 /// Window of the time series with `--quick`, ms: 25 windows.
 pub const QUICK_SERIES_MS: u64 = 10;
@@ -394,17 +394,16 @@ fn both(c: &[ClassCacheReads; 2]) -> ClassCacheReads {
     }
 }
 
-/// The sensitivity figure's lines: each uni cache over both classes, the split's partitions.
-fn cache_lines() -> Vec<(
+/// A line of the sensitivity figure: its name, the cache setting it reads, and its hit rate.
+type CacheLine = (
     String,
     &'static str,
     fn(&[ClassCacheReads; 2]) -> Option<f64>,
-)> {
-    let mut lines: Vec<(
-        String,
-        &'static str,
-        fn(&[ClassCacheReads; 2]) -> Option<f64>,
-    )> = Vec::new();
+);
+
+/// The sensitivity figure's lines: each uni cache over both classes, the split's partitions.
+fn cache_lines() -> Vec<CacheLine> {
+    let mut lines: Vec<CacheLine> = Vec::new();
     for (cache, _) in CACHES.iter().take(3) {
         lines.push((cache.to_string(), cache, |c| both(c).hit_rate()));
     }
@@ -576,15 +575,15 @@ fn pagerank_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
 
 /// The layers of the LC breakdown, in path order.
 const LAYERS: [(&str, fn(&LayerBreakdown) -> u64); 9] = [
-    ("sw queue", |b| b.software_queue),
-    ("hw queue", |b| b.hardware_queue),
+    ("sw q", |b| b.software_queue),
+    ("hw q", |b| b.hardware_queue),
     ("driver", |b| b.driver),
-    ("device queue", |b| b.device_queue),
-    ("device service", |b| b.device_service),
+    ("dev q", |b| b.device_queue),
+    ("dev serv", |b| b.device_service),
     ("irq", |b| b.irq),
     ("poll", |b| b.poll),
-    ("context switch", |b| b.context_switch),
-    ("blk complete", |b| b.blk_complete),
+    ("ctx sw", |b| b.context_switch),
+    ("blk compl", |b| b.blk_complete),
 ];
 
 fn detail<'a>(results: &'a Results, stack: &str) -> Option<&'a crate::results::HostHeadline> {
@@ -629,9 +628,10 @@ fn index_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             title: format!("{run}: latency-critical I/O time by layer"),
             caption: format!(
                 "Mean time per latency-critical (apache) block request in each layer: software \
-                 and hardware queues, driver, device (queueing beyond the fastest time seen for \
-                 the same shape, and that fastest time), interrupt, polling, context switch, \
-                 block-layer completion. {}",
+                 and hardware queues (sw q, hw q), driver, device queueing (dev q: beyond the \
+                 fastest device time seen for the same direction and size) and service (dev \
+                 serv: that fastest time), interrupt, polling, context switch (ctx sw), \
+                 block-layer completion (blk compl). {}",
                 caption(size, seed)
             ),
             x_label: "layer".into(),
