@@ -334,8 +334,8 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     });
 
     let totals = ftl_totals(results);
-    let kinds: [(&str, fn(&(u64, u64)) -> u64); 2] =
-        [("units programmed", |t| t.0), ("units wasted", |t| t.1)];
+    type Kind = (&'static str, fn(&(u64, u64)) -> u64);
+    let kinds: [Kind; 2] = [("units programmed", |t| t.0), ("units wasted", |t| t.1)];
     let series = kinds
         .iter()
         .enumerate()

@@ -573,8 +573,11 @@ fn pagerank_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     ]
 }
 
+/// A layer of the LC breakdown: its short name and its mean time per request.
+type Layer = (&'static str, fn(&LayerBreakdown) -> u64);
+
 /// The layers of the LC breakdown, in path order.
-const LAYERS: [(&str, fn(&LayerBreakdown) -> u64); 9] = [
+const LAYERS: [Layer; 9] = [
     ("sw q", |b| b.software_queue),
     ("hw q", |b| b.hardware_queue),
     ("driver", |b| b.driver),
