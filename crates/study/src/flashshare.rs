@@ -921,4 +921,27 @@ mod tests {
             .job_fio
             .contains(&format!("duration_ms = {FULL_MS}")));
     }
+
+    /// A mean over the co-runs is only drawn when every co-run is there, and missing runs leave
+    /// gaps (`-` cells, absent points), never a panic or a made-up number.
+    #[test]
+    fn missing_runs_leave_gaps_in_every_report() {
+        assert_eq!(mean_all(&[Some(1.0), Some(3.0)]), Some(2.0));
+        assert_eq!(mean_all(&[Some(1.0), None]), None);
+        let empty = Results::new();
+        let figs = figures(&empty, Size::Quick, 1);
+        assert_eq!(figs.len(), 13);
+        assert!(figs
+            .iter()
+            .all(|f| f.series.iter().all(|s| s.points.is_empty())));
+        let t = headline(&empty);
+        assert_eq!(t.rows.len(), 3 * ONLINE.len());
+        assert!(t.rows.iter().all(|r| r[1..].iter().all(|c| c == "-")));
+        for (title, table) in tables(&empty) {
+            let numbers = table.rows.iter().flat_map(|r| &r[1..]);
+            for c in numbers {
+                assert!(!c.chars().any(|ch| ch.is_ascii_digit()), "{title}: {c}");
+            }
+        }
+    }
 }

@@ -554,4 +554,51 @@ mod tests {
         let e = headline(&spec(), &s).unwrap_err();
         assert!(e.contains("exactly one job") && e.contains('2'), "{e}");
     }
+
+    /// The series columns are found by name (the CSV's order is the simulator's), counters
+    /// stay per window, and the throughput rate is the window's count over its length, the
+    /// last window being shorter.
+    #[test]
+    fn series_columns_are_read_by_name_and_the_rate_is_over_each_windows_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timeseries.csv");
+        let header = sim::series::header();
+        let cols: Vec<&str> = header.split(',').collect();
+        let row = |start: u64, end: u64, tp_ios: u64, sched: u64| -> String {
+            cols.iter()
+                .map(|c| match *c {
+                    "t_start_ns" => start.to_string(),
+                    "t_end_ns" => end.to_string(),
+                    "tp_ios" => tp_ios.to_string(),
+                    "lc_cache_read_hits" => "3".into(),
+                    "lc_cache_read_misses" => "1".into(),
+                    "tp_cache_ways" => "14".into(),
+                    "lc_cache_ways" => "2".into(),
+                    "cpu_sched_ns" => sched.to_string(),
+                    _ => "0".into(),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let text = format!(
+            "{header}\n{}\n{}\n",
+            row(0, 10_000_000, 50, 7),
+            row(10_000_000, 15_000_000, 50, 9)
+        );
+        std::fs::write(&path, text).unwrap();
+        let points = read_series(&path).unwrap();
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[0].tp_iops, 5_000.0);
+        assert_eq!(points[1].tp_iops, 10_000.0, "50 I/Os in a 5 ms window");
+        assert_eq!(points[1].t_end_ms, 15.0);
+        assert_eq!(points[1].cpu_sched_ns, 9);
+        assert_eq!(points[0].cache_ways, [2, 14]);
+        assert_eq!(points[0].cache[0].hit_rate(), Some(0.75));
+        assert_eq!(points[0].cache[1].hit_rate(), None, "no lookup, no rate");
+        // A CSV without a column the studies read is refused, naming it.
+        let short = header.replace(",cpu_sched_ns", "");
+        std::fs::write(&path, format!("{short}\n")).unwrap();
+        let e = read_series(&path).unwrap_err();
+        assert!(e.contains("cpu_sched_ns"), "{e}");
+    }
 }
