@@ -198,7 +198,8 @@ impl Figure {
         if cats.len() > MANY_CATEGORIES {
             // Eleven or more names (`flashshare`'s ten offline jobs and the mean) overlap at
             // the size of the other labels.
-            mesh.x_label_style(("sans-serif", 10));
+            mesh.x_label_style(("sans-serif", 10))
+                .axis_desc_style(("sans-serif", 14));
         }
         mesh.draw().map_err(err)?;
         for s in &self.series {
