@@ -138,6 +138,7 @@ fn finish(
         rendered.push((fig, png));
     }
     let headline = (def.headline)(&results);
+    let tables = (def.tables)(&results);
     let html = report::html(&ReportInput {
         title: format!(
             "ullstack study {} ({}, seed {seed})",
@@ -150,6 +151,7 @@ fn finish(
             specs.len()
         ),
         headline: &headline,
+        tables: &tables,
         figures: rendered,
         specs,
         results: &results,

@@ -334,7 +334,6 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     });
 
     let totals = ftl_totals(results);
-    /// A total's name and which half of `(programmed, wasted)` it is.
     type Kind = (&'static str, fn(&(u64, u64)) -> u64);
     let kinds: [Kind; 2] = [("units programmed", |t| t.0), ("units wasted", |t| t.1)];
     let series = kinds

@@ -22,13 +22,16 @@
 //! files byte for byte.
 //!
 //! The studies: [`ull`] (what an ultra-low-latency device changes), [`fastdrain`] (write-back
-//! without buffer overflow: full-system runs under named stacks) and [`reflex`] (SLOs for
-//! remote tenants; its runs are remote scenarios, not device runs, so it has its own runner). A study bumps its
+//! without buffer overflow: full-system runs under named stacks), [`flashshare`] (latency
+//! classes across the stack: full-system runs under the FlashShare stacks) and [`reflex`] (SLOs
+//! for remote tenants; its runs are remote scenarios, not device runs, so it has its own
+//! runner). A study bumps its
 //! `version` when its runs or figures change meaning, so `merge` refuses mixed results.
 
 pub mod driver;
 pub mod exec;
 pub mod fastdrain;
+pub mod flashshare;
 pub mod k8s;
 pub mod plot;
 pub mod reflex;
@@ -78,6 +81,13 @@ pub struct StudyDef {
     pub runs: fn(Size, u64) -> Vec<RunSpec>,
     pub figures: fn(&Results, Size, u64) -> Vec<Figure>,
     pub headline: fn(&Results) -> Table,
+    /// Further tables for `report.html`, each with its heading (after the headline table).
+    pub tables: fn(&Results) -> Vec<(String, Table)>,
+}
+
+/// No tables beyond the headline.
+pub fn no_tables(_: &Results) -> Vec<(String, Table)> {
+    Vec::new()
 }
 
 /// Every study, in the order `ullstack study list` prints them.
@@ -93,6 +103,7 @@ pub fn catalogue() -> Vec<StudyDef> {
             runs: ull::runs,
             figures: ull::figures,
             headline: ull::headline,
+            tables: no_tables,
         },
         StudyDef {
             name: "fastdrain",
@@ -102,6 +113,18 @@ pub fn catalogue() -> Vec<StudyDef> {
             runs: fastdrain::runs,
             figures: fastdrain::figures,
             headline: fastdrain::headline,
+            tables: no_tables,
+        },
+        StudyDef {
+            name: "flashshare",
+            about: "latency classes across the stack: 3 online services x (10 offline jobs + \
+                alone) on arm8 + zssd under vanilla, cacheopt, kernelopt, selectisr and dedcore, \
+                and apache's cache sensitivity (uni-no, uni-128, uni-dyn, split)",
+            version: 1,
+            runs: flashshare::runs,
+            figures: flashshare::figures,
+            headline: flashshare::headline,
+            tables: flashshare::tables,
         },
     ]
 }

@@ -21,6 +21,8 @@ use plotters::prelude::*;
 pub const PLOT_SIZE_PX: (u32, u32) = (800, 500);
 /// Width of the legend strip at the right of every plot, in pixels.
 const LEGEND_WIDTH_PX: u32 = 180;
+/// More categories than this get smaller x labels.
+const MANY_CATEGORIES: usize = 8;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 static REGISTER_FONT: Once = Once::new();
@@ -192,6 +194,12 @@ impl Figure {
         if !cats.is_empty() {
             // Ticks every half category: the formatter names the whole ones.
             mesh.x_labels(2 * cats.len() + 1);
+        }
+        if cats.len() > MANY_CATEGORIES {
+            // Eleven or more names (`flashshare`'s ten offline jobs and the mean) overlap at
+            // the size of the other labels.
+            mesh.x_label_style(("sans-serif", 10))
+                .axis_desc_style(("sans-serif", 14));
         }
         mesh.draw().map_err(err)?;
         for s in &self.series {

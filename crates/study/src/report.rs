@@ -2,9 +2,9 @@
 //!
 //! `report.html` is one self-contained file: no scripts, no styles or fonts fetched, every plot a
 //! PNG inlined as a `data:image/png;base64,…` URI, so it opens the same from a laptop, a CI
-//! artifact or an e-mail. It holds, in order: what the study is, the headline table, every
-//! figure with its caption (what was run: presets, jobs, queue depths, I/Os, seed), and a
-//! collapsible list of every run with its headline numbers, `config.toml` and `job.fio`.
+//! artifact or an e-mail. It holds, in order: what the study is, the headline table and any
+//! further tables, every figure with its caption (what was run: presets, jobs, queue depths,
+//! I/Os, seed), and a collapsible list of every run with its headline numbers, `config.toml` and `job.fio`.
 
 use std::fmt::Write as _;
 
@@ -137,6 +137,8 @@ pub struct ReportInput<'a> {
     pub title: String,
     pub about: String,
     pub headline: &'a Table,
+    /// Further tables, each with its heading.
+    pub tables: &'a [(String, Table)],
     /// Each figure with its PNG bytes.
     pub figures: Vec<(&'a Figure, Vec<u8>)>,
     pub specs: &'a [RunSpec],
@@ -161,6 +163,9 @@ pub fn html(input: &ReportInput) -> String {
         table = input.headline.to_html(),
     )
     .expect("string");
+    for (heading, table) in input.tables {
+        write!(out, "<h3>{}</h3>\n{}", esc(heading), table.to_html()).expect("string");
+    }
     out.push_str("<h2>Figures</h2>\n");
     for (fig, png) in &input.figures {
         write!(

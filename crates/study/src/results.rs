@@ -4,15 +4,20 @@
 //! Results are always read from disk, whether the run was simulated now or reused, so a resumed
 //! study and a fresh one go through the same code and give the same `study.json`. That file holds,
 //! per run, its id, config hash, device, host, job, and the headline numbers of each direction
-//! with I/O (`ios`, `iops`, `bytes_per_sec`, `mean_ns`, `p99_ns`, `p99_999_ns`), and CPU use. It holds nothing that depends on wall time, worker count or
-//! sharding, so two executions of the same study compare byte for byte.
+//! with I/O (`ios`, `iops`, `bytes_per_sec`, `mean_ns`, `p99_ns`, `p99_999_ns`), and CPU use.
+//! It holds nothing that depends on wall time, worker count or sharding, so two executions of
+//! the same study compare byte for byte.
 //!
 //! ## Full-system runs
 //! A system run's entry has no `read`/`write` headline (its processes are not fio jobs):
 //! `system` holds each process's response time (online services) or instruction rate
 //! (offline jobs), the device counters the studies compare (write stalls, units programmed and
-//! wasted, host rows by page type, drain activity), and, when the run wrote `timeseries.csv`,
-//! its per-window latency-critical I/O latency and pages written back. Its `cpu` is the
+//! wasted, host rows by page type, drain activity), the host counters the FlashShare study
+//! compares (device cache read hits and misses by class, the latency-critical I/O's mean time
+//! per layer, NVMe commands by class, interrupts, polled completions, context switches, CPU
+//! seconds by category done for the latency-critical class), and, when the run wrote
+//! `timeseries.csv`, per window: I/Os and latency of each class, pages written back, cache
+//! read hits and misses and ways of each class, and scheduler CPU time. Its `cpu` is the
 //! processes' CPU time as percent of one core over the simulated time.
 //!
 //! ## CPU use
@@ -73,6 +78,7 @@ pub struct RunResult {
 pub struct SystemHeadline {
     pub processes: Vec<ProcessHeadline>,
     pub device: DeviceHeadline,
+    pub host: HostHeadline,
     /// Per window of `timeseries.csv`, if the run wrote one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<SeriesPoint>,
@@ -107,6 +113,54 @@ pub struct DeviceHeadline {
     pub background_rows: u64,
 }
 
+/// Device DRAM cache reads of one class (`device.cache.latency_critical` / `.throughput`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct ClassCacheReads {
+    pub read_hits: u64,
+    pub read_misses: u64,
+}
+
+impl ClassCacheReads {
+    /// Hits over lookups, `None` without a lookup.
+    pub fn hit_rate(&self) -> Option<f64> {
+        let n = self.read_hits + self.read_misses;
+        (n > 0).then(|| self.read_hits as f64 / n as f64)
+    }
+}
+
+/// Mean time per latency-critical request in each layer (`breakdown_ns` of the summary), ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LayerBreakdown {
+    pub requests: u64,
+    pub software_queue: u64,
+    pub hardware_queue: u64,
+    pub driver: u64,
+    pub device_queue: u64,
+    pub device_service: u64,
+    pub irq: u64,
+    pub poll: u64,
+    pub blk_complete: u64,
+    pub context_switch: u64,
+}
+
+/// The host counters a latency-class study compares (see the module essay).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostHeadline {
+    /// Device cache reads, latency-critical then throughput class (by the command's class:
+    /// all throughput when the kernel passes no class, `host.attr = "off"`).
+    pub cache: [ClassCacheReads; 2],
+    pub breakdown_lc_ns: LayerBreakdown,
+    pub nvme_commands_lc: u64,
+    pub nvme_commands_tp: u64,
+    pub interrupts: u64,
+    pub polled_completions: u64,
+    pub doorbells: u64,
+    pub context_switches: u64,
+    /// CPU seconds by category (`user`, `syscall`, `blk`, …) done for the latency-critical
+    /// class: its threads and its requests' interrupt work.
+    pub cpu_lc_s: BTreeMap<String, f64>,
+}
+
 /// One window of a system run's time series.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SeriesPoint {
@@ -114,8 +168,16 @@ pub struct SeriesPoint {
     pub lc_ios: u64,
     pub lc_lat_mean_ns: u64,
     pub lc_lat_p99_ns: u64,
+    pub tp_ios: u64,
+    pub tp_iops: f64,
     /// Page-cache pages written back in the window (both classes).
     pub pages_written_back: u64,
+    /// Device cache reads in the window, latency-critical then throughput class.
+    pub cache: [ClassCacheReads; 2],
+    /// Ways of every set each class may fill at the window's end (both all when shared).
+    pub cache_ways: [u64; 2],
+    /// CPU time in the scheduler (context switches) in the window, summed over cores.
+    pub cpu_sched_ns: u64,
 }
 
 /// Every run's result, by id.
@@ -212,6 +274,7 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
         foreground_rows: d["drain"]["foreground_rows"].as_u64().unwrap_or(0),
         background_rows: d["drain"]["background_rows"].as_u64().unwrap_or(0),
     };
+    let host = host_headline(s)?;
     let pct = |ns: u64| round3(100.0 * ns as f64 / simulated_ns.max(1) as f64);
     Ok(RunResult {
         id: spec.id.clone(),
@@ -232,8 +295,63 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
         system: Some(SystemHeadline {
             processes,
             device,
+            host,
             series: read_series(&dir.join("timeseries.csv"))?,
         }),
+    })
+}
+
+/// The host counters of a system summary (see [`HostHeadline`]).
+fn host_headline(s: &Value) -> Result<HostHeadline, String> {
+    let u = |v: &Value, name: &str| v.as_u64().ok_or(format!("no {name}"));
+    let class_reads = |class: &str| -> Result<ClassCacheReads, String> {
+        let c = &s["device"]["cache"][class];
+        Ok(ClassCacheReads {
+            read_hits: u(&c["read_hits"], &format!("device.cache.{class}.read_hits"))?,
+            read_misses: u(
+                &c["read_misses"],
+                &format!("device.cache.{class}.read_misses"),
+            )?,
+        })
+    };
+    let b = &s["breakdown_ns"];
+    let layer = |name: &str| u(&b[name], &format!("breakdown_ns.{name}"));
+    let nvme = &s["host"]["nvme"];
+    let n = |name: &str| u(&nvme[name], &format!("host.nvme.{name}"));
+    let cpu_lc_s = s["host"]["cpu_by_class"]["latency_critical"]
+        .as_object()
+        .ok_or("no host.cpu_by_class.latency_critical")?
+        .iter()
+        .map(|(k, v)| {
+            Ok((
+                k.clone(),
+                v.as_f64().ok_or(format!(
+                    "host.cpu_by_class.latency_critical.{k} is not a number"
+                ))?,
+            ))
+        })
+        .collect::<Result<BTreeMap<String, f64>, String>>()?;
+    Ok(HostHeadline {
+        cache: [class_reads("latency_critical")?, class_reads("throughput")?],
+        breakdown_lc_ns: LayerBreakdown {
+            requests: layer("requests")?,
+            software_queue: layer("software_queue")?,
+            hardware_queue: layer("hardware_queue")?,
+            driver: layer("driver")?,
+            device_queue: layer("device_queue")?,
+            device_service: layer("device_service")?,
+            irq: layer("irq")?,
+            poll: layer("poll")?,
+            blk_complete: layer("blk_complete")?,
+            context_switch: layer("context_switch")?,
+        },
+        nvme_commands_lc: n("commands_latency_critical")?,
+        nvme_commands_tp: n("commands_throughput")?,
+        interrupts: n("interrupts")?,
+        polled_completions: n("polled_completions")?,
+        doorbells: n("doorbells")?,
+        context_switches: u(&s["cpu"]["context_switches"], "cpu.context_switches")?,
+        cpu_lc_s,
     })
 }
 
@@ -259,6 +377,15 @@ fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
         col("lc_lat_p99_ns")?,
         col("lc_pages_written_back")?,
         col("tp_pages_written_back")?,
+        col("tp_ios")?,
+        col("lc_cache_read_hits")?,
+        col("lc_cache_read_misses")?,
+        col("tp_cache_read_hits")?,
+        col("tp_cache_read_misses")?,
+        col("lc_cache_ways")?,
+        col("tp_cache_ways")?,
+        col("cpu_sched_ns")?,
+        col("t_start_ns")?,
     ];
     let mut points = Vec::new();
     for (i, line) in lines.enumerate() {
@@ -273,12 +400,29 @@ fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
                     i + 2
                 ))
         };
+        let (start_ns, end_ns) = (v(cols[14])?, v(cols[0])?);
+        let tp_ios = v(cols[6])?;
         points.push(SeriesPoint {
-            t_end_ms: v(cols[0])? as f64 / 1e6,
+            t_end_ms: end_ns as f64 / 1e6,
             lc_ios: v(cols[1])?,
             lc_lat_mean_ns: v(cols[2])?,
             lc_lat_p99_ns: v(cols[3])?,
+            tp_ios,
+            // From the count and the window, not the CSV's rounded text.
+            tp_iops: round3(tp_ios as f64 * 1e9 / end_ns.saturating_sub(start_ns).max(1) as f64),
             pages_written_back: v(cols[4])? + v(cols[5])?,
+            cache: [
+                ClassCacheReads {
+                    read_hits: v(cols[7])?,
+                    read_misses: v(cols[8])?,
+                },
+                ClassCacheReads {
+                    read_hits: v(cols[9])?,
+                    read_misses: v(cols[10])?,
+                },
+            ],
+            cache_ways: [v(cols[11])?, v(cols[12])?],
+            cpu_sched_ns: v(cols[13])?,
         });
     }
     Ok(points)
@@ -409,5 +553,52 @@ mod tests {
         s["jobs"].as_array_mut().unwrap().push(job);
         let e = headline(&spec(), &s).unwrap_err();
         assert!(e.contains("exactly one job") && e.contains('2'), "{e}");
+    }
+
+    /// The series columns are found by name (the CSV's order is the simulator's), counters
+    /// stay per window, and the throughput rate is the window's count over its length, the
+    /// last window being shorter.
+    #[test]
+    fn series_columns_are_read_by_name_and_the_rate_is_over_each_windows_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timeseries.csv");
+        let header = sim::series::header();
+        let cols: Vec<&str> = header.split(',').collect();
+        let row = |start: u64, end: u64, tp_ios: u64, sched: u64| -> String {
+            cols.iter()
+                .map(|c| match *c {
+                    "t_start_ns" => start.to_string(),
+                    "t_end_ns" => end.to_string(),
+                    "tp_ios" => tp_ios.to_string(),
+                    "lc_cache_read_hits" => "3".into(),
+                    "lc_cache_read_misses" => "1".into(),
+                    "tp_cache_ways" => "14".into(),
+                    "lc_cache_ways" => "2".into(),
+                    "cpu_sched_ns" => sched.to_string(),
+                    _ => "0".into(),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let text = format!(
+            "{header}\n{}\n{}\n",
+            row(0, 10_000_000, 50, 7),
+            row(10_000_000, 15_000_000, 50, 9)
+        );
+        std::fs::write(&path, text).unwrap();
+        let points = read_series(&path).unwrap();
+        assert_eq!(points.len(), 2);
+        assert_eq!(points[0].tp_iops, 5_000.0);
+        assert_eq!(points[1].tp_iops, 10_000.0, "50 I/Os in a 5 ms window");
+        assert_eq!(points[1].t_end_ms, 15.0);
+        assert_eq!(points[1].cpu_sched_ns, 9);
+        assert_eq!(points[0].cache_ways, [2, 14]);
+        assert_eq!(points[0].cache[0].hit_rate(), Some(0.75));
+        assert_eq!(points[0].cache[1].hit_rate(), None, "no lookup, no rate");
+        // A CSV without a column the studies read is refused, naming it.
+        let short = header.replace(",cpu_sched_ns", "");
+        std::fs::write(&path, format!("{short}\n")).unwrap();
+        let e = read_series(&path).unwrap_err();
+        assert!(e.contains("cpu_sched_ns"), "{e}");
     }
 }

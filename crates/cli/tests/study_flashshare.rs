@@ -1,0 +1,170 @@
+//! `ullstack study flashshare --quick`: the FlashShare study runs end to end within a minute,
+//! writes every report experiments.md names that the model carries, and a run re-runs alone
+//! from its folder with the command its `config.toml` names.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn ullstack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ullstack"))
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let (ok, text) = testkit::run(cmd).expect("ullstack runs");
+    assert!(ok, "{cmd:?} failed:\n{text}");
+    text
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// `summary.json` without wall time and the config's path.
+fn comparable(mut v: serde_json::Value) -> serde_json::Value {
+    let sim = v["sim"].as_object_mut().expect("sim object");
+    sim.remove("wall_ns");
+    sim.remove("job_source");
+    v
+}
+
+/// The `y` values of `series` in a figure's CSV, by x.
+fn column(csv: &str, series: &str) -> Vec<(String, f64)> {
+    csv.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.first() == Some(&series)).then(|| (f[1].to_string(), f[2].parse().unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fs");
+    let start = Instant::now();
+    let text = run_ok(
+        ullstack()
+            .args([
+                "study",
+                "flashshare",
+                "--quick",
+                "--quiet",
+                "--jobs",
+                "2",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    let took = start.elapsed();
+    println!("flashshare --quick took {took:?}: {text}");
+    assert!(
+        took < Duration::from_secs(60),
+        "--quick must stay under a minute, took {took:?}"
+    );
+
+    let study = json(&out.join("study.json"));
+    let runs = study["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.len(),
+        5 * 3 * 11 + 4 * 10,
+        "stacks x pairs + cache runs"
+    );
+    for r in runs {
+        let id = r["id"].as_str().unwrap();
+        let host = &r["system"]["host"];
+        // The online service makes I/O in every run (the host counts it by its process's
+        // class whatever the stack) ...
+        assert!(host["nvme_commands_lc"].as_u64().unwrap() > 0, "{id}");
+        // ... but under vanilla the kernel passes no class, so the device counts none of its
+        // reads as latency-critical.
+        if id.starts_with("vanilla-") {
+            let c = &host["cache"][0];
+            let lookups = c["read_hits"].as_u64().unwrap() + c["read_misses"].as_u64().unwrap();
+            assert_eq!(
+                lookups, 0,
+                "{id}: the device saw a class vanilla does not pass"
+            );
+        }
+    }
+    for stem in [
+        "norm-apache",
+        "norm-apache-update",
+        "norm-imageserver",
+        "offline-apache",
+        "offline-apache-update",
+        "offline-imageserver",
+        "cache-hit-rates",
+        "pagerank-tp-share",
+        "pagerank-apache-latency",
+        "pagerank-io-rate",
+        "index-breakdown",
+        "index-miss-rate",
+        "index-sched",
+    ] {
+        for ext in ["csv", "svg", "png"] {
+            let p = out.join(format!("{stem}.{ext}"));
+            assert!(p.is_file(), "{} missing", p.display());
+        }
+    }
+    // Vanilla is its own reference: every normalised point of it is exactly 1.
+    let norm = read(&out.join("norm-apache.csv"));
+    let vanilla = column(&norm, "vanilla avg");
+    assert_eq!(vanilla.len(), 12, "10 co-runs, alone and the mean: {norm}");
+    assert!(vanilla.iter().all(|(_, y)| *y == 1.0), "{norm}");
+    // The split cache gives the throughput class fewer than all ways; a shared one would not
+    // be plotted (vanilla has no line in the share figure).
+    let share = read(&out.join("pagerank-tp-share.csv"));
+    assert!(column(&share, "vanilla").is_empty(), "{share}");
+    let cacheopt = column(&share, "cacheopt");
+    assert!(
+        (25..=26).contains(&cacheopt.len()),
+        "10 ms windows of a 250 ms run: {share}"
+    );
+    assert!(
+        cacheopt.iter().all(|(_, y)| *y > 0.0 && *y < 100.0),
+        "{share}"
+    );
+    // Selective completion polls latency-critical I/O: its apache + index run polls, vanilla's
+    // does not.
+    let html = read(&out.join("report.html"));
+    assert!(html.contains("Cache sensitivity") && html.contains("mean over 10 co-runs"));
+    let polled = |stack: &str| -> u64 {
+        let r = runs
+            .iter()
+            .find(|r| r["id"] == format!("{stack}-apache-index"))
+            .unwrap();
+        r["system"]["host"]["polled_completions"].as_u64().unwrap()
+    };
+    assert_eq!(polled("vanilla"), 0);
+    assert!(polled("selectisr") > 0);
+
+    // A run re-runs alone with the command its config names, to the same summary.
+    let run = out.join("runs/selectisr-apache-pagerank");
+    let header = read(&run.join("config.toml"));
+    assert!(
+        header.starts_with("# selectisr-apache-pagerank: re-run alone with `ullstack sim --system config.toml --stack selectisr --series-ms 10`"),
+        "{header}"
+    );
+    let again = dir.path().join("again");
+    run_ok(
+        ullstack()
+            .args(["sim", "--system"])
+            .arg(run.join("config.toml"))
+            .args(["--stack", "selectisr", "--series-ms", "10", "--out"])
+            .arg(&again),
+    );
+    assert_eq!(
+        comparable(json(&again.join("summary.json"))),
+        comparable(json(&run.join("summary.json")))
+    );
+    assert_eq!(
+        read(&again.join("timeseries.csv")),
+        read(&run.join("timeseries.csv"))
+    );
+}

@@ -1,0 +1,952 @@
+//! The `flashshare` study: latency classes across the stack (experiments.md, `flashshare`).
+//!
+//! Host `arm8` (8 cores, 2 GB), device `zssd` (Z-NAND, 1.5 GB DRAM cache). Each of the three
+//! online services (`apache`, `apache-update`, `imageserver`; latency-critical, 400 requests/s)
+//! co-runs with each of the ten offline jobs (throughput class, presets.md), and runs alone as
+//! the reference, for [`FULL_MS`] of simulated time ([`QUICK_MS`] with `--quick`), under each
+//! named stack of the FlashShare family (`sim::stack`), each adding to the one before:
+//!
+//! | stack | adds |
+//! | --- | --- |
+//! | `vanilla` | nothing: one SQ/CQ per core, interrupts, shared cache, fixed prefetch |
+//! | `cacheopt` | the class reaches the device; cache split by class, ghost prefetch |
+//! | `kernelopt` | + block-layer bypass for LC I/O, a strict-priority LC SQ per core |
+//! | `selectisr` | + selective completion (LC polled, the rest interrupts) |
+//! | `xler` | + the queue accelerator (CAM merge, hardware CQ polling, interrupt to the driver) |
+//! | `dedcore` | `selectisr` with a core dedicated to polling |
+//!
+//! The cache sensitivity runs are not stacks but device settings, written into the run's
+//! system file, each with `readahead_units = 0` so only the setting under test prefetches:
+//!
+//! | cache | `[device.cache]` |
+//! | --- | --- |
+//! | `uni-no` | `prefetch = "fixed"`, `prefetch_pages = 0` |
+//! | `uni-128` | `prefetch_pages = 128` |
+//! | `uni-dyn` | `prefetch = "ghost"` |
+//! | `split` | `partition = "dynamic"`, `prefetch = "ghost"` |
+//!
+//! `apache` co-runs with each offline job under each, on the `vanilla` stack with `[host]
+//! attr = "on"`: the split needs the class in the command, and with it every cache counts its
+//! reads by class. On a shared cache the class changes nothing but that count (and that the
+//! block layer merges no request across classes).
+//!
+//! ## Durations, and what they mean for the tails
+//! A service serves about 400 requests per simulated second; the p99 of `n` requests is their
+//! `n/100`-th slowest, so a [`FULL_MS`] run (15 s, about 6 000 requests) puts 60 requests above
+//! its p99. Which request that is varies from sample to sample by about ±8 ranks
+//! (√(6000 × 0.01 × 0.99)), so the p99 reported is, in effect, the 0.989–0.991 quantile; the
+//! mean is much tighter. The p99.9 (6 requests above it) is not reported. `--quick`
+//! ([`QUICK_MS`], about 100 requests) puts one request above its p99: nearly the maximum, for
+//! tests only. The durations are set by the budget (the full study in 10 minutes on a 2-core machine, `--quick` in 60 s; measured in
+//! `docs/study.md`): the costliest co-run (imageserver + gp-gnu) simulates about one second per
+//! wall second on the loaded machine, most others four to eight.
+//!
+//! ## Reports
+//! 1. Online average and p99 response time normalised to `vanilla`, per pair and the mean over
+//!    the ten co-runs, one figure per service (`norm-<service>`); offline job performance
+//!    (instructions per second) normalised to `vanilla` (`offline-<service>`). The headline
+//!    table gives the means.
+//! 2. Cache sensitivity: read hit rates of `uni-no`, `uni-128`, `uni-dyn` (both classes) and the
+//!    split cache's LC and throughput partitions, apache with each offline job
+//!    (`cache-hit-rates`; the per-class rates in the table `cache sensitivity`).
+//! 3. `apache` + `pagerank` over time: the throughput partition's share of the cache's ways
+//!    (`pagerank-tp-share`), apache's I/O latency (`pagerank-apache-latency`: the model records
+//!    I/O call latency per window, not request response time) and pagerank's I/O rate
+//!    (`pagerank-io-rate`).
+//! 4. `apache` + `index`: LC I/O mean time per layer (`index-breakdown`), NVMe commands,
+//!    interrupts, polls and context switches (table), CPU time by category for the LC class
+//!    (table), the device cache's miss rate over time (`index-miss-rate`) and scheduler CPU time
+//!    over time (`index-sched`: the series has no context-switch count, so the time the cores
+//!    spent switching stands in for it).
+//!
+//! Nothing here is tuned: every stack runs the presets with only its own switches changed, and
+//! every figure is read back from the runs' `summary.json` and `timeseries.csv`.
+
+use crate::plot::{Figure, Series, Stroke};
+use crate::report::Table;
+use crate::results::{ClassCacheReads, LayerBreakdown, ProcessHeadline, Results, SeriesPoint};
+use crate::spec::{RunSpec, SystemRun};
+use crate::Size;
+
+use engine::time::format_ns;
+
+pub const HOST: &str = "arm8";
+pub const DEVICE: &str = "zssd";
+/// The latency-critical online services.
+pub const ONLINE: [&str; 3] = ["apache", "apache-update", "imageserver"];
+/// The offline jobs each service co-runs with.
+pub const OFFLINE: [&str; 10] = [
+    "bfs", "gp-gnu", "gp", "gzip", "index", "kmeans", "pagerank", "ungzip", "wc-gnu", "wc",
+];
+/// The partner of a service's reference run.
+pub const ALONE: &str = "alone";
+/// The stacks compared, each adding to the one before (`dedcore` beside `selectisr`).
+pub const STACKS: [&str; 6] = [
+    "vanilla",
+    "cacheopt",
+    "kernelopt",
+    "selectisr",
+    "xler",
+    "dedcore",
+];
+/// The cache settings of the sensitivity runs and their `[device.cache]` keys.
+pub const CACHES: [(&str, &str); 4] = [
+    (
+        "uni-no",
+        "prefetch = \"fixed\"\nprefetch_pages = 0\nreadahead_units = 0\n",
+    ),
+    ("uni-128", "prefetch_pages = 128\nreadahead_units = 0\n"),
+    ("uni-dyn", "prefetch = \"ghost\"\nreadahead_units = 0\n"),
+    (
+        "split",
+        "partition = \"dynamic\"\nprefetch = \"ghost\"\nreadahead_units = 0\n",
+    ),
+];
+/// The service of the cache sensitivity runs and of the detailed co-runs.
+pub const CACHE_SERVICE: &str = "apache";
+/// The co-run whose cache share, latency and I/O rate are followed over time.
+pub const SERIES_OFFLINE: &str = "pagerank";
+/// The co-run broken down by layer.
+pub const DETAIL_OFFLINE: &str = "index";
+/// Simulated time of each run (see "Durations" in the essay).
+pub const FULL_MS: u64 = 15_000;
+/// Simulated time of each `--quick` run.
+pub const QUICK_MS: u64 = 250;
+/// Window of the time series, ms: 75 windows over a full run.
+pub const SERIES_MS: u64 = 200;
+/// Window of the time series with `--quick`, ms: 25 windows.
+pub const QUICK_SERIES_MS: u64 = 10;
+
+fn duration_ms(size: Size) -> u64 {
+    match size {
+        Size::Quick => QUICK_MS,
+        Size::Full => FULL_MS,
+    }
+}
+
+fn series_ms(size: Size) -> u64 {
+    match size {
+        Size::Quick => QUICK_SERIES_MS,
+        Size::Full => SERIES_MS,
+    }
+}
+
+/// Id of the run of `online` with `partner` (an offline job or [`ALONE`]) under `stack`.
+pub fn run_id(stack: &str, online: &str, partner: &str) -> String {
+    format!("{stack}-{online}-{partner}")
+}
+
+/// Id of the cache sensitivity run of [`CACHE_SERVICE`] with `offline` under cache `cache`.
+pub fn cache_run_id(cache: &str, offline: &str) -> String {
+    format!("cache-{cache}-{CACHE_SERVICE}-{offline}")
+}
+
+/// The system file of one run (the stack is applied by the run, not written here).
+fn system_toml(
+    online: &str,
+    partner: &str,
+    seed: u64,
+    duration_ms: u64,
+    cache_keys: Option<&str>,
+) -> String {
+    let mut text = format!(
+        "seed = {seed}\n\
+         duration_ms = {duration_ms}\n\
+         \n\
+         [host]\n\
+         preset = \"{HOST}\"\n"
+    );
+    if cache_keys.is_some() {
+        text.push_str("attr = \"on\"\n");
+    }
+    text.push_str(&format!("\n[device]\npreset = \"{DEVICE}\"\n"));
+    if let Some(keys) = cache_keys {
+        text.push_str(&format!("\n[device.cache]\n{keys}"));
+    }
+    text.push_str(&format!("\n[[process]]\nprofile = \"{online}\"\n"));
+    if partner != ALONE {
+        text.push_str(&format!("\n[[process]]\nprofile = \"{partner}\"\n"));
+    }
+    text
+}
+
+fn partners() -> impl Iterator<Item = &'static str> {
+    OFFLINE.iter().copied().chain(std::iter::once(ALONE))
+}
+
+/// Every run of the study, in a fixed order: the stack comparison, then the cache sensitivity.
+pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
+    let system = |id: String, text: String, stack: &str, series: bool| RunSpec {
+        id,
+        device: DEVICE.to_string(),
+        host: HOST.to_string(),
+        job_fio: text,
+        seed,
+        system: Some(SystemRun {
+            stack: stack.to_string(),
+            series_ms: if series { series_ms(size) } else { 0 },
+        }),
+    };
+    let mut out = Vec::new();
+    for stack in STACKS {
+        for online in ONLINE {
+            for partner in partners() {
+                let series = online == CACHE_SERVICE
+                    && (partner == SERIES_OFFLINE || partner == DETAIL_OFFLINE);
+                out.push(system(
+                    run_id(stack, online, partner),
+                    system_toml(online, partner, seed, duration_ms(size), None),
+                    stack,
+                    series,
+                ));
+            }
+        }
+    }
+    for (cache, keys) in CACHES {
+        for offline in OFFLINE {
+            out.push(system(
+                cache_run_id(cache, offline),
+                system_toml(CACHE_SERVICE, offline, seed, duration_ms(size), Some(keys)),
+                "vanilla",
+                false,
+            ));
+        }
+    }
+    out
+}
+
+fn process<'a>(results: &'a Results, id: &str, name: &str) -> Option<&'a ProcessHeadline> {
+    results
+        .get(id)?
+        .system
+        .as_ref()?
+        .processes
+        .iter()
+        .find(|p| p.name == name)
+}
+
+/// A statistic of a process of a stack run, over the same under `vanilla`.
+fn normalised(
+    results: &Results,
+    stack: &str,
+    online: &str,
+    partner: &str,
+    name: &str,
+    of: impl Fn(&ProcessHeadline) -> Option<f64>,
+) -> Option<f64> {
+    let base = of(process(results, &run_id("vanilla", online, partner), name)?)?;
+    let v = of(process(results, &run_id(stack, online, partner), name)?)?;
+    (base > 0.0).then(|| v / base)
+}
+
+type Stat = fn(&ProcessHeadline) -> Option<f64>;
+const AVG: Stat = |p| p.response_mean_ns.map(|v| v as f64);
+const P99: Stat = |p| p.response_p99_ns.map(|v| v as f64);
+const IPS: Stat = |p| p.instructions_per_sec;
+
+/// The service's statistic normalised to vanilla, per offline partner.
+fn online_norm(results: &Results, stack: &str, online: &str, of: Stat) -> Vec<Option<f64>> {
+    OFFLINE
+        .iter()
+        .map(|off| normalised(results, stack, online, off, online, of))
+        .collect()
+}
+
+/// The offline job's instruction rate normalised to vanilla, per job, co-run with `online`.
+fn offline_norm(results: &Results, stack: &str, online: &str) -> Vec<Option<f64>> {
+    OFFLINE
+        .iter()
+        .map(|off| normalised(results, stack, online, off, off, IPS))
+        .collect()
+}
+
+/// Mean of the values, only when every one is there.
+fn mean_all(values: &[Option<f64>]) -> Option<f64> {
+    let v: Option<Vec<f64>> = values.iter().copied().collect();
+    let v = v?;
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn caption(size: Size, seed: u64) -> String {
+    let quick = match size {
+        Size::Quick => format!(
+            " --quick: {QUICK_MS} ms per run, about 100 requests: the p99 is nearly the maximum; \
+             the full study runs {FULL_MS} ms."
+        ),
+        Size::Full => String::new(),
+    };
+    format!(
+        "Host {HOST}, device {DEVICE}, {} ms simulated per run (about {} requests per service), \
+         seed {seed}, {} study.{quick}",
+        duration_ms(size),
+        duration_ms(size) * 400 / 1000,
+        size.as_str()
+    )
+}
+
+fn offline_categories(extra: &[&str]) -> Vec<String> {
+    OFFLINE.iter().chain(extra).map(|s| s.to_string()).collect()
+}
+
+/// Points at x = 0, 1, … for the values present.
+fn indexed(values: &[Option<f64>]) -> Vec<(f64, f64)> {
+    values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| Some((i as f64, (*v)?)))
+        .collect()
+}
+
+fn solid_dashed(i: usize) -> Stroke {
+    if i == 0 {
+        Stroke::Solid
+    } else {
+        Stroke::Dashed
+    }
+}
+
+pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
+    let mut figs = Vec::new();
+    for online in ONLINE {
+        figs.push(norm_figure(results, size, seed, online));
+    }
+    for online in ONLINE {
+        figs.push(offline_figure(results, size, seed, online));
+    }
+    figs.push(cache_figure(results, size, seed));
+    figs.extend(pagerank_figures(results, size, seed));
+    figs.extend(index_figures(results, size, seed));
+    figs
+}
+
+/// Report 1: the service's average and p99, normalised to vanilla, per partner and the mean.
+fn norm_figure(results: &Results, size: Size, seed: u64, online: &str) -> Figure {
+    let mut series = Vec::new();
+    for (c, stack) in STACKS.iter().enumerate() {
+        for (k, (stat, of)) in [("avg", AVG), ("p99", P99)].into_iter().enumerate() {
+            let mut values = online_norm(results, stack, online, of);
+            let m = mean_all(&values);
+            values.push(normalised(results, stack, online, ALONE, online, of));
+            values.push(m);
+            series.push(Series {
+                name: format!("{stack} {stat}"),
+                points: indexed(&values),
+                stroke: solid_dashed(k),
+                colour: c,
+            });
+        }
+    }
+    Figure {
+        stem: format!("norm-{online}"),
+        title: format!("{online}: response time normalised to vanilla"),
+        caption: format!(
+            "Average (solid) and p99 (dashed) response time of {online} under each stack over \
+             the same under vanilla, co-run with each offline job, alone, and the mean over the \
+             ten co-runs. {}",
+            caption(size, seed)
+        ),
+        x_label: "co-runner".into(),
+        y_label: "response time / vanilla".into(),
+        x_log: false,
+        y_log: false,
+        x_categories: offline_categories(&[ALONE, "mean"]),
+        series,
+    }
+}
+
+/// Report 1: the offline jobs' instruction rate, normalised to vanilla.
+fn offline_figure(results: &Results, size: Size, seed: u64, online: &str) -> Figure {
+    let series = STACKS
+        .iter()
+        .enumerate()
+        .map(|(c, stack)| {
+            let mut values = offline_norm(results, stack, online);
+            values.push(mean_all(&values));
+            Series {
+                name: stack.to_string(),
+                points: indexed(&values),
+                stroke: Stroke::Solid,
+                colour: c,
+            }
+        })
+        .collect();
+    Figure {
+        stem: format!("offline-{online}"),
+        title: format!("offline jobs co-run with {online}: performance normalised to vanilla"),
+        caption: format!(
+            "Instructions per second of each offline job under each stack over the same under \
+             vanilla, co-run with {online}; the last point is the mean. {}",
+            caption(size, seed)
+        ),
+        x_label: "offline job".into(),
+        y_label: "instructions/s / vanilla".into(),
+        x_log: false,
+        y_log: false,
+        x_categories: offline_categories(&["mean"]),
+        series,
+    }
+}
+
+/// Device cache reads of a run: (LC, throughput).
+fn cache_reads(results: &Results, id: &str) -> Option<[ClassCacheReads; 2]> {
+    Some(results.get(id)?.system.as_ref()?.host.cache)
+}
+
+fn both(c: &[ClassCacheReads; 2]) -> ClassCacheReads {
+    ClassCacheReads {
+        read_hits: c[0].read_hits + c[1].read_hits,
+        read_misses: c[0].read_misses + c[1].read_misses,
+    }
+}
+
+/// A line of the sensitivity figure: its name, the cache setting it reads, and its hit rate.
+type CacheLine = (
+    String,
+    &'static str,
+    fn(&[ClassCacheReads; 2]) -> Option<f64>,
+);
+
+/// The sensitivity figure's lines: each uni cache over both classes, the split's partitions.
+fn cache_lines() -> Vec<CacheLine> {
+    let mut lines: Vec<CacheLine> = Vec::new();
+    for (cache, _) in CACHES.iter().take(3) {
+        lines.push((cache.to_string(), cache, |c| both(c).hit_rate()));
+    }
+    lines.push(("split LC".into(), "split", |c| c[0].hit_rate()));
+    lines.push(("split TP".into(), "split", |c| c[1].hit_rate()));
+    lines
+}
+
+/// Report 2: cache read hit rates per setting, apache with each offline job.
+fn cache_figure(results: &Results, size: Size, seed: u64) -> Figure {
+    let series = cache_lines()
+        .into_iter()
+        .enumerate()
+        .map(|(c, (name, cache, rate))| {
+            let values: Vec<Option<f64>> = OFFLINE
+                .iter()
+                .map(|off| {
+                    rate(&cache_reads(results, &cache_run_id(cache, off))?).map(|r| 100.0 * r)
+                })
+                .collect();
+            Series {
+                name,
+                points: indexed(&values),
+                stroke: if cache == "split" {
+                    Stroke::Dashed
+                } else {
+                    Stroke::Solid
+                },
+                colour: c,
+            }
+        })
+        .collect();
+    Figure {
+        stem: "cache-hit-rates".into(),
+        title: format!("device cache read hit rate, {CACHE_SERVICE} with each offline job"),
+        caption: format!(
+            "Read hit rate of the device DRAM cache: uni-no (no prefetch), uni-128 (128 pages \
+             after every miss), uni-dyn (ghost-chosen prefetch) over both classes; the split \
+             cache's (dynamic ways, ghost prefetch per partition) LC and throughput partitions. \
+             Read-ahead off in all four; vanilla host with the class passed to the device. {}",
+            caption(size, seed)
+        ),
+        x_label: "offline job (co-run with apache)".into(),
+        y_label: "read hit rate (%)".into(),
+        x_log: false,
+        y_log: false,
+        x_categories: offline_categories(&[]),
+        series,
+    }
+}
+
+fn series_of<'a>(results: &'a Results, stack: &str, offline: &str) -> &'a [SeriesPoint] {
+    results
+        .get(&run_id(stack, CACHE_SERVICE, offline))
+        .and_then(|r| r.system.as_ref())
+        .map_or(&[], |s| s.series.as_slice())
+}
+
+/// One line per stack of `y` over time in the `offline` co-run (points where `y` is `None`
+/// are left out).
+fn over_time(
+    results: &Results,
+    offline: &str,
+    stacks: &[&str],
+    stroke: Stroke,
+    suffix: &str,
+    y: impl Fn(&SeriesPoint) -> Option<f64>,
+) -> Vec<Series> {
+    stacks
+        .iter()
+        .map(|stack| Series {
+            name: format!("{stack}{suffix}"),
+            points: series_of(results, stack, offline)
+                .iter()
+                .filter_map(|p| Some((p.t_end_ms / 1e3, y(p)?)))
+                .collect(),
+            stroke,
+            colour: STACKS.iter().position(|s| s == stack).unwrap_or(0),
+        })
+        .collect()
+}
+
+fn time_figure(
+    stem: &str,
+    title: String,
+    caption: String,
+    y_label: &str,
+    series: Vec<Series>,
+) -> Figure {
+    Figure {
+        stem: stem.into(),
+        title,
+        caption,
+        x_label: "time (s)".into(),
+        y_label: y_label.into(),
+        x_log: false,
+        y_log: false,
+        x_categories: vec![],
+        series,
+    }
+}
+
+/// Report 3: apache + pagerank over time.
+fn pagerank_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
+    let window = series_ms(size);
+    let run = format!("{CACHE_SERVICE} + {SERIES_OFFLINE}");
+    let split: Vec<&str> = STACKS[1..].to_vec();
+    vec![
+        time_figure(
+            "pagerank-tp-share",
+            format!("{run}: throughput partition's share of the cache"),
+            format!(
+                "Ways of every set the throughput class may fill over all ways, at the end of \
+                 each {window} ms window, under the stacks that split the cache (vanilla's cache \
+                 is shared). {}",
+                caption(size, seed)
+            ),
+            "throughput ways / all ways (%)",
+            over_time(results, SERIES_OFFLINE, &split, Stroke::Solid, "", |p| {
+                let total = p.cache_ways[0] + p.cache_ways[1];
+                (total > 0).then(|| 100.0 * p.cache_ways[1] as f64 / total as f64)
+            }),
+        ),
+        time_figure(
+            "pagerank-apache-latency",
+            format!("{run}: apache's I/O latency over time"),
+            format!(
+                "Mean (solid) and p99 (dashed) latency of apache's read/write calls completed in \
+                 each {window} ms window (the series records I/O call latency, not request \
+                 response time; windows without an apache I/O are left out). {}",
+                caption(size, seed)
+            ),
+            "I/O latency (µs)",
+            [
+                over_time(
+                    results,
+                    SERIES_OFFLINE,
+                    &STACKS,
+                    Stroke::Solid,
+                    " mean",
+                    |p| (p.lc_ios > 0).then(|| p.lc_lat_mean_ns as f64 / 1e3),
+                ),
+                over_time(
+                    results,
+                    SERIES_OFFLINE,
+                    &STACKS,
+                    Stroke::Dashed,
+                    " p99",
+                    |p| (p.lc_ios > 0).then(|| p.lc_lat_p99_ns as f64 / 1e3),
+                ),
+            ]
+            .concat(),
+        ),
+        time_figure(
+            "pagerank-io-rate",
+            format!("{run}: pagerank's I/O rate over time"),
+            format!(
+                "pagerank's read/write calls completed per second in each {window} ms window \
+                 (the throughput class: pagerank is the run's only throughput process). {}",
+                caption(size, seed)
+            ),
+            "pagerank I/Os per second",
+            over_time(results, SERIES_OFFLINE, &STACKS, Stroke::Solid, "", |p| {
+                Some(p.tp_iops)
+            }),
+        ),
+    ]
+}
+
+/// A layer of the LC breakdown: its short name and its mean time per request.
+type Layer = (&'static str, fn(&LayerBreakdown) -> u64);
+
+/// The layers of the LC breakdown, in path order.
+const LAYERS: [Layer; 9] = [
+    ("sw q", |b| b.software_queue),
+    ("hw q", |b| b.hardware_queue),
+    ("driver", |b| b.driver),
+    ("dev q", |b| b.device_queue),
+    ("dev serv", |b| b.device_service),
+    ("irq", |b| b.irq),
+    ("poll", |b| b.poll),
+    ("ctx sw", |b| b.context_switch),
+    ("blk compl", |b| b.blk_complete),
+];
+
+fn detail<'a>(results: &'a Results, stack: &str) -> Option<&'a crate::results::HostHeadline> {
+    Some(
+        &results
+            .get(&run_id(stack, CACHE_SERVICE, DETAIL_OFFLINE))?
+            .system
+            .as_ref()?
+            .host,
+    )
+}
+
+/// Report 4: apache + index.
+fn index_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
+    let window = series_ms(size);
+    let run = format!("{CACHE_SERVICE} + {DETAIL_OFFLINE}");
+    let breakdown = STACKS
+        .iter()
+        .enumerate()
+        .map(|(c, stack)| Series {
+            name: stack.to_string(),
+            points: detail(results, stack).map_or_else(Vec::new, |h| {
+                LAYERS
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, of))| (i as f64, of(&h.breakdown_lc_ns) as f64 / 1e3))
+                    .collect()
+            }),
+            stroke: Stroke::Solid,
+            colour: c,
+        })
+        .collect();
+    let miss_rate = |class: usize| {
+        move |p: &SeriesPoint| {
+            let c = p.cache[class];
+            c.hit_rate().map(|h| 100.0 * (1.0 - h))
+        }
+    };
+    vec![
+        Figure {
+            stem: "index-breakdown".into(),
+            title: format!("{run}: latency-critical I/O time by layer"),
+            caption: format!(
+                "Mean time per latency-critical (apache) block request in each layer: software \
+                 and hardware queues (sw q, hw q), driver, device queueing (dev q: beyond the \
+                 fastest device time seen for the same direction and size) and service (dev \
+                 serv: that fastest time), interrupt, polling, context switch (ctx sw), \
+                 block-layer completion (blk compl). {}",
+                caption(size, seed)
+            ),
+            x_label: "layer".into(),
+            y_label: "mean time per request (µs)".into(),
+            x_log: false,
+            y_log: false,
+            x_categories: LAYERS.iter().map(|l| l.0.to_string()).collect(),
+            series: breakdown,
+        },
+        time_figure(
+            "index-miss-rate",
+            format!("{run}: device cache read miss rate over time"),
+            format!(
+                "Read misses over lookups of the device cache in each {window} ms window, apache's \
+                 (LC, solid) and index's (throughput, dashed) reads; vanilla passes no class, so \
+                 all its reads count as throughput. Windows without a lookup of the class are \
+                 left out. {}",
+                caption(size, seed)
+            ),
+            "read miss rate (%)",
+            [
+                over_time(
+                    results,
+                    DETAIL_OFFLINE,
+                    &STACKS,
+                    Stroke::Solid,
+                    " LC",
+                    miss_rate(0),
+                ),
+                over_time(
+                    results,
+                    DETAIL_OFFLINE,
+                    &STACKS,
+                    Stroke::Dashed,
+                    " TP",
+                    miss_rate(1),
+                ),
+            ]
+            .concat(),
+        ),
+        time_figure(
+            "index-sched",
+            format!("{run}: scheduler CPU time over time"),
+            format!(
+                "CPU time the cores spent in the scheduler (context switches) in each {window} ms \
+                 window, summed over the 8 cores, as percent of one core. The series carries no \
+                 count of context switches; the run's total count is in the table. {}",
+                caption(size, seed)
+            ),
+            "scheduler time (% of one core)",
+            over_time(results, DETAIL_OFFLINE, &STACKS, Stroke::Solid, "", |p| {
+                Some(100.0 * p.cpu_sched_ns as f64 / (window as f64 * 1e6))
+            }),
+        ),
+    ]
+}
+
+fn cell(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+fn stack_header(first: &str) -> Vec<String> {
+    std::iter::once(first.to_string())
+        .chain(STACKS.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// The headline table: per service, the mean over the ten co-runs of its average and p99
+/// normalised to vanilla, and of its co-runners' performance; stacks across.
+pub fn headline(results: &Results) -> Table {
+    let mut t = Table {
+        header: stack_header("mean over 10 co-runs, / vanilla"),
+        rows: vec![],
+    };
+    for online in ONLINE {
+        for (stat, of) in [("avg", AVG), ("p99", P99)] {
+            let mut row = vec![format!("{online} {stat}")];
+            row.extend(
+                STACKS
+                    .iter()
+                    .map(|s| cell(mean_all(&online_norm(results, s, online, of)))),
+            );
+            t.rows.push(row);
+        }
+        let mut row = vec![format!("offline jobs with {online}: instr/s")];
+        row.extend(
+            STACKS
+                .iter()
+                .map(|s| cell(mean_all(&offline_norm(results, s, online)))),
+        );
+        t.rows.push(row);
+    }
+    t
+}
+
+/// The tables below the headline: every pair, the cache sensitivity, the apache + index detail.
+pub fn tables(results: &Results) -> Vec<(String, Table)> {
+    vec![
+        (
+            "Every pair: avg / p99 response time normalised to vanilla (vanilla's own in brackets)"
+                .into(),
+            pairs_table(results),
+        ),
+        (
+            format!("Cache sensitivity: read hit rate (%) by class, {CACHE_SERVICE} with each offline job"),
+            cache_table(results),
+        ),
+        (
+            format!("{CACHE_SERVICE} + {DETAIL_OFFLINE}: NVMe commands, completions and context switches"),
+            nvme_table(results),
+        ),
+        (
+            format!(
+                "{CACHE_SERVICE} + {DETAIL_OFFLINE}: CPU seconds by category done for the \
+                 latency-critical class (its threads and its I/O's interrupt work)"
+            ),
+            cpu_table(results),
+        ),
+    ]
+}
+
+fn pairs_table(results: &Results) -> Table {
+    let mut t = Table {
+        header: stack_header("service + co-runner"),
+        rows: vec![],
+    };
+    for online in ONLINE {
+        for partner in partners() {
+            let mut row = vec![format!("{online} + {partner}")];
+            for stack in STACKS {
+                let n = |of| normalised(results, stack, online, partner, online, of);
+                let text = if stack == "vanilla" {
+                    process(results, &run_id(stack, online, partner), online)
+                        .and_then(|p| {
+                            Some(format!(
+                                "({} / {})",
+                                format_ns(p.response_mean_ns?),
+                                format_ns(p.response_p99_ns?)
+                            ))
+                        })
+                        .unwrap_or("-".into())
+                } else {
+                    format!("{} / {}", cell(n(AVG)), cell(n(P99)))
+                };
+                row.push(text);
+            }
+            t.rows.push(row);
+        }
+    }
+    t
+}
+
+fn cache_table(results: &Results) -> Table {
+    let mut t = Table {
+        header: std::iter::once("offline job".to_string())
+            .chain(
+                CACHES
+                    .iter()
+                    .flat_map(|(c, _)| [format!("{c} LC"), format!("{c} TP")]),
+            )
+            .collect(),
+        rows: vec![],
+    };
+    for off in OFFLINE {
+        let mut row = vec![off.to_string()];
+        for (cache, _) in CACHES {
+            let c = cache_reads(results, &cache_run_id(cache, off));
+            for class in 0..2 {
+                row.push(cell(c.and_then(|c| c[class].hit_rate()).map(|r| 100.0 * r)));
+            }
+        }
+        t.rows.push(row);
+    }
+    t
+}
+
+fn nvme_table(results: &Results) -> Table {
+    type Count = fn(&crate::results::HostHeadline) -> u64;
+    let rows: [(&str, Count); 7] = [
+        ("NVMe commands, LC", |h| h.nvme_commands_lc),
+        ("NVMe commands, throughput", |h| h.nvme_commands_tp),
+        ("doorbells", |h| h.doorbells),
+        ("interrupts", |h| h.interrupts),
+        ("polled completions", |h| h.polled_completions),
+        ("context switches", |h| h.context_switches),
+        ("LC block requests", |h| h.breakdown_lc_ns.requests),
+    ];
+    let mut t = Table {
+        header: stack_header("count over the run"),
+        rows: vec![],
+    };
+    for (name, of) in rows {
+        let mut row = vec![name.to_string()];
+        row.extend(
+            STACKS
+                .iter()
+                .map(|s| detail(results, s).map_or("-".into(), |h| of(h).to_string())),
+        );
+        t.rows.push(row);
+    }
+    t
+}
+
+fn cpu_table(results: &Results) -> Table {
+    let mut t = Table {
+        header: stack_header("category"),
+        rows: vec![],
+    };
+    let cats: Vec<String> = STACKS
+        .iter()
+        .find_map(|s| detail(results, s))
+        .map(|h| h.cpu_lc_s.keys().cloned().collect())
+        .unwrap_or_default();
+    for cat in cats {
+        let mut row = vec![cat.clone()];
+        row.extend(STACKS.iter().map(|s| {
+            detail(results, s)
+                .and_then(|h| h.cpu_lc_s.get(&cat))
+                .map_or("-".into(), |v| format!("{v:.4}"))
+        }));
+        t.rows.push(row);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_unique_and_every_system_file_parses_under_its_stack() {
+        let runs = runs(Size::Quick, 1);
+        assert_eq!(
+            runs.len(),
+            STACKS.len() * ONLINE.len() * (OFFLINE.len() + 1) + CACHES.len() * OFFLINE.len()
+        );
+        let mut ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), runs.len());
+        for r in &runs {
+            let sys = r.system.as_ref().unwrap();
+            let stack = sim::stack::find(&sys.stack).unwrap();
+            let cfg = sim::system::SystemConfig::parse_with_stack(
+                &r.job_fio,
+                &r.id,
+                std::path::Path::new("."),
+                Some(stack),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", r.id));
+            assert_eq!(cfg.host.name, HOST);
+            assert_eq!(cfg.device.name, DEVICE);
+            assert_eq!(cfg.duration.as_ns(), QUICK_MS * 1_000_000);
+            let alone = r.id.ends_with(ALONE);
+            assert_eq!(cfg.processes.len(), if alone { 1 } else { 2 }, "{}", r.id);
+            if r.id.starts_with("cache-") {
+                assert_eq!(cfg.device.cache.readahead_units, 0, "{}", r.id);
+                assert_eq!(sys.stack, "vanilla");
+            }
+        }
+        let split = runs
+            .iter()
+            .find(|r| r.id == cache_run_id("split", "wc"))
+            .unwrap();
+        let cfg = sim::system::SystemConfig::parse_with_stack(
+            &split.job_fio,
+            &split.id,
+            std::path::Path::new("."),
+            sim::stack::find("vanilla").ok(),
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.device.cache.partition,
+            device::config::Partition::Dynamic
+        );
+        let series: Vec<&str> = runs
+            .iter()
+            .filter(|r| r.system.as_ref().unwrap().series_ms > 0)
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(series.len(), 2 * STACKS.len(), "{series:?}");
+        let full = super::runs(Size::Full, 1);
+        assert!(full[0]
+            .job_fio
+            .contains(&format!("duration_ms = {FULL_MS}")));
+    }
+
+    /// A mean over the co-runs is only drawn when every co-run is there, and missing runs leave
+    /// gaps (`-` cells, absent points), never a panic or a made-up number.
+    #[test]
+    fn missing_runs_leave_gaps_in_every_report() {
+        assert_eq!(mean_all(&[Some(1.0), Some(3.0)]), Some(2.0));
+        assert_eq!(mean_all(&[Some(1.0), None]), None);
+        let empty = Results::new();
+        let figs = figures(&empty, Size::Quick, 1);
+        assert_eq!(figs.len(), 13);
+        assert!(figs
+            .iter()
+            .all(|f| f.series.iter().all(|s| s.points.is_empty())));
+        let t = headline(&empty);
+        assert_eq!(t.rows.len(), 3 * ONLINE.len());
+        assert!(t.rows.iter().all(|r| r[1..].iter().all(|c| c == "-")));
+        for (title, table) in tables(&empty) {
+            let numbers = table.rows.iter().flat_map(|r| &r[1..]);
+            for c in numbers {
+                assert!(!c.chars().any(|ch| ch.is_ascii_digit()), "{title}: {c}");
+            }
+        }
+    }
+}
