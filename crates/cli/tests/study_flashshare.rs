@@ -72,8 +72,8 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     let runs = study["runs"].as_array().unwrap();
     assert_eq!(
         runs.len(),
-        5 * 3 * 11 + 4 * 10,
-        "stacks x pairs + cache runs"
+        6 * 3 * 11 + 4 * 10,
+        "6 stacks (vanilla, cacheopt, kernelopt, selectisr, xler, dedcore) x 3 services x (10 jobs + alone) + 4 caches x 10 jobs"
     );
     for r in runs {
         let id = r["id"].as_str().unwrap();
