@@ -1,82 +1,269 @@
 //! Adaptive request coalescing: under pipelined load, wait a moment before reading sockets
-//! again so the next step reads, answers and sends a batch instead of one request.
+//! again so the next step reads, answers and sends a batch instead of one request — and only
+//! as long as waiting actually buys a bigger batch.
 //!
 //! # What it models
 //! A NIC's adaptive interrupt moderation (Linux `ethtool -C adaptive-rx`, NAPI's switch from
 //! interrupts to polling): at a low packet rate every packet raises an interrupt at once (lowest
 //! latency); at a high rate the device holds interrupts for a few microseconds so one interrupt
-//! covers many packets. A worker step has the same shape: its fixed cost — waking up,
-//! `epoll_wait`, one `read` per connection, one `writev` per connection, and in the kernel one
-//! TCP segment with its ACK per `writev` — is paid per step, not per request. Under fio's NBD
-//! engine at iodepth 32 a step found ~1.5 requests, and that fixed cost was most of the
-//! server's CPU time (profile: `writev` 47 %, `epoll_pwait2` 25 % of which 15 % the context
-//! switch, `read` 21 %, our own code ~7 %).
+//! covers many packets, and the holding time follows the rate. A worker step has the same
+//! shape: its fixed cost — waking up, `epoll_wait`, one `read` per connection, one `writev` per
+//! connection, and in the kernel one TCP segment with its ACK per `writev` — is paid per step,
+//! not per request. Under fio's NBD engine at iodepth 32 a step found ~1.5 requests without
+//! pauses, and that fixed cost was most of the server's CPU time (profile: `writev` 47 %,
+//! `epoll_pwait2` 25 % of which 15 % the context switch, `read` 21 %, our own code ~7 %). A
+//! pause is not free either: on this VM a sleep that ends on a timer costs the sleeping thread
+//! ~17 µs of CPU whatever its length (docs/server.md), so a pause must gather several requests
+//! to pay for itself.
 //!
 //! # The rule
-//! The worker keeps an exponentially weighted moving average of the requests each busy step
-//! took in (weight 1/[`EWMA_WEIGHT`]). While that average is at least
-//! [`ACTIVATE_BATCH_MILLI`] / 1000 requests — the clients are pipelining, so more requests are
-//! already on their way — a step that took requests is followed by a pause: the worker sleeps
-//! `coalesce_ns` once the step is done (never past a device event, see the worker), and the
-//! next step reads whatever arrived meanwhile. A client at queue depth 1 never has a second
-//! request outstanding, so every step takes exactly one request, the average stays at 1, and
-//! its latency is untouched; several QD1 clients on one worker are load, and are coalesced.
+//! *Whether to pause at all.* The worker keeps an exponentially weighted moving average of the
+//! requests each busy step took in (weight 1/[`EWMA_WEIGHT`]). Below
+//! [`ACTIVATE_BATCH_MILLI`] / 1000 requests per step — a client at queue depth 1 never has a
+//! second request outstanding, so every step takes exactly one — the worker never pauses, and
+//! QD1 latency is untouched.
 //!
-//! Worked example (`coalesce_ns` = 50 µs, fio iodepth 32 at ~110 K IOPS): without pauses the
-//! steps took 1, 2, 1, 2, 1 … requests; the average crosses 1.25 after a few steps and the
-//! worker starts pausing: the next step begins 50 µs after the previous one ended and finds ~6
-//! requests, which it answers with one `writev` of ~25 KiB. Measured here (nbd_cpu_efficiency,
-//! one 4 s round each): 150 K I/Os per server CPU-second without pauses, 241 K with 20 µs,
-//! 306 K with 50 µs, 397 K with 100 µs, with fio's p99 latency 400, 360, 630 and 410 µs.
+//! *How long.* The pause takes one of a ladder of lengths: `coalesce_ns` (the config's longest
+//! pause), its half, its quarter … down to [`MIN_WINDOW_NS`]. The worker climbs the ladder by measuring what a
+//! pause buys: one pause in [`PROBE_EVERY`] is a *probe* one rung lower (no pause at all on the
+//! first rung), and the batches that follow full pauses and probes are averaged apart. After
+//! [`DECIDE_AFTER_STEPS`] steps on a rung:
+//! - if a full pause does not take in at least [`PRODUCTIVE_GAIN_MILLI`] / 1000 times the
+//!   requests the probe's half pause took ([`FIRST_RUNG_GAIN_MILLI`] on the first rung, whose
+//!   probe does not pause at all and so does not pay for a sleep), the extra wait bought nothing — the clients are
+//!   closed loops whose few outstanding requests are all already here — and the worker steps
+//!   down a rung (from the first rung: back to no pause), and does not climb again for
+//!   [`COOLDOWN_STEPS`] steps;
+//! - else, if the batch is still below [`TARGET_BATCH`], it climbs a rung.
+//!
+//! Worked example (`coalesce_ns` 160 µs; rungs 40, 80, 160 µs; a step itself takes ~12 µs).
+//! fio iodepth 32 at ~130 K IOPS: its requests arrive at ~0.13 per µs whatever the server
+//! does, so a step without a pause takes ~1.6 requests, one after a 40 µs pause ~6.8 (gain
+//! 4.3×: climb), 80 µs ~12 against ~6.8 (1.8×, still under 16: climb), 160 µs ~22 against
+//! ~12: productive, over 16, stay. A pipelining client at iodepth 2 has at most two requests
+//! outstanding: the first rung takes 2 against 1–2 without a pause (at most 2×, under 2.5×):
+//! step down to no pause, where it stays but for one 32-step trial per cooldown. An iodepth-8
+//! client settles on 40 µs (~6.8 against ~1.6) and comes back from 80 µs (8 against 6.8).
 //!
 //! # What it leaves out
-//! Per-connection moderation (the pause is per worker) and a window that adapts its length to
-//! the arrival rate (the length is a config constant; only the on/off decision adapts).
+//! Per-connection moderation (the pause is per worker); a pause ended by data (each socket's
+//! `SO_RCVLOWAT` set to a batch was tried and not kept: a starved fio never reaches the mark).
 //!
 //! # Config keys
-//! `[dataplane] coalesce_ns` (0: off).
+//! `[dataplane] coalesce_ns` (the longest pause; 0: off).
 
-/// Weight of a new sample in the batch average: 1/8, so the rule reacts within ~10 steps.
+/// Weight of a new sample in the averages: 1/8, so they follow a change within ~10 steps.
 pub const EWMA_WEIGHT: u64 = 8;
-/// The average batch (milli-requests per busy step) at or above which the worker pauses:
+/// The average batch (milli-requests per busy step) at or above which the worker may pause:
 /// 1.25 requests — a QD1 client gives exactly 1.0, a pipelining one more.
 pub const ACTIVATE_BATCH_MILLI: u64 = 1_250;
+/// The shortest pause (the ladder's first rung): ~5 requests' worth at fio's ~130 K IOPS, so
+/// the first rung can pay for its sleep (see [`FIRST_RUNG_GAIN_MILLI`]).
+pub const MIN_WINDOW_NS: u64 = 40_000;
+/// One pause in this many is a probe one rung lower.
+pub const PROBE_EVERY: u64 = 4;
+/// Steps spent on a rung before the worker decides to climb, stay or step down (with
+/// [`PROBE_EVERY`] 4: 8 probes and 24 full pauses).
+pub const DECIDE_AFTER_STEPS: u64 = 32;
+/// A full pause must take in this many milli-times the requests its probe took to count as
+/// productive: doubling a pause that gathers arrivals at a steady rate doubles its batch (2×);
+/// one whose batch is capped by the clients' queue depth gains nothing (1×).
+pub const PRODUCTIVE_GAIN_MILLI: u64 = 1_500;
+/// The first rung must take in this many milli-times the requests a step without a pause
+/// takes: a step's fixed cost is ~10 µs of CPU (system calls and TCP work, the profile above)
+/// and the pause's timer sleep adds ~17 µs, so a paused step costs ~2.7× an unpaused one in
+/// fixed cost and must carry about that many more requests to cost less per request (2.5×:
+/// the figures are rough; a closed loop of depth 2 gains at most 2×).
+pub const FIRST_RUNG_GAIN_MILLI: u64 = 2_500;
+/// The batch a pause aims for: at ~20 µs of fixed cost per step (the sleep ~17 µs on this VM,
+/// plus the system calls) and ~1.5 µs per request, 16 requests put the fixed cost under half
+/// of the total.
+pub const TARGET_BATCH: u64 = 16;
+/// After stepping down, steps before the worker may climb again (at ~20 K steps/s, ~50 ms).
+pub const COOLDOWN_STEPS: u64 = 1_024;
+
+/// What preceded the step being observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pause {
+    None,
+    Full,
+    Probe,
+}
+
+/// An exponentially weighted average in milli-units, with its sample count.
+#[derive(Debug, Clone, Copy, Default)]
+struct Avg {
+    milli: u64,
+    samples: u64,
+}
+
+impl Avg {
+    fn add(&mut self, value: u64) {
+        let sample = value.saturating_mul(1_000);
+        self.milli = if self.samples == 0 {
+            sample
+        } else {
+            (self.milli * (EWMA_WEIGHT - 1) + sample).div_ceil(EWMA_WEIGHT)
+        };
+        self.samples += 1;
+    }
+}
 
 /// A worker's coalescing state.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Coalescer {
-    window_ns: u64,
+    max_window_ns: u64,
+    /// The activation average over every busy step.
     avg_batch_milli: u64,
+    /// 0: no pause; n ≥ 1: pauses of [`Coalescer::window_of`]`(n)`.
+    rung: u32,
+    /// Steps observed on this rung.
+    steps_on_rung: u64,
+    full: Avg,
+    probe: Avg,
+    /// What the next observed step followed.
+    pending: Pause,
+    cooldown: u64,
 }
 
 impl Coalescer {
-    /// `window_ns` = 0 turns coalescing off.
-    pub fn new(window_ns: u64) -> Coalescer {
+    /// `max_window_ns` = 0 turns coalescing off.
+    pub fn new(max_window_ns: u64) -> Coalescer {
         Coalescer {
-            window_ns,
+            max_window_ns,
             avg_batch_milli: 1_000,
+            rung: 0,
+            steps_on_rung: 0,
+            full: Avg::default(),
+            probe: Avg::default(),
+            pending: Pause::None,
+            cooldown: 0,
         }
+    }
+
+    /// The number of rungs: the top one is `max_window_ns`, each lower one half the one above,
+    /// down to [`MIN_WINDOW_NS`] (one rung when the maximum is below it).
+    fn rungs(&self) -> u32 {
+        let mut rungs = 1;
+        while self.max_window_ns >> rungs >= MIN_WINDOW_NS {
+            rungs += 1;
+        }
+        rungs
+    }
+
+    /// The pause of rung `rung` (1 ..= [`Coalescer::rungs`]), ns.
+    fn window_of(&self, rung: u32) -> u64 {
+        debug_assert!((1..=self.rungs()).contains(&rung));
+        self.max_window_ns >> (self.rungs() - rung)
+    }
+
+    /// Whether rung `rung` is the top one (its pause is the configured maximum).
+    fn is_top(&self, rung: u32) -> bool {
+        rung >= self.rungs()
+    }
+
+    fn enter_rung(&mut self, rung: u32) {
+        self.rung = rung;
+        self.steps_on_rung = 0;
+        self.full = Avg::default();
+        self.probe = Avg::default();
     }
 
     /// Records a step that took in `taken` requests (call only for steps that took some).
     pub fn observe(&mut self, taken: usize) {
         debug_assert!(taken > 0);
-        let sample = (taken as u64).saturating_mul(1_000);
+        let taken = taken as u64;
         // avg += (sample − avg) / weight, in integers.
         self.avg_batch_milli =
-            (self.avg_batch_milli * (EWMA_WEIGHT - 1) + sample).div_ceil(EWMA_WEIGHT);
+            (self.avg_batch_milli * (EWMA_WEIGHT - 1) + taken * 1_000).div_ceil(EWMA_WEIGHT);
+        self.cooldown = self.cooldown.saturating_sub(1);
+        let pause = std::mem::replace(&mut self.pending, Pause::None);
+        if self.max_window_ns == 0 {
+            return;
+        }
+        if self.avg_batch_milli < ACTIVATE_BATCH_MILLI {
+            // Not pipelining (any more): no pause, and climb from the bottom next time.
+            if self.rung != 0 {
+                self.enter_rung(0);
+            }
+            return;
+        }
+        if self.rung == 0 {
+            if self.cooldown == 0 {
+                self.enter_rung(1);
+            }
+            return;
+        }
+        match pause {
+            Pause::Full => self.full.add(taken),
+            Pause::Probe => self.probe.add(taken),
+            Pause::None => {}
+        }
+        self.steps_on_rung += 1;
+        if self.steps_on_rung >= DECIDE_AFTER_STEPS
+            && self.full.samples > 0
+            && self.probe.samples > 0
+        {
+            self.decide();
+        }
     }
 
-    /// Whether the clients look pipelined (the average batch is at the threshold).
-    pub fn active(&self) -> bool {
-        self.window_ns > 0 && self.avg_batch_milli >= ACTIVATE_BATCH_MILLI
+    /// Climb, stay or step down, from what the pauses on this rung bought.
+    fn decide(&mut self) {
+        let gain_milli = if self.rung == 1 {
+            FIRST_RUNG_GAIN_MILLI
+        } else {
+            PRODUCTIVE_GAIN_MILLI
+        };
+        let productive = self.full.milli * 1_000 >= self.probe.milli * gain_milli;
+        if !productive {
+            self.cooldown = COOLDOWN_STEPS;
+            self.enter_rung(self.rung - 1);
+        } else if self.full.milli < TARGET_BATCH * 1_000
+            && !self.is_top(self.rung)
+            && self.cooldown == 0
+        {
+            self.enter_rung(self.rung + 1);
+        } else {
+            // Stay, with fresh averages (the load may change).
+            let rung = self.rung;
+            self.enter_rung(rung);
+        }
     }
 
     /// After a step that took requests and ended at `step_end_ns`: the time to sleep until
     /// before reading sockets again, or None to go on at once.
-    pub fn hold_until(&self, step_end_ns: u64) -> Option<u64> {
-        self.active()
-            .then(|| step_end_ns.saturating_add(self.window_ns))
+    pub fn hold_until(&mut self, step_end_ns: u64) -> Option<u64> {
+        if self.max_window_ns == 0 || self.rung == 0 {
+            self.pending = Pause::None;
+            return None;
+        }
+        let probe = self.steps_on_rung % PROBE_EVERY == PROBE_EVERY - 1;
+        let window = if probe {
+            self.pending = Pause::Probe;
+            if self.rung == 1 {
+                return None;
+            }
+            self.window_of(self.rung - 1)
+        } else {
+            self.pending = Pause::Full;
+            self.window_of(self.rung)
+        };
+        Some(step_end_ns.saturating_add(window))
+    }
+
+    /// Whether the worker pauses between steps now.
+    pub fn active(&self) -> bool {
+        self.max_window_ns > 0 && self.rung > 0
+    }
+
+    /// The current full pause, ns (0: none).
+    pub fn window_ns(&self) -> u64 {
+        if self.rung == 0 {
+            0
+        } else {
+            self.window_of(self.rung)
+        }
     }
 
     /// The average batch, in milli-requests per busy step (for tests and diagnostics).
@@ -89,37 +276,107 @@ impl Coalescer {
 mod tests {
     use super::*;
 
+    /// A client model: requests arrive at `per_us_milli` thousandths per µs, with at most
+    /// `depth` outstanding (a closed loop of that depth; arrivals past it are not sent); a step
+    /// itself lasts [`STEP_NS`].
+    struct Client {
+        per_us_milli: u64,
+        depth: u64,
+        arrived_milli: u64,
+    }
+
+    const STEP_NS: u64 = 12_000;
+
+    impl Client {
+        fn new(per_us_milli: u64, depth: u64) -> Client {
+            Client {
+                per_us_milli,
+                depth,
+                arrived_milli: 0,
+            }
+        }
+
+        /// What the step after `elapsed_ns` (pause + step) takes in.
+        fn batch(&mut self, elapsed_ns: u64) -> usize {
+            self.arrived_milli += elapsed_ns / 1_000 * self.per_us_milli;
+            let taken = (self.arrived_milli / 1_000).min(self.depth);
+            if taken == self.depth {
+                self.arrived_milli = 0;
+            } else {
+                self.arrived_milli -= taken * 1_000;
+            }
+            taken.max(1) as usize
+        }
+    }
+
+    /// Drives a coalescer `steps` steps against `client`; returns it and the mean pause over
+    /// the last half of the steps, ns.
+    fn drive(max_ns: u64, steps: u64, mut client: Client) -> (Coalescer, u64) {
+        let mut c = Coalescer::new(max_ns);
+        let mut now = 0u64;
+        let mut pause = 0u64;
+        let mut late_pause_sum = 0u64;
+        for step in 0..steps {
+            c.observe(client.batch(pause + STEP_NS));
+            now += STEP_NS;
+            pause = match c.hold_until(now) {
+                Some(until) => until - now,
+                None => 0,
+            };
+            if step >= steps / 2 {
+                late_pause_sum += pause;
+            }
+            now += pause;
+        }
+        (c, late_pause_sum / (steps - steps / 2))
+    }
+
     #[test]
     fn queue_depth_one_is_never_held() {
-        let mut c = Coalescer::new(50_000);
-        for _ in 0..1000 {
-            c.observe(1);
-            assert_eq!(c.hold_until(7), None);
-        }
+        let (c, mean_pause) = drive(160_000, 5_000, Client::new(130, 1));
+        assert!(!c.active());
+        assert_eq!(mean_pause, 0);
         assert_eq!(c.avg_batch_milli(), 1_000);
     }
 
     #[test]
-    fn pipelined_load_turns_it_on_and_quiet_turns_it_off() {
-        let mut c = Coalescer::new(50_000);
-        let mut steps = 0;
-        while !c.active() {
-            c.observe(if steps % 2 == 0 { 1 } else { 2 });
-            steps += 1;
-            assert!(steps < 50, "1.5 requests per step must activate it");
-        }
-        assert_eq!(c.hold_until(1_000), Some(51_000));
-        // Large batches keep it on; back to QD1 turns it off within a few dozen steps.
-        for _ in 0..20 {
-            c.observe(6);
-        }
+    fn a_steady_stream_climbs_until_the_batch_reaches_its_target() {
+        // fio iodepth 32 at ~130 K IOPS: 0.13 requests per µs.
+        let (c, _) = drive(160_000, 20_000, Client::new(130, 32));
         assert!(c.active());
-        let mut quiet = 0;
-        while c.active() {
-            c.observe(1);
-            quiet += 1;
-            assert!(quiet < 40, "still on after {quiet} single-request steps");
-        }
+        assert_eq!(
+            c.window_ns(),
+            160_000,
+            "80 µs gives ~12 requests (< 16): climb to 160"
+        );
+        // A faster stream stops lower: 0.4 per µs passes 16 on the first rung, 40 µs.
+        let (c, _) = drive(160_000, 20_000, Client::new(400, 64));
+        assert_eq!(c.window_ns(), 40_000);
+    }
+
+    #[test]
+    fn closed_loops_whose_requests_are_all_here_get_no_longer_pause() {
+        // Iodepth 2: a pause cannot take more than the two outstanding requests; the worker
+        // only re-tries a pause after each cooldown.
+        let (_, mean_pause) = drive(160_000, 50_000, Client::new(130, 2));
+        assert!(
+            mean_pause < 2_000,
+            "an iodepth-2 client paused {mean_pause} ns per step"
+        );
+        // Iodepth 8: pauses pay on the first rung (40 µs: ~6.8 of the 8), not beyond.
+        let (_, mean_pause) = drive(160_000, 50_000, Client::new(130, 8));
+        assert!(
+            (20_000..45_000).contains(&mean_pause),
+            "an iodepth-8 client paused {mean_pause} ns per step"
+        );
+    }
+
+    #[test]
+    fn the_configured_maximum_caps_the_ladder() {
+        let (c, _) = drive(50_000, 20_000, Client::new(130, 64));
+        assert_eq!(c.window_ns(), 50_000, "one rung: 50 µs");
+        let (c, _) = drive(4_000, 20_000, Client::new(1_000, 64));
+        assert!(c.window_ns() <= 4_000);
     }
 
     #[test]
@@ -127,8 +384,25 @@ mod tests {
         let mut c = Coalescer::new(0);
         for _ in 0..100 {
             c.observe(32);
+            assert_eq!(c.hold_until(5), None);
         }
         assert!(!c.active());
-        assert_eq!(c.hold_until(5), None);
+    }
+
+    #[test]
+    fn back_to_queue_depth_one_stops_pausing_within_a_few_dozen_steps() {
+        let (mut c, _) = drive(160_000, 5_000, Client::new(130, 32));
+        assert!(c.active());
+        let mut quiet = 0;
+        while c.active() {
+            c.observe(1);
+            let _ = c.hold_until(0);
+            quiet += 1;
+            assert!(
+                quiet < 60,
+                "still pausing after {quiet} single-request steps"
+            );
+        }
+        assert_eq!(c.hold_until(7), None);
     }
 }

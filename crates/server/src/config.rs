@@ -281,8 +281,9 @@ pub struct DataplaneConfig {
     /// How long an idle worker keeps polling before it blocks (block-after-spin only).
     #[serde(default = "default_idle_spin_ns")]
     pub idle_spin_ns: u64,
-    /// Under pipelined load, how long after a step began the worker waits before reading its
-    /// sockets again, so the next step takes a batch (0: never; see `coalesce`).
+    /// Under pipelined load, the longest pause between loop steps so the next step takes a batch;
+    /// the worker picks a shorter one when a longer one would not gather more (0: never pause;
+    /// see `coalesce`).
     #[serde(default = "default_coalesce_ns")]
     pub coalesce_ns: u64,
 }
@@ -300,11 +301,12 @@ fn default_idle_spin_ns() -> u64 {
     5_000
 }
 
-/// 50 µs: under fio iodepth 32 it took the server from ~1.5 to ~6 requests per step and from
-/// 150 K to ~300 K I/Os per CPU-second, with fio's p99 latency within the run-to-run noise
-/// (400–630 µs); a QD1 client never triggers it (see `coalesce`).
+/// 160 µs, the longest pause (the coalescer climbs to it only while doubling its pause at least
+/// 1.5×'s its batch, and stops at a 16-request batch; see `coalesce`): under fio iodepth 32 a
+/// fixed 50 µs pause took the server from ~1.5 to ~6 requests per step; the ladder reaches
+/// ~20 (measured figures in docs/server.md); a QD1 client never triggers it.
 fn default_coalesce_ns() -> u64 {
-    50_000
+    160_000
 }
 /// Longest coalescing window a config may set.
 pub const MAX_COALESCE_NS: u64 = 1_000_000;

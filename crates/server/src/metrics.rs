@@ -77,6 +77,7 @@ pub struct Metrics {
     slo_misses: Family<Labels, Counter>,
     worker_loops: Family<Labels, Counter>,
     worker_coalesce_waits: Family<Labels, Counter>,
+    worker_coalesce_window: Family<Labels, Gauge>,
     worker_batch: Family<Labels, Histogram, fn() -> Histogram>,
     worker_connections: Family<Labels, Gauge>,
     worker_input_read_bytes: Family<Labels, Counter>,
@@ -118,6 +119,8 @@ pub struct TenantMetrics {
 pub struct WorkerMetrics {
     pub loops: Counter,
     pub coalesce_waits: Counter,
+    /// The coalescing pause the worker takes now, ns (0: none).
+    pub coalesce_window_ns: Gauge,
     pub batch: Histogram,
     pub connections: Gauge,
     /// Bytes read from client sockets into input buffers.
@@ -147,6 +150,7 @@ impl Metrics {
             slo_misses: Family::default(),
             worker_loops: Family::default(),
             worker_coalesce_waits: Family::default(),
+            worker_coalesce_window: Family::default(),
             worker_batch: Family::new_with_constructor(batch_histogram as fn() -> Histogram),
             worker_connections: Family::default(),
             worker_input_read_bytes: Family::default(),
@@ -216,6 +220,11 @@ impl Metrics {
             "worker_coalesce_waits",
             "Pauses a worker took before reading again, so the next step takes a batch (dataplane.coalesce_ns)",
             m.worker_coalesce_waits.clone(),
+        );
+        registry.register(
+            "worker_coalesce_window_ns",
+            "The coalescing pause a worker takes between steps now, ns (0: none; the ladder in dataplane.coalesce_ns)",
+            m.worker_coalesce_window.clone(),
         );
         registry.register(
             "worker_batch_requests",
@@ -319,6 +328,7 @@ impl Metrics {
         WorkerMetrics {
             loops: self.worker_loops.get_or_create_owned(&l),
             coalesce_waits: self.worker_coalesce_waits.get_or_create_owned(&l),
+            coalesce_window_ns: self.worker_coalesce_window.get_or_create_owned(&l),
             batch: self.worker_batch.get_or_create_owned(&l),
             connections: self.worker_connections.get_or_create_owned(&l),
             input_read_bytes: self.worker_input_read_bytes.get_or_create_owned(&l),

@@ -21,8 +21,9 @@
 //!    request order: cookies say which is which);
 //! 7. **send**: one `writev` per connection with output, gathering reply headers and read
 //!    payloads without copying them together (a TLS connection encrypts them first);
-//! 8. **coalesce**: under pipelined load (steps average ≥ 1.25 requests), sleep
-//!    `coalesce_ns` before the next step so it reads a batch ([`crate::coalesce`]).
+//! 8. **coalesce**: under pipelined load (steps average ≥ 1.25 requests), sleep before the
+//!    next step so it reads a batch, as long as (up to `coalesce_ns`) a longer sleep gathers
+//!    a bigger one ([`crate::coalesce`]).
 //!
 //! # Design
 //! Level-triggered epoll; a connection's interest set follows its state (no EPOLLIN while its
@@ -331,6 +332,9 @@ impl Worker {
             if taken > 0 {
                 self.metrics.batch.observe(taken as f64);
                 coalescer.observe(taken);
+                self.metrics
+                    .coalesce_window_ns
+                    .set(coalescer.window_ns() as i64);
                 busy = true;
             }
             // 4-6. Schedule, submit, reap.
