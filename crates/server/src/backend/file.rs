@@ -712,8 +712,11 @@ impl FileBackend {
         let mut reaped = 0;
         while self.in_kernel > 0 && crate::clock::now_ns() < deadline {
             // Waits for one completion (a cancelled operation ends with -ECANCELED; one the
-            // kernel could not stop ends normally). EINTR and friends: go round again.
-            let _ = self.ring.submit_and_wait(1);
+            // kernel could not stop ends normally), at most 100 ms at a time so the deadline
+            // holds even if no completion ever comes. ETIME, EINTR and friends: go round again.
+            let wait = types::Timespec::new().nsec(100_000_000);
+            let args = types::SubmitArgs::new().timespec(&wait);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
             let done: Vec<u64> = self.ring.completion().map(|c| c.user_data()).collect();
             for user_data in done {
                 if user_data == CANCEL_USER_DATA {
