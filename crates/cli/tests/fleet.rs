@@ -131,8 +131,8 @@ fn capacity(profile: &qos::DeviceProfile) -> usize {
     placed.len()
 }
 
-/// `placed NAME on ID (…; X ms, …)` lines: (name, server id, ms).
-fn placements(text: &str) -> Vec<(String, String, f64)> {
+/// `placed NAME on ID (…; X ms, N attempts)` lines: (name, server id, ms, attempts).
+fn placements(text: &str) -> Vec<(String, String, f64, u32)> {
     text.lines()
         .filter_map(|l| {
             let rest = l.strip_prefix("placed ")?;
@@ -140,8 +140,10 @@ fn placements(text: &str) -> Vec<(String, String, f64)> {
             let name = w.next()?.to_string();
             w.next()?; // "on"
             let id = w.next()?.to_string();
-            let ms = l.split("; ").nth(1)?.split(" ms").next()?.parse().ok()?;
-            Some((name, id, ms))
+            let timing = l.split("; ").nth(1)?;
+            let ms = timing.split(" ms").next()?.parse().ok()?;
+            let attempts = timing.split(", ").nth(1)?.split(' ').next()?.parse().ok()?;
+            Some((name, id, ms, attempts))
         })
         .collect()
 }
@@ -276,10 +278,11 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
     let mut ms: Vec<f64> = placed.iter().map(|p| p.2).collect();
     ms.sort_by(f64::total_cmp);
     println!(
-        "placement + reservation, {} admitted of {demand} from {CLIENTS} concurrent clients: median {:.2} ms, max {:.2} ms",
+        "placement + reservation, {} admitted of {demand} from {CLIENTS} concurrent clients: median {:.2} ms, max {:.2} ms; {} placements lost a compare-and-swap race and retried",
         placed.len(),
         ms[ms.len() / 2],
-        ms[ms.len() - 1]
+        ms[ms.len() - 1],
+        placed.iter().filter(|p| p.3 > 1).count()
     );
 
     // Every server is full to exactly its capacity, none above, and the registry agrees with
@@ -375,7 +378,7 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
     }
 
     // The client library connects by volume name: to the server holding the reservation.
-    let (who, home, _) = &placed[0];
+    let (who, home, _, _) = &placed[0];
     let native = live[home].native.clone().expect("own protocol announced");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
