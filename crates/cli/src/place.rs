@@ -127,7 +127,9 @@ pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
     if args.list {
         return list(&mut etcd);
     }
-    bail!("nothing to do: give --tenant SPEC, --rebalance, --list, --lookup VOLUME or --release NAME")
+    bail!(
+        "nothing to do: give --tenant SPEC, --rebalance, --list, --lookup VOLUME or --release NAME"
+    )
 }
 
 /// `--lookup VOLUME`: `volume V: server ID …`, then `native ADDR` and one `nbd URI` line each.

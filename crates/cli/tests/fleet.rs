@@ -243,12 +243,19 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
     for c in clients {
         let (ok, text) = c.join().expect("client thread");
         let (p, r) = (placements(&text), refusals(&text));
-        assert_eq!(p.len() + r.len(), PER_CLIENT, "one line per tenant:\n{text}");
+        assert_eq!(
+            p.len() + r.len(),
+            PER_CLIENT,
+            "one line per tenant:\n{text}"
+        );
         // A client with a refusal says so in its exit status and its last line.
         assert_eq!(ok, r.is_empty(), "{text}");
         if !r.is_empty() {
             assert!(
-                text.contains(&format!("{} of {PER_CLIENT} tenants could not be placed", r.len())),
+                text.contains(&format!(
+                    "{} of {PER_CLIENT} tenants could not be placed",
+                    r.len()
+                )),
                 "{text}"
             );
         }
@@ -271,7 +278,11 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
             );
         }
     }
-    let mut names: Vec<&String> = placed.iter().map(|p| &p.0).chain(refused.iter().map(|r| &r.0)).collect();
+    let mut names: Vec<&String> = placed
+        .iter()
+        .map(|p| &p.0)
+        .chain(refused.iter().map(|r| &r.0))
+        .collect();
     names.sort();
     names.dedup();
     assert_eq!(names.len(), demand, "every tenant answered once");
@@ -398,7 +409,9 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
             .register(client::latency_critical(20_000_000, 200, 100, 4096))
             .await
             .expect("its reservation admits it");
-        c.write(h, 0, &[0x5a; 4096], client::WriteMode::Fua).await.unwrap();
+        c.write(h, 0, &[0x5a; 4096], client::WriteMode::Fua)
+            .await
+            .unwrap();
         assert_eq!(c.read(h, 0, 4096).await.unwrap(), vec![0x5a; 4096]);
         // A volume no server has is named.
         let nowhere = client::Credentials {
@@ -414,10 +427,19 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
 
     // NBD users look the URI up; nbdinfo opens it.
     let (ok, text) = testkit::run(ullstack().args([
-        "place", "--registry", &url, "--lookup", "fast", "--name", who,
+        "place",
+        "--registry",
+        &url,
+        "--lookup",
+        "fast",
+        "--name",
+        who,
     ]))
     .unwrap();
-    assert!(ok && text.starts_with(&format!("volume fast: server {home} ")), "{text}");
+    assert!(
+        ok && text.starts_with(&format!("volume fast: server {home} ")),
+        "{text}"
+    );
     let uri = text
         .lines()
         .find_map(|l| l.strip_prefix("nbd "))
@@ -429,18 +451,28 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
     );
     if let Some(nbdinfo) = testkit::tool("nbdinfo", TEST, "apt-get install libnbd-bin") {
         let (ok, size) = testkit::run(Command::new(nbdinfo).args(["--size", &uri])).unwrap();
-        assert!(ok && size.trim() == (64u64 << 20).to_string(), "nbdinfo {uri}: {size}");
+        assert!(
+            ok && size.trim() == (64u64 << 20).to_string(),
+            "nbdinfo {uri}: {size}"
+        );
     }
 
     // A reader that stops early (`| true`) ends `--list` quietly: no panic, exit 0.
     let o = Command::new("bash")
-        .args(["-c", "set -o pipefail; \"$0\" place --registry \"$1\" --list | true"])
+        .args([
+            "-c",
+            "set -o pipefail; \"$0\" place --registry \"$1\" --list | true",
+        ])
         .arg(env!("CARGO_BIN_EXE_ullstack"))
         .arg(&url)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success() && !err.contains("panicked"), "{:?}: {err}", o.status);
+    assert!(
+        o.status.success() && !err.contains("panicked"),
+        "{:?}: {err}",
+        o.status
+    );
 
     // Kill one server without shutdown: within TTL + 1 s it is gone from the registry.
     let (dead_id, mut dead) = servers.remove(0);
@@ -479,11 +511,13 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
         .map(|p| &p.0)
         .collect();
     for name in survivors.iter().take(5) {
-        let (ok, text) = testkit::run(ullstack().args([
-            "place", "--registry", &url, "--release", name,
-        ]))
-        .unwrap();
-        assert!(ok && text.contains(&format!("released {name} from s")), "{text}");
+        let (ok, text) =
+            testkit::run(ullstack().args(["place", "--registry", &url, "--release", name]))
+                .unwrap();
+        assert!(
+            ok && text.contains(&format!("released {name} from s")),
+            "{text}"
+        );
     }
     let (ok, text) = late("late-1");
     assert!(ok, "{text}");
@@ -503,7 +537,10 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
         .filter(|l| l.starts_with("could not place "))
         .collect();
     assert_eq!((moved, unplaced.len()), (4, dead_tenants - 4), "{text}");
-    assert!(unplaced.iter().all(|l| l.contains("fits on no server")), "{text}");
+    assert!(
+        unplaced.iter().all(|l| l.contains("fits on no server")),
+        "{text}"
+    );
     assert!(text
         .lines()
         .filter(|l| l.starts_with("moved "))
@@ -553,7 +590,10 @@ fn bad_registries_are_named() {
         err.contains(&format!("cannot reach etcd at {url}")) && err.contains("connection refused"),
         "{err}"
     );
-    assert!(!err.contains("tonic") && !err.contains("Transport"), "{err}");
+    assert!(
+        !err.contains("tonic") && !err.contains("Transport"),
+        "{err}"
+    );
     // `serve --registry` reaches the registry before it binds anything.
     let o = ullstack()
         .args(["serve", "--memory", "64MiB", "--listen", "127.0.0.1:0"])
@@ -565,18 +605,26 @@ fn bad_registries_are_named() {
         !o.status.success() && err.contains(&format!("cannot reach etcd at {url}")),
         "{err}"
     );
-    assert!(!err.contains("NBD on"), "started before checking the registry: {err}");
+    assert!(
+        !err.contains("NBD on"),
+        "started before checking the registry: {err}"
+    );
     // A lease TTL etcd would not grant is refused by --check, from the config or the flag.
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("s.toml");
     std::fs::write(
         &cfg,
-        format!("{}\n[registry]\nurl = \"{url}\"\nttl_s = 0\n", server_config(0, 0)),
+        format!(
+            "{}\n[registry]\nurl = \"{url}\"\nttl_s = 0\n",
+            server_config(0, 0)
+        ),
     )
     .unwrap();
     for extra in [&[][..], &["--registry-ttl", "0"][..]] {
         let mut cmd = ullstack();
-        cmd.args(["serve", "--check", "--config"]).arg(&cfg).args(extra);
+        cmd.args(["serve", "--check", "--config"])
+            .arg(&cfg)
+            .args(extra);
         if !extra.is_empty() {
             std::fs::write(
                 &cfg,

@@ -113,7 +113,11 @@ fn bad_flags_name_the_value_and_what_is_expected() {
         // reflex's real-server half runs here: no cluster mode, said so before anything runs.
         (
             &["reflex", "--slurm", "2", "--dry-run"],
-            &["`study reflex` has no cluster mode (--slurm 2)", "on this machine", "--sim-only"],
+            &[
+                "`study reflex` has no cluster mode (--slurm 2)",
+                "on this machine",
+                "--sim-only",
+            ],
         ),
         (
             &["reflex", "--quick", "--k8s", "2"],
@@ -142,12 +146,23 @@ fn bad_flags_name_the_value_and_what_is_expected() {
 #[test]
 fn long_help_shows_the_examples() {
     let study = run_ok(ullstack().args(["study", "--help"]));
-    for want in ["--shard auto", "--slurm 8", "--k8s 8 --dry-run", "study merge a b"] {
-        assert!(study.contains(want), "study --help lacks `{want}`:\n{study}");
+    for want in [
+        "--shard auto",
+        "--slurm 8",
+        "--k8s 8 --dry-run",
+        "study merge a b",
+    ] {
+        assert!(
+            study.contains(want),
+            "study --help lacks `{want}`:\n{study}"
+        );
     }
     let place = run_ok(ullstack().args(["place", "--help"]));
     for want in ["least-loaded", "worst fit", "--rebalance", "--lookup"] {
-        assert!(place.contains(want), "place --help lacks `{want}`:\n{place}");
+        assert!(
+            place.contains(want),
+            "place --help lacks `{want}`:\n{place}"
+        );
     }
     // The top-level list still has one line each.
     let top = run_ok(ullstack().arg("--help"));

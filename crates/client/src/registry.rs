@@ -41,11 +41,7 @@ pub struct Located {
 /// Asks the registry at `registry` (`http://HOST:PORT`) where `volume` is served for tenant
 /// `tenant` (its reservation's server), or for anyone (the least-loaded live server with the
 /// volume) when `tenant` is `None`. Blocking: a few etcd round trips.
-pub fn locate(
-    registry: &str,
-    volume: &str,
-    tenant: Option<&str>,
-) -> Result<Located, ClientError> {
+pub fn locate(registry: &str, volume: &str, tenant: Option<&str>) -> Result<Located, ClientError> {
     let err = |e: fleet::FleetError| ClientError::Registry(e.to_string());
     let mut etcd = fleet::Etcd::connect(registry).map_err(err)?;
     let s = fleet::place::resolve(&mut etcd, volume, tenant).map_err(err)?;

@@ -71,10 +71,9 @@ pub fn describe(e: &etcd_client::Error) -> Why {
         E::GRpcStatus(status) => match (status.code(), root_cause(status)) {
             (tonic::Code::Unavailable | tonic::Code::Unknown, Some(root)) => Why::Unreachable(root),
             (tonic::Code::Unavailable, None) => Why::Unreachable(status.message().to_string()),
-            (tonic::Code::DeadlineExceeded, _) => Why::Unreachable(format!(
-                "no answer within {} s",
-                CALL_TIMEOUT.as_secs()
-            )),
+            (tonic::Code::DeadlineExceeded, _) => {
+                Why::Unreachable(format!("no answer within {} s", CALL_TIMEOUT.as_secs()))
+            }
             (code, _) => Why::Answered(format!("etcd answered {code:?}: {}", status.message())),
         },
         E::TransportError(t) => Why::Unreachable(root_cause(t).unwrap_or_else(|| t.to_string())),

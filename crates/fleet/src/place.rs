@@ -139,7 +139,9 @@ fn choose<'a>(
 /// `list` with `tenant` added, and the write that puts it at server `id`'s key read at
 /// revision `revision` (0: no key yet).
 fn with_tenant(list: Option<&(Reservations, i64)>, id: &str, tenant: &PlacedTenant) -> CasWrite {
-    let (mut list, revision) = list.cloned().unwrap_or_else(|| (Reservations::default(), 0));
+    let (mut list, revision) = list
+        .cloned()
+        .unwrap_or_else(|| (Reservations::default(), 0));
     list.tenants.push(tenant.clone());
     CasWrite {
         key: reserved_key(id),
@@ -169,7 +171,8 @@ pub fn place(
                 tenant.name
             )));
         }
-        let (load_ppm, server) = choose(&snap, tenant, exclude, &url).map_err(FleetError::Refused)?;
+        let (load_ppm, server) =
+            choose(&snap, tenant, exclude, &url).map_err(FleetError::Refused)?;
         let write = with_tenant(snap.reserved.get(&server.id), &server.id, tenant);
         if etcd.compare_and_swap_all(&[write])? {
             return Ok(Placement {

@@ -41,9 +41,24 @@ fn start_etcd() -> Option<EtcdProc> {
     let child = Command::new(bin)
         .args(["--name", "rb", "--data-dir"])
         .arg(dir.path().join("etcd"))
-        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-        .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-        .args(["--initial-cluster", &format!("rb={peer}"), "--log-level", "error"])
+        .args([
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &peer,
+            "--initial-advertise-peer-urls",
+            &peer,
+        ])
+        .args([
+            "--initial-cluster",
+            &format!("rb={peer}"),
+            "--log-level",
+            "error",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -144,11 +159,18 @@ fn two_racing_rebalancers_move_each_tenant_exactly_once() {
         let now = listed(&mut etcd);
         for n in &names {
             let homes: Vec<&String> = now.iter().filter(|(t, _)| t == n).map(|(_, s)| s).collect();
-            assert_eq!(homes.len(), 1, "round {round}: {n} listed on {homes:?}: {reports:?}");
+            assert_eq!(
+                homes.len(),
+                1,
+                "round {round}: {n} listed on {homes:?}: {reports:?}"
+            );
             assert!(homes[0].starts_with("live-"), "{n} still on {}", homes[0]);
         }
         let moved: usize = reports.iter().map(|r| r.moved.len()).sum();
-        assert_eq!(moved, TENANTS, "each moved once, by one of them: {reports:?}");
+        assert_eq!(
+            moved, TENANTS,
+            "each moved once, by one of them: {reports:?}"
+        );
         for r in &reports {
             assert!(r.unplaced.is_empty(), "{r:?}");
             // What one did not move, it found taken by the other.

@@ -255,7 +255,10 @@ mod tests {
         .unwrap();
         let l = acquire(dir.path(), "next").unwrap();
         let t = l.took_over().expect("took over");
-        assert!(t.contains("PID 0") && t.contains("ullstack study ull"), "{t}");
+        assert!(
+            t.contains("PID 0") && t.contains("ullstack study ull"),
+            "{t}"
+        );
         let other_host = tempfile::tempdir().unwrap();
         std::fs::write(
             other_host.path().join(LOCK_FILE),

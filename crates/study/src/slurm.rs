@@ -364,8 +364,7 @@ fn queued(ids: &[String]) -> Result<Vec<String>, String> {
         .filter_map(|l| {
             let (id, state) = l.trim().split_once(' ')?;
             let state = state.trim();
-            (!FINAL_STATES.iter().any(|f| state.starts_with(f)))
-                .then(|| format!("{id} {state}"))
+            (!FINAL_STATES.iter().any(|f| state.starts_with(f))).then(|| format!("{id} {state}"))
         })
         .collect())
 }
@@ -566,7 +565,17 @@ mod tests {
         ] {
             assert_eq!(parse_time_limit(t), Ok(secs), "{t}");
         }
-        for bad in ["abc", "", "1:60", "1:2:3:4", "1-", "-5", "1:99:00", "1.5", "9999999999"] {
+        for bad in [
+            "abc",
+            "",
+            "1:60",
+            "1:2:3:4",
+            "1-",
+            "-5",
+            "1:99:00",
+            "1.5",
+            "9999999999",
+        ] {
             let e = parse_time_limit(bad).unwrap_err();
             assert!(
                 e.contains(&format!("--time `{bad}`")) && e.contains("DAYS-HOURS"),
