@@ -19,7 +19,8 @@
 //! clients racing for the last capacity of one server both read revision r; the first commit
 //! moves it to r' and the second's compare fails, so it re-reads, finds the server full and
 //! goes elsewhere. No server is ever promised more than its capacity, whatever the
-//! interleaving (`tests/fleet.rs` places 30 tenants from 6 concurrent clients and checks).
+//! interleaving (`crates/cli/tests/fleet.rs` has 6 concurrent clients race 42 tenants for a
+//! fleet's 36 places and checks that exactly 36 are admitted, every server full and none over).
 //!
 //! # Whether a tenant fits: the server's own admission rule
 //! "Fits" is decided by the same code the server runs at REGISTER: a [`qos::Registry`] built
