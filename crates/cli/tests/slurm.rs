@@ -534,8 +534,9 @@ fn a_study_as_a_slurm_array_merges_to_the_local_result_and_reruns_only_failed_sh
 }
 
 /// Fake `sbatch` and `squeue` in a folder put first on PATH: the array submission succeeds
-/// (job 41), the merge's fails as a full queue would, and squeue says job 41 still runs.
-fn fake_slurm(dir: &Path) -> std::ffi::OsString {
+/// (job 41), the merge's fails as a full queue would (or, with `merge_ok`, is job 42), and
+/// squeue says job 41 still runs.
+fn fake_slurm(dir: &Path, merge_ok: bool) -> std::ffi::OsString {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = |name: &str, body: &str| {
@@ -544,9 +545,14 @@ fn fake_slurm(dir: &Path) -> std::ffi::OsString {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     };
+    let merge = if merge_ok {
+        "echo 42"
+    } else {
+        "echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user'\"'\"'s size and/or time limits)' >&2; exit 1"
+    };
     script(
         "sbatch",
-        "case \"$*\" in *--array=*) echo 41;; *) echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user'\"'\"'s size and/or time limits)' >&2; exit 1;; esac\n",
+        &format!("case \"$*\" in *--array=*) echo 41;; *) {merge};; esac\n"),
     );
     script("squeue", "echo '41_[1-3] PENDING'\necho '41_0 RUNNING'\n");
     let mut path = bin.into_os_string();
@@ -558,7 +564,7 @@ fn fake_slurm(dir: &Path) -> std::ffi::OsString {
 #[test]
 fn a_failed_merge_submission_names_the_orphan_array_and_blocks_a_resubmission() {
     let dir = tempfile::tempdir().unwrap();
-    let path = fake_slurm(dir.path());
+    let path = fake_slurm(dir.path(), false);
     let out = dir.path().join("out");
     let run = || {
         testkit::run(
@@ -586,6 +592,53 @@ fn a_failed_merge_submission_names_the_orphan_array_and_blocks_a_resubmission() 
     assert!(
         !ok && text.contains("still queued or running (41_[1-3] PENDING, 41_0 RUNNING)")
             && text.contains("scancel 41"),
+        "{text}"
+    );
+}
+
+/// `--dry-run`'s submit.sh, run by hand, records its job ids as `--slurm` does, so a later
+/// `--slurm` into the folder sees them still running.
+#[test]
+fn a_hand_submission_from_the_dry_run_records_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_slurm(dir.path(), true);
+    let out = dir.path().join("out");
+    let mut cmd = ullstack();
+    cmd.args([
+        "study",
+        "ull",
+        "--quick",
+        "--slurm",
+        "2",
+        "--dry-run",
+        "--out",
+    ])
+    .arg(&out);
+    let (ok, text) = testkit::run(&mut cmd).unwrap();
+    assert!(ok, "{text}");
+    let (ok, text) = testkit::run(
+        Command::new("sh")
+            .arg(out.join("slurm/submit.sh"))
+            .env("PATH", &path),
+    )
+    .unwrap();
+    assert!(
+        ok && text.contains("submitted: array job 41, merge job 42"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("slurm/jobs")).unwrap(),
+        "array 41\nmerge 42\n"
+    );
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args(["study", "ull", "--quick", "--slurm", "2", "--out"])
+            .arg(&out)
+            .env("PATH", &path),
+    )
+    .unwrap();
+    assert!(
+        !ok && text.contains("still queued or running") && text.contains("scancel 41 42"),
         "{text}"
     );
 }

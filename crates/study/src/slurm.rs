@@ -23,7 +23,7 @@
 //! ## What is written
 //! `OUT/slurm/array.sbatch`, `OUT/slurm/merge.sbatch` (the `#SBATCH` options: job name,
 //! output file under `OUT/slurm/logs/`, `--cpus-per-task`, and `--partition` / `--time` when
-//! given) and `OUT/slurm/submit.sh`, the two `sbatch` commands this module runs, so
+//! given) and `OUT/slurm/submit.sh`, the two `sbatch` commands this module runs (recording the job ids as it does), so
 //! `--dry-run` leaves everything needed to submit by hand. The scripts call this `ullstack`
 //! binary by its absolute path, so the nodes must see it at the same path. After submitting,
 //! `OUT/slurm/jobs` records the job ids.
@@ -284,20 +284,26 @@ fn submit_script(dir: &Path, shards: &[usize]) -> String {
             .join(" ")
     };
     let mut s = String::from(
-        "#!/bin/sh\n# Submits the study: the array of incomplete shards, then the merge after it.\nset -eu\n",
+        "#!/bin/sh\n# Submits the study: the array of incomplete shards, then the merge after it, and\n\
+         # records their ids where `ullstack study --slurm` checks for jobs still running.\nset -eu\n",
     );
+    let jobs = sh_quote(&path_str(&dir.join(JOBS_FILE)));
     if shards.is_empty() {
-        s += &format!("sbatch {}\n", q(merge_argv(dir, None)));
+        s += &format!(
+            "MERGE=$(sbatch {} | cut -d';' -f1)\nprintf 'merge %s\\n' \"$MERGE\" > {jobs}\n",
+            q(merge_argv(dir, None))
+        );
     } else {
         s += &format!(
-            "ARRAY=$(sbatch {} | cut -d';' -f1)\n",
+            "ARRAY=$(sbatch {} | cut -d';' -f1)\nprintf 'array %s\\n' \"$ARRAY\" > {jobs}\n",
             q(array_argv(dir, shards))
         );
         s += &format!(
-            "sbatch {}\n",
+            "MERGE=$(sbatch {} | cut -d';' -f1)\nprintf 'array %s\\nmerge %s\\n' \"$ARRAY\" \"$MERGE\" > {jobs}\n",
             q(merge_argv(dir, Some("PLACEHOLDER"))).replace("PLACEHOLDER", "$ARRAY")
         );
     }
+    s += "echo \"submitted: ${ARRAY:+array job $ARRAY, }merge job $MERGE\"\n";
     s
 }
 
