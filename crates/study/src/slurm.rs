@@ -23,8 +23,8 @@
 //! ## What is written
 //! `OUT/slurm/array.sbatch`, `OUT/slurm/merge.sbatch` (the `#SBATCH` options: job name,
 //! output file under `OUT/slurm/logs/`, `--cpus-per-task`, and `--partition` / `--time` when
-//! given) and `OUT/slurm/submit.sh`, the two `sbatch` commands this module runs (recording the job ids as it does), so
-//! `--dry-run` leaves everything needed to submit by hand. The scripts call this `ullstack`
+//! given) and `OUT/slurm/submit.sh`, the two `sbatch` commands this module runs (recording
+//! the job ids as it does), so `--dry-run` leaves everything needed to submit by hand. The scripts call this `ullstack`
 //! binary by its absolute path, so the nodes must see it at the same path. After submitting,
 //! `OUT/slurm/jobs` records the job ids.
 //!
