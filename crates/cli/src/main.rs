@@ -45,9 +45,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Generate load against a running `ullstack serve` and report per-tenant latency.
     Bench(bench::BenchArgs),
-    /// Run a study (a named set of simulations with plots and a report), list them, or merge shards.
+    // `study` and `place` take their help from their argument structs' doc comments (the one-line
+    // summary and the examples under `--help`); a doc comment here would replace both.
     Study(study::StudyArgs),
-    /// Place a tenant on a fleet of servers through their etcd registry, or rebalance it.
     Place(place::PlaceArgs),
     /// Measure a device, file or the SSD model and fit the QoS device profile.
     Calibrate(calibrate::CalibrateArgs),

@@ -1,25 +1,34 @@
 //! `ullstack place`: tenant placement on a fleet of servers through their etcd registry. The
 //! work is in crate `fleet`.
 
+use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail};
 use client::bench::spec::{parse_tenant, ClassSpec};
 use fleet::{Etcd, PlacedTenant};
 
-/// Place latency-critical tenants on a fleet of `ullstack serve --registry URL` servers.
+/// Place latency-critical tenants on a fleet of `ullstack serve --registry URL` servers
 ///
 ///   ullstack place --registry http://127.0.0.1:2379 --tenant name=alice,class=lc,iops=20000,p95=500us,read=90
 ///       picks the least-loaded live server that hosts the volume and can honour the SLO next
 ///       to the tenants already placed there (the server's own admission rule), reserves it
-///       there by an etcd compare-and-swap, and prints where to connect
+///       there by an etcd compare-and-swap, and prints where to connect; a tenant that fits
+///       nowhere is refused with each server's reason (the others given are still placed)
 ///   ullstack place --registry URL --list           live servers, their load and tenants
+///   ullstack place --registry URL --lookup fast [--name alice]
+///                                                  where volume `fast` is served (for alice:
+///                                                  her reservation's server): the own-protocol
+///                                                  address and the NBD URIs, for nbdinfo/qemu/fio
 ///   ullstack place --registry URL --rebalance      re-place the tenants of servers whose lease
 ///                                                  expired; says which fit nowhere
 ///   ullstack place --registry URL --release alice  give a tenant's reservation back
 ///
+/// Least-loaded: among the servers where the tenant fits, the one whose reserved share of its
+/// device rate is lowest after adding it (worst fit; ties to the smaller id).
 /// The tenant keys are `ullstack bench`'s (name, volume, class, iops, p95, read, size, count),
-/// so the same spec then drives the load: ullstack bench --server ADDR --tenant SPEC.
+/// so the same spec then drives the load: ullstack bench --registry URL --tenant SPEC (or the
+/// client library's Client::connect_via_registry).
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct PlaceArgs {
@@ -28,36 +37,74 @@ pub struct PlaceArgs {
     registry: String,
     /// A tenant to place (bench's key=value syntax; `count=N` places N of them). Repeatable:
     /// placed one after the other.
-    #[arg(long, value_name = "SPEC", conflicts_with_all = ["rebalance", "list", "release"])]
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["rebalance", "list", "release", "lookup"])]
     tenant: Vec<String>,
     /// Re-place the tenants of servers that left the fleet.
-    #[arg(long, conflicts_with_all = ["list", "release"])]
+    #[arg(long, conflicts_with_all = ["list", "release", "lookup"])]
     rebalance: bool,
     /// List live servers, their reserved load and tenants.
-    #[arg(long, conflicts_with = "release")]
+    #[arg(long, conflicts_with_all = ["release", "lookup"])]
     list: bool,
+    /// Where VOLUME is served: server, own-protocol address and NBD URIs (`nbd LINE` per URI).
+    #[arg(long, value_name = "VOLUME", conflicts_with = "release")]
+    lookup: Option<String>,
+    /// With --lookup: the tenant whose reservation decides the server (default: the
+    /// least-loaded live server with the volume).
+    #[arg(long, value_name = "TENANT", requires = "lookup")]
+    name: Option<String>,
     /// Remove tenant NAME's reservation.
     #[arg(long, value_name = "NAME")]
     release: Option<String>,
 }
 
+/// Prints a line to stdout; a reader that went away (`place --list | head -1`) ends the
+/// command quietly instead of panicking, as a Unix filter ends on SIGPIPE.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        say_line(format_args!($($arg)*))
+    };
+}
+
+fn say_line(line: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
 pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
     let mut etcd = Etcd::connect(&args.registry)?;
     if !args.tenant.is_empty() {
+        let (mut placed, mut refused) = (0, Vec::new());
         for spec in &args.tenant {
-            place(&mut etcd, spec)?;
+            place(&mut etcd, spec, &mut placed, &mut refused)?;
+        }
+        if !refused.is_empty() {
+            bail!(
+                "{} of {} tenants could not be placed: {}",
+                refused.len(),
+                placed + refused.len(),
+                refused.join(", ")
+            );
         }
         return Ok(());
     }
     if args.rebalance {
         let r = fleet::rebalance(&mut etcd)?;
         for (t, from, to) in &r.moved {
-            println!("moved {t}: {from} -> {to}");
+            say!("moved {t}: {from} -> {to}");
         }
         for (t, from, why) in &r.unplaced {
-            println!("could not place {t} (was on {from}): {why}");
+            say!("could not place {t} (was on {from}): {why}");
         }
-        println!(
+        for (t, from) in &r.taken {
+            say!("skipped {t} (was on {from}): no longer there, another rebalance or a release took it");
+        }
+        say!(
             "rebalanced: {} moved, {} could not be placed",
             r.moved.len(),
             r.unplaced.len()
@@ -68,19 +115,52 @@ pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
         let servers = fleet::place::reservations(&mut etcd)?;
         for id in servers.keys() {
             if fleet::place::release(&mut etcd, id, name)? {
-                println!("released {name} from {id}");
+                say!("released {name} from {id}");
                 return Ok(());
             }
         }
         bail!("tenant `{name}` is not placed on any server");
     }
+    if let Some(volume) = &args.lookup {
+        return lookup(&mut etcd, volume, args.name.as_deref());
+    }
     if args.list {
         return list(&mut etcd);
     }
-    bail!("nothing to do: give --tenant SPEC, --rebalance, --list or --release NAME")
+    bail!(
+        "nothing to do: give --tenant SPEC, --rebalance, --list, --lookup VOLUME or --release NAME"
+    )
 }
 
-fn place(etcd: &mut Etcd, spec: &str) -> anyhow::Result<()> {
+/// `--lookup VOLUME`: `volume V: server ID …`, then `native ADDR` and one `nbd URI` line each.
+fn lookup(etcd: &mut Etcd, volume: &str, name: Option<&str>) -> anyhow::Result<()> {
+    let s = fleet::place::resolve(etcd, volume, name)?;
+    let why = match name {
+        Some(n) => format!("{n}'s reservation, or the least-loaded with it"),
+        None => "the least-loaded live server with it".to_string(),
+    };
+    say!(
+        "volume {volume}: server {} ({why}){}",
+        s.id,
+        if s.tls { ", TLS required" } else { "" }
+    );
+    if let Some(native) = &s.native {
+        say!("native {native}");
+    }
+    for uri in s.nbd_uris(volume) {
+        say!("nbd {uri}");
+    }
+    Ok(())
+}
+
+/// Places every tenant of `spec`: prints `placed …` or `refused NAME: why` per tenant, counting
+/// into `placed` and `refused`; errors only when the registry itself fails.
+fn place(
+    etcd: &mut Etcd,
+    spec: &str,
+    placed_count: &mut usize,
+    refused: &mut Vec<String>,
+) -> anyhow::Result<()> {
     let tenants = parse_tenant(spec).map_err(|e| anyhow!(e))?;
     for t in tenants {
         let ClassSpec::LatencyCritical {
@@ -104,10 +184,19 @@ fn place(etcd: &mut Etcd, spec: &str) -> anyhow::Result<()> {
             }),
         };
         let started = Instant::now();
-        let p = fleet::place(etcd, &placed, &[])?;
+        let p = match fleet::place(etcd, &placed, &[]) {
+            Ok(p) => p,
+            Err(fleet::FleetError::Refused(why)) => {
+                say!("refused {}: {why}", t.name);
+                refused.push(t.name.clone());
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         let took = started.elapsed();
+        *placed_count += 1;
         let at = |a: &Option<String>| a.clone().unwrap_or_else(|| "-".into());
-        println!(
+        say!(
             "placed {} on {} ({:.1} % reserved after; {:.2} ms, {} attempt{}): own protocol {}, NBD {}",
             t.name,
             p.server.id,
@@ -116,7 +205,10 @@ fn place(etcd: &mut Etcd, spec: &str) -> anyhow::Result<()> {
             p.attempts,
             if p.attempts == 1 { "" } else { "s" },
             at(&p.server.native),
-            at(&p.server.nbd),
+            match p.server.nbd_uris(&t.volume).as_slice() {
+                [] => at(&p.server.nbd),
+                uris => uris.join(" "),
+            },
         );
     }
     Ok(())
@@ -132,7 +224,7 @@ fn list(etcd: &mut Etcd) -> anyhow::Result<()> {
             .unwrap_or_default();
         let load = fleet::model::load(&s.profile, &tenants).map_err(|e| anyhow!(e))?;
         let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
-        println!(
+        say!(
             "{id}: {:.1} % of {} tokens/s reserved, volumes {}, tenants [{}]",
             load.load_ppm() as f64 / 10_000.0,
             load.rate_mtok_per_sec / 1000,
@@ -142,7 +234,7 @@ fn list(etcd: &mut Etcd) -> anyhow::Result<()> {
     }
     for (id, (r, _)) in &reserved {
         if !servers.contains_key(id) {
-            println!(
+            say!(
                 "{id}: NOT LIVE (lease expired), {} tenant(s) to rebalance",
                 r.tenants.len()
             );

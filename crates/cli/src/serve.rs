@@ -205,6 +205,7 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if args.no_scheduler {
         config.qos.scheduler = SchedulerMode::Off;
     }
+    apply_registry_flags(&mut config, args)?;
     config.validate().context("invalid configuration")?;
     Ok(config)
 }
@@ -217,7 +218,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     server::signals::block_shutdown_signals().context("blocking SIGINT/SIGTERM")?;
-    let fleet_facts = fleet_facts(&config, &args)?;
+    let fleet_facts = fleet_facts(&config)?;
+    if let Some(r) = &fleet_facts.registry {
+        // Reach the registry before binding and opening volumes: an unreachable one is a
+        // one-line error now, not after the server started.
+        fleet::Etcd::connect(&r.url)?.get(&fleet::server_key("-"))?;
+    }
     let handle = server::start(config).context("starting the server")?;
     let a = handle.addrs;
     let announcement = match fleet_facts.registry.clone() {
@@ -253,22 +259,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the fleet needs to know of a config: volumes, device profile, LC tenants' SLOs.
-struct FleetFacts {
-    /// `[registry]` with the command line's --registry* flags applied.
-    registry: Option<server::config::RegistryConfig>,
-    volumes: Vec<String>,
-    profile: qos::DeviceProfile,
-    lc_tenants: Vec<fleet::PlacedTenant>,
-}
-
-fn fleet_facts(config: &ServerConfig, args: &ServeArgs) -> anyhow::Result<FleetFacts> {
-    let mut registry = config.registry.clone();
+/// `--registry`, `--registry-id` and `--registry-ttl` over the config's `[registry]`, before
+/// validation (so `--check` refuses a bad TTL from either place).
+fn apply_registry_flags(config: &mut ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
     if let Some(url) = &args.registry {
-        match registry.as_mut() {
+        match config.registry.as_mut() {
             Some(r) => r.url = url.clone(),
             None => {
-                registry = Some(server::config::RegistryConfig {
+                config.registry = Some(server::config::RegistryConfig {
                     url: url.clone(),
                     id: None,
                     ttl_s: server::config::DEFAULT_REGISTRY_TTL_S,
@@ -276,17 +274,34 @@ fn fleet_facts(config: &ServerConfig, args: &ServeArgs) -> anyhow::Result<FleetF
             }
         }
     }
-    if registry.is_none() && (args.registry_id.is_some() || args.registry_ttl.is_some()) {
-        bail!("--registry-id and --registry-ttl need a registry: --registry URL or [registry] in the config");
-    }
-    if let Some(r) = registry.as_mut() {
-        if let Some(id) = &args.registry_id {
-            r.id = Some(id.clone());
+    let Some(r) = config.registry.as_mut() else {
+        if args.registry_id.is_some() || args.registry_ttl.is_some() {
+            bail!("--registry-id and --registry-ttl need a registry: --registry URL or [registry] in the config");
         }
-        if let Some(ttl) = args.registry_ttl {
-            r.ttl_s = ttl;
-        }
+        return Ok(());
+    };
+    if let Some(id) = &args.registry_id {
+        r.id = Some(id.clone());
     }
+    if let Some(ttl) = args.registry_ttl {
+        r.ttl_s = ttl;
+    }
+    Ok(())
+}
+
+/// What the fleet needs to know of a config: volumes, device profile, LC tenants' SLOs.
+struct FleetFacts {
+    /// `[registry]` with the command line's --registry* flags applied.
+    registry: Option<server::config::RegistryConfig>,
+    volumes: Vec<String>,
+    profile: qos::DeviceProfile,
+    lc_tenants: Vec<fleet::PlacedTenant>,
+    exports: Vec<fleet::NbdExport>,
+    tls: bool,
+}
+
+fn fleet_facts(config: &ServerConfig) -> anyhow::Result<FleetFacts> {
+    let registry = config.registry.clone();
     let volumes: Vec<String> = config.volumes.iter().map(|v| v.name.clone()).collect();
     let lc_tenants = config
         .tenants
@@ -304,6 +319,15 @@ fn fleet_facts(config: &ServerConfig, args: &ServeArgs) -> anyhow::Result<FleetF
         profile: config.qos.device_profile()?,
         volumes,
         lc_tenants,
+        exports: config
+            .exports
+            .iter()
+            .map(|e| fleet::NbdExport {
+                name: e.name.clone(),
+                volume: e.volume.clone(),
+            })
+            .collect(),
+        tls: config.tls.is_some(),
     })
 }
 
@@ -325,6 +349,8 @@ fn join_fleet(
         nbd: addrs.nbd.map(|a| a.to_string()),
         volumes: facts.volumes,
         profile: facts.profile,
+        exports: facts.exports,
+        tls: facts.tls,
     };
     let mut etcd = fleet::Etcd::connect(url)?;
     fleet::place::seed(&mut etcd, &id, &facts.lc_tenants)?;

@@ -10,7 +10,7 @@ use study::slurm::{self, SlurmPlan};
 use study::Size;
 use study::{k8s, shard_env, StudyDef};
 
-/// Run a study: a named set of simulations with plots and a self-contained report.
+/// Run a study (a named set of simulations with plots and a report), list them, or merge shards
 ///
 ///   ullstack study list                          the studies, with their run counts
 ///   ullstack study ull --quick                   the short version (seconds)
@@ -61,26 +61,22 @@ pub struct StudyArgs {
     #[arg(long, value_name = "N", conflicts_with_all = ["shard", "k8s"])]
     slurm: Option<usize>,
     /// With --slurm: the partition (sbatch --partition).
-    #[arg(long, value_name = "P", requires = "slurm")]
+    #[arg(long, value_name = "P")]
     partition: Option<String>,
-    /// With --slurm: each job's time limit (sbatch --time: minutes, or H:MM:SS).
-    #[arg(long, value_name = "T", requires = "slurm")]
+    /// With --slurm: each job's time limit, as sbatch --time takes it: MINUTES, MINUTES:SECONDS,
+    /// HOURS:MINUTES:SECONDS, DAYS-HOURS, DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS.
+    #[arg(long, value_name = "T")]
     time: Option<String>,
-    /// With --slurm: CPUs per task; each task simulates that many runs at once.
-    #[arg(long, value_name = "C", default_value_t = 1, requires = "slurm")]
-    cpus_per_task: usize,
+    /// With --slurm: CPUs per task (default 1); each task simulates that many runs at once.
+    #[arg(long, value_name = "C")]
+    cpus_per_task: Option<usize>,
     /// Write Kubernetes Indexed Job manifests for N shard pods and a merge Job into --out/k8s
     /// (needs --dry-run: ullstack writes the manifests, kubectl applies them).
     #[arg(long, value_name = "N", conflicts_with = "shard")]
     k8s: Option<usize>,
-    /// With --k8s: the container image holding `ullstack` on PATH.
-    #[arg(
-        long,
-        value_name = "IMAGE",
-        default_value = "ullstack:latest",
-        requires = "k8s"
-    )]
-    image: String,
+    /// With --k8s: the container image holding `ullstack` on PATH (default ullstack:latest).
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
     /// With --slurm or --k8s: write the scripts or manifests, submit nothing.
     #[arg(long)]
     dry_run: bool,
@@ -135,6 +131,13 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
     if !args.dirs.is_empty() || args.shard.is_some() {
         bail!("`study reflex` takes no folders and no --shard");
     }
+    if let Some(flag) = cluster_flags(&args).first() {
+        bail!(
+            "`study reflex` has no cluster mode ({flag}): its real-server half runs `ullstack serve` \
+             and `bench` on this machine and measures them here, so it cannot be split into array \
+             tasks; run it here (--sim-only skips the real-server half)"
+        );
+    }
     if args.jobs == Some(0) {
         bail!("--jobs 0: expected at least 1");
     }
@@ -168,6 +171,40 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The cluster flags given (`--slurm N`, `--k8s N`, `--dry-run` and their options), as typed.
+fn cluster_flags(args: &StudyArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(n) = args.slurm {
+        v.push(format!("--slurm {n}"));
+    }
+    if let Some(n) = args.k8s {
+        v.push(format!("--k8s {n}"));
+    }
+    if args.dry_run {
+        v.push("--dry-run".into());
+    }
+    v.extend(slurm_only_flags(args));
+    if let Some(i) = &args.image {
+        v.push(format!("--image {i}"));
+    }
+    v
+}
+
+/// The Slurm-only options given (`--partition`, `--time`, `--cpus-per-task`).
+fn slurm_only_flags(args: &StudyArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(p) = &args.partition {
+        v.push(format!("--partition {p}"));
+    }
+    if let Some(t) = &args.time {
+        v.push(format!("--time {t}"));
+    }
+    if let Some(c) = args.cpus_per_task {
+        v.push(format!("--cpus-per-task {c}"));
+    }
+    v
+}
+
 fn run_study(args: StudyArgs) -> anyhow::Result<()> {
     if !args.dirs.is_empty() {
         bail!(
@@ -184,6 +221,12 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
     }
     if args.slurm.is_some() || args.k8s.is_some() {
         return cluster(&def, &args);
+    }
+    if let Some(flag) = slurm_only_flags(&args).first() {
+        bail!("{flag} goes with --slurm N (it sets the Slurm jobs' #SBATCH options)");
+    }
+    if let Some(i) = &args.image {
+        bail!("--image {i} goes with --k8s N (the pods' container image)");
     }
     let shard = match args.shard.as_deref() {
         None => None,
@@ -239,16 +282,22 @@ fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
         bail!("--jobs sets one process's parallelism; with --slurm use --cpus-per-task, with --k8s each pod runs one run at a time");
     }
     if let Some(n) = args.k8s {
+        if let Some(flag) = slurm_only_flags(args).first() {
+            bail!("{flag} is a Slurm option and does nothing with --k8s {n}: a pod's resources and deadline go in the manifest (spec.template.spec.containers[].resources, activeDeadlineSeconds)");
+        }
         if !args.dry_run {
             bail!("--k8s {n}: ullstack writes the manifests but does not talk to a cluster; add --dry-run and apply them with kubectl");
         }
         let dir = out.join("k8s");
-        k8s::write(def, size, seed, n, &args.image, &dir).map_err(|e| anyhow!(e))?;
+        let image = args.image.as_deref().unwrap_or(k8s::DEFAULT_IMAGE);
+        k8s::write(def, size, seed, n, image, &dir).map_err(|e| anyhow!(e))?;
         println!(
             "wrote {dir}/shards.yaml ({n} indexed pods) and {dir}/merge.yaml; results in the PVC `ullstack-results` at {mount}/study/{name}:\n  \
              kubectl apply -f {dir}/shards.yaml\n  \
-             kubectl wait --for=condition=complete --timeout=24h job/ullstack-{name}-shards\n  \
-             kubectl apply -f {dir}/merge.yaml",
+             until kubectl get job/ullstack-{name}-shards -o jsonpath='{{.status.conditions[*].type}}' | grep -qE 'Complete|Failed'; do sleep 10; done\n  \
+             kubectl apply -f {dir}/merge.yaml      (if it ended Complete; if Failed, see .status.failedIndexes)\n\
+             A rerun (after a failure) needs the old Job gone first: kubectl delete job ullstack-{name}-shards; each index then resumes its folder.\n\
+             backoffLimitPerIndex (one retry per index) needs Kubernetes >= 1.29.",
             dir = dir.display(),
             mount = k8s::RESULTS_MOUNT,
             name = def.name,
@@ -258,6 +307,12 @@ fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
     let tasks = args
         .slurm
         .expect("cluster() is called with --slurm or --k8s");
+    if let Some(i) = &args.image {
+        bail!("--image {i} goes with --k8s N; Slurm tasks run this ullstack binary");
+    }
+    if let Some(t) = &args.time {
+        slurm::parse_time_limit(t).map_err(|e| anyhow!(e))?;
+    }
     std::fs::create_dir_all(&out).map_err(|e| anyhow!("creating {}: {e}", out.display()))?;
     let out = std::fs::canonicalize(&out).map_err(|e| anyhow!("{}: {e}", out.display()))?;
     let exe = std::env::current_exe().map_err(|e| anyhow!("finding this ullstack binary: {e}"))?;
@@ -269,7 +324,7 @@ fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
         exe,
         partition: args.partition.clone(),
         time: args.time.clone(),
-        cpus_per_task: args.cpus_per_task,
+        cpus_per_task: args.cpus_per_task.unwrap_or(1),
     };
     let sub = slurm::submit(def, &plan, args.dry_run).map_err(|e| anyhow!(e))?;
     let shards = if sub.shards.is_empty() {
@@ -331,6 +386,12 @@ fn merge(args: StudyArgs) -> anyhow::Result<()> {
 }
 
 fn report(outcome: &StudyOutcome, out: &std::path::Path, quiet: bool, wall: std::time::Duration) {
+    if let Some(who) = &outcome.took_over {
+        eprintln!(
+            "note: {} was locked by {who}, which stopped without releasing it; its runs in flight were redone",
+            out.display()
+        );
+    }
     if !quiet {
         if let Some(table) = &outcome.headline {
             print!("{}", table.to_text());

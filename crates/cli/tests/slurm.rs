@@ -65,6 +65,15 @@ impl Cluster {
         let [munged, slurmctld, slurmd, ..] = tools.as_slice() else {
             unreachable!()
         };
+        // The daemons run as SlurmUser=root/SlurmdUser=root (slurmd must be root to start jobs
+        // as the submitting user); as anyone else slurmctld refuses the config.
+        if !is_root() {
+            testkit::skip(
+                TEST,
+                "not root: the test cluster's daemons run as root (SlurmUser=root)",
+            );
+            return None;
+        }
         let dir = tempfile::tempdir().expect("temp dir");
         let d = dir.path();
         for sub in ["ctld", "spool"] {
@@ -191,6 +200,25 @@ impl Cluster {
             .join(",")
     }
 
+    /// (submit, start, end) of job `id`, each task of an array, in seconds (Slurm's own
+    /// timestamps, whole seconds, from `scontrol show job`; kept for `MinJobAge` after the end).
+    fn job_times(&self, id: &str) -> Vec<(i64, i64, i64)> {
+        let text = self.output("scontrol", &["show", "job", id]);
+        text.split("\n\n")
+            .filter(|rec| rec.contains("JobId="))
+            .map(|rec| {
+                let at = |key: &str| {
+                    let v = rec
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix(key))
+                        .unwrap_or_else(|| panic!("no {key} in {rec}"));
+                    epoch_s(v).unwrap_or_else(|| panic!("{key}{v}: not a time"))
+                };
+                (at("SubmitTime="), at("StartTime="), at("EndTime="))
+            })
+            .collect()
+    }
+
     /// Waits for job `id` to reach a final state; returns it.
     fn wait_final(&self, id: &str, timeout: Duration) -> String {
         let finals = ["COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL"];
@@ -262,6 +290,68 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// `YYYY-MM-DDTHH:MM:SS` (Slurm's local time) as seconds since 1970-01-01 in that zone; only
+/// differences are used.
+fn epoch_s(t: &str) -> Option<i64> {
+    let (date, time) = t.split_once('T')?;
+    let d: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let h: Vec<i64> = time
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let ([y, m, day], [hh, mm, ss]) = (d.as_slice(), h.as_slice()) else {
+        return None;
+    };
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if *m <= 2 { y - 1 } else { *y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// Seconds covered by the union of `[start, end]` intervals, and how many disjoint stretches
+/// they form.
+fn busy(mut spans: Vec<(i64, i64)>) -> (i64, usize) {
+    spans.sort();
+    let (mut total, mut stretches) = (0, 0);
+    let mut cur: Option<(i64, i64)> = None;
+    for (s, e) in spans {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            _ => {
+                if let Some((cs, ce)) = cur {
+                    total += ce - cs;
+                }
+                stretches += 1;
+                cur = Some((s, e));
+            }
+        }
+    }
+    if let Some((cs, ce)) = cur {
+        total += ce - cs;
+    }
+    (total, stretches)
+}
+
+/// Whether this process runs as uid 0 (`Uid:` in /proc/self/status: real, effective, …).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|u| u.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
 fn hostname() -> String {
     let out = Command::new("hostname")
         .arg("-s")
@@ -272,24 +362,30 @@ fn hostname() -> String {
     h
 }
 
+/// `ullstack study ull --quick --slurm 4 --partition ci --time 10 --out OUT`.
+fn submit_cmd(cluster: &Cluster, out: &Path) -> Command {
+    let mut cmd = ullstack();
+    cmd.args([
+        "study",
+        "ull",
+        "--quick",
+        "--slurm",
+        "4",
+        "--partition",
+        "ci",
+        "--time",
+        "10",
+        "--out",
+    ])
+    .arg(out)
+    .env("SLURM_CONF", &cluster.conf);
+    cmd
+}
+
 /// Runs `ullstack study ull --quick --slurm 4` into `out`; returns (array id, merge id) and
 /// what it printed.
 fn submit(cluster: &Cluster, out: &Path) -> (Option<String>, String, String) {
-    let o = ullstack()
-        .args([
-            "study",
-            "ull",
-            "--quick",
-            "--slurm",
-            "4",
-            "--partition",
-            "ci",
-            "--out",
-        ])
-        .arg(out)
-        .env("SLURM_CONF", &cluster.conf)
-        .output()
-        .expect("ullstack runs");
+    let o = submit_cmd(cluster, out).output().expect("ullstack runs");
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
@@ -335,6 +431,14 @@ fn a_study_as_a_slurm_array_merges_to_the_local_result_and_reruns_only_failed_sh
     let (array, merge, text) = submit(&cluster, &out);
     let array = array.unwrap_or_else(|| panic!("no array job submitted:\n{text}"));
     assert!(text.contains("4 of 4 (0-3)"), "{text}");
+    // A second submission into the same folder while those jobs are queued or running is
+    // refused, naming them.
+    let (ok, again) = testkit::run(&mut submit_cmd(&cluster, &out)).unwrap();
+    assert!(
+        !ok && again.contains("still queued or running")
+            && again.contains(&format!("scancel {array} {merge}")),
+        "{again}"
+    );
     assert_eq!(
         cluster.wait_final(&merge, Duration::from_secs(300)),
         "COMPLETED",
@@ -351,10 +455,43 @@ fn a_study_as_a_slurm_array_merges_to_the_local_result_and_reruns_only_failed_sh
         "the Slurm study.json differs from the local one"
     );
     assert!(out.join("report.html").is_file());
+    // The cluster's scheduling delay, from Slurm's own timestamps: the time between the first
+    // submission and the merge's end during which none of the study's jobs was running (waiting
+    // to be dispatched, for the dependency to release the merge, for a node's daemon to start
+    // the job). The target: `--slurm 4` within 2 x the local wall time plus that delay.
+    let mut jobs = cluster.job_times(&array);
+    assert_eq!(jobs.len(), 4, "four array tasks");
+    jobs.extend(cluster.job_times(&merge));
+    let first_submit = jobs.iter().map(|j| j.0).min().unwrap();
+    let merge_end = jobs.last().unwrap().2;
+    let (busy_s, stretches) = busy(jobs.iter().map(|j| (j.1, j.2)).collect());
+    let delay_s = (merge_end - first_submit) - busy_s;
+    let timeline: Vec<String> = jobs
+        .iter()
+        .map(|j| format!("{}-{}", j.1 - first_submit, j.2 - first_submit))
+        .collect();
     println!(
-        "quick ull: local {:.1} s, --slurm 4 (submit to merged) {:.1} s",
+        "quick ull: local {:.1} s; --slurm 4 submit to merged {:.1} s (Slurm's clock: {} s; jobs running {} s in {stretches} stretch(es), scheduling delay {delay_s} s; tasks then merge ran at s {} after the submission)",
         local_wall.as_secs_f64(),
-        slurm_wall.as_secs_f64()
+        slurm_wall.as_secs_f64(),
+        merge_end - first_submit,
+        busy_s,
+        timeline.join(", ")
+    );
+    // Slurm's timestamps are whole seconds: the span from submission to the merge's end can be
+    // off by up to 1 s, and the running time by up to 1 s per stretch, so the delay by up to
+    // stretches + 1 s; that is the slack.
+    let slack_s = stretches + 1;
+    let bound = 2.0 * local_wall.as_secs_f64() + delay_s as f64 + slack_s as f64;
+    println!(
+        "  bound: 2 x {:.1} + {delay_s} + {slack_s} (timestamp rounding) = {bound:.1} s",
+        local_wall.as_secs_f64()
+    );
+    assert!(
+        slurm_wall.as_secs_f64() <= bound,
+        "--slurm 4 took {:.1} s, over 2 x local ({:.1} s) + scheduling delay ({delay_s} s) + {slack_s} s of timestamp rounding",
+        slurm_wall.as_secs_f64(),
+        local_wall.as_secs_f64(),
     );
 
     // 2. A task that fails (its folder's name is taken by a file): the merge is cancelled,
@@ -394,6 +531,185 @@ fn a_study_as_a_slurm_array_merges_to_the_local_result_and_reruns_only_failed_sh
         std::fs::read(out.join("study.json")).unwrap() == reference,
         "the rerun's study.json differs from the local one"
     );
+}
+
+/// Fake `sbatch` and `squeue` in a folder put first on PATH: the array submission succeeds
+/// (job 41), the merge's fails as a full queue would (or, with `merge_ok`, is job 42), and
+/// squeue says job 41 still runs.
+fn fake_slurm(dir: &Path, merge_ok: bool) -> std::ffi::OsString {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = |name: &str, body: &str| {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let merge = if merge_ok {
+        "echo 42"
+    } else {
+        "echo 'sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user'\"'\"'s size and/or time limits)' >&2; exit 1"
+    };
+    script(
+        "sbatch",
+        &format!("case \"$*\" in *--array=*) echo 41;; *) {merge};; esac\n"),
+    );
+    script("squeue", "echo '41_[1-3] PENDING'\necho '41_0 RUNNING'\n");
+    let mut path = bin.into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    path
+}
+
+#[test]
+fn a_failed_merge_submission_names_the_orphan_array_and_blocks_a_resubmission() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_slurm(dir.path(), false);
+    let out = dir.path().join("out");
+    let run = || {
+        testkit::run(
+            ullstack()
+                .args(["study", "ull", "--quick", "--slurm", "4", "--out"])
+                .arg(&out)
+                .env("PATH", &path),
+        )
+        .unwrap()
+    };
+    let (ok, text) = run();
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("submitted array job 41 (shards 0-3), but not its merge job")
+            && text.contains("QOS policy")
+            && text.contains("scancel 41"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("slurm/jobs")).unwrap(),
+        "array 41\n"
+    );
+    // Rerunning while job 41 runs would put a second task on each shard folder: refused.
+    let (ok, text) = run();
+    assert!(
+        !ok && text.contains("still queued or running (41_[1-3] PENDING, 41_0 RUNNING)")
+            && text.contains("scancel 41"),
+        "{text}"
+    );
+}
+
+/// `--dry-run`'s submit.sh, run by hand, records its job ids as `--slurm` does, so a later
+/// `--slurm` into the folder sees them still running.
+#[test]
+fn a_hand_submission_from_the_dry_run_records_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fake_slurm(dir.path(), true);
+    let out = dir.path().join("out");
+    let mut cmd = ullstack();
+    cmd.args([
+        "study",
+        "ull",
+        "--quick",
+        "--slurm",
+        "2",
+        "--dry-run",
+        "--out",
+    ])
+    .arg(&out);
+    let (ok, text) = testkit::run(&mut cmd).unwrap();
+    assert!(ok, "{text}");
+    let (ok, text) = testkit::run(
+        Command::new("sh")
+            .arg(out.join("slurm/submit.sh"))
+            .env("PATH", &path),
+    )
+    .unwrap();
+    assert!(
+        ok && text.contains("submitted: array job 41, merge job 42"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("slurm/jobs")).unwrap(),
+        "array 41\nmerge 42\n"
+    );
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args(["study", "ull", "--quick", "--slurm", "2", "--out"])
+            .arg(&out)
+            .env("PATH", &path),
+    )
+    .unwrap();
+    assert!(
+        !ok && text.contains("still queued or running") && text.contains("scancel 41 42"),
+        "{text}"
+    );
+}
+
+/// Flags that do nothing where they were given are refused, naming them and why.
+#[test]
+fn cluster_flags_out_of_place_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    for (args, expect) in [
+        (
+            &["ull", "--k8s", "2", "--dry-run", "--partition", "p"][..],
+            "--partition p is a Slurm option",
+        ),
+        (
+            &["ull", "--k8s", "2", "--dry-run", "--time", "30"],
+            "--time 30 is a Slurm option",
+        ),
+        (
+            &["ull", "--k8s", "2", "--dry-run", "--cpus-per-task", "2"],
+            "--cpus-per-task 2 is a Slurm option",
+        ),
+        (
+            &["ull", "--slurm", "2", "--dry-run", "--image", "x"],
+            "--image x goes with --k8s",
+        ),
+        (
+            &["ull", "--partition", "p"],
+            "--partition p goes with --slurm N",
+        ),
+        (&["ull", "--image", "x"], "--image x goes with --k8s N"),
+        (
+            &["ull", "--slurm", "2", "--dry-run", "--time", "abc"],
+            "--time `abc`",
+        ),
+        (
+            &["ull", "--slurm", "2", "--dry-run", "--time", "1:75:00"],
+            "75 minutes (at most 59)",
+        ),
+    ] {
+        let (ok, text) =
+            testkit::run(ullstack().arg("study").args(args).arg("--out").arg(&out)).unwrap();
+        assert!(
+            !ok && text.contains(expect),
+            "{args:?}: no `{expect}` in:\n{text}"
+        );
+    }
+    assert!(
+        !out.join("slurm").exists() && !out.join("k8s").exists(),
+        "nothing written"
+    );
+    // A valid time goes into the scripts.
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args([
+                "study",
+                "ull",
+                "--quick",
+                "--slurm",
+                "2",
+                "--dry-run",
+                "--time",
+                "1-02:03:04",
+                "--out",
+            ])
+            .arg(&out),
+    )
+    .unwrap();
+    assert!(ok, "{text}");
+    let script = std::fs::read_to_string(out.join("slurm/array.sbatch")).unwrap();
+    assert!(script.contains("#SBATCH --time=1-02:03:04"), "{script}");
 }
 
 #[test]

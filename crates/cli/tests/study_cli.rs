@@ -110,6 +110,27 @@ fn bad_flags_name_the_value_and_what_is_expected() {
             &["merge", "a", "--seed", "2"],
             &["`study merge` takes only"],
         ),
+        // reflex's real-server half runs here: no cluster mode, said so before anything runs.
+        (
+            &["reflex", "--slurm", "2", "--dry-run"],
+            &[
+                "`study reflex` has no cluster mode (--slurm 2)",
+                "on this machine",
+                "--sim-only",
+            ],
+        ),
+        (
+            &["reflex", "--quick", "--k8s", "2"],
+            &["`study reflex` has no cluster mode (--k8s 2)"],
+        ),
+        (
+            &["reflex", "--quick", "--dry-run"],
+            &["`study reflex` has no cluster mode (--dry-run)"],
+        ),
+        (
+            &["reflex", "--quick", "--partition", "p"],
+            &["`study reflex` has no cluster mode (--partition p)"],
+        ),
     ] {
         let (ok, text) =
             testkit::run(ullstack().arg("study").args(args).arg("--out").arg(&out)).unwrap();
@@ -119,6 +140,89 @@ fn bad_flags_name_the_value_and_what_is_expected() {
         }
     }
     assert!(!out.exists(), "nothing was written");
+}
+
+/// `study --help` and `place --help` show their examples and rules, not only the one-liner.
+#[test]
+fn long_help_shows_the_examples() {
+    let study = run_ok(ullstack().args(["study", "--help"]));
+    for want in [
+        "--shard auto",
+        "--slurm 8",
+        "--k8s 8 --dry-run",
+        "study merge a b",
+    ] {
+        assert!(
+            study.contains(want),
+            "study --help lacks `{want}`:\n{study}"
+        );
+    }
+    let place = run_ok(ullstack().args(["place", "--help"]));
+    for want in ["least-loaded", "worst fit", "--rebalance", "--lookup"] {
+        assert!(
+            place.contains(want),
+            "place --help lacks `{want}`:\n{place}"
+        );
+    }
+    // The top-level list still has one line each.
+    let top = run_ok(ullstack().arg("--help"));
+    let line = |name: &str| {
+        top.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no `{name}` in:\n{top}"))
+            .to_string()
+    };
+    assert!(line("study").contains("Run a study"), "{top}");
+    assert!(line("place").contains("Place"), "{top}");
+}
+
+/// A second study into a folder another one is writing is refused, naming the holder; once
+/// that process is killed (SIGKILL: nothing released), the next run takes the folder over.
+#[test]
+fn a_second_study_into_a_busy_folder_is_refused_until_the_first_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("busy");
+    // The full study (not --quick) runs long enough to be caught holding the folder.
+    let mut first = ullstack()
+        .args(["study", "ull", "--quiet", "--jobs", "1", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = out.join(".ullstack.lock");
+    let held = testkit::wait_until(std::time::Duration::from_secs(60), || {
+        std::fs::read_to_string(&lock).is_ok_and(|t| t.starts_with("PID"))
+    });
+    assert!(held.is_ok(), "the first study never took its lock");
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args(["study", "ull", "--quick", "--quiet", "--out"])
+            .arg(&out),
+    )
+    .unwrap();
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!("is in use by PID {}", first.id()))
+            && text.contains("study ull --quiet --jobs 1")
+            && text.contains("wait for it to finish"),
+        "{text}"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args(["study", "ull", "--quick", "--quiet", "--out"])
+            .arg(&out),
+    )
+    .unwrap();
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!("was locked by PID {}", first.id()))
+            && text.contains("(no longer running)"),
+        "{text}"
+    );
+    assert!(!lock.exists(), "released at the end");
 }
 
 #[test]

@@ -36,6 +36,10 @@ pub enum ClientError {
     /// The server broke the protocol (bad reply framing, unknown cookie, wrong lengths).
     #[error("protocol violation by the server: {detail}")]
     Protocol { detail: String },
+    /// The fleet registry (etcd) could not be reached or named no server to connect to
+    /// ([`Client::connect_via_registry`](crate::Client::connect_via_registry)).
+    #[error("registry: {0}")]
+    Registry(String),
     /// The caller asked for something the protocol or the session cannot carry.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

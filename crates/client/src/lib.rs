@@ -6,6 +6,9 @@
 //!   server's reason), then READ / WRITE (optionally FUA) / FLUSH / TRIM / STATS with any number
 //!   of requests in flight on one connection, replies matched by cookie in any order. The
 //!   design is in [`connection`].
+//! * [`registry`] — connect by volume name through a fleet's etcd registry
+//!   ([`Client::connect_via_registry`]: the server holding the tenant's reservation, found
+//!   with crate `fleet`), or [`registry::locate`] a volume's addresses and NBD URIs.
 //! * [`bench`](mod@bench) — open-loop (Poisson arrivals, latency measured from the scheduled send time)
 //!   and closed-loop (fixed queue depth) load from several tenants at once, each with its own
 //!   class, SLO, read ratio, size and access pattern, reported as per-tenant IOPS, MB/s and
@@ -28,6 +31,7 @@
 pub mod bench;
 pub mod connection;
 mod error;
+pub mod registry;
 pub mod tls;
 
 pub use connection::{latency_critical, Client, Credentials, TenantHandle};

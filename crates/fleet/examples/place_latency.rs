@@ -74,6 +74,8 @@ fn main() {
             nbd: None,
             volumes: vec!["default".into()],
             profile: profile.clone(),
+            exports: Vec::new(),
+            tls: false,
         };
         etcd.put_with_lease(
             &fleet::server_key(&r.id),

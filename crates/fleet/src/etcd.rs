@@ -4,6 +4,8 @@
 //! The server and the CLI are synchronous programs; each [`Etcd`] owns a current-thread tokio
 //! runtime and blocks on it per call, so no async leaks out of this module. Every call has a
 //! deadline ([`CALL_TIMEOUT`]): an unreachable registry is an error naming the URL, not a hang.
+//! Errors are one line — `cannot reach etcd at http://127.0.0.1:2379 (listing
+//! /ullstack/v1/): connection refused` — not the gRPC stack's debug dump ([`describe`]).
 
 use std::time::Duration;
 
@@ -17,6 +19,13 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// What went wrong talking to the registry or with what it holds.
 #[derive(Debug, Error)]
 pub enum FleetError {
+    /// etcd did not answer (refused, unreachable, timed out).
+    #[error("cannot reach etcd at {url} ({what}): {why}")]
+    Unreachable {
+        url: String,
+        what: String,
+        why: String,
+    },
     #[error("registry {url}: {message}")]
     Registry { url: String, message: String },
     #[error("registry {url}: key {key} holds invalid JSON: {message}")]
@@ -35,6 +44,76 @@ pub struct Versioned {
     pub key: String,
     pub value: Vec<u8>,
     pub mod_revision: i64,
+}
+
+/// One write of [`Etcd::compare_and_swap_all`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CasWrite {
+    pub key: String,
+    /// The `mod_revision` the key must still have (`0`: it must not exist).
+    pub expected: i64,
+    /// The new value, or `None` to delete the key.
+    pub value: Option<Vec<u8>>,
+}
+
+/// Why an etcd call failed, in one line: [`Why::Unreachable`] with the deepest cause of the
+/// transport's error chain (`connection refused`) for a registry that does not answer, else
+/// the gRPC status and etcd's message — never the chain's debug dump.
+pub enum Why {
+    Unreachable(String),
+    Answered(String),
+}
+
+/// Classifies and words an etcd client error (see [`Why`]).
+pub fn describe(e: &etcd_client::Error) -> Why {
+    use etcd_client::Error as E;
+    match e {
+        E::GRpcStatus(status) => match (status.code(), root_cause(status)) {
+            (tonic::Code::Unavailable | tonic::Code::Unknown, Some(root)) => Why::Unreachable(root),
+            (tonic::Code::Unavailable, None) => Why::Unreachable(status.message().to_string()),
+            (tonic::Code::DeadlineExceeded, _) => {
+                Why::Unreachable(format!("no answer within {} s", CALL_TIMEOUT.as_secs()))
+            }
+            (code, _) => Why::Answered(format!("etcd answered {code:?}: {}", status.message())),
+        },
+        E::TransportError(t) => Why::Unreachable(root_cause(t).unwrap_or_else(|| t.to_string())),
+        other => Why::Answered(other.to_string()),
+    }
+}
+
+/// The error of call `what` to the registry at `url`.
+fn error(url: &str, what: &str, e: &etcd_client::Error) -> FleetError {
+    match describe(e) {
+        Why::Unreachable(why) => FleetError::Unreachable {
+            url: url.into(),
+            what: what.into(),
+            why,
+        },
+        Why::Answered(message) => FleetError::Registry {
+            url: url.into(),
+            message: format!("{what}: {message}"),
+        },
+    }
+}
+
+/// The innermost error of `e`'s source chain, lower-cased as a clause (`connection refused`),
+/// or `None` if `e` has no source.
+fn root_cause(e: &dyn std::error::Error) -> Option<String> {
+    let mut cur = e.source()?;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    let text = cur.to_string();
+    // io::Error prints "Connection refused (os error 111)": the errno adds nothing here.
+    let text = match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
+    let mut chars = text.chars();
+    Some(match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => text,
+    })
 }
 
 /// A connection to one etcd endpoint.
@@ -70,10 +149,7 @@ impl Etcd {
             .with_timeout(CALL_TIMEOUT);
         let client = rt
             .block_on(Client::connect([endpoint.as_str()], Some(options)))
-            .map_err(|e| FleetError::Registry {
-                url: url.into(),
-                message: format!("cannot connect: {e}"),
-            })?;
+            .map_err(|e| error(url, "connecting", &e))?;
         Ok(Etcd {
             url: url.into(),
             rt,
@@ -86,11 +162,8 @@ impl Etcd {
         &self.url
     }
 
-    fn err(&self, what: &str, e: impl std::fmt::Display) -> FleetError {
-        FleetError::Registry {
-            url: self.url.clone(),
-            message: format!("{what}: {e}"),
-        }
+    fn err(&self, what: &str, e: etcd_client::Error) -> FleetError {
+        error(&self.url, what, &e)
     }
 
     /// Every key under `prefix`, in key order.
@@ -161,6 +234,35 @@ impl Etcd {
         Ok(resp.succeeded())
     }
 
+    /// Applies every write of `writes` in one transaction if every key's `mod_revision` is
+    /// still the one given (`0`: the key must not exist); `None` as the value deletes the key.
+    /// `Ok(false)` when any of them changed first, and then nothing is written.
+    pub fn compare_and_swap_all(&mut self, writes: &[CasWrite]) -> Result<bool, FleetError> {
+        let cmps: Vec<Compare> = writes
+            .iter()
+            .map(|w| {
+                if w.expected == 0 {
+                    Compare::create_revision(w.key.as_str(), CompareOp::Equal, 0)
+                } else {
+                    Compare::mod_revision(w.key.as_str(), CompareOp::Equal, w.expected)
+                }
+            })
+            .collect();
+        let ops: Vec<TxnOp> = writes
+            .iter()
+            .map(|w| match &w.value {
+                Some(v) => TxnOp::put(w.key.as_str(), v.clone(), None),
+                None => TxnOp::delete(w.key.as_str(), None),
+            })
+            .collect();
+        let keys: Vec<&str> = writes.iter().map(|w| w.key.as_str()).collect();
+        let resp = self
+            .rt
+            .block_on(self.client.txn(Txn::new().when(cmps).and_then(ops)))
+            .map_err(|e| self.err(&format!("updating {}", keys.join(" and ")), e))?;
+        Ok(resp.succeeded())
+    }
+
     /// Grants a lease of `ttl_s` seconds; its id.
     pub fn grant_lease(&mut self, ttl_s: i64) -> Result<i64, FleetError> {
         let resp = self
@@ -191,10 +293,8 @@ impl Etcd {
         let url = self.url.clone();
         let client = &mut self.client;
         self.rt.block_on(async move {
-            let err = |e: etcd_client::Error| FleetError::Registry {
-                url: url.clone(),
-                message: format!("keeping lease {lease:x} alive: {e}"),
-            };
+            let err =
+                |e: etcd_client::Error| error(&url, &format!("keeping lease {lease:x} alive"), &e);
             let (mut keeper, mut stream) = client.lease_keep_alive(lease).await.map_err(err)?;
             keeper.keep_alive().await.map_err(err)?;
             let ttl = stream.message().await.map_err(err)?.map_or(0, |r| r.ttl());

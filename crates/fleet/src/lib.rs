@@ -19,7 +19,8 @@
 //! clients racing for the last capacity of one server both read revision r; the first commit
 //! moves it to r' and the second's compare fails, so it re-reads, finds the server full and
 //! goes elsewhere. No server is ever promised more than its capacity, whatever the
-//! interleaving (`tests/fleet.rs` places 30 tenants from 6 concurrent clients and checks).
+//! interleaving (`crates/cli/tests/fleet.rs` has 6 concurrent clients race 42 tenants for a
+//! fleet's 36 places and checks that exactly 36 are admitted, every server full and none over).
 //!
 //! # Whether a tenant fits: the server's own admission rule
 //! "Fits" is decided by the same code the server runs at REGISTER: a [`qos::Registry`] built
@@ -38,10 +39,19 @@
 //! 9/12 = 75 %, so it goes to s1.
 //!
 //! # Rebalancing
-//! `rebalance` finds `reserved/<id>` keys whose `servers/<id>` is gone (the lease expired),
+//! `rebalance` finds `reserved/<id>` keys whose `servers/<id>` is gone (the lease expired) and
 //! places each of their tenants elsewhere by the rule above (largest reservation first, so the
-//! hardest to fit get the most room), and removes each moved tenant from the dead server's
-//! list by compare-and-swap; tenants that fit nowhere stay listed there and are reported.
+//! hardest to fit get the most room). Each move is one transaction over two keys: the dead
+//! server's list without the tenant and the new server's list with it, compared on both keys'
+//! revisions. So a rebalancer that crashes mid-way leaves every tenant listed exactly once, and
+//! of two rebalancers racing for a tenant one commits and the other, re-reading, finds it gone
+//! and skips it. Tenants that fit nowhere stay listed on the dead server and are reported.
+//!
+//! # Connecting by volume
+//! [`place::resolve`] names the server a client should use for a volume: the one holding the
+//! tenant's reservation, else the least-loaded live server with the volume. The `client`
+//! crate's `Client::connect_via_registry` resolves and connects in one call; NBD users get the
+//! export URIs from `ullstack place --registry URL --lookup VOLUME` ([`ServerRecord::nbd_uris`]).
 
 pub mod announce;
 pub mod etcd;
@@ -49,8 +59,8 @@ pub mod model;
 pub mod place;
 
 pub use announce::{announce, Announcement};
-pub use etcd::{Etcd, FleetError};
-pub use model::{PlacedTenant, Reservations, ServerRecord};
+pub use etcd::{CasWrite, Etcd, FleetError};
+pub use model::{NbdExport, PlacedTenant, Reservations, ServerRecord};
 pub use place::{place, rebalance, Placement, RebalanceReport};
 
 /// Every key of the fleet starts with this.

@@ -15,6 +15,35 @@ pub struct ServerRecord {
     pub volumes: Vec<String>,
     /// The device profile admission uses (cost model and rate table).
     pub profile: DeviceProfile,
+    /// NBD exports: name and the volume it serves (absent in records of older servers).
+    #[serde(default)]
+    pub exports: Vec<NbdExport>,
+    /// Both listeners require TLS (own protocol from the first byte, NBD by STARTTLS).
+    #[serde(default)]
+    pub tls: bool,
+}
+
+/// One NBD export of a server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NbdExport {
+    pub name: String,
+    pub volume: String,
+}
+
+impl ServerRecord {
+    /// The NBD URIs serving `volume` (`nbd://HOST:PORT/EXPORT`, `nbds://` under TLS), as
+    /// libnbd's `nbdinfo`, qemu and fio's nbd engine take them.
+    pub fn nbd_uris(&self, volume: &str) -> Vec<String> {
+        let Some(addr) = &self.nbd else {
+            return Vec::new();
+        };
+        let scheme = if self.tls { "nbds" } else { "nbd" };
+        self.exports
+            .iter()
+            .filter(|e| e.volume == volume)
+            .map(|e| format!("{scheme}://{addr}/{}", e.name))
+            .collect()
+    }
 }
 
 /// One tenant placed on a server.

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::etcd::{Etcd, FleetError, Versioned};
+use crate::etcd::{CasWrite, Etcd, FleetError, Versioned};
 use crate::model::{fit, PlacedTenant, Reservations, ServerRecord};
 use crate::{reserved_key, server_key, PREFIX};
 
@@ -27,6 +27,9 @@ pub struct RebalanceReport {
     pub moved: Vec<(String, String, String)>,
     /// (tenant, from server, why it fits nowhere)
     pub unplaced: Vec<(String, String, String)>,
+    /// (tenant, from server): gone from the dead server before this rebalance moved it
+    /// (another rebalance took it, it was released, or the server rejoined).
+    pub taken: Vec<(String, String)>,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(url: &str, kv: &Versioned) -> Result<T, FleetError> {
@@ -86,6 +89,67 @@ pub struct Snapshot {
     pub reserved: BTreeMap<String, (Reservations, i64)>,
 }
 
+/// The server `tenant` goes to in `snap`: among the live servers (minus `exclude`) that host its
+/// volume and where it fits, the least loaded after placing it (ties: the smaller id, the map's
+/// order), with that load in ppm. Else the reason, naming each server's.
+fn choose<'a>(
+    snap: &'a Snapshot,
+    tenant: &PlacedTenant,
+    exclude: &[&str],
+    url: &str,
+) -> Result<(u64, &'a ServerRecord), String> {
+    let mut reasons = Vec::new();
+    let mut best: Option<(u64, &ServerRecord)> = None;
+    for (id, server) in &snap.servers {
+        if exclude.contains(&id.as_str()) {
+            continue;
+        }
+        if !server.volumes.contains(&tenant.volume) {
+            reasons.push(format!("{id}: no volume `{}`", tenant.volume));
+            continue;
+        }
+        let current = snap
+            .reserved
+            .get(id)
+            .map(|(r, _)| r.tenants.as_slice())
+            .unwrap_or(&[]);
+        match fit(&server.profile, current, &tenant.spec) {
+            Ok(f) => {
+                let load = f.load_ppm();
+                if best.is_none_or(|(b, _)| load < b) {
+                    best = Some((load, server));
+                }
+            }
+            Err(why) => reasons.push(format!("{id}: {why}")),
+        }
+    }
+    best.ok_or_else(|| {
+        if reasons.is_empty() {
+            format!("no live server in registry {url}")
+        } else {
+            format!(
+                "tenant `{}` fits on no server: {}",
+                tenant.name,
+                reasons.join("; ")
+            )
+        }
+    })
+}
+
+/// `list` with `tenant` added, and the write that puts it at server `id`'s key read at
+/// revision `revision` (0: no key yet).
+fn with_tenant(list: Option<&(Reservations, i64)>, id: &str, tenant: &PlacedTenant) -> CasWrite {
+    let (mut list, revision) = list
+        .cloned()
+        .unwrap_or_else(|| (Reservations::default(), 0));
+    list.tenants.push(tenant.clone());
+    CasWrite {
+        key: reserved_key(id),
+        expected: revision,
+        value: Some(serde_json::to_vec(&list).expect("reservations serialise")),
+    }
+}
+
 /// Places `tenant` on the least-loaded live server that hosts its volume and where it fits,
 /// skipping `exclude`; reserves it there by compare-and-swap. Refuses, with each server's
 /// reason, when none fits.
@@ -94,12 +158,11 @@ pub fn place(
     tenant: &PlacedTenant,
     exclude: &[&str],
 ) -> Result<Placement, FleetError> {
+    let url = etcd.url().to_string();
     for attempt in 1..=MAX_ATTEMPTS {
-        let Snapshot {
-            servers: live,
-            reserved,
-        } = snapshot(etcd)?;
-        if let Some((id, _)) = reserved
+        let snap = snapshot(etcd)?;
+        if let Some((id, _)) = snap
+            .reserved
             .iter()
             .find(|(_, (r, _))| r.tenants.iter().any(|t| t.name == tenant.name))
         {
@@ -108,48 +171,10 @@ pub fn place(
                 tenant.name
             )));
         }
-        let mut reasons = Vec::new();
-        let mut best: Option<(u64, &ServerRecord)> = None;
-        for (id, server) in &live {
-            if exclude.contains(&id.as_str()) {
-                continue;
-            }
-            if !server.volumes.contains(&tenant.volume) {
-                reasons.push(format!("{id}: no volume `{}`", tenant.volume));
-                continue;
-            }
-            let current = reserved
-                .get(id)
-                .map(|(r, _)| r.tenants.as_slice())
-                .unwrap_or(&[]);
-            match fit(&server.profile, current, &tenant.spec) {
-                Ok(f) => {
-                    let load = f.load_ppm();
-                    if best.is_none_or(|(b, _)| load < b) {
-                        best = Some((load, server));
-                    }
-                }
-                Err(why) => reasons.push(format!("{id}: {why}")),
-            }
-        }
-        let Some((load_ppm, server)) = best else {
-            return Err(FleetError::Refused(if live.is_empty() {
-                format!("no live server in registry {}", etcd.url())
-            } else {
-                format!(
-                    "tenant `{}` fits on no server: {}",
-                    tenant.name,
-                    reasons.join("; ")
-                )
-            }));
-        };
-        let (mut list, revision) = reserved
-            .get(&server.id)
-            .cloned()
-            .unwrap_or_else(|| (Reservations::default(), 0));
-        list.tenants.push(tenant.clone());
-        let value = serde_json::to_vec(&list).expect("reservations serialise");
-        if etcd.compare_and_put(&reserved_key(&server.id), revision, value)? {
+        let (load_ppm, server) =
+            choose(&snap, tenant, exclude, &url).map_err(FleetError::Refused)?;
+        let write = with_tenant(snap.reserved.get(&server.id), &server.id, tenant);
+        if etcd.compare_and_swap_all(&[write])? {
             return Ok(Placement {
                 server: server.clone(),
                 load_ppm,
@@ -192,34 +217,77 @@ pub fn release(etcd: &mut Etcd, id: &str, name: &str) -> Result<bool, FleetError
 }
 
 /// Moves the tenants of servers whose lease expired to live servers where they fit.
+///
+/// Each move is **one** transaction that removes the tenant from the dead server's list and
+/// adds it to the chosen server's, compared on both keys' revisions: a crash between the two
+/// halves cannot lose or duplicate a tenant, and of two rebalancers racing for one tenant
+/// exactly one commits; the other re-reads, finds the tenant gone from the dead server and
+/// skips it (reported in [`RebalanceReport::taken`]). A dead server that rejoined in the
+/// meantime keeps its tenants.
 pub fn rebalance(etcd: &mut Etcd) -> Result<RebalanceReport, FleetError> {
-    let live = servers(etcd)?;
+    let snap = snapshot(etcd)?;
     let mut report = RebalanceReport::default();
-    for (id, (list, _)) in reservations(etcd)? {
-        if live.contains_key(&id) {
+    for (id, (list, _)) in &snap.reserved {
+        if snap.servers.contains_key(id) {
             continue;
         }
         let mut tenants = list.tenants.clone();
         // Largest reservation first: the hardest to fit get the most room.
         tenants.sort_by_key(|t| std::cmp::Reverse(cost_key(t)));
         for t in tenants {
-            // Take it off the dead server first, so `place` does not see it as placed.
-            release(etcd, &id, &t.name)?;
-            match place(etcd, &t, &[id.as_str()]) {
-                Ok(p) => report.moved.push((t.name.clone(), id.clone(), p.server.id)),
-                Err(FleetError::Refused(why)) => {
-                    // Put it back where it was, so it is not lost from the registry.
-                    restore(etcd, &id, &t)?;
-                    report.unplaced.push((t.name.clone(), id.clone(), why));
-                }
-                Err(e) => {
-                    restore(etcd, &id, &t)?;
-                    return Err(e);
-                }
+            match move_tenant(etcd, id, &t.name)? {
+                Moved::To(to) => report.moved.push((t.name.clone(), id.clone(), to)),
+                Moved::Nowhere(why) => report.unplaced.push((t.name.clone(), id.clone(), why)),
+                Moved::Taken => report.taken.push((t.name.clone(), id.clone())),
             }
         }
     }
     Ok(report)
+}
+
+/// What became of one tenant of a dead server.
+enum Moved {
+    To(String),
+    Nowhere(String),
+    /// No longer on the dead server (another rebalancer moved it, or it was released), or
+    /// the server rejoined the fleet.
+    Taken,
+}
+
+/// Moves tenant `name` off dead server `from` in one transaction (see [`rebalance`]).
+fn move_tenant(etcd: &mut Etcd, from: &str, name: &str) -> Result<Moved, FleetError> {
+    let url = etcd.url().to_string();
+    for _ in 0..MAX_ATTEMPTS {
+        let snap = snapshot(etcd)?;
+        if snap.servers.contains_key(from) {
+            return Ok(Moved::Taken);
+        }
+        let Some((list, from_revision)) = snap.reserved.get(from) else {
+            return Ok(Moved::Taken);
+        };
+        let Some(tenant) = list.tenants.iter().find(|t| t.name == name) else {
+            return Ok(Moved::Taken);
+        };
+        let server = match choose(&snap, tenant, &[from], &url) {
+            Ok((_, server)) => server,
+            Err(why) => return Ok(Moved::Nowhere(why)),
+        };
+        let mut rest = list.clone();
+        rest.tenants.retain(|t| t.name != name);
+        let off = CasWrite {
+            key: reserved_key(from),
+            expected: *from_revision,
+            value: (!rest.tenants.is_empty())
+                .then(|| serde_json::to_vec(&rest).expect("reservations serialise")),
+        };
+        let on = with_tenant(snap.reserved.get(&server.id), &server.id, tenant);
+        if etcd.compare_and_swap_all(&[off, on])? {
+            return Ok(Moved::To(server.id.clone()));
+        }
+    }
+    Err(FleetError::Refused(format!(
+        "moving `{name}` off {from}: {MAX_ATTEMPTS} compare-and-swap attempts all lost a race"
+    )))
 }
 
 /// A sort key for "largest first": IOPS × (100 + write %), a proxy for the token reservation
@@ -233,25 +301,6 @@ fn cost_key(t: &PlacedTenant) -> u64 {
     }
 }
 
-fn restore(etcd: &mut Etcd, id: &str, t: &PlacedTenant) -> Result<(), FleetError> {
-    let url = etcd.url().to_string();
-    for _ in 0..MAX_ATTEMPTS {
-        let (mut list, rev) = match etcd.get(&reserved_key(id))? {
-            Some(kv) => (parse::<Reservations>(&url, &kv)?, kv.mod_revision),
-            None => (Reservations::default(), 0),
-        };
-        list.tenants.push(t.clone());
-        let value = serde_json::to_vec(&list).expect("reservations serialise");
-        if etcd.compare_and_put(&reserved_key(id), rev, value)? {
-            return Ok(());
-        }
-    }
-    Err(FleetError::Refused(format!(
-        "putting `{}` back on {id}: every compare-and-swap lost a race",
-        t.name
-    )))
-}
-
 /// The server a client should connect to for `volume`: the one holding tenant `name`'s
 /// reservation if any, else the least-loaded live server hosting the volume.
 pub fn resolve(
@@ -259,8 +308,10 @@ pub fn resolve(
     volume: &str,
     name: Option<&str>,
 ) -> Result<ServerRecord, FleetError> {
-    let live = servers(etcd)?;
-    let reserved = reservations(etcd)?;
+    let Snapshot {
+        servers: live,
+        reserved,
+    } = snapshot(etcd)?;
     if let Some(name) = name {
         for (id, (list, _)) in &reserved {
             if list

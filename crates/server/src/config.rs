@@ -57,6 +57,9 @@
 //! (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
+mod registry;
+pub use registry::{RegistryConfig, DEFAULT_REGISTRY_TTL_S, MAX_REGISTRY_TTL_S};
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -210,26 +213,6 @@ pub struct ServerConfig {
     /// The server itself does not read it: the command that starts it announces it.
     #[serde(default)]
     pub registry: Option<RegistryConfig>,
-}
-
-/// `[registry]`: join a fleet placed through etcd (crate `fleet`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct RegistryConfig {
-    /// `http://HOST:PORT` of an etcd endpoint.
-    pub url: String,
-    /// This server's id in the fleet (default: its own-protocol address, else its NBD one).
-    pub id: Option<String>,
-    /// Lease TTL, seconds: a killed server leaves the fleet this long after its last refresh.
-    #[serde(default = "default_registry_ttl_s")]
-    pub ttl_s: i64,
-}
-
-/// Default `[registry] ttl_s`.
-pub const DEFAULT_REGISTRY_TTL_S: i64 = 10;
-
-fn default_registry_ttl_s() -> i64 {
-    DEFAULT_REGISTRY_TTL_S
 }
 
 /// `[tls]`: a PSK key file (psktool's `identity:hexkey` lines; an identity names a tenant)
@@ -772,6 +755,9 @@ impl ServerConfig {
         let tenants = self.validate_tenants(&volumes)?;
         self.validate_exports(&volumes, &tenants)?;
         self.validate_tls()?;
+        if let Some(r) = &self.registry {
+            r.validate()?;
+        }
         Ok(())
     }
 

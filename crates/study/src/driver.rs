@@ -21,6 +21,12 @@ pub struct StudyOptions {
     pub progress: bool,
 }
 
+/// What a study or merge holds `OUT`'s lock as (shown to a second invocation): the command
+/// line of this process.
+fn holder_name() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
 /// What running (or merging) a study did.
 #[derive(Debug)]
 pub struct StudyOutcome {
@@ -29,6 +35,8 @@ pub struct StudyOutcome {
     pub runs: usize,
     /// The headline table; `None` for a shard (no figures or report until merged).
     pub headline: Option<Table>,
+    /// Whose lock on the folder this invocation took over (a process that died holding it).
+    pub took_over: Option<String>,
 }
 
 /// Parses `I/N` (0 ≤ I < N).
@@ -66,8 +74,10 @@ fn read_head(dir: &Path) -> Result<Option<StudyHead>, String> {
         .map_err(|e| format!("{}: not a study.json: {e}", path.display()))
 }
 
-/// Runs study `def` (or its shard) into `opts.out`.
+/// Runs study `def` (or its shard) into `opts.out`, holding its lock (`lock`: a second run or
+/// merge into the same folder is refused while this one runs).
 pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> {
+    let lock = crate::lock::acquire(&opts.out, &holder_name())?;
     if let Some(head) = read_head(&opts.out)? {
         if head.study != def.name {
             return Err(format!(
@@ -103,6 +113,7 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
         exec,
         runs: scope.len(),
         headline,
+        took_over: lock.took_over().map(str::to_string),
     })
 }
 
@@ -251,6 +262,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(String, StudyOutcome), Str
             if missing.len() > 10 { ", …" } else { "" }
         ));
     }
+    let lock = crate::lock::acquire(out, &holder_name())?;
     std::fs::create_dir_all(out.join("runs"))
         .map_err(|e| format!("creating {}: {e}", out.join("runs").display()))?;
     for (spec, src) in &sources {
@@ -267,6 +279,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(String, StudyOutcome), Str
         },
         runs: specs.len(),
         headline,
+        took_over: lock.took_over().map(str::to_string),
     };
     Ok((def.name.to_string(), outcome))
 }

@@ -9,12 +9,18 @@
 //!
 //! ```text
 //! kubectl apply -f shards.yaml
-//! kubectl wait --for=condition=complete --timeout=24h job/ullstack-ull-shards
-//! kubectl apply -f merge.yaml
+//! until kubectl get job/ullstack-ull-shards -o jsonpath='{.status.conditions[*].type}' \
+//!     | grep -qE 'Complete|Failed'; do sleep 10; done
+//! kubectl apply -f merge.yaml        # if the Job ended Complete
 //! ```
 //!
-//! `backoffLimitPerIndex: 1` retries a failed index once without restarting the others, and a
-//! rerun of the Job resumes each index's folder, as with Slurm. Both Jobs mount one
+//! (Not `kubectl wait --for=condition=complete` alone: when an index fails the Job ends with
+//! condition `Failed`, and that wait blocks until its timeout.) `backoffLimitPerIndex: 1`
+//! retries a failed index once without restarting the others; it needs Kubernetes ≥ 1.29
+//! (beta there, GA in 1.33). A Job's spec cannot change and a finished Job is not rerun by
+//! applying it again, so a rerun after a failure is `kubectl delete job ullstack-ull-shards`
+//! then `kubectl apply -f shards.yaml`; each index resumes its folder, as with Slurm, and the
+//! failed indices are in the old Job's `.status.failedIndexes`. Both Jobs mount one
 //! ReadWriteMany PersistentVolumeClaim, `ullstack-results`, at `/results`; the image
 //! (`ullstack:latest` unless `--image` says otherwise) must hold the `ullstack` binary on PATH.
 //! ullstack writes the manifests; it does not talk to a cluster.
@@ -22,6 +28,9 @@
 use std::path::Path;
 
 use crate::{Size, StudyDef};
+
+/// The image the pods run unless `--image` names another (it must hold `ullstack` on PATH).
+pub const DEFAULT_IMAGE: &str = "ullstack:latest";
 
 /// Where the results volume is mounted in the pods.
 pub const RESULTS_MOUNT: &str = "/results";
@@ -90,7 +99,7 @@ pub fn merge_manifest(def: &StudyDef, tasks: usize, image: &str) -> String {
     args.extend((0..tasks).map(|i| format!("{base}/shards/task-{i}")));
     args.extend(["--out".into(), base, "--quiet".into()]);
     format!(
-        "# Apply after the shards Job completes: kubectl wait --for=condition=complete job/ullstack-{}-shards\n{}",
+        "# Apply after the shards Job ended with condition Complete (not Failed: see .status.failedIndexes):\n# kubectl get job/ullstack-{}-shards -o jsonpath='{{.status.conditions[*].type}}'\n{}",
         def.name,
         job(
             &format!("ullstack-{}-merge", def.name),

@@ -33,6 +33,7 @@ pub mod exec;
 pub mod fastdrain;
 pub mod flashshare;
 pub mod k8s;
+pub mod lock;
 pub mod plot;
 pub mod reflex;
 pub mod report;

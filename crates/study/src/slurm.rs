@@ -23,9 +23,22 @@
 //! ## What is written
 //! `OUT/slurm/array.sbatch`, `OUT/slurm/merge.sbatch` (the `#SBATCH` options: job name,
 //! output file under `OUT/slurm/logs/`, `--cpus-per-task`, and `--partition` / `--time` when
-//! given) and `OUT/slurm/submit.sh`, the two `sbatch` commands this module runs, so
-//! `--dry-run` leaves everything needed to submit by hand. The scripts call this `ullstack`
-//! binary by its absolute path, so the nodes must see it at the same path.
+//! given) and `OUT/slurm/submit.sh`, the two `sbatch` commands this module runs (recording
+//! the job ids as it does), so `--dry-run` leaves everything needed to submit by hand. The scripts call this `ullstack`
+//! binary by its absolute path, so the nodes must see it at the same path. After submitting,
+//! `OUT/slurm/jobs` records the job ids.
+//!
+//! ## One submission at a time
+//! A second submission into the same folder while the first's jobs are still queued or
+//! running would start a second task on each incomplete shard folder. So `submit` refuses
+//! while `squeue` still lists a job recorded in `OUT/slurm/jobs`, naming them; while another
+//! submission is in progress (the lock on `OUT/slurm`, module `lock`); and while a study or
+//! merge writes `OUT` (its lock). Each task holds its own shard folder's lock while it runs.
+//! If the merge job cannot be submitted after the array was, the error names the array job,
+//! which is running without a merge.
+//!
+//! `--time` is checked against sbatch's forms ([`parse_time_limit`]) before anything is
+//! written.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,6 +96,60 @@ pub fn incomplete_shards(def: &StudyDef, plan: &SlurmPlan) -> Vec<usize> {
             !complete
         })
         .collect()
+}
+
+/// Checks a `--time` limit as sbatch reads it and returns it in seconds (`None`: no limit).
+/// The forms: `MINUTES`, `MINUTES:SECONDS`, `HOURS:MINUTES:SECONDS`, `DAYS-HOURS`,
+/// `DAYS-HOURS:MINUTES`, `DAYS-HOURS:MINUTES:SECONDS`, or `INFINITE`/`UNLIMITED`. Checked before
+/// any script is written, so a typo is named here rather than by sbatch at submit time.
+pub fn parse_time_limit(t: &str) -> Result<Option<u64>, String> {
+    let bad = |why: &str| {
+        format!(
+            "--time `{t}`: {why}; expected MINUTES, MINUTES:SECONDS, HOURS:MINUTES:SECONDS, \
+             DAYS-HOURS, DAYS-HOURS:MINUTES or DAYS-HOURS:MINUTES:SECONDS (e.g. 30, 1:30:00, 2-12)"
+        )
+    };
+    if t.eq_ignore_ascii_case("infinite") || t.eq_ignore_ascii_case("unlimited") {
+        return Ok(None);
+    }
+    let num = |part: &str| -> Result<u64, String> {
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad(&format!("`{part}` is not a number")));
+        }
+        if part.len() > 9 {
+            return Err(bad(&format!("`{part}` is too large")));
+        }
+        Ok(part.parse::<u64>().expect("nine digits parse"))
+    };
+    let sixty = |v: u64, what: &str| {
+        if v < 60 {
+            Ok(v)
+        } else {
+            Err(bad(&format!("{v} {what} (at most 59)")))
+        }
+    };
+    let (days, rest) = match t.split_once('-') {
+        Some((d, rest)) => (Some(num(d)?), rest),
+        None => (None, t),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    let secs = match (days, parts.as_slice()) {
+        (None, [m]) => num(m)? * 60,
+        (None, [m, s]) => num(m)? * 60 + sixty(num(s)?, "seconds")?,
+        (None, [h, m, s]) => {
+            num(h)? * 3600 + sixty(num(m)?, "minutes")? * 60 + sixty(num(s)?, "seconds")?
+        }
+        (Some(d), [h]) => d * 86_400 + num(h)? * 3600,
+        (Some(d), [h, m]) => d * 86_400 + num(h)? * 3600 + sixty(num(m)?, "minutes")? * 60,
+        (Some(d), [h, m, s]) => {
+            d * 86_400
+                + num(h)? * 3600
+                + sixty(num(m)?, "minutes")? * 60
+                + sixty(num(s)?, "seconds")?
+        }
+        _ => return Err(bad("too many fields")),
+    };
+    Ok(Some(secs))
 }
 
 /// Quotes `s` for a POSIX shell (single quotes; `'` as `'\''`).
@@ -217,24 +284,103 @@ fn submit_script(dir: &Path, shards: &[usize]) -> String {
             .join(" ")
     };
     let mut s = String::from(
-        "#!/bin/sh\n# Submits the study: the array of incomplete shards, then the merge after it.\nset -eu\n",
+        "#!/bin/sh\n# Submits the study: the array of incomplete shards, then the merge after it, and\n\
+         # records their ids where `ullstack study --slurm` checks for jobs still running.\nset -eu\n",
     );
+    let jobs = sh_quote(&path_str(&dir.join(JOBS_FILE)));
     if shards.is_empty() {
-        s += &format!("sbatch {}\n", q(merge_argv(dir, None)));
+        s += &format!(
+            "MERGE=$(sbatch {} | cut -d';' -f1)\nprintf 'merge %s\\n' \"$MERGE\" > {jobs}\n",
+            q(merge_argv(dir, None))
+        );
     } else {
         s += &format!(
-            "ARRAY=$(sbatch {} | cut -d';' -f1)\n",
+            "ARRAY=$(sbatch {} | cut -d';' -f1)\nprintf 'array %s\\n' \"$ARRAY\" > {jobs}\n",
             q(array_argv(dir, shards))
         );
         s += &format!(
-            "sbatch {}\n",
+            "MERGE=$(sbatch {} | cut -d';' -f1)\nprintf 'array %s\\nmerge %s\\n' \"$ARRAY\" \"$MERGE\" > {jobs}\n",
             q(merge_argv(dir, Some("PLACEHOLDER"))).replace("PLACEHOLDER", "$ARRAY")
         );
     }
+    s += "echo \"submitted: ${ARRAY:+array job $ARRAY, }merge job $MERGE\"\n";
     s
 }
 
+/// The file recording the last submission's job ids (`array ID` and `merge ID` lines).
+pub const JOBS_FILE: &str = "jobs";
+
+/// The job ids recorded in `dir/jobs` by the last submission into this folder.
+fn recorded_jobs(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join(JOBS_FILE))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .filter(|id| id.chars().all(|c| c.is_ascii_digit()))
+        .collect()
+}
+
+/// Job states after which a job never runs again (`squeue --states=all` prints them for jobs
+/// Slurm still remembers, for `MinJobAge` after they end).
+const FINAL_STATES: [&str; 11] = [
+    "COMPLETED",
+    "CANCELLED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+    "SPECIAL_EXIT",
+    "REVOKED",
+];
+
+/// Which of `ids` Slurm still has queued or running (`squeue -h --states=all -o '%i %T' -j
+/// IDS`, keeping the jobs not in a final state); array tasks show as `A_2` or `A_[2-3]`. An id
+/// Slurm has forgotten is finished.
+fn queued(ids: &[String]) -> Result<Vec<String>, String> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = ids.join(",");
+    let out = match Command::new("squeue")
+        .args(["-h", "--states=all", "-o", "%i %T", "-j", &list])
+        .output()
+    {
+        Ok(o) => o,
+        // No squeue here: nothing to check against (sbatch will say whether Slurm is there).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("running squeue: {e}")),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        // Every id unknown (purged after MinJobAge): all finished.
+        if stderr.contains("Invalid job id") {
+            return Ok(Vec::new());
+        }
+        return Err(format!(
+            "squeue -j {list} failed ({}): {}",
+            out.status,
+            stderr.trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (id, state) = l.trim().split_once(' ')?;
+            let state = state.trim();
+            (!FINAL_STATES.iter().any(|f| state.starts_with(f))).then(|| format!("{id} {state}"))
+        })
+        .collect())
+}
+
 /// Writes the scripts and, unless `dry_run`, submits them with `sbatch`.
+///
+/// Refuses while another submission into the same folder is in progress (`OUT/slurm`'s lock),
+/// while a study or merge writes `OUT` (its lock), and — when submitting — while jobs of the
+/// last submission into `OUT` are still queued or running (`squeue`): their tasks would run
+/// beside the new ones in the same shard folders.
 pub fn submit(def: &StudyDef, plan: &SlurmPlan, dry_run: bool) -> Result<Submission, String> {
     if plan.tasks == 0 {
         return Err("--slurm 0: expected at least 1 task".into());
@@ -242,9 +388,32 @@ pub fn submit(def: &StudyDef, plan: &SlurmPlan, dry_run: bool) -> Result<Submiss
     if plan.cpus_per_task == 0 {
         return Err("--cpus-per-task 0: expected at least 1".into());
     }
+    if let Some(t) = &plan.time {
+        parse_time_limit(t)?;
+    }
     let dir = plan.out.join("slurm");
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+    let holder = format!(
+        "ullstack study {} --slurm {} (submitting)",
+        def.name, plan.tasks
+    );
+    let _submitting = crate::lock::acquire(&dir, &holder)?;
+    if !dry_run {
+        let active = queued(&recorded_jobs(&dir))?;
+        if !active.is_empty() {
+            return Err(format!(
+                "jobs of the last submission into {} are still queued or running ({}): their tasks \
+                 write the same shard folders; wait for them (squeue -j {ids}) or cancel them \
+                 (scancel {}), then rerun",
+                plan.out.display(),
+                active.join(", "),
+                recorded_jobs(&dir).join(" "),
+                ids = recorded_jobs(&dir).join(","),
+            ));
+        }
+    }
+    crate::lock::probe(&plan.out, &holder)?;
     let shards = incomplete_shards(def, plan);
     let write = |name: &str, text: String| {
         let p = dir.join(name);
@@ -262,10 +431,36 @@ pub fn submit(def: &StudyDef, plan: &SlurmPlan, dry_run: bool) -> Result<Submiss
     if dry_run {
         return Ok(sub);
     }
+    let record = |sub: &Submission| {
+        let mut text = String::new();
+        if let Some(a) = &sub.array_job {
+            text += &format!("array {a}\n");
+        }
+        if let Some(m) = &sub.merge_job {
+            text += &format!("merge {m}\n");
+        }
+        let p = dir.join(JOBS_FILE);
+        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))
+    };
     if !shards.is_empty() {
         sub.array_job = Some(sbatch(&array_argv(&dir, &shards))?);
+        record(&sub)?;
     }
-    sub.merge_job = Some(sbatch(&merge_argv(&dir, sub.array_job.as_deref()))?);
+    match sbatch(&merge_argv(&dir, sub.array_job.as_deref())) {
+        Ok(m) => sub.merge_job = Some(m),
+        Err(e) => {
+            return Err(match &sub.array_job {
+                Some(a) => format!(
+                    "submitted array job {a} (shards {}), but not its merge job: {e}. The array \
+                     runs without a merge: when it has finished, rerun this command (it submits \
+                     the merge, and any shard still incomplete), or cancel it: scancel {a}",
+                    array_spec(&shards)
+                ),
+                None => e,
+            })
+        }
+    }
+    record(&sub)?;
     Ok(sub)
 }
 
@@ -359,6 +554,58 @@ mod tests {
         );
         assert!(s.contains("--kill-on-invalid-dep=yes"));
         assert!(sub.dir.join("logs").is_dir());
+    }
+
+    #[test]
+    fn time_limits_take_sbatchs_forms_and_name_a_bad_one() {
+        for (t, secs) in [
+            ("30", Some(1800)),
+            ("0", Some(0)),
+            ("5:30", Some(330)),
+            ("1:30:00", Some(5400)),
+            ("2-12", Some(2 * 86_400 + 12 * 3600)),
+            ("1-0:30", Some(86_400 + 1800)),
+            ("1-02:03:04", Some(86_400 + 2 * 3600 + 3 * 60 + 4)),
+            ("UNLIMITED", None),
+            ("infinite", None),
+        ] {
+            assert_eq!(parse_time_limit(t), Ok(secs), "{t}");
+        }
+        for bad in [
+            "abc",
+            "",
+            "1:60",
+            "1:2:3:4",
+            "1-",
+            "-5",
+            "1:99:00",
+            "1.5",
+            "9999999999",
+        ] {
+            let e = parse_time_limit(bad).unwrap_err();
+            assert!(
+                e.contains(&format!("--time `{bad}`")) && e.contains("DAYS-HOURS"),
+                "{e}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = plan(dir.path());
+        p.time = Some("abc".into());
+        let def = crate::find("ull").unwrap();
+        assert!(submit(&def, &p, true).unwrap_err().contains("--time `abc`"));
+        assert!(!p.out.join("slurm").exists(), "nothing written");
+    }
+
+    #[test]
+    fn a_submission_is_refused_while_a_study_writes_the_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let def = crate::find("ull").unwrap();
+        let p = plan(dir.path());
+        let held = crate::lock::acquire(&p.out, "ullstack study ull --out X").unwrap();
+        let e = submit(&def, &p, true).unwrap_err();
+        assert!(e.contains("in use by PID") && e.contains("--out X"), "{e}");
+        drop(held);
+        submit(&def, &p, true).unwrap();
     }
 
     #[test]
