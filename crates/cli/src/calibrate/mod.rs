@@ -393,7 +393,8 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     };
     let started = Instant::now();
     let (mut prober, method) = prober(&target, &args, size_bytes)?;
-    let m = measure(prober.as_mut(), qds)?;
+    let m = measure(prober.as_mut(), qds)
+        .with_context(|| format!("TARGET {:?}: measuring", args.target))?;
     drop(prober);
     let polled = m.polling.describe();
     let name = format!("calibrated-{}", target.name());

@@ -44,6 +44,7 @@
 //! TLS, several connections (one connection is one server worker's view), and extended headers.
 
 use std::io::{Read, Write};
+use std::mem::ManuallyDrop;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::io::AsRawFd;
 use std::time::{Duration, Instant};
@@ -442,9 +443,32 @@ impl NbdProber {
         Ok(())
     }
 
-    /// One closed-loop point: `qd` requests of `size_bytes` in flight.
+    /// One closed-loop point: `qd` requests of `size_bytes` in flight. After a failure with a
+    /// receive or send still in flight, the socket is shut down so both complete, and they are
+    /// reaped before the buffers go ([`RingIo`]); the prober is unusable afterwards.
     pub fn run(&mut self, read_pct: u8, size_bytes: u64, qd: u32) -> anyhow::Result<CurvePoint> {
-        let mut ring = io_uring::IoUring::new(8).context("io_uring setup")?;
+        let mut io = RingIo {
+            ring: io_uring::IoUring::new(8).context("io_uring setup")?,
+            recv: ManuallyDrop::new(vec![0u8; RECV_BUFFER_BYTES]),
+            sending: ManuallyDrop::new(Vec::new()),
+            recv_live: false,
+            send_busy: false,
+        };
+        let result = self.closed_loop(&mut io, read_pct, size_bytes, qd);
+        if result.is_err() && (io.recv_live || io.send_busy) {
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            io.reap_after_shutdown();
+        }
+        result
+    }
+
+    fn closed_loop(
+        &mut self,
+        io: &mut RingIo,
+        read_pct: u8,
+        size_bytes: u64,
+        qd: u32,
+    ) -> anyhow::Result<CurvePoint> {
         let fd = io_uring::types::Fd(self.stream.as_raw_fd());
         let slots = self.span_bytes / size_bytes;
         let payload: Vec<u8> = (0..size_bytes).map(|i| (i as u8) ^ 0xa5).collect();
@@ -452,8 +476,7 @@ impl NbdProber {
         // Per slot: when its request was queued, whether it is a read, whether it is in flight.
         let mut meta: Vec<(Instant, bool, bool)> = vec![(Instant::now(), true, false); qd as usize];
         let (mut reads, mut writes) = (LatencyHistogram::new(), LatencyHistogram::new());
-        let mut recv_buf = vec![0u8; RECV_BUFFER_BYTES];
-        let (mut pending, mut sending): (Vec<u8>, Vec<u8>) = (Vec::new(), Vec::new());
+        let mut pending: Vec<u8> = Vec::new();
         let mut sent = 0usize;
         let mut reader = SimpleReplyReader::new();
         let settle = self.measure / 5;
@@ -484,50 +507,29 @@ impl NbdProber {
         for slot in 0..qd {
             meta[slot as usize] = enqueue(&mut pending, slot);
         }
-        let push = |ring: &mut io_uring::IoUring, e: io_uring::squeue::Entry| {
-            // SAFETY: the buffers an entry points into (`recv_buf`, `sending`) are neither
-            // moved nor freed until its completion is reaped: `sending` is only refilled
-            // after the SEND completed, and the RECV is cancelled and reaped before return.
-            unsafe { ring.submission().push(&e) }
-                .map_err(|_| anyhow!("io_uring submission queue full"))
-        };
-        push(
-            &mut ring,
-            io_uring::opcode::Recv::new(fd, recv_buf.as_mut_ptr(), RECV_BUFFER_BYTES as u32)
-                .build()
-                .user_data(RECV_TAG),
-        )?;
-        let mut send_busy = false;
+        io.post_recv(fd)?;
         let mut live = qd;
-        let mut recv_live = true;
         let mut cancel_sent = false;
         let timeout = io_uring::types::Timespec::from(STALL_TIMEOUT);
         let mut done: Vec<tx::SimpleReply> = Vec::new();
-        while live > 0 || send_busy || recv_live {
-            if !send_busy && !pending.is_empty() {
-                std::mem::swap(&mut pending, &mut sending);
+        while live > 0 || io.send_busy || io.recv_live {
+            if !io.send_busy && !pending.is_empty() {
+                std::mem::swap(&mut pending, &mut *io.sending);
                 pending.clear();
                 sent = 0;
-                send_busy = true;
-                push(
-                    &mut ring,
-                    io_uring::opcode::Send::new(fd, sending.as_ptr(), sending.len() as u32)
-                        .build()
-                        .user_data(SEND_TAG),
-                )?;
+                io.post_send(fd, 0)?;
             }
-            if live == 0 && !send_busy && recv_live && !cancel_sent {
+            if live == 0 && !io.send_busy && io.recv_live && !cancel_sent {
                 // Every reply is in: cancel the receive so its buffer can be freed.
                 cancel_sent = true;
-                push(
-                    &mut ring,
+                io.push(
                     io_uring::opcode::AsyncCancel::new(RECV_TAG)
                         .build()
                         .user_data(CANCEL_TAG),
                 )?;
             }
             let args = io_uring::types::SubmitArgs::new().timespec(&timeout);
-            match ring.submitter().submit_with_args(1, &args) {
+            match io.ring.submitter().submit_with_args(1, &args) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ETIME) => bail!(
                     "no completion from the server in {STALL_TIMEOUT:?} ({live} requests in flight)"
@@ -535,32 +537,26 @@ impl NbdProber {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(e).context("io_uring_enter"),
             }
-            let cqes: Vec<(u64, i32)> = ring
+            let cqes: Vec<(u64, i32)> = io
+                .ring
                 .completion()
                 .map(|c| (c.user_data(), c.result()))
                 .collect();
             for (tag, res) in cqes {
                 match tag {
                     SEND_TAG => {
+                        io.send_busy = false;
                         if res < 0 {
                             bail!("send: {}", std::io::Error::from_raw_os_error(-res));
                         }
                         sent += res as usize;
-                        if sent < sending.len() {
-                            let rest = &sending[sent..];
-                            push(
-                                &mut ring,
-                                io_uring::opcode::Send::new(fd, rest.as_ptr(), rest.len() as u32)
-                                    .build()
-                                    .user_data(SEND_TAG),
-                            )?;
-                        } else {
-                            send_busy = false;
+                        if sent < io.sending.len() {
+                            io.post_send(fd, sent)?;
                         }
                     }
                     RECV_TAG => {
+                        io.recv_live = false;
                         if res == -libc::ECANCELED {
-                            recv_live = false;
                             continue;
                         }
                         if res < 0 {
@@ -572,10 +568,9 @@ impl NbdProber {
                         if live == 0 {
                             bail!("{res} bytes from the server with no request in flight");
                         }
-                        let got = &recv_buf[..res as usize];
                         reader
                             .push(
-                                got,
+                                &io.recv[..res as usize],
                                 |cookie| {
                                     let (_, read, busy) =
                                         *meta.get(usize::try_from(cookie).ok()?)?;
@@ -584,16 +579,7 @@ impl NbdProber {
                                 |r| done.push(r),
                             )
                             .map_err(|e| anyhow!("{e}"))?;
-                        push(
-                            &mut ring,
-                            io_uring::opcode::Recv::new(
-                                fd,
-                                recv_buf.as_mut_ptr(),
-                                RECV_BUFFER_BYTES as u32,
-                            )
-                            .build()
-                            .user_data(RECV_TAG),
-                        )?;
+                        io.post_recv(fd)?;
                     }
                     _ => {} // the cancel's own completion
                 }
@@ -633,6 +619,84 @@ impl NbdProber {
             &reads,
             &writes,
         ))
+    }
+}
+
+/// The measurement ring and the two buffers its operations point into. The buffers are freed
+/// only when neither operation is in flight; otherwise they are leaked (the kernel could still
+/// write into them), which only a failed run whose socket would not even shut down can cause.
+struct RingIo {
+    ring: io_uring::IoUring,
+    recv: ManuallyDrop<Vec<u8>>,
+    sending: ManuallyDrop<Vec<u8>>,
+    recv_live: bool,
+    send_busy: bool,
+}
+
+impl RingIo {
+    fn push(&mut self, e: io_uring::squeue::Entry) -> anyhow::Result<()> {
+        // SAFETY: every entry pushed here points into `recv` or `sending` (or nowhere), which
+        // outlive it: they are neither moved nor freed while `recv_live`/`send_busy` says an
+        // operation uses them (see the Drop impl), and `sending` is refilled only after its
+        // SEND completed.
+        unsafe { self.ring.submission().push(&e) }
+            .map_err(|_| anyhow!("io_uring submission queue full"))
+    }
+
+    fn post_recv(&mut self, fd: io_uring::types::Fd) -> anyhow::Result<()> {
+        let e = io_uring::opcode::Recv::new(fd, self.recv.as_mut_ptr(), RECV_BUFFER_BYTES as u32)
+            .build()
+            .user_data(RECV_TAG);
+        self.push(e)?;
+        self.recv_live = true;
+        Ok(())
+    }
+
+    /// Sends `sending[from..]`.
+    fn post_send(&mut self, fd: io_uring::types::Fd, from: usize) -> anyhow::Result<()> {
+        let rest = &self.sending[from..];
+        let e = io_uring::opcode::Send::new(fd, rest.as_ptr(), rest.len() as u32)
+            .build()
+            .user_data(SEND_TAG);
+        self.push(e)?;
+        self.send_busy = true;
+        Ok(())
+    }
+
+    /// After the socket was shut down: reaps the receive and the send (both complete at once
+    /// on a shut-down socket), waiting at most [`STALL_TIMEOUT`] for each completion.
+    fn reap_after_shutdown(&mut self) {
+        let timeout = io_uring::types::Timespec::from(STALL_TIMEOUT);
+        for _ in 0..4 {
+            if !self.recv_live && !self.send_busy {
+                return;
+            }
+            let args = io_uring::types::SubmitArgs::new().timespec(&timeout);
+            if self.ring.submitter().submit_with_args(1, &args).is_err() {
+                continue;
+            }
+            let tags: Vec<u64> = self.ring.completion().map(|c| c.user_data()).collect();
+            for tag in tags {
+                match tag {
+                    RECV_TAG => self.recv_live = false,
+                    SEND_TAG => self.send_busy = false,
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+impl Drop for RingIo {
+    fn drop(&mut self) {
+        if !self.recv_live && !self.send_busy {
+            // SAFETY: no operation points into the buffers any more (see the type's doc), and
+            // each is dropped once, here.
+            unsafe {
+                ManuallyDrop::drop(&mut self.recv);
+                ManuallyDrop::drop(&mut self.sending);
+            }
+        }
     }
 }
 

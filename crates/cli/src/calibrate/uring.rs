@@ -19,6 +19,7 @@
 //! What it leaves out: registered buffers and files, SQPOLL, several rings (one submitting
 //! thread is one core's view of the device).
 
+use std::mem::ManuallyDrop;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -166,9 +167,13 @@ impl UringProber {
         let mut ring = builder
             .build(qd.next_power_of_two().max(4))
             .context("io_uring setup")?;
-        let bufs: Vec<AlignedBuf> = (0..qd)
-            .map(|_| AlignedBuf::new(size_bytes as usize))
-            .collect();
+        // Freed at the end once every entry completed; leaked if `run` returns while entries
+        // may still be in flight (the kernel could still write into them).
+        let bufs: ManuallyDrop<Vec<AlignedBuf>> = ManuallyDrop::new(
+            (0..qd)
+                .map(|_| AlignedBuf::new(size_bytes as usize))
+                .collect(),
+        );
         let slots = self.span_bytes / size_bytes;
         let fd = io_uring::types::Fd(self.file.as_raw_fd());
         let mut meta: Vec<(Instant, bool)> = vec![(Instant::now(), true); qd as usize];
@@ -193,8 +198,8 @@ impl UringProber {
                     .offset(off)
                     .build()
             };
-            // SAFETY: the buffer lives until the ring is dropped at the end of `run`, after
-            // every submitted entry has completed (the loop waits for all of them).
+            // SAFETY: the buffer is freed only after every submitted entry completed (the loop
+            // reaps all of them, also after a failed I/O) and leaked otherwise.
             unsafe { ring.submission().push(&e.user_data(u64::from(i))) }
                 .map_err(|_| anyhow!("io_uring submission queue full"))?;
             Ok((Instant::now(), read))
@@ -203,8 +208,13 @@ impl UringProber {
             meta[i as usize] = push(&mut ring, &mut self.rng, i)?;
         }
         let mut live = qd;
+        let mut failed: Option<anyhow::Error> = None;
         while live > 0 {
-            ring.submit_and_wait(1).context("io_uring_enter")?;
+            match ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(e).context("io_uring_enter"),
+            }
             let done: Vec<(u64, i32)> = ring
                 .completion()
                 .map(|c| (c.user_data(), c.result()))
@@ -212,21 +222,32 @@ impl UringProber {
             let now = Instant::now();
             for (ud, res) in done {
                 let i = ud as u32;
-                if res < 0 {
+                if res < 0 && failed.is_none() {
                     let err = std::io::Error::from_raw_os_error(-res);
-                    bail!("I/O failed: {err}");
+                    failed = Some(anyhow!("I/O failed: {err}"));
                 }
                 let (at, read) = meta[i as usize];
-                if at >= measure_from && at < end {
+                if res >= 0 && at >= measure_from && at < end {
                     let h = if read { &mut reads } else { &mut writes };
                     h.record(now.duration_since(at).as_nanos() as u64);
                 }
-                if now < end {
-                    meta[i as usize] = push(&mut ring, &mut self.rng, i)?;
+                // After a failure the others are reaped, not replaced.
+                if now < end && failed.is_none() {
+                    match push(&mut ring, &mut self.rng, i) {
+                        Ok(m) => meta[i as usize] = m,
+                        Err(e) => {
+                            failed = Some(e);
+                            live -= 1;
+                        }
+                    }
                 } else {
                     live -= 1;
                 }
             }
+        }
+        drop(ManuallyDrop::into_inner(bufs));
+        if let Some(e) = failed {
+            return Err(e);
         }
         Ok(curve_point(
             read_pct,

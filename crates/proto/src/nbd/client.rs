@@ -120,7 +120,9 @@ pub enum ClientError {
     NotFixedNewstyle { flags: u16 },
     #[error("export {export:?} does not exist on the server ({message})")]
     UnknownExport { export: String, message: String },
-    #[error("option {option} for export {export:?} refused with reply {reply_type:#010x} ({message})")]
+    #[error(
+        "option {option} for export {export:?} refused with reply {reply_type:#010x} ({message})"
+    )]
     Refused {
         export: String,
         option: u32,
@@ -656,7 +658,9 @@ mod tests {
             client.consume_output(c_out.len());
             to_server.extend_from_slice(&c_out);
             loop {
-                let step = server.receive(&to_server).expect("server accepts the client");
+                let step = server
+                    .receive(&to_server)
+                    .expect("server accepts the client");
                 to_server.drain(..step.consumed_bytes);
                 match step.event {
                     Some(HandshakeEvent::ExportRequested(q)) => {
@@ -695,7 +699,10 @@ mod tests {
             assert_eq!(c.flags, export("vol").flags);
             assert_eq!(c.block_sizes, export("vol").block_sizes);
             assert!(c.structured_replies);
-            assert_eq!(c.base_allocation_id, Some(crate::nbd::META_BASE_ALLOCATION_ID));
+            assert_eq!(
+                c.base_allocation_id,
+                Some(crate::nbd::META_BASE_ALLOCATION_ID)
+            );
             let n = server.negotiated();
             assert!(n.structured_replies && n.base_allocation, "{n:?}");
         }
@@ -716,7 +723,10 @@ mod tests {
         let e = c.expect_err("refused");
         assert!(matches!(e, ClientError::UnknownExport { .. }), "{e:?}");
         let text = e.to_string();
-        assert!(text.contains("\"nope\"") && text.contains("no export"), "{text}");
+        assert!(
+            text.contains("\"nope\"") && text.contains("no export"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -760,7 +770,10 @@ mod tests {
         // Without NO_ZEROES the answer carries 124 zero bytes, which wanted_bytes asks for.
         let mut hs = ClientHandshake::new(ClientOptions::simple("x")).unwrap();
         assert_eq!(hs.wanted_bytes(), GREETING_BYTES);
-        assert_eq!(hs.receive(&greeting(FLAG_FIXED_NEWSTYLE)).unwrap(), Progress::NeedMore);
+        assert_eq!(
+            hs.receive(&greeting(FLAG_FIXED_NEWSTYLE)).unwrap(),
+            Progress::NeedMore
+        );
         let sent = hs.pending_output().to_vec();
         assert_eq!(&sent[..4], &FLAG_C_FIXED_NEWSTYLE.to_be_bytes());
         hs.consume_output(sent.len());
@@ -786,7 +799,8 @@ mod tests {
     #[test]
     fn refusals_and_lies_are_errors_naming_the_value() {
         let mut hs = ClientHandshake::new(ClientOptions::simple("x")).unwrap();
-        hs.receive(&greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES)).unwrap();
+        hs.receive(&greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))
+            .unwrap();
         let e = hs
             .receive(&option_reply(OPT_GO, REP_ERR_POLICY, b"not for you"))
             .unwrap_err();
@@ -810,7 +824,13 @@ mod tests {
         stream.extend_from_slice(&SimpleReply::ok(1).encode());
         stream.extend_from_slice(&[7u8; 4096]);
         stream.extend_from_slice(&SimpleReply::ok(2).encode());
-        stream.extend_from_slice(&SimpleReply { error: 5, cookie: 3 }.encode());
+        stream.extend_from_slice(
+            &SimpleReply {
+                error: 5,
+                cookie: 3,
+            }
+            .encode(),
+        );
         stream.extend_from_slice(&SimpleReply::ok(4).encode());
         stream.extend_from_slice(&[9u8; 512]);
         let len = |c: u64| match c {
@@ -838,7 +858,10 @@ mod tests {
             // A reply is reported in the piece that carries its last byte, not before.
             let last_byte = [4112, 4128, 4144, stream.len()];
             for (end, last) in ends.iter().zip(last_byte) {
-                assert!(*end >= last && *end < last + chunk, "chunk {chunk}: {ends:?}");
+                assert!(
+                    *end >= last && *end < last + chunk,
+                    "chunk {chunk}: {ends:?}"
+                );
             }
         }
         let mut r = SimpleReplyReader::new();

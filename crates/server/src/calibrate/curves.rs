@@ -435,18 +435,27 @@ mod tests {
     #[test]
     fn a_mix_meets_its_own_writes_not_a_prefilled_backlog() {
         let d = DeviceConfig::preset("nvme-tlc").unwrap();
-        let sweep = |pct| closed_loop_sweep(&d, pct, 4096, &[1, 16], 5_000_000, 20_000_000, 1).unwrap();
+        let sweep =
+            |pct| closed_loop_sweep(&d, pct, 4096, &[1, 16], 5_000_000, 20_000_000, 1).unwrap();
         let (ro, light, heavy) = (sweep(100), sweep(99), sweep(50));
         assert!(
             p95_at(&light, 1) <= 2 * p95_at(&ro, 1),
             "99 % at QD1: {light:?} vs read-only {ro:?}"
         );
         assert!(p95_at(&heavy, 16) > 1_000_000, "{heavy:?}");
-        assert!(p95_at(&heavy, 16) > 4 * p95_at(&light, 16), "{heavy:?} {light:?}");
+        assert!(
+            p95_at(&heavy, 16) > 4 * p95_at(&light, 16),
+            "{heavy:?} {light:?}"
+        );
         let capacity = d.cache.write_buffer_bytes / 4096;
         for p in light.iter().chain(&heavy) {
-            let end = p.write_buffer_units_end.expect("model points carry the buffer");
-            assert!(end * 100 < capacity, "{p:?}: {end} of {capacity} units dirty");
+            let end = p
+                .write_buffer_units_end
+                .expect("model points carry the buffer");
+            assert!(
+                end * 100 < capacity,
+                "{p:?}: {end} of {capacity} units dirty"
+            );
         }
     }
 }
