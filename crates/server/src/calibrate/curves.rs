@@ -41,7 +41,8 @@
 //! empty buffer (flush on idle dies), and a real target here starts after an `fdatasync`, so
 //! the model now starts drained: the mix's own writes are what its reads meet. The same
 //! command then gave write weight 30.5 (54.25 in a full run) with every point ending with
-//! at most 19 units buffered. `zssd` still fits the floor, and there it is the model: its
+//! at most 19 (58 in the full run) of the 131,072 units buffered (`write_buffer_units_end` in
+//! calibration.json). `zssd` still fits the floor, and there it is the model: its
 //! reads are bound by the PCIe link's device → host direction (879 K 4 KiB transfers/s) while
 //! writes use the other direction and SLC programs with suspend, so a mix that writes more
 //! sustains more IOPS (the CLI test `model_zssd_recovers_the_models_known_costs`).
