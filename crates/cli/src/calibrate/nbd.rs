@@ -27,14 +27,15 @@
 //! `proto::nbd::client::SimpleReplyReader`, which says when a reply's last data byte is in: the
 //! latency clock stops there, and the slot's next request is queued at once. Every request made
 //! ready while a SEND is in flight waits in a user-space buffer and leaves in the next SEND,
-//! so a batch of replies turns into one send, as a kernel NBD client batches. The clock starts
-//! when a request is queued, so that wait is in its latency, as it would be for an application.
+//! so a batch of replies turns into one send. The clock starts when a request is queued, so
+//! that wait is in its latency, as it would be for an application.
 //!
 //! Why not a sender and a receiver thread with blocking sockets: in a closed loop the receiver
-//! would have to hand every completion to the sender, a futex wake-up per request — 5–50 µs on
-//! this 2-core VM under load, comparable to the loopback round trip itself — capping the load
-//! at low QD and adding scheduler noise; and two threads need two cores to not measure each
-//! other. The ring also keeps this prober shaped like the file prober (`uring.rs`).
+//! would have to hand every completion to the sender — a futex wake-up per request, and on a
+//! loaded 2-core machine a trip through the scheduler — inside the loop being measured, which
+//! lowers the load a low QD offers and adds scheduler noise to it; and two threads need two
+//! cores to not measure each other. The ring also keeps this prober shaped like the file
+//! prober (`uring.rs`).
 //!
 //! What a network target is not: **O_DIRECT and polled completion do not apply** (there is no
 //! page cache on this side and IOPOLL is for block devices); the latency includes both TCP
