@@ -37,6 +37,11 @@ use sim::{DeviceRun, DeviceRunConfig, Progress, RunFileSettings};
 /// and write at QD1 and QD32). The same configuration and seed always give the same results
 /// (summary.json is identical apart from `sim.wall_ns`).
 ///
+/// A remote run (the server of `ullstack serve` modelled; see sim::remote) can take the device
+/// profile `ullstack calibrate` wrote:
+///
+///   ullstack sim --remote scenario.toml --profile results/calibrate/model-zssd/profile.toml
+///
 /// A named stack sets the switches of a published design on any system run (`--stack list`
 /// prints every stack with the switches it sets; a key the system file sets to another value
 /// is an error):
@@ -52,6 +57,10 @@ pub struct SimArgs {
     /// network and device to model (sim::remote); the same file drives `ullstack bench`.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["system", "device", "job", "config", "host", "integrity", "series_ms"])]
     remote: Option<PathBuf>,
+    /// The modelled server's device profile for a `--remote` run: a profile TOML, as
+    /// `ullstack calibrate` writes it (profile.toml), overriding the scenario's `[sim] profile`.
+    #[arg(long, value_name = "FILE", requires = "remote")]
+    profile: Option<PathBuf>,
     /// Full-system run from a system config (host, device, processes, duration, seed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["device", "job", "config", "host", "integrity"])]
     system: Option<PathBuf>,
@@ -138,7 +147,13 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Some(path) = &args.remote {
-        return crate::remote::run(path, args.seed, &args.out, args.json);
+        return crate::remote::run(
+            path,
+            args.seed,
+            args.profile.as_deref(),
+            &args.out,
+            args.json,
+        );
     }
     let device_level = args.device_level
         || args.device.is_some()

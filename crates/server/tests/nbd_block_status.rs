@@ -37,54 +37,21 @@ struct Chunked {
     cookie: u64,
 }
 
-fn opt(s: &mut TcpStream, option: u32, data: &[u8]) -> Vec<(u32, Vec<u8>)> {
-    let mut frame = nbd::IHAVEOPT.to_be_bytes().to_vec();
-    frame.extend_from_slice(&option.to_be_bytes());
-    frame.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    frame.extend_from_slice(data);
-    s.write_all(&frame).expect("send option");
-    let mut replies = Vec::new();
-    loop {
-        let mut head = [0u8; 20];
-        s.read_exact(&mut head).expect("option reply");
-        let ty = u32::from_be_bytes(head[12..16].try_into().expect("4 bytes"));
-        let len = u32::from_be_bytes(head[16..20].try_into().expect("4 bytes")) as usize;
-        let mut body = vec![0u8; len];
-        s.read_exact(&mut body).expect("option reply data");
-        let last = ty == nbd::REP_ACK || ty & (1 << 31) != 0;
-        replies.push((ty, body));
-        if last {
-            return replies;
-        }
-    }
-}
-
 impl Chunked {
+    /// Connects through `proto::nbd::client`: structured replies, and `base:allocation` when
+    /// `meta` (the server must select it, with its fixed id).
     fn connect(addr: SocketAddr, meta: bool) -> Chunked {
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-        let mut greeting = [0u8; 18];
-        s.read_exact(&mut greeting).expect("greeting");
-        s.write_all(&(nbd::FLAG_C_FIXED_NEWSTYLE | nbd::FLAG_C_NO_ZEROES).to_be_bytes())
-            .expect("flags");
-        let r = opt(&mut s, nbd::OPT_STRUCTURED_REPLY, &[]);
-        assert_eq!(r[0].0, nbd::REP_ACK);
-        if meta {
-            let mut data = 7u32.to_be_bytes().to_vec();
-            data.extend_from_slice(b"default");
-            data.extend_from_slice(&1u32.to_be_bytes());
-            data.extend_from_slice(&15u32.to_be_bytes());
-            data.extend_from_slice(b"base:allocation");
-            let r = opt(&mut s, nbd::OPT_SET_META_CONTEXT, &data);
-            assert_eq!(r[0].0, nbd::REP_META_CONTEXT, "{r:?}");
-            assert_eq!(&r[0].1[4..], b"base:allocation");
-            assert_eq!(r[1].0, nbd::REP_ACK);
-        }
-        let mut go = 7u32.to_be_bytes().to_vec();
-        go.extend_from_slice(b"default");
-        go.extend_from_slice(&0u16.to_be_bytes());
-        let r = opt(&mut s, nbd::OPT_GO, &go);
-        assert_eq!(r.last().map(|x| x.0), Some(nbd::REP_ACK), "{r:?}");
+        let options = nbd::client::ClientOptions {
+            export: "default".into(),
+            structured_replies: true,
+            base_allocation: meta,
+        };
+        let c = nbd::client::handshake(&mut s, options).expect("handshake");
+        assert!(c.structured_replies, "{c:?}");
+        let want = meta.then_some(nbd::META_BASE_ALLOCATION_ID);
+        assert_eq!(c.base_allocation_id, want, "{c:?}");
         Chunked { s, cookie: 0 }
     }
 

@@ -1,4 +1,5 @@
-//! The server side of the Network Block Device protocol (fixed newstyle), sans I/O.
+//! The Network Block Device protocol (fixed newstyle), sans I/O: the server side, and the
+//! client side that `ullstack calibrate nbd://…` and the tests speak ([`client`]).
 //!
 //! NBD is how `fio --ioengine=nbd`, `nbdinfo`, `nbdcopy`, `qemu-img`/`qemu-io` and the kernel's
 //! `nbd-client` reach a volume without knowing anything about ullstack. The protocol has two
@@ -35,6 +36,7 @@
 //! READ replies (holes are sent as zeros), `NBD_CMD_CACHE` and `NBD_CMD_RESIZE` (decoded as
 //! commands, answered `EINVAL` by [`transmission::check_request`]).
 
+pub mod client;
 pub mod handshake;
 pub mod transmission;
 

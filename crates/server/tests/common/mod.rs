@@ -299,71 +299,30 @@ pub struct RawNbd {
     pub stream: TcpStream,
     pub size_bytes: u64,
     pub flags: u16,
-    /// `None` if the server sent no `NBD_INFO_BLOCK_SIZE` (the client does not ask for it; the
-    /// protocol lets a server send it anyway).
+    /// `None` if the server sent no `NBD_INFO_BLOCK_SIZE` (the client asks for it).
     pub block_sizes: Option<NbdBlockSizes>,
     next_cookie: u64,
 }
 
 impl RawNbd {
+    /// Connects and runs the client handshake of `proto::nbd::client` (GO with a
+    /// BLOCK_SIZE info request, simple replies).
     pub fn connect(addr: SocketAddr, export: &str) -> Result<RawNbd, String> {
         let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
         s.set_read_timeout(Some(IO_TIMEOUT))
             .map_err(|e| e.to_string())?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
-        let mut greeting = [0u8; 18];
-        s.read_exact(&mut greeting).map_err(|e| e.to_string())?;
-        assert_eq!(&greeting[..8], b"NBDMAGIC");
-        s.write_all(&(nbd::FLAG_C_FIXED_NEWSTYLE | nbd::FLAG_C_NO_ZEROES).to_be_bytes())
-            .map_err(|e| e.to_string())?;
-        let mut opt = Vec::new();
-        opt.extend_from_slice(&nbd::IHAVEOPT.to_be_bytes());
-        opt.extend_from_slice(&nbd::OPT_GO.to_be_bytes());
-        opt.extend_from_slice(&((4 + export.len() + 2) as u32).to_be_bytes());
-        opt.extend_from_slice(&(export.len() as u32).to_be_bytes());
-        opt.extend_from_slice(export.as_bytes());
-        opt.extend_from_slice(&0u16.to_be_bytes());
-        s.write_all(&opt).map_err(|e| e.to_string())?;
-        let (mut size_bytes, mut flags, mut block_sizes) = (0, 0, None);
-        loop {
-            let mut head = [0u8; 20];
-            s.read_exact(&mut head).map_err(|e| e.to_string())?;
-            let reply_type = u32::from_be_bytes(head[12..16].try_into().unwrap_or_default());
-            let len = u32::from_be_bytes(head[16..20].try_into().unwrap_or_default()) as usize;
-            let mut data = vec![0u8; len];
-            s.read_exact(&mut data).map_err(|e| e.to_string())?;
-            match reply_type {
-                nbd::REP_ACK => break,
-                nbd::REP_INFO if data.len() >= 12 && data[..2] == [0, 0] => {
-                    size_bytes = u64::from_be_bytes(data[2..10].try_into().unwrap_or_default());
-                    flags = u16::from_be_bytes(data[10..12].try_into().unwrap_or_default());
-                }
-                nbd::REP_INFO
-                    if data.len() >= 14 && data[..2] == nbd::INFO_BLOCK_SIZE.to_be_bytes() =>
-                {
-                    let word = |at: usize| {
-                        u32::from_be_bytes(data[at..at + 4].try_into().unwrap_or_default())
-                    };
-                    block_sizes = Some(NbdBlockSizes {
-                        minimum_bytes: word(2),
-                        preferred_bytes: word(6),
-                        maximum_bytes: word(10),
-                    });
-                }
-                nbd::REP_INFO => {}
-                other => {
-                    return Err(format!(
-                        "GO refused: reply {other:#x}: {}",
-                        String::from_utf8_lossy(&data)
-                    ))
-                }
-            }
-        }
+        let c = nbd::client::handshake(&mut s, nbd::client::ClientOptions::simple(export))
+            .map_err(|e| format!("GO refused: {e}"))?;
         Ok(RawNbd {
             stream: s,
-            size_bytes,
-            flags,
-            block_sizes,
+            size_bytes: c.size_bytes,
+            flags: c.flags.bits(),
+            block_sizes: c.block_sizes.map(|b| NbdBlockSizes {
+                minimum_bytes: b.minimum_bytes,
+                preferred_bytes: b.preferred_bytes,
+                maximum_bytes: b.maximum_bytes,
+            }),
             next_cookie: 100,
         })
     }
