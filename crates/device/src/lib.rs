@@ -32,8 +32,9 @@
 //!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
 //!  cache_split  the class split of the cache's ways, by epoch          config
 //!  ghost    ghost caches that choose the prefetch size, by epoch       config
-//!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_split,
-//!                                                                      ghost
+//!  cache_index  the fully associative cache's tag map and LRU order    —
+//!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_index,
+//!                                                                      cache_split, ghost
 //!  drain    write-back hints: watermark eviction, the oracle buffer    config
 //!  lib.rs   the device's API and the routing of events between them    all of the above
 //! ```
@@ -69,6 +70,7 @@
 //! the versions they found, so a test can check that a read sees the last write.
 
 pub mod cache;
+pub mod cache_index;
 pub mod cache_split;
 pub mod config;
 pub mod ctrl;
