@@ -51,13 +51,17 @@
 //!
 //! Config keys: `pagecache.*`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use engine::{IoClass, SimTime};
 use serde::Serialize;
 
 pub const NIL: u32 = u32::MAX;
+
+/// A write-back chunk is this fraction of the dirty limit (Linux `DIRTY_SCOPE`,
+/// include/linux/writeback.h).
+pub const DIRTY_SCOPE: u64 = 8;
 
 /// A fixed, deterministic hasher for page keys (never iterated: order cannot leak into results).
 #[derive(Default, Clone, Copy)]
@@ -146,6 +150,10 @@ pub struct PageCacheStats {
     /// Insertions that found no clean page to evict (the cache overshot its capacity).
     pub reclaim_overshoots: u64,
     pub writeback_waves: u64,
+    /// Pages the flusher's waves wrote back (fsync's are not in it).
+    pub writeback_wave_pages: u64,
+    /// Pages the waves' victimization hints announced (`pagecache.victim_hint`; 0 when off).
+    pub writeback_hinted_pages: u64,
     /// fsync calls (each writes back its file and waits).
     pub fsyncs: u64,
     /// Switches of the dirty-ratio set (`pagecache.adaptive_dirty`; absent when off).
@@ -571,6 +579,31 @@ impl PageCache {
         }
         self.stats.class_mut(class).pages_dirtied += 1;
         true
+    }
+
+    /// The files a write-back pass visits (Linux's `queue_io` filling `b_io`): those with dirty
+    /// pages, dirtied before `expired_before` if given, the one dirtied first first (ties:
+    /// lowest id).
+    pub fn pass_files(&self, expired_before: Option<SimTime>, out: &mut VecDeque<u32>) {
+        let mut files: Vec<(SimTime, u32)> = self
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.dirty_pages > 0)
+            .filter_map(|(i, f)| f.dirtied_at.map(|t| (t, i as u32)))
+            .filter(|(t, _)| expired_before.is_none_or(|e| *t < e))
+            .collect();
+        files.sort_unstable();
+        out.clear();
+        out.extend(files.into_iter().map(|(_, i)| i));
+    }
+
+    /// Pages one file gives a pass (Linux's `writeback_chunk_size` for background work): an
+    /// eighth of the dirty limit (`DIRTY_SCOPE`), plus `min_pages` and rounded down to a
+    /// multiple of it (`MIN_WRITEBACK_PAGES`). See `writeback.rs` for the bandwidth term it
+    /// leaves out.
+    pub fn writeback_chunk_pages(&self, min_pages: u64) -> u64 {
+        (self.limit_pages / DIRTY_SCOPE + min_pages) / min_pages * min_pages
     }
 
     /// The file with dirty pages that went dirty first (ties: lowest id), if any; with

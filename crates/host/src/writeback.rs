@@ -47,6 +47,19 @@ use crate::pagecache::NIL;
 use crate::task::{Step, Wait};
 use crate::SECTORS_PER_PAGE;
 
+/// A pass over the due files bails out to the stop check after this long (Linux's
+/// `writeback_sb_inodes`: `HZ / 10`).
+pub const WRITEBACK_PASS_MAX_NS: u64 = 100_000_000;
+
+/// Which files a write-back pass is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// Every dirty file (background or throttled writers).
+    All,
+    /// The files dirtied before this time (periodic write-back of expired data).
+    ExpiredBefore(SimTime),
+}
+
 impl Host {
     /// The flusher's periodic wake-up (`dirty_writeback_interval_ns`): expired data is due.
     pub(crate) fn on_flush_tick(&mut self) {
@@ -66,100 +79,173 @@ impl Host {
         }
     }
 
-    /// The file the flusher should write next, if any write-back is due.
-    pub(crate) fn flush_target(&self) -> Option<u32> {
+    /// Which files write-back is due for now, if any: every dirty file when dirty pages are
+    /// over the background threshold or throttled writers wait above the freerun point (Linux
+    /// `wb_over_bg_thresh`; background work queues every inode dirtied before now), else the
+    /// files dirtied before the expiry time when the periodic wake-up asked (kupdate).
+    pub(crate) fn writeback_due(&self) -> Option<Due> {
         let foreground = !self.throttled.is_empty() && !self.pc.below_freerun();
-        if foreground {
-            return self.pc.oldest_dirty_file(None);
+        if foreground && self.pc.dirty_pages() > 0 {
+            return Some(Due::All);
         }
         if self.stopping {
             return None;
         }
         if self.pc.over_background() {
-            return self.pc.oldest_dirty_file(None);
+            return Some(Due::All);
         }
-        if self.flush.periodic_due {
-            let expire = self.cfg.pagecache.dirty_expire_ns;
-            if self.now.0 > expire {
-                return self
-                    .pc
-                    .oldest_dirty_file(Some(SimTime(self.now.0 - expire)));
+        let expire = self.cfg.pagecache.dirty_expire_ns;
+        if self.flush.periodic_due && self.now.0 > expire {
+            let before = SimTime(self.now.0 - expire);
+            if self.pc.oldest_dirty_file(Some(before)).is_some() {
+                return Some(Due::ExpiredBefore(before));
             }
         }
         None
     }
 
-    /// The flusher's next step: take the next run of dirty pages of the file due for
-    /// write-back (a new wave counts once), flush its plug every chunk, or sleep when nothing
-    /// is due.
-    pub(crate) fn flusher_next(&mut self, t: u32) {
-        let chunk_max = self.cfg.pagecache.writeback_chunk_pages;
-        let target = self.flush_target();
-        match target {
-            Some(file) if self.flush.chunk_pages < chunk_max => {
-                if !self.flush.in_wave {
-                    self.flush.in_wave = true;
-                    self.pc.stats.writeback_waves += 1;
-                    if self.cfg.pagecache.victim_hint == Switch::On {
-                        let about = self.wave_pages(file);
-                        self.flush.hint_pages = about.clamp(1, u32::MAX as u64) as u32;
-                    }
-                }
-                let max = self.cfg.pagecache.writeback_bio_pages as u64;
-                let Some((first, n, class)) = self.pc.take_dirty_run(file, max) else {
-                    // Every dirty page of the file is under write-back already: send what is
-                    // plugged and wait for a write-back to end (`writeback_end` kicks).
-                    if !self.threads[t as usize].plug.is_empty() {
-                        return self.unplug(t);
-                    }
-                    self.flush.chunk_pages = 0;
-                    return self.sleep(t, Wait::FlusherIdle, Step::App);
-                };
-                self.flush.chunk_pages += n;
-                self.flush.run = (file, first, n, class);
-                let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
-                let ns = self.costs.draw(CostSite::Writeback, ns);
-                self.burst(t, ns, Cat::PageCache, Step::FlushPages);
-            }
-            _ if !self.threads[t as usize].plug.is_empty() => self.unplug(t),
-            Some(_) => {
-                self.flush.chunk_pages = 0;
-                self.flusher_next(t)
-            }
-            None => {
-                self.flush.chunk_pages = 0;
-                self.flush.in_wave = false;
-                self.flush.periodic_due = false;
-                self.flush.hint_pages = 0;
-                self.sleep(t, Wait::FlusherIdle, Step::App)
-            }
-        }
+    /// Pages one file gives a pass now (`writeback_chunk_size`; see the module essay).
+    fn chunk_pages(&self) -> u64 {
+        let min = self.cfg.pagecache.writeback_chunk_pages as u64;
+        self.pc.writeback_chunk_pages(min)
     }
 
-    /// Dirty pages the wave starting now will write (the victimization count of the hint): the
-    /// wave goes on while [`flush_target`](Self::flush_target) names a file, so it writes
-    /// down to the background threshold when over it (or down to the freerun point first,
-    /// for throttled writers), else every expired file's dirty pages, else (`file` was
-    /// chosen otherwise) that file's.
-    fn wave_pages(&self, file: u32) -> u64 {
+    /// The flusher's next step (Linux's `wb_writeback` loop): start a wave when write-back is
+    /// due; take the next run of the current file's chunk; when the file's chunk is used up or
+    /// it has nothing left to write, flush the plug and go to the pass's next file; when the
+    /// pass is over, or has run `WRITEBACK_PASS_MAX_NS`, check whether write-back is still due:
+    /// go on (a new pass, or the rest of the one that bailed out), or end the wave and sleep.
+    pub(crate) fn flusher_next(&mut self, t: u32) {
+        if !self.flush.in_wave {
+            if self.writeback_due().is_none() {
+                if !self.threads[t as usize].plug.is_empty() {
+                    return self.unplug(t);
+                }
+                return self.sleep(t, Wait::FlusherIdle, Step::App);
+            }
+            self.flush.in_wave = true;
+            self.pc.stats.writeback_waves += 1;
+            self.start_pass();
+            if self.cfg.pagecache.victim_hint == Switch::On {
+                let about = self.wave_pages().clamp(1, u32::MAX as u64);
+                self.flush.hint_pages = about as u32;
+                self.pc.stats.writeback_hinted_pages += about;
+            }
+        }
+        if self.flush.file != NIL {
+            if self.flush.chunk_left > 0 {
+                let file = self.flush.file;
+                let bio_pages = self.cfg.pagecache.writeback_bio_pages as u64;
+                if let Some((first, n, class)) =
+                    self.pc.take_dirty_run(file, bio_pages.min(self.flush.chunk_left))
+                {
+                    self.flush.chunk_left -= n as u64;
+                    self.flush.pass_pages += n as u64;
+                    self.pc.stats.writeback_wave_pages += n as u64;
+                    self.flush.run = (file, first, n, class);
+                    let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
+                    let ns = self.costs.draw(CostSite::Writeback, ns);
+                    return self.burst(t, ns, Cat::PageCache, Step::FlushPages);
+                }
+            }
+            // The chunk is used up, or the file is clean or what is dirty is under write-back.
+            self.flush.file = NIL;
+            self.flush.chunk_left = 0;
+        }
+        if !self.threads[t as usize].plug.is_empty() {
+            return self.unplug(t);
+        }
+        let bail = self.now.0 - self.flush.pass_started.0 >= WRITEBACK_PASS_MAX_NS;
+        if !bail {
+            if let Some(file) = self.flush.pass.pop_front() {
+                self.flush.file = file;
+                self.flush.chunk_left = self.chunk_pages();
+                return self.flusher_next(t);
+            }
+        }
+        // The pass is over or bails out: the stop check.
+        if self.writeback_due().is_none() {
+            return self.end_wave(t);
+        }
+        let progress = self.flush.pass_pages > 0;
+        if self.flush.pass.is_empty() {
+            self.start_pass();
+        } else {
+            // Bailed out: the rest of the pass goes on (Linux keeps `b_io` until it is empty).
+            self.flush.pass_started = self.now;
+            self.flush.pass_pages = 0;
+        }
+        if !progress {
+            // Everything due is under write-back: wait until a write-back ends
+            // (`writeback_end` kicks the flusher).
+            return self.sleep(t, Wait::FlusherIdle, Step::App);
+        }
+        self.flusher_next(t)
+    }
+
+    /// Queues the files of a new pass (Linux's `queue_io`).
+    fn start_pass(&mut self) {
+        let before = match self.writeback_due() {
+            Some(Due::ExpiredBefore(t)) => Some(t),
+            Some(Due::All) | None => None,
+        };
+        let mut pass = std::mem::take(&mut self.flush.pass);
+        self.pc.pass_files(before, &mut pass);
+        self.flush.pass = pass;
+        self.flush.pass_started = self.now;
+        self.flush.pass_pages = 0;
+    }
+
+    /// No write-back is due: the wave is over and the flusher sleeps.
+    fn end_wave(&mut self, t: u32) {
+        self.flush.in_wave = false;
+        self.flush.periodic_due = false;
+        self.flush.hint_pages = 0;
+        self.flush.pass.clear();
+        self.flush.file = NIL;
+        self.flush.chunk_left = 0;
+        self.sleep(t, Wait::FlusherIdle, Step::App)
+    }
+
+    /// Dirty pages the wave starting now will write (the victimization count of the hint),
+    /// found by playing its passes on the files' dirty counts: each pass gives every due file
+    /// a chunk, and the wave stops after the first pass that brings the dirty pages down to
+    /// the background threshold (or, for throttled writers, dirty + write-back pages to the
+    /// freerun point); a periodic wave writes every expired file's dirty pages. Exact when no
+    /// page is dirtied and no pass outlasts `WRITEBACK_PASS_MAX_NS` during the wave.
+    fn wave_pages(&self) -> u64 {
         let dirty = self.pc.dirty_pages();
         let to_background = dirty.saturating_sub(self.pc.background_threshold_pages());
-        if !self.throttled.is_empty() {
+        let target = if !self.throttled.is_empty() {
             let to_freerun = (dirty + self.pc.writeback_pages())
                 .saturating_sub(self.pc.freerun_pages())
                 .min(dirty);
-            return to_background.max(to_freerun);
-        }
-        if self.pc.over_background() {
-            return to_background;
-        }
-        let expire = self.cfg.pagecache.dirty_expire_ns;
-        let expired = if self.flush.periodic_due && self.now.0 > expire {
-            self.pc.expired_dirty_pages(SimTime(self.now.0 - expire))
+            to_background.max(to_freerun)
+        } else if self.pc.over_background() {
+            to_background
         } else {
-            0
+            u64::MAX // periodic: every expired page
         };
-        expired.max(self.pc.files[file as usize].dirty_pages)
+        let chunk = self.chunk_pages();
+        let mut left: Vec<u64> = self
+            .flush
+            .pass
+            .iter()
+            .map(|&f| self.pc.files[f as usize].dirty_pages)
+            .collect();
+        let mut written = 0u64;
+        loop {
+            let mut progress = 0;
+            for l in &mut left {
+                let w = chunk.min(*l);
+                *l -= w;
+                progress += w;
+            }
+            written += progress;
+            if written >= target || progress == 0 {
+                return written;
+            }
+        }
     }
 
     /// A completion entry reported the device's write buffer at `pct` percent
@@ -367,7 +453,8 @@ mod tests {
         cfg.pagecache.reserved_bytes = 128 << 20; // 98,304 pages: 2,949 / 4,915 / 9,830
         cfg.pagecache.adaptive_dirty = crate::config::Switch::On;
         let first = "[w]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=28m\n";
-        let second = "[v]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=1m\n";
+        // Enough to cross the high set's background threshold from a chunk below it.
+        let second = "[v]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=12m\n";
         let mut later = fio_process(second, &cfg);
         later.name = "later".into();
         later.start = SimTime::from_ms(200);
@@ -384,9 +471,12 @@ mod tests {
         assert_eq!((a.switches_to_high, a.switches_to_low), (1, 0));
         assert_eq!(host.pc.background_threshold_pages(), high_bg);
         assert_eq!(pc.throughput.pages_dirtied, 7_168);
+        // The high set's chunk: 9,830 / 8 + 1,024 rounded down to 2,048 pages.
+        let chunk = host.pc.writeback_chunk_pages(1_024);
+        assert_eq!(chunk, 2_048);
         assert!(
-            pc.dirty_pages <= high_bg && pc.dirty_pages > high_bg - 1_024,
-            "write-back stopped near the high set's threshold: {} dirty",
+            pc.dirty_pages <= high_bg && pc.dirty_pages > high_bg - chunk,
+            "write-back stopped within a chunk of the high set's threshold: {} dirty",
             pc.dirty_pages
         );
 
