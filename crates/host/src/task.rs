@@ -226,10 +226,13 @@ pub(crate) struct FlusherState {
     pub(crate) pass: std::collections::VecDeque<u32>,
     /// When the pass started (it bails out to the stop check after `WRITEBACK_PASS_MAX_NS`).
     pub(crate) pass_started: SimTime,
+    /// The count of the pass queued last, until its first pages make it a wave.
+    pub(crate) wave_pages_left: u64,
     /// Pages taken since the pass started (or last bailed out).
     pub(crate) pass_pages: u64,
-    /// A write-back wave is in progress (counted once in `writeback_waves`).
-    pub(crate) in_wave: bool,
+    /// Background (or periodic, or throttled) write-back work is in progress: passes go on
+    /// until the stop check finds nothing due (Linux's `wb_writeback` running a work item).
+    pub(crate) working: bool,
     /// Victim hint: pages the wave is about to write, given to its first request.
     pub(crate) hint_pages: u32,
     /// The periodic wake-up (`dirty_writeback_interval_ns`) asked for expired data.

@@ -116,21 +116,15 @@ impl Host {
     /// pass is over, or has run `WRITEBACK_PASS_MAX_NS`, check whether write-back is still due:
     /// go on (a new pass, or the rest of the one that bailed out), or end the wave and sleep.
     pub(crate) fn flusher_next(&mut self, t: u32) {
-        if !self.flush.in_wave {
+        if !self.flush.working {
             if self.writeback_due().is_none() {
                 if !self.threads[t as usize].plug.is_empty() {
                     return self.unplug(t);
                 }
                 return self.sleep(t, Wait::FlusherIdle, Step::App);
             }
-            self.flush.in_wave = true;
-            self.pc.stats.writeback_waves += 1;
+            self.flush.working = true;
             self.start_pass();
-            if self.cfg.pagecache.victim_hint == Switch::On {
-                let about = self.wave_pages().clamp(1, u32::MAX as u64);
-                self.flush.hint_pages = about as u32;
-                self.pc.stats.writeback_hinted_pages += about;
-            }
         }
         if self.flush.file != NIL {
             if self.flush.chunk_left > 0 {
@@ -139,6 +133,10 @@ impl Host {
                 if let Some((first, n, class)) =
                     self.pc.take_dirty_run(file, bio_pages.min(self.flush.chunk_left))
                 {
+                    if self.flush.pass_pages == 0 && self.flush.wave_pages_left > 0 {
+                        // The pass's first run: a wave begins, announced by its hint.
+                        self.begin_wave();
+                    }
                     self.flush.chunk_left -= n as u64;
                     self.flush.pass_pages += n as u64;
                     self.pc.stats.writeback_wave_pages += n as u64;
@@ -165,7 +163,7 @@ impl Host {
         }
         // The pass is over or bails out: the stop check.
         if self.writeback_due().is_none() {
-            return self.end_wave(t);
+            return self.stop_work(t);
         }
         let progress = self.flush.pass_pages > 0;
         if self.flush.pass.is_empty() {
@@ -183,7 +181,7 @@ impl Host {
         self.flusher_next(t)
     }
 
-    /// Queues the files of a new pass (Linux's `queue_io`).
+    /// Queues the files of a new pass (Linux's `queue_io`) and counts what it will write.
     fn start_pass(&mut self) {
         let before = match self.writeback_due() {
             Some(Due::ExpiredBefore(t)) => Some(t),
@@ -194,11 +192,24 @@ impl Host {
         self.flush.pass = pass;
         self.flush.pass_started = self.now;
         self.flush.pass_pages = 0;
+        self.flush.wave_pages_left = self.wave_pages();
     }
 
-    /// No write-back is due: the wave is over and the flusher sleeps.
-    fn end_wave(&mut self, t: u32) {
-        self.flush.in_wave = false;
+    /// The pass takes its first pages: one more wave, and with `victim_hint` its count goes
+    /// to the wave's first request.
+    fn begin_wave(&mut self) {
+        self.pc.stats.writeback_waves += 1;
+        if self.cfg.pagecache.victim_hint == Switch::On {
+            let about = self.flush.wave_pages_left.min(u32::MAX as u64);
+            self.flush.hint_pages = about as u32;
+            self.pc.stats.writeback_hinted_pages += about;
+        }
+        self.flush.wave_pages_left = 0;
+    }
+
+    /// No write-back is due: the work is over and the flusher sleeps.
+    fn stop_work(&mut self, t: u32) {
+        self.flush.working = false;
         self.flush.periodic_due = false;
         self.flush.hint_pages = 0;
         self.flush.pass.clear();
@@ -207,45 +218,18 @@ impl Host {
         self.sleep(t, Wait::FlusherIdle, Step::App)
     }
 
-    /// Dirty pages the wave starting now will write (the victimization count of the hint),
-    /// found by playing its passes on the files' dirty counts: each pass gives every due file
-    /// a chunk, and the wave stops after the first pass that brings the dirty pages down to
-    /// the background threshold (or, for throttled writers, dirty + write-back pages to the
-    /// freerun point); a periodic wave writes every expired file's dirty pages. Exact when no
-    /// page is dirtied and no pass outlasts `WRITEBACK_PASS_MAX_NS` during the wave.
+    /// Dirty pages the pass just queued will write (the victimization count of its wave's
+    /// hint): a chunk of every queued file, or what the file has dirty if less. Exact unless a
+    /// file is dirtied further before the pass reaches it (its chunk can then take more),
+    /// pages are under write-back already (skipped), or the pass bails out after
+    /// `WRITEBACK_PASS_MAX_NS` and the stop check ends the work.
     fn wave_pages(&self) -> u64 {
-        let dirty = self.pc.dirty_pages();
-        let to_background = dirty.saturating_sub(self.pc.background_threshold_pages());
-        let target = if !self.throttled.is_empty() {
-            let to_freerun = (dirty + self.pc.writeback_pages())
-                .saturating_sub(self.pc.freerun_pages())
-                .min(dirty);
-            to_background.max(to_freerun)
-        } else if self.pc.over_background() {
-            to_background
-        } else {
-            u64::MAX // periodic: every expired page
-        };
         let chunk = self.chunk_pages();
-        let mut left: Vec<u64> = self
-            .flush
+        self.flush
             .pass
             .iter()
-            .map(|&f| self.pc.files[f as usize].dirty_pages)
-            .collect();
-        let mut written = 0u64;
-        loop {
-            let mut progress = 0;
-            for l in &mut left {
-                let w = chunk.min(*l);
-                *l -= w;
-                progress += w;
-            }
-            written += progress;
-            if written >= target || progress == 0 {
-                return written;
-            }
-        }
+            .map(|&f| chunk.min(self.pc.files[f as usize].dirty_pages))
+            .sum()
     }
 
     /// A completion entry reported the device's write buffer at `pct` percent
