@@ -3,35 +3,60 @@
 //! page cache's (`pagecache`); this module decides when and how they are written.
 //!
 //! ## What it models
-//! - **Write-back** (the flusher thread) takes dirty pages file by file in page order from each
-//!   file's write-back cursor, marks them under write-back and turns them into write bios
-//!   (`writeback_bio_pages` pages each, `writeback_page_ns` of CPU per page), all under one
-//!   plug, re-checking what to write every `writeback_chunk_pages` pages. It runs in the
-//!   background when dirty pages exceed `dirty_background_ratio_pct` of the cache or a file's
-//!   oldest dirty data is older than `dirty_expire_ns` (checked every
-//!   `dirty_writeback_interval_ns`), and in the foreground when dirty + write-back pages exceed
-//!   `dirty_ratio_pct`: then every writer that crosses the limit blocks until write-back brings
-//!   the count back to halfway between the two thresholds (Linux's `balance_dirty_pages`
-//!   "freerun" point). With `victim_hint` on, a wave's first command carries the number of pages
-//!   the wave is about to write (`wave_pages`: what the wave's stop condition leaves — dirty
-//!   pages above the background threshold, or above the freerun point for throttled writers;
-//!   for a periodic wave, the dirty pages of every expired file).
+//! - **Write-back work** (Linux's `wb_writeback`) runs in the background when dirty pages
+//!   exceed `dirty_background_ratio_pct` of the cache (`wb_over_bg_thresh` counts dirty pages,
+//!   not those under write-back) or a file's oldest dirty data is older than `dirty_expire_ns`
+//!   (checked every `dirty_writeback_interval_ns`), and on behalf of throttled writers: when
+//!   dirty + write-back pages exceed `dirty_ratio_pct`, every writer that crosses the limit
+//!   blocks until write-back brings the count back to halfway between the two thresholds
+//!   (Linux's `balance_dirty_pages` "freerun" point), and the work goes on while they wait.
+//! - The work runs in **passes** (`fs/fs-writeback.c`): a pass queues every file due (Linux's
+//!   `queue_io` filling `b_io`: every dirty file for background work, the expired ones for
+//!   periodic work), oldest dirtied first, and gives each a *chunk* of at most
+//!   `writeback_chunk_size` pages (`writeback_sb_inodes`, `wbc.nr_to_write`), taken in page
+//!   order from the file's write-back cursor, marked under write-back and turned into write
+//!   bios (`writeback_bio_pages` pages each, `writeback_page_ns` of CPU per page) under the
+//!   flusher's plug, which is flushed after each file's chunk. Only between passes — or when a
+//!   pass has run `WRITEBACK_PASS_MAX_NS` (100 ms, `HZ / 10` in `writeback_sb_inodes`), after
+//!   which the rest of the pass follows — does the work check whether write-back is still due
+//!   (for background work: `wb_writeback`'s `!wb_over_bg_thresh` test). So write-back
+//!   overshoots the background threshold by up to a chunk per file, and the next work starts
+//!   only when writers have dirtied that much again.
+//! - **Chunk size** (`writeback_chunk_size` for background and periodic work): an eighth of the
+//!   dirty limit (`global_wb_domain.dirty_limit / DIRTY_SCOPE`, `DIRTY_SCOPE` = 8 in
+//!   include/linux/writeback.h) plus `writeback_chunk_pages` (Linux's `MIN_WRITEBACK_PAGES`,
+//!   4 MiB = 1,024 pages), rounded down to a multiple of it. Linux also caps the eighth by half
+//!   the device's measured write-back bandwidth in pages per second (`avg_write_bandwidth /
+//!   2`); that cap binds only below a bandwidth of a quarter of the dirty limit per second
+//!   (38 MiB/s on `arm8-4g`), far under any NVMe drive's, and is left out.
+//! - A **wave** is one pass: the pages one walk of the dirty file list sends to the device.
+//!   With `victim_hint` on, the wave's first command carries the pages the pass will write
+//!   (`wave_pages`: a chunk of each queued file, or what it has dirty if less) — exactly what
+//!   it takes unless a file is dirtied further before the pass reaches it, some of its dirty
+//!   pages are under write-back already (they are skipped until it ends), or the pass bails
+//!   out and the stop check ends the work first. `writeback_waves`, `writeback_wave_pages` and
+//!   `writeback_hinted_pages` count them.
 //! - **Adaptive dirty thresholds** (`pagecache.adaptive_dirty`): the completion entries' buffer
 //!   status switches the thresholds between two sets (`pagecache.rs`); switching back to the
-//!   low set kicks the flusher.
+//!   low set kicks the flusher. The chunk follows the dirty limit in force.
 //! - **fsync** (a process's `fsync_every_writes`) writes back the file's dirty pages in the
 //!   caller's context and blocks it until none of the file's pages is under write-back.
 //!
-//! Worked example (`arm8`: 1.5 GiB of cache = 393 216 pages): the background threshold is
-//! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB). `ungzip`
-//! dirtying 145-page writes crosses 11 796 dirty pages after 82 writes; the flusher then writes a
-//! wave until dirty pages drop below 11 796; if the writers outrun it and dirty + write-back
-//! pages reach 19 660, each writer blocks until they are back under 15 728.
-//!
+//! Worked example (`arm8-4g`: 3 GiB of cache = 786,432 pages): the background threshold is
+//! 3 % = 23,592 pages (92 MiB), the dirty limit 5 % = 39,321 pages, the freerun point 31,456.
+//! The chunk is 39,321 / 8 = 4,915, plus 1,024 = 5,939, rounded down to 5,120 pages (20 MiB;
+//! 10,240 pages in the high set, whose limit is 78,643). `ungzip` dirtying one file in 145-page
+//! writes crosses 23,592 dirty pages; the work queues its file (and any other dirty file) and
+//! the wave announces 5,120 pages plus the other files' share; after the pass dirty pages are
+//! about 18,500 plus what was dirtied meanwhile, and if that is still over 23,592 another pass
+//! (another wave) follows, else the flusher sleeps until the writers cross the threshold again.
+
 //! ## What it leaves out
 //! One flusher for the whole device (no per-cgroup write-back), no write-back throttling by
-//! measured device bandwidth (Linux's dirty ratelimit), `sync_file_range`, and writes of
-//! metadata or journal blocks.
+//! measured device bandwidth (Linux's dirty ratelimit, and the bandwidth cap on the chunk
+//! above), the slow decay of Linux's global dirty limit after the threshold drops (the chunk
+//! follows the threshold at once), `sync_file_range`, and writes of metadata or journal
+//! blocks.
 //!
 //! Config keys: `pagecache.dirty_*`, `pagecache.writeback_*`, `pagecache.victim_hint`,
 //! `pagecache.adaptive_*`.
@@ -424,6 +449,71 @@ mod tests {
         let pc = &report.pagecache;
         assert_eq!((pc.dirty_pages, pc.throughput.pages_written_back), (0, 16));
         assert_eq!(pc.writeback_waves, 1);
+    }
+
+    /// A periodic write-back of two expired files (1,536 and 512 dirty pages; chunk 1,024):
+    /// the work makes two passes, each a wave whose hint, on its first command, is exactly the
+    /// pages the wave then writes — 1,024 + 512, then the 512 left of the larger file.
+    #[test]
+    fn each_wave_is_a_pass_of_a_chunk_per_file_and_its_hint_counts_exactly_what_it_writes() {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.pagecache.memory_bytes = 512 << 20;
+        cfg.pagecache.reserved_bytes = 128 << 20; // 98,304 pages: limit 4,915, chunk 1,024
+        cfg.pagecache.victim_hint = crate::config::Switch::On;
+        cfg.pagecache.dirty_expire_ns = 200_000_000;
+        cfg.pagecache.dirty_writeback_interval_ns = 50_000_000;
+        let a = "[a]\nioengine=psync\ndirect=0\nbs=256k\nrw=write\nsize=6m\n";
+        let b = "[b]\nioengine=psync\ndirect=0\nbs=256k\nrw=write\nsize=2m\n";
+        let mut second = fio_process(b, &cfg);
+        second.name = "b".into();
+        second.start = SimTime::from_ms(1);
+        let procs = vec![fio_process(a, &cfg), second];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(400), 1 << 40).unwrap();
+        assert_eq!(host.pc.writeback_chunk_pages(1_024), 1_024);
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+        dev.run(&mut host, None);
+
+        // Waves, in command order: each hinted command opens one; the pages up to the next.
+        let mut waves: Vec<(u64, u64)> = Vec::new();
+        for c in dev.commands.iter().filter(|c| c.op == IoOp::Write) {
+            if c.wave_pages > 0 {
+                waves.push((c.wave_pages as u64, 0));
+            }
+            let wave = waves.last_mut().expect("a write-back command before any hint");
+            wave.1 += c.sectors as u64 / SECTORS_PER_PAGE;
+        }
+        assert_eq!(waves, [(1_536, 1_536), (512, 512)], "(hinted, written) per wave");
+        let first = dev.commands.first().unwrap().at;
+        assert!(first >= SimTime::from_ms(250), "periodic, not background: {first:?}");
+        let pc = host.finish().unwrap().pagecache;
+        assert_eq!(pc.writeback_waves, 2);
+        assert_eq!((pc.writeback_wave_pages, pc.writeback_hinted_pages), (2_048, 2_048));
+    }
+
+    /// Background write-back stops only between passes: a writer that dirties 4,096 pages
+    /// and stops (background threshold 2,949, chunk 1,024) is written down to 2,048 — two
+    /// whole chunks, not the 1,147 pages that cross the threshold — in waves of 1,024.
+    #[test]
+    fn background_write_back_overshoots_the_threshold_by_whole_chunks() {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.pagecache.memory_bytes = 512 << 20;
+        cfg.pagecache.reserved_bytes = 128 << 20;
+        cfg.pagecache.victim_hint = crate::config::Switch::On;
+        let job = "[w]\nioengine=psync\ndirect=0\nbs=4m\nrw=write\nsize=16m\n";
+        let procs = vec![fio_process(job, &cfg)];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(100), 1 << 40).unwrap();
+        let bg = host.pc.background_threshold_pages();
+        assert_eq!(bg, 2_949);
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+        dev.run(&mut host, None);
+        let pc = host.finish().unwrap().pagecache;
+        assert_eq!(pc.throughput.pages_dirtied, 4_096);
+        assert_eq!(pc.dirty_pages, 2_048, "written down by whole chunks");
+        assert_eq!(pc.writeback_wave_pages, 2_048);
+        assert_eq!(pc.writeback_waves, 2);
+        assert_eq!(pc.writeback_hinted_pages, 2_048);
+        let hints: Vec<u32> = dev.commands.iter().map(|c| c.wave_pages).filter(|&p| p > 0).collect();
+        assert_eq!(hints, [1_024, 1_024]);
     }
 
     /// With `adaptive_dirty` on, a completion reporting the device buffer at 90 % switches to
