@@ -110,7 +110,12 @@ impl FullIndex {
         if old.tag != new.tag {
             if !old.invalid() {
                 let removed = self.ways_by_lpn.remove(&old.tag);
-                assert_eq!(removed, Some(w), "LPN {} was not indexed at way {w}", old.tag);
+                assert_eq!(
+                    removed,
+                    Some(w),
+                    "LPN {} was not indexed at way {w}",
+                    old.tag
+                );
             }
             if !new.invalid() {
                 let before = self.ways_by_lpn.insert(new.tag, w);
@@ -202,8 +207,15 @@ mod tests {
         ix.update(2, key(7, VALID | FILLING, 3), key(7, VALID | PREFETCHED, 3));
         ix.update(1, key(5, VALID, 2), key(5, VALID, 4));
         ix.update(3, NONE, key(11, VALID | DIRTY, 5));
-        assert_eq!(ix.victim(), Some(2), "LPN 7 (stamp 3) before LPN 5 (stamp 4)");
-        assert_eq!((ix.find(9), ix.find(5), ix.find(4)), (Some(0), Some(1), None));
+        assert_eq!(
+            ix.victim(),
+            Some(2),
+            "LPN 7 (stamp 3) before LPN 5 (stamp 4)"
+        );
+        assert_eq!(
+            (ix.find(9), ix.find(5), ix.find(4)),
+            (Some(0), Some(1), None)
+        );
         ix.update(2, key(7, VALID | PREFETCHED, 3), NONE);
         assert_eq!((ix.victim(), ix.find(7)), (Some(2), None));
         let keys = [

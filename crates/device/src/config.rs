@@ -653,7 +653,8 @@ impl DeviceConfig {
                 "at least one 4 KiB line and under 16 TiB",
             ));
         }
-        if cache.ways == 0 && (cache.partition == Partition::Dynamic || cache.prefetch == Prefetch::Ghost)
+        if cache.ways == 0
+            && (cache.partition == Partition::Dynamic || cache.prefetch == Prefetch::Ghost)
         {
             return Err(invalid(
                 "cache.ways",

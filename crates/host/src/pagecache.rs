@@ -892,7 +892,11 @@ mod tests {
         assert_eq!(pc.writeback_chunk_pages(1_024), 5_120);
         pc.on_buffer_status(90);
         assert_eq!(pc.writeback_chunk_pages(1_024), 10_240);
-        let (a, b, c) = (pc.add_file(0, 64), pc.add_file(1 << 20, 64), pc.add_file(2 << 20, 64));
+        let (a, b, c) = (
+            pc.add_file(0, 64),
+            pc.add_file(1 << 20, 64),
+            pc.add_file(2 << 20, 64),
+        );
         pc.dirty_page(SimTime(30), b, 0, IoClass::Throughput);
         pc.dirty_page(SimTime(10), c, 0, IoClass::Throughput);
         pc.dirty_page(SimTime(20), a, 0, IoClass::Throughput);

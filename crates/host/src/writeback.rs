@@ -155,8 +155,9 @@ impl Host {
             if self.flush.chunk_left > 0 {
                 let file = self.flush.file;
                 let bio_pages = self.cfg.pagecache.writeback_bio_pages as u64;
-                if let Some((first, n, class)) =
-                    self.pc.take_dirty_run(file, bio_pages.min(self.flush.chunk_left))
+                if let Some((first, n, class)) = self
+                    .pc
+                    .take_dirty_run(file, bio_pages.min(self.flush.chunk_left))
                 {
                     if self.flush.pass_pages == 0 && self.flush.wave_pages_left > 0 {
                         // The pass's first run: a wave begins, announced by its hint.
@@ -479,15 +480,27 @@ mod tests {
             if c.wave_pages > 0 {
                 waves.push((c.wave_pages as u64, 0));
             }
-            let wave = waves.last_mut().expect("a write-back command before any hint");
+            let wave = waves
+                .last_mut()
+                .expect("a write-back command before any hint");
             wave.1 += c.sectors as u64 / SECTORS_PER_PAGE;
         }
-        assert_eq!(waves, [(1_536, 1_536), (512, 512)], "(hinted, written) per wave");
+        assert_eq!(
+            waves,
+            [(1_536, 1_536), (512, 512)],
+            "(hinted, written) per wave"
+        );
         let first = dev.commands.first().unwrap().at;
-        assert!(first >= SimTime::from_ms(250), "periodic, not background: {first:?}");
+        assert!(
+            first >= SimTime::from_ms(250),
+            "periodic, not background: {first:?}"
+        );
         let pc = host.finish().unwrap().pagecache;
         assert_eq!(pc.writeback_waves, 2);
-        assert_eq!((pc.writeback_wave_pages, pc.writeback_hinted_pages), (2_048, 2_048));
+        assert_eq!(
+            (pc.writeback_wave_pages, pc.writeback_hinted_pages),
+            (2_048, 2_048)
+        );
     }
 
     /// Background write-back stops only between passes: a writer that dirties 4,096 pages
@@ -512,7 +525,12 @@ mod tests {
         assert_eq!(pc.writeback_wave_pages, 2_048);
         assert_eq!(pc.writeback_waves, 2);
         assert_eq!(pc.writeback_hinted_pages, 2_048);
-        let hints: Vec<u32> = dev.commands.iter().map(|c| c.wave_pages).filter(|&p| p > 0).collect();
+        let hints: Vec<u32> = dev
+            .commands
+            .iter()
+            .map(|c| c.wave_pages)
+            .filter(|&p| p > 0)
+            .collect();
         assert_eq!(hints, [1_024, 1_024]);
     }
 
