@@ -331,14 +331,9 @@ impl PageCache {
         Some(next)
     }
 
-    /// Dirty pages of the files dirtied before `before` (what a periodic write-back wave will
-    /// write: it walks the expired inodes).
-    pub fn expired_dirty_pages(&self, before: SimTime) -> u64 {
-        self.files
-            .iter()
-            .filter(|f| f.dirty_pages > 0 && f.dirtied_at.is_some_and(|t| t < before))
-            .map(|f| f.dirty_pages)
-            .sum()
+    /// The dirty-ratio set in force (`None` when the thresholds do not adapt).
+    pub fn dirty_set(&self) -> Option<DirtySet> {
+        self.adaptive.as_ref().map(|a| a.set)
     }
 
     /// Adds a file of `pages` pages starting at device sector `base_sector`.
