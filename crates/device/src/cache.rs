@@ -6,23 +6,33 @@
 //! why a TLC drive acknowledges a 4 KiB write in ~13 µs while its program takes milliseconds.
 //!
 //! The cache is set-associative (`ways` lines per set, set = LPN mod sets) with LRU
-//! replacement within a set. A line is *clean* (a copy of flash), *dirty* (newer than flash),
-//! *filling* (a read miss is on its way from flash) or *evicting* (being programmed; still
-//! readable; a write to it re-dirties it). Dirty lines are the write buffer: at most
-//! `write_buffer_bytes` of them. An incoming write that needs a new dirty line when the buffer
-//! is full — or whose set has no clean way left — must wait for an eviction (the *overflow
-//! stall*): the device programs the oldest dirty lines to flash and the write proceeds when a
-//! program completes. The baseline evicts only then ("when full").
+//! replacement within a set; `ways = 0` makes it fully associative — one set of every line,
+//! LRU over the whole DRAM, the way SSD firmware keeps its data buffer (`cache_index.rs` has
+//! the sources and the index that finds a line without scanning). `nvme-tlc` is fully
+//! associative; `zssd` is 16-way, the organisation whose ways FlashShare's class split divides.
+//! A line is *clean* (a copy of flash), *dirty* (newer than flash), *filling* (a read miss is
+//! on its way from flash) or *evicting* (being programmed; still readable; a write to it
+//! re-dirties it). Dirty lines are the write buffer: at most `write_buffer_bytes` of them. An
+//! incoming write that needs a new dirty line when the buffer is full — or whose set has no
+//! clean way left — must wait for an eviction (the *overflow stall*): the device programs the
+//! oldest dirty lines to flash and the write proceeds when a program completes. The baseline
+//! evicts only then ("when full"). A 16-way set fills long before the buffer does: with
+//! `nvme-tlc` made 16-way, the FastDrain study's `apache-upload` + `ungzip` co-run under
+//! `fd-buf` stalled on full sets with the buffer at most 89,217 of 131,072 units (68 %, 10 s,
+//! seed 1), so no hint ever predicted it past the 80 % watermark; fully associative, the
+//! buffer fills, as device.md's "evicts only when full" has it.
 //!
 //! After a read command, the `prefetch_pages` units that follow it are read too (those not
 //! cached or on their way) and cached clean: a miss's neighbours, and on a hit the window keeps
 //! moving ahead. With `cache.prefetch = "ghost"` the size is chosen each epoch, per class when
 //! the cache is split ("Class split and ghost prefetch" below).
 //!
-//! Worked example (`nvme-tlc`, 512 MB, 16 ways): 131,072 lines in 8,192 sets. LPN 1,000,000
-//! falls in set 1,000,000 mod 8,192 = 576. With the buffer full (131,072 dirty lines), a new
-//! write waits for the next eviction round: one 4-unit row per LUN, 512 units in all, whose
-//! first program (LSB, 0.56 ms) frees the first lines.
+//! Worked example (`zssd`'s 16 ways on 512 MiB): 131,072 lines in 8,192 sets. LPN 1,000,000
+//! falls in set 1,000,000 mod 8,192 = 576; a write to it waits if the 16 ways of set 576 are
+//! all dirty, however empty the rest of the buffer. Fully associative (`nvme-tlc`: 131,072
+//! lines in one set), a write waits only with the buffer full (131,072 dirty lines), for the
+//! next eviction round: one 4-unit row per LUN, 512 units in all, whose first program (LSB,
+//! 0.56 ms) frees the first lines.
 //!
 //! ## Write-back rounds: what to evict, and when ([`WriteBack`])
 //! Eviction starts only when a write is blocked (the baseline "when full" policy), and then

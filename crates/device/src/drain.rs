@@ -1,8 +1,10 @@
 //! Draining the write buffer before a write-back wave overflows it (`cache.drain`).
 //!
 //! ## What it models
-//! A kernel flusher writes dirty pages in *waves*: hundreds of megabytes at once when dirty
-//! pages cross `dirty_background_ratio`. A TLC drive's DRAM write buffer (512 MB on `nvme-tlc`)
+//! A kernel flusher writes dirty pages in *waves* once dirty pages cross
+//! `dirty_background_ratio`: each pass over the dirty files sends a chunk of each (20 MiB a
+//! file on `arm8-4g`, host `writeback.rs`), pass after pass while writers keep dirtying. A TLC
+//! drive's DRAM write buffer (512 MB on `nvme-tlc`)
 //! absorbs writes at DRAM speed only while it has room; once it is full every incoming write
 //! waits for a program (0.56–5 ms), and so does every read queued behind those programs on the
 //! same dies — the *overflow stall* that the baseline ("evict when full", `cache.rs`) suffers.
@@ -41,6 +43,12 @@
 //! ## The oracle (`cache.drain = "oracle"`)
 //! An unbounded buffer, as an upper bound: a write the cache cannot take (buffer or set full)
 //! is held here instead, never programmed, and reads find it. No write ever waits.
+//!
+//! When background eviction keeps up — the dies without reads program a wave's pages as fast as
+//! the host sends them — the buffer stays where it was and foreground eviction is never
+//! needed: on the full `nvme-tlc` (128 LUNs) the FastDrain study's `ungzip` write-back (about
+//! 540 MB/s) is such a load. Foreground eviction is for a buffer that a wave would fill: on a
+//! drive of 80 LUNs with a 64 MiB buffer the same co-run needs it (sim `tests/fastdrain.rs`).
 //!
 //! ## What it leaves out
 //! Hints of several flushers at once merge into one budget; the device does not learn how fast
