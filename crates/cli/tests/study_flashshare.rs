@@ -116,14 +116,20 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     // (recomputed here from study.json), and the mean point is the mean of the ten co-runs.
     let norm = read(&out.join("norm-apache.csv"));
     let mean_ns = |id: &str| -> f64 {
-        let r = runs.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("{id}"));
+        let r = runs
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}"));
         r["system"]["processes"][0]["response_mean_ns"]
             .as_f64()
             .unwrap()
     };
     let cacheopt = column(&norm, "cacheopt avg");
     assert_eq!(cacheopt.len(), 12, "10 co-runs, alone and the mean: {norm}");
-    assert_eq!((cacheopt[10].0.as_str(), cacheopt[11].0.as_str()), ("alone", "mean"));
+    assert_eq!(
+        (cacheopt[10].0.as_str(), cacheopt[11].0.as_str()),
+        ("alone", "mean")
+    );
     let mut sum = 0.0;
     for (partner, y) in &cacheopt[..10] {
         let want = mean_ns(&format!("cacheopt-apache-{partner}"))

@@ -159,7 +159,10 @@ fn the_hinted_command_is_the_first_of_its_wave_to_reach_the_device() {
             }
         }
     });
-    assert!(waves >= 10, "only {waves} waves: the co-run did not write back");
+    assert!(
+        waves >= 10,
+        "only {waves} waves: the co-run did not write back"
+    );
     assert!(
         !first_executed.contains_key(&0),
         "a write reached the device before the first hint"
@@ -263,11 +266,17 @@ fn foreground_eviction_ends_under_low_and_the_thresholds_follow_the_buffer_statu
         }
     });
     let drain = ssd.drain_stats();
-    assert!(drain.foreground_waves > 0 && drain.foreground_rows > 0, "{drain:?}");
+    assert!(
+        drain.foreground_waves > 0 && drain.foreground_rows > 0,
+        "{drain:?}"
+    );
     assert!(episodes_ended >= 1, "no foreground episode ended");
     let report = host.finish().unwrap();
     let adaptive = report.pagecache.adaptive_dirty.expect("fd adapts");
-    assert!(to_high >= 1 && to_low >= 1, "switches seen: {to_high} up, {to_low} down");
+    assert!(
+        to_high >= 1 && to_low >= 1,
+        "switches seen: {to_high} up, {to_low} down"
+    );
     assert_eq!(
         (adaptive.switches_to_high, adaptive.switches_to_low),
         (to_high, to_low)

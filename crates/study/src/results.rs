@@ -294,7 +294,10 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
             ["host_rows_lsb", "host_rows_csb", "host_rows_msb"]
                 .map(|k| alloc[k].as_u64().unwrap_or(0))
         }),
-        max_dirty_units: u(&d["cache"]["max_dirty_units"], "device.cache.max_dirty_units")?,
+        max_dirty_units: u(
+            &d["cache"]["max_dirty_units"],
+            "device.cache.max_dirty_units",
+        )?,
         drain: match &d["drain"] {
             Value::Null => None,
             dr => {
@@ -393,11 +396,7 @@ fn host_headline(s: &Value) -> Result<HostHeadline, String> {
 }
 
 fn writeback_headline(pc: &Value) -> Result<WritebackHeadline, String> {
-    let u = |name: &str| {
-        pc[name]
-            .as_u64()
-            .ok_or(format!("no host.pagecache.{name}"))
-    };
+    let u = |name: &str| pc[name].as_u64().ok_or(format!("no host.pagecache.{name}"));
     let adaptive = &pc["adaptive_dirty"];
     let switches = |name: &str| -> Result<Option<u64>, String> {
         match adaptive {
