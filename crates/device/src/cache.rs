@@ -16,11 +16,12 @@
 //! incoming write that needs a new dirty line when the buffer is full — or whose set has no
 //! clean way left — must wait for an eviction (the *overflow stall*): the device programs the
 //! oldest dirty lines to flash and the write proceeds when a program completes. The baseline
-//! evicts only then ("when full"). A 16-way set fills long before the buffer does: with
-//! `nvme-tlc` made 16-way, the FastDrain study's `apache-upload` + `ungzip` co-run under
-//! `fd-buf` stalled on full sets with the buffer at most 89,217 of 131,072 units (68 %, 10 s,
-//! seed 1), so no hint ever predicted it past the 80 % watermark; fully associative, the
-//! buffer fills, as device.md's "evicts only when full" has it.
+//! evicts only then ("when full"). A 16-way set fills long before the buffer does: the
+//! FastDrain study's `vanilla-apache-upload` run (`ullstack sim --system config.toml --stack
+//! vanilla` in its folder) with `device.cache.ways = 16` added stalled on full sets with the
+//! buffer at most 96,201 of 131,072 units (73 %), so no completion could report it at the 80 %
+//! watermark; fully associative, as `nvme-tlc` is, the same run fills it (131,072), as
+//! device.md's "evicts only when full" has it.
 //!
 //! After a read command, the `prefetch_pages` units that follow it are read too (those not
 //! cached or on their way) and cached clean: a miss's neighbours, and on a hit the window keeps
