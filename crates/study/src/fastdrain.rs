@@ -32,6 +32,11 @@
 //! 4. 4 KiB units programmed and wasted (rows skipped or left partly empty) per FTL policy,
 //!    summed over the six workloads (`ftl-pages`).
 //!
+//! The headline table adds, per stack over its six runs, what shows which mechanism acted:
+//! write stalls, the flusher's waves with the pages they wrote and their hints announced, the
+//! drain's background and foreground waves and rows, the most units the buffer held, and the
+//! dirty-threshold switches.
+//!
 //! Nothing here is tuned: every stack runs the presets with only its own switches changed,
 //! and every figure is read back from the runs' `summary.json` and `timeseries.csv`.
 
