@@ -72,6 +72,28 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
         if r["job"] == "oracle" {
             assert_eq!(sys["device"]["write_stalls"], 0, "{}", r["id"]);
         }
+        // The flusher's waves reach the device as hints announcing what they write (all but
+        // pages dirtied into a file after its pass reached it); stacks without the hint send
+        // none, and their device reports no drain.
+        let wb = &sys["host"]["writeback"];
+        let (waves, written, hinted) = (
+            wb["waves"].as_u64().unwrap(),
+            wb["wave_pages"].as_u64().unwrap(),
+            wb["hinted_pages"].as_u64().unwrap(),
+        );
+        assert!(waves > 0 && written > 0, "{}: {wb}", r["id"]);
+        let drain = &sys["device"]["drain"];
+        if matches!(r["job"].as_str(), Some("vanilla" | "oracle")) {
+            assert_eq!(hinted, 0, "{}", r["id"]);
+        } else {
+            assert_eq!(drain["hints"].as_u64(), Some(waves), "{}", r["id"]);
+            assert_eq!(drain["hinted_pages"].as_u64(), Some(hinted), "{}", r["id"]);
+            assert!(
+                hinted * 100 >= written * 95 && hinted <= written,
+                "{}: {wb}",
+                r["id"]
+            );
+        }
     }
     for stem in [
         "p99-normalised",

@@ -112,11 +112,32 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
             assert!(p.is_file(), "{} missing", p.display());
         }
     }
-    // Vanilla is its own reference: every normalised point of it is exactly 1.
+    // A stack's point is its run's mean response time over vanilla's in the same co-run
+    // (recomputed here from study.json), and the mean point is the mean of the ten co-runs.
     let norm = read(&out.join("norm-apache.csv"));
-    let vanilla = column(&norm, "vanilla avg");
-    assert_eq!(vanilla.len(), 12, "10 co-runs, alone and the mean: {norm}");
-    assert!(vanilla.iter().all(|(_, y)| *y == 1.0), "{norm}");
+    let mean_ns = |id: &str| -> f64 {
+        let r = runs
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}"));
+        r["system"]["processes"][0]["response_mean_ns"]
+            .as_f64()
+            .unwrap()
+    };
+    let cacheopt = column(&norm, "cacheopt avg");
+    assert_eq!(cacheopt.len(), 12, "10 co-runs, alone and the mean: {norm}");
+    assert_eq!(
+        (cacheopt[10].0.as_str(), cacheopt[11].0.as_str()),
+        ("alone", "mean")
+    );
+    let mut sum = 0.0;
+    for (partner, y) in &cacheopt[..10] {
+        let want = mean_ns(&format!("cacheopt-apache-{partner}"))
+            / mean_ns(&format!("vanilla-apache-{partner}"));
+        assert!((y - want).abs() <= 1e-9 * want, "{partner}: {y} vs {want}");
+        sum += y;
+    }
+    assert!((cacheopt[11].1 - sum / 10.0).abs() <= 1e-9, "{norm}");
     // The split cache gives the throughput class fewer than all ways; a shared one would not
     // be plotted (vanilla has no line in the share figure).
     let share = read(&out.join("pagerank-tp-share.csv"));

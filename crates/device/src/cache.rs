@@ -6,23 +6,34 @@
 //! why a TLC drive acknowledges a 4 KiB write in ~13 µs while its program takes milliseconds.
 //!
 //! The cache is set-associative (`ways` lines per set, set = LPN mod sets) with LRU
-//! replacement within a set. A line is *clean* (a copy of flash), *dirty* (newer than flash),
-//! *filling* (a read miss is on its way from flash) or *evicting* (being programmed; still
-//! readable; a write to it re-dirties it). Dirty lines are the write buffer: at most
-//! `write_buffer_bytes` of them. An incoming write that needs a new dirty line when the buffer
-//! is full — or whose set has no clean way left — must wait for an eviction (the *overflow
-//! stall*): the device programs the oldest dirty lines to flash and the write proceeds when a
-//! program completes. The baseline evicts only then ("when full").
+//! replacement within a set; `ways = 0` makes it fully associative — one set of every line,
+//! LRU over the whole DRAM, the way SSD firmware keeps its data buffer (`cache_index.rs` has
+//! the sources and the index that finds a line without scanning). `nvme-tlc` is fully
+//! associative; `zssd` is 16-way, the organisation whose ways FlashShare's class split divides.
+//! A line is *clean* (a copy of flash), *dirty* (newer than flash), *filling* (a read miss is
+//! on its way from flash) or *evicting* (being programmed; still readable; a write to it
+//! re-dirties it). Dirty lines are the write buffer: at most `write_buffer_bytes` of them. An
+//! incoming write that needs a new dirty line when the buffer is full — or whose set has no
+//! clean way left — must wait for an eviction (the *overflow stall*): the device programs the
+//! oldest dirty lines to flash and the write proceeds when a program completes. The baseline
+//! evicts only then ("when full"). A 16-way set fills long before the buffer does: the
+//! FastDrain study's `vanilla-apache-upload` run (`ullstack sim --system config.toml --stack
+//! vanilla` in its folder) with `device.cache.ways = 16` added stalled on full sets with the
+//! buffer at most 96,201 of 131,072 units (73 %), so no completion could report it at the 80 %
+//! watermark; fully associative, as `nvme-tlc` is, the same run fills it (131,072), as
+//! device.md's "evicts only when full" has it.
 //!
 //! After a read command, the `prefetch_pages` units that follow it are read too (those not
 //! cached or on their way) and cached clean: a miss's neighbours, and on a hit the window keeps
 //! moving ahead. With `cache.prefetch = "ghost"` the size is chosen each epoch, per class when
 //! the cache is split ("Class split and ghost prefetch" below).
 //!
-//! Worked example (`nvme-tlc`, 512 MB, 16 ways): 131,072 lines in 8,192 sets. LPN 1,000,000
-//! falls in set 1,000,000 mod 8,192 = 576. With the buffer full (131,072 dirty lines), a new
-//! write waits for the next eviction round: one 4-unit row per LUN, 512 units in all, whose
-//! first program (LSB, 0.56 ms) frees the first lines.
+//! Worked example (`zssd`'s 16 ways on 512 MiB): 131,072 lines in 8,192 sets. LPN 1,000,000
+//! falls in set 1,000,000 mod 8,192 = 576; a write to it waits if the 16 ways of set 576 are
+//! all dirty, however empty the rest of the buffer. Fully associative (`nvme-tlc`: 131,072
+//! lines in one set), a write waits only with the buffer full (131,072 dirty lines), for the
+//! next eviction round: one 4-unit row per LUN, 512 units in all, whose first program (LSB,
+//! 0.56 ms) frees the first lines.
 //!
 //! ## Write-back rounds: what to evict, and when ([`WriteBack`])
 //! Eviction starts only when a write is blocked (the baseline "when full" policy), and then
@@ -116,6 +127,7 @@ use std::collections::VecDeque;
 
 use engine::IoClass;
 
+use crate::cache_index::{self, FullIndex, WayKey};
 use crate::cache_split::{PartitionStats, Split};
 use crate::config::{CacheConfig, Partition, Prefetch, MAP_UNIT_BYTES};
 use crate::ghost::{GhostPrefetch, GhostStats};
@@ -130,6 +142,8 @@ const PREFETCHED: u8 = 16;
 /// serves reads as deallocated (version 0) until rewritten, and leaves the buffer when the
 /// program ends or is aborted, without going back to dirty.
 const TRIMMED: u8 = 32;
+// The fully associative index reads the same bits.
+const _: () = assert!(VALID == cache_index::VALID && PREFETCHED == cache_index::PREFETCHED);
 
 /// Asks the CPU to start loading `x`'s cache line (a hint: no effect on results). A read that
 /// misses looks at its set's flags and LRU stamps next (to pick a victim); starting those loads
@@ -272,16 +286,23 @@ pub struct Cache {
     /// Class of the last write refused with `SetFull` (whose partition the eviction round
     /// that follows must free a way in).
     blocked_class: IoClass,
+    /// `cache.ways = 0`: the one set's tag map and victim order (`cache_index.rs`).
+    index: Option<FullIndex>,
 }
 
 impl Cache {
     pub fn new(config: &CacheConfig) -> Cache {
         let total = config.dram_bytes / MAP_UNIT_BYTES;
-        let sets = (total / config.ways as u64).max(1) as u32;
-        let n = sets as usize * config.ways as usize;
+        // `ways = 0`: fully associative, one set of every line (`cache_index.rs`).
+        let ways = match config.ways {
+            0 => u32::try_from(total).expect("config checks the cache's lines fit in 32 bits"),
+            w => w,
+        };
+        let sets = (total / ways as u64).max(1) as u32;
+        let n = sets as usize * ways as usize;
         Cache {
             sets,
-            ways: config.ways,
+            ways,
             tags: vec![NO_LPN; n],
             flags: vec![0; n],
             used: vec![0; n],
@@ -299,6 +320,7 @@ impl Cache {
             epoch_end_ns: config.epoch_ns,
             epoch_ns: config.epoch_ns,
             blocked_class: IoClass::Throughput,
+            index: (config.ways == 0).then(|| FullIndex::new(ways)),
         }
         .with_adaptive(config)
     }
@@ -333,6 +355,9 @@ impl Cache {
     #[inline]
     fn find(&self, lpn: u32) -> Option<usize> {
         assert_ne!(lpn, NO_LPN, "LPN {NO_LPN} is the invalid-way tag");
+        if let Some(index) = &self.index {
+            return index.find(lpn);
+        }
         let set = self.set_range(lpn);
         let start = set.start;
         self.tags[set]
@@ -343,6 +368,28 @@ impl Cache {
 
     fn has(&self, i: usize, f: u8) -> bool {
         self.flags[i] & f != 0
+    }
+
+    /// What the fully associative index knows of way `i`.
+    #[inline]
+    fn key(&self, i: usize) -> WayKey {
+        WayKey {
+            tag: self.tags[i],
+            flags: self.flags[i],
+            used: self.used[i],
+        }
+    }
+
+    /// Way `i`'s tag, flags or stamp changed from `old`: the fully associative index follows
+    /// (nothing for a set-associative cache).
+    #[inline]
+    fn reindex(&mut self, i: usize, old: WayKey) {
+        if self.index.is_some() {
+            let new = self.key(i);
+            if let Some(index) = &mut self.index {
+                index.update(i, old, new);
+            }
+        }
     }
 
     /// Counts against the write buffer.
@@ -361,9 +408,11 @@ impl Cache {
             old.lines_evicted += 1;
             old.lines -= 1;
         }
+        let old = self.key(i);
         self.tags[i] = lpn;
         self.flags[i] = flags;
         self.used[i] = stamp;
+        self.reindex(i, old);
         self.version[i] = 0;
         self.dirtied[i] = 0;
         self.owner[i] = class.index() as u8;
@@ -375,9 +424,11 @@ impl Cache {
         if self.has(i, VALID) {
             self.stats.class_at(self.owner[i]).lines -= 1;
         }
+        let old = self.key(i);
         self.tags[i] = NO_LPN;
         self.flags[i] = 0;
         self.used[i] = 0;
+        self.reindex(i, old);
         self.version[i] = 0;
         self.dirtied[i] = 0;
     }
@@ -407,6 +458,9 @@ impl Cache {
     /// The least recently used line of `lpn`'s set that may be replaced (invalid or clean);
     /// split by class, one of `class`'s partition (`cache_split.rs`).
     fn victim(&self, lpn: u32, class: IoClass) -> Option<usize> {
+        if let Some(index) = &self.index {
+            return index.victim();
+        }
         let set = self.set_range(lpn);
         let start = set.start;
         if let Some(split) = &self.split {
@@ -450,6 +504,9 @@ impl Cache {
     /// Starts loading the CPU cache lines of `lpn`'s set (tags, flags, LRU stamps): a speed
     /// hint with no effect on results.
     pub fn prefetch_set(&self, lpn: u32) {
+        if self.index.is_some() {
+            return;
+        }
         let start = self.set_range(lpn).start;
         prefetch(&self.tags[start]);
         prefetch(&self.flags[start]);
@@ -466,9 +523,12 @@ impl Cache {
                 ReadLookup::Filling
             }
             Some(i) => {
+                let old = self.key(i);
                 self.used[i] = stamp;
+                self.reindex(i, old);
                 self.stats.class(class).read_hits += 1;
                 if self.has(i, PREFETCHED) {
+                    // Not a change the index sees: prefetched or not, the line is replaceable.
                     self.flags[i] &= !PREFETCHED;
                     self.stats.prefetch_hits += 1;
                     self.stats.class(class).prefetch_hits += 1;
@@ -520,7 +580,9 @@ impl Cache {
     pub fn finish_fill(&mut self, lpn: u32, version: u32) {
         if let Some(i) = self.find(lpn) {
             if self.has(i, FILLING) {
+                let old = self.key(i);
                 self.flags[i] &= !FILLING;
+                self.reindex(i, old);
                 if !self.has(i, DIRTY) {
                     self.version[i] = version;
                 }
@@ -562,8 +624,10 @@ impl Cache {
             self.dirtied[i] = stamp;
             self.dirty_fifo.push_back((lpn, stamp));
         }
+        let old = self.key(i);
         self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED | TRIMMED);
         self.used[i] = stamp;
+        self.reindex(i, old);
         self.version[i] = version;
         assert!(
             self.dirty_units <= self.dirty_cap_units,
@@ -716,6 +780,7 @@ impl Cache {
             };
             if let Some(i) = self.find(lpn) {
                 if self.has(i, DIRTY) && !self.has(i, EVICTING) && self.dirtied[i] == stamp {
+                    // Dirty to evicting: not replaceable before or after (no index change).
                     self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
                     out.push((lpn, self.version[i]));
                 }
@@ -725,7 +790,13 @@ impl Cache {
 
     /// Takes the least recently used dirty line of `lpn`'s set (to unblock a `SetFull` write);
     /// split by class, of the blocked writer's partition.
+    ///
+    /// Fully associative: `None`. The one set is the whole cache, and the round's oldest dirty
+    /// units free a line as well as any other would (a scan of every line would find one).
     pub fn take_dirty_in_set(&mut self, lpn: u32) -> Option<(u32, u32)> {
+        if self.index.is_some() {
+            return None;
+        }
         let mut ways = self.set_range(lpn);
         if let Some(split) = &self.split {
             let part = split.ways_of(self.blocked_class);
@@ -748,7 +819,9 @@ impl Cache {
             self.has(i, EVICTING),
             "eviction of LPN {lpn} finished but it was not evicting"
         );
+        let old = self.key(i);
         self.flags[i] &= !(EVICTING | TRIMMED);
+        self.reindex(i, old);
         let dirty = self.has(i, DIRTY);
         let owner = self.stats.class_at(self.owner[i]);
         owner.units_written_back += 1;
@@ -766,17 +839,21 @@ impl Cache {
                 // Trimmed since the eviction began and not rewritten: nothing left to write,
                 // so it leaves the buffer instead of becoming dirty again (which would map the
                 // deallocated data back).
+                let old = self.key(i);
                 self.flags[i] &= !(EVICTING | TRIMMED);
+                self.reindex(i, old);
                 self.dirty_units -= 1;
                 self.stats.class_at(self.owner[i]).dirty_units -= 1;
                 return;
             }
+            let old = self.key(i);
             self.flags[i] &= !(EVICTING | TRIMMED);
             if !self.has(i, DIRTY) {
                 self.flags[i] |= DIRTY;
                 self.dirtied[i] = stamp;
                 self.dirty_fifo.push_front((lpn, stamp));
             }
+            self.reindex(i, old);
         }
     }
 
@@ -793,7 +870,9 @@ impl Cache {
             if self.has(i, DIRTY) {
                 self.dirty_units -= 1;
                 self.stats.class_at(self.owner[i]).dirty_units -= 1;
+                let old = self.key(i);
                 self.flags[i] &= !DIRTY;
+                self.reindex(i, old);
             }
             if !self.has(i, FILLING) {
                 self.invalidate(i);
@@ -811,6 +890,9 @@ impl Cache {
                 self.tags[i],
                 self.has(i, VALID)
             ));
+        }
+        if let Some(index) = &self.index {
+            index.check((0..self.tags.len()).map(|i| self.key(i)))?;
         }
         let buffered = (0..self.tags.len())
             .filter(|&i| self.has(i, VALID) && self.buffered(i))

@@ -141,7 +141,8 @@ pub struct CtrlConfig {
 pub struct CacheConfig {
     /// DRAM used for caching data (reads and buffered writes), in bytes.
     pub dram_bytes: u64,
-    /// Associativity: lines per set.
+    /// Associativity: lines per set; 0 is fully associative (one set of every line, as
+    /// SSD firmware keeps its DRAM buffer: `cache_index.rs`).
     pub ways: u32,
     /// Most dirty data the DRAM holds before incoming writes must wait for an eviction.
     pub write_buffer_bytes: u64,
@@ -644,10 +645,25 @@ impl DeviceConfig {
             ));
         }
         let cache = &self.cache;
-        if cache.ways == 0 {
-            return Err(invalid("cache.ways", 0, "at least 1 way per set"));
-        }
         let lines = cache.dram_bytes / MAP_UNIT_BYTES;
+        if lines == 0 || lines >= u32::MAX as u64 {
+            return Err(invalid(
+                "cache.dram_bytes",
+                cache.dram_bytes,
+                "at least one 4 KiB line and under 16 TiB",
+            ));
+        }
+        if cache.ways == 0
+            && (cache.partition == Partition::Dynamic || cache.prefetch == Prefetch::Ghost)
+        {
+            return Err(invalid(
+                "cache.ways",
+                0,
+                "ways per set (at least 1) when cache.partition = \"dynamic\" or cache.prefetch \
+                 = \"ghost\": both divide the ways of every set; 0 (fully associative) only \
+                 without them",
+            ));
+        }
         if lines < cache.ways as u64 {
             return Err(invalid(
                 "cache.dram_bytes",
@@ -916,7 +932,10 @@ pub fn nvme_tlc() -> DeviceConfig {
         },
         cache: CacheConfig {
             dram_bytes: 512 << 20,
-            ways: 16,
+            // Fully associative, as SSD firmware keeps its DRAM buffer (the Cosmos+ OpenSSD
+            // firmware's hashed, single-LRU data buffer; MQSim's data cache): a write waits only
+            // when the buffer is full, the "evict when full" of device.md (`cache_index.rs`).
+            ways: 0,
             write_buffer_bytes: 512 << 20,
             prefetch_pages: 0,
             // Not published for these drives: 128 KiB, the Linux block layer's default
@@ -1074,10 +1093,17 @@ mod tests {
                 && err.contains("power of two"),
             "{err}"
         );
-        let err = DeviceConfig::from_toml_str("preset = \"zssd\"\n[cache]\nways = 0\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("cache.ways"), "{err}");
+        // Fully associative is a cache without sets to split: refused with the class split.
+        DeviceConfig::from_toml_str("preset = \"zssd\"\n[cache]\nways = 0\n").unwrap();
+        let err = DeviceConfig::from_toml_str(
+            "preset = \"zssd\"\n[cache]\nways = 0\npartition = \"dynamic\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("cache.ways") && err.contains("fully associative"),
+            "{err}"
+        );
     }
 
     /// The keys the device realism switches added: each bad value is named with its key and

@@ -560,6 +560,15 @@ impl Flash {
         !l.host_reads.is_empty() || l.active.is_some_and(|a| a.op.origin.is_host_read())
     }
 
+    /// Host reads queued on `lun` plus the one running, if any (tests count them).
+    pub fn host_reads_on(&self, lun: u32) -> usize {
+        let l = &self.luns[lun as usize];
+        let running = l
+            .active
+            .is_some_and(|a| matches!(a.op.origin, OpOrigin::HostRead { .. }));
+        l.host_reads.len() + usize::from(running)
+    }
+
     /// Whether any LUN has work queued, running or suspended.
     pub fn is_idle(&self) -> bool {
         (0..self.luns.len() as u32).all(|lun| self.lun_is_idle(lun))

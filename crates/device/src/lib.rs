@@ -32,8 +32,9 @@
 //!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
 //!  cache_split  the class split of the cache's ways, by epoch          config
 //!  ghost    ghost caches that choose the prefetch size, by epoch       config
-//!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_split,
-//!                                                                      ghost
+//!  cache_index  the fully associative cache's tag map and LRU order    —
+//!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_index,
+//!                                                                      cache_split, ghost
 //!  drain    write-back hints: watermark eviction, the oracle buffer    config
 //!  lib.rs   the device's API and the routing of events between them    all of the above
 //! ```
@@ -69,6 +70,7 @@
 //! the versions they found, so a test can check that a read sees the last write.
 
 pub mod cache;
+pub mod cache_index;
 pub mod cache_split;
 pub mod config;
 pub mod ctrl;
@@ -300,6 +302,12 @@ pub struct Ssd {
     submitted: u64,
     completed: u64,
     stats: CommandStats,
+    /// Commands in the order the firmware executed them, `(time, sqid, cid)`, when a caller
+    /// asked for it ([`enable_exec_log`](Self::enable_exec_log)).
+    exec_log: Option<Vec<(SimTime, u16, u32)>>,
+    /// Tests: every background-eviction row as placed, `(time, LUN, host reads on the LUN)`.
+    #[cfg(test)]
+    background_log: Vec<(SimTime, u32, usize)>,
 }
 
 impl Ssd {
@@ -348,6 +356,9 @@ impl Ssd {
             submitted: 0,
             completed: 0,
             stats: CommandStats::default(),
+            exec_log: None,
+            #[cfg(test)]
+            background_log: Vec::new(),
         })
     }
 
@@ -531,6 +542,25 @@ impl Ssd {
         &self.ftl.stats
     }
 
+    /// Starts recording the order in which the firmware executes commands (where it reads
+    /// each command's hint): an observation for tests, off by default.
+    pub fn enable_exec_log(&mut self) {
+        self.exec_log.get_or_insert_with(Vec::new);
+    }
+
+    /// Moves the commands executed since the last call into `out`, as `(time, sqid, cid)` in
+    /// execution order (nothing unless [`enable_exec_log`](Self::enable_exec_log) was called).
+    pub fn take_exec_log(&mut self, out: &mut Vec<(SimTime, u16, u32)>) {
+        if let Some(log) = &mut self.exec_log {
+            out.append(log);
+        }
+    }
+
+    /// Whether foreground eviction is draining the buffer toward `low` now (`drain.rs`).
+    pub fn drain_in_foreground(&self) -> bool {
+        self.drain.in_foreground()
+    }
+
     /// Drain counters so far (cheap; for time series and tests).
     pub fn drain_stats(&self) -> &drain::DrainStats {
         &self.drain.stats
@@ -694,6 +724,12 @@ impl Ssd {
             let c = self.cmd(slot);
             (c.cmd.op, c.status, c.cmd.class)
         };
+        if self.exec_log.is_some() {
+            let (sqid, cid) = (self.cmd(slot).sqid, self.cmd(slot).cmd.cid);
+            if let Some(log) = &mut self.exec_log {
+                log.push((now, sqid, cid));
+            }
+        }
         match class {
             IoClass::LatencyCritical => self.stats.latency_critical += 1,
             IoClass::Throughput => self.stats.throughput += 1,
@@ -929,6 +965,9 @@ impl Ssd {
                     !self.flash.lun_has_host_read(lun),
                     "background eviction chose LUN {lun}, which has a host read"
                 );
+                #[cfg(test)]
+                self.background_log
+                    .push((now, lun, self.flash.host_reads_on(lun)));
                 self.drain.background_row(row.len());
                 Urgency::Background
             };

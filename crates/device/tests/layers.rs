@@ -11,7 +11,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("ftl", &["config", "flash"]),
     ("cache_split", &["config"]),
     ("ghost", &["config"]),
-    ("cache", &["config", "cache_split", "ghost"]),
+    ("cache_index", &[]),
+    ("cache", &["config", "cache_index", "cache_split", "ghost"]),
     ("drain", &["config"]),
 ];
 

@@ -212,7 +212,9 @@ pub struct PageCacheConfig {
     pub dirty_expire_ns: u64,
     /// Period of the flusher's wake-up to look for expired dirty data.
     pub dirty_writeback_interval_ns: u64,
-    /// Pages the flusher writes before it re-checks its stop condition (wbc `nr_to_write`).
+    /// The smallest write-back chunk and the unit it is rounded to (Linux's
+    /// `MIN_WRITEBACK_PAGES`, 4 MiB): a pass gives each file `dirty limit / 8` plus this,
+    /// rounded down to a multiple of it (`writeback.rs`).
     pub writeback_chunk_pages: u32,
     /// Pages per bio the flusher builds: 1 is `block_write_full_page` (buffer-head file
     /// systems: the block layer merges the pages into large requests); larger values build
@@ -811,6 +813,7 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             dirty_ratio_pct: 5,
             dirty_expire_ns: 30_000_000_000,
             dirty_writeback_interval_ns: 5_000_000_000,
+            // MIN_WRITEBACK_PAGES: 4096 KiB >> (PAGE_SHIFT - 10) (fs/fs-writeback.c).
             writeback_chunk_pages: 1024,
             writeback_bio_pages: 1,
             victim_hint: Switch::Off,

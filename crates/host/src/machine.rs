@@ -329,6 +329,11 @@ impl Host {
         &self.pc.stats
     }
 
+    /// The dirty-ratio set in force (`pagecache.adaptive_dirty`; `None` when off).
+    pub fn dirty_set(&self) -> Option<crate::pagecache::DirtySet> {
+        self.pc.dirty_set()
+    }
+
     /// Dirty pages and pages under write-back now.
     pub fn pagecache_gauges(&self) -> (u64, u64) {
         (self.pc.dirty_pages(), self.pc.writeback_pages())

@@ -16,9 +16,10 @@
 //!   its *owner class* (the class of the process that dirtied it), so write-back I/O carries the
 //!   writer's class even though a kernel thread issues it.
 //! - **Write-back** and **fsync** turn dirty pages back into writes; when they run and how
-//!   is `writeback`'s essay (with the worked example of the arm8 thresholds). This module
-//!   keeps the pages' flags, the per-file write-back cursors and the thresholds
-//!   (`dirty_background_ratio_pct`, `dirty_ratio_pct` and the freerun point halfway between).
+//!   is `writeback`'s essay (with the worked example of the arm8-4g thresholds). This module
+//!   keeps the pages' flags, the per-file write-back cursors, the files a pass visits, and the
+//!   thresholds (`dirty_background_ratio_pct`, `dirty_ratio_pct`, the freerun point halfway
+//!   between, and the write-back chunk that follows the dirty limit).
 //!
 //! Worked example (`arm8`: 1.5 GiB of cache = 393 216 pages): the background threshold is
 //! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB), the freerun
@@ -37,8 +38,8 @@
 //!
 //! Worked example (`arm8-4g`: 3 GiB of cache = 786 432 pages): the low set starts background
 //! write-back at 23 592 dirty pages and blocks writers at 39 321; after an entry reports the
-//! buffer at 85 % the thresholds are 39 321 and 78 643, so a flusher that was writing a wave
-//! (dirty above 23 592 but below 39 321) stops after its current chunk.
+//! buffer at 85 % the thresholds are 39 321 and 78 643, so a flusher that was writing back
+//! (dirty above 23 592 but below 39 321) stops at the end of its current pass.
 //!
 //! Conservation (tests): `pages_dirtied = pages_written_back + dirty pages + pages under
 //! write-back`; after the run drains, nothing is under write-back.
@@ -51,13 +52,17 @@
 //!
 //! Config keys: `pagecache.*`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use engine::{IoClass, SimTime};
 use serde::Serialize;
 
 pub const NIL: u32 = u32::MAX;
+
+/// A write-back chunk is this fraction of the dirty limit (Linux `DIRTY_SCOPE`,
+/// include/linux/writeback.h).
+pub const DIRTY_SCOPE: u64 = 8;
 
 /// A fixed, deterministic hasher for page keys (never iterated: order cannot leak into results).
 #[derive(Default, Clone, Copy)]
@@ -146,6 +151,10 @@ pub struct PageCacheStats {
     /// Insertions that found no clean page to evict (the cache overshot its capacity).
     pub reclaim_overshoots: u64,
     pub writeback_waves: u64,
+    /// Pages the flusher's waves wrote back (fsync's are not in it).
+    pub writeback_wave_pages: u64,
+    /// Pages the waves' victimization hints announced (`pagecache.victim_hint`; 0 when off).
+    pub writeback_hinted_pages: u64,
     /// fsync calls (each writes back its file and waits).
     pub fsyncs: u64,
     /// Switches of the dirty-ratio set (`pagecache.adaptive_dirty`; absent when off).
@@ -322,14 +331,9 @@ impl PageCache {
         Some(next)
     }
 
-    /// Dirty pages of the files dirtied before `before` (what a periodic write-back wave will
-    /// write: it walks the expired inodes).
-    pub fn expired_dirty_pages(&self, before: SimTime) -> u64 {
-        self.files
-            .iter()
-            .filter(|f| f.dirty_pages > 0 && f.dirtied_at.is_some_and(|t| t < before))
-            .map(|f| f.dirty_pages)
-            .sum()
+    /// The dirty-ratio set in force (`None` when the thresholds do not adapt).
+    pub fn dirty_set(&self) -> Option<DirtySet> {
+        self.adaptive.as_ref().map(|a| a.set)
     }
 
     /// Adds a file of `pages` pages starting at device sector `base_sector`.
@@ -571,6 +575,31 @@ impl PageCache {
         }
         self.stats.class_mut(class).pages_dirtied += 1;
         true
+    }
+
+    /// The files a write-back pass visits (Linux's `queue_io` filling `b_io`): those with dirty
+    /// pages, dirtied before `expired_before` if given, the one dirtied first first (ties:
+    /// lowest id).
+    pub fn pass_files(&self, expired_before: Option<SimTime>, out: &mut VecDeque<u32>) {
+        let mut files: Vec<(SimTime, u32)> = self
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.dirty_pages > 0)
+            .filter_map(|(i, f)| f.dirtied_at.map(|t| (t, i as u32)))
+            .filter(|(t, _)| expired_before.is_none_or(|e| *t < e))
+            .collect();
+        files.sort_unstable();
+        out.clear();
+        out.extend(files.into_iter().map(|(_, i)| i));
+    }
+
+    /// Pages one file gives a pass (Linux's `writeback_chunk_size` for background work): an
+    /// eighth of the dirty limit (`DIRTY_SCOPE`), plus `min_pages` and rounded down to a
+    /// multiple of it (`MIN_WRITEBACK_PAGES`). See `writeback.rs` for the bandwidth term it
+    /// leaves out.
+    pub fn writeback_chunk_pages(&self, min_pages: u64) -> u64 {
+        (self.limit_pages / DIRTY_SCOPE + min_pages) / min_pages * min_pages
     }
 
     /// The file with dirty pages that went dirty first (ties: lowest id), if any; with
@@ -841,6 +870,36 @@ mod tests {
         let s = pc.finish_stats().adaptive_dirty.unwrap();
         assert_eq!((s.switches_to_high, s.switches_to_low), (1, 1));
         assert!(off.finish_stats().adaptive_dirty.is_none());
+    }
+
+    /// The write-back chunk of `arm8-4g` (writeback.rs's worked example): 5,120 pages in the
+    /// low set, 10,240 in the high set; a pass visits dirty files oldest dirtied first.
+    #[test]
+    fn the_chunk_follows_the_dirty_limit_and_a_pass_visits_the_oldest_file_first() {
+        let mut cfg = crate::config::HostConfig::preset("arm8-4g")
+            .unwrap()
+            .pagecache;
+        cfg.adaptive_dirty = crate::config::Switch::On;
+        let pages = (cfg.memory_bytes - cfg.reserved_bytes) / 4096;
+        assert_eq!(pages, 786_432);
+        let mut pc = PageCache::new(pages, 128 << 10, 3, 5).with_adaptive(&cfg);
+        assert_eq!(pc.dirty_limit_pages(), 39_321);
+        assert_eq!(pc.writeback_chunk_pages(1_024), 5_120);
+        pc.on_buffer_status(90);
+        assert_eq!(pc.writeback_chunk_pages(1_024), 10_240);
+        let (a, b, c) = (
+            pc.add_file(0, 64),
+            pc.add_file(1 << 20, 64),
+            pc.add_file(2 << 20, 64),
+        );
+        pc.dirty_page(SimTime(30), b, 0, IoClass::Throughput);
+        pc.dirty_page(SimTime(10), c, 0, IoClass::Throughput);
+        pc.dirty_page(SimTime(20), a, 0, IoClass::Throughput);
+        let mut pass = VecDeque::new();
+        pc.pass_files(None, &mut pass);
+        assert_eq!(pass, [c, a, b]);
+        pc.pass_files(Some(SimTime(25)), &mut pass);
+        assert_eq!(pass, [c, a], "only the expired ones");
     }
 
     /// A page dirtied again during its write-back is not written back a second time until the

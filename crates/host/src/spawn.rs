@@ -527,6 +527,7 @@ impl<'c> Spawner<'c> {
             procs: self.procs,
             flush: FlusherState {
                 thread: flusher,
+                file: crate::pagecache::NIL,
                 ..Default::default()
             },
             throttled: Vec::new(),

@@ -218,10 +218,21 @@ impl Thread {
 pub(crate) struct FlusherState {
     /// The flusher kernel thread.
     pub(crate) thread: u32,
-    /// Pages taken since the plug was last flushed (at most `writeback_chunk_pages`).
-    pub(crate) chunk_pages: u32,
-    /// A write-back wave is in progress (counted once in `writeback_waves`).
-    pub(crate) in_wave: bool,
+    /// The file being written (`NIL`: none; the pass goes to its next file).
+    pub(crate) file: u32,
+    /// Pages `file` may still give this pass (its chunk, Linux's `nr_to_write`).
+    pub(crate) chunk_left: u64,
+    /// The files the pass has still to visit (Linux's `b_io`).
+    pub(crate) pass: std::collections::VecDeque<u32>,
+    /// When the pass started (it bails out to the stop check after `WRITEBACK_PASS_MAX_NS`).
+    pub(crate) pass_started: SimTime,
+    /// The count of the pass queued last, until its first pages make it a wave.
+    pub(crate) wave_pages_left: u64,
+    /// Pages taken since the pass started (or last bailed out).
+    pub(crate) pass_pages: u64,
+    /// Background (or periodic, or throttled) write-back work is in progress: passes go on
+    /// until the stop check finds nothing due (Linux's `wb_writeback` running a work item).
+    pub(crate) working: bool,
     /// Victim hint: pages the wave is about to write, given to its first request.
     pub(crate) hint_pages: u32,
     /// The periodic wake-up (`dirty_writeback_interval_ns`) asked for expired data.

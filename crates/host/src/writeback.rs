@@ -3,35 +3,60 @@
 //! page cache's (`pagecache`); this module decides when and how they are written.
 //!
 //! ## What it models
-//! - **Write-back** (the flusher thread) takes dirty pages file by file in page order from each
-//!   file's write-back cursor, marks them under write-back and turns them into write bios
-//!   (`writeback_bio_pages` pages each, `writeback_page_ns` of CPU per page), all under one
-//!   plug, re-checking what to write every `writeback_chunk_pages` pages. It runs in the
-//!   background when dirty pages exceed `dirty_background_ratio_pct` of the cache or a file's
-//!   oldest dirty data is older than `dirty_expire_ns` (checked every
-//!   `dirty_writeback_interval_ns`), and in the foreground when dirty + write-back pages exceed
-//!   `dirty_ratio_pct`: then every writer that crosses the limit blocks until write-back brings
-//!   the count back to halfway between the two thresholds (Linux's `balance_dirty_pages`
-//!   "freerun" point). With `victim_hint` on, a wave's first command carries the number of pages
-//!   the wave is about to write (`wave_pages`: what the wave's stop condition leaves — dirty
-//!   pages above the background threshold, or above the freerun point for throttled writers;
-//!   for a periodic wave, the dirty pages of every expired file).
+//! - **Write-back work** (Linux's `wb_writeback`) runs in the background when dirty pages
+//!   exceed `dirty_background_ratio_pct` of the cache (`wb_over_bg_thresh` counts dirty pages,
+//!   not those under write-back) or a file's oldest dirty data is older than `dirty_expire_ns`
+//!   (checked every `dirty_writeback_interval_ns`), and on behalf of throttled writers: when
+//!   dirty + write-back pages exceed `dirty_ratio_pct`, every writer that crosses the limit
+//!   blocks until write-back brings the count back to halfway between the two thresholds
+//!   (Linux's `balance_dirty_pages` "freerun" point), and the work goes on while they wait.
+//! - The work runs in **passes** (`fs/fs-writeback.c`): a pass queues every file due (Linux's
+//!   `queue_io` filling `b_io`: every dirty file for background work, the expired ones for
+//!   periodic work), oldest dirtied first, and gives each a *chunk* of at most
+//!   `writeback_chunk_size` pages (`writeback_sb_inodes`, `wbc.nr_to_write`), taken in page
+//!   order from the file's write-back cursor, marked under write-back and turned into write
+//!   bios (`writeback_bio_pages` pages each, `writeback_page_ns` of CPU per page) under the
+//!   flusher's plug, which is flushed after each file's chunk. Only between passes — or when a
+//!   pass has run `WRITEBACK_PASS_MAX_NS` (100 ms, `HZ / 10` in `writeback_sb_inodes`), after
+//!   which the rest of the pass follows — does the work check whether write-back is still due
+//!   (for background work: `wb_writeback`'s `!wb_over_bg_thresh` test). So write-back
+//!   overshoots the background threshold by up to a chunk per file, and the next work starts
+//!   only when writers have dirtied that much again.
+//! - **Chunk size** (`writeback_chunk_size` for background and periodic work): an eighth of the
+//!   dirty limit (`global_wb_domain.dirty_limit / DIRTY_SCOPE`, `DIRTY_SCOPE` = 8 in
+//!   include/linux/writeback.h) plus `writeback_chunk_pages` (Linux's `MIN_WRITEBACK_PAGES`,
+//!   4 MiB = 1,024 pages), rounded down to a multiple of it. Linux also caps the eighth by half
+//!   the device's measured write-back bandwidth in pages per second (`avg_write_bandwidth /
+//!   2`); that cap binds only below a bandwidth of a quarter of the dirty limit per second
+//!   (38 MiB/s on `arm8-4g`), far under any NVMe drive's, and is left out.
+//! - A **wave** is one pass: the pages one walk of the dirty file list sends to the device.
+//!   With `victim_hint` on, the wave's first command carries the pages the pass will write
+//!   (`wave_pages`: a chunk of each queued file, or what it has dirty if less) — exactly what
+//!   it takes unless a file is dirtied further before the pass reaches it, some of its dirty
+//!   pages are under write-back already (they are skipped until it ends), or the pass bails
+//!   out and the stop check ends the work first. `writeback_waves`, `writeback_wave_pages` and
+//!   `writeback_hinted_pages` count them.
 //! - **Adaptive dirty thresholds** (`pagecache.adaptive_dirty`): the completion entries' buffer
 //!   status switches the thresholds between two sets (`pagecache.rs`); switching back to the
-//!   low set kicks the flusher.
+//!   low set kicks the flusher. The chunk follows the dirty limit in force.
 //! - **fsync** (a process's `fsync_every_writes`) writes back the file's dirty pages in the
 //!   caller's context and blocks it until none of the file's pages is under write-back.
 //!
-//! Worked example (`arm8`: 1.5 GiB of cache = 393 216 pages): the background threshold is
-//! 3 % = 11 796 pages (46 MiB), the foreground one 5 % = 19 660 pages (77 MiB). `ungzip`
-//! dirtying 145-page writes crosses 11 796 dirty pages after 82 writes; the flusher then writes a
-//! wave until dirty pages drop below 11 796; if the writers outrun it and dirty + write-back
-//! pages reach 19 660, each writer blocks until they are back under 15 728.
-//!
+//! Worked example (`arm8-4g`: 3 GiB of cache = 786,432 pages): the background threshold is
+//! 3 % = 23,592 pages (92 MiB), the dirty limit 5 % = 39,321 pages, the freerun point 31,456.
+//! The chunk is 39,321 / 8 = 4,915, plus 1,024 = 5,939, rounded down to 5,120 pages (20 MiB;
+//! 10,240 pages in the high set, whose limit is 78,643). `ungzip` dirtying one file in 145-page
+//! writes crosses 23,592 dirty pages; the work queues its file (and any other dirty file) and
+//! the wave announces 5,120 pages plus the other files' share; after the pass dirty pages are
+//! about 18,500 plus what was dirtied meanwhile, and if that is still over 23,592 another pass
+//! (another wave) follows, else the flusher sleeps until the writers cross the threshold again.
+
 //! ## What it leaves out
 //! One flusher for the whole device (no per-cgroup write-back), no write-back throttling by
-//! measured device bandwidth (Linux's dirty ratelimit), `sync_file_range`, and writes of
-//! metadata or journal blocks.
+//! measured device bandwidth (Linux's dirty ratelimit, and the bandwidth cap on the chunk
+//! above), the slow decay of Linux's global dirty limit after the threshold drops (the chunk
+//! follows the threshold at once), `sync_file_range`, and writes of metadata or journal
+//! blocks.
 //!
 //! Config keys: `pagecache.dirty_*`, `pagecache.writeback_*`, `pagecache.victim_hint`,
 //! `pagecache.adaptive_*`.
@@ -46,6 +71,19 @@ use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
 use crate::task::{Step, Wait};
 use crate::SECTORS_PER_PAGE;
+
+/// A pass over the due files bails out to the stop check after this long (Linux's
+/// `writeback_sb_inodes`: `HZ / 10`).
+pub const WRITEBACK_PASS_MAX_NS: u64 = 100_000_000;
+
+/// Which files a write-back pass is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// Every dirty file (background or throttled writers).
+    All,
+    /// The files dirtied before this time (periodic write-back of expired data).
+    ExpiredBefore(SimTime),
+}
 
 impl Host {
     /// The flusher's periodic wake-up (`dirty_writeback_interval_ns`): expired data is due.
@@ -66,100 +104,158 @@ impl Host {
         }
     }
 
-    /// The file the flusher should write next, if any write-back is due.
-    pub(crate) fn flush_target(&self) -> Option<u32> {
+    /// Which files write-back is due for now, if any: every dirty file when dirty pages are
+    /// over the background threshold or throttled writers wait above the freerun point (Linux
+    /// `wb_over_bg_thresh`; background work queues every inode dirtied before now), else the
+    /// files dirtied before the expiry time when the periodic wake-up asked (kupdate).
+    pub(crate) fn writeback_due(&self) -> Option<Due> {
         let foreground = !self.throttled.is_empty() && !self.pc.below_freerun();
-        if foreground {
-            return self.pc.oldest_dirty_file(None);
+        if foreground && self.pc.dirty_pages() > 0 {
+            return Some(Due::All);
         }
         if self.stopping {
             return None;
         }
         if self.pc.over_background() {
-            return self.pc.oldest_dirty_file(None);
+            return Some(Due::All);
         }
-        if self.flush.periodic_due {
-            let expire = self.cfg.pagecache.dirty_expire_ns;
-            if self.now.0 > expire {
-                return self
-                    .pc
-                    .oldest_dirty_file(Some(SimTime(self.now.0 - expire)));
+        let expire = self.cfg.pagecache.dirty_expire_ns;
+        if self.flush.periodic_due && self.now.0 > expire {
+            let before = SimTime(self.now.0 - expire);
+            if self.pc.oldest_dirty_file(Some(before)).is_some() {
+                return Some(Due::ExpiredBefore(before));
             }
         }
         None
     }
 
-    /// The flusher's next step: take the next run of dirty pages of the file due for
-    /// write-back (a new wave counts once), flush its plug every chunk, or sleep when nothing
-    /// is due.
-    pub(crate) fn flusher_next(&mut self, t: u32) {
-        let chunk_max = self.cfg.pagecache.writeback_chunk_pages;
-        let target = self.flush_target();
-        match target {
-            Some(file) if self.flush.chunk_pages < chunk_max => {
-                if !self.flush.in_wave {
-                    self.flush.in_wave = true;
-                    self.pc.stats.writeback_waves += 1;
-                    if self.cfg.pagecache.victim_hint == Switch::On {
-                        let about = self.wave_pages(file);
-                        self.flush.hint_pages = about.clamp(1, u32::MAX as u64) as u32;
-                    }
-                }
-                let max = self.cfg.pagecache.writeback_bio_pages as u64;
-                let Some((first, n, class)) = self.pc.take_dirty_run(file, max) else {
-                    // Every dirty page of the file is under write-back already: send what is
-                    // plugged and wait for a write-back to end (`writeback_end` kicks).
-                    if !self.threads[t as usize].plug.is_empty() {
-                        return self.unplug(t);
-                    }
-                    self.flush.chunk_pages = 0;
-                    return self.sleep(t, Wait::FlusherIdle, Step::App);
-                };
-                self.flush.chunk_pages += n;
-                self.flush.run = (file, first, n, class);
-                let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
-                let ns = self.costs.draw(CostSite::Writeback, ns);
-                self.burst(t, ns, Cat::PageCache, Step::FlushPages);
-            }
-            _ if !self.threads[t as usize].plug.is_empty() => self.unplug(t),
-            Some(_) => {
-                self.flush.chunk_pages = 0;
-                self.flusher_next(t)
-            }
-            None => {
-                self.flush.chunk_pages = 0;
-                self.flush.in_wave = false;
-                self.flush.periodic_due = false;
-                self.flush.hint_pages = 0;
-                self.sleep(t, Wait::FlusherIdle, Step::App)
-            }
-        }
+    /// Pages one file gives a pass now (`writeback_chunk_size`; see the module essay).
+    fn chunk_pages(&self) -> u64 {
+        let min = self.cfg.pagecache.writeback_chunk_pages as u64;
+        self.pc.writeback_chunk_pages(min)
     }
 
-    /// Dirty pages the wave starting now will write (the victimization count of the hint): the
-    /// wave goes on while [`flush_target`](Self::flush_target) names a file, so it writes
-    /// down to the background threshold when over it (or down to the freerun point first,
-    /// for throttled writers), else every expired file's dirty pages, else (`file` was
-    /// chosen otherwise) that file's.
-    fn wave_pages(&self, file: u32) -> u64 {
-        let dirty = self.pc.dirty_pages();
-        let to_background = dirty.saturating_sub(self.pc.background_threshold_pages());
-        if !self.throttled.is_empty() {
-            let to_freerun = (dirty + self.pc.writeback_pages())
-                .saturating_sub(self.pc.freerun_pages())
-                .min(dirty);
-            return to_background.max(to_freerun);
+    /// The flusher's next step (Linux's `wb_writeback` loop): start a wave when write-back is
+    /// due; take the next run of the current file's chunk; when the file's chunk is used up or
+    /// it has nothing left to write, flush the plug and go to the pass's next file; when the
+    /// pass is over, or has run `WRITEBACK_PASS_MAX_NS`, check whether write-back is still due:
+    /// go on (a new pass, or the rest of the one that bailed out), or end the wave and sleep.
+    pub(crate) fn flusher_next(&mut self, t: u32) {
+        if !self.flush.working {
+            if self.writeback_due().is_none() {
+                if !self.threads[t as usize].plug.is_empty() {
+                    return self.unplug(t);
+                }
+                return self.sleep(t, Wait::FlusherIdle, Step::App);
+            }
+            self.flush.working = true;
+            self.start_pass();
         }
-        if self.pc.over_background() {
-            return to_background;
+        if self.flush.file != NIL {
+            if self.flush.chunk_left > 0 {
+                let file = self.flush.file;
+                let bio_pages = self.cfg.pagecache.writeback_bio_pages as u64;
+                if let Some((first, n, class)) = self
+                    .pc
+                    .take_dirty_run(file, bio_pages.min(self.flush.chunk_left))
+                {
+                    if self.flush.pass_pages == 0 && self.flush.wave_pages_left > 0 {
+                        // The pass's first run: a wave begins, announced by its hint.
+                        self.begin_wave();
+                    }
+                    self.flush.chunk_left -= n as u64;
+                    self.flush.pass_pages += n as u64;
+                    self.pc.stats.writeback_wave_pages += n as u64;
+                    self.flush.run = (file, first, n, class);
+                    let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
+                    let ns = self.costs.draw(CostSite::Writeback, ns);
+                    return self.burst(t, ns, Cat::PageCache, Step::FlushPages);
+                }
+            }
+            // The chunk is used up, or the file is clean or what is dirty is under write-back.
+            self.flush.file = NIL;
+            self.flush.chunk_left = 0;
         }
-        let expire = self.cfg.pagecache.dirty_expire_ns;
-        let expired = if self.flush.periodic_due && self.now.0 > expire {
-            self.pc.expired_dirty_pages(SimTime(self.now.0 - expire))
+        if !self.threads[t as usize].plug.is_empty() {
+            return self.unplug(t);
+        }
+        let bail = self.now.0 - self.flush.pass_started.0 >= WRITEBACK_PASS_MAX_NS;
+        if !bail {
+            if let Some(file) = self.flush.pass.pop_front() {
+                self.flush.file = file;
+                self.flush.chunk_left = self.chunk_pages();
+                return self.flusher_next(t);
+            }
+        }
+        // The pass is over or bails out: the stop check.
+        if self.writeback_due().is_none() {
+            return self.stop_work(t);
+        }
+        let progress = self.flush.pass_pages > 0;
+        if self.flush.pass.is_empty() {
+            self.start_pass();
         } else {
-            0
+            // Bailed out: the rest of the pass goes on (Linux keeps `b_io` until it is empty).
+            self.flush.pass_started = self.now;
+            self.flush.pass_pages = 0;
+        }
+        if !progress {
+            // Everything due is under write-back: wait until a write-back ends
+            // (`writeback_end` kicks the flusher).
+            return self.sleep(t, Wait::FlusherIdle, Step::App);
+        }
+        self.flusher_next(t)
+    }
+
+    /// Queues the files of a new pass (Linux's `queue_io`) and counts what it will write.
+    fn start_pass(&mut self) {
+        let before = match self.writeback_due() {
+            Some(Due::ExpiredBefore(t)) => Some(t),
+            Some(Due::All) | None => None,
         };
-        expired.max(self.pc.files[file as usize].dirty_pages)
+        let mut pass = std::mem::take(&mut self.flush.pass);
+        self.pc.pass_files(before, &mut pass);
+        self.flush.pass = pass;
+        self.flush.pass_started = self.now;
+        self.flush.pass_pages = 0;
+        self.flush.wave_pages_left = self.wave_pages();
+    }
+
+    /// The pass takes its first pages: one more wave, and with `victim_hint` its count goes
+    /// to the wave's first request.
+    fn begin_wave(&mut self) {
+        self.pc.stats.writeback_waves += 1;
+        if self.cfg.pagecache.victim_hint == Switch::On {
+            let about = self.flush.wave_pages_left.min(u32::MAX as u64);
+            self.flush.hint_pages = about as u32;
+            self.pc.stats.writeback_hinted_pages += about;
+        }
+        self.flush.wave_pages_left = 0;
+    }
+
+    /// No write-back is due: the work is over and the flusher sleeps.
+    fn stop_work(&mut self, t: u32) {
+        self.flush.working = false;
+        self.flush.periodic_due = false;
+        self.flush.hint_pages = 0;
+        self.flush.pass.clear();
+        self.flush.file = NIL;
+        self.flush.chunk_left = 0;
+        self.sleep(t, Wait::FlusherIdle, Step::App)
+    }
+
+    /// Dirty pages the pass just queued will write (the victimization count of its wave's
+    /// hint): a chunk of every queued file, or what the file has dirty if less. Exact unless a
+    /// file is dirtied further before the pass reaches it (its chunk can then take more),
+    /// pages are under write-back already (skipped), or the pass bails out after
+    /// `WRITEBACK_PASS_MAX_NS` and the stop check ends the work.
+    fn wave_pages(&self) -> u64 {
+        let chunk = self.chunk_pages();
+        self.flush
+            .pass
+            .iter()
+            .map(|&f| chunk.min(self.pc.files[f as usize].dirty_pages))
+            .sum()
     }
 
     /// A completion entry reported the device's write buffer at `pct` percent
@@ -356,6 +452,88 @@ mod tests {
         assert_eq!(pc.writeback_waves, 1);
     }
 
+    /// A periodic write-back of two expired files (1,536 and 512 dirty pages; chunk 1,024):
+    /// the work makes two passes, each a wave whose hint, on its first command, is exactly the
+    /// pages the wave then writes — 1,024 + 512, then the 512 left of the larger file.
+    #[test]
+    fn each_wave_is_a_pass_of_a_chunk_per_file_and_its_hint_counts_exactly_what_it_writes() {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.pagecache.memory_bytes = 512 << 20;
+        cfg.pagecache.reserved_bytes = 128 << 20; // 98,304 pages: limit 4,915, chunk 1,024
+        cfg.pagecache.victim_hint = crate::config::Switch::On;
+        cfg.pagecache.dirty_expire_ns = 200_000_000;
+        cfg.pagecache.dirty_writeback_interval_ns = 50_000_000;
+        let a = "[a]\nioengine=psync\ndirect=0\nbs=256k\nrw=write\nsize=6m\n";
+        let b = "[b]\nioengine=psync\ndirect=0\nbs=256k\nrw=write\nsize=2m\n";
+        let mut second = fio_process(b, &cfg);
+        second.name = "b".into();
+        second.start = SimTime::from_ms(1);
+        let procs = vec![fio_process(a, &cfg), second];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(400), 1 << 40).unwrap();
+        assert_eq!(host.pc.writeback_chunk_pages(1_024), 1_024);
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+        dev.run(&mut host, None);
+
+        // Waves, in command order: each hinted command opens one; the pages up to the next.
+        let mut waves: Vec<(u64, u64)> = Vec::new();
+        for c in dev.commands.iter().filter(|c| c.op == IoOp::Write) {
+            if c.wave_pages > 0 {
+                waves.push((c.wave_pages as u64, 0));
+            }
+            let wave = waves
+                .last_mut()
+                .expect("a write-back command before any hint");
+            wave.1 += c.sectors as u64 / SECTORS_PER_PAGE;
+        }
+        assert_eq!(
+            waves,
+            [(1_536, 1_536), (512, 512)],
+            "(hinted, written) per wave"
+        );
+        let first = dev.commands.first().unwrap().at;
+        assert!(
+            first >= SimTime::from_ms(250),
+            "periodic, not background: {first:?}"
+        );
+        let pc = host.finish().unwrap().pagecache;
+        assert_eq!(pc.writeback_waves, 2);
+        assert_eq!(
+            (pc.writeback_wave_pages, pc.writeback_hinted_pages),
+            (2_048, 2_048)
+        );
+    }
+
+    /// Background write-back stops only between passes: a writer that dirties 4,096 pages
+    /// and stops (background threshold 2,949, chunk 1,024) is written down to 2,048 — two
+    /// whole chunks, not the 1,147 pages that cross the threshold — in waves of 1,024.
+    #[test]
+    fn background_write_back_overshoots_the_threshold_by_whole_chunks() {
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.pagecache.memory_bytes = 512 << 20;
+        cfg.pagecache.reserved_bytes = 128 << 20;
+        cfg.pagecache.victim_hint = crate::config::Switch::On;
+        let job = "[w]\nioengine=psync\ndirect=0\nbs=4m\nrw=write\nsize=16m\n";
+        let procs = vec![fio_process(job, &cfg)];
+        let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(100), 1 << 40).unwrap();
+        let bg = host.pc.background_threshold_pages();
+        assert_eq!(bg, 2_949);
+        let mut dev = FixedLatencyDevice::new(&host, 10_000);
+        dev.run(&mut host, None);
+        let pc = host.finish().unwrap().pagecache;
+        assert_eq!(pc.throughput.pages_dirtied, 4_096);
+        assert_eq!(pc.dirty_pages, 2_048, "written down by whole chunks");
+        assert_eq!(pc.writeback_wave_pages, 2_048);
+        assert_eq!(pc.writeback_waves, 2);
+        assert_eq!(pc.writeback_hinted_pages, 2_048);
+        let hints: Vec<u32> = dev
+            .commands
+            .iter()
+            .map(|c| c.wave_pages)
+            .filter(|&p| p > 0)
+            .collect();
+        assert_eq!(hints, [1_024, 1_024]);
+    }
+
     /// With `adaptive_dirty` on, a completion reporting the device buffer at 90 % switches to
     /// the high set: the wave stops at the high background threshold (5 %), not the low one
     /// (3 %). A later wave's completion reporting 10 % switches back, and write-back resumes
@@ -367,7 +545,8 @@ mod tests {
         cfg.pagecache.reserved_bytes = 128 << 20; // 98,304 pages: 2,949 / 4,915 / 9,830
         cfg.pagecache.adaptive_dirty = crate::config::Switch::On;
         let first = "[w]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=28m\n";
-        let second = "[v]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=1m\n";
+        // Enough to cross the high set's background threshold from a chunk below it.
+        let second = "[v]\nioengine=psync\ndirect=0\nbs=64k\nrw=write\nsize=12m\n";
         let mut later = fio_process(second, &cfg);
         later.name = "later".into();
         later.start = SimTime::from_ms(200);
@@ -384,9 +563,12 @@ mod tests {
         assert_eq!((a.switches_to_high, a.switches_to_low), (1, 0));
         assert_eq!(host.pc.background_threshold_pages(), high_bg);
         assert_eq!(pc.throughput.pages_dirtied, 7_168);
+        // The high set's chunk: 9,830 / 8 + 1,024 rounded down to 2,048 pages.
+        let chunk = host.pc.writeback_chunk_pages(1_024);
+        assert_eq!(chunk, 2_048);
         assert!(
-            pc.dirty_pages <= high_bg && pc.dirty_pages > high_bg - 1_024,
-            "write-back stopped near the high set's threshold: {} dirty",
+            pc.dirty_pages <= high_bg && pc.dirty_pages > high_bg - chunk,
+            "write-back stopped within a chunk of the high set's threshold: {} dirty",
             pc.dirty_pages
         );
 

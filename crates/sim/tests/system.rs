@@ -215,14 +215,17 @@ fn shallow_queues_exhaust_tags_and_everything_still_completes() {
 #[test]
 fn crossing_dirty_ratio_blocks_the_writer() {
     // A 12 MiB page cache: with dirty_ratio 5 % (153 pages) every 145-page ungzip write crosses
-    // the limit; with 60 % the background flusher keeps dirty pages well below it.
+    // the limit; with 90 % the background flusher keeps dirty pages well below it (its passes
+    // start at 50 % and put at most a 1,024-page chunk under write-back: 60 % would leave a
+    // margin of 307 pages, less than one chunk). Four writer threads: each pass writes
+    // everything dirty in so small a cache, which one writer alone seldom outruns.
     let mk = |ratio: u32, bg: u32| {
         summary(&format!(
-            "seed = 2\nduration_ms = 500\n[host.pagecache]\nmemory_bytes = 16777216\nreserved_bytes = 4194304\ndirty_ratio_pct = {ratio}\ndirty_background_ratio_pct = {bg}\n[[process]]\nprofile = \"ungzip\"\nthreads = 1\n"
+            "seed = 2\nduration_ms = 500\n[host.pagecache]\nmemory_bytes = 16777216\nreserved_bytes = 4194304\ndirty_ratio_pct = {ratio}\ndirty_background_ratio_pct = {bg}\n[[process]]\nprofile = \"ungzip\"\nthreads = 4\n"
         ))
     };
     let low = mk(5, 3);
-    let high = mk(60, 50);
+    let high = mk(90, 50);
     let (pl, ph) = (&low.run.host.pagecache, &high.run.host.pagecache);
     assert!(pl.throughput.throttled_writes > 0, "{pl:?}");
     assert_eq!(ph.throughput.throttled_writes, 0, "{ph:?}");

@@ -32,12 +32,19 @@
 //! 4. 4 KiB units programmed and wasted (rows skipped or left partly empty) per FTL policy,
 //!    summed over the six workloads (`ftl-pages`).
 //!
+//! The headline table adds, per stack over its six runs, what shows which mechanism acted:
+//! write stalls, the flusher's waves with the pages they wrote and their hints announced, the
+//! drain's background and foreground waves and rows, the most units the buffer held, and the
+//! dirty-threshold switches.
+//!
 //! Nothing here is tuned: every stack runs the presets with only its own switches changed,
 //! and every figure is read back from the runs' `summary.json` and `timeseries.csv`.
 
 use crate::plot::{Figure, Series, Stroke};
 use crate::report::Table;
-use crate::results::{ProcessHeadline, Results, RunResult};
+use crate::results::{
+    DrainHeadline, ProcessHeadline, Results, RunResult, SystemHeadline, WritebackHeadline,
+};
 use crate::spec::{RunSpec, SystemRun};
 use crate::Size;
 
@@ -370,6 +377,93 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     figs
 }
 
+/// The six runs of `stack`, or `None` if one is missing.
+fn stack_runs<'a>(results: &'a Results, stack: &str) -> Option<Vec<&'a SystemHeadline>> {
+    WORKLOADS
+        .iter()
+        .map(|w| results.get(&run_id(stack, w))?.system.as_ref())
+        .collect()
+}
+
+/// Rows that show which mechanism acted, per stack over its six runs: the flusher's waves and
+/// how much of what they wrote their hints announced, the drain's background and foreground
+/// waves, the fullest the buffer got, and the dirty-threshold switches.
+fn mechanism_rows(results: &Results, t: &mut Table) {
+    type Cell = fn(&[&SystemHeadline]) -> String;
+    let rows: [(&str, Cell); 5] = [
+        (
+            "write-back waves: pages written / hinted (all runs)",
+            |runs| {
+                let wb = |f: fn(&WritebackHeadline) -> u64| -> u64 {
+                    runs.iter().map(|r| f(&r.host.writeback)).sum()
+                };
+                let (waves, written, hinted) = (
+                    wb(|w| w.waves),
+                    wb(|w| w.wave_pages),
+                    wb(|w| w.hinted_pages),
+                );
+                if hinted == 0 {
+                    format!("{waves}: {written} / -")
+                } else {
+                    format!("{waves}: {written} / {hinted}")
+                }
+            },
+        ),
+        ("drain waves: background / foreground (all runs)", |runs| {
+            let d: Vec<&DrainHeadline> = runs
+                .iter()
+                .filter_map(|r| r.device.drain.as_ref())
+                .collect();
+            if d.is_empty() {
+                return "-".into();
+            }
+            let bg: u64 = d.iter().map(|d| d.background_waves).sum();
+            let fg: u64 = d.iter().map(|d| d.foreground_waves).sum();
+            format!("{bg} / {fg}")
+        }),
+        ("drain rows: background / foreground (all runs)", |runs| {
+            let d: Vec<&DrainHeadline> = runs
+                .iter()
+                .filter_map(|r| r.device.drain.as_ref())
+                .collect();
+            if d.is_empty() {
+                return "-".into();
+            }
+            let bg: u64 = d.iter().map(|d| d.background_rows).sum();
+            let fg: u64 = d.iter().map(|d| d.foreground_rows).sum();
+            format!("{bg} / {fg}")
+        }),
+        ("write buffer: most units held (any run)", |runs| {
+            runs.iter()
+                .map(|r| r.device.max_dirty_units)
+                .max()
+                .unwrap_or(0)
+                .to_string()
+        }),
+        (
+            "dirty thresholds: switches to high / low (all runs)",
+            |runs| {
+                let sum = |f: fn(&WritebackHeadline) -> Option<u64>| -> Option<u64> {
+                    runs.iter().map(|r| f(&r.host.writeback)).sum()
+                };
+                match (sum(|w| w.switches_to_high), sum(|w| w.switches_to_low)) {
+                    (Some(h), Some(l)) => format!("{h} / {l}"),
+                    _ => "-".into(),
+                }
+            },
+        ),
+    ];
+    for (label, cell) in rows {
+        let mut row = vec![label.to_string()];
+        row.extend(
+            STACKS
+                .iter()
+                .map(|stack| stack_runs(results, stack).map_or("-".into(), |runs| cell(&runs))),
+        );
+        t.rows.push(row);
+    }
+}
+
 /// `(units programmed, units wasted)` summed over the workloads, per FTL policy (`None` if a
 /// run is missing).
 fn ftl_totals(results: &Results) -> Vec<Option<(u64, u64)>> {
@@ -441,6 +535,7 @@ pub fn headline(results: &Results) -> Table {
             }))
             .collect(),
     );
+    mechanism_rows(results, &mut t);
     for ((policy, stack), total) in FTL_POLICIES.iter().zip(ftl_totals(results)) {
         let mut row = vec![format!("ftl {policy} ({stack}): units programmed / wasted")];
         row.extend(STACKS.iter().map(|s| match (s == stack, total) {

@@ -107,10 +107,33 @@ pub struct DeviceHeadline {
     pub units_wasted: u64,
     /// Host rows by page type (`ftl.alloc` other than `sequential`), else `None`.
     pub host_rows_lsb_csb_msb: Option<[u64; 3]>,
-    /// Write-back hints the device read, and rows of foreground / background eviction.
+    /// Most units the write buffer held at once (`device.cache.max_dirty_units`).
+    pub max_dirty_units: u64,
+    /// `cache.drain` other than `vanilla`: its counters, else `None`.
+    pub drain: Option<DrainHeadline>,
+}
+
+/// What the drain did (`device.drain`): hints read, the pages they announced, the waves that
+/// drained in the background or the foreground and their rows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DrainHeadline {
     pub hints: u64,
-    pub foreground_rows: u64,
+    pub hinted_pages: u64,
+    pub background_waves: u64,
+    pub foreground_waves: u64,
     pub background_rows: u64,
+    pub foreground_rows: u64,
+}
+
+/// The host's write-back (`host.pagecache`): waves, the pages they wrote and their hints
+/// announced, and the adaptive thresholds' switches (`None` when they do not adapt).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WritebackHeadline {
+    pub waves: u64,
+    pub wave_pages: u64,
+    pub hinted_pages: u64,
+    pub switches_to_high: Option<u64>,
+    pub switches_to_low: Option<u64>,
 }
 
 /// Device DRAM cache reads of one class (`device.cache.latency_critical` / `.throughput`).
@@ -159,6 +182,7 @@ pub struct HostHeadline {
     /// CPU seconds by category (`user`, `syscall`, `blk`, …) done for the latency-critical
     /// class: its threads and its requests' interrupt work.
     pub cpu_lc_s: BTreeMap<String, f64>,
+    pub writeback: WritebackHeadline,
 }
 
 /// One window of a system run's time series.
@@ -270,9 +294,24 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
             ["host_rows_lsb", "host_rows_csb", "host_rows_msb"]
                 .map(|k| alloc[k].as_u64().unwrap_or(0))
         }),
-        hints: d["drain"]["hints"].as_u64().unwrap_or(0),
-        foreground_rows: d["drain"]["foreground_rows"].as_u64().unwrap_or(0),
-        background_rows: d["drain"]["background_rows"].as_u64().unwrap_or(0),
+        max_dirty_units: u(
+            &d["cache"]["max_dirty_units"],
+            "device.cache.max_dirty_units",
+        )?,
+        drain: match &d["drain"] {
+            Value::Null => None,
+            dr => {
+                let k = |name: &str| u(&dr[name], &format!("device.drain.{name}"));
+                Some(DrainHeadline {
+                    hints: k("hints")?,
+                    hinted_pages: k("hinted_pages")?,
+                    background_waves: k("background_waves")?,
+                    foreground_waves: k("foreground_waves")?,
+                    background_rows: k("background_rows")?,
+                    foreground_rows: k("foreground_rows")?,
+                })
+            }
+        },
     };
     let host = host_headline(s)?;
     let pct = |ns: u64| round3(100.0 * ns as f64 / simulated_ns.max(1) as f64);
@@ -352,6 +391,28 @@ fn host_headline(s: &Value) -> Result<HostHeadline, String> {
         doorbells: n("doorbells")?,
         context_switches: u(&s["cpu"]["context_switches"], "cpu.context_switches")?,
         cpu_lc_s,
+        writeback: writeback_headline(&s["host"]["pagecache"])?,
+    })
+}
+
+fn writeback_headline(pc: &Value) -> Result<WritebackHeadline, String> {
+    let u = |name: &str| pc[name].as_u64().ok_or(format!("no host.pagecache.{name}"));
+    let adaptive = &pc["adaptive_dirty"];
+    let switches = |name: &str| -> Result<Option<u64>, String> {
+        match adaptive {
+            Value::Null => Ok(None),
+            a => a[name]
+                .as_u64()
+                .map(Some)
+                .ok_or(format!("no host.pagecache.adaptive_dirty.{name}")),
+        }
+    };
+    Ok(WritebackHeadline {
+        waves: u("writeback_waves")?,
+        wave_pages: u("writeback_wave_pages")?,
+        hinted_pages: u("writeback_hinted_pages")?,
+        switches_to_high: switches("switches_to_high")?,
+        switches_to_low: switches("switches_to_low")?,
     })
 }
 

@@ -25,6 +25,9 @@ pub static STACKS: [Stack; 5] = [
         about: "FlashShare cache: the class reaches the device; cache split by class (dynamic ways) with ghost prefetch",
         sets: &[
             ("host.attr", "\"on\""),
+            // The split moves ways of a set-associative cache: 16 ways, zssd's (a device whose
+            // DRAM is fully associative, nvme-tlc's, has no sets to split).
+            ("device.cache.ways", "16"),
             ("device.cache.partition", "\"dynamic\""),
             ("device.cache.prefetch", "\"ghost\""),
         ],
