@@ -57,6 +57,7 @@ impl Host {
             Role::Fio(_) => self.fio_next(t),
             Role::Flusher => self.flusher_next(t),
             Role::Poller => self.dedcore_spin(t),
+            Role::Kblockd { .. } => self.kblockd_next(t),
         }
     }
 

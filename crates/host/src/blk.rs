@@ -21,7 +21,7 @@
 //! `kyber` — reads and writes each have an in-flight limit (`kyber_read_depth`,
 //! `kyber_write_depth`) so writes cannot crowd reads out of the device queue. A request that
 //! cannot be dispatched waits; the completion of another request on the same hardware queue
-//! runs the queue again (in interrupt context on that queue's core).
+//! runs the queue again (from the kblockd worker of that queue's core, `kblockd`).
 //!
 //! With `nvme.lc_queue` every hardware queue has a latency-critical twin (its own tags,
 //! request pool and software queue, on an urgent SQ sharing the CQ): a latency-critical bio is
@@ -207,8 +207,11 @@ pub struct BlkStats {
     pub throughput: BlkClassStats,
     /// Times a submitter slept for a request allocation.
     pub allocation_waits: u64,
-    /// Requests dispatched by a deferred queue run (after another request completed).
+    /// Requests dispatched by a deferred queue run (the kblockd worker, `kblockd`).
     pub deferred_dispatches: u64,
+    /// Times a kblockd worker was woken to run a queue (omitted at 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kblockd_runs: u64,
     /// `blk.bypass_lc`: latency-critical requests sent straight to the driver (omitted at 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub bypassed: u64,

@@ -37,7 +37,7 @@
 //! `cache_pollution_ns` (category `sched`) at the start of its next run.
 //!
 //! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a
-//! timer, the scheduler tick, a deferred queue run) pauses whatever the core was doing — thread, switch or idle —
+//! timer, the scheduler tick) pauses whatever the core was doing — thread, switch or idle —
 //! runs to completion, and the paused work resumes afterwards, later by exactly that much. NVMe
 //! completions that arrive while the core is still in the NVMe interrupt handler join it
 //! without a second ISR (the handler keeps walking the CQ).
@@ -187,6 +187,28 @@ pub struct ThreadSched {
     pub user_ns: u64,
     /// The class its CPU time is attributed to.
     pub class: IoClass,
+    /// CFS load weight (`NICE_0_WEIGHT` for every application thread; kblockd's kworkers run
+    /// at nice −20): virtual runtime advances by `ran × NICE_0_WEIGHT / weight`.
+    pub weight: u64,
+    /// Bound to its core (a per-CPU kworker): wake placement never moves it.
+    pub pinned: bool,
+}
+
+/// CFS load weight of a nice-0 thread (`sched_prio_to_weight[20]`, kernel/sched/core.c).
+pub const NICE_0_WEIGHT: u64 = 1024;
+
+/// CFS load weight at nice −20 (`sched_prio_to_weight[0]`, kernel/sched/core.c): the nice of
+/// the kworkers of a `WQ_HIGHPRI` workqueue such as kblockd (`HIGHPRI_NICE_LEVEL = MIN_NICE`,
+/// kernel/workqueue.c).
+pub const NICE_MINUS_20_WEIGHT: u64 = 88_761;
+
+/// Virtual runtime a thread of `weight` accrues in `ns` of CPU (`calc_delta_fair`).
+fn vruntime_delta(ns: u64, weight: u64) -> u64 {
+    if weight == NICE_0_WEIGHT {
+        ns
+    } else {
+        (u128::from(ns) * u128::from(NICE_0_WEIGHT) / u128::from(weight)) as u64
+    }
 }
 
 /// What an interrupt item does when it finishes.
@@ -196,8 +218,6 @@ pub enum IrqAction {
     None,
     /// Block-layer completion of a request is done.
     Complete { req: u32 },
-    /// A deferred hardware-queue run dispatched a request to the driver: emit it.
-    Dispatch { req: u32 },
     /// A timer expired for a sleeping thread.
     Wake { thread: u32 },
     /// DedCore: the polling core completed a request; hand it to its waiter's core.
@@ -331,8 +351,18 @@ impl Cpu {
             running_since: SimTime::ZERO,
             user_ns: 0,
             class,
+            weight: NICE_0_WEIGHT,
+            pinned: false,
         });
         (self.threads.len() - 1) as u32
+    }
+
+    /// Thread `t` becomes a per-CPU kernel worker of CFS load `weight`, bound to its core.
+    pub fn make_pinned_worker(&mut self, t: u32, weight: u64) {
+        assert!(weight > 0, "thread {t}: a CFS weight must be positive");
+        let th = &mut self.threads[t as usize];
+        th.weight = weight;
+        th.pinned = true;
     }
 
     fn mark(&mut self, core: u16) {
@@ -377,7 +407,7 @@ impl Cpu {
         let th = &mut self.threads[t as usize];
         debug_assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
         th.sum_exec_ns += rest;
-        th.vruntime += rest;
+        th.vruntime += vruntime_delta(rest, th.weight);
         let p = rest.min(th.pollution_ns);
         th.pollution_ns -= p;
         core.acct_ns[Cat::Sched.index()] += p;
@@ -471,6 +501,7 @@ impl Cpu {
         );
         let prev = th.core as usize;
         let target = match self.cfg.wake_placement {
+            _ if th.pinned => prev,
             WakePlacement::PreviousCore => prev,
             WakePlacement::IdleCore => {
                 if self.core_is_idle(prev) {
@@ -511,12 +542,15 @@ impl Cpu {
         th.cat = cat;
         th.woken_at = now;
         let v = th.vruntime;
+        // `wakeup_gran`: the granularity in the woken thread's virtual time (a heavy thread
+        // preempts sooner).
+        let gran = vruntime_delta(self.cfg.wakeup_granularity_ns, th.weight);
         let core = &mut self.cores[target];
         core.rq.push(t);
         if let Some(cur) = core.running {
             if core.switch_left_ns == 0 {
                 let cv = self.threads[cur as usize].vruntime;
-                if cv > v + self.cfg.wakeup_granularity_ns {
+                if cv > v + gran {
                     core.preempt_pending = true;
                 }
             }
@@ -582,9 +616,16 @@ impl Cpu {
         }
     }
 
+    /// The running thread's slice: its weight's share of `sched_latency` among the core's
+    /// runnable threads (`sched_slice`; `sched_latency / n` when all weigh the same), at least
+    /// `min_granularity`.
     fn slice_ns(&self, c: usize) -> u64 {
-        let n = self.cores[c].rq.len() as u64 + 1;
-        (self.cfg.sched_latency_ns / n).max(self.cfg.min_granularity_ns)
+        let core = &self.cores[c];
+        let weight = |t: u32| u128::from(self.threads[t as usize].weight);
+        let own = core.running.map_or(u128::from(NICE_0_WEIGHT), weight);
+        let total = own + core.rq.iter().map(|&t| weight(t)).sum::<u128>();
+        let slice = u128::from(self.cfg.sched_latency_ns) * own / total;
+        (slice as u64).max(self.cfg.min_granularity_ns)
     }
 
     fn pick(&mut self, c: usize) -> Option<u32> {

@@ -43,7 +43,8 @@
 //!                                                         nvme_complete (the poll lock)
 //!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
 //!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
-//!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch)
+//!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch),
+//!                                                         kblockd (deferred queue runs)
 //!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete,
 //!                                                         dedcore (DedCore's polling core)
 //!  queue accelerator (XLER)        accel                  accel_path (registers, fetch, MSI)
@@ -57,7 +58,7 @@
 //! ```text
 //!  config → jitter → pagecache → cpu → process → blk → blk_bypass → nvme → accel → task
 //!         → breakdown → machine → testing (unit tests only) → { spawn, app, fio, syscall,
-//!           blk_submit, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests
+//!           blk_submit, kblockd, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests
 //!           (unit tests) }
 //! ```
 //!
@@ -82,6 +83,7 @@ pub mod cpu;
 mod dedcore;
 mod fio;
 pub mod jitter;
+mod kblockd;
 pub mod machine;
 pub mod nvme;
 mod nvme_complete;

@@ -184,6 +184,8 @@ pub struct Host {
     /// DedCore: a completion handed over by the polling core is being finished (its wake-ups
     /// cross cores).
     pub(crate) handing_off: bool,
+    /// Each core's kblockd worker thread (`kblockd`), by core.
+    pub(crate) kblockd: Vec<u32>,
     /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
     /// latency_ns)`; `None` (the default) keeps no log.
     pub(crate) io_log: Option<Vec<(IoClass, u64, u64)>>,
@@ -439,7 +441,7 @@ impl Host {
             Step::PcCopy => self.io_finished(t),
             Step::PcWrite => self.pc_write(t),
             Step::BioSubmit => self.bio_submitted(t),
-            Step::SubmitRetry => self.submission_next(t),
+            Step::SubmitRetry => self.submission_retry(t),
             Step::Dispatch => self.dispatch_done(t),
             Step::Driver => self.driver_done(t),
             Step::IoWaitDone => self.io_wait_done(t),
