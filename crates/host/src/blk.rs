@@ -160,6 +160,9 @@ pub struct Hctx {
     writes_in_flight: u32,
     /// Threads sleeping for a request allocation.
     pub alloc_waiters: VecDeque<u32>,
+    /// A dispatcher left requests queued for want of a tag or a scheduler slot: the next
+    /// completion on the queue runs it again (`BLK_MQ_S_SCHED_RESTART`, `kblockd`).
+    pub restart: bool,
     /// Poll queues: CQEs posted and not reaped yet.
     pub posted: Vec<u32>,
     /// Poll queues: mean latency of recent polled requests (EWMA, ns), for hybrid polling.
@@ -289,6 +292,7 @@ impl Blk {
                     reads_in_flight: 0,
                     writes_in_flight: 0,
                     alloc_waiters: VecDeque::new(),
+                    restart: false,
                     posted: Vec::with_capacity(64),
                     poll_mean_ns: 0,
                     lock_free_at: SimTime::ZERO,

@@ -190,7 +190,7 @@ impl Host {
                     let th = &mut self.threads[t as usize];
                     th.plug = plug;
                     th.plug.clear();
-                    self.run_queue_deferred(h);
+                    self.run_queue_async(h);
                 }
                 self.blk.hctxs[h as usize].alloc_waiters.push_back(t);
                 self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
@@ -232,7 +232,16 @@ impl Host {
                     .draw(CostSite::Dispatch, self.cfg.blk.dispatch_ns);
                 self.burst(t, ns, Cat::Blk, Step::Dispatch);
             }
-            None => self.submission_next(t),
+            None => {
+                // Whatever is still queued waits for a tag or a scheduler slot: the next
+                // completion restarts the queue.
+                for q in self.blk.dispatch_queues(base) {
+                    if q != NO_HCTX && self.blk.hctxs[q as usize].queued() > 0 {
+                        self.blk.hctxs[q as usize].restart = true;
+                    }
+                }
+                self.submission_next(t)
+            }
         }
     }
 

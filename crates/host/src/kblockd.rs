@@ -55,9 +55,25 @@ use crate::machine::Host;
 use crate::task::{Role, Step, Wait};
 
 impl Host {
+    /// A request on hardware queue `h` completed: if a dispatcher left requests queued on it
+    /// (or a queue sharing its CQ) for want of a tag or a scheduler slot, restart it from
+    /// kblockd (`__blk_mq_sched_restart`, `blk_mq_dispatch_wake`).
+    pub(crate) fn run_queue_deferred(&mut self, h: u16) {
+        let base = self.blk.hctxs[h as usize].cq;
+        let mut restart = false;
+        for q in self.blk.dispatch_queues(base) {
+            if q != NO_HCTX {
+                restart |= std::mem::take(&mut self.blk.hctxs[q as usize].restart);
+            }
+        }
+        if restart {
+            self.run_queue_async(base);
+        }
+    }
+
     /// `blk_mq_run_hw_queue(h, async = true)`: if hardware queue `h` or a queue sharing its
     /// CQ holds requests, ask the kblockd worker of its core to run them.
-    pub(crate) fn run_queue_deferred(&mut self, h: u16) {
+    pub(crate) fn run_queue_async(&mut self, h: u16) {
         let base = self.blk.hctxs[h as usize].cq;
         let pending = self
             .blk
