@@ -20,6 +20,14 @@
 //! cuts in front of a CPU hog, and why it sometimes does not. Wake placement (`IdleCore`) sends
 //! a waking thread to an idle core if its previous one is busy.
 //!
+//! **Weights.** Every application thread has the nice-0 load weight (1 024); each core's
+//! kblockd worker (`kblockd`) runs at nice −20, weight 88 761 (`sched_prio_to_weight`,
+//! kernel/sched/core.c), and is bound to its core. As in CFS, virtual runtime advances by
+//! `ran × 1024 / weight` (`calc_delta_fair`), the wake-up granularity is converted into the
+//! woken thread's virtual time the same way (`wakeup_gran`: a heavy thread preempts at once),
+//! and a slice is the thread's weight share of `sched_latency` (`sched_slice`). With equal
+//! weights these are the rules above, to the nanosecond.
+//!
 //! **Remote wake-up.** A thread woken onto a core other than the one it last ran on (wake
 //! placement found its core busy and another idle) costs that core a reschedule IPI first:
 //! `cpu.ipi_ns` of interrupt work (category `irq`) before it can switch to the thread — Linux's
@@ -59,8 +67,8 @@
 //! costs are drawn per switch when `jitter.cost_cv_pct` > 0; the tick is `jitter`'s.
 //!
 //! ## What it leaves out
-//! Load balancing of runnable threads between cores, priorities/nice weights, SMT, frequency
-//! scaling, the IPI's delivery latency (its handler is modelled, below), softirq deferral (the
+//! Load balancing of runnable threads between cores, nice values other than 0 (applications)
+//! and −20 (kblockd), SMT, frequency scaling, the IPI's delivery latency (its handler is modelled, below), softirq deferral (the
 //! completion runs in the hard interrupt).
 //!
 //! Config keys: `cpu.*` (see `config.rs`).
@@ -934,6 +942,68 @@ mod tests {
         assert_eq!(who, sleeper);
         // Switch (2.5 µs) + pollution (1 µs, the hog ran here since) + 1 µs of work.
         assert_eq!(t, now + 4_500);
+    }
+
+    /// On one core, a thread that slept 100 µs does not preempt a hog at nice 0 (it is not
+    /// `wakeup_granularity` behind it) but does at once as a nice −20 kworker; on two, a
+    /// nice-0 thread moves to the idle core while a pinned worker stays on its own.
+    #[test]
+    fn a_nice_minus_20_worker_preempts_a_hog_at_once_and_stays_on_its_core() {
+        let run = |cores: u32, weight: u64| {
+            let (mut cpu, mut q) = cpu(cores);
+            let t = cpu.add_thread(0, IoClass::Throughput);
+            let hog = cpu.add_thread(0, IoClass::Throughput);
+            if weight != NICE_0_WEIGHT {
+                cpu.make_pinned_worker(t, weight);
+            }
+            cpu.wake(SimTime::ZERO, t, 1_000, Cat::User);
+            cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
+            let mut blocked_at = SimTime::ZERO;
+            let done = drive(
+                &mut cpu,
+                &mut q,
+                (SimTime::ZERO, SimTime::from_ms(1)),
+                |_, at| {
+                    blocked_at = at;
+                    None
+                },
+            );
+            assert_eq!(done.len(), 1, "t ran its 1 µs and blocked");
+            let now = blocked_at + 100_000;
+            drive(&mut cpu, &mut q, (SimTime::from_ms(1), now), |_, _| None);
+            cpu.wake(now, t, 1_000, Cat::User);
+            let core = cpu.threads[t as usize].core;
+            let done = drive(&mut cpu, &mut q, (now, SimTime::from_ms(100)), |_, _| None);
+            (core, done[0].0 - now)
+        };
+        // Switch (2.5 µs) + pollution (1 µs: the hog ran there) + 1 µs of work.
+        assert_eq!(run(1, NICE_MINUS_20_WEIGHT), (0, 4_500));
+        let (core, waited) = run(1, NICE_0_WEIGHT);
+        assert_eq!(core, 0);
+        assert!(waited > 1_000_000, "waits for the hog's slice: {waited} ns");
+        // Two cores, a hog on core 0 and core 1 idle: a thread homed on core 0 waking 100 µs
+        // in moves to core 1 at nice 0; pinned, it stays and preempts the hog.
+        let two = |weight: u64| {
+            let (mut cpu, mut q) = cpu(2);
+            let hog = cpu.add_thread(0, IoClass::Throughput);
+            let t = cpu.add_thread(0, IoClass::Throughput);
+            if weight != NICE_0_WEIGHT {
+                cpu.make_pinned_worker(t, weight);
+            }
+            cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
+            let now = SimTime::from_us(100);
+            drive(&mut cpu, &mut q, (SimTime::ZERO, now), |_, _| None);
+            cpu.wake(now, t, 1_000, Cat::User);
+            let core = cpu.threads[t as usize].core;
+            let done = drive(&mut cpu, &mut q, (now, SimTime::from_ms(100)), |_, _| None);
+            (core, done[0].0 - now)
+        };
+        assert_eq!(
+            two(NICE_0_WEIGHT),
+            (1, 5_000),
+            "IPI + switch + work on the idle core"
+        );
+        assert_eq!(two(NICE_MINUS_20_WEIGHT), (0, 4_500));
     }
 
     #[test]
