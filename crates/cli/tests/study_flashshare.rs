@@ -101,22 +101,38 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
         "offline-imageserver",
         "cache-hit-rates",
         "pagerank-tp-share",
-        "pagerank-apache-latency",
+        "pagerank-apache-response",
         "pagerank-io-rate",
         "index-breakdown",
         "index-miss-rate",
-        "index-sched",
+        "index-context-switches",
     ] {
         for ext in ["csv", "svg", "png"] {
             let p = out.join(format!("{stem}.{ext}"));
             assert!(p.is_file(), "{} missing", p.display());
         }
     }
-    // Vanilla is its own reference: every normalised point of it is exactly 1.
+    // Vanilla is its own reference: every normalised point of it is exactly 1; a stack that
+    // changes the path moves apache's points off 1.
     let norm = read(&out.join("norm-apache.csv"));
     let vanilla = column(&norm, "vanilla avg");
     assert_eq!(vanilla.len(), 12, "10 co-runs, alone and the mean: {norm}");
     assert!(vanilla.iter().all(|(_, y)| *y == 1.0), "{norm}");
+    let selectisr = column(&norm, "selectisr avg");
+    assert_eq!(selectisr.len(), 12, "{norm}");
+    assert!(selectisr.iter().any(|(_, y)| *y != 1.0), "{norm}");
+    // apache's response time and the context switches are plotted per 10 ms window, from
+    // every window of the run (about 4 requests in each: a window may have none).
+    let response = read(&out.join("pagerank-apache-response.csv"));
+    let mean = column(&response, "vanilla mean");
+    assert!((15..=26).contains(&mean.len()), "{response}");
+    assert!(mean.iter().all(|(_, y)| *y > 100.0), "{response}");
+    let switches = read(&out.join("index-context-switches.csv"));
+    for line in ["vanilla LC", "vanilla TP", "selectisr LC"] {
+        let points = column(&switches, line);
+        assert!((25..=26).contains(&points.len()), "{line}: {switches}");
+        assert!(points.iter().any(|(_, y)| *y > 0.0), "{line}: {switches}");
+    }
     // The split cache gives the throughput class fewer than all ways; a shared one would not
     // be plotted (vanilla has no line in the share figure).
     let share = read(&out.join("pagerank-tp-share.csv"));

@@ -173,7 +173,11 @@ impl Host {
             "reply to request {req} of process {p} received twice"
         );
         r.live = false;
-        response.record(now - r.sent_at);
+        let latency = now - r.sent_at;
+        response.record(latency);
+        if let Some(log) = &mut self.response_log {
+            log.push(latency);
+        }
         *completed += 1;
         free_reqs.push(req);
     }

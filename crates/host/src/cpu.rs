@@ -277,6 +277,8 @@ struct Core {
     class_ns: [[u64; CAT_COUNT]; 2],
     acct_since: SimTime,
     context_switches: u64,
+    /// Of those, by the class of the thread switched in (`IoClass::index`).
+    class_switches: [u64; 2],
     interrupts: u64,
 }
 
@@ -325,6 +327,7 @@ impl Cpu {
                     class_ns: [[0; CAT_COUNT]; 2],
                     acct_since: SimTime::ZERO,
                     context_switches: 0,
+                    class_switches: [0; 2],
                     interrupts: 0,
                 })
                 .collect(),
@@ -720,6 +723,7 @@ impl Cpu {
                 core.switch_left_ns = switch;
                 core.context_switches += 1;
                 let th = &mut self.threads[t as usize];
+                core.class_switches[th.class.index()] += 1;
                 th.state = RunState::Running;
                 th.core = c as u16;
                 th.pollution_ns += pollution;
@@ -785,6 +789,20 @@ impl Cpu {
             }
         }
         sum
+    }
+
+    /// Context switches so far, summed over cores, by the class of the thread switched in
+    /// (kernel threads count as throughput; a kblockd worker as the class of the request it
+    /// last dispatched), and interrupts so far (time series).
+    pub fn switches_and_interrupts(&self) -> ([u64; 2], u64) {
+        let mut switches = [0; 2];
+        let mut interrupts = 0;
+        for core in &self.cores {
+            switches[0] += core.class_switches[0];
+            switches[1] += core.class_switches[1];
+            interrupts += core.interrupts;
+        }
+        (switches, interrupts)
     }
 
     /// Closes the accounting at `end` and returns per-core statistics.

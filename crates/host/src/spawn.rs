@@ -580,6 +580,7 @@ impl<'c> Spawner<'c> {
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
             io_log: None,
+            response_log: None,
             accel: (cfg.nvme.accelerator == Switch::On).then(|| {
                 crate::accel::Xler::new(
                     crate::accel::AccelConfig {
