@@ -122,15 +122,16 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     assert_eq!(selectisr.len(), 12, "{norm}");
     assert!(selectisr.iter().any(|(_, y)| *y != 1.0), "{norm}");
     // apache's response time and the context switches are plotted per 10 ms window, from
-    // every window of the run (about 4 requests in each: a window may have none).
+    // every window of the run (about 4 requests in each: a window may have none); the run
+    // ends when its last I/O drains, up to a few ms past 250 ms.
     let response = read(&out.join("pagerank-apache-response.csv"));
     let mean = column(&response, "vanilla mean");
-    assert!((15..=26).contains(&mean.len()), "{response}");
+    assert!((15..=27).contains(&mean.len()), "{response}");
     assert!(mean.iter().all(|(_, y)| *y > 100.0), "{response}");
     let switches = read(&out.join("index-context-switches.csv"));
     for line in ["vanilla LC", "vanilla TP", "selectisr LC"] {
         let points = column(&switches, line);
-        assert!((25..=26).contains(&points.len()), "{line}: {switches}");
+        assert!((25..=27).contains(&points.len()), "{line}: {switches}");
         assert!(points.iter().any(|(_, y)| *y > 0.0), "{line}: {switches}");
     }
     // The split cache gives the throughput class fewer than all ways; a shared one would not
