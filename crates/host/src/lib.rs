@@ -22,7 +22,8 @@
 //! `blk_bypass`), a high-priority twin SQ per queue (`nvme.lc_queue`), selective polling
 //! (`nvme.completion = "selective"`), a dedicated polling core (`nvme.dedcore`, `dedcore`),
 //! the queue accelerator (`nvme.accelerator`: the model `accel`, the host's path
-//! `accel_path`). Adaptive dirty
+//! `accel_path`). Deferred queue runs go through a kblockd worker per core (`kblockd`), a
+//! nice −20 kernel thread that must win its core. Adaptive dirty
 //! thresholds and the write-back wave hint are `pagecache`'s and `writeback`'s.
 //!
 //! Each module opens with its essay: what it models, a worked example, what it leaves out and
