@@ -62,8 +62,9 @@
 //!   `cpu.ipi_ns` (`cpu`'s essay). It acts on the switch back, not the block layer: with
 //!   `[host.cpu] ipi_ns = 0` the LC software + hardware queue is 1 501 + 800 ns.
 //! - **Cache/TLB refill after a switch**: `cpu.cache_pollution_ns`, paid by the thread
-//!   switched in at the start of its run, in the context-switch column, never in the block
-//!   layer's (an apache worker computes a mean 375 µs, 750 k instructions, between I/Os). With
+//!   switched in at the start of its run, in the context-switch column; it reaches the block
+//!   layer's only when a submitter is displaced mid-submission, which barely happens here (an
+//!   apache worker computes a mean 375 µs, 750 k instructions, between I/Os). With
 //!   `cache_pollution_ns = 0`: 1 500 + 805 ns.
 //! - **Interrupts stealing the submitting core** (ISRs, the tick): the 3 ns. With
 //!   `[host.jitter] tick_hz = 0`: 1 503 + 800 ns.
