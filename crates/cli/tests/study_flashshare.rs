@@ -101,11 +101,11 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
         "offline-imageserver",
         "cache-hit-rates",
         "pagerank-tp-share",
-        "pagerank-apache-latency",
+        "pagerank-apache-response",
         "pagerank-io-rate",
         "index-breakdown",
         "index-miss-rate",
-        "index-sched",
+        "index-context-switches",
     ] {
         for ext in ["csv", "svg", "png"] {
             let p = out.join(format!("{stem}.{ext}"));
@@ -138,6 +138,19 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
         sum += y;
     }
     assert!((cacheopt[11].1 - sum / 10.0).abs() <= 1e-9, "{norm}");
+    // apache's response time and the context switches are plotted per 10 ms window, from
+    // every window of the run (about 4 requests in each: a window may have none); the run
+    // ends when its last I/O drains, up to a few ms past 250 ms.
+    let response = read(&out.join("pagerank-apache-response.csv"));
+    let mean = column(&response, "vanilla mean");
+    assert!((15..=27).contains(&mean.len()), "{response}");
+    assert!(mean.iter().all(|(_, y)| *y > 100.0), "{response}");
+    let switches = read(&out.join("index-context-switches.csv"));
+    for line in ["vanilla LC", "vanilla TP", "selectisr LC"] {
+        let points = column(&switches, line);
+        assert!((25..=27).contains(&points.len()), "{line}: {switches}");
+        assert!(points.iter().any(|(_, y)| *y > 0.0), "{line}: {switches}");
+    }
     // The split cache gives the throughput class fewer than all ways; a shared one would not
     // be plotted (vanilla has no line in the share figure).
     let share = read(&out.join("pagerank-tp-share.csv"));

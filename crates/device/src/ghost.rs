@@ -24,8 +24,19 @@
 //! At the first command after an epoch's end (`cache.epoch_ns`, shared with the class split),
 //! each ghost's misses since the last decision are compared, and the real cache's prefetch
 //! becomes the *smallest* granularity whose misses are within 1/16 of the fewest
-//! ([`NEAR_TIE_DIVISOR`]): prefetching costs flash reads that the miss count does not see, so a
-//! larger granularity must earn its place. An epoch with fewer than [`MIN_SAMPLED_READS`]
+//! ([`NEAR_TIE_DIVISOR`]). device.md says "the ghost with the fewest misses"; that rule needs a
+//! tie-break, and ties are the common case: every granularity at least a command's size covers
+//! a sequential stream, so 16, 64 and 128 pages all miss nothing on 64 KiB sequential reads
+//! (the worked example), and on random reads every ghost misses nearly every unit. Among
+//! equals we take the smallest because prefetching costs what the miss count does not see:
+//! each prefetched page is a flash read and a line evicted. And a near-tie counts as a tie
+//! because the counts are samples of one set in 17: a count of m misses varies by about √m
+//! from epoch to epoch (40 at m = 1,600, the worked example's epoch), and a margin of 1/16 of
+//! m (100 there) is 2.5 times that, so a larger granularity is adopted for missing less, not
+//! for sampling luck. Where one granularity misses clearly least,
+//! it is adopted whatever its size (the test
+//! `strided_reads_in_a_small_partition_pick_64_pages_the_unique_fewest`: 64 pages against
+//! 16 and 128). An epoch with fewer than [`MIN_SAMPLED_READS`]
 //! sampled demand reads decides nothing and carries its counts into the next (a slow workload
 //! still decides, on a longer horizon). The run starts at the smallest granularity.
 //!
@@ -467,6 +478,26 @@ mod tests {
         assert!(m[1] * 16 > m[0] * 11 && m[1] * 16 < m[0] * 13, "{m:?}");
         assert!(m[2] <= 1 && m[3] <= 1 && m[4] <= 1, "{m:?}");
         assert_eq!((st.groups[0].decisions, st.groups[0].changes), (1, 1));
+    }
+
+    /// A stream whose best granularity is unique, so the fewest misses decide and no tie rule
+    /// does: reads of 16 units each 48 units past the previous one ("read 16, skip 32") in a
+    /// partition of one set of 64 ways (every set sampled). 0, 4 and 16 pages never reach the
+    /// next command, which starts 32 units past the end of the prefetch window's start: every
+    /// unit misses. 64 pages cover it (the window is the 64 units after the command): only the
+    /// first command misses. 128 pages overflow the 64-line set: the window's last 64 units
+    /// evict its first 64, the next command's among them, so every unit misses again. The
+    /// ghost picks 64, the unique fewest.
+    #[test]
+    fn strided_reads_in_a_small_partition_pick_64_pages_the_unique_fewest() {
+        let (mut g, mut st) = ghosts(64, 64, 1, None);
+        for cmd in 0..500u32 {
+            g.on_read(IoClass::Throughput, 1_000 + cmd * 48, 16);
+        }
+        g.close_epoch(&mut st);
+        let m: Vec<u64> = st.groups[0].misses.iter().map(|m| m.misses).collect();
+        assert_eq!(m, [8_000, 8_000, 8_000, 16, 8_000]);
+        assert_eq!(g.pages(IoClass::Throughput), 64);
     }
 
     /// Too few sampled reads decide nothing; the counts carry over until there are enough.

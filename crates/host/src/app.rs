@@ -21,8 +21,8 @@
 //! The I/O itself is a system call (`syscall`).
 //!
 //! Worked example (`apache` on arm8, defaults): 400 requests/s Poisson; 500 k instructions
-//! per request = 250 µs of compute at 2 GHz (`process`'s essay: set from apache's published
-//! device-I/O share); 0.666 I/Os per M instructions at the 1 M reference → on average 0.67
+//! per request = 250 µs of compute at 2 GHz (`workload::Profile::instructions_per_request`,
+//! set from apache's published device-I/O share); 0.666 I/Os per M instructions at the 1 M reference → on average 0.67
 //! 24 KiB direct reads per request, one per 750 k instructions of this compute. An unloaded
 //! request costs ≈ 2 (send) + 10 (network) + 2 (recv) + 1 (hand-off) + 2.5 (worker switch) +
 //! 250 (compute) + 0.67 × ~26 (I/O, `machine`'s example) + 2 (reply) + 10 (network) ≈ 297 µs.
@@ -57,6 +57,7 @@ impl Host {
             Role::Fio(_) => self.fio_next(t),
             Role::Flusher => self.flusher_next(t),
             Role::Poller => self.dedcore_spin(t),
+            Role::Kblockd { .. } => self.kblockd_next(t),
         }
     }
 
@@ -172,7 +173,11 @@ impl Host {
             "reply to request {req} of process {p} received twice"
         );
         r.live = false;
-        response.record(now - r.sent_at);
+        let latency = now - r.sent_at;
+        response.record(latency);
+        if let Some(log) = &mut self.response_log {
+            log.push(latency);
+        }
         *completed += 1;
         free_reqs.push(req);
     }

@@ -21,7 +21,7 @@
 //! `kyber` — reads and writes each have an in-flight limit (`kyber_read_depth`,
 //! `kyber_write_depth`) so writes cannot crowd reads out of the device queue. A request that
 //! cannot be dispatched waits; the completion of another request on the same hardware queue
-//! runs the queue again (in interrupt context on that queue's core).
+//! runs the queue again (from the kblockd worker of that queue's core, `kblockd`).
 //!
 //! With `nvme.lc_queue` every hardware queue has a latency-critical twin (its own tags,
 //! request pool and software queue, on an urgent SQ sharing the CQ): a latency-critical bio is
@@ -160,6 +160,9 @@ pub struct Hctx {
     writes_in_flight: u32,
     /// Threads sleeping for a request allocation.
     pub alloc_waiters: VecDeque<u32>,
+    /// A dispatcher left requests queued for want of a tag or a scheduler slot: the next
+    /// completion on the queue runs it again (`BLK_MQ_S_SCHED_RESTART`, `kblockd`).
+    pub restart: bool,
     /// Poll queues: CQEs posted and not reaped yet.
     pub posted: Vec<u32>,
     /// Poll queues: mean latency of recent polled requests (EWMA, ns), for hybrid polling.
@@ -207,8 +210,11 @@ pub struct BlkStats {
     pub throughput: BlkClassStats,
     /// Times a submitter slept for a request allocation.
     pub allocation_waits: u64,
-    /// Requests dispatched by a deferred queue run (after another request completed).
+    /// Requests dispatched by a deferred queue run (the kblockd worker, `kblockd`).
     pub deferred_dispatches: u64,
+    /// Times a kblockd worker was woken to run a queue (omitted at 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kblockd_runs: u64,
     /// `blk.bypass_lc`: latency-critical requests sent straight to the driver (omitted at 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub bypassed: u64,
@@ -286,6 +292,7 @@ impl Blk {
                     reads_in_flight: 0,
                     writes_in_flight: 0,
                     alloc_waiters: VecDeque::new(),
+                    restart: false,
                     posted: Vec::with_capacity(64),
                     poll_mean_ns: 0,
                     lock_free_at: SimTime::ZERO,

@@ -8,13 +8,14 @@
 //! ## What it models
 //! Each bio of a batch costs `bio_submit_ns + merge_check_ns × candidates` (category `blk`) and
 //! then merges or becomes a request in the thread's plug; when no request can be allocated
-//! the thread flushes its plug, or sleeps until a completion frees one. When the batch is done
+//! the thread sleeps until a completion frees one (its plug, if any, flushed by the scheduler
+//! and dispatched by kblockd, `kblockd`'s essay). When the batch is done
 //! (or the plug holds `plug_max_requests`) the plug flushes into the hardware queue and the
 //! thread dispatches while the scheduler and the driver tags allow: `dispatch_ns` (`blk`) per
 //! request, then `queue_rq_ns + doorbell_write_ns` (`nvme`), and the command leaves. A request
-//! that cannot be dispatched waits until a completion on the same queue runs the queue again,
-//! from interrupt context on the queue's core (kblockd's work in Linux), for `dispatch_ns +
-//! queue_rq_ns + doorbell_write_ns` per request. The flusher and fsync keep one plug across
+//! that cannot be dispatched waits until a completion on the same queue runs the queue again
+//! through the core's kblockd worker (`kblockd`), which pays the same `dispatch_ns +
+//! queue_rq_ns + doorbell_write_ns` per request after it wins the core. The flusher and fsync keep one plug across
 //! many write-back bios, so adjacent pages merge before they reach the queue.
 //!
 //! Worked example (arm8, a 24 KiB direct read, empty plug and queue): bio submit 1.5 µs (no
@@ -35,7 +36,7 @@ use engine::IoClass;
 use crate::blk::{ReqState, SubmitOutcome, NO_HCTX};
 use crate::blk_bypass::BypassOutcome;
 use crate::config::{CompletionMode, Switch};
-use crate::cpu::{Cat, IrqAction, IrqWork};
+use crate::cpu::Cat;
 use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::nvme;
@@ -70,7 +71,12 @@ impl Host {
             };
             let ns = self.cfg.blk.bio_submit_ns + search_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
-            self.threads[t as usize].bio_started = self.now;
+            let th = &mut self.threads[t as usize];
+            // A bio retried after a wait for a request entered the block layer before the
+            // wait: the wait is block-layer time (a tag wait) in its breakdown.
+            if !std::mem::take(&mut th.alloc_retry) {
+                th.bio_started = self.now;
+            }
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
         }
         if matches!(th.role, Role::Flusher) || th.fsync_file != NIL {
@@ -86,6 +92,12 @@ impl Host {
             return self.unplug(t);
         }
         self.submission_done(t);
+    }
+
+    /// A thread woken from its wait for a request submits the same bio again.
+    pub(crate) fn submission_retry(&mut self, t: u32) {
+        self.threads[t as usize].alloc_retry = true;
+        self.submission_next(t);
     }
 
     /// Whether a bio of `class` bypasses the queues (`blk.bypass_lc`).
@@ -167,13 +179,21 @@ impl Host {
                 self.submission_next(t);
             }
             SubmitOutcome::NoRequest => {
+                let h = self.blk.route(th.io.hctx, self.blk.bios[b as usize].class);
                 if !th.plug.is_empty() {
-                    self.unplug(t);
-                } else {
-                    let h = self.blk.route(th.io.hctx, self.blk.bios[b as usize].class);
-                    self.blk.hctxs[h as usize].alloc_waiters.push_back(t);
-                    self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
+                    // `io_schedule` flushes the plug from the scheduler: its requests are
+                    // inserted and the queue runs from kblockd (`kblockd`'s essay).
+                    let plug = std::mem::take(&mut th.plug);
+                    for &r in &plug {
+                        self.blk.insert(now, r);
+                    }
+                    let th = &mut self.threads[t as usize];
+                    th.plug = plug;
+                    th.plug.clear();
+                    self.run_queue_async(h);
                 }
+                self.blk.hctxs[h as usize].alloc_waiters.push_back(t);
+                self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
             }
         }
     }
@@ -202,12 +222,26 @@ impl Host {
         match picked {
             Some(r) => {
                 self.threads[t as usize].dispatching = r;
+                if matches!(self.threads[t as usize].role, Role::Kblockd { .. }) {
+                    // The worker's time is done for the class of the request it dispatches.
+                    self.blk.stats.deferred_dispatches += 1;
+                    self.cpu.threads[t as usize].class = self.blk.reqs[r as usize].class;
+                }
                 let ns = self
                     .costs
                     .draw(CostSite::Dispatch, self.cfg.blk.dispatch_ns);
                 self.burst(t, ns, Cat::Blk, Step::Dispatch);
             }
-            None => self.submission_next(t),
+            None => {
+                // Whatever is still queued waits for a tag or a scheduler slot: the next
+                // completion restarts the queue.
+                for q in self.blk.dispatch_queues(base) {
+                    if q != NO_HCTX && self.blk.hctxs[q as usize].queued() > 0 {
+                        self.blk.hctxs[q as usize].restart = true;
+                    }
+                }
+                self.submission_next(t)
+            }
         }
     }
 
@@ -305,37 +339,6 @@ impl Host {
                 }
             }
             _ => self.sleep(t, Wait::Io, Step::IoWaitDone),
-        }
-    }
-
-    /// Dispatches requests left waiting on hardware queue `h` and on the queues sharing its
-    /// CQ (kblockd on the queue's core).
-    pub(crate) fn run_queue_deferred(&mut self, h: u16) {
-        let base = self.blk.hctxs[h as usize].cq;
-        for q in self.blk.dispatch_queues(base) {
-            if q != NO_HCTX {
-                self.run_one_queue_deferred(q);
-            }
-        }
-    }
-
-    fn run_one_queue_deferred(&mut self, h: u16) {
-        let core = self.blk.hctxs[h as usize].core;
-        let ns = self.cfg.blk.dispatch_ns + self.driver_ns();
-        while let Some(r) = self.blk.pick_dispatch(self.now, h) {
-            self.blk.stats.deferred_dispatches += 1;
-            let ns = self.costs.draw(CostSite::DeferredDispatch, ns);
-            self.cpu.raise_irq(
-                self.now,
-                core,
-                IrqWork {
-                    ns,
-                    cat: Cat::Blk,
-                    action: IrqAction::Dispatch { req: r },
-                    nvme: false,
-                    class: Some(self.blk.reqs[r as usize].class),
-                },
-            );
         }
     }
 }
@@ -477,10 +480,12 @@ mod tests {
         let (bypassed, blk) = run(Switch::On);
         assert_eq!((bypassed.requests, blk.bypassed), (50, 50));
         assert_eq!(bypassed.hardware_queue, 0);
-        // bio_submit_ns + hazard_check_ns per queued request (at most 16 here), plus the
-        // interrupts that steal the one core during it: no queue wait.
+        // bio_submit_ns + hazard_check_ns per queued request (at most 16 here), plus what
+        // steals the one core during it: interrupts, and the kblockd worker dispatching the
+        // throughput reads after each completion (nice −20: it preempts at once and costs a
+        // switch in, 2.5 µs, and out): no queue wait.
         assert!(
-            (1_500..3_000).contains(&bypassed.software_queue),
+            (1_500..6_000).contains(&bypassed.software_queue),
             "{bypassed:?}"
         );
     }

@@ -20,6 +20,14 @@
 //! cuts in front of a CPU hog, and why it sometimes does not. Wake placement (`IdleCore`) sends
 //! a waking thread to an idle core if its previous one is busy.
 //!
+//! **Weights.** Every application thread has the nice-0 load weight (1 024); each core's
+//! kblockd worker (`kblockd`) runs at nice −20, weight 88 761 (`sched_prio_to_weight`,
+//! kernel/sched/core.c), and is bound to its core. As in CFS, virtual runtime advances by
+//! `ran × 1024 / weight` (`calc_delta_fair`), the wake-up granularity is converted into the
+//! woken thread's virtual time the same way (`wakeup_gran`: a heavy thread preempts at once),
+//! and a slice is the thread's weight share of `sched_latency` (`sched_slice`). With equal
+//! weights these are the rules above, to the nanosecond.
+//!
 //! **Remote wake-up.** A thread woken onto a core other than the one it last ran on (wake
 //! placement found its core busy and another idle) costs that core a reschedule IPI first:
 //! `cpu.ipi_ns` of interrupt work (category `irq`) before it can switch to the thread — Linux's
@@ -37,7 +45,7 @@
 //! `cache_pollution_ns` (category `sched`) at the start of its next run.
 //!
 //! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a
-//! timer, the scheduler tick, a deferred queue run) pauses whatever the core was doing — thread, switch or idle —
+//! timer, the scheduler tick) pauses whatever the core was doing — thread, switch or idle —
 //! runs to completion, and the paused work resumes afterwards, later by exactly that much. NVMe
 //! completions that arrive while the core is still in the NVMe interrupt handler join it
 //! without a second ISR (the handler keeps walking the CQ).
@@ -59,8 +67,8 @@
 //! costs are drawn per switch when `jitter.cost_cv_pct` > 0; the tick is `jitter`'s.
 //!
 //! ## What it leaves out
-//! Load balancing of runnable threads between cores, priorities/nice weights, SMT, frequency
-//! scaling, the IPI's delivery latency (its handler is modelled, below), softirq deferral (the
+//! Load balancing of runnable threads between cores, nice values other than 0 (applications)
+//! and −20 (kblockd), SMT, frequency scaling, the IPI's delivery latency (its handler is modelled, below), softirq deferral (the
 //! completion runs in the hard interrupt).
 //!
 //! Config keys: `cpu.*` (see `config.rs`).
@@ -187,6 +195,28 @@ pub struct ThreadSched {
     pub user_ns: u64,
     /// The class its CPU time is attributed to.
     pub class: IoClass,
+    /// CFS load weight (`NICE_0_WEIGHT` for every application thread; kblockd's kworkers run
+    /// at nice −20): virtual runtime advances by `ran × NICE_0_WEIGHT / weight`.
+    pub weight: u64,
+    /// Bound to its core (a per-CPU kworker): wake placement never moves it.
+    pub pinned: bool,
+}
+
+/// CFS load weight of a nice-0 thread (`sched_prio_to_weight[20]`, kernel/sched/core.c).
+pub const NICE_0_WEIGHT: u64 = 1024;
+
+/// CFS load weight at nice −20 (`sched_prio_to_weight[0]`, kernel/sched/core.c): the nice of
+/// the kworkers of a `WQ_HIGHPRI` workqueue such as kblockd (`HIGHPRI_NICE_LEVEL = MIN_NICE`,
+/// kernel/workqueue.c).
+pub const NICE_MINUS_20_WEIGHT: u64 = 88_761;
+
+/// Virtual runtime a thread of `weight` accrues in `ns` of CPU (`calc_delta_fair`).
+fn vruntime_delta(ns: u64, weight: u64) -> u64 {
+    if weight == NICE_0_WEIGHT {
+        ns
+    } else {
+        (u128::from(ns) * u128::from(NICE_0_WEIGHT) / u128::from(weight)) as u64
+    }
 }
 
 /// What an interrupt item does when it finishes.
@@ -196,8 +226,6 @@ pub enum IrqAction {
     None,
     /// Block-layer completion of a request is done.
     Complete { req: u32 },
-    /// A deferred hardware-queue run dispatched a request to the driver: emit it.
-    Dispatch { req: u32 },
     /// A timer expired for a sleeping thread.
     Wake { thread: u32 },
     /// DedCore: the polling core completed a request; hand it to its waiter's core.
@@ -249,6 +277,8 @@ struct Core {
     class_ns: [[u64; CAT_COUNT]; 2],
     acct_since: SimTime,
     context_switches: u64,
+    /// Of those, by the class of the thread switched in (`IoClass::index`).
+    class_switches: [u64; 2],
     interrupts: u64,
 }
 
@@ -297,6 +327,7 @@ impl Cpu {
                     class_ns: [[0; CAT_COUNT]; 2],
                     acct_since: SimTime::ZERO,
                     context_switches: 0,
+                    class_switches: [0; 2],
                     interrupts: 0,
                 })
                 .collect(),
@@ -331,8 +362,18 @@ impl Cpu {
             running_since: SimTime::ZERO,
             user_ns: 0,
             class,
+            weight: NICE_0_WEIGHT,
+            pinned: false,
         });
         (self.threads.len() - 1) as u32
+    }
+
+    /// Thread `t` becomes a per-CPU kernel worker of CFS load `weight`, bound to its core.
+    pub fn make_pinned_worker(&mut self, t: u32, weight: u64) {
+        assert!(weight > 0, "thread {t}: a CFS weight must be positive");
+        let th = &mut self.threads[t as usize];
+        th.weight = weight;
+        th.pinned = true;
     }
 
     fn mark(&mut self, core: u16) {
@@ -377,7 +418,7 @@ impl Cpu {
         let th = &mut self.threads[t as usize];
         debug_assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
         th.sum_exec_ns += rest;
-        th.vruntime += rest;
+        th.vruntime += vruntime_delta(rest, th.weight);
         let p = rest.min(th.pollution_ns);
         th.pollution_ns -= p;
         core.acct_ns[Cat::Sched.index()] += p;
@@ -471,6 +512,7 @@ impl Cpu {
         );
         let prev = th.core as usize;
         let target = match self.cfg.wake_placement {
+            _ if th.pinned => prev,
             WakePlacement::PreviousCore => prev,
             WakePlacement::IdleCore => {
                 if self.core_is_idle(prev) {
@@ -511,12 +553,15 @@ impl Cpu {
         th.cat = cat;
         th.woken_at = now;
         let v = th.vruntime;
+        // `wakeup_gran`: the granularity in the woken thread's virtual time (a heavy thread
+        // preempts sooner).
+        let gran = vruntime_delta(self.cfg.wakeup_granularity_ns, th.weight);
         let core = &mut self.cores[target];
         core.rq.push(t);
         if let Some(cur) = core.running {
             if core.switch_left_ns == 0 {
                 let cv = self.threads[cur as usize].vruntime;
-                if cv > v + self.cfg.wakeup_granularity_ns {
+                if cv > v + gran {
                     core.preempt_pending = true;
                 }
             }
@@ -582,9 +627,16 @@ impl Cpu {
         }
     }
 
+    /// The running thread's slice: its weight's share of `sched_latency` among the core's
+    /// runnable threads (`sched_slice`; `sched_latency / n` when all weigh the same), at least
+    /// `min_granularity`.
     fn slice_ns(&self, c: usize) -> u64 {
-        let n = self.cores[c].rq.len() as u64 + 1;
-        (self.cfg.sched_latency_ns / n).max(self.cfg.min_granularity_ns)
+        let core = &self.cores[c];
+        let weight = |t: u32| u128::from(self.threads[t as usize].weight);
+        let own = core.running.map_or(u128::from(NICE_0_WEIGHT), weight);
+        let total = own + core.rq.iter().map(|&t| weight(t)).sum::<u128>();
+        let slice = u128::from(self.cfg.sched_latency_ns) * own / total;
+        (slice as u64).max(self.cfg.min_granularity_ns)
     }
 
     fn pick(&mut self, c: usize) -> Option<u32> {
@@ -671,6 +723,7 @@ impl Cpu {
                 core.switch_left_ns = switch;
                 core.context_switches += 1;
                 let th = &mut self.threads[t as usize];
+                core.class_switches[th.class.index()] += 1;
                 th.state = RunState::Running;
                 th.core = c as u16;
                 th.pollution_ns += pollution;
@@ -736,6 +789,20 @@ impl Cpu {
             }
         }
         sum
+    }
+
+    /// Context switches so far, summed over cores, by the class of the thread switched in
+    /// (kernel threads count as throughput; a kblockd worker as the class of the request it
+    /// last dispatched), and interrupts so far (time series).
+    pub fn switches_and_interrupts(&self) -> ([u64; 2], u64) {
+        let mut switches = [0; 2];
+        let mut interrupts = 0;
+        for core in &self.cores {
+            switches[0] += core.class_switches[0];
+            switches[1] += core.class_switches[1];
+            interrupts += core.interrupts;
+        }
+        (switches, interrupts)
     }
 
     /// Closes the accounting at `end` and returns per-core statistics.
@@ -893,6 +960,68 @@ mod tests {
         assert_eq!(who, sleeper);
         // Switch (2.5 µs) + pollution (1 µs, the hog ran here since) + 1 µs of work.
         assert_eq!(t, now + 4_500);
+    }
+
+    /// On one core, a thread that slept 100 µs does not preempt a hog at nice 0 (it is not
+    /// `wakeup_granularity` behind it) but does at once as a nice −20 kworker; on two, a
+    /// nice-0 thread moves to the idle core while a pinned worker stays on its own.
+    #[test]
+    fn a_nice_minus_20_worker_preempts_a_hog_at_once_and_stays_on_its_core() {
+        let run = |cores: u32, weight: u64| {
+            let (mut cpu, mut q) = cpu(cores);
+            let t = cpu.add_thread(0, IoClass::Throughput);
+            let hog = cpu.add_thread(0, IoClass::Throughput);
+            if weight != NICE_0_WEIGHT {
+                cpu.make_pinned_worker(t, weight);
+            }
+            cpu.wake(SimTime::ZERO, t, 1_000, Cat::User);
+            cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
+            let mut blocked_at = SimTime::ZERO;
+            let done = drive(
+                &mut cpu,
+                &mut q,
+                (SimTime::ZERO, SimTime::from_ms(1)),
+                |_, at| {
+                    blocked_at = at;
+                    None
+                },
+            );
+            assert_eq!(done.len(), 1, "t ran its 1 µs and blocked");
+            let now = blocked_at + 100_000;
+            drive(&mut cpu, &mut q, (SimTime::from_ms(1), now), |_, _| None);
+            cpu.wake(now, t, 1_000, Cat::User);
+            let core = cpu.threads[t as usize].core;
+            let done = drive(&mut cpu, &mut q, (now, SimTime::from_ms(100)), |_, _| None);
+            (core, done[0].0 - now)
+        };
+        // Switch (2.5 µs) + pollution (1 µs: the hog ran there) + 1 µs of work.
+        assert_eq!(run(1, NICE_MINUS_20_WEIGHT), (0, 4_500));
+        let (core, waited) = run(1, NICE_0_WEIGHT);
+        assert_eq!(core, 0);
+        assert!(waited > 1_000_000, "waits for the hog's slice: {waited} ns");
+        // Two cores, a hog on core 0 and core 1 idle: a thread homed on core 0 waking 100 µs
+        // in moves to core 1 at nice 0; pinned, it stays and preempts the hog.
+        let two = |weight: u64| {
+            let (mut cpu, mut q) = cpu(2);
+            let hog = cpu.add_thread(0, IoClass::Throughput);
+            let t = cpu.add_thread(0, IoClass::Throughput);
+            if weight != NICE_0_WEIGHT {
+                cpu.make_pinned_worker(t, weight);
+            }
+            cpu.wake(SimTime::ZERO, hog, u64::MAX / 4, Cat::User);
+            let now = SimTime::from_us(100);
+            drive(&mut cpu, &mut q, (SimTime::ZERO, now), |_, _| None);
+            cpu.wake(now, t, 1_000, Cat::User);
+            let core = cpu.threads[t as usize].core;
+            let done = drive(&mut cpu, &mut q, (now, SimTime::from_ms(100)), |_, _| None);
+            (core, done[0].0 - now)
+        };
+        assert_eq!(
+            two(NICE_0_WEIGHT),
+            (1, 5_000),
+            "IPI + switch + work on the idle core"
+        );
+        assert_eq!(two(NICE_MINUS_20_WEIGHT), (0, 4_500));
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //! never moves another site's draws.
 //!
 //! Which costs vary: the per-operation kernel costs of the I/O path — system call, bio submit
-//! and merge search, dispatch, `nvme_queue_rq` + doorbell, deferred queue runs, ISR,
+//! and merge search, dispatch, `nvme_queue_rq` + doorbell (a kblockd worker's too), ISR,
 //! block-layer completion, polled completion, page-cache work per call, write-back page work,
 //! socket receive and reply, context switch, cache pollution, timer interrupts and the tick.
 //! Not drawn: the poll loop's iteration (a detection delay, not work), the network one-way
@@ -80,7 +80,6 @@ pub enum CostSite {
     BioSubmit,
     Dispatch,
     Driver,
-    DeferredDispatch,
     Isr,
     Complete,
     PollComplete,
@@ -96,12 +95,11 @@ pub enum CostSite {
 }
 
 /// Every cost site, in stream order.
-pub const COST_SITES: [CostSite; 17] = [
+pub const COST_SITES: [CostSite; 16] = [
     CostSite::Syscall,
     CostSite::BioSubmit,
     CostSite::Dispatch,
     CostSite::Driver,
-    CostSite::DeferredDispatch,
     CostSite::Isr,
     CostSite::Complete,
     CostSite::PollComplete,
@@ -124,7 +122,6 @@ impl CostSite {
             CostSite::BioSubmit => "bio_submit",
             CostSite::Dispatch => "dispatch",
             CostSite::Driver => "driver",
-            CostSite::DeferredDispatch => "deferred_dispatch",
             CostSite::Isr => "isr",
             CostSite::Complete => "complete",
             CostSite::PollComplete => "poll_complete",

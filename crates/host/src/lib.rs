@@ -22,7 +22,8 @@
 //! `blk_bypass`), a high-priority twin SQ per queue (`nvme.lc_queue`), selective polling
 //! (`nvme.completion = "selective"`), a dedicated polling core (`nvme.dedcore`, `dedcore`),
 //! the queue accelerator (`nvme.accelerator`: the model `accel`, the host's path
-//! `accel_path`). Adaptive dirty
+//! `accel_path`). Deferred queue runs go through a kblockd worker per core (`kblockd`), a
+//! nice −20 kernel thread that must win its core. Adaptive dirty
 //! thresholds and the write-back wave hint are `pagecache`'s and `writeback`'s.
 //!
 //! Each module opens with its essay: what it models, a worked example, what it leaves out and
@@ -43,7 +44,8 @@
 //!                                                         nvme_complete (the poll lock)
 //!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
 //!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
-//!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch)
+//!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch),
+//!                                                         kblockd (deferred queue runs)
 //!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete,
 //!                                                         dedcore (DedCore's polling core)
 //!  queue accelerator (XLER)        accel                  accel_path (registers, fetch, MSI)
@@ -57,7 +59,7 @@
 //! ```text
 //!  config → jitter → pagecache → cpu → process → blk → blk_bypass → nvme → accel → task
 //!         → breakdown → machine → testing (unit tests only) → { spawn, app, fio, syscall,
-//!           blk_submit, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests
+//!           blk_submit, kblockd, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests
 //!           (unit tests) }
 //! ```
 //!
@@ -82,6 +84,7 @@ pub mod cpu;
 mod dedcore;
 mod fio;
 pub mod jitter;
+mod kblockd;
 pub mod machine;
 pub mod nvme;
 mod nvme_complete;

@@ -184,9 +184,14 @@ pub struct Host {
     /// DedCore: a completion handed over by the polling core is being finished (its wake-ups
     /// cross cores).
     pub(crate) handing_off: bool,
+    /// Each core's kblockd worker thread (`kblockd`), by core.
+    pub(crate) kblockd: Vec<u32>,
     /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
     /// latency_ns)`; `None` (the default) keeps no log.
     pub(crate) io_log: Option<Vec<(IoClass, u64, u64)>>,
+    /// Online services' requests answered since the last [`Host::drain_response_log`]: their
+    /// response times, ns; `None` (the default) keeps no log.
+    pub(crate) response_log: Option<Vec<u64>>,
 }
 
 impl Host {
@@ -305,6 +310,28 @@ impl Host {
     /// [`Host::drain_io_log`]. Off by default: then the only cost is a branch per I/O.
     pub fn enable_io_log(&mut self) {
         self.io_log = Some(Vec::with_capacity(64));
+    }
+
+    /// Starts logging every online request's response time for
+    /// [`Host::drain_response_log`]. Off by default.
+    pub fn enable_response_log(&mut self) {
+        self.response_log = Some(Vec::with_capacity(16));
+    }
+
+    /// Hands the response time of each online request answered since the last call to `f`:
+    /// the requests each online process counts in its `requests`.
+    pub fn drain_response_log(&mut self, mut f: impl FnMut(u64)) {
+        if let Some(log) = &mut self.response_log {
+            for latency in log.drain(..) {
+                f(latency);
+            }
+        }
+    }
+
+    /// Context switches so far by the class of the thread switched in, and interrupts so far,
+    /// summed over cores (`cpu::Cpu::switches_and_interrupts`).
+    pub fn switches_and_interrupts(&self) -> ([u64; 2], u64) {
+        self.cpu.switches_and_interrupts()
     }
 
     /// Hands each application I/O completed since the last call to `f(class, bytes,
@@ -444,7 +471,7 @@ impl Host {
             Step::PcCopy => self.io_finished(t),
             Step::PcWrite => self.pc_write(t),
             Step::BioSubmit => self.bio_submitted(t),
-            Step::SubmitRetry => self.submission_next(t),
+            Step::SubmitRetry => self.submission_retry(t),
             Step::Dispatch => self.dispatch_done(t),
             Step::Driver => self.driver_done(t),
             Step::IoWaitDone => self.io_wait_done(t),

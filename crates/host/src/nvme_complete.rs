@@ -274,10 +274,6 @@ impl Host {
                 self.complete_request(req, started);
                 self.run_queue_deferred(h);
             }
-            IrqAction::Dispatch { req } => {
-                self.blk.reqs[req as usize].t_driver = self.now;
-                self.emit(req);
-            }
             IrqAction::HandOff { req } => self.handed_off(req, started),
             IrqAction::Wake { thread } => {
                 if self.threads[thread as usize].wait == Wait::Timer {

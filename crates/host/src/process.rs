@@ -5,27 +5,25 @@
 //! ## The CPU side of the profiles (ours, not published)
 //! presets.md gives each profile's I/O behaviour per instruction, not its threads or its work
 //! per request. Defaults: online services run 1 server + 4 worker threads and 1 M instructions
-//! per request (`app.instructions_per_request`); offline jobs run one thread per core, as data
-//! analytics frameworks do (`bfs`: two per core, "many worker threads" per presets.md); published online services use direct I/O (databases and
-//! servers that manage their own cache), the write-back study services and offline jobs
+//! per request (`app.instructions_per_request`, unless the profile has its own: below);
+//! offline jobs run one thread per core, as data analytics frameworks do (`bfs`: two per core,
+//! "many worker threads" per presets.md); published online services use direct I/O
+//! (databases and servers that manage their own cache), the write-back study services and offline jobs
 //! buffered I/O (presets.md: offline jobs use the page cache; upload/update requests dirty
 //! pages). Every one of these is a per-process key in the system config.
 //!
 //! ## Online services: I/Os and compute per request
 //! A profile's I/O rate (I/Os per instruction) was measured on the published server, whose
 //! cores retire instructions faster than `arm8`'s (2 G instructions/s). Tying an online
-//! request's I/O count to its instructions at that rate fixes its I/O share of the response
-//! time whatever the compute: `apache` on `arm8` + `nvme-tlc` issues 0.666 I/O per M
-//! instructions, one 24 KiB read every 750 µs of compute against ≈ 105 µs per read — 11.2 %
-//! of its response time (599 µs mean, 2 s alone, seed 1), where the published profile puts
-//! device I/O at 19 % or more on an NVMe SSD. So an online request's I/O *count* is the
-//! profile's rate at the reference of `REFERENCE_INSTRUCTIONS_PER_REQUEST` (1 M: 0.666 for
-//! apache), and its compute is `instructions_per_request`, spread over it: a service whose
-//! compute differs from the reference issues the same I/Os per request, denser or sparser.
-//! `apache` computes `APACHE_INSTRUCTIONS_PER_REQUEST` (500 k, 250 µs on arm8): with ≈ 70 µs
-//! of I/O per request (0.666 × 105 µs) and ≈ 30 µs of fixed network and hand-off costs, that
-//! puts its I/O at ≈ 70 / (250 + 70 + 30) = 20 % ≥ 19 %; the share a run gives is in
-//! `app`'s essay. Other online services keep the reference 1 M (nothing published pins them).
+//! request's I/O count to its instructions at that rate would fix its I/O share of the
+//! response time whatever the compute. So an online request's I/O *count* is the profile's rate
+//! at the reference of `REFERENCE_INSTRUCTIONS_PER_REQUEST` (1 M: 0.666 for apache), and its
+//! compute is `instructions_per_request`, spread over it: a service whose compute differs from
+//! the reference issues the same I/Os per request, denser or sparser. The compute comes from
+//! the profile when a published figure pins it (`workload::Profile::instructions_per_request`:
+//! `apache`'s 500 k, derived there from its published ≥ 19 % device-I/O share), otherwise from
+//! the host's `app.instructions_per_request` (1 M); a process's own `instructions_per_request`
+//! key overrides both. The share a run gives is in `app`'s essay.
 //!
 //! ## What it leaves out
 //! Memory footprints of applications (the page cache gets `memory − reserved`), the client
@@ -42,16 +40,12 @@ use crate::config::HostConfig;
 /// request (module essay).
 pub const REFERENCE_INSTRUCTIONS_PER_REQUEST: u64 = 1_000_000;
 
-/// `apache`'s compute per request, from its published device-I/O share (module essay).
-pub const APACHE_INSTRUCTIONS_PER_REQUEST: u64 = 500_000;
-
-/// Compute per request of online profile `profile`: apache's from its published I/O share,
-/// every other's the host's default (`app.instructions_per_request`).
+/// Compute per request of online profile `profile`: its own published figure if it has one,
+/// else the host's default (`app.instructions_per_request`).
 pub fn online_instructions_per_request(profile: &Profile, host: &HostConfig) -> u64 {
-    match profile.name {
-        "apache" => APACHE_INSTRUCTIONS_PER_REQUEST,
-        _ => host.app.instructions_per_request,
-    }
+    profile
+        .instructions_per_request
+        .unwrap_or(host.app.instructions_per_request)
 }
 
 /// Mean instructions between an online worker's I/Os: the profile's I/Os per request (at the

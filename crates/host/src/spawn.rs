@@ -6,7 +6,8 @@
 //! previous one (the page cache addresses it by its first sector). It then creates the
 //! process's threads and places them on their home cores round-robin in creation order: an
 //! online service's server thread, then its workers; an offline job's threads; one thread per
-//! fio clone; one trace-replay thread; and last the flusher, a kernel thread of no process.
+//! fio clone; one trace-replay thread; then the flusher, a kernel thread of no process (and
+//! DedCore's poller, when on); and last one kblockd worker bound to each core (`kblockd`).
 //! Every thread draws from its own random stream, named `proc.<index>.<name>.<thread>`
 //! (`kernel.flusher`; a fio job's `randseed` is mixed into the run's seed), so adding a
 //! process changes no other thread's draws except by where its threads sit.
@@ -76,8 +77,9 @@ impl Host {
         }
         let flusher = spawner.spawn_flusher();
         let poller = (cfg.nvme.dedcore == Switch::On).then(|| spawner.spawn_poller());
+        let kblockd = spawner.spawn_kblockd();
         spawner.arm_first_events(duration);
-        let mut host = spawner.into_host(flusher, duration);
+        let mut host = spawner.into_host(flusher, kblockd, duration);
         if let Some(t) = poller {
             host.dedicated_core = Some(host.core_of(t));
             host.cpu.wake(SimTime::ZERO, t, 0, Cat::Sched);
@@ -494,6 +496,28 @@ impl<'c> Spawner<'c> {
         t
     }
 
+    /// One kblockd worker per core (`kblockd`): bound to it, nice −20, idle until a queue
+    /// needs a deferred run. Created last, so no other thread's id or stream moves.
+    fn spawn_kblockd(&mut self) -> Vec<u32> {
+        (0..self.cfg.cpu.cores as u16)
+            .map(|core| {
+                let t = self.cpu.add_thread(core, IoClass::Throughput);
+                self.cpu
+                    .make_pinned_worker(t, crate::cpu::NICE_MINUS_20_WEIGHT);
+                let mut th = Thread::new(
+                    u32::MAX,
+                    IoClass::Throughput,
+                    Role::Kblockd { queues: Vec::new() },
+                    stream(self.seed, &format!("kernel.kblockd.{core}")),
+                    0,
+                );
+                th.wait = Wait::Kblockd;
+                self.threads.push(th);
+                t
+            })
+            .collect()
+    }
+
     /// The run's end and the flusher's first periodic wake-up.
     fn arm_first_events(&mut self, duration: SimTime) {
         self.events.schedule(duration, Ev::Stop);
@@ -503,7 +527,7 @@ impl<'c> Spawner<'c> {
         }
     }
 
-    fn into_host(mut self, flusher: u32, duration: SimTime) -> Host {
+    fn into_host(mut self, flusher: u32, kblockd: Vec<u32>, duration: SimTime) -> Host {
         let cfg = self.cfg;
         let cores = cfg.cpu.cores as u16;
         // Two owners of per-site streams: the CPU draws only the context-switch and
@@ -557,6 +581,7 @@ impl<'c> Spawner<'c> {
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
             io_log: None,
+            response_log: None,
             accel: (cfg.nvme.accelerator == Switch::On).then(|| {
                 crate::accel::Xler::new(
                     crate::accel::AccelConfig {
@@ -577,6 +602,7 @@ impl<'c> Spawner<'c> {
             accel_free: Vec::new(),
             dedicated_core: None,
             handing_off: false,
+            kblockd,
         }
     }
 }
@@ -610,7 +636,8 @@ mod tests {
     use crate::testing::FixedLatencyDevice;
 
     /// The essay's worked example: apache (server + 4 workers) then pagerank (8 threads) on
-    /// arm8, threads placed round-robin in creation order, the flusher last.
+    /// arm8, threads placed round-robin in creation order, then the flusher, then the kblockd
+    /// workers, one on each core.
     #[test]
     fn threads_are_placed_round_robin_in_creation_order() {
         let cfg = HostConfig::preset("arm8").unwrap();
@@ -628,10 +655,11 @@ mod tests {
         // Offline threads are runnable at t = 0 but none has run yet: still on its home core.
         assert_eq!(
             cores,
-            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5],
-            "server, 4 workers, 8 pagerank threads, flusher"
+            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 6, 7],
+            "server, 4 workers, 8 pagerank threads, flusher, a kblockd worker per core"
         );
-        assert_eq!(host.flush.thread as usize, host.threads.len() - 1);
+        assert_eq!(host.flush.thread as usize, host.threads.len() - 9);
+        assert_eq!(host.kblockd, (14..22).collect::<Vec<u32>>());
     }
 
     /// A client sends no request at or after the run's end, its first one included: fixed

@@ -11,7 +11,8 @@
 //!
 //! ## What it leaves out
 //! Everything a thread has that does not touch the I/O path: signals, memory maps, priorities
-//! (all threads have the same weight), CPU affinity beyond the home core.
+//! (all threads have the nice-0 weight but the kblockd workers, `cpu`), CPU affinity beyond the
+//! home core (the kblockd workers are bound to theirs).
 
 use engine::rng::exp_ns;
 use engine::{IoClass, IoOp, SimRng, SimTime};
@@ -60,6 +61,8 @@ pub(crate) enum Wait {
     FlusherIdle,
     FioEvents,
     Fsync,
+    /// A kblockd worker with no queue to run.
+    Kblockd,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +130,10 @@ pub(crate) enum Role {
     Flusher,
     /// DedCore's polling kernel thread (`dedcore`).
     Poller,
+    /// A core's kblockd worker (`kblockd`): the base hardware queues it was asked to run.
+    Kblockd {
+        queues: Vec<u16>,
+    },
 }
 
 /// One thread's I/O-path state (its scheduling state is `cpu::ThreadSched`).
@@ -162,6 +169,8 @@ pub(crate) struct Thread {
     pub(crate) bypassing: bool,
     /// When the current bio's submission began.
     pub(crate) bio_started: SimTime,
+    /// The current bio is submitted again after a wait for a request (`bio_started` stays).
+    pub(crate) alloc_retry: bool,
     /// When the current reap began.
     pub(crate) reap_started: SimTime,
     pub(crate) ra: ReadAhead,
@@ -204,6 +213,7 @@ impl Thread {
             direct: Vec::new(),
             bypassing: false,
             bio_started: SimTime::ZERO,
+            alloc_retry: false,
             reap_started: SimTime::ZERO,
             ra: ReadAhead::default(),
             fsync_file: NIL,

@@ -11,6 +11,8 @@
 //! lc_lat_mean_ns, lc_lat_p50_ns, lc_lat_p99_ns,  latency (a fresh HDR histogram per window)
 //! lc_lat_p99_9_ns, lc_lat_max_ns
 //! tp_… (the same for throughput I/Os)
+//! online_requests, online_resp_mean_ns,        online services' requests answered in it (the
+//! online_resp_p99_ns                             client got the reply) and their response time
 //! dirty_pages, writeback_pages                 host page cache at the window's end
 //! lc_pages_dirtied, tp_pages_dirtied,          page-cache pages dirtied / written back in
 //! lc_pages_written_back, tp_pages_written_back   the window, by owner class
@@ -25,6 +27,8 @@
 //!                                                end (both = all ways when the cache is shared)
 //! lc_prefetch_pages, tp_prefetch_pages         each class's prefetch size at the end (ghosts)
 //! gc_runs, gc_units_programmed, erases         device GC activity in the window
+//! lc_context_switches, tp_context_switches,    context switches in the window, by the class of
+//! interrupts                                     the thread switched in, and interrupts
 //! cpu_user_ns … cpu_idle_ns                    CPU time per category (`host::Cat`) summed
 //!                                              over cores, in the window
 //! ```
@@ -33,7 +37,13 @@
 //! checks it): in a device-level run each job's recorded I/Os (after `ramp_time`), all of the
 //! throughput class, with fio's latency (submit call to reap); in a full-system run every
 //! application read/write call (each process's `ios`), by the process's class, with its
-//! call-to-return latency. Page-cache columns are 0 in device-level runs (no page cache).
+//! call-to-return latency. Online requests are every online service's (all together: the
+//! studies run one per run), counted when the reply reaches the client, so they add up to the
+//! services' `requests`. Context switches count the thread switched in by its class (kernel
+//! threads: throughput; a kblockd worker: the class of the request it last dispatched); the
+//! two add up to the run's `cpu.context_switches`, and `interrupts` to its `cpu.interrupts`.
+//! Page-cache, online, context-switch and interrupt columns are 0 in device-level runs (no
+//! page cache, no application, no scheduler).
 //!
 //! ## How it is sampled
 //! By simulated time, never wall time: the run loop checks, before it runs an event at time
@@ -98,6 +108,9 @@ pub struct Sample {
     pub gc_runs: u64,
     pub gc_units_programmed: u64,
     pub erases: u64,
+    /// Context switches by the class of the thread switched in, and interrupts.
+    pub context_switches: [u64; 2],
+    pub interrupts: u64,
     /// Busy time per category summed over cores (idle is computed from the window).
     pub cpu_ns: [u64; CAT_COUNT],
 }
@@ -136,6 +149,7 @@ impl Sample {
             self.pages_written_back[i] = k.pages_written_back;
         }
         self.cpu_ns = h.cpu_busy_ns(at);
+        (self.context_switches, self.interrupts) = h.switches_and_interrupts();
     }
 }
 
@@ -146,6 +160,13 @@ struct ClassWindow {
     latency: LatencyHistogram,
 }
 
+/// Online requests answered in a window.
+#[derive(Default)]
+struct OnlineWindow {
+    requests: u64,
+    response: LatencyHistogram,
+}
+
 /// The series of one run: the open window and where rows go.
 pub struct Series {
     window_ns: u64,
@@ -153,6 +174,7 @@ pub struct Series {
     end: SimTime,
     cores: u64,
     classes: [ClassWindow; 2],
+    online: OnlineWindow,
     prev: Sample,
     out: Box<dyn Write>,
     rows: u64,
@@ -166,6 +188,9 @@ pub fn header() -> String {
         for (name, _) in class_cells(&w, 1) {
             cols.push(format!("{c}_{name}"));
         }
+    }
+    for (name, _) in online_cells(&OnlineWindow::default()) {
+        cols.push(name.into());
     }
     for (name, _) in state_cells(&s, &s) {
         cols.push(name.into());
@@ -192,10 +217,19 @@ fn class_cells(w: &ClassWindow, len_ns: u64) -> [(&'static str, String); 8] {
     ]
 }
 
-/// The page-cache and device cells of a row: gauges as sampled at the window's end `s`,
-/// cumulative counters as the difference from the previous window's end `p`.
+/// The online requests' cells of a row.
+fn online_cells(w: &OnlineWindow) -> [(&'static str, u64); 3] {
+    [
+        ("online_requests", w.requests),
+        ("online_resp_mean_ns", w.response.mean_ns()),
+        ("online_resp_p99_ns", w.response.quantile_ns(0.99)),
+    ]
+}
+
+/// The page-cache, device and scheduler cells of a row: gauges as sampled at the window's end
+/// `s`, cumulative counters as the difference from the previous window's end `p`.
 #[rustfmt::skip] // a table: one column a line
-fn state_cells(s: &Sample, p: &Sample) -> [(&'static str, u64); 29] {
+fn state_cells(s: &Sample, p: &Sample) -> [(&'static str, u64); 32] {
     let d = since;
     [
         ("dirty_pages", s.dirty_pages),
@@ -227,6 +261,9 @@ fn state_cells(s: &Sample, p: &Sample) -> [(&'static str, u64); 29] {
         ("gc_runs", d(s.gc_runs, p.gc_runs)),
         ("gc_units_programmed", d(s.gc_units_programmed, p.gc_units_programmed)),
         ("erases", d(s.erases, p.erases)),
+        ("lc_context_switches", d(s.context_switches[0], p.context_switches[0])),
+        ("tp_context_switches", d(s.context_switches[1], p.context_switches[1])),
+        ("interrupts", d(s.interrupts, p.interrupts)),
     ]
 }
 
@@ -248,6 +285,7 @@ impl Series {
             end: SimTime(window_ns),
             cores: u64::from(cores),
             classes: Default::default(),
+            online: OnlineWindow::default(),
             prev: Sample::default(),
             out,
             rows: 0,
@@ -272,6 +310,13 @@ impl Series {
         w.ios += 1;
         w.bytes += bytes;
         w.latency.record(latency_ns);
+    }
+
+    /// An online request was answered (its reply reached the client) in the open window.
+    #[inline]
+    pub fn record_response(&mut self, response_ns: u64) {
+        self.online.requests += 1;
+        self.online.response.record(response_ns);
     }
 
     /// Closes the open window with the state at its end, and opens the next.
@@ -304,6 +349,10 @@ impl Series {
             }
             *w = ClassWindow::default();
         }
+        for (_, v) in online_cells(&self.online) {
+            row.push_str(&format!(",{v}"));
+        }
+        self.online = OnlineWindow::default();
         for (_, v) in state_cells(s, &p) {
             row.push_str(&format!(",{v}"));
         }

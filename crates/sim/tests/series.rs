@@ -219,6 +219,31 @@ fn system_series_sum_to_the_run_totals_and_do_not_perturb_it() {
         assert_eq!(sum(&r, col), total, "{col}");
     }
     per_class_cache_columns_match(&r, cache, true, 16);
+    // Context switches by class and interrupts add up to the run's counts; online requests
+    // to the services' requests, and their per-window means to the services' mean.
+    assert_eq!(
+        sum(&r, "lc_context_switches") + sum(&r, "tp_context_switches"),
+        run.cpu.context_switches
+    );
+    assert!(sum(&r, "lc_context_switches") > 0 && sum(&r, "tp_context_switches") > 0);
+    assert_eq!(sum(&r, "interrupts"), run.cpu.interrupts);
+    let online = run
+        .processes
+        .iter()
+        .find(|p| p.requests.is_some_and(|n| n > 0))
+        .expect("imageserver answers requests");
+    let requests = online.requests.unwrap();
+    assert_eq!(sum(&r, "online_requests"), requests);
+    let weighted: u64 = r
+        .iter()
+        .map(|w| (w["online_requests"] * w["online_resp_mean_ns"]) as u64)
+        .sum();
+    let mean = online.response_time_ns.as_ref().unwrap().mean;
+    assert!(
+        weighted.abs_diff(mean * requests) <= requests,
+        "per-window means {weighted} vs {} (each rounds down by < 1 ns)",
+        mean * requests
+    );
     assert_eq!(sum(&r, "gc_runs"), run.device.ftl.gc_runs);
     assert_eq!(
         sum(&r, "gc_units_programmed"),

@@ -50,14 +50,12 @@
 //!    split cache's LC and throughput partitions, apache with each offline job
 //!    (`cache-hit-rates`; the per-class rates in the table `cache sensitivity`).
 //! 3. `apache` + `pagerank` over time: the throughput partition's share of the cache's ways
-//!    (`pagerank-tp-share`), apache's I/O latency (`pagerank-apache-latency`: the model records
-//!    I/O call latency per window, not request response time) and pagerank's I/O rate
-//!    (`pagerank-io-rate`).
+//!    (`pagerank-tp-share`), apache's response time, mean and p99 of the requests answered in
+//!    each window (`pagerank-apache-response`), and pagerank's I/O rate (`pagerank-io-rate`).
 //! 4. `apache` + `index`: LC I/O mean time per layer (`index-breakdown`), NVMe commands,
 //!    interrupts, polls and context switches (table), CPU time by category for the LC class
-//!    (table), the device cache's miss rate over time (`index-miss-rate`) and scheduler CPU time
-//!    over time (`index-sched`: the series has no context-switch count, so the time the cores
-//!    spent switching stands in for it).
+//!    (table), the device cache's miss rate over time (`index-miss-rate`) and context switches
+//!    over time by class (`index-context-switches`).
 //!
 //! Nothing here is tuned: every stack runs the presets with only its own switches changed, and
 //! every figure is read back from the runs' `summary.json` and `timeseries.csv`.
@@ -533,15 +531,16 @@ fn pagerank_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             }),
         ),
         time_figure(
-            "pagerank-apache-latency",
-            format!("{run}: apache's I/O latency over time"),
+            "pagerank-apache-response",
+            format!("{run}: apache's response time over time"),
             format!(
-                "Mean (solid) and p99 (dashed) latency of apache's read/write calls completed in \
-                 each {window} ms window (the series records I/O call latency, not request \
-                 response time; windows without an apache I/O are left out). {}",
+                "Mean (solid) and p99 (dashed) response time (client issue to reply received) of \
+                 apache's requests answered in each {window} ms window (about {} per window; \
+                 windows without one are left out). {}",
+                window * 400 / 1000,
                 caption(size, seed)
             ),
-            "I/O latency (µs)",
+            "response time (µs)",
             [
                 over_time(
                     results,
@@ -549,7 +548,7 @@ fn pagerank_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                     &STACKS,
                     Stroke::Solid,
                     " mean",
-                    |p| (p.lc_ios > 0).then(|| p.lc_lat_mean_ns as f64 / 1e3),
+                    |p| (p.online_requests > 0).then(|| p.online_resp_mean_ns as f64 / 1e3),
                 ),
                 over_time(
                     results,
@@ -557,7 +556,7 @@ fn pagerank_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                     &STACKS,
                     Stroke::Dashed,
                     " p99",
-                    |p| (p.lc_ios > 0).then(|| p.lc_lat_p99_ns as f64 / 1e3),
+                    |p| (p.online_requests > 0).then(|| p.online_resp_p99_ns as f64 / 1e3),
                 ),
             ]
             .concat(),
@@ -681,18 +680,34 @@ fn index_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             .concat(),
         ),
         time_figure(
-            "index-sched",
-            format!("{run}: scheduler CPU time over time"),
+            "index-context-switches",
+            format!("{run}: context switches over time"),
             format!(
-                "CPU time the cores spent in the scheduler (context switches) in each {window} ms \
-                 window, summed over the 8 cores, as percent of one core. The series carries no \
-                 count of context switches; the run's total count is in the table. {}",
+                "Context switches per second on the 8 cores in each {window} ms window, by the \
+                 class of the thread switched in: apache's threads (LC, solid) and index's and \
+                 the kernel's (throughput, dashed). {}",
                 caption(size, seed)
             ),
-            "scheduler time (% of one core)",
-            over_time(results, DETAIL_OFFLINE, &STACKS, Stroke::Solid, "", |p| {
-                Some(100.0 * p.cpu_sched_ns as f64 / (window as f64 * 1e6))
-            }),
+            "context switches per second",
+            [
+                over_time(
+                    results,
+                    DETAIL_OFFLINE,
+                    &STACKS,
+                    Stroke::Solid,
+                    " LC",
+                    move |p| Some(p.context_switches[0] as f64 * 1e3 / window as f64),
+                ),
+                over_time(
+                    results,
+                    DETAIL_OFFLINE,
+                    &STACKS,
+                    Stroke::Dashed,
+                    " TP",
+                    move |p| Some(p.context_switches[1] as f64 * 1e3 / window as f64),
+                ),
+            ]
+            .concat(),
         ),
     ]
 }

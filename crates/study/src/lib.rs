@@ -119,9 +119,9 @@ pub fn catalogue() -> Vec<StudyDef> {
         StudyDef {
             name: "flashshare",
             about: "latency classes across the stack: 3 online services x (10 offline jobs + \
-                alone) on arm8 + zssd under vanilla, cacheopt, kernelopt, selectisr and dedcore, \
-                and apache's cache sensitivity (uni-no, uni-128, uni-dyn, split)",
-            version: 1,
+                alone) on arm8 + zssd under vanilla, cacheopt, kernelopt, selectisr, xler and \
+                dedcore, and apache's cache sensitivity (uni-no, uni-128, uni-dyn, split)",
+            version: 2,
             runs: flashshare::runs,
             figures: flashshare::figures,
             headline: flashshare::headline,

@@ -202,6 +202,14 @@ pub struct SeriesPoint {
     pub cache_ways: [u64; 2],
     /// CPU time in the scheduler (context switches) in the window, summed over cores.
     pub cpu_sched_ns: u64,
+    /// Context switches in the window by the class of the thread switched in (LC, TP), and
+    /// interrupts.
+    pub context_switches: [u64; 2],
+    pub interrupts: u64,
+    /// Online services' requests answered in the window and their response time.
+    pub online_requests: u64,
+    pub online_resp_mean_ns: u64,
+    pub online_resp_p99_ns: u64,
 }
 
 /// Every run's result, by id.
@@ -447,6 +455,12 @@ fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
         col("tp_cache_ways")?,
         col("cpu_sched_ns")?,
         col("t_start_ns")?,
+        col("lc_context_switches")?,
+        col("tp_context_switches")?,
+        col("interrupts")?,
+        col("online_requests")?,
+        col("online_resp_mean_ns")?,
+        col("online_resp_p99_ns")?,
     ];
     let mut points = Vec::new();
     for (i, line) in lines.enumerate() {
@@ -484,6 +498,11 @@ fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
             ],
             cache_ways: [v(cols[11])?, v(cols[12])?],
             cpu_sched_ns: v(cols[13])?,
+            context_switches: [v(cols[15])?, v(cols[16])?],
+            interrupts: v(cols[17])?,
+            online_requests: v(cols[18])?,
+            online_resp_mean_ns: v(cols[19])?,
+            online_resp_p99_ns: v(cols[20])?,
         });
     }
     Ok(points)

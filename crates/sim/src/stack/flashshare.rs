@@ -4,7 +4,10 @@
 //! - `cacheopt`: the workload attribute reaches the device (`host.attr`, `host/src/config.rs`),
 //!   whose DRAM cache is split by class with ways moving each epoch
 //!   (`device/src/cache_split.rs`) and picks its prefetch size with ghost caches
-//!   (`device/src/ghost.rs`);
+//!   (`device/src/ghost.rs`); the device's stream-detecting read-ahead
+//!   (`device.cache.readahead_units`, the preset's) stays on under the ghost-chosen prefetch,
+//!   as the presets ship it (the study's cache sensitivity runs turn it off to isolate the
+//!   prefetch);
 //! - `kernelopt`: plus the block-layer bypass for latency-critical I/O with the hazard rule
 //!   (`host/src/blk_bypass.rs`) and a latency-critical SQ beside each SQ, arbitrated with
 //!   strict priority and the drain rule (`host/src/nvme.rs`, `device/src/ctrl.rs`);

@@ -98,6 +98,7 @@ pub fn run_system_with_series(
     let mut series = match series {
         Some(SeriesOut { window_ns, out }) => {
             host.enable_io_log();
+            host.enable_response_log();
             Some(Series::new(window_ns, host.cores(), out).map_err(SystemRunError::Series)?)
         }
         None => None,
@@ -137,6 +138,7 @@ pub fn run_system_with_series(
                 host.step();
                 if let Some(s) = &mut series {
                     host.drain_io_log(|class, bytes, latency| s.record(class, bytes, latency));
+                    host.drain_response_log(|latency| s.record_response(latency));
                 }
                 host.take_commands(&mut cmds);
                 for c in cmds.drain(..) {
