@@ -442,9 +442,9 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
         ));
     }
     std::fs::write(dir.join("t.csv"), trace).unwrap();
-    let mk = |mode: &str| {
+    let mk = |keys: &str| {
         let text = format!(
-            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[[process]]\ntrace = \"t.csv\"\ntrace_mode = \"{mode}\"\n"
+            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[[process]]\ntrace = \"t.csv\"\n{keys}\n"
         );
         run(
             &SystemConfig::parse(&text, "trace.toml", &dir).unwrap(),
@@ -453,9 +453,9 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
         .unwrap()
     };
     let span = |j: &sim::report::JobResult| j.read.ios as f64 / j.read.iops;
-    let open = mk("open-loop");
-    let afap = mk("afap");
-    let closed = mk("closed-loop\"\ntrace_qd = \"16");
+    let open = mk("trace_mode = \"open-loop\"");
+    let afap = mk("trace_mode = \"afap\"");
+    let closed = mk("trace_qd = 16");
     let (o, a, c) = (&open.run.jobs[0], &afap.run.jobs[0], &closed.run.jobs[0]);
     assert_eq!(
         (
@@ -475,7 +475,7 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
     // The trace is read again by each run: the same config gives the same summary.
     assert_eq!(
         without_wall_clock(&closed.to_json()),
-        without_wall_clock(&mk("closed-loop\"\ntrace_qd = \"16").to_json())
+        without_wall_clock(&mk("trace_mode = \"closed-loop\"\ntrace_qd = 16").to_json())
     );
     assert_eq!(o.write.ios, 500);
     // Open loop keeps the trace's pace: 2000 I/Os over 40 ms; AFAP runs them back to back.
@@ -507,7 +507,9 @@ fn a_bad_trace_line_is_a_config_error_first_and_a_run_error_later() {
         SystemConfig::parse(&text, "bad.toml", &dir)
     };
     // The first I/O is read when the config is: a bad first line, or none in the window.
-    let e = cfg("0,X,0,4096\n", "").unwrap_err().to_string();
+    let e = cfg("0,X,0,4096\n", "trace_format = \"csv\"\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("t.csv:1: op `X`"), "{e}");
     let e = cfg("0,R,0,4096\n", "trace_device = 3\n")
         .unwrap_err()

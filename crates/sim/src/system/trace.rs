@@ -282,7 +282,8 @@ mod tests {
         // A record stamped before its predecessor is issued with it.
         let t = read(b"5,R,0,4096\n1,R,0,4096\n", &k).unwrap();
         assert_eq!((t[0].at_ns, t[1].at_ns), (0, 0));
-        assert!(read(b"# nothing\n", &k).unwrap().is_empty());
+        let e = read(b"# nothing\n", &k).err().unwrap();
+        assert!(e.contains("give --trace-format"), "{e}");
     }
 
     #[test]
