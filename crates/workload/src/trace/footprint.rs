@@ -51,6 +51,17 @@ struct Pending {
     end_block: u64,
 }
 
+/// Bits `first..end` (below [`CHUNK_BLOCKS`]) of a chunk to set: first of chunk `at` of
+/// region `region`, then, once looked up, of chunk `chunk`.
+#[derive(Clone, Copy)]
+struct Marks {
+    region: u32,
+    at: u8,
+    chunk: u32,
+    first: u16,
+    end: u16,
+}
+
 /// Distinct 4 KiB blocks touched; see the module essay.
 #[derive(Default)]
 pub struct Footprint {
@@ -63,6 +74,8 @@ pub struct Footprint {
     /// The region last used: `((device, region number), index)`.
     last_region: Option<((u32, u64), u32)>,
     pending: Vec<Pending>,
+    /// The pending requests resolved to chunks (kept to reuse its allocation).
+    marks: Vec<Marks>,
     blocks: u64,
 }
 
@@ -93,20 +106,52 @@ impl Footprint {
         self.blocks
     }
 
-    /// Applies the queued requests.
+    /// Applies the queued requests in three passes: find (or create) each one's regions,
+    /// then its chunks, then set the bits. The last two passes are short loops of independent
+    /// loads from scattered slots and chunks, which the CPU overlaps; in one pass, each
+    /// request's hash lookup stood between two such loads and they went one at a time
+    /// (`trace stats` on the random 800 GB trace of the `trace_stats` bench: 140 MB/s of CPU
+    /// time in one pass, 177 in two, under the same load).
     fn apply(&mut self) {
         let mut pending = std::mem::take(&mut self.pending);
+        let mut marks = std::mem::take(&mut self.marks);
         for p in &pending {
-            self.mark(p.device, p.first_block, p.end_block);
+            let mut block = p.first_block;
+            while block < p.end_block {
+                let chunk = block / CHUNK_BLOCKS;
+                let chunk_start = chunk * CHUNK_BLOCKS;
+                let chunk_end = (chunk_start + CHUNK_BLOCKS).min(p.end_block);
+                marks.push(Marks {
+                    region: self.region_index(p.device, chunk / REGION_CHUNKS),
+                    at: (chunk % REGION_CHUNKS) as u8,
+                    chunk: 0,
+                    first: (block - chunk_start) as u16,
+                    end: (chunk_end - chunk_start) as u16,
+                });
+                block = chunk_end;
+            }
+        }
+        for m in marks.iter_mut() {
+            let slot = &mut self.regions[m.region as usize][usize::from(m.at)];
+            if *slot == 0 {
+                self.chunks.push([0; CHUNK_WORDS]);
+                *slot = u32::try_from(self.chunks.len()).expect("fewer than 2^32 chunks (8 EiB)");
+            }
+            m.chunk = *slot - 1;
+        }
+        for m in &marks {
+            self.mark(m);
         }
         pending.clear();
+        marks.clear();
         self.pending = pending;
+        self.marks = marks;
     }
 
-    /// The index in `chunks` of `device`'s chunk `chunk`, created if new.
-    fn chunk_index(&mut self, device: u32, chunk: u64) -> usize {
-        let key = (device, chunk / REGION_CHUNKS);
-        let region = match self.last_region {
+    /// The index in `regions` of `device`'s region `region`, created if new.
+    fn region_index(&mut self, device: u32, region: u64) -> u32 {
+        let key = (device, region);
+        match self.last_region {
             Some((k, i)) if k == key => i,
             _ => {
                 let n = self.regions.len() as u32;
@@ -117,38 +162,25 @@ impl Footprint {
                 self.last_region = Some((key, i));
                 i
             }
-        };
-        let slot = &mut self.regions[region as usize][(chunk % REGION_CHUNKS) as usize];
-        if *slot == 0 {
-            self.chunks.push([0; CHUNK_WORDS]);
-            *slot = u32::try_from(self.chunks.len()).expect("fewer than 2^32 chunks (8 EiB)");
         }
-        *slot as usize - 1
     }
 
-    /// Sets the bits of blocks `first..end` of `device`, counting the new ones.
-    fn mark(&mut self, device: u32, first: u64, end: u64) {
-        let mut block = first;
-        while block < end {
-            let chunk = block / CHUNK_BLOCKS;
-            let idx = self.chunk_index(device, chunk);
-            let bits = &mut self.chunks[idx];
-            let chunk_end = ((chunk + 1) * CHUNK_BLOCKS).min(end);
-            // Bits `block..chunk_end` of this chunk, a word at a time.
-            let (mut i, stop) = (block % CHUNK_BLOCKS, chunk_end - chunk * CHUNK_BLOCKS);
-            while i < stop {
-                let (w, b) = ((i / 64) as usize, i % 64);
-                let n = (64 - b).min(stop - i);
-                let mask = if n == 64 {
-                    u64::MAX
-                } else {
-                    ((1u64 << n) - 1) << b
-                };
-                self.blocks += u64::from((mask & !bits[w]).count_ones());
-                bits[w] |= mask;
-                i += n;
-            }
-            block = chunk_end;
+    /// Sets the bits `m` names, counting the new ones.
+    fn mark(&mut self, m: &Marks) {
+        let bits = &mut self.chunks[m.chunk as usize];
+        let (mut i, stop) = (u64::from(m.first), u64::from(m.end));
+        // A word at a time.
+        while i < stop {
+            let (w, b) = ((i / 64) as usize, i % 64);
+            let n = (64 - b).min(stop - i);
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << b
+            };
+            self.blocks += u64::from((mask & !bits[w]).count_ones());
+            bits[w] |= mask;
+            i += n;
         }
     }
 }
