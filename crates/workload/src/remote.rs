@@ -51,9 +51,29 @@ pub enum WriteMode {
 
 /// Keys a tenant spec accepts, for error messages.
 pub const TENANT_KEYS: &[&str] = &[
-    "name", "secret", "volume", "class", "iops", "p95", "rate", "qd", "read", "size", "pattern",
-    "conns", "count", "fua", "register", "span", "trace", "speed", "trace_format", "trace_device",
-    "from", "to", "skip_bad_lines",
+    "name",
+    "secret",
+    "volume",
+    "class",
+    "iops",
+    "p95",
+    "rate",
+    "qd",
+    "read",
+    "size",
+    "pattern",
+    "conns",
+    "count",
+    "fua",
+    "register",
+    "span",
+    "trace",
+    "speed",
+    "trace_format",
+    "trace_device",
+    "from",
+    "to",
+    "skip_bad_lines",
 ];
 /// The tenant keys that only make sense with `trace`.
 const TRACE_ONLY_KEYS: &[&str] = &[
@@ -449,11 +469,7 @@ pub fn parse_tenant_pairs(
 }
 
 /// The `trace_*`, `from`, `to` and `skip_bad_lines` keys of a tenant replaying `path`.
-fn trace_load(
-    path: &str,
-    map: &BTreeMap<&str, &str>,
-    ctx: &str,
-) -> Result<TraceLoad, SpecError> {
+fn trace_load(path: &str, map: &BTreeMap<&str, &str>, ctx: &str) -> Result<TraceLoad, SpecError> {
     use crate::trace::{parse_device, parse_duration_ns, BadLines, TraceFormat};
     if path.is_empty() {
         return Err(err(ctx, "trace=\"\": expected a trace file"));
@@ -511,7 +527,12 @@ fn trace_load(
     let bad_lines = match map.get("skip_bad_lines").copied() {
         None | Some("no" | "false" | "0" | "off") => BadLines::Fail,
         Some("yes" | "true" | "1" | "on") => BadLines::Skip,
-        Some(v) => return Err(err(ctx, format!("skip_bad_lines={v:?}: expected yes or no"))),
+        Some(v) => {
+            return Err(err(
+                ctx,
+                format!("skip_bad_lines={v:?}: expected yes or no"),
+            ))
+        }
     };
     Ok(TraceLoad {
         path: path.into(),
@@ -791,10 +812,7 @@ mod tests {
         assert_eq!(t[0].load, Load::Closed { queue_depth: 8 });
         let plain = parse_tenant("name=T,trace=t.csv,trace_device=3").unwrap();
         assert_eq!(plain[0].trace.as_ref().unwrap().device, Some(3));
-        assert_eq!(
-            plain[0].trace.as_ref().unwrap().bad_lines,
-            BadLines::Fail
-        );
+        assert_eq!(plain[0].trace.as_ref().unwrap().bad_lines, BadLines::Fail);
         // A scenario file may write MAJ,MIN too (no comma splitting there).
         let s = parse_scenario(
             "[[tenant]]\nname = \"T\"\ntrace = \"t.txt\"\ntrace_device = \"8,0\"\nskip_bad_lines = true\n",
@@ -802,14 +820,32 @@ mod tests {
         )
         .unwrap();
         let load = s.tenants[0].trace.as_ref().unwrap();
-        assert_eq!((load.device, load.bad_lines), (Some(8 << 20), BadLines::Skip));
+        assert_eq!(
+            (load.device, load.bad_lines),
+            (Some(8 << 20), BadLines::Skip)
+        );
         let cases = [
-            ("name=T,trace=t,trace_format=iolog", "trace_format=\"iolog\": expected one of blkparse"),
-            ("name=T,trace=t,trace_device=sda", "trace_device=\"sda\": expected a device number"),
-            ("name=T,trace=t,from=10", "from=\"10\": expected a trace time with a unit"),
+            (
+                "name=T,trace=t,trace_format=iolog",
+                "trace_format=\"iolog\": expected one of blkparse",
+            ),
+            (
+                "name=T,trace=t,trace_device=sda",
+                "trace_device=\"sda\": expected a device number",
+            ),
+            (
+                "name=T,trace=t,from=10",
+                "from=\"10\": expected a trace time with a unit",
+            ),
             ("name=T,trace=t,to=x", "to=\"x\": expected a trace time"),
-            ("name=T,trace=t,from=2s,to=1s", "to=\"1s\": expected a time after from=\"2s\""),
-            ("name=T,trace=t,skip_bad_lines=maybe", "skip_bad_lines=\"maybe\": expected yes or no"),
+            (
+                "name=T,trace=t,from=2s,to=1s",
+                "to=\"1s\": expected a time after from=\"2s\"",
+            ),
+            (
+                "name=T,trace=t,skip_bad_lines=maybe",
+                "skip_bad_lines=\"maybe\": expected yes or no",
+            ),
             ("name=T,from=1s", "from= needs trace=FILE"),
             ("name=T,trace_format=msr", "trace_format= needs trace=FILE"),
             ("name=T,speed=2", "speed= needs trace=FILE"),
