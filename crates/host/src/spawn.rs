@@ -438,10 +438,12 @@ impl<'c> Spawner<'c> {
         trace: &dyn TraceSource,
         mode: TraceMode,
     ) -> Result<ProcState, HostError> {
-        let stream = trace.open(p.file_bytes).map_err(|reason| HostError::Trace {
-            process: p.spec.name.clone(),
-            reason,
-        })?;
+        let stream = trace
+            .open(p.file_bytes)
+            .map_err(|reason| HostError::Trace {
+                process: p.spec.name.clone(),
+                reason,
+            })?;
         let (open_loop, depth, asynchronous) = match mode {
             TraceMode::OpenLoop => (true, OPEN_LOOP_MAX_IN_FLIGHT, true),
             TraceMode::Afap => (false, 1, false),

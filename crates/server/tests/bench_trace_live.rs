@@ -41,8 +41,7 @@ fn trace_near_the_end() -> (u64, u64, String) {
 
 #[test]
 fn trace_writes_send_exactly_their_records_bytes() {
-    let config =
-        common::standard_config(&common::memory_backend("64MiB"), "off");
+    let config = common::standard_config(&common::memory_backend("64MiB"), "off");
     let server = common::start(&config);
     let native = server.addrs.native.expect("native listener");
     let admin = server.addrs.admin.expect("admin listener");

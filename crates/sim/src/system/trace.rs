@@ -197,7 +197,12 @@ impl TraceSource for SystemTrace {
         let file = File::open(&self.path)
             .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
         let input = BufReader::with_capacity(workload::trace::READ_BUFFER_BYTES, file);
-        stream(input, &self.path.display().to_string(), &self.keys, file_bytes)
+        stream(
+            input,
+            &self.path.display().to_string(),
+            &self.keys,
+            file_bytes,
+        )
     }
 }
 
@@ -311,10 +316,22 @@ mod tests {
         assert_eq!((t[0].at_ns, t[1].at_ns), (0, 0));
         let cases = [
             ("trace_mode = \"closed-loop\"", "needs trace_qd"),
-            ("trace_qd = 0", "trace_qd = 0: queue depth 0: expected 1 or more"),
-            ("trace_qd = 4\ntrace_mode = \"afap\"", "trace_qd = 4 applies to trace_mode = \"closed-loop\" only"),
-            ("trace_qd = 4\ntrace_mode = \"open-loop\"", "not \"open-loop\""),
-            ("trace_qd = 4\ntrace_speed = 2.0", "trace_speed applies to trace_mode = \"open-loop\" only"),
+            (
+                "trace_qd = 0",
+                "trace_qd = 0: queue depth 0: expected 1 or more",
+            ),
+            (
+                "trace_qd = 4\ntrace_mode = \"afap\"",
+                "trace_qd = 4 applies to trace_mode = \"closed-loop\" only",
+            ),
+            (
+                "trace_qd = 4\ntrace_mode = \"open-loop\"",
+                "not \"open-loop\"",
+            ),
+            (
+                "trace_qd = 4\ntrace_speed = 2.0",
+                "trace_speed applies to trace_mode = \"open-loop\" only",
+            ),
         ];
         for (text, needle) in cases {
             let e = keys(text).unwrap_err();

@@ -11,17 +11,19 @@
 //!
 //! Worked example: a 4 KiB write at byte 3 221 225 472 (3 GiB) of device 1 is block 786 432,
 //! chunk 1 536, region 48, chunk 0 of that region, bit 0 of the chunk. A random 4 KiB trace
-//! over 800 GB touches at most 381 470 chunks (24 MB of bits) in 11 921 regions (1.5 MB of
-//! slots and a map of 12 K entries, both cache-resident), so a request costs one memory miss,
-//! for its chunk's bits. The hash map of chunks this replaced (one entry per 2 MiB, 381 K
-//! entries, about 9 MB) missed in the cache too: two misses per request, and `trace stats` on
-//! such a trace ran at 88 MB/s (see `docs/traces.md`, "Speed").
+//! over 800 GB touches up to 381 470 chunks (24 MB of bits) in 11 921 regions (1.5 MB of
+//! slots, and a map of 12 K entries that stays in the cache). The hash map of chunks this
+//! replaced had an entry per 2 MiB (381 K entries, about 9 MB): its probe missed the cache as
+//! well as the chunk's bits, and on such a trace it made `trace stats` a third as fast
+//! (`docs/traces.md`, "Speed", has the before and after of the `trace_stats` bench).
 //!
 //! ## Batching: overlapping the misses
-//! [`Footprint::add`] only queues the request's block range; every [`BATCH_REQUESTS`] requests
-//! (and before the count is read) the queue is applied in one tight loop whose iterations do
-//! not depend on each other, so the CPU has several chunks' cache misses in flight at once
-//! instead of one per parsed line.
+//! Random requests miss the cache on their slot and on their chunk whatever the structure; what
+//! can be had is several misses in flight at once. [`Footprint::add`] only queues the request's
+//! block range; every [`BATCH_REQUESTS`] requests (and before the count is read) the queue is
+//! applied in three short loops (regions, then slots, then bits) whose iterations do not
+//! depend on each other, so the CPU overlaps their misses instead of taking one at a time
+//! between two parsed lines.
 //!
 //! ## Memory
 //! Per chunk touched 64 B; per region touched 128 B plus a map entry (about 24 B). A densely
@@ -39,8 +41,9 @@ const CHUNK_WORDS: usize = (CHUNK_BLOCKS / 64) as usize;
 /// Chunks per region: 32 × 2 MiB = 64 MiB in a 128 B slot (small enough that a sparse trace's
 /// one request per region costs little, large enough that 800 GB is 12 K regions).
 pub const REGION_CHUNKS: u64 = 32;
-/// Requests queued before they are applied together (4 × 1024 × 24 B = 24 KiB of queue, in
-/// the L1/L2 cache; long enough to keep a few dozen misses in flight).
+/// Requests queued before they are applied together (1024 × 24 B = 24 KiB of queue and
+/// 16 KiB of resolved marks, in the L1/L2 cache; far more than the misses a core keeps in
+/// flight).
 pub const BATCH_REQUESTS: usize = 1024;
 
 /// One queued request: `blocks` on `device`.
@@ -110,8 +113,8 @@ impl Footprint {
     /// then its chunks, then set the bits. The last two passes are short loops of independent
     /// loads from scattered slots and chunks, which the CPU overlaps; in one pass, each
     /// request's hash lookup stood between two such loads and they went one at a time
-    /// (`trace stats` on the random 800 GB trace of the `trace_stats` bench: 140 MB/s of CPU
-    /// time in one pass, 177 in two, under the same load).
+    /// (`cargo bench -p workload --bench trace_stats -- mqsim/random`, run alternately at load
+    /// 9: 134–140 MB/s of CPU time in one pass, 173–178 in two, 192–193 in three).
     fn apply(&mut self) {
         let mut pending = std::mem::take(&mut self.pending);
         let mut marks = std::mem::take(&mut self.marks);
