@@ -182,7 +182,7 @@ impl TraceFeed {
     }
 
     fn check(&self, r: &TraceRecord) -> Result<(), String> {
-        if r.bytes == 0 || r.offset_bytes % 512 != 0 || r.bytes % 512 != 0 {
+        if r.bytes == 0 || !r.offset_bytes.is_multiple_of(512) || !r.bytes.is_multiple_of(512) {
             return Err(format!(
                 "trace record at {} ns: offset {} and length {} must be positive multiples of 512",
                 r.at_ns, r.offset_bytes, r.bytes
