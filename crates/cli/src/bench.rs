@@ -59,6 +59,17 @@ Tenant keys (--tenant key=value,key=value,... or a [[tenant]] table in a scenari
             writes, sizes and times, folded onto the region; excludes rate/read/pattern;
             with qd= closed loop, else open loop; size= caps one request (1m)
   speed     with trace=: trace times divided by this (1)
+  trace_format  with trace=: blkparse | msr | spc | csv | mqsim | disksim (detected)
+  trace_device  with trace=: only this device's records, N or MAJ:MIN (all)
+  from, to  with trace=: only records with from <= time < to, trace time from its first
+            record, with a unit: 10s, 250ms, 1.5s (whole trace)
+  skip_bad_lines  with trace=: yes = count malformed lines and go on (no: the first one
+            stops the tenant and is reported as its error, FILE:LINE: what was expected)
+
+  # Replay a minute of disk 1 of an MSR trace at twice its speed, then one blktrace
+  # device closed loop at QD 32
+  ullstack bench --server HOST:PORT --tenant name=open,trace=hm_1.csv,trace_device=1,from=60s,to=120s,speed=2
+  ullstack bench --server HOST:PORT --tenant name=open,trace=sda.txt,trace_device=8:0,qd=32
 
 An LC tenant's SLO IOPS and offered load are split evenly over its connections, so the
 server reserves the tenant once. Tenants register in the order given; a tenant the server

@@ -58,7 +58,8 @@ pub struct ReplayArgs {
     /// Closed loop: keep N I/Os in flight, ignoring the trace's times.
     #[arg(long, value_name = "N", requires = "trace")]
     pub qd: Option<u32>,
-    /// Replay only this device's records: a number (MSR disk, SPC ASU, MQSim device) or MAJ,MIN.
+    /// Replay only this device's records: a number (MSR disk, SPC ASU, MQSim device) or
+    /// MAJ,MIN (also MAJ:MIN) for blkparse.
     #[arg(long, value_name = "N", value_parser = parse_device, requires = "trace")]
     pub trace_device: Option<u32>,
     /// Start of the window, trace time from its first record (e.g. 10s, 250ms).

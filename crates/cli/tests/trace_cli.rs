@@ -164,3 +164,52 @@ fn sim_replays_a_trace_at_device_level() {
     let (ok, _, err) = run(ullstack().args(["sim", "--device", "zssd", "--qd", "4"]));
     assert!(!ok && err.contains("--trace"), "{err}");
 }
+
+#[test]
+fn bench_teaches_the_trace_keys_and_names_bad_values() {
+    let (ok, help, _) = run(ullstack().args(["bench", "--help"]));
+    assert!(ok);
+    for key in [
+        "trace_format",
+        "trace_device",
+        "from, to",
+        "skip_bad_lines",
+        "MAJ:MIN",
+    ] {
+        assert!(
+            help.contains(key),
+            "bench --help does not mention {key}:\n{help}"
+        );
+    }
+    // A bad value is refused before any connection, naming the key and what was expected.
+    for (tenant, needle) in [
+        (
+            "name=a,trace=t.csv,from=10",
+            "from=\"10\": expected a trace time with a unit",
+        ),
+        (
+            "name=a,trace=t.csv,trace_device=sda",
+            "trace_device=\"sda\": expected a device number",
+        ),
+        (
+            "name=a,trace=t.csv,trace_format=iolog",
+            "trace_format=\"iolog\": expected one of",
+        ),
+        (
+            "name=a,trace=t.csv,skip_bad_lines=perhaps",
+            "skip_bad_lines=\"perhaps\": expected yes or no",
+        ),
+        ("name=a,to=5s", "to= needs trace=FILE"),
+    ] {
+        let (ok, _, err) = run(ullstack().args([
+            "bench",
+            "--server",
+            "127.0.0.1:1",
+            "--no-progress",
+            "--tenant",
+            tenant,
+        ]));
+        assert!(!ok, "{tenant} was accepted");
+        assert!(err.contains(needle), "{tenant}: {err}");
+    }
+}

@@ -11,9 +11,13 @@
 //!   submitted during the ramp are not recorded, `runtime` counts from the ramp's end, the
 //!   job's `size`/`number_ios` budget restarts there (fio's `reset_all_stats`), and the job's
 //!   IOPS are over the time after the ramp.
-//! - **Trace replay**: one thread replays `time_ns,op,offset,bytes` records against the
-//!   process's file, direct: `open-loop` issues each I/O at its timestamp asynchronously
-//!   (latency measured to the device completion), `afap` one at a time as fast as possible.
+//! - **Trace replay**: one thread replays a trace's records (any format `workload::trace`
+//!   reads, streamed through a [`TraceSource`](crate::TraceSource): one record read ahead,
+//!   never the whole trace) against the process's file, direct: `open-loop` issues each I/O at
+//!   its timestamp asynchronously (latency measured to the device completion), `closed-loop`
+//!   keeps `queue_depth` I/Os in flight asynchronously as an io_uring job at that `iodepth`
+//!   does, `afap` one at a time as fast as possible. A record the trace cannot give (a
+//!   malformed line) stops the thread, and the run fails with it at its end.
 //!
 //! Worked example (arm8): an io_uring job at `iodepth=4` submits four I/Os, each a
 //! `syscall_ns` (1 µs) system call of its own, then sleeps in `io_getevents`; each completion
@@ -22,8 +26,7 @@
 //! a trace replay's ends at the device completion instead.
 //!
 //! ## What it leaves out
-//! Trace formats other than our CSV (blktrace, fio iolog: the workload crate has no trace
-//! reader yet; the CSV reader is an adapter in `sim`), buffered trace replay, fio stonewall groups inside a
+//! fio's iolog trace format, buffered trace replay, fio stonewall groups inside a
 //! system run (rejected with an error), polled completion for async fio engines (they use
 //! interrupts), fio's batching options (the job parser rejects `iodepth_batch_*`: every
 //! submission is one call).
@@ -36,7 +39,7 @@ use workload::Op;
 use crate::config::CompletionMode;
 use crate::cpu::Cat;
 use crate::jitter::CostSite;
-use crate::machine::{Ev, Host};
+use crate::machine::{Ev, Host, HostError};
 use crate::pagecache::NIL;
 use crate::process::{FioIo, FioThread, IoSource, ProcState};
 use crate::task::{Path, Role, Step, Wait};
@@ -95,12 +98,8 @@ impl Host {
             return self.exit(t);
         }
         let f = self.fio(t);
-        let allowed = match &f.source {
-            IoSource::Trace {
-                records,
-                next,
-                open_loop: true,
-            } => records.get(*next).map(|r| f.started + r.at_ns),
+        let allowed = match &mut f.source {
+            IoSource::Trace(feed) if feed.open_loop => feed.peek().map(|r| f.started + r.at_ns),
             _ => f.rate_interval_ns.map(|i| f.started + f.issued * i),
         };
         if let Some(allowed) = allowed {
@@ -127,10 +126,7 @@ impl Host {
                 };
                 (op, r.offset_bytes, r.len_bytes)
             }),
-            IoSource::Trace { records, next, .. } => records.get(*next).map(|r| {
-                *next += 1;
-                (r.op, r.offset_bytes, r.bytes)
-            }),
+            IoSource::Trace(feed) => feed.take().map(|r| (r.op, r.offset_bytes, r.bytes)),
         };
         let Some((op, offset_bytes, len_bytes)) = next else {
             f.exhausted = true;
@@ -172,6 +168,20 @@ impl Host {
         };
         let wait = slot == NIL;
         self.start_io(t, op, offset_bytes, len_bytes, path, mode, wait, slot);
+    }
+
+    /// The first trace thread's read error, naming its process (`finish` fails with it).
+    pub(crate) fn trace_error(&self) -> Option<HostError> {
+        self.threads.iter().find_map(|th| match &th.role {
+            Role::Fio(f) => match &f.source {
+                IoSource::Trace(feed) => feed.error.as_ref().map(|reason| HostError::Trace {
+                    process: self.procs[th.proc as usize].spec.name.clone(),
+                    reason: reason.clone(),
+                }),
+                IoSource::Job(_) => None,
+            },
+            _ => None,
+        })
     }
 
     /// Records one completed fio I/O of thread `t`.

@@ -113,5 +113,6 @@ pub use cpu::{Cat, CoreStats, CATS};
 pub use machine::{Host, HostError, HostReport};
 pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec, SqPriority};
 pub use process::{
-    Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, TraceMode, TraceRecord, Workload,
+    Arrivals, IoGaps, ProcessKind, ProcessReport, ProcessSpec, TraceMode, TraceRecord, TraceSource,
+    TraceStream, Workload,
 };

@@ -123,6 +123,9 @@ pub enum HostError {
     },
     #[error("process `{process}`: {reason}")]
     Unsupported { process: String, reason: String },
+    /// A trace process's trace could not be opened or read to its end (a malformed line).
+    #[error("process `{process}`: {reason}")]
+    Trace { process: String, reason: String },
     #[error("run ended inconsistently: {0}")]
     Leak(String),
 }
@@ -496,6 +499,9 @@ impl Host {
         let end = self.now.max(self.duration);
         if let Some(e) = self.errors.first() {
             return Err(HostError::Leak(e.clone()));
+        }
+        if let Some(e) = self.trace_error() {
+            return Err(e);
         }
         let (bios, reqs) = self.blk.in_flight();
         if bios != 0 || reqs != 0 || self.commands_sent != self.cqes_received {

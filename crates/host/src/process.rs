@@ -83,13 +83,26 @@ pub enum Workload {
     Profile(Profile),
     /// fio jobs (each clone a thread).
     Fio { jobs: Vec<JobSpec>, source: String },
-    /// A block trace replayed by one thread.
+    /// A block trace replayed by one thread, streamed from `trace` as it issues.
     Trace {
-        records: std::sync::Arc<[TraceRecord]>,
+        trace: std::sync::Arc<dyn TraceSource>,
         mode: TraceMode,
         source: String,
     },
 }
+
+/// A trace process's I/Os, opened afresh by each run that spawns the process and pulled one
+/// at a time as its thread issues: a trace is streamed, never held (the reader behind it keeps
+/// a line). Opening per run keeps a [`ProcessSpec`] cloneable and its runs identical: the same
+/// file gives the same records in the same order.
+pub trait TraceSource: std::fmt::Debug + Send + Sync {
+    /// The I/Os placed within a file of `file_bytes`, in issue order.
+    fn open(&self, file_bytes: u64) -> Result<Box<TraceStream>, String>;
+}
+
+/// What [`TraceSource::open`] gives: records, or an error (a malformed line, named by file
+/// and line) that ends the replay and makes the run fail with it.
+pub type TraceStream = dyn Iterator<Item = Result<TraceRecord, String>> + Send;
 
 /// One I/O of a trace: when (from the trace's start), what, where in the process's file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,16 +121,75 @@ pub enum TraceMode {
     OpenLoop,
     /// One I/O at a time, each as soon as the previous one completed (synchronous, direct).
     Afap,
+    /// `queue_depth` I/Os kept in flight (asynchronously, direct), the next issued as one is
+    /// reaped; timestamps ignored (`--qd` of a device-level replay).
+    ClosedLoop { queue_depth: u32 },
 }
 
 /// Where a fio-like thread's I/Os come from.
 pub(crate) enum IoSource {
     Job(IoGenerator),
-    Trace {
-        records: std::sync::Arc<[TraceRecord]>,
-        next: usize,
-        open_loop: bool,
-    },
+    Trace(Box<TraceFeed>),
+}
+
+/// A trace thread's open stream and the one record it has read ahead.
+pub(crate) struct TraceFeed {
+    stream: Box<TraceStream>,
+    next: Option<TraceRecord>,
+    pub open_loop: bool,
+    file_bytes: u64,
+    /// Why the replay stopped early; the run fails with it at its end.
+    pub error: Option<String>,
+}
+
+impl TraceFeed {
+    pub(crate) fn new(stream: Box<TraceStream>, open_loop: bool, file_bytes: u64) -> TraceFeed {
+        TraceFeed {
+            stream,
+            next: None,
+            open_loop,
+            file_bytes,
+            error: None,
+        }
+    }
+
+    /// The next record without taking it; `None` at the end of the trace or after an error.
+    /// A record that is not whole sectors inside the process's file is an error.
+    pub(crate) fn peek(&mut self) -> Option<&TraceRecord> {
+        if self.next.is_none() && self.error.is_none() {
+            match self.stream.next() {
+                None => {}
+                Some(Err(e)) => self.error = Some(e),
+                Some(Ok(r)) => match self.check(&r) {
+                    Ok(()) => self.next = Some(r),
+                    Err(e) => self.error = Some(e),
+                },
+            }
+        }
+        self.next.as_ref()
+    }
+
+    /// Takes the record [`peek`](Self::peek) returns.
+    pub(crate) fn take(&mut self) -> Option<TraceRecord> {
+        self.peek();
+        self.next.take()
+    }
+
+    fn check(&self, r: &TraceRecord) -> Result<(), String> {
+        if r.bytes == 0 || !r.offset_bytes.is_multiple_of(512) || !r.bytes.is_multiple_of(512) {
+            return Err(format!(
+                "trace record at {} ns: offset {} and length {} must be positive multiples of 512",
+                r.at_ns, r.offset_bytes, r.bytes
+            ));
+        }
+        match r.offset_bytes.checked_add(r.bytes) {
+            Some(end) if end <= self.file_bytes => Ok(()),
+            _ => Err(format!(
+                "trace record at {} ns ends past the process's file ({} bytes; raise file_bytes)",
+                r.at_ns, self.file_bytes
+            )),
+        }
+    }
 }
 
 /// Whether a process is a service (response time) or a job (throughput).

@@ -47,7 +47,7 @@ use crate::nvme::{self, NvmeStats};
 use crate::pagecache::{PageCache, NIL};
 use crate::process::{
     arrival_gap, FioJobResult, FioThread, IoSource, OnlineState, ProcState, Process, ProcessKind,
-    ProcessSpec, TraceMode, TraceRecord, Workload,
+    ProcessSpec, TraceFeed, TraceMode, TraceSource, Workload,
 };
 use crate::task::{draw_gap, FlusherState, Role, Thread, Wait};
 use crate::PAGE_BYTES;
@@ -303,7 +303,7 @@ impl<'c> Spawner<'c> {
             }
             Workload::Profile(profile) => self.spawn_offline(&p, profile)?,
             Workload::Fio { jobs, .. } => self.spawn_fio(&p, jobs)?,
-            Workload::Trace { records, mode, .. } => self.spawn_trace(&p, records, *mode)?,
+            Workload::Trace { trace, mode, .. } => self.spawn_trace(&p, trace.as_ref(), *mode)?,
         };
         self.procs.push(Process {
             spec,
@@ -433,42 +433,35 @@ impl<'c> Spawner<'c> {
         Ok(ProcState::Fio { jobs: results })
     }
 
-    /// A trace replayed by one direct-I/O thread.
+    /// A trace replayed by one direct-I/O thread, its file opened here and streamed.
     fn spawn_trace(
         &mut self,
         p: &Spawning,
-        records: &std::sync::Arc<[TraceRecord]>,
+        trace: &dyn TraceSource,
         mode: TraceMode,
     ) -> Result<ProcState, HostError> {
-        for r in records.iter() {
-            if r.bytes == 0 || r.offset_bytes % 512 != 0 || r.bytes % 512 != 0 {
-                return Err(p.unsupported(format!(
-                    "trace record at {} ns: offset {} and length {} must be positive multiples of 512",
-                    r.at_ns, r.offset_bytes, r.bytes
-                )));
+        let stream = trace
+            .open(p.file_bytes)
+            .map_err(|reason| HostError::Trace {
+                process: p.spec.name.clone(),
+                reason,
+            })?;
+        let (open_loop, depth, asynchronous) = match mode {
+            TraceMode::OpenLoop => (true, OPEN_LOOP_MAX_IN_FLIGHT, true),
+            TraceMode::Afap => (false, 1, false),
+            TraceMode::ClosedLoop { queue_depth } => {
+                if !(1..=OPEN_LOOP_MAX_IN_FLIGHT).contains(&queue_depth) {
+                    return Err(p.unsupported(format!(
+                        "trace queue depth {queue_depth}: expected 1 to {OPEN_LOOP_MAX_IN_FLIGHT}"
+                    )));
+                }
+                (false, queue_depth, true)
             }
-            if r.offset_bytes + r.bytes > p.file_bytes {
-                return Err(p.unsupported(format!(
-                    "trace record at {} ns ends at byte {}, past the process's file ({} bytes; raise file_bytes)",
-                    r.at_ns,
-                    r.offset_bytes + r.bytes,
-                    p.file_bytes
-                )));
-            }
-        }
-        let open_loop = mode == TraceMode::OpenLoop;
-        let source = IoSource::Trace {
-            records: records.clone(),
-            next: 0,
-            open_loop,
         };
+        let source = IoSource::Trace(Box::new(TraceFeed::new(stream, open_loop, p.file_bytes)));
         let fio = FioThread {
-            spec_depth: if open_loop {
-                OPEN_LOOP_MAX_IN_FLIGHT
-            } else {
-                1
-            },
-            asynchronous: open_loop,
+            spec_depth: depth,
+            asynchronous,
             latency_at_completion: true,
             ..FioThread::new(0, source)
         };

@@ -445,9 +445,9 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
         ));
     }
     std::fs::write(dir.join("t.csv"), trace).unwrap();
-    let mk = |mode: &str| {
+    let mk = |keys: &str| {
         let text = format!(
-            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[[process]]\ntrace = \"t.csv\"\ntrace_mode = \"{mode}\"\n"
+            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[[process]]\ntrace = \"t.csv\"\n{keys}\n"
         );
         run(
             &SystemConfig::parse(&text, "trace.toml", &dir).unwrap(),
@@ -455,16 +455,33 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
         )
         .unwrap()
     };
-    let open = mk("open-loop");
-    let afap = mk("afap");
-    let (o, a) = (&open.run.jobs[0], &afap.run.jobs[0]);
+    let span = |j: &sim::report::JobResult| j.read.ios as f64 / j.read.iops;
+    let open = mk("trace_mode = \"open-loop\"");
+    let afap = mk("trace_mode = \"afap\"");
+    let closed = mk("trace_qd = 16");
+    let (o, a, c) = (&open.run.jobs[0], &afap.run.jobs[0], &closed.run.jobs[0]);
     assert_eq!(
-        (o.read.ios + o.write.ios, a.read.ios + a.write.ios),
-        (2000, 2000)
+        (
+            o.read.ios + o.write.ios,
+            a.read.ios + a.write.ios,
+            c.read.ios + c.write.ios
+        ),
+        (2000, 2000, 2000)
+    );
+    // Closed loop at QD 16 overlaps what AFAP (QD 1) waits for.
+    assert!(
+        span(c) < 0.5 * span(a),
+        "QD16 span {} vs AFAP {}",
+        span(c),
+        span(a)
+    );
+    // The trace is read again by each run: the same config gives the same summary.
+    assert_eq!(
+        without_wall_clock(&closed.to_json()),
+        without_wall_clock(&mk("trace_mode = \"closed-loop\"\ntrace_qd = 16").to_json())
     );
     assert_eq!(o.write.ios, 500);
     // Open loop keeps the trace's pace: 2000 I/Os over 40 ms; AFAP runs them back to back.
-    let span = |j: &sim::report::JobResult| j.read.ios as f64 / j.read.iops;
     assert!(
         (0.039..0.041).contains(&span(o)),
         "open-loop span {}",
@@ -478,6 +495,45 @@ fn traces_replay_open_loop_and_as_fast_as_possible() {
     assert_eq!(p["kind"], "trace");
     assert!(p.get("profile").is_none(), "{p}");
     assert!(p["source"].as_str().unwrap().ends_with("t.csv"), "{p}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_bad_trace_line_is_a_config_error_first_and_a_run_error_later() {
+    let dir = std::env::temp_dir().join(format!("ullstack-trace-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = |trace: &str, extra: &str| {
+        std::fs::write(dir.join("t.csv"), trace).unwrap();
+        let text = format!(
+            "seed = 1\nduration_ms = 100\n[host]\npreset = \"x86-4\"\n[[process]]\ntrace = \"t.csv\"\ntrace_qd = 4\n{extra}"
+        );
+        SystemConfig::parse(&text, "bad.toml", &dir)
+    };
+    // The first I/O is read when the config is: a bad first line, or none in the window.
+    let e = cfg("0,X,0,4096\n", "trace_format = \"csv\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("t.csv:1: op `X`"), "{e}");
+    let e = cfg("0,R,0,4096\n", "trace_device = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no reads or writes to replay"), "{e}");
+    // A bad line further on is met by the run, which fails naming it...
+    let mut trace = String::new();
+    for i in 0..500 {
+        trace.push_str(&format!("{i},R,{},4096\n", i * 4096));
+    }
+    trace.push_str("500,R,0,4O96\n");
+    let c = cfg(&trace, "").unwrap();
+    let e = run_system(&c, &mut Silent).err().unwrap().to_string();
+    assert!(
+        e.contains("process `t`") && e.contains("t.csv:501: bytes `4O96`"),
+        "{e}"
+    );
+    // ...unless bad lines are skipped.
+    let c = cfg(&trace, "skip_bad_lines = true\n").unwrap();
+    let r = run_system(&c, &mut Silent).unwrap();
+    assert_eq!(r.host.processes[0].ios, 500);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -7,10 +7,15 @@
 //! hide missing coverage: `.ci/run` sets [`REQUIRE_TOOLS_ENV`]` = 1`, under which a missing tool or
 //! capability fails the test instead, naming what is missing and how to install it.
 //!
+//! # Heap meter
+//! [`heap`]: a per-thread counting allocator for tests that claim constant memory.
+//!
 //! # Waiting, not sleeping
 //! [`wait_until`] polls a condition with a short back-off until it holds or a deadline passes, and
 //! returns how long it took, so tests synchronize on the state they need rather than on a sleep
 //! that is either too long (slow suite) or too short on a loaded machine (flaky suite).
+
+pub mod heap;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -27,6 +27,10 @@
 //! | `span` | only address the first SPAN bytes of the volume, e.g. `1g` | whole volume |
 //! | `trace` | replay a block trace file (any format `ullstack trace stats` reads; see `trace`): its reads, writes, sizes and times; excludes `rate`, `read`, `pattern` | |
 //! | `speed` | with `trace` and no `qd`: trace times are divided by this | 1 |
+//! | `trace_format` | with `trace`: `blkparse`, `msr`, `spc`, `csv`, `mqsim` or `disksim` (`--trace-format`) | detected |
+//! | `trace_device` | with `trace`: only this device's records, a number or `MAJ:MIN` (`--trace-device`) | all |
+//! | `from`, `to` | with `trace`: only records with `from <= time < to`, trace time from its first record, e.g. `10s`, `250ms` (`--from`, `--to`) | whole trace |
+//! | `skip_bad_lines` | with `trace`: `yes` = count malformed lines instead of stopping (`--skip-bad-lines`) | `no` |
 //!
 //! Example (reflex scenario 1, tenant A):
 //! `name=A,class=lc,iops=120000,p95=500us,read=100,size=4k` → an LC tenant registering
@@ -47,8 +51,38 @@ pub enum WriteMode {
 
 /// Keys a tenant spec accepts, for error messages.
 pub const TENANT_KEYS: &[&str] = &[
-    "name", "secret", "volume", "class", "iops", "p95", "rate", "qd", "read", "size", "pattern",
-    "conns", "count", "fua", "register", "span", "trace", "speed",
+    "name",
+    "secret",
+    "volume",
+    "class",
+    "iops",
+    "p95",
+    "rate",
+    "qd",
+    "read",
+    "size",
+    "pattern",
+    "conns",
+    "count",
+    "fua",
+    "register",
+    "span",
+    "trace",
+    "speed",
+    "trace_format",
+    "trace_device",
+    "from",
+    "to",
+    "skip_bad_lines",
+];
+/// The tenant keys that only make sense with `trace`.
+const TRACE_ONLY_KEYS: &[&str] = &[
+    "speed",
+    "trace_format",
+    "trace_device",
+    "from",
+    "to",
+    "skip_bad_lines",
 ];
 /// Keys at the top of a scenario file.
 pub const SCENARIO_KEYS: &[&str] = &[
@@ -130,7 +164,37 @@ pub struct TenantSpec {
     pub span_bytes: Option<u64>,
     /// A block trace to replay instead of the synthetic requests (`load` is then
     /// [`Load::Trace`] or, with `qd`, [`Load::Closed`]; `size_bytes` caps one request).
-    pub trace: Option<std::path::PathBuf>,
+    pub trace: Option<TraceLoad>,
+}
+
+/// Which trace a tenant replays and which of its records: the simulator's `--trace-format`,
+/// `--trace-device`, `--from`, `--to` and `--skip-bad-lines`, as tenant keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceLoad {
+    pub path: std::path::PathBuf,
+    /// `None`: detected from the first lines.
+    pub format: Option<crate::trace::TraceFormat>,
+    /// Only this device's records.
+    pub device: Option<u32>,
+    /// Window start, trace time (ns from the trace's first record).
+    pub from_ns: u64,
+    /// Window end (exclusive), trace time.
+    pub to_ns: Option<u64>,
+    pub bad_lines: crate::trace::BadLines,
+}
+
+impl TraceLoad {
+    /// The whole of `path`, format detected, strict.
+    pub fn new(path: impl Into<std::path::PathBuf>) -> TraceLoad {
+        TraceLoad {
+            path: path.into(),
+            format: None,
+            device: None,
+            from_ns: 0,
+            to_ns: None,
+            bad_lines: crate::trace::BadLines::Fail,
+        }
+    }
 }
 
 /// The largest request a trace tenant sends when its spec gives no `size` (a trace's own
@@ -231,7 +295,15 @@ pub fn parse_tenant_pairs(
     };
     let rate = num("rate")?;
     let qd = num("qd")?;
-    let trace = map.get("trace").map(std::path::PathBuf::from);
+    let trace = match map.get("trace") {
+        None => {
+            if let Some(key) = TRACE_ONLY_KEYS.iter().find(|k| map.contains_key(**k)) {
+                return Err(err(ctx, format!("{key}= needs trace=FILE")));
+            }
+            None
+        }
+        Some(path) => Some(trace_load(path, &map, ctx)?),
+    };
     let speed = map
         .get("speed")
         .map(|v| {
@@ -261,8 +333,6 @@ pub fn parse_tenant_pairs(
                 "speed= (open loop at the trace's times) and qd= (closed loop) exclude each other",
             ));
         }
-    } else if speed.is_some() {
-        return Err(err(ctx, "speed= needs trace=FILE"));
     }
     let load = match (rate, qd, class) {
         _ if trace.is_some() && qd.is_none() => Load::Trace {
@@ -396,6 +466,82 @@ pub fn parse_tenant_pairs(
             ..base.clone()
         })
         .collect())
+}
+
+/// The `trace_*`, `from`, `to` and `skip_bad_lines` keys of a tenant replaying `path`.
+fn trace_load(path: &str, map: &BTreeMap<&str, &str>, ctx: &str) -> Result<TraceLoad, SpecError> {
+    use crate::trace::{parse_device, parse_duration_ns, BadLines, TraceFormat};
+    if path.is_empty() {
+        return Err(err(ctx, "trace=\"\": expected a trace file"));
+    }
+    let format = map
+        .get("trace_format")
+        .map(|v| {
+            TraceFormat::named(v).map_err(|_| {
+                err(
+                    ctx,
+                    format!(
+                        "trace_format={v:?}: expected one of {}",
+                        TraceFormat::known()
+                    ),
+                )
+            })
+        })
+        .transpose()?;
+    let device = map
+        .get("trace_device")
+        .map(|v| {
+            // `MAJ:MIN` (lsblk's form) on the command line, where a comma separates keys.
+            parse_device(v).map_err(|_| {
+                err(
+                    ctx,
+                    format!("trace_device={v:?}: expected a device number (below 2^32) or MAJ:MIN"),
+                )
+            })
+        })
+        .transpose()?;
+    let time = |key: &str| {
+        map.get(key)
+            .map(|v| {
+                parse_duration_ns(v).map_err(|_| {
+                    err(
+                        ctx,
+                        format!("{key}={v:?}: expected a trace time with a unit ns, us, ms or s (e.g. 10s, 250ms)"),
+                    )
+                })
+            })
+            .transpose()
+    };
+    let from_ns = time("from")?.unwrap_or(0);
+    let to_ns = time("to")?;
+    if to_ns.is_some_and(|to| to <= from_ns) {
+        return Err(err(
+            ctx,
+            format!(
+                "to={:?}: expected a time after from={:?}",
+                map.get("to").copied().unwrap_or_default(),
+                map.get("from").copied().unwrap_or("0")
+            ),
+        ));
+    }
+    let bad_lines = match map.get("skip_bad_lines").copied() {
+        None | Some("no" | "false" | "0" | "off") => BadLines::Fail,
+        Some("yes" | "true" | "1" | "on") => BadLines::Skip,
+        Some(v) => {
+            return Err(err(
+                ctx,
+                format!("skip_bad_lines={v:?}: expected yes or no"),
+            ))
+        }
+    };
+    Ok(TraceLoad {
+        path: path.into(),
+        format,
+        device,
+        from_ns,
+        to_ns,
+        bad_lines,
+    })
 }
 
 /// A scenario file's contents (command-line flags override its globals).
@@ -637,6 +783,73 @@ mod tests {
             ("class=be", "missing name"),
             ("name=A,pattern=hot", "pattern=\"hot\""),
             ("name=A,qd", "not key=value"),
+        ];
+        for (spec, needle) in cases {
+            let e = parse_tenant(spec).unwrap_err().to_string();
+            assert!(e.contains(needle), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn trace_tenants_take_the_replay_options() {
+        use crate::trace::{BadLines, TraceFormat};
+        let t = parse_tenant(
+            "name=T,trace=hm_1.csv,trace_format=msr,trace_device=8:16,from=1.5s,to=250000ms,skip_bad_lines=yes,qd=8",
+        )
+        .unwrap();
+        let load = t[0].trace.as_ref().unwrap();
+        assert_eq!(
+            load,
+            &TraceLoad {
+                path: "hm_1.csv".into(),
+                format: Some(TraceFormat::Msr),
+                device: Some(8 << 20 | 16),
+                from_ns: 1_500_000_000,
+                to_ns: Some(250_000_000_000),
+                bad_lines: BadLines::Skip,
+            }
+        );
+        assert_eq!(t[0].load, Load::Closed { queue_depth: 8 });
+        let plain = parse_tenant("name=T,trace=t.csv,trace_device=3").unwrap();
+        assert_eq!(plain[0].trace.as_ref().unwrap().device, Some(3));
+        assert_eq!(plain[0].trace.as_ref().unwrap().bad_lines, BadLines::Fail);
+        // A scenario file may write MAJ,MIN too (no comma splitting there).
+        let s = parse_scenario(
+            "[[tenant]]\nname = \"T\"\ntrace = \"t.txt\"\ntrace_device = \"8,0\"\nskip_bad_lines = true\n",
+            "s.toml",
+        )
+        .unwrap();
+        let load = s.tenants[0].trace.as_ref().unwrap();
+        assert_eq!(
+            (load.device, load.bad_lines),
+            (Some(8 << 20), BadLines::Skip)
+        );
+        let cases = [
+            (
+                "name=T,trace=t,trace_format=iolog",
+                "trace_format=\"iolog\": expected one of blkparse",
+            ),
+            (
+                "name=T,trace=t,trace_device=sda",
+                "trace_device=\"sda\": expected a device number",
+            ),
+            (
+                "name=T,trace=t,from=10",
+                "from=\"10\": expected a trace time with a unit",
+            ),
+            ("name=T,trace=t,to=x", "to=\"x\": expected a trace time"),
+            (
+                "name=T,trace=t,from=2s,to=1s",
+                "to=\"1s\": expected a time after from=\"2s\"",
+            ),
+            (
+                "name=T,trace=t,skip_bad_lines=maybe",
+                "skip_bad_lines=\"maybe\": expected yes or no",
+            ),
+            ("name=T,from=1s", "from= needs trace=FILE"),
+            ("name=T,trace_format=msr", "trace_format= needs trace=FILE"),
+            ("name=T,speed=2", "speed= needs trace=FILE"),
+            ("name=T,trace=", "trace=\"\": expected a trace file"),
         ];
         for (spec, needle) in cases {
             let e = parse_tenant(spec).unwrap_err().to_string();

@@ -1,48 +1,25 @@
-//! Replays generated traces far larger than the memory budget and fails if the live heap ever
-//! passes it: the readers and the replay stream, they do not hold the trace.
+//! Replays generated traces far larger than the memory budget, one of every format the readers
+//! know (blkparse, MSR, SPC, CSV, MQSim, DiskSim), and fails if the live heap ever passes it:
+//! the readers and the replay stream, they do not hold the trace. (The device-level and
+//! system-run replays, which sit on these, are checked the same way in
+//! `crates/sim/tests/trace_memory.rs`.)
 //!
-//! A counting global allocator tracks the live heap bytes of each thread (so the test harness's
-//! own allocations on other threads do not count) and their peak. The trace is generated on
+//! A counting global allocator (`testkit::heap`) tracks the live heap bytes of each thread (so
+//! the test harness's own allocations on other threads do not count) and their peak. The trace is generated on
 //! the fly by a `Read` that formats lines into a fixed buffer (it allocates nothing), so the
 //! only heap in play is the reader's. The meter is checked first: holding the records in a
 //! `Vec` must break the same budget, so the bound is one a non-streaming reader would cross.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{BufReader, Read, Write};
+
+use testkit::heap::{peak_above, reset};
 
 use workload::trace::{
     BadLines, Pacing, Replay, ReplayOptions, TraceFormat, TraceReader, TraceStats,
 };
 
-struct Counting;
-
-thread_local! {
-    // Const-initialised and without destructors: safe to touch from inside the allocator.
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let live = LIVE.get() + layout.size() as isize;
-            LIVE.set(live);
-            PEAK.set(PEAK.get().max(live));
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.set(LIVE.get() - layout.size() as isize);
-    }
-}
-
 #[global_allocator]
-static A: Counting = Counting;
+static A: testkit::heap::Counting = testkit::heap::Counting;
 
 /// The heap budget of a replay: 1 MiB.
 const BUDGET_BYTES: usize = 1 << 20;
@@ -101,7 +78,28 @@ impl Generated {
                 if read { "R" } else { "WS" },
                 sector
             ),
-            _ => unreachable!("only the two formats above are generated"),
+            TraceFormat::Spc => writeln!(
+                w,
+                "0,{sector},4096,{},{}.{:06}",
+                if read { "r" } else { "w" },
+                i / 40_000,
+                (i % 40_000) * 25
+            ),
+            TraceFormat::Csv => writeln!(
+                w,
+                "{},{},{},4096",
+                i * 25_000,
+                if read { "R" } else { "W" },
+                sector * 512
+            ),
+            TraceFormat::Mqsim => writeln!(w, "{} 0 {sector} 8 {}", i * 25_000, u8::from(read)),
+            TraceFormat::Disksim => writeln!(
+                w,
+                "{}.{:06} 0 {sector} 8 {}",
+                i / 40,
+                (i % 40) * 25_000,
+                u8::from(read)
+            ),
         }
         .expect("a generated line fits the buffer");
         self.line_len = room - w.len();
@@ -128,18 +126,6 @@ impl Read for Generated {
         }
         Ok(n)
     }
-}
-
-/// Starts a measurement on this thread: returns the live heap now.
-fn reset() -> isize {
-    let base = LIVE.get();
-    PEAK.set(base);
-    base
-}
-
-/// This thread's peak live heap above `base` since [`reset`].
-fn peak_above(base: isize) -> usize {
-    (PEAK.get() - base).max(0) as usize
 }
 
 fn replay(format: TraceFormat) -> (u64, usize) {
@@ -182,10 +168,10 @@ fn the_meter_sees_a_reader_that_holds_the_trace() {
 }
 
 #[test]
-fn msr_and_blkparse_replays_stay_within_the_budget() {
-    for format in [TraceFormat::Msr, TraceFormat::Blkparse] {
+fn every_reader_replays_within_the_budget() {
+    for format in TraceFormat::ALL {
         let (ios, peak) = replay(format);
-        // Every generated line is an I/O (MSR lines are ~50 B, blkparse ~65 B).
+        // Every generated line is an I/O (from ~22 B for MQSim to ~65 B for blkparse).
         assert!(ios > TRACE_BYTES / 80, "{format}: only {ios} I/Os");
         assert!(
             peak < BUDGET_BYTES,
@@ -219,10 +205,12 @@ fn stats_of_a_large_trace_stay_within_the_budget_when_the_footprint_is_small() {
 #[test]
 fn reader_writes_nothing_when_generating() {
     // The generator itself must not allocate, or the budget above would measure it.
-    let mut g = Generated::new(TraceFormat::Blkparse, 1 << 20);
     let mut buf = [0u8; 4096];
-    let base = reset();
-    while g.read(&mut buf).unwrap() > 0 {}
-    assert_eq!(peak_above(base), 0);
+    for format in TraceFormat::ALL {
+        let mut g = Generated::new(format, 1 << 20);
+        let base = reset();
+        while g.read(&mut buf).unwrap() > 0 {}
+        assert_eq!(peak_above(base), 0, "{format}");
+    }
     let _ = std::io::sink().write(&buf);
 }

@@ -312,7 +312,7 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
         gen.fill(&mut data);
         let source = match &t.trace {
             None => Source::Synthetic(gen),
-            Some(path) => {
+            Some(load) => {
                 let pacing = match t.load {
                     Load::Trace { speed_per_mille } => {
                         workload::trace::Pacing::OpenLoop { speed_per_mille }
@@ -323,7 +323,7 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
                     Load::Open { .. } => unreachable!("spec: trace= excludes rate="),
                 };
                 let tg =
-                    trace::TraceGen::open(path, region, pacing, c.index, t.connections, size_bytes)
+                    trace::TraceGen::open(load, region, pacing, c.index, t.connections, size_bytes)
                         .map_err(|message| BenchError::Trace {
                             tenant: t.name.clone(),
                             message,
@@ -487,9 +487,16 @@ async fn one_io(r: IoRequest) -> Done {
             .read(r.handle, r.offset_bytes, r.size_bytes)
             .await
             .map(drop),
+        // Exactly the request's bytes: a trace tenant's buffer is its largest request (1 MiB
+        // by default), and most of its records are smaller.
         OpKind::Write => {
             r.client
-                .write(r.handle, r.offset_bytes, &r.data, r.write_mode)
+                .write(
+                    r.handle,
+                    r.offset_bytes,
+                    &r.data[..r.size_bytes as usize],
+                    r.write_mode,
+                )
                 .await
         }
     };
@@ -531,12 +538,16 @@ impl ConnJob {
         }))
     }
 
-    /// A trace that stopped at a bad line counts as one error of the tenant.
+    /// A trace that stopped at a bad line counts as one error of the tenant; skipped bad
+    /// lines are noted.
     fn note_trace_error(&mut self, stats: &mut ConnStats) {
         if let Source::Trace(t) = &mut self.gen {
             if let Some(e) = t.error.take() {
                 *stats.errors.entry(e).or_default() += 1;
             }
+            let (skipped, first) = t.skipped_lines();
+            stats.trace_bad_lines_skipped = skipped;
+            stats.trace_first_bad_line = first.map(str::to_owned);
         }
     }
 

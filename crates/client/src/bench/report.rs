@@ -39,6 +39,9 @@ pub(crate) struct ConnStats {
     pub late_sends: u64,
     /// Open loop: how long after its scheduled time each request was handed to the client.
     pub send_lag_ns: Histogram<u64>,
+    /// Trace tenants with `skip_bad_lines`: malformed lines the connection's reader skipped.
+    pub trace_bad_lines_skipped: u64,
+    pub trace_first_bad_line: Option<String>,
 }
 
 impl ConnStats {
@@ -51,6 +54,8 @@ impl ConnStats {
             errors: BTreeMap::new(),
             late_sends: 0,
             send_lag_ns: new_histogram(),
+            trace_bad_lines_skipped: 0,
+            trace_first_bad_line: None,
         }
     }
 
@@ -64,6 +69,12 @@ impl ConnStats {
         let _ = self.send_lag_ns.add(&other.send_lag_ns);
         for (k, v) in &other.errors {
             *self.errors.entry(k.clone()).or_default() += v;
+        }
+        // Every connection reads the whole file (and keeps its share), so each sees the same
+        // bad lines, or fewer if it stopped early: the most any saw is the file's count.
+        if other.trace_bad_lines_skipped > self.trace_bad_lines_skipped {
+            self.trace_bad_lines_skipped = other.trace_bad_lines_skipped;
+            self.trace_first_bad_line = other.trace_first_bad_line.clone();
         }
     }
 }
@@ -148,6 +159,16 @@ pub struct TenantReport {
     /// LC only, if reads completed: measured p95 read latency ≤ SLO, and achieved IOPS ≥ 95 %
     /// of the lesser of the SLO's and the offered IOPS.
     pub slo_met: Option<bool>,
+    /// Trace tenants with `skip_bad_lines=yes`: malformed lines of the trace skipped.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub trace_bad_lines_skipped: u64,
+    /// The first of them, as its error (`FILE:LINE: ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_first_bad_line: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A whole run's results.
@@ -225,6 +246,8 @@ pub(crate) fn tenant_report(
             max: s.send_lag_ns.max(),
         }),
         slo_met,
+        trace_bad_lines_skipped: s.trace_bad_lines_skipped,
+        trace_first_bad_line: s.trace_first_bad_line.clone(),
     }
 }
 
@@ -325,6 +348,15 @@ impl BenchReport {
                     us(lag.p50),
                     us(lag.p99),
                     us(lag.max)
+                );
+            }
+            if r.trace_bad_lines_skipped > 0 {
+                let _ = writeln!(
+                    t,
+                    "{:<12} {} bad trace lines skipped; first: {}",
+                    "",
+                    r.trace_bad_lines_skipped,
+                    r.trace_first_bad_line.as_deref().unwrap_or("?")
                 );
             }
             if r.late_sends > 0 {

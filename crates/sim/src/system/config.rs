@@ -34,7 +34,8 @@
 //! [[process]]
 //! trace = "db.csv"             # a block trace in any format workload::trace reads (blkparse,
 //!                              # msr, spc, csv, mqsim, disksim), detected from its first lines
-//! trace_mode = "open-loop"     # or "afap" (one at a time, as fast as possible)
+//! trace_mode = "open-loop"     # or "closed-loop" (with trace_qd), or "afap" (one at a time)
+//! trace_qd = 32                # closed loop: I/Os in flight, timestamps ignored
 //! trace_format = "msr"         # optional: the format, when detection should not decide
 //! trace_device = 1             # optional: one device's records (a number, or "8,0")
 //! trace_speed = 2.0            # optional, open loop: trace times divided by this
@@ -44,9 +45,8 @@
 //! ```
 //!
 //! A trace process's addresses are folded onto its file (`file_bytes`, from the host preset)
-//! as a device-level replay folds them onto the device (workload::trace::replay). The host
-//! process holds the replayed records in memory (32 B each: the host model's trace thread
-//! walks a slice); the file itself is streamed.
+//! as a device-level replay folds them onto the device (workload::trace::replay); the trace is
+//! streamed as the process issues, never loaded (`trace`'s essay: keys, modes, errors).
 //!
 //! Unknown keys are errors naming the key; an unknown profile lists the known ones.
 
@@ -54,9 +54,11 @@ use std::path::{Path, PathBuf};
 
 use device::DeviceConfig;
 use engine::{IoClass, SimTime};
-use host::{Arrivals, HostConfig, IoGaps, ProcessSpec, TraceMode, TraceRecord, Workload};
+use host::{Arrivals, HostConfig, IoGaps, ProcessSpec, Workload};
 use serde::Deserialize;
 use workload::{Buffering, IoSizeModel, JobFile, Profile};
+
+use super::trace::{SystemTrace, TraceDeviceKey, TraceKeys, TraceModeKey, TraceTable};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemConfigError {
@@ -107,7 +109,8 @@ struct ProcessTable {
     profile: Option<String>,
     fio: Option<PathBuf>,
     trace: Option<PathBuf>,
-    trace_mode: Option<TraceMode>,
+    trace_mode: Option<TraceModeKey>,
+    trace_qd: Option<u32>,
     trace_format: Option<String>,
     trace_device: Option<TraceDeviceKey>,
     trace_speed: Option<f64>,
@@ -155,123 +158,6 @@ enum BufferingKey {
 enum IoSizeKey {
     Fixed,
     Exponential,
-}
-
-/// `trace_device`: a number, or `"MAJ,MIN"` for blkparse traces.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-enum TraceDeviceKey {
-    Number(u32),
-    Text(String),
-}
-
-/// How a process's trace is read and replayed (the `trace_*` keys).
-struct TraceKeys {
-    format: Option<workload::trace::TraceFormat>,
-    bad_lines: workload::trace::BadLines,
-    device: Option<u32>,
-    from_ns: u64,
-    to_ns: Option<u64>,
-    pacing: workload::trace::Pacing,
-}
-
-impl TraceKeys {
-    fn of(p: &ProcessTable) -> Result<TraceKeys, String> {
-        use workload::trace::{BadLines, Pacing, TraceFormat};
-        let format = p
-            .trace_format
-            .as_deref()
-            .map(TraceFormat::named)
-            .transpose()
-            .map_err(|e| format!("trace_format: {e}"))?;
-        let device = match &p.trace_device {
-            None => None,
-            Some(TraceDeviceKey::Number(n)) => Some(*n),
-            Some(TraceDeviceKey::Text(t)) => {
-                Some(workload::trace::parse_device(t).map_err(|e| format!("trace_device: {e}"))?)
-            }
-        };
-        let pacing = match p.trace_mode.unwrap_or(TraceMode::OpenLoop) {
-            TraceMode::OpenLoop => Pacing::open_loop(p.trace_speed.unwrap_or(1.0))
-                .map_err(|e| format!("trace_speed: {e}"))?,
-            TraceMode::Afap if p.trace_speed.is_some() => {
-                return Err("trace_speed applies to trace_mode = \"open-loop\" only".into())
-            }
-            TraceMode::Afap => Pacing::ClosedLoop { queue_depth: 1 },
-        };
-        let ms = |v: u64, key: &str| {
-            v.checked_mul(1_000_000)
-                .ok_or_else(|| format!("{key} = {v}: expected fewer than 2^64 ns"))
-        };
-        let from_ns = ms(p.trace_from_ms.unwrap_or(0), "trace_from_ms")?;
-        let to_ns = p.trace_to_ms.map(|v| ms(v, "trace_to_ms")).transpose()?;
-        if to_ns.is_some_and(|to| to <= from_ns) {
-            return Err("trace_to_ms must be after trace_from_ms".into());
-        }
-        Ok(TraceKeys {
-            format,
-            bad_lines: if p.skip_bad_lines.unwrap_or(false) {
-                BadLines::Skip
-            } else {
-                BadLines::Fail
-            },
-            device,
-            from_ns,
-            to_ns,
-            pacing,
-        })
-    }
-
-    /// Whether a process sets any `trace_*` key (they need `trace`).
-    fn any_set(p: &ProcessTable) -> bool {
-        p.trace_mode.is_some()
-            || p.trace_format.is_some()
-            || p.trace_device.is_some()
-            || p.trace_speed.is_some()
-            || p.trace_from_ms.is_some()
-            || p.trace_to_ms.is_some()
-            || p.skip_bad_lines.is_some()
-    }
-}
-
-/// Reads a block trace (any format `workload::trace` reads) into the host's records, folded
-/// onto a file of `file_bytes` and paced as `keys` say. Errors name the source, the line and
-/// what was expected.
-fn read_trace(
-    input: impl std::io::BufRead,
-    source_name: &str,
-    keys: &TraceKeys,
-    file_bytes: u64,
-) -> Result<Vec<TraceRecord>, String> {
-    use workload::trace::{Replay, ReplayOptions, TraceOp, TraceReader};
-    let reader = TraceReader::new(input, source_name, keys.format, keys.bad_lines)
-        .map_err(|e| e.to_string())?;
-    let opts = ReplayOptions {
-        device: keys.device,
-        from_ns: keys.from_ns,
-        to_ns: keys.to_ns,
-        capacity_bytes: file_bytes,
-        pacing: keys.pacing,
-    };
-    let mut out = Vec::new();
-    for io in Replay::new(reader, opts) {
-        let io = io.map_err(|e| e.to_string())?;
-        out.push(TraceRecord {
-            at_ns: io.issue_at_ns,
-            op: match io.op {
-                TraceOp::Read => engine::IoOp::Read,
-                TraceOp::Write => engine::IoOp::Write,
-            },
-            offset_bytes: io.offset_bytes,
-            bytes: io.len_bytes,
-        });
-    }
-    if out.is_empty() {
-        return Err(format!(
-            "{source_name}: no reads or writes to replay (check trace_device and the window)"
-        ));
-    }
-    Ok(out)
 }
 
 /// Default duration of a system run.
@@ -358,11 +244,22 @@ impl SystemConfig {
             if sources.iter().filter(|&&b| b).count() > 1 {
                 return Err(at("give one of `profile`, `fio` and `trace`".into()));
             }
-            if TraceKeys::any_set(&p) && p.trace.is_none() {
+            let trace_table = TraceTable {
+                mode: p.trace_mode,
+                qd: p.trace_qd,
+                format: p.trace_format.clone(),
+                device: p.trace_device.clone(),
+                speed: p.trace_speed,
+                from_ms: p.trace_from_ms,
+                to_ms: p.trace_to_ms,
+                skip_bad_lines: p.skip_bad_lines,
+            };
+            if trace_table.any_set() && p.trace.is_none() {
                 return Err(at(
-                    "`trace_mode`, `trace_format`, `trace_device`, `trace_speed`, `trace_from_ms`, `trace_to_ms` and `skip_bad_lines` need `trace = \"file\"`".into(),
+                    "`trace_mode`, `trace_qd`, `trace_format`, `trace_device`, `trace_speed`, `trace_from_ms`, `trace_to_ms` and `skip_bad_lines` need `trace = \"file\"`".into(),
                 ));
             }
+            let mut trace_to_check = None;
             let mut spec = match (&p.profile, p.fio.as_ref().or(p.trace.as_ref())) {
                 (None, Some(path)) if p.trace.is_some() => {
                     let path = if path.is_absolute() {
@@ -370,24 +267,21 @@ impl SystemConfig {
                     } else {
                         base.join(path)
                     };
-                    let keys = TraceKeys::of(&p).map_err(at)?;
-                    let file = std::fs::File::open(&path)
-                        .map_err(|e| at(format!("cannot read {}: {e}", path.display())))?;
-                    let records = read_trace(
-                        std::io::BufReader::new(file),
-                        &path.display().to_string(),
-                        &keys,
-                        host.app.file_bytes,
-                    )
-                    .map_err(at)?;
+                    let keys = TraceKeys::of(&trace_table).map_err(at)?;
+                    let mode = keys.mode;
+                    let trace = std::sync::Arc::new(SystemTrace {
+                        path: path.clone(),
+                        keys,
+                    });
+                    trace_to_check = Some(trace.clone());
                     ProcessSpec {
                         name: path
                             .file_stem()
                             .map(|s| s.to_string_lossy().into_owned())
                             .unwrap_or_else(|| "trace".into()),
                         workload: Workload::Trace {
-                            records: records.into(),
-                            mode: p.trace_mode.unwrap_or(TraceMode::OpenLoop),
+                            trace,
+                            mode,
                             source: path.display().to_string(),
                         },
                         class: p.class.unwrap_or(IoClass::Throughput),
@@ -507,6 +401,10 @@ impl SystemConfig {
                 }
                 spec.start = SimTime::from_ms(v);
             }
+            if let Some(trace) = trace_to_check {
+                // Folded onto the process's file as its run will fold it.
+                trace.check(spec.file_bytes).map_err(at)?;
+            }
             if processes.iter().any(|q: &ProcessSpec| q.name == spec.name) {
                 return Err(at(format!(
                     "two processes are named `{}`; give one a `name`",
@@ -599,49 +497,6 @@ mod tests {
             e.contains("apachee") && e.contains("pagerank") && e.contains("imageserver-upload"),
             "{e}"
         );
-    }
-
-    fn keys(toml_text: &str) -> TraceKeys {
-        let p: ProcessTable = toml::from_str(toml_text).unwrap();
-        TraceKeys::of(&p).unwrap()
-    }
-
-    #[test]
-    fn traces_parse_with_line_numbers_in_errors() {
-        let k = keys("trace = \"t.csv\"");
-        let t = read_trace(
-            &b"# t,op,off,len\n0,R,0,4096\n1000,w,8192,8192\n\n"[..],
-            "t.csv",
-            &k,
-            1 << 30,
-        )
-        .unwrap();
-        assert_eq!(t.len(), 2);
-        assert_eq!(t[1].op, engine::IoOp::Write);
-        let e = read_trace(&b"0,R,0,4096\n10,X,0,4096\n"[..], "t.csv", &k, 1 << 30).unwrap_err();
-        assert_eq!(e, "t.csv:2: op `X`: expected R, W, read or write");
-        // A record stamped before its predecessor is issued with it.
-        let t = read_trace(&b"5,R,0,4096\n1,R,0,4096\n"[..], "t.csv", &k, 1 << 30).unwrap();
-        assert_eq!((t[0].at_ns, t[1].at_ns), (0, 0));
-        assert!(read_trace(&b"# nothing\n"[..], "t.csv", &k, 1 << 30).is_err());
-    }
-
-    #[test]
-    fn traces_in_other_formats_fold_filter_and_scale() {
-        let msr = b"128166372003061629,hm,1,Read,3221225472,4096,1\n128166372003071629,hm,0,Write,0,4096,1\n128166372003081629,hm,1,Write,8192,4096,1\n";
-        let k = keys("trace = \"m.csv\"\ntrace_device = 1\ntrace_speed = 2.0");
-        let t = read_trace(&msr[..], "m.csv", &k, 1 << 30).unwrap();
-        // Device 0's record is dropped; 3 GiB folds onto the 1 GiB file at 0; 2 ms / 2 = 1 ms.
-        assert_eq!(t.len(), 2);
-        assert_eq!((t[0].offset_bytes, t[1].at_ns), (0, 1_000_000));
-        let k = keys("trace = \"m.csv\"\ntrace_device = \"8,0\"\ntrace_mode = \"afap\"");
-        assert_eq!(k.device, Some(8 << 20));
-        let p: ProcessTable =
-            toml::from_str("trace = \"m\"\ntrace_mode = \"afap\"\ntrace_speed = 2.0").unwrap();
-        assert!(TraceKeys::of(&p).is_err());
-        let p: ProcessTable = toml::from_str("trace = \"m\"\ntrace_format = \"iolog\"").unwrap();
-        let e = TraceKeys::of(&p).err().unwrap();
-        assert!(e.contains("iolog") && e.contains("blkparse"), "{e}");
     }
 
     #[test]

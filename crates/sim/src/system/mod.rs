@@ -5,6 +5,7 @@
 //!   seed) and the embedded default (`apache` + `pagerank` on `arm8` + `zssd`, 10 s).
 //! - [`run`]: the lock-step loop and the message adapter between host and device.
 //! - [`summary`]: `summary.json`, CSVs and the terminal table.
+//! - `trace`: a block trace as a process (`trace = "file"`), streamed by each run.
 //!
 //! [`run`](fn@run) runs the configured processes and, if the config asks for it (`alone =
 //! true`), the latency-critical online services again by themselves, so their response times
@@ -13,6 +14,7 @@
 pub mod config;
 pub mod run;
 pub mod summary;
+mod trace;
 
 pub use config::{SystemConfig, SystemConfigError, DEFAULT_SYSTEM_TOML};
 pub use run::{run_system, run_system_with_series, SeriesOut, SystemRunError, SystemRunResult};

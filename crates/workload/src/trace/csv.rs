@@ -2,19 +2,19 @@
 //! (any case), times in nanoseconds from the trace's start. This is the format system configs
 //! read before the other readers existed; `0,R,8192,4096` reads 4 KiB at byte 8192 at once.
 
-use super::fields::{end_fits, request_bytes, uint};
+use super::fields::{commas, end_fits, request_bytes, uint};
 use super::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str = "4 comma-separated fields `time_ns,op,offset_bytes,bytes`";
 
 pub(crate) fn parse(line: &str) -> Result<Line, String> {
-    let mut it = line.split(',');
+    let mut it = commas(line);
     let (Some(t), Some(op), Some(off), Some(len), None) =
         (it.next(), it.next(), it.next(), it.next(), it.next())
     else {
         return Err(format!(
             "found {} fields: expected {EXPECTED}",
-            line.split(',').count()
+            commas(line).count()
         ));
     };
     let op = match op.trim() {

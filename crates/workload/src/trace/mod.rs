@@ -25,8 +25,10 @@
 //! [`TraceReader`] is an iterator over any `BufRead`: it holds one line (at most
 //! [`MAX_LINE_BYTES`]; a longer line is a bad line, and its rest is read and dropped without
 //! being kept), so a 10 GB trace is read in the same few kilobytes as a 10 KB one. The test
-//! `trace_memory` replays a generated 256 MiB trace under a counting allocator and fails if the
-//! live heap ever passes 1 MiB.
+//! `trace_memory` (`crates/workload/tests`) replays a generated 64 MiB trace of every format
+//! under a counting allocator and fails if the live heap ever passes 1 MiB; its namesake in
+//! `crates/sim/tests` does the same for the device-level replay and a system run's trace
+//! process.
 //!
 //! ## Times
 //! All times become integer nanoseconds with no floating point (`0.000000001` s is 1 ns
@@ -60,6 +62,7 @@ pub mod blkparse;
 mod csv;
 mod detect;
 mod fields;
+mod footprint;
 mod msr;
 pub mod replay;
 mod spc;
@@ -507,11 +510,12 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     }
 }
 
-/// Parses a `--trace-device` value: a number, or `MAJ,MIN` for blkparse devices.
+/// Parses a `--trace-device` value: a number, or `MAJ,MIN` (blkparse's form) or `MAJ:MIN`
+/// (lsblk's) for blkparse devices.
 pub fn parse_device(text: &str) -> Result<u32, String> {
     let text = text.trim();
-    if text.contains(',') {
-        return blkparse::parse_device(text).ok_or_else(|| {
+    if text.contains([',', ':']) {
+        return blkparse::parse_device(&text.replace(':', ",")).ok_or_else(|| {
             format!("device `{text}`: expected MAJ,MIN with MAJ below 4096 and MIN below 2^20")
         });
     }
@@ -626,6 +630,7 @@ mod tests {
     fn devices_parse_as_numbers_or_pairs() {
         assert_eq!(parse_device("3"), Ok(3));
         assert_eq!(parse_device("8,16"), Ok(8 << 20 | 16));
+        assert_eq!(parse_device("8:16"), Ok(8 << 20 | 16));
         assert!(parse_device("sda").is_err());
     }
 }

@@ -10,7 +10,7 @@
 //! time, so replay starts at 0). The host name and the response time are not used: the
 //! response time is what the traced system did, and replay measures the simulated one.
 
-use super::fields::{end_fits, request_bytes, shorten, uint, uint32};
+use super::fields::{commas, end_fits, request_bytes, shorten, uint, uint32};
 use super::{Line, TraceOp, TraceRecord};
 
 /// One filetime tick.
@@ -20,7 +20,7 @@ pub(crate) const EXPECTED: &str =
     "7 comma-separated fields `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`";
 
 pub(crate) fn parse(line: &str) -> Result<Line, String> {
-    let mut it = line.split(',');
+    let mut it = commas(line);
     let (Some(t), Some(_host), Some(disk), Some(kind), Some(off), Some(size), Some(_resp), None) = (
         it.next(),
         it.next(),
@@ -33,7 +33,7 @@ pub(crate) fn parse(line: &str) -> Result<Line, String> {
     ) else {
         return Err(format!(
             "found {} fields: expected {EXPECTED}",
-            line.split(',').count()
+            commas(line).count()
         ));
     };
     let op = match kind.trim() {

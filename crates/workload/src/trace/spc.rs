@@ -8,26 +8,33 @@
 //! `0,303567,3584,w,0.000000` writes 3 584 bytes at byte 303 567 × 512 of ASU 0 at time 0
 //! (3 584 is not a whole number of 4 KiB pages: replay rounds it to whole 512 B sectors).
 
-use super::fields::{decimal_ns, end_fits, request_bytes, sectors_to_bytes, shorten, uint, uint32};
+use super::fields::{
+    commas, decimal_ns, end_fits, request_bytes, sectors_to_bytes, shorten, uint, uint32,
+};
 use super::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str =
     "at least 5 comma-separated fields `ASU,LBA,Size,Opcode,Timestamp`";
 
 pub(crate) fn parse(line: &str) -> Result<Line, String> {
-    let mut it = line.split(',');
+    let mut it = commas(line);
     let (Some(asu), Some(lba), Some(size), Some(opcode), Some(t)) =
         (it.next(), it.next(), it.next(), it.next(), it.next())
     else {
         return Err(format!(
             "found {} fields: expected {EXPECTED}",
-            line.split(',').count()
+            commas(line).count()
         ));
     };
-    let op = match opcode.trim() {
-        "r" | "R" => TraceOp::Read,
-        "w" | "W" => TraceOp::Write,
-        o => return Err(format!("Opcode `{}`: expected r, R, w or W", shorten(o))),
+    let op = match opcode.trim().as_bytes() {
+        [b'r' | b'R'] => TraceOp::Read,
+        [b'w' | b'W'] => TraceOp::Write,
+        _ => {
+            return Err(format!(
+                "Opcode `{}`: expected r, R, w or W",
+                shorten(opcode.trim())
+            ))
+        }
     };
     let offset_bytes = sectors_to_bytes(uint(lba, "LBA")?, "LBA")?;
     let len_bytes = request_bytes(uint(size, "Size")?, "Size")?;

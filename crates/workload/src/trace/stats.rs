@@ -10,10 +10,11 @@
 //! - **inter-arrival**: the gap from the previous record's time, into an HDR histogram (2
 //!   significant digits: each reported value within 1 %); a record stamped before its
 //!   predecessor counts as a 0 gap and as `out_of_order`.
-//! - **footprint**: distinct 4 KiB blocks touched, per device, kept as a sparse bitmap of 2 MiB
-//!   chunks (64 B of bits and about 40 B of index each). Memory grows with the footprint (a
-//!   densely touched 1 TB is 500 K chunks, about 50 MB; a sparse one at most one chunk per
-//!   block touched), never with the trace's length; every other figure is constant memory.
+//! - **footprint**: distinct 4 KiB blocks touched, per device, exactly: a two-level radix
+//!   bitmap (`footprint`: 2 MiB chunks of bits under 64 MiB regions). Memory grows with the
+//!   footprint (a densely touched 1 TB is about 33 MB; a sparse one at most one chunk and one
+//!   region per request), never with the trace's length; every other figure is constant
+//!   memory.
 //! - **duration**: the last time seen (times start at 0, the first record).
 //!
 //! The `trace_stats` bench (`cargo bench -p workload --bench trace_stats`) prints the MB/s.
@@ -23,13 +24,10 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::footprint::Footprint;
+pub use super::footprint::FOOTPRINT_BLOCK_BYTES;
 use super::{TraceOp, TraceRecord};
 
-/// Blocks of the footprint bitmap.
-pub const FOOTPRINT_BLOCK_BYTES: u64 = 4096;
-/// Blocks per bitmap chunk (512 × 4 KiB = 2 MiB of address space in 64 B of bits).
-const CHUNK_BLOCKS: u64 = 512;
-const CHUNK_WORDS: usize = (CHUNK_BLOCKS / 64) as usize;
 /// The largest size bucket bound; larger requests go into the `> 1 MiB` bucket.
 const SIZE_BUCKET_MAX_BYTES: u64 = 1 << 20;
 const SIZE_BUCKETS: usize = 13; // 512 B .. 1 MiB is 12 bounds, plus the overflow bucket
@@ -52,13 +50,7 @@ pub struct TraceStats {
     /// Exact, unlike the histogram's (within 1 %).
     max_gap_ns: u64,
     max_time_ns: u64,
-    /// `(device, chunk)` to its bitmap; a hash map (never iterated, so its order cannot
-    /// leak into results): the B-tree's search was a third of `trace stats`' time.
-    chunk_of: rustc_hash::FxHashMap<(u32, u64), u32>,
-    chunks: Vec<[u64; CHUNK_WORDS]>,
-    /// The chunk last touched, `(device, chunk) -> index` (most requests hit it again).
-    last_chunk: Option<((u32, u64), u32)>,
-    footprint_blocks: u64,
+    footprint: Footprint,
     max_end_bytes: u64,
 }
 
@@ -84,10 +76,7 @@ impl TraceStats {
             gaps: Histogram::new_with_max(1 << 62, 2).expect("valid HDR bounds"),
             max_gap_ns: 0,
             max_time_ns: 0,
-            chunk_of: rustc_hash::FxHashMap::default(),
-            chunks: Vec::new(),
-            last_chunk: None,
-            footprint_blocks: 0,
+            footprint: Footprint::new(),
             max_end_bytes: 0,
         }
     }
@@ -126,51 +115,11 @@ impl TraceStats {
         }
         self.last_time_ns = Some(r.time_ns);
         self.max_time_ns = self.max_time_ns.max(r.time_ns);
-        self.touch(r.device, r.offset_bytes, end);
+        self.footprint.add(r.device, r.offset_bytes, end);
     }
 
-    /// Marks the 4 KiB blocks of `start..end` on `device`.
-    fn touch(&mut self, device: u32, start: u64, end: u64) {
-        let first = start / FOOTPRINT_BLOCK_BYTES;
-        let last = end.div_ceil(FOOTPRINT_BLOCK_BYTES);
-        let mut block = first;
-        while block < last {
-            let chunk = block / CHUNK_BLOCKS;
-            let key = (device, chunk);
-            let idx = match self.last_chunk {
-                Some((k, i)) if k == key => i,
-                _ => {
-                    let n = self.chunks.len() as u32;
-                    let i = *self.chunk_of.entry(key).or_insert(n);
-                    if i == n {
-                        self.chunks.push([0; CHUNK_WORDS]);
-                    }
-                    self.last_chunk = Some((key, i));
-                    i
-                }
-            };
-            let bits = &mut self.chunks[idx as usize];
-            let chunk_end = ((chunk + 1) * CHUNK_BLOCKS).min(last);
-            // Bits `block..chunk_end` of this chunk, a word at a time.
-            let (mut i, end) = (block % CHUNK_BLOCKS, chunk_end - chunk * CHUNK_BLOCKS);
-            while i < end {
-                let (w, b) = ((i / 64) as usize, i % 64);
-                let n = (64 - b).min(end - i);
-                let mask = if n == 64 {
-                    u64::MAX
-                } else {
-                    ((1u64 << n) - 1) << b
-                };
-                self.footprint_blocks += u64::from((mask & !bits[w]).count_ones());
-                bits[w] |= mask;
-                i += n;
-            }
-            block = chunk_end;
-        }
-    }
-
-    /// The figures so far.
-    pub fn report(&self) -> StatsReport {
+    /// The figures so far (`&mut`: the footprint applies the requests it has queued).
+    pub fn report(&mut self) -> StatsReport {
         // HDR values are bucket tops; never above the exact maximum.
         let q = |p: f64| self.gaps.value_at_quantile(p).min(self.max_gap_ns);
         let mut bound = 512u64;
@@ -212,7 +161,7 @@ impl TraceStats {
                 max: self.max_gap_ns,
             },
             out_of_order: self.out_of_order,
-            footprint_bytes: self.footprint_blocks * FOOTPRINT_BLOCK_BYTES,
+            footprint_bytes: self.footprint.blocks() * FOOTPRINT_BLOCK_BYTES,
             max_end_bytes: self.max_end_bytes,
             duration_ns: self.max_time_ns,
             iops: if self.max_time_ns == 0 {
