@@ -54,8 +54,8 @@ pub struct InProcess;
 impl RealRunner for InProcess {
     fn run(&self, run: &RealRun) -> Result<RealOutcome, String> {
         let id = &run.id;
-        let scenario = workload::remote::parse_scenario(&run.scenario_toml, id)
-            .map_err(|e| e.to_string())?;
+        let scenario =
+            workload::remote::parse_scenario(&run.scenario_toml, id).map_err(|e| e.to_string())?;
         let sim = scenario.sim.clone().unwrap_or_default();
         let model = ServerModel::from_table(&sim).map_err(|e| format!("{id}: {e}"))?;
         match run.place {
@@ -165,8 +165,24 @@ fn process_cpu_ns() -> u64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
-/// The server's worker threads (`ullstack-wN`, in N order) as task ids of this process.
+/// The server's worker threads (`ullstack-wN`, in N order) as task ids of this process. A
+/// thread names itself once it runs, which may be just after `server::start` returns: look
+/// again, for at most [`NAMED_THREADS_WAIT`].
 fn worker_tids(workers: usize) -> Vec<String> {
+    let deadline = Instant::now() + NAMED_THREADS_WAIT;
+    loop {
+        let found = named_worker_tids(workers);
+        if found.len() == workers || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// How long the runner waits for the server's workers to carry their names.
+const NAMED_THREADS_WAIT: Duration = Duration::from_secs(1);
+
+fn named_worker_tids(workers: usize) -> Vec<String> {
     let mut found: Vec<(usize, String)> = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
         for e in dir.flatten() {
@@ -376,7 +392,10 @@ fn local_tenant(run: &RealRun, scenario: &Scenario) -> Result<(u8, u64, u64), St
         ));
     }
     let size = u64::from(t.size_bytes);
-    let span = t.span_bytes.unwrap_or(REAL_VOLUME_BYTES).min(REAL_VOLUME_BYTES);
+    let span = t
+        .span_bytes
+        .unwrap_or(REAL_VOLUME_BYTES)
+        .min(REAL_VOLUME_BYTES);
     Ok((t.read_pct, size, span / size))
 }
 
@@ -396,10 +415,7 @@ fn run_device(
         )
         .map_err(|e| format!("{id}: {e}"))?,
     );
-    let mut backend = volume
-        .clone()
-        .attach()
-        .map_err(|e| format!("{id}: {e}"))?;
+    let mut backend = volume.clone().attach().map_err(|e| format!("{id}: {e}"))?;
     let load = load_average_1m();
     let mut rng = engine::stream(scenario.seed.unwrap_or(1), "reflex.local");
     let warmup_ns = scenario.warmup_ns.unwrap_or(0);

@@ -28,7 +28,12 @@ fn per_tenant(
     names
         .iter()
         .enumerate()
-        .filter_map(|(i, n)| run.tenants.iter().find(|t| &t.name == n).map(|t| (i as f64, f(t))))
+        .filter_map(|(i, n)| {
+            run.tenants
+                .iter()
+                .find(|t| &t.name == n)
+                .map(|t| (i as f64, f(t)))
+        })
         .collect()
 }
 
@@ -43,7 +48,11 @@ fn k_iops(t: &super::real::TenantView) -> f64 {
 /// The full-scale simulated parts.
 pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
     let mut figs = Vec::new();
-    let get = |id: &str| sims.iter().find(|o| o.id == id).map(|o| RunView::sim(&o.summary));
+    let get = |id: &str| {
+        sims.iter()
+            .find(|o| o.id == id)
+            .map(|o| RunView::sim(&o.summary))
+    };
     for n in [1, 2] {
         let (Some(off), Some(on)) = (get(&format!("s{n}-off")), get(&format!("s{n}-on"))) else {
             continue;
@@ -111,7 +120,12 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
             series: vec![
                 series("LC IOPS", p(&|r| r.iops("lc") / 1000.0), 0, Stroke::Solid),
                 series("BE IOPS", p(&|r| r.iops("be") / 1000.0), 1, Stroke::Solid),
-                series("tokens", p(&|r| r.tokens_per_sec() / 1000.0), 2, Stroke::Dashed),
+                series(
+                    "tokens",
+                    p(&|r| r.tokens_per_sec() / 1000.0),
+                    2,
+                    Stroke::Dashed,
+                ),
             ],
         });
         figs.push(Figure {
@@ -312,18 +326,34 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             y_log: true,
             x_categories: Vec::new(),
             series: vec![
-                series("real", real(&|r| us(r.worst_p95_ns("lc"))), 0, Stroke::Solid),
-                series("model", model(&|r| us(r.worst_p95_ns("lc"))), 0, Stroke::Dashed),
+                series(
+                    "real",
+                    real(&|r| us(r.worst_p95_ns("lc"))),
+                    0,
+                    Stroke::Solid,
+                ),
+                series(
+                    "model",
+                    model(&|r| us(r.worst_p95_ns("lc"))),
+                    0,
+                    Stroke::Dashed,
+                ),
             ],
         });
     }
     let tenants = by_part(Part::TenantsPerCore);
     if !tenants.is_empty() {
         let real = |f: &dyn Fn(&RunView) -> f64| {
-            tenants.iter().map(|(x, r, _)| (*x, f(r))).collect::<Vec<_>>()
+            tenants
+                .iter()
+                .map(|(x, r, _)| (*x, f(r)))
+                .collect::<Vec<_>>()
         };
         let model = |f: &dyn Fn(&RunView) -> f64| {
-            tenants.iter().map(|(x, _, t)| (*x, f(t))).collect::<Vec<_>>()
+            tenants
+                .iter()
+                .map(|(x, _, t)| (*x, f(t)))
+                .collect::<Vec<_>>()
         };
         figs.push(Figure {
             stem: "real_tenants_per_core".into(),
@@ -349,8 +379,18 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                     2,
                     Stroke::Dashed,
                 ),
-                series("real", real(&|r| r.device_iops_in_window / 1000.0), 0, Stroke::Solid),
-                series("model", model(&|r| r.device_iops_in_window / 1000.0), 0, Stroke::Dashed),
+                series(
+                    "real",
+                    real(&|r| r.device_iops_in_window / 1000.0),
+                    0,
+                    Stroke::Solid,
+                ),
+                series(
+                    "model",
+                    model(&|r| r.device_iops_in_window / 1000.0),
+                    0,
+                    Stroke::Dashed,
+                ),
             ],
         });
         figs.push(Figure {
@@ -365,8 +405,18 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             y_log: true,
             x_categories: Vec::new(),
             series: vec![
-                series("real", real(&|r| us(r.worst_p95_ns("lc"))), 0, Stroke::Solid),
-                series("model", model(&|r| us(r.worst_p95_ns("lc"))), 0, Stroke::Dashed),
+                series(
+                    "real",
+                    real(&|r| us(r.worst_p95_ns("lc"))),
+                    0,
+                    Stroke::Solid,
+                ),
+                series(
+                    "model",
+                    model(&|r| us(r.worst_p95_ns("lc"))),
+                    0,
+                    Stroke::Dashed,
+                ),
             ],
         });
         let client: Vec<(f64, f64)> = pairs
@@ -438,10 +488,30 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             y_log: false,
             x_categories: vec!["read".into(), "write".into()],
             series: vec![
-                series("local, real", vec![(0.0, rl.0), (1.0, wl.0)], 0, Stroke::Solid),
-                series("local, model", vec![(0.0, rl.1), (1.0, wl.1)], 0, Stroke::Dashed),
-                series("remote, real", vec![(0.0, rr.0), (1.0, wr.0)], 1, Stroke::Solid),
-                series("remote, model", vec![(0.0, rr.1), (1.0, wr.1)], 1, Stroke::Dashed),
+                series(
+                    "local, real",
+                    vec![(0.0, rl.0), (1.0, wl.0)],
+                    0,
+                    Stroke::Solid,
+                ),
+                series(
+                    "local, model",
+                    vec![(0.0, rl.1), (1.0, wl.1)],
+                    0,
+                    Stroke::Dashed,
+                ),
+                series(
+                    "remote, real",
+                    vec![(0.0, rr.0), (1.0, wr.0)],
+                    1,
+                    Stroke::Solid,
+                ),
+                series(
+                    "remote, model",
+                    vec![(0.0, rr.1), (1.0, wr.1)],
+                    1,
+                    Stroke::Dashed,
+                ),
             ],
         });
     }

@@ -178,7 +178,9 @@ pub fn verdict(s: &SearchOutcome) -> String {
             format!("the thread kept up with every count up to {max} (the search's bound)")
         }
         Verdict::Refused { tenants, reason } => {
-            format!("admission control refused {tenants} tenants before the thread saturated: {reason}")
+            format!(
+                "admission control refused {tenants} tenants before the thread saturated: {reason}"
+            )
         }
     };
     format!("{what} (probes, in order: {}).", probes.join(", "))

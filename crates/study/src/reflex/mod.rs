@@ -68,13 +68,13 @@ pub mod scenarios;
 pub mod search;
 pub mod twin;
 
+pub use html::verdict as search_verdict;
 pub use real::{sustained_rate, tokens_per_sec, RealOutcome, RealRunner, RealTenant};
 pub use scenarios::{
     real_runs, real_search_plan, real_tenants_scenario, runs, scenario, sim_search_plan,
     tenants_scenario, Place, RealRun, ReflexRun, BE_CONNECTIONS, BE_QD_PER_CONN, DEVICE_A_TOML,
     REAL_SCALE_PCT, REAL_VOLUME_BYTES, REAL_WORKERS, SMALL_TENANT_IOPS,
 };
-pub use html::verdict as search_verdict;
 pub use search::{Probe, SearchOutcome, SearchPlan, Verdict};
 
 /// Bumped when runs or figures change meaning. 2: real runs of all five parts with twins;

@@ -132,7 +132,9 @@ fn header(comment: &str, duration: &str, warmup: &str, seed: u64, real: bool) ->
     } else {
         ""
     };
-    format!("# {comment}\nduration = \"{duration}\"\nwarmup = \"{warmup}\"\n{threads}seed = {seed}\n")
+    format!(
+        "# {comment}\nduration = \"{duration}\"\nwarmup = \"{warmup}\"\n{threads}seed = {seed}\n"
+    )
 }
 
 /// A `[[tenant]]` table from key/value pairs (values already TOML). A real tenant also gets
@@ -148,7 +150,11 @@ fn tenant(pairs: &[(&str, String)], real: bool) -> String {
             .find(|(k, _)| *k == "name")
             .map(|(_, v)| v.trim_matches('"').to_lowercase())
             .unwrap_or_default();
-        writeln!(s, "secret = \"secret-{name}\"\nspan = \"{REAL_VOLUME_BYTES}\"").expect("string");
+        writeln!(
+            s,
+            "secret = \"secret-{name}\"\nspan = \"{REAL_VOLUME_BYTES}\""
+        )
+        .expect("string");
     }
     s
 }
@@ -213,7 +219,10 @@ fn scenario_tenants(b_rate: u64, pct: u64, real: bool) -> String {
             &[
                 ("name", q(name)),
                 ("class", q("be")),
-                ("qd", n(scale(u64::from(BE_QD_PER_CONN * BE_CONNECTIONS), pct))),
+                (
+                    "qd",
+                    n(scale(u64::from(BE_QD_PER_CONN * BE_CONNECTIONS), pct)),
+                ),
                 ("conns", n(BE_CONNECTIONS)),
                 ("read", n(read)),
                 ("size", q("4k")),
@@ -326,7 +335,13 @@ pub fn tenants_scenario(size: Size, seed: u64, tenants: u64) -> String {
     let (d, w) = sim_durations(size);
     format!(
         "{}{}{}",
-        header("reflex part 4: many small tenants on one thread", d, w, seed, false),
+        header(
+            "reflex part 4: many small tenants on one thread",
+            d,
+            w,
+            seed,
+            false
+        ),
         small_tenants(tenants, false),
         sim_table("on", 1)
     )
@@ -423,7 +438,9 @@ pub fn real_runs(size: Size, seed: u64) -> Vec<RealRun> {
                 scenario_toml: format!(
                     "{}{}{}",
                     header(
-                        &format!("reflex scenario {k} on this machine, scaled to {pct} %, one worker"),
+                        &format!(
+                            "reflex scenario {k} on this machine, scaled to {pct} %, one worker"
+                        ),
                         d,
                         w,
                         seed,
@@ -500,7 +517,11 @@ mod tests {
                 .into_iter()
                 .map(|r| (r.id, r.scenario_toml))
                 .collect();
-            texts.extend(real_runs(size, 1).into_iter().map(|r| (r.id, r.scenario_toml)));
+            texts.extend(
+                real_runs(size, 1)
+                    .into_iter()
+                    .map(|r| (r.id, r.scenario_toml)),
+            );
             texts.push(("t".into(), tenants_scenario(size, 1, 1000)));
             texts.push(("rt".into(), real_tenants_scenario(size, 1, 50)));
             for (id, text) in texts {

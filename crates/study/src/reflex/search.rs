@@ -52,9 +52,14 @@ pub struct SearchPlan {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Probe {
-    Served { offered_iops: f64, served_iops: f64 },
+    Served {
+        offered_iops: f64,
+        served_iops: f64,
+    },
     /// Admission control refused a tenant: the reason, as the server or model gave it.
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
 }
 
 impl Probe {
@@ -158,7 +163,10 @@ pub fn search<E>(
                 _ => None,
             })
             .unwrap_or_default();
-        Verdict::Refused { tenants: hi, reason }
+        Verdict::Refused {
+            tenants: hi,
+            reason,
+        }
     } else {
         Verdict::Saturated {
             kept_up,
