@@ -70,7 +70,8 @@ fn latency(t: &TenantView) -> (u64, u64) {
 }
 
 /// Every real run of parts 1–3 and 5 beside its twin, per tenant; part 4 in
-/// [`tenants_table`].
+/// [`tenants_table`]. The last column is real only: how far the load generator fell behind an
+/// open-loop tenant's arrivals (part of that tenant's latency; the model's clients never do).
 pub fn comparison(pairs: &[Paired]) -> Table {
     let mut t = Table {
         header: header(&[
@@ -88,6 +89,7 @@ pub fn comparison(pairs: &[Paired]) -> Table {
             "tokens/s model",
             "SLO real",
             "SLO model",
+            "send lag p99 µs",
         ]),
         rows: Vec::new(),
     };
@@ -113,6 +115,12 @@ pub fn comparison(pairs: &[Paired]) -> Table {
                 or_dash(m.map(|m| format!("{:.0}", m.tokens_per_sec))),
                 slo(r),
                 or_dash(m.map(slo)),
+                or_dash(
+                    p.real
+                        .tenant(&r.name)
+                        .and_then(|t| t.send_lag_ns_p99)
+                        .map(us),
+                ),
             ]);
         }
     }

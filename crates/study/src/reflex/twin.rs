@@ -34,12 +34,19 @@
 //! 0.4 µs), the client receives (1.1 µs): the device's time plus ≈ 10.9 µs.
 //!
 //! # What it leaves out
-//! The real server's adaptive coalescing (a 50 µs pause between iterations under pipelined
-//! load, `dataplane.coalesce_ns`), its idle policy (a worker that blocks wakes later than one
-//! that spins), the load generator's own CPU (the model's clients are never short of it: on
-//! this VM bench shares the two cores with the server, and with whatever else runs), and other
-//! processes on the machine. Where the twin and the real run differ, these are the first
-//! suspects; the report gives each real run's load average.
+//! * The real server's adaptive coalescing (`dataplane.coalesce_ns`, 50 µs: under pipelined
+//!   load a worker pauses between iterations so each reads a batch). The fit's "6 requests an
+//!   iteration" came with it; the twin batches only what arrived during an iteration, so under
+//!   many open-loop clients (part 4) its iterations are small and its thread busier than the
+//!   real one for the same load.
+//! * The real server's wait while the scheduler holds requests back (an `epoll` wait with a
+//!   short timeout): the twin's thread spins, as the published polling dataplane does, so its
+//!   busy share is 100 % whenever tokens are short.
+//! * Its idle policy (a worker that blocks wakes later than one that spins).
+//! * The load generator's own CPU: the model's clients are never short of it; on this VM bench
+//!   shares the two cores with the server and with whatever else runs, and an open-loop tenant's
+//!   latency includes how late bench sent each request (the report gives that send lag).
+//! * Other processes on the machine; the report gives each real run's load average.
 
 use std::fmt::Write as _;
 
