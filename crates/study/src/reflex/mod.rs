@@ -12,8 +12,8 @@
 //! 3. **Cores**: N = 1..12 dataplane threads, one LC tenant per thread (20 K IOPS, 90 % reads,
 //!    p95 ≤ 2 ms) and two BE tenants (80 % reads) spread over every thread.
 //! 4. **Tenants per core**: one thread, K tenants of 100 IOPS (1 KiB reads, LC, p95 ≤ 2 ms),
-//!    K searched ([`search`]: doubling until the thread saturates — it sustains less than 95 %
-//!    of the offered IOPS — then bisecting).
+//!    K searched ([`search`]: doubling until the thread saturates — it sustains less than 99 %
+//!    of the IOPS its tenants issued — then bisecting).
 //! 5. **Unloaded latency**: 4 KiB random read and write at QD1, the device alone (every
 //!    network and dataplane cost set to zero) against through the server.
 //!
@@ -201,7 +201,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
                     reason: reason.clone(),
                 },
                 None => Probe::Served {
-                    offered_iops: (k * SMALL_TENANT_IOPS) as f64,
+                    offered_iops: o.tenants.iter().map(|t| t.iops).sum(),
                     served_iops: o.device_iops_in_window,
                 },
             };
@@ -280,7 +280,7 @@ fn sim_tenants_search(opts: &ReflexOptions) -> Result<SimSearch, String> {
         match sim::remote::run(&cfg) {
             Ok(summary) => {
                 let probe = Probe::Served {
-                    offered_iops: (k * SMALL_TENANT_IOPS) as f64,
+                    offered_iops: summary.tenants.iter().map(|t| t.iops).sum(),
                     served_iops: summary.device_iops_in_window,
                 };
                 let o = RunOutcome {

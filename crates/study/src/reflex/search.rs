@@ -5,7 +5,7 @@
 //! of tenant counts (a list chosen in advance either stops short of the knee or wastes runs far
 //! beyond it, and the knee moves with the machine), but a search. [`search`] probes K tenants,
 //! doubling K from `start` until a probe is *saturated* — the server sustained less than
-//! [`SATURATED_BELOW_PCT`] % of the offered IOPS over the measured window — and then bisects
+//! [`SATURATED_BELOW_PCT`] % of the IOPS the tenants issued in the measured window — and then bisects
 //! between the last K that kept up and the first that did not, `refine_steps` times. A probe the
 //! server refuses (admission control: the tenants' reservations exceed the device profile) ends
 //! the doubling too; the thread may still saturate below admission control's limit, so the
@@ -30,11 +30,15 @@
 
 use serde::Serialize;
 
-/// A probe is saturated when the server sustained less than this share of the offered IOPS:
-/// Poisson arrivals over the quick study's shortest window (100 ms at 100 K IOPS: 10 000
-/// requests, ±1 % at two standard deviations) stay well inside 5 %, so a thread that keeps up
-/// is not called saturated by chance.
-pub const SATURATED_BELOW_PCT: f64 = 95.0;
+/// A probe is saturated when the server sustained less than this share of what the tenants
+/// issued in the measured window (their IOPS: the Poisson arrivals that actually came, not the
+/// nominal rate, so arrival noise does not count). A thread that keeps up serves what arrives,
+/// less the requests in flight at the window's edges (about rate × latency: 160 of 800 K at
+/// 8 000 tenants, 0.02 %); the real runner's sampled counter can be one 10 ms sample off at
+/// each edge (1 % of the quick study's 1 s window) but takes the busiest interval, which errs
+/// upwards. A thread past its capacity serves its capacity: at 8 500 tenants on the full-scale
+/// model, 832 K of 850 K issued (97.9 %), its p95 already 24 ms.
+pub const SATURATED_BELOW_PCT: f64 = 99.0;
 
 /// How to search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
