@@ -87,8 +87,8 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
         assert!(sim_ids.contains(&id.to_string()), "{id} in {sim_ids:?}");
     }
     // Part 4, simulated and deterministic: the search finds where the thread saturates: at that
-    // count the thread served less than 99 % of what its tenants issued and was busy all along;
-    // at the count below, it served what they issued.
+    // count the thread served less than 99.9 % of what its tenants issued and was busy all
+    // along; at the count below, it served what they issued.
     let search = &study["tenants_per_core"];
     assert_eq!(search["verdict"]["kind"], "saturated", "{search}");
     let served_share = |k: u64| {
@@ -107,10 +107,10 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
     };
     let knee = search["verdict"]["saturated"].as_u64().expect("a count");
     let (share, busy) = served_share(knee);
-    assert!(share < 0.99 && busy > 99.0, "{share} {busy} at {knee}");
+    assert!(share < 0.999 && busy > 99.0, "{share} {busy} at {knee}");
     let below = search["verdict"]["kept_up"].as_u64().expect("a count");
     let (share, _) = served_share(below);
-    assert!(share >= 0.99, "{share} at {below}");
+    assert!(share >= 0.999, "{share} at {below}");
 
     // The real half: every part, each with its twin.
     let real_ids = ids("real", Some("real"));

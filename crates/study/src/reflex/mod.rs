@@ -12,8 +12,8 @@
 //! 3. **Cores**: N = 1..12 dataplane threads, one LC tenant per thread (20 K IOPS, 90 % reads,
 //!    p95 ≤ 2 ms) and two BE tenants (80 % reads) spread over every thread.
 //! 4. **Tenants per core**: one thread, K tenants of 100 IOPS (1 KiB reads, LC, p95 ≤ 2 ms),
-//!    K searched ([`search`]: doubling until the thread saturates — it sustains less than 99 %
-//!    of the IOPS its tenants issued — then bisecting).
+//!    K searched ([`search`]: doubling until the thread saturates — it sustains less than
+//!    99.9 % of the IOPS its tenants issued — then bisecting).
 //! 5. **Unloaded latency**: 4 KiB random read and write at QD1, the device alone (every
 //!    network and dataplane cost set to zero) against through the server.
 //!

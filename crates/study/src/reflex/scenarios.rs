@@ -21,7 +21,7 @@
 
 use std::fmt::Write as _;
 
-use super::search::SearchPlan;
+use super::search::{SearchPlan, REAL_SATURATED_BELOW_PERMILLE, SIM_SATURATED_BELOW_PERMILLE};
 use super::twin;
 use super::Part;
 use crate::Size;
@@ -74,6 +74,7 @@ fn real_durations(size: Size) -> (&'static str, &'static str) {
 /// Part 4 on the simulated server at full scale.
 pub fn sim_search_plan(size: Size) -> SearchPlan {
     SearchPlan {
+        saturated_below_permille: SIM_SATURATED_BELOW_PERMILLE,
         start: 1_000,
         max: 64_000,
         refine_steps: match size {
@@ -90,11 +91,13 @@ pub fn sim_search_plan(size: Size) -> SearchPlan {
 pub fn real_search_plan(size: Size) -> SearchPlan {
     match size {
         Size::Quick => SearchPlan {
+            saturated_below_permille: REAL_SATURATED_BELOW_PERMILLE,
             start: 50,
             max: 1_600,
             refine_steps: 0,
         },
         Size::Full => SearchPlan {
+            saturated_below_permille: REAL_SATURATED_BELOW_PERMILLE,
             start: 50,
             max: 3_200,
             refine_steps: 2,
