@@ -118,11 +118,12 @@ fn list() {
     let quick = study::reflex::runs(Size::Quick, 1).len();
     let full = study::reflex::runs(Size::Full, 1).len();
     println!(
-        "{:<12} {full} runs (--quick: {quick}) + {} on the real server  SLOs for remote tenants: \
-         simulated server with the qos scheduler off/on, cores, tenants per core, unloaded \
-         latency; the same scenarios through serve + bench",
+        "{:<12} {full} runs (--quick: {quick}) + a search for part 4; {} on the real server + a \
+         search, each with its simulated twin  SLOs for remote tenants: simulated server with the \
+         qos scheduler off/on, cores, tenants per core, unloaded latency; the same scenarios \
+         scaled to this machine through serve + bench",
         "reflex",
-        study::reflex::real_scenarios(Size::Quick, 1, 10).len()
+        study::reflex::real_runs(Size::Quick, 1).len()
     );
 }
 
@@ -160,9 +161,21 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
     let o = study::reflex::run(&opts, real).map_err(|e| anyhow!(e))?;
     if !args.quiet {
         print!("{}", o.headline.to_text());
+        if !o.real.is_empty() {
+            println!("\nthis machine, real vs model:");
+            print!("{}", o.comparison.to_text());
+        }
     }
     println!(
-        "{} simulated + {} real runs in {:.1} s; results: {} (report.html, study.json, plots)",
+        "part 4, simulated: {}",
+        study::reflex::search_verdict(&o.sim_search)
+    );
+    if let Some(s) = &o.real_search {
+        println!("part 4, real server: {}", study::reflex::search_verdict(s));
+    }
+    println!(
+        "{} simulated + {} real runs (each with its twin) in {:.1} s; results: {} (report.html, \
+         study.json, plots)",
         o.sims.len(),
         o.real.len(),
         started.elapsed().as_secs_f64(),

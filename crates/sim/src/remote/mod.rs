@@ -10,7 +10,10 @@
 //!    queue each in the thread's scheduler with its token cost;
 //! 2. run one **scheduling round of crate `qos`** at the thread's current time (the very
 //!    `qos::Scheduler` the server's workers run; [`sched`] is the same thin adapter the
-//!    server has, with the same FIFO baseline for `scheduler = "off"`);
+//!    server has, with the same FIFO baseline for `scheduler = "off"`), when anything is
+//!    queued — the server's worker skips empty rounds too. Each request is priced as it is
+//!    queued, by the scheduler (a read costs less while every tenant is read-only, as on the
+//!    server);
 //! 3. submit what the round released to the device's submission queue (`costs.submit_ns`
 //!    each; beyond [`run::SQ_DEPTH`] entries they wait in the thread);
 //! 4. reap the device's completions and send the replies (`costs.complete_ns +
@@ -19,6 +22,9 @@
 //! Each iteration also costs `costs.loop_ns`. A thread with nothing to do sleeps until a
 //! request reaches its NIC or a completion its CQ; one whose scheduler holds requests back
 //! spins, which the model approximates by a round every `costs.spin_round_ns`.
+//! Besides per-tenant figures, a run reports `device_iops_in_window`: commands submitted to
+//! the device inside the measured window, per second — what the server sustained, where the
+//! tenants' IOPS (requests issued in the window, served whenever) show what was offered.
 //! Tenants are the `ullstack bench` tenant spec (crate `workload`, module `remote`): open loop
 //! (Poisson arrivals at a rate) or closed loop (a queue depth), a read percentage, a size, an
 //! SLO for latency-critical ones; each connection of a tenant registers a flow with its share

@@ -63,6 +63,7 @@ struct Req {
     offset_bytes: u64,
     len_bytes: u64,
     issued: SimTime,
+    /// Its price, set when the dataplane reads it (the scheduler's price at that moment).
     cost_mtok: u64,
 }
 
@@ -110,7 +111,9 @@ pub struct TenantResult {
     pub read_latency_ns_mean: u64,
     pub write_latency_ns_p95: u64,
     pub write_latency_ns_mean: u64,
-    /// Tokens per second its completed requests cost at the profile's prices (mixed load).
+    /// Tokens per second its completed requests were charged: the scheduler's price when the
+    /// dataplane read each one (a read-only device load prices reads lower, as on the server);
+    /// with the scheduler off, the profile's mixed-load price.
     pub tokens_per_sec: f64,
     /// LC: p95 read latency within the SLO's target.
     pub slo_met: Option<bool>,
@@ -129,6 +132,11 @@ pub struct RemoteSummary {
     pub tenants: Vec<TenantResult>,
     /// Busy share of each dataplane thread over the whole run, percent.
     pub worker_busy_pct: Vec<f64>,
+    /// Commands the dataplane submitted to the device during the measured window, per second:
+    /// what the server sustained. The tenants' IOPS count every request *issued* in the window
+    /// (served whenever), so they equal the offered load even when the server falls behind;
+    /// this one does not, and is how the `reflex` study tells a saturated thread.
+    pub device_iops_in_window: f64,
     pub events: u64,
     pub wall_ms: u64,
 }
@@ -153,6 +161,8 @@ struct Run<'a> {
     measure_from: SimTime,
     stop_at: SimTime,
     live: u64,
+    /// Device submissions at a time inside the measured window.
+    submitted_in_window: u64,
     scratch: Vec<qos::RequestId>,
     _registry: Option<qos::Registry>,
 }
@@ -276,6 +286,7 @@ impl<'a> Run<'a> {
             measure_from,
             stop_at: measure_from + cfg.duration_ns,
             live: 0,
+            submitted_in_window: 0,
             scratch: Vec::new(),
             _registry: registry,
         })
@@ -382,19 +393,13 @@ impl<'a> Run<'a> {
         };
         let bytes = MESSAGE_HEADER_BYTES + if op == IoOp::Write { size } else { 0 };
         let at = c.link.client_send(&self.cfg.server.net, now, bytes);
-        let qop = if op == IoOp::Read {
-            qos::Op::Read
-        } else {
-            qos::Op::Write
-        };
-        let cost_mtok = self.cost.request_cost_mtok(qop, size, qos::LoadMix::Mixed);
         let rec = Req {
             conn,
             op,
             offset_bytes,
             len_bytes: size,
             issued: now,
-            cost_mtok,
+            cost_mtok: 0,
         };
         let id = match self.free_reqs.pop() {
             Some(i) => {
@@ -434,14 +439,24 @@ impl<'a> Run<'a> {
                 break;
             };
             cpu += msg_ns + costs.request_ns;
-            let r = &self.reqs[req as usize];
+            let r = &mut self.reqs[req as usize];
+            let qop = if r.op == IoOp::Read {
+                qos::Op::Read
+            } else {
+                qos::Op::Write
+            };
+            r.cost_mtok = w.sched.cost_mtok(qop, r.len_bytes, &self.cost);
             let flow = self.conns[r.conn as usize].flow;
             w.sched
                 .enqueue(flow, r.cost_mtok, qos::RequestId(u64::from(req)));
         }
-        // 2. The scheduling round.
+        // 2. The scheduling round — skipped when nothing waits, as the server's worker skips it
+        // (`server::worker`, `schedule_and_submit`): earnings accrue by elapsed time at the next
+        // round, and the shared bucket's max-age rule covers its resets meanwhile.
         self.scratch.clear();
-        w.sched.round(cpu.as_ns(), &mut self.scratch);
+        if w.sched.queued() > 0 {
+            w.sched.round(cpu.as_ns(), &mut self.scratch);
+        }
         w.released.extend(self.scratch.iter().map(|id| id.0 as u32));
         // 3. Submit what was released, as far as the submission queue has room.
         while w.in_device < SQ_DEPTH {
@@ -464,6 +479,9 @@ impl<'a> Run<'a> {
                 version: 0,
             };
             w.in_device += 1;
+            if cpu >= self.measure_from && cpu < self.stop_at {
+                self.submitted_in_window += 1;
+            }
             self.ssd
                 .submit(cpu, w.sqid, cmd)
                 .expect("a thread never has more commands in flight than its SQ holds");
@@ -572,6 +590,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|w| 100.0 * w.busy_ns as f64 / end_ns as f64)
                 .collect(),
+            device_iops_in_window: self.submitted_in_window as f64 / secs,
             events,
             wall_ms,
         }

@@ -51,6 +51,17 @@ impl ThreadSched {
         }
     }
 
+    /// The price of a request as the scheduler charges it: the `qos` scheduler's price under
+    /// the device's current load mix (a read costs less when every tenant is read-only), as
+    /// the server's adapter asks it; with the scheduler off nothing is charged, and the price
+    /// reported for the tenant's tokens/s is the mixed-load one of `cost`.
+    pub fn cost_mtok(&self, op: qos::Op, len_bytes: u64, cost: &qos::CostModel) -> u64 {
+        match self {
+            ThreadSched::Tokens(s) => s.cost_mtok(op, len_bytes),
+            ThreadSched::Fifo(_) => cost.request_cost_mtok(op, len_bytes, qos::LoadMix::Mixed),
+        }
+    }
+
     /// Queues a request of `cost_mtok` (its token price; ignored in FIFO mode).
     pub fn enqueue(&mut self, flow: Flow, cost_mtok: u64, id: qos::RequestId) {
         match (self, flow) {

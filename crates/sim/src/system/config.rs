@@ -49,6 +49,12 @@
 //! streamed as the process issues, never loaded (`trace`'s essay: keys, modes, errors).
 //!
 //! Unknown keys are errors naming the key; an unknown profile lists the known ones.
+//!
+//! Remote tenants (`[[tenant]]` tables, the `ullstack bench` tenant spec, with a `[sim]` table)
+//! are not part of a system config: they run on the simulated remote server (`sim::remote`,
+//! `ullstack sim --remote FILE`), the same file `ullstack bench --scenario FILE` drives a live
+//! server with. A system file holding them is refused with an error saying so; remote tenants
+//! and host processes do not share one simulation.
 
 use std::path::{Path, PathBuf};
 
@@ -210,6 +216,19 @@ impl SystemConfig {
             source_name: source_name.to_string(),
             message,
         };
+        if let Ok(table) = text.parse::<toml::Table>() {
+            if let Some(key) = ["tenant", "sim"]
+                .into_iter()
+                .find(|k| table.contains_key(*k))
+            {
+                return Err(invalid(format!(
+                    "`{key}` belongs to a remote scenario ([[tenant]] tables are remote tenants, \
+                     the `ullstack bench` tenant spec): run it with `ullstack sim --remote FILE` \
+                     (the simulated remote server) or `ullstack bench --scenario FILE` (a live \
+                     server); a system config has [host], [device] and [[process]] tables"
+                )));
+            }
+        }
         let mut file: SystemFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         if let Some(stack) = stack {
             let mut host = file.host.take().unwrap_or_default();
@@ -486,6 +505,21 @@ mod tests {
         assert_eq!(c.processes[1].class, IoClass::Throughput);
         assert_eq!(c.duration, SimTime::from_secs(10));
         assert_eq!(c.alone_config().unwrap().processes.len(), 1);
+    }
+
+    /// A remote scenario given as a system config is refused, pointing to `--remote`.
+    #[test]
+    fn remote_tenants_point_to_the_remote_runner() {
+        for text in [
+            "[[tenant]]\nname = \"a\"\nqd = 1\n",
+            "[[process]]\nprofile = \"apache\"\n[sim]\nworkers = 1\n",
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(
+                e.contains("ullstack sim --remote") && e.contains("test.toml"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,387 @@
+//! `ullstack study reflex`: SLOs for remote tenants (experiments.md, `reflex`).
+//!
+//! # What it runs
+//! The five parts of the published remote-flash evaluation, twice.
+//!
+//! **At full scale on the simulated server** (`sim::remote`: network model, dataplane threads,
+//! the real `qos` scheduler, the SSD model):
+//! 1. **Scenario 1**: A (LC, 120 K IOPS, 100 % reads, p95 ≤ 500 µs), B (LC, 70 K IOPS, 80 %
+//!    reads, p95 ≤ 500 µs), C (BE, 95 % reads), D (BE, 25 % reads), all 4 KiB, A and B at their
+//!    full rate (Poisson), with the scheduler off and on; two threads.
+//! 2. **Scenario 2**: the same with B offering 45 K IOPS (it still reserves 70 K).
+//! 3. **Cores**: N = 1..12 dataplane threads, one LC tenant per thread (20 K IOPS, 90 % reads,
+//!    p95 ≤ 2 ms) and two BE tenants (80 % reads) spread over every thread.
+//! 4. **Tenants per core**: one thread, K tenants of 100 IOPS (1 KiB reads, LC, p95 ≤ 2 ms),
+//!    K searched ([`search`]: doubling until the thread saturates — it sustains less than
+//!    99.9 % of the IOPS its tenants issued — then bisecting).
+//! 5. **Unloaded latency**: 4 KiB random read and write at QD1, the device alone (every
+//!    network and dataplane cost set to zero) against through the server.
+//!
+//! **On this machine, through the real server** (where a [`RealRunner`] is given: `ullstack
+//! study reflex` gives one, `--sim-only` does not): the same five parts scaled to what this
+//! 2-core VM carries ([`scenarios`]: parts 1–3 at 10 % of every rate, queue depth and token
+//! rate; part 3 with 1 and 2 workers; part 4 searched again, from 50 tenants; part 5 with the
+//! emulated device driven in process as "local"). `ullstack serve`'s server runs in process on
+//! the emulated device (127.0.0.1, a port the kernel picks), `ullstack bench`'s load generator
+//! drives it with one thread. **Every real run has a simulated twin**: the same scenario file
+//! through `sim::remote`, with the same device, profile, scheduler and worker count, and this
+//! machine's loopback network and dataplane costs ([`twin`]). The report sets each real run
+//! beside its twin, in the figures (real solid, twin dashed, one colour per setting) and in one
+//! side-by-side table; the full-scale runs show what the published setting gives in the model.
+//!
+//! # Choices, with their reasons (none were tuned to a result)
+//! * **Device**: `nvme-tlc` with program suspend on ([`DEVICE_A_TOML`]). The published device
+//!   "A" is a commodity datacenter NVMe TLC drive; our `nvme-tlc` preset is of its class (reads
+//!   58–107 µs); such drives suspend programs for reads (an assumption: device.md lists suspend
+//!   as a mechanism; the preset leaves it off). The scheduler's profile is `reflex-a`, the
+//!   published cost table (presets.md), *not* a calibration of this model: `ullstack calibrate
+//!   model:…` is how one would be made, and the report says which was used.
+//! * **BE load**: "take what they can": each BE tenant of scenarios 1 and 2 has
+//!   [`BE_CONNECTIONS`] connections, each with the server's per-connection in-flight limit
+//!   ([`BE_QD_PER_CONN`] = `max_inflight_requests`' default) in flight. One connection would not
+//!   do: on one 10 GbE link a tenant of 95 % 4 KiB reads is held to ~318 K IOPS by the link's
+//!   reply direction (seen in this model while the study was written), so it could not load
+//!   the device.
+//! * **Durations**: the full-scale runs measure 1 s after 100 ms of warm-up (`--quick`: 100 ms
+//!   after 20 ms); the real runs and their twins 5 s after 500 ms (`--quick`: 1 s after
+//!   200 ms): wall-clock time is what the real runs cost.
+//! * **The real server's config** is built from the scenario's `[sim]` table by the runner:
+//!   every tenant is a config tenant of class `lc` with no fixed SLO, so it has no default flow
+//!   and the registry holds exactly the flows the tenants REGISTER, as in the model.
+//!
+//! # What it leaves out
+//! What `sim::remote` leaves out (per-tenant scheduling CPU, so the full-scale part 4 saturates
+//! on per-request costs alone), the closed-loop rate correction (`vrate`), and what the twin
+//! leaves out of this machine ([`twin`]).
+
+use std::path::{Path, PathBuf};
+
+use sim::remote::{RemoteError, RemoteRunConfig, RemoteSummary};
+
+use crate::report::Table;
+use crate::Size;
+
+mod figures;
+mod html;
+pub mod real;
+pub mod scenarios;
+pub mod search;
+pub mod twin;
+
+pub use html::verdict as search_verdict;
+pub use real::{sustained_rate, tokens_per_sec, RealOutcome, RealRunner, RealTenant};
+pub use scenarios::{
+    real_runs, real_search_plan, real_tenants_scenario, runs, scenario, sim_search_plan,
+    tenants_scenario, Place, RealRun, ReflexRun, BE_CONNECTIONS, BE_QD_PER_CONN, DEVICE_A_TOML,
+    REAL_SCALE_PCT, REAL_VOLUME_BYTES, REAL_WORKERS, SMALL_TENANT_IOPS,
+};
+pub use search::{Probe, SearchOutcome, SearchPlan, Verdict};
+
+/// Bumped when runs or figures change meaning. 2: real runs of all five parts with twins;
+/// part 4 searched; `device_iops_in_window`.
+pub const VERSION: u32 = 2;
+
+/// Which part of the study a run belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    Scenario1,
+    Scenario2,
+    Cores,
+    TenantsPerCore,
+    Unloaded,
+}
+
+/// One simulated run's outcome.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunOutcome {
+    pub id: String,
+    pub part: Part,
+    pub x: u64,
+    pub summary: RemoteSummary,
+}
+
+/// Runs one full-scale simulated run.
+pub fn simulate(run: &ReflexRun) -> Result<RunOutcome, String> {
+    Ok(RunOutcome {
+        id: run.id.clone(),
+        part: run.part,
+        x: run.x,
+        summary: simulate_text(&run.id, &run.scenario_toml)?,
+    })
+}
+
+/// Runs a scenario file's text on the simulated server.
+pub fn simulate_text(id: &str, text: &str) -> Result<RemoteSummary, String> {
+    let cfg = RemoteRunConfig::parse(text, &format!("{id}.toml"))
+        .map_err(|e| format!("run {id}: {e}"))?;
+    sim::remote::run(&cfg).map_err(|e| format!("run {id}: {e}"))
+}
+
+/// A real run and its simulated twin (the same file through `sim::remote`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Paired {
+    pub real: RealOutcome,
+    pub twin: RemoteSummary,
+}
+
+/// Options of a study run.
+pub struct ReflexOptions {
+    pub size: Size,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub jobs: usize,
+}
+
+/// What a study run produced.
+pub struct ReflexOutcome {
+    /// Full-scale simulated runs, part 4's probes included.
+    pub sims: Vec<RunOutcome>,
+    pub sim_search: SearchOutcome,
+    /// Real runs with their twins, part 4's probes included (empty with no runner).
+    pub real: Vec<Paired>,
+    pub real_search: Option<SearchOutcome>,
+    /// Full-scale scenarios 1 and 2, per tenant.
+    pub headline: Table,
+    /// Every real run beside its twin.
+    pub comparison: Table,
+    pub report: PathBuf,
+}
+
+/// Runs the study: the full-scale simulated runs over `jobs` threads and part 4's search;
+/// then, with a runner, the real runs one at a time (nothing else of the study runs meanwhile:
+/// they measure wall-clock behaviour) and part 4's search on the real server; then every real
+/// run's twin over `jobs` threads; then figures and `report.html`.
+pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<ReflexOutcome, String> {
+    let runs_dir = opts.out.join("runs");
+    std::fs::create_dir_all(&runs_dir)
+        .map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
+    let jobs = opts.jobs.max(1);
+    let specs = runs(opts.size, opts.seed);
+    // Part 4's search is sequential (each count depends on the last): it runs on a thread of
+    // its own beside the fixed runs, which take the other `jobs - 1`.
+    let (fixed, searched) = std::thread::scope(|s| {
+        let search = s.spawn(|| sim_tenants_search(opts));
+        let fixed = parallel(&specs, jobs.saturating_sub(1).max(1), simulate);
+        let searched = search
+            .join()
+            .unwrap_or_else(|_| Err("part 4's search panicked".into()));
+        (fixed, searched)
+    });
+    let mut sims = fixed?;
+    let (sim_search, probes) = searched?;
+    let probe_specs: Vec<ReflexRun> = probes.iter().map(|(spec, _)| spec.clone()).collect();
+    sims.extend(probes.into_iter().map(|(_, o)| o));
+    for (spec, o) in specs.iter().chain(&probe_specs).zip(&sims) {
+        write_run(&runs_dir.join(&spec.id), &spec.scenario_toml, &o.summary)?;
+    }
+
+    let mut paired = Vec::new();
+    let mut real_search = None;
+    if let Some(runner) = real {
+        let mut outcomes = Vec::new();
+        for r in real_runs(opts.size, opts.seed) {
+            let o = runner.run(&r)?;
+            if let Some(why) = &o.refused {
+                return Err(format!("{}: {why}", r.id));
+            }
+            outcomes.push(o);
+        }
+        real_search = Some(search::search(real_search_plan(opts.size), |k| {
+            let r = RealRun {
+                id: format!("real-tenants-{k}"),
+                part: Part::TenantsPerCore,
+                x: k,
+                place: Place::Server,
+                scenario_toml: real_tenants_scenario(opts.size, opts.seed, k),
+            };
+            let o = runner.run(&r)?;
+            let probe = match &o.refused {
+                Some(reason) => Probe::Refused {
+                    reason: reason.clone(),
+                },
+                None => Probe::Served {
+                    offered_iops: o.tenants.iter().map(|t| t.iops).sum(),
+                    served_iops: o.device_iops_in_window,
+                },
+            };
+            if o.refused.is_none() {
+                outcomes.push(o);
+            }
+            Ok::<_, String>(probe)
+        })?);
+        let twins = parallel(&outcomes, jobs, |o| simulate_text(&o.id, &o.scenario_toml))?;
+        for (real, twin) in outcomes.into_iter().zip(twins) {
+            let dir = runs_dir.join(&real.id);
+            write_file(&dir, "scenario.toml", real.scenario_toml.as_bytes())?;
+            write_file(&dir, "summary.json", &json(&real)?)?;
+            write_file(&dir, "twin.json", &json(&twin)?)?;
+            paired.push(Paired { real, twin });
+        }
+    }
+
+    let study_json = serde_json::json!({
+        "study": "reflex",
+        "version": VERSION,
+        "size": opts.size.as_str(),
+        "seed": opts.seed,
+        "simulated": sims,
+        "tenants_per_core": sim_search,
+        "real": paired,
+        "real_tenants_per_core": real_search,
+    });
+    write_file(&opts.out, "study.json", &json(&study_json)?)?;
+    let headline = html::headline(&sims);
+    let comparison = html::comparison(&paired);
+    let mut figs = figures::sim_figures(&sims);
+    figs.extend(figures::real_figures(&paired));
+    let mut pngs = Vec::new();
+    for f in &figs {
+        pngs.push(f.write(&opts.out)?);
+    }
+    let page = html::report(&html::Page {
+        size: opts.size,
+        seed: opts.seed,
+        headline: &headline,
+        comparison: &comparison,
+        figures: &figs,
+        pngs: &pngs,
+        sim_specs: &specs.iter().chain(&probe_specs).collect::<Vec<_>>(),
+        sim_search: &sim_search,
+        real: &paired,
+        real_search: real_search.as_ref(),
+    });
+    write_file(&opts.out, "report.html", page.as_bytes())?;
+    Ok(ReflexOutcome {
+        sims,
+        sim_search,
+        real: paired,
+        real_search,
+        headline,
+        comparison,
+        report: opts.out.join("report.html"),
+    })
+}
+
+/// Part 4 at full scale: the search and every probe's run.
+type SimSearch = (SearchOutcome, Vec<(ReflexRun, RunOutcome)>);
+
+fn sim_tenants_search(opts: &ReflexOptions) -> Result<SimSearch, String> {
+    let mut probes = Vec::new();
+    let outcome = search::search(sim_search_plan(opts.size), |k| {
+        let spec = ReflexRun {
+            id: format!("tenants-{k}"),
+            part: Part::TenantsPerCore,
+            x: k,
+            scenario_toml: tenants_scenario(opts.size, opts.seed, k),
+        };
+        let cfg = RemoteRunConfig::parse(&spec.scenario_toml, &spec.id)
+            .map_err(|e| format!("run {}: {e}", spec.id))?;
+        match sim::remote::run(&cfg) {
+            Ok(summary) => {
+                let probe = Probe::Served {
+                    offered_iops: summary.tenants.iter().map(|t| t.iops).sum(),
+                    served_iops: summary.device_iops_in_window,
+                };
+                let o = RunOutcome {
+                    id: spec.id.clone(),
+                    part: spec.part,
+                    x: k,
+                    summary,
+                };
+                probes.push((spec, o));
+                Ok(probe)
+            }
+            Err(RemoteError::Refused { tenant, reason }) => Ok(Probe::Refused {
+                reason: format!("tenant {tenant:?}: {reason}"),
+            }),
+            Err(e) => Err(format!("run {}: {e}", spec.id)),
+        }
+    })?;
+    Ok((outcome, probes))
+}
+
+fn json(v: &impl serde::Serialize) -> Result<Vec<u8>, String> {
+    serde_json::to_vec_pretty(v).map_err(|e| e.to_string())
+}
+
+fn write_run(dir: &Path, scenario: &str, summary: &RemoteSummary) -> Result<(), String> {
+    write_file(dir, "scenario.toml", scenario.as_bytes())?;
+    write_file(dir, "summary.json", &json(summary)?)
+}
+
+/// Runs `f` over `items` on `jobs` threads; results in item order.
+fn parallel<T: Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    f: impl Fn(&T) -> Result<R, String> + Sync,
+) -> Result<Vec<R>, String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<R, String>>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(items.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else {
+                    break;
+                };
+                let r = f(item);
+                *results[i].lock().expect("no panics while held") = Some(r);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| m.into_inner().expect("no panics").expect("every item ran"))
+        .collect()
+}
+
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The study's claim: with the scheduler every LC tenant of scenario 1 keeps its p95
+    /// within its SLO; without it, not.
+    #[test]
+    fn scenario_one_needs_the_scheduler() {
+        let runs = runs(Size::Quick, 1);
+        for (id, expect_met) in [("s1-on", true), ("s1-off", false)] {
+            let spec = runs.iter().find(|r| r.id == id).expect("run exists");
+            let o = simulate(spec).expect("runs");
+            let lc: Vec<_> = o
+                .summary
+                .tenants
+                .iter()
+                .filter(|t| t.class == "lc")
+                .collect();
+            assert_eq!(lc.len(), 2);
+            let report: Vec<String> = lc
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{} p95 {} ns ({} reads)",
+                        t.name, t.read_latency_ns_p95, t.reads
+                    )
+                })
+                .collect();
+            if expect_met {
+                assert!(
+                    lc.iter().all(|t| t.slo_met == Some(true) && t.reads > 1000),
+                    "{id}: {report:?}"
+                );
+            } else {
+                assert!(
+                    lc.iter().all(|t| t.slo_met == Some(false)),
+                    "{id}: {report:?}"
+                );
+            }
+        }
+    }
+}
