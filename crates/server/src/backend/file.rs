@@ -24,22 +24,6 @@
 //! `Write{off=1048576,len=4096,rw_flags=RWF_DSYNC}`, one SQE; the worker's `commit` at the end
 //! of its step submits it together with the step's other SQEs in one `io_uring_enter`.
 //!
-//! *Buffered writes go in chains.* A buffered write cannot complete inline on ext4 (it refuses
-//! `RWF_NOWAIT` buffered writes with EOPNOTSUPP, kernel 6.18 here), so io_uring hands each one
-//! to an `io-wq` worker thread, and io-wq runs the writes of one file one after the other
-//! anyway (it hashes buffered writes by inode). Submitted one SQE each, every write costs an
-//! io-wq hand-off and a CQE that wakes the dataplane worker: 1 M pipelined 1 KiB writes cost
-//! ~8–10 µs of server CPU each against nbdkit's ~3 µs (docs/server.md). Consecutive buffered
-//! writes of one fill (up to [`MAX_CHAIN`]) are therefore submitted as one link chain
-//! (`IOSQE_IO_LINK`), every member but the last with `IOSQE_CQE_SKIP_SUCCESS`: io-wq runs the
-//! chain in one worker without a hand-off per write, and the chain posts one CQE. The kernel
-//! posts the CQE of a member that fails or writes short (a short write fails a link), and then
-//! cancels the members after it without CQEs (`io_fail_links`: a failed skip-success request
-//! skips its links' CQEs). So the first CQE of a chain means: the members before it wrote in
-//! full, it has its own result, the members after it never ran — they are queued again.
-//! Worked example: 23 writes released by one scheduling round → one chain, one `io_uring_enter`,
-//! one io-wq wake-up, one CQE, one worker wake-up (instead of 23 of each).
-//!
 //! # What it leaves out
 //! IOPOLL: the virtual disks here answer EOPNOTSUPP; completions are interrupt-driven. Fixed
 //! (registered) buffers and files.
@@ -57,7 +41,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::IoClass;
-use io_uring::{opcode, squeue, types, IoUring};
+use io_uring::{opcode, types, IoUring};
 
 use super::{
     push_run, AllocRun, Backend, BackendError, Caps, Completion, Fua, StorageError, StorageOp,
@@ -69,10 +53,6 @@ use crate::config::DirectIo;
 /// Submission queue entries per worker ring; at most this many operations are in the kernel at
 /// once per worker and volume (more wait in a queue in user space).
 pub const RING_ENTRIES: u32 = 256;
-/// Most buffered writes linked in one chain: a chain's writes complete together, so a long
-/// chain delays the first write's reply by the others' page-cache copies (~1–2 µs each for
-/// small writes); 32 bounds that to tens of µs and takes a round's batch in one or two chains.
-pub const MAX_CHAIN: usize = 32;
 
 /// A file volume: the descriptors, shared by every worker's ring.
 pub struct FileVolume {
@@ -341,7 +321,15 @@ impl Volume for FileVolume {
             block_device = self.is_block_device,
             "file backend attached"
         );
-        Ok(Box::new(FileBackend::new(self, ring)))
+        Ok(Box::new(FileBackend {
+            volume: self,
+            ring,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            waiting: VecDeque::new(),
+            in_kernel: 0,
+            queued_since_commit: 0,
+        }))
     }
 }
 
@@ -354,8 +342,6 @@ struct Slot {
     done_bytes: usize,
     /// WRITE_ZEROES tried ZERO_RANGE and fell back to PUNCH_HOLE.
     zero_fallback: bool,
-    /// The chain (index into `FileBackend::chains`) this operation is in the kernel with.
-    chain: Option<usize>,
 }
 
 /// A worker's ring on a file volume.
@@ -368,35 +354,9 @@ pub struct FileBackend {
     waiting: VecDeque<usize>,
     in_kernel: usize,
     queued_since_commit: usize,
-    /// Chains in the kernel: the slot indexes of each, in submission order.
-    chains: Vec<Vec<usize>>,
-    free_chains: Vec<usize>,
-    /// Reused per fill: the slots of the chain being built.
-    run: Vec<usize>,
-    /// The kernel skips successful CQEs (`IORING_FEAT_CQE_SKIP`, Linux 5.17): chains on.
-    chains_supported: bool,
-    /// CQEs reaped (fewer than operations when chains formed).
-    cqes: u64,
 }
 
 impl FileBackend {
-    fn new(volume: Arc<FileVolume>, ring: IoUring) -> FileBackend {
-        FileBackend {
-            volume,
-            chains_supported: ring.params().is_feature_skip_cqe_on_success(),
-            ring,
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            waiting: VecDeque::new(),
-            in_kernel: 0,
-            queued_since_commit: 0,
-            chains: Vec::new(),
-            free_chains: Vec::new(),
-            run: Vec::with_capacity(MAX_CHAIN),
-            cqes: 0,
-        }
-    }
-
     fn fd_for(volume: &FileVolume, offset_bytes: u64, len_bytes: usize) -> RawFd {
         match &volume.direct {
             Some((file, align))
@@ -473,130 +433,27 @@ impl FileBackend {
         entry.user_data(user_data)
     }
 
-    /// Whether the waiting operation in slot `index` is a buffered write (one that io_uring
-    /// hands to io-wq, and that goes in a chain).
-    fn is_buffered_write(&self, index: usize) -> bool {
-        let slot = self.slots[index].as_ref().expect("queued slot exists");
-        match slot.op {
-            StorageOp::Write { offset_bytes, .. } => {
-                let at = offset_bytes + slot.done_bytes as u64;
-                let rest = slot.buf.len() - slot.done_bytes;
-                slot.done_bytes > 0
-                    || Self::fd_for(&self.volume, at, rest) == self.volume.buffered.as_raw_fd()
-            }
-            _ => false,
-        }
-    }
-
-    /// Moves waiting operations into the submission queue while there is room: each run of
-    /// consecutive buffered writes as one chain, everything else alone.
+    /// Moves waiting operations into the submission queue while there is room.
     fn fill_ring(&mut self) {
         while self.in_kernel < RING_ENTRIES as usize {
-            let Some(&first) = self.waiting.front() else {
+            let Some(&index) = self.waiting.front() else {
                 break;
             };
-            let room = RING_ENTRIES as usize - self.in_kernel;
-            self.run.clear();
-            self.run.push(first);
-            if self.chains_supported && self.is_buffered_write(first) {
-                while self.run.len() < MAX_CHAIN.min(room) {
-                    match self.waiting.get(self.run.len()) {
-                        Some(&next) if self.is_buffered_write(next) => self.run.push(next),
-                        _ => break,
-                    }
-                }
-            }
-            if !self.push_run() {
-                break;
-            }
-        }
-    }
-
-    /// Free entries in the submission queue.
-    fn sq_room(&mut self) -> usize {
-        let sq = self.ring.submission();
-        sq.capacity() - sq.len()
-    }
-
-    /// Pushes `self.run` (one operation, or a chain of buffered writes) into the submission
-    /// queue, all or nothing; false when the SQ cannot take it even after a submit.
-    fn push_run(&mut self) -> bool {
-        let n = self.run.len();
-        if self.sq_room() < n {
-            // SQ full: submit what is there so the run goes in whole (a chain must not be
-            // cut by a submit boundary).
-            if self.ring.submit().is_err() {
-                return false;
-            }
-            self.queued_since_commit = 0;
-            if self.sq_room() < n {
-                return false;
-            }
-        }
-        let chain = if n > 1 {
-            let members = self.run.clone();
-            let id = match self.free_chains.pop() {
-                Some(id) => {
-                    self.chains[id] = members;
-                    id
-                }
-                None => {
-                    self.chains.push(members);
-                    self.chains.len() - 1
-                }
-            };
-            Some(id)
-        } else {
-            None
-        };
-        for k in 0..n {
-            let index = self.run[k];
-            let mut entry = self.build_sqe(index);
-            if k + 1 < n {
-                entry = entry.flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS);
-            }
-            self.slots[index]
-                .as_mut()
-                .expect("queued slot exists")
-                .chain = chain;
-            // SAFETY: the entry's buffer pointer stays valid until its CQE, or its chain's
-            // (the slot owns it until then).
+            let entry = self.build_sqe(index);
+            // SAFETY: the entry's buffer pointer stays valid until its CQE (slot owns it).
             let pushed = unsafe { self.ring.submission().push(&entry).is_ok() };
-            assert!(pushed, "the SQ had room for the whole run");
-        }
-        for _ in 0..n {
+            if !pushed {
+                // SQ full: submit what is there and retry next time.
+                if self.ring.submit().is_err() {
+                    break;
+                }
+                self.queued_since_commit = 0;
+                continue;
+            }
             self.waiting.pop_front();
+            self.in_kernel += 1;
+            self.queued_since_commit += 1;
         }
-        self.in_kernel += n;
-        self.queued_since_commit += n;
-        true
-    }
-
-    /// A CQE for slot `index`: if it ran in a chain, the chain has left the kernel — the
-    /// members before it wrote in full (their CQEs were skipped), the members after it were
-    /// cancelled without CQEs (they are queued again). Returns how many operations left the
-    /// kernel.
-    fn end_chain(&mut self, index: usize, out: &mut Vec<Completion>) -> usize {
-        let Some(chain) = self.slots[index].as_mut().and_then(|s| s.chain.take()) else {
-            return 1;
-        };
-        let members = std::mem::take(&mut self.chains[chain]);
-        self.free_chains.push(chain);
-        let at = members
-            .iter()
-            .position(|&m| m == index)
-            .expect("a chain's CQE comes from a member");
-        for &m in &members[..at] {
-            let slot = self.slots[m].as_mut().expect("chain member exists");
-            slot.chain = None;
-            slot.done_bytes = slot.buf.len();
-            self.finish(m, Ok(()), out);
-        }
-        for &m in members[at + 1..].iter().rev() {
-            self.slots[m].as_mut().expect("chain member exists").chain = None;
-            self.waiting.push_front(m);
-        }
-        members.len()
     }
 
     fn finish(
@@ -722,26 +579,14 @@ impl FileBackend {
                 if user_data == CANCEL_USER_DATA {
                     continue;
                 }
-                let index = user_data as usize;
-                // A chain's first CQE means every member has left the kernel.
-                let chain = self
+                self.in_kernel -= 1;
+                reaped += 1;
+                if let Some(slot) = self
                     .slots
-                    .get_mut(index)
-                    .and_then(Option::as_mut)
-                    .and_then(|s| s.chain.take());
-                let members = match chain {
-                    Some(c) => {
-                        self.free_chains.push(c);
-                        std::mem::take(&mut self.chains[c])
-                    }
-                    None => vec![index],
-                };
-                self.in_kernel -= members.len();
-                reaped += members.len();
-                for m in members {
-                    if let Some(slot) = self.slots.get_mut(m).and_then(Option::take) {
-                        drop(slot.buf);
-                    }
+                    .get_mut(user_data as usize)
+                    .and_then(Option::take)
+                {
+                    drop(slot.buf);
                 }
             }
         }
@@ -775,7 +620,6 @@ impl Backend for FileBackend {
             buf,
             done_bytes: 0,
             zero_fallback: false,
-            chain: None,
         };
         let index = match self.free_slots.pop() {
             Some(i) => {
@@ -787,13 +631,12 @@ impl Backend for FileBackend {
                 self.slots.len() - 1
             }
         };
-        // Into the submission queue at `commit`, so the step's writes can go in chains.
         self.waiting.push_back(index);
+        self.fill_ring();
         Submitted::Pending
     }
 
     fn commit(&mut self) {
-        self.fill_ring();
         if self.queued_since_commit > 0 {
             if let Err(e) = self.ring.submit() {
                 tracing::warn!(volume = %self.volume.name, error = %e, "io_uring submit failed; will retry");
@@ -808,9 +651,8 @@ impl Backend for FileBackend {
         for cqe in self.ring.completion() {
             reaped.push((cqe.user_data() as usize, cqe.result()));
         }
-        self.cqes += reaped.len() as u64;
         for (index, res) in reaped {
-            self.in_kernel -= self.end_chain(index, out);
+            self.in_kernel -= 1;
             self.on_cqe(index, res, out);
         }
         self.fill_ring();
@@ -869,7 +711,15 @@ mod tests {
             size_bytes: 1 << 20,
             is_block_device: false,
         });
-        let mut be = FileBackend::new(vol, IoUring::new(8).expect("ring"));
+        let mut be = FileBackend {
+            volume: vol,
+            ring: IoUring::new(8).expect("ring"),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            waiting: VecDeque::new(),
+            in_kernel: 0,
+            queued_since_commit: 0,
+        };
         let mut pool = BufPool::new();
         let op = StorageOp::Read { offset_bytes: 0 };
         assert!(matches!(
@@ -1001,142 +851,6 @@ mod tests {
         assert_eq!(be.in_flight(), 0);
         drop(be);
         let _ = std::fs::remove_file(&path);
-    }
-
-    #[test]
-    fn buffered_writes_go_in_chains_and_complete_once() {
-        let path = temp_path("chain");
-        let vol =
-            Arc::new(FileVolume::open("t", &path, Some(4 << 20), DirectIo::Off, 512).unwrap());
-        let mut be = FileBackend::new(vol, IoUring::new(RING_ENTRIES).expect("ring"));
-        assert!(
-            be.chains_supported,
-            "this kernel skips successful CQEs (5.17+)"
-        );
-        let mut pool = BufPool::new();
-        let n = 100u64;
-        for i in 0..n {
-            let mut w = pool.take(1024);
-            w.as_mut_slice().fill(i as u8 + 1);
-            let op = StorageOp::Write {
-                offset_bytes: i * 1024,
-                fua: Fua::No,
-            };
-            assert!(matches!(
-                be.submit(i, op, IoClass::Throughput, w),
-                Submitted::Pending
-            ));
-        }
-        let out = reap_all(&mut be, n);
-        assert!(out.iter().all(|c| c.result.is_ok()));
-        assert!(
-            be.cqes <= n.div_ceil(MAX_CHAIN as u64) + 1,
-            "{} CQEs for {n} writes: not chained",
-            be.cqes
-        );
-        let data = std::fs::read(&path).unwrap();
-        for i in 0..n as usize {
-            assert!(
-                data[i * 1024..(i + 1) * 1024]
-                    .iter()
-                    .all(|&b| b == i as u8 + 1),
-                "write {i} landed"
-            );
-        }
-        let _ = std::fs::remove_file(&path);
-    }
-
-    /// The kernel fails a chain at its first failing member and cancels the rest without CQEs:
-    /// a volume whose descriptor refuses writes (opened read-only) fails every chain at its
-    /// head, the members after it are queued again, and every write ends exactly once, with
-    /// the error.
-    #[test]
-    fn a_failed_chain_member_requeues_the_rest_and_every_write_ends_once() {
-        let path = temp_path("chainfail");
-        std::fs::write(&path, vec![0u8; 1 << 20]).unwrap();
-        let vol = Arc::new(FileVolume {
-            name: "ro".into(),
-            buffered: File::open(&path).expect("read-only open"),
-            direct: None,
-            size_bytes: 1 << 20,
-            is_block_device: false,
-        });
-        let mut be = FileBackend::new(vol, IoUring::new(64).expect("ring"));
-        let mut pool = BufPool::new();
-        let n = 40u64;
-        for i in 0..n {
-            let op = StorageOp::Write {
-                offset_bytes: i * 1024,
-                fua: Fua::No,
-            };
-            be.submit(i, op, IoClass::Throughput, pool.take(1024));
-        }
-        let out = reap_all(&mut be, n);
-        assert!(out
-            .iter()
-            .all(|c| c.result == Err(StorageError::from_errno(libc::EBADF))));
-        assert_eq!(be.in_kernel, 0);
-        let _ = std::fs::remove_file(&path);
-    }
-
-    /// The bookkeeping of a chain's first CQE, without the kernel: the members before it
-    /// finish in full, the ones after it wait again, in order.
-    #[test]
-    fn a_chain_cqe_finishes_the_members_before_it_and_requeues_the_ones_after() {
-        let path = temp_path("chainbook");
-        let vol =
-            Arc::new(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Off, 512).unwrap());
-        let mut be = FileBackend::new(vol, IoUring::new(8).expect("ring"));
-        let mut pool = BufPool::new();
-        for i in 0..4u64 {
-            be.slots.push(Some(Slot {
-                tag: 10 + i,
-                op: StorageOp::Write {
-                    offset_bytes: i * 1024,
-                    fua: Fua::No,
-                },
-                buf: pool.take(1024),
-                done_bytes: 0,
-                zero_fallback: false,
-                chain: Some(0),
-            }));
-        }
-        be.chains.push(vec![0, 1, 2, 3]);
-        be.in_kernel = 4;
-        let mut out = Vec::new();
-        assert_eq!(
-            be.end_chain(1, &mut out),
-            4,
-            "the whole chain left the kernel"
-        );
-        be.in_kernel = 0; // nothing was submitted: no drop-time cancel
-        assert_eq!(out.iter().map(|c| c.tag).collect::<Vec<_>>(), vec![10]);
-        assert!(out[0].result.is_ok());
-        assert_eq!(be.waiting.iter().copied().collect::<Vec<_>>(), vec![2, 3]);
-        assert!(be.slots[1].as_ref().is_some_and(|s| s.chain.is_none()));
-        assert_eq!(be.free_chains, vec![0]);
-        let _ = std::fs::remove_file(&path);
-    }
-
-    fn reap_all(be: &mut FileBackend, n: u64) -> Vec<Completion> {
-        let mut out = Vec::new();
-        for _ in 0..20_000 {
-            be.commit();
-            be.poll(0, &mut out);
-            if out.len() as u64 >= n {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
-        assert_eq!(out.len() as u64, n);
-        let mut tags: Vec<u64> = out.iter().map(|c| c.tag).collect();
-        tags.sort_unstable();
-        assert_eq!(
-            tags,
-            (0..n).collect::<Vec<_>>(),
-            "every op ends exactly once"
-        );
-        out
     }
 
     #[test]
