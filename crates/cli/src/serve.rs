@@ -64,8 +64,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "POLICY", value_parser = parse_idle)]
     idle: Option<IdlePolicy>,
 
-    /// Under pipelined load, pause this many ns between loop steps so each takes a batch
-    /// (0: off; default 50000). A QD1 client never triggers it.
+    /// Under pipelined load, the longest pause between loop steps so each takes a batch (0: off;
+    /// default 160000). The worker climbs to it (from 40 µs, doubling) only while a longer
+    /// pause gathers a bigger batch; QD1 and shallow closed-loop clients get no pause.
     #[arg(long, value_name = "NS")]
     coalesce_ns: Option<u64>,
 
