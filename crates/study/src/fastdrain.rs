@@ -183,6 +183,22 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
+/// "background / foreground" summed over the runs that have a drain ("-" when none has):
+/// `pick` gives a run's pair (waves or rows).
+fn drain_pair(runs: &[&SystemHeadline], pick: fn(&DrainHeadline) -> (u64, u64)) -> String {
+    let pairs: Vec<(u64, u64)> = runs
+        .iter()
+        .filter_map(|r| r.device.drain.as_ref())
+        .map(pick)
+        .collect();
+    if pairs.is_empty() {
+        return "-".into();
+    }
+    let background: u64 = pairs.iter().map(|p| p.0).sum();
+    let foreground: u64 = pairs.iter().map(|p| p.1).sum();
+    format!("{background} / {foreground}")
+}
+
 fn caption(size: Size, seed: u64) -> String {
     let quick = match size {
         Size::Quick => format!(
@@ -410,28 +426,10 @@ fn mechanism_rows(results: &Results, t: &mut Table) {
             },
         ),
         ("drain waves: background / foreground (all runs)", |runs| {
-            let d: Vec<&DrainHeadline> = runs
-                .iter()
-                .filter_map(|r| r.device.drain.as_ref())
-                .collect();
-            if d.is_empty() {
-                return "-".into();
-            }
-            let bg: u64 = d.iter().map(|d| d.background_waves).sum();
-            let fg: u64 = d.iter().map(|d| d.foreground_waves).sum();
-            format!("{bg} / {fg}")
+            drain_pair(runs, |d| (d.background_waves, d.foreground_waves))
         }),
         ("drain rows: background / foreground (all runs)", |runs| {
-            let d: Vec<&DrainHeadline> = runs
-                .iter()
-                .filter_map(|r| r.device.drain.as_ref())
-                .collect();
-            if d.is_empty() {
-                return "-".into();
-            }
-            let bg: u64 = d.iter().map(|d| d.background_rows).sum();
-            let fg: u64 = d.iter().map(|d| d.foreground_rows).sum();
-            format!("{bg} / {fg}")
+            drain_pair(runs, |d| (d.background_rows, d.foreground_rows))
         }),
         ("write buffer: most units held (any run)", |runs| {
             runs.iter()
