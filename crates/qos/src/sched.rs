@@ -371,6 +371,8 @@ pub struct Scheduler {
     seen_share_epoch: u64,
     reset_epoch_checked: Option<u32>,
     queued: u64,
+    /// Of `queued`, requests of latency-critical tenants.
+    queued_lc: u64,
     stats: SchedulerStats,
 }
 
@@ -407,6 +409,7 @@ impl Scheduler {
             be_integral: 0,
             reset_epoch_checked: None,
             queued: 0,
+            queued_lc: 0,
             stats: SchedulerStats::default(),
         })
     }
@@ -513,6 +516,9 @@ impl Scheduler {
         unsent.extend(attached.queue.iter().map(|q| q.request));
         ledger.queued.fetch_sub(dropped, AtomicOrdering::Relaxed);
         self.queued -= dropped;
+        if attached.class == TenantClass::LatencyCritical {
+            self.queued_lc -= dropped;
+        }
         ledger.attached_workers.fetch_sub(1, AtomicOrdering::AcqRel);
         self.stats.tenants -= 1;
         Ok(attached.handle.id)
@@ -550,6 +556,9 @@ impl Scheduler {
             .queued
             .fetch_add(1, AtomicOrdering::Relaxed);
         self.queued += 1;
+        if attached.class == TenantClass::LatencyCritical {
+            self.queued_lc += 1;
+        }
         match attached.presence {
             Presence::Idle { .. } => {
                 // Wake up: the idle aggregate covered it up to the last round.
@@ -631,6 +640,12 @@ impl Scheduler {
     /// Requests queued on this worker.
     pub fn queued(&self) -> u64 {
         self.queued
+    }
+
+    /// Requests of latency-critical tenants queued on this worker (part of [`Self::queued`]).
+    pub fn queued_lc(&self) -> u64 {
+        debug_assert!(self.queued_lc <= self.queued);
+        self.queued_lc
     }
 
     /// Brings the lazily kept counters of idle tenants up to date (call before a metrics
@@ -949,6 +964,7 @@ impl Scheduler {
         let balance = ledger.balance_mtok.load(AtomicOrdering::Relaxed);
         let spanning = attached.handle.attached_workers() >= 2;
         self.queued -= released;
+        self.queued_lc -= released;
         self.shared.deposit(donated);
         let wake_ns = if held && borrow {
             // Held, but spare tokens may reach the bucket by the next round (it is emptied

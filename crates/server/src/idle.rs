@@ -12,8 +12,9 @@
 //! event. A throttled worker (the scheduler released nothing last round) sleeps
 //! [`THROTTLED_RETRY_MIN_NS`], doubling up to [`THROTTLED_RETRY_MAX_NS`] while rounds release
 //! fewer than [`THROTTLED_BATCH_TARGET`] requests and halving when they release more than twice
-//! that. Sockets and completions still wake it at once: a request of a flow within its rate is
-//! never held by this sleep.
+//! that. New requests still start a round at once: a request of a flow within its rate is never
+//! held by this sleep, nor is a latency-critical request; completions wake the worker to reply
+//! but do not start a round early (the worker's *Throttled rounds*).
 //!
 //! # What it leaves out
 //! The scheduler's own next-eligible time (crate `qos` does not expose one; the adaptive sleep
@@ -25,21 +26,31 @@
 /// waking early keeps completions from being late.
 pub const BACKEND_WAKE_EARLY_NS: u64 = 30_000;
 /// How long a worker whose queued requests all wait for tokens first sleeps before the next
-/// round (when nothing else — a socket, a completion — wakes it first).
+/// round (unless new requests, or a latency-critical one queued, start a round first; a
+/// completion alone wakes the worker to reply but does not).
 pub const THROTTLED_RETRY_MIN_NS: u64 = 50_000;
 /// The longest such sleep: a held-back request waits at most this much longer than its tokens
 /// need (a request of a flow within its rate is not held back and wakes the worker itself).
-pub const THROTTLED_RETRY_MAX_NS: u64 = 400_000;
-/// Requests a round after a throttled sleep should release: fewer, and the sleep doubles (up to
-/// the maximum); more than twice as many, and it halves. Worked example: a best-effort writer
-/// held to 57 K writes/s (10 tokens each) would release 3 per 50 µs wake — 20,000 wake-ups a
-/// second, ~6 µs of CPU per write in context switches (measured under load when this was
-/// written; dated); at 400 µs it releases ~23 per wake.
-pub const THROTTLED_BATCH_TARGET: usize = 16;
+pub const THROTTLED_RETRY_MAX_NS: u64 = 800_000;
+/// Requests a round after a throttled sleep should release: fewer (with requests still held),
+/// and the sleep doubles (up to the maximum); more than twice as many, and it halves. Worked
+/// example: a best-effort writer held to 57 K writes/s (10 tokens each) would release 3 per
+/// 50 µs wake — 20,000 wake-ups a second, ~6 µs of CPU per write in context switches (measured
+/// under load when this was written; dated); at 800 µs it releases ~46 per wake. Why 32: a
+/// throttled round whose writes io_uring punts to a worker thread (buffered files on ext4)
+/// costs about three wake-ups — the round's timer, the `iou-wrk` thread, the CQE — and on this
+/// VM 16 per round left 1 M pipelined 1 KiB writes at 8.35 s of server CPU, 32 at 4.97 s
+/// (`nbd_cpu_efficiency`, file phase; nbdkit 5.6–6.3 s in the same runs).
+pub const THROTTLED_BATCH_TARGET: usize = 32;
 
-/// The next throttled sleep after one that let a round release `released` requests.
-pub fn next_throttled_wait_ns(wait_ns: u64, released: usize) -> u64 {
-    if released < THROTTLED_BATCH_TARGET {
+/// The next throttled sleep after one that let a round release `released` requests, with
+/// requests still held after that round (`still_held`) or not. A round that released all it
+/// had was limited by demand, not tokens: a longer sleep would only delay a shallow flow (a
+/// closed loop of 4 would get 4 requests per sleep, below its rate), so the sleep halves.
+pub fn next_throttled_wait_ns(wait_ns: u64, released: usize, still_held: bool) -> u64 {
+    if !still_held {
+        (wait_ns / 2).max(THROTTLED_RETRY_MIN_NS)
+    } else if released < THROTTLED_BATCH_TARGET {
         (wait_ns * 2).min(THROTTLED_RETRY_MAX_NS)
     } else if released > 2 * THROTTLED_BATCH_TARGET {
         (wait_ns / 2).max(THROTTLED_RETRY_MIN_NS)
@@ -83,24 +94,32 @@ mod tests {
     fn the_throttled_sleep_adapts_to_the_batch_it_releases() {
         let mut w = THROTTLED_RETRY_MIN_NS;
         for _ in 0..10 {
-            w = next_throttled_wait_ns(w, 2);
+            w = next_throttled_wait_ns(w, 2, true);
         }
         assert_eq!(
             w, THROTTLED_RETRY_MAX_NS,
             "small batches: sleep longer, to the cap"
         );
         assert_eq!(
-            next_throttled_wait_ns(w, THROTTLED_BATCH_TARGET),
+            next_throttled_wait_ns(w, THROTTLED_BATCH_TARGET, true),
             w,
             "on target: keep"
         );
         let mut w = THROTTLED_RETRY_MAX_NS;
         for _ in 0..10 {
-            w = next_throttled_wait_ns(w, 1000);
+            w = next_throttled_wait_ns(w, 1000, true);
         }
         assert_eq!(
             w, THROTTLED_RETRY_MIN_NS,
             "big batches: sleep less, to the floor"
+        );
+        let mut w = THROTTLED_RETRY_MAX_NS;
+        for _ in 0..10 {
+            w = next_throttled_wait_ns(w, 4, false);
+        }
+        assert_eq!(
+            w, THROTTLED_RETRY_MIN_NS,
+            "a round that emptied the queue was short of demand, not tokens: sleep less"
         );
     }
 }

@@ -77,6 +77,7 @@ pub struct Metrics {
     slo_misses: Family<Labels, Counter>,
     worker_loops: Family<Labels, Counter>,
     worker_coalesce_waits: Family<Labels, Counter>,
+    worker_rounds_deferred: Family<Labels, Counter>,
     worker_coalesce_window: Family<Labels, Gauge>,
     worker_batch: Family<Labels, Histogram, fn() -> Histogram>,
     worker_connections: Family<Labels, Gauge>,
@@ -119,6 +120,8 @@ pub struct TenantMetrics {
 pub struct WorkerMetrics {
     pub loops: Counter,
     pub coalesce_waits: Counter,
+    /// Steps of a throttled worker, woken by completions only, that ran no scheduling round.
+    pub rounds_deferred: Counter,
     /// The coalescing pause the worker takes now, ns (0: none).
     pub coalesce_window_ns: Gauge,
     pub batch: Histogram,
@@ -150,6 +153,7 @@ impl Metrics {
             slo_misses: Family::default(),
             worker_loops: Family::default(),
             worker_coalesce_waits: Family::default(),
+            worker_rounds_deferred: Family::default(),
             worker_coalesce_window: Family::default(),
             worker_batch: Family::new_with_constructor(batch_histogram as fn() -> Histogram),
             worker_connections: Family::default(),
@@ -220,6 +224,11 @@ impl Metrics {
             "worker_coalesce_waits",
             "Pauses a worker took before reading again, so the next step takes a batch (dataplane.coalesce_ns)",
             m.worker_coalesce_waits.clone(),
+        );
+        registry.register(
+            "worker_rounds_deferred",
+            "Steps of a throttled worker, woken only by completions, that ran no scheduling round until its throttled sleep was over",
+            m.worker_rounds_deferred.clone(),
         );
         registry.register(
             "worker_coalesce_window_ns",
@@ -328,6 +337,7 @@ impl Metrics {
         WorkerMetrics {
             loops: self.worker_loops.get_or_create_owned(&l),
             coalesce_waits: self.worker_coalesce_waits.get_or_create_owned(&l),
+            rounds_deferred: self.worker_rounds_deferred.get_or_create_owned(&l),
             coalesce_window_ns: self.worker_coalesce_window.get_or_create_owned(&l),
             batch: self.worker_batch.get_or_create_owned(&l),
             connections: self.worker_connections.get_or_create_owned(&l),

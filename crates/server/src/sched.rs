@@ -104,6 +104,15 @@ impl SchedShare {
         }
     }
 
+    /// Queued requests of latency-critical tenants (FIFO mode has no classes: all of them, so
+    /// nothing it queues ever waits for a throttled round).
+    pub fn queued_lc(&self) -> u64 {
+        match self {
+            SchedShare::Tokens(s) => s.queued_lc(),
+            SchedShare::Fifo(q) => q.len() as u64,
+        }
+    }
+
     pub fn sync_counters(&mut self) {
         if let SchedShare::Tokens(s) = self {
             s.sync_counters();

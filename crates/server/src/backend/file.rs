@@ -24,6 +24,27 @@
 //! `Write{off=1048576,len=4096,rw_flags=RWF_DSYNC}`, one SQE; the worker's `commit` at the end
 //! of its step submits it together with the step's other SQEs in one `io_uring_enter`.
 //!
+//! ## Write runs
+//! `submit` only queues; `commit` turns the step's queue into SQEs. Consecutive queued writes
+//! that go through the buffered descriptor and continue one another (each starts where the one
+//! before ends, same FUA) become **one `Writev`** of up to [`WRITE_RUN_MAX_WRITES`] buffers and
+//! [`WRITE_RUN_MAX_BYTES`] — the block layer's plug merge, done one level up. Why it matters:
+//! a file system without asynchronous buffered writes (ext4 on this 6.18 kernel answers
+//! `RWF_NOWAIT` buffered writes with EOPNOTSUPP) makes io_uring punt every buffered write to an
+//! `iou-wrk` thread, and each punted SQE costs a wake-up of that thread and, when its CQE
+//! lands, of this worker. Measured (`nbd_cpu_efficiency`, 1 M pipelined sequential 1 KiB NBD
+//! writes, a best-effort tenant paced at ~57 K writes/s so a step releases ~20 of them): 18.0 s
+//! of server CPU with one SQE per write, 11.6 s of it in the worker's wake-ups and `writev`s of
+//! replies one at a time and 5.6 s in `iou-wrk`. Direct writes are not merged (the kernel
+//! takes them without a punt, and the block layer merges them itself).
+//!
+//! A run's CQE says how many bytes the kernel wrote: whole members before that count complete;
+//! the member it stops in continues from there on its own; any member after it, and every
+//! member of a run that failed, is retried alone (never merged again), so each request gets the
+//! result of its own write. Worked example: a run of three 1 KiB writes at 0, 1024 and 2048
+//! that returns 1536 completes the first, resubmits the second for its last 512 B at 1536, and
+//! resubmits the third alone.
+//!
 //! # What it leaves out
 //! IOPOLL: the virtual disks here answer EOPNOTSUPP; completions are interrupt-driven. Fixed
 //! (registered) buffers and files.
@@ -53,6 +74,15 @@ use crate::config::DirectIo;
 /// Submission queue entries per worker ring; at most this many operations are in the kernel at
 /// once per worker and volume (more wait in a queue in user space).
 pub const RING_ENTRIES: u32 = 256;
+/// Most writes one write run (one `Writev` SQE) carries: a step releases at most the worker's
+/// batch limit (64) anyway, and the kernel's `UIO_MAXIOV` (1024) is far above it.
+pub const WRITE_RUN_MAX_WRITES: usize = 64;
+/// Most bytes one write run carries, so one SQE never holds an `iou-wrk` thread for long
+/// (1 MiB is what one buffered `write` of a large request already is).
+pub const WRITE_RUN_MAX_BYTES: usize = 1 << 20;
+/// `user_data` bit that marks a write run's SQE (the rest is its index in `runs`); a single
+/// operation's `user_data` is its slot index, far below it.
+const RUN_USER_DATA_BIT: u64 = 1 << 62;
 
 /// A file volume: the descriptors, shared by every worker's ring.
 pub struct FileVolume {
@@ -321,15 +351,7 @@ impl Volume for FileVolume {
             block_device = self.is_block_device,
             "file backend attached"
         );
-        Ok(Box::new(FileBackend {
-            volume: self,
-            ring,
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            waiting: VecDeque::new(),
-            in_kernel: 0,
-            queued_since_commit: 0,
-        }))
+        Ok(Box::new(FileBackend::with_ring(self, ring)))
     }
 }
 
@@ -342,6 +364,61 @@ struct Slot {
     done_bytes: usize,
     /// WRITE_ZEROES tried ZERO_RANGE and fell back to PUNCH_HOLE.
     zero_fallback: bool,
+    /// Part of a write run in the kernel (its SQE's `user_data` is the run's, not the slot's).
+    in_run: bool,
+    /// Never merged into a write run again (a run it was in failed or stopped short).
+    alone: bool,
+}
+
+/// The iovecs of a write run; the kernel may read them until the run's CQE.
+struct IoVecs(Vec<libc::iovec>);
+
+// SAFETY: the pointers point into buffers owned by the same backend's slots, which move with it
+// between threads; nothing reads them outside the backend's own calls and the kernel.
+unsafe impl Send for IoVecs {}
+
+/// Contiguous buffered writes in the kernel as one `Writev`.
+struct WriteRun {
+    /// Slot indexes in offset order.
+    members: Vec<usize>,
+    iovecs: IoVecs,
+}
+
+/// What a write run's result means for one member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MemberOutcome {
+    /// All of its bytes were written.
+    Written,
+    /// Resubmit it alone, from `done_bytes` on.
+    Retry { done_bytes: usize },
+}
+
+/// Splits a write run's result `res` (bytes written, or a negative errno) over members of
+/// `lens` bytes, in order: whole members first, then the one the count stops in, then the rest.
+fn split_run_result(res: i32, lens: &[usize]) -> Vec<MemberOutcome> {
+    let mut written = usize::try_from(res).unwrap_or(0);
+    lens.iter()
+        .map(|&len| {
+            if written >= len {
+                written -= len;
+                MemberOutcome::Written
+            } else {
+                let done_bytes = written;
+                written = 0;
+                MemberOutcome::Retry { done_bytes }
+            }
+        })
+        .collect()
+}
+
+/// SQE counters (tests read them; the merge ratio is `writes_in_runs / runs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileStats {
+    /// SQEs pushed for reads, writes, flushes, range ops and write runs.
+    pub sqes: u64,
+    /// Write runs pushed, and the writes they carried.
+    pub runs: u64,
+    pub writes_in_runs: u64,
 }
 
 /// A worker's ring on a file volume.
@@ -352,11 +429,159 @@ pub struct FileBackend {
     free_slots: Vec<usize>,
     /// Slot indexes waiting for ring space.
     waiting: VecDeque<usize>,
+    /// Write runs in the kernel, by index (`None`: free).
+    runs: Vec<Option<WriteRun>>,
+    free_runs: Vec<usize>,
+    /// SQEs in the kernel or pushed and not yet submitted (a write run counts once).
     in_kernel: usize,
     queued_since_commit: usize,
+    stats: FileStats,
 }
 
 impl FileBackend {
+    fn with_ring(volume: Arc<FileVolume>, ring: IoUring) -> FileBackend {
+        FileBackend {
+            volume,
+            ring,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            waiting: VecDeque::new(),
+            runs: Vec::new(),
+            free_runs: Vec::new(),
+            in_kernel: 0,
+            queued_since_commit: 0,
+            stats: FileStats::default(),
+        }
+    }
+
+    /// What this backend has pushed to its ring so far.
+    pub fn stats(&self) -> FileStats {
+        self.stats
+    }
+
+    /// The write slot `index` as a write-run member: `(offset, len, fua)` when it is a whole
+    /// buffered write that may be merged.
+    fn run_candidate(&self, index: usize) -> Option<(u64, usize, Fua)> {
+        let slot = self.slots[index].as_ref()?;
+        let StorageOp::Write { offset_bytes, fua } = slot.op else {
+            return None;
+        };
+        let len = slot.buf.len();
+        if slot.alone || slot.done_bytes != 0 || len == 0 || len > WRITE_RUN_MAX_BYTES {
+            return None;
+        }
+        let buffered = self.volume.buffered.as_raw_fd();
+        (Self::fd_for(&self.volume, offset_bytes, len) == buffered).then_some((
+            offset_bytes,
+            len,
+            fua,
+        ))
+    }
+
+    /// How many writes from the front of `waiting` continue one another (at least 1 if the
+    /// front is a candidate, 0 if it is not).
+    fn run_length(&self) -> usize {
+        let Some((mut end, len, fua)) = self.waiting.front().and_then(|&i| self.run_candidate(i))
+        else {
+            return 0;
+        };
+        end += len as u64;
+        let mut bytes = len;
+        let mut n = 1;
+        while n < WRITE_RUN_MAX_WRITES {
+            let Some((at, len, f)) = self.waiting.get(n).and_then(|&i| self.run_candidate(i))
+            else {
+                break;
+            };
+            if at != end || f != fua || bytes + len > WRITE_RUN_MAX_BYTES {
+                break;
+            }
+            end += len as u64;
+            bytes += len;
+            n += 1;
+        }
+        n
+    }
+
+    /// Takes the first `n` (≥ 2) waiting writes into a write run and builds its SQE.
+    fn build_run_sqe(&mut self, n: usize) -> io_uring::squeue::Entry {
+        debug_assert!(n >= 2 && n <= self.waiting.len());
+        let mut members = Vec::with_capacity(n);
+        let mut iovecs = Vec::with_capacity(n);
+        let mut first: Option<(u64, Fua)> = None;
+        for _ in 0..n {
+            let index = self.waiting.pop_front().expect("run member is waiting");
+            let slot = self.slots[index].as_mut().expect("run member exists");
+            let StorageOp::Write { offset_bytes, fua } = slot.op else {
+                unreachable!("write runs hold writes only");
+            };
+            first.get_or_insert((offset_bytes, fua));
+            slot.in_run = true;
+            let data = slot.buf.as_mut_slice();
+            iovecs.push(libc::iovec {
+                iov_base: data.as_mut_ptr().cast(),
+                iov_len: data.len(),
+            });
+            members.push(index);
+        }
+        let (offset_bytes, fua) = first.expect("n >= 2");
+        let run = WriteRun {
+            members,
+            iovecs: IoVecs(iovecs),
+        };
+        let ri = match self.free_runs.pop() {
+            Some(ri) => {
+                self.runs[ri] = Some(run);
+                ri
+            }
+            None => {
+                self.runs.push(Some(run));
+                self.runs.len() - 1
+            }
+        };
+        let iovecs = &self.runs[ri].as_ref().expect("just stored").iovecs.0;
+        let flags = if fua == Fua::Yes { libc::RWF_DSYNC } else { 0 };
+        self.stats.runs += 1;
+        self.stats.writes_in_runs += n as u64;
+        // The iovecs and the buffers they point at live in `runs` and `slots` until the CQE.
+        opcode::Writev::new(
+            types::Fd(self.volume.buffered.as_raw_fd()),
+            iovecs.as_ptr(),
+            n as u32,
+        )
+        .offset(offset_bytes)
+        .rw_flags(flags)
+        .build()
+        .user_data(RUN_USER_DATA_BIT | ri as u64)
+    }
+
+    /// A write run's CQE: members the kernel wrote complete; the one it stopped in continues
+    /// alone from there; the rest (all of them when the run failed) are retried alone.
+    fn on_run_cqe(&mut self, ri: usize, res: i32, out: &mut Vec<Completion>) {
+        let Some(run) = self.runs.get_mut(ri).and_then(Option::take) else {
+            debug_assert!(false, "CQE for an empty write run {ri}");
+            return;
+        };
+        self.free_runs.push(ri);
+        let lens: Vec<usize> = run
+            .members
+            .iter()
+            .map(|&i| self.slots[i].as_ref().expect("run member exists").buf.len())
+            .collect();
+        let outcome = split_run_result(res, &lens);
+        for (k, index) in run.members.into_iter().enumerate() {
+            let slot = self.slots[index].as_mut().expect("run member exists");
+            slot.in_run = false;
+            match outcome[k] {
+                MemberOutcome::Written => self.finish(index, Ok(()), out),
+                MemberOutcome::Retry { done_bytes } => {
+                    slot.done_bytes = done_bytes;
+                    slot.alone = true;
+                    self.waiting.push_back(index);
+                }
+            }
+        }
+    }
     fn fd_for(volume: &FileVolume, offset_bytes: u64, len_bytes: usize) -> RawFd {
         match &volume.direct {
             Some((file, align))
@@ -433,24 +658,32 @@ impl FileBackend {
         entry.user_data(user_data)
     }
 
-    /// Moves waiting operations into the submission queue while there is room.
+    /// Moves waiting operations into the submission queue while there is room, contiguous
+    /// buffered writes as write runs.
     fn fill_ring(&mut self) {
-        while self.in_kernel < RING_ENTRIES as usize {
-            let Some(&index) = self.waiting.front() else {
-                break;
-            };
-            let entry = self.build_sqe(index);
-            // SAFETY: the entry's buffer pointer stays valid until its CQE (slot owns it).
-            let pushed = unsafe { self.ring.submission().push(&entry).is_ok() };
-            if !pushed {
-                // SQ full: submit what is there and retry next time.
+        while self.in_kernel < RING_ENTRIES as usize && !self.waiting.is_empty() {
+            if self.ring.submission().is_full() {
+                // Submit what is there and retry next time.
                 if self.ring.submit().is_err() {
                     break;
                 }
                 self.queued_since_commit = 0;
-                continue;
+                if self.ring.submission().is_full() {
+                    break;
+                }
             }
-            self.waiting.pop_front();
+            let entry = match self.run_length() {
+                n if n >= 2 => self.build_run_sqe(n),
+                _ => {
+                    let index = self.waiting.pop_front().expect("waiting is not empty");
+                    self.build_sqe(index)
+                }
+            };
+            // SAFETY: the entry's buffer (and a run's iovecs) stay valid until its CQE: the
+            // slots and `runs` own them.
+            let pushed = unsafe { self.ring.submission().push(&entry).is_ok() };
+            assert!(pushed, "the submission queue had room");
+            self.stats.sqes += 1;
             self.in_kernel += 1;
             self.queued_since_commit += 1;
         }
@@ -550,10 +783,14 @@ impl FileBackend {
     /// still in the kernel after [`DROP_REAP_DEADLINE_NS`] have their buffers leaked.
     pub fn cancel_and_reap(&mut self) -> usize {
         self.waiting.clear();
-        let in_kernel: Vec<u64> = (0..self.slots.len())
-            .filter(|&i| self.slots[i].is_some())
-            .map(|i| i as u64)
-            .collect();
+        // Every SQE that may be in the kernel: single operations by slot, write runs by run.
+        let singles = (0..self.slots.len())
+            .filter(|&i| self.slots[i].as_ref().is_some_and(|s| !s.in_run))
+            .map(|i| i as u64);
+        let runs = (0..self.runs.len())
+            .filter(|&r| self.runs[r].is_some())
+            .map(|r| RUN_USER_DATA_BIT | r as u64);
+        let in_kernel: Vec<u64> = singles.chain(runs).collect();
         for &user_data in &in_kernel {
             let cancel = opcode::AsyncCancel::new(user_data)
                 .build()
@@ -581,12 +818,19 @@ impl FileBackend {
                 }
                 self.in_kernel -= 1;
                 reaped += 1;
-                if let Some(slot) = self
-                    .slots
-                    .get_mut(user_data as usize)
-                    .and_then(Option::take)
-                {
-                    drop(slot.buf);
+                let members = if user_data & RUN_USER_DATA_BIT != 0 {
+                    let ri = (user_data & !RUN_USER_DATA_BIT) as usize;
+                    self.runs
+                        .get_mut(ri)
+                        .and_then(Option::take)
+                        .map_or_else(Vec::new, |run| run.members)
+                } else {
+                    vec![user_data as usize]
+                };
+                for index in members {
+                    if let Some(slot) = self.slots.get_mut(index).and_then(Option::take) {
+                        drop(slot.buf);
+                    }
                 }
             }
         }
@@ -598,6 +842,10 @@ impl FileBackend {
             );
             for slot in self.slots.drain(..).flatten() {
                 std::mem::forget(slot.buf);
+            }
+            // The runs' iovecs may still be read by the kernel too.
+            for run in self.runs.drain(..).flatten() {
+                std::mem::forget(run.iovecs);
             }
         }
         reaped
@@ -620,6 +868,8 @@ impl Backend for FileBackend {
             buf,
             done_bytes: 0,
             zero_fallback: false,
+            in_run: false,
+            alone: false,
         };
         let index = match self.free_slots.pop() {
             Some(i) => {
@@ -631,12 +881,13 @@ impl Backend for FileBackend {
                 self.slots.len() - 1
             }
         };
+        // Into the ring at `commit`, when the step's writes can be seen together.
         self.waiting.push_back(index);
-        self.fill_ring();
         Submitted::Pending
     }
 
     fn commit(&mut self) {
+        self.fill_ring();
         if self.queued_since_commit > 0 {
             if let Err(e) = self.ring.submit() {
                 tracing::warn!(volume = %self.volume.name, error = %e, "io_uring submit failed; will retry");
@@ -651,11 +902,17 @@ impl Backend for FileBackend {
         for cqe in self.ring.completion() {
             reaped.push((cqe.user_data() as usize, cqe.result()));
         }
-        for (index, res) in reaped {
+        for (user_data, res) in reaped {
             self.in_kernel -= 1;
-            self.on_cqe(index, res, out);
+            if user_data as u64 & RUN_USER_DATA_BIT != 0 {
+                self.on_run_cqe((user_data as u64 & !RUN_USER_DATA_BIT) as usize, res, out);
+            } else {
+                self.on_cqe(user_data, res, out);
+            }
         }
-        self.fill_ring();
+        // Retries (short transfers, runs cut short, fallbacks) and operations that waited for
+        // ring space go in now: the worker may sleep until a CQE, and these have none yet.
+        self.commit();
     }
 
     fn in_flight(&self) -> usize {
@@ -711,15 +968,7 @@ mod tests {
             size_bytes: 1 << 20,
             is_block_device: false,
         });
-        let mut be = FileBackend {
-            volume: vol,
-            ring: IoUring::new(8).expect("ring"),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            waiting: VecDeque::new(),
-            in_kernel: 0,
-            queued_since_commit: 0,
-        };
+        let mut be = FileBackend::with_ring(vol, IoUring::new(8).expect("ring"));
         let mut pool = BufPool::new();
         let op = StorageOp::Read { offset_bytes: 0 };
         assert!(matches!(
@@ -911,5 +1160,155 @@ mod tests {
         .expect("must fail")
         .to_string();
         assert!(err.contains("/nonexistent/dir/x.img"), "{err}");
+    }
+
+    #[test]
+    fn a_run_result_completes_whole_members_and_retries_the_rest_alone() {
+        use MemberOutcome::{Retry, Written};
+        let lens = [1024, 1024, 1024];
+        assert_eq!(split_run_result(3072, &lens), vec![Written; 3]);
+        assert_eq!(
+            split_run_result(1536, &lens),
+            vec![Written, Retry { done_bytes: 512 }, Retry { done_bytes: 0 }],
+            "the essay's worked example"
+        );
+        assert_eq!(
+            split_run_result(-libc::EIO, &lens),
+            vec![Retry { done_bytes: 0 }; 3],
+            "a failed run: each member gets its own write"
+        );
+        assert_eq!(split_run_result(0, &lens), vec![Retry { done_bytes: 0 }; 3]);
+        assert_eq!(
+            split_run_result(2048, &lens),
+            vec![Written, Written, Retry { done_bytes: 0 }]
+        );
+    }
+
+    /// Submits `writes` (offset, len, fua) in one step, runs them to completion and returns the
+    /// backend's counters and every completion's (tag, result).
+    fn one_step(
+        vol: Arc<FileVolume>,
+        writes: &[(u64, usize, Fua)],
+    ) -> (FileStats, Vec<(u64, Result<(), StorageError>)>) {
+        let mut be = FileBackend::with_ring(vol, IoUring::new(64).expect("ring"));
+        let mut pool = BufPool::new();
+        for (tag, &(offset, len, fua)) in writes.iter().enumerate() {
+            let mut w = pool.take(len);
+            w.as_mut_slice()
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, b)| *b = (offset as usize + i) as u8 ^ tag as u8);
+            let op = StorageOp::Write {
+                offset_bytes: offset,
+                fua,
+            };
+            assert!(matches!(
+                be.submit(tag as u64, op, IoClass::Throughput, w),
+                Submitted::Pending
+            ));
+        }
+        be.commit();
+        let mut out = Vec::new();
+        for _ in 0..20_000 {
+            be.poll(0, &mut out);
+            if out.len() == writes.len() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        assert_eq!(be.in_flight(), 0, "every write completed");
+        let mut done: Vec<(u64, Result<(), StorageError>)> =
+            out.into_iter().map(|c| (c.tag, c.result)).collect();
+        done.sort_by_key(|d| d.0);
+        (be.stats(), done)
+    }
+
+    #[test]
+    fn contiguous_buffered_writes_of_a_step_go_in_as_one_writev_and_land_intact() {
+        let path = temp_path("run");
+        let vol =
+            Arc::new(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Off, 512).unwrap());
+        // 40 contiguous 1 KiB writes from 4096, then one elsewhere, then 3 contiguous FUA ones.
+        let mut writes: Vec<(u64, usize, Fua)> =
+            (0..40).map(|i| (4096 + i * 1024, 1024, Fua::No)).collect();
+        writes.push((512 * 1024, 4096, Fua::No));
+        writes.extend((0..3).map(|i| (600 * 1024 + i * 512, 512, Fua::Yes)));
+        let (stats, done) = one_step(vol.clone(), &writes);
+        assert_eq!(done.len(), writes.len());
+        assert!(done.iter().all(|d| d.1.is_ok()), "{done:?}");
+        assert_eq!(
+            stats,
+            FileStats {
+                sqes: 3,
+                runs: 2,
+                writes_in_runs: 43
+            },
+            "one run of 40, the lone write, one FUA run of 3"
+        );
+        use std::os::unix::fs::FileExt;
+        let file = File::open(&path).unwrap();
+        for (tag, &(offset, len, _)) in writes.iter().enumerate() {
+            let mut got = vec![0u8; len];
+            file.read_exact_at(&mut got, offset).unwrap();
+            let want: Vec<u8> = (0..len)
+                .map(|i| (offset as usize + i) as u8 ^ tag as u8)
+                .collect();
+            assert_eq!(got, want, "write {tag} at {offset}");
+        }
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_run_is_capped_and_never_merges_across_a_gap_or_a_fua_change() {
+        let path = temp_path("cap");
+        let vol =
+            Arc::new(FileVolume::open("t", &path, Some(4 << 20), DirectIo::Off, 512).unwrap());
+        // 100 contiguous 512 B writes: runs of 64 and 36.
+        let writes: Vec<(u64, usize, Fua)> = (0..100).map(|i| (i * 512, 512, Fua::No)).collect();
+        let (stats, _) = one_step(vol.clone(), &writes);
+        assert_eq!((stats.sqes, stats.runs, stats.writes_in_runs), (2, 2, 100));
+        // Alternating FUA, and a 1-byte gap: nothing merges.
+        let writes = [
+            (0, 512, Fua::No),
+            (512, 512, Fua::Yes),
+            (1024, 512, Fua::No),
+            (1537, 512, Fua::No),
+        ];
+        let (stats, _) = one_step(vol.clone(), &writes);
+        assert_eq!((stats.sqes, stats.runs), (4, 0));
+        // Four 512 KiB writes: two runs of 1 MiB.
+        let writes: Vec<(u64, usize, Fua)> = (0..4)
+            .map(|i| (i * (512 << 10), 512 << 10, Fua::No))
+            .collect();
+        let (stats, _) = one_step(vol, &writes);
+        assert_eq!((stats.sqes, stats.runs, stats.writes_in_runs), (2, 2, 4));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A run the kernel refuses (the descriptor is read-only: EBADF) is retried member by
+    /// member, so every request gets its own error, and nothing is merged again.
+    #[test]
+    fn a_failed_run_gives_each_member_its_own_result() {
+        let path = temp_path("ro");
+        drop(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Off, 512).unwrap());
+        let vol = Arc::new(FileVolume {
+            name: "ro".into(),
+            buffered: File::open(&path).unwrap(),
+            direct: None,
+            size_bytes: 1 << 20,
+            is_block_device: false,
+        });
+        let writes: Vec<(u64, usize, Fua)> = (0..5).map(|i| (i * 1024, 1024, Fua::No)).collect();
+        let (stats, done) = one_step(vol, &writes);
+        assert_eq!((stats.runs, stats.writes_in_runs), (1, 5));
+        assert_eq!(stats.sqes, 6, "the run, then each member alone");
+        assert_eq!(done.len(), 5);
+        assert!(
+            done.iter()
+                .all(|d| d.1 == Err(StorageError::Io(libc::EBADF))),
+            "{done:?}"
+        );
+        let _ = std::fs::remove_file(&path);
     }
 }
