@@ -547,6 +547,13 @@ impl Cache {
         }
     }
 
+    /// The version `lpn` holds if it is cached and not filling, without counting a lookup.
+    pub fn peek_version(&self, lpn: u32) -> Option<u32> {
+        self.find(lpn)
+            .filter(|&i| !self.has(i, FILLING))
+            .map(|i| self.version[i])
+    }
+
     /// Whether `lpn` is cached or on its way (no flash read needed).
     pub fn contains(&self, lpn: u32) -> bool {
         self.find(lpn).is_some()
@@ -1218,6 +1225,8 @@ pub(crate) mod tests {
             drain: crate::config::Drain::Vanilla,
             drain_high_pct: 80,
             drain_low_pct: 20,
+            drain_background: crate::config::DrainBackground::IdleDies,
+            read_staging: crate::config::ReadStaging::Bypass,
             partition: Partition::Shared,
             epoch_ns: crate::config::DEFAULT_EPOCH_NS,
             partition_step_ways: 1,

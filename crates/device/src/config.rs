@@ -169,6 +169,13 @@ pub struct CacheConfig {
     /// the buffer (spec: 0.2).
     #[serde(default = "default_drain_low_pct")]
     pub drain_low_pct: u32,
+    /// `drain = "fastdrain"`: how much a hint below `high` lets background eviction drain
+    /// (`drain.rs`, "The background set").
+    #[serde(default)]
+    pub drain_background: DrainBackground,
+    /// Where a read miss's data lands on its way to the host (`lib.rs`, "Read staging").
+    #[serde(default)]
+    pub read_staging: ReadStaging,
     /// How the ways of every set are shared between the classes (`cache_split.rs`).
     #[serde(default)]
     pub partition: Partition,
@@ -213,6 +220,35 @@ pub enum Drain {
     Fastdrain,
     /// An unbounded buffer: no write ever waits for an eviction (an upper bound).
     Oracle,
+}
+
+/// Where a read miss's data waits between the flash and the host's DMA (`lib.rs`, "Read
+/// staging").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadStaging {
+    /// In a cache line when one is replaceable, otherwise in a buffer of its own: a read never
+    /// waits for DRAM.
+    #[default]
+    Bypass,
+    /// Always in a cache line, as firmware with one DRAM data buffer does (Cosmos+ OpenSSD's
+    /// GreedyFTL allocates a buffer entry for every read slice, evicting the LRU entry and, if
+    /// it is dirty, programming it first): with every line dirty, a read miss waits for an
+    /// eviction.
+    Buffer,
+}
+
+/// How much background eviction a hinted wave that stays under `high` starts (`drain.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrainBackground {
+    /// The spec's "limited set": a row for each die the reads are not busy on when the hint
+    /// arrives (and that has no host row queued), at most the wave's pages.
+    #[default]
+    IdleDies,
+    /// As many units as the wave brings, handed out to read-free dies as they come free: the
+    /// buffer stays where it was (this model's first reading).
+    Wave,
 }
 
 /// How the cache's ways are shared between the latency-critical and throughput classes.
@@ -870,6 +906,10 @@ pub fn zssd() -> DeviceConfig {
             drain: Drain::Vanilla,
             drain_high_pct: default_drain_high_pct(),
             drain_low_pct: default_drain_low_pct(),
+            drain_background: DrainBackground::IdleDies,
+            // 1 GB of the 1.5 GB DRAM is never dirty: a read miss always finds a line (a set of
+            // 16 dirty ways aside, when it goes to the host from a buffer of its own).
+            read_staging: ReadStaging::Bypass,
             // The class split and ghost prefetch are the FlashShare study's switches, off in
             // the commercial presets.
             partition: Partition::Shared,
@@ -949,6 +989,10 @@ pub fn nvme_tlc() -> DeviceConfig {
             drain: Drain::Vanilla,
             drain_high_pct: default_drain_high_pct(),
             drain_low_pct: default_drain_low_pct(),
+            drain_background: DrainBackground::IdleDies,
+            // The whole DRAM is the write buffer (512 MB of each): a read stages through a
+            // line of it, as in Cosmos+ OpenSSD's firmware, and waits while every line is dirty.
+            read_staging: ReadStaging::Buffer,
             // The class split and ghost prefetch are the FlashShare study's switches, off in
             // the commercial presets.
             partition: Partition::Shared,

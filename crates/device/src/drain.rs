@@ -19,11 +19,10 @@
 //! moves, so before any page of the wave reaches the buffer — and predicts the usage the wave
 //! will leave: `predicted = buffered units + hinted pages` (one 4 KiB page is one unit).
 //! - `predicted < high`: **background eviction**. The wave fits; the firmware drains, at its
-//!   leisure, as many units as the wave will bring (a budget of `pages` units, so the buffer
-//!   stays at the level it had before the wave), in whole rows, and only to dies the
-//!   applications' reads are not busy on: a die (LUN) with a host read queued or running, or
-//!   already programming a host row, is passed over, and the drain comes back to it after
-//!   each flash completion. Reads keep their dies.
+//!   leisure, a *limited set* of dirty pages (the budget below), in whole rows, and only to
+//!   dies the applications' reads are not busy on: a die (LUN) with a host read queued or
+//!   running, or already programming a host row, is passed over, and the drain comes back to
+//!   it after each flash completion. Reads keep their dies.
 //! - `predicted ≥ high`: **foreground eviction**. The wave would nearly fill the buffer: the
 //!   firmware evicts to every die, a row per die, refilling each die as its row finishes, until
 //!   the buffered units fall below `low`. The rows are urgent: with `ftl.alloc =
@@ -32,10 +31,25 @@
 //! Without hints nothing changes: the buffer evicts as `cache.flush` says (when full, or also
 //! on idle dies).
 //!
+//! ## The background set (`cache.drain_background`)
+//! The spec bounds background eviction by its targets and gives it no number: "evict a limited
+//! set of dirty pages only to dies that the applications' reads are not busy on".
+//! - `idle-dies` (default): the set is what those dies can take now — one row for each LUN that,
+//!   when the hint is read, has no host read queued or running, no host row queued, and room;
+//!   at most the wave's `pages`. The rest of the wave stays in the buffer, which climbs wave
+//!   after wave until a hint predicts `high`: that wave is drained in the foreground, to every
+//!   die, and (with `ftl.alloc = "latency-aware"`) to fast LSB pages.
+//! - `wave`: the whole wave, `pages` units, handed out to read-free dies as they come free, so
+//!   the buffer stays where it was before the wave. This was the model's first reading; on the
+//!   FastDrain study's drive (128 LUNs) it absorbed every wave of `ungzip` and foreground
+//!   eviction never ran (docs/study.md keeps that run's table).
+//!
 //! Worked example (`nvme-tlc`: 131,072 units of buffer, high 104,857, low 26,214; 128 LUNs of
 //! 4-unit rows): with 60,000 units buffered, a hint of 20,000 pages predicts 80,000 < 104,857:
-//! background, budget 20,000 units = 5,000 rows, handed out a row at a time to LUNs with no
-//! read and no host row queued. A hint of 50,000 pages predicts 110,000 ≥ 104,857: foreground,
+//! background. Under `idle-dies`, with 100 LUNs free of reads and host rows, the budget is
+//! 100 rows (400 units) and the buffer climbs to about 79,600 as the wave lands; under `wave`
+//! the budget is 20,000 units (5,000 rows) handed out a row at a time to LUNs with no read and
+//! no host row queued. A hint of 50,000 pages predicts 110,000 ≥ 104,857: foreground,
 //! 128 rows (512 units) at once and a new row on each LUN whose row finishes, until fewer than
 //! 26,214 units are buffered: 33,786 units (8,447 rows) if the wave had not arrived yet, and
 //! as many more as it brings while it lasts.
@@ -44,25 +58,17 @@
 //! An unbounded buffer, as an upper bound: a write the cache cannot take (buffer or set full)
 //! is held here instead, never programmed, and reads find it. No write ever waits.
 //!
-//! When background eviction keeps up — the dies without reads program a wave's pages as fast as
-//! the host sends them — the buffer stays where it was and foreground eviction is never
-//! needed: on the full `nvme-tlc` (128 LUNs) the FastDrain study's `ungzip` write-back is such
-//! a load (`vanilla-apache-upload`: 4,148,430 pages in 30 s, 566 MB/s; under `fd` the buffer
-//! held at most 29,053 units, 22 %). Foreground eviction is for a buffer that a wave would
-//! fill: on a drive of 80 LUNs with a 64 MiB buffer the same co-run needs it (sim
-//! `tests/fastdrain.rs`).
-//!
 //! ## What it leaves out
 //! Hints of several flushers at once merge into one budget; the device does not learn how fast
 //! a wave arrives (a wave predicted to stay under `high` is drained in the background even if
 //! it arrives faster than the dies can program); the oracle's extra data costs no DRAM.
 //!
 //! Config keys: `cache.drain` (`vanilla` | `fastdrain` | `oracle`), `cache.drain_high_pct`,
-//! `cache.drain_low_pct`.
+//! `cache.drain_low_pct`, `cache.drain_background` (`idle-dies` | `wave`).
 
 use rustc_hash::FxHashMap;
 
-use crate::config::{CacheConfig, Drain as DrainMode};
+use crate::config::{CacheConfig, Drain as DrainMode, DrainBackground};
 
 /// What a hint started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +106,7 @@ pub struct DrainStats {
 /// The drain policy's state.
 pub struct Drain {
     mode: DrainMode,
+    background: DrainBackground,
     high_units: u64,
     low_units: u64,
     /// Units background eviction may still take for the hints so far.
@@ -123,6 +130,7 @@ impl Drain {
         );
         Drain {
             mode: config.drain,
+            background: config.drain_background,
             high_units: capacity_units * config.drain_high_pct as u64 / 100,
             low_units: capacity_units * config.drain_low_pct as u64 / 100,
             background_budget_units: 0,
@@ -152,8 +160,14 @@ impl Drain {
         self.high_units
     }
 
-    /// A write-back wave of `pages` is announced while `buffered_units` are in the buffer.
-    pub fn on_hint(&mut self, buffered_units: u64, pages: u32) -> HintOutcome {
+    /// A write-back wave of `pages` is announced while `buffered_units` are in the buffer and
+    /// the dies free of reads and host rows could take `read_free_units` now (a row each).
+    pub fn on_hint(
+        &mut self,
+        buffered_units: u64,
+        pages: u32,
+        read_free_units: u64,
+    ) -> HintOutcome {
         self.stats.hints += 1;
         self.stats.hinted_pages += pages as u64;
         if self.mode != DrainMode::Fastdrain {
@@ -166,7 +180,10 @@ impl Drain {
             HintOutcome::Foreground
         } else {
             self.stats.background_waves += 1;
-            self.background_budget_units += pages as u64;
+            self.background_budget_units += match self.background {
+                DrainBackground::IdleDies => (pages as u64).min(read_free_units),
+                DrainBackground::Wave => pages as u64,
+            };
             HintOutcome::Background {
                 budget_units: self.background_budget_units,
             }
@@ -280,6 +297,8 @@ mod tests {
             drain: mode,
             drain_high_pct: 80,
             drain_low_pct: 20,
+            drain_background: crate::config::DrainBackground::IdleDies,
+            read_staging: crate::config::ReadStaging::Bypass,
             partition: crate::config::Partition::Shared,
             epoch_ns: crate::config::DEFAULT_EPOCH_NS,
             partition_step_ways: 1,
@@ -295,12 +314,12 @@ mod tests {
         let mut d = Drain::new(&config(DrainMode::Fastdrain), 1000);
         assert_eq!((d.high_units(), d.low_units()), (800, 200));
         assert_eq!(
-            d.on_hint(500, 299),
+            d.on_hint(500, 299, 1000),
             HintOutcome::Background { budget_units: 299 }
         );
         assert!(d.background_wants_row(4) && !d.in_foreground());
         assert_eq!(
-            d.on_hint(500, 300),
+            d.on_hint(500, 300, 1000),
             HintOutcome::Foreground,
             "500 + 300 = high"
         );
@@ -320,9 +339,32 @@ mod tests {
     }
 
     #[test]
+    fn the_background_set_is_what_read_free_dies_take_now_or_the_whole_wave() {
+        let mut d = Drain::new(&config(DrainMode::Fastdrain), 1000);
+        assert_eq!(
+            d.on_hint(100, 200, 24),
+            HintOutcome::Background { budget_units: 24 },
+            "idle-dies: six read-free LUNs of 4-unit rows take 24 units of a 200-page wave"
+        );
+        assert_eq!(
+            d.on_hint(100, 10, 24),
+            HintOutcome::Background { budget_units: 34 },
+            "never more than the wave; budgets add up"
+        );
+        let mut c = config(DrainMode::Fastdrain);
+        c.drain_background = DrainBackground::Wave;
+        let mut d = Drain::new(&c, 1000);
+        assert_eq!(
+            d.on_hint(100, 200, 24),
+            HintOutcome::Background { budget_units: 200 },
+            "wave: the whole wave"
+        );
+    }
+
+    #[test]
     fn vanilla_counts_hints_and_does_nothing() {
         let mut d = Drain::new(&config(DrainMode::Vanilla), 1000);
-        assert_eq!(d.on_hint(900, 500), HintOutcome::Ignored);
+        assert_eq!(d.on_hint(900, 500, 1000), HintOutcome::Ignored);
         assert!(!d.foreground_wants_row(900, 0) && !d.background_wants_row(1));
         assert_eq!(d.stats.hints, 1);
     }
@@ -349,7 +391,12 @@ mod tests {
     /// 4 LUNs of 4-unit rows; a 400-unit buffer in 1,024 lines (high 320, low 80); evictions
     /// only when full or drained; no read-ahead.
     fn ssd(mode: DrainMode, integrity: bool) -> Ssd {
+        ssd_with(mode, integrity, DrainBackground::IdleDies)
+    }
+
+    fn ssd_with(mode: DrainMode, integrity: bool, background: DrainBackground) -> Ssd {
         let mut c = DeviceConfig::preset("nvme-tlc").unwrap();
+        c.cache.drain_background = background;
         c.flash.channels = 4;
         c.flash.packages_per_channel = 1;
         c.flash.dies_per_package = 1;
@@ -468,10 +515,12 @@ mod tests {
     /// rounds, 20 ms apart, each of two reads that miss onto two of the four LUNs (a different
     /// pair each round) and a hinted wave of 40 pages: every background row of the run is
     /// checked where it was placed — no host read queued or running on its LUN — and the rule
-    /// had to act (LUNs were passed over) for the run to count.
+    /// had to act (LUNs were passed over) for the run to count. `wave` background, so every
+    /// wave is drained in the background (with `idle-dies` the buffer climbs to `high`: next
+    /// test).
     #[test]
     fn background_eviction_never_targets_a_die_with_a_queued_read() {
-        let mut s = ssd(DrainMode::Fastdrain, false);
+        let mut s = ssd_with(DrainMode::Fastdrain, false, DrainBackground::Wave);
         fill(&mut s, 25); // 100 units: every wave predicts 140 < 320, background
         let mut done = Vec::new();
         let mut cid = 1000;
@@ -518,6 +567,100 @@ mod tests {
             "no LUN was ever passed over: the run did not test the rule"
         );
         s.check_consistency().unwrap();
+    }
+
+    /// `idle-dies`: a hinted wave drains only a row per read-free LUN in the background, so
+    /// waves of 40 pages (10 rows) over 4 LUNs leave most of each wave in the buffer; it climbs
+    /// until a hint predicts `high` (320 of 400 units), and that wave is drained in the
+    /// foreground to under `low` (80).
+    #[test]
+    fn a_limited_background_set_lets_the_buffer_climb_to_a_foreground_wave() {
+        let mut s = ssd(DrainMode::Fastdrain, false);
+        fill(&mut s, 25); // 100 units
+        let mut done = Vec::new();
+        let mut cid = 1000;
+        let start = s.now.0 + 1;
+        let mut peak = 0;
+        for round in 0..12u64 {
+            let at = SimTime(start + round * 20_000_000);
+            s.advance_to(at, &mut done);
+            peak = peak.max(s.cache.dirty_units());
+            for k in 0..10u64 {
+                let hint = if k == 0 {
+                    Hint::WritebackWave { pages: 40 }
+                } else {
+                    Hint::None
+                };
+                let lpn = 2_000 + round * 40 + 4 * k;
+                s.submit(at, 1, cmd(cid, IoOp::Write, lpn, 4, hint))
+                    .unwrap();
+                cid += 1;
+            }
+        }
+        run(&mut s, &mut done);
+        assert_eq!(done.len(), cid as usize - 1000);
+        let d = &s.drain.stats;
+        assert!(d.background_waves >= 3, "{d:?}");
+        assert!(
+            d.background_units <= d.background_waves * 4 * 4,
+            "at most a row per LUN per background wave: {d:?}"
+        );
+        assert!(d.foreground_waves >= 1 && d.foreground_rows > 0, "{d:?}");
+        assert!(peak > 140, "the buffer climbed past one wave: peak {peak}");
+        assert!(
+            s.cache.dirty_units() < s.drain.high_units(),
+            "foreground eviction brought it down"
+        );
+        s.check_consistency().unwrap();
+    }
+
+    /// `cache.read_staging`: with the whole DRAM dirty (a 400-unit DRAM that is all write
+    /// buffer, filled by unhinted writes under `on-full`), a read miss that stages in DRAM
+    /// waits for an eviction program; one that bypasses goes to the host at flash-read speed.
+    #[test]
+    fn a_read_into_an_all_dirty_dram_waits_for_an_eviction_when_it_stages_there() {
+        use crate::config::ReadStaging;
+        let mut waits = Vec::new();
+        for staging in [ReadStaging::Bypass, ReadStaging::Buffer] {
+            let mut c = DeviceConfig::preset("nvme-tlc").unwrap();
+            c.flash.channels = 4;
+            c.flash.packages_per_channel = 1;
+            c.flash.dies_per_package = 1;
+            c.flash.blocks_per_plane = 64;
+            c.cache.dram_bytes = 400 * 4096;
+            c.cache.write_buffer_bytes = 400 * 4096;
+            c.cache.readahead_units = 0;
+            c.cache.prefetch_pages = 0;
+            c.cache.flush = Flush::OnFull;
+            c.cache.read_staging = staging;
+            let mut s = Ssd::new(&c, DeviceOptions { integrity: true }).unwrap();
+            s.create_queue_pair(1, 1, 1024, SqPriority::Medium);
+            fill(&mut s, 100); // 400 dirty units: every line
+            let at = SimTime(s.now.0 + 1);
+            let mut done = Vec::new();
+            s.advance_to(at, &mut done);
+            s.submit(at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
+                .unwrap();
+            run(&mut s, &mut done);
+            let read = done
+                .iter()
+                .find(|d| d.cid == 5000)
+                .expect("the read completed");
+            waits.push((read.at - at, s.stats.read_staging_stalls));
+            s.check_consistency().unwrap();
+        }
+        let (bypass_ns, bypass_stalls) = waits[0];
+        let (buffer_ns, buffer_stalls) = waits[1];
+        assert_eq!(bypass_stalls, 0);
+        assert!(
+            bypass_ns < 300_000,
+            "a TLC read and its transfer: {bypass_ns} ns"
+        );
+        assert_eq!(buffer_stalls, 1);
+        assert!(
+            buffer_ns > bypass_ns + 500_000,
+            "staged, it waits for a program (LSB 0.56 ms at least): {buffer_ns} ns"
+        );
     }
 
     /// The oracle takes three buffers' worth of writes without a stall, and reads find the

@@ -54,6 +54,21 @@
 //! everything else it scheduled — the order of the earlier design, in which each handler that
 //! submitted flash work flushed the buffer as its last step (the golden summaries did not move).
 //!
+//! ## Read staging (`cache.read_staging`)
+//! A read miss's data comes off the flash into controller DRAM before the host's DMA takes it.
+//! `bypass` lets it use a buffer of its own when no cache line is replaceable; `buffer` makes
+//! it take a line, as firmware with one DRAM data buffer does (Cosmos+ OpenSSD's GreedyFTL:
+//! every read slice allocates the LRU buffer entry and, if that entry is dirty, its data is
+//! programmed before the read may use it). With `buffer`, a read miss that finds every line
+//! dirty, evicting or filling waits (`device.read_staging_stalls`, `_stall_ns`): a full write
+//! buffer starts an eviction round, as a blocked write does, and the read takes the first line
+//! a program or a fill frees. `nvme-tlc`'s 512 MB DRAM is all write buffer, so under the
+//! "evict when full" baseline a full buffer makes every read miss wait for a TLC program
+//! (0.56–5 ms) — the overflow stall reaching reads, which is what FastDrain's watermarks avoid.
+//! Worked example (`drain.rs` test): 400 units of DRAM, all dirty; a 4 KiB read miss takes
+//! ~0.1 ms bypassing, and with `buffer` waits for the round's first program (LSB, 0.56 ms).
+//! `zssd` keeps `bypass`: 1 GB of its 1.5 GB is never dirty.
+//!
 //! ## Invariants (asserted)
 //! Every submitted command completes exactly once; commands are submitted in time order and
 //! nothing is scheduled before the model's time; an SQ never holds more than its depth; the
@@ -89,7 +104,7 @@ use serde::Serialize;
 
 use cache::{Cache, ReadAhead, ReadLookup, WriteBack, WriteBlock};
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
-use config::{Drain as DrainMode, Flush};
+use config::{Drain as DrainMode, Flush, ReadStaging};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
 use drain::Drain;
@@ -232,6 +247,12 @@ pub struct CommandStats {
     /// Writes that waited for buffer space, and their total wait.
     pub write_stalls: u64,
     pub write_stall_ns: u64,
+    /// `cache.read_staging = "buffer"`: read misses that waited for a DRAM line (every line
+    /// dirty, evicting or filling), and their total wait; omitted while 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub read_staging_stalls: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub read_staging_stall_ns: u64,
     /// Strict-priority arbitration: drains of a starving lower-priority SQ (`ctrl.rs`);
     /// omitted while 0.
     #[serde(skip_serializing_if = "is_zero")]
@@ -273,6 +294,14 @@ pub struct DeviceStats {
 pub const WRITE_AMPLIFICATION_WARN: f64 = 20.0;
 
 /// The SSD.
+/// A read miss waiting for a line to stage in.
+#[derive(Clone, Copy, Debug)]
+struct ReadStall {
+    lpn: u32,
+    class: IoClass,
+    since: SimTime,
+}
+
 pub struct Ssd {
     config: DeviceConfig,
     events: EventQueue<Ev>,
@@ -291,6 +320,9 @@ pub struct Ssd {
     /// Hint-driven watermark eviction and the oracle's unbounded buffer (`drain.rs`).
     drain: Drain,
     stalled: VecDeque<u32>,
+    /// Read misses waiting for a DRAM line to stage in (`cache.read_staging = "buffer"`), in
+    /// arrival order; their waiters are in `fills`.
+    read_stalls: VecDeque<ReadStall>,
     readahead: ReadAhead,
     /// Where the idle flush looks for an idle LUN next (round robin).
     flush_cursor: u32,
@@ -348,6 +380,7 @@ impl Ssd {
                 config.cache.write_buffer_bytes / MAP_UNIT_BYTES,
             ),
             stalled: VecDeque::new(),
+            read_stalls: VecDeque::new(),
             readahead: ReadAhead::new(&config.cache),
             flush_cursor: 0,
             flash_events: Vec::new(),
@@ -483,9 +516,10 @@ impl Ssd {
             })
             .collect();
         format!(
-            "{} in flight; stalled writes {}; eviction rows in flight {}; eviction blocked {}; dirty units {}/{}; fills {}; events {}; flash idle {}; e.g. [{}]",
+            "{} in flight; stalled writes {}; reads waiting to stage {}; eviction rows in flight {}; eviction blocked {}; dirty units {}/{}; fills {}; events {}; flash idle {}; e.g. [{}]",
             self.in_flight(),
             self.stalled.len(),
+            self.read_stalls.len(),
             self.writeback.rows_in_flight(),
             self.writeback.is_blocked(),
             self.cache.dirty_units(),
@@ -759,7 +793,9 @@ impl Ssd {
                 if let Hint::WritebackWave { pages } = self.cmd(slot).cmd.hint {
                     // Read before the command's data moves: before any page of the wave is
                     // in the buffer (`drain.rs`).
-                    self.drain.on_hint(self.cache.dirty_units(), pages);
+                    let read_free_units = self.read_free_row_units();
+                    self.drain
+                        .on_hint(self.cache.dirty_units(), pages, read_free_units);
                     self.drain_step(now);
                 }
                 let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
@@ -859,6 +895,22 @@ impl Ssd {
         if prefetch && !cached {
             return; // nowhere to put it: skip the prefetch
         }
+        if !cached && self.config.cache.read_staging == ReadStaging::Buffer {
+            // No line to stage in: wait for one (Read staging). Later reads of the LPN join
+            // the waiters through `fills`; a full buffer starts an eviction round, as a write
+            // blocked on it does.
+            self.fills.insert(lpn, waiters);
+            self.read_stalls.push_back(ReadStall {
+                lpn,
+                class,
+                since: now,
+            });
+            self.stats.read_staging_stalls += 1;
+            if self.cache.dirty_units() >= self.cache.write_buffer_capacity_units() {
+                self.make_room(now, WriteBlock::SetFull, lpn);
+            }
+            return;
+        }
         self.fills.insert(lpn, waiters);
         let op = FlashOp {
             kind: OpKind::Read,
@@ -928,6 +980,21 @@ impl Ssd {
         self.post_completion(at, slot);
         self.flush_idle(now);
         self.drain_step(now);
+    }
+
+    /// Units the LUNs that background eviction may use right now could take, a row each: no
+    /// host read queued or running, no host row queued, room for a row (`drain.rs`, "The
+    /// background set").
+    fn read_free_row_units(&self) -> u64 {
+        let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
+        let free = (0..luns)
+            .filter(|&lun| {
+                self.ftl.host_rows_queued(lun) == 0
+                    && self.ftl.has_room(lun, Writer::Host)
+                    && !self.flash.lun_has_host_read(lun)
+            })
+            .count() as u64;
+        free * row_units as u64
     }
 
     /// `cache.drain = "fastdrain"`: programs the rows that foreground or background eviction
@@ -1021,8 +1088,62 @@ impl Ssd {
         }
     }
 
-    /// Retries stalled writes in order after space was freed.
+    /// Hands one unit's data to every read command waiting for it.
+    fn deliver_unit(&mut self, now: SimTime, lpn: u32, version: u32, waiters: Waiters) {
+        let wake = |ssd: &mut Ssd, slot: u32| {
+            ssd.unit_arrived(slot, lpn, version);
+            if ssd.cmd(slot).pending_units == 0 {
+                ssd.finish_read(now, slot);
+            }
+        };
+        match waiters {
+            Waiters::None => {}
+            Waiters::One(s) => wake(self, s),
+            Waiters::Many(v) => v.into_iter().for_each(|s| wake(self, s)),
+        }
+    }
+
+    /// Retries reads waiting for a line to stage in, in order, until one has to wait again.
+    /// A unit written while its read waited is served from the buffer; one trimmed, as zeros.
+    fn resume_read_stalls(&mut self, now: SimTime) {
+        for _ in 0..self.read_stalls.len() {
+            let Some(st) = self.read_stalls.pop_front() else {
+                break;
+            };
+            let waiters = self
+                .fills
+                .remove(&st.lpn)
+                .expect("a read waiting to stage has a fill record");
+            let ready = match self.cache.peek_version(st.lpn) {
+                Some(version) => Some(version),
+                None if self.ftl.lookup(st.lpn).is_none() => Some(0),
+                None => None,
+            };
+            if let Some(version) = ready {
+                self.stats.read_staging_stall_ns += now - st.since;
+                self.deliver_unit(now, st.lpn, version, waiters);
+                continue;
+            }
+            let before = self.read_stalls.len();
+            self.start_flash_read(now, st.lpn, waiters, false, st.class);
+            if self.read_stalls.len() > before {
+                // Still no line: back at the head, with its first wait, and counted once.
+                let mut again = self.read_stalls.pop_back().expect("just pushed");
+                again.since = st.since;
+                self.read_stalls.push_front(again);
+                self.stats.read_staging_stalls -= 1;
+                break;
+            }
+            self.stats.read_staging_stall_ns += now - st.since;
+        }
+    }
+
+    /// Retries stalled writes in order after space was freed (reads waiting to stage first:
+    /// each needs one line).
     fn resume_stalled(&mut self, now: SimTime) {
+        if !self.read_stalls.is_empty() {
+            self.resume_read_stalls(now);
+        }
         while let Some(&slot) = self.stalled.front() {
             self.stalled.pop_front();
             let before = self.stalled.len();
@@ -1141,16 +1262,10 @@ impl Ssd {
                     .fills
                     .remove(&lpn)
                     .expect("a host flash read has a fill record");
-                let wake = |ssd: &mut Ssd, slot: u32| {
-                    ssd.unit_arrived(slot, lpn, version);
-                    if ssd.cmd(slot).pending_units == 0 {
-                        ssd.finish_read(now, slot);
-                    }
-                };
-                match waiters {
-                    Waiters::None => {}
-                    Waiters::One(s) => wake(self, s),
-                    Waiters::Many(v) => v.into_iter().for_each(|s| wake(self, s)),
+                self.deliver_unit(now, lpn, version, waiters);
+                if !self.read_stalls.is_empty() {
+                    // The filled line is replaceable now: a read waiting to stage may take it.
+                    self.resume_read_stalls(now);
                 }
                 if self.cache.is_split() && !self.stalled.is_empty() {
                     // A partition of a few ways can be all filling: the fill just made one

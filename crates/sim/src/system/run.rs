@@ -111,7 +111,18 @@ pub fn run_system_with_series(
         let td = ssd.next_event_time();
         let th = host.next_event_time();
         if let Some(s) = &mut series {
-            if let Some(t) = td.into_iter().chain(th).min() {
+            // A window is sampled when the next event is past its end. A device event past the
+            // host's end (its clock and the run's duration), with no host event pending, may
+            // be the device draining its buffer after the run's last I/O: sampling the host
+            // there would account its cores beyond where `Host::finish` ends them. Such
+            // windows are closed by the host's next event, or after the loop up to the end;
+            // their device counters then include that drain (the totals still add up).
+            let host_end = host.now().max(cfg.duration);
+            let next = match (td, th) {
+                (Some(d), None) if d > host_end => None,
+                _ => td.into_iter().chain(th).min(),
+            };
+            if let Some(t) = next {
                 while s.due(t) {
                     let at = s.window_end();
                     s.close(&sample(&mut host, &ssd, at))
