@@ -67,7 +67,8 @@
 //! (0.56–5 ms) — the overflow stall reaching reads, which is what FastDrain's watermarks avoid.
 //! Worked example (`drain.rs` test): 400 units of DRAM, all dirty; a 4 KiB read miss takes
 //! ~0.1 ms bypassing, and with `buffer` waits for the round's first program (LSB, 0.56 ms).
-//! `zssd` keeps `bypass`: 1 GB of its 1.5 GB is never dirty.
+//! `zssd` keeps `bypass`: 1 GB of its 1.5 GB is never dirty. The oracle (`cache.drain =
+//! "oracle"`, an unbounded buffer) never makes a read wait for a line either.
 //!
 //! ## Invariants (asserted)
 //! Every submitted command completes exactly once; commands are submitted in time order and
@@ -895,7 +896,11 @@ impl Ssd {
         if prefetch && !cached {
             return; // nowhere to put it: skip the prefetch
         }
-        if !cached && self.config.cache.read_staging == ReadStaging::Buffer {
+        // The oracle's buffer is unbounded: it always has room to stage a read.
+        if !cached
+            && self.config.cache.read_staging == ReadStaging::Buffer
+            && self.drain.mode() != DrainMode::Oracle
+        {
             // No line to stage in: wait for one (Read staging). Later reads of the LPN join
             // the waiters through `fills`; a full buffer starts an eviction round, as a write
             // blocked on it does.
