@@ -20,15 +20,22 @@
 //!   next free page (programmed in order, as NAND requires); the pointers fall in three groups
 //!   by the type of that next page, LSB, CSB or MSB. A *foreground* row (fastdrain's foreground
 //!   eviction, or an on-full round that writes are stalled on) takes a block from the LUN's LSB
-//!   group; when the group is empty it opens a fresh superblock, whose first page is LSB —
-//!   while the *LSB region* (open superblocks opened this way, device-wide) stays within
-//!   `max_lsb_region_bytes` and the LUN keeps more free superblocks than the GC threshold;
-//!   otherwise it falls back to the fastest other page (CSB, then MSB; counted in
-//!   `alloc.foreground_fallbacks`). The device spreads foreground rows over the LUNs in turn
-//!   (`Ftl::next_host_lun`), so consecutive urgent rows take LSB pages of different dies. A
-//!   *background* row (fastdrain's background eviction, the idle flush) prefers the CSB group,
-//!   then MSB, then LSB, and opens a superblock only when the LUN has none open — so the
-//!   background fills the slow pages that urgent rows left behind, and no page is skipped.
+//!   group; when the group is empty it opens a fresh superblock into the *LSB region* — while
+//!   the region (its superblocks open now, device-wide) stays within `max_lsb_region_bytes`
+//!   and the LUN keeps more free superblocks than the GC threshold; otherwise it falls back to
+//!   the fastest other page (CSB, then MSB; counted in `alloc.foreground_fallbacks`). The
+//!   region is **LSB-only** (device.md): after each row a region block's pointer skips its
+//!   CSB/MSB pages to the next LSB page, and the skipped pages stay unprogrammed (counted in
+//!   `units_wasted` and `alloc.pages_skipped`) until GC erases the block. The device spreads
+//!   foreground rows over the LUNs in turn (`Ftl::next_host_lun`), so consecutive urgent rows
+//!   take LSB pages of different dies. A *background* row (fastdrain's background eviction,
+//!   the idle flush) prefers the CSB group, then MSB, then LSB, of blocks outside the region,
+//!   and opens a superblock only when the LUN has none of those open — so it fills slow pages
+//!   in order, skips nothing, and leaves the region's fast pages to urgent rows. An earlier version kept region blocks open until background rows
+//!   filled their slow pages: with few background rows they never closed, the region stayed
+//!   at its limit and most foreground rows fell back to slow pages (`fd-ftl-apache-upload` in
+//!   the FastDrain study: 640,015 fallbacks, host rows LSB/CSB/MSB 339,826 / 339,817 /
+//!   334,141).
 //!   Worked example (`nvme-tlc`: 6 MiB superblocks, 128 LUNs): the 64 GB cap is 10,172
 //!   superblocks, about 79 per LUN; a foreground burst of 10,172 rows takes one LSB page in each
 //!   and programs at 0.56 ms per row, where `sequential` averages (0.56 + 2.2 + 5) / 3 = 2.59 ms.
@@ -38,8 +45,9 @@
 //!
 //! ## What it leaves out
 //! Program-order constraints across word lines beyond in-order pages within a block (real TLC
-//! programs a word line's pages in a shuffled order); closing the LSB region's blocks early to
-//! win back capacity (they stay open until background rows fill them).
+//! programs a word line's pages in a shuffled order). The region bounds the LSB-only blocks
+//! open at once, not the space their skipped pages hold until GC (a region block holds a third
+//! of the data a sequential one does).
 //!
 //! Config keys: `ftl.alloc` (`sequential` | `lsb-skip` | `latency-aware`),
 //! `ftl.max_lsb_region_bytes`.
@@ -192,8 +200,22 @@ impl Ftl {
         let OpenBlock { sb, next_row, .. } = self.alloc.open[lun as usize][at];
         self.place_row(lun, sb, next_row, units, Writer::Host);
         let pages = self.geo.pages_per_block;
+        let types = self.geo.cell.page_types() as u32;
+        let row_units = self.geo.row_units() as u64;
         let open = &mut self.alloc.open[lun as usize];
         open[at].next_row += 1;
+        if open[at].in_region {
+            // The LSB region is LSB-only: its pointer skips the block's slow pages, which stay
+            // unprogrammed (wasted) until GC erases the block.
+            let r = open[at].next_row;
+            let skip = ((types - r % types) % types).min(pages - r);
+            open[at].next_row += skip;
+            self.stats.units_wasted += skip as u64 * row_units;
+            if let Some(s) = &mut self.stats.alloc {
+                s.pages_skipped += skip as u64;
+            }
+        }
+        let open = &mut self.alloc.open[lun as usize];
         if open[at].next_row == pages {
             let done = open.remove(at);
             if done.in_region {
@@ -216,6 +238,12 @@ impl Ftl {
                 .iter()
                 .position(|o| ftl.geo.page_type(o.next_row) == t)
         };
+        // Background rows stay out of the LSB region: its fast pages are for urgent rows.
+        let outside_region = |ftl: &Ftl, t: PageType| {
+            ftl.alloc.open[lun as usize]
+                .iter()
+                .position(|o| !o.in_region && ftl.geo.page_type(o.next_row) == t)
+        };
         match urgency {
             Urgency::Foreground => {
                 if let Some(i) = with_next(self, PageType::Lsb) {
@@ -237,9 +265,9 @@ impl Ftl {
                 }
             }
             Urgency::Background => {
-                match with_next(self, PageType::Csb)
-                    .or(with_next(self, PageType::Msb))
-                    .or(with_next(self, PageType::Lsb))
+                match outside_region(self, PageType::Csb)
+                    .or(outside_region(self, PageType::Msb))
+                    .or(outside_region(self, PageType::Lsb))
                 {
                     Some(i) => i,
                     None => self.open_latency_aware(lun, false),
@@ -301,37 +329,63 @@ mod tests {
         (first..first + 4).map(|l| (l, 0)).collect()
     }
 
-    /// Foreground rows spread over the LUNs in turn each take an LSB page, opening a fresh
-    /// superblock per row, until the region holds its cap; then they fall back to CSB pages.
+    /// Foreground rows spread over the LUNs in turn each take an LSB page: a region block per
+    /// LUN, whose pointer skips its CSB/MSB pages, so the second round takes page 3 of the same
+    /// blocks, which then close (6 pages) and leave the region.
     #[test]
-    fn lsb_only_allocation_fills_lsb_pages_across_dies_in_turn_and_stops_at_the_cap() {
-        let mut f = ftl(Alloc::LatencyAware, 6);
+    fn lsb_only_allocation_fills_lsb_pages_across_dies_in_turn_and_skips_the_slow_ones() {
+        let mut f = ftl(Alloc::LatencyAware, 4);
         let mut seen = Vec::new();
-        for k in 0..6u32 {
+        for k in 0..8u32 {
             let lun = f.next_host_lun().unwrap();
             let p = f.write_host_row(lun, &row(k * 4), Urgency::Foreground);
             f.host_row_programmed(lun);
-            seen.push((lun, f.geo.page_type(p.page)));
+            seen.push((lun, p.page, f.geo.page_type(p.page)));
         }
         let luns: Vec<u32> = seen.iter().map(|s| s.0).collect();
-        assert_eq!(luns, [0, 1, 2, 3, 0, 1], "the LUNs in turn");
-        assert!(seen.iter().all(|s| s.1 == PageType::Lsb), "{seen:?}");
-        assert_eq!(f.alloc.region_superblocks, 6);
-        // At the cap: the next foreground row takes the next (CSB) page of an open block.
-        let lun = f.next_host_lun().unwrap();
-        let p = f.write_host_row(lun, &row(100), Urgency::Foreground);
-        assert_eq!(f.geo.page_type(p.page), PageType::Csb);
+        assert_eq!(luns, [0, 1, 2, 3, 0, 1, 2, 3], "the LUNs in turn");
+        let pages: Vec<u32> = seen.iter().map(|s| s.1).collect();
+        assert_eq!(pages, [0, 0, 0, 0, 3, 3, 3, 3], "LSB pages only");
+        assert!(seen.iter().all(|s| s.2 == PageType::Lsb), "{seen:?}");
         let s = f.stats.alloc.clone().unwrap();
-        assert_eq!((s.host_rows_lsb, s.host_rows_csb), (6, 1));
+        assert_eq!(
+            (s.host_rows_lsb, s.host_rows_csb, s.host_rows_msb),
+            (8, 0, 0)
+        );
+        assert_eq!(s.pages_skipped, 16, "pages 1, 2, 4 and 5 of four blocks");
+        assert_eq!(f.stats.units_wasted, 16 * 4);
         assert_eq!(
             (s.foreground_fallbacks, s.lsb_region_superblocks_max),
-            (1, 6)
+            (0, 4)
         );
-        assert_eq!(f.stats.units_wasted, 0);
+        assert_eq!(f.alloc.region_superblocks, 0, "full blocks left the region");
         f.check_consistency().unwrap();
     }
 
-    /// Background rows fill the slow pages foreground rows left, and skip nothing; `lsb-skip`
+    /// At the region's cap a foreground row falls back: to a fresh block outside the region
+    /// (page 0 is LSB), then to that block's CSB page.
+    #[test]
+    fn at_the_region_cap_foreground_rows_fall_back_to_the_fastest_other_page() {
+        let mut f = ftl(Alloc::LatencyAware, 1);
+        let p = f.write_host_row(0, &row(0), Urgency::Foreground);
+        assert_eq!((p.page, f.alloc.region_superblocks), (0, 1));
+        let p = f.write_host_row(1, &row(4), Urgency::Foreground);
+        assert_eq!(
+            f.geo.page_type(p.page),
+            PageType::Lsb,
+            "a fresh block outside"
+        );
+        let p = f.write_host_row(1, &row(8), Urgency::Foreground);
+        assert_eq!(f.geo.page_type(p.page), PageType::Csb);
+        let s = f.stats.alloc.clone().unwrap();
+        assert_eq!(
+            (s.foreground_fallbacks, s.lsb_region_superblocks_max),
+            (2, 1)
+        );
+        f.check_consistency().unwrap();
+    }
+
+    /// Background rows fill slow pages in order outside the region and skip nothing; `lsb-skip`
     /// wastes the two pages after every LSB page it programs.
     #[test]
     fn lsb_skip_wastes_what_it_skips_and_latency_aware_wastes_nothing_in_the_background() {
@@ -345,18 +399,24 @@ mod tests {
         assert_eq!(
             types,
             [
+                PageType::Lsb,
                 PageType::Csb,
                 PageType::Msb,
                 PageType::Lsb,
-                PageType::Csb,
-                PageType::Msb
+                PageType::Csb
             ],
-            "background fills the foreground block's slow pages, in order"
+            "background opens a block of its own and fills it in order"
         );
-        assert_eq!(la.stats.units_wasted, 0);
-        assert_eq!(la.stats.alloc.as_ref().unwrap().pages_skipped, 0);
-        assert!(!la.alloc.has_open(0), "the 6-page block closed when full");
-        assert_eq!(la.alloc.region_superblocks, 0, "and left the region");
+        assert_eq!(
+            la.stats.alloc.as_ref().unwrap().pages_skipped,
+            2,
+            "only the region block's skip after its one LSB row"
+        );
+        assert_eq!(la.stats.units_wasted, 2 * 4);
+        assert_eq!(
+            la.alloc.region_superblocks, 1,
+            "the region block is still open"
+        );
         la.check_consistency().unwrap();
 
         let mut skip = ftl(Alloc::LsbSkip, 0);
