@@ -393,7 +393,11 @@ impl Cpu {
     /// with nothing to do until then, which is no part of its life.
     pub fn begin_life(&mut self, t: u32, at: SimTime) {
         let th = &mut self.threads[t as usize];
-        assert_eq!(th.state, RunState::Blocked, "thread {t} begins its life blocked");
+        assert_eq!(
+            th.state,
+            RunState::Blocked,
+            "thread {t} begins its life blocked"
+        );
         th.time = ThreadTime::new(at);
     }
 
@@ -1017,7 +1021,9 @@ mod tests {
         let a = cpu.add_thread(0, IoClass::Throughput);
         cpu.wake(SimTime::ZERO, a, 1_000_000, Cat::User);
         let end = SimTime::from_ms(50);
-        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |_, _| Some(1_000_000));
+        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |_, _| {
+            Some(1_000_000)
+        });
         cpu.finish(end);
         let time = &cpu.threads[a as usize].time.ns;
         let switch = cpu.cfg.context_switch_ns;
@@ -1036,7 +1042,9 @@ mod tests {
         cpu.wake(SimTime::ZERO, a, 1_000_000, Cat::User);
         cpu.wake(SimTime::ZERO, b, 1_000_000, Cat::User);
         let end = SimTime::from_ms(300);
-        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |_, _| Some(1_000_000));
+        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |_, _| {
+            Some(1_000_000)
+        });
         cpu.finish(end);
         for t in [a, b] {
             let time = &cpu.threads[t as usize].time.ns;
@@ -1046,7 +1054,11 @@ mod tests {
                 "thread {t}: run queue {} % of its life",
                 pct(Span::RunQueue)
             );
-            assert!((45..=55).contains(&pct(Span::User)), "thread {t}: user {} %", pct(Span::User));
+            assert!(
+                (45..=55).contains(&pct(Span::User)),
+                "thread {t}: user {} %",
+                pct(Span::User)
+            );
             assert_eq!(time.iter().sum::<u64>(), end.as_ns());
         }
     }

@@ -140,6 +140,34 @@ impl Span {
 /// Nanoseconds per span.
 pub type SpanNs = [u64; SPAN_COUNT];
 
+/// The spans in coarse groups, for reports one line wide: on a core in user code, in the kernel
+/// (any layer, interrupt work included), switching, polling; waiting for a core (run queue and
+/// stolen by interrupts); blocked on I/O; idle. Every span is in exactly one group.
+pub const GROUPS: [(&str, &[Span]); 7] = [
+    ("compute", &[Span::User]),
+    (
+        "kernel",
+        &[
+            Span::Syscall,
+            Span::PageCache,
+            Span::Blk,
+            Span::Nvme,
+            Span::BlkComplete,
+            Span::Irq,
+        ],
+    ),
+    ("switch", &[Span::Sched]),
+    ("poll", &[Span::Poll]),
+    ("cpu wait", &[Span::RunQueue, Span::IrqStolen]),
+    ("I/O wait", &[Span::IoWait]),
+    ("idle", &[Span::Idle]),
+];
+
+/// The nanoseconds of `ns` in `spans`.
+pub fn group_ns(ns: &SpanNs, spans: &[Span]) -> u64 {
+    spans.iter().map(|s| ns[s.index()]).sum()
+}
+
 /// One thread's accounting: the spans so far and the interval it is in.
 #[derive(Clone, Debug)]
 pub struct ThreadTime {
@@ -384,8 +412,12 @@ impl RequestTime {
 
 impl Serialize for RequestTime {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let parts =
-            |p: &RequestParts| [("network", p.network_ns), ("worker_queue", p.worker_queue_ns)];
+        let parts = |p: &RequestParts| {
+            [
+                ("network", p.network_ns),
+                ("worker_queue", p.worker_queue_ns),
+            ]
+        };
         let mean = self.means();
         let total = self.response_ns;
         let sum_extra = parts(&self.sum);
@@ -465,6 +497,14 @@ mod tests {
         let e = std::panic::catch_unwind(|| t.check(1, SimTime::from_us(9))).unwrap_err();
         let msg = e.downcast_ref::<String>().unwrap();
         assert!(msg.contains("not its life of 9000 ns"), "{msg}");
+    }
+
+    #[test]
+    fn every_span_is_in_exactly_one_group() {
+        for s in SPANS {
+            let n = GROUPS.iter().filter(|(_, g)| g.contains(&s)).count();
+            assert_eq!(n, 1, "{}", s.name());
+        }
     }
 
     #[test]

@@ -56,7 +56,11 @@ fn a_reader_blocked_on_a_known_latency_has_exactly_that_wait_in_io_wait() {
     assert_eq!(span(&r, 0, Span::IoWait), READS * per_io);
     assert_eq!(span(&r, 0, Span::Poll), 0);
     assert_eq!(span(&r, 0, Span::RunQueue), 0, "alone on its core");
-    assert_eq!(span(&r, 0, Span::IrqStolen), 0, "its completions land while it sleeps");
+    assert_eq!(
+        span(&r, 0, Span::IrqStolen),
+        0,
+        "its completions land while it sleeps"
+    );
     // Kernel work per read: the system call, the block layer, the driver; then the switch back.
     assert!(span(&r, 0, Span::Syscall) >= READS * cfg.app.syscall_ns);
     assert!(span(&r, 0, Span::Blk) > 0 && span(&r, 0, Span::Nvme) > 0);
@@ -104,7 +108,10 @@ fn an_online_request_splits_into_network_compute_and_io_exactly() {
     let compute_ns = cfg.instructions_ns(spec.instructions_per_request);
     let r = run(&cfg, vec![spec], 50);
     let p = &r.processes[0];
-    let rt = p.request_time.as_ref().expect("an online service splits its requests");
+    let rt = p
+        .request_time
+        .as_ref()
+        .expect("an online service splits its requests");
     assert_eq!(rt.requests, 49);
     assert_eq!(rt.requests, p.requests);
     let net = cfg.app.client_send_ns + 2 * cfg.app.net_one_way_ns;
@@ -116,8 +123,15 @@ fn an_online_request_splits_into_network_compute_and_io_exactly() {
         "{user} ns of compute for {} requests of {compute_ns} ns",
         rt.requests
     );
-    assert_eq!(rt.sum.worker_queue_ns, 0, "an idle worker takes every request");
-    assert_eq!(rt.sum.spans[Span::Idle.index()], 0, "no one idles on a request");
+    assert_eq!(
+        rt.sum.worker_queue_ns, 0,
+        "an idle worker takes every request"
+    );
+    assert_eq!(
+        rt.sum.spans[Span::Idle.index()],
+        0,
+        "no one idles on a request"
+    );
     // The server's receive and hand-off, the worker's reply, and the read system calls.
     let app = &cfg.app;
     assert!(
@@ -126,9 +140,7 @@ fn an_online_request_splits_into_network_compute_and_io_exactly() {
     );
     // The parts add up to the response times (checked per request, and here in sum).
     assert_eq!(
-        rt.sum.network_ns
-            + rt.sum.worker_queue_ns
-            + rt.sum.spans.iter().sum::<u64>(),
+        rt.sum.network_ns + rt.sum.worker_queue_ns + rt.sum.spans.iter().sum::<u64>(),
         rt.response_ns
     );
     assert_eq!(rt.response_ns / rt.requests, p.response.mean_ns());
@@ -139,7 +151,11 @@ fn an_online_request_splits_into_network_compute_and_io_exactly() {
     assert_eq!(e.threads, 5);
     assert_eq!(e.lifetime_ns, 5 * r.end.as_ns());
     assert!(e.ns[Span::Idle.index()] > e.lifetime_ns / 2, "{e:?}");
-    assert_eq!(e.ns[Span::User.index()], user, "workers compute only for requests");
+    assert_eq!(
+        e.ns[Span::User.index()],
+        user,
+        "workers compute only for requests"
+    );
 }
 
 /// A process that starts late lives from its start: time before it is no part of its life.
@@ -160,17 +176,23 @@ fn a_late_process_lives_from_its_start() {
 fn co_running_with_hogs_shows_as_cpu_wait() {
     let cfg = quiet();
     let alone = run(&cfg, vec![apache(&cfg)], 100);
-    let pagerank =
-        ProcessSpec::from_profile(Profile::named("pagerank").unwrap(), IoClass::Throughput, &cfg);
+    let pagerank = ProcessSpec::from_profile(
+        Profile::named("pagerank").unwrap(),
+        IoClass::Throughput,
+        &cfg,
+    );
     let co = run(&cfg, vec![apache(&cfg), pagerank], 100);
     let wait = |r: &HostReport| {
         let rt = r.processes[0].request_time.as_ref().unwrap();
-        (rt.sum.spans[Span::RunQueue.index()] + rt.sum.spans[Span::IrqStolen.index()])
-            / rt.requests
+        (rt.sum.spans[Span::RunQueue.index()] + rt.sum.spans[Span::IrqStolen.index()]) / rt.requests
     };
     // Alone, a woken thread finds its core idle; beside pagerank the server thread waits out
     // a hog's slice for most requests (tens of µs: 74 µs per request with this seed, 0.4 µs more stolen by interrupts).
-    assert!(wait(&alone) < 1_000, "alone: {} ns of CPU wait per request", wait(&alone));
+    assert!(
+        wait(&alone) < 1_000,
+        "alone: {} ns of CPU wait per request",
+        wait(&alone)
+    );
     assert!(
         wait(&co) > 20_000,
         "CPU wait per request: {} ns co-running, {} ns alone",

@@ -117,7 +117,7 @@ pub(crate) const SECTORS_PER_PAGE: u64 = PAGE_BYTES / 512;
 pub use breakdown::Breakdown;
 pub use config::{CompletionMode, HostConfig, HostConfigError, HOST_PRESETS};
 pub use cpu::{Cat, CoreStats, CATS};
-pub use exectime::{ExecTime, RequestTime, Span, SPANS};
+pub use exectime::{ExecTime, RequestTime, Span, GROUPS, SPANS};
 pub use machine::{Host, HostError, HostReport};
 pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec, SqPriority};
 pub use process::{
