@@ -60,6 +60,10 @@
 //! Every nanosecond of every core goes to exactly one category: user, syscall, pagecache, blk,
 //! nvme, blk_complete (kernel, by layer), irq, sched, poll or idle; so per core the categories
 //! add up to the simulated time (tests check it). Context switches and interrupts are counted.
+//! Per thread, the same accounting and every transition (wake, pick, preempt, block, exit)
+//! split its life into spans (`exectime`): on its core by category, on its core while an
+//! interrupt runs (`irq_stolen`), in a run queue, blocked (on I/O or idle, as the machine says
+//! when it blocks it); `finish` checks they add up to each thread's life.
 //!
 //! A spinning poller is a thread like any other: a CPU-bound thread on its core takes the core
 //! when the poller's slice ends (a polled fio job sharing a core with `pagerank` sees I/Os wait
