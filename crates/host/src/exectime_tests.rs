@@ -80,7 +80,7 @@ fn a_polling_reader_spends_the_device_latency_in_poll_not_io_wait() {
     assert_eq!(span(&polled, 0, Span::IoWait), 0);
     let poll = span(&polled, 0, Span::Poll);
     assert!(
-        poll >= READS * DEVICE_NS && poll < READS * (DEVICE_NS + 10_000),
+        (READS * DEVICE_NS..READS * (DEVICE_NS + 10_000)).contains(&poll),
         "{poll} ns of polling for {READS} reads of {DEVICE_NS} ns"
     );
     assert!(span(&polled, 0, Span::Sched) < span(&irq, 0, Span::Sched) / 100);
