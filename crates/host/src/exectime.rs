@@ -23,10 +23,10 @@
 //! every thread, and `Host::finish` again per process. On a core the split is the core's own
 //! accounting (which adds up to the simulated time per core), charged to the thread that owns
 //! the core; off a core it is one subtraction per transition. Nothing is sampled, nothing
-//! allocated: O(1) per transition. Cost: 0.5 % more instructions on the default co-run (apache
-//! + pagerank, 10 s) and 1.0 % on imageserver + ungzip (`valgrind --tool=cachegrind` on
-//! `cargo bench -p sim --bench system_speed`, before and after; the same events and commands,
-//! and no more heap allocations in steady state).
+//! allocated: O(1) per transition. Cost: 0.5 % more instructions on the default co-run
+//! (apache with pagerank, 10 s) and 1.0 % on imageserver with ungzip (`valgrind
+//! --tool=cachegrind` on `cargo bench -p sim --bench system_speed`, before and after: the same
+//! events and commands, and no more heap allocations in steady state).
 //!
 //! Worked example (arm8 defaults, a thread alone on its core reading 4 KiB with `pvsync2` from
 //! a device that answers in 10 µs, interrupts): each read is `syscall` 1.0 µs, `blk` 2.3 µs
