@@ -106,6 +106,8 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
         "index-breakdown",
         "index-miss-rate",
         "index-context-switches",
+        "index-exec-apache",
+        "index-exec-index",
     ] {
         for ext in ["csv", "svg", "png"] {
             let p = out.join(format!("{stem}.{ext}"));
@@ -164,10 +166,61 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
         cacheopt.iter().all(|(_, y)| *y > 0.0 && *y < 100.0),
         "{share}"
     );
+    // The execution-time breakdown: apache's parts stack to its mean response time over
+    // vanilla's (recomputed from study.json's means, which are truncated to the ns), index's to
+    // its threads' time over vanilla's; under selectisr apache's I/O is polled, not waited for.
+    let exec = read(&out.join("index-exec-apache.csv"));
+    let stack_total = |csv: &str, stack: &str| -> f64 {
+        csv.lines()
+            .skip(1)
+            .filter(|l| l.split(',').nth(1) == Some(stack))
+            .map(|l| l.split(',').nth(2).unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    for stack in [
+        "vanilla",
+        "cacheopt",
+        "kernelopt",
+        "selectisr",
+        "xler",
+        "dedcore",
+    ] {
+        let want = mean_ns(&format!("{stack}-apache-index")) / mean_ns("vanilla-apache-index");
+        let got = stack_total(&exec, stack);
+        assert!(
+            (got - want).abs() < 1e-4,
+            "{stack}: parts stack to {got}, not {want}: {exec}"
+        );
+        let index = stack_total(&read(&out.join("index-exec-index.csv")), stack);
+        assert!(
+            (index - 1.0).abs() < 0.02,
+            "{stack}: index's threads live the run: {index}"
+        );
+    }
+    let part = |stack: &str, name: &str| -> f64 {
+        column(&exec, name)
+            .into_iter()
+            .find(|(x, _)| x == stack)
+            .map_or(0.0, |(_, y)| y)
+    };
+    assert!(
+        part("selectisr", "poll") > 0.0 && part("selectisr", "I/O wait") == 0.0,
+        "{exec}"
+    );
+    assert!(
+        part("vanilla", "poll") == 0.0 && part("vanilla", "I/O wait") > 0.0,
+        "{exec}"
+    );
+    assert!(
+        part("vanilla", "compute") > 0.5,
+        "apache computes most of a request: {exec}"
+    );
+
     // Selective completion polls latency-critical I/O: its apache + index run polls, vanilla's
     // does not.
     let html = read(&out.join("report.html"));
     assert!(html.contains("Cache sensitivity") && html.contains("mean over 10 co-runs"));
+    assert!(html.contains("execution time") && html.contains("apache wait for a worker"));
     let polled = |stack: &str| -> u64 {
         let r = runs
             .iter()

@@ -41,6 +41,7 @@ use engine::IoOp;
 use workload::{Buffering, Op};
 
 use crate::cpu::Cat;
+use crate::exectime::{self, RequestParts};
 use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
@@ -128,6 +129,7 @@ impl Host {
         let rec = OnlineReq {
             sent_at: now,
             live: true,
+            ..OnlineReq::default()
         };
         let req = match free_reqs.pop() {
             Some(r) => {
@@ -149,9 +151,14 @@ impl Host {
 
     /// Request `req` reaches the server of `p`: it is queued and the server woken if idle.
     pub(crate) fn on_server_rx(&mut self, p: u32, req: u32) {
+        let now = self.now;
+        let server = self.procs[p as usize].online().server;
+        let spans = self.cpu.thread_time_now(now, server);
         let online = self.procs[p as usize].online();
+        let r = &mut online.reqs[req as usize];
+        r.rx_at = now;
+        r.server = spans;
         online.rx.push_back(req);
-        let server = online.server;
         if self.threads[server as usize].wait == Wait::Rx {
             self.wake(server);
         }
@@ -165,6 +172,7 @@ impl Host {
             free_reqs,
             response,
             completed,
+            request_time,
             ..
         } = self.procs[p as usize].online();
         let r = &mut reqs[req as usize];
@@ -175,6 +183,15 @@ impl Host {
         r.live = false;
         let latency = now - r.sent_at;
         response.record(latency);
+        let mut parts = RequestParts {
+            network_ns: (r.rx_at - r.sent_at) + (now - r.replied_at),
+            worker_queue_ns: r.taken_at - r.handed_at,
+            spans: r.server,
+        };
+        for (s, w) in parts.spans.iter_mut().zip(&r.worker) {
+            *s += w;
+        }
+        request_time.add(&parts, latency);
         if let Some(log) = &mut self.response_log {
             log.push(latency);
         }
@@ -206,15 +223,24 @@ impl Host {
         };
         let p = self.threads[t as usize].proc as usize;
         let ipr = self.procs[p].spec.instructions_per_request;
+        let now = self.now;
+        let spans = self.cpu.thread_time_now(now, t);
         let OnlineState {
-            idle_workers, work, ..
+            idle_workers,
+            work,
+            reqs,
+            ..
         } = self.procs[p].online();
+        let r = &mut reqs[req as usize];
+        r.handed_at = now;
+        r.server = exectime::since(&spans, &r.server);
         match idle_workers.pop() {
             Some(w) => {
                 self.threads[w as usize].role = Role::Worker {
                     req,
                     instr_left: ipr,
                 };
+                self.take_request(p, w, req);
                 self.wake(w);
             }
             None => work.push_back(req),
@@ -240,6 +266,7 @@ impl Host {
                         req: r,
                         instr_left: ipr,
                     };
+                    self.take_request(p, t, r);
                     return self.worker_next(t);
                 }
                 None => {
@@ -278,10 +305,25 @@ impl Host {
             unreachable!()
         };
         let p = self.threads[t as usize].proc;
+        let now = self.now;
+        let spans = self.cpu.thread_time_now(now, t);
+        let r = &mut self.procs[p as usize].online().reqs[req as usize];
+        r.replied_at = now;
+        r.worker = exectime::since(&spans, &r.worker);
         self.events.schedule(
             self.now + self.cfg.app.net_one_way_ns,
             Ev::ClientRx { proc: p, req },
         );
         self.worker_next(t);
+    }
+
+    /// Worker `w` of process `p` takes request `req` now: from here to its reply, the
+    /// worker's spans are the request's (`exectime`).
+    fn take_request(&mut self, p: usize, w: u32, req: u32) {
+        let now = self.now;
+        let spans = self.cpu.thread_time_now(now, w);
+        let r = &mut self.procs[p].online().reqs[req as usize];
+        r.taken_at = now;
+        r.worker = spans;
     }
 }

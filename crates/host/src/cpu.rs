@@ -60,6 +60,10 @@
 //! Every nanosecond of every core goes to exactly one category: user, syscall, pagecache, blk,
 //! nvme, blk_complete (kernel, by layer), irq, sched, poll or idle; so per core the categories
 //! add up to the simulated time (tests check it). Context switches and interrupts are counted.
+//! Per thread, the same accounting and every transition (wake, pick, preempt, block, exit)
+//! split its life into spans (`exectime`): on its core by category, on its core while an
+//! interrupt runs (`irq_stolen`), in a run queue, blocked (on I/O or idle, as the machine says
+//! when it blocks it); `finish` checks they add up to each thread's life.
 //!
 //! A spinning poller is a thread like any other: a CPU-bound thread on its core takes the core
 //! when the poller's slice ends (a polled fio job sharing a core with `pagerank` sees I/Os wait
@@ -79,6 +83,7 @@ use engine::{IoClass, SimTime};
 use serde::Serialize;
 
 use crate::config::{CpuConfig, WakePlacement};
+use crate::exectime::{Span, SpanNs, ThreadTime};
 use crate::jitter::{CostDraws, CostSite};
 
 /// What a core's time went to.
@@ -137,6 +142,23 @@ impl Cat {
             Cat::Sched => "sched",
             Cat::Poll => "poll",
             Cat::Idle => "idle",
+        }
+    }
+
+    /// The span of a thread's life a burst of this category is (`exectime`): the same name.
+    /// (No thread bursts in `Idle`; it maps to the idle span.)
+    pub const fn span(self) -> Span {
+        match self {
+            Cat::User => Span::User,
+            Cat::Syscall => Span::Syscall,
+            Cat::PageCache => Span::PageCache,
+            Cat::Blk => Span::Blk,
+            Cat::Nvme => Span::Nvme,
+            Cat::BlkComplete => Span::BlkComplete,
+            Cat::Irq => Span::Irq,
+            Cat::Sched => Span::Sched,
+            Cat::Poll => Span::Poll,
+            Cat::Idle => Span::Idle,
         }
     }
 }
@@ -200,6 +222,8 @@ pub struct ThreadSched {
     pub weight: u64,
     /// Bound to its core (a per-CPU kworker): wake placement never moves it.
     pub pinned: bool,
+    /// Where its wall-clock time went (`exectime`): charged on every transition.
+    pub time: ThreadTime,
 }
 
 /// CFS load weight of a nice-0 thread (`sched_prio_to_weight[20]`, kernel/sched/core.c).
@@ -364,8 +388,31 @@ impl Cpu {
             class,
             weight: NICE_0_WEIGHT,
             pinned: false,
+            time: ThreadTime::new(SimTime::ZERO),
         });
         (self.threads.len() - 1) as u32
+    }
+
+    /// Thread `t`'s life begins at `at` rather than 0 (its process starts later): it is blocked
+    /// with nothing to do until then, which is no part of its life.
+    pub fn begin_life(&mut self, t: u32, at: SimTime) {
+        let th = &mut self.threads[t as usize];
+        assert_eq!(
+            th.state,
+            RunState::Blocked,
+            "thread {t} begins its life blocked"
+        );
+        th.time = ThreadTime::new(at);
+    }
+
+    /// Thread `t`'s spans up to `now` (its core's accounting brought up to `now` first, which
+    /// changes no outcome).
+    pub fn thread_time_now(&mut self, now: SimTime, t: u32) -> SpanNs {
+        let th = &self.threads[t as usize];
+        if th.state == RunState::Running {
+            self.settle(th.core as usize, now);
+        }
+        self.threads[t as usize].time.snapshot(now)
     }
 
     /// Thread `t` becomes a per-CPU kernel worker of CFS load `weight`, bound to its core.
@@ -399,27 +446,35 @@ impl Cpu {
             if let Some(c) = item.class {
                 core.class_ns[c.index()][item.cat.index()] += dt;
             }
+            // The interrupt paused the core's thread: the time is stolen from it.
+            if let Some(t) = core.running {
+                let th = &mut self.threads[t as usize];
+                debug_assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
+                th.time.add(Span::IrqStolen, dt);
+            }
             return;
         }
         let Some(t) = core.running else {
             core.acct_ns[Cat::Idle.index()] += dt;
             return;
         };
-        let class = self.threads[t as usize].class.index();
+        let th = &mut self.threads[t as usize];
+        debug_assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
+        let class = th.class.index();
         let mut rest = dt;
         let s = rest.min(core.switch_left_ns);
         core.switch_left_ns -= s;
         core.acct_ns[Cat::Sched.index()] += s;
         core.class_ns[class][Cat::Sched.index()] += s;
         rest -= s;
+        // Pollution below is `sched` too: one add for both.
+        let p = rest.min(th.pollution_ns);
+        th.time.add(Span::Sched, s + p);
         if rest == 0 {
             return;
         }
-        let th = &mut self.threads[t as usize];
-        debug_assert_eq!(th.state, RunState::Running, "core {c} runs thread {t}");
         th.sum_exec_ns += rest;
         th.vruntime += vruntime_delta(rest, th.weight);
-        let p = rest.min(th.pollution_ns);
         th.pollution_ns -= p;
         core.acct_ns[Cat::Sched.index()] += p;
         core.class_ns[class][Cat::Sched.index()] += p;
@@ -435,6 +490,7 @@ impl Cpu {
             }
             core.acct_ns[th.cat.index()] += r;
             core.class_ns[class][th.cat.index()] += r;
+            th.time.add(th.cat.span(), r);
             if th.cat == Cat::User {
                 th.user_ns += r;
             }
@@ -469,8 +525,9 @@ impl Cpu {
         }
     }
 
-    /// The running thread blocks; its core picks the next thread.
-    pub fn block(&mut self, now: SimTime, t: u32) {
+    /// The running thread blocks (its time from now goes to `span`: `IoWait` or `Idle`); its
+    /// core picks the next thread.
+    pub fn block(&mut self, now: SimTime, t: u32, span: Span) {
         let core = self.threads[t as usize].core;
         self.settle(core as usize, now);
         let th = &mut self.threads[t as usize];
@@ -480,6 +537,7 @@ impl Cpu {
             "thread {t} blocks: only a running thread blocks"
         );
         th.state = RunState::Blocked;
+        th.time.switch(now, Some(span));
         self.mark(core);
     }
 
@@ -487,7 +545,9 @@ impl Cpu {
     pub fn exit(&mut self, now: SimTime, t: u32) {
         let core = self.threads[t as usize].core;
         self.settle(core as usize, now);
-        self.threads[t as usize].state = RunState::Exited;
+        let th = &mut self.threads[t as usize];
+        th.state = RunState::Exited;
+        th.time.die(now);
         self.mark(core);
     }
 
@@ -552,6 +612,7 @@ impl Cpu {
         th.remaining_ns = ns;
         th.cat = cat;
         th.woken_at = now;
+        th.time.switch(now, Some(Span::RunQueue));
         let v = th.vruntime;
         // `wakeup_gran`: the granularity in the woken thread's virtual time (a heavy thread
         // preempts sooner).
@@ -695,7 +756,9 @@ impl Cpu {
                     .expect("non-empty run queue");
                 let preempt = self.cores[c].preempt_pending || (expired && best_v < th.vruntime);
                 if preempt {
-                    self.threads[t as usize].state = RunState::Runnable;
+                    let th = &mut self.threads[t as usize];
+                    th.state = RunState::Runnable;
+                    th.time.switch(now, Some(Span::RunQueue));
                     let core = &mut self.cores[c];
                     core.rq.push(t);
                     core.running = None;
@@ -725,6 +788,7 @@ impl Cpu {
                 let th = &mut self.threads[t as usize];
                 core.class_switches[th.class.index()] += 1;
                 th.state = RunState::Running;
+                th.time.switch(now, None);
                 th.core = c as u16;
                 th.pollution_ns += pollution;
                 th.running_since = now + switch;
@@ -805,10 +869,15 @@ impl Cpu {
         (switches, interrupts)
     }
 
-    /// Closes the accounting at `end` and returns per-core statistics.
+    /// Closes the accounting at `end` and returns per-core statistics. Every thread's spans
+    /// are closed too, and checked to add up to its life (`exectime`).
     pub fn finish(&mut self, end: SimTime) -> Vec<CoreStats> {
         for c in 0..self.cores.len() {
             self.settle(c, end);
+        }
+        for (t, th) in self.threads.iter_mut().enumerate() {
+            th.time.close(end);
+            th.time.check(t as u32, end);
         }
         self.cores
             .iter()
@@ -857,7 +926,7 @@ mod tests {
                 done.push((t, thread));
                 match next(thread, t) {
                     Some(ns) => cpu.set_burst(t, thread, ns, Cat::User),
-                    None => cpu.block(t, thread),
+                    None => cpu.block(t, thread, Span::Idle),
                 }
             }
             arm(cpu, t, q);
@@ -919,7 +988,7 @@ mod tests {
                 CoreOutcome::Nothing => {}
                 CoreOutcome::BurstDone { thread } => {
                     seen.push(("burst", t));
-                    cpu.block(t, thread);
+                    cpu.block(t, thread, Span::Idle);
                 }
                 CoreOutcome::Irq { .. } => seen.push(("irq", t)),
             }
@@ -938,6 +1007,64 @@ mod tests {
         assert_eq!(ns[Cat::User.index()], 10_000);
         assert_eq!(ns[Cat::Sched.index()], 2_500);
         assert_eq!(ns[Cat::Idle.index()], 20_000 - 14_500);
+        // The thread's life: switched in, 10 µs of work with 2 µs stolen by the interrupt,
+        // then blocked (idle) to the end.
+        let time = &cpu.threads[a as usize].time.ns;
+        assert_eq!(time[Span::Sched.index()], 2_500);
+        assert_eq!(time[Span::User.index()], 10_000);
+        assert_eq!(time[Span::IrqStolen.index()], 2_000);
+        assert_eq!(time[Span::Idle.index()], 20_000 - 14_500);
+        assert_eq!(time[Span::RunQueue.index()], 0);
+    }
+
+    /// A thread that only computes, alone on its core, spends its whole life in user code but
+    /// for the one switch that put it on the core.
+    #[test]
+    fn a_thread_that_only_computes_spends_its_life_in_user_code() {
+        let (mut cpu, mut q) = cpu(1);
+        let a = cpu.add_thread(0, IoClass::Throughput);
+        cpu.wake(SimTime::ZERO, a, 1_000_000, Cat::User);
+        let end = SimTime::from_ms(50);
+        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |_, _| {
+            Some(1_000_000)
+        });
+        cpu.finish(end);
+        let time = &cpu.threads[a as usize].time.ns;
+        let switch = cpu.cfg.context_switch_ns;
+        assert_eq!(time[Span::User.index()], end.as_ns() - switch);
+        assert_eq!(time[Span::Sched.index()], switch);
+        assert_eq!(time.iter().sum::<u64>(), end.as_ns());
+    }
+
+    /// Two CPU-bound threads on one core: each computes about half its life and waits in the
+    /// run queue for most of the other half (the rest is switching).
+    #[test]
+    fn two_hogs_on_one_core_each_wait_about_half_their_life_for_it() {
+        let (mut cpu, mut q) = cpu(1);
+        let a = cpu.add_thread(0, IoClass::Throughput);
+        let b = cpu.add_thread(0, IoClass::Throughput);
+        cpu.wake(SimTime::ZERO, a, 1_000_000, Cat::User);
+        cpu.wake(SimTime::ZERO, b, 1_000_000, Cat::User);
+        let end = SimTime::from_ms(300);
+        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |_, _| {
+            Some(1_000_000)
+        });
+        cpu.finish(end);
+        for t in [a, b] {
+            let time = &cpu.threads[t as usize].time.ns;
+            let pct = |s: Span| time[s.index()] * 100 / end.as_ns();
+            assert!(
+                (45..=55).contains(&pct(Span::RunQueue)),
+                "thread {t}: run queue {} % of its life",
+                pct(Span::RunQueue)
+            );
+            assert!(
+                (45..=55).contains(&pct(Span::User)),
+                "thread {t}: user {} %",
+                pct(Span::User)
+            );
+            assert_eq!(time.iter().sum::<u64>(), end.as_ns());
+        }
     }
 
     #[test]

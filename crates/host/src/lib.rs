@@ -50,6 +50,8 @@
 //!                                                         dedcore (DedCore's polling core)
 //!  queue accelerator (XLER)        accel                  accel_path (registers, fetch, MSI)
 //!  latency breakdown               breakdown              nvme_complete (request completion)
+//!  execution-time breakdown        exectime               cpu (every thread transition), app
+//!                                                         (online requests' hand-overs)
 //!  the host as a whole             machine (Host, Ev)     spawn (Host::new), machine (event loop)
 //! ```
 //!
@@ -57,10 +59,10 @@
 //! A module imports only modules before it in this order (`grep -n 'use crate::' src/*.rs`):
 //!
 //! ```text
-//!  config → jitter → pagecache → cpu → process → blk → blk_bypass → nvme → accel → task
+//!  config → jitter → pagecache → exectime → cpu → process → blk → blk_bypass → nvme → accel → task
 //!         → breakdown → machine → testing (unit tests only) → { spawn, app, fio, syscall,
-//!           blk_submit, kblockd, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests
-//!           (unit tests) }
+//!           blk_submit, kblockd, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests,
+//!           exectime_tests (unit tests) }
 //! ```
 //!
 //! The state modules know nothing of the machine (the scheduler hands its timers out as
@@ -68,7 +70,9 @@
 //! the machine and the state modules, never each other: they call each other's functions as
 //! methods of [`Host`]. `testing` holds test doubles (a fixed-latency device) for the unit
 //! tests. A behaviour's whole-host tests sit in its module (`writeback`'s periodic flush);
-//! `jitter_tests` holds those of `jitter`'s disturbances, whose code is spread over `tick`,
+//! `exectime_tests` holds the whole-host tests of the execution-time breakdown (its code is in
+//! `cpu`, `machine` and `app`). `jitter_tests` holds those of `jitter`'s disturbances, whose
+//! code is spread over `tick`,
 //! `blk_submit`, `nvme_complete` and `cpu` (and `jitter`, a state module, may not import the
 //! machine they drive).
 
@@ -82,6 +86,7 @@ pub mod breakdown;
 pub mod config;
 pub mod cpu;
 mod dedcore;
+pub mod exectime;
 mod fio;
 pub mod jitter;
 mod kblockd;
@@ -97,6 +102,8 @@ mod tick;
 mod writeback;
 
 #[cfg(test)]
+mod exectime_tests;
+#[cfg(test)]
 mod jitter_tests;
 #[cfg(test)]
 mod testing;
@@ -110,6 +117,7 @@ pub(crate) const SECTORS_PER_PAGE: u64 = PAGE_BYTES / 512;
 pub use breakdown::Breakdown;
 pub use config::{CompletionMode, HostConfig, HostConfigError, HOST_PRESETS};
 pub use cpu::{Cat, CoreStats, CATS};
+pub use exectime::{ExecTime, RequestTime, Span, GROUPS, SPANS};
 pub use machine::{Host, HostError, HostReport};
 pub use nvme::{DeviceCqe, HostCommand, QueuePairSpec, SqPriority};
 pub use process::{

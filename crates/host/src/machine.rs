@@ -50,6 +50,7 @@ use crate::blk::{Blk, BlkStats, QueueKind};
 use crate::breakdown::{Breakdown, LayerTimes};
 use crate::config::HostConfig;
 use crate::cpu::{Cat, CoreOutcome, CoreStats, CoreTimer, Cpu, IrqAction, IrqWork};
+use crate::exectime::ExecTime;
 use crate::jitter::{CostDraws, CostSite};
 use crate::nvme::{DeviceCqe, HostCommand, NvmeStats, QueuePairSpec};
 use crate::pagecache::{PageCache, PageCacheStats};
@@ -442,7 +443,7 @@ impl Host {
         assert_eq!(th.wait, Wait::None, "thread {t} sleeps while asleep");
         th.wait = wait;
         th.step = then;
-        self.cpu.block(self.now, t);
+        self.cpu.block(self.now, t, wait.span(then));
     }
 
     /// Wakes thread `t` from whatever it sleeps on.
@@ -519,8 +520,10 @@ impl Host {
         }
         let cores = self.cpu.finish(end);
         let breakdown = [0, 1].map(|c| self.layer_times.means(c));
-        // Thread CPU time, by process and by fio job: [user, kernel] ns.
+        // Thread CPU time, by process and by fio job: [user, kernel] ns; and where the
+        // threads' lives went (closed and checked per thread by `Cpu::finish`).
         let mut proc_cpu = vec![[0u64; 2]; self.procs.len()];
+        let mut proc_time = vec![ExecTime::default(); self.procs.len()];
         for (t, th) in self.threads.iter().enumerate() {
             let sched = &self.cpu.threads[t];
             let user_kernel = [sched.user_ns, sched.sum_exec_ns - sched.user_ns];
@@ -529,6 +532,7 @@ impl Host {
             };
             pc[0] += user_kernel[0];
             pc[1] += user_kernel[1];
+            proc_time[th.proc as usize].add_thread(&sched.time, end);
             if let (crate::task::Role::Fio(f), ProcState::Fio { jobs }) =
                 (&th.role, &mut self.procs[th.proc as usize].state)
             {
@@ -541,7 +545,9 @@ impl Host {
             .procs
             .iter()
             .zip(&proc_cpu)
-            .map(|(p, cpu)| {
+            .zip(proc_time)
+            .map(|((p, cpu), exec_time)| {
+                exec_time.check(&p.spec.name);
                 let (requests, unfinished, response, fio_jobs) = match &p.state {
                     ProcState::Online(o) => (
                         o.completed,
@@ -551,6 +557,17 @@ impl Host {
                     ),
                     ProcState::Offline => (0, 0, LatencyHistogram::new(), Vec::new()),
                     ProcState::Fio { jobs } => (0, 0, LatencyHistogram::new(), jobs.clone()),
+                };
+                let request_time = match &p.state {
+                    ProcState::Online(o) => {
+                        assert_eq!(
+                            o.request_time.requests, o.completed,
+                            "process `{}`: every completed request is split",
+                            p.spec.name
+                        );
+                        Some(o.request_time.clone())
+                    }
+                    _ => None,
                 };
                 ProcessReport {
                     name: p.spec.name.clone(),
@@ -568,6 +585,8 @@ impl Host {
                     cpu_user_ns: cpu[0],
                     cpu_kernel_ns: cpu[1],
                     first_io_ns: p.first_io_at.map(SimTime::as_ns),
+                    exec_time,
+                    request_time,
                 }
             })
             .collect();

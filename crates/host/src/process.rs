@@ -319,11 +319,26 @@ pub fn default_threads(profile: &Profile, cores: u32) -> u32 {
     }
 }
 
-/// An online request in flight.
+/// An online request in flight, with the times of its hand-overs (`exectime`'s "Online
+/// requests").
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct OnlineReq {
     pub sent_at: engine::SimTime,
     pub live: bool,
+    /// It reached the server.
+    pub rx_at: engine::SimTime,
+    /// The server handed it to a worker or queued it for one.
+    pub handed_at: engine::SimTime,
+    /// A worker took it.
+    pub taken_at: engine::SimTime,
+    /// Its reply left the worker.
+    pub replied_at: engine::SimTime,
+    /// The server thread's spans when the request reached it; from its hand-over on, the
+    /// server's spans while the request was there.
+    pub server: crate::exectime::SpanNs,
+    /// The worker's spans when it took the request; from its reply on, the spans it spent on
+    /// the request.
+    pub worker: crate::exectime::SpanNs,
 }
 
 /// An asynchronous fio I/O in flight.
@@ -434,6 +449,8 @@ pub(crate) struct OnlineState {
     pub arrival_rng: SimRng,
     pub response: LatencyHistogram,
     pub completed: u64,
+    /// The completed requests' response times, in parts.
+    pub request_time: crate::exectime::RequestTime,
 }
 
 pub(crate) struct Process {
@@ -486,4 +503,8 @@ pub struct ProcessReport {
     pub cpu_kernel_ns: u64,
     /// When its first application-level I/O call started, ns (None: it made none).
     pub first_io_ns: Option<u64>,
+    /// Where its threads' wall-clock time went (`exectime`).
+    pub exec_time: crate::exectime::ExecTime,
+    /// Online: its completed requests' response times, in parts (`exectime`).
+    pub request_time: Option<crate::exectime::RequestTime>,
 }

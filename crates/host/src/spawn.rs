@@ -232,6 +232,7 @@ impl<'c> Spawner<'c> {
         mean_gap: u64,
     ) -> u32 {
         let t = self.place(p.spec.class);
+        self.cpu.begin_life(t, p.spec.start);
         let name = &p.spec.name;
         let rng = stream(self.seed, &format!("proc.{}.{name}.{tag}", p.index));
         let mut th = Thread::new(
@@ -373,6 +374,7 @@ impl<'c> Spawner<'c> {
             arrival_rng,
             response: LatencyHistogram::new(),
             completed: 0,
+            request_time: Default::default(),
         })))
     }
 

@@ -19,6 +19,7 @@ use engine::{IoClass, IoOp, SimRng, SimTime};
 use workload::ProfileGenerator;
 
 use crate::config::CompletionMode;
+use crate::exectime::Span;
 use crate::pagecache::{ReadAhead, NIL};
 use crate::process::{FioThread, IoGaps};
 
@@ -63,6 +64,22 @@ pub(crate) enum Wait {
     Fsync,
     /// A kblockd worker with no queue to run.
     Kblockd,
+}
+
+impl Wait {
+    /// The span of its life a thread sleeping for this reason is in (`exectime`): waiting for
+    /// I/O (its bios, a request tag, the dirty throttle, fsync's write-back, fio's
+    /// `io_getevents`, a hybrid poller's sleep: `then` is `Step::HybridWake`), or idle.
+    pub(crate) fn span(self, then: Step) -> Span {
+        match self {
+            Wait::Io | Wait::ReqAlloc | Wait::Throttle | Wait::FioEvents | Wait::Fsync => {
+                Span::IoWait
+            }
+            Wait::Timer if then == Step::HybridWake => Span::IoWait,
+            Wait::Timer | Wait::Rx | Wait::Work | Wait::FlusherIdle | Wait::Kblockd => Span::Idle,
+            Wait::None => unreachable!("a thread sleeps for a reason"),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -274,3 +274,83 @@ fn each_host_switch_changes_the_latency_critical_path_and_leaves_the_throughput_
     assert!(s_lc.irq == 0 && s_lc.poll > 0, "{s_lc:?}");
     same_tp_path(&selective);
 }
+
+/// The study's `apache + index` pair under each FlashShare stack (300 ms, seed 1), read back
+/// from `summary.json` as the study reads it: every process's spans add up to its threads'
+/// lives and every online request's parts to its response time, to the nanosecond; apache's
+/// requests poll only where the stack polls latency-critical I/O (selective completion, not
+/// `xler`, whose accelerator interrupts the driver, nor `dedcore`, whose poller is a kernel
+/// thread), and index never polls. Accounting changes no outcome: the same run twice gives the
+/// same summary.
+#[test]
+fn apache_and_index_time_adds_up_under_every_stack() {
+    let text = "seed = 1\nduration_ms = 300\n[host]\npreset = \"arm8\"\n[device]\n\
+                preset = \"zssd\"\n[[process]]\nprofile = \"apache\"\n[[process]]\n\
+                profile = \"index\"\n";
+    for stack in [
+        "vanilla",
+        "cacheopt",
+        "kernelopt",
+        "selectisr",
+        "xler",
+        "dedcore",
+    ] {
+        let s = sim::stack::find(stack).unwrap();
+        let cfg = SystemConfig::parse_with_stack(text, "fs.toml", Path::new("."), Some(s)).unwrap();
+        let json = sim::system::run(&cfg, &mut Silent).unwrap().to_json();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let sum = |m: &serde_json::Value| -> u64 {
+            m.as_object()
+                .unwrap()
+                .values()
+                .map(|x| x.as_u64().unwrap())
+                .sum()
+        };
+        for p in v["processes"].as_array().unwrap() {
+            let e = &p["exec_time"];
+            let life = e["lifetime_ns"].as_u64().unwrap();
+            assert_eq!(sum(&e["ns"]), life, "{stack}: {}", p["name"]);
+            let fractions: f64 = e["fraction"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|f| f.as_f64().unwrap())
+                .sum();
+            assert!(
+                (fractions - 1.0).abs() < 0.002,
+                "{stack}: fractions sum to {fractions}"
+            );
+        }
+        let apache = &v["processes"][0];
+        let index = &v["processes"][1];
+        let rt = &apache["request_time"];
+        assert_eq!(
+            sum(&rt["sum_ns"]),
+            rt["response_ns"].as_u64().unwrap(),
+            "{stack}"
+        );
+        assert_eq!(rt["requests"], apache["requests"], "{stack}");
+        assert_eq!(
+            rt["response_ns"].as_u64().unwrap() / rt["requests"].as_u64().unwrap(),
+            apache["response_time_ns"]["mean"].as_u64().unwrap(),
+            "{stack}"
+        );
+        let polls = rt["sum_ns"]["poll"].as_u64().unwrap() > 0;
+        assert_eq!(
+            polls,
+            stack == "selectisr",
+            "{stack}: apache's requests poll"
+        );
+        assert_eq!(index["exec_time"]["ns"]["poll"], 0, "{stack}");
+        assert_eq!(index["exec_time"]["threads"], 8);
+        if stack == "selectisr" {
+            let again = sim::system::run(&cfg, &mut Silent).unwrap().to_json();
+            let strip = |j: &str| {
+                let mut v: serde_json::Value = serde_json::from_str(j).unwrap();
+                v["sim"]["wall_ns"] = 0.into();
+                v.to_string()
+            };
+            assert_eq!(strip(&json), strip(&again));
+        }
+    }
+}

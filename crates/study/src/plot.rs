@@ -1,10 +1,12 @@
-//! Figures: line charts of a study's results, written as CSV, SVG and PNG.
+//! Figures: line charts (and stacked bars) of a study's results, written as CSV, SVG and PNG.
 //!
 //! A [`Figure`] is data, not drawing: named series of `(x, y)` points, axis labels, whether
 //! each axis is logarithmic (queue depth 1..256 and latencies from microseconds to
 //! milliseconds span decades), and optional category names for the x axis (interrupt vs
-//! polled). The same figure is written three ways: `<stem>.csv` (`series,x,y` rows, the numbers
-//! behind the plot), `<stem>.svg` and `<stem>.png` (800 × 500 pixels, plotters). Text in the PNG
+//! polled). A series drawn [`Stroke::Stacked`] is a bar at each of its x values, stacked on the
+//! stacked series before it at the same x (a breakdown: each series one part). The same figure
+//! is written three ways: `<stem>.csv` (`series,x,y` rows, the numbers behind the plot; a
+//! stacked series' rows are its own parts, not the running total), `<stem>.svg` and `<stem>.png` (800 × 500 pixels, plotters). Text in the PNG
 //! is drawn with DejaVu Sans, embedded in the binary (`assets/DejaVuSans.ttf`, Bitstream Vera
 //! licence with DejaVu's public-domain changes: free to redistribute and embed; the licence text
 //! is `assets/DejaVuSans-LICENSE.txt`).
@@ -32,7 +34,12 @@ static REGISTER_FONT: Once = Once::new();
 pub enum Stroke {
     Solid,
     Dashed,
+    /// A filled bar at each x, on top of the stacked series before it at the same x.
+    Stacked,
 }
+
+/// Width of a stacked bar, in x units (categories are 1 apart).
+const BAR_WIDTH: f64 = 0.6;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
@@ -59,13 +66,20 @@ pub struct Figure {
     pub series: Vec<Series>,
 }
 
-const PALETTE: [RGBColor; 6] = [
+const PALETTE: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(255, 127, 14),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    // Beyond six: for breakdowns with a part per colour.
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
 ];
 
 impl Figure {
@@ -138,6 +152,50 @@ impl Figure {
         self.series.iter().flat_map(|s| s.points.iter())
     }
 
+    /// Each stacked series' bars as `(x, bottom, top)`: on top of the stacked series before it
+    /// at the same x.
+    fn bars(&self) -> Vec<Vec<(f64, f64, f64)>> {
+        let mut tops: Vec<(f64, f64)> = Vec::new();
+        self.series
+            .iter()
+            .map(|s| {
+                if s.stroke != Stroke::Stacked {
+                    return Vec::new();
+                }
+                s.points
+                    .iter()
+                    .map(|&(x, y)| {
+                        let i = match tops.iter().position(|t| t.0 == x) {
+                            Some(i) => i,
+                            None => {
+                                tops.push((x, 0.0));
+                                tops.len() - 1
+                            }
+                        };
+                        let bottom = tops[i].1;
+                        tops[i].1 += y;
+                        (x, bottom, bottom + y)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The y values the axis must cover: every line's points, every bar's top and bottom.
+    fn y_values(&self) -> Vec<f64> {
+        let lines = self
+            .series
+            .iter()
+            .filter(|s| s.stroke != Stroke::Stacked)
+            .flat_map(|s| s.points.iter().map(|p| p.1));
+        let bars = self
+            .bars()
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, b, t)| [b, t]);
+        lines.chain(bars).collect()
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         root.fill(&WHITE).map_err(|e| format!("{e:?}"))?;
         let (x0, x1) = bounds(
@@ -145,7 +203,7 @@ impl Figure {
             self.x_log,
             self.x_categories.len(),
         );
-        let (y0, y1) = bounds(self.points().map(|p| p.1), self.y_log, 0);
+        let (y0, y1) = bounds(self.y_values().into_iter(), self.y_log, 0);
         // Queue depths are powers of two: a base-2 log axis puts a tick on each.
         match (self.x_log, self.y_log) {
             (true, true) => self.chart(root, (x0..x1).log_scale().base(2.0), (y0..y1).log_scale()),
@@ -202,11 +260,23 @@ impl Figure {
                 .axis_desc_style(("sans-serif", 14));
         }
         mesh.draw().map_err(err)?;
-        for s in &self.series {
+        for (s, bars) in self.series.iter().zip(self.bars()) {
             let colour = PALETTE[s.colour % PALETTE.len()];
             let style = ShapeStyle::from(colour).stroke_width(2);
             let pts = s.points.clone();
             match s.stroke {
+                Stroke::Stacked => {
+                    let half = BAR_WIDTH / 2.0;
+                    chart
+                        .draw_series(bars.into_iter().map(|(x, bottom, top)| {
+                            Rectangle::new(
+                                [(x - half, bottom), (x + half, top)],
+                                ShapeStyle::from(colour).filled(),
+                            )
+                        }))
+                        .map_err(err)?;
+                    continue;
+                }
                 Stroke::Solid => chart
                     .draw_series(LineSeries::new(pts, style))
                     .map_err(err)?,
@@ -240,6 +310,10 @@ impl Figure {
             let style = ShapeStyle::from(colour).stroke_width(2);
             let y = 60 + 22 * i as i32;
             match s.stroke {
+                Stroke::Stacked => area.draw(&Rectangle::new(
+                    [(4, y - 6), (30, y + 6)],
+                    ShapeStyle::from(colour).filled(),
+                ))?,
                 Stroke::Solid => area.draw(&PathElement::new(vec![(4, y), (30, y)], style))?,
                 Stroke::Dashed => {
                     for x in [4, 16, 28] {
@@ -346,6 +420,42 @@ mod tests {
         assert_eq!((info.width, info.height), PLOT_SIZE_PX);
         let ink = buf.chunks(3).filter(|p| p != &[255, 255, 255]).count();
         assert!(ink > 5_000, "only {ink} non-white pixels");
+    }
+
+    /// Stacked series sit on each other at the same x (a series missing an x leaves no gap
+    /// for the next), and the axis covers the tallest stack, not the tallest part.
+    #[test]
+    fn stacked_bars_stack_per_x_and_the_axis_covers_the_stack() {
+        let part = |name: &str, points: Vec<(f64, f64)>, colour| Series {
+            name: name.into(),
+            points,
+            stroke: Stroke::Stacked,
+            colour,
+        };
+        let mut f = fig(false);
+        f.x_categories = vec!["a".into(), "b".into()];
+        f.y_log = false;
+        f.series = vec![
+            part("compute", vec![(0.0, 1.0), (1.0, 2.0)], 0),
+            part("wait", vec![(1.0, 0.5)], 1),
+            part("I/O", vec![(0.0, 3.0), (1.0, 1.0)], 2),
+        ];
+        assert_eq!(
+            f.bars(),
+            vec![
+                vec![(0.0, 0.0, 1.0), (1.0, 0.0, 2.0)],
+                vec![(1.0, 2.0, 2.5)],
+                vec![(0.0, 1.0, 4.0), (1.0, 2.5, 3.5)],
+            ]
+        );
+        let (_, hi) = bounds(f.y_values().into_iter(), false, 0);
+        assert!(hi >= 4.0, "the axis reaches the tallest stack: {hi}");
+        let svg = f.svg().unwrap();
+        assert!(
+            svg.matches("<rect").count() >= 5,
+            "a rectangle per bar part"
+        );
+        assert!(f.png().is_ok());
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! ## Full-system runs
 //! A system run's entry has no `read`/`write` headline (its processes are not fio jobs):
 //! `system` holds each process's response time (online services) or instruction rate
-//! (offline jobs), the device counters the studies compare (write stalls, units programmed and
+//! (offline jobs), where its threads' time went (`exec_time`: ns by span, summed over its
+//! threads, and their lives) and for online services where their requests' response time went
+//! (`request_time`: ns by part, summed over the completed requests) — both checked on reading
+//! to add up to their totals, as the simulator checked them — the device counters the studies compare (write stalls, units programmed and
 //! wasted, host rows by page type, drain activity), the host counters the FlashShare study
 //! compares (device cache read hits and misses by class, the latency-critical I/O's mean time
 //! per layer, NVMe commands by class, interrupts, polled completions, context switches, CPU
@@ -94,6 +97,69 @@ pub struct ProcessHeadline {
     pub response_p99_ns: Option<u64>,
     /// Offline jobs: instructions retired per second.
     pub instructions_per_sec: Option<f64>,
+    /// Where its threads' time went (`None`: a summary from before the breakdown existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec_time: Option<TimeSplit>,
+    /// Online services: where their completed requests' response time went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_time: Option<TimeSplit>,
+}
+
+/// A total split into named parts that add up to it (`exec_time` of a process: its threads'
+/// lives by span; `request_time`: its requests' response times by part), ns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimeSplit {
+    /// Threads (`exec_time`) or completed requests (`request_time`) summed over.
+    pub count: u64,
+    pub total_ns: u64,
+    pub parts_ns: BTreeMap<String, u64>,
+}
+
+impl TimeSplit {
+    /// The nanoseconds of the named parts (absent ones count 0).
+    pub fn sum_of(&self, parts: &[&str]) -> u64 {
+        parts.iter().filter_map(|p| self.parts_ns.get(*p)).sum()
+    }
+}
+
+/// Reads a time split: `count` and `total` name its count and total fields, `parts` the object
+/// of its parts; `None` if the summary has no `v` (older summaries). Refused if the parts do
+/// not add up to the total.
+fn time_split(
+    v: &Value,
+    what: &str,
+    count: &str,
+    total: &str,
+    parts: &str,
+) -> Result<Option<TimeSplit>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let u = |name: &str| v[name].as_u64().ok_or(format!("no {what}.{name}"));
+    let parts_ns = v[parts]
+        .as_object()
+        .ok_or(format!("no {what}.{parts}"))?
+        .iter()
+        .map(|(k, x)| {
+            let ns = x
+                .as_u64()
+                .ok_or(format!("{what}.{parts}.{k} is not a count"))?;
+            Ok((k.clone(), ns))
+        })
+        .collect::<Result<BTreeMap<String, u64>, String>>()?;
+    let b = TimeSplit {
+        count: u(count)?,
+        total_ns: u(total)?,
+        parts_ns,
+    };
+    let sum: u64 = b.parts_ns.values().sum();
+    if sum != b.total_ns {
+        return Err(format!(
+            "{what}: its parts add up to {sum} ns, not its {total} of {} ns",
+            b.total_ns
+        ));
+    }
+    Ok(Some(b))
 }
 
 /// The device counters a system study compares.
@@ -271,15 +337,31 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
     for p in procs {
         user_ns += u(&p["cpu"]["user_ns"], "processes[].cpu.user_ns")?;
         kernel_ns += u(&p["cpu"]["kernel_ns"], "processes[].cpu.kernel_ns")?;
+        let name = p["name"]
+            .as_str()
+            .ok_or("a process without `name`")?
+            .to_string();
+        let what = |field: &str| format!("processes[{name}].{field}");
         processes.push(ProcessHeadline {
-            name: p["name"]
-                .as_str()
-                .ok_or("a process without `name`")?
-                .to_string(),
             requests: p["requests"].as_u64(),
             response_mean_ns: p["response_time_ns"]["mean"].as_u64(),
             response_p99_ns: p["response_time_ns"]["p99"].as_u64(),
             instructions_per_sec: p["instructions_per_sec"].as_f64(),
+            exec_time: time_split(
+                &p["exec_time"],
+                &what("exec_time"),
+                "threads",
+                "lifetime_ns",
+                "ns",
+            )?,
+            request_time: time_split(
+                &p["request_time"],
+                &what("request_time"),
+                "requests",
+                "response_ns",
+                "sum_ns",
+            )?,
+            name,
         });
     }
     let d = &s["device"];
@@ -633,6 +715,25 @@ mod tests {
         s["jobs"].as_array_mut().unwrap().push(job);
         let e = headline(&spec(), &s).unwrap_err();
         assert!(e.contains("exactly one job") && e.contains('2'), "{e}");
+    }
+
+    /// A process's time split is read with its parts by name, and refused if they do not add
+    /// up to its total; an older summary without one gives none.
+    #[test]
+    fn a_time_split_must_add_up_to_its_total() {
+        let v = json!({"threads": 2, "lifetime_ns": 100, "ns": {"user": 60, "idle": 40}});
+        let t = time_split(&v, "exec_time", "threads", "lifetime_ns", "ns")
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.count, t.total_ns), (2, 100));
+        assert_eq!(t.sum_of(&["user", "io_wait"]), 60);
+        let short = json!({"threads": 2, "lifetime_ns": 101, "ns": {"user": 60, "idle": 40}});
+        let e = time_split(&short, "exec_time", "threads", "lifetime_ns", "ns").unwrap_err();
+        assert!(e.contains("add up to 100 ns") && e.contains("101"), "{e}");
+        assert_eq!(
+            time_split(&Value::Null, "exec_time", "threads", "lifetime_ns", "ns").unwrap(),
+            None
+        );
     }
 
     /// The series columns are found by name (the CSV's order is the simulator's), counters

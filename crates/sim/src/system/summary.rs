@@ -9,7 +9,12 @@
 //!                 unfinished_requests, response_time_ns { mean, p50, p95, p99, p99_9, max },
 //!                 instructions, instructions_per_sec, ios, io_latency_ns { … },
 //!                 cpu { user_ns, kernel_ns }, start_ns (if not 0), first_io_ns (if it made an
-//!                 I/O) } ]
+//!                 I/O),
+//!                 exec_time { threads, lifetime_ns, ns { user, syscall, pagecache, blk, nvme,
+//!                             blk_complete, irq, sched, poll, irq_stolen, run_queue, io_wait,
+//!                             idle }, fraction { the same, of lifetime_ns } },
+//!                 request_time { requests, response_ns, sum_ns { network, worker_queue, user,
+//!                                … idle }, mean_ns { … }, fraction { … } } (online only) } ]
 //! jobs        [ { …as device-level, cpu { user_ns, kernel_ns } of the job's threads } ]
 //! cpu         { user, syscall, pagecache, blk, nvme, blk_complete, irq, sched, poll, idle
 //!               (seconds summed over cores), busy_pct, context_switches, interrupts }
@@ -22,6 +27,10 @@
 //! alone       { the same for the latency-critical online services run alone }   (if asked)
 //! ```
 //!
+//! `exec_time` is where the process's threads' wall-clock time went, each from its process's
+//! start to its exit or the run's end, and `request_time` where its completed requests'
+//! response time went (`host::exectime`'s essay: the spans add up exactly, checked in the run).
+//!
 //! Everything but `sim.wall_ns` (and `alone.sim.wall_ns`) is a pure function of config + seed.
 
 use std::io::Write;
@@ -32,8 +41,8 @@ use engine::stats::LatencySummary;
 use engine::time::format_ns;
 use engine::{IoClass, LatencyHistogram};
 use host::{
-    blk::BlkStats, nvme::NvmeStats, pagecache::PageCacheStats, Breakdown, CoreStats, ProcessKind,
-    CATS,
+    blk::BlkStats, nvme::NvmeStats, pagecache::PageCacheStats, Breakdown, CoreStats, ExecTime,
+    ProcessKind, RequestTime, CATS,
 };
 use serde::Serialize;
 
@@ -97,6 +106,11 @@ pub struct ProcessSummary {
     /// When its first read/write call started, ns; omitted if it made none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_io_ns: Option<u64>,
+    /// Where its threads' wall-clock time went (`host::exectime`).
+    pub exec_time: ExecTime,
+    /// Online services: where their completed requests' response time went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_time: Option<RequestTime>,
     #[serde(skip)]
     pub response_histogram: LatencyHistogram,
 }
@@ -203,6 +217,8 @@ impl SystemRunSummary {
                     io_latency_ns: p.io_latency.summary(),
                     start_ns: p.start_ns,
                     first_io_ns: p.first_io_ns,
+                    exec_time: p.exec_time.clone(),
+                    request_time: p.request_time.clone(),
                     response_histogram: p.response.clone(),
                 }
             })
@@ -408,6 +424,7 @@ impl SystemSummary {
             }
             out.push('\n');
         }
+        out.push_str(&exec_time_table(&run.processes));
         let cpu_line = |label: &str, c: &CpuSummary| {
             let total: f64 = c.categories().iter().map(|(_, s)| s).sum();
             let mut line = format!("{label:<8}");
@@ -495,6 +512,78 @@ impl SystemSummary {
         }
         out
     }
+}
+
+/// Where each process's threads' time went (share of their lives, coarse groups), and for
+/// online services where their requests' response time went (mean per request).
+fn exec_time_table(processes: &[ProcessSummary]) -> String {
+    if processes.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "execution time: share of the threads' lives (start to exit or the run's end)\n",
+    );
+    out.push_str(&format!("{:<20} {:>7} {:>9}", "process", "threads", "life"));
+    for (name, _) in host::GROUPS {
+        out.push_str(&format!(" {name:>9}"));
+    }
+    out.push('\n');
+    for p in processes {
+        let e = &p.exec_time;
+        out.push_str(&format!(
+            "{:<20} {:>7} {:>9}",
+            truncate(&p.name, 20),
+            e.threads,
+            format_ns(e.lifetime_ns)
+        ));
+        for (_, spans) in host::GROUPS {
+            let ns = host::exectime::group_ns(&e.ns, spans);
+            let pct = if e.lifetime_ns > 0 {
+                ns as f64 * 100.0 / e.lifetime_ns as f64
+            } else {
+                0.0
+            };
+            out.push_str(&format!(" {:>8.2}%", pct));
+        }
+        out.push('\n');
+    }
+    let online: Vec<(&ProcessSummary, &RequestTime)> = processes
+        .iter()
+        .filter_map(|p| Some((p, p.request_time.as_ref()?)))
+        .filter(|(_, r)| r.requests > 0)
+        .collect();
+    if !online.is_empty() {
+        out.push_str("online services: mean response time by part\n");
+        out.push_str(&format!(
+            "{:<20} {:>9} {:>9} {:>9}",
+            "service", "response", "network", "wait wkr"
+        ));
+        for (name, _) in host::GROUPS.iter().filter(|(n, _)| *n != "idle") {
+            out.push_str(&format!(" {name:>9}"));
+        }
+        out.push('\n');
+        for (p, r) in online {
+            let m = r.means();
+            out.push_str(&format!(
+                "{:<20} {:>9} {:>9} {:>9}",
+                truncate(&p.name, 20),
+                format_ns(r.response_ns / r.requests),
+                format_ns(m.network_ns),
+                format_ns(m.worker_queue_ns)
+            ));
+            for (name, spans) in host::GROUPS {
+                let ns = host::exectime::group_ns(&m.spans, spans);
+                if name == "idle" {
+                    debug_assert_eq!(ns, 0, "no one idles on a request");
+                    continue;
+                }
+                out.push_str(&format!(" {:>9}", format_ns(ns)));
+            }
+            out.push('\n');
+        }
+    }
+    out.push('\n');
+    out
 }
 
 fn truncate(s: &str, n: usize) -> String {
