@@ -33,7 +33,7 @@
 //!    summed over the six workloads (`ftl-pages`).
 //!
 //! The headline table adds, per stack over its six runs, what shows which mechanism acted:
-//! write stalls, the flusher's waves with the pages they wrote and their hints announced, the
+//! write stalls and reads that waited to stage in the buffer, the flusher's waves with the pages they wrote and their hints announced, the
 //! drain's background and foreground waves and rows, the most units the buffer held, and the
 //! dirty-threshold switches.
 //!
@@ -516,23 +516,25 @@ pub fn headline(results: &Results) -> Table {
             }))
             .collect(),
     );
-    t.rows.push(
-        std::iter::once("write stalls (all runs)".to_string())
-            .chain(STACKS.iter().map(|stack| {
-                let stalls: Option<u64> = WORKLOADS.iter().try_fold(0, |n, w| {
-                    Some(
-                        n + results
-                            .get(&run_id(stack, w))?
-                            .system
-                            .as_ref()?
-                            .device
-                            .write_stalls,
-                    )
-                });
-                stalls.map_or("-".into(), |n| n.to_string())
-            }))
-            .collect(),
-    );
+    type Stalls = fn(&crate::results::DeviceHeadline) -> u64;
+    let stall_rows: [(&str, Stalls); 2] = [
+        ("write stalls (all runs)", |d| d.write_stalls),
+        ("reads waiting to stage (all runs)", |d| {
+            d.read_staging_stalls
+        }),
+    ];
+    for (name, of) in stall_rows {
+        t.rows.push(
+            std::iter::once(name.to_string())
+                .chain(STACKS.iter().map(|stack| {
+                    let stalls: Option<u64> = WORKLOADS.iter().try_fold(0, |n, w| {
+                        Some(n + of(&results.get(&run_id(stack, w))?.system.as_ref()?.device))
+                    });
+                    stalls.map_or("-".into(), |n| n.to_string())
+                }))
+                .collect(),
+        );
+    }
     mechanism_rows(results, &mut t);
     for ((policy, stack), total) in FTL_POLICIES.iter().zip(ftl_totals(results)) {
         let mut row = vec![format!("ftl {policy} ({stack}): units programmed / wasted")];

@@ -1184,6 +1184,7 @@ mod tests {
             let device = DeviceHeadline {
                 write_stalls: 0,
                 write_stall_ns: 0,
+                read_staging_stalls: 0,
                 units_programmed: 0,
                 units_wasted: 0,
                 host_rows_lsb_csb_msb: None,

@@ -167,6 +167,9 @@ fn time_split(
 pub struct DeviceHeadline {
     pub write_stalls: u64,
     pub write_stall_ns: u64,
+    /// Read misses that waited for a DRAM line to stage in (`cache.read_staging = "buffer"`;
+    /// the summary omits the counter while it is 0).
+    pub read_staging_stalls: u64,
     /// 4 KiB units programmed to flash (host and GC), and units of programmed rows left empty
     /// or skipped (`ftl.units_wasted`).
     pub units_programmed: u64,
@@ -375,6 +378,7 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
             &d["commands"]["write_stall_ns"],
             "device.commands.write_stall_ns",
         )?,
+        read_staging_stalls: d["commands"]["read_staging_stalls"].as_u64().unwrap_or(0),
         units_programmed: u(
             &d["flash"]["units_programmed"],
             "device.flash.units_programmed",
