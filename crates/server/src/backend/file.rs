@@ -1187,12 +1187,12 @@ mod tests {
         );
     }
 
+    /// Every completion of a step, as (tag, result), by tag.
+    type Results = Vec<(u64, Result<(), StorageError>)>;
+
     /// Submits `writes` (offset, len, fua) in one step, runs them to completion and returns the
     /// backend's counters and every completion's (tag, result).
-    fn one_step(
-        vol: Arc<FileVolume>,
-        writes: &[(u64, usize, Fua)],
-    ) -> (FileStats, Vec<(u64, Result<(), StorageError>)>) {
+    fn one_step(vol: Arc<FileVolume>, writes: &[(u64, usize, Fua)]) -> (FileStats, Results) {
         let mut be = FileBackend::with_ring(vol, IoUring::new(64).expect("ring"));
         let mut pool = BufPool::new();
         for (tag, &(offset, len, fua)) in writes.iter().enumerate() {
@@ -1220,8 +1220,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
         assert_eq!(be.in_flight(), 0, "every write completed");
-        let mut done: Vec<(u64, Result<(), StorageError>)> =
-            out.into_iter().map(|c| (c.tag, c.result)).collect();
+        let mut done: Results = out.into_iter().map(|c| (c.tag, c.result)).collect();
         done.sort_by_key(|d| d.0);
         (be.stats(), done)
     }
