@@ -429,6 +429,22 @@ mod tests {
         }
     }
 
+    /// Round `round`'s write-back wave at `at`: ten 4-unit writes from LPN 2,000 + 40 × round,
+    /// the first hinted with the wave's 40 pages.
+    fn submit_wave(s: &mut Ssd, at: SimTime, round: u64, cid: &mut u32) {
+        for k in 0..10u64 {
+            let hint = if k == 0 {
+                Hint::WritebackWave { pages: 40 }
+            } else {
+                Hint::None
+            };
+            let lpn = 2_000 + round * 40 + 4 * k;
+            s.submit(at, 1, cmd(*cid, IoOp::Write, lpn, 4, hint))
+                .unwrap();
+            *cid += 1;
+        }
+    }
+
     /// `n` 4-unit writes from LPN 0, unhinted, all buffered (below the buffer's capacity).
     fn fill(ssd: &mut Ssd, n: u32) {
         for k in 0..n {
@@ -535,17 +551,7 @@ mod tests {
                     .unwrap();
                 cid += 1;
             }
-            for k in 0..10u64 {
-                let hint = if k == 0 {
-                    Hint::WritebackWave { pages: 40 }
-                } else {
-                    Hint::None
-                };
-                let lpn = 2_000 + round * 40 + 4 * k;
-                s.submit(at, 1, cmd(cid, IoOp::Write, lpn, 4, hint))
-                    .unwrap();
-                cid += 1;
-            }
+            submit_wave(&mut s, at, round, &mut cid);
         }
         run(&mut s, &mut done);
         assert_eq!(done.len() + 25, cid as usize - 1000 + 25);
@@ -585,17 +591,7 @@ mod tests {
             let at = SimTime(start + round * 20_000_000);
             s.advance_to(at, &mut done);
             peak = peak.max(s.cache.dirty_units());
-            for k in 0..10u64 {
-                let hint = if k == 0 {
-                    Hint::WritebackWave { pages: 40 }
-                } else {
-                    Hint::None
-                };
-                let lpn = 2_000 + round * 40 + 4 * k;
-                s.submit(at, 1, cmd(cid, IoOp::Write, lpn, 4, hint))
-                    .unwrap();
-                cid += 1;
-            }
+            submit_wave(&mut s, at, round, &mut cid);
         }
         run(&mut s, &mut done);
         assert_eq!(done.len(), cid as usize - 1000);
