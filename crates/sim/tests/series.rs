@@ -304,3 +304,54 @@ fn per_class_cache_columns_match(
         "latency-critical lines exactly when there was latency-critical I/O"
     );
 }
+
+/// The FastDrain study's `fd-buf` + `apache-upload` co-run, 2 s of it: foreground eviction
+/// keeps programming rows after the host's last I/O — device events past the host's end, and
+/// with 20 ms windows past a window boundary beyond the run's end (before the fix this run
+/// panicked: "core 0 settled at 2.011s, before its accounting time 2.120s").
+const DRAINING_AFTER_THE_HOST: &str = "
+seed = 1
+duration_ms = 2000
+[host]
+preset = \"arm8-4g\"
+[host.pagecache]
+victim_hint = \"on\"
+[device]
+preset = \"nvme-tlc\"
+[device.cache]
+flush = \"on-full\"
+drain = \"fastdrain\"
+[device.ftl]
+precondition = \"sequential\"
+[[process]]
+profile = \"apache-upload\"
+[[process]]
+profile = \"ungzip\"
+";
+
+/// Such windows are not sampled from the host beyond its end (which once made `Host::finish`
+/// find a core accounted past it: "time went backwards"); the series still ends at the run's
+/// end and sampling still does not perturb the run.
+#[test]
+fn a_device_draining_after_the_host_ends_is_not_sampled_past_the_host() {
+    let cfg = SystemConfig::parse(DRAINING_AFTER_THE_HOST, "drain.toml", Path::new(".")).unwrap();
+    let off = run_with_series(&cfg, &mut Silent, None).unwrap();
+    let buf = Shared::default();
+    let series = SeriesOut {
+        window_ns: 20_000_000,
+        out: Box::new(buf.clone()),
+    };
+    let on = run_with_series(&cfg, &mut Silent, Some(series)).unwrap();
+    assert_eq!(
+        without_wall_clock(&off.to_json()),
+        without_wall_clock(&on.to_json()),
+        "summary.json with series on and off"
+    );
+    let r = rows(&buf);
+    let end = on.run.sim.simulated_ns;
+    assert_eq!(r.last().unwrap()["t_end_ns"] as u64, end);
+    assert!(
+        on.run.device.flash.units_programmed > 0,
+        "the buffer drained to flash"
+    );
+}
