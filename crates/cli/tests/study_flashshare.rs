@@ -177,14 +177,7 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
             .map(|l| l.split(',').nth(2).unwrap().parse::<f64>().unwrap())
             .sum()
     };
-    for stack in [
-        "vanilla",
-        "cacheopt",
-        "kernelopt",
-        "selectisr",
-        "xler",
-        "dedcore",
-    ] {
+    for stack in study::flashshare::STACKS {
         let want = mean_ns(&format!("{stack}-apache-index")) / mean_ns("vanilla-apache-index");
         let got = stack_total(&exec, stack);
         assert!(

@@ -395,8 +395,14 @@ mod tests {
     }
 
     fn ssd_with(mode: DrainMode, integrity: bool, background: DrainBackground) -> Ssd {
-        let mut c = DeviceConfig::preset("nvme-tlc").unwrap();
+        let mut c = small_tlc(mode);
         c.cache.drain_background = background;
+        open(&c, integrity)
+    }
+
+    /// The drive of [`ssd`]'s doc as a config, to adjust before [`open`].
+    fn small_tlc(mode: DrainMode) -> DeviceConfig {
+        let mut c = DeviceConfig::preset("nvme-tlc").unwrap();
         c.flash.channels = 4;
         c.flash.packages_per_channel = 1;
         c.flash.dies_per_package = 1;
@@ -406,7 +412,12 @@ mod tests {
         c.cache.readahead_units = 0;
         c.cache.flush = Flush::OnFull;
         c.cache.drain = mode;
-        let mut ssd = Ssd::new(&c, DeviceOptions { integrity }).unwrap();
+        c
+    }
+
+    /// The device of `c` with one queue pair (SQ 1, CQ 1).
+    fn open(c: &DeviceConfig, integrity: bool) -> Ssd {
+        let mut ssd = Ssd::new(c, DeviceOptions { integrity }).unwrap();
         ssd.create_queue_pair(1, 1, 1024, SqPriority::Medium);
         ssd
     }
@@ -618,19 +629,11 @@ mod tests {
         use crate::config::ReadStaging;
         let mut waits = Vec::new();
         for staging in [ReadStaging::Bypass, ReadStaging::Buffer] {
-            let mut c = DeviceConfig::preset("nvme-tlc").unwrap();
-            c.flash.channels = 4;
-            c.flash.packages_per_channel = 1;
-            c.flash.dies_per_package = 1;
-            c.flash.blocks_per_plane = 64;
-            c.cache.dram_bytes = 400 * 4096;
-            c.cache.write_buffer_bytes = 400 * 4096;
-            c.cache.readahead_units = 0;
+            let mut c = small_tlc(DrainMode::Vanilla);
+            c.cache.dram_bytes = c.cache.write_buffer_bytes; // all of it write buffer
             c.cache.prefetch_pages = 0;
-            c.cache.flush = Flush::OnFull;
             c.cache.read_staging = staging;
-            let mut s = Ssd::new(&c, DeviceOptions { integrity: true }).unwrap();
-            s.create_queue_pair(1, 1, 1024, SqPriority::Medium);
+            let mut s = open(&c, true);
             fill(&mut s, 100); // 400 dirty units: every line
             let at = SimTime(s.now.0 + 1);
             let mut done = Vec::new();
@@ -657,6 +660,37 @@ mod tests {
             buffer_ns > bypass_ns + 500_000,
             "staged, it waits for a program (LSB 0.56 ms at least): {buffer_ns} ns"
         );
+    }
+
+    /// A unit trimmed while its read waited to stage is not read from flash: the read returns
+    /// zeros (version 0) once a line frees, and the device stays consistent.
+    #[test]
+    fn a_read_waiting_to_stage_of_a_unit_trimmed_meanwhile_returns_zeros() {
+        let mut c = small_tlc(DrainMode::Vanilla);
+        c.cache.dram_bytes = c.cache.write_buffer_bytes;
+        c.cache.prefetch_pages = 0;
+        c.cache.read_staging = crate::config::ReadStaging::Buffer;
+        let mut s = open(&c, true);
+        fill(&mut s, 100);
+        let at = SimTime(s.now.0 + 1);
+        let mut done = Vec::new();
+        s.advance_to(at, &mut done);
+        s.submit(at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
+            .unwrap();
+        s.submit(at, 1, cmd(5001, IoOp::Trim, 10_000, 1, Hint::None))
+            .unwrap();
+        run(&mut s, &mut done);
+        let read = done
+            .iter()
+            .find(|d| d.cid == 5000)
+            .expect("the read completed");
+        assert_eq!(s.stats.read_staging_stalls, 1, "the read waited to stage");
+        assert_eq!(
+            read.read_versions.as_deref(),
+            Some(&[0][..]),
+            "trimmed: zeros"
+        );
+        s.check_consistency().unwrap();
     }
 
     /// The oracle takes three buffers' worth of writes without a stall, and reads find the

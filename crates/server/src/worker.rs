@@ -61,8 +61,8 @@
 //! runs no round until that sleep is over: tokens accrue with time, so an early round would
 //! release the few requests the last tens of µs paid for, whose completions wake the worker
 //! again for another tiny round. With io_uring-punted writes (a buffered file on ext4) that
-//! ping-pong released ~7 writes per round instead of ~20 (1 M pipelined 1 KiB writes of a
-//! throttled best-effort tenant, `nbd_cpu_efficiency`). A round still runs at once when the
+//! ping-pong left write runs of ~7 writes; deferring the round made them ~14 (1 M pipelined
+//! 1 KiB writes of a throttled best-effort tenant, `nbd_cpu_efficiency`; `backend/file.rs`). A round still runs at once when the
 //! step decoded new requests (they may belong to a flow within its rate), when a
 //! latency-critical request is queued (an LC flow is never held by this), or when draining.
 //!

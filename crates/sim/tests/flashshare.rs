@@ -287,14 +287,9 @@ fn apache_and_index_time_adds_up_under_every_stack() {
     let text = "seed = 1\nduration_ms = 300\n[host]\npreset = \"arm8\"\n[device]\n\
                 preset = \"zssd\"\n[[process]]\nprofile = \"apache\"\n[[process]]\n\
                 profile = \"index\"\n";
-    for stack in [
-        "vanilla",
-        "cacheopt",
-        "kernelopt",
-        "selectisr",
-        "xler",
-        "dedcore",
-    ] {
+    let stacks = std::iter::once(sim::stack::VANILLA.name)
+        .chain(sim::stack::flashshare::STACKS.iter().map(|s| s.name));
+    for stack in stacks {
         let s = sim::stack::find(stack).unwrap();
         let cfg = SystemConfig::parse_with_stack(text, "fs.toml", Path::new("."), Some(s)).unwrap();
         let json = sim::system::run(&cfg, &mut Silent).unwrap().to_json();

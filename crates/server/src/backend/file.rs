@@ -33,12 +33,13 @@
 //! `RWF_NOWAIT` buffered writes with EOPNOTSUPP) makes io_uring punt every buffered write to an
 //! `iou-wrk` thread, and each punted SQE costs a wake-up of that thread and, when its CQE
 //! lands, of this worker. Measured (`nbd_cpu_efficiency`, 1 M pipelined sequential 1 KiB NBD
-//! writes, a best-effort tenant paced at ~57 K writes/s so a step releases ~20 of them): 18.0 s
-//! of server CPU with one SQE per write, 11.6 s of it in the worker's wake-ups and `writev`s of
-//! replies one at a time and 5.6 s in `iou-wrk`; write runs alone took it to 12.3 s (runs of
-//! ~7 writes), and with the worker's deferred throttled rounds (`worker.rs`) and a throttled
-//! batch target of 32 (`idle.rs`) to 4.84 s, against nbdkit's 5.89 s in the same run
-//! (docs/server.md, "Measured here"). Direct writes are not merged (the kernel takes them
+//! writes of a best-effort tenant paced at ~57 K writes/s): 18.0 s of server CPU with one SQE
+//! per write (another such run of 17.5 s: 11.6 s in the worker thread — `perf`: waking
+//! `iou-wrk`, replying, sleeping in `epoll` — and 5.8 s in `iou-wrk`); write runs alone took it
+//! to 12.3 s (runs averaged ~7 writes in a 300 K-write run of the same build), and with the
+//! worker's deferred throttled rounds (`worker.rs`) and a throttled batch target of 32
+//! (`idle.rs`) to 4.84 s, against nbdkit's 5.89 s in the same run (docs/server.md, "Measured
+//! here"). Direct writes are not merged (the kernel takes them
 //! without a punt, and the block layer merges them itself).
 //!
 //! A run's CQE says how many bytes the kernel wrote: whole members before that count complete;
