@@ -175,7 +175,7 @@ fn two_racing_rebalancers_move_each_tenant_exactly_once() {
             assert!(r.unplaced.is_empty(), "{r:?}");
             // What one did not move, it found taken by the other — or never saw: a rebalancer
             // lists the dead server once, at its start, and the other may have moved some
-            // tenants (or all, removing the list) before that (seen: 7 of 8 at load ~4).
+            // tenants (or all, removing the list) before that (seen once in a full-suite run: 7 of 8).
             assert!(
                 r.moved.iter().filter(|m| m.1 == dead).count()
                     + r.taken.iter().filter(|t| t.1 == dead).count()
