@@ -71,8 +71,57 @@ fn main() -> ExitCode {
         Err(e) => {
             // The message chain names the bad value; a backtrace (anyhow prints one when
             // RUST_BACKTRACE is set) would only bury it.
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An error and its causes on one line, `outer: cause: root`, each cause said once: many of
+/// our error types already print their source in their own message (`cannot read F: No such
+/// file or directory`), and anyhow's `{:#}` would repeat it.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    /// An error that prints its source in its own message and also returns it as its source.
+    #[derive(Debug)]
+    struct SaysItsSource {
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for SaysItsSource {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot read job file x.fio: {}", self.source)
+        }
+    }
+
+    impl std::error::Error for SaysItsSource {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(SaysItsSource { source: io() });
+        assert_eq!(error_chain(&e), "cannot read job file x.fio: no such file");
+        let e = anyhow::Error::new(io()).context("loading the study");
+        assert_eq!(error_chain(&e), "loading the study: no such file");
     }
 }
