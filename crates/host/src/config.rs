@@ -78,7 +78,20 @@
 //! per core at 2 GHz, against a queue of 1 023 tags and a 30 µs device). Even 8 fio threads
 //! keeping 64 reads each in flight beside apache (2 s, arm8 + zssd, 785 k IOPS) give the
 //! latency-critical requests 2.01 + 0.90 µs: the queueing moves to the device (30.4 µs of
-//! device queue). The ≈ 39 µs was measured on the published design's simulated ARM platform,
+//! device queue).
+//!
+//! A bound that holds whatever the queueing discipline (Little's law on the same run's
+//! `breakdown_throughput_ns`): pagerank's requests, 6 410 per second at 39.4 µs each from
+//! submission to completion, keep 0.25 of a request in flight on average, 0.032 per hardware
+//! queue. A latency-critical request that had to wait for every throughput request in its
+//! queue to *complete* would wait 0.032 × 39.4 ≈ 1.3 µs on average; 9.9 µs if all 8 cores
+//! shared one queue. With `index` beside apache (the study's breakdown pair; the same config
+//! with `index`, 10 s, seed 1): 3 571 per second at 33.1 µs, 0.12 in flight, 0.5 µs per
+//! queue, 3.9 µs with one shared queue. No queue or lock of the block layer can make 39 µs out
+//! of that little I/O; only a per-I/O CPU cost could, and a 37 µs one would be six times the
+//! spec's whole interrupt path (ISR + switch back ≈ 6 µs) and break the QD1 pins.
+//!
+//! The ≈ 39 µs was measured on the published design's simulated ARM platform,
 //! whose block-layer configuration we do not know; the mechanisms above act on shallow or
 //! shared queues and under schedulers (the `kblockd` tests: over 10 µs of software queue on
 //! 8-entry queues). The QD1 pins above are unchanged by kblockd (it never runs at QD1):
