@@ -7,6 +7,10 @@
 //!    then file backends (a 1 GiB scratch file in the temp dir, buffered on both sides:
 //!    ullstack `direct = "off"`, nbdkit's `file` plugin default).
 //!
+//! For ullstack's fio runs it also prints the requests each worker loop step took (from its
+//! `ullstack_worker_batch_requests` metric): ~1.5–3 means the worker wakes per request or two,
+//! and the coalescing ladder (`coalesce.rs`) is not finding batches on this machine.
+//!
 //! CPU time is utime + stime from `/proc/<pid>/stat` (nbdkit) or summed over this process's
 //! `ullstack-*` threads and the kernel's io_uring workers (`iou-*`) from
 //! `/proc/self/task/*/stat` (the ullstack server runs inside this process; fio, or the
@@ -119,15 +123,46 @@ fn fio(uri: &str, seconds: u64) -> Option<FioResult> {
     })
 }
 
-/// Runs fio against `uri` and reports I/Os per CPU-second of `server`.
-fn measure(name: &str, server: &Server, uri: &str, seconds: u64) -> Option<f64> {
+/// Requests and loop steps that took requests, summed over the workers, from the server's
+/// metrics text (`ullstack_worker_batch_requests` sum and count).
+fn batch_totals(metrics_text: &str) -> (f64, f64) {
+    let total = |name: &str| -> f64 {
+        metrics_text
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (
+        total("ullstack_worker_batch_requests_sum"),
+        total("ullstack_worker_batch_requests_count"),
+    )
+}
+
+/// Runs fio against `uri` and reports I/Os per CPU-second of `server`; with `ours`, also the
+/// requests each worker step took (the coalescing ladder's effect: see `coalesce.rs`).
+fn measure(
+    name: &str,
+    server: &Server,
+    ours: Option<&server::ServerHandle>,
+    uri: &str,
+    seconds: u64,
+) -> Option<f64> {
     fio(uri, 1)?; // warm-up: connections, page faults, allocator
+    let batches = || ours.map(|h| batch_totals(&h.shared().metrics.encode_text()));
     let before = server.cpu_seconds();
+    let batches_before = batches();
     let r = fio(uri, seconds)?;
     let cpu = server.cpu_seconds() - before;
     let per_cpu = r.ios as f64 / cpu.max(1e-9);
+    let per_step = match (batches_before, batches()) {
+        (Some((r0, s0)), Some((r1, s1))) if s1 > s0 => {
+            format!("  {:.1} requests per step", (r1 - r0) / (s1 - s0))
+        }
+        _ => String::new(),
+    };
     println!(
-        "{name:<22} {:>9} I/Os  {:>8.0} IOPS  p99 {:>7.0} us  server CPU {:>6.2} s  => {:>8.0} I/Os per CPU-second",
+        "{name:<22} {:>9} I/Os  {:>8.0} IOPS  p99 {:>7.0} us  server CPU {:>6.2} s  => {:>8.0} I/Os per CPU-second{per_step}",
         r.ios, r.iops, r.p99_us, cpu, per_cpu
     );
     Some(per_cpu)
@@ -353,6 +388,7 @@ fn main() {
         if let Some(v) = measure(
             "ullstack serve --memory",
             &Server::OurThreads,
+            Some(&server),
             &ours_uri,
             seconds,
         ) {
@@ -385,6 +421,7 @@ fn main() {
             if let Some(v) = measure(
                 "nbdkit --threads 1",
                 &Server::Process(pid),
+                None,
                 &format!("nbd://127.0.0.1:{port}/"),
                 seconds,
             ) {
