@@ -84,7 +84,7 @@
 //! `breakdown_throughput_ns`): pagerank's requests, 6 410 per second at 39.4 µs each from
 //! submission to completion, keep 0.25 of a request in flight on average, 0.032 per hardware
 //! queue. A latency-critical request that had to wait for every throughput request in its
-//! queue to *complete* would wait 0.032 × 39.4 ≈ 1.3 µs on average; 9.9 µs if all 8 cores
+//! queue to *complete* would wait 0.032 × 39.4 ≈ 1.2 µs on average; 9.9 µs if all 8 cores
 //! shared one queue. With `index` beside apache (the study's breakdown pair; the same config
 //! with `index`, 10 s, seed 1): 3 571 per second at 33.1 µs, 0.12 in flight, 0.5 µs per
 //! queue, 3.9 µs with one shared queue. No queue or lock of the block layer can make 39 µs out
