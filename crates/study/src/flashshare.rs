@@ -305,16 +305,15 @@ fn replicated(
     name: &str,
     of: impl Fn(&ProcessHeadline) -> Option<f64>,
 ) -> Option<f64> {
-    let mut values = vec![of(process(
-        results,
-        &run_id(stack, online, partner),
-        name,
-    )?)?];
-    for r in 1.. {
+    let mut values = Vec::new();
+    for r in 0.. {
         let Some(p) = process(results, &replicate_id(stack, online, partner, r), name) else {
             break;
         };
         values.push(of(p)?);
+    }
+    if values.is_empty() {
+        return None;
     }
     values.sort_by(f64::total_cmp);
     let mid = values.len() / 2;
