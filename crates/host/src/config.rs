@@ -99,6 +99,11 @@
 //!
 //! The scheduler defaults are Linux CFS's (`sched_latency` 6 ms, `min_granularity` 0.75 ms,
 //! `wakeup_granularity` 1 ms, each scaled by 1 + log2(cores) as the kernel does).
+//! `cpu.load_balance = "off"`: no core takes another's waiting threads (`cpu`'s essay). Linux
+//! does (`newidle_balance`, and periodic balancing of busy cores); `"new-idle"` models the first.
+//! It stays off by default until we know which model is closer to Linux on the co-runs the
+//! studies use: it moves apache's p99 beside ungzip by up to 8× either way from seed to seed
+//! (docs/study.md, the flashshare study), and every figure in the docs was measured without it.
 //!
 //! ## Jitter defaults (`[jitter]`, the model in `jitter`'s essay)
 //! - `cost_cv_pct = 0`: costs are constant. Every cost above is a calibrated *mean*; we have no
@@ -203,6 +208,9 @@ pub struct CpuConfig {
     pub sleeper_credit_ns: u64,
     /// Where a waking thread runs.
     pub wake_placement: WakePlacement,
+    /// Whether a core running out of work takes a waiting thread from another (`cpu`'s
+    /// essay, *Load balancing*).
+    pub load_balance: LoadBalance,
     /// MSI-X entry and the NVMe interrupt handler up to walking the CQ (per interrupt).
     pub isr_ns: u64,
     /// A timer interrupt (hrtimer expiry for hybrid polling, think times).
@@ -221,6 +229,17 @@ pub enum WakePlacement {
     /// The core it last ran on if idle, else the first idle core after it, else the previous
     /// core (Linux `select_idle_sibling`, simplified).
     IdleCore,
+}
+
+/// Load balancing between the cores' run queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadBalance {
+    /// None: a thread moves only when it wakes (`wake_placement`).
+    Off,
+    /// A core about to idle pulls one waiting thread from the core with the most waiting
+    /// (Linux `newidle_balance`, simplified).
+    NewIdle,
 }
 
 /// Memory, the page cache and write-back.
@@ -838,6 +857,7 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             wakeup_granularity_ns: 1_000_000 * f,
             sleeper_credit_ns: 3_000_000 * f,
             wake_placement: WakePlacement::IdleCore,
+            load_balance: LoadBalance::Off,
             isr_ns: 2_500,
             timer_irq_ns: 1_500,
             ipi_ns: 1_500,

@@ -1,7 +1,7 @@
 //! CPU cores, the scheduler and interrupts: who runs where, and where every nanosecond goes.
 //!
 //! ## What it models
-//! N cores, each with its own run queue (no load balancing between run queues). A thread is
+//! N cores, each with its own run queue (balanced only when `cpu.load_balance` says so, below). A thread is
 //! blocked, runnable (in one core's run queue) or running (owning a core). While it runs it
 //! works through a *burst*: a stretch of CPU work of known length and category (user code,
 //! syscall, page cache, block layer, driver, block-layer completion, polling). When the burst
@@ -40,6 +40,20 @@
 //! (delivery included, which we leave out). A thread woken on its own core pays nothing, so a
 //! QD1 job alone never does (the QD1 pins in `config.rs` did not move).
 //!
+//! **Load balancing** (`cpu.load_balance`). `"off"` (the presets' default): a thread changes
+//! core only when it wakes (wake placement above), so under a co-run that keeps every core
+//! busy no core is ever idle at a wake-up, and each thread stays where it was first placed.
+//! `"new-idle"`: a core about to idle — its thread blocked or exited and nothing waits on it —
+//! takes one waiting thread from the core with the most waiting (pinned kworkers never move):
+//! the one of least virtual runtime, renormalised to this core's `min_vruntime`. This is
+//! Linux's `newidle_balance` → `load_balance(CPU_NEWLY_IDLE)` → `detach_tasks`
+//! (kernel/sched/fair.c) without its cache-hot test (`task_hot`, 0.5 ms of
+//! `sched_migration_cost`), its `avg_idle` cut-off and its cost; the moved thread pays
+//! `cache_pollution_ns` when it next runs, as any displaced thread does. Counted per core
+//! (`migrations_in`). Why it is a switch and off: it changes which of apache's requests wait
+//! out a CPU hog's slice beside a busy co-runner, and we have not measured which is closer to
+//! Linux (docs/study.md, the flashshare study: "the ungzip pair").
+//!
 //! Switching threads costs `context_switch_ns` (category `sched`), also when a core leaves its
 //! idle loop. A thread that another thread displaced from its core since it last ran also pays
 //! `cache_pollution_ns` (category `sched`) at the start of its next run.
@@ -71,7 +85,7 @@
 //! costs are drawn per switch when `jitter.cost_cv_pct` > 0; the tick is `jitter`'s.
 //!
 //! ## What it leaves out
-//! Load balancing of runnable threads between cores, nice values other than 0 (applications)
+//! Periodic load balancing of busy cores (`rebalance_domains`), scheduling domains, nice values other than 0 (applications)
 //! and −20 (kblockd), SMT, frequency scaling, the IPI's delivery latency (its handler is modelled, below), softirq deferral (the
 //! completion runs in the hard interrupt).
 //!
@@ -82,7 +96,7 @@ use std::collections::VecDeque;
 use engine::{IoClass, SimTime};
 use serde::Serialize;
 
-use crate::config::{CpuConfig, WakePlacement};
+use crate::config::{CpuConfig, LoadBalance, WakePlacement};
 use crate::exectime::{Span, SpanNs, ThreadTime};
 use crate::jitter::{CostDraws, CostSite};
 
@@ -304,6 +318,8 @@ struct Core {
     /// Of those, by the class of the thread switched in (`IoClass::index`).
     class_switches: [u64; 2],
     interrupts: u64,
+    /// Threads this core pulled from another by new-idle balance.
+    migrations_in: u64,
 }
 
 /// Per-core statistics for reports.
@@ -317,6 +333,14 @@ pub struct CoreStats {
     pub class_ns: [[u64; CAT_COUNT]; 2],
     pub context_switches: u64,
     pub interrupts: u64,
+    /// Threads this core took from another core's run queue (`cpu.load_balance`); left out
+    /// of reports while 0 (always, with balancing off).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub migrations_in: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub struct Cpu {
@@ -353,6 +377,7 @@ impl Cpu {
                     context_switches: 0,
                     class_switches: [0; 2],
                     interrupts: 0,
+                    migrations_in: 0,
                 })
                 .collect(),
             threads: Vec::new(),
@@ -711,6 +736,39 @@ impl Cpu {
         Some(core.rq.remove(i))
     }
 
+    /// New-idle balance (`LoadBalance::NewIdle`): core `c` has nothing to run; it takes the
+    /// waiting thread of least virtual runtime from the core with the most waiting threads that
+    /// may move (not pinned; ties: the lowest core), renormalising its virtual runtime to this
+    /// core's `min_vruntime` as a migration does (`migrate_task_rq_fair`).
+    fn pull_for_idle(&mut self, now: SimTime, c: usize) {
+        let threads = &self.threads;
+        let movable = |t: u32| !threads[t as usize].pinned;
+        let waiting = |b: usize| self.cores[b].rq.iter().filter(|&&t| movable(t)).count();
+        let Some(b) = (0..self.cores.len())
+            .filter(|&b| b != c && waiting(b) > 0)
+            .max_by_key(|&b| (waiting(b), std::cmp::Reverse(b)))
+        else {
+            return;
+        };
+        let (i, _) = self.cores[b]
+            .rq
+            .iter()
+            .enumerate()
+            .filter(|(_, &t)| movable(t))
+            .min_by_key(|(i, &t)| (threads[t as usize].vruntime, *i))
+            .expect("the busiest core has a movable waiting thread");
+        self.settle(b, now);
+        let t = self.cores[b].rq.remove(i);
+        let (from_min, to_min) = (self.cores[b].min_vruntime, self.cores[c].min_vruntime);
+        let th = &mut self.threads[t as usize];
+        th.vruntime = (th.vruntime + to_min).saturating_sub(from_min);
+        th.core = c as u16;
+        self.cores[c].rq.push(t);
+        self.cores[c].migrations_in += 1;
+        // Its slice shrank the busiest core's others' share: re-plan it.
+        self.mark(b as u16);
+    }
+
     fn plan(&mut self, now: SimTime, c: usize, schedule: &mut impl FnMut(CoreTimer)) {
         self.settle(c, now);
         // Interrupts first: they pause everything else.
@@ -768,6 +826,12 @@ impl Cpu {
                 }
             }
             self.cores[c].preempt_pending = false;
+        }
+        if self.cfg.load_balance == LoadBalance::NewIdle
+            && self.cores[c].running.is_none()
+            && self.cores[c].rq.is_empty()
+        {
+            self.pull_for_idle(now, c);
         }
         if self.cores[c].running.is_none() {
             if let Some(t) = self.pick(c) {
@@ -888,6 +952,7 @@ impl Cpu {
                 class_ns: core.class_ns,
                 context_switches: core.context_switches,
                 interrupts: core.interrupts,
+                migrations_in: core.migrations_in,
             })
             .collect()
     }
@@ -1149,6 +1214,57 @@ mod tests {
             "IPI + switch + work on the idle core"
         );
         assert_eq!(two(NICE_MINUS_20_WEIGHT), (0, 4_500));
+    }
+
+    /// Two hogs on core 0 and a thread on core 1 that computes 10 µs and blocks; returns the
+    /// hogs' user time after 100 ms, core 1's idle time and its migrations.
+    fn hogs_beside_a_core_going_idle(balance: LoadBalance, pin_hogs: bool) -> (u64, u64, u64, u64) {
+        let mut cfg = HostConfig::preset("arm8").unwrap().cpu;
+        cfg.cores = 2;
+        cfg.wake_placement = WakePlacement::PreviousCore;
+        cfg.load_balance = balance;
+        let (mut cpu, mut q) = (Cpu::new(&cfg), EventQueue::new());
+        let a = cpu.add_thread(0, IoClass::Throughput);
+        let b = cpu.add_thread(0, IoClass::Throughput);
+        let c = cpu.add_thread(1, IoClass::LatencyCritical);
+        if pin_hogs {
+            cpu.make_pinned_worker(a, NICE_0_WEIGHT);
+            cpu.make_pinned_worker(b, NICE_0_WEIGHT);
+        }
+        cpu.wake(SimTime::ZERO, a, 1_000_000, Cat::User);
+        cpu.wake(SimTime::ZERO, b, 1_000_000, Cat::User);
+        cpu.wake(SimTime::ZERO, c, 10_000, Cat::User);
+        let end = SimTime::from_ms(100);
+        drive(&mut cpu, &mut q, (SimTime::ZERO, end), |t, _| {
+            (t != c).then_some(1_000_000)
+        });
+        let stats = cpu.finish(end);
+        let user = |t: u32| cpu.threads[t as usize].user_ns;
+        (
+            user(a),
+            user(b),
+            stats[1].ns[Cat::Idle.index()],
+            stats[1].migrations_in,
+        )
+    }
+
+    #[test]
+    fn new_idle_balance_moves_a_waiting_hog_to_a_core_going_idle() {
+        // Off: the hogs share core 0 for the whole run while core 1 idles.
+        let (a, b, idle, moved) = hogs_beside_a_core_going_idle(LoadBalance::Off, false);
+        assert!(a + b < 100_000_000, "one core's worth: {a} + {b}");
+        assert!(idle > 95_000_000, "core 1 idled {idle} ns");
+        assert_eq!(moved, 0);
+        // New-idle: when the short thread blocks, core 1 takes the waiting hog; each then
+        // has a core (less the switches).
+        let (a, b, idle, moved) = hogs_beside_a_core_going_idle(LoadBalance::NewIdle, false);
+        assert!(a > 95_000_000 && b > 95_000_000, "{a} and {b}");
+        assert!(idle < 1_000_000, "core 1 idled {idle} ns");
+        assert_eq!(moved, 1);
+        // A pinned thread is never taken.
+        let (_, _, idle, moved) = hogs_beside_a_core_going_idle(LoadBalance::NewIdle, true);
+        assert_eq!(moved, 0);
+        assert!(idle > 95_000_000, "core 1 idled {idle} ns");
     }
 
     #[test]

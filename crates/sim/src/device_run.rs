@@ -857,6 +857,7 @@ impl<'a> DeviceRun<'a> {
                 class_ns: [[0; CAT_COUNT]; 2],
                 context_switches: 0,
                 interrupts: 0,
+                migrations_in: 0,
             })
             .collect();
         for th in &self.threads {

@@ -94,6 +94,36 @@ fn conservation_every_io_once_cpu_time_adds_up_dirty_pages_accounted() {
 }
 
 #[test]
+fn new_idle_balance_moves_threads_and_keeps_the_conservation_laws() {
+    let balanced = WRITEBACK_MIX.replace(
+        "[device]",
+        "[host.cpu]\nload_balance = \"new-idle\"\n[device]",
+    );
+    let r = run_system(&config(&balanced), &mut Silent).unwrap();
+    let h = &r.host;
+    let moved: u64 = h.cores.iter().map(|c| c.migrations_in).sum();
+    assert!(
+        moved > 0,
+        "a co-run with blocking threads gives idle cores work"
+    );
+    let dev = &r.device.commands;
+    assert_eq!(h.commands, dev.reads + dev.writes);
+    for core in &h.cores {
+        assert_eq!(
+            core.ns.iter().sum::<u64>(),
+            h.end.as_ns(),
+            "core {}",
+            core.core
+        );
+    }
+    // Off (the default): nothing moves but at wake-up, and the count stays out of reports.
+    let r = run_system(&config(WRITEBACK_MIX), &mut Silent).unwrap();
+    assert!(r.host.cores.iter().all(|c| c.migrations_in == 0));
+    let json = serde_json::to_string(&r.host.cores).unwrap();
+    assert!(!json.contains("migrations_in"), "{json}");
+}
+
+#[test]
 fn latency_critical_tail_is_worse_co_running_than_alone() {
     let s = summary(
         "seed = 1\nduration_ms = 3000\nalone = true\n[[process]]\nprofile = \"apache\"\n[[process]]\nprofile = \"pagerank\"\n",
