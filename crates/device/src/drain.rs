@@ -624,22 +624,31 @@ mod tests {
     /// `cache.read_staging`: with the whole DRAM dirty (a 400-unit DRAM that is all write
     /// buffer, filled by unhinted writes under `on-full`), a read miss that stages in DRAM
     /// waits for an eviction program; one that bypasses goes to the host at flash-read speed.
+    /// [`small_tlc`] with all of its DRAM write buffer, every line of it dirty (400 units),
+    /// and a one-unit read miss of LPN 10,000 (cid 5,000) submitted at the returned time.
+    fn read_into_all_dirty_dram(
+        staging: crate::config::ReadStaging,
+    ) -> (Ssd, SimTime, Vec<crate::Completion>) {
+        let mut c = small_tlc(DrainMode::Vanilla);
+        c.cache.dram_bytes = c.cache.write_buffer_bytes;
+        c.cache.prefetch_pages = 0;
+        c.cache.read_staging = staging;
+        let mut s = open(&c, true);
+        fill(&mut s, 100);
+        let at = SimTime(s.now.0 + 1);
+        let mut done = Vec::new();
+        s.advance_to(at, &mut done);
+        s.submit(at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
+            .unwrap();
+        (s, at, done)
+    }
+
     #[test]
     fn a_read_into_an_all_dirty_dram_waits_for_an_eviction_when_it_stages_there() {
         use crate::config::ReadStaging;
         let mut waits = Vec::new();
         for staging in [ReadStaging::Bypass, ReadStaging::Buffer] {
-            let mut c = small_tlc(DrainMode::Vanilla);
-            c.cache.dram_bytes = c.cache.write_buffer_bytes; // all of it write buffer
-            c.cache.prefetch_pages = 0;
-            c.cache.read_staging = staging;
-            let mut s = open(&c, true);
-            fill(&mut s, 100); // 400 dirty units: every line
-            let at = SimTime(s.now.0 + 1);
-            let mut done = Vec::new();
-            s.advance_to(at, &mut done);
-            s.submit(at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
-                .unwrap();
+            let (mut s, at, mut done) = read_into_all_dirty_dram(staging);
             run(&mut s, &mut done);
             let read = done
                 .iter()
@@ -666,17 +675,7 @@ mod tests {
     /// zeros (version 0) once a line frees, and the device stays consistent.
     #[test]
     fn a_read_waiting_to_stage_of_a_unit_trimmed_meanwhile_returns_zeros() {
-        let mut c = small_tlc(DrainMode::Vanilla);
-        c.cache.dram_bytes = c.cache.write_buffer_bytes;
-        c.cache.prefetch_pages = 0;
-        c.cache.read_staging = crate::config::ReadStaging::Buffer;
-        let mut s = open(&c, true);
-        fill(&mut s, 100);
-        let at = SimTime(s.now.0 + 1);
-        let mut done = Vec::new();
-        s.advance_to(at, &mut done);
-        s.submit(at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
-            .unwrap();
+        let (mut s, at, mut done) = read_into_all_dirty_dram(crate::config::ReadStaging::Buffer);
         s.submit(at, 1, cmd(5001, IoOp::Trim, 10_000, 1, Hint::None))
             .unwrap();
         run(&mut s, &mut done);

@@ -294,7 +294,6 @@ pub struct DeviceStats {
 /// far above that, the device is too small for the data its workload keeps live.
 pub const WRITE_AMPLIFICATION_WARN: f64 = 20.0;
 
-/// The SSD.
 /// A read miss waiting for a line to stage in.
 #[derive(Clone, Copy, Debug)]
 struct ReadStall {
@@ -303,6 +302,7 @@ struct ReadStall {
     since: SimTime,
 }
 
+/// The SSD.
 pub struct Ssd {
     config: DeviceConfig,
     events: EventQueue<Ev>,

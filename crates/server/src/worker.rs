@@ -62,9 +62,10 @@
 //! release the few requests the last tens of µs paid for, whose completions wake the worker
 //! again for another tiny round. With io_uring-punted writes (a buffered file on ext4) that
 //! ping-pong left write runs of ~7 writes; deferring the round made them ~14 (1 M pipelined
-//! 1 KiB writes of a throttled best-effort tenant, `nbd_cpu_efficiency`; `backend/file.rs`). A round still runs at once when the
-//! step decoded new requests (they may belong to a flow within its rate), when a
-//! latency-critical request is queued (an LC flow is never held by this), or when draining.
+//! 1 KiB writes of a throttled best-effort tenant, `nbd_cpu_efficiency`; `backend/file.rs`).
+//! A round still runs at once when the step decoded new requests (they may belong to a flow
+//! within its rate), when a latency-critical request is queued (an LC flow is never held by
+//! this), or when draining.
 //!
 //! *Draining.* On shutdown a worker stops reading requests, lets everything already read run
 //! to completion, flushes replies, then closes its connections (bounded by

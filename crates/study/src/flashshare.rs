@@ -59,9 +59,9 @@
 //! The durations are set by the budget (the full study in 10 minutes on a 2-core machine,
 //! `--quick` in 60 s; measured in `docs/study.md`): the costliest co-run (imageserver +
 //! gp-gnu) simulates about one second per wall second on the loaded machine, most others four
-//! to eight. Three replicates of 15 s took 694.9 s (634 runs, `--jobs 2`, 2026-11-27, a VM
-//! about half as fast as the day 15 s was chosen): over the budget, so three of 10 s, the
-//! same simulated time per comparison as two of 15 s and one more seed.
+//! to eight. Three replicates of 15 s took 694.9 s (634 runs, `--jobs 2`, 2026-11-27: 2.16 s of
+//! CPU per run, against 1.28 s on 2026-11-23 when 15 s was chosen): over the budget, so three
+//! of 10 s, the same simulated time per comparison as two of 15 s and one more seed.
 //!
 //! ## Reports
 //! 1. Online average and p99 response time normalised to `vanilla`, per pair and the mean over
