@@ -202,6 +202,10 @@ pub struct BlkClassStats {
     pub requests: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Bios submitted cold (`blk.cold_submit_ns`: another process's user code ran on the
+    /// core since the submitter's last submission); left out of reports while 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cold_bios: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]

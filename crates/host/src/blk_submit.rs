@@ -69,9 +69,19 @@ impl Host {
                 self.cfg.blk.merge_check_ns
                     * self.blk.merge_candidates(&th.plug, th.io.hctx, class) as u64
             };
-            let ns = self.cfg.blk.bio_submit_ns + search_ns;
+            let core = self.cpu.threads[t as usize].core;
+            let mm = self.cpu.threads[t as usize].mm;
+            let cold = self.cpu.foreign_user_since(core, mm, th.last_bio_submit);
+            let cold_ns = if cold {
+                self.blk.stats.class_mut(class).cold_bios += 1;
+                self.cfg.blk.cold_submit_ns
+            } else {
+                0
+            };
+            let ns = self.cfg.blk.bio_submit_ns + search_ns + cold_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
             let th = &mut self.threads[t as usize];
+            th.last_bio_submit = self.now;
             // A bio retried after a wait for a request entered the block layer before the
             // wait: the wait is block-layer time (a tag wait) in its breakdown.
             if !std::mem::take(&mut th.alloc_retry) {
@@ -488,5 +498,64 @@ mod tests {
             (1_500..6_000).contains(&bypassed.software_queue),
             "{bypassed:?}"
         );
+    }
+
+    /// Cold submission (`blk.cold_submit_ns`), one core, a device of 10 µs. A synchronous
+    /// latency-critical reader alone submits every bio warm: its software-queue time is the
+    /// bio submission. Beside pagerank, pagerank computes on the core while the reader waits
+    /// for each read, so the reader's bios are cold (198 of 200 here) and each costs
+    /// `cold_submit_ns` more.
+    /// apache alone (its server thread and workers computing in turn on the one core) never
+    /// submits cold: the user code that ran between its bios was its own process's.
+    #[test]
+    fn a_bio_is_cold_only_after_another_process_s_user_code() {
+        use crate::process::ProcessSpec;
+        use workload::Profile;
+        let mut cfg = HostConfig::preset("arm8").unwrap();
+        cfg.cpu.cores = 1;
+        cfg.jitter.tick_hz = 0;
+        let run = |procs: Vec<ProcessSpec>| {
+            let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(200), 1 << 40).unwrap();
+            FixedLatencyDevice::new(&host, 10_000).run(&mut host, None);
+            host.finish().unwrap()
+        };
+        let reads = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=200\n";
+        let mut reader = fio_process(reads, &cfg);
+        reader.class = IoClass::LatencyCritical;
+        let lc = IoClass::LatencyCritical.index();
+
+        let alone = run(vec![reader.clone()]);
+        let stats = &alone.blk.latency_critical;
+        assert_eq!((stats.bios, stats.cold_bios), (200, 0));
+        assert_eq!(alone.breakdown[lc].software_queue, cfg.blk.bio_submit_ns);
+
+        let pagerank = ProcessSpec::from_profile(
+            Profile::named("pagerank").unwrap(),
+            IoClass::Throughput,
+            &cfg,
+        );
+        let co = run(vec![reader, pagerank]);
+        let stats = &co.blk.latency_critical;
+        assert_eq!(stats.bios, 200, "the reader finished");
+        // Warm only when pagerank slept on its own read through the reader's whole wait.
+        assert!(stats.cold_bios >= 190, "{stats:?}");
+        let b = &co.breakdown[lc];
+        let cpu = cfg.blk.bio_submit_ns + cfg.blk.cold_submit_ns * stats.cold_bios / stats.bios;
+        // pagerank's completions may interrupt a submission: a few ns on average.
+        assert!(
+            (cpu..cpu + cpu / 100).contains(&b.software_queue),
+            "{b:?}: {cpu} ns of submission CPU"
+        );
+
+        let mut apache = ProcessSpec::from_profile(
+            Profile::named("apache").unwrap(),
+            IoClass::LatencyCritical,
+            &cfg,
+        );
+        apache.requests_per_sec = 2_000;
+        let alone = run(vec![apache]);
+        let stats = &alone.blk.latency_critical;
+        assert!(stats.bios > 100, "{stats:?}");
+        assert_eq!(stats.cold_bios, 0);
     }
 }

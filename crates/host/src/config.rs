@@ -331,6 +331,10 @@ pub struct BlkConfig {
     pub max_request_bytes: u64,
     /// `submit_bio` → `blk_mq_submit_bio`: bio set-up, request allocation, accounting.
     pub bio_submit_ns: u64,
+    /// Extra time of a bio submission that finds its code and data evicted: another
+    /// process's user code ran on the core since the submitting thread's last submission
+    /// (`blk_submit`'s essay, *Cold submission*).
+    pub cold_submit_ns: u64,
     /// Comparing a bio with one queued request for a merge.
     pub merge_check_ns: u64,
     /// How many queued requests the merge search looks at (newest first; Linux checks 8).
@@ -892,6 +896,7 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             merges: Merges::Adjacent,
             max_request_bytes: 128 << 10,
             bio_submit_ns: 1_500,
+            cold_submit_ns: 37_200,
             merge_check_ns: 200,
             merge_scan_requests: 8,
             dispatch_ns: 800,

@@ -236,9 +236,15 @@ pub struct ThreadSched {
     pub weight: u64,
     /// Bound to its core (a per-CPU kworker): wake placement never moves it.
     pub pinned: bool,
+    /// Its address space: the process whose user code it runs (`NO_USER_CODE` for kernel
+    /// threads). Decides whose user code counts as foreign on a core (`foreign_user_since`).
+    pub mm: u32,
     /// Where its wall-clock time went (`exectime`): charged on every transition.
     pub time: ThreadTime,
 }
+
+/// `ThreadSched::mm` of a kernel thread: it runs no user code.
+pub const NO_USER_CODE: u32 = u32::MAX;
 
 /// CFS load weight of a nice-0 thread (`sched_prio_to_weight[20]`, kernel/sched/core.c).
 pub const NICE_0_WEIGHT: u64 = 1024;
@@ -320,6 +326,10 @@ struct Core {
     interrupts: u64,
     /// Threads this core pulled from another by new-idle balance.
     migrations_in: u64,
+    /// The last two address spaces that ran user code here, most recent first, each with
+    /// the end of its latest user time on this core (`foreign_user_since`); the second is
+    /// never the first's.
+    user_code: [(u32, SimTime); 2],
 }
 
 /// Per-core statistics for reports.
@@ -378,6 +388,7 @@ impl Cpu {
                     class_switches: [0; 2],
                     interrupts: 0,
                     migrations_in: 0,
+                    user_code: [(NO_USER_CODE, SimTime::ZERO); 2],
                 })
                 .collect(),
             threads: Vec::new(),
@@ -413,6 +424,7 @@ impl Cpu {
             class,
             weight: NICE_0_WEIGHT,
             pinned: false,
+            mm: NO_USER_CODE,
             time: ThreadTime::new(SimTime::ZERO),
         });
         (self.threads.len() - 1) as u32
@@ -446,6 +458,20 @@ impl Cpu {
         let th = &mut self.threads[t as usize];
         th.weight = weight;
         th.pinned = true;
+    }
+
+    /// Thread `t` runs the user code of address space `mm` (its process).
+    pub fn set_address_space(&mut self, t: u32, mm: u32) {
+        self.threads[t as usize].mm = mm;
+    }
+
+    /// Whether user code of an address space other than `mm` ran on `core` after `since`
+    /// (time settled up to the core's last decision point, which is at least the switch-in of
+    /// whatever runs there now). A kernel thread (`NO_USER_CODE`) counts every process's.
+    pub fn foreign_user_since(&self, core: u16, mm: u32, since: SimTime) -> bool {
+        let [latest, other] = self.cores[core as usize].user_code;
+        let foreign = if latest.0 != mm { latest } else { other };
+        foreign.0 != NO_USER_CODE && foreign.1 > since
     }
 
     fn mark(&mut self, core: u16) {
@@ -518,6 +544,12 @@ impl Cpu {
             th.time.add(th.cat.span(), r);
             if th.cat == Cat::User {
                 th.user_ns += r;
+                let mm = th.mm;
+                let uc = &mut core.user_code;
+                if uc[0].0 != mm {
+                    uc[1] = uc[0];
+                }
+                uc[0] = (mm, now);
             }
         }
     }
@@ -1021,6 +1053,59 @@ mod tests {
             stats[0].context_switches > 2,
             "slices expire and the hogs alternate"
         );
+    }
+
+    /// `foreign_user_since`: a thread of address space 1 does 10 µs of user code and blocks;
+    /// its own process's user code afterwards is not foreign, another process's is, and only
+    /// after it ran (not before `since`); a kernel thread (no user code) finds every process's
+    /// user code foreign, and its own kernel work counts for nobody.
+    #[test]
+    fn foreign_user_code_is_another_address_space_s_after_the_mark() {
+        let (mut cpu, mut q) = cpu(1);
+        let (a, a2, b, k) = (
+            cpu.add_thread(0, IoClass::LatencyCritical),
+            cpu.add_thread(0, IoClass::LatencyCritical),
+            cpu.add_thread(0, IoClass::Throughput),
+            cpu.add_thread(0, IoClass::Throughput),
+        );
+        cpu.set_address_space(a, 1);
+        cpu.set_address_space(a2, 1);
+        cpu.set_address_space(b, 2);
+        let run_alone = |cpu: &mut Cpu, q: &mut EventQueue<CoreTimer>, t: u32, from: SimTime| {
+            cpu.wake(from, t, 10_000, Cat::User);
+            let end = from + 100_000;
+            let done = drive(cpu, q, (from, end), |_, _| None);
+            assert_eq!(done.len(), 1, "thread {t} ran its burst: {done:?}");
+            end
+        };
+        let mark = run_alone(&mut cpu, &mut q, a, SimTime::ZERO);
+        assert!(!cpu.foreign_user_since(0, 1, mark), "nothing ran since");
+        let t = run_alone(&mut cpu, &mut q, a2, mark);
+        assert!(
+            !cpu.foreign_user_since(0, 1, mark),
+            "its own process's code"
+        );
+        assert!(
+            cpu.foreign_user_since(0, NO_USER_CODE, mark),
+            "a kernel thread's view"
+        );
+        let t = run_alone(&mut cpu, &mut q, b, t);
+        assert!(
+            cpu.foreign_user_since(0, 1, mark),
+            "process 2 ran after the mark"
+        );
+        assert!(!cpu.foreign_user_since(0, 1, t), "but not after its end");
+        // Process 1 again: process 2 stays the latest foreign code for it, and for process 2
+        // process 1 is.
+        let t2 = run_alone(&mut cpu, &mut q, a, t);
+        assert!(cpu.foreign_user_since(0, 1, mark));
+        assert!(!cpu.foreign_user_since(0, 1, t));
+        assert!(cpu.foreign_user_since(0, 2, t));
+        assert!(!cpu.foreign_user_since(0, 2, t2));
+        // A kernel thread's "user" burst (none in a real run) is nobody's code.
+        run_alone(&mut cpu, &mut q, k, t2);
+        assert!(!cpu.foreign_user_since(0, 1, t2) && !cpu.foreign_user_since(0, 2, t2));
+        assert!(!cpu.foreign_user_since(0, NO_USER_CODE, t2));
     }
 
     #[test]

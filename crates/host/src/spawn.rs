@@ -233,6 +233,7 @@ impl<'c> Spawner<'c> {
     ) -> u32 {
         let t = self.place(p.spec.class);
         self.cpu.begin_life(t, p.spec.start);
+        self.cpu.set_address_space(t, p.pid());
         let name = &p.spec.name;
         let rng = stream(self.seed, &format!("proc.{}.{name}.{tag}", p.index));
         let mut th = Thread::new(

@@ -188,6 +188,8 @@ pub(crate) struct Thread {
     pub(crate) bio_started: SimTime,
     /// The current bio is submitted again after a wait for a request (`bio_started` stays).
     pub(crate) alloc_retry: bool,
+    /// When this thread last submitted a bio (`blk.cold_submit_ns`).
+    pub(crate) last_bio_submit: SimTime,
     /// When the current reap began.
     pub(crate) reap_started: SimTime,
     pub(crate) ra: ReadAhead,
@@ -231,6 +233,7 @@ impl Thread {
             bypassing: false,
             bio_started: SimTime::ZERO,
             alloc_retry: false,
+            last_bio_submit: SimTime::ZERO,
             reap_started: SimTime::ZERO,
             ra: ReadAhead::default(),
             fsync_file: NIL,

@@ -38,21 +38,44 @@ fn scratch(test: &str, files: &[(&str, &str)]) -> PathBuf {
 
 /// The README's co-run (`examples/system/default.toml`: apache + pagerank on arm8 + zssd,
 /// vanilla), 2 s: a latency-critical request's block-layer time is its submission CPU (bio
-/// submit 1.5 µs + dispatch 0.8 µs) and a few ns of interrupts landing meanwhile. No request
-/// waits for a tag or a deferred queue run (`host`'s `config` essay: why this co-run gives
-/// nothing like the published 39 µs). A mechanism that starts to act here fails this test.
+/// submit 1.5 µs + dispatch 0.8 µs), plus `blk.cold_submit_ns` (37.2 µs) for each bio that
+/// found pagerank's user code had run on its core since the worker's last submission —
+/// nearly all of them, as apache's worker sleeps through every I/O and pagerank takes the core
+/// meanwhile — and a few ns of interrupts. About 39 µs in all, the published figure the cold
+/// cost is calibrated to (`host`'s `config` essay). Alone, apache's submissions are never
+/// cold: the idle loop runs no user code. No request waits for a tag or a deferred queue run.
 #[test]
-fn vanilla_co_run_latency_critical_block_layer_time_is_its_submission_cpu() {
-    let r = run(
+fn vanilla_co_run_latency_critical_block_layer_time_is_its_submission_cpu_cold() {
+    let corun =
         "seed = 1\nduration_ms = 2000\n[host]\npreset = \"arm8\"\n[device]\npreset = \"zssd\"\n\
-         [[process]]\nprofile = \"apache\"\n[[process]]\nprofile = \"pagerank\"\n",
-    );
+         [[process]]\nprofile = \"apache\"\n[[process]]\nprofile = \"pagerank\"\n";
+    let r = run(corun);
     let b = lc(&r);
     assert!(b.requests > 400, "{b:?}");
-    assert!((1_500..1_560).contains(&b.software_queue), "{b:?}");
-    assert!((800..830).contains(&b.hardware_queue), "{b:?}");
     let blk = &r.host.blk;
+    let lcs = &blk.latency_critical;
+    assert!(
+        lcs.cold_bios * 100 > lcs.bios * 95,
+        "{} of {} bios cold",
+        lcs.cold_bios,
+        lcs.bios
+    );
+    // One bio per request: the software queue is the submission, cold or not.
+    assert_eq!(lcs.bios, b.requests);
+    let submit = 1_500 + 37_200 * lcs.cold_bios / lcs.bios;
+    assert!(
+        (submit..submit + 60).contains(&b.software_queue),
+        "{b:?}: expected {submit} ns of submission"
+    );
+    assert!((800..830).contains(&b.hardware_queue), "{b:?}");
+    let total = b.software_queue + b.hardware_queue;
+    assert!((37_000..41_000).contains(&total), "{b:?}");
     assert_eq!((blk.allocation_waits, blk.deferred_dispatches), (0, 0));
+
+    let alone = run(&corun.replace("[[process]]\nprofile = \"pagerank\"\n", ""));
+    let b = lc(&alone);
+    assert_eq!(alone.host.blk.latency_critical.cold_bios, 0);
+    assert!((1_500..1_560).contains(&b.software_queue), "{b:?}");
 }
 
 /// presets.md: apache's device I/O is at least 19 % of its response time on an NVMe SSD. Its
@@ -234,12 +257,15 @@ fn host_switches_change_nothing_without_latency_critical_io() {
 }
 
 /// In the co-run, bypass empties the latency-critical requests' hardware-queue time and
-/// leaves the throughput path's layers as they were: dispatch, driver and completion to the
-/// nanosecond of their costs, the software queue within the few percent the co-run's changed
-/// schedule moves it. The latency-critical SQs change nothing here (the fetch engine never has
-/// two SQs to choose from: `strict_priority_fetches_the_lc_sq_first_and_drains_fire`), and
-/// selective completion polls only the latency-critical I/O: the throughput I/O keeps its
-/// interrupt path.
+/// leaves the throughput path's layers as they were: completion to the nanosecond of its
+/// cost; the software queue, dispatch and driver within the few percent the co-run's changed
+/// schedule moves them. An apache worker woken on a pagerank core while pagerank dispatches
+/// holds pagerank's request for its run, which may include a cold submission (37.2 µs); a
+/// 37 µs hold moves the throughput means (≈ 6,700 requests a run) by ≈ 5 ns: in the bypass run
+/// (seed 1) the 800 ns dispatch became 839 ns, ≈ 263 µs of holds in all. The
+/// latency-critical SQs change nothing here (the fetch engine never has two SQs to choose
+/// from: `strict_priority_fetches_the_lc_sq_first_and_drains_fire`), and selective completion
+/// polls only the latency-critical I/O: the throughput I/O keeps its interrupt path.
 #[test]
 fn each_host_switch_changes_the_latency_critical_path_and_leaves_the_throughput_path() {
     let base = with_switch("", true);
@@ -256,7 +282,7 @@ fn each_host_switch_changes_the_latency_critical_path_and_leaves_the_throughput_
             "{t:?} vs {b_tp:?}"
         );
         assert!(
-            near(b_tp.hardware_queue, t.hardware_queue, 2),
+            near(b_tp.hardware_queue, t.hardware_queue, 6),
             "{t:?} vs {b_tp:?}"
         );
         assert!(near(b_tp.irq, t.irq, 2), "{t:?} vs {b_tp:?}");
@@ -266,7 +292,7 @@ fn each_host_switch_changes_the_latency_critical_path_and_leaves_the_throughput_
     assert_eq!(lc(&bypass).hardware_queue, 0, "{:?}", lc(&bypass));
     assert_eq!(bypass.host.blk.bypassed, lc(&bypass).requests);
     same_tp_path(&bypass);
-    assert!(near(b_tp.driver, tp(&bypass).driver, 1));
+    assert!(near(b_tp.driver, tp(&bypass).driver, 5));
     let lc_queue = with_switch(LC_QUEUE, true);
     assert_eq!(outcome(&lc_queue), outcome(&base));
     let selective = with_switch(SELECTIVE, true);
