@@ -23,13 +23,25 @@
 //! leaves 3.5 µs after the bio entered the block layer — the software queue, hardware queue and
 //! driver means of the machine's worked example.
 //!
+//! **Cold submission.** A bio whose submitter finds that another process's user code ran on
+//! its core since the submitter's own last bio costs `blk.cold_submit_ns` more (37.2 µs on
+//! arm8, calibrated to the published block-layer time under co-run: `config`'s essay): the
+//! block layer's code and data, and the user buffer's page tables, were evicted by the other
+//! process. Whose code ran when comes from the CPU model's per-core record
+//! (`cpu::Cpu::foreign_user_since`): a kernel thread (flusher, fsync's write-back) counts
+//! every process's user code, an application thread every other process's. So a job alone
+//! never submits cold; a worker that sleeps through its read while an offline job computes on
+//! its core submits its next bio cold; a writer's or flusher's batch of bios pays once, on its
+//! first bio. Counted per class (`cold_bios`). The cost lands in the bio-submit burst, so the
+//! breakdown shows it as software-queue time, with or without the bypass.
+//!
 //! ## What it leaves out
 //! Issuing directly to the driver without queueing (`blk_mq_try_issue_directly`: every request
 //! goes through the queue), batched doorbells (one doorbell write per command), and
 //! request-allocation fairness between waiters beyond first come, first served.
 //!
-//! Config keys: `blk.bio_submit_ns`, `blk.merge_check_ns`, `blk.plug_max_requests`,
-//! `blk.dispatch_ns`, `nvme.queue_rq_ns`, `nvme.doorbell_write_ns`.
+//! Config keys: `blk.bio_submit_ns`, `blk.cold_submit_ns`, `blk.merge_check_ns`,
+//! `blk.plug_max_requests`, `blk.dispatch_ns`, `nvme.queue_rq_ns`, `nvme.doorbell_write_ns`.
 
 use engine::IoClass;
 

@@ -58,6 +58,12 @@
 //! idle loop. A thread that another thread displaced from its core since it last ran also pays
 //! `cache_pollution_ns` (category `sched`) at the start of its next run.
 //!
+//! **Whose code ran on a core.** Each thread has an address space (`mm`: its process, none for
+//! kernel threads), and each core remembers the last two address spaces whose user code it
+//! ran, with when each last did. `foreign_user_since(core, mm, t)` says whether another
+//! address space's user code ran there after `t`: the block layer's cold submission
+//! (`blk_submit`) asks it.
+//!
 //! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a
 //! timer, the scheduler tick) pauses whatever the core was doing — thread, switch or idle —
 //! runs to completion, and the paused work resumes afterwards, later by exactly that much. NVMe
