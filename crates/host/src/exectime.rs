@@ -64,7 +64,9 @@
 //! instructions at 2 G/s), `worker_queue` 0, and the rest — system calls 5.6 µs, block layer
 //! 1.3, driver 0.7, switches 6.4, I/O wait 7.9: 21.9 µs — 293.9 µs, the mean response time.
 //! Beside `pagerank` (a hog on every core) the server thread waits out a hog's slice for most
-//! requests: 73.8 µs of `run_queue` per request (372.6 µs in all), all of the change but 3 µs.
+//! requests: 73.7 µs of `run_queue` per request, and 23.9 µs more of block layer (cold
+//! submissions: pagerank computed on the worker's core while it slept, `blk_submit`); 396.3 µs
+//! in all, the other 4.8 µs of the change switches, stolen time and I/O wait.
 //!
 //! ## What it leaves out
 //! Time before a thread's process starts; the client's and the network's CPU; a split of the
