@@ -19,7 +19,8 @@
 //! evicts only then ("when full"). A 16-way set fills long before the buffer does: the
 //! FastDrain study's `vanilla-apache-upload` run (`ullstack sim --system config.toml --stack
 //! vanilla` in its folder) with `device.cache.ways = 16` added stalled on full sets with the
-//! buffer at most 96,201 of 131,072 units (73 %), so no completion could report it at the 80 %
+//! buffer at most 95,019 of 131,072 units (72 %; `max_dirty_units`, re-run 2026-11-27 with
+//! the host's cold submissions; 96,201 before), so no completion could report it at the 80 %
 //! watermark; fully associative, as `nvme-tlc` is, the same run fills it (131,072), as
 //! device.md's "evicts only when full" has it.
 //!
