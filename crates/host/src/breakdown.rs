@@ -4,7 +4,8 @@
 //! Each request records when its first bio entered the block layer, when it was dispatched,
 //! when the driver started on it, when the doorbell rang, when the CQE landed and when its
 //! completion work started and ended. Per class, the run reports the mean time in each layer:
-//! software queue (block-layer entry → dispatch: submission CPU, plug and queue waits), hardware
+//! software queue (block-layer entry → dispatch: submission CPU, a cold submission's included,
+//! plug and queue waits; `blk.bypass_lc` removes the waits, not the CPU), hardware
 //! queue (dispatch work), driver (command build + doorbell), device (doorbell → CQE, split into
 //! an estimated service time — the fastest time the run saw for the same direction and size —
 //! and the queueing beyond it), irq (CQE → completion work starts: waiting for the core + ISR),
