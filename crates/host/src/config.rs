@@ -48,8 +48,9 @@
 //! zssd, 10 s, seed 1) gives the latency-critical requests 38 253 ns of software queue and
 //! 800 ns of hardware queue (`breakdown_ns`): 39.05 µs, with 2 568 of its 2 603 bios cold
 //! (`host.blk.latency_critical.cold_bios`). 37.2 µs at 2 GHz is ≈ 74 k cycles, a few hundred
-//! misses to memory; we have no measurement of the path's cold footprint on the published
-//! platform, and nothing else in the model depends on this figure's size. It is the same on
+//! misses to memory at an assumed ≈ 100 ns each; we have no measurement of the path's cold
+//! footprint on the published platform, and no other calibration point depends on this
+//! figure. It is the same on
 //! every preset (x86-4 does not halve it: a miss to memory does not get faster with the clock).
 //! QD1 is untouched: a job alone never submits cold (the idle loop runs no user code), so the
 //! QD1 pins above are unchanged (re-run: 14.798 / 11.650 / 13.398 / 10.250 µs); apache alone

@@ -138,11 +138,16 @@ pub fn file_backend(path: &std::path::Path, size: &str) -> String {
 pub struct TempFile(pub std::path::PathBuf);
 
 impl TempFile {
+    /// A path of its own: the tests of one binary run in parallel in one process, so two of
+    /// them asking for the same `tag` must not share a file (the first to finish would delete
+    /// the other's).
     pub fn new(tag: &str) -> TempFile {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
-        TempFile(dir.join(format!("ullstack-{tag}-{}.img", std::process::id())))
+        TempFile(dir.join(format!("ullstack-{tag}-{}-{n}.img", std::process::id())))
     }
 }
 
