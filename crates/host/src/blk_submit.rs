@@ -86,14 +86,17 @@ impl Host {
             let cold = self.cpu.foreign_user_since(core, mm, th.last_bio_submit);
             let cold_ns = if cold {
                 self.blk.stats.class_mut(class).cold_bios += 1;
-                self.cfg.blk.cold_submit_ns
+                self.cold_part(self.cfg.blk.bio_submit_ns)
             } else {
                 0
             };
             let ns = self.cfg.blk.bio_submit_ns + search_ns + cold_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
+            let bypass = self.bypasses(class);
             let th = &mut self.threads[t as usize];
             th.last_bio_submit = self.now;
+            // Its dispatch runs cold too, once (a bypassing bio has none).
+            th.cold_dispatch |= cold && !bypass;
             // A bio retried after a wait for a request entered the block layer before the
             // wait: the wait is block-layer time (a tag wait) in its breakdown.
             if !std::mem::take(&mut th.alloc_retry) {
@@ -120,6 +123,18 @@ impl Host {
     pub(crate) fn submission_retry(&mut self, t: u32) {
         self.threads[t as usize].alloc_retry = true;
         self.submission_next(t);
+    }
+
+    /// The share of `blk.cold_submit_ns` a part of the queued submission path pays when it
+    /// runs cold: the part's share of the warm path (`bio_submit_ns + dispatch_ns`), whose
+    /// costs stand for how much code and data each part touches.
+    fn cold_part(&self, warm_ns: u64) -> u64 {
+        let blk = &self.cfg.blk;
+        let path = blk.bio_submit_ns + blk.dispatch_ns;
+        if path == 0 {
+            return 0;
+        }
+        (u128::from(blk.cold_submit_ns) * u128::from(warm_ns) / u128::from(path)) as u64
     }
 
     /// Whether a bio of `class` bypasses the queues (`blk.bypass_lc`).
@@ -249,9 +264,15 @@ impl Host {
                     self.blk.stats.deferred_dispatches += 1;
                     self.cpu.threads[t as usize].class = self.blk.reqs[r as usize].class;
                 }
+                let cold = std::mem::take(&mut self.threads[t as usize].cold_dispatch);
+                let cold_ns = if cold {
+                    self.cold_part(self.cfg.blk.dispatch_ns)
+                } else {
+                    0
+                };
                 let ns = self
                     .costs
-                    .draw(CostSite::Dispatch, self.cfg.blk.dispatch_ns);
+                    .draw(CostSite::Dispatch, self.cfg.blk.dispatch_ns + cold_ns);
                 self.burst(t, ns, Cat::Blk, Step::Dispatch);
             }
             None => {
@@ -338,6 +359,8 @@ impl Host {
         let th = &mut self.threads[t as usize];
         th.bios.clear();
         th.next_bio = 0;
+        // A cold batch whose requests someone else dispatched leaves nothing cold behind.
+        th.cold_dispatch = false;
         let io = th.io;
         if !io.wait {
             return self.app_next(t);
@@ -516,7 +539,8 @@ mod tests {
     /// latency-critical reader alone submits every bio warm: its software-queue time is the
     /// bio submission. Beside pagerank, pagerank computes on the core while the reader waits
     /// for each read, so the reader's bios are cold (198 of 200 here) and each costs
-    /// `cold_submit_ns` more.
+    /// `cold_submit_ns` more, split between the submission and the dispatch as their warm
+    /// costs are. A bypassing reader's bios skip the dispatch and its share of the cold cost.
     /// apache alone (its server thread and workers computing in turn on the one core) never
     /// submits cold: the user code that ran between its bios was its own process's.
     #[test]
@@ -546,17 +570,47 @@ mod tests {
             IoClass::Throughput,
             &cfg,
         );
-        let co = run(vec![reader, pagerank]);
+        let co_procs = vec![reader, pagerank];
+        let co = run(co_procs.clone());
         let stats = &co.blk.latency_critical;
         assert_eq!(stats.bios, 200, "the reader finished");
         // Warm only when pagerank slept on its own read through the reader's whole wait.
         assert!(stats.cold_bios >= 190, "{stats:?}");
         let b = &co.breakdown[lc];
-        let cpu = cfg.blk.bio_submit_ns + cfg.blk.cold_submit_ns * stats.cold_bios / stats.bios;
+        // The cold extra splits as the warm path does: bio submit 1.5 µs, dispatch 0.8 µs.
+        let path = cfg.blk.bio_submit_ns + cfg.blk.dispatch_ns;
+        let cold_share =
+            |warm: u64, cold: u64, bios: u64| cfg.blk.cold_submit_ns * warm / path * cold / bios;
+        let submit =
+            cfg.blk.bio_submit_ns + cold_share(cfg.blk.bio_submit_ns, stats.cold_bios, 200);
+        let dispatch = cfg.blk.dispatch_ns + cold_share(cfg.blk.dispatch_ns, stats.cold_bios, 200);
         // pagerank's completions may interrupt a submission: a few ns on average.
         assert!(
-            (cpu..cpu + cpu / 100).contains(&b.software_queue),
-            "{b:?}: {cpu} ns of submission CPU"
+            (submit..submit + submit / 100).contains(&b.software_queue),
+            "{b:?}: {submit} ns of submission CPU"
+        );
+        assert!(
+            (dispatch..dispatch + dispatch / 100).contains(&b.hardware_queue),
+            "{b:?}: {dispatch} ns of dispatch CPU"
+        );
+
+        // Bypassing (the same co-run with `attr` and `blk.bypass_lc`): the submission's share
+        // only, and no hardware queue.
+        let mut bypass_cfg = cfg.clone();
+        bypass_cfg.attr = Switch::On;
+        bypass_cfg.blk.bypass_lc = Switch::On;
+        let mut host = Host::new(&bypass_cfg, co_procs, 1, SimTime::from_ms(200), 1 << 40).unwrap();
+        FixedLatencyDevice::new(&host, 10_000).run(&mut host, None);
+        let bypassed = host.finish().unwrap();
+        let stats = &bypassed.blk.latency_critical;
+        assert!(stats.cold_bios >= 190, "{stats:?}");
+        let b = &bypassed.breakdown[lc];
+        let submit =
+            cfg.blk.bio_submit_ns + cold_share(cfg.blk.bio_submit_ns, stats.cold_bios, 200);
+        assert_eq!(b.hardware_queue, 0, "{b:?}");
+        assert!(
+            (submit..submit + submit / 100).contains(&b.software_queue),
+            "{b:?}: {submit} ns of submission CPU"
         );
 
         let mut apache = ProcessSpec::from_profile(

@@ -190,6 +190,8 @@ pub(crate) struct Thread {
     pub(crate) alloc_retry: bool,
     /// When this thread last submitted a bio (`blk.cold_submit_ns`).
     pub(crate) last_bio_submit: SimTime,
+    /// Its last bio was submitted cold: its next dispatch runs cold too.
+    pub(crate) cold_dispatch: bool,
     /// When the current reap began.
     pub(crate) reap_started: SimTime,
     pub(crate) ra: ReadAhead,
@@ -234,6 +236,7 @@ impl Thread {
             bio_started: SimTime::ZERO,
             alloc_retry: false,
             last_bio_submit: SimTime::ZERO,
+            cold_dispatch: false,
             reap_started: SimTime::ZERO,
             ra: ReadAhead::default(),
             fsync_file: NIL,

@@ -38,8 +38,9 @@ fn scratch(test: &str, files: &[(&str, &str)]) -> PathBuf {
 
 /// The README's co-run (`examples/system/default.toml`: apache + pagerank on arm8 + zssd,
 /// vanilla), 2 s: a latency-critical request's block-layer time is its submission CPU (bio
-/// submit 1.5 µs + dispatch 0.8 µs), plus `blk.cold_submit_ns` (37.2 µs) for each bio that
-/// found pagerank's user code had run on its core since the worker's last submission —
+/// submit 1.5 µs + dispatch 0.8 µs), plus `blk.cold_submit_ns` (37.2 µs, split between the
+/// two in that proportion) for each bio that found pagerank's user code had run on its core
+/// since the worker's last submission —
 /// nearly all of them, as apache's worker sleeps through every I/O and pagerank takes the core
 /// meanwhile — and a few ns of interrupts. About 39 µs in all, the published figure the cold
 /// cost is calibrated to (`host`'s `config` essay). Alone, apache's submissions are never
@@ -62,12 +63,18 @@ fn vanilla_co_run_latency_critical_block_layer_time_is_its_submission_cpu_cold()
     );
     // One bio per request: the software queue is the submission, cold or not.
     assert_eq!(lcs.bios, b.requests);
-    let submit = 1_500 + 37_200 * lcs.cold_bios / lcs.bios;
+    // The cold extra splits as the warm path: 1.5 / 2.3 to the submission, 0.8 / 2.3 to the
+    // dispatch.
+    let submit = 1_500 + 37_200 * 1_500 / 2_300 * lcs.cold_bios / lcs.bios;
+    let dispatch = 800 + 37_200 * 800 / 2_300 * lcs.cold_bios / lcs.bios;
     assert!(
         (submit..submit + 60).contains(&b.software_queue),
         "{b:?}: expected {submit} ns of submission"
     );
-    assert!((800..830).contains(&b.hardware_queue), "{b:?}");
+    assert!(
+        (dispatch..dispatch + 60).contains(&b.hardware_queue),
+        "{b:?}: expected {dispatch} ns of dispatch"
+    );
     let total = b.software_queue + b.hardware_queue;
     assert!((37_000..41_000).contains(&total), "{b:?}");
     assert_eq!((blk.allocation_waits, blk.deferred_dispatches), (0, 0));
@@ -261,8 +268,9 @@ fn host_switches_change_nothing_without_latency_critical_io() {
 /// cost; the software queue, dispatch and driver within the few percent the co-run's changed
 /// schedule moves them. An apache worker woken on a pagerank core while pagerank dispatches
 /// holds pagerank's request for its run, which may include a cold submission (37.2 µs); a
-/// 37 µs hold moves the throughput means (≈ 6,700 requests a run) by ≈ 5 ns: in the bypass run
-/// (seed 1) the 800 ns dispatch became 839 ns, ≈ 263 µs of holds in all. The
+/// 37 µs hold moves the throughput means (≈ 6,700 requests a run) by ≈ 5 ns. Seed 1: the
+/// throughput hardware queue (800 ns of dispatch, plus the cold dispatches of pagerank's own
+/// cold bios) is 1,350 ns without the bypass and 1,395 ns with it. The
 /// latency-critical SQs change nothing here (the fetch engine never has two SQs to choose
 /// from: `strict_priority_fetches_the_lc_sq_first_and_drains_fire`), and selective completion
 /// polls only the latency-critical I/O: the throughput I/O keeps its interrupt path.
