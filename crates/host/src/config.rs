@@ -41,12 +41,15 @@
 //! allocates, the tag bitmap, and for direct I/O the page-table walk and `struct page`s of
 //! the user buffer it pins. `blk.cold_submit_ns` is that extra time, paid by a bio whose
 //! submitter finds that another process's user code ran on its core since its own last
-//! submission (`cpu::Cpu::foreign_user_since`; `blk_submit`'s essay, *Cold submission*).
+//! submission (`cpu::Cpu::foreign_user_since`; `blk_submit`'s essay, *Cold submission*). It
+//! splits between the bio submission and the dispatch as their warm costs do (1.5 : 0.8):
+//! each part pays for the code and data it touches, so a bypassing bio, which has no
+//! dispatch, pays the submission's 24.3 µs only.
 //!
 //! **The figure is calibrated, not measured**: 37.2 µs, so that the default co-run
 //! (`ullstack sim --system examples/system/default.toml --json`: `apache` + `pagerank`, arm8 +
-//! zssd, 10 s, seed 1) gives the latency-critical requests 38 253 ns of software queue and
-//! 800 ns of hardware queue (`breakdown_ns`): 39.05 µs, with 2 568 of its 2 603 bios cold
+//! zssd, 10 s, seed 1) gives the latency-critical requests 25 487 ns of software queue and
+//! 13 582 ns of hardware queue (`breakdown_ns`): 39.07 µs, with 2 635 of its 2 669 bios cold
 //! (`host.blk.latency_critical.cold_bios`). 37.2 µs at 2 GHz is ≈ 74 k cycles, a few hundred
 //! misses to memory at an assumed ≈ 100 ns each; we have no measurement of the path's cold
 //! footprint on the published platform, and no other calibration point depends on this
@@ -56,7 +59,8 @@
 //! QD1 pins above are unchanged (re-run: 14.798 / 11.650 / 13.398 / 10.250 µs); apache alone
 //! never does either (its own threads' code is not foreign), and its response time in the
 //! same command's `alone` run is 299.6 µs mean as before. Beside `index` (the study's
-//! breakdown pair; the same config with `index`): 38 414 + 800 ns, 2 624 of 2 646 bios cold.
+//! breakdown pair; the same config with `index`): 25 590 + 13 646 ns, 2 615 of 2 635 bios
+//! cold.
 //!
 //! What the cold cost leaves out: the other layers' cold paths (the syscall, the driver and
 //! completion have only the flat `cpu.cache_pollution_ns` of a displaced thread; no published
