@@ -82,6 +82,9 @@
 //!    layer (`index-breakdown`), NVMe commands, interrupts, polls and context switches (table),
 //!    CPU time by category for the LC class (table), the device cache's miss rate over time
 //!    (`index-miss-rate`) and context switches over time by class (`index-context-switches`).
+//! 5. Replicate spread (table): per service and stack, how many pairs' replicate p99s differ
+//!    by more than [`SPREAD_FLAG`]× and the widest ratio, so a reader sees where a median of
+//!    three still rests on luck.
 //!
 //! ## The execution-time breakdown (report 4)
 //! Every run's `summary.json` says where each process's time went (`host::exectime`): for an
@@ -305,13 +308,7 @@ fn replicated(
     name: &str,
     of: impl Fn(&ProcessHeadline) -> Option<f64>,
 ) -> Option<f64> {
-    let mut values = Vec::new();
-    for r in 0.. {
-        let Some(p) = process(results, &replicate_id(stack, online, partner, r), name) else {
-            break;
-        };
-        values.push(of(p)?);
-    }
+    let mut values = replicate_values(results, stack, online, partner, name, of)?;
     if values.is_empty() {
         return None;
     }
@@ -323,6 +320,30 @@ fn replicated(
         (values[mid - 1] + values[mid]) / 2.0
     })
 }
+
+/// A statistic of a process in each replicate of a stack run, in replicate order, up to the
+/// first missing replicate; `None` if a present replicate lacks the statistic.
+fn replicate_values(
+    results: &Results,
+    stack: &str,
+    online: &str,
+    partner: &str,
+    name: &str,
+    of: impl Fn(&ProcessHeadline) -> Option<f64>,
+) -> Option<Vec<f64>> {
+    let mut values = Vec::new();
+    for r in 0.. {
+        let Some(p) = process(results, &replicate_id(stack, online, partner, r), name) else {
+            break;
+        };
+        values.push(of(p)?);
+    }
+    Some(values)
+}
+
+/// Replicate p99s that differ by more than this factor (largest / smallest) are flagged in the
+/// spread table: one run's p99 then says little about the stack.
+pub const SPREAD_FLAG: f64 = 2.0;
 
 /// A statistic of a process of a stack run over the same under `vanilla`, each the median over
 /// the replicates.
@@ -1025,6 +1046,13 @@ pub fn tables(results: &Results) -> Vec<(String, Table)> {
             pairs_table(results),
         ),
         (
+            format!(
+                "Replicate spread: pairs whose {REPLICATES} seeds' p99s differ by more than \
+                 {SPREAD_FLAG}x, of those replicated, and the widest ratio"
+            ),
+            spread_table(results),
+        ),
+        (
             format!("Cache sensitivity: read hit rate (%) by class, {CACHE_SERVICE} with each offline job"),
             cache_table(results),
         ),
@@ -1076,6 +1104,39 @@ fn pairs_table(results: &Results) -> Table {
             }
             t.rows.push(row);
         }
+    }
+    t
+}
+
+/// How far apart the replicates are: per service and stack, the pairs (the ten co-runs and
+/// alone) whose replicates' p99s span more than [`SPREAD_FLAG`]× (largest / smallest), out of
+/// those with two or more replicates, and the widest span among them ("-" without
+/// replicates: `--quick`).
+fn spread_table(results: &Results) -> Table {
+    let mut t = Table {
+        header: stack_header("service: pairs over 2x (widest)"),
+        rows: vec![],
+    };
+    for online in ONLINE {
+        let mut row = vec![online.to_string()];
+        for stack in STACKS {
+            let spans: Vec<f64> = partners()
+                .filter_map(|partner| {
+                    let v = replicate_values(results, stack, online, partner, online, P99)?;
+                    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = v.iter().copied().fold(0.0, f64::max);
+                    (v.len() >= 2 && lo > 0.0).then(|| hi / lo)
+                })
+                .collect();
+            row.push(if spans.is_empty() {
+                "-".into()
+            } else {
+                let over = spans.iter().filter(|&&x| x > SPREAD_FLAG).count();
+                let widest = spans.iter().copied().fold(0.0, f64::max);
+                format!("{over} / {} ({widest:.1})", spans.len())
+            });
+        }
+        t.rows.push(row);
     }
     t
 }
@@ -1379,6 +1440,24 @@ mod tests {
         );
         let n = normalised(&two, "cacheopt", "apache", "kmeans", "apache", P99);
         assert_eq!(n, Some(1.0), "(2000 + 500) / (500 + 2000)");
+        // The spread table flags both comparisons (4× apart), each the only one replicated.
+        let t = spread_table(&results);
+        let row = t.rows.iter().find(|r| r[0] == "apache").unwrap();
+        assert_eq!(
+            (row[1].as_str(), row[2].as_str()),
+            ("1 / 1 (4.0)", "1 / 1 (4.0)")
+        );
+        assert_eq!(row[3], "-", "kernelopt has no runs");
+        // Without replicates nothing is measured; within 2× nothing is flagged.
+        let t = spread_table(&only_first);
+        assert_eq!(t.rows[0][1], "-");
+        let mut close = results.clone();
+        let id = replicate_id("vanilla", "apache", "kmeans", 1);
+        let p = responding("apache", 330_000, 900_000);
+        close.insert(id.clone(), system_result(&id, "vanilla", vec![p]));
+        let t = spread_table(&close);
+        let row = t.rows.iter().find(|r| r[0] == "apache").unwrap();
+        assert_eq!(row[1], "0 / 1 (1.8)");
     }
 
     #[test]
