@@ -296,19 +296,12 @@ fn process<'a>(results: &'a Results, id: &str, name: &str) -> Option<&'a Process
         .find(|p| p.name == name)
 }
 
-/// A statistic of a process: the median over the replicates of a stack run (replicate 0 must
-/// be there; the later ones are read up to the first missing, so a `--quick` study, with one,
-/// reads one). The median, not the mean: one replicate in three whose tail flipped (see
-/// "Replicates" in the essay) would still move a mean of p99s by half the flip.
-fn replicated(
-    results: &Results,
-    stack: &str,
-    online: &str,
-    partner: &str,
-    name: &str,
-    of: impl Fn(&ProcessHeadline) -> Option<f64>,
-) -> Option<f64> {
-    let mut values = replicate_values(results, stack, online, partner, name, of)?;
+/// The median of a statistic over the replicates of a stack run (the values
+/// [`replicate_values`] reads: replicate 0 must be there, the later ones are read up to the
+/// first missing, so a `--quick` study, with one, reads one). The median, not the mean: one
+/// replicate in three whose tail flipped (see "Replicates" in the essay) would still move a
+/// mean of p99s by half the flip.
+fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
@@ -355,8 +348,12 @@ fn normalised(
     name: &str,
     of: impl Fn(&ProcessHeadline) -> Option<f64>,
 ) -> Option<f64> {
-    let base = replicated(results, "vanilla", online, partner, name, &of)?;
-    let v = replicated(results, stack, online, partner, name, &of)?;
+    let base = median(replicate_values(
+        results, "vanilla", online, partner, name, &of,
+    )?)?;
+    let v = median(replicate_values(
+        results, stack, online, partner, name, &of,
+    )?)?;
     (base > 0.0).then(|| v / base)
 }
 
@@ -1088,7 +1085,11 @@ fn pairs_table(results: &Results) -> Table {
             for stack in STACKS {
                 let n = |of| normalised(results, stack, online, partner, online, of);
                 let text = if stack == "vanilla" {
-                    let own = |of| replicated(results, stack, online, partner, online, of);
+                    let own = |of| {
+                        median(replicate_values(
+                            results, stack, online, partner, online, of,
+                        )?)
+                    };
                     match (own(AVG), own(P99)) {
                         (Some(avg), Some(p99)) => format!(
                             "({} / {})",
