@@ -209,6 +209,22 @@ fn the_embedded_default_prints_its_reports_and_writes_the_system_summary() {
             .all(|p| p["name"] != "pagerank"),
         "the alone run holds apache only"
     );
+    // The co-run's cold submissions are counted and named in the table; alone, none.
+    let lc = |run: &serde_json::Value| run["host"]["blk"]["latency_critical"].clone();
+    let cold = lc(&s)["cold_bios"].as_u64().expect("co-run cold_bios");
+    assert!(
+        cold * 10 > lc(&s)["bios"].as_u64().unwrap() * 9,
+        "{}",
+        lc(&s)
+    );
+    assert!(
+        lc(&s["alone"]).get("cold_bios").is_none(),
+        "{}",
+        lc(&s["alone"])
+    );
+    let line = format!("(co-run: {cold} of ");
+    assert!(table.contains(&line), "`{line}` missing from:\n{table}");
+    assert!(!table.contains("(alone: "), "{table}");
 }
 
 #[test]

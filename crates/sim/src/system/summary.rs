@@ -494,7 +494,19 @@ impl SystemSummary {
         if let Some(a) = &self.alone {
             out.push_str(&b_line("alone", &a.breakdown_ns));
         }
-        out.push_str("(device queue/service split: service = fastest device time seen for the same direction and size)\n\n");
+        out.push_str("(device queue/service split: service = fastest device time seen for the same direction and size)\n");
+        for (label, r) in [("co-run", Some(run)), ("alone", self.alone.as_ref())] {
+            let Some(r) = r else { continue };
+            let lc = &r.host.blk.latency_critical;
+            if lc.cold_bios > 0 {
+                out.push_str(&format!(
+                    "({label}: {} of {} latency-critical bios submitted cold, after another \
+                     process's code ran on their core: blk.cold_submit_ns each)\n",
+                    lc.cold_bios, lc.bios
+                ));
+            }
+        }
+        out.push('\n');
         for (label, r) in [("co-run", Some(run)), ("alone", self.alone.as_ref())] {
             let Some(r) = r else { continue };
             let s = &r.sim;
