@@ -95,11 +95,11 @@ impl Host {
             };
             let ns = self.cfg.blk.bio_submit_ns + search_ns + cold_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
-            let bypass = self.bypasses(class);
             let th = &mut self.threads[t as usize];
             th.last_bio_submit = self.now;
-            // Its dispatch runs cold too, once (a bypassing bio has none).
-            th.cold_dispatch |= cold && !bypass;
+            // Its dispatch runs cold too, once: a bypassing bio has none unless the hazard
+            // rule sends it to the queue, and the flag ends with the batch.
+            th.cold_dispatch |= cold;
             // A bio retried after a wait for a request entered the block layer before the
             // wait: the wait is block-layer time (a tag wait) in its breakdown.
             if !std::mem::take(&mut th.alloc_retry) {

@@ -1212,6 +1212,7 @@ mod tests {
         assert_eq!(ids.len(), full.len());
     }
 
+    /// A stack's figure is its replicates' median over vanilla's, not replicate 0's ratio.
     #[test]
     fn normalised_figures_are_over_the_replicates_medians() {
         let results = flipped_replicates();
