@@ -109,8 +109,8 @@
 //! pagerank's requests, 6 410 per second at 39.4 µs each from submission to completion, keep
 //! 0.25 of a request in flight on average, 0.032 per hardware queue. A latency-critical
 //! request that had to wait for every throughput request in its queue to *complete* would wait
-//! 0.032 × 39.4 ≈ 1.2 µs on average; 9.9 µs if all 8 cores shared one queue. With `index`: 3 571
-//! per second at 33.1 µs, 0.5 µs per queue, 3.9 µs with one shared queue. The queueing
+//! 0.032 × 39.4 ≈ 1.2 µs on average; 9.9 µs if all 8 cores shared one queue. With `index`:
+//! 3 571 per second at 33.1 µs, 0.5 µs per queue, 3.9 µs with one shared queue. The queueing
 //! mechanisms act on shallow or shared queues and under schedulers (the `kblockd` tests: over
 //! 10 µs of software queue on 8-entry queues).
 //!

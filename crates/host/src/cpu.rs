@@ -1,10 +1,11 @@
 //! CPU cores, the scheduler and interrupts: who runs where, and where every nanosecond goes.
 //!
 //! ## What it models
-//! N cores, each with its own run queue (balanced only when `cpu.load_balance` says so, below). A thread is
-//! blocked, runnable (in one core's run queue) or running (owning a core). While it runs it
-//! works through a *burst*: a stretch of CPU work of known length and category (user code,
-//! syscall, page cache, block layer, driver, block-layer completion, polling). When the burst
+//! N cores, each with its own run queue (balanced only when `cpu.load_balance` says so,
+//! below). A thread is blocked, runnable (in one core's run queue) or running (owning a
+//! core). While it runs it works through a *burst*: a stretch of CPU work of known length and
+//! category (user code, syscall, page cache, block layer, driver, block-layer completion,
+//! polling). When the burst
 //! ends, the machine (`machine.rs`) decides what the thread does next: another burst, block, or
 //! exit. A polling thread's burst has no end until the machine pokes it (a completion landed).
 //! The scheduler owns no event queue: [`Cpu::reschedule`] hands each re-planned core's next
@@ -91,9 +92,10 @@
 //! costs are drawn per switch when `jitter.cost_cv_pct` > 0; the tick is `jitter`'s.
 //!
 //! ## What it leaves out
-//! Periodic load balancing of busy cores (`rebalance_domains`), scheduling domains, nice values other than 0 (applications)
-//! and −20 (kblockd), SMT, frequency scaling, the IPI's delivery latency (its handler is modelled, below), softirq deferral (the
-//! completion runs in the hard interrupt).
+//! Periodic load balancing of busy cores (`rebalance_domains`), scheduling domains, nice
+//! values other than 0 (applications) and −20 (kblockd), SMT, frequency scaling, the IPI's
+//! delivery latency (its handler is modelled, below), softirq deferral (the completion runs in
+//! the hard interrupt).
 //!
 //! Config keys: `cpu.*` (see `config.rs`).
 
