@@ -6,7 +6,8 @@
 //! core). While it runs it works through a *burst*: a stretch of CPU work of known length and
 //! category (user code, syscall, page cache, block layer, driver, block-layer completion,
 //! polling). When the burst ends, the machine (`machine.rs`) decides what the thread does
-//! next: another burst, block, or exit. A polling thread's burst has no end until the machine pokes it (a completion landed).
+//! next: another burst, block, or exit. A polling thread's burst has no end until the machine
+//! pokes it (a completion landed).
 //! The scheduler owns no event queue: [`Cpu::reschedule`] hands each re-planned core's next
 //! decision point out as a [`CoreTimer`], which the machine wraps in its own event and brings
 //! back through [`Cpu::on_event`] (stale if the core was re-planned since).
