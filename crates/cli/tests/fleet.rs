@@ -96,8 +96,14 @@ fn server_config(native_port: u16, nbd_port: u16) -> String {
     s
 }
 
+/// The p95 every fleet tenant asks for, in `spec` and checked after the benches.
+const SLO_P95_NS: u64 = 20_000_000;
+
 fn spec(name: &str) -> String {
-    format!("name={name},secret={SECRET},volume=fast,class=lc,iops=200,p95=20ms,read=100,size=4k")
+    format!(
+        "name={name},secret={SECRET},volume=fast,class=lc,iops=200,p95={}ms,read=100,size=4k",
+        SLO_P95_NS / 1_000_000
+    )
 }
 
 /// `refused NAME: why` lines: (name, why).
@@ -372,9 +378,12 @@ fn more_tenants_than_fit_race_for_the_last_places_and_a_dead_server_is_rebalance
             let p95 = t["reads"]["latency_ns"]["p95"]
                 .as_u64()
                 .expect("a read p95");
+            // The SLO itself: a tighter bound (5 ms once) fails on a loaded CI machine
+            // whose scheduler stalls the bench client (p95 5.12 ms seen in CI).
             assert!(
-                p95 <= 5_000_000,
-                "{id}: p95 {p95} ns over the 20 ms SLO: {t}"
+                p95 <= SLO_P95_NS,
+                "{id}: p95 {p95} ns over the {} ms SLO: {t}",
+                SLO_P95_NS / 1_000_000
             );
             // Served what it offered: Poisson arrivals at 200/s over the 2 s window are
             // 400 ± 20 requests, so bench's own `slo_met` (≥ 95 % of 200 IOPS, i.e. one
