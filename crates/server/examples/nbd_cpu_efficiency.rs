@@ -11,10 +11,22 @@
 //! `ullstack_worker_batch_requests` metric): ~1.5–3 means the worker wakes per request or two,
 //! and the coalescing ladder (`coalesce.rs`) is not finding batches on this machine.
 //!
+//! *What a sleep costs here.* Before the fio phase it measures the CPU time this machine
+//! charges a thread for one sleep-and-wake (2,000 sleeps of 40 µs, the coalescing ladder's
+//! first rung, with the worker's 1 ns timer slack; `/proc/thread-self/schedstat`, the
+//! scheduler's own run-time account, which utime + stime are scaled to). After it, it counts
+//! the times ullstack's threads slept (voluntary context switches) per I/O and prints what
+//! those sleeps alone cost per I/O, and the ratio to nbdkit that cost alone would allow. A
+//! server that must wake for each batch of a QD32 client cannot use less CPU per I/O than
+//! (sleep cost) / (I/Os per sleep), however little its own code does: on a VM where a
+//! sleep-and-wake costs ~45 µs (measured 2026-11-28) that bound is below 3× nbdkit.
+//!
 //! CPU time is utime + stime from `/proc/<pid>/stat` (nbdkit) or summed over this process's
 //! `ullstack-*` threads and the kernel's io_uring workers (`iou-*`) from
 //! `/proc/self/task/*/stat` (the ullstack server runs inside this process; fio, or the
-//! pipelining client's threads, do not count). `ULLSTACK_SCHEDULER=off` runs ullstack without
+//! pipelining client's threads, do not count). The write loads also print the whole process's
+//! CPU less the client threads' own (`getrusage(RUSAGE_THREAD)`), which counts io_uring
+//! workers that exited mid-run too: the two agree (6.54 s and 6.54 s, file, 2026-11-28). `ULLSTACK_SCHEDULER=off` runs ullstack without
 //! the token scheduler (nbdkit has no QoS; with it, a best-effort tenant's 1 KiB writes are held
 //! to the device profile's rate, ~57 K/s on `reflex-a`).
 //!
@@ -46,14 +58,14 @@ fn clock_ticks_per_sec() -> f64 {
     }
 }
 
-/// utime + stime from one `stat` file's text, seconds.
-fn stat_cpu_seconds(stat: &str) -> f64 {
+/// (utime, stime) from one `stat` file's text, seconds.
+fn stat_user_sys_seconds(stat: &str) -> (f64, f64) {
     // Fields after the ")" of the command name; utime and stime are fields 14 and 15.
     let after = stat.rsplit(')').next().unwrap_or("");
     let fields: Vec<&str> = after.split_whitespace().collect();
     let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (utime + stime) / clock_ticks_per_sec()
+    (utime / clock_ticks_per_sec(), stime / clock_ticks_per_sec())
 }
 
 /// Where a server's CPU time is read.
@@ -65,23 +77,82 @@ enum Server {
     OurThreads,
 }
 
+/// This whole process's CPU time so far, seconds: its live threads and every thread that has
+/// exited (`/proc/self/stat`).
+fn process_cpu_seconds() -> f64 {
+    let (user, sys) =
+        stat_user_sys_seconds(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default());
+    user + sys
+}
+
+/// Voluntary context switches (sleeps) of this process's `ullstack-*` threads.
+fn our_sleeps() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("ullstack-"))
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// This thread's run time so far, ns (`/proc/thread-self/schedstat`, first field).
+fn thread_run_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// CPU time (µs) and wall time (µs) of one sleep-and-wake on this machine: `count` sleeps of
+/// `sleep_ns` with 1 ns timer slack, as a pausing worker does them.
+fn sleep_wake_cost(count: u32, sleep_ns: u64) -> Option<(f64, f64)> {
+    server::sys::set_fine_timer_slack();
+    let (cpu0, t0) = (thread_run_ns()?, Instant::now());
+    for _ in 0..count {
+        std::thread::sleep(Duration::from_nanos(sleep_ns));
+    }
+    let (cpu1, wall) = (thread_run_ns()?, t0.elapsed());
+    Some((
+        (cpu1 - cpu0) as f64 / 1e3 / f64::from(count),
+        wall.as_secs_f64() * 1e6 / f64::from(count),
+    ))
+}
+
 impl Server {
     fn cpu_seconds(&self) -> f64 {
+        let (user, sys) = self.user_sys_seconds();
+        user + sys
+    }
+
+    /// User and system CPU time so far, seconds.
+    fn user_sys_seconds(&self) -> (f64, f64) {
         match self {
-            Server::Process(pid) => stat_cpu_seconds(
+            Server::Process(pid) => stat_user_sys_seconds(
                 &std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default(),
             ),
             Server::OurThreads => {
                 let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-                    return 0.0;
+                    return (0.0, 0.0);
                 };
                 tasks
                     .flatten()
                     .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
                     // The server's threads and the io_uring workers the kernel runs for them.
                     .filter(|stat| stat.contains("(ullstack-") || stat.contains("(iou-"))
-                    .map(|stat| stat_cpu_seconds(&stat))
-                    .sum()
+                    .map(|stat| stat_user_sys_seconds(&stat))
+                    .fold((0.0, 0.0), |(u, s), (du, ds)| (u + du, s + ds))
             }
         }
     }
@@ -139,21 +210,37 @@ fn batch_totals(metrics_text: &str) -> (f64, f64) {
     )
 }
 
+/// One fio run's figures.
+struct Measured {
+    /// I/Os per server-CPU-second.
+    per_cpu: f64,
+    /// I/Os per sleep of the server's threads (ours only).
+    per_sleep: Option<f64>,
+    /// System (kernel) CPU time per I/O, µs.
+    sys_us_per_io: f64,
+}
+
 /// Runs fio against `uri` and reports I/Os per CPU-second of `server`; with `ours`, also the
-/// requests each worker step took (the coalescing ladder's effect: see `coalesce.rs`).
+/// requests each worker step took (the coalescing ladder's effect: see `coalesce.rs`) and
+/// the I/Os per sleep of its threads.
 fn measure(
     name: &str,
     server: &Server,
     ours: Option<&server::ServerHandle>,
     uri: &str,
     seconds: u64,
-) -> Option<f64> {
+) -> Option<Measured> {
     fio(uri, 1)?; // warm-up: connections, page faults, allocator
     let batches = || ours.map(|h| batch_totals(&h.shared().metrics.encode_text()));
-    let before = server.cpu_seconds();
+    let before = server.user_sys_seconds();
     let batches_before = batches();
+    let sleeps_before = our_sleeps();
     let r = fio(uri, seconds)?;
-    let cpu = server.cpu_seconds() - before;
+    let after = server.user_sys_seconds();
+    let sys_us_per_io = (after.1 - before.1) * 1e6 / r.ios.max(1) as f64;
+    let cpu = (after.0 + after.1) - (before.0 + before.1);
+    let sleeps = our_sleeps() - sleeps_before;
+    let per_sleep = (ours.is_some() && sleeps > 0).then(|| r.ios as f64 / sleeps as f64);
     let per_cpu = r.ios as f64 / cpu.max(1e-9);
     let per_step = match (batches_before, batches()) {
         (Some((r0, s0)), Some((r1, s1))) if s1 > s0 => {
@@ -161,11 +248,18 @@ fn measure(
         }
         _ => String::new(),
     };
+    let per_sleep_text = per_sleep
+        .map(|v| format!(", {v:.1} per sleep, {sys_us_per_io:.2} us system CPU per I/O"))
+        .unwrap_or_default();
     println!(
-        "{name:<22} {:>9} I/Os  {:>8.0} IOPS  p99 {:>7.0} us  server CPU {:>6.2} s  => {:>8.0} I/Os per CPU-second{per_step}",
+        "{name:<22} {:>9} I/Os  {:>8.0} IOPS  p99 {:>7.0} us  server CPU {:>6.2} s  => {:>8.0} I/Os per CPU-second{per_step}{per_sleep_text}",
         r.ios, r.iops, r.p99_us, cpu, per_cpu
     );
-    Some(per_cpu)
+    Some(Measured {
+        per_cpu,
+        per_sleep,
+        sys_us_per_io,
+    })
 }
 
 /// A fixed-newstyle NBD handshake (NBD_OPT_GO for `export`); the stream is then in
@@ -203,12 +297,26 @@ fn nbd_connect(addr: &str, export: &str) -> std::io::Result<TcpStream> {
 }
 
 /// `count` pipelined 1 KiB writes on one connection; returns the wall time, or None on error.
-fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<Duration> {
+/// This thread's user + system CPU time so far, seconds (`getrusage(RUSAGE_THREAD)`).
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes only into the struct it is given.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
+        return 0.0;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(r.ru_utime) + secs(r.ru_stime)
+}
+
+/// Sends `count` pipelined writes and reads their replies; returns the wall time and the CPU
+/// the client's two threads spent (seconds).
+fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<(Duration, f64)> {
     let stream = nbd_connect(addr, export).ok()?;
     let mut tx = stream.try_clone().ok()?;
     let mut rx = stream;
     let start = Instant::now();
-    let writer = std::thread::spawn(move || -> std::io::Result<()> {
+    let reader_cpu0 = thread_cpu_seconds();
+    let writer = std::thread::spawn(move || -> std::io::Result<f64> {
         let payload = [0xa5u8; 1024];
         let mut batch = Vec::with_capacity(256 * 1052);
         for i in 0..count {
@@ -224,7 +332,8 @@ fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<Duration> {
                 batch.clear();
             }
         }
-        tx.write_all(&batch)
+        tx.write_all(&batch)?;
+        Ok(thread_cpu_seconds())
     });
     let mut head = [0u8; 16];
     for _ in 0..count {
@@ -234,7 +343,8 @@ fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<Duration> {
         }
     }
     let elapsed = start.elapsed();
-    writer.join().ok()?.ok()?;
+    let writer_cpu = writer.join().ok()?.ok()?;
+    let client_cpu = writer_cpu + thread_cpu_seconds() - reader_cpu0;
     // NBD_CMD_DISC.
     let mut disc = Vec::new();
     disc.extend_from_slice(&0x2560_9513u32.to_be_bytes());
@@ -242,7 +352,7 @@ fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<Duration> {
     disc.extend_from_slice(&2u16.to_be_bytes());
     disc.extend_from_slice(&[0u8; 20]);
     let _ = rx.write_all(&disc);
-    Some(elapsed)
+    Some((elapsed, client_cpu))
 }
 
 /// Runs the pipelined writes and reports server CPU for them.
@@ -255,10 +365,30 @@ fn measure_writes(
 ) -> Option<f64> {
     pipelined_writes(addr, export, count / 10)?; // warm-up
     let before = server.cpu_seconds();
-    let wall = pipelined_writes(addr, export, count)?;
+    let process_before = process_cpu_seconds();
+    let sleeps_before = our_sleeps();
+    let (wall, client_cpu) = pipelined_writes(addr, export, count)?;
     let cpu = server.cpu_seconds() - before;
+    // Cross-check for the in-process server: the whole process's CPU less the client's
+    // threads also counts io_uring workers that exited during the run.
+    let whole = matches!(server, Server::OurThreads).then(|| {
+        format!(
+            " (process less client: {:.2} s)",
+            process_cpu_seconds() - process_before - client_cpu
+        )
+    });
+    let sleeps = our_sleeps() - sleeps_before;
+    let sleeps_text = match whole {
+        Some(whole) if sleeps > 0 => {
+            format!(
+                "{whole}, {:.1} writes per sleep",
+                count as f64 / sleeps as f64
+            )
+        }
+        _ => String::new(),
+    };
     println!(
-        "{name:<22} {count:>9} writes  {:>8.0} writes/s  server CPU {cpu:>6.2} s  => {:>8.0} writes per CPU-second",
+        "{name:<22} {count:>9} writes  {:>8.0} writes/s  server CPU {cpu:>6.2} s  => {:>8.0} writes per CPU-second{sleeps_text}",
         count as f64 / wall.as_secs_f64(),
         count as f64 / cpu.max(1e-9)
     );
@@ -382,8 +512,19 @@ fn main() {
     if !nbdkit {
         println!("nbdkit is not installed: measuring ullstack alone (apt-get install nbdkit)");
     }
+    let sleep_cost = if phase("fio") {
+        sleep_wake_cost(2_000, 40_000)
+    } else {
+        None
+    };
+    if let Some((cpu_us, wall_us)) = sleep_cost {
+        println!(
+            "one sleep-and-wake on this machine: {cpu_us:.1} us of CPU, {wall_us:.0} us wall (2000 sleeps of 40 us, 1 ns timer slack)"
+        );
+    }
     println!("fio nbd engine, 4 KiB random read, iodepth 32, {seconds} s per run, {rounds} rounds");
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut per_sleep, mut sys_per_io) = (Vec::new(), Vec::new());
     for _ in 0..if phase("fio") { rounds } else { 0 } {
         if let Some(v) = measure(
             "ullstack serve --memory",
@@ -392,7 +533,9 @@ fn main() {
             &ours_uri,
             seconds,
         ) {
-            ours.push(v);
+            ours.push(v.per_cpu);
+            per_sleep.extend(v.per_sleep);
+            sys_per_io.push(v.sys_us_per_io);
         }
         if nbdkit {
             let port = free_port();
@@ -425,7 +568,7 @@ fn main() {
                 &format!("nbd://127.0.0.1:{port}/"),
                 seconds,
             ) {
-                theirs.push(v);
+                theirs.push(v.per_cpu);
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -442,6 +585,26 @@ fn main() {
             "ratio ullstack / nbdkit: {:.2}x (target >= 3x)",
             ours_median / theirs_median.max(1e-9)
         );
+        if let (Some((cpu_us, _)), false) = (sleep_cost, per_sleep.is_empty()) {
+            // The floor sleeping alone puts under ullstack's CPU per I/O, and the ratio to
+            // nbdkit it leaves room for even if everything else were free.
+            let per_sleep = median(per_sleep);
+            let sleep_us_per_io = cpu_us / per_sleep;
+            let ours_us_per_io = 1e6 / ours_median.max(1e-9);
+            let theirs_us_per_io = 1e6 / theirs_median.max(1e-9);
+            let sys_us_per_io = median(sys_per_io);
+            println!(
+                "ullstack's sleeps: {per_sleep:.1} I/Os per sleep, so {sleep_us_per_io:.2} us of its {ours_us_per_io:.2} us of CPU per I/O ({:.0} %); nbdkit spent {theirs_us_per_io:.2} us per I/O: sleeps alone allow at most {:.2}x",
+                100.0 * sleep_us_per_io / ours_us_per_io,
+                theirs_us_per_io / sleep_us_per_io
+            );
+            // The kernel's share (sleeps, socket reads and writes) stays whatever the
+            // server's own code costs.
+            println!(
+                "ullstack's system CPU: {sys_us_per_io:.2} us per I/O (sleeps and socket calls): with its own code free, at most {:.2}x",
+                theirs_us_per_io / sys_us_per_io.max(1e-9)
+            );
+        }
     }
     let ours_addr = server
         .addrs
