@@ -16,10 +16,11 @@
 //! first rung, with the worker's 1 ns timer slack; `/proc/thread-self/schedstat`, the
 //! scheduler's own run-time account, which utime + stime are scaled to). After it, it counts
 //! the times ullstack's threads slept (voluntary context switches) per I/O and prints what
-//! those sleeps alone cost per I/O, and the ratio to nbdkit that cost alone would allow. A
-//! server that must wake for each batch of a QD32 client cannot use less CPU per I/O than
-//! (sleep cost) / (I/Os per sleep), however little its own code does: on a VM where a
-//! sleep-and-wake costs ~45 µs (measured 2026-11-28) that bound is below 3× nbdkit.
+//! those sleeps alone cost per I/O, and the ratio to nbdkit that cost alone would allow; then
+//! the same for all of its system time (the sleeps and the socket calls). A server that must
+//! wake for each batch of a QD32 client cannot use less CPU per I/O than (sleep cost) / (I/Os
+//! per sleep) plus the kernel's TCP work, however little its own code does. On 2026-11-28's VM
+//! (a sleep-and-wake 35 µs of CPU) the second bound was 2.10× nbdkit: under the 3× target.
 //!
 //! CPU time is utime + stime from `/proc/<pid>/stat` (nbdkit) or summed over this process's
 //! `ullstack-*` threads and the kernel's io_uring workers (`iou-*`) from
