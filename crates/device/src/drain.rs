@@ -621,11 +621,9 @@ mod tests {
         s.check_consistency().unwrap();
     }
 
-    /// `cache.read_staging`: with the whole DRAM dirty (a 400-unit DRAM that is all write
-    /// buffer, filled by unhinted writes under `on-full`), a read miss that stages in DRAM
-    /// waits for an eviction program; one that bypasses goes to the host at flash-read speed.
-    /// [`small_tlc`] with all of its DRAM write buffer, every line of it dirty (400 units),
-    /// and a one-unit read miss of LPN 10,000 (cid 5,000) submitted at the returned time.
+    /// [`small_tlc`] with all of its DRAM write buffer, every line of it dirty (400 units,
+    /// unhinted writes under `on-full`), and a one-unit read miss of LPN 10,000 (cid 5,000)
+    /// submitted at the returned time.
     fn read_into_all_dirty_dram(
         staging: crate::config::ReadStaging,
     ) -> (Ssd, SimTime, Vec<crate::Completion>) {
@@ -643,6 +641,9 @@ mod tests {
         (s, at, done)
     }
 
+    /// `cache.read_staging`: with the whole DRAM dirty (a 400-unit DRAM that is all write
+    /// buffer, filled by unhinted writes under `on-full`), a read miss that stages in DRAM
+    /// waits for an eviction program; one that bypasses goes to the host at flash-read speed.
     #[test]
     fn a_read_into_an_all_dirty_dram_waits_for_an_eviction_when_it_stages_there() {
         use crate::config::ReadStaging;

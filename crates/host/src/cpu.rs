@@ -353,12 +353,8 @@ pub struct CoreStats {
     pub interrupts: u64,
     /// Threads this core took from another core's run queue (`cpu.load_balance`); left out
     /// of reports while 0 (always, with balancing off).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::is_zero")]
     pub migrations_in: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 pub struct Cpu {

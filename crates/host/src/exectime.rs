@@ -66,7 +66,8 @@
 //! Beside `pagerank` (a hog on every core) the server thread waits out a hog's slice for most
 //! requests: 73.7 µs of `run_queue` per request, and 23.9 µs more of block layer (cold
 //! submissions: pagerank computed on the worker's core while it slept, `blk_submit`); 396.3 µs
-//! in all, the other 4.8 µs of the change switches, stolen time and I/O wait.
+//! in all, the other 4.8 µs of the change switches, I/O wait, stolen time, system calls and
+//! the driver.
 //!
 //! ## What it leaves out
 //! Time before a thread's process starts; the client's and the network's CPU; a split of the

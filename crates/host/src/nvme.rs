@@ -131,12 +131,8 @@ pub struct NvmeStats {
     /// Last write-buffer occupancy the device reported, percent.
     pub last_write_buffer_pct: u8,
     /// Requests the queue accelerator merged into a waiting entry (omitted at 0).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::is_zero")]
     pub accel_merges: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 /// Builds the command for a dispatched request. The reserved field carries the request's

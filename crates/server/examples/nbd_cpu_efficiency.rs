@@ -13,8 +13,8 @@
 //!
 //! *What a sleep costs here.* Before the fio phase it measures the CPU time this machine
 //! charges a thread for one sleep-and-wake (2,000 sleeps of 40 µs, the coalescing ladder's
-//! first rung, with the worker's 1 ns timer slack; `/proc/thread-self/schedstat`, the
-//! scheduler's own run-time account, which utime + stime are scaled to). After it, it counts
+//! first rung, with the worker's 1 ns timer slack, on a thread of their own;
+//! `getrusage(RUSAGE_THREAD)`, the scheduler's run-time account that utime + stime are). After it, it counts
 //! the times ullstack's threads slept (voluntary context switches) per I/O and prints what
 //! those sleeps alone cost per I/O, and the ratio to nbdkit that cost alone would allow; then
 //! the same for all of its system time (the sleeps and the socket calls). A server that must
@@ -78,6 +78,34 @@ enum Server {
     OurThreads,
 }
 
+impl Server {
+    fn cpu_seconds(&self) -> f64 {
+        let (user, sys) = self.user_sys_seconds();
+        user + sys
+    }
+
+    /// User and system CPU time so far, seconds.
+    fn user_sys_seconds(&self) -> (f64, f64) {
+        match self {
+            Server::Process(pid) => stat_user_sys_seconds(
+                &std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default(),
+            ),
+            Server::OurThreads => {
+                let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+                    return (0.0, 0.0);
+                };
+                tasks
+                    .flatten()
+                    .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+                    // The server's threads and the io_uring workers the kernel runs for them.
+                    .filter(|stat| stat.contains("(ullstack-") || stat.contains("(iou-"))
+                    .map(|stat| stat_user_sys_seconds(&stat))
+                    .fold((0.0, 0.0), |(u, s), (du, ds)| (u + du, s + ds))
+            }
+        }
+    }
+}
+
 /// This whole process's CPU time so far, seconds: its live threads and every thread that has
 /// exited (`/proc/self/stat`).
 fn process_cpu_seconds() -> f64 {
@@ -106,57 +134,37 @@ fn our_sleeps() -> u64 {
         .sum()
 }
 
-/// This thread's run time so far, ns (`/proc/thread-self/schedstat`, first field).
-fn thread_run_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// CPU time (µs) and wall time (µs) of one sleep-and-wake on this machine: `count` sleeps of
-/// `sleep_ns` with 1 ns timer slack, as a pausing worker does them.
+/// `sleep_ns` with 1 ns timer slack, as a pausing worker does them, on a thread of their own
+/// (the slack is a thread's setting).
 fn sleep_wake_cost(count: u32, sleep_ns: u64) -> Option<(f64, f64)> {
-    server::sys::set_fine_timer_slack();
-    let (cpu0, t0) = (thread_run_ns()?, Instant::now());
-    for _ in 0..count {
-        std::thread::sleep(Duration::from_nanos(sleep_ns));
-    }
-    let (cpu1, wall) = (thread_run_ns()?, t0.elapsed());
-    Some((
-        (cpu1 - cpu0) as f64 / 1e3 / f64::from(count),
-        wall.as_secs_f64() * 1e6 / f64::from(count),
-    ))
+    std::thread::spawn(move || {
+        server::sys::set_fine_timer_slack();
+        let (cpu0, t0) = (thread_cpu_seconds()?, Instant::now());
+        for _ in 0..count {
+            std::thread::sleep(Duration::from_nanos(sleep_ns));
+        }
+        let (cpu1, wall) = (thread_cpu_seconds()?, t0.elapsed());
+        Some((
+            (cpu1 - cpu0) * 1e6 / f64::from(count),
+            wall.as_secs_f64() * 1e6 / f64::from(count),
+        ))
+    })
+    .join()
+    .ok()?
 }
 
-impl Server {
-    fn cpu_seconds(&self) -> f64 {
-        let (user, sys) = self.user_sys_seconds();
-        user + sys
+/// This thread's user + system CPU time so far, seconds (`getrusage(RUSAGE_THREAD)`: the
+/// scheduler's run-time account, as `/proc/*/stat`'s utime + stime are).
+fn thread_cpu_seconds() -> Option<f64> {
+    // SAFETY: an all-zero `rusage` is a valid value (integers and timevals).
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only into the struct it is given, which outlives the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
+        return None;
     }
-
-    /// User and system CPU time so far, seconds.
-    fn user_sys_seconds(&self) -> (f64, f64) {
-        match self {
-            Server::Process(pid) => stat_user_sys_seconds(
-                &std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default(),
-            ),
-            Server::OurThreads => {
-                let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-                    return (0.0, 0.0);
-                };
-                tasks
-                    .flatten()
-                    .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-                    // The server's threads and the io_uring workers the kernel runs for them.
-                    .filter(|stat| stat.contains("(ullstack-") || stat.contains("(iou-"))
-                    .map(|stat| stat_user_sys_seconds(&stat))
-                    .fold((0.0, 0.0), |(u, s), (du, ds)| (u + du, s + ds))
-            }
-        }
-    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Some(secs(r.ru_utime) + secs(r.ru_stime))
 }
 
 struct FioResult {
@@ -297,18 +305,6 @@ fn nbd_connect(addr: &str, export: &str) -> std::io::Result<TcpStream> {
     }
 }
 
-/// `count` pipelined 1 KiB writes on one connection; returns the wall time, or None on error.
-/// This thread's user + system CPU time so far, seconds (`getrusage(RUSAGE_THREAD)`).
-fn thread_cpu_seconds() -> f64 {
-    // SAFETY: getrusage writes only into the struct it is given.
-    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
-        return 0.0;
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    secs(r.ru_utime) + secs(r.ru_stime)
-}
-
 /// Sends `count` pipelined writes and reads their replies; returns the wall time and the CPU
 /// the client's two threads spent (seconds).
 fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<(Duration, f64)> {
@@ -316,7 +312,7 @@ fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<(Duration, f
     let mut tx = stream.try_clone().ok()?;
     let mut rx = stream;
     let start = Instant::now();
-    let reader_cpu0 = thread_cpu_seconds();
+    let reader_cpu0 = thread_cpu_seconds()?;
     let writer = std::thread::spawn(move || -> std::io::Result<f64> {
         let payload = [0xa5u8; 1024];
         let mut batch = Vec::with_capacity(256 * 1052);
@@ -334,7 +330,7 @@ fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<(Duration, f
             }
         }
         tx.write_all(&batch)?;
-        Ok(thread_cpu_seconds())
+        Ok(thread_cpu_seconds().unwrap_or(0.0))
     });
     let mut head = [0u8; 16];
     for _ in 0..count {
@@ -345,7 +341,7 @@ fn pipelined_writes(addr: &str, export: &str, count: u64) -> Option<(Duration, f
     }
     let elapsed = start.elapsed();
     let writer_cpu = writer.join().ok()?.ok()?;
-    let client_cpu = writer_cpu + thread_cpu_seconds() - reader_cpu0;
+    let client_cpu = writer_cpu + thread_cpu_seconds()? - reader_cpu0;
     // NBD_CMD_DISC.
     let mut disc = Vec::new();
     disc.extend_from_slice(&0x2560_9513u32.to_be_bytes());

@@ -14,7 +14,7 @@
 //! `epoll_pwait2` 25 % of which 15 % the context switch, `read` 21 %, our own code ~7 %). A
 //! pause is not free either: on this VM a sleep that ends on a timer costs the sleeping thread
 //! ~17 µs of CPU whatever its length (docs/server.md), so a pause must gather several requests
-//! to pay for itself. What a sleep costs is the machine's, not the server's: 35–51 µs of CPU
+//! to pay for itself. What a sleep costs is the machine's, not the server's: 31–57 µs of CPU
 //! on 2026-11-28's VM (a Firecracker guest under nested virtualization, where going idle and
 //! back is dear); `nbd_cpu_efficiency` measures it and prints the bound it puts on I/Os per
 //! CPU-second.
@@ -90,10 +90,11 @@ pub const DECIDE_AFTER_STEPS: u64 = 32;
 pub const PRODUCTIVE_GAIN_MILLI: u64 = 1_300;
 /// The batch a pause aims for: at ~20 µs of fixed cost per step (the sleep ~17 µs on this VM,
 /// plus the system calls) and ~1.5 µs per request, 16 requests put the fixed cost under half
-/// of the total. The sleep's cost is the machine's: 35–51 µs of CPU on 2026-11-28's VM
-/// (`nbd_cpu_efficiency` prints it), where the same rule would ask for ~32; there a target of
-/// 32 with pauses up to 640 µs was tried and fio at iodepth 32 still gave 15–19 requests per
-/// step (it has no more outstanding at the server), so 16 stays (docs/server.md).
+/// of the total. The sleep's cost is the machine's: 31–57 µs of CPU on 2026-11-28's VM
+/// (`nbd_cpu_efficiency` prints it), where the same rule would ask for 20–40; there a target
+/// of 32 with the longest pause 160, 320 or 640 µs was tried and fio at iodepth 32 still gave
+/// 14.5–18.9 requests per sleep (it has no more outstanding at the server), so 16 stays
+/// (docs/server.md, 2026-11-28).
 pub const TARGET_BATCH: u64 = 16;
 /// After stepping down, steps before the worker may climb again (at ~20 K steps/s, ~50 ms).
 pub const COOLDOWN_STEPS: u64 = 1_024;

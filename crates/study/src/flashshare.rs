@@ -1111,8 +1111,6 @@ mod tests {
             .contains(&format!("duration_ms = {FULL_MS}")));
     }
 
-    /// Every span the host accounts, and a request's network and worker-queue parts, is in
-    /// exactly one part of the breakdown: a bar is its whole total.
     /// A system run's result holding `processes` (everything else empty).
     pub(super) fn system_result(
         id: &str,

@@ -191,6 +191,8 @@ mod tests {
     use super::*;
     use crate::results::ProcessHeadline;
 
+    /// Every span the host accounts, and a request's network and worker-queue parts, is in
+    /// exactly one part of the breakdown: a bar is its whole total.
     #[test]
     fn every_span_is_in_exactly_one_part() {
         let names = host::SPANS
