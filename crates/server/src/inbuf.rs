@@ -93,10 +93,15 @@ impl InBuf {
     }
 
     /// Whether a connection that stopped being read for lack of room may be read again: a
-    /// quarter of the read-ahead free (so it is read in large gulps, not a frame at a time).
+    /// quarter of the read-ahead free (so it is read in large gulps, not a frame at a time), or
+    /// the frame in progress still incomplete. Without the second rule a partial frame that
+    /// already fills more than three quarters of the read-ahead (most of a 124 KiB write under
+    /// the 128 KiB window) could be neither decoded nor completed: the connection waited for
+    /// its idle timeout (the wedge `server/tests/progress.rs` reproduces).
     pub fn below_resume_mark(&self) -> bool {
         let limit = self.limit_bytes();
-        self.pending_bytes() <= limit - limit / 4
+        let pending = self.pending_bytes();
+        pending <= limit - limit / 4 || pending < self.want_bytes
     }
 
     /// Bytes moved by compaction since the last call (for the worker's counter).
@@ -209,6 +214,22 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsRawFd;
+
+    /// A partial frame is always let in: however much of it is buffered, the buffer is below
+    /// its resume mark until the frame is whole, and above it once whole frames fill it.
+    #[test]
+    fn a_partial_frame_is_below_the_resume_mark_until_whole() {
+        let mut input = InBuf::new();
+        let frame = 124 * 1024 + 28;
+        input.want_bytes = frame;
+        input.extend_from_slice(&vec![1u8; frame - 1]);
+        assert!(frame - 1 > INPUT_READ_AHEAD_BYTES * 3 / 4);
+        assert!(input.below_resume_mark(), "a partial frame must be read on");
+        input.extend_from_slice(&[1u8]);
+        // Whole: what remains is up to the decoder. Its next frame unknown, nothing is owed.
+        input.want_bytes = 0;
+        assert!(!input.below_resume_mark());
+    }
 
     /// The TLS path: a 4 MiB frame arriving as 16 KiB of plaintext at a time grows the buffer
     /// to the frame's size (plus at most one piece), not to the next power of two.
