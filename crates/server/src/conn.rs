@@ -424,8 +424,11 @@ pub fn class_of(slo_p95_ns: u64) -> IoClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Continue,
-    /// Malformed input: close without waiting (the reason is a metrics label).
-    CloseNow(&'static str),
+    /// Malformed input: read and decode nothing more, answer what was decoded before it (its
+    /// requests complete, queued replies are sent), then close. The reason is a metrics label.
+    /// A client that pipelined a valid READ and then a bad frame in one send gets the READ's
+    /// reply before the close (issue 29; `server/tests/replies.rs`).
+    Close(&'static str),
     /// NBD_OPT_STARTTLS was acknowledged: queued output goes out in clear, then everything
     /// on the socket is TLS ([`crate::tls`]); decode again once plaintext arrives.
     StartTls,

@@ -171,7 +171,7 @@ impl NativeSession {
                 core.closing = Closing::AfterDrain;
                 Verdict::Continue
             }
-            proto::Disposition::Close => Verdict::CloseNow("native_bad_frame"),
+            proto::Disposition::Close => Verdict::Close("native_bad_frame"),
         }
     }
 

@@ -32,7 +32,8 @@
 //! answered `EINVAL` (the spec's error with simple replies; `EOVERFLOW` belongs to structured
 //! replies) and the connection goes on — an oversize WRITE's payload of up to 32 MiB (2^25,
 //! which the spec says SHOULD NOT be taken for an attack) is dropped as it arrives, never
-//! buffered; a longer one closes the connection after the reply. A bad magic closes at once. `check_request` rejects flags and commands the export
+//! buffered; a longer one closes the connection after the reply. A bad magic closes the connection
+//! once the requests before it are answered. `check_request` rejects flags and commands the export
 //! did not advertise (`EINVAL`), writes on read-only exports (`EPERM`) and ranges past the end;
 //! then the tenant's ACL decides (`EPERM` for no grant or read-only, `EINVAL` for misaligned or
 //! outside the granted ranges).
@@ -232,7 +233,7 @@ impl NbdSession {
                 Ok(Outcome::Bound(bound)) => *self = NbdSession::Transmission(bound),
                 Ok(Outcome::Wait) => return Verdict::Continue,
                 Ok(Outcome::StartTls) => return Verdict::StartTls,
-                Err(reason) => return Verdict::CloseNow(reason),
+                Err(reason) => return Verdict::Close(reason),
             }
         }
         match self {
@@ -438,7 +439,7 @@ fn transmission(
                 // Only an oversize READ or WRITE is answered; its command picks the reply's
                 // form (an ERROR chunk for a READ on a structured-reply session).
                 let tx::TransmissionError::TooLarge { command, .. } = e else {
-                    return Verdict::CloseNow("nbd_bad_magic");
+                    return Verdict::Close("nbd_bad_magic");
                 };
                 ctx.shared.tenant_metrics[bound.tenant.0 as usize]
                     .errors
@@ -459,7 +460,7 @@ fn transmission(
                         core.closing = Closing::AfterDrain;
                         return Verdict::Continue;
                     }
-                    proto::Disposition::Close => return Verdict::CloseNow("nbd_bad_magic"),
+                    proto::Disposition::Close => return Verdict::Close("nbd_bad_magic"),
                 }
             }
         };

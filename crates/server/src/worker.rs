@@ -589,11 +589,15 @@ impl Worker {
                 }
                 self.mark_pending(i);
             }
-            Verdict::CloseNow(reason) => {
+            Verdict::Close(reason) => {
                 self.shared.metrics.protocol_error(reason);
                 tracing::debug!(worker = self.index, reason, "closing connection");
-                self.close(i);
-                return;
+                // Not at once: what was decoded before the bad input is answered first
+                // (`flush_pending_output` closes once nothing is in flight or queued).
+                if let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) {
+                    conn.core.closing = Closing::AfterDrain;
+                }
+                self.mark_pending(i);
             }
         }
         self.update_interest(i);
