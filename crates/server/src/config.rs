@@ -216,7 +216,9 @@ pub struct ServerConfig {
 }
 
 /// `[tls]`: a PSK key file (psktool's `identity:hexkey` lines; an identity names a tenant)
-/// and/or a PEM certificate chain with its key. See [`crate::tls`].
+/// and/or a PEM certificate chain with its key. See [`crate::tls`]. Both together only where
+/// NBD serves no export of a tenant with a secret: a certificate client names no tenant and
+/// would reach those exports without a key.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
@@ -781,10 +783,54 @@ impl ServerConfig {
             return Err(invalid(
                 "tls",
                 "a section without keys",
-                "psk_file, or certificate and key, or all three",
+                "psk_file, or certificate and key (both only without NBD exports of tenants with secrets)",
             ));
         }
+        if let (Some(psk), Some(cert)) = (&tls.psk_file, &tls.certificate) {
+            if let Some(export) = self.nbd_export_behind_a_secret() {
+                return Err(invalid(
+                    "tls.psk_file + tls.certificate",
+                    format!(
+                        "{} + {} with NBD on and export {:?} of tenant {:?}",
+                        shown(&Some(psk.clone())),
+                        shown(&Some(cert.clone())),
+                        export.name,
+                        export.tenant
+                    ),
+                    "one of them: a certificate client carries no tenant identity (client \
+                     certificates are not mapped to tenants), so next to PSK it would reach every \
+                     tenant's NBD exports without a key; use psk_file alone for NBD tenants, or \
+                     serve certificate TLS on a server whose NBD exports are open tenants' only",
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// What an operator should hear about this config at start (it is valid, but exposed):
+    /// NBD listening beyond loopback without TLS, where NBD has no authentication at all.
+    pub fn startup_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let Some(addr) = self.listen.nbd {
+            if !addr.ip().is_loopback() && self.tls.is_none() {
+                warnings.push(format!(
+                    "NBD listens on {addr} without TLS: NBD has no authentication of its own, so \
+                     anyone who reaches the port may use every export; require TLS with `[tls] \
+                     psk_file` (`--tls-psk FILE`: PSK identities are tenants) or listen on a \
+                     loopback address"
+                ));
+            }
+        }
+        warnings
+    }
+
+    /// The first NBD export (NBD listening) whose tenant has a secret: what a client without
+    /// a PSK identity must not reach.
+    fn nbd_export_behind_a_secret(&self) -> Option<&ExportConfig> {
+        self.listen.nbd?;
+        self.exports
+            .iter()
+            .find(|e| self.tenants.iter().any(|t| t.name == e.tenant && !t.open))
     }
 
     fn validate_dataplane(&self) -> Result<(), ConfigError> {

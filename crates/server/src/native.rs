@@ -8,7 +8,10 @@
 //!   time; a wrong one, or an unknown tenant, gets `AUTH_FAILED` (not told apart) and the
 //!   connection stays open for another try. A volume the tenant has no grant on gets
 //!   `NO_SUCH_VOLUME`. Success returns the volume's size, block size, the server's maximum
-//!   payload and the tenant's rights on it.
+//!   payload and the tenant's rights on it. Over TLS-PSK the identity is the tenant: a
+//!   connection authenticated as identity `alice` may HELLO only as `alice` or an open tenant
+//!   (`AUTH_FAILED` naming both otherwise, even with the other tenant's right secret), the
+//!   rule NBD applies to exports.
 //! * **REGISTER** asks admission control (the `qos` registry) for a flow: LC with an SLO (only
 //!   for tenants of class `lc`) or BE. Admitted: a handle (1, 2, …) the client puts in later
 //!   headers. Refused: `REFUSED` with a [`proto::wire::RefusalCode`] and the registry's sentence
@@ -128,7 +131,14 @@ impl NativeSession {
     }
 
     /// Decodes and handles frames from `input` while the budget and limits allow.
-    pub fn decode(&mut self, input: &mut InBuf, core: &mut ConnCore, ctx: &mut Ctx<'_>) -> Verdict {
+    /// `psk_identity`: the TLS-PSK identity the connection authenticated with, if any.
+    pub fn decode(
+        &mut self,
+        input: &mut InBuf,
+        core: &mut ConnCore,
+        ctx: &mut Ctx<'_>,
+        psk_identity: Option<&str>,
+    ) -> Verdict {
         let max_payload = ctx.shared.config.limits.max_request_bytes.0 as u32;
         while ctx.can_take(core) {
             let data = input.data();
@@ -150,7 +160,7 @@ impl NativeSession {
             }
             let payload = &data[wire::REQUEST_HEADER_BYTES..frame_len];
             match wire::validate_request(&header, payload, max_payload) {
-                Ok(request) => self.handle(request, core, ctx),
+                Ok(request) => self.handle(request, core, ctx, psk_identity),
                 Err(e) => {
                     let opcode = e.opcode().unwrap_or(header.opcode);
                     reply_error(core, opcode, e.status(), header.cookie, 0, &e.to_string());
@@ -175,11 +185,17 @@ impl NativeSession {
         }
     }
 
-    fn handle(&mut self, request: wire::Request<'_>, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+    fn handle(
+        &mut self,
+        request: wire::Request<'_>,
+        core: &mut ConnCore,
+        ctx: &mut Ctx<'_>,
+        psk_identity: Option<&str>,
+    ) {
         let cookie = request.cookie;
         let opcode = request.command.opcode();
         if let Command::Hello(hello) = &request.command {
-            self.hello(hello, cookie, core, ctx);
+            self.hello(hello, cookie, core, ctx, psk_identity);
             return;
         }
         let Some(authed) = self.authed.as_mut() else {
@@ -272,6 +288,7 @@ impl NativeSession {
         cookie: u64,
         core: &mut ConnCore,
         ctx: &mut Ctx<'_>,
+        psk_identity: Option<&str>,
     ) {
         if self.authed.is_some() {
             reply_error(
@@ -312,6 +329,16 @@ impl NativeSession {
             return;
         };
         let tenant = ctx.shared.tenants.get(tenant_id);
+        if !tenant.admits_psk_identity(psk_identity) {
+            let message = format!(
+                "this connection authenticated as TLS-PSK identity {:?}: it may HELLO only as \
+                 that tenant or an open one, not as {:?}",
+                psk_identity.unwrap_or_default(),
+                tenant.name
+            );
+            reply_error(core, Opcode::Hello, Status::AuthFailed, cookie, 0, &message);
+            return;
+        }
         let volume = ctx
             .shared
             .volume_by_name(hello.volume)

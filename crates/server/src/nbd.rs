@@ -174,16 +174,10 @@ fn reply_error(
 /// tenant's and open tenants'; clients without a PSK identity (no TLS, or a certificate
 /// handshake) every export.
 fn may_use(shared: &Shared, identity: Option<&str>, export_tenant: TenantId) -> bool {
-    let Some(identity) = identity else {
-        return true;
-    };
-    let name = &shared.tenants.get(export_tenant).name;
-    let open = shared
-        .config
+    shared
         .tenants
-        .iter()
-        .any(|t| &t.name == name && t.open);
-    open || name == identity
+        .get(export_tenant)
+        .admits_psk_identity(identity)
 }
 
 impl NbdSession {

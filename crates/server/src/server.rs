@@ -112,6 +112,9 @@ fn bind(what: &'static str, addr: Option<SocketAddr>) -> Result<Option<TcpListen
 
 /// Starts a server in this process; returns once every listener is bound.
 pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
+    for warning in config.startup_warnings() {
+        tracing::warn!("{warning}");
+    }
     let shared = Arc::new(Shared::new(config)?);
     let listen = shared.config.listen.clone();
     let native = bind("native", listen.native)?;

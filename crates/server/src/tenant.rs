@@ -101,6 +101,18 @@ impl Tenant {
         }
     }
 
+    /// Whether the tenant accepts any secret (`open = true`).
+    pub fn is_open(&self) -> bool {
+        self.secret.is_none()
+    }
+
+    /// Whether a client whose TLS-PSK identity is `psk_identity` may act as this tenant: the
+    /// identity is the tenant, so only its own tenant or an open one. Without an identity (no
+    /// TLS, or certificate TLS) the tenant's secret (HELLO) or the export's ownership decides.
+    pub fn admits_psk_identity(&self, psk_identity: Option<&str>) -> bool {
+        psk_identity.is_none_or(|id| self.is_open() || self.name == id)
+    }
+
     pub fn grant(&self, volume: VolumeId) -> Option<&Grant> {
         self.grants.iter().find(|g| g.volume == volume)
     }

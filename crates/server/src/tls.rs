@@ -48,8 +48,9 @@
 //!
 //! # What it leaves out
 //! Client certificates (certificate mode authenticates the server and encrypts; any client
-//! that completes the handshake may use every export, as without TLS); reloading keys without a
-//! restart; TLS for the admin endpoint. (The client library's side is `client::tls`.)
+//! that completes the handshake may use every export, as without TLS; which is why the config
+//! refuses a certificate next to PSK where NBD serves exports of tenants with secrets,
+//! [`crate::config`]); reloading keys without a restart; TLS for the admin endpoint. (The client library's side is `client::tls`.)
 //!
 //! *Back-off.* A PSK lookup is recorded in the session ([`PskAttempt`]): the worker reports a
 //! handshake that failed after a lookup to the per-address back-off of wrong secrets

@@ -570,7 +570,12 @@ impl Worker {
             now_ns: now,
         };
         let verdict = match &mut conn.session {
-            Session::Native(s) => s.decode(&mut conn.input, &mut conn.core, &mut ctx),
+            Session::Native(s) => s.decode(
+                &mut conn.input,
+                &mut conn.core,
+                &mut ctx,
+                conn.tls.as_ref().and_then(|t| t.psk_identity()),
+            ),
             Session::Nbd(s) => s.decode(
                 &mut conn.input,
                 &mut conn.core,
