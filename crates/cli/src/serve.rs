@@ -113,7 +113,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "S")]
     registry_ttl: Option<i64>,
 
-    /// Print the effective configuration (parsed and validated) and exit.
+    /// Print the effective configuration (parsed and validated; TOML, secrets redacted) and
+    /// exit.
     #[arg(long)]
     check: bool,
 }
@@ -214,8 +215,12 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     server::init_logging();
     let config = build_config(&args)?;
+    for warning in config.startup_warnings() {
+        eprintln!("ullstack serve: warning: {warning}");
+    }
     if args.check {
-        println!("{config:#?}");
+        // Secrets redacted: the check's output ends up in shells, CI logs and tickets.
+        print!("{}", config.summary_toml());
         return Ok(());
     }
     server::signals::block_shutdown_signals().context("blocking SIGINT/SIGTERM")?;

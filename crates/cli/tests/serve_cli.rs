@@ -440,3 +440,87 @@ fn serve_help_and_check_show_the_server_wide_memory_limit() {
         "{text}"
     );
 }
+
+/// NBD on a non-loopback address without TLS (anyone reaching the port may use every export)
+/// is warned about when `serve` starts and by `--check`; on loopback it is not.
+#[test]
+fn serve_warns_when_nbd_listens_beyond_loopback_without_tls() {
+    let check = |listen: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+            .args(["serve", "--memory", "64MiB", "--listen", listen, "--check"])
+            .output()
+            .expect("ullstack serve --check");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = check("0.0.0.0:0");
+    assert!(
+        stderr.contains("warning")
+            && stderr.contains("without TLS")
+            && stderr.contains("--tls-psk"),
+        "{stderr}"
+    );
+    let stderr = check("127.0.0.1:0");
+    assert!(!stderr.contains("without TLS"), "{stderr}");
+}
+
+/// `--check` prints the effective config as TOML with every tenant's secret redacted.
+#[test]
+fn serve_check_prints_toml_without_secrets() {
+    let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("serve-check-{}.toml", std::process::id()));
+    let toml = r#"
+[listen]
+nbd = "127.0.0.1:0"
+
+[[volume]]
+name = "vol"
+backend = { kind = "memory", size = "8MiB" }
+
+[[tenant]]
+name = "alice"
+secret = "alice-very-secret-1"
+class = "be"
+acl = [{ volume = "vol", access = "read-write" }]
+
+[[export]]
+name = "default"
+volume = "vol"
+tenant = "alice"
+"#;
+    std::fs::write(&path, toml).expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .arg("--check")
+        .output()
+        .expect("ullstack serve --check");
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!stdout.contains("alice-very-secret-1"), "{stdout}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("alice-very-secret-1"));
+    assert!(
+        stdout.contains("[[tenant]]") && stdout.contains("secret = \"(redacted)\""),
+        "{stdout}"
+    );
+    if let Err(e) = stdout.parse::<toml::Table>() {
+        panic!("--check output is not TOML: {e}\n{stdout}");
+    }
+}
+
+/// Logs written to a pipe or a file carry no ANSI colour codes.
+#[test]
+fn serve_logs_to_a_pipe_without_colour_codes() {
+    let serve = Serve::start();
+    serve.signal("INT");
+    let (status, stderr) = serve.wait_exit(EXIT_TIMEOUT);
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("server started"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in the log: {stderr:?}"
+    );
+}

@@ -58,6 +58,7 @@
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
 mod registry;
+pub mod summary;
 pub use registry::{RegistryConfig, DEFAULT_REGISTRY_TTL_S, MAX_REGISTRY_TTL_S};
 
 use std::collections::BTreeMap;
@@ -658,8 +659,8 @@ pub struct AclConfig {
     pub access: Access,
 }
 
-/// `[[tenant]]`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+/// `[[tenant]]`. Its `Debug` shows the secret as `(redacted)` ([`summary`]).
+#[derive(Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub name: String,
@@ -676,6 +677,19 @@ pub struct TenantConfig {
     pub slo: Option<SloConfig>,
     #[serde(default)]
     pub acl: Vec<AclConfig>,
+}
+
+impl fmt::Debug for TenantConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TenantConfig")
+            .field("name", &self.name)
+            .field("secret", &self.secret.as_ref().map(|_| summary::REDACTED))
+            .field("open", &self.open)
+            .field("class", &self.class)
+            .field("slo", &self.slo)
+            .field("acl", &self.acl)
+            .finish()
+    }
 }
 
 /// `[[export]]`: an NBD export name bound to a volume and a tenant.

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
@@ -47,9 +47,27 @@ pub enum Protocol {
     Nbd,
 }
 
+/// A client address as audit log lines print it: `IP:PORT`, or `unknown` when the socket had
+/// no peer at accept. Every refused authentication and every connection closed on bad input
+/// is logged at info or warn with `peer=` (target `audit`), so fail2ban and the like can act on
+/// it (docs/server.md, *Audit log*).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub Option<SocketAddr>);
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{a}"),
+            None => f.write_str("unknown"),
+        }
+    }
+}
+
 /// A connection handed from the acceptor to a worker.
 pub struct NewConn {
     pub stream: TcpStream,
+    /// The address `accept` returned.
+    pub peer: Option<SocketAddr>,
     pub protocol: Protocol,
 }
 
@@ -123,6 +141,9 @@ pub enum Closing {
 /// input while the handler mutates the rest).
 pub struct ConnCore {
     pub stream: TcpStream,
+    /// The client's address, read once at accept (for the back-off, budgets and audit logs;
+    /// a socket whose peer already left has none).
+    pub peer: Option<SocketAddr>,
     pub me: ConnRef,
     pub out: VecDeque<OutFrame>,
     /// Bytes of the front frame already written.
@@ -155,8 +176,15 @@ pub enum WriteOutcome {
 
 impl ConnCore {
     /// A freshly accepted connection.
-    pub fn new(stream: TcpStream, me: ConnRef, now_ns: u64, handshake_timeout_ms: u64) -> ConnCore {
+    pub fn new(
+        stream: TcpStream,
+        peer: Option<SocketAddr>,
+        me: ConnRef,
+        now_ns: u64,
+        handshake_timeout_ms: u64,
+    ) -> ConnCore {
         ConnCore {
+            peer,
             stream,
             me,
             out: VecDeque::new(),
@@ -509,7 +537,7 @@ mod tests {
             index: 0,
             generation: 1,
         };
-        (ConnCore::new(server, me, 0, 0), client)
+        (ConnCore::new(server, None, me, 0, 0), client)
     }
 
     /// The TLS path drains at most what it asks for, even out of a reply larger than that; the

@@ -83,12 +83,16 @@ pub mod vrate;
 
 pub use server::{start, BoundAddrs, ServerHandle, StartError};
 
-/// Logs to stderr; `RUST_LOG` filters (default `info`). Safe to call twice.
+/// Logs to stderr; `RUST_LOG` filters (default `info`). Colour codes only when stderr is a
+/// terminal: a log file or a pipe into journald or fail2ban gets plain text. Safe to call
+/// twice.
 pub fn init_logging() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -88,6 +88,7 @@ pub struct Metrics {
     memory_peak_bytes: Gauge,
     memory_limit_bytes: Gauge,
     auth_throttled: Counter,
+    auth_failures: Family<Labels, Counter>,
     tenant_connection_refusals: Family<Labels, Counter>,
     rate_scale_ppm: Gauge,
     protocol_errors: Family<Labels, Counter>,
@@ -164,6 +165,7 @@ impl Metrics {
             memory_peak_bytes: Gauge::default(),
             memory_limit_bytes: Gauge::default(),
             auth_throttled: Counter::default(),
+            auth_failures: Family::default(),
             tenant_connection_refusals: Family::default(),
             rate_scale_ppm: Gauge::default(),
             protocol_errors: Family::default(),
@@ -272,8 +274,13 @@ impl Metrics {
         );
         registry.register(
             "auth_throttled",
-            "HELLOs refused unchecked because their source address is backing off after wrong secrets",
+            "HELLOs and TLS-PSK handshakes refused unchecked because their source address is backing off after failed authentications",
             m.auth_throttled.clone(),
+        );
+        registry.register(
+            "auth_failures",
+            "Failed authentications, by kind: hello (wrong secret or unknown tenant), tls_psk (wrong key or unknown identity), psk_identity (HELLO as another tenant than the TLS-PSK identity)",
+            m.auth_failures.clone(),
         );
         registry.register(
             "tenant_connection_refusals",
@@ -354,14 +361,28 @@ impl Metrics {
         self.memory_limit_bytes.set(g(limit_bytes));
     }
 
-    /// Counts a HELLO refused by the wrong-secret back-off.
+    /// Counts a HELLO or TLS-PSK handshake refused by the back-off of failed authentications.
     pub fn auth_throttled(&self) {
         self.auth_throttled.inc();
     }
 
-    /// The HELLOs refused by the back-off so far.
+    /// The HELLOs and PSK handshakes refused by the back-off so far.
     pub fn auth_throttled_total(&self) -> u64 {
         self.auth_throttled.get()
+    }
+
+    /// Counts a failed authentication of `kind` (`hello`, `tls_psk`, `psk_identity`).
+    pub fn auth_failed(&self, kind: &str) {
+        self.auth_failures
+            .get_or_create(&vec![("kind".to_string(), kind.to_string())])
+            .inc();
+    }
+
+    /// Failed authentications of `kind` so far.
+    pub fn auth_failures_total(&self, kind: &str) -> u64 {
+        self.auth_failures
+            .get_or_create(&vec![("kind".to_string(), kind.to_string())])
+            .get()
     }
 
     /// Counts a session refused by `limits.max_connections_per_tenant`.

@@ -22,7 +22,7 @@
 //!   and then go through the scheduler to the backend; the reply carries the status and the
 //!   echoed cookie, out of order.
 //! * **STATS** returns a small JSON document: the session's tenant, flows and their token
-//!   counters.
+//!   counters. Its header's handle must be 0 or a registered one (`UNKNOWN_HANDLE` otherwise).
 //!
 //! # Design
 //! Decoding is the codec's two-stage decode: the 40-byte header is validated (magic, version,
@@ -44,7 +44,7 @@ use proto::Decode;
 
 use crate::backend::{Fua, StorageOp};
 use crate::config::TenantClass;
-use crate::conn::{class_of, Closing, ConnCore, Ctx, ReplyTo, Req, Verdict};
+use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
 use crate::inbuf::InBuf;
 use crate::latency::LatencyWindow;
 use crate::sched::{Flow, SchedShare};
@@ -206,7 +206,7 @@ impl NativeSession {
             Command::Hello(_) => unreachable!("handled above"),
             Command::Register(body) => Self::register(authed, body, cookie, core, ctx),
             Command::Unregister => Self::unregister(authed, request.handle, cookie, core, ctx),
-            Command::Stats => Self::stats(authed, cookie, core, ctx),
+            Command::Stats => Self::stats(authed, request.handle, cookie, core, ctx),
             Command::Read {
                 offset_bytes,
                 length_bytes,
@@ -301,11 +301,18 @@ impl NativeSession {
             );
             return;
         }
-        let peer = core.stream.peer_addr().ok().map(|a| a.ip());
+        let peer = core.peer.map(|a| a.ip());
         if let Some(ip) = peer {
             let blocked = ctx.shared.lock_auth_throttle().check(ip, ctx.now_ns);
             if let Err(wait_ns) = blocked {
                 ctx.shared.metrics.auth_throttled();
+                tracing::warn!(
+                    target: "audit",
+                    peer = %Peer(core.peer),
+                    tenant = ?hello.tenant,
+                    wait_ms = wait_ns.div_ceil(1_000_000),
+                    "HELLO refused unchecked: the address is backing off after failed authentications"
+                );
                 let message = format!(
                     "too many failed HELLOs from {ip}: retry in {} ms",
                     wait_ns.div_ceil(1_000_000)
@@ -325,11 +332,26 @@ impl NativeSession {
             }
         }
         let Some(tenant_id) = authenticated else {
+            tracing::warn!(
+                target: "audit",
+                peer = %Peer(core.peer),
+                tenant = ?hello.tenant,
+                "HELLO refused: wrong secret or unknown tenant"
+            );
+            ctx.shared.metrics.auth_failed("hello");
             reply(core, Opcode::Hello, Status::AuthFailed, cookie, &[]);
             return;
         };
         let tenant = ctx.shared.tenants.get(tenant_id);
         if !tenant.admits_psk_identity(psk_identity) {
+            tracing::warn!(
+                target: "audit",
+                peer = %Peer(core.peer),
+                tenant = ?tenant.name,
+                psk_identity = ?psk_identity.unwrap_or_default(),
+                "HELLO refused: the TLS-PSK identity is another tenant"
+            );
+            ctx.shared.metrics.auth_failed("psk_identity");
             let message = format!(
                 "this connection authenticated as TLS-PSK identity {:?}: it may HELLO only as \
                  that tenant or an open one, not as {:?}",
@@ -496,7 +518,13 @@ impl NativeSession {
         reply(core, Opcode::Unregister, Status::Ok, cookie, &[]);
     }
 
-    fn stats(authed: &Authed, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+    /// The session's flows and their counters. `handle` 0 (the default flow) or a registered
+    /// one; any other is `UNKNOWN_HANDLE`, as for data requests.
+    fn stats(authed: &Authed, handle: u32, cookie: u64, core: &mut ConnCore, ctx: &mut Ctx<'_>) {
+        if handle != 0 && !authed.flows.iter().any(|f| f.handle == handle) {
+            reply(core, Opcode::Stats, Status::UnknownHandle, cookie, &[]);
+            return;
+        }
         let tenant = ctx.shared.tenants.get(authed.tenant);
         let mut json = format!(
             "{{\"tenant\":\"{}\",\"volume\":\"{}\",\"flows\":[",

@@ -100,14 +100,28 @@ impl Drop for ServerHandle {
     }
 }
 
+/// Accept queue length of every listener. std's `TcpListener::bind` listens with 128: a burst
+/// of connects beyond that has SYNs dropped and retried after 1 s (1,000 sequential connects
+/// took 6.1 s against nbdkit's 0.03 s). 4096 is Linux's default `net.core.somaxconn` since
+/// 5.4, which caps whatever is asked.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
 fn bind(what: &'static str, addr: Option<SocketAddr>) -> Result<Option<TcpListener>, StartError> {
     let Some(addr) = addr else { return Ok(None) };
-    let listener =
-        TcpListener::bind(addr).map_err(|source| StartError::Bind { what, addr, source })?;
+    let listener = bind_blocking(what, addr)?;
     listener
         .set_nonblocking(true)
         .map_err(|source| StartError::Bind { what, addr, source })?;
     Ok(Some(listener))
+}
+
+/// Binds and listens with [`LISTEN_BACKLOG`].
+fn bind_blocking(what: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+    let listener =
+        TcpListener::bind(addr).map_err(|source| StartError::Bind { what, addr, source })?;
+    crate::sys::listen(listener.as_raw_fd(), LISTEN_BACKLOG)
+        .map_err(|source| StartError::Bind { what, addr, source })?;
+    Ok(listener)
 }
 
 /// Starts a server in this process; returns once every listener is bound.
@@ -120,11 +134,7 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let native = bind("native", listen.native)?;
     let nbd = bind("nbd", listen.nbd)?;
     let admin = match listen.admin {
-        Some(addr) => Some(TcpListener::bind(addr).map_err(|source| StartError::Bind {
-            what: "admin",
-            addr,
-            source,
-        })?),
+        Some(addr) => Some(bind_blocking("admin", addr)?),
         None => None,
     };
     let addrs = BoundAddrs {
@@ -277,6 +287,7 @@ fn accept_loop(
                         next_worker = next_worker.wrapping_add(1);
                         inbox.push(NewConn {
                             stream,
+                            peer: Some(peer),
                             protocol: *protocol,
                         });
                     }

@@ -1,5 +1,5 @@
 //! Safe wrappers for the Linux calls the dataplane makes: epoll, eventfd, read, writev, the
-//! socket-queue ioctls, shutdown, poll and the timer slack.
+//! socket-queue ioctls, shutdown, listen, poll and the timer slack.
 //!
 //! # What it implements
 //! Every raw `libc` call of the server's network path lives here, each behind a function whose
@@ -199,6 +199,13 @@ pub fn socket_queue_bytes(fd: RawFd, queue: SocketQueue) -> usize {
 pub fn shutdown_write(fd: RawFd) {
     // SAFETY: plain syscall on an integer descriptor, no memory passed.
     unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
+/// Sets the accept queue length of a listening socket (`listen` again: Linux takes the new
+/// backlog for a socket already listening; it caps it at `net.core.somaxconn`).
+pub fn listen(fd: RawFd, backlog: i32) -> io::Result<()> {
+    // SAFETY: plain syscall on an integer descriptor, no memory passed.
+    check(unsafe { libc::listen(fd, backlog) }).map(|_| ())
 }
 
 /// Waits up to `timeout_ms` for any of `fds` to be ready; returns how many are (their

@@ -90,7 +90,8 @@ use crate::clock::now_ns;
 use crate::coalesce::Coalescer;
 use crate::config::IdlePolicy;
 use crate::conn::{
-    push_reply, Closing, ConnCore, ConnRef, Ctx, NewConn, Protocol, Req, Verdict, WriteOutcome,
+    push_reply, Closing, ConnCore, ConnRef, Ctx, NewConn, Peer, Protocol, Req, Verdict,
+    WriteOutcome,
 };
 use crate::idle::{next_throttled_wait_ns, wait_ns, BACKEND_WAKE_EARLY_NS, THROTTLED_RETRY_MIN_NS};
 use crate::inbuf::InBuf;
@@ -471,23 +472,23 @@ impl Worker {
             };
             // The own protocol speaks TLS from its first byte when TLS is configured.
             let tls = match (new.protocol, &self.shared.tls) {
-                (Protocol::Native, Some(server)) => match server
-                    .session(self.tls_blocked(new.stream.peer_addr().ok().map(|a| a.ip()), now))
-                {
-                    Ok(t) => Some(Box::new(t)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot start TLS for a new connection");
-                        self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
-                        self.free_conns.push(index);
-                        continue;
+                (Protocol::Native, Some(server)) => {
+                    match server.session(self.tls_blocked(new.peer.map(|a| a.ip()), now)) {
+                        Ok(t) => Some(Box::new(t)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot start TLS for a new connection");
+                            self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
+                            self.free_conns.push(index);
+                            continue;
+                        }
                     }
-                },
+                }
                 _ => None,
             };
             let handshake_ms = self.shared.config.limits.handshake_timeout_ms;
             let mut conn = Conn {
                 input: InBuf::new(),
-                core: ConnCore::new(new.stream, me, now, handshake_ms),
+                core: ConnCore::new(new.stream, new.peer, me, now, handshake_ms),
                 session,
                 tls,
                 psk_noted: false,
@@ -543,7 +544,12 @@ impl Worker {
                     || e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 if e.kind() == io::ErrorKind::InvalidData {
-                    tracing::debug!(worker = self.index, error = %e, "TLS failed");
+                    tracing::info!(
+                        target: "audit",
+                        peer = %Peer(conn.core.peer),
+                        error = %e,
+                        "TLS failed; closing"
+                    );
                     self.shared.metrics.protocol_error("tls");
                     tls_failed = true;
                 }
@@ -596,7 +602,17 @@ impl Worker {
             }
             Verdict::Close(reason) => {
                 self.shared.metrics.protocol_error(reason);
-                tracing::debug!(worker = self.index, reason, "closing connection");
+                let peer = self
+                    .conns
+                    .get(i)
+                    .and_then(|c| c.as_ref())
+                    .map(|c| c.core.peer);
+                tracing::info!(
+                    target: "audit",
+                    peer = %Peer(peer.flatten()),
+                    reason,
+                    "connection closed on bad input"
+                );
                 // Not at once: what was decoded before the bad input is answered first
                 // (`flush_pending_output` closes once nothing is in flight or queued).
                 if let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) {
@@ -617,7 +633,7 @@ impl Worker {
         let Some(conn) = self.conns.get(i).and_then(|c| c.as_ref()) else {
             return Ok(());
         };
-        let blocked = self.tls_blocked(conn.core.stream.peer_addr().ok().map(|a| a.ip()), now_ns());
+        let blocked = self.tls_blocked(conn.core.peer.map(|a| a.ip()), now_ns());
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return Ok(());
         };
@@ -669,14 +685,28 @@ impl Worker {
         }
         conn.psk_noted = true;
         let attempt = tls.psk_attempt();
-        let Some(ip) = conn.core.stream.peer_addr().ok().map(|a| a.ip()) else {
+        let peer = conn.core.peer;
+        let Some(ip) = peer.map(|a| a.ip()) else {
             return;
         };
         match (attempt, failed) {
-            (Some(PskAttempt::RefusedBlocked), _) => self.shared.metrics.auth_throttled(),
+            (Some(PskAttempt::RefusedBlocked), _) => {
+                self.shared.metrics.auth_throttled();
+                tracing::warn!(
+                    target: "audit",
+                    peer = %Peer(peer),
+                    "TLS-PSK handshake refused unchecked: the address is backing off after failed authentications"
+                );
+            }
             (Some(PskAttempt::Tried), true) => {
                 let block_ns = self.shared.lock_auth_throttle().failed(ip, now);
-                tracing::debug!(%ip, block_ns, "TLS-PSK handshake failed");
+                tracing::warn!(
+                    target: "audit",
+                    peer = %Peer(peer),
+                    block_ms = block_ns.div_ceil(1_000_000),
+                    "TLS-PSK handshake failed: wrong key or unknown identity"
+                );
+                self.shared.metrics.auth_failed("tls_psk");
             }
             (Some(PskAttempt::Tried), false) => self.shared.lock_auth_throttle().succeeded(ip),
             _ => {}
@@ -984,6 +1014,18 @@ impl Worker {
         }
         for (i, reason) in expired {
             self.shared.metrics.protocol_error(reason);
+            if reason == "handshake_timeout" {
+                let peer = self
+                    .conns
+                    .get(i)
+                    .and_then(|c| c.as_ref())
+                    .map(|c| c.core.peer);
+                tracing::info!(
+                    target: "audit",
+                    peer = %Peer(peer.flatten()),
+                    "closed: no HELLO / NBD handshake within limits.handshake_timeout_ms"
+                );
+            }
             self.close(i);
         }
     }
