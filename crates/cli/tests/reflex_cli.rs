@@ -8,6 +8,8 @@
 //! --scenario`) and the simulator (`ullstack sim --remote`), while `ullstack sim --system`
 //! refuses it, pointing to `--remote`.
 
+mod browser;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -55,6 +57,17 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
     let took = started.elapsed();
     println!("{text}\nstudy reflex --quick took {took:?}");
     assert!(took < Duration::from_secs(90), "took {took:?}");
+    if testkit::which("script").is_some() {
+        // On a terminal the study shows its progress, phase by phase.
+        for phase in [
+            "runs (simulated runs and part 4's search)",
+            "runs (real server runs)",
+        ] {
+            assert!(text.contains(phase), "no progress `{phase}` in:\n{text}");
+        }
+    }
+    // The report in a real browser: every image loads, no two text boxes of a figure overlap.
+    browser::check_report(&out, "reflex_quick_runs_within_its_budget_and_reruns_alone");
     for f in [
         "report.html",
         "study.json",

@@ -4,6 +4,8 @@
 //! Every test runs the `ull` study's `--quick` version through the binary; one uninterrupted
 //! `--jobs 2` run is shared as the reference.
 
+mod browser;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -385,6 +387,34 @@ fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<Vec<u8>>) {
     (info.width, info.height, px)
 }
 
+/// The browser check catches what it is there for: two labels drawn over each other, a label
+/// off its figure, and an image that does not load (a PNG cut short).
+#[test]
+fn the_browser_check_finds_overlapping_text_and_broken_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = "<svg width=\"200\" height=\"100\" xmlns=\"http://www.w3.org/2000/svg\">\
+               <text x=\"10\" y=\"50\" font-size=\"14\">db-update</text>\
+               <text x=\"40\" y=\"52\" font-size=\"14\">imageserver-fetch</text>\
+               <text x=\"190\" y=\"20\" font-size=\"14\">cut off</text></svg>";
+    std::fs::write(dir.path().join("f.svg"), svg).unwrap();
+    std::fs::write(
+        dir.path().join("report.html"),
+        "<!DOCTYPE html><html><body><figure><img alt=\"f\" \
+         src=\"data:image/png;base64,iVBORw0KGgo=\"></figure></body></html>",
+    )
+    .unwrap();
+    let Some(v) = browser::verdict(
+        dir.path(),
+        "the_browser_check_finds_overlapping_text_and_broken_images",
+    ) else {
+        return;
+    };
+    assert_eq!(v["images"][0]["ok"], false, "{v}");
+    assert_eq!(v["overlaps"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["overlaps"][0]["a"], "db-update", "{v}");
+    assert_eq!(v["outside"][0]["text"], "cut off", "{v}");
+}
+
 #[test]
 fn report_is_self_contained_and_renders_in_headless_chromium() {
     let html_path = reference().join("report.html");
@@ -470,4 +500,44 @@ fn report_is_self_contained_and_renders_in_headless_chromium() {
         red > 200,
         "no plot colour (red series) on screen: {red} red pixels"
     );
+    // Every image loads, and no two text boxes of any figure overlap (nor leave the figure).
+    browser::check_report(
+        reference(),
+        "report_is_self_contained_and_renders_in_headless_chromium",
+    );
+}
+
+/// The quick study opens its report with the published figures beside ours (study.json carries
+/// the same rows, one per ull outcome of the shipped reference), says it is a smoke test, and
+/// is sized so its write points fill the (scaled) write buffer: nvme-tlc's writes then reach
+/// well under the device's read bandwidth, as on the real drive. Into an empty buffer they
+/// went faster than reads (103 % of the read maximum).
+#[test]
+fn the_quick_report_opens_with_the_published_figures_and_its_writes_fill_the_buffer() {
+    let study: serde_json::Value =
+        serde_json::from_str(&read(&reference().join("study.json"))).expect("study.json");
+    let rows = study["published"].as_array().expect("published rows");
+    let shipped = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../reference/published.toml"));
+    let expected = shipped.matches("study = \"ull\"").count();
+    assert_eq!(rows.len(), expected, "one row per ull outcome");
+    let row = |id: &str| {
+        rows.iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no row {id}"))
+    };
+    let utilisation = row("nvme.write_bw_utilization")["simulated"]["value"]
+        .as_f64()
+        .expect("a simulated write utilisation");
+    assert!(
+        utilisation < 90.0,
+        "nvme-tlc writes at {utilisation:.0} % of its read maximum: the buffer never filled"
+    );
+    // Too few I/Os for five nines: said, not printed.
+    let tail = row("nvme.read_p99999_at_20pct_writes");
+    assert!(tail["simulated"].is_null(), "{tail}");
+    assert!(tail["note"].as_str().unwrap().starts_with("n/a ("), "{tail}");
+    let html = read(&reference().join("report.html"));
+    let smoke = html.find("Smoke test (--quick)").expect("smoke-test line");
+    let table = html.find("The published figures beside ours").expect("table");
+    assert!(smoke < table && table < html.find("Headline numbers").expect("headline"));
 }

@@ -2,6 +2,8 @@
 //! writes every report experiments.md names, and each run re-runs alone from its folder with
 //! the command its `config.toml` names.
 
+mod browser;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -55,6 +57,11 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     assert!(
         took < Duration::from_secs(60),
         "--quick must stay under a minute, took {took:?}"
+    );
+    // The report in a real browser: every image loads, no two text boxes of a figure overlap.
+    browser::check_report(
+        &out,
+        "the_quick_study_reports_every_figure_and_its_runs_rerun_alone",
     );
 
     let study = json(&out.join("study.json"));

@@ -40,7 +40,7 @@
 //! Nothing here is tuned: every stack runs the presets with only its own switches changed,
 //! and every figure is read back from the runs' `summary.json` and `timeseries.csv`.
 
-use crate::plot::{Figure, Series, Stroke};
+use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
 use crate::report::Table;
 use crate::results::{
     DrainHeadline, ProcessHeadline, Results, RunResult, SystemHeadline, WritebackHeadline,
@@ -247,6 +247,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 Stroke::Solid
             },
             colour: c,
+            ..Default::default()
         });
     }
     figs.push(Figure {
@@ -254,7 +255,8 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         title: "online p99 response time, normalised to vanilla".into(),
         caption: format!(
             "p99 response time of the latency-critical service under each stack over its p99 \
-             under vanilla; the last point is the mean over the six workloads. {}",
+             under vanilla (vanilla's bars are 1); the last group is the mean over the six \
+             workloads; fd-ftl-lsb-skip outlined. {}",
             caption(size, seed)
         ),
         x_label: "workload (co-run with ungzip)".into(),
@@ -262,7 +264,9 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         x_log: false,
         y_log: false,
         x_categories: categories_with_mean(),
+        references: vec![Reference::baseline("vanilla")],
         series,
+        ..Default::default()
     });
 
     let mut series = Vec::new();
@@ -283,6 +287,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 points,
                 stroke,
                 colour: c,
+                ..Default::default()
             });
         }
     }
@@ -290,7 +295,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         stem: "avg-p99".into(),
         title: "online response time: average and p99".into(),
         caption: format!(
-            "Average (solid) and p99 (dashed) response time of the latency-critical service, \
+            "Average (filled) and p99 (outlined) response time of the latency-critical service, \
              per workload and stack. Log y axis. {}",
             caption(size, seed)
         ),
@@ -300,6 +305,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         y_log: true,
         x_categories: WORKLOADS.iter().map(|w| w.to_string()).collect(),
         series,
+        ..Default::default()
     });
 
     let series_of = |stack: &str| {
@@ -322,6 +328,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                     .collect(),
                 stroke: Stroke::Solid,
                 colour: c,
+                ..Default::default()
             })
             .collect()
     };
@@ -340,6 +347,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         y_log: false,
         x_categories: vec![],
         series: over_time(|p| ms(p.lc_lat_p99_ns)),
+        ..Default::default()
     });
     figs.push(Figure {
         stem: "series-flushed".into(),
@@ -352,8 +360,10 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         y_label: "pages written back per window".into(),
         x_log: false,
         y_log: false,
+        y_ticks: Ticks::Integer,
         x_categories: vec![],
         series: over_time(|p| p.pages_written_back as f64),
+        ..Default::default()
     });
 
     let totals = ftl_totals(results);
@@ -371,6 +381,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 .collect(),
             stroke: Stroke::Solid,
             colour: c,
+            ..Default::default()
         })
         .collect();
     figs.push(Figure {
@@ -387,8 +398,10 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         y_label: "4 KiB units".into(),
         x_log: false,
         y_log: false,
+        y_ticks: Ticks::Integer,
         x_categories: FTL_POLICIES.iter().map(|p| p.0.to_string()).collect(),
         series,
+        ..Default::default()
     });
     figs
 }

@@ -98,7 +98,7 @@ mod exectime;
 use exectime::{exec_figures, exec_table};
 pub use exectime::{ExecOf, ExecPart, EXEC_PARTS};
 
-use crate::plot::{Figure, Series, Stroke};
+use crate::plot::{Figure, Reference, Series, Stroke};
 use crate::report::Table;
 use crate::results::{ClassCacheReads, LayerBreakdown, ProcessHeadline, Results, SeriesPoint};
 use crate::spec::{RunSpec, SystemRun};
@@ -449,6 +449,7 @@ fn norm_figure(results: &Results, size: Size, seed: u64, online: &str) -> Figure
                 points: indexed(&values),
                 stroke: solid_dashed(k),
                 colour: c,
+                ..Default::default()
             });
         }
     }
@@ -456,7 +457,7 @@ fn norm_figure(results: &Results, size: Size, seed: u64, online: &str) -> Figure
         stem: format!("norm-{online}"),
         title: format!("{online}: response time normalised to vanilla"),
         caption: format!(
-            "Average (solid) and p99 (dashed) response time of {online} under each stack over \
+            "Average (filled) and p99 (outlined) response time of {online} under each stack over \
              the same under vanilla, co-run with each offline job, alone, and the mean over the \
              ten co-runs. {}",
             caption(size, seed)
@@ -466,7 +467,9 @@ fn norm_figure(results: &Results, size: Size, seed: u64, online: &str) -> Figure
         x_log: false,
         y_log: false,
         x_categories: offline_categories(&[ALONE, "mean"]),
+        references: vec![Reference::baseline("vanilla")],
         series,
+        ..Default::default()
     }
 }
 
@@ -483,6 +486,7 @@ fn offline_figure(results: &Results, size: Size, seed: u64, online: &str) -> Fig
                 points: indexed(&values),
                 stroke: Stroke::Solid,
                 colour: c,
+                ..Default::default()
             }
         })
         .collect();
@@ -491,7 +495,7 @@ fn offline_figure(results: &Results, size: Size, seed: u64, online: &str) -> Fig
         title: format!("offline jobs co-run with {online}: performance normalised to vanilla"),
         caption: format!(
             "Instructions per second of each offline job under each stack over the same under \
-             vanilla, co-run with {online}; the last point is the mean. {}",
+             vanilla, co-run with {online}; the last group is the mean. {}",
             caption(size, seed)
         ),
         x_label: "offline job".into(),
@@ -499,7 +503,9 @@ fn offline_figure(results: &Results, size: Size, seed: u64, online: &str) -> Fig
         x_log: false,
         y_log: false,
         x_categories: offline_categories(&["mean"]),
+        references: vec![Reference::baseline("vanilla")],
         series,
+        ..Default::default()
     }
 }
 
@@ -554,6 +560,7 @@ fn cache_figure(results: &Results, size: Size, seed: u64) -> Figure {
                     Stroke::Solid
                 },
                 colour: c,
+                ..Default::default()
             }
         })
         .collect();
@@ -573,6 +580,7 @@ fn cache_figure(results: &Results, size: Size, seed: u64) -> Figure {
         y_log: false,
         x_categories: offline_categories(&[]),
         series,
+        ..Default::default()
     }
 }
 
@@ -603,6 +611,7 @@ fn over_time(
                 .collect(),
             stroke,
             colour: STACKS.iter().position(|s| s == stack).unwrap_or(0),
+            ..Default::default()
         })
         .collect()
 }
@@ -624,6 +633,7 @@ fn time_figure(
         y_log: false,
         x_categories: vec![],
         series,
+        ..Default::default()
     }
 }
 
@@ -739,6 +749,7 @@ fn index_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             }),
             stroke: Stroke::Solid,
             colour: c,
+            ..Default::default()
         })
         .collect();
     let miss_rate = |class: usize| {
@@ -765,6 +776,7 @@ fn index_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             y_log: false,
             x_categories: LAYERS.iter().map(|l| l.0.to_string()).collect(),
             series: breakdown,
+            ..Default::default()
         },
         time_figure(
             "index-miss-rate",

@@ -168,17 +168,7 @@ pub fn html(input: &ReportInput) -> String {
     }
     out.push_str("<h2>Figures</h2>\n");
     for (fig, png) in &input.figures {
-        write!(
-            out,
-            "<figure id=\"{stem}\">\n<img alt=\"{alt}\" width=\"800\" height=\"500\" src=\"data:image/png;base64,{data}\">\n\
-             <figcaption><b>{title}.</b> {caption} Data: <code>{stem}.csv</code>; also <code>{stem}.svg</code>.</figcaption>\n</figure>\n",
-            stem = esc(&fig.stem),
-            alt = esc(&fig.title),
-            data = base64(png),
-            title = esc(&fig.title),
-            caption = esc(&fig.caption),
-        )
-        .expect("string");
+        out.push_str(&figure_html(fig, png));
     }
     out.push_str("<h2>Every run</h2>\n<p>CPU k/u: kernel/user time of the job's threads, percent of one core.</p>\n");
     out.push_str(&runs_table(input.specs, input.results).to_html());
@@ -199,6 +189,22 @@ pub fn html(input: &ReportInput) -> String {
     }
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// One figure of a report: its PNG inline at the figure's own size (scaled down to the page's
+/// width when wider), and its caption with the plot's remarks ([`Figure::full_caption`]).
+pub fn figure_html(fig: &Figure, png: &[u8]) -> String {
+    let (w, h) = fig.size_px();
+    format!(
+        "<figure id=\"{stem}\">\n<img alt=\"{title}\" width=\"{w}\" height=\"{h}\" \
+         style=\"max-width: 100%; height: auto\" src=\"data:image/png;base64,{data}\">\n\
+         <figcaption><b>{title}.</b> {caption} Data: <code>{stem}.csv</code>; also \
+         <code>{stem}.svg</code>.</figcaption>\n</figure>\n",
+        stem = esc(&fig.stem),
+        title = esc(&fig.title),
+        data = base64(png),
+        caption = esc(&fig.full_caption()),
+    )
 }
 
 /// Escapes text for HTML element content and attribute values.

@@ -254,6 +254,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                     points,
                     stroke,
                     colour: d,
+                    ..Default::default()
                 });
             }
         }
@@ -272,6 +273,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             y_log: true,
             x_categories: vec![],
             series,
+            ..Default::default()
         });
     }
     for (rw, label, op) in PATTERNS {
@@ -296,6 +298,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 points,
                 stroke: Stroke::Solid,
                 colour: d,
+                ..Default::default()
             });
         }
         figs.push(Figure {
@@ -314,6 +317,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             y_log: false,
             x_categories: vec![],
             series,
+            ..Default::default()
         });
     }
     let mut series = Vec::new();
@@ -331,6 +335,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 points,
                 stroke,
                 colour: d,
+                ..Default::default()
             });
         }
     }
@@ -349,6 +354,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
         y_log: true,
         x_categories: vec![],
         series,
+        ..Default::default()
     });
     figs.extend(sync_figures(results, size, seed, ios));
     figs
@@ -379,6 +385,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
                     points,
                     stroke,
                     colour,
+                    ..Default::default()
                 });
             }
             for (part, stroke) in [("kernel", Stroke::Solid), ("user", Stroke::Dashed)] {
@@ -400,6 +407,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
                     points,
                     stroke,
                     colour,
+                    ..Default::default()
                 });
             }
         }
@@ -411,7 +419,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             stem: "completion-latency".into(),
             title: "interrupt vs polled completion: latency".into(),
             caption: format!(
-                "Random reads and writes, {what}. Solid: average; dashed: five nines. {}",
+                "Random reads and writes, {what}. Filled bars: average; outlined: five nines. {}",
                 common_caption(size, seed, ios)
             ),
             x_label: "completion".into(),
@@ -420,13 +428,15 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             y_log: true,
             x_categories: cats.clone(),
             series: lat,
+            ..Default::default()
         },
         Figure {
             stem: "completion-cpu".into(),
             title: "interrupt vs polled completion: CPU use".into(),
             caption: format!(
                 "Random reads and writes, {what}: CPU time of the I/O thread's core, percent. \
-                 Solid: kernel; dashed: user (the thin host has no per-I/O user cost: 0). {}",
+                 Filled bars: kernel; outlined: user (the thin host has no per-I/O user cost: 0). \
+                 {}",
                 common_caption(size, seed, ios)
             ),
             x_label: "completion".into(),
@@ -435,6 +445,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
             y_log: false,
             x_categories: cats,
             series: cpu,
+            ..Default::default()
         },
     ]
 }

@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 
 use server::calibrate::{CurveFit, CurvePoint};
 use study::plot::{Figure, Series, Stroke};
-use study::report::{base64, esc, Table};
+use study::report::{esc, Table};
 
 use super::Measurements;
 
@@ -134,6 +134,7 @@ fn fig(
         y_log: true,
         x_categories: Vec::new(),
         series,
+        ..Default::default()
     }
 }
 
@@ -150,12 +151,14 @@ fn qd_series(curve: &[CurvePoint], label: &str, stroke: Stroke) -> Vec<Series> {
             points: at(|p| p.read_p50_ns),
             stroke,
             colour: 0,
+            ..Default::default()
         },
         Series {
             name: format!("p95{label}"),
             points: at(|p| p.read_p95_ns),
             stroke,
             colour: 1,
+            ..Default::default()
         },
     ]
 }
@@ -176,6 +179,7 @@ fn size_series(
             .collect(),
         stroke,
         colour,
+        ..Default::default()
     }
 }
 
@@ -195,6 +199,7 @@ pub fn figures(m: &Measurements, fit: &CurveFit) -> Vec<Figure> {
                 .collect(),
             stroke: Stroke::Solid,
             colour: i,
+            ..Default::default()
         });
         raw.push(Series {
             name: format!("model, {pct} %"),
@@ -203,6 +208,7 @@ pub fn figures(m: &Measurements, fit: &CurveFit) -> Vec<Figure> {
                 .collect(),
             stroke: Stroke::Dashed,
             colour: i,
+            ..Default::default()
         });
         if *pct < 100 {
             weighted.push(Series {
@@ -218,6 +224,7 @@ pub fn figures(m: &Measurements, fit: &CurveFit) -> Vec<Figure> {
                     .collect(),
                 stroke: Stroke::Solid,
                 colour: i,
+                ..Default::default()
             });
         }
     }
@@ -242,12 +249,14 @@ pub fn figures(m: &Measurements, fit: &CurveFit) -> Vec<Figure> {
         points: table_edge,
         stroke: Stroke::Dashed,
         colour: 0,
+        ..Default::default()
     });
     weighted.push(Series {
         name: "model + fit error".into(),
         points: upper_edge,
         stroke: Stroke::Dashed,
         colour: 0,
+        ..Default::default()
     });
     let spreads: Vec<String> = fit
         .targets_ns
@@ -367,15 +376,7 @@ pub fn report_html(r: &Report) -> String {
     )
     .expect("string");
     for (f, png) in r.figures.iter().zip(r.pngs) {
-        writeln!(
-            out,
-            "<figure><img alt=\"{t}\" width=\"800\" src=\"data:image/png;base64,{d}\"><figcaption><b>{t}.</b> {c} Data: <code>{s}.csv</code>.</figcaption></figure>",
-            t = esc(&f.title),
-            d = base64(png),
-            c = esc(&f.caption),
-            s = esc(&f.stem)
-        )
-        .expect("string");
+        out.push_str(&study::report::figure_html(f, png));
     }
     write!(
         out,

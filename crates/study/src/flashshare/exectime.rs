@@ -24,7 +24,7 @@
 //! `index`, the published figure's pair, is split).
 
 use super::{caption, process, run_id, stack_header, CACHE_SERVICE, DETAIL_OFFLINE, STACKS};
-use crate::plot::{Figure, Series, Stroke};
+use crate::plot::{Figure, Reference, Series, Stroke};
 use crate::report::Table;
 use crate::results::{Results, TimeSplit};
 use crate::Size;
@@ -128,6 +128,7 @@ pub(super) fn exec_figures(results: &Results, size: Size, seed: u64) -> Vec<Figu
                         .collect(),
                     stroke: Stroke::Stacked,
                     colour: EXEC_PARTS.iter().position(|p| p.0 == part.0).unwrap_or(0),
+                    ..Default::default()
                 })
                 .collect();
             let (what, y) = match of {
@@ -159,7 +160,9 @@ pub(super) fn exec_figures(results: &Results, size: Size, seed: u64) -> Vec<Figu
                 x_log: false,
                 y_log: false,
                 x_categories: STACKS.iter().map(|s| s.to_string()).collect(),
+                references: vec![Reference::baseline("vanilla")],
                 series,
+                ..Default::default()
             }
         })
         .collect()

@@ -3,7 +3,7 @@
 
 use super::real::RunView;
 use super::{Paired, Part, RunOutcome, DEVICE_A_TOML, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
-use crate::plot::{Figure, Series, Stroke};
+use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
 
 fn series(name: &str, points: Vec<(f64, f64)>, colour: usize, stroke: Stroke) -> Series {
     Series {
@@ -11,11 +11,48 @@ fn series(name: &str, points: Vec<(f64, f64)>, colour: usize, stroke: Stroke) ->
         points,
         stroke,
         colour,
+        ..Default::default()
     }
 }
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
+}
+
+/// One SLO line (in µs) per distinct p95 read-latency target among `tenants`, naming the
+/// tenants that hold it (`SLO of A, B: 500 µs`), or their class when `by_class`.
+fn slo_lines<'a>(
+    tenants: impl IntoIterator<Item = &'a super::real::TenantView>,
+    by_class: bool,
+) -> Vec<Reference> {
+    let mut targets: Vec<(u64, Vec<String>)> = Vec::new();
+    for t in tenants {
+        let Some(ns) = t.slo_p95_read_latency_ns else {
+            continue;
+        };
+        let who = if by_class {
+            t.class.to_uppercase()
+        } else {
+            t.name.clone()
+        };
+        match targets.iter_mut().find(|(v, _)| *v == ns) {
+            Some((_, names)) if names.contains(&who) => {}
+            Some((_, names)) => names.push(who),
+            None => targets.push((ns, vec![who])),
+        }
+    }
+    targets.sort();
+    targets
+        .into_iter()
+        .map(|(ns, names)| {
+            let value = if ns >= 1_000_000 && ns % 100_000 == 0 {
+                format!("{} ms", ns as f64 / 1e6)
+            } else {
+                format!("{} µs", us(ns))
+            };
+            Reference::slo(us(ns), format!("SLO of {}: {value}", names.join(", ")))
+        })
+        .collect()
 }
 
 /// Per-tenant points of `f` over the tenants named in `names` (a tenant missing from `run` is
@@ -62,8 +99,8 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
             stem: format!("scenario{n}_p95"),
             title: format!("Scenario {n}: p95 read latency per tenant"),
             caption: format!(
-                "Simulated at full scale; scheduler off (dashed) and on (solid); A and B have a \
-                 500 µs SLO. Device {DEVICE_A_TOML}, profile reflex-a, 2 threads; runs s{n}-off, \
+                "Simulated at full scale; scheduler off (outlined) and on (filled); A and B have a \
+                 500 µs SLO (the dashed line). Device {DEVICE_A_TOML}, profile reflex-a, 2 threads; runs s{n}-off, \
                  s{n}-on."
             ),
             x_label: "tenant".into(),
@@ -71,16 +108,18 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
             x_log: false,
             y_log: true,
             x_categories: names.clone(),
+            references: slo_lines(on.tenants.iter(), false),
             series: vec![
                 series("off", per_tenant(&off, &names, &p95_us), 1, Stroke::Dashed),
                 series("on", per_tenant(&on, &names, &p95_us), 0, Stroke::Solid),
             ],
+            ..Default::default()
         });
         figs.push(Figure {
             stem: format!("scenario{n}_iops"),
             title: format!("Scenario {n}: IOPS per tenant"),
             caption: format!(
-                "Simulated at full scale; scheduler off (dashed) and on (solid); runs s{n}-off, \
+                "Simulated at full scale; scheduler off (outlined) and on (filled); runs s{n}-off, \
                  s{n}-on."
             ),
             x_label: "tenant".into(),
@@ -92,6 +131,7 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
                 series("off", per_tenant(&off, &names, &k_iops), 1, Stroke::Dashed),
                 series("on", per_tenant(&on, &names, &k_iops), 0, Stroke::Solid),
             ],
+            ..Default::default()
         });
     }
     let by_part = |part: Part| {
@@ -116,7 +156,7 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
             y_label: "K per second".into(),
             x_log: false,
             y_log: false,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
             series: vec![
                 series("LC IOPS", p(&|r| r.iops("lc") / 1000.0), 0, Stroke::Solid),
                 series("BE IOPS", p(&|r| r.iops("be") / 1000.0), 1, Stroke::Solid),
@@ -127,22 +167,31 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
                     Stroke::Dashed,
                 ),
             ],
+            ..Default::default()
         });
         figs.push(Figure {
             stem: "cores_lc_p95".into(),
             title: "Cores: worst LC p95 read latency".into(),
-            caption: "Simulated at full scale; the SLO is 2 ms.".into(),
+            caption: "Simulated at full scale; the SLO is 2 ms (the dashed line).".into(),
             x_label: "dataplane threads".into(),
             y_label: "p95 read latency (µs)".into(),
             x_log: false,
             y_log: false,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
+            references: slo_lines(
+                cores
+                    .iter()
+                    .flat_map(|(_, r)| &r.tenants)
+                    .filter(|t| t.class == "lc"),
+                true,
+            ),
             series: vec![series(
                 "LC p95",
                 p(&|r| us(r.worst_p95_ns("lc"))),
                 0,
                 Stroke::Solid,
             )],
+            ..Default::default()
         });
     }
     let tenants = by_part(Part::TenantsPerCore);
@@ -160,7 +209,7 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
             y_label: "K IOPS".into(),
             x_log: true,
             y_log: false,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
             series: vec![
                 series(
                     "offered",
@@ -181,6 +230,7 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
                     Stroke::Solid,
                 ),
             ],
+            ..Default::default()
         });
     }
     let un: Vec<(&str, f64)> = ["read-local", "read-remote", "write-local", "write-remote"]
@@ -223,6 +273,7 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
                     Stroke::Solid,
                 ),
             ],
+            ..Default::default()
         });
     }
     figs
@@ -262,21 +313,27 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                 caption: format!(
                     "Scaled to {scale} % (rates, queue depths, token rates), one worker. Solid: the \
                      real server (ullstack serve, emulated device, driven by ullstack bench over \
-                     loopback); dashed: its simulated twin (the same scenario file). Red: \
-                     scheduler off; blue: on. A and B have a 500 µs SLO. Runs real-s{n}-off, \
-                     real-s{n}-on."
+                     loopback); outlined: its simulated twin (the same scenario file). Red: \
+                     scheduler off; blue: on. A and B have a 500 µs SLO (the dashed line on the \
+                     latency plot). Runs real-s{n}-off, real-s{n}-on."
                 ),
                 x_label: "tenant".into(),
                 y_label: y.into(),
                 x_log: false,
                 y_log: log,
                 x_categories: names.clone(),
+                references: if log {
+                    slo_lines(on_r.tenants.iter(), false)
+                } else {
+                    Vec::new()
+                },
                 series: vec![
                     series("real, off", per_tenant(&off_r, &names, f), 1, Stroke::Solid),
                     series("model, off", per_tenant(&off_t, &names, f), 1, Stroke::Dashed),
                     series("real, on", per_tenant(&on_r, &names, f), 0, Stroke::Solid),
                     series("model, on", per_tenant(&on_t, &names, f), 0, Stroke::Dashed),
                 ],
+                ..Default::default()
             });
         }
     }
@@ -308,23 +365,31 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             y_label: "K IOPS".into(),
             x_log: false,
             y_log: false,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
             series: vec![
                 series("LC real", real(&|r| r.iops("lc") / 1000.0), 0, Stroke::Solid),
                 series("LC model", model(&|r| r.iops("lc") / 1000.0), 0, Stroke::Dashed),
                 series("BE real", real(&|r| r.iops("be") / 1000.0), 1, Stroke::Solid),
                 series("BE model", model(&|r| r.iops("be") / 1000.0), 1, Stroke::Dashed),
             ],
+            ..Default::default()
         });
         figs.push(Figure {
             stem: "real_cores_lc_p95".into(),
             title: "Cores on this machine, real vs model: worst LC p95".into(),
-            caption: "The SLO is 2 ms. Solid: real; dashed: model.".into(),
+            caption: "The SLO is 2 ms (the dashed grey line). Solid: real; dashed: model.".into(),
             x_label: "server workers".into(),
             y_label: "p95 read latency (µs)".into(),
             x_log: false,
             y_log: true,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
+            references: slo_lines(
+                cores
+                    .iter()
+                    .flat_map(|(_, r, _)| &r.tenants)
+                    .filter(|t| t.class == "lc"),
+                true,
+            ),
             series: vec![
                 series(
                     "real",
@@ -339,6 +404,7 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                     Stroke::Dashed,
                 ),
             ],
+            ..Default::default()
         });
     }
     let tenants = by_part(Part::TenantsPerCore);
@@ -368,7 +434,7 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             y_label: "K IOPS".into(),
             x_log: true,
             y_log: false,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
             series: vec![
                 series(
                     "offered",
@@ -392,18 +458,26 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                     Stroke::Dashed,
                 ),
             ],
+            ..Default::default()
         });
         figs.push(Figure {
             stem: "real_tenants_p95".into(),
             title: "Tenants per core on this machine, real vs model: worst p95".into(),
-            caption: "The SLO is 2 ms; a saturated thread's queue grows for the whole run. \
-                      Solid: real; dashed: model."
+            caption: "The SLO is 2 ms (the dashed grey line); a saturated thread's queue grows \
+                      for the whole run. Solid: real; dashed: model."
                 .into(),
             x_label: "tenants".into(),
             y_label: "worst p95 read latency (µs)".into(),
             x_log: true,
             y_log: true,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
+            references: slo_lines(
+                tenants
+                    .iter()
+                    .flat_map(|(_, r, _)| &r.tenants)
+                    .filter(|t| t.class == "lc"),
+                true,
+            ),
             series: vec![
                 series(
                     "real",
@@ -418,6 +492,7 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                     Stroke::Dashed,
                 ),
             ],
+            ..Default::default()
         });
         let client: Vec<(f64, f64)> = pairs
             .iter()
@@ -437,7 +512,7 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             y_label: "% of one core".into(),
             x_log: true,
             y_log: false,
-            x_categories: Vec::new(),
+            x_ticks: Ticks::Integer,
             series: vec![
                 series(
                     "worker, real",
@@ -453,6 +528,7 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                 ),
                 series("load generator, real", client, 1, Stroke::Solid),
             ],
+            ..Default::default()
         });
     }
     let un = |id: &str, read: bool| -> Option<(f64, f64)> {
@@ -479,8 +555,8 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             title: "Unloaded latency on this machine, real vs model".into(),
             caption: "4 KiB random, QD1, mean. Local: the emulated device driven in process \
                       (real) / the device model alone (model). Remote: through the server over \
-                      loopback (real) / the twin with this machine's costs (model). Solid: \
-                      real; dashed: model."
+                      loopback (real) / the twin with this machine's costs (model). Filled: \
+                      real; outlined: model."
                 .into(),
             x_label: "operation".into(),
             y_label: "mean latency (µs)".into(),
@@ -513,6 +589,7 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                     Stroke::Dashed,
                 ),
             ],
+            ..Default::default()
         });
     }
     figs

@@ -6,7 +6,7 @@ use super::real::{RunView, TenantView};
 use super::search::{SearchOutcome, Verdict};
 use super::{Paired, Part, ReflexRun, RunOutcome, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
 use crate::plot::Figure;
-use crate::report::{base64, esc, Table};
+use crate::report::{esc, Table};
 use crate::Size;
 
 fn us(ns: u64) -> String {
@@ -250,15 +250,7 @@ pub fn report(p: &Page<'_>) -> String {
     }
     out.push_str("<h2>Figures</h2>\n");
     for (f, png) in p.figures.iter().zip(p.pngs) {
-        writeln!(
-            out,
-            "<figure><img alt=\"{t}\" width=\"800\" src=\"data:image/png;base64,{d}\"><figcaption><b>{t}.</b> {c} Data: <code>{s}.csv</code>.</figcaption></figure>",
-            t = esc(&f.title),
-            d = base64(png),
-            c = esc(&f.caption),
-            s = esc(&f.stem),
-        )
-        .expect("string");
+        out.push_str(&crate::report::figure_html(f, png));
     }
     out.push_str(
         "<h2>Every run's scenario</h2>\n<p>Re-run a simulated one alone: <code>ullstack sim \
