@@ -53,7 +53,7 @@
 //! coalesce_ns;
 //! `[limits]` max_connections, max_connections_per_tenant, max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
-//! handshake_timeout_ms; `[qos]` scheduler, profile (name) | `[qos.profile]`
+//! handshake_timeout_ms, request_timeout_ms; `[qos]` scheduler, profile (name) | `[qos.profile]`
 //! (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
@@ -340,6 +340,11 @@ pub struct LimitsConfig {
     /// Close a connection that has not finished HELLO / the NBD handshake in this time.
     #[serde(default = "default_handshake_timeout_ms")]
     pub handshake_timeout_ms: u64,
+    /// Close a connection whose client started a request (or a refused payload being dropped)
+    /// and has not sent the rest within this time (0: never): any byte resets the idle timer,
+    /// so without it a request trickled at 1 byte/s held its connection forever.
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
 }
 
 fn default_max_connections() -> usize {
@@ -385,6 +390,15 @@ pub fn default_max_memory_bytes() -> ByteSize {
 fn default_handshake_timeout_ms() -> u64 {
     10_000
 }
+/// 60 s: a 32 MiB WRITE (the largest request) arrives within it at 0.6 MB/s; a client slower
+/// than that is not served by a storage server anyway.
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 60_000;
+/// Shortest request deadline a config may set: timeouts are checked every 10 ms, and below
+/// 100 ms a loaded client's ordinary segment delays would close it.
+pub const MIN_REQUEST_TIMEOUT_MS: u64 = 100;
+fn default_request_timeout_ms() -> u64 {
+    DEFAULT_REQUEST_TIMEOUT_MS
+}
 
 impl Default for LimitsConfig {
     fn default() -> Self {
@@ -397,6 +411,7 @@ impl Default for LimitsConfig {
             max_memory_bytes: default_max_memory_bytes(),
             idle_timeout_ms: default_idle_timeout_ms(),
             handshake_timeout_ms: default_handshake_timeout_ms(),
+            request_timeout_ms: default_request_timeout_ms(),
         }
     }
 }
@@ -916,6 +931,13 @@ impl ServerConfig {
                 "limits.max_connections_per_tenant",
                 0,
                 "at least 1",
+            ));
+        }
+        if l.request_timeout_ms != 0 && l.request_timeout_ms < MIN_REQUEST_TIMEOUT_MS {
+            return Err(invalid(
+                "limits.request_timeout_ms",
+                l.request_timeout_ms,
+                format!("0 (never) or at least {MIN_REQUEST_TIMEOUT_MS} ms"),
             ));
         }
         if l.max_memory_bytes.0 < l.max_inflight_bytes.0 {

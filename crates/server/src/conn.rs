@@ -163,6 +163,9 @@ pub struct ConnCore {
     pub epoll_events: u32,
     pub last_active_ns: u64,
     pub handshake_deadline_ns: Option<u64>,
+    /// Since when the client owes the rest of a frame: (the input's consumed byte count then,
+    /// the time it was first seen incomplete). Any frame completed restarts it.
+    pub partial_since: Option<(u64, u64)>,
 }
 
 /// How writing a connection's output went.
@@ -199,6 +202,7 @@ impl ConnCore {
             last_active_ns: now_ns,
             handshake_deadline_ns: (handshake_timeout_ms > 0)
                 .then(|| now_ns + handshake_timeout_ms * 1_000_000),
+            partial_since: None,
         }
     }
 

@@ -49,6 +49,9 @@ pub struct InBuf {
     moved_bytes: u64,
     /// Bytes still to be dropped as they arrive (the payload of a refused request).
     discard_bytes: usize,
+    /// Bytes consumed (decoded or discarded) over the connection's life: advances whenever a
+    /// frame is done with, which is what the request deadline measures progress by.
+    consumed_total_bytes: u64,
 }
 
 impl Default for InBuf {
@@ -65,6 +68,7 @@ impl InBuf {
             want_bytes: 0,
             moved_bytes: 0,
             discard_bytes: 0,
+            consumed_total_bytes: 0,
         }
     }
 
@@ -109,7 +113,22 @@ impl InBuf {
         std::mem::take(&mut self.moved_bytes)
     }
 
+    /// Bytes consumed over the connection's life (see [`InBuf::incomplete_frame`]).
+    pub fn consumed_total_bytes(&self) -> u64 {
+        self.consumed_total_bytes
+    }
+
+    /// Whether the client owes the rest of a frame it started: bytes of a frame are buffered
+    /// but fewer than the decoder asked for, or a refused request's payload is still being
+    /// dropped. Whole frames the server has not decoded yet (a connection at its in-flight
+    /// limit) are not owed by the client and do not count.
+    pub fn incomplete_frame(&self) -> bool {
+        let pending = self.pending_bytes();
+        self.discard_bytes > 0 || (pending > 0 && pending < self.want_bytes)
+    }
+
     pub fn consume(&mut self, n: usize) {
+        self.consumed_total_bytes += n as u64;
         self.start += n;
         assert!(self.start <= self.buf.len(), "consumed past the input");
         if self.start == self.buf.len() {

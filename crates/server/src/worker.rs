@@ -77,7 +77,8 @@
 //! # Config keys
 //! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns`; `[limits] max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
-//! handshake_timeout_ms`.
+//! handshake_timeout_ms, request_timeout_ms` (a request has a deadline from its first byte to
+//! its last: any byte resets the idle timer, only a completed frame resets this one).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -559,6 +560,23 @@ impl Worker {
         if conn.tls.is_some() && !conn.psk_noted {
             self.note_psk(i, tls_failed, now);
         }
+        self.note_partial(i, now);
+    }
+
+    /// Starts, keeps or clears connection `i`'s request deadline: from the first time its
+    /// input was seen holding part of a frame, until a frame is completed (see
+    /// `limits.request_timeout_ms`; any byte resets the idle timer, this one only a whole
+    /// frame).
+    fn note_partial(&mut self, i: usize, now: u64) {
+        let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let consumed = conn.input.consumed_total_bytes();
+        conn.core.partial_since = match conn.core.partial_since {
+            _ if !conn.input.incomplete_frame() => None,
+            Some((at, since)) if at == consumed => Some((at, since)),
+            _ => Some((consumed, now)),
+        };
     }
 
     /// Decodes what a connection's input holds, within the budget.
@@ -590,6 +608,7 @@ impl Worker {
             ),
         };
         self.conns[i] = Some(conn);
+        self.note_partial(i, now);
         match verdict {
             Verdict::Continue => self.mark_pending(i),
             Verdict::StartTls => {
@@ -999,6 +1018,7 @@ impl Worker {
 
     fn scan_timeouts(&mut self, now: u64) {
         let idle_ms = self.shared.config.limits.idle_timeout_ms;
+        let request_ms = self.shared.config.limits.request_timeout_ms;
         let mut expired = Vec::new();
         for (i, conn) in self.conns.iter().enumerate() {
             let Some(conn) = conn else { continue };
@@ -1006,24 +1026,37 @@ impl Worker {
             let idle = idle_ms > 0
                 && conn.core.inflight_reqs == 0
                 && now.saturating_sub(conn.core.last_active_ns) > idle_ms * 1_000_000;
+            let trickle = request_ms > 0
+                && conn
+                    .core
+                    .partial_since
+                    .is_some_and(|(_, since)| now.saturating_sub(since) > request_ms * 1_000_000);
             if handshake {
                 expired.push((i, "handshake_timeout"));
+            } else if trickle {
+                expired.push((i, "request_timeout"));
             } else if idle {
                 expired.push((i, "idle_timeout"));
             }
         }
         for (i, reason) in expired {
             self.shared.metrics.protocol_error(reason);
+            let peer = self
+                .conns
+                .get(i)
+                .and_then(|c| c.as_ref())
+                .map(|c| c.core.peer);
             if reason == "handshake_timeout" {
-                let peer = self
-                    .conns
-                    .get(i)
-                    .and_then(|c| c.as_ref())
-                    .map(|c| c.core.peer);
                 tracing::info!(
                     target: "audit",
                     peer = %Peer(peer.flatten()),
                     "closed: no HELLO / NBD handshake within limits.handshake_timeout_ms"
+                );
+            } else if reason == "request_timeout" {
+                tracing::info!(
+                    target: "audit",
+                    peer = %Peer(peer.flatten()),
+                    "closed: a request was not received whole within limits.request_timeout_ms"
                 );
             }
             self.close(i);

@@ -129,7 +129,8 @@ impl ServerConfig {
         writeln!(out, "max_request_bytes = {}", l.max_request_bytes.0)?;
         writeln!(out, "max_memory_bytes = {}", l.max_memory_bytes.0)?;
         writeln!(out, "idle_timeout_ms = {}", l.idle_timeout_ms)?;
-        writeln!(out, "handshake_timeout_ms = {}", l.handshake_timeout_ms)
+        writeln!(out, "handshake_timeout_ms = {}", l.handshake_timeout_ms)?;
+        writeln!(out, "request_timeout_ms = {}", l.request_timeout_ms)
     }
 
     fn write_qos(&self, out: &mut String) -> std::fmt::Result {
