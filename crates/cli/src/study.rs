@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail};
 use clap::Args;
 use study::driver::{self, StudyOptions, StudyOutcome};
+use study::provenance::{shell_words, Build};
 use study::slurm::{self, SlurmPlan};
 use study::Size;
 use study::{k8s, shard_env, StudyDef};
@@ -31,7 +32,7 @@ use study::{k8s, shard_env, StudyDef};
 /// a CSV, SVG and PNG per plot, and report.html. Re-running resumes: runs already there with an
 /// unchanged config are not redone, so an interrupted study loses only the runs in flight.
 #[derive(Args, Debug)]
-#[command(verbatim_doc_comment)]
+#[command(verbatim_doc_comment, after_long_help = studies_help())]
 pub struct StudyArgs {
     /// A study name, `list`, or `merge`.
     #[arg(value_name = "NAME|list|merge")]
@@ -86,6 +87,61 @@ pub struct StudyArgs {
     /// `reflex` only: skip the real-server half (serve + bench on this machine).
     #[arg(long)]
     sim_only: bool,
+    /// Resume a folder (or merge shards) that another build of ullstack wrote: refused
+    /// without it, naming both builds. The results then mix builds; study.json and
+    /// provenance.json say which.
+    #[arg(long)]
+    force: bool,
+}
+
+/// This binary's build, as `build.rs` baked it in.
+fn this_build() -> Build {
+    let diff = env!("ULLSTACK_GIT_DIFF_HASH");
+    Build {
+        crate_version: env!("CARGO_PKG_VERSION").into(),
+        git_commit: env!("ULLSTACK_GIT_COMMIT").into(),
+        git_dirty: env!("ULLSTACK_GIT_DIRTY") == "true",
+        git_diff_hash: (!diff.is_empty()).then(|| diff.to_string()),
+        profile: env!("ULLSTACK_BUILD_PROFILE").into(),
+        rustc: env!("ULLSTACK_RUSTC_VERSION").into(),
+    }
+}
+
+/// `study --help`'s closing part: every study, its run counts and what `--quick` does to it.
+fn studies_help() -> String {
+    let mut text = String::from("Studies (--quick is a smoke test of each, not its results):\n");
+    for def in study::catalogue() {
+        let count = |size| (def.runs)(size, 1).len();
+        text.push_str(&format!(
+            "  {:<11} {} runs; --quick: {} runs, {}\n",
+            def.name,
+            count(Size::Full),
+            count(Size::Quick),
+            (def.quick)()
+        ));
+    }
+    text.push_str(&format!(
+        "  {:<11} {} simulated runs + {} on the real server (--sim-only: none) + part 4's \
+         searches; --quick: {} + {}, {}\n",
+        "reflex",
+        study::reflex::runs(Size::Full, 1).len(),
+        study::reflex::real_runs(Size::Full, 1).len(),
+        study::reflex::runs(Size::Quick, 1).len(),
+        study::reflex::real_runs(Size::Quick, 1).len(),
+        study::reflex::quick_about()
+    ));
+    text
+}
+
+/// Refuses `--sim-only` for study `name`: only `reflex` has a real-server half to skip.
+fn refuse_sim_only(args: &StudyArgs, name: &str) -> anyhow::Result<()> {
+    if args.sim_only {
+        bail!(
+            "--sim-only: study `{name}` has no real-server half to skip (only `reflex` runs one); \
+             every run of `{name}` is simulated already, drop the flag"
+        );
+    }
+    Ok(())
 }
 
 pub fn run(args: StudyArgs) -> anyhow::Result<()> {
@@ -153,7 +209,20 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
         jobs: args
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        progress: !args.quiet,
+        build: this_build(),
     };
+    if args.force {
+        bail!("--force: `study reflex` does not resume (it runs everything again), so there is no other build's folder to accept");
+    }
+    let command = command_line();
+    study::interrupt::on_sigint(move || {
+        format!(
+            "interrupted: `study reflex` does not resume (its real-server runs are measured \
+             together), so nothing of this run is kept\nrun it again with: {command}"
+        )
+    })
+    .map_err(|e| anyhow!(e))?;
     let started = std::time::Instant::now();
     let runner = crate::reflex::InProcess;
     let real: Option<&dyn study::reflex::RealRunner> =
@@ -227,14 +296,19 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
         );
     }
     let def = study::find(&args.target).map_err(|e| anyhow!(e))?;
+    refuse_sim_only(&args, def.name)?;
     if args.dry_run && args.slurm.is_none() && args.k8s.is_none() {
         bail!(
             "--dry-run goes with --slurm N or --k8s N (it writes their scripts without submitting)"
         );
     }
     if args.slurm.is_some() || args.k8s.is_some() {
+        if args.force {
+            bail!("--force goes with a study run here or `study merge`: the cluster's shard tasks each start a folder of their own");
+        }
         return cluster(&def, &args);
     }
+
     if let Some(flag) = slurm_only_flags(&args).first() {
         bail!("{flag} goes with --slurm N (it sets the Slurm jobs' #SBATCH options)");
     }
@@ -270,7 +344,16 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
         jobs,
         shard,
         progress: !args.quiet,
+        build: this_build(),
+        force: args.force,
     };
+    let scope = driver::scope_of(&(def.runs)(opts.size, opts.seed), shard);
+    let (interrupted_out, command) = (out.clone(), command_line());
+    study::interrupt::on_sigint(move || {
+        let kept = study::interrupt::kept(&interrupted_out, &scope);
+        study::interrupt::message(kept, &interrupted_out, &command)
+    })
+    .map_err(|e| anyhow!(e))?;
     let started = std::time::Instant::now();
     let outcome = driver::run(&def, &opts).map_err(|e| anyhow!(e))?;
     report(&outcome, &out, args.quiet, started.elapsed());
@@ -388,17 +471,31 @@ fn merge(args: StudyArgs) -> anyhow::Result<()> {
         || args.seed.is_some()
         || args.slurm.is_some()
         || args.k8s.is_some()
+        || args.sim_only
     {
-        bail!("`study merge` takes only folders, --out and --quiet (size, seed and shards come from the folders' study.json)");
+        bail!("`study merge` takes only folders, --out, --force and --quiet (size, seed and shards come from the folders' study.json)");
     }
     let out = args.out.clone().unwrap_or_else(|| args.dirs[0].clone());
     let started = std::time::Instant::now();
-    let (_, outcome) = driver::merge(&args.dirs, &out).map_err(|e| anyhow!(e))?;
+    let (_, outcome) =
+        driver::merge(&args.dirs, &out, &this_build(), args.force).map_err(|e| anyhow!(e))?;
     report(&outcome, &out, args.quiet, started.elapsed());
     Ok(())
 }
 
+/// This process's command line, quoted for a shell: what resumes it.
+fn command_line() -> String {
+    let words: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    shell_words(&words)
+}
+
 fn report(outcome: &StudyOutcome, out: &std::path::Path, quiet: bool, wall: std::time::Duration) {
+    if let Some(note) = &outcome.mixed_builds {
+        eprintln!("note: {note}");
+    }
+
     if let Some(who) = &outcome.took_over {
         eprintln!(
             "note: {} was locked by {who}, which stopped without releasing it; its runs in flight were redone",

@@ -30,6 +30,22 @@ fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// `cmd` run on a pseudo-terminal by `script` (util-linux), so it draws what it draws for a
+/// person; `None` without `script`.
+fn on_a_terminal(cmd: &Command) -> Option<Command> {
+    testkit::which("script")?;
+    let words: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    let mut script = Command::new("script");
+    script
+        .args(["--quiet", "--return", "--flush", "--command"])
+        .arg(study::provenance::shell_words(&words))
+        .arg("/dev/null");
+    Some(script)
+}
+
 fn without_wall_ms(mut v: serde_json::Value) -> serde_json::Value {
     v.as_object_mut().expect("object").remove("wall_ms");
     v
@@ -49,11 +65,12 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("reflex");
     let started = Instant::now();
-    let text = run_ok(
-        ullstack()
-            .args(["study", "reflex", "--quick", "--jobs", "2", "--out"])
-            .arg(&out),
-    );
+    let mut study = ullstack();
+    study
+        .args(["study", "reflex", "--quick", "--jobs", "2", "--out"])
+        .arg(&out);
+    let terminal = on_a_terminal(&study);
+    let text = run_ok(&mut terminal.unwrap_or(study));
     let took = started.elapsed();
     println!("{text}\nstudy reflex --quick took {took:?}");
     assert!(took < Duration::from_secs(90), "took {took:?}");
@@ -84,6 +101,17 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let study = read_json(&out.join("study.json"));
+    // Its provenance: the build here, the command line and times in provenance.json.
+    assert_eq!(
+        study["provenance"]["build"]["crate_version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    let prov = read_json(&out.join("provenance.json"));
+    assert!(prov["invocations"][0]["ended_utc"].is_string(), "{prov}");
+    assert!(
+        std::fs::read_to_string(out.join("report.html")).is_ok_and(|h| h.contains("Provenance")),
+        "report.html has no provenance section"
+    );
     let ids = |key: &str, field: Option<&str>| -> Vec<String> {
         study[key]
             .as_array()

@@ -106,7 +106,19 @@ fn bad_flags_name_the_value_and_what_is_expected() {
         ),
         (
             &["nosuch"],
-            &["unknown study `nosuch`", "known studies: ull"],
+            &[
+                "unknown study `nosuch`",
+                "known studies: ull, fastdrain, flashshare, reflex",
+            ],
+        ),
+        (&["flashhsare"], &["(did you mean `flashshare`?)"]),
+        (
+            &["ull", "--quick", "--sim-only"],
+            &["--sim-only: study `ull` has no real-server half"],
+        ),
+        (
+            &["fastdrain", "--sim-only", "--slurm", "2", "--dry-run"],
+            &["--sim-only: study `fastdrain` has no real-server half"],
         ),
         (
             &["merge", "a", "--seed", "2"],
@@ -153,12 +165,27 @@ fn long_help_shows_the_examples() {
         "--slurm 8",
         "--k8s 8 --dry-run",
         "study merge a b",
+        "--force",
     ] {
         assert!(
             study.contains(want),
             "study --help lacks `{want}`:\n{study}"
         );
     }
+    // Every study, with what --quick does to it.
+    for name in ["ull", "fastdrain", "flashshare", "reflex"] {
+        let line = study
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("study --help lists no `{name}`:\n{study}"));
+        assert!(line.contains("--quick: "), "{line}");
+    }
+    let ull_quick = format!(
+        "{} I/Os per point instead of {}",
+        study::ull::QUICK_IOS,
+        study::ull::FULL_IOS
+    );
+    assert!(study.contains(&ull_quick), "no `{ull_quick}` in:\n{study}");
     let place = run_ok(ullstack().args(["place", "--help"]));
     for want in ["least-loaded", "worst fit", "--rebalance", "--lookup"] {
         assert!(
@@ -270,17 +297,206 @@ fn shards_merged_equal_one_run_and_an_incomplete_merge_names_what_is_missing() {
     );
     assert_same_results(reference(), &merged);
     assert!(merged.join("report.html").is_file());
+    // The merged folder lists both shards' invocations and its own.
+    let prov: serde_json::Value =
+        serde_json::from_str(&read(&merged.join("provenance.json"))).unwrap();
+    let what: Vec<&str> = prov["invocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["what"].as_str().unwrap())
+        .collect();
+    assert_eq!(what, ["shard 0/2", "shard 1/2", "merge of 2 folders"]);
+
+    // A shard made by another build is refused, naming both builds, unless --force.
+    let record = b.join("provenance.json");
+    let this_commit = prov["invocations"][0]["build"]["git_commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::write(&record, read(&record).replace(&this_commit, OTHER_COMMIT)).unwrap();
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args(["study", "merge"])
+            .arg(&a)
+            .arg(&b)
+            .arg("--out")
+            .arg(dir.path().join("mixed")),
+    )
+    .unwrap();
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!("{} was made by ullstack", b.display()))
+            && text.contains(&format!("commit {}", &OTHER_COMMIT[..12]))
+            && text.contains(&format!(
+                "but this merge is ullstack {}",
+                env!("CARGO_PKG_VERSION")
+            ))
+            && text.contains("--force"),
+        "{text}"
+    );
+    run_ok(
+        ullstack()
+            .args(["study", "merge", "--force", "--quiet"])
+            .arg(&a)
+            .arg(&b)
+            .arg("--out")
+            .arg(dir.path().join("mixed")),
+    );
 }
 
+/// A commit no build of this repository has.
+const OTHER_COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// study.json names the build (the same for every execution, so the byte-for-byte comparisons
+/// hold); provenance.json the command line, times and host; report.html both.
 #[test]
-fn a_killed_study_resumes_to_the_same_study_json() {
+fn study_json_and_the_report_record_the_build_and_the_invocation() {
+    let study: serde_json::Value =
+        serde_json::from_str(&read(&reference().join("study.json"))).unwrap();
+    let p = &study["provenance"];
+    let build = &p["build"];
+    assert_eq!(build["crate_version"], env!("CARGO_PKG_VERSION"));
+    let commit = build["git_commit"].as_str().unwrap();
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{commit}"
+    );
+    // The commit exists in this checkout (when there is one, and git to ask).
+    if commit != "unknown" && testkit::which("git").is_some() {
+        let (ok, text) = testkit::run(
+            Command::new("git")
+                .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+                .current_dir(env!("CARGO_MANIFEST_DIR")),
+        )
+        .unwrap();
+        assert!(ok, "commit {commit} is not in this repository: {text}");
+    }
+    assert!(build["git_dirty"].is_boolean(), "{build}");
+    assert_eq!(
+        build["git_diff_hash"].is_null(),
+        build["git_dirty"] == false,
+        "{build}"
+    );
+    // The profile: cargo's folder the binary was built in (`debug` for `dev`).
+    let exe = Path::new(env!("CARGO_BIN_EXE_ullstack"));
+    let dir = exe.parent().unwrap().file_name().unwrap().to_string_lossy();
+    let profile = if dir == "debug" { "dev" } else { &dir };
+    assert_eq!(build["profile"], profile, "{build}");
+    assert!(
+        build["rustc"].as_str().unwrap().starts_with("rustc 1."),
+        "{build}"
+    );
+    assert_eq!(p["seeds"], serde_json::json!([1]));
+    assert_eq!(p["invocations"], "provenance.json");
+    assert!(p.get("other_builds").is_none(), "{p}");
+
+    let prov: serde_json::Value =
+        serde_json::from_str(&read(&reference().join("provenance.json"))).unwrap();
+    let [inv] = prov["invocations"].as_array().unwrap().as_slice() else {
+        panic!("one invocation: {prov}");
+    };
+    let command: Vec<&str> = inv["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        command[1..6],
+        ["study", "ull", "--quick", "--quiet", "--out"]
+    );
+    assert_eq!(command[7..], ["--jobs", "2"]);
+    let (started, ended) = (
+        inv["started_utc"].as_str().unwrap(),
+        inv["ended_utc"].as_str().unwrap(),
+    );
+    for t in [started, ended] {
+        assert!(
+            t.len() == 20 && t.ends_with('Z') && t.as_bytes()[10] == b'T',
+            "{t}"
+        );
+    }
+    assert!(started <= ended, "{started} {ended}");
+    assert_eq!(
+        (inv["ran"].as_u64(), inv["reused"].as_u64()),
+        (Some(92), Some(0))
+    );
+    assert!(inv["host"]["cores"].as_u64().unwrap() >= 1, "{inv}");
+    assert!(
+        !inv["host"]["cpu_model"].as_str().unwrap().is_empty(),
+        "{inv}"
+    );
+    assert_eq!(&inv["build"], build);
+
+    let html = read(&reference().join("report.html"));
+    for want in [
+        "<h2 id=\"provenance\">Provenance</h2>",
+        &commit[..12],
+        started,
+        ended,
+        "study ull --quick --quiet --out",
+    ] {
+        assert!(html.contains(want), "report.html lacks `{want}`");
+    }
+}
+
+/// A folder another build wrote into is refused for resume, naming both builds; --force resumes
+/// it, and study.json then names the other build too.
+#[test]
+fn a_folder_of_another_build_is_refused_unless_forced() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("s");
+    quick(&out, &["--shard", "0/23"]);
+    let record = out.join("provenance.json");
+    let text = read(&record);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let this_commit = v["invocations"][0]["build"]["git_commit"].as_str().unwrap();
+    std::fs::write(&record, text.replace(this_commit, OTHER_COMMIT)).unwrap();
+    let (ok, text) = testkit::run(
+        ullstack()
+            .args([
+                "study", "ull", "--quick", "--quiet", "--shard", "0/23", "--out",
+            ])
+            .arg(&out),
+    )
+    .unwrap();
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!(
+            "holds runs made by ullstack {}",
+            env!("CARGO_PKG_VERSION")
+        )) && text.contains(&format!("commit {}", &OTHER_COMMIT[..12]))
+            && text.contains(&format!("this is ullstack {}", env!("CARGO_PKG_VERSION")))
+            && text.contains("--force"),
+        "{text}"
+    );
+    let text = quick(&out, &["--shard", "0/23", "--force"]);
+    assert!(
+        text.contains("0 simulated, 4 reused") && text.contains("resuming anyway"),
+        "{text}"
+    );
+    let study: serde_json::Value = serde_json::from_str(&read(&out.join("study.json"))).unwrap();
+    assert_eq!(
+        study["provenance"]["other_builds"][0]["git_commit"],
+        OTHER_COMMIT
+    );
+}
+
+/// Ctrl-C (SIGINT) mid-study says what is kept and the command that resumes, exits 130 with
+/// the folder unlocked, and the resumed study equals an uninterrupted one byte for byte; the
+/// interrupted invocation stays in provenance.json as one that did not finish.
+#[test]
+fn an_interrupted_study_says_what_it_keeps_and_resumes_to_the_same_study_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s");
+    let stderr_path = dir.path().join("stderr.txt");
     let mut child = ullstack()
         .args(["study", "ull", "--quick", "--quiet", "--jobs", "1", "--out"])
         .arg(&out)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
     let done = |out: &Path| {
@@ -294,14 +510,41 @@ fn a_killed_study_resumes_to_the_same_study_json() {
     };
     testkit::wait_until(Duration::from_secs(120), || done(&out) >= 3)
         .expect("three runs finish within two minutes");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) with a child's PID, which `child` has not reaped yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
     let finished = done(&out);
     assert!(
         (3..92).contains(&finished),
-        "killed mid-study: {finished} of 92 runs done"
+        "interrupted mid-study: {finished} of 92 runs done"
     );
-    assert!(!out.join("study.json").exists(), "killed before the end");
+    assert!(
+        !out.join("study.json").exists(),
+        "interrupted before the end"
+    );
+    assert!(!out.join(".ullstack.lock").exists(), "the lock is released");
+    let said = read(&stderr_path);
+    let kept: usize = said
+        .split("interrupted: ")
+        .nth(1)
+        .and_then(|r| r.split(" of 92 runs are complete and kept in ").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of kept runs in:\n{said}"));
+    // A run in flight may have been renamed into place between the count and the exit.
+    assert!(
+        kept == finished || kept + 1 == finished,
+        "{kept} vs {finished}:\n{said}"
+    );
+    assert!(
+        said.contains("resume with: ")
+            && said.contains(" study ull --quick --quiet --jobs 1 --out "),
+        "{said}"
+    );
+    let prov: serde_json::Value =
+        serde_json::from_str(&read(&out.join("provenance.json"))).unwrap();
+    assert!(prov["invocations"][0]["ended_utc"].is_null(), "{prov}");
     let text = quick(&out, &["--jobs", "2"]);
     assert!(
         text.contains(&format!("{} simulated, {finished} reused", 92 - finished)),
@@ -312,6 +555,12 @@ fn a_killed_study_resumes_to_the_same_study_json() {
         "no temporary folders left"
     );
     assert_same_results(reference(), &out);
+    let prov: serde_json::Value =
+        serde_json::from_str(&read(&out.join("provenance.json"))).unwrap();
+    let invocations = prov["invocations"].as_array().unwrap();
+    assert_eq!(invocations.len(), 2, "{prov}");
+    assert_eq!(invocations[1]["reused"], finished, "{prov}");
+    assert!(read(&out.join("report.html")).contains("did not finish (interrupted or killed)"));
 }
 
 #[test]

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::exec::{self, is_done, run_dir, ExecOptions, ExecReport};
+use crate::provenance::{self, Build, Invocation, Provenance, Record};
 use crate::report::{self, ReportInput, Table};
 use crate::results::{self, ShardInfo, StudyJson};
 use crate::spec::RunSpec;
@@ -19,6 +20,10 @@ pub struct StudyOptions {
     pub jobs: usize,
     pub shard: Option<ShardInfo>,
     pub progress: bool,
+    /// The build running it, recorded in `study.json` and `provenance.json` ([`provenance`]).
+    pub build: Build,
+    /// Resume a folder another build wrote into (`--force`).
+    pub force: bool,
 }
 
 /// What a study or merge holds `OUT`'s lock as (shown to a second invocation): the command
@@ -37,6 +42,21 @@ pub struct StudyOutcome {
     pub headline: Option<Table>,
     /// Whose lock on the folder this invocation took over (a process that died holding it).
     pub took_over: Option<String>,
+    /// `--force` let another build's runs in: which builds the results now mix.
+    pub mixed_builds: Option<String>,
+}
+
+/// The runs of `specs` that shard `shard` holds (all of them unsharded): runs I, I+N, I+2N, …
+pub fn scope_of(specs: &[RunSpec], shard: Option<ShardInfo>) -> Vec<RunSpec> {
+    match shard {
+        None => specs.to_vec(),
+        Some(s) => specs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % s.count == s.index)
+            .map(|(_, r)| r.clone())
+            .collect(),
+    }
 }
 
 /// Parses `I/N` (0 ≤ I < N).
@@ -88,16 +108,20 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
             ));
         }
     }
+    let mixed_builds = provenance::check_folder(&opts.out, &opts.build, opts.force)?;
     let specs = (def.runs)(opts.size, opts.seed);
-    let scope: Vec<RunSpec> = match opts.shard {
-        None => specs.clone(),
-        Some(s) => specs
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| i % s.count == s.index)
-            .map(|(_, r)| r.clone())
-            .collect(),
+    let scope = scope_of(&specs, opts.shard);
+    // Recorded before any run, so an interrupted invocation still names its build.
+    let mut prov = Provenance::read(&opts.out)?.unwrap_or_else(|| Provenance {
+        study: def.name.to_string(),
+        invocations: Vec::new(),
+    });
+    let what = match opts.shard {
+        None => "run".to_string(),
+        Some(s) => format!("shard {}/{}", s.index, s.count),
     };
+    prov.add(Invocation::start(&opts.build, &what, opts.force));
+    prov.write(&opts.out)?;
     let exec = exec::execute(
         &opts.out,
         &scope,
@@ -106,18 +130,23 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
             progress: opts.progress,
         },
     )?;
+    prov.current_mut().counts(exec.ran, exec.reused);
     let headline = finish(
-        def, opts.size, opts.seed, &opts.out, &specs, &scope, opts.shard,
+        def, opts.size, opts.seed, &opts.out, &specs, &scope, opts.shard, &mut prov,
     )?;
     Ok(StudyOutcome {
         exec,
         runs: scope.len(),
         headline,
         took_over: lock.took_over().map(str::to_string),
+        mixed_builds,
     })
 }
 
-/// Writes `study.json` for `scope`, and for a whole study the figures and report.
+/// Writes `study.json` for `scope`, and for a whole study the figures and report; then ends
+/// the invocation's record (`prov`'s last) and writes `provenance.json`.
+// The study, its plan, its runs and where they go: one call from `run`, one from `merge`.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     def: &StudyDef,
     size: Size,
@@ -126,7 +155,13 @@ fn finish(
     specs: &[RunSpec],
     scope: &[RunSpec],
     shard: Option<ShardInfo>,
+    prov: &mut Provenance,
 ) -> Result<Option<Table>, String> {
+    let record = Record::new(
+        &prov.current_mut().build.clone(),
+        specs.iter().map(|s| s.seed),
+        prov,
+    );
     let results = results::load(out, scope)?;
     let json = StudyJson {
         study: def.name,
@@ -135,11 +170,14 @@ fn finish(
         seed,
         runs_total: specs.len(),
         shard,
+        provenance: &record,
         runs: scope.iter().map(|s| &results[&s.id]).collect(),
     };
     let text = serde_json::to_string_pretty(&json).expect("study.json serialises") + "\n";
     write_atomic(&out.join("study.json"), text.as_bytes())?;
     if shard.is_some() {
+        prov.current_mut().end();
+        prov.write(out)?;
         return Ok(None);
     }
     let figures = (def.figures)(&results, size, seed);
@@ -150,6 +188,8 @@ fn finish(
     }
     let headline = (def.headline)(&results);
     let tables = (def.tables)(&results);
+    prov.current_mut().end();
+    let provenance_html = provenance::html(&record, prov);
     let html = report::html(&ReportInput {
         title: format!(
             "ullstack study {} ({}, seed {seed})",
@@ -166,8 +206,10 @@ fn finish(
         figures: rendered,
         specs,
         results: &results,
+        provenance: &provenance_html,
     });
     write_atomic(&out.join("report.html"), html.as_bytes())?;
+    prov.write(out)?;
     Ok(Some(headline))
 }
 
@@ -178,9 +220,15 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
 }
 
 /// Joins shard folders `dirs` into `out`: checks they are shards of one study, version, size
-/// and seed, and together hold every run; copies the runs; writes `study.json`, figures and
-/// report. Returns the study's name with the outcome.
-pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(String, StudyOutcome), String> {
+/// and seed, made by `build` (unless `force`: [`provenance::check_shards`]), and together hold
+/// every run; copies the runs; writes `study.json`, figures and report, and `provenance.json`
+/// with the shards' invocations and this one. Returns the study's name with the outcome.
+pub fn merge(
+    dirs: &[PathBuf],
+    out: &Path,
+    build: &Build,
+    force: bool,
+) -> Result<(String, StudyOutcome), String> {
     let mut heads = Vec::new();
     for d in dirs {
         let head = read_head(d)?
@@ -262,7 +310,30 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(String, StudyOutcome), Str
             if missing.len() > 10 { ", …" } else { "" }
         ));
     }
+    let shard_dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let mut provs = Vec::new();
+    for d in &shard_dirs {
+        provs.push(Provenance::read(d)?);
+    }
+    let joined = provenance::check_shards(&shard_dirs, &provs, build, force)?;
     let lock = crate::lock::acquire(out, &holder_name())?;
+    // An `out` that is not one of the shards may hold runs of its own, which the merge reuses.
+    let mut mixed_builds = None;
+    if !shard_dirs.contains(&out) {
+        mixed_builds = provenance::check_folder(out, build, force)?;
+    }
+    let mut prov = Provenance {
+        study: def.name.to_string(),
+        invocations: joined,
+    };
+    if let Some(own) = Provenance::read(out)? {
+        for inv in own.invocations {
+            prov.add(inv);
+        }
+    }
+    let what = format!("merge of {} folders", dirs.len());
+    prov.add(Invocation::start(build, &what, force));
+    prov.current_mut().counts(0, specs.len());
     std::fs::create_dir_all(out.join("runs"))
         .map_err(|e| format!("creating {}: {e}", out.join("runs").display()))?;
     for (spec, src) in &sources {
@@ -271,7 +342,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(String, StudyOutcome), Str
         }
         copy_run(&run_dir(src, &spec.id), &run_dir(out, &spec.id))?;
     }
-    let headline = finish(&def, size, first.seed, out, &specs, &specs, None)?;
+    let headline = finish(&def, size, first.seed, out, &specs, &specs, None, &mut prov)?;
     let outcome = StudyOutcome {
         exec: ExecReport {
             ran: 0,
@@ -280,6 +351,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<(String, StudyOutcome), Str
         runs: specs.len(),
         headline,
         took_over: lock.took_over().map(str::to_string),
+        mixed_builds,
     };
     Ok((def.name.to_string(), outcome))
 }
@@ -333,12 +405,19 @@ mod tests {
             )
             .unwrap();
         }
-        let e = merge(&[a, b], &dir.path().join("m")).unwrap_err();
+        let build = crate::provenance::tests::build("a");
+        let e = merge(&[a, b], &dir.path().join("m"), &build, false).unwrap_err();
         assert!(
             e.contains("seed 2") && e.contains("not shards of one study"),
             "{e}"
         );
-        let e = merge(&[dir.path().join("none")], &dir.path().join("m")).unwrap_err();
+        let e = merge(
+            &[dir.path().join("none")],
+            &dir.path().join("m"),
+            &build,
+            false,
+        )
+        .unwrap_err();
         assert!(e.contains("no study.json"), "{e}");
     }
 }

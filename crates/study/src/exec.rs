@@ -65,7 +65,7 @@ pub fn execute(out: &Path, specs: &[RunSpec], opts: ExecOptions) -> Result<ExecR
         ran: todo.len(),
         reused: specs.len() - todo.len(),
     };
-    let bar = progress_bar(opts.progress, specs.len(), report.reused);
+    let bar = progress_bar(opts.progress, report);
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<String>> = Mutex::new(None);
@@ -97,20 +97,26 @@ pub fn execute(out: &Path, specs: &[RunSpec], opts: ExecOptions) -> Result<ExecR
     }
 }
 
-fn progress_bar(show: bool, total: usize, done: usize) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(total as u64);
+/// The bar counts only the runs this invocation simulates (`report.ran`), so its ETA is the
+/// time those take: a bar over every run, started at the reused count, would see the reused
+/// runs as progress made in no time and promise a resumed study's end far too early.
+fn progress_bar(show: bool, report: ExecReport) -> indicatif::ProgressBar {
+    let bar = if show {
+        indicatif::ProgressBar::new(report.ran as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_length(report.ran as u64);
+    let reused = match report.reused {
+        0 => String::new(),
+        n => format!(" ({n} reused)"),
+    };
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} runs, {elapsed} elapsed, ETA {eta}",
-        )
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{pos}}/{{len}} runs to simulate{reused}, {{elapsed}} elapsed, ETA {{eta}}"
+        ))
         .expect("valid template"),
     );
-    bar.set_position(done as u64);
-    // The ETA counts only runs done in this invocation, not the reused ones.
-    bar.reset_eta();
     bar
 }
 
@@ -168,4 +174,18 @@ fn run_one(out: &Path, spec: &RunSpec) -> Result<(), String> {
         std::fs::remove_dir_all(&fin).map_err(|e| io("removing stale", &fin, e))?;
     }
     std::fs::rename(&tmp, &fin).map_err(|e| io("renaming into place", &fin, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resumed study's bar runs over the runs left, from zero, so its ETA is theirs alone.
+    #[test]
+    fn a_resumed_studys_bar_counts_only_the_runs_left() {
+        let bar = progress_bar(false, ExecReport { ran: 2, reused: 90 });
+        assert_eq!((bar.position(), bar.length()), (0, Some(2)));
+        bar.inc(1);
+        assert_eq!(bar.position(), 1, "half of what is left, not 91 of 92");
+    }
 }

@@ -34,6 +34,7 @@ use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// The lock's file name inside the folder it guards.
 pub const LOCK_FILE: &str = ".ullstack.lock";
@@ -67,7 +68,24 @@ impl FolderLock {
 impl Drop for FolderLock {
     fn drop(&mut self) {
         // Delete while holding the lock (see the module essay), then close, which unlocks.
+        held().retain(|p| p != &self.path);
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The lock files this process holds, for [`release_held_for_exit`].
+static HELD: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn held() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    // A panic elsewhere while holding it leaves the list itself intact.
+    HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Deletes every lock file this process holds, as their guards would: for a process about to
+/// exit without unwinding (`interrupt`, on Ctrl-C). Its `flock`s go with the process.
+pub fn release_held_for_exit() {
+    for path in held().drain(..) {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -119,6 +137,7 @@ pub fn acquire(dir: &Path, what: &str) -> Result<FolderLock, String> {
             .and_then(|()| file.write_all(record.as_bytes()))
             .and_then(|()| file.flush())
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        held().push(path.clone());
         return Ok(FolderLock {
             path,
             _file: file,
@@ -199,22 +218,10 @@ fn utc_now() -> String {
 
 /// `YYYY-MM-DD HH:MM:SS UTC` of `secs` since the Unix epoch, as `date -u` prints it.
 fn utc(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's days-to-civil algorithm, for days since 1970-01-01.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let t = crate::provenance::Civil::from_unix(secs);
     format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 
@@ -239,6 +246,22 @@ mod tests {
         assert!(!dir.path().join(LOCK_FILE).exists(), "released and deleted");
         let again = acquire(dir.path(), "third").unwrap();
         assert!(again.took_over().is_none());
+    }
+
+    #[test]
+    fn locks_held_are_deleted_for_an_exit_and_a_released_one_is_forgotten() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let la = acquire(a.path(), "a").unwrap();
+        let lb = acquire(b.path(), "b").unwrap();
+        drop(lb);
+        assert!(
+            !held().contains(&b.path().join(LOCK_FILE)),
+            "forgotten once released"
+        );
+        assert!(a.path().join(LOCK_FILE).exists());
+        release_held_for_exit();
+        assert!(!a.path().join(LOCK_FILE).exists(), "deleted for the exit");
+        drop(la);
     }
 
     #[test]

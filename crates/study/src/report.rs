@@ -143,6 +143,8 @@ pub struct ReportInput<'a> {
     pub figures: Vec<(&'a Figure, Vec<u8>)>,
     pub specs: &'a [RunSpec],
     pub results: &'a Results,
+    /// The "Provenance" section, HTML ([`crate::provenance::html`]): the report's last.
+    pub provenance: &'a str,
 }
 
 /// The whole self-contained `report.html`.
@@ -187,6 +189,7 @@ pub fn html(input: &ReportInput) -> String {
         )
         .expect("string");
     }
+    out.push_str(input.provenance);
     out.push_str("</body>\n</html>\n");
     out
 }

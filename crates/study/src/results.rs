@@ -648,6 +648,9 @@ pub struct StudyJson<'a> {
     pub runs_total: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+    /// The build and seeds; the invocations' command lines, times and hosts are in
+    /// `provenance.json`, which this names ([`crate::provenance`]: why they are not here).
+    pub provenance: &'a crate::provenance::Record,
     pub runs: Vec<&'a RunResult>,
 }
 

@@ -206,6 +206,8 @@ pub struct Page<'a> {
     pub sim_search: &'a SearchOutcome,
     pub real: &'a [Paired],
     pub real_search: Option<&'a SearchOutcome>,
+    /// The "Provenance" section ([`crate::provenance::html`]): the page's last.
+    pub provenance: &'a str,
 }
 
 pub fn report(p: &Page<'_>) -> String {
@@ -280,6 +282,7 @@ pub fn report(p: &Page<'_>) -> String {
         )
         .expect("string");
     }
+    out.push_str(p.provenance);
     out.push_str("</body>\n</html>\n");
     out
 }

@@ -58,6 +58,9 @@ use std::path::{Path, PathBuf};
 
 use sim::remote::{RemoteError, RemoteRunConfig, RemoteSummary};
 
+use indicatif::ProgressBar;
+
+use crate::provenance::{Invocation, Provenance, Record};
 use crate::report::Table;
 use crate::Size;
 
@@ -71,9 +74,9 @@ pub mod twin;
 pub use html::verdict as search_verdict;
 pub use real::{sustained_rate, tokens_per_sec, RealOutcome, RealRunner, RealTenant};
 pub use scenarios::{
-    real_runs, real_search_plan, real_tenants_scenario, runs, scenario, sim_search_plan,
-    tenants_scenario, Place, RealRun, ReflexRun, BE_CONNECTIONS, BE_QD_PER_CONN, DEVICE_A_TOML,
-    REAL_SCALE_PCT, REAL_VOLUME_BYTES, REAL_WORKERS, SMALL_TENANT_IOPS,
+    quick_about, real_runs, real_search_plan, real_tenants_scenario, runs, scenario,
+    sim_search_plan, tenants_scenario, Place, RealRun, ReflexRun, BE_CONNECTIONS, BE_QD_PER_CONN,
+    DEVICE_A_TOML, REAL_SCALE_PCT, REAL_VOLUME_BYTES, REAL_WORKERS, SMALL_TENANT_IOPS,
 };
 pub use search::{Probe, SearchOutcome, SearchPlan, Verdict};
 
@@ -131,6 +134,10 @@ pub struct ReflexOptions {
     pub seed: u64,
     pub out: PathBuf,
     pub jobs: usize,
+    /// Show a progress bar (on a terminal) over every run, search probe and twin.
+    pub progress: bool,
+    /// The build running it, recorded in `study.json` and `provenance.json`.
+    pub build: crate::provenance::Build,
 }
 
 /// What a study run produced.
@@ -158,11 +165,23 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         .map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
     let jobs = opts.jobs.max(1);
     let specs = runs(opts.size, opts.seed);
+    // Not resumable (its real runs are measured together), so the record is this invocation.
+    let mut prov = Provenance {
+        study: "reflex".into(),
+        invocations: vec![Invocation::start(&opts.build, "run", false)],
+    };
+    prov.write(&opts.out)?;
+    let real_count = real.map_or(0, |_| real_runs(opts.size, opts.seed).len());
+    let bar = progress_bar(opts.progress, specs.len() + real_count);
     // Part 4's search is sequential (each count depends on the last): it runs on a thread of
     // its own beside the fixed runs, which take the other `jobs - 1`.
     let (fixed, searched) = std::thread::scope(|s| {
-        let search = s.spawn(|| sim_tenants_search(opts));
-        let fixed = parallel(&specs, jobs.saturating_sub(1).max(1), simulate);
+        let search = s.spawn(|| sim_tenants_search(opts, &bar));
+        let fixed = parallel(&specs, jobs.saturating_sub(1).max(1), |r| {
+            let o = simulate(r);
+            bar.inc(1);
+            o
+        });
         let searched = search
             .join()
             .unwrap_or_else(|_| Err("part 4's search panicked".into()));
@@ -180,8 +199,10 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     let mut real_search = None;
     if let Some(runner) = real {
         let mut outcomes = Vec::new();
+        bar.set_message("real server runs");
         for r in real_runs(opts.size, opts.seed) {
             let o = runner.run(&r)?;
+            bar.inc(1);
             if let Some(why) = &o.refused {
                 return Err(format!("{}: {why}", r.id));
             }
@@ -195,7 +216,9 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
                 place: Place::Server,
                 scenario_toml: real_tenants_scenario(opts.size, opts.seed, k),
             };
+            bar.inc_length(1);
             let o = runner.run(&r)?;
+            bar.inc(1);
             let probe = match &o.refused {
                 Some(reason) => Probe::Refused {
                     reason: reason.clone(),
@@ -210,7 +233,13 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
             }
             Ok::<_, String>(probe)
         })?);
-        let twins = parallel(&outcomes, jobs, |o| simulate_text(&o.id, &o.scenario_toml))?;
+        bar.set_message("simulated twins");
+        bar.inc_length(outcomes.len() as u64);
+        let twins = parallel(&outcomes, jobs, |o| {
+            let t = simulate_text(&o.id, &o.scenario_toml);
+            bar.inc(1);
+            t
+        })?;
         for (real, twin) in outcomes.into_iter().zip(twins) {
             let dir = runs_dir.join(&real.id);
             write_file(&dir, "scenario.toml", real.scenario_toml.as_bytes())?;
@@ -220,11 +249,14 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         }
     }
 
+    bar.finish_and_clear();
+    let record = Record::new(&opts.build, [opts.seed], &prov);
     let study_json = serde_json::json!({
         "study": "reflex",
         "version": VERSION,
         "size": opts.size.as_str(),
         "seed": opts.seed,
+        "provenance": record,
         "simulated": sims,
         "tenants_per_core": sim_search,
         "real": paired,
@@ -239,6 +271,9 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     for f in &figs {
         pngs.push(f.write(&opts.out)?);
     }
+    prov.current_mut().counts(sims.len() + paired.len(), 0);
+    prov.current_mut().end();
+    let provenance_html = crate::provenance::html(&record, &prov);
     let page = html::report(&html::Page {
         size: opts.size,
         seed: opts.seed,
@@ -250,8 +285,10 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         sim_search: &sim_search,
         real: &paired,
         real_search: real_search.as_ref(),
+        provenance: &provenance_html,
     });
     write_file(&opts.out, "report.html", page.as_bytes())?;
+    prov.write(&opts.out)?;
     Ok(ReflexOutcome {
         sims,
         sim_search,
@@ -266,9 +303,11 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
 /// Part 4 at full scale: the search and every probe's run.
 type SimSearch = (SearchOutcome, Vec<(ReflexRun, RunOutcome)>);
 
-fn sim_tenants_search(opts: &ReflexOptions) -> Result<SimSearch, String> {
+fn sim_tenants_search(opts: &ReflexOptions, bar: &ProgressBar) -> Result<SimSearch, String> {
     let mut probes = Vec::new();
     let outcome = search::search(sim_search_plan(opts.size), |k| {
+        bar.inc_length(1);
+        let _done = Finally(|| bar.inc(1));
         let spec = ReflexRun {
             id: format!("tenants-{k}"),
             part: Part::TenantsPerCore,
@@ -299,6 +338,33 @@ fn sim_tenants_search(opts: &ReflexOptions) -> Result<SimSearch, String> {
         }
     })?;
     Ok((outcome, probes))
+}
+
+/// A bar over `total` runs (grown as part 4's probes and the twins are known), on a terminal
+/// when `show`; its message names the phase.
+fn progress_bar(show: bool, total: usize) -> ProgressBar {
+    let bar = if show {
+        ProgressBar::new(total as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} runs ({msg}), {elapsed} elapsed",
+        )
+        .expect("valid template"),
+    );
+    bar.set_message("simulated runs and part 4's search");
+    bar
+}
+
+/// Runs its closure when dropped: a probe counts as done however it ends.
+struct Finally<F: Fn()>(F);
+
+impl<F: Fn()> Drop for Finally<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
 }
 
 fn json(v: &impl serde::Serialize) -> Result<Vec<u8>, String> {

@@ -71,6 +71,21 @@ fn real_durations(size: Size) -> (&'static str, &'static str) {
     }
 }
 
+/// What `--quick` shortens (for `study --help`).
+pub fn quick_about() -> String {
+    let (sim_q, real_q) = (sim_durations(Size::Quick).0, real_durations(Size::Quick).0);
+    let (sim_f, real_f) = (sim_durations(Size::Full).0, real_durations(Size::Full).0);
+    let (real_max_q, real_max_f) = (
+        real_search_plan(Size::Quick).max,
+        real_search_plan(Size::Full).max,
+    );
+    format!(
+        "simulated runs measure {sim_q} instead of {sim_f}, real runs {real_q} instead of \
+         {real_f}; part 3 with 1-2 threads instead of 1-12; part 4's searches unrefined, the \
+         real one up to {real_max_q} tenants instead of {real_max_f}"
+    )
+}
+
 /// Part 4 on the simulated server at full scale.
 pub fn sim_search_plan(size: Size) -> SearchPlan {
     SearchPlan {
