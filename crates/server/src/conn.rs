@@ -166,6 +166,9 @@ pub struct ConnCore {
     /// Since when the client owes the rest of a frame: (the input's consumed byte count then,
     /// the time it was first seen incomplete). Any frame completed restarts it.
     pub partial_since: Option<(u64, u64)>,
+    /// Holds a slot of the unauthenticated budget ([`crate::handshakes`]) until HELLO
+    /// succeeds or the NBD handshake binds an export (or the connection closes).
+    pub unauthenticated: bool,
 }
 
 /// How writing a connection's output went.
@@ -203,7 +206,23 @@ impl ConnCore {
             handshake_deadline_ns: (handshake_timeout_ms > 0)
                 .then(|| now_ns + handshake_timeout_ms * 1_000_000),
             partial_since: None,
+            unauthenticated: peer.is_some(),
         }
+    }
+
+    /// The connection authenticated (HELLO succeeded, or NBD entered transmission): no
+    /// handshake deadline any more, and its unauthenticated slot goes back.
+    pub fn authenticated(&mut self, shared: &Shared) {
+        self.handshake_deadline_ns = None;
+        self.release_handshake_slot(shared);
+    }
+
+    /// Gives back the unauthenticated slot, once (authenticated or closing).
+    pub fn release_handshake_slot(&mut self, shared: &Shared) {
+        if let (true, Some(peer)) = (self.unauthenticated, self.peer) {
+            shared.lock_handshakes().give_back(peer.ip());
+        }
+        self.unauthenticated = false;
     }
 
     /// Writes as much queued output as the socket takes; sent frames' buffers go to `pool`.

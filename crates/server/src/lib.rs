@@ -19,6 +19,7 @@
 //! | | [`slab`] | stable indexes for in-flight requests |
 //! | | [`throttle`] | exponential back-off of wrong secrets per source address |
 //! | | [`memory`] | the server-wide ledger of bytes clients make the server hold |
+//! | | [`handshakes`] | room for unauthenticated connections: per source, in all, accept rate |
 //! | | [`sys`] | safe wrappers for epoll, eventfd, read, writev, socket ioctls, poll |
 //! | | [`inbuf`] | a connection's input buffer |
 //! | | [`idle`] | when an idle or throttled worker sleeps, and how long |
@@ -55,6 +56,7 @@ pub mod buf;
 pub mod calibrate;
 pub mod clock;
 pub mod coalesce;
+pub mod handshakes;
 pub mod idle;
 pub mod inbuf;
 pub mod latency;

@@ -289,7 +289,7 @@ impl Metrics {
         );
         registry.register(
             "refused_connections",
-            "Connections closed at accept because limits.max_connections was reached",
+            "Connections closed at accept: limits.max_connections reached, or the unauthenticated budget, its per-source share or the per-source accept rate",
             m.refused_connections.clone(),
         );
         registry.register(

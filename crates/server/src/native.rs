@@ -403,7 +403,7 @@ impl NativeSession {
         }
         .encode();
         reply(core, Opcode::Hello, Status::Ok, cookie, &body);
-        core.handshake_deadline_ns = None;
+        core.authenticated(ctx.shared);
         self.authed = Some(Authed {
             tenant: tenant_id,
             volume,

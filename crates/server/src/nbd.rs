@@ -308,7 +308,7 @@ fn handshake(
                     ctx.shared.metrics.tenant_connection_refused(name);
                     return Err("nbd_tenant_connection_limit");
                 }
-                core.handshake_deadline_ns = None;
+                core.authenticated(ctx.shared);
                 return Ok(Outcome::Bound(Bound {
                     negotiated: hs.negotiated(),
                     tenant,

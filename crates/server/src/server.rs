@@ -28,7 +28,9 @@
 //! Hot reconfiguration, and moving a connection between workers after accept.
 //!
 //! # Config keys
-//! `[listen]`, `[dataplane] workers`, `[limits] max_connections`, `[qos]`.
+//! `[listen]`, `[dataplane] workers`, `[limits] max_connections,
+//! max_unauthenticated_connections, max_unauthenticated_per_source,
+//! accepts_per_source_per_sec` ([`crate::handshakes`]), `[qos]`.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -39,6 +41,7 @@ use std::thread::JoinHandle;
 
 use crate::config::ServerConfig;
 use crate::conn::{NewConn, Protocol};
+use crate::handshakes::{AcceptRate, Refusal};
 pub use crate::shared::StartError;
 use crate::shared::{RunState, Shared};
 use crate::sys::EventFd;
@@ -242,6 +245,7 @@ fn accept_loop(
         .collect();
     let mut next_worker = 0usize;
     let max_connections = shared.config.limits.max_connections;
+    let mut accept_rate = AcceptRate::new(shared.config.limits.accepts_per_source_per_sec);
     loop {
         if shared.state() != RunState::Running {
             break;
@@ -278,8 +282,16 @@ fn accept_loop(
                             drop(stream);
                             continue;
                         }
+                        if let Err(refusal) = admit_unauthenticated(&shared, &mut accept_rate, peer)
+                        {
+                            shared.metrics.connection_refused();
+                            tracing::debug!(%peer, reason = refusal.name(), "connection refused");
+                            drop(stream);
+                            continue;
+                        }
                         if let Err(e) = prepare(&stream) {
                             tracing::warn!(%peer, error = %e, "cannot configure accepted socket");
+                            shared.lock_handshakes().give_back(peer.ip());
                             continue;
                         }
                         shared.open_connections.fetch_add(1, Ordering::AcqRel);
@@ -305,6 +317,19 @@ fn accept_loop(
             wake.drain();
         }
     }
+}
+
+/// Admits a new (so far unauthenticated) connection from `peer` under the per-source accept
+/// rate and the unauthenticated budget ([`crate::handshakes`]); takes its budget slot.
+fn admit_unauthenticated(
+    shared: &Shared,
+    rate: &mut AcceptRate,
+    peer: SocketAddr,
+) -> Result<(), Refusal> {
+    if !rate.allow(peer.ip(), crate::clock::now_ns()) {
+        return Err(Refusal::Rate);
+    }
+    shared.lock_handshakes().try_take(peer.ip())
 }
 
 fn prepare(stream: &TcpStream) -> io::Result<()> {

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backend::{open_volume, BackendError, Volume};
 use crate::config::{ServerConfig, TenantClass};
+use crate::handshakes::HandshakeBudget;
 use crate::latency::LatencyWindow;
 use crate::memory::MemoryLedger;
 use crate::metrics::{Metrics, TenantMetrics};
@@ -194,6 +195,8 @@ pub struct Shared {
     pub memory: MemoryLedger,
     /// Wrong-secret back-off per source address.
     pub auth_throttle: Mutex<AuthThrottle>,
+    /// Connections not yet authenticated, in all and per source ([`crate::handshakes`]).
+    pub handshakes: Mutex<HandshakeBudget>,
     next_session_id: AtomicU64,
     /// `[tls]`, loaded: every connection on either listener runs TLS when present.
     pub tls: Option<Arc<crate::tls::TlsServer>>,
@@ -235,6 +238,10 @@ impl Shared {
             );
         }
         self.exports.iter().find(|e| e.name == name)
+    }
+
+    pub fn lock_handshakes(&self) -> std::sync::MutexGuard<'_, HandshakeBudget> {
+        self.handshakes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn lock_auth_throttle(&self) -> std::sync::MutexGuard<'_, AuthThrottle> {
@@ -396,6 +403,10 @@ impl Shared {
             tenant_connections,
             memory: MemoryLedger::new(config.limits.max_memory_bytes.0),
             auth_throttle: Mutex::new(AuthThrottle::default()),
+            handshakes: Mutex::new(HandshakeBudget::new(
+                config.limits.unauthenticated_budget(),
+                config.limits.max_unauthenticated_per_source,
+            )),
             next_session_id: AtomicU64::new(1),
             config,
         })
@@ -426,6 +437,15 @@ impl Shared {
             old > 0,
             "tenant {t:?} released a connection it did not hold"
         );
+    }
+
+    /// A connection the acceptor handed over was dropped before a worker adopted it: its
+    /// `max_connections` slot and its unauthenticated slot go back.
+    pub fn forget_new_conn(&self, peer: Option<std::net::SocketAddr>) {
+        self.open_connections.fetch_sub(1, Ordering::AcqRel);
+        if let Some(peer) = peer {
+            self.lock_handshakes().give_back(peer.ip());
+        }
     }
 
     /// Tells every thread to drain (see `ServerHandle::shutdown`).

@@ -478,7 +478,7 @@ impl Worker {
                         Ok(t) => Some(Box::new(t)),
                         Err(e) => {
                             tracing::warn!(error = %e, "cannot start TLS for a new connection");
-                            self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
+                            self.shared.forget_new_conn(new.peer);
                             self.free_conns.push(index);
                             continue;
                         }
@@ -503,6 +503,7 @@ impl Worker {
                 .add(conn.core.stream.as_raw_fd(), me.token(), events)
             {
                 tracing::warn!(error = %e, "cannot watch new connection");
+                conn.core.release_handshake_slot(&self.shared);
                 self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
                 self.free_conns.push(index);
                 continue;
@@ -1086,6 +1087,7 @@ impl Worker {
             }
         }
         conn.core.discard_output(&mut self.pool);
+        conn.core.release_handshake_slot(&self.shared);
         // Before the close, so no stale event can name this slot (errors: already gone).
         let _ = self.epoll.delete(conn.core.stream.as_raw_fd());
         drop(conn);
@@ -1155,8 +1157,8 @@ impl Worker {
         }
         // Connections handed over while we were stopping.
         for new in self.inbox.take() {
+            self.shared.forget_new_conn(new.peer);
             drop(new);
-            self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }

@@ -110,3 +110,76 @@ fn whole_requests_arriving_slowly_are_served() {
         n += 1;
     }
 }
+
+/// A TCP connection to `addr` from source address `from` (another loopback address: the
+/// kernel routes all of 127/8 to lo).
+fn connect_from(from: &str, addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let stream = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(format!("{from}:0").parse().map_err(std::io::Error::other)?)?;
+        socket.connect(addr).await
+    })?;
+    let stream = stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    Ok(stream)
+}
+
+/// Raw sockets that never handshake, from one address, as many as `max_connections`: the
+/// server keeps them to that address's share of the unauthenticated budget, and a tenant's
+/// sessions from another address all get in and authenticate.
+#[test]
+fn raw_sockets_that_never_handshake_do_not_lock_tenants_out() {
+    const MAX_CONNECTIONS: usize = 40;
+    const PER_SOURCE: usize = 8;
+    let toml = standard_config(&memory_backend("8MiB"), "on").replace(
+        "[dataplane]",
+        &format!(
+            "[limits]\nmax_connections = {MAX_CONNECTIONS}\nmax_unauthenticated_connections = 20\nmax_unauthenticated_per_source = {PER_SOURCE}\n\n[dataplane]"
+        ),
+    );
+    let s = start(&toml);
+    let native = s.addrs.native.expect("native");
+    let shared = s.shared().clone();
+    let mut attacker = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        match connect_from("127.0.0.2", native) {
+            Ok(c) => attacker.push(c),
+            Err(e) => panic!("connect from 127.0.0.2: {e}"),
+        }
+    }
+    // The server took what it admits and closed the rest.
+    testkit::wait_until(IO_TIMEOUT, || {
+        shared
+            .open_connections
+            .load(std::sync::atomic::Ordering::Acquire)
+            <= PER_SOURCE
+            && shared.lock_handshakes().total() == PER_SOURCE
+    })
+    .unwrap_or_else(|_| {
+        panic!(
+            "{} open, {} unauthenticated after {MAX_CONNECTIONS} raw sockets from one address",
+            shared
+                .open_connections
+                .load(std::sync::atomic::Ordering::Acquire),
+            shared.lock_handshakes().total()
+        )
+    });
+    let mut sessions = Vec::new();
+    for n in 0..MAX_CONNECTIONS - PER_SOURCE {
+        let mut c = RawNative::connect(native);
+        let reply = c.hello("alice", "alice-secret", "vol");
+        assert_eq!(
+            reply.status,
+            Status::Ok,
+            "session {n} of the tenant refused"
+        );
+        sessions.push(c);
+    }
+    assert_eq!(shared.lock_handshakes().total(), PER_SOURCE);
+    drop(attacker);
+    testkit::wait_until(IO_TIMEOUT, || shared.lock_handshakes().total() == 0)
+        .expect("closed raw sockets give their slots back");
+}

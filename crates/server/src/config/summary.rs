@@ -130,7 +130,22 @@ impl ServerConfig {
         writeln!(out, "max_memory_bytes = {}", l.max_memory_bytes.0)?;
         writeln!(out, "idle_timeout_ms = {}", l.idle_timeout_ms)?;
         writeln!(out, "handshake_timeout_ms = {}", l.handshake_timeout_ms)?;
-        writeln!(out, "request_timeout_ms = {}", l.request_timeout_ms)
+        writeln!(out, "request_timeout_ms = {}", l.request_timeout_ms)?;
+        writeln!(
+            out,
+            "max_unauthenticated_connections = {}",
+            l.unauthenticated_budget()
+        )?;
+        writeln!(
+            out,
+            "max_unauthenticated_per_source = {}",
+            l.max_unauthenticated_per_source
+        )?;
+        writeln!(
+            out,
+            "accepts_per_source_per_sec = {}",
+            l.accepts_per_source_per_sec
+        )
     }
 
     fn write_qos(&self, out: &mut String) -> std::fmt::Result {
