@@ -92,6 +92,30 @@ pub struct StudyArgs {
     /// provenance.json say which.
     #[arg(long)]
     force: bool,
+    /// Runs of each comparison, seeds SEED, SEED+1, … (default 5 for a full study, 1 with
+    /// --quick). Every headline ratio's 95 % interval is bootstrapped over them.
+    #[arg(long, value_name = "N")]
+    replicates: Option<u64>,
+    /// The published figures the report compares with (TOML, the shipped
+    /// reference/published.toml's format), instead of the shipped file: e.g. your own
+    /// hardware's measurements.
+    #[arg(long, value_name = "FILE")]
+    reference: Option<PathBuf>,
+    /// After the run, print the study's "Current results" section (Markdown: provenance, the
+    /// published figures beside ours, the headline table), as written to OUT/results.md, for
+    /// pasting whole into docs/study.md.
+    #[arg(long)]
+    markdown: bool,
+}
+
+/// The plan the flags ask for (size, seed, replicates).
+fn plan_of(args: &StudyArgs) -> anyhow::Result<study::Plan> {
+    let size = if args.quick { Size::Quick } else { Size::Full };
+    let plan = study::Plan::new(size, args.seed.unwrap_or(1));
+    match args.replicates {
+        Some(n) => plan.with_replicates(n).map_err(|e| anyhow!(e)),
+        None => Ok(plan),
+    }
 }
 
 /// This binary's build, as `build.rs` baked it in.
@@ -111,12 +135,16 @@ fn this_build() -> Build {
 fn studies_help() -> String {
     let mut text = String::from("Studies (--quick is a smoke test of each, not its results):\n");
     for def in study::catalogue() {
-        let count = |size| (def.runs)(size, 1).len();
+        let count = |size| (def.runs)(&study::Plan::new(size, 1)).len();
+        let replicates = |size| study::Plan::new(size, 1).replicates;
         text.push_str(&format!(
-            "  {:<11} {} runs; --quick: {} runs, {}\n",
+            "  {:<11} {} runs, {} replicate(s) of each comparison; --quick: {} runs, {} \
+             replicate(s), {}\n",
             def.name,
             count(Size::Full),
+            replicates(Size::Full),
             count(Size::Quick),
+            replicates(Size::Quick),
             (def.quick)()
         ));
     }
@@ -164,8 +192,8 @@ pub fn run(args: StudyArgs) -> anyhow::Result<()> {
 
 fn list() {
     for def in study::catalogue() {
-        let quick = (def.runs)(Size::Quick, 1).len();
-        let full = (def.runs)(Size::Full, 1).len();
+        let quick = (def.runs)(&study::Plan::new(Size::Quick, 1)).len();
+        let full = (def.runs)(&study::Plan::new(Size::Full, 1)).len();
         println!(
             "{:<12} {full} runs (--quick: {quick})  {}",
             def.name, def.about
@@ -211,6 +239,7 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         progress: !args.quiet,
         build: this_build(),
+        reference: args.reference.clone(),
     };
     if args.force {
         bail!("--force: `study reflex` does not resume (it runs everything again), so there is no other build's folder to accept");
@@ -308,7 +337,6 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
         }
         return cluster(&def, &args);
     }
-
     if let Some(flag) = slurm_only_flags(&args).first() {
         bail!("{flag} goes with --slurm N (it sets the Slurm jobs' #SBATCH options)");
     }
@@ -344,19 +372,30 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
         jobs,
         shard,
         progress: !args.quiet,
+        replicates: args.replicates,
+        reference: args.reference.clone(),
         build: this_build(),
         force: args.force,
     };
-    let scope = driver::scope_of(&(def.runs)(opts.size, opts.seed), shard);
+    let scope = driver::scope_of(&(def.runs)(&opts.plan().map_err(|e| anyhow!(e))?), shard);
     let (interrupted_out, command) = (out.clone(), command_line());
     study::interrupt::on_sigint(move || {
         let kept = study::interrupt::kept(&interrupted_out, &scope);
         study::interrupt::message(kept, &interrupted_out, &command)
     })
     .map_err(|e| anyhow!(e))?;
+    if opts.size == Size::Quick && !args.quiet {
+        println!("{}", study::report::SMOKE_TEST);
+    }
     let started = std::time::Instant::now();
     let outcome = driver::run(&def, &opts).map_err(|e| anyhow!(e))?;
     report(&outcome, &out, args.quiet, started.elapsed());
+    if args.markdown && outcome.headline.is_some() {
+        let path = out.join(driver::RESULTS_MD);
+        let md = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
+        print!("{md}");
+    }
     if let Some(s) = shard {
         println!(
             "shard {}/{} done; join the shards with `ullstack study merge DIR...`",
@@ -368,8 +407,8 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
 
 /// `--slurm N` (submit, or write with --dry-run) and `--k8s N --dry-run` (write manifests).
 fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
-    let size = if args.quick { Size::Quick } else { Size::Full };
-    let seed = args.seed.unwrap_or(1);
+    let plan = plan_of(args)?;
+    let (size, seed) = (plan.size, plan.seed);
     let out = args
         .out
         .clone()
@@ -386,7 +425,7 @@ fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
         }
         let dir = out.join("k8s");
         let image = args.image.as_deref().unwrap_or(k8s::DEFAULT_IMAGE);
-        k8s::write(def, size, seed, n, image, &dir).map_err(|e| anyhow!(e))?;
+        k8s::write(def, &plan, n, image, &dir).map_err(|e| anyhow!(e))?;
         println!(
             "wrote {dir}/shards.yaml ({n} indexed pods) and {dir}/merge.yaml; results in the PVC `ullstack-results` at {mount}/study/{name}:\n  \
              kubectl apply -f {dir}/shards.yaml\n  \
@@ -415,6 +454,7 @@ fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
     let plan = SlurmPlan {
         size,
         seed,
+        replicates: plan.replicates,
         tasks,
         out: out.clone(),
         exe,
@@ -495,7 +535,6 @@ fn report(outcome: &StudyOutcome, out: &std::path::Path, quiet: bool, wall: std:
     if let Some(note) = &outcome.mixed_builds {
         eprintln!("note: {note}");
     }
-
     if let Some(who) = &outcome.took_over {
         eprintln!(
             "note: {} was locked by {who}, which stopped without releasing it; its runs in flight were redone",
@@ -503,6 +542,11 @@ fn report(outcome: &StudyOutcome, out: &std::path::Path, quiet: bool, wall: std:
         );
     }
     if !quiet {
+        if let Some(table) = &outcome.published {
+            println!("the published figures beside ours (95 % intervals over pairs and seeds):");
+            print!("{}", table.to_text());
+            println!();
+        }
         if let Some(table) = &outcome.headline {
             print!("{}", table.to_text());
         }

@@ -87,7 +87,8 @@ fn assert_same_results(a: &Path, b: &Path) {
 fn list_names_the_ull_study_with_its_run_counts() {
     let out = run_ok(ullstack().args(["study", "list"]));
     let line = out.lines().find(|l| l.starts_with("ull ")).expect(&out);
-    assert!(line.contains("92 runs (--quick: 92)"), "{line}");
+    // 92 runs per seed: five replicates in a full study, one with --quick.
+    assert!(line.contains("460 runs (--quick: 92)"), "{line}");
 }
 
 /// Bad flags fail before anything runs, naming the value and what was expected.
@@ -766,7 +767,8 @@ fn the_quick_report_opens_with_the_published_figures_and_its_writes_fill_the_buf
     let study: serde_json::Value =
         serde_json::from_str(&read(&reference().join("study.json"))).expect("study.json");
     let rows = study["published"].as_array().expect("published rows");
-    let shipped = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../reference/published.toml"));
+    let shipped =
+        read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../reference/published.toml"));
     let expected = shipped.matches("study = \"ull\"").count();
     assert_eq!(rows.len(), expected, "one row per ull outcome");
     let row = |id: &str| {
@@ -784,9 +786,14 @@ fn the_quick_report_opens_with_the_published_figures_and_its_writes_fill_the_buf
     // Too few I/Os for five nines: said, not printed.
     let tail = row("nvme.read_p99999_at_20pct_writes");
     assert!(tail["simulated"].is_null(), "{tail}");
-    assert!(tail["note"].as_str().unwrap().starts_with("n/a ("), "{tail}");
+    assert!(
+        tail["note"].as_str().unwrap().starts_with("n/a ("),
+        "{tail}"
+    );
     let html = read(&reference().join("report.html"));
     let smoke = html.find("Smoke test (--quick)").expect("smoke-test line");
-    let table = html.find("The published figures beside ours").expect("table");
+    let table = html
+        .find("The published figures beside ours")
+        .expect("table");
     assert!(smoke < table && table < html.find("Headline numbers").expect("headline"));
 }

@@ -79,6 +79,11 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
         if r["job"] == "oracle" {
             assert_eq!(sys["device"]["write_stalls"], 0, "{}", r["id"]);
         }
+        // The quick study is sized so the question arises: vanilla's buffer overflows.
+        if r["job"] == "vanilla" {
+            let stalls = sys["device"]["write_stalls"].as_u64().unwrap();
+            assert!(stalls > 0, "{}: vanilla never stalled a write", r["id"]);
+        }
         // The flusher's waves reach the device as hints announcing what they write (all but
         // pages dirtied into a file after its pass reached it); stacks without the hint send
         // none, and their device reports no drain.
@@ -130,6 +135,21 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     assert!(wasted("lsb-skip") > 0.0, "lsb-skip wasted nothing: {ftl}");
     let html = read(&out.join("report.html"));
     assert!(html.contains("fd-ftl-lsb-skip") && html.contains("p99 / vanilla"));
+    // The report says it is a smoke test, then opens with the published figures beside ours;
+    // study.json carries the same rows, one per fastdrain outcome of the shipped reference.
+    let smoke = html.find("Smoke test (--quick)").expect("smoke-test line");
+    let published = html
+        .find("The published figures beside ours")
+        .expect("published table");
+    assert!(smoke < published && published < html.find("Headline numbers").unwrap());
+    let rows = study["published"].as_array().expect("published rows");
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["p99.fd-buf", "p99.fd-ftl", "p99.fd", "p99.oracle"]);
+    for r in rows {
+        let v = r["simulated"]["value"].as_f64();
+        assert!(v.is_some_and(|v| v > 0.0), "no simulated value: {r}");
+        assert_eq!(r["basis"], "predicted", "{r}");
+    }
 
     // A run re-runs alone with the command its config names, to the same summary.
     let run = out.join("runs/fd-apache-upload");

@@ -350,7 +350,9 @@ pub struct BlkConfig {
     pub bio_submit_ns: u64,
     /// Extra time of a bio submission that finds its code and data evicted: another
     /// process's user code ran on the core since the submitting thread's last submission
-    /// (`blk_submit`'s essay, *Cold submission*).
+    /// (`blk_submit`'s essay, *Cold submission*). A calibration, fitted to the spec's ≈ 39 µs
+    /// of block-layer time per LC I/O under co-run (`reference/published.toml`):
+    /// calibrated to `flashshare/motivation.blk_layer_corun` (the study marks that row so).
     pub cold_submit_ns: u64,
     /// Comparing a bio with one queued request for a merge.
     pub merge_check_ns: u64,

@@ -6,10 +6,15 @@ use serde::Deserialize;
 
 use crate::exec::{self, is_done, run_dir, ExecOptions, ExecReport};
 use crate::provenance::{self, Build, Invocation, Provenance, Record};
+use crate::published::{self, Reference};
 use crate::report::{self, ReportInput, Table};
 use crate::results::{self, ShardInfo, StudyJson};
 use crate::spec::RunSpec;
-use crate::{find, Size, StudyDef};
+use crate::{find, Plan, Size, StudyDef};
+
+/// The study's "Current results" section in Markdown, beside `report.html`
+/// ([`report::markdown`]; `ullstack study NAME --markdown` prints it).
+pub const RESULTS_MD: &str = "results.md";
 
 /// How to run a study.
 #[derive(Clone, Debug)]
@@ -20,10 +25,33 @@ pub struct StudyOptions {
     pub jobs: usize,
     pub shard: Option<ShardInfo>,
     pub progress: bool,
+    /// Runs per comparison (`--replicates N`); `None`: the size's default ([`Plan::new`]).
+    pub replicates: Option<u64>,
+    /// The published figures to compare with (`--reference FILE`); `None`: the shipped ones.
+    pub reference: Option<PathBuf>,
     /// The build running it, recorded in `study.json` and `provenance.json` ([`provenance`]).
     pub build: Build,
     /// Resume a folder another build wrote into (`--force`).
     pub force: bool,
+}
+
+/// The reference a study compares with: `path`, or the shipped file.
+fn reference_of(path: Option<&Path>) -> Result<Reference, String> {
+    match path {
+        Some(p) => Reference::load(p),
+        None => Ok(Reference::shipped()),
+    }
+}
+
+impl StudyOptions {
+    /// The plan these options ask for.
+    pub fn plan(&self) -> Result<Plan, String> {
+        let plan = Plan::new(self.size, self.seed);
+        match self.replicates {
+            Some(n) => plan.with_replicates(n),
+            None => Ok(plan),
+        }
+    }
 }
 
 /// What a study or merge holds `OUT`'s lock as (shown to a second invocation): the command
@@ -40,6 +68,8 @@ pub struct StudyOutcome {
     pub runs: usize,
     /// The headline table; `None` for a shard (no figures or report until merged).
     pub headline: Option<Table>,
+    /// The published figures beside ours (the report's first table); `None` for a shard.
+    pub published: Option<Table>,
     /// Whose lock on the folder this invocation took over (a process that died holding it).
     pub took_over: Option<String>,
     /// `--force` let another build's runs in: which builds the results now mix.
@@ -78,8 +108,15 @@ struct StudyHead {
     version: u32,
     size: String,
     seed: u64,
+    /// Absent in folders written before replicates were recorded: one.
+    #[serde(default = "one")]
+    replicates: u64,
     runs_total: usize,
     shard: Option<ShardInfo>,
+}
+
+fn one() -> u64 {
+    1
 }
 
 fn read_head(dir: &Path) -> Result<Option<StudyHead>, String> {
@@ -108,8 +145,21 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
             ));
         }
     }
+    let plan = opts.plan()?;
+    let reference = reference_of(opts.reference.as_deref())?;
+    if let Some(head) = read_head(&opts.out)? {
+        let had = head.replicates;
+        if had != plan.replicates && head.size == plan.size.as_str() {
+            return Err(format!(
+                "{} holds {had} replicate(s) per comparison, this run asks for {}: choose \
+                 another --out or the same --replicates",
+                opts.out.display(),
+                plan.replicates
+            ));
+        }
+    }
     let mixed_builds = provenance::check_folder(&opts.out, &opts.build, opts.force)?;
-    let specs = (def.runs)(opts.size, opts.seed);
+    let specs = (def.runs)(&plan);
     let scope = scope_of(&specs, opts.shard);
     // Recorded before any run, so an interrupted invocation still names its build.
     let mut prov = Provenance::read(&opts.out)?.unwrap_or_else(|| Provenance {
@@ -132,12 +182,13 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
     )?;
     prov.current_mut().counts(exec.ran, exec.reused);
     let headline = finish(
-        def, opts.size, opts.seed, &opts.out, &specs, &scope, opts.shard, &mut prov,
+        def, &plan, &reference, &opts.out, &specs, &scope, opts.shard, &mut prov,
     )?;
     Ok(StudyOutcome {
         exec,
         runs: scope.len(),
-        headline,
+        published: headline.as_ref().map(|(_, p)| p.clone()),
+        headline: headline.map(|(h, _)| h),
         took_over: lock.took_over().map(str::to_string),
         mixed_builds,
     })
@@ -149,28 +200,35 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
 #[allow(clippy::too_many_arguments)]
 fn finish(
     def: &StudyDef,
-    size: Size,
-    seed: u64,
+    plan: &Plan,
+    reference: &Reference,
     out: &Path,
     specs: &[RunSpec],
     scope: &[RunSpec],
     shard: Option<ShardInfo>,
     prov: &mut Provenance,
-) -> Result<Option<Table>, String> {
+) -> Result<Option<(Table, Table)>, String> {
     let record = Record::new(
         &prov.current_mut().build.clone(),
         specs.iter().map(|s| s.seed),
         prov,
     );
+    let (size, seed) = (plan.size, plan.seed);
     let results = results::load(out, scope)?;
+    let rows = match shard {
+        Some(_) => Vec::new(),
+        None => published::rows(reference, def.name, &(def.outcomes)(&results)),
+    };
     let json = StudyJson {
         study: def.name,
         version: def.version,
         size: size.as_str(),
         seed,
+        replicates: plan.replicates,
         runs_total: specs.len(),
         shard,
         provenance: &record,
+        published: rows.clone(),
         runs: scope.iter().map(|s| &results[&s.id]).collect(),
     };
     let text = serde_json::to_string_pretty(&json).expect("study.json serialises") + "\n";
@@ -188,9 +246,12 @@ fn finish(
     }
     let headline = (def.headline)(&results);
     let tables = (def.tables)(&results);
+    let published_table = published::table(&rows);
     prov.current_mut().end();
     let provenance_html = provenance::html(&record, prov);
     let html = report::html(&ReportInput {
+        published: (!rows.is_empty()).then_some(&published_table),
+        quick: size == Size::Quick,
         title: format!(
             "ullstack study {} ({}, seed {seed})",
             def.name,
@@ -209,8 +270,21 @@ fn finish(
         provenance: &provenance_html,
     });
     write_atomic(&out.join("report.html"), html.as_bytes())?;
+    let inv = prov.current_mut();
+    let md = report::markdown(&report::MarkdownInput {
+        study: def.name,
+        size,
+        seeds: (plan.seed, plan.seed_of(plan.replicates - 1)),
+        replicates: plan.replicates,
+        build: inv.build.describe(),
+        command: inv.command_line(),
+        started_utc: inv.started_utc.clone(),
+        published: &published_table,
+        headline: &headline,
+    });
+    write_atomic(&out.join(RESULTS_MD), md.as_bytes())?;
     prov.write(out)?;
-    Ok(Some(headline))
+    Ok(Some((headline, published_table)))
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
@@ -239,15 +313,21 @@ pub fn merge(
         .first()
         .ok_or("merge needs at least one study folder")?;
     for (d, h) in dirs.iter().zip(&heads) {
-        if (&h.study, h.version, &h.size, h.seed, h.runs_total)
-            != (
-                &first.study,
-                first.version,
-                &first.size,
-                first.seed,
-                first.runs_total,
-            )
-        {
+        if (
+            &h.study,
+            h.version,
+            &h.size,
+            h.seed,
+            h.replicates,
+            h.runs_total,
+        ) != (
+            &first.study,
+            first.version,
+            &first.size,
+            first.seed,
+            first.replicates,
+            first.runs_total,
+        ) {
             return Err(format!(
                 "{} holds study `{}` version {} ({}, seed {}, {} runs) but {} holds `{}` version {} ({}, seed {}, {} runs): not shards of one study",
                 d.display(), h.study, h.version, h.size, h.seed, h.runs_total,
@@ -264,7 +344,8 @@ pub fn merge(
     }
     let size = Size::parse(&first.size)
         .ok_or_else(|| format!("study.json size `{}`: expected quick or full", first.size))?;
-    let specs = (def.runs)(size, first.seed);
+    let plan = Plan::new(size, first.seed).with_replicates(first.replicates)?;
+    let specs = (def.runs)(&plan);
     if specs.len() != first.runs_total {
         return Err(format!(
             "the shards say {} runs, study `{}` has {}",
@@ -342,14 +423,24 @@ pub fn merge(
         }
         copy_run(&run_dir(src, &spec.id), &run_dir(out, &spec.id))?;
     }
-    let headline = finish(&def, size, first.seed, out, &specs, &specs, None, &mut prov)?;
+    let headline = finish(
+        &def,
+        &plan,
+        &Reference::shipped(),
+        out,
+        &specs,
+        &specs,
+        None,
+        &mut prov,
+    )?;
     let outcome = StudyOutcome {
         exec: ExecReport {
             ran: 0,
             reused: specs.len(),
         },
         runs: specs.len(),
-        headline,
+        published: headline.as_ref().map(|(_, p)| p.clone()),
+        headline: headline.map(|(h, _)| h),
         took_over: lock.took_over().map(str::to_string),
         mixed_builds,
     };

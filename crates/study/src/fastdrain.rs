@@ -41,6 +41,8 @@
 //! and every figure is read back from the runs' `summary.json` and `timeseries.csv`.
 
 use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
+use crate::published::outcomes::fastdrain_pair;
+use crate::published::{paired_ratio, Estimate, Pair};
 use crate::report::Table;
 use crate::results::{
     DrainHeadline, ProcessHeadline, Results, RunResult, SystemHeadline, WritebackHeadline,
@@ -83,6 +85,12 @@ pub const FULL_MS: u64 = 30_000;
 /// Simulated time of each `--quick` run: enough for several write-back waves, not for a
 /// stable p99 (a service at 400 requests/s finishes about 400 requests).
 pub const QUICK_MS: u64 = 1_000;
+/// The device write buffer of a `--quick` run: an eighth of `nvme-tlc`'s 512 MiB, so that in
+/// [`QUICK_MS`] ungzip's write-back overflows vanilla's buffer as it does over a full run
+/// (with the whole buffer a 1 s run never fills it: 0 write stalls, and the study's question
+/// does not arise). Measured with `ullstack sim --system` on the quick apache-upload run: 3,019
+/// write stalls under vanilla and none under fd-buf at 64 MiB.
+pub const QUICK_WRITE_BUFFER_BYTES: u64 = 64 << 20;
 /// The co-run whose time series is reported.
 pub const SERIES_WORKLOAD: &str = "apache-upload";
 /// Window of the time series, ms (full; `--quick` uses a tenth).
@@ -106,8 +114,21 @@ pub fn run_id(stack: &str, workload: &str) -> String {
     format!("{stack}-{workload}")
 }
 
+/// Id of replicate `r` of that run (seed + `r`); replicate 0 is [`run_id`].
+pub fn replicate_id(stack: &str, workload: &str, r: u64) -> String {
+    match r {
+        0 => run_id(stack, workload),
+        r => format!("{}-r{r}", run_id(stack, workload)),
+    }
+}
+
 /// The system file of one co-run (the stack is applied by the run, not written here).
-fn system_toml(workload: &str, seed: u64, duration_ms: u64) -> String {
+fn system_toml(workload: &str, seed: u64, size: Size) -> String {
+    let duration_ms = duration_ms(size);
+    let buffer = match size {
+        Size::Quick => format!("write_buffer_bytes = {QUICK_WRITE_BUFFER_BYTES}\n"),
+        Size::Full => String::new(),
+    };
     format!(
         "seed = {seed}\n\
          duration_ms = {duration_ms}\n\
@@ -120,6 +141,7 @@ fn system_toml(workload: &str, seed: u64, duration_ms: u64) -> String {
          \n\
          [device.cache]\n\
          flush = \"on-full\"\n\
+         {buffer}\
          \n\
          [device.ftl]\n\
          precondition = \"sequential\"\n\
@@ -133,27 +155,34 @@ fn system_toml(workload: &str, seed: u64, duration_ms: u64) -> String {
 }
 
 /// Every run of the study, in a fixed order.
-pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
+pub fn runs(plan: &crate::Plan) -> Vec<RunSpec> {
+    let (size, seed) = (plan.size, plan.seed);
     let mut out = Vec::new();
-    for stack in STACKS {
-        for workload in WORKLOADS {
-            out.push(RunSpec {
-                id: run_id(stack, workload),
-                device: DEVICE.to_string(),
-                host: HOST.to_string(),
-                job_fio: system_toml(workload, seed, duration_ms(size)),
-                seed,
-                system: Some(SystemRun {
-                    stack: stack.to_string(),
-                    series_ms: if workload == SERIES_WORKLOAD {
-                        series_ms(size)
-                    } else {
-                        0
-                    },
-                }),
-            });
+    // Replicate 0 first (every figure reads it), then the further seeds of each comparison.
+    for r in 0..plan.replicates {
+        let seed = plan.seed_of(r);
+        for stack in STACKS {
+            for workload in WORKLOADS {
+                out.push(RunSpec {
+                    device_keys: String::new(),
+                    id: replicate_id(stack, workload, r),
+                    device: DEVICE.to_string(),
+                    host: HOST.to_string(),
+                    job_fio: system_toml(workload, seed, size),
+                    seed,
+                    system: Some(SystemRun {
+                        stack: stack.to_string(),
+                        series_ms: if r == 0 && workload == SERIES_WORKLOAD {
+                            series_ms(size)
+                        } else {
+                            0
+                        },
+                    }),
+                });
+            }
         }
     }
+    debug_assert!(out.iter().all(|s| s.seed >= seed));
     out
 }
 
@@ -168,15 +197,41 @@ fn service<'a>(results: &'a Results, stack: &str, workload: &str) -> Option<&'a 
         .find(|p| p.name == workload)
 }
 
-/// p99 of `stack` over `vanilla`'s for `workload`.
-fn normalised_p99(results: &Results, stack: &str, workload: &str) -> Option<f64> {
-    let base = service(results, "vanilla", workload)?.response_p99_ns?;
-    let p99 = service(results, stack, workload)?.response_p99_ns?;
-    (base > 0).then(|| p99 as f64 / base as f64)
+/// p99 of `stack` over `vanilla`'s for `workload`: the median over the replicates present
+/// over vanilla's, with its 95 % interval ([`crate::published`]; none with one replicate).
+fn p99_ratio(results: &Results, stack: &str, workload: &str) -> Option<Estimate> {
+    let pair = fastdrain_pair(results, stack, workload)?;
+    paired_ratio(&[pair], &format!("fastdrain/{stack}/{workload}"))
 }
 
-fn mean(values: &[f64]) -> Option<f64> {
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+/// The mean of [`p99_ratio`] over every workload, with its interval (resampling workloads and
+/// replicates); `None` unless every workload has runs.
+fn p99_ratio_mean(results: &Results, stack: &str) -> Option<Estimate> {
+    let pairs: Option<Vec<Pair>> = WORKLOADS
+        .iter()
+        .map(|w| fastdrain_pair(results, stack, w))
+        .collect();
+    paired_ratio(&pairs?, &format!("fastdrain/p99.{stack}"))
+}
+
+/// A ratio with its interval as a table prints it: "0.64 [0.46, 0.85]", and "(no effect)"
+/// when the interval spans 1 (vanilla over itself: just its 1.00).
+pub fn ratio_cell(e: &Estimate) -> String {
+    if e.low == e.high && e.value == 1.0 {
+        return format!("{:.2}", e.value);
+    }
+    match (e.low, e.high) {
+        (Some(l), Some(h)) if e.spans(1.0) => {
+            format!("{:.2} [{l:.2}, {h:.2}] (no effect)", e.value)
+        }
+        (Some(l), Some(h)) => format!("{:.2} [{l:.2}, {h:.2}]", e.value),
+        _ => format!("{:.2}", e.value),
+    }
+}
+
+/// An interval as a figure's whisker (NaN: none).
+fn whisker(e: &Estimate) -> (f64, f64) {
+    (e.low.unwrap_or(f64::NAN), e.high.unwrap_or(f64::NAN))
 }
 
 fn ms(ns: u64) -> f64 {
@@ -228,17 +283,20 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     let mut series = Vec::new();
     for (c, stack) in STACKS.iter().enumerate() {
         let mut points = Vec::new();
-        let mut values = Vec::new();
+        let mut intervals = Vec::new();
         for (i, w) in WORKLOADS.iter().enumerate() {
-            if let Some(v) = normalised_p99(results, stack, w) {
-                points.push((i as f64, v));
-                values.push(v);
+            if let Some(e) = p99_ratio(results, stack, w) {
+                points.push((i as f64, e.value));
+                intervals.push(whisker(&e));
             }
         }
-        if let Some(m) = mean(&values).filter(|_| values.len() == WORKLOADS.len()) {
-            points.push((WORKLOADS.len() as f64, m));
+        if let Some(e) = p99_ratio_mean(results, stack) {
+            points.push((WORKLOADS.len() as f64, e.value));
+            intervals.push(whisker(&e));
         }
+        let with_whiskers = intervals.iter().any(|w| !w.0.is_nan());
         series.push(Series {
+            intervals: with_whiskers.then_some(intervals),
             name: stack.to_string(),
             points,
             stroke: if *stack == "fd-ftl-lsb-skip" {
@@ -247,7 +305,6 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 Stroke::Solid
             },
             colour: c,
-            ..Default::default()
         });
     }
     figs.push(Figure {
@@ -502,18 +559,14 @@ pub fn headline(results: &Results) -> Table {
             .collect(),
         rows: vec![],
     };
-    let mut normalised: Vec<Vec<f64>> = vec![Vec::new(); STACKS.len()];
     for w in WORKLOADS {
         let mut row = vec![w.to_string()];
-        for (i, stack) in STACKS.iter().enumerate() {
+        for stack in STACKS {
             let cell = match (
-                normalised_p99(results, stack, w),
+                p99_ratio(results, stack, w),
                 service(results, stack, w).and_then(|p| p.response_p99_ns),
             ) {
-                (Some(n), Some(p99)) => {
-                    normalised[i].push(n);
-                    format!("{n:.2} ({})", format_ns(p99))
-                }
+                (Some(e), Some(p99)) => format!("{} ({})", ratio_cell(&e), format_ns(p99)),
                 _ => "-".into(),
             };
             row.push(cell);
@@ -522,11 +575,11 @@ pub fn headline(results: &Results) -> Table {
     }
     t.rows.push(
         std::iter::once("mean".to_string())
-            .chain(normalised.iter().map(|v| {
-                mean(v)
-                    .filter(|_| v.len() == WORKLOADS.len())
-                    .map_or("-".into(), |m| format!("{m:.2}"))
-            }))
+            .chain(
+                STACKS
+                    .iter()
+                    .map(|s| p99_ratio_mean(results, s).map_or("-".into(), |e| ratio_cell(&e))),
+            )
             .collect(),
     );
     type Stalls = fn(&crate::results::DeviceHeadline) -> u64;
@@ -566,7 +619,7 @@ mod tests {
 
     #[test]
     fn run_ids_are_unique_and_every_system_file_parses_under_its_stack() {
-        let runs = runs(Size::Quick, 1);
+        let runs = runs(&crate::Plan::new(Size::Quick, 1));
         assert_eq!(runs.len(), STACKS.len() * WORKLOADS.len());
         let mut ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
         ids.sort_unstable();
@@ -593,7 +646,7 @@ mod tests {
                 r.id
             );
         }
-        let full = super::runs(Size::Full, 1);
+        let full = super::runs(&crate::Plan::new(Size::Full, 1));
         assert!(full[0].job_fio.contains("duration_ms = 30000"));
     }
 }

@@ -152,16 +152,14 @@ pub const QUICK_MS: u64 = 250;
 pub const SERIES_MS: u64 = 200;
 /// Window of the time series with `--quick`, ms: 25 windows.
 pub const QUICK_SERIES_MS: u64 = 10;
-/// Runs of each stack comparison (service, partner, stack) in a full study, with seeds `seed`,
-/// `seed + 1`, …: the normalised figures are over their medians (see "Replicates" in the essay).
-pub const REPLICATES: u64 = 3;
+/// Runs of each stack comparison (service, partner, stack) in a full study by default, with
+/// seeds `seed`, `seed + 1`, …: the normalised figures are over their medians (see "Replicates"
+/// in the essay); `--replicates N` sets another count.
+pub const REPLICATES: u64 = crate::DEFAULT_REPLICATES;
 
-/// Runs of each stack comparison: [`REPLICATES`], one with `--quick`.
+/// Runs of each stack comparison by default: [`REPLICATES`], one with `--quick`.
 pub fn replicates(size: Size) -> u64 {
-    match size {
-        Size::Quick => 1,
-        Size::Full => REPLICATES,
-    }
+    crate::Plan::new(size, 1).replicates
 }
 
 fn duration_ms(size: Size) -> u64 {
@@ -231,8 +229,10 @@ fn partners() -> impl Iterator<Item = &'static str> {
 }
 
 /// Every run of the study, in a fixed order: the stack comparison, then the cache sensitivity.
-pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
+pub fn runs(plan: &crate::Plan) -> Vec<RunSpec> {
+    let (size, seed) = (plan.size, plan.seed);
     let system = |id: String, text: String, stack: &str, series: bool, seed: u64| RunSpec {
+        device_keys: String::new(),
         id,
         device: DEVICE.to_string(),
         host: HOST.to_string(),
@@ -244,7 +244,7 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
         }),
     };
     let mut out = Vec::new();
-    for r in 0..replicates(size) {
+    for r in 0..plan.replicates {
         for stack in STACKS {
             for online in ONLINE {
                 for partner in partners() {
@@ -1067,7 +1067,7 @@ mod tests {
 
     #[test]
     fn run_ids_are_unique_and_every_system_file_parses_under_its_stack() {
-        let runs = runs(Size::Quick, 1);
+        let runs = runs(&crate::Plan::new(Size::Quick, 1));
         assert_eq!(
             runs.len(),
             STACKS.len() * ONLINE.len() * (OFFLINE.len() + 1) + CACHES.len() * OFFLINE.len()
@@ -1117,7 +1117,7 @@ mod tests {
             .map(|r| r.id.as_str())
             .collect();
         assert_eq!(series.len(), 2 * STACKS.len(), "{series:?}");
-        let full = super::runs(Size::Full, 1);
+        let full = super::runs(&crate::Plan::new(Size::Full, 1));
         assert!(full[0]
             .job_fio
             .contains(&format!("duration_ms = {FULL_MS}")));
@@ -1180,6 +1180,7 @@ mod tests {
             name: name.into(),
             requests: None,
             response_mean_ns: Some(mean_ns),
+            response_p95_ns: None,
             response_p99_ns: Some(p99_ns),
             instructions_per_sec: None,
             exec_time: None,
@@ -1188,9 +1189,9 @@ mod tests {
     }
 
     #[test]
-    fn a_full_study_runs_each_comparison_with_three_seeds() {
-        let quick = runs(Size::Quick, 7);
-        let full = runs(Size::Full, 7);
+    fn a_full_study_runs_each_comparison_with_five_seeds_or_as_many_as_asked() {
+        let quick = runs(&crate::Plan::new(Size::Quick, 7));
+        let full = runs(&crate::Plan::new(Size::Full, 7));
         let comparisons = STACKS.len() * ONLINE.len() * (OFFLINE.len() + 1);
         assert_eq!(
             full.len() - quick.len(),
@@ -1202,7 +1203,13 @@ mod tests {
                 .map(|r| r.seed)
                 .collect()
         };
-        assert_eq!(seeds_of(&run_id("xler", "apache", "gp")), [7, 8, 9]);
+        assert_eq!(seeds_of(&run_id("xler", "apache", "gp")), [7, 8, 9, 10, 11]);
+        let three = runs(
+            &crate::Plan::new(Size::Full, 7)
+                .with_replicates(3)
+                .expect("3 replicates"),
+        );
+        assert_eq!(three.len() - quick.len(), 2 * comparisons);
         assert_eq!(seeds_of(&cache_run_id("split", "gp")), [7]);
         let r2 = full
             .iter()

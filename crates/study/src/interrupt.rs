@@ -202,6 +202,7 @@ mod tests {
     fn kept_counts_whole_runs_and_temporaries() {
         let dir = tempfile::tempdir().unwrap();
         let spec = |id: &str| RunSpec {
+            device_keys: String::new(),
             id: id.into(),
             device: "zssd".into(),
             host: "x86-4".into(),

@@ -27,7 +27,7 @@
 
 use std::path::Path;
 
-use crate::{Size, StudyDef};
+use crate::{Plan, Size, StudyDef};
 
 /// The image the pods run unless `--image` names another (it must hold `ullstack` on PATH).
 pub const DEFAULT_IMAGE: &str = "ullstack:latest";
@@ -35,13 +35,17 @@ pub const DEFAULT_IMAGE: &str = "ullstack:latest";
 /// Where the results volume is mounted in the pods.
 pub const RESULTS_MOUNT: &str = "/results";
 
-fn study_args(def: &StudyDef, size: Size, seed: u64) -> Vec<String> {
+fn study_args(def: &StudyDef, plan: &Plan) -> Vec<String> {
     let mut v = vec!["study".to_string(), def.name.to_string()];
-    if size == Size::Quick {
+    if plan.size == Size::Quick {
         v.push("--quick".into());
     }
     v.push("--seed".into());
-    v.push(seed.to_string());
+    v.push(plan.seed.to_string());
+    if plan.replicates != Plan::new(plan.size, plan.seed).replicates {
+        v.push("--replicates".into());
+        v.push(plan.replicates.to_string());
+    }
     v
 }
 
@@ -66,12 +70,13 @@ fn job(name: &str, image: &str, spec_lines: &str, args: &[String]) -> String {
 }
 
 /// The Indexed Job running the shards.
-pub fn shards_manifest(def: &StudyDef, size: Size, seed: u64, tasks: usize, image: &str) -> String {
+pub fn shards_manifest(def: &StudyDef, plan: &Plan, tasks: usize, image: &str) -> String {
+    let (size, seed) = (plan.size, plan.seed);
     let out = format!(
         "{RESULTS_MOUNT}/study/{}/shards/task-$(JOB_COMPLETION_INDEX)",
         def.name
     );
-    let mut args = study_args(def, size, seed);
+    let mut args = study_args(def, plan);
     args.extend([
         "--jobs".into(),
         "1".into(),
@@ -113,8 +118,7 @@ pub fn merge_manifest(def: &StudyDef, tasks: usize, image: &str) -> String {
 /// Writes `shards.yaml` and `merge.yaml` into `dir`.
 pub fn write(
     def: &StudyDef,
-    size: Size,
-    seed: u64,
+    plan: &Plan,
     tasks: usize,
     image: &str,
     dir: &Path,
@@ -124,10 +128,7 @@ pub fn write(
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     for (name, text) in [
-        (
-            "shards.yaml",
-            shards_manifest(def, size, seed, tasks, image),
-        ),
+        ("shards.yaml", shards_manifest(def, plan, tasks, image)),
         ("merge.yaml", merge_manifest(def, tasks, image)),
     ] {
         let p = dir.join(name);
@@ -143,7 +144,7 @@ mod tests {
     #[test]
     fn the_indexed_job_passes_index_and_count() {
         let def = crate::find("ull").unwrap();
-        let m = shards_manifest(&def, Size::Quick, 3, 4, "reg/ullstack:1");
+        let m = shards_manifest(&def, &Plan::new(Size::Quick, 3), 4, "reg/ullstack:1");
         for want in [
             "completionMode: Indexed",
             "completions: 4",
@@ -164,7 +165,7 @@ mod tests {
     fn zero_tasks_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let def = crate::find("ull").unwrap();
-        let e = write(&def, Size::Quick, 1, 0, "i", dir.path()).unwrap_err();
+        let e = write(&def, &Plan::new(Size::Quick, 1), 0, "i", dir.path()).unwrap_err();
         assert!(e.contains("--k8s 0"), "{e}");
     }
 }

@@ -40,6 +40,7 @@ pub mod k8s;
 pub mod lock;
 pub mod plot;
 pub mod provenance;
+pub mod published;
 pub mod reflex;
 pub mod report;
 pub mod results;
@@ -77,6 +78,48 @@ impl Size {
     }
 }
 
+/// Replicates (seeds `seed`, `seed + 1`, …) of every comparison in a full study: five, so a
+/// headline ratio's 95 % bootstrap interval rests on more than one run's luck ([`published`]).
+pub const DEFAULT_REPLICATES: u64 = 5;
+
+/// What to run: the size, the first seed and how many replicates of each comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub size: Size,
+    pub seed: u64,
+    /// Runs of each replicated comparison, seeds `seed` … `seed + replicates - 1` (≥ 1).
+    pub replicates: u64,
+}
+
+impl Plan {
+    /// The default plan of a size: [`DEFAULT_REPLICATES`] for a full study, one for `--quick`
+    /// (a smoke test: its intervals are not computed).
+    pub fn new(size: Size, seed: u64) -> Plan {
+        let replicates = match size {
+            Size::Quick => 1,
+            Size::Full => DEFAULT_REPLICATES,
+        };
+        Plan {
+            size,
+            seed,
+            replicates,
+        }
+    }
+
+    /// The same with `replicates` runs per comparison (`--replicates N`; N ≥ 1).
+    pub fn with_replicates(self, replicates: u64) -> Result<Plan, String> {
+        if replicates == 0 {
+            return Err("--replicates 0: expected at least 1 run per comparison".to_string());
+        }
+        Ok(Plan { replicates, ..self })
+    }
+
+    /// The seed of replicate `r`.
+    pub fn seed_of(&self, r: u64) -> u64 {
+        self.seed + r
+    }
+}
+
 /// A study: its runs, and how to turn their results into figures and a headline table.
 pub struct StudyDef {
     pub name: &'static str,
@@ -86,11 +129,13 @@ pub struct StudyDef {
     pub quick: fn() -> String,
     /// Bumped when runs or figures change meaning.
     pub version: u32,
-    pub runs: fn(Size, u64) -> Vec<RunSpec>,
+    pub runs: fn(&Plan) -> Vec<RunSpec>,
     pub figures: fn(&Results, Size, u64) -> Vec<Figure>,
     pub headline: fn(&Results) -> Table,
     /// Further tables for `report.html`, each with its heading (after the headline table).
     pub tables: fn(&Results) -> Vec<(String, Table)>,
+    /// Its outcomes in the terms of `reference/published.toml` ([`published`]).
+    pub outcomes: fn(&Results) -> Vec<published::Simulated>,
 }
 
 /// No tables beyond the headline.
@@ -116,6 +161,7 @@ pub fn catalogue() -> Vec<StudyDef> {
             },
             version: 2,
             runs: ull::runs,
+            outcomes: published::outcomes::ull,
             figures: ull::figures,
             headline: ull::headline,
             tables: no_tables,
@@ -133,6 +179,7 @@ pub fn catalogue() -> Vec<StudyDef> {
             },
             version: 1,
             runs: fastdrain::runs,
+            outcomes: published::outcomes::fastdrain,
             figures: fastdrain::figures,
             headline: fastdrain::headline,
             tables: no_tables,
@@ -154,6 +201,7 @@ pub fn catalogue() -> Vec<StudyDef> {
             },
             version: 2,
             runs: flashshare::runs,
+            outcomes: published::outcomes::flashshare,
             figures: flashshare::figures,
             headline: flashshare::headline,
             tables: flashshare::tables,

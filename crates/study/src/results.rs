@@ -94,6 +94,7 @@ pub struct ProcessHeadline {
     /// Online services: requests finished and their response time.
     pub requests: Option<u64>,
     pub response_mean_ns: Option<u64>,
+    pub response_p95_ns: Option<u64>,
     pub response_p99_ns: Option<u64>,
     /// Offline jobs: instructions retired per second.
     pub instructions_per_sec: Option<f64>,
@@ -348,6 +349,7 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
         processes.push(ProcessHeadline {
             requests: p["requests"].as_u64(),
             response_mean_ns: p["response_time_ns"]["mean"].as_u64(),
+            response_p95_ns: p["response_time_ns"]["p95"].as_u64(),
             response_p99_ns: p["response_time_ns"]["p99"].as_u64(),
             instructions_per_sec: p["instructions_per_sec"].as_f64(),
             exec_time: time_split(
@@ -645,12 +647,17 @@ pub struct StudyJson<'a> {
     pub version: u32,
     pub size: &'a str,
     pub seed: u64,
+    /// Runs per replicated comparison (seeds `seed` …).
+    pub replicates: u64,
     pub runs_total: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
     /// The build and seeds; the invocations' command lines, times and hosts are in
     /// `provenance.json`, which this names ([`crate::provenance`]: why they are not here).
     pub provenance: &'a crate::provenance::Record,
+    /// The published figures beside this study's (the report's first table; empty for a
+    /// shard).
+    pub published: Vec<crate::published::Row>,
     pub runs: Vec<&'a RunResult>,
 }
 
@@ -668,6 +675,7 @@ mod tests {
 
     fn spec() -> RunSpec {
         RunSpec {
+            device_keys: String::new(),
             id: "r".into(),
             device: "zssd".into(),
             host: "x86-4".into(),

@@ -44,13 +44,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::exec::is_done;
-use crate::{Size, StudyDef};
+use crate::{Plan, Size, StudyDef};
 
 /// A study to run as a Slurm array.
 #[derive(Clone, Debug)]
 pub struct SlurmPlan {
     pub size: Size,
     pub seed: u64,
+    /// Runs per comparison (`--replicates`; the size's default when equal to it).
+    pub replicates: u64,
     /// Number of array tasks (= shards).
     pub tasks: usize,
     /// The shared results folder (absolute).
@@ -83,7 +85,11 @@ pub fn shard_dir(out: &Path, index: usize) -> PathBuf {
 
 /// The shards of `def` not yet complete under `plan.out`.
 pub fn incomplete_shards(def: &StudyDef, plan: &SlurmPlan) -> Vec<usize> {
-    let specs = (def.runs)(plan.size, plan.seed);
+    let specs = (def.runs)(&Plan {
+        size: plan.size,
+        seed: plan.seed,
+        replicates: plan.replicates,
+    });
     (0..plan.tasks)
         .filter(|&i| {
             let dir = shard_dir(&plan.out, i);
@@ -182,14 +188,20 @@ pub fn array_spec(indices: &[usize]) -> String {
     parts.join(",")
 }
 
-/// The `ullstack study NAME` arguments every task and the merge share: size and seed.
+/// The `ullstack study NAME` arguments every task and the merge share: size, seed and (when
+/// not the size's default) replicates.
 fn study_args(def: &StudyDef, plan: &SlurmPlan) -> String {
     let quick = if plan.size == Size::Quick {
         " --quick"
     } else {
         ""
     };
-    format!("study {}{quick} --seed {}", def.name, plan.seed)
+    let replicates = if plan.replicates == Plan::new(plan.size, plan.seed).replicates {
+        String::new()
+    } else {
+        format!(" --replicates {}", plan.replicates)
+    };
+    format!("study {}{quick} --seed {}{replicates}", def.name, plan.seed)
 }
 
 fn header(plan: &SlurmPlan, job_name: &str, log: &str, cpus: usize) -> String {
@@ -501,6 +513,7 @@ mod tests {
         SlurmPlan {
             size: Size::Quick,
             seed: 7,
+            replicates: 1,
             tasks: 4,
             out: dir.join("it's here"),
             exe: PathBuf::from("/opt/ullstack"),

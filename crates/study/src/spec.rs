@@ -55,6 +55,9 @@ pub struct RunSpec {
     pub seed: u64,
     /// A full-system run (`job_fio` is then the system file; see the module essay).
     pub system: Option<SystemRun>,
+    /// Tables overriding the device preset of a device-level run, as TOML (`[device.cache]`
+    /// and its keys); empty: the preset as it is. A `--quick` study scales a device this way.
+    pub device_keys: String,
 }
 
 /// What makes a run a full-system run.
@@ -91,12 +94,18 @@ impl RunSpec {
              \n\
              [device]\n\
              preset = \"{device}\"\n\
+             {device_keys}\
              \n\
              [host]\n\
              preset = \"{host}\"\n",
             id = self.id,
             seed = self.seed,
             device = self.device,
+            device_keys = if self.device_keys.is_empty() {
+                String::new()
+            } else {
+                format!("\n{}", self.device_keys)
+            },
             host = self.host,
         )
     }
@@ -176,6 +185,7 @@ mod tests {
             job_fio: "[j]\nrw=read\nnumber_ios=10\n".into(),
             seed: 1,
             system: None,
+            device_keys: String::new(),
         }
     }
 

@@ -101,6 +101,34 @@ fn ios_for(size: Size) -> u64 {
     }
 }
 
+/// The devices' write buffer in a `--quick` study: 16 MiB, a 32nd of both presets' 512 MiB, so
+/// a quick write point can fill it. With 4,000 I/Os into the whole buffer a write point never
+/// reached the flash (nvme-tlc random writes at 3.9x the full study's bandwidth).
+pub const QUICK_WRITE_BUFFER_BYTES: u64 = 16 << 20;
+/// Times its write buffer a `--quick` write point writes: four, so the buffer fills and the
+/// point measures mostly the flash's write rate, as the full study's points do.
+pub const QUICK_WRITE_BUFFER_FILLS: u64 = 4;
+
+/// The device overrides of every run: with `--quick` the scaled write buffer.
+fn device_keys(size: Size) -> String {
+    match size {
+        Size::Quick => {
+            format!("[device.cache]\nwrite_buffer_bytes = {QUICK_WRITE_BUFFER_BYTES}\n")
+        }
+        Size::Full => String::new(),
+    }
+}
+
+/// I/Os of a point of parts 1 and 2: [`ios_for`], and with `--quick` enough writes to fill the
+/// scaled write buffer [`QUICK_WRITE_BUFFER_FILLS`] times.
+pub fn point_ios(size: Size, op: Op) -> u64 {
+    let base = ios_for(size);
+    if size == Size::Full || op == Op::Read {
+        return base;
+    }
+    base.max(QUICK_WRITE_BUFFER_FILLS * QUICK_WRITE_BUFFER_BYTES / 4096)
+}
+
 /// How parts 1 and 2 spread a queue depth over threads, for their captions.
 fn threads_note() -> String {
     format!(
@@ -134,9 +162,32 @@ pub fn sync_id(device: &str, op: Op, c: Completion) -> String {
 }
 
 /// Every run of the study, in a fixed order.
-pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
+pub fn runs(plan: &crate::Plan) -> Vec<RunSpec> {
+    let base = runs_of_seed(plan.size, plan.seed);
+    let mut out = base.clone();
+    for r in 1..plan.replicates {
+        out.extend(base.iter().map(|s| RunSpec {
+            id: replicate_id(&s.id, r),
+            seed: plan.seed_of(r),
+            ..s.clone()
+        }));
+    }
+    out
+}
+
+/// Id of replicate `r` of run `id` (seed + `r`); replicate 0 is `id` itself.
+pub fn replicate_id(id: &str, r: u64) -> String {
+    match r {
+        0 => id.to_string(),
+        r => format!("{id}-r{r}"),
+    }
+}
+
+/// Every run of one replicate (seed), in a fixed order.
+fn runs_of_seed(size: Size, seed: u64) -> Vec<RunSpec> {
     let mut out = Vec::new();
     let spec = |id: String, device: &str, job_fio: String| RunSpec {
+        device_keys: device_keys(size),
         id,
         device: device.to_string(),
         host: HOST.to_string(),
@@ -145,9 +196,9 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
         system: None,
     };
     for device in DEVICES {
-        for (rw, label, _) in PATTERNS {
+        for (rw, label, op) in PATTERNS {
             for qd in BANDWIDTH_QDS {
-                let ios = ios_for(size);
+                let ios = point_ios(size, op);
                 let id = qd_id(device, rw, qd);
                 let threads = qd.min(SUBMIT_THREADS);
                 debug_assert_eq!(qd % threads, 0, "depths are powers of two");
@@ -169,7 +220,12 @@ pub fn runs(size: Size, seed: u64) -> Vec<RunSpec> {
             }
         }
         for w in WRITE_PCTS {
-            let ios = ios_for(size);
+            // Enough I/Os that the reads alone reach the point's count: a read p99.999 from
+            // the 20 % point of a 1 M run would rest on 8 samples above it, not 10.
+            let ios = match w {
+                100 => ios_for(size),
+                w => (ios_for(size) * 100).div_ceil(u64::from(100 - w)),
+            };
             let job = job_header(
                 &format!("random mixed I/O, {w} % writes, queue depth {INTERFERENCE_QD}"),
                 "libaio",
@@ -451,6 +507,18 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
 }
 
 /// The compact headline table: metrics down, devices across.
+/// A p99.999 as a table prints it: the value when at least
+/// [`crate::published::outcomes::MIN_TAIL_SAMPLES`] samples lie above it, else "n/a (N
+/// samples)" (a five-nines of 4,000 I/Os is the worst one, not a percentile).
+pub fn five_nines_cell(h: &OpHeadline) -> String {
+    use crate::published::outcomes::{samples_above_p99999, MIN_TAIL_SAMPLES};
+    if samples_above_p99999(h.ios) < MIN_TAIL_SAMPLES {
+        format!("n/a ({} samples)", h.ios)
+    } else {
+        format_ns(h.p99_999_ns)
+    }
+}
+
 pub fn headline(results: &Results) -> Table {
     let mut t = Table {
         header: std::iter::once("metric".to_string())
@@ -466,7 +534,7 @@ pub fn headline(results: &Results) -> Table {
                     .get(&id(d))
                     .and_then(|r| op_of(r, op))
                     .map_or("-".into(), |h| {
-                        format!("{} / {}", format_ns(h.mean_ns), format_ns(h.p99_999_ns))
+                        format!("{} / {}", format_ns(h.mean_ns), five_nines_cell(h))
                     })
             })
             .collect()
@@ -542,7 +610,7 @@ mod tests {
 
     #[test]
     fn run_ids_are_unique_and_every_job_parses() {
-        let specs = runs(Size::Quick, 1);
+        let specs = runs(&crate::Plan::new(Size::Quick, 1));
         let mut ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -558,16 +626,20 @@ mod tests {
     #[test]
     fn full_latency_points_have_enough_ios_for_five_nines() {
         // Every point of the full study, over all its threads, runs FULL_IOS I/Os (or
-        // the next multiple of its thread count).
+        // the next multiple of its thread count); a mixed point runs enough that its reads
+        // alone are FULL_IOS.
         let value = |text: &str, key: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(key))
                 .map(|v| v.trim().parse::<u64>().expect("a number"))
         };
-        for s in runs(Size::Full, 1) {
+        for s in runs(&crate::Plan::new(Size::Full, 1)) {
             let per_thread = value(&s.job_fio, "number_ios=").expect("number_ios");
             let threads = value(&s.job_fio, "numjobs=").unwrap_or(1);
-            let total = per_thread * threads;
+            let mut total = per_thread * threads;
+            if let Some(read_pct) = value(&s.job_fio, "rwmixread=").filter(|&p| p > 0) {
+                total = total * read_pct / 100;
+            }
             assert!(
                 (FULL_IOS..FULL_IOS + threads).contains(&total),
                 "{}: {threads} × {per_thread}",
@@ -579,12 +651,46 @@ mod tests {
 }
 
 #[cfg(test)]
+mod quick_tests {
+    use super::*;
+
+    /// A quick write point writes its scaled buffer several times over (it reaches the
+    /// flash), and every quick run's config carries the scaled buffer; full runs use the
+    /// presets as they are.
+    #[test]
+    fn quick_write_points_fill_the_scaled_buffer() {
+        let fills = QUICK_WRITE_BUFFER_FILLS * QUICK_WRITE_BUFFER_BYTES;
+        for s in runs(&crate::Plan::new(Size::Quick, 1)) {
+            assert!(
+                s.config_toml()
+                    .contains(&format!("write_buffer_bytes = {QUICK_WRITE_BUFFER_BYTES}")),
+                "{}",
+                s.id
+            );
+            if s.id.starts_with("qd-") && s.id.contains("write-") {
+                let value = |key: &str| {
+                    s.job_fio
+                        .lines()
+                        .find_map(|l| l.strip_prefix(key))
+                        .map_or(1, |v| v.trim().parse::<u64>().expect("a number"))
+                };
+                let bytes = value("number_ios=") * value("numjobs=") * 4096;
+                assert!(bytes >= fills, "{}: {bytes} bytes", s.id);
+            }
+        }
+        assert!(runs(&crate::Plan::new(Size::Full, 1))
+            .iter()
+            .all(|s| s.device_keys.is_empty()));
+    }
+}
+
+#[cfg(test)]
 mod thread_tests {
     use super::*;
 
     #[test]
     fn deep_points_spread_over_threads_and_sequential_clones_get_their_own_stream() {
-        let runs = runs(Size::Full, 1);
+        let runs = runs(&crate::Plan::new(Size::Full, 1));
         let job = |id: &str| &runs.iter().find(|r| r.id == id).expect(id).job_fio;
         let qd1 = job("qd-zssd-read-qd1");
         assert!(qd1.contains("numjobs=1\n") && qd1.contains("iodepth=1\n"));

@@ -227,6 +227,7 @@ mod tests {
                 name: name.into(),
                 requests: None,
                 response_mean_ns: None,
+                response_p95_ns: None,
                 response_p99_ns: None,
                 instructions_per_sec: None,
                 exec_time: Some(e),

@@ -198,6 +198,8 @@ pub fn verdict(s: &SearchOutcome) -> String {
 pub struct Page<'a> {
     pub size: Size,
     pub seed: u64,
+    /// The published figures beside ours ([`crate::published::table`]): the page opens with it.
+    pub published: &'a Table,
     pub headline: &'a Table,
     pub comparison: &'a Table,
     pub figures: &'a [Figure],
@@ -226,12 +228,21 @@ pub fn report(p: &Page<'_>) -> String {
          server (ullstack serve in process, emulated device, driven by ullstack bench over \
          loopback), each beside its simulated twin — the same scenario file through sim::remote \
          with this machine's loopback and dataplane costs.</p>\n\
+         {smoke}<h2>The published figures beside ours</h2>\n<p>The paper's figures \
+         (reference/published.toml) beside the full-scale simulated runs (one run each: no \
+         interval).</p>\n{published}\
          <h2>Full scale: scenarios 1 and 2</h2>\n{headline}\
          <p>Part 4 (simulated, one thread, tenants of {small} IOPS): {sim_verdict}</p>\n",
         size = p.size.as_str(),
         seed = p.seed,
         scale = REAL_SCALE_PCT,
         headline = p.headline.to_html(),
+        published = p.published.to_html(),
+        smoke = if p.size == Size::Quick {
+            format!("<p class=\"smoke\"><b>{}</b></p>\n", esc(crate::report::SMOKE_TEST))
+        } else {
+            String::new()
+        },
         small = SMALL_TENANT_IOPS,
         sim_verdict = esc(&verdict(p.sim_search)),
     )

@@ -138,6 +138,8 @@ pub struct ReflexOptions {
     pub progress: bool,
     /// The build running it, recorded in `study.json` and `provenance.json`.
     pub build: crate::provenance::Build,
+    /// The published figures to compare with (`--reference FILE`); `None`: the shipped ones.
+    pub reference: Option<PathBuf>,
 }
 
 /// What a study run produced.
@@ -164,6 +166,10 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     std::fs::create_dir_all(&runs_dir)
         .map_err(|e| format!("creating {}: {e}", runs_dir.display()))?;
     let jobs = opts.jobs.max(1);
+    let reference = match &opts.reference {
+        Some(p) => crate::published::Reference::load(p)?,
+        None => crate::published::Reference::shipped(),
+    };
     let specs = runs(opts.size, opts.seed);
     // Not resumable (its real runs are measured together), so the record is this invocation.
     let mut prov = Provenance {
@@ -251,12 +257,19 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
 
     bar.finish_and_clear();
     let record = Record::new(&opts.build, [opts.seed], &prov);
+    let published_rows = crate::published::rows(
+        &reference,
+        "reflex",
+        &crate::published::outcomes::reflex(&sims),
+    );
+    let published_table = crate::published::table(&published_rows);
     let study_json = serde_json::json!({
         "study": "reflex",
         "version": VERSION,
         "size": opts.size.as_str(),
         "seed": opts.seed,
         "provenance": record,
+        "published": published_rows,
         "simulated": sims,
         "tenants_per_core": sim_search,
         "real": paired,
@@ -277,6 +290,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     let page = html::report(&html::Page {
         size: opts.size,
         seed: opts.seed,
+        published: &published_table,
         headline: &headline,
         comparison: &comparison,
         figures: &figs,
