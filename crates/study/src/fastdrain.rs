@@ -42,7 +42,7 @@
 
 use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
 use crate::published::outcomes::fastdrain_pair;
-use crate::published::{paired_ratio, Estimate, Pair};
+use crate::published::{paired_ratio, ratio_cell, whisker, Estimate, Pair};
 use crate::report::Table;
 use crate::results::{
     DrainHeadline, ProcessHeadline, Results, RunResult, SystemHeadline, WritebackHeadline,
@@ -212,26 +212,6 @@ fn p99_ratio_mean(results: &Results, stack: &str) -> Option<Estimate> {
         .map(|w| fastdrain_pair(results, stack, w))
         .collect();
     paired_ratio(&pairs?, &format!("fastdrain/p99.{stack}"))
-}
-
-/// A ratio with its interval as a table prints it: "0.64 [0.46, 0.85]", and "(no effect)"
-/// when the interval spans 1 (vanilla over itself: just its 1.00).
-pub fn ratio_cell(e: &Estimate) -> String {
-    if e.low == e.high && e.value == 1.0 {
-        return format!("{:.2}", e.value);
-    }
-    match (e.low, e.high) {
-        (Some(l), Some(h)) if e.spans(1.0) => {
-            format!("{:.2} [{l:.2}, {h:.2}] (no effect)", e.value)
-        }
-        (Some(l), Some(h)) => format!("{:.2} [{l:.2}, {h:.2}]", e.value),
-        _ => format!("{:.2}", e.value),
-    }
-}
-
-/// An interval as a figure's whisker (NaN: none).
-fn whisker(e: &Estimate) -> (f64, f64) {
-    (e.low.unwrap_or(f64::NAN), e.high.unwrap_or(f64::NAN))
 }
 
 fn ms(ns: u64) -> f64 {

@@ -99,6 +99,7 @@ use exectime::{exec_figures, exec_table};
 pub use exectime::{ExecOf, ExecPart, EXEC_PARTS};
 
 use crate::plot::{Figure, Reference, Series, Stroke};
+use crate::published::{paired_ratio, ratio_cell, whisker, Estimate, Pair};
 use crate::report::Table;
 use crate::results::{ClassCacheReads, LayerBreakdown, ProcessHeadline, Results, SeriesPoint};
 use crate::spec::{RunSpec, SystemRun};
@@ -347,18 +348,52 @@ fn normalised(
     (base > 0.0).then(|| v / base)
 }
 
+/// The pair (this stack's values of `of`, vanilla's) of a service with a partner, per
+/// replicate: what [`normalised`] and the intervals read.
+fn stack_pair(
+    results: &Results,
+    stack: &str,
+    online: &str,
+    partner: &str,
+    name: &str,
+    of: Stat,
+) -> Option<Pair> {
+    let arm = replicate_values(results, stack, online, partner, name, of)?;
+    let base = replicate_values(results, "vanilla", online, partner, name, of)?;
+    let n = arm.len().min(base.len());
+    (n > 0).then(|| Pair {
+        arm: arm[..n].to_vec(),
+        base: base[..n].to_vec(),
+    })
+}
+
+/// A service's statistic under `stack` over vanilla's with `partner`, with its interval over
+/// the replicates.
+fn norm_estimate(
+    results: &Results,
+    stack: &str,
+    online: &str,
+    partner: &str,
+    of: Stat,
+) -> Option<Estimate> {
+    let p = stack_pair(results, stack, online, partner, online, of)?;
+    paired_ratio(&[p], &format!("flashshare/{stack}/{online}/{partner}"))
+}
+
+/// The mean over the ten co-runs of a service's normalised statistic, with its interval
+/// (resampling co-runs and replicates); `None` unless every co-run has runs.
+fn norm_mean_estimate(results: &Results, stack: &str, online: &str, of: Stat) -> Option<Estimate> {
+    let pairs: Option<Vec<Pair>> = OFFLINE
+        .iter()
+        .map(|off| stack_pair(results, stack, online, off, online, of))
+        .collect();
+    paired_ratio(&pairs?, &format!("flashshare/{stack}/{online}/mean"))
+}
+
 type Stat = fn(&ProcessHeadline) -> Option<f64>;
 const AVG: Stat = |p| p.response_mean_ns.map(|v| v as f64);
 const P99: Stat = |p| p.response_p99_ns.map(|v| v as f64);
 const IPS: Stat = |p| p.instructions_per_sec;
-
-/// The service's statistic normalised to vanilla, per offline partner.
-fn online_norm(results: &Results, stack: &str, online: &str, of: Stat) -> Vec<Option<f64>> {
-    OFFLINE
-        .iter()
-        .map(|off| normalised(results, stack, online, off, online, of))
-        .collect()
-}
 
 /// The offline job's instruction rate normalised to vanilla, per job, co-run with `online`.
 fn offline_norm(results: &Results, stack: &str, online: &str) -> Vec<Option<f64>> {
@@ -440,16 +475,23 @@ fn norm_figure(results: &Results, size: Size, seed: u64, online: &str) -> Figure
     let mut series = Vec::new();
     for (c, stack) in STACKS.iter().enumerate() {
         for (k, (stat, of)) in [("avg", AVG), ("p99", P99)].into_iter().enumerate() {
-            let mut values = online_norm(results, stack, online, of);
-            let m = mean_all(&values);
-            values.push(normalised(results, stack, online, ALONE, online, of));
-            values.push(m);
+            let estimates: Vec<Option<Estimate>> = OFFLINE
+                .iter()
+                .chain(std::iter::once(&ALONE))
+                .map(|partner| norm_estimate(results, stack, online, partner, of))
+                .chain(std::iter::once(norm_mean_estimate(
+                    results, stack, online, of,
+                )))
+                .collect();
+            let values: Vec<Option<f64>> = estimates.iter().map(|e| e.map(|e| e.value)).collect();
+            let whiskers: Vec<(f64, f64)> = estimates.iter().flatten().map(whisker).collect();
+            let intervals = whiskers.iter().any(|w| !w.0.is_nan()).then_some(whiskers);
             series.push(Series {
                 name: format!("{stack} {stat}"),
+                intervals,
                 points: indexed(&values),
                 stroke: solid_dashed(k),
                 colour: c,
-                ..Default::default()
             });
         }
     }
@@ -862,11 +904,9 @@ pub fn headline(results: &Results) -> Table {
     for online in ONLINE {
         for (stat, of) in [("avg", AVG), ("p99", P99)] {
             let mut row = vec![format!("{online} {stat}")];
-            row.extend(
-                STACKS
-                    .iter()
-                    .map(|s| cell(mean_all(&online_norm(results, s, online, of)))),
-            );
+            row.extend(STACKS.iter().map(|s| {
+                norm_mean_estimate(results, s, online, of).map_or("-".into(), |e| ratio_cell(&e))
+            }));
             t.rows.push(row);
         }
         let mut row = vec![format!("offline jobs with {online}: instr/s")];
@@ -1296,6 +1336,34 @@ mod tests {
         add("cacheopt", 1, 300, 500);
         add("cacheopt", 2, 330, 500);
         results
+    }
+
+    /// With replicates, a co-run's normalised point carries its bootstrap interval (drawn as an
+    /// error bar), and a flip in one replicate of three makes that interval span 1.
+    #[test]
+    fn normalised_points_carry_intervals_over_the_replicates() {
+        let results = flipped_replicates();
+        let fig = norm_figure(&results, Size::Full, 1, "apache");
+        let p99 = fig
+            .series
+            .iter()
+            .find(|s| s.name == "cacheopt p99")
+            .expect("cacheopt p99");
+        let kmeans = OFFLINE.iter().position(|o| *o == "kmeans").unwrap();
+        let at = p99
+            .points
+            .iter()
+            .position(|p| p.0 == kmeans as f64)
+            .unwrap();
+        let (low, high) = p99.intervals.as_ref().expect("intervals")[at];
+        assert!(low <= p99.points[at].1 && p99.points[at].1 <= high);
+        assert!(low <= 1.0 && 1.0 <= high, "[{low}, {high}]");
+        let e = norm_estimate(&results, "cacheopt", "apache", "kmeans", P99).unwrap();
+        assert!(
+            ratio_cell(&e).ends_with("(no effect)"),
+            "{}",
+            ratio_cell(&e)
+        );
     }
 
     /// The runs of `results` whose id passes `pred`.

@@ -444,6 +444,26 @@ pub fn table(rows: &[Row]) -> Table {
     }
 }
 
+/// A ratio with its interval as a table prints it: "0.64 [0.46, 0.85]", and "(no effect)"
+/// when the interval spans 1 (vanilla over itself: just its 1.00).
+pub fn ratio_cell(e: &Estimate) -> String {
+    if e.low == e.high && e.value == 1.0 {
+        return format!("{:.2}", e.value);
+    }
+    match (e.low, e.high) {
+        (Some(l), Some(h)) if e.spans(1.0) => {
+            format!("{:.2} [{l:.2}, {h:.2}] (no effect)", e.value)
+        }
+        (Some(l), Some(h)) => format!("{:.2} [{l:.2}, {h:.2}]", e.value),
+        _ => format!("{:.2}", e.value),
+    }
+}
+
+/// An interval as a figure's whisker (NaN: none).
+pub fn whisker(e: &Estimate) -> (f64, f64) {
+    (e.low.unwrap_or(f64::NAN), e.high.unwrap_or(f64::NAN))
+}
+
 /// The median of `values` (`None` when empty).
 pub fn median(values: &[f64]) -> Option<f64> {
     if values.is_empty() {
