@@ -16,10 +16,13 @@
 //! and 8).
 //!
 //! The admin endpoint is a deliberately tiny HTTP/1.0 responder: an accept thread hands each
-//! client to a short-lived thread (at most [`ADMIN_MAX_CLIENTS`] at once, so an idle client
-//! cannot stall the next scrape) that reads one request head (at most
-//! [`ADMIN_MAX_REQUEST_BYTES`], within [`ADMIN_READ_TIMEOUT_MS`]), answers `GET /metrics` and
-//! `GET /health`, and closes. It never touches a worker: scraping does not perturb the
+//! client to a short-lived thread (at most [`ADMIN_MAX_CLIENTS`] at once, and at most
+//! [`ADMIN_MAX_CLIENTS_PER_SOURCE`] of them from one address, so slow clients on one address
+//! cannot take every slot from the scraper) that reads one request head (at most
+//! [`ADMIN_MAX_REQUEST_BYTES`], all of it within [`ADMIN_READ_TIMEOUT_MS`] of the accept: a
+//! client trickling one byte a second is cut off there, not kept alive by each byte),
+//! answers `GET /metrics` and `GET /health`, and closes. Eight clients each sending a byte a
+//! second used to get every scrape answered 503 for as long as they went on. It never touches a worker: scraping does not perturb the
 //! dataplane beyond the atomics it reads.
 //!
 //! Worked example: `curl -s http://127.0.0.1:9100/metrics | grep tenant_requests` shows
@@ -47,10 +50,13 @@ use prometheus_client::registry::Registry;
 
 /// Largest HTTP request head the admin endpoint reads.
 pub const ADMIN_MAX_REQUEST_BYTES: usize = 8192;
-/// How long the admin endpoint waits for a request head.
+/// How long the admin endpoint waits for a whole request head, from the accept.
 pub const ADMIN_READ_TIMEOUT_MS: u64 = 2_000;
 /// Admin clients answered at once (one thread each); a scraper needs one.
 pub const ADMIN_MAX_CLIENTS: usize = 8;
+/// Of those, from one source address: a scraper and a human with curl, no more, so one
+/// address cannot hold every slot.
+pub const ADMIN_MAX_CLIENTS_PER_SOURCE: usize = 2;
 
 type Labels = Vec<(String, String)>;
 
@@ -428,8 +434,9 @@ impl Metrics {
 }
 
 /// Serves `GET /metrics` until `stop` is set. Runs on its own thread and answers each client
-/// on a short-lived thread of its own (at most [`ADMIN_MAX_CLIENTS`] at once; more get `503`
-/// at once), so a client that connects and says nothing holds only its own thread, for at most
+/// on a short-lived thread of its own (at most [`ADMIN_MAX_CLIENTS`] at once and
+/// [`ADMIN_MAX_CLIENTS_PER_SOURCE`] per address; more get `503` at once), so a client that
+/// connects and says nothing, or trickles, holds only its own thread, for at most
 /// [`ADMIN_READ_TIMEOUT_MS`]. `refresh` runs before each scrape (it copies the scheduler's
 /// token ledgers into the counters).
 pub fn serve_admin(
@@ -445,10 +452,23 @@ pub fn serve_admin(
     }
     let refresh = Arc::new(refresh);
     let active = Arc::new(AtomicUsize::new(0));
+    let by_source: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Arc::default();
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((mut stream, peer)) => {
-                if active.load(Ordering::Acquire) >= ADMIN_MAX_CLIENTS {
+                let source_full = {
+                    let mut map = by_source.lock().unwrap_or_else(|p| p.into_inner());
+                    let held = map.entry(peer.ip()).or_insert(0);
+                    let full = *held >= ADMIN_MAX_CLIENTS_PER_SOURCE
+                        || active.load(Ordering::Acquire) >= ADMIN_MAX_CLIENTS;
+                    if !full {
+                        *held += 1;
+                    } else if *held == 0 {
+                        map.remove(&peer.ip());
+                    }
+                    full
+                };
+                if source_full {
                     let _ = stream.set_nonblocking(true);
                     let _ = respond(
                         &mut stream,
@@ -459,18 +479,22 @@ pub fn serve_admin(
                     continue;
                 }
                 active.fetch_add(1, Ordering::AcqRel);
-                let (metrics, refresh, active2) =
-                    (metrics.clone(), refresh.clone(), active.clone());
+                // Released when the client's thread ends, or at once if it cannot start.
+                let slot = AdminSlot {
+                    ip: peer.ip(),
+                    active: active.clone(),
+                    by_source: by_source.clone(),
+                };
+                let (metrics, refresh) = (metrics.clone(), refresh.clone());
                 let spawned = std::thread::Builder::new()
                     .name("ullstack-admin-client".into())
                     .spawn(move || {
+                        let _slot = slot;
                         if let Err(e) = answer(stream, &metrics, &*refresh) {
                             tracing::debug!(%peer, error = %e, "admin request failed");
                         }
-                        active2.fetch_sub(1, Ordering::AcqRel);
                     });
                 if let Err(e) = spawned {
-                    active.fetch_sub(1, Ordering::AcqRel);
                     tracing::warn!(error = %e, "cannot start an admin client thread");
                 }
             }
@@ -490,12 +514,39 @@ pub fn serve_admin(
     }
 }
 
+/// An admin client's place in [`ADMIN_MAX_CLIENTS`] and its address's share, given back on
+/// drop.
+struct AdminSlot {
+    ip: std::net::IpAddr,
+    active: Arc<AtomicUsize>,
+    by_source: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+}
+
+impl Drop for AdminSlot {
+    fn drop(&mut self) {
+        let mut map = self.by_source.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = map.get_mut(&self.ip) {
+            *held -= 1;
+            if *held == 0 {
+                map.remove(&self.ip);
+            }
+        }
+        self.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &dyn Fn()) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_millis(ADMIN_READ_TIMEOUT_MS)))?;
+    let deadline = std::time::Instant::now() + Duration::from_millis(ADMIN_READ_TIMEOUT_MS);
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        // The whole head within the deadline: a byte a second does not extend it.
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 {
             break;

@@ -183,3 +183,48 @@ fn raw_sockets_that_never_handshake_do_not_lock_tenants_out() {
     testkit::wait_until(IO_TIMEOUT, || shared.lock_handshakes().total() == 0)
         .expect("closed raw sockets give their slots back");
 }
+
+/// Eight admin clients from one address trickling a request head at a byte per 100 ms do not
+/// starve `/metrics`: a scrape from another address is answered 200 while they go on, and
+/// each trickler is cut off within the head's deadline, not kept alive by its bytes.
+#[test]
+fn slow_admin_clients_do_not_starve_metrics() {
+    let s = start(&standard_config(&memory_backend("8MiB"), "on"));
+    let admin = s.addrs.admin.expect("admin");
+    let mut slow: Vec<std::net::TcpStream> = (0..server::metrics::ADMIN_MAX_CLIENTS)
+        .map(|_| connect_from("127.0.0.2", admin).expect("connect from 127.0.0.2"))
+        .collect();
+    for c in &slow {
+        c.set_read_timeout(Some(Duration::from_millis(1)))
+            .expect("timeout");
+    }
+    let deadline = Duration::from_millis(server::metrics::ADMIN_READ_TIMEOUT_MS);
+    let started = Instant::now();
+    let mut scrapes = 0;
+    let mut open: Vec<bool> = vec![true; slow.len()];
+    // Trickle for longer than the deadline, scraping now and then.
+    while started.elapsed() < 2 * deadline {
+        for (c, alive) in slow.iter_mut().zip(open.iter_mut()) {
+            if *alive && c.write_all(b"G").is_err() {
+                *alive = false;
+            }
+            let mut buf = [0u8; 256];
+            if c.read(&mut buf).is_ok() {
+                *alive = false;
+            }
+        }
+        if scrapes < 5 {
+            // `scrape` asserts a 200.
+            let text = scrape(admin);
+            assert!(text.contains("ullstack_"), "{text}");
+            scrapes += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(scrapes, 5);
+    let still_open = open.iter().filter(|&&a| a).count();
+    assert_eq!(
+        still_open, 0,
+        "{still_open} tricklers still held after twice the head deadline ({deadline:?})"
+    );
+}
