@@ -271,6 +271,14 @@ const LATENCY_STATS: [LatencyStat; 2] = [
     ("p99.999", Stroke::Dashed, |h| h.p99_999_ns),
 ];
 
+/// Whether a figure draws `stat` of `h`: a p99.999 only from at least
+/// [`crate::published::outcomes::MIN_TAIL_SAMPLES`] samples above it (a quick point's
+/// "five nines" is its worst I/O: not drawn; the caption says why).
+fn drawable(stat: &str, h: &OpHeadline) -> bool {
+    use crate::published::outcomes::{samples_above_p99999, MIN_TAIL_SAMPLES};
+    stat != "p99.999" || samples_above_p99999(h.ios) >= MIN_TAIL_SAMPLES
+}
+
 fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
 }
@@ -278,8 +286,9 @@ fn us(ns: u64) -> f64 {
 fn common_caption(size: Size, seed: u64, ios: u64) -> String {
     let tail = if ios < 100_000 {
         format!(
-            " With --quick each point has only {ios} I/Os: too few for five nines (p99.999 is then \
-             about the worst sample); the full study runs {FULL_IOS} per point."
+            " With --quick each point has only {ios} I/Os: too few for five nines (fewer than \
+             10 samples above it), so no p99.999 is drawn; the full study runs {FULL_IOS} per \
+             point."
         )
     } else {
         String::new()
@@ -302,7 +311,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                     .iter()
                     .filter_map(|&qd| {
                         let h = op_of(results.get(&qd_id(device, rw, qd))?, op)?;
-                        Some((f64::from(qd), us(ns_of(h))))
+                        drawable(stat, h).then(|| (f64::from(qd), us(ns_of(h))))
                     })
                     .collect();
                 series.push(Series {
@@ -383,7 +392,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 .iter()
                 .filter_map(|&w| {
                     let h = results.get(&mix_id(device, w))?.read.as_ref()?;
-                    Some((f64::from(w), us(ns_of(h))))
+                    drawable(stat, h).then(|| (f64::from(w), us(ns_of(h))))
                 })
                 .collect();
             series.push(Series {
@@ -433,7 +442,7 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
                     .enumerate()
                     .filter_map(|(x, &c)| {
                         let h = op_of(results.get(&sync_id(device, op, c))?, op)?;
-                        Some((x as f64, us(ns_of(h))))
+                        drawable(stat, h).then(|| (x as f64, us(ns_of(h))))
                     })
                     .collect();
                 lat.push(Series {
@@ -653,6 +662,23 @@ mod tests {
 #[cfg(test)]
 mod quick_tests {
     use super::*;
+
+    /// A p99.999 with fewer than ten samples above it is not drawn; the average is.
+    #[test]
+    fn five_nines_of_too_few_ios_are_not_drawn() {
+        let h = |ios| OpHeadline {
+            ios,
+            iops: 1.0,
+            bytes_per_sec: 1.0,
+            mean_ns: 10,
+            p99_ns: 20,
+            p99_999_ns: 30,
+        };
+        assert!(!drawable("p99.999", &h(4_000)));
+        assert!(drawable("avg", &h(4_000)));
+        assert!(drawable("p99.999", &h(1_000_000)));
+        assert_eq!(five_nines_cell(&h(4_000)), "n/a (4000 samples)");
+    }
 
     /// A quick write point writes its scaled buffer several times over (it reaches the
     /// flash), and every quick run's config carries the scaled buffer; full runs use the
