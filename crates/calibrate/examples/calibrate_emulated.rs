@@ -1,9 +1,9 @@
 //! Calibrates a QoS device profile for an emulated drive from the SSD model (virtual time; see
-//! `server::calibrate`), and prints it as a `[qos.profile]` table for `server.toml`.
+//! crate `calibrate`), and prints it as a `[qos.profile]` table for `server.toml`.
 //!
 //! ```text
-//! cargo run --release -p server --example calibrate_emulated -- DEVICE [TARGETS_US] [READ_PCTS]
-//! cargo run --release -p server --example calibrate_emulated -- sweep DEVICE READ_PCT IOPS...
+//! cargo run --release -p calibrate --example calibrate_emulated -- DEVICE [TARGETS_US] [READ_PCTS]
+//! cargo run --release -p calibrate --example calibrate_emulated -- sweep DEVICE READ_PCT IOPS...
 //! ```
 //! DEVICE is a preset name (`zssd`, `nvme-tlc`, …) or a TOML file in crate `device`'s format.
 //! TARGETS_US defaults to `500,1000,2000`, READ_PCTS to `90,75,50`. `sweep` prints the p95 read
@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use server::calibrate::{calibrate, probe, CalibrationConfig};
+use calibrate::{calibrate, probe, CalibrationConfig};
 
 fn device(arg: &str) -> device::DeviceConfig {
     let parsed = if std::path::Path::new(arg).exists() {

@@ -11,7 +11,7 @@
 //!    within the target and the first beyond it; the highest measured IOPS when every point is
 //!    within it, so such a target is a lower bound for that mix, never an extrapolation).
 //! 2. The write weight `W` that makes the mixes' token rates `IOPS × (r + (1 − r)·W)` agree
-//!    best — the "curves coincide" criterion, by [`super::fit_write_cost_mtok`].
+//!    best — the "curves coincide" criterion, by [`crate::open_loop::fit_write_cost_mtok`].
 //! 3. The table: each target's rate is the smallest mix's token rate (rates carried forward so
 //!    a looser target never gets less), the read-only read cost is the mixed rate over the
 //!    read-only IOPS (median over targets), and the fit error per target is the remaining
@@ -28,7 +28,7 @@
 //! 0.3–0.8 % (full run; `--quick`: 3.75, spread 5–7 %).
 //!
 //! # Why the model's sweep starts with an empty write buffer
-//! The open-loop calibrator ([`super::probe`]) fills the write buffer before a mixed probe, and
+//! The open-loop calibrator ([`crate::open_loop::probe`]) fills the write buffer before a mixed probe, and
 //! this sweep did too until the calibrate issue's audit found that on `nvme-tlc` every write
 //! weight came out at the search's floor (0.25). The prefill was the cause, not the fitter:
 //! it left 35,000–55,000 of the buffer's 131,072 units dirty at the end of every point of
@@ -50,7 +50,7 @@
 //! # What it leaves out
 //! Open-loop (Poisson) load points (the closed loop's queue depths are the load axis, so a
 //! target beyond a curve's deepest point is a lower bound, see step 1), per-size costs (the
-//! size sweep is drawn, not fitted), garbage collection steady state (as [`super::probe`]).
+//! size sweep is drawn, not fitted), garbage collection steady state (as [`crate::open_loop::probe`]).
 //!
 //! # Keys
 //! [`closed_loop_sweep`]: the device, read percentage, size, queue depths, `settle_ns`,
@@ -59,7 +59,9 @@
 use device::{DeviceConfig, DeviceOptions, Hint, NvmeCommand, SqPriority, Ssd};
 use engine::{IoClass, IoOp, LatencyHistogram, SimTime};
 
-use super::{assemble_profile, fit_write_cost_mtok, tokens_per_sec, CalibrationError, MixRow};
+use crate::open_loop::{
+    assemble_profile, fit_write_cost_mtok, tokens_per_sec, CalibrationError, MixRow,
+};
 
 /// One point of a measured curve: a closed-loop load (queue depth) of one mix and size.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

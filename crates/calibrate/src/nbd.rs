@@ -50,6 +50,9 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::io::AsRawFd;
 use std::time::{Duration, Instant};
 
+use crate::curves::{curve_point, CurvePoint};
+use crate::signature::{signature, HEAD_BYTES};
+use crate::sweep::{Completion, Polling, Prober};
 use anyhow::{anyhow, bail, Context};
 use engine::LatencyHistogram;
 use proto::nbd::client::{self, ClientOptions, Connected, SimpleReplyReader};
@@ -57,9 +60,6 @@ use proto::nbd::transmission::{
     self as tx, ChunkHeader, CommandType, RequestHeader, REQUEST_HEADER_BYTES,
 };
 use proto::nbd::{TransmissionFlags, STATE_HOLE, STATE_ZERO};
-use server::calibrate::{curve_point, CurvePoint};
-
-use super::target::{signature, HEAD_BYTES};
 
 /// The IANA port of NBD, used when the URI names none.
 pub const DEFAULT_PORT: u16 = 10809;
@@ -382,7 +382,7 @@ impl NbdProber {
         let u = &uri.uri;
         let (stream, export) = uri.connect(ClientOptions::simple(&uri.export))?;
         if let Some(b) = export.block_sizes {
-            let largest = *super::SIZES_BYTES.last().unwrap_or(&4096);
+            let largest = *crate::sweep::SIZES_BYTES.last().unwrap_or(&4096);
             if 4096 % b.minimum_bytes.max(1) != 0 || u64::from(b.maximum_bytes) < largest {
                 bail!(
                     "TARGET {u:?}: block sizes {}–{} bytes; calibration needs 4 KiB requests \
@@ -446,7 +446,7 @@ impl NbdProber {
 
     /// One closed-loop point: `qd` requests of `size_bytes` in flight. After a failure with a
     /// receive or send still in flight, the socket is shut down so both complete, and they are
-    /// reaped before the buffers go ([`RingIo`]); the prober is unusable afterwards.
+    /// reaped before the buffers go (`RingIo`); the prober is unusable afterwards.
     pub fn run(&mut self, read_pct: u8, size_bytes: u64, qd: u32) -> anyhow::Result<CurvePoint> {
         let mut io = RingIo {
             ring: io_uring::IoUring::new(8).context("io_uring setup")?,
@@ -622,6 +622,29 @@ impl NbdProber {
         ))
     }
 }
+
+impl Prober for NbdProber {
+    fn sweep(
+        &mut self,
+        read_pct: u8,
+        size_bytes: u64,
+        qds: &[u32],
+        _: Completion,
+    ) -> anyhow::Result<Vec<CurvePoint>> {
+        qds.iter()
+            .map(|&qd| self.run(read_pct, size_bytes, qd))
+            .collect()
+    }
+
+    fn polling(&mut self) -> Polling {
+        Polling::NotApplicable(NETWORK_COMPLETION.into())
+    }
+}
+
+/// What the report says about completion on a network target.
+pub const NETWORK_COMPLETION: &str = "O_DIRECT and polled completion do not apply to a network \
+     target (no page cache on this side; IOPOLL is for block devices); the latency includes both \
+     TCP stacks, the network and the server's own path";
 
 /// The measurement ring and the two buffers its operations point into. The buffers are freed
 /// only when neither operation is in flight; otherwise they are leaked (the kernel could still

@@ -1,6 +1,6 @@
 //! Calibrating a QoS device profile for an emulated drive, from the model itself (open loop,
 //! as the server's `emulated` backend uses); the closed-loop curves and fit that `ullstack
-//! calibrate` uses for any target are in [`curves`].
+//! calibrate` uses for any target are in [`crate::curves`].
 //!
 //! # What it implements
 //! The token scheduler needs a [`qos::DeviceProfile`]: what a write costs in read tokens, and
@@ -26,7 +26,7 @@
 //! 3. **Write cost**: for a write weight `W` (read = 1 token), a mix of read fraction `r` at
 //!    `x` IOPS is `x · (r + (1 − r) · W)` tokens/s. The weight that makes those token rates agree
 //!    best across mixes (least max/min spread, summed over targets; the lightest weight within
-//!    [`SPREAD_TOLERANCE_PCT`] of the least) is the profile's `write_cost_mtok`; this is the
+//!    `SPREAD_TOLERANCE_PCT` of the least) is the profile's `write_cost_mtok`; this is the
 //!    "curves of all read ratios coincide" criterion.
 //! 4. **Table**: each target's `tokens_per_sec` is the *smallest* token rate over the mixes
 //!    (the profile must hold whatever the mix); its `read_only_tokens_per_sec` is the read-only
@@ -45,19 +45,19 @@
 //! Worked example (the QoS test's slow TLC drive: `nvme-tlc` cut to 4 LUNs, a 256 KiB write
 //! buffer drained a row at a time, programs 1.7/6.6/15 ms; `tests/common/emulated_qos.rs`):
 //! reads take 60–110 µs, and a read that meets a program waits for it, so the read tail is set
-//! by how often reads meet programs. `cargo run --release -p server --example
+//! by how often reads meet programs. `cargo run --release -p calibrate --example
 //! calibrate_emulated -- sweep slow-tlc.toml 50 200 300 400` (that file's `DEVICE` saved as
 //! `slow-tlc.toml`) gives p95 0.75 ms at 200 IOPS,
 //! 2.8 ms at 300 and 5.1 ms at 400 at 50 % reads; at 90 % reads it is 0.12 ms at 500 IOPS and
 //! 0.15 ms at 1,000. With 50 % headroom the 6 ms point comes out at ≈ 5,200 tokens/s with a
 //! write weight of 36 reads: about 145 writes/s when nothing else runs (figures of the sweep as
 //! printed before the device realism switches landed; the test's calibration now gives 37.25).
-//! For the presets (`cargo run --release -p server --example calibrate_emulated -- zssd`),
+//! For the presets (`cargo run --release -p calibrate --example calibrate_emulated -- zssd`),
 //! docs/server.md gives what the command printed on 2026-11-23: on both `zssd` and `nvme-tlc`
 //! the fitted write weight is the smallest the search tries: the mixes sustain more IOPS the
 //! more they write, a shape a per-write weight cannot express. For `zssd` that is the model
-//! (its PCIe link's read direction is the bottleneck, see [`curves`]); for `nvme-tlc` the
-//! closed-loop sweep of [`curves`] found the cause to be the prefilled write buffer, whose
+//! (its PCIe link's read direction is the bottleneck, see [`crate::curves`]); for `nvme-tlc` the
+//! closed-loop sweep of [`crate::curves`] found the cause to be the prefilled write buffer, whose
 //! backlog every mix's reads meet whatever the mix writes, and dropped the prefill there. This
 //! open-loop probe still prefills (the `emulated` backend's QoS tests are fitted with it); it
 //! has not been re-examined here.
@@ -71,12 +71,6 @@
 //! # Keys
 //! [`CalibrationConfig`]: `targets_ns`, `read_pcts`, `headroom_pct`, `settle_ns`, `measure_ns`,
 //! `min_reads`, `span_bytes`, `seed`.
-
-pub mod curves;
-
-pub use curves::{
-    closed_loop_sweep, curve_point, fit_curves, iops_at_latency, CurveFit, CurvePoint,
-};
 
 use std::collections::BTreeMap;
 
@@ -455,7 +449,7 @@ impl Mix<'_> {
 }
 
 /// Token rate of `iops` at `read_pct` % reads when a write costs `write_cost_mtok`, tokens/s.
-fn tokens_per_sec(iops: u64, read_pct: u8, write_cost_mtok: u64) -> u64 {
+pub(crate) fn tokens_per_sec(iops: u64, read_pct: u8, write_cost_mtok: u64) -> u64 {
     let reads = u128::from(iops) * u128::from(read_pct);
     let writes = u128::from(iops) * u128::from(100 - read_pct);
     let mtok = reads * u128::from(qos::cost::READ_COST_MTOK) + writes * u128::from(write_cost_mtok);
@@ -474,7 +468,7 @@ fn iops_at(tokens_per_sec: u64, read_pct: u8, write_cost_mtok: u64) -> u64 {
 /// The write weight (milli-tokens per 4 KiB write) that makes the mixes' token rates agree best:
 /// `mixed` holds, per read percentage, the IOPS it sustained at each target (same targets for
 /// every mix). The criterion is the least max/min spread of `iops × (r + (1 − r) × W)` summed
-/// over targets; of the weights within [`SPREAD_TOLERANCE_PCT`] of the least, the lightest.
+/// over targets; of the weights within `SPREAD_TOLERANCE_PCT` of the least, the lightest.
 pub fn fit_write_cost_mtok(mixed: &[(u8, Vec<u64>)]) -> u64 {
     let targets = mixed.first().map_or(0, |m| m.1.len());
     let spread = |w: u64| -> f64 {

@@ -25,11 +25,11 @@
 
 use std::fmt::Write as _;
 
-use server::calibrate::{CurveFit, CurvePoint};
+use crate::curves::{CurveFit, CurvePoint};
 use study::plot::{Figure, Series, Stroke};
 use study::report::{esc, Table};
 
-use super::Measurements;
+use crate::sweep::Measurements;
 
 /// The summary table: per target the fitted rates and the fit spread, then the weights.
 pub fn summary_table(fit: &CurveFit) -> Table {

@@ -24,7 +24,7 @@
 //! refusal names "ext2/3/4"; `wipefs -a`: the refusal is generic; with `--destructive` it
 //! runs; mounted, it is refused even with `--destructive`, naming the mount point.
 //!
-//! What it leaves out: signatures beyond the table ([`SIGNATURES`]; `blkid` knows hundreds),
+//! What it leaves out: signatures beyond the table ([`crate::signature::SIGNATURES`]; `blkid` knows hundreds),
 //! multipath and zoned devices' own rules.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -32,11 +32,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use super::nbd::NbdUri;
-
-/// Bytes read from the start of a target to look for signatures (ISO 9660's at 32,769 is the
-/// deepest in the table, btrfs's at 65,600 the last).
-pub const HEAD_BYTES: usize = 70_000;
+use crate::nbd::NbdUri;
+use crate::signature::{signature, HEAD_BYTES};
 
 /// What is measured.
 #[derive(Debug)]
@@ -50,29 +47,6 @@ pub enum Target {
         block_device: bool,
     },
     Nbd(NbdUri),
-}
-
-/// Partition-table and filesystem signatures: (name, byte offset, magic).
-pub const SIGNATURES: &[(&str, usize, &[u8])] = &[
-    ("GPT partition table", 512, b"EFI PART"),
-    ("LVM physical volume", 536, b"LVM2 001"),
-    ("LUKS", 0, b"LUKS\xba\xbe"),
-    ("XFS", 0, b"XFSB"),
-    ("ext2/3/4", 1080, &[0x53, 0xef]),
-    ("btrfs", 65_600, b"_BHRfS_M"),
-    ("swap", 4086, b"SWAPSPACE2"),
-    ("NTFS", 3, b"NTFS    "),
-    ("FAT", 82, b"FAT32   "),
-    ("FAT", 54, b"FAT1"),
-    ("ISO 9660", 32_769, b"CD001"),
-    ("MBR partition table", 510, &[0x55, 0xaa]),
-];
-
-/// The first signature found in `head` (the target's first bytes), by name.
-pub fn signature(head: &[u8]) -> Option<&'static str> {
-    SIGNATURES.iter().find_map(|&(name, off, magic)| {
-        (head.len() >= off + magic.len() && &head[off..off + magic.len()] == magic).then_some(name)
-    })
 }
 
 impl Target {
@@ -393,21 +367,6 @@ fn read_head(path: &Path) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn signatures_are_named() {
-        let mut head = vec![0u8; HEAD_BYTES];
-        assert_eq!(signature(&head), None);
-        head[510] = 0x55;
-        head[511] = 0xaa;
-        assert_eq!(signature(&head), Some("MBR partition table"));
-        head[512..520].copy_from_slice(b"EFI PART");
-        assert_eq!(signature(&head), Some("GPT partition table"));
-        let mut ext = vec![0u8; 4096];
-        ext[1080] = 0x53;
-        ext[1081] = 0xef;
-        assert_eq!(signature(&ext), Some("ext2/3/4"));
-    }
 
     #[test]
     fn mountinfo_lines_and_device_numbers_parse() {

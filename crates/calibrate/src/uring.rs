@@ -25,11 +25,11 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::aligned_buf::AlignedBuf;
+use crate::curves::{curve_point, CurvePoint};
+use crate::sweep::{Completion, Polling, Prober};
 use anyhow::{anyhow, bail, Context};
 use engine::LatencyHistogram;
-use server::calibrate::{curve_point, CurvePoint};
-
-use super::Completion;
 
 /// An io_uring closed loop over a file or block device.
 pub struct UringProber {
@@ -38,29 +38,6 @@ pub struct UringProber {
     pub direct: bool,
     measure: Duration,
     rng: engine::SimRng,
-}
-
-/// A 4 KiB-aligned buffer for O_DIRECT.
-struct AlignedBuf {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-impl AlignedBuf {
-    fn new(bytes: usize) -> AlignedBuf {
-        let layout = std::alloc::Layout::from_size_align(bytes.max(4096), 4096).expect("layout");
-        // SAFETY: the layout has a non-zero size; the pointer is checked and freed in Drop.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory for a {bytes}-byte buffer");
-        AlignedBuf { ptr, layout }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
 }
 
 impl UringProber {
@@ -257,5 +234,26 @@ impl UringProber {
             &reads,
             &writes,
         ))
+    }
+}
+
+impl Prober for UringProber {
+    fn sweep(
+        &mut self,
+        read_pct: u8,
+        size_bytes: u64,
+        qds: &[u32],
+        completion: Completion,
+    ) -> anyhow::Result<Vec<CurvePoint>> {
+        qds.iter()
+            .map(|&qd| self.run(read_pct, size_bytes, qd, completion))
+            .collect()
+    }
+
+    fn polling(&mut self) -> Polling {
+        match self.run(100, 4096, 1, Completion::Polled) {
+            Ok(_) => Polling::Available,
+            Err(e) => Polling::Unavailable(format!("{e:#}")),
+        }
     }
 }

@@ -24,7 +24,6 @@
 //! | | [`inbuf`] | a connection's input buffer |
 //! | | [`idle`] | when an idle or throttled worker sleeps, and how long |
 //! | | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
-//! | | [`calibrate`] | measuring a QoS device profile from the SSD model (emulated volumes) |
 //! | config | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
 //! | | [`tenant`] | tenants, constant-time secrets, ACLs: the check every request passes |
 //! | | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
@@ -53,7 +52,6 @@
 
 // Leaves.
 pub mod buf;
-pub mod calibrate;
 pub mod clock;
 pub mod coalesce;
 pub mod handshakes;

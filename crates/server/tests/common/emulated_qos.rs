@@ -6,15 +6,15 @@
 //! that its latencies are large next to this machine's host-path jitter (a debug server and
 //! client on a shared 2-core VM add ~0.5 ms at p95 to a read). Without program suspend, a read
 //! that meets a program on its LUN waits for it, so a write flood pushes the LC reads' p95 to
-//! ~15 ms. Device profiles are **measured** from the same model (`server::calibrate`, virtual
+//! ~15 ms. Device profiles are **measured** from the same model (crate `calibrate`, virtual
 //! time, seeded), not written down: if the device model changes, they follow.
 //!
 //! Loads (1,000 reads/s Poisson for the LC tenant, SLO p95 6 ms at 1,500 IOPS; the BE tenant
 //! writes at queue depth 32 through its default flow), in process through `client::bench`.
 
+use calibrate::{calibrate, CalibrationConfig};
 use client::bench::report::BenchReport;
 use client::bench::{self, BenchConfig, Progress};
-use server::calibrate::{calibrate, CalibrationConfig};
 use server::config::{SchedulerMode, ServerConfig, VrateMode};
 
 /// The drive's firmware drains its buffer one row at a time (`evict_batch_units = 4`, one die's
