@@ -217,6 +217,15 @@ impl ConnCore {
         self.release_handshake_slot(shared);
     }
 
+    /// Whether the server-wide memory limit stops this connection: only authenticated ones are
+    /// stopped. A handshake holds little (its input buffer, a HELLO reply or option replies)
+    /// and there are at most `limits.max_unauthenticated_connections` of them, so new clients
+    /// are still let in and authenticated while the limit holds the connections that filled
+    /// it (issue 29: at the limit no connection was read, new ones included).
+    pub fn memory_limited(&self, shared: &Shared) -> bool {
+        !self.unauthenticated && shared.memory.over_limit()
+    }
+
     /// Gives back the unauthenticated slot, once (authenticated or closing).
     pub fn release_handshake_slot(&mut self, shared: &Shared) {
         if let (true, Some(peer)) = (self.unauthenticated, self.peer) {
@@ -456,7 +465,7 @@ impl Ctx<'_> {
     pub fn can_take(&self, core: &ConnCore) -> bool {
         *self.budget > 0
             && core.within_limits(&self.shared.config.limits)
-            && !self.shared.memory.over_limit()
+            && !core.memory_limited(self.shared)
             && self.shared.state() == RunState::Running
     }
 }

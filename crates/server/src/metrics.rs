@@ -54,9 +54,9 @@ pub const ADMIN_MAX_REQUEST_BYTES: usize = 8192;
 pub const ADMIN_READ_TIMEOUT_MS: u64 = 2_000;
 /// Admin clients answered at once (one thread each); a scraper needs one.
 pub const ADMIN_MAX_CLIENTS: usize = 8;
-/// Of those, from one source address: a scraper and a human with curl, no more, so one
-/// address cannot hold every slot.
-pub const ADMIN_MAX_CLIENTS_PER_SOURCE: usize = 2;
+/// Of those, from one source address: half, so a scraper, a health check and a human with
+/// curl on one host fit, and no one address holds every slot.
+pub const ADMIN_MAX_CLIENTS_PER_SOURCE: usize = ADMIN_MAX_CLIENTS / 2;
 
 type Labels = Vec<(String, String)>;
 

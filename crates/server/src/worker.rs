@@ -28,7 +28,8 @@
 //! # Design
 //! Level-triggered epoll; a connection's interest set follows its state (no EPOLLIN while its
 //! in-flight limits are hit, its input read-ahead is full, the server-wide memory ledger is at
-//! `max_memory_bytes`, or it is closing; EPOLLOUT only while output is queued), so a slow
+//! `max_memory_bytes` and it has authenticated (handshakes are still read there), or it is
+//! closing; EPOLLOUT only while output is queued), so a slow
 //! reader or a flooding writer cannot make the loop spin. A connection that stopped being read
 //! is read (and its buffered input decoded) again only once a quarter of its allowance is
 //! free — hysteresis, so a client held at its limit costs one wake-up per batch. Every byte a
@@ -940,7 +941,7 @@ impl Worker {
         !conn.input.data().is_empty()
             && conn.input.data().len() >= conn.input.want_bytes
             && conn.core.below_resume_mark(&self.shared.config.limits)
-            && !self.shared.memory.over_limit()
+            && !conn.core.memory_limited(&self.shared)
     }
 
     /// Publishes connection `i`'s charge (in-flight payloads, queued output, input buffer, TLS
@@ -994,7 +995,7 @@ impl Worker {
         let core = &mut conn.core;
         let mut want = 0u32;
         if running && allowed {
-            if self.shared.memory.over_limit() {
+            if core.memory_limited(&self.shared) {
                 if !core.memory_paused {
                     core.memory_paused = true;
                     self.memory_paused.push(i);

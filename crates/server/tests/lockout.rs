@@ -228,3 +228,68 @@ fn slow_admin_clients_do_not_starve_metrics() {
         "{still_open} tricklers still held after twice the head deadline ({deadline:?})"
     );
 }
+
+/// At the server-wide memory limit, held there by a client that pipelines 1 MiB READs and
+/// never reads the replies, new clients are still let in: an own-protocol HELLO and an NBD
+/// handshake complete.
+#[test]
+fn handshakes_are_served_at_the_memory_limit() {
+    let toml = standard_config(&memory_backend("8MiB"), "on").replace(
+        "[dataplane]",
+        "[limits]\nmax_request_bytes = \"1MiB\"\nmax_inflight_bytes = \"4MiB\"\nmax_memory_bytes = \"4MiB\"\n\n[dataplane]",
+    );
+    let s = start(&toml);
+    let shared = s.shared().clone();
+    let mut hog = RawNative::connect(s.addrs.native.expect("native"));
+    assert_eq!(hog.hello("alice", "alice-secret", "vol").status, Status::Ok);
+    let read = RequestHeader::read(1, 0, 0, 1 << 20).encode();
+    let full = testkit::wait_until(IO_TIMEOUT, || {
+        // The hog's own limit stops reading it before the server-wide one stops it sending.
+        let _ = hog.stream.set_nonblocking(true);
+        for _ in 0..16 {
+            if hog.stream.write(&read).is_err() {
+                break;
+            }
+        }
+        shared.memory.over_limit()
+    });
+    assert!(
+        full.is_ok(),
+        "the hog did not fill the memory limit: {} bytes charged",
+        shared.memory.charged_bytes()
+    );
+    let quick = Duration::from_secs(5);
+    let mut newcomer = RawNative::connect(s.addrs.native.expect("native"));
+    newcomer
+        .stream
+        .set_read_timeout(Some(quick))
+        .expect("timeout");
+    let body = proto::wire::HelloBody {
+        tenant: "reader",
+        secret: b"reader-secret",
+        volume: "vol",
+    };
+    let mut payload = Vec::new();
+    body.encode_into(&mut payload).expect("hello body");
+    newcomer.send(RequestHeader::hello(0, payload.len() as u32), &payload);
+    let reply = newcomer.recv();
+    assert!(
+        reply.as_ref().is_some_and(|r| r.status == Status::Ok),
+        "HELLO at the memory limit: {reply:?} ({} bytes charged)",
+        shared.memory.charged_bytes()
+    );
+    let nbd = std::thread::spawn({
+        let addr = s.addrs.nbd.expect("nbd");
+        move || RawNbd::connect(addr, "ro").map(|_| ())
+    });
+    let started = Instant::now();
+    while !nbd.is_finished() && started.elapsed() < quick {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        nbd.is_finished(),
+        "the NBD handshake did not complete within {quick:?} at the memory limit"
+    );
+    assert_eq!(nbd.join().ok(), Some(Ok(())), "NBD handshake");
+    assert!(shared.memory.over_limit(), "the limit still held");
+}
