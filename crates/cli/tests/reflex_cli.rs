@@ -123,6 +123,21 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
             })
             .collect()
     };
+    // The published figures beside the full-scale simulated runs: one row per reflex outcome,
+    // each with a simulated value; the page opens with them.
+    let published = ids("published", None);
+    assert_eq!(
+        published,
+        [
+            "scenario1.lc_slo_met",
+            "scenario1.b_tokens",
+            "scenario1.no_qos_p95",
+            "unloaded.remote_minus_local"
+        ]
+    );
+    for r in study["published"].as_array().unwrap() {
+        assert!(r["simulated"]["value"].is_number(), "{r}");
+    }
     let sim_ids = ids("simulated", None);
     for id in ["s1-off", "s1-on", "s2-off", "s2-on", "cores-1", "cores-2"] {
         assert!(sim_ids.contains(&id.to_string()), "{id} in {sim_ids:?}");
