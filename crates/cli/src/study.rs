@@ -223,6 +223,12 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
              tasks; run it here (--sim-only skips the real-server half)"
         );
     }
+    if let Some(n) = args.replicates {
+        bail!(
+            "--replicates {n}: `study reflex` runs each scenario once (its real half measures \
+             wall-clock behaviour); replicates apply to ull, fastdrain and flashshare"
+        );
+    }
     if args.jobs == Some(0) {
         bail!("--jobs 0: expected at least 1");
     }
@@ -279,6 +285,12 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         out.display()
     );
+    if args.markdown {
+        let path = out.join(study::driver::RESULTS_MD);
+        let md = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
+        print!("{md}");
+    }
     Ok(())
 }
 

@@ -40,29 +40,21 @@
 //! tests only.
 //!
 //! ## Replicates
-//! A full study runs each stack comparison (service, partner, stack) [`REPLICATES`] times, with
-//! seeds `seed`, `seed + 1`, `seed + 2`, and normalises the median of a statistic over them to
-//! the median of the same over vanilla's (the "every pair" table's vanilla column gives those
-//! medians). One run's p99 is not a measurement of a stack: apache's tail beside a CPU-bound
-//! partner is bimodal, most requests near 0.3 ms and a few held ~12 ms by CFS (a woken
-//! thread preempts only if it lags the running one by `wakeup_granularity`; else it waits out
-//! the other's slice), and whether more than 1 % of a run's requests are held flips with the
-//! seed. Measured on this code, apache + kmeans, 15 s, under vanilla / cacheopt: p99 0.58 /
-//! 3.00 ms with seed 1, 2.04 / 0.56 ms with seed 6, and 0.48–0.55 ms for both with seeds 2–5
-//! (`ullstack sim --system F --stack S --json` on the run's system file): one pair's flip
-//! moved a stack's mean p99 over ten pairs by 0.4. The mean of three p99s still carried half
-//! of it (a full study of 3 × 15 s runs, 2026-11-27: cacheopt's apache + kmeans 2.46, its mean
-//! over the ten pairs 1.18); the median of three needs two flips in one comparison.
-//! Single-run figures (the time series, the apache + index breakdowns) read replicate 0 (the
-//! study's seed); the cache sensitivity runs run once. `--quick` runs one replicate.
-//!
-//! The durations are set by the budget (the full study in 10 minutes on a 2-core machine,
-//! `--quick` in 60 s; measured in `docs/study.md`): the costliest co-run (imageserver +
-//! gp-gnu) simulates about one second per wall second on the loaded machine, most others four
-//! to eight. Three replicates of 15 s took 694.9 s (634 runs, `--jobs 2`, 2026-11-27: 2.16 s of
-//! CPU per run, against 1.28 s on 2026-11-23 when 15 s was chosen): over the budget, so three
-//! of 10 s, the same simulated time per comparison as two of 15 s and one more seed.
-//!
+//! A full study runs each stack comparison (service, partner, stack) [`REPLICATES`] times by
+//! default (`--replicates N`), with seeds `seed`, `seed + 1`, …, and normalises the median of
+//! a statistic over them to the median of the same over vanilla's (the "every pair" table's
+//! vanilla column gives those medians); each normalised point and mean carries a 95 %
+//! bootstrap interval over the replicates (and, for a mean, the pairs: `crate::published`).
+//! One run's p99 is not a measurement of a stack: apache's tail beside a CPU-bound partner is
+//! bimodal, most requests near 0.3 ms and a few held a CFS slice (a woken thread preempts only
+//! if it lags the running one by `wakeup_granularity`; else it waits out the other's slice),
+//! and whether more than 1 % of a run's requests are held flips with the seed; the median
+//! needs a flip in most replicates of a comparison to move, and the interval shows how far the
+//! flips reach. Single-run figures (the time series, the apache + index breakdowns) read
+//! replicate 0 (the study's seed); the cache sensitivity runs run once. `--quick` runs one
+//! replicate. The durations ([`FULL_MS`], [`QUICK_MS`]) set the cost: 1,030 runs at five
+//! replicates (`ullstack study list`).
+
 //! ## Reports
 //! 1. Online average and p99 response time normalised to `vanilla`, per pair and the mean over
 //!    the ten co-runs, one figure per service (`norm-<service>`); offline job performance
@@ -83,8 +75,8 @@
 //!    CPU time by category for the LC class (table), the device cache's miss rate over time
 //!    (`index-miss-rate`) and context switches over time by class (`index-context-switches`).
 //! 5. Replicate spread (table): per service and stack, how many pairs' replicate p99s differ
-//!    by more than [`SPREAD_FLAG`]× and the widest ratio, so a reader sees where a median of
-//!    three still rests on luck.
+//!    by more than [`SPREAD_FLAG`]× and the widest ratio, so a reader sees where a median
+//!    still rests on luck.
 //!
 //! ## The execution-time breakdown (report 4)
 //! In `exectime`'s essay: which spans of `summary.json` make each part of the bars, and why
@@ -930,7 +922,7 @@ pub fn tables(results: &Results) -> Vec<(String, Table)> {
         ),
         (
             format!(
-                "Replicate spread: pairs whose {REPLICATES} seeds' p99s differ by more than \
+                "Replicate spread: pairs whose replicates' p99s differ by more than \
                  {SPREAD_FLAG}x, of those replicated, and the widest ratio"
             ),
             spread_table(results),

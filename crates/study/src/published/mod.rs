@@ -289,8 +289,9 @@ fn effect(kind: Kind, v: f64) -> Option<f64> {
 /// sustainable"): the file gives exactly 1.
 const NO_EFFECT_EPSILON: f64 = 1e-9;
 
-/// Without an interval (one run), a simulated effect within this of none counts as none: the
-/// papers' "no effect" is read off plots at about this resolution (2 % of the baseline).
+/// A simulated effect within this of none counts as none where the paper reports none, or
+/// where there is no interval (one run): the papers' "no effect" is read off plots at about
+/// this resolution (2 % of the baseline).
 pub const NEGLIGIBLE_EFFECT: f64 = 0.02;
 
 /// The comparison row of a published outcome and what was simulated for it.
@@ -331,15 +332,19 @@ pub fn row(o: &Outcome, sim: Option<&Simulated>) -> Row {
             if !published_none {
                 r.ratio_of_effects = Some(v / p);
             }
+            // A gain is in percent.
+            let scale = if s.kind == Kind::Gain { 100.0 } else { 1.0 };
+            let negligible = v.abs() < NEGLIGIBLE_EFFECT * scale;
             let spans = match (est.low, no_effect) {
                 (Some(_), Some(x)) => est.spans(x),
-                // One run: "none" when the effect is negligible (a gain is in percent).
-                (None, Some(_)) => {
-                    let scale = if s.kind == Kind::Gain { 100.0 } else { 1.0 };
-                    v.abs() < NEGLIGIBLE_EFFECT * scale
-                }
+                // One run: "none" when the effect is negligible.
+                (None, Some(_)) => negligible,
                 (_, None) => false,
             };
+            // A paper's "no effect" is read off a plot: a simulated effect too small to see
+            // there agrees with it, however tight its interval (zssd's reads under writes:
+            // 0.998 [0.998, 0.999]).
+            let spans = spans || (published_none && negligible);
             r.direction = match (published_none, spans) {
                 (true, true) => Direction::Agrees,
                 (true, false) => Direction::Disagrees,
@@ -688,6 +693,11 @@ mod tests {
         assert_eq!(
             row(&none, Some(&sim(Kind::Ratio, 1.3, 1.2, 1.4))).direction,
             Direction::Disagrees
+        );
+        // A tight interval off 1 by less than the plots show still agrees with "none".
+        assert_eq!(
+            row(&none, Some(&sim(Kind::Ratio, 0.998, 0.998, 0.999))).direction,
+            Direction::Agrees
         );
     }
 

@@ -302,6 +302,19 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         provenance: &provenance_html,
     });
     write_file(&opts.out, "report.html", page.as_bytes())?;
+    let inv = prov.current_mut();
+    let md = crate::report::markdown(&crate::report::MarkdownInput {
+        study: "reflex",
+        size: opts.size,
+        seeds: (opts.seed, opts.seed),
+        replicates: 1,
+        build: inv.build.describe(),
+        command: inv.command_line(),
+        started_utc: inv.started_utc.clone(),
+        published: &published_table,
+        headline: &headline,
+    });
+    write_file(&opts.out, crate::driver::RESULTS_MD, md.as_bytes())?;
     prov.write(&opts.out)?;
     Ok(ReflexOutcome {
         sims,
