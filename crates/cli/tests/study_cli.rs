@@ -125,6 +125,18 @@ fn bad_flags_name_the_value_and_what_is_expected() {
             &["merge", "a", "--seed", "2"],
             &["`study merge` takes only"],
         ),
+        (
+            &["ull", "--replicates", "0"],
+            &["--replicates 0", "expected at least 1"],
+        ),
+        (
+            &["reflex", "--replicates", "3", "--sim-only"],
+            &["--replicates 3", "runs each scenario once"],
+        ),
+        (
+            &["ull", "--quick", "--reference", "/nonexistent/ref.toml"],
+            &["--reference /nonexistent/ref.toml"],
+        ),
         // reflex's real-server half runs here: no cluster mode, said so before anything runs.
         (
             &["reflex", "--slurm", "2", "--dry-run"],

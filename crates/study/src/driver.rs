@@ -12,9 +12,7 @@ use crate::results::{self, ShardInfo, StudyJson};
 use crate::spec::RunSpec;
 use crate::{find, Plan, Size, StudyDef};
 
-/// The study's "Current results" section in Markdown, beside `report.html`
-/// ([`report::markdown`]; `ullstack study NAME --markdown` prints it).
-pub const RESULTS_MD: &str = "results.md";
+pub use crate::report::RESULTS_MD;
 
 /// How to run a study.
 #[derive(Clone, Debug)]
@@ -134,6 +132,9 @@ fn read_head(dir: &Path) -> Result<Option<StudyHead>, String> {
 /// Runs study `def` (or its shard) into `opts.out`, holding its lock (`lock`: a second run or
 /// merge into the same folder is refused while this one runs).
 pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> {
+    // Bad options are refused before anything is written.
+    let plan = opts.plan()?;
+    let reference = reference_of(opts.reference.as_deref())?;
     let lock = crate::lock::acquire(&opts.out, &holder_name())?;
     if let Some(head) = read_head(&opts.out)? {
         if head.study != def.name {
@@ -145,8 +146,6 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
             ));
         }
     }
-    let plan = opts.plan()?;
-    let reference = reference_of(opts.reference.as_deref())?;
     if let Some(head) = read_head(&opts.out)? {
         let had = head.replicates;
         if had != plan.replicates && head.size == plan.size.as_str() {

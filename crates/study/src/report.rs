@@ -150,6 +150,10 @@ fn cpu_cell(r: &RunResult) -> String {
     format!("{:.0}/{:.0}", r.cpu.kernel_pct, r.cpu.user_pct)
 }
 
+/// The study's "Current results" section in Markdown, beside `report.html` ([`markdown`];
+/// `ullstack study NAME --markdown` prints it).
+pub const RESULTS_MD: &str = "results.md";
+
 /// What `results.md` is made of.
 pub struct MarkdownInput<'a> {
     pub study: &'a str,

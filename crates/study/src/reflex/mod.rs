@@ -314,7 +314,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         published: &published_table,
         headline: &headline,
     });
-    write_file(&opts.out, crate::driver::RESULTS_MD, md.as_bytes())?;
+    write_file(&opts.out, crate::report::RESULTS_MD, md.as_bytes())?;
     prov.write(&opts.out)?;
     Ok(ReflexOutcome {
         sims,
