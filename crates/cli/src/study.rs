@@ -525,13 +525,25 @@ fn merge(args: StudyArgs) -> anyhow::Result<()> {
         || args.k8s.is_some()
         || args.sim_only
     {
-        bail!("`study merge` takes only folders, --out, --force and --quiet (size, seed and shards come from the folders' study.json)");
+        bail!("`study merge` takes only folders, --out, --force, --reference, --markdown and --quiet (size, seed and shards come from the folders' study.json)");
     }
     let out = args.out.clone().unwrap_or_else(|| args.dirs[0].clone());
     let started = std::time::Instant::now();
-    let (_, outcome) =
-        driver::merge(&args.dirs, &out, &this_build(), args.force).map_err(|e| anyhow!(e))?;
+    let (_, outcome) = driver::merge(
+        &args.dirs,
+        &out,
+        &this_build(),
+        args.force,
+        args.reference.as_deref(),
+    )
+    .map_err(|e| anyhow!(e))?;
     report(&outcome, &out, args.quiet, started.elapsed());
+    if args.markdown && outcome.headline.is_some() {
+        let path = out.join(driver::RESULTS_MD);
+        let md = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
+        print!("{md}");
+    }
     Ok(())
 }
 

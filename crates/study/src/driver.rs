@@ -301,7 +301,9 @@ pub fn merge(
     out: &Path,
     build: &Build,
     force: bool,
+    reference: Option<&Path>,
 ) -> Result<(String, StudyOutcome), String> {
+    let reference = reference_of(reference)?;
     let mut heads = Vec::new();
     for d in dirs {
         let head = read_head(d)?
@@ -423,14 +425,7 @@ pub fn merge(
         copy_run(&run_dir(src, &spec.id), &run_dir(out, &spec.id))?;
     }
     let headline = finish(
-        &def,
-        &plan,
-        &Reference::shipped(),
-        out,
-        &specs,
-        &specs,
-        None,
-        &mut prov,
+        &def, &plan, &reference, out, &specs, &specs, None, &mut prov,
     )?;
     let outcome = StudyOutcome {
         exec: ExecReport {
@@ -496,7 +491,7 @@ mod tests {
             .unwrap();
         }
         let build = crate::provenance::tests::build("a");
-        let e = merge(&[a, b], &dir.path().join("m"), &build, false).unwrap_err();
+        let e = merge(&[a, b], &dir.path().join("m"), &build, false, None).unwrap_err();
         assert!(
             e.contains("seed 2") && e.contains("not shards of one study"),
             "{e}"
@@ -506,8 +501,22 @@ mod tests {
             &dir.path().join("m"),
             &build,
             false,
+            None,
         )
         .unwrap_err();
         assert!(e.contains("no study.json"), "{e}");
+        // A bad reference is refused before any folder is read.
+        let e = merge(
+            &[dir.path().join("none")],
+            &dir.path().join("m"),
+            &build,
+            false,
+            Some(&dir.path().join("missing.toml")),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("--reference") && e.contains("missing.toml"),
+            "{e}"
+        );
     }
 }
