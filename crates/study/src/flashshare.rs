@@ -282,19 +282,10 @@ fn process<'a>(results: &'a Results, id: &str, name: &str) -> Option<&'a Process
 /// The median of a statistic over the replicates of a stack run (the values
 /// [`replicate_values`] reads: replicate 0 must be there, the later ones are read up to the
 /// first missing, so a `--quick` study, with one, reads one). The median, not the mean: one
-/// replicate in three whose tail flipped (see "Replicates" in the essay) would still move a
-/// mean of p99s by half the flip.
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    })
+/// replicate whose tail flipped (see "Replicates" in the essay) would still move a mean of
+/// p99s by a share of the flip.
+fn median(values: Vec<f64>) -> Option<f64> {
+    crate::published::median(&values)
 }
 
 /// A statistic of a process in each replicate of a stack run, in replicate order, up to the
