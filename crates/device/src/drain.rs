@@ -42,7 +42,8 @@
 //! - `wave`: the whole wave, `pages` units, handed out to read-free dies as they come free, so
 //!   the buffer stays where it was before the wave. This was the model's first reading; on the
 //!   FastDrain study's drive (128 LUNs) it absorbed every wave of `ungzip` and foreground
-//!   eviction never ran (docs/study.md keeps that run's table).
+//!   eviction never ran (CHANGELOG.md, 2026-11-26: fd-buf, fd-ftl and fd gave the same p99s;
+//!   `git log -p docs/study.md` keeps that run's table).
 //!
 //! Worked example (`nvme-tlc`: 131,072 units of buffer, high 104,857, low 26,214; 128 LUNs of
 //! 4-unit rows): with 60,000 units buffered, a hint of 20,000 pages predicts 80,000 < 104,857:

@@ -23,7 +23,8 @@
 //! accelerator; only `nvme_queue_rq` and the doorbell become register writes. Why:
 //! - Merging would move to the CAM, whose window is the accelerator's doorbell (0.52 µs):
 //!   one core's bios arrive at least a bio submission (1.5 µs) apart and never meet in it
-//!   (docs/study.md: the CAM merges nothing in the study). The block layer's plug is what
+//!   (so it merges nothing in the study's co-runs: `host.nvme.accel_merges`, which
+//!   `summary.json` omits at 0). The block layer's plug is what
 //!   turns the flusher's page-sized write-back bios into 128 KiB requests; without it every
 //!   written-back page would reach the device as its own 4 KiB command, 32 times the
 //!   commands, which the published design does not report.
