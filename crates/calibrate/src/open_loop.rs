@@ -53,8 +53,8 @@
 //! write weight of 36 reads: about 145 writes/s when nothing else runs (figures of the sweep as
 //! printed before the device realism switches landed; the test's calibration now gives 37.25).
 //! For the presets (`cargo run --release -p calibrate --example calibrate_emulated -- zssd`),
-//! docs/server.md gives what the command printed on 2026-11-23: on both `zssd` and `nvme-tlc`
-//! the fitted write weight is the smallest the search tries: the mixes sustain more IOPS the
+//! the fitted write weight on both `zssd` and `nvme-tlc` is the smallest the search tries (the
+//! rates the command printed are in CHANGELOG.md, 2026-11-23): the mixes sustain more IOPS the
 //! more they write, a shape a per-write weight cannot express. For `zssd` that is the model
 //! (its PCIe link's read direction is the bottleneck, see [`crate::curves`]); for `nvme-tlc` the
 //! closed-loop sweep of [`crate::curves`] found the cause to be the prefilled write buffer, whose
@@ -100,8 +100,8 @@ const SPREAD_TOLERANCE_PCT: u64 = 2;
 const REQUEST_BYTES: u64 = 4096;
 /// The verification pass probes with `seed + VERIFY_SEED_OFFSET`: streams the search never
 /// saw (with the search's own seed, a rate it probed replays the stream it was fitted on; on
-/// the QoS test's slow TLC drive a fresh stream then read 3.15–3.51 ms at a 3 ms point, as
-/// seen on 2026-11-23 with the code before this rule; not re-measured since).
+/// the QoS test's slow TLC drive a fresh stream then read 3.15–3.51 ms at a 3 ms point: the
+/// figure that decided this rule, CHANGELOG.md, 2026-11-23).
 pub const VERIFY_SEED_OFFSET: u64 = 0x5eed;
 
 /// Most 10 % reductions the verification pass applies to one point before giving up on it.
@@ -641,8 +641,8 @@ pub fn calibrate(
         let target = config.targets_ns[usable[k]];
         // The held-out stream must meet what the search's own stream met: the target less
         // the headroom (a stream that only meets the target itself leaves the next one to
-        // chance near a TLC cliff: 7.6 ms at a 6 ms point, seen on 2026-11-23 before this
-        // rule; not re-measured since).
+        // chance near a TLC cliff: 7.6 ms at a 6 ms point before this rule, CHANGELOG.md,
+        // 2026-11-23).
         let verify_limit = limit(target);
         let mut steps = 0;
         loop {

@@ -89,11 +89,10 @@
 //! about 1–2.3 µs per round with rounds 10 µs apart (0.44–1.1 M rounds/s, 1.9–5 M requests
 //! scheduled/s including the benchmark's own enqueueing; the range is across sessions on this
 //! VM), 27–65 ns per idle round; an earlier version that
-//! visited every backlogged tenant every round, as published, took ~190 µs per round. With the
-//! LC surge (2026-11-23, alternating runs against the previous commit at load average 7–10):
-//! 1.3–5.0 µs per 10 µs round over eleven runs, against 0.95–2.8 µs before; with
-//! `lc_surge_pct = 0` 1.9–2.9 µs against 1.6–2.7 µs, so the visit itself costs no more. What
-//! the surge adds is routing: the bench's BE share halves (44 → 24 tokens/s each: the 5 000
+//! visited every backlogged tenant every round, as published, took ~190 µs per round. The LC
+//! surge costs the visit nothing (with `lc_surge_pct = 0` the bench's rounds cost what they did
+//! before the surge existed; the runs are in CHANGELOG.md, 2026-11-23). What the surge adds is
+//! routing: the bench's BE share halves (44 → 24 tokens/s each: the 5 000
 //! LC tenants' surge comes out of it) and the LC tenants, idle most of the time, donate 1.5×
 //! as much, so more BE requests are paid through the borrow walk, which costs more per
 //! request than a tenant's own share.

@@ -12,12 +12,11 @@
 //! not per request. Under fio's NBD engine at iodepth 32 a step found ~1.5 requests without
 //! pauses, and that fixed cost was most of the server's CPU time (profile: `writev` 47 %,
 //! `epoll_pwait2` 25 % of which 15 % the context switch, `read` 21 %, our own code ~7 %). A
-//! pause is not free either: on this VM a sleep that ends on a timer costs the sleeping thread
-//! ~17 µs of CPU whatever its length (docs/server.md), so a pause must gather several requests
-//! to pay for itself. What a sleep costs is the machine's, not the server's: 31–57 µs of CPU
-//! on 2026-11-28's VM (a Firecracker guest under nested virtualization, where going idle and
-//! back is dear); `nbd_cpu_efficiency` measures it and prints the bound it puts on I/Os per
-//! CPU-second.
+//! pause is not free either: a sleep that ends on a timer costs the sleeping thread CPU
+//! whatever its length (~17 µs on the VM this rule was tuned on), so a pause must gather several
+//! requests to pay for itself. What a sleep costs is the machine's, not the server's (tens of
+//! µs on a guest under nested virtualization, where going idle and back is dear);
+//! `nbd_cpu_efficiency` measures it and prints the bound it puts on I/Os per CPU-second.
 //!
 //! # The rule
 //! *Whether to pause at all.* The worker keeps an exponentially weighted moving average of the
@@ -42,10 +41,9 @@
 //!   (their own average, measured on rung 0). The probe there is half
 //!   the first rung, not "no pause", so "40 µs buys little over 20 µs" says nothing about
 //!   "40 µs buys little over none". A client that answers a burst of replies with a burst of
-//!   requests fills most of its batch in the first 20 µs: measured under fio's nbd engine at
-//!   iodepth 32 on a 2-core VM (2026-11-27), full pauses took 13-16 requests and the 20 µs
-//!   probes 10-13 (gain 1.1-1.3×), while unpaused steps took ~3.4 (56 % of them a single
-//!   request). The probe rule alone sent the worker back to no pause, where it spent each
+//!   requests fills most of its batch in the first 20 µs: under fio's nbd engine at iodepth
+//!   32, full pauses took 13-16 requests and the 20 µs probes 10-13 (gain 1.1-1.3×), while
+//!   unpaused steps took ~3.4 (56 % of them a single request; CHANGELOG.md, 2026-11-27). The probe rule alone sent the worker back to no pause, where it spent each
 //!   [`COOLDOWN_STEPS`] cooldown taking ~3 requests a step. A pause kept on these grounds
 //!   [`REMEASURE_AFTER`] decisions in a row goes back to rung 0 for [`DECIDE_AFTER_STEPS`]
 //!   unpaused steps, so the baseline follows the load (~3 % of the steps);
@@ -88,13 +86,12 @@ pub const DECIDE_AFTER_STEPS: u64 = 32;
 /// gains ~1× (an iodepth-8 client from 40 to 80 µs: 8 against ~6.8, 1.2×). 1.3× sits between,
 /// with room for s up to ~40 µs on a loaded machine.
 pub const PRODUCTIVE_GAIN_MILLI: u64 = 1_300;
-/// The batch a pause aims for: at ~20 µs of fixed cost per step (the sleep ~17 µs on this VM,
-/// plus the system calls) and ~1.5 µs per request, 16 requests put the fixed cost under half
-/// of the total. The sleep's cost is the machine's: 31–57 µs of CPU on 2026-11-28's VM
-/// (`nbd_cpu_efficiency` prints it), where the same rule would ask for 20–40; there a target
-/// of 32 with the longest pause 160, 320 or 640 µs was tried and fio at iodepth 32 still gave
-/// 14.5–18.9 requests per sleep (it has no more outstanding at the server), so 16 stays
-/// (docs/server.md, 2026-11-28).
+/// The batch a pause aims for: at ~20 µs of fixed cost per step (a ~17 µs timer sleep plus the
+/// system calls) and ~1.5 µs per request, 16 requests put the fixed cost under half of the
+/// total. The sleep's cost is the machine's (`nbd_cpu_efficiency` prints it); where it is 31–57
+/// µs the same rule would ask for 20–40, but a target of 32 with the longest pause 160, 320 or
+/// 640 µs still gave 14.5–18.9 requests per sleep under fio at iodepth 32 (it has no more
+/// outstanding at the server), so 16 stays (CHANGELOG.md, 2026-11-28).
 pub const TARGET_BATCH: u64 = 16;
 /// After stepping down, steps before the worker may climb again (at ~20 K steps/s, ~50 ms).
 pub const COOLDOWN_STEPS: u64 = 1_024;

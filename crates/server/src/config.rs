@@ -291,7 +291,7 @@ fn default_idle_spin_ns() -> u64 {
 /// 160 µs, the longest pause (the coalescer climbs to it only while doubling its pause at least
 /// 1.5×'s its batch, and stops at a 16-request batch; see `coalesce`): under fio iodepth 32 a
 /// fixed 50 µs pause took the server from ~1.5 to ~6 requests per step; the ladder reaches
-/// ~20 (measured figures in docs/server.md); a QD1 client never triggers it.
+/// ~20 (the runs are in CHANGELOG.md); a QD1 client never triggers it.
 fn default_coalesce_ns() -> u64 {
     160_000
 }

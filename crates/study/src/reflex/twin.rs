@@ -13,13 +13,14 @@
 //! | --- | --- | --- |
 //! | `net.latency_ns` | 0 | loopback: no wire, no switch |
 //! | `net.bandwidth_bytes_per_sec` | 0 (infinite) | the copy is part of the per-message cost |
-//! | `net.client_message_ns` | 1 100 | a loopback TCP echo of the same bytes, two sends and two receives: p50 4.3–4.4 µs (docs/server.md, `qd1_latency`, load 3.3) → 1.1 µs a message |
+//! | `net.client_message_ns` | 1 100 | a loopback TCP echo of the same bytes, two sends and two receives: p50 4.3–4.4 µs (`qd1_latency`; CHANGELOG.md, 2026-11-23) → 1.1 µs a message |
 //! | `net.server_message_ns` | 400 | the published dataplane's figure, kept (an assumption: the split below needs one) |
 //! | `costs.loop_ns` | 3 700 | fitted, below |
 //! | `costs.request_ns` / `submit_ns` / `complete_ns` | 250 / 100 / 100 | fitted, below (split by judgement) |
 //!
-//! The fit uses two figures measured on this VM (docs/server.md, both 2026-11-23, load
-//! about 3.4), with `m` the server's per-message cost, `w` its per-request work and `L` its cost
+//! The fit uses two figures of the real server on this VM (`cargo run --release -p server
+//! --example qd1_latency`, and `ullstack bench` at QD32 against `ullstack serve --memory 1GiB`;
+//! the runs are in CHANGELOG.md, 2026-11-23), with `m` the server's per-message cost, `w` its per-request work and `L` its cost
 //! per loop iteration (epoll, the socket reads and the reply `writev`):
 //! * QD1 4 KiB read through the client library on the memory backend, p50 7.1–7.2 µs against
 //!   the echo's 4.35 µs: the server's part is the echo's two server messages (2.2 µs) plus
@@ -34,9 +35,9 @@
 //! 0.4 µs), the client receives (1.1 µs): the device's time plus ≈ 10.9 µs.
 //!
 //! # What it leaves out
-//! * The real server's adaptive coalescing (`dataplane.coalesce_ns`, 50 µs: under pipelined
-//!   load a worker pauses between iterations so each reads a batch). The fit's "6 requests an
-//!   iteration" came with it; the twin batches only what arrived during an iteration, so under
+//! * The real server's adaptive coalescing (`dataplane.coalesce_ns`, `coalesce.rs`: under
+//!   pipelined load a worker pauses between iterations, up to 160 µs by default, so each reads
+//!   a batch). The fit's "6 requests an iteration" came with it (a fixed 50 µs pause then); the twin batches only what arrived during an iteration, so under
 //!   many open-loop clients (part 4) its iterations are small and its thread busier than the
 //!   real one for the same load.
 //! * The real server's wait while the scheduler holds requests back (an `epoll` wait with a
