@@ -19,9 +19,8 @@
 //! evicts only then ("when full"). A 16-way set fills long before the buffer does: the
 //! FastDrain study's `vanilla-apache-upload` run (`ullstack sim --system config.toml --stack
 //! vanilla` in its folder) with `device.cache.ways = 16` added stalled on full sets with the
-//! buffer at most 95,019 of 131,072 units (72 %; `max_dirty_units`, re-run 2026-11-27 with
-//! the host's cold submissions; 96,201 before), so no completion could report it at the 80 %
-//! watermark; fully associative, as `nvme-tlc` is, the same run fills it (131,072), as
+//! buffer below 80 % of its 131,072 units (its `max_dirty_units`), so no completion could
+//! report it at the 80 % watermark; fully associative, as `nvme-tlc` is, the same run fills it (131,072), as
 //! device.md's "evicts only when full" has it.
 //!
 //! After a read command, the `prefetch_pages` units that follow it are read too (those not
@@ -143,6 +142,12 @@ const PREFETCHED: u8 = 16;
 /// serves reads as deallocated (version 0) until rewritten, and leaves the buffer when the
 /// program ends or is aborted, without going back to dirty.
 const TRIMMED: u8 = 32;
+/// Rewritten while evicting, and its entry in the dirty order was passed over meanwhile (an
+/// evicting line cannot join a round): when the program ends or is aborted, the line goes back
+/// to the head of the dirty order. Without this a line rewritten during its program stayed
+/// dirty with no entry, never to be evicted again: sequential writes of 4 overlapping jobs
+/// left 73,000 such lines in zssd's buffer, which then stalled on full sets with every die idle.
+const REQUEUE: u8 = 64;
 // The fully associative index reads the same bits.
 const _: () = assert!(VALID == cache_index::VALID && PREFETCHED == cache_index::PREFETCHED);
 
@@ -787,8 +792,14 @@ impl Cache {
                 break;
             };
             if let Some(i) = self.find(lpn) {
-                if self.has(i, DIRTY) && !self.has(i, EVICTING) && self.dirtied[i] == stamp {
-                    // Dirty to evicting: not replaceable before or after (no index change).
+                if !self.has(i, DIRTY) || self.dirtied[i] != stamp {
+                    continue; // stale: cleaned, or dirtied again later (a newer entry)
+                }
+                // Dirty to evicting, or a rewrite of an evicting line marked to requeue: not
+                // replaceable before or after (no index change).
+                if self.has(i, EVICTING) {
+                    self.flags[i] |= REQUEUE;
+                } else {
                     self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
                     out.push((lpn, self.version[i]));
                 }
@@ -829,6 +840,7 @@ impl Cache {
         );
         let old = self.key(i);
         self.flags[i] &= !(EVICTING | TRIMMED);
+        self.requeue(i);
         self.reindex(i, old);
         let dirty = self.has(i, DIRTY);
         let owner = self.stats.class_at(self.owner[i]);
@@ -836,6 +848,16 @@ impl Cache {
         if !dirty {
             owner.dirty_units -= 1;
             self.dirty_units -= 1;
+        }
+    }
+
+    /// Way `i`'s program ended or was aborted: if it was rewritten meanwhile and its entry in
+    /// the dirty order was passed over ([`REQUEUE`]), it goes back to the head of the order.
+    fn requeue(&mut self, i: usize) {
+        if self.has(i, REQUEUE) {
+            self.flags[i] &= !REQUEUE;
+            debug_assert!(self.has(i, DIRTY), "way {i}: requeued but not dirty");
+            self.dirty_fifo.push_front((self.tags[i], self.dirtied[i]));
         }
     }
 
@@ -861,6 +883,7 @@ impl Cache {
                 self.dirtied[i] = stamp;
                 self.dirty_fifo.push_front((lpn, stamp));
             }
+            self.requeue(i);
             self.reindex(i, old);
         }
     }
@@ -871,7 +894,7 @@ impl Cache {
             if self.has(i, EVICTING) {
                 // Still counted until the program finishes. The line stays (the eviction's
                 // bookkeeping needs it) but its data is gone: reads see it deallocated.
-                self.flags[i] = (self.flags[i] & !DIRTY) | TRIMMED;
+                self.flags[i] = (self.flags[i] & !(DIRTY | REQUEUE)) | TRIMMED;
                 self.version[i] = 0;
                 return;
             }
@@ -909,6 +932,20 @@ impl Cache {
             return Err(format!(
                 "{buffered} lines dirty or evicting but the buffer counts {}",
                 self.dirty_units
+            ));
+        }
+        // Every dirty line can be found for eviction: it has a live entry in the dirty order
+        // (its LPN with the stamp it was dirtied at), or is marked to requeue when its program
+        // ends.
+        let live: std::collections::HashSet<(u32, u32)> = self.dirty_fifo.iter().copied().collect();
+        if let Some(i) = (0..self.tags.len()).find(|&i| {
+            self.has(i, DIRTY)
+                && !self.has(i, REQUEUE)
+                && !live.contains(&(self.tags[i], self.dirtied[i]))
+        }) {
+            return Err(format!(
+                "way {i} (LPN {}) is dirty but nothing will evict it: no entry in the dirty order",
+                self.tags[i]
             ));
         }
         if self.dirty_units > self.dirty_cap_units {
@@ -1278,6 +1315,37 @@ pub(crate) mod tests {
         assert_eq!(c.stats.throughput.prefetch_fills, 4);
         c.trim(23);
         c.check_consistency().unwrap();
+    }
+
+    /// A line rewritten while its program runs stays in the dirty order, even when a round
+    /// looks for dirty data before the program ends (it cannot take the line then).
+    #[test]
+    fn a_line_rewritten_during_its_eviction_is_evicted_again() {
+        for abort in [false, true] {
+            let mut c = cache(64, 4, 16);
+            c.write(7, 1, IoClass::Throughput).unwrap();
+            let mut out = Vec::new();
+            c.take_oldest_dirty(4, &mut out);
+            assert_eq!(out, [(7, 1)]);
+            c.write(7, 2, IoClass::Throughput).unwrap(); // rewritten while evicting
+            out.clear();
+            c.take_oldest_dirty(4, &mut out); // passes it over: it is still evicting
+            assert!(out.is_empty());
+            c.check_consistency().unwrap();
+            if abort {
+                c.abort_eviction(7);
+            } else {
+                c.finish_eviction(7);
+            }
+            assert_eq!(c.dirty_units(), 1);
+            c.check_consistency().unwrap();
+            c.take_oldest_dirty(4, &mut out);
+            assert_eq!(
+                out,
+                [(7, 2)],
+                "abort {abort}: the rewrite must be found again"
+            );
+        }
     }
 
     #[test]
