@@ -6,11 +6,14 @@
 //!   `requests_per_sec` (Poisson or fixed interval). A request costs the client
 //!   `app.client_send_ns`, crosses the network (`app.net_one_way_ns`), wakes the service's
 //!   server thread which receives it (`net_recv_ns`) and hands it to an idle worker thread
-//!   (`handoff_ns`, waking the worker) or queues it. The worker executes
-//!   `instructions_per_request` instructions; the profile's I/O rate at the 1 M reference gives
-//!   the request's I/Os (`process`'s essay), spread over those instructions (each I/O is
-//!   synchronous: it is on the request's critical path). Then it replies (`reply_ns`) and the reply crosses the network.
-//!   *Response time* is measured at the client: issue to reply received.
+//!   (`handoff_ns`, waking the worker) or queues it: the listener's queue (`rx`) and the
+//!   worker pool's (`work`) are FIFO, so past the pool's capacity requests wait there, and the
+//!   response time turns up at the service's knee. The worker executes
+//!   `instructions_per_request` instructions and, every `instructions_per_io` of them on average
+//!   (the profile's I/O rate; `process`'s essay), one I/O shaped by the profile (each I/O is
+//!   synchronous: it is on the request's critical path). Then it replies (`reply_ns`) and the
+//!   reply crosses the network. *Response time* is measured at the client: issue to reply
+//!   received.
 //! - **Offline job** (throughput): each of its threads executes instructions at the core's speed
 //!   and, every `10^9 / ios_per_g_instr` instructions on average (exponential gaps by default),
 //!   issues one synchronous I/O shaped by the profile (read ratio, size, sequential ratio).
@@ -20,15 +23,15 @@
 //! page cache (which remembers the class on dirty pages), direct I/O straight to the block layer.
 //! The I/O itself is a system call (`syscall`).
 //!
-//! Worked example (`apache` on arm8, defaults): 400 requests/s Poisson; 500 k instructions
-//! per request = 250 µs of compute at 2 GHz (`workload::Profile::instructions_per_request`,
-//! set from apache's published device-I/O share); 0.666 I/Os per M instructions at the 1 M reference → on average 0.67
-//! 24 KiB direct reads per request, one per 750 k instructions of this compute. An unloaded
-//! request costs ≈ 2 (send) + 10 (network) + 2 (recv) + 1 (hand-off) + 2.5 (worker switch) +
-//! 250 (compute) + 0.67 × ~26 (I/O, `machine`'s example) + 2 (reply) + 10 (network) ≈ 297 µs.
-//! On `nvme-tlc` its I/O is 19.5 % of the response time (68.2 µs of I/O per request, 350.3 µs
-//! mean response; `ullstack sim --system` with `seed = 1`, `duration_ms = 2000`, host `arm8`,
-//! device `nvme-tlc`, one `apache` process; 11.2 % with the former 1 M instructions).
+//! Worked example (`apache` on arm8, `zssd`, defaults): one worker (`workload::
+//! ONLINE_WORKER_THREADS`); 3 M instructions per request = 1.5 ms of compute at 2 GHz
+//! (calibrated to the knee at 400 requests/s, presets.md; `workload::profile`'s essay); one
+//! 24 KiB direct read per 750 750 instructions → 4.0 reads per request. An unloaded request costs
+//! ≈ 2 (send) + 10 (network) + 2 (recv) + 1 (hand-off) + 2.5 (worker switch) + 1500 (compute) +
+//! 4 × ~30 (I/O with its system call and switches) + 2 (reply) + 10 (network) ≈ 1.65 ms
+//! (measured: 1.70 ms mean at 50 requests/s). The one worker serves at most ≈ 600 requests/s;
+//! with Poisson arrivals the mean response doubles near 410/s (3.1 ms at 400/s, 5.5 ms at 500,
+//! 27 ms at 600: `ullstack study flashshare`'s load-latency sweep).
 //!
 //! ## What it leaves out
 //! fsync unless asked for (`fsync_every_writes`), memory footprints of applications (the page

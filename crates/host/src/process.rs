@@ -2,28 +2,28 @@
 //! each process's per-kind state, and what it reports. How their threads behave is in `app`
 //! (online services, offline jobs) and `fio` (fio jobs, trace replay).
 //!
-//! ## The CPU side of the profiles (ours, not published)
+//! ## The CPU side of the profiles
 //! presets.md gives each profile's I/O behaviour per instruction, not its threads or its work
-//! per request. Defaults: online services run 1 server + 4 worker threads and 1 M instructions
-//! per request (`app.instructions_per_request`, unless the profile has its own: below);
-//! offline jobs run one thread per core, as data analytics frameworks do (`bfs`: two per core,
-//! "many worker threads" per presets.md); published online services use direct I/O
-//! (databases and servers that manage their own cache), the write-back study services and offline jobs
-//! buffered I/O (presets.md: offline jobs use the page cache; upload/update requests dirty
-//! pages). Every one of these is a per-process key in the system config.
+//! per request. Online services run one server (listener) thread and a pool of workers: the
+//! published services [`workload::ONLINE_WORKER_THREADS`] (1), the write-back study services
+//! [`DEFAULT_ONLINE_WORKERS`] (4, ours); offline jobs run one thread per core, as data
+//! analytics frameworks do (`bfs`: two per core, "many worker threads" per presets.md);
+//! published online services use direct I/O (databases and servers that manage their own
+//! cache), the write-back study services and offline jobs buffered I/O (presets.md: offline
+//! jobs use the page cache; upload/update requests dirty pages). Every one of these is a
+//! per-process key in the system config.
 //!
-//! ## Online services: I/Os and compute per request
-//! A profile's I/O rate (I/Os per instruction) was measured on the published server, whose
-//! cores retire instructions faster than `arm8`'s (2 G instructions/s). Tying an online
-//! request's I/O count to its instructions at that rate would fix its I/O share of the
-//! response time whatever the compute. So an online request's I/O *count* is the profile's rate
-//! at the reference of `REFERENCE_INSTRUCTIONS_PER_REQUEST` (1 M: 0.666 for apache), and its
-//! compute is `instructions_per_request`, spread over it: a service whose compute differs from
-//! the reference issues the same I/Os per request, denser or sparser. The compute comes from
-//! the profile when a published figure pins it (`workload::Profile::instructions_per_request`:
-//! `apache`'s 500 k, derived there from its published ≥ 19 % device-I/O share), otherwise from
-//! the host's `app.instructions_per_request` (1 M); a process's own `instructions_per_request`
-//! key overrides both. The share a run gives is in `app`'s essay.
+//! ## Online services: compute and I/Os per request
+//! A request's compute is `instructions_per_request`: the profile's own (calibrated to the
+//! knee at 400 requests/s, `workload::profile`'s essay "How the online services are run"), else
+//! the host's `app.instructions_per_request` (1 M); a process's own key overrides both. Its
+//! I/Os come from the profile's I/O rate: a worker issues one every
+//! [`Profile::online_instructions_per_io`] instructions on average (exponential gaps by
+//! default, drawn across requests), so a request makes `instructions_per_request /
+//! instructions_per_io` I/Os on average (`apache`: 2.6 M / 750 750 = 3.46) and a heavier
+//! request reads more. (Until issue 25 the count was fixed at the profile's rate over 1 M
+//! instructions whatever the compute; the knee made the compute the service's calibrated
+//! parameter, and a request's I/Os follow it.)
 //!
 //! ## What it leaves out
 //! Memory footprints of applications (the page cache gets `memory − reserved`), the client
@@ -36,9 +36,9 @@ use workload::{Buffering, IoGenerator, IoSizeModel, JobSpec, Profile, ProfileKin
 
 use crate::config::HostConfig;
 
-/// The instructions per request at which an online profile's I/O rate gives its I/Os per
-/// request (module essay).
-pub const REFERENCE_INSTRUCTIONS_PER_REQUEST: u64 = 1_000_000;
+/// Worker threads of an online service whose profile names none (the write-back study
+/// services): ours, not published (module essay).
+pub const DEFAULT_ONLINE_WORKERS: u32 = 4;
 
 /// Compute per request of online profile `profile`: its own published figure if it has one,
 /// else the host's default (`app.instructions_per_request`).
@@ -48,12 +48,10 @@ pub fn online_instructions_per_request(profile: &Profile, host: &HostConfig) -> 
         .unwrap_or(host.app.instructions_per_request)
 }
 
-/// Mean instructions between an online worker's I/Os: the profile's I/Os per request (at the
-/// reference) spread over `instructions_per_request`; the profile's own gap at the reference.
-pub fn online_mean_gap(profile_gap: u64, instructions_per_request: u64) -> u64 {
-    let gap = u128::from(profile_gap) * u128::from(instructions_per_request)
-        / u128::from(REFERENCE_INSTRUCTIONS_PER_REQUEST);
-    (gap as u64).max(1)
+/// Mean instructions between an online worker's I/Os (module essay): independent of the
+/// request's compute, so the I/Os per request scale with it.
+pub fn online_mean_gap(profile: &Profile) -> u64 {
+    profile.online_instructions_per_io().max(1)
 }
 
 /// When an online service's client sends requests.
@@ -313,7 +311,7 @@ pub(crate) fn arrival_gap(spec: &ProcessSpec, rng: &mut SimRng) -> u64 {
 /// services).
 pub fn default_threads(profile: &Profile, cores: u32) -> u32 {
     match (profile.kind, profile.name) {
-        (ProfileKind::Online, _) => 4,
+        (ProfileKind::Online, _) => profile.worker_threads.unwrap_or(DEFAULT_ONLINE_WORKERS),
         (ProfileKind::Offline, "bfs") => 2 * cores,
         (ProfileKind::Offline, _) => cores,
     }

@@ -12,9 +12,9 @@
 //! (`kernel.flusher`; a fio job's `randseed` is mixed into the run's seed), so adding a
 //! process changes no other thread's draws except by where its threads sit.
 //!
-//! Worked example: `apache` (online, 4 workers) and `pagerank` (offline, 8 threads) on the
-//! 8-core `arm8`: apache's server lands on core 0 and its workers on cores 1–4, pagerank's
-//! threads on cores 5, 6, 7, 0, 1, 2, 3, 4, and the flusher on core 5.
+//! Worked example: `apache` (online, 1 worker) and `pagerank` (offline, 8 threads) on the
+//! 8-core `arm8`: apache's server lands on core 0 and its worker on core 1, pagerank's
+//! threads on cores 2, 3, 4, 5, 6, 7, 0, 1, and the flusher on core 2.
 //!
 //! At t = 0 offline and fio threads are runnable (each has drawn the instructions to its first
 //! I/O); the server waits for requests, workers for work and the flusher for dirty pages. The
@@ -337,10 +337,7 @@ impl<'c> Spawner<'c> {
         duration: SimTime,
     ) -> Result<ProcState, HostError> {
         let spec = p.spec;
-        let mean_gap = crate::process::online_mean_gap(
-            profile.mean_instructions_between_ios(),
-            spec.instructions_per_request,
-        );
+        let mean_gap = crate::process::online_mean_gap(profile);
         if spec.requests_per_sec == 0 || spec.threads == 0 {
             return Err(p.unsupported(
                 "an online service needs requests_per_sec ≥ 1 and threads (workers) ≥ 1".into(),
@@ -631,7 +628,7 @@ mod tests {
     use crate::process::{Arrivals, ProcessSpec};
     use crate::testing::FixedLatencyDevice;
 
-    /// The essay's worked example: apache (server + 4 workers) then pagerank (8 threads) on
+    /// The essay's worked example: apache (server + 1 worker) then pagerank (8 threads) on
     /// arm8, threads placed round-robin in creation order, then the flusher, then the kblockd
     /// workers, one on each core.
     #[test]
@@ -651,11 +648,11 @@ mod tests {
         // Offline threads are runnable at t = 0 but none has run yet: still on its home core.
         assert_eq!(
             cores,
-            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 6, 7],
-            "server, 4 workers, 8 pagerank threads, flusher, a kblockd worker per core"
+            [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 0, 1, 2, 3, 4, 5, 6, 7],
+            "server, 1 worker, 8 pagerank threads, flusher, a kblockd worker per core"
         );
         assert_eq!(host.flush.thread as usize, host.threads.len() - 9);
-        assert_eq!(host.kblockd, (14..22).collect::<Vec<u32>>());
+        assert_eq!(host.kblockd, (11..19).collect::<Vec<u32>>());
     }
 
     /// A client sends no request at or after the run's end, its first one included: fixed

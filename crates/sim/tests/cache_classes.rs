@@ -101,8 +101,12 @@ preset = \"zssd\"
 partition = \"dynamic\"
 prefetch = \"ghost\"
 readahead_units = 0
+# apache as it ran before its knee calibration (four workers, 0.25 ms requests): the split's
+# epochs are counted for that access mix.
 [[process]]
 profile = \"apache\"
+threads = 4
+instructions_per_request = 500000
 [[process]]
 profile = \"pagerank\"
 ";

@@ -45,8 +45,11 @@ memory_bytes = 536870912
 reserved_bytes = 134217728
 [device]
 preset = \"zssd\"
+# imageserver as it ran before its knee calibration (four workers, 1 M instructions).
 [[process]]
 profile = \"imageserver\"
+threads = 4
+instructions_per_request = 1000000
 [[process]]
 profile = \"ungzip\"
 threads = 4

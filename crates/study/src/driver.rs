@@ -228,6 +228,10 @@ fn finish(
         shard,
         provenance: &record,
         published: rows.clone(),
+        findings: match shard {
+            Some(_) => None,
+            None => (def.findings)(&results),
+        },
         runs: scope.iter().map(|s| &results[&s.id]).collect(),
     };
     let text = serde_json::to_string_pretty(&json).expect("study.json serialises") + "\n";

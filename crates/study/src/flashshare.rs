@@ -77,6 +77,11 @@
 //! 5. Replicate spread (table): per service and stack, how many pairs' replicate p99s differ
 //!    by more than [`SPREAD_FLAG`]× and the widest ratio, so a reader sees where a median
 //!    still rests on luck.
+//! 6. Load-latency sweep: each online service alone under `vanilla` at 50–600 requests/s, its
+//!    mean and p99 against the rate (`knee`) and its knee, the rate at which the mean doubles
+//!    its low-load value (table "Load-latency sweep"; `study.json`'s
+//!    `findings.knee_requests_per_sec`). presets.md runs the services at 400/s as their knee;
+//!    `knee`'s essay defines it and says what is calibrated to it.
 //!
 //! ## The execution-time breakdown (report 4)
 //! In `exectime`'s essay: which spans of `summary.json` make each part of the bars, and why
@@ -86,6 +91,7 @@
 //! every figure is read back from the runs' `summary.json` and `timeseries.csv`.
 
 mod exectime;
+pub mod knee;
 
 use exectime::{exec_figures, exec_table};
 pub use exectime::{ExecOf, ExecPart, EXEC_PARTS};
@@ -266,6 +272,7 @@ pub fn runs(plan: &crate::Plan) -> Vec<RunSpec> {
             ));
         }
     }
+    out.extend(knee::runs(size, seed));
     out
 }
 
@@ -450,6 +457,7 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     figs.extend(pagerank_figures(results, size, seed));
     figs.extend(index_figures(results, size, seed));
     figs.extend(exec_figures(results, size, seed));
+    figs.push(knee::figure(results, size, seed));
     figs
 }
 
@@ -940,7 +948,13 @@ pub fn tables(results: &Results) -> Vec<(String, Table)> {
             ),
             cpu_table(results),
         ),
+        (knee::table_title(), knee::table(results)),
     ]
+}
+
+/// `study.json`'s `findings`: the online services' knees (report 6).
+pub fn findings(results: &Results) -> Option<serde_json::Value> {
+    Some(knee::findings(results))
 }
 
 fn pairs_table(results: &Results) -> Table {
@@ -1093,7 +1107,9 @@ mod tests {
         let runs = runs(&crate::Plan::new(Size::Quick, 1));
         assert_eq!(
             runs.len(),
-            STACKS.len() * ONLINE.len() * (OFFLINE.len() + 1) + CACHES.len() * OFFLINE.len()
+            STACKS.len() * ONLINE.len() * (OFFLINE.len() + 1)
+                + CACHES.len() * OFFLINE.len()
+                + ONLINE.len() * knee::RATES.len()
         );
         let mut ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
         ids.sort_unstable();
@@ -1111,8 +1127,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("{}: {e}", r.id));
             assert_eq!(cfg.host.name, HOST);
             assert_eq!(cfg.device.name, DEVICE);
-            assert_eq!(cfg.duration.as_ns(), QUICK_MS * 1_000_000);
-            let alone = r.id.ends_with(ALONE);
+            let sweep = r.id.starts_with("knee-");
+            let ms = if sweep { knee::QUICK_MS } else { QUICK_MS };
+            assert_eq!(cfg.duration.as_ns(), ms * 1_000_000, "{}", r.id);
+            let alone = sweep || r.id.ends_with(ALONE);
             assert_eq!(cfg.processes.len(), if alone { 1 } else { 2 }, "{}", r.id);
             if r.id.starts_with("cache-") {
                 assert_eq!(cfg.device.cache.readahead_units, 0, "{}", r.id);
@@ -1367,7 +1385,7 @@ mod tests {
         assert_eq!(mean_all(&[Some(1.0), None]), None);
         let empty = Results::new();
         let figs = figures(&empty, Size::Quick, 1);
-        assert_eq!(figs.len(), 15);
+        assert_eq!(figs.len(), 16);
         assert!(figs
             .iter()
             .all(|f| f.series.iter().all(|s| s.points.is_empty())));

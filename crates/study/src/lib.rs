@@ -136,6 +136,14 @@ pub struct StudyDef {
     pub tables: fn(&Results) -> Vec<(String, Table)>,
     /// Its outcomes in the terms of `reference/published.toml` ([`published`]).
     pub outcomes: fn(&Results) -> Vec<published::Simulated>,
+    /// Figures it derives from its runs beyond the published rows, recorded in `study.json`'s
+    /// `findings` (`flashshare`: the online services' knees); `None`: no such section.
+    pub findings: fn(&Results) -> Option<serde_json::Value>,
+}
+
+/// No `findings` section in `study.json`.
+pub fn no_findings(_: &Results) -> Option<serde_json::Value> {
+    None
 }
 
 /// No tables beyond the headline.
@@ -165,6 +173,7 @@ pub fn catalogue() -> Vec<StudyDef> {
             figures: ull::figures,
             headline: ull::headline,
             tables: no_tables,
+            findings: no_findings,
         },
         StudyDef {
             name: "fastdrain",
@@ -183,6 +192,7 @@ pub fn catalogue() -> Vec<StudyDef> {
             figures: fastdrain::figures,
             headline: fastdrain::headline,
             tables: no_tables,
+            findings: no_findings,
         },
         StudyDef {
             name: "flashshare",
@@ -205,6 +215,7 @@ pub fn catalogue() -> Vec<StudyDef> {
             figures: flashshare::figures,
             headline: flashshare::headline,
             tables: flashshare::tables,
+            findings: flashshare::findings,
         },
     ]
 }

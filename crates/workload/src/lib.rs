@@ -71,9 +71,10 @@ pub use job::{
     RandomMap, Reporting, RunUntil, RwPattern,
 };
 pub use profile::{
-    IoSizeModel, Profile, ProfileGenerator, ProfileKind, Provenance,
-    APACHE_INSTRUCTIONS_PER_REQUEST, ONLINE_REQUESTS_PER_SEC, PAGE_BYTES, PPM, PUBLISHED_PROFILES,
-    WRITEBACK_PROFILES,
+    IoSizeModel, Profile, ProfileGenerator, ProfileKind, Provenance, APACHE_INSTRUCTIONS_PER_IO,
+    APACHE_INSTRUCTIONS_PER_REQUEST, APACHE_UPDATE_INSTRUCTIONS_PER_REQUEST,
+    IMAGESERVER_INSTRUCTIONS_PER_REQUEST, ONLINE_REQUESTS_PER_SEC, ONLINE_WORKER_THREADS,
+    PAGE_BYTES, PPM, PUBLISHED_PROFILES, WRITEBACK_PROFILES,
 };
 pub use randmap::RandomMapWalk;
 pub use units::KbBase;

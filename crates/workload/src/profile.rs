@@ -18,22 +18,47 @@
 //! (one I/O every 1e9 / 5761 ≈ 173 580 instructions, 86.8 µs on a 2 GHz core),
 //! `seq_ratio_ppm = 860_000`.
 //!
-//! ## Compute per request of online services
-//! The table gives an online service's I/O per instruction, not its instructions per request. We
-//! tie a request's I/O *count* to the profile's rate at a reference of 1 M instructions per
-//! request (`host`'s `process` essay: 0.666 I/Os for apache), so the compute per request sets the
-//! service's I/O share of its response time and nothing else. One figure is published: `apache`'s
-//! device I/O is at least 19 % of its response time on an NVMe SSD. With the host's default of
-//! 1 M instructions (500 µs on a 2 GHz `arm8` core) apache's I/O is 11.2 % of its response time
-//! on `nvme-tlc` (599 µs mean, one read of ≈ 105 µs per 1.5 requests). Solving for the compute:
-//! with ≈ 70 µs of I/O per request (0.666 × 105 µs) and ≈ 30 µs of fixed network and hand-off
-//! costs, a share s needs compute = 70 / s − 100 µs; s = 19 % gives ≤ 268 µs, so we take
-//! [`APACHE_INSTRUCTIONS_PER_REQUEST`] = 500 k instructions (250 µs on `arm8`): the share a run
-//! gives is 19.5 % (`ullstack sim --system` with `seed = 1`, `duration_ms = 2000`, host `arm8`,
-//! device `nvme-tlc`, one `apache` process: 525 I/Os of 105.0 µs mean over 809 requests of
-//! 350.3 µs mean; `sim`'s test `apache_s_io_share_of_its_response_time_is_at_least_19_pct`
-//! pins it). No figure pins the other services: they take the host's
-//! `app.instructions_per_request`, and a process's own `instructions_per_request` key overrides
+//! ## How the online services are run: at their knee
+//! presets.md states that the online services run at 400 requests/s *because that is the knee
+//! of their load-latency curve*; it gives their I/O per instruction, not their work per request
+//! or their worker pool. Three numbers per service complete the profile, and the host turns
+//! them into a listener thread, a worker pool and requests (`host`'s `app` essay):
+//!
+//! * **Instructions between I/Os** ([`Profile::instructions_per_io`]): the profile's own rate
+//!   (10^9 / `ios_per_g_instr`), except `apache`, whose published device-I/O share pins it. One
+//!   figure is published: `apache`'s device I/O is at least 19 % of its response time on an NVMe
+//!   SSD. At the profile's rate (0.666 I/Os per M instructions) an `arm8` core (2 G
+//!   instructions/s) computes 750 µs per ≈ 70 µs of `nvme-tlc` I/O (0.666 × 105 µs): 8.5 %.
+//!   The published server retires instructions faster than `arm8`, so apache's I/Os are denser
+//!   per `arm8` instruction: one per [`APACHE_INSTRUCTIONS_PER_IO`] = 750 750 instructions
+//!   (375 µs of compute per 105 µs read) gives a request's work a 19–22 % I/O share at low load
+//!   (`sim`'s test `apache_s_io_share_of_its_response_time_is_at_least_19_pct`).
+//! * **Instructions per request** ([`Profile::instructions_per_request`]): the request's
+//!   compute, and with the I/O density its I/O count (`instructions_per_request /
+//!   instructions_per_io`: the request's I/Os come from the profile's I/O rate, so a heavier
+//!   request reads more, as a bigger page or image does). Nothing publishes it: it is
+//!   **calibrated to the knee at 400 requests/s (presets.md)**, per service, on the papers'
+//!   host (`arm8`, `zssd`, the vanilla stack, the service alone), with the knee defined as in
+//!   `study`'s `flashshare::knee` essay (the rate at which the mean response reaches twice its
+//!   low-load mean) and checked by its test `each_online_profile_s_knee_is_near_400_per_sec`.
+//! * **Worker threads** ([`Profile::worker_threads`]): [`ONLINE_WORKER_THREADS`] = 1, the pool
+//!   that brings the knee at 400/s closest to the published unloaded figures: with `c` workers a
+//!   knee at 400/s needs a request of about `c` × 1.5 ms (capacity `c / service`), so the
+//!   paper's apache-alone p99 of 0.8 ms (`motivation.apache_alone.p99`) is nearest with one;
+//!   four workers would need ≈ 7.5 ms requests (measured: 15 M instructions put apache's knee
+//!   between 400 and 500/s with four). This is a choice, not a fit: no value of it reaches
+//!   0.8 ms at the knee (one worker gives ≈ 2 ms mean, ≈ 7 ms p99 at 400/s alone), and the
+//!   paper publishes no pool size.
+//!
+//! Worked example, `apache`: 2.6 M instructions per request = 1.3 ms of compute on `arm8`, with
+//! 2.6 M / 750 750 = 3.46 reads of 24 KiB (≈ 26 µs each on `zssd`): ≈ 1.4 ms of work, so one
+//! worker saturates near 700 requests/s and the mean response doubles near 450/s (Poisson
+//! arrivals, M/G/1: the wait is ρ(1 + cv²)/(2(1 − ρ)) service times, one service time at
+//! ρ ≈ 0.65).
+//!
+//! The write-back study workloads keep the host's defaults (`app.instructions_per_request`,
+//! four workers, the profile's I/O rate): presets.md states the knee for the table's online
+//! services only. A process's own `threads` and `instructions_per_request` keys override
 //! either.
 //!
 //! ## Write-back study workloads: derived, not published
@@ -60,9 +85,24 @@ use rand::Rng;
 use crate::error::{GenError, ProfileError};
 use crate::generator::{below, IoReq, Op};
 
-/// `apache`'s compute per request, from its published device-I/O share ("Compute per request
-/// of online services" above).
-pub const APACHE_INSTRUCTIONS_PER_REQUEST: u64 = 500_000;
+/// `apache`'s mean instructions between two I/Os of a request, from its published device-I/O
+/// share (≥ 19 % on an NVMe SSD; "How the online services are run" above): the I/Os its
+/// profile makes per 10^6 instructions, made per 5 × 10^5 (10^9 / 666 × 500 000 / 10^6).
+pub const APACHE_INSTRUCTIONS_PER_IO: u64 = 1_000_000_000 / 666 * 500_000 / 1_000_000;
+
+/// Worker threads of each published online service: one ("How the online services are run"
+/// above: the pool that brings the knee at 400/s nearest the published unloaded response).
+pub const ONLINE_WORKER_THREADS: u32 = 1;
+
+/// `apache`'s instructions per request: calibrated to the knee at 400 requests/s (presets.md),
+/// on `arm8` + `zssd`, vanilla, alone, [`ONLINE_WORKER_THREADS`] workers.
+pub const APACHE_INSTRUCTIONS_PER_REQUEST: u64 = 3_000_000;
+/// `apache-update`'s instructions per request: calibrated to the knee at 400 requests/s
+/// (presets.md), as [`APACHE_INSTRUCTIONS_PER_REQUEST`].
+pub const APACHE_UPDATE_INSTRUCTIONS_PER_REQUEST: u64 = 3_200_000;
+/// `imageserver`'s instructions per request: calibrated to the knee at 400 requests/s
+/// (presets.md), as [`APACHE_INSTRUCTIONS_PER_REQUEST`].
+pub const IMAGESERVER_INSTRUCTIONS_PER_REQUEST: u64 = 3_000_000;
 
 /// Page granularity of profile I/O: sizes and offsets are multiples of it.
 pub const PAGE_BYTES: u64 = 4096;
@@ -103,10 +143,17 @@ pub struct Profile {
     pub ios_per_g_instr: u64,
     /// Fraction of I/Os that continue where the previous one ended, in parts per million.
     pub seq_ratio_ppm: u32,
-    /// Online services: instructions a worker executes per request, where a published figure
-    /// pins it (`apache`: see "Compute per request" above); `None` leaves it to the host
-    /// (`app.instructions_per_request`). Offline jobs: `None`.
+    /// Online services: instructions a worker executes per request, calibrated to the knee at
+    /// 400 requests/s (presets.md; "How the online services are run" above); `None` leaves it
+    /// to the host (`app.instructions_per_request`). Offline jobs: `None`.
     pub instructions_per_request: Option<u64>,
+    /// Online services: mean instructions between two of a worker's I/Os where a published
+    /// figure pins it (`apache`'s I/O share); `None`: the profile's own rate
+    /// ([`Profile::mean_instructions_between_ios`]).
+    pub instructions_per_io: Option<u64>,
+    /// Online services: worker threads behind the listener ([`ONLINE_WORKER_THREADS`] for the
+    /// published ones); `None` leaves it to the host's default. Offline jobs: `None`.
+    pub worker_threads: Option<u32>,
     pub provenance: Provenance,
 }
 
@@ -128,18 +175,33 @@ const fn published(
         ios_per_g_instr,
         seq_ratio_ppm,
         instructions_per_request: None,
+        instructions_per_io: None,
+        worker_threads: None,
         provenance: Provenance::Published,
     }
 }
 
-/// A write-back study workload from a published profile: its I/O shape, not its compute per
-/// request (the published share that pins `apache`'s was measured on its own requests, not on
-/// these; they keep the host's default, as before the share was applied).
+/// A write-back study workload from a published profile: its I/O shape, not how the service
+/// is run (the share that pins `apache`'s I/O density and the knee that pins the services'
+/// compute were measured on the published services' own requests, not on these; they keep the
+/// host's defaults).
 const fn derived(base: Profile, name: &'static str, from: &'static str) -> Profile {
     Profile {
         name,
         provenance: Provenance::Derived { from },
         instructions_per_request: None,
+        instructions_per_io: None,
+        worker_threads: None,
+        ..base
+    }
+}
+
+/// A published online service run as the papers ran it: `instructions_per_request` (calibrated
+/// to the knee) on [`ONLINE_WORKER_THREADS`] workers.
+const fn service(base: Profile, instructions_per_request: u64) -> Profile {
+    Profile {
+        instructions_per_request: Some(instructions_per_request),
+        worker_threads: Some(ONLINE_WORKER_THREADS),
         ..base
     }
 }
@@ -157,11 +219,20 @@ const UNGZIP: Profile = published("ungzip", Offline, 96_000, 580, 76, 790_000);
 const WC_GNU: Profile = published("wc-gnu", Offline, 1_000_000, 268, 170, 750_000);
 const WC: Profile = published("wc", Offline, 999_000, 25, 548, 890_000);
 const APACHE: Profile = Profile {
-    instructions_per_request: Some(APACHE_INSTRUCTIONS_PER_REQUEST),
-    ..published("apache", Online, 999_000, 24, 666, 110_000)
+    instructions_per_io: Some(APACHE_INSTRUCTIONS_PER_IO),
+    ..service(
+        published("apache", Online, 999_000, 24, 666, 110_000),
+        APACHE_INSTRUCTIONS_PER_REQUEST,
+    )
 };
-const APACHE_UPDATE: Profile = published("apache-update", Online, 476_000, 27, 1_205, 130_000);
-const IMAGESERVER: Profile = published("imageserver", Online, 990_000, 12, 5_761, 860_000);
+const APACHE_UPDATE: Profile = service(
+    published("apache-update", Online, 476_000, 27, 1_205, 130_000),
+    APACHE_UPDATE_INSTRUCTIONS_PER_REQUEST,
+);
+const IMAGESERVER: Profile = service(
+    published("imageserver", Online, 990_000, 12, 5_761, 860_000),
+    IMAGESERVER_INSTRUCTIONS_PER_REQUEST,
+);
 
 /// The 13 published per-process profiles (presets.md), in table order.
 pub const PUBLISHED_PROFILES: [Profile; 13] = [
@@ -222,6 +293,13 @@ impl Profile {
             self.name
         );
         1_000_000_000 / self.ios_per_g_instr
+    }
+
+    /// Mean instructions between two of an online worker's I/Os: the published figure that
+    /// pins it, else the profile's rate.
+    pub fn online_instructions_per_io(&self) -> u64 {
+        self.instructions_per_io
+            .unwrap_or_else(|| self.mean_instructions_between_ios())
     }
 }
 
