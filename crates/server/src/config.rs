@@ -54,7 +54,7 @@
 //! `[limits]` max_connections, max_connections_per_tenant, max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms, max_unauthenticated_connections,
-//! max_unauthenticated_per_source, accepts_per_source_per_sec; `[qos]` scheduler, profile (name) | `[qos.profile]`
+//! max_unauthenticated_per_source, accepts_per_source_per_sec, max_open_sessions_per_source; `[qos]` scheduler, profile (name) | `[qos.profile]`
 //! (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
@@ -359,6 +359,12 @@ pub struct LimitsConfig {
     /// 0: unlimited), so a reconnect loop cannot keep the acceptor busy.
     #[serde(default = "default_accepts_per_source_per_sec")]
     pub accepts_per_source_per_sec: u32,
+    /// Sessions of an open tenant (no secret) one source (an IPv4 address, an IPv6 /64) may
+    /// hold; absent: a quarter of `max_connections_per_tenant`, at most 64. Anyone is an open
+    /// tenant, so without it one address's idle sessions took the whole tenant cap
+    /// ([`crate::sessions`]).
+    #[serde(default)]
+    pub max_open_sessions_per_source: Option<usize>,
 }
 
 impl LimitsConfig {
@@ -368,7 +374,21 @@ impl LimitsConfig {
         self.max_unauthenticated_connections
             .unwrap_or((self.max_connections / 4).max(1))
     }
+
+    /// `max_open_sessions_per_source` in force (its default: a quarter of
+    /// `max_connections_per_tenant`, at least 1 and at most
+    /// [`DEFAULT_MAX_OPEN_SESSIONS_PER_SOURCE`]).
+    pub fn open_sessions_per_source(&self) -> usize {
+        self.max_open_sessions_per_source.unwrap_or(
+            (self.max_connections_per_tenant / 4).clamp(1, DEFAULT_MAX_OPEN_SESSIONS_PER_SOURCE),
+        )
+    }
 }
+
+/// 64: the most sessions of an open tenant one source holds by default. A host running fio
+/// with a few dozen jobs or nbdcopy's 4 connections fits; 16 sources are needed to fill the
+/// default 1,000-session cap, where one did before.
+pub const DEFAULT_MAX_OPEN_SESSIONS_PER_SOURCE: usize = 64;
 
 /// 64: a NAT or a host running many NBD clients opens a few dozen handshakes at once; an
 /// attacker on one address holds no more.
@@ -451,6 +471,7 @@ impl Default for LimitsConfig {
             max_unauthenticated_connections: None,
             max_unauthenticated_per_source: default_max_unauthenticated_per_source(),
             accepts_per_source_per_sec: default_accepts_per_source_per_sec(),
+            max_open_sessions_per_source: None,
         }
     }
 }
@@ -980,6 +1001,18 @@ impl ServerConfig {
                     format!(
                         "1..=limits.max_connections ({}); fewer leaves authenticated tenants room",
                         l.max_connections
+                    ),
+                ));
+            }
+        }
+        if let Some(n) = l.max_open_sessions_per_source {
+            if n == 0 || n > l.max_connections_per_tenant {
+                return Err(invalid(
+                    "limits.max_open_sessions_per_source",
+                    n,
+                    format!(
+                        "1..=limits.max_connections_per_tenant ({})",
+                        l.max_connections_per_tenant
                     ),
                 ));
             }

@@ -30,7 +30,8 @@
 //! | | [`tls`] | TLS (OpenSSL, PSK and certificates) over in-memory pipes: the socket hook |
 //! | storage | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
 //! | | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
-//! | shared | [`shared`] | the state every thread reads: volumes, tenants, exports, control plane, run state |
+//! | shared | [`sessions`] | sessions per tenant, and per source for open tenants |
+//! | | [`shared`] | the state every thread reads: volumes, tenants, exports, control plane, run state |
 //! | connections | [`conn`] | connection identity, output queue and writev, requests, the decode context |
 //! | protocols | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
 //! | | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
@@ -74,6 +75,7 @@ pub mod sched;
 pub mod conn;
 pub mod native;
 pub mod nbd;
+pub mod sessions;
 pub mod shared;
 pub mod worker;
 // Control threads and process glue.

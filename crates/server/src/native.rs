@@ -48,6 +48,7 @@ use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict}
 use crate::inbuf::InBuf;
 use crate::latency::LatencyWindow;
 use crate::sched::{Flow, SchedShare};
+use crate::sessions::SessionSlot;
 use crate::shared::Shared;
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
 
@@ -63,6 +64,8 @@ struct SessionFlow {
 /// An authenticated session.
 struct Authed {
     tenant: TenantId,
+    /// The tenant's session slot, given back at close.
+    session: SessionSlot,
     volume: VolumeId,
     flows: Vec<SessionFlow>,
     next_handle: u32,
@@ -384,15 +387,20 @@ impl NativeSession {
             Some(crate::config::Access::ReadWrite) => wire::Access::ReadWrite,
             _ => wire::Access::ReadOnly,
         };
-        if !ctx.shared.acquire_tenant_connection(tenant_id) {
-            ctx.shared.metrics.tenant_connection_refused(&tenant.name);
-            let message = format!(
-                "tenant {:?} already holds limits.max_connections_per_tenant ({}) connections",
-                tenant.name, ctx.shared.config.limits.max_connections_per_tenant
-            );
-            reply_error(core, Opcode::Hello, Status::Busy, cookie, 0, &message);
-            return;
-        }
+        let session = match ctx
+            .shared
+            .sessions
+            .acquire(tenant_id, core.peer.map(|a| a.ip()))
+        {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                ctx.shared.metrics.tenant_connection_refused(&tenant.name);
+                let message = refusal.explain(&tenant.name, &ctx.shared.config.limits);
+                tracing::info!(target: "audit", peer = %Peer(core.peer), "HELLO refused: {message}");
+                reply_error(core, Opcode::Hello, Status::Busy, cookie, 0, &message);
+                return;
+            }
+        };
         let geometry = ctx.shared.volume(volume).geometry;
         let body = wire::HelloReply {
             session_id: ctx.shared.next_session_id(),
@@ -406,6 +414,7 @@ impl NativeSession {
         core.authenticated(ctx.shared);
         self.authed = Some(Authed {
             tenant: tenant_id,
+            session,
             volume,
             flows: Vec::new(),
             next_handle: 1,
@@ -665,7 +674,7 @@ impl NativeSession {
         unsent: &mut Vec<qos::RequestId>,
     ) {
         if let Some(authed) = self.authed.take() {
-            shared.release_tenant_connection(authed.tenant);
+            shared.sessions.release(authed.session);
             for f in authed.flows {
                 sched.detach(f.flow, unsent);
                 shared.lock_control().unregister(f.qos.id());

@@ -71,10 +71,11 @@ use proto::Decode;
 
 use crate::backend::{AllocRun, Fua, StorageOp};
 use crate::config::Access;
-use crate::conn::{class_of, Closing, ConnCore, Ctx, ReplyTo, Req, Verdict};
+use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
 use crate::inbuf::InBuf;
 use crate::latency::LatencyWindow;
 use crate::sched::Flow;
+use crate::sessions::SessionSlot;
 use crate::shared::{RunState, Shared};
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
 use crate::tls::TlsConn;
@@ -89,6 +90,8 @@ pub const PREFERRED_BLOCK_BYTES: u32 = 4096;
 /// The export a connection entered transmission with.
 pub struct Bound {
     tenant: TenantId,
+    /// The tenant's session slot, given back at close.
+    session: SessionSlot,
     volume: VolumeId,
     flags: TransmissionFlags,
     size_bytes: u64,
@@ -185,11 +188,12 @@ impl NbdSession {
         NbdSession::Handshake(Box::new(Handshake::new(HandshakeLimits::default())))
     }
 
-    /// Returns the tenant's connection slot of a session in transmission.
+    /// Returns the tenant's session slot of a session in transmission.
     pub fn close(&mut self, shared: &Shared) {
-        if let NbdSession::Transmission(bound) = self {
-            shared.release_tenant_connection(bound.tenant);
-            *self = NbdSession::new();
+        if let NbdSession::Transmission(_) = self {
+            if let NbdSession::Transmission(bound) = std::mem::take(self) {
+                shared.sessions.release(bound.session);
+            }
         }
     }
 
@@ -278,7 +282,9 @@ fn handshake(
         };
         input.consume(step.consumed_bytes);
         let event = match step.event {
-            Some(HandshakeEvent::ExportRequested(query)) => answer(hs, &query, ctx, identity),
+            Some(HandshakeEvent::ExportRequested(query)) => {
+                answer(hs, &query, ctx, identity, core.peer)
+            }
             Some(HandshakeEvent::ListRequested) => {
                 let list: Vec<(&str, &str)> = ctx
                     .shared
@@ -302,16 +308,21 @@ fn handshake(
                 let Some(flow) = ctx.default_flow(tenant) else {
                     return Err("nbd_export_without_flow");
                 };
-                if !ctx.shared.acquire_tenant_connection(tenant) {
+                let Ok(session) = ctx
+                    .shared
+                    .sessions
+                    .acquire(tenant, core.peer.map(|a| a.ip()))
+                else {
                     // Raced past the check in `answer`: nothing sensible to say any more.
                     let name = &ctx.shared.tenants.get(tenant).name;
                     ctx.shared.metrics.tenant_connection_refused(name);
                     return Err("nbd_tenant_connection_limit");
-                }
+                };
                 core.authenticated(ctx.shared);
                 return Ok(Outcome::Bound(Bound {
                     negotiated: hs.negotiated(),
                     tenant,
+                    session,
                     volume: export.volume,
                     flags: info.flags,
                     size_bytes: info.size_bytes,
@@ -352,6 +363,7 @@ fn answer(
     query: &ExportQuery,
     ctx: &mut Ctx<'_>,
     identity: Option<&str>,
+    peer: Option<std::net::SocketAddr>,
 ) -> Option<HandshakeEvent> {
     let forbidden = ctx
         .shared
@@ -376,16 +388,23 @@ fn answer(
         match export_info(ctx.shared, &query.name) {
             Some(info) => {
                 let tenant = ctx.shared.export_by_name(&query.name).map(|e| e.tenant);
-                match tenant.filter(|t| !ctx.shared.tenant_connection_free(*t)) {
-                    Some(t) => {
+                let refused = tenant.and_then(|t| {
+                    let refusal = ctx.shared.sessions.check(t, peer.map(|a| a.ip())).err()?;
+                    Some((t, refusal))
+                });
+                match refused {
+                    Some((t, refusal)) => {
                         let name = &ctx.shared.tenants.get(t).name;
                         ctx.shared.metrics.tenant_connection_refused(name);
+                        let message = refusal.explain(name, &ctx.shared.config.limits);
+                        tracing::info!(
+                            target: "audit",
+                            peer = %Peer(peer),
+                            "NBD export refused: {message}"
+                        );
                         Err(ExportRefusal {
                             kind: RefusalKind::Policy,
-                            message: format!(
-                                "tenant {name:?} already holds limits.max_connections_per_tenant ({}) connections",
-                                ctx.shared.config.limits.max_connections_per_tenant
-                            ),
+                            message,
                         })
                     }
                     None => Ok(info),

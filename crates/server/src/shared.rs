@@ -29,6 +29,7 @@ use crate::handshakes::HandshakeBudget;
 use crate::latency::LatencyWindow;
 use crate::memory::MemoryLedger;
 use crate::metrics::{Metrics, TenantMetrics};
+use crate::sessions::Sessions;
 use crate::tenant::{TenantId, Tenants, VolumeGeometry, VolumeId};
 use crate::throttle::AuthThrottle;
 
@@ -189,8 +190,9 @@ pub struct Shared {
     pub tenant_metrics: Vec<TenantMetrics>,
     state: AtomicU8,
     pub open_connections: AtomicUsize,
-    /// Open connections of each config tenant (bound by HELLO or an NBD export).
-    pub tenant_connections: Vec<AtomicUsize>,
+    /// Sessions of each config tenant (bound by HELLO or an NBD export), and of open tenants
+    /// per source ([`crate::sessions`]).
+    pub sessions: Sessions,
     /// Bytes clients make the server hold, against `limits.max_memory_bytes`.
     pub memory: MemoryLedger,
     /// Wrong-secret back-off per source address.
@@ -382,7 +384,11 @@ impl Shared {
         let metrics = Arc::new(Metrics::new());
         metrics.set_rate_scale_ppm(control.rate_scale_ppm());
         let tenant_metrics = tenants.iter().map(|t| metrics.tenant(&t.name)).collect();
-        let tenant_connections = (0..tenants.len()).map(|_| AtomicUsize::new(0)).collect();
+        let sessions = Sessions::new(
+            &tenants,
+            config.limits.max_connections_per_tenant,
+            config.limits.open_sessions_per_source(),
+        );
         let tls = match &config.tls {
             Some(t) => Some(Arc::new(crate::tls::TlsServer::from_config(t)?)),
             None => None,
@@ -400,7 +406,7 @@ impl Shared {
             tenant_metrics,
             state: AtomicU8::new(RunState::Running as u8),
             open_connections: AtomicUsize::new(0),
-            tenant_connections,
+            sessions,
             memory: MemoryLedger::new(config.limits.max_memory_bytes.0),
             auth_throttle: Mutex::new(AuthThrottle::default()),
             handshakes: Mutex::new(HandshakeBudget::new(
@@ -410,33 +416,6 @@ impl Shared {
             next_session_id: AtomicU64::new(1),
             config,
         })
-    }
-
-    /// Takes one of tenant `t`'s connection slots; false if it holds
-    /// `limits.max_connections_per_tenant` already.
-    pub fn acquire_tenant_connection(&self, t: TenantId) -> bool {
-        let limit = self.config.limits.max_connections_per_tenant;
-        let count = &self.tenant_connections[t.0 as usize];
-        if count.fetch_add(1, Ordering::AcqRel) >= limit {
-            count.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        true
-    }
-
-    /// Whether tenant `t` has a connection slot free (a hint for the NBD option phase).
-    pub fn tenant_connection_free(&self, t: TenantId) -> bool {
-        self.tenant_connections[t.0 as usize].load(Ordering::Acquire)
-            < self.config.limits.max_connections_per_tenant
-    }
-
-    /// Returns a slot taken by [`Shared::acquire_tenant_connection`].
-    pub fn release_tenant_connection(&self, t: TenantId) {
-        let old = self.tenant_connections[t.0 as usize].fetch_sub(1, Ordering::AcqRel);
-        assert!(
-            old > 0,
-            "tenant {t:?} released a connection it did not hold"
-        );
     }
 
     /// A connection the acceptor handed over was dropped before a worker adopted it: its

@@ -293,3 +293,66 @@ fn handshakes_are_served_at_the_memory_limit() {
     assert_eq!(nbd.join().ok(), Some(Ok(())), "NBD handshake");
     assert!(shared.memory.over_limit(), "the limit still held");
 }
+
+/// The quick start's open tenant (no secret) with its session cap scaled down from 1,000 to
+/// `CAP`: idle NBD sessions from one address, as many as the whole cap, leave room for a
+/// client from another address (NBD and own protocol). Before the fix the first address held
+/// every session and the others were refused until its sessions' idle timeout (300 s).
+#[test]
+fn idle_sessions_from_one_address_do_not_lock_others_out_of_the_open_tenant() {
+    const CAP: usize = 40;
+    let mut config = server::config::ServerConfig::quick_start(
+        server::config::ByteSize(8 << 20),
+        "127.0.0.1:0".parse().ok(),
+        "127.0.0.1:0".parse().ok(),
+    );
+    config.limits.max_connections_per_tenant = CAP;
+    let s = server::start(config).expect("quick start config starts");
+    let nbd = s.addrs.nbd.expect("nbd");
+    let native = s.addrs.native.expect("native");
+    let mut hog = Vec::new();
+    let mut refused = 0;
+    for _ in 0..CAP {
+        match RawNbd::over(connect_from("127.0.0.1", nbd).expect("connect"), "default") {
+            Ok(c) => hog.push(c),
+            Err(_) => refused += 1,
+        }
+    }
+    let held = hog.len();
+    let other = RawNbd::over(connect_from("127.0.0.2", nbd).expect("connect"), "default");
+    assert!(
+        other.is_ok(),
+        "127.0.0.1 holds {held} idle sessions ({refused} refused) and an NBD client from 127.0.0.2 is refused: {:?}",
+        other.err()
+    );
+    let mut c = RawNative::over(connect_from("127.0.0.3", native).expect("connect"));
+    let reply = c.hello("open", "any secret at all", "default");
+    assert_eq!(
+        reply.status,
+        Status::Ok,
+        "HELLO from 127.0.0.3 while 127.0.0.1 holds {held} sessions: {}",
+        String::from_utf8_lossy(&reply.payload)
+    );
+    assert!(held < CAP && refused > 0, "one address took the whole cap");
+}
+
+/// Tenants with a secret are not capped per address: their clients proved who they are, and
+/// one host running many of them (a NAT, a hypervisor) gets the tenant's whole cap.
+#[test]
+fn a_tenant_with_a_secret_gets_its_whole_cap_from_one_address() {
+    const CAP: usize = 24;
+    let toml = standard_config(&memory_backend("8MiB"), "on").replace(
+        "[dataplane]",
+        &format!("[limits]\nmax_connections_per_tenant = {CAP}\n\n[dataplane]"),
+    );
+    let s = start(&toml);
+    let nbd = s.addrs.nbd.expect("nbd");
+    let sessions: Vec<RawNbd> = (0..CAP)
+        .map(|n| RawNbd::connect(nbd, "default").unwrap_or_else(|e| panic!("session {n}: {e}")))
+        .collect();
+    assert!(
+        RawNbd::connect(nbd, "default").is_err(),
+        "the tenant's cap still holds"
+    );
+    drop(sessions);
+}

@@ -145,6 +145,11 @@ impl ServerConfig {
             out,
             "accepts_per_source_per_sec = {}",
             l.accepts_per_source_per_sec
+        )?;
+        writeln!(
+            out,
+            "max_open_sessions_per_source = {}",
+            l.open_sessions_per_source()
         )
     }
 

@@ -199,7 +199,11 @@ pub struct RawReply {
 
 impl RawNative {
     pub fn connect(addr: SocketAddr) -> RawNative {
-        let stream = TcpStream::connect(addr).expect("connect to own protocol");
+        RawNative::over(TcpStream::connect(addr).expect("connect to own protocol"))
+    }
+
+    /// A client over a stream the caller connected (from another source address, say).
+    pub fn over(stream: TcpStream) -> RawNative {
         stream.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
         stream.set_nodelay(true).expect("nodelay");
         RawNative {
@@ -313,7 +317,13 @@ impl RawNbd {
     /// Connects and runs the client handshake of `proto::nbd::client` (GO with a
     /// BLOCK_SIZE info request, simple replies).
     pub fn connect(addr: SocketAddr, export: &str) -> Result<RawNbd, String> {
-        let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        let s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        RawNbd::over(s, export)
+    }
+
+    /// The same handshake over a stream the caller connected (from another source address,
+    /// say).
+    pub fn over(mut s: TcpStream, export: &str) -> Result<RawNbd, String> {
         s.set_read_timeout(Some(IO_TIMEOUT))
             .map_err(|e| e.to_string())?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
