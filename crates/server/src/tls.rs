@@ -288,6 +288,7 @@ impl TlsServer {
             identity_index: self.identity_index,
             psk_index: self.psk_index,
             scratch: Vec::new(),
+            owes_record: false,
         })
     }
 }
@@ -348,6 +349,9 @@ pub struct TlsConn {
     identity_index: Index<Ssl, String>,
     psk_index: Index<Ssl, PskAttempt>,
     scratch: Vec<u8>,
+    /// The client sent bytes that have not become plaintext yet: part of a record, or records
+    /// of a handshake message not yet whole ([`TlsConn::owes_record`]).
+    owes_record: bool,
 }
 
 /// The TLS session failed (handshake refused, bad record): close the connection after sending
@@ -396,6 +400,15 @@ impl TlsConn {
         self.pending_output() > 0
     }
 
+    /// Whether the client owes the rest of what it started sending: the last bytes it sent
+    /// have not become plaintext (nor finished the handshake) yet — part of a record, say.
+    /// Such bytes never reach the connection's input buffer, so the request deadline
+    /// (`limits.request_timeout_ms`) asks this too: a record trickled a byte at a time is
+    /// timed out like a frame trickled in clear, not kept alive by the idle timer.
+    pub fn owes_record(&self) -> bool {
+        self.owes_record
+    }
+
     /// Bytes waiting for the socket.
     pub fn pending_output(&self) -> usize {
         self.stream.get_ref().pending_output()
@@ -428,9 +441,14 @@ impl TlsConn {
 
     /// Feeds what the pipe holds to OpenSSL. `Ok(false)`: the peer sent close_notify.
     pub fn advance(&mut self, input: &mut InBuf) -> Result<bool, TlsFailed> {
+        // Bytes fed now owe plaintext until some comes of them (or the handshake finishes).
+        self.owes_record = true;
         if !self.established {
             match self.stream.accept() {
-                Ok(()) => self.established = true,
+                Ok(()) => {
+                    self.established = true;
+                    self.owes_record = false;
+                }
                 Err(e) if wants_io(e.code()) => return Ok(true),
                 Err(e) => return Err(TlsFailed(format!("handshake failed: {e}"))),
             }
@@ -439,7 +457,10 @@ impl TlsConn {
         loop {
             match self.stream.ssl_read(&mut plain) {
                 Ok(0) => return Ok(false),
-                Ok(k) => input.extend_from_slice(&plain[..k]),
+                Ok(k) => {
+                    input.extend_from_slice(&plain[..k]);
+                    self.owes_record = false;
+                }
                 Err(e) if e.code() == ErrorCode::ZERO_RETURN => return Ok(false),
                 Err(e) if wants_io(e.code()) => return Ok(true),
                 Err(e) => return Err(TlsFailed(format!("record: {e}"))),

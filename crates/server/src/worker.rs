@@ -568,14 +568,19 @@ impl Worker {
     /// Starts, keeps or clears connection `i`'s request deadline: from the first time its
     /// input was seen holding part of a frame, until a frame is completed (see
     /// `limits.request_timeout_ms`; any byte resets the idle timer, this one only a whole
-    /// frame).
+    /// frame). On TLS, bytes that have not become plaintext yet (part of a record) are part of
+    /// a frame too, unless a whole frame waits to be decoded (then the server, not the client,
+    /// is behind).
     fn note_partial(&mut self, i: usize, now: u64) {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
         let consumed = conn.input.consumed_total_bytes();
+        let whole_frame_waits =
+            conn.input.pending_bytes() > 0 && conn.input.pending_bytes() >= conn.input.want_bytes;
+        let owes_record = conn.tls.as_ref().is_some_and(|t| t.owes_record()) && !whole_frame_waits;
         conn.core.partial_since = match conn.core.partial_since {
-            _ if !conn.input.incomplete_frame() => None,
+            _ if !conn.input.incomplete_frame() && !owes_record => None,
             Some((at, since)) if at == consumed => Some((at, since)),
             _ => Some((consumed, now)),
         };

@@ -356,3 +356,119 @@ fn a_tenant_with_a_secret_gets_its_whole_cap_from_one_address() {
     );
     drop(sessions);
 }
+
+/// A TLS-PSK key for identity alice (the test's own; any 32 bytes).
+const ALICE_PSK_HEX: &str = "6b9b0c9a1e3f5d7c2a4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4";
+
+/// A TCP stream that, once `slow` is set, sends one byte per `TRICKLE_GAP` and fails after
+/// `TRICKLE_FOR`: a TLS client over it trickles its records.
+#[derive(Debug)]
+struct Trickler {
+    tcp: std::net::TcpStream,
+    slow_since: Option<Instant>,
+}
+
+impl Read for Trickler {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.tcp.read(buf)
+    }
+}
+
+impl Write for Trickler {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let Some(since) = self.slow_since else {
+            return self.tcp.write(buf);
+        };
+        if since.elapsed() > TRICKLE_FOR {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        std::thread::sleep(TRICKLE_GAP);
+        self.tcp.write(&buf[..buf.len().min(1)])
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+/// Own protocol over TLS-PSK: after HELLO, a WRITE whose TLS records are trickled a byte per
+/// 25 ms is closed at the request deadline. Its bytes never become plaintext (the first
+/// record is never whole), so the input buffer holds nothing; before the fix only the idle
+/// timer bounded it, and every byte reset that.
+#[test]
+fn a_tls_record_trickled_after_hello_is_closed_at_its_deadline() {
+    use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+    let keys = TempFile::new("lockout-psk");
+    std::fs::write(&keys.0, format!("alice:{ALICE_PSK_HEX}\n")).expect("key file");
+    let mut toml = standard_config(&memory_backend("8MiB"), "on").replace(
+        "[dataplane]",
+        &format!("[limits]\nrequest_timeout_ms = {REQUEST_TIMEOUT_MS}\n\n[dataplane]"),
+    );
+    toml.push_str(&format!("\n[tls]\npsk_file = \"{}\"\n", keys.0.display()));
+    let s = start(&toml);
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
+    connector.set_verify(SslVerifyMode::NONE);
+    connector
+        .set_cipher_list("ECDHEPSK:PSK")
+        .expect("PSK suites");
+    connector.set_psk_client_callback(|_, _hint, identity, psk| {
+        let id = b"alice\0";
+        identity[..id.len()].copy_from_slice(id);
+        let key: Vec<u8> = (0..ALICE_PSK_HEX.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&ALICE_PSK_HEX[i..i + 2], 16).unwrap_or(0))
+            .collect();
+        psk[..key.len()].copy_from_slice(&key);
+        Ok(key.len())
+    });
+    let tcp = std::net::TcpStream::connect(s.addrs.native.expect("native")).expect("connect");
+    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let mut config = connector.build().configure().expect("configure");
+    config.set_verify_hostname(false);
+    let trickler = Trickler {
+        tcp,
+        slow_since: None,
+    };
+    let mut tls = config
+        .connect("localhost", trickler)
+        .expect("TLS-PSK handshake");
+    let body = proto::wire::HelloBody {
+        tenant: "alice",
+        secret: b"alice-secret",
+        volume: "vol",
+    };
+    let mut payload = Vec::new();
+    body.encode_into(&mut payload).expect("hello body");
+    let mut hello = RequestHeader::hello(1, payload.len() as u32)
+        .encode()
+        .to_vec();
+    hello.extend_from_slice(&payload);
+    tls.write_all(&hello).expect("HELLO");
+    let mut head = [0u8; proto::wire::REPLY_HEADER_BYTES];
+    tls.read_exact(&mut head).expect("HELLO reply");
+    let reply = match proto::wire::decode_reply_header(&head, 1 << 20) {
+        Ok(proto::Decode::Done { frame, .. }) => frame,
+        other => panic!("bad reply header: {other:?}"),
+    };
+    assert_eq!(reply.status, Status::Ok, "HELLO over TLS");
+    let mut rest = vec![0u8; reply.payload_len as usize];
+    tls.read_exact(&mut rest).expect("HELLO reply body");
+
+    let mut frame = RequestHeader::write(2, 0, 0, 65536, WriteMode::WriteBack)
+        .encode()
+        .to_vec();
+    frame.extend_from_slice(&[7u8; 65536]);
+    let started = Instant::now();
+    tls.get_mut().slow_since = Some(started);
+    let sent = tls.write_all(&frame);
+    let after = started.elapsed();
+    match sent {
+        Ok(()) => panic!("a 64 KiB WRITE trickled a byte per {TRICKLE_GAP:?} went through"),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            panic!("a TLS record trickled for {TRICKLE_FOR:?} was never timed out")
+        }
+        Err(_) => assert!(
+            after >= Duration::from_millis(REQUEST_TIMEOUT_MS),
+            "closed after {after:?}, before the deadline"
+        ),
+    }
+}
