@@ -32,6 +32,7 @@ use crate::backend::{StorageError, StorageOp};
 use crate::buf::{BufPool, IoBuf};
 use crate::config::LimitsConfig;
 use crate::latency::LatencyWindow;
+use crate::memory::Charge;
 use crate::sched::{Flow, SchedShare};
 use crate::shared::{RunState, Shared};
 use crate::slab::Slab;
@@ -154,8 +155,10 @@ pub struct ConnCore {
     /// Payload bytes of requests decoded and not yet completed.
     pub inflight_bytes: u64,
     /// This connection's charge as last published to the server's memory ledger.
-    pub published_bytes: u64,
-    /// Not read only because of the server-wide memory limit (listed in the worker's
+    pub published: Charge,
+    /// The tenant its memory is charged to, from authentication on ([`crate::memory`]).
+    pub memory_owner: Option<TenantId>,
+    /// Not read only because its tenant is at its memory budget (listed in the worker's
     /// `memory_paused`).
     pub memory_paused: bool,
     pub closing: Closing,
@@ -198,7 +201,8 @@ impl ConnCore {
             out_bytes: 0,
             inflight_reqs: 0,
             inflight_bytes: 0,
-            published_bytes: 0,
+            published: Charge::ZERO,
+            memory_owner: None,
             memory_paused: false,
             closing: Closing::Open,
             epoll_events: 0,
@@ -210,20 +214,29 @@ impl ConnCore {
         }
     }
 
-    /// The connection authenticated (HELLO succeeded, or NBD entered transmission): no
-    /// handshake deadline any more, and its unauthenticated slot goes back.
-    pub fn authenticated(&mut self, shared: &Shared) {
+    /// The connection authenticated as `tenant` (HELLO succeeded, or NBD entered
+    /// transmission): no handshake deadline any more, its unauthenticated slot goes back, and
+    /// what it holds is charged to the tenant from now on.
+    pub fn authenticated(&mut self, shared: &Shared, tenant: TenantId) {
         self.handshake_deadline_ns = None;
         self.release_handshake_slot(shared);
+        assert!(
+            self.memory_owner.is_none(),
+            "a connection authenticated twice"
+        );
+        shared.memory.assign(tenant, self.published);
+        self.memory_owner = Some(tenant);
     }
 
-    /// Whether the server-wide memory limit stops this connection: only authenticated ones are
-    /// stopped. A handshake holds little (its input buffer, a HELLO reply or option replies)
-    /// and there are at most `limits.max_unauthenticated_connections` of them, so new clients
-    /// are still let in and authenticated while the limit holds the connections that filled
-    /// it (issue 29: at the limit no connection was read, new ones included).
+    /// Whether memory stops this connection: its tenant is at its budget
+    /// ([`crate::memory`]). Handshakes are never stopped: they hold little (an input buffer, a
+    /// HELLO reply or option replies) and there are at most
+    /// `limits.max_unauthenticated_connections` of them, so new clients are let in while a
+    /// tenant's clients that never read hold its budget; other tenants are not stopped by it
+    /// (issue 29: at the server-wide limit no connection was read, new ones included).
     pub fn memory_limited(&self, shared: &Shared) -> bool {
-        !self.unauthenticated && shared.memory.over_limit()
+        self.memory_owner
+            .is_some_and(|t| shared.memory.tenant_stopped(t))
     }
 
     /// Gives back the unauthenticated slot, once (authenticated or closing).
@@ -452,9 +465,17 @@ impl Ctx<'_> {
     ) {
         core.inflight_reqs += 1;
         core.inflight_bytes += req.accounted_bytes;
-        // Charged at once, so the server-wide limit holds within a step's batch too.
-        self.shared.memory.adjust(0, req.accounted_bytes);
-        core.published_bytes += req.accounted_bytes;
+        // Charged at once, so the tenant's budget holds within a step's batch too.
+        assert_eq!(
+            core.memory_owner,
+            Some(req.tenant),
+            "a request charged to another tenant than its connection's"
+        );
+        let charge = Charge::held(req.accounted_bytes);
+        self.shared
+            .memory
+            .adjust(core.memory_owner, Charge::ZERO, charge);
+        core.published = core.published.plus(charge);
         let cost = self.sched.cost_mtok(cost_op, cost_len_bytes);
         let id = self.requests.insert(req);
         self.sched.enqueue(flow, cost, qos::RequestId(id as u64));

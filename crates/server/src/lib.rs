@@ -18,7 +18,6 @@
 //! | | [`buf`] | 4 KiB-aligned I/O buffers and the per-worker pool |
 //! | | [`slab`] | stable indexes for in-flight requests |
 //! | | [`throttle`] | exponential back-off of wrong secrets per source address |
-//! | | [`memory`] | the server-wide ledger of bytes clients make the server hold |
 //! | | [`handshakes`] | room for unauthenticated connections: per source, in all, accept rate |
 //! | | [`sys`] | safe wrappers for epoll, eventfd, read, writev, socket ioctls, poll |
 //! | | [`inbuf`] | a connection's input buffer |
@@ -30,7 +29,8 @@
 //! | | [`tls`] | TLS (OpenSSL, PSK and certificates) over in-memory pipes: the socket hook |
 //! | storage | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
 //! | | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
-//! | shared | [`sessions`] | sessions per tenant, and per source for open tenants |
+//! | shared | [`memory`] | the ledger of bytes clients make the server hold, per tenant budget and in all |
+//! | | [`sessions`] | sessions per tenant, and per source for open tenants |
 //! | | [`shared`] | the state every thread reads: volumes, tenants, exports, control plane, run state |
 //! | connections | [`conn`] | connection identity, output queue and writev, requests, the decode context |
 //! | protocols | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
@@ -59,7 +59,6 @@ pub mod handshakes;
 pub mod idle;
 pub mod inbuf;
 pub mod latency;
-pub mod memory;
 pub mod slab;
 pub mod sys;
 pub mod throttle;
@@ -73,6 +72,7 @@ pub mod backend;
 pub mod sched;
 // Shared state, connections, protocols, the loop, the server.
 pub mod conn;
+pub mod memory;
 pub mod native;
 pub mod nbd;
 pub mod sessions;

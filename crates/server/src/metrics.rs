@@ -93,12 +93,23 @@ pub struct Metrics {
     memory_charged_bytes: Gauge,
     memory_peak_bytes: Gauge,
     memory_limit_bytes: Gauge,
+    tenant_memory_budget_bytes: Gauge,
+    tenant_memory_charged_bytes: Family<Labels, Gauge>,
     auth_throttled: Counter,
     auth_failures: Family<Labels, Counter>,
     tenant_connection_refusals: Family<Labels, Counter>,
     rate_scale_ppm: Gauge,
     protocol_errors: Family<Labels, Counter>,
     device_commands: Family<Labels, Counter>,
+}
+
+/// The memory ledger's totals as a scrape publishes them ([`crate::memory`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryTotals {
+    pub charged_bytes: u64,
+    pub peak_bytes: u64,
+    pub limit_bytes: u64,
+    pub tenant_budget_bytes: u64,
 }
 
 /// Per-tenant handles, held by the dataplane.
@@ -120,6 +131,8 @@ pub struct TenantMetrics {
     pub tokens_donated_mtok: Counter,
     pub deficit_hits: Counter,
     pub slo_misses: Counter,
+    /// Bytes charged to the tenant's memory budget (set at each scrape).
+    pub memory_charged_bytes: Gauge,
 }
 
 /// Per-worker handles.
@@ -170,6 +183,8 @@ impl Metrics {
             memory_charged_bytes: Gauge::default(),
             memory_peak_bytes: Gauge::default(),
             memory_limit_bytes: Gauge::default(),
+            tenant_memory_budget_bytes: Gauge::default(),
+            tenant_memory_charged_bytes: Family::default(),
             auth_throttled: Counter::default(),
             auth_failures: Family::default(),
             tenant_connection_refusals: Family::default(),
@@ -275,8 +290,18 @@ impl Metrics {
         );
         registry.register(
             "memory_limit_bytes",
-            "limits.max_memory_bytes: above it no connection is read until replies drain",
+            "limits.max_memory_bytes, shared equally by the tenants as their memory budgets",
             m.memory_limit_bytes.clone(),
+        );
+        registry.register(
+            "tenant_memory_budget_bytes",
+            "Each tenant's memory budget (max_memory_bytes / tenants): at it, the tenant's connections are not read until its replies drain",
+            m.tenant_memory_budget_bytes.clone(),
+        );
+        registry.register(
+            "tenant_memory_charged_bytes",
+            "Bytes charged to the tenant's memory budget: its sessions' in-flight payloads, queued replies, input and TLS buffers",
+            m.tenant_memory_charged_bytes.clone(),
         );
         registry.register(
             "auth_throttled",
@@ -341,6 +366,7 @@ impl Metrics {
             tokens_donated_mtok: self.tokens_donated.get_or_create_owned(&only),
             deficit_hits: self.deficit_hits.get_or_create_owned(&only),
             slo_misses: self.slo_misses.get_or_create_owned(&only),
+            memory_charged_bytes: self.tenant_memory_charged_bytes.get_or_create_owned(&only),
         }
     }
 
@@ -359,12 +385,14 @@ impl Metrics {
         }
     }
 
-    /// Publishes the memory ledger (admin thread, at each scrape).
-    pub fn set_memory(&self, charged_bytes: u64, peak_bytes: u64, limit_bytes: u64) {
-        let g = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.memory_charged_bytes.set(g(charged_bytes));
-        self.memory_peak_bytes.set(g(peak_bytes));
-        self.memory_limit_bytes.set(g(limit_bytes));
+    /// Publishes the memory ledger's totals (admin thread, at each scrape; the tenants'
+    /// charges go to their [`TenantMetrics::memory_charged_bytes`]).
+    pub fn set_memory(&self, totals: MemoryTotals) {
+        self.memory_charged_bytes.set(gauge(totals.charged_bytes));
+        self.memory_peak_bytes.set(gauge(totals.peak_bytes));
+        self.memory_limit_bytes.set(gauge(totals.limit_bytes));
+        self.tenant_memory_budget_bytes
+            .set(gauge(totals.tenant_budget_bytes));
     }
 
     /// Counts a HELLO or TLS-PSK handshake refused by the back-off of failed authentications.
@@ -610,6 +638,11 @@ fn respond(
 /// Binds the admin address (for callers that want the port before starting the thread).
 pub fn bind_admin(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr)
+}
+
+/// A byte count as a gauge value (saturating: gauges are i64).
+pub fn gauge(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -411,7 +411,7 @@ impl NativeSession {
         }
         .encode();
         reply(core, Opcode::Hello, Status::Ok, cookie, &body);
-        core.authenticated(ctx.shared);
+        core.authenticated(ctx.shared, tenant_id);
         self.authed = Some(Authed {
             tenant: tenant_id,
             session,

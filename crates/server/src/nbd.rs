@@ -318,7 +318,7 @@ fn handshake(
                     ctx.shared.metrics.tenant_connection_refused(name);
                     return Err("nbd_tenant_connection_limit");
                 };
-                core.authenticated(ctx.shared);
+                core.authenticated(ctx.shared, tenant);
                 return Ok(Outcome::Bound(Bound {
                     negotiated: hs.negotiated(),
                     tenant,

@@ -193,7 +193,8 @@ pub struct Shared {
     /// Sessions of each config tenant (bound by HELLO or an NBD export), and of open tenants
     /// per source ([`crate::sessions`]).
     pub sessions: Sessions,
-    /// Bytes clients make the server hold, against `limits.max_memory_bytes`.
+    /// Bytes clients make the server hold, per tenant and in all, against
+    /// `limits.max_memory_bytes` ([`crate::memory`]).
     pub memory: MemoryLedger,
     /// Wrong-secret back-off per source address.
     pub auth_throttle: Mutex<AuthThrottle>,
@@ -271,11 +272,16 @@ impl Shared {
             bump(&m.tokens_donated_mtok, t.donated_mtok);
             bump(&m.deficit_hits, t.deficit_hits);
         }
-        self.metrics.set_memory(
-            self.memory.charged_bytes(),
-            self.memory.peak_bytes(),
-            self.memory.limit_bytes(),
-        );
+        self.metrics.set_memory(crate::metrics::MemoryTotals {
+            charged_bytes: self.memory.charged_bytes(),
+            peak_bytes: self.memory.peak_bytes(),
+            limit_bytes: self.memory.limit_bytes(),
+            tenant_budget_bytes: self.memory.tenant_budget_bytes(),
+        });
+        for (i, m) in self.tenant_metrics.iter().enumerate() {
+            let charged = self.memory.tenant_charged_bytes(TenantId(i as u32));
+            m.memory_charged_bytes.set(crate::metrics::gauge(charged));
+        }
         for v in &self.volumes {
             if let Some([lc, tp]) = v.volume.device_commands_by_class() {
                 bump(
@@ -384,6 +390,7 @@ impl Shared {
         let metrics = Arc::new(Metrics::new());
         metrics.set_rate_scale_ppm(control.rate_scale_ppm());
         let tenant_metrics = tenants.iter().map(|t| metrics.tenant(&t.name)).collect();
+        let memory = MemoryLedger::new(config.limits.max_memory_bytes.0, tenants.len());
         let sessions = Sessions::new(
             &tenants,
             config.limits.max_connections_per_tenant,
@@ -407,7 +414,7 @@ impl Shared {
             state: AtomicU8::new(RunState::Running as u8),
             open_connections: AtomicUsize::new(0),
             sessions,
-            memory: MemoryLedger::new(config.limits.max_memory_bytes.0),
+            memory,
             auth_throttle: Mutex::new(AuthThrottle::default()),
             handshakes: Mutex::new(HandshakeBudget::new(
                 config.limits.unauthenticated_budget(),

@@ -27,8 +27,8 @@
 //!
 //! # Design
 //! Level-triggered epoll; a connection's interest set follows its state (no EPOLLIN while its
-//! in-flight limits are hit, its input read-ahead is full, the server-wide memory ledger is at
-//! `max_memory_bytes` and it has authenticated (handshakes are still read there), or it is
+//! in-flight limits are hit, its input read-ahead is full, its tenant is at its share of
+//! `max_memory_bytes` (handshakes and other tenants are still read then), or it is
 //! closing; EPOLLOUT only while output is queued), so a slow
 //! reader or a flooding writer cannot make the loop spin. A connection that stopped being read
 //! is read (and its buffered input decoded) again only once a quarter of its allowance is
@@ -97,6 +97,7 @@ use crate::conn::{
 };
 use crate::idle::{next_throttled_wait_ns, wait_ns, BACKEND_WAKE_EARLY_NS, THROTTLED_RETRY_MIN_NS};
 use crate::inbuf::InBuf;
+use crate::memory::Charge;
 use crate::metrics::WorkerMetrics;
 use crate::native::NativeSession;
 use crate::nbd::NbdSession;
@@ -193,8 +194,8 @@ pub struct Worker {
     in_pending: Vec<bool>,
     released: Vec<qos::RequestId>,
     completions: Vec<Completion>,
-    /// Connections not read only because the server-wide memory limit was reached; their
-    /// interest is restored once the ledger is under its limit again.
+    /// Connections not read only because their tenant is at its memory budget; their
+    /// interest is restored once the tenant is under it again.
     memory_paused: Vec<usize>,
 }
 
@@ -950,32 +951,49 @@ impl Worker {
     }
 
     /// Publishes connection `i`'s charge (in-flight payloads, queued output, input buffer, TLS
-    /// buffers) to the server's memory ledger.
+    /// buffers) to the memory ledger, in all and to its tenant.
     fn settle(&mut self, i: usize) {
         let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
         let tls_bytes = conn.tls.as_ref().map_or(0, |t| t.held_bytes());
-        let now = conn.core.held_bytes() + (conn.input.capacity_bytes() + tls_bytes) as u64;
-        self.shared.memory.adjust(conn.core.published_bytes, now);
-        conn.core.published_bytes = now;
+        let buffers = (conn.input.capacity_bytes() + tls_bytes) as u64;
+        let now = Charge::new(conn.core.held_bytes(), buffers);
+        self.shared
+            .memory
+            .adjust(conn.core.memory_owner, conn.core.published, now);
+        conn.core.published = now;
     }
 
     /// Releases the charge of a request whose connection is gone (its buffer is back).
     fn release_orphan(&self, req: &Req) {
-        self.shared.memory.adjust(req.accounted_bytes, 0);
+        self.shared.memory.adjust(
+            Some(req.tenant),
+            Charge::held(req.accounted_bytes),
+            Charge::ZERO,
+        );
     }
 
-    /// Restores reading on connections paused by the server-wide memory limit once the
-    /// ledger is under it.
+    /// Restores reading on connections paused by their tenant's memory budget once the
+    /// tenant is under it (checked every step; a blocked worker wakes for its timer scan).
     fn resume_memory_paused(&mut self) {
-        if self.memory_paused.is_empty() || self.shared.memory.over_limit() {
+        if self.memory_paused.is_empty() {
             return;
         }
-        for i in std::mem::take(&mut self.memory_paused) {
-            if let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) {
-                conn.core.memory_paused = false;
+        let paused = std::mem::take(&mut self.memory_paused);
+        for i in paused {
+            let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            if !conn.core.memory_paused {
+                // The slot closed (and may have been reused) since it was listed.
+                continue;
             }
+            if conn.core.memory_limited(&self.shared) {
+                self.memory_paused.push(i);
+                continue;
+            }
+            conn.core.memory_paused = false;
             self.mark_pending(i);
             self.update_interest(i);
         }
@@ -1076,9 +1094,11 @@ impl Worker {
             return;
         };
         // Requests still queued or at the backend stay charged until their buffers return.
-        self.shared
-            .memory
-            .adjust(conn.core.published_bytes, conn.core.inflight_bytes);
+        self.shared.memory.adjust(
+            conn.core.memory_owner,
+            conn.core.published,
+            Charge::held(conn.core.inflight_bytes),
+        );
         let mut unsent = Vec::new();
         match &mut conn.session {
             Session::Native(s) => s.close(&self.shared, &mut self.sched, &mut unsent),

@@ -164,11 +164,14 @@ max_inflight_bytes = "1MiB""#,
     server.shutdown();
 }
 
+/// Three connections of one tenant, each allowed 64 MiB, ask for 384 MiB of replies: the
+/// tenant's memory budget (288 MiB shared by the config's three tenants: 96 MiB) pauses them
+/// all, and each is served in the end as replies drain.
 #[test]
-fn the_server_wide_limit_pauses_every_connection_until_replies_drain() {
+fn a_tenants_memory_budget_pauses_its_connections_until_replies_drain() {
     let mut toml = config_with_limits(
         r#"max_inflight_bytes = "64MiB"
-max_memory_bytes = "96MiB""#,
+max_memory_bytes = "288MiB""#,
     );
     toml = toml.replace("workers = 2", "workers = 1");
     let server = start(&toml);
@@ -179,8 +182,10 @@ max_memory_bytes = "96MiB""#,
         .collect();
     let floods: Vec<_> = clients.iter().map(|c| flood_reads(c, 4, len)).collect();
     let shared = server.shared().clone();
-    wait_for("the server-wide limit", Duration::from_secs(30), || {
-        shared.memory.charged_bytes() >= 96 * MIB
+    let alice = shared.tenants.by_name("alice").expect("alice").id;
+    assert_eq!(shared.memory.tenant_budget_bytes(), 96 * MIB);
+    wait_for("the tenant's budget", Duration::from_secs(30), || {
+        shared.memory.tenant_charged_bytes(alice) >= 96 * MIB
     });
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {
@@ -189,7 +194,7 @@ max_memory_bytes = "96MiB""#,
     let peak = shared.memory.peak_bytes();
     assert!(
         peak <= 96 * MIB + 32 * MIB + 2 * MIB,
-        "peak {peak} bytes with a 96 MiB server-wide limit"
+        "peak {peak} bytes with a 96 MiB tenant budget"
     );
     for f in floods {
         assert_eq!(f.join().expect("flood"), 4);
