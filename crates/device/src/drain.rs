@@ -55,6 +55,25 @@
 //! 26,214 units are buffered: 33,786 units (8,447 rows) if the wave had not arrived yet, and
 //! as many more as it brings while it lasts.
 //!
+//! ## The buffer status in completions
+//! Every completion entry carries the buffer's status in percent, which the host's adaptive
+//! dirty thresholds read (host `pagecache.rs`: at or above 80 % the kernel switches to its high
+//! set and stops flushing; below 20 % it switches back and flushes again). A FastDrain firmware
+//! reports the buffer as the quantity its own decisions use: while it drains in the foreground
+//! — because a hint predicted the buffer at `high` or beyond — it reports at least `high`
+//! (`drain_high_pct`), the buffer it has committed to; otherwise, and in the other modes, the
+//! units buffered. So the host backs off exactly while the firmware drains in the foreground,
+//! and resumes when that drain has taken the buffer under `low` (foreground eviction ends
+//! there, and the report is then the units buffered, under `low`).
+//! Reporting only the units buffered, the host could never switch: foreground eviction starts
+//! when a hint *predicts* `high`, before the wave lands, and keeps the buffer itself below it
+//! (the study's `fd` stack peaked at 70 % of its units and never switched).
+//!
+//! Worked example (the numbers above): 60,000 units buffered (45 %) and a hint of 50,000
+//! pages: foreground; the completions report 80 % while the wave lands and the drain programs,
+//! so the kernel switches to the high set; once fewer than 26,214 units are buffered the drain
+//! stops and the next completion reports 19 %: the kernel switches back.
+//!
 //! ## The oracle (`cache.drain = "oracle"`)
 //! An unbounded buffer, as an upper bound: a write the cache cannot take (buffer or set full)
 //! is held here instead, never programmed, and reads find it. No write ever waits.
@@ -112,6 +131,8 @@ pub struct Drain {
     low_units: u64,
     /// Units background eviction may still take for the hints so far.
     background_budget_units: u64,
+    /// `drain_high_pct`: what completions report at least while foreground eviction is on.
+    high_pct: u8,
     /// Foreground eviction is on until the buffer is below `low`.
     foreground: bool,
     /// Where the next pass over the LUNs starts (round robin).
@@ -135,6 +156,7 @@ impl Drain {
             high_units: capacity_units * config.drain_high_pct as u64 / 100,
             low_units: capacity_units * config.drain_low_pct as u64 / 100,
             background_budget_units: 0,
+            high_pct: config.drain_high_pct as u8, // asserted <= 100 above
             foreground: false,
             cursor: 0,
             oracle: FxHashMap::default(),
@@ -203,6 +225,18 @@ impl Drain {
             return false;
         }
         buffered_units - in_flight_units.min(buffered_units) >= self.low_units
+    }
+
+    /// The buffer status a completion entry reports, in percent: the units buffered, and at
+    /// least `drain_high_pct` while foreground eviction is on (see "The buffer status in
+    /// completions").
+    pub fn status_pct(&self, buffered_units: u64, capacity_units: u64) -> u8 {
+        let buffered = (buffered_units * 100 / capacity_units.max(1)).min(100) as u8;
+        if self.foreground {
+            buffered.max(self.high_pct)
+        } else {
+            buffered
+        }
     }
 
     /// Whether foreground eviction is on.
@@ -308,6 +342,36 @@ mod tests {
             ghost_pages: crate::config::DEFAULT_GHOST_PAGES.to_vec(),
             ghost_sample_period_sets: 1,
         }
+    }
+
+    /// The essay's worked example: the status is at least `high` while the firmware drains in
+    /// the foreground, and the units buffered before and after.
+    #[test]
+    fn completions_report_high_while_draining_in_the_foreground() {
+        let cap = 131_072;
+        let mut d = Drain::new(&config(DrainMode::Fastdrain), cap);
+        assert_eq!(d.status_pct(60_000, cap), 45);
+        assert_eq!(d.on_hint(60_000, 50_000, 0), HintOutcome::Foreground);
+        assert_eq!(d.status_pct(60_000, cap), 80, "committed to a drain");
+        assert_eq!(
+            d.status_pct(120_000, cap),
+            91,
+            "above high: the units buffered"
+        );
+        assert!(d.foreground_wants_row(30_000, 0));
+        assert_eq!(d.status_pct(30_000, cap), 80, "still draining");
+        assert!(
+            !d.foreground_wants_row(26_213, 0),
+            "under low: the drain ends"
+        );
+        assert_eq!(d.status_pct(26_213, cap), 19);
+        let mut v = Drain::new(&config(DrainMode::Vanilla), cap);
+        assert_eq!(v.on_hint(60_000, 50_000, 0), HintOutcome::Ignored);
+        assert_eq!(
+            v.status_pct(60_000, cap),
+            45,
+            "vanilla reports the units buffered"
+        );
     }
 
     #[test]

@@ -156,8 +156,10 @@ pub struct Completion {
     pub cqid: u16,
     pub cid: u32,
     pub status: Status,
-    /// Device status in the entry (the published design overrides `sq_head`): write-buffer
-    /// occupancy in percent.
+    /// Device status in the entry (the published design overrides `sq_head`): the write
+    /// buffer's status in percent — its occupancy, reported at least at the high watermark
+    /// while a FastDrain firmware drains in the foreground (`drain.rs`, "The buffer status in
+    /// completions").
     pub write_buffer_pct: u8,
     /// Whether an MSI-X was raised (false when the host masked the CQ's vector to poll).
     pub interrupt: bool,
@@ -1323,7 +1325,10 @@ impl Ssd {
             cqid,
             cid: c.cmd.cid,
             status: c.status,
-            write_buffer_pct: self.cache.write_buffer_pct(),
+            write_buffer_pct: self.drain.status_pct(
+                self.cache.dirty_units(),
+                self.cache.write_buffer_capacity_units(),
+            ),
             interrupt: self.ctrl.interrupts_enabled(cqid),
             read_versions: c.versions.map(Vec::into_boxed_slice),
         });

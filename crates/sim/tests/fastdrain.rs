@@ -192,33 +192,24 @@ fn the_hinted_command_is_the_first_of_its_wave_to_reach_the_device() {
     );
 }
 
-/// A smaller, slower drive under the same co-run: 16 LUNs and a 64 MiB buffer drain slower
-/// than `ungzip` writes back, so under `fd` a hinted wave predicts the buffer past `high`
-/// (foreground eviction, to every die, until the buffer is under `low`), and the completion
-/// entries' buffer status crosses both watermarks: the host switches to the high dirty set
-/// and back. Background eviction takes whole waves (`drain_background = "wave"`): with the
-/// default limited set, foreground eviction starts as soon as a hint predicts `high` and keeps
-/// the buffer under it, so no completion reports it there (the FastDrain study's runs: peak
-/// 104,840 of 131,072 units against the 104,857 mark) and this drive would not exercise the
-/// switch. 16 LUNs, not the 80 this test used before the LSB region became LSB-only (at LSB
-/// speed 80 LUNs keep the buffer under `high`: no switch in 3 s, seed 3), nor the 32 it used
-/// before cold block-layer submissions: whether 32 LUNs let the buffer reach `high` in 3 s
-/// turned on the seed (seeds 1–5: only 4 did), while at 16 all of seeds 1, 4 and 5 switch up
-/// and back (2 and 3 switch up only, the run ending in the high set).
-const SLOW_DRIVE: &str = "
+/// The FastDrain study's `--quick` co-run: the study's drive (128 LUNs) with its 64 MiB quick
+/// buffer, so that one second holds several foreground episodes. While the firmware drains in
+/// the foreground its completions report the buffer at `high` (`drain.rs`, "The buffer status
+/// in completions"), so the host switches to the high set and back on the study's own drive;
+/// before, completions reported only the units buffered, which foreground eviction keeps under
+/// `high`, and this test needed a drive of 16 LUNs draining slower than ungzip writes back.
+const STUDY_QUICK: &str = "
 seed = 1
-duration_ms = 3000
+duration_ms = 1000
 [host]
 preset = \"arm8-4g\"
 [device]
 preset = \"nvme-tlc\"
 [device.cache]
 flush = \"on-full\"
-dram_bytes = 67108864
 write_buffer_bytes = 67108864
-drain_background = \"wave\"
-[device.flash]
-channels = 2
+[device.ftl]
+precondition = \"sequential\"
 [[process]]
 profile = \"apache-upload\"
 [[process]]
@@ -231,7 +222,7 @@ profile = \"ungzip\"
 /// them.
 #[test]
 fn foreground_eviction_ends_under_low_and_the_thresholds_follow_the_buffer_status() {
-    let cfg = config(SLOW_DRIVE, "fd");
+    let cfg = config(STUDY_QUICK, "fd");
     let (high_pct, low_pct) = (80u8, 20u8);
     let mut was_foreground = false;
     let mut episodes_ended = 0;
