@@ -14,6 +14,7 @@
 //! | [`admission`] | the registry: admission control with reasons for refusal, the BE share |
 //! | [`bucket`] | the shared bucket (the only state workers share) and its reset protocol |
 //! | [`sched`] | one worker's scheduling round: LC earn/spend/donate, BE round-robin |
+//! | [`share`] | one dataplane thread's share of the scheduler, or the FIFO baseline |
 //! | [`vrate`] | closed-loop correction of the device rate from measured p95 latency |
 //!
 //! # How the server uses it
@@ -33,6 +34,7 @@ pub mod bucket;
 pub mod cost;
 pub mod profile;
 pub mod sched;
+pub mod share;
 pub mod tenant;
 pub mod vrate;
 
@@ -47,6 +49,7 @@ pub use sched::{
     BucketReset, ConfigError, DeficitLimit, LocalTenant, RequestId, RoundStats, SchedError,
     Scheduler, SchedulerConfig, SchedulerStats, DEFAULT_DEFICIT_LIMIT_MTOK, MAX_CAP_ROUNDS,
 };
+pub use share::{Flow, SchedShare, SchedulerMode};
 pub use tenant::lc_earning_rate_mtok_per_sec;
 pub use tenant::{
     lc_reservation_mtok_per_sec, BeSpec, DeclaredMix, LcSlo, TenantClass, TenantCounters,

@@ -476,16 +476,8 @@ impl Default for LimitsConfig {
     }
 }
 
-/// Whether requests pass through the token scheduler.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum SchedulerMode {
-    /// Every request waits for its tenant's tokens (the product).
-    #[default]
-    On,
-    /// Requests go to storage in arrival order (the "without the scheduler" baseline).
-    Off,
-}
+/// Whether requests pass through the token scheduler (`[qos] scheduler = "on" | "off"`).
+pub use qos::SchedulerMode;
 
 /// The device's QoS profile: a named profile of the `qos` crate (`profile = "reflex-a"`) or an
 /// inline table in the `qos` crate's profile format (`[qos.profile]` with `preset = "reflex-a"`

@@ -27,13 +27,13 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use engine::IoClass;
+use qos::{Flow, SchedShare};
 
 use crate::backend::{StorageError, StorageOp};
 use crate::buf::{BufPool, IoBuf};
 use crate::config::LimitsConfig;
 use crate::latency::LatencyWindow;
 use crate::memory::Charge;
-use crate::sched::{Flow, SchedShare};
 use crate::shared::{RunState, Shared};
 use crate::slab::Slab;
 use crate::tenant::{TenantId, VolumeId};

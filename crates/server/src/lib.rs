@@ -28,14 +28,13 @@
 //! | | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
 //! | | [`tls`] | TLS (OpenSSL, PSK and certificates) over in-memory pipes: the socket hook |
 //! | storage | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
-//! | | [`sched`] | a worker's share of the QoS scheduler (or FIFO with `scheduler = "off"`) |
 //! | shared | [`memory`] | the ledger of bytes clients make the server hold, per tenant budget and in all |
 //! | | [`sessions`] | sessions per tenant, and per source for open tenants |
 //! | | [`shared`] | the state every thread reads: volumes, tenants, exports, control plane, run state |
 //! | connections | [`conn`] | connection identity, output queue and writev, requests, the decode context |
 //! | protocols | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
 //! | | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
-//! | dataplane | [`worker`] | the loop: epoll, decode, check, schedule, submit, reap, reply, drain |
+//! | dataplane | [`worker`] | the loop: epoll, decode, check, schedule (`qos::SchedShare`), submit, reap, reply, drain |
 //! | control | [`vrate`] | the closed loop: LC p95 per window → device rate scale |
 //! | | [`server`] | start/stop: listeners, acceptor, worker threads, graceful drain |
 //! | | [`signals`] | SIGINT/SIGTERM for `ullstack serve` |
@@ -69,7 +68,6 @@ pub mod tenant;
 pub mod tls;
 // Storage and scheduling.
 pub mod backend;
-pub mod sched;
 // Shared state, connections, protocols, the loop, the server.
 pub mod conn;
 pub mod memory;

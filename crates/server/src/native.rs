@@ -41,13 +41,13 @@ use std::sync::Arc;
 
 use proto::wire::{self, Command, Opcode, Status};
 use proto::Decode;
+use qos::{Flow, SchedShare};
 
 use crate::backend::{Fua, StorageOp};
 use crate::config::TenantClass;
 use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
 use crate::inbuf::InBuf;
 use crate::latency::LatencyWindow;
-use crate::sched::{Flow, SchedShare};
 use crate::sessions::SessionSlot;
 use crate::shared::Shared;
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
@@ -98,6 +98,16 @@ fn refusal_code(code: qos::RefusalCode) -> wire::RefusalCode {
         qos::RefusalCode::SloTighterThanTable => wire::RefusalCode::SloTooStrict,
         qos::RefusalCode::TooManyTenants => wire::RefusalCode::TooManyTenants,
         qos::RefusalCode::InvalidSlo => wire::RefusalCode::InvalidSlo,
+    }
+}
+
+/// Detaches a session's flow from the worker's scheduler; requests it still had queued go to
+/// `unsent`. A flow this worker never attached is a bug: stopped in debug builds, logged in
+/// release (its requests stay wherever they are).
+fn detach(sched: &mut SchedShare, flow: Flow, unsent: &mut Vec<qos::RequestId>) {
+    if let Err(e) = sched.detach(flow, unsent) {
+        debug_assert!(false, "detach of an unattached flow: {e}");
+        tracing::warn!(error = %e, "detach of an unattached flow");
     }
 }
 
@@ -510,7 +520,7 @@ impl NativeSession {
         };
         let flow = authed.flows.swap_remove(pos);
         let mut unsent = Vec::new();
-        ctx.sched.detach(flow.flow, &mut unsent);
+        detach(ctx.sched, flow.flow, &mut unsent);
         ctx.shared.lock_control().unregister(flow.qos.id());
         for id in unsent {
             if let Some(req) = ctx.requests.remove(id.0 as usize) {
@@ -676,7 +686,7 @@ impl NativeSession {
         if let Some(authed) = self.authed.take() {
             shared.sessions.release(authed.session);
             for f in authed.flows {
-                sched.detach(f.flow, unsent);
+                detach(sched, f.flow, unsent);
                 shared.lock_control().unregister(f.qos.id());
             }
         }

@@ -68,13 +68,13 @@ use proto::nbd::{
     STATE_HOLE, STATE_ZERO,
 };
 use proto::Decode;
+use qos::Flow;
 
 use crate::backend::{AllocRun, Fua, StorageOp};
 use crate::config::Access;
 use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
 use crate::inbuf::InBuf;
 use crate::latency::LatencyWindow;
-use crate::sched::Flow;
 use crate::sessions::SessionSlot;
 use crate::shared::{RunState, Shared};
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};

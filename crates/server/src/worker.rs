@@ -86,6 +86,8 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use qos::{Flow, SchedShare};
+
 use crate::backend::{Backend, Completion, StorageOp, Submitted};
 use crate::buf::{BufPool, IoBuf};
 use crate::clock::now_ns;
@@ -101,7 +103,6 @@ use crate::memory::Charge;
 use crate::metrics::WorkerMetrics;
 use crate::native::NativeSession;
 use crate::nbd::NbdSession;
-use crate::sched::{Flow, SchedShare};
 use crate::shared::{RunState, Shared, StartError};
 use crate::slab::Slab;
 use crate::sys::{self, Epoll, EventFd, SocketQueue};

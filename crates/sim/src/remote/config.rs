@@ -19,10 +19,10 @@
 //! latency_ns = 5000
 //! ```
 
+use qos::SchedulerMode;
 use serde::Deserialize;
 use workload::remote::{Scenario, TenantSpec};
 
-use super::sched::SchedulerMode;
 use crate::net::NetConfig;
 
 /// Anything wrong with a remote run's configuration, naming the value and what was expected.

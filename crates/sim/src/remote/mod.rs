@@ -9,8 +9,8 @@
 //!    what is ready — paying `net.server_message_ns + costs.request_ns` of CPU for each, and
 //!    queue each in the thread's scheduler with its token cost;
 //! 2. run one **scheduling round of crate `qos`** at the thread's current time (the very
-//!    `qos::Scheduler` the server's workers run; [`sched`] is the same thin adapter the
-//!    server has, with the same FIFO baseline for `scheduler = "off"`), when anything is
+//!    `qos::Scheduler` the server's workers run, through the adapter they run,
+//!    `qos::SchedShare`, with its FIFO baseline for `scheduler = "off"`), when anything is
 //!    queued — the server's worker skips empty rounds too. Each request is priced as it is
 //!    queued, by the scheduler (a read costs less while every tenant is read-only, as on the
 //!    server);
@@ -50,11 +50,11 @@
 
 pub mod config;
 pub mod run;
-pub mod sched;
 
 pub use config::{DataplaneCosts, RemoteConfigError, RemoteRunConfig, ServerModel};
+/// Whether the token scheduler runs (`[sim] scheduler = "on" | "off"`).
+pub use qos::SchedulerMode;
 pub use run::{run, RemoteError, RemoteSummary, TenantResult};
-pub use sched::{Flow, SchedulerMode, ThreadSched};
 
 #[cfg(test)]
 mod tests;

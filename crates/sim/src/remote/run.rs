@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use device::{DeviceOptions, NvmeCommand, SqPriority, Ssd, SECTOR_BYTES};
 use engine::{stream, EventQueue, IoClass, IoOp, LatencyHistogram, SimRng, SimTime};
+use qos::{Flow, SchedShare, SchedulerMode};
 use serde::Serialize;
 use workload::remote::{ClassSpec, Load, Pattern, TenantSpec};
 
 use super::config::RemoteRunConfig;
-use super::sched::{Flow, SchedulerMode, ThreadSched};
 use crate::net::{Link, MESSAGE_HEADER_BYTES};
 
 /// NVMe submission-queue entries per dataplane thread (the server's emulated backend default).
@@ -68,7 +68,7 @@ struct Req {
 }
 
 struct Worker {
-    sched: ThreadSched,
+    sched: SchedShare,
     /// Requests at the NIC, not yet read, in arrival order.
     inbox: VecDeque<u32>,
     /// Released by the scheduler, waiting for a free submission-queue entry.
@@ -156,7 +156,6 @@ struct Run<'a> {
     reqs: Vec<Req>,
     free_reqs: Vec<u32>,
     accs: Vec<TenantAcc>,
-    cost: qos::CostModel,
     span_bytes: Vec<u64>,
     measure_from: SimTime,
     stop_at: SimTime,
@@ -198,7 +197,7 @@ impl<'a> Run<'a> {
             let sqid = w as u16 + 1;
             ssd.create_queue_pair(sqid, sqid, SQ_DEPTH + 1, SqPriority::Medium);
             workers.push(Worker {
-                sched: ThreadSched::new(m.scheduler, shared.clone(), m.tuning)
+                sched: SchedShare::new(m.scheduler, shared.clone(), m.tuning)
                     .map_err(|e| super::config::RemoteConfigError::Sim(format!("tuning: {e}")))?,
                 inbox: VecDeque::new(),
                 released: VecDeque::new(),
@@ -281,7 +280,6 @@ impl<'a> Run<'a> {
             reqs: Vec::new(),
             free_reqs: Vec::new(),
             accs: cfg.tenants.iter().map(|_| TenantAcc::default()).collect(),
-            cost: m.profile.cost_model(),
             span_bytes,
             measure_from,
             stop_at: measure_from + cfg.duration_ns,
@@ -445,7 +443,7 @@ impl<'a> Run<'a> {
             } else {
                 qos::Op::Write
             };
-            r.cost_mtok = w.sched.cost_mtok(qop, r.len_bytes, &self.cost);
+            r.cost_mtok = w.sched.cost_mtok(qop, r.len_bytes);
             let flow = self.conns[r.conn as usize].flow;
             w.sched
                 .enqueue(flow, r.cost_mtok, qos::RequestId(u64::from(req)));
