@@ -39,13 +39,37 @@
 //! except that with `super_channel = "on"` the remap checker substitutes a clean spare block of
 //! the same LUN, so the channel pair stays usable (see `ftl.rs`). Remapping costs no time.
 //!
+//! ## Read-time variation (`flash.read_spread_pct`)
+//! A NAND read is not one fixed tR. Part of its variation is the page's position (LSB, CSB and
+//! MSB pages of a word line: `read_ns` by page type); the rest varies from one read of the same
+//! page to the next (bit-line settling, the on-die read-level search). Each sense draws its
+//! time uniformly within ± `read_spread_pct` of its page type's tR, from the flash's own stream
+//! (`engine::stream(seed, "flash.read")`), so the mean stays the calibrated tR and the seed
+//! fixes every draw. Worked example (`zssd`, ± 10 %): a sense takes 2.7 to 3.3 µs, evenly, so
+//! a QD1 read's device time spreads over 0.6 µs around the same mean. The magnitudes and their
+//! sources are on `config::READ_SPREAD_PCT`.
+//!
+//! ## Read retry (`flash.read_retry_ppm`, `flash.read_retry_max`)
+//! When a sense returns more raw bit errors than the ECC decodes, the firmware reads the page
+//! again at shifted read-reference voltages (read retry), each retry a further command and
+//! tR on the die (drawn as above), until one decodes or the retry table (`read_retry_max`
+//! entries) is used up. Each sense fails independently with probability `read_retry_ppm`
+//! (parts per million), so retries per read are geometric. Worked example (`zssd`, 100 ppm):
+//! one read in 10,000 takes a second sense, 3.1 µs longer; in a 200,000-read QD1 run about 20
+//! do, so the p99.99 and p99.999 carry a retry and the mean moves by 0.3 ns. Counted in
+//! `FlashStats::read_retries`. The magnitudes and their sources are on
+//! `config::READ_RETRY_PPM`.
+//!
 //! ## What it leaves out
 //! Cache-read and cache-program pipelining; per-plane address restrictions of multi-plane
-//! operations; read retry and ECC time; blocks that go bad during a run.
+//! operations; the ECC decoder's own time and its iteration count (in the controller's
+//! constant `firmware_ns`); retry rates that grow with a block's wear, retention and read
+//! disturb (every sense fails with one probability); blocks that go bad during a run.
 
 use std::collections::VecDeque;
 
-use engine::SimTime;
+use engine::rng::{below, chance};
+use engine::{stream, SimRng, SimTime};
 
 use crate::config::{CellType, DeviceConfig, QueuePolicy, Switch, MAP_UNIT_BYTES};
 
@@ -236,6 +260,8 @@ pub struct FlashStats {
     pub reads_met_program_or_erase: u64,
     /// Sum over LUNs of the time they were busy.
     pub lun_busy_ns: u64,
+    /// Senses repeated because the first did not decode (read retry).
+    pub read_retries: u64,
 }
 
 /// Timing parameters in the form the scheduler uses.
@@ -251,7 +277,15 @@ struct Timing {
     resume_overhead_ns: u64,
     policy: QueuePolicy,
     gc_preemptible: bool,
+    /// ± percent of tR each sense draws within.
+    read_spread_pct: u64,
+    /// Probability that a sense fails to decode, parts per million.
+    read_retry_ppm: u64,
+    read_retry_max: u32,
 }
+
+/// Parts per million: the denominator of `read_retry_ppm`.
+const PPM: u64 = 1_000_000;
 
 /// All LUNs and channels of the device.
 pub struct Flash {
@@ -260,6 +294,8 @@ pub struct Flash {
     luns: Vec<Lun>,
     channel_free: Vec<SimTime>,
     next_seq: u64,
+    /// Draws of sense times and read retries (`flash.read`).
+    read_rng: SimRng,
     pub stats: FlashStats,
 }
 
@@ -272,7 +308,16 @@ fn type_index(t: PageType) -> usize {
 }
 
 impl Flash {
+    /// The flash of a run seeded 0 (see [`with_seed`](Self::with_seed)). `Ssd::with_seed`
+    /// still builds its flash with this, so its sense-time and retry draws are seed 0's in
+    /// every run until it passes its seed to `with_seed`.
     pub fn new(config: &DeviceConfig) -> Flash {
+        Self::with_seed(config, 0)
+    }
+
+    /// The flash of the run seeded `seed`: sense times and read retries draw from
+    /// `engine::stream(seed, "flash.read")`.
+    pub fn with_seed(config: &DeviceConfig, seed: u64) -> Flash {
         let geometry = Geometry::new(config);
         let f = &config.flash;
         let bytes_per_sec_per_channel =
@@ -291,6 +336,9 @@ impl Flash {
             resume_overhead_ns: f.resume_overhead_ns,
             policy: f.queue_policy,
             gc_preemptible: config.ftl.gc_preemptible,
+            read_spread_pct: u64::from(f.read_spread_pct),
+            read_retry_ppm: u64::from(f.read_retry_ppm),
+            read_retry_max: f.read_retry_max,
         };
         let luns = (0..geometry.luns).map(|_| Lun::default()).collect();
         let channel_free = vec![SimTime::ZERO; geometry.channels as usize];
@@ -300,8 +348,36 @@ impl Flash {
             luns,
             channel_free,
             next_seq: 0,
+            read_rng: stream(seed, "flash.read"),
             stats: FlashStats::default(),
         }
+    }
+
+    /// One sense of a page whose nominal read time is `tr_ns`: uniform within
+    /// ± `read_spread_pct` of it (integer nanoseconds; the mean is `tr_ns`).
+    fn sense_ns(&mut self, tr_ns: u64) -> u64 {
+        let spread_ns = tr_ns * self.timing.read_spread_pct / 100;
+        if spread_ns == 0 {
+            return tr_ns;
+        }
+        tr_ns - spread_ns + below(&mut self.read_rng, 2 * spread_ns + 1)
+    }
+
+    /// The die's array time of one read: its first sense, and one command and sense more for
+    /// each retry (see the essay, *Read retry*).
+    fn read_array_ns(&mut self, tr_ns: u64) -> u64 {
+        let cmd_addr_ns = self.timing.cmd_addr_ns;
+        let mut ns = cmd_addr_ns + self.sense_ns(tr_ns);
+        let mut retries = 0;
+        while retries < self.timing.read_retry_max
+            && self.timing.read_retry_ppm > 0
+            && chance(&mut self.read_rng, self.timing.read_retry_ppm, PPM)
+        {
+            retries += 1;
+            ns += cmd_addr_ns + self.sense_ns(tr_ns);
+        }
+        self.stats.read_retries += u64::from(retries);
+        ns
     }
 
     /// Channel time for one 4 KiB unit on one channel of a LUN.
@@ -453,10 +529,14 @@ impl Flash {
         events: &mut Vec<(SimTime, FlashEvent)>,
     ) {
         let page_type = type_index(self.geometry.page_type(op.page));
-        let t = &self.timing;
         let begin = now + extra_ns;
+        let read_array_ns = match op.kind {
+            OpKind::Read => self.read_array_ns(self.timing.read_ns[page_type]),
+            OpKind::Program | OpKind::Erase => 0,
+        };
+        let t = &self.timing;
         let (array_end, transfer_end) = match op.kind {
-            OpKind::Read => (begin + t.cmd_addr_ns + t.read_ns[page_type], begin),
+            OpKind::Read => (begin + read_array_ns, begin),
             OpKind::Erase => (begin + t.cmd_addr_ns + t.erase_ns, begin),
             OpKind::Program => {
                 let program_ns = t.program_ns[page_type];
@@ -643,9 +723,16 @@ mod tests {
         );
     }
 
+    /// `config` with every read taking exactly its tR (no spread, no retry).
+    fn exact(mut config: DeviceConfig) -> DeviceConfig {
+        config.flash.read_spread_pct = 0;
+        config.flash.read_retry_ppm = 0;
+        config
+    }
+
     #[test]
     fn a_zssd_read_takes_tr_plus_a_split_transfer() {
-        let mut f = Flash::new(&zssd());
+        let mut f = Flash::new(&exact(zssd()));
         let mut ev = Vec::new();
         f.submit(SimTime::ZERO, 0, read(0, 7), &mut ev);
         let done = run(&mut f, ev);
@@ -655,7 +742,7 @@ mod tests {
 
     #[test]
     fn reads_on_one_channel_serialize_their_transfers() {
-        let mut f = Flash::new(&zssd());
+        let mut f = Flash::new(&exact(zssd()));
         let mut ev = Vec::new();
         // LUNs 0 and 8 share channel pair 0.
         f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
@@ -668,7 +755,7 @@ mod tests {
     #[test]
     fn a_read_waits_behind_a_program_without_suspend_and_not_with_it() {
         for (suspend, expect_fast) in [(Switch::Off, false), (Switch::On, true)] {
-            let mut c = nvme_tlc();
+            let mut c = exact(nvme_tlc());
             c.flash.suspend = suspend;
             let mut f = Flash::new(&c);
             let mut ev = Vec::new();
@@ -704,5 +791,87 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Device times of `n` QD1 reads of LUN 0, one after another (each on an idle die and
+    /// channel pair: the array time plus the 2,048 ns transfer).
+    fn qd1_read_times(config: &DeviceConfig, seed: u64, n: u32) -> (Vec<u64>, FlashStats) {
+        let mut f = Flash::with_seed(config, seed);
+        let mut now = SimTime::ZERO;
+        let times = (0..n)
+            .map(|i| {
+                let mut ev = Vec::new();
+                f.submit(now, 0, read(i % 1024, i), &mut ev);
+                let (done, _) = run(&mut f, ev)[0];
+                let took = done - now;
+                now = done;
+                took
+            })
+            .collect();
+        (times, f.stats.clone())
+    }
+
+    /// ± 10 % on zssd's 3 µs: every read between 2.7 and 3.3 µs of sense (plus 100 ns of
+    /// command and 2,048 ns of transfer), the mean within 10 ns of 3 µs, both ends reached.
+    #[test]
+    fn sense_times_spread_evenly_around_tr() {
+        let mut c = exact(zssd());
+        c.flash.read_spread_pct = 10;
+        let n = 20_000;
+        let (times, stats) = qd1_read_times(&c, 1, n);
+        let fixed = 100 + 2_048;
+        let (lo, hi) = (fixed + 2_700, fixed + 3_300);
+        assert!(
+            times.iter().all(|t| (lo..=hi).contains(t)),
+            "outside [{lo}, {hi}]"
+        );
+        let mean = times.iter().sum::<u64>() / u64::from(n);
+        assert!(mean.abs_diff(fixed + 3_000) < 10, "mean {mean} ns");
+        assert!(*times.iter().min().unwrap() < lo + 30 && *times.iter().max().unwrap() > hi - 30);
+        assert_eq!(stats.read_retries, 0);
+    }
+
+    /// At 5 % per sense, retries per read are geometric: 5.26 % on average, each a further
+    /// 100 ns command and 3 µs sense; a read with k retries takes k × 3.1 µs more.
+    #[test]
+    fn read_retries_come_at_their_rate_and_cost_a_sense_each() {
+        let mut c = exact(zssd());
+        c.flash.read_retry_ppm = 50_000;
+        c.flash.read_retry_max = 8;
+        let n = 40_000;
+        let (times, stats) = qd1_read_times(&c, 2, n);
+        let base = 100 + 3_000 + 2_048;
+        assert!(times
+            .iter()
+            .all(|t| t >= &base && (t - base) % 3_100 == 0 && (t - base) / 3_100 <= 8));
+        let retried: u64 = times.iter().map(|t| (t - base) / 3_100).sum();
+        assert_eq!(retried, stats.read_retries);
+        // p/(1 − p) = 0.0526 retries per read: 2,105 expected, sd ≈ 47.
+        assert!(
+            (1_900..2_300).contains(&stats.read_retries),
+            "{} retries in {n} reads",
+            stats.read_retries
+        );
+        assert!(
+            times.iter().any(|t| t - base == 2 * 3_100),
+            "some reads retry twice"
+        );
+        // The cap holds: at 90 % per sense most reads would retry more than twice.
+        c.flash.read_retry_ppm = 900_000;
+        c.flash.read_retry_max = 2;
+        let (times, _) = qd1_read_times(&c, 2, 1_000);
+        assert!(times.iter().all(|t| t - base <= 2 * 3_100));
+    }
+
+    /// The draws follow the seed: the same seed gives the same read times, another seed others.
+    #[test]
+    fn read_times_are_fixed_by_the_seed() {
+        let c = zssd();
+        assert!(c.flash.read_spread_pct > 0 && c.flash.read_retry_ppm > 0);
+        let (a, _) = qd1_read_times(&c, 7, 2_000);
+        let (b, _) = qd1_read_times(&c, 7, 2_000);
+        let (other, _) = qd1_read_times(&c, 8, 2_000);
+        assert_eq!(a, b);
+        assert_ne!(a, other);
     }
 }

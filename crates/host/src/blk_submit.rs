@@ -503,6 +503,8 @@ mod tests {
             cfg.blk.bypass_lc = bypass;
             cfg.blk.scheduler = crate::config::Scheduler::Kyber;
             cfg.blk.kyber_read_depth = 1;
+            // Constant costs: the bounds below are sums of the mean costs.
+            cfg.jitter.cost_cv_pct = 0;
             let lc = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=50\n";
             let tp = "[t]\nioengine=libaio\niodepth=16\ndirect=1\nbs=4k\nrw=randread\ntime_based\nruntime=20ms\n";
             let mut lc = fio_process(lc, &cfg);
@@ -553,6 +555,8 @@ mod tests {
         let mut cfg = HostConfig::preset("arm8").unwrap();
         cfg.cpu.cores = 1;
         cfg.jitter.tick_hz = 0;
+        // Constant costs: the checks below are exact sums of the mean costs.
+        cfg.jitter.cost_cv_pct = 0;
         let run = |procs: Vec<ProcessSpec>| {
             let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(200), 1 << 40).unwrap();
             FixedLatencyDevice::new(&host, 10_000).run(&mut host, None);

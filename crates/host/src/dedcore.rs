@@ -126,6 +126,8 @@ mod tests {
         cfg.nvme.completion = CompletionMode::Selective;
         cfg.nvme.dedcore = Switch::On;
         cfg.jitter.tick_hz = 0;
+        // Constant costs: the breakdown below is checked to the nanosecond.
+        cfg.jitter.cost_cv_pct = 0;
         let job = "[r]\nioengine=psync\ndirect=1\nbs=4k\nrw=randread\nnumber_ios=30\n";
         let mut lc = fio_process(job, &cfg);
         lc.class = IoClass::LatencyCritical;

@@ -286,23 +286,25 @@ fn thin_host_cpu_adds_up_and_polling_occupies_a_core() {
     assert!(polled.cpu.poll > 0.0 && polled.cpu.irq == 0.0);
     assert!(irq.cpu.irq > 0.0 && irq.cpu.poll == 0.0);
     assert_eq!(irq.cpu.interrupts, 2000);
-    // Each synchronous I/O with interrupts books exactly its submit, its ISR and the switch
-    // back to the sleeping thread (x86-4 costs), and nothing else.
+    // Each synchronous I/O with interrupts books its submit, its ISR and the switch back to
+    // the sleeping thread (x86-4 costs), and nothing else. The costs are drawn per I/O
+    // around their means (`cost_cv_pct` 10 %: the sum of 2,000 draws is within 0.25 % of
+    // 2,000 means at one standard deviation), so each category's total is within 1 % of
+    // 2,000 means; a cost booked twice or not at all is 100 % off.
     let (c, costs) = (&irq.host.cores[0].ns, HostCosts::preset("x86-4").unwrap());
     let booked = |cat: host::Cat| c[cat.index()];
-    assert_eq!(
-        (
-            booked(host::Cat::Syscall),
-            booked(host::Cat::Irq),
-            booked(host::Cat::Sched)
-        ),
-        (
-            2000 * costs.submit_ns,
-            2000 * costs.isr_ns,
-            2000 * costs.wakeup_ns
-        ),
-        "{c:?}"
-    );
+    for (cat, mean_ns) in [
+        (host::Cat::Syscall, costs.submit_ns),
+        (host::Cat::Irq, costs.isr_ns),
+        (host::Cat::Sched, costs.wakeup_ns),
+    ] {
+        let want = 2000 * mean_ns;
+        assert!(
+            booked(cat).abs_diff(want) < want / 100,
+            "{cat:?}: booked {} ns, 2000 × {mean_ns} = {want}: {c:?}",
+            booked(cat)
+        );
+    }
     assert_eq!(irq.cpu.context_switches, 2000);
     assert_eq!(irq.cpu.user, 0.0, "the thin host has no per-I/O user cost");
     assert_eq!(

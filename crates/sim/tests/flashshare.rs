@@ -69,14 +69,18 @@ fn vanilla_co_run_latency_critical_block_layer_time_is_its_submission_cpu_cold()
     assert_eq!(lcs.bios, b.requests);
     // The cold extra splits as the warm path: 1.5 / 2.3 to the submission, 0.8 / 2.3 to the
     // dispatch.
+    // The costs, cold extra included, are means drawn per bio (`jitter.cost_cv_pct`, 10 %:
+    // the mean of some 500 draws of the cold submission's 25.6 µs has a standard deviation of
+    // 110 ns, the dispatch's 13.7 µs one of 60 ns), hence 2 % either side; without the cold
+    // cost, or with it all on one side, either is off by more than half.
     let submit = 1_500 + 37_200 * 1_500 / 2_300 * lcs.cold_bios / lcs.bios;
     let dispatch = 800 + 37_200 * 800 / 2_300 * lcs.cold_bios / lcs.bios;
     assert!(
-        (submit..submit + 60).contains(&b.software_queue),
+        b.software_queue.abs_diff(submit) <= submit / 50,
         "{b:?}: expected {submit} ns of submission"
     );
     assert!(
-        (dispatch..dispatch + 60).contains(&b.hardware_queue),
+        b.hardware_queue.abs_diff(dispatch) <= dispatch / 50,
         "{b:?}: expected {dispatch} ns of dispatch"
     );
     let total = b.software_queue + b.hardware_queue;
@@ -306,7 +310,12 @@ fn each_host_switch_changes_the_latency_critical_path_and_leaves_the_throughput_
             "{t:?} vs {b_tp:?}"
         );
         assert!(near(b_tp.irq, t.irq, 2), "{t:?} vs {b_tp:?}");
-        assert_eq!((t.blk_complete, t.poll), (b_tp.blk_complete, 0), "{t:?}");
+        // The same mean cost, drawn per request (`jitter.cost_cv_pct`): within 1 %.
+        assert!(
+            near(b_tp.blk_complete, t.blk_complete, 1),
+            "{t:?} vs {b_tp:?}"
+        );
+        assert_eq!(t.poll, 0, "{t:?}");
     };
     let bypass = with_switch(BYPASS, true);
     assert_eq!(lc(&bypass).hardware_queue, 0, "{:?}", lc(&bypass));

@@ -863,7 +863,7 @@ fn merge_search_cpu_is_accounted_in_blk_time() {
     // 7 in flight): each bio's merge search compares it with the queued requests and
     // finds nothing to merge with, yet costs `merge_check_ns` per comparison. Blk CPU time is
     // bio submission + merge search + dispatch, so the search is what remains after taking
-    // out the other two.
+    // out the other two (costs constant, `cost_cv_pct = 0`, so the remainder is exact).
     let dir = scratch_dir(
         "mergecpu",
         &[(
@@ -873,7 +873,7 @@ fn merge_search_cpu_is_accounted_in_blk_time() {
     );
     let mk = |merges: &str, scan: u32| {
         let text = format!(
-            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[host.nvme]\nqueue_depth = 2\n[host.blk]\nmerges = \"{merges}\"\nmerge_scan_requests = {scan}\nnr_requests = 7\n[[process]]\nfio = \"rw.fio\"\n"
+            "seed = 1\nduration_ms = 1000\n[host]\npreset = \"x86-4\"\n[host.nvme]\nqueue_depth = 2\n[host.blk]\nmerges = \"{merges}\"\nmerge_scan_requests = {scan}\nnr_requests = 7\n[host.jitter]\ncost_cv_pct = 0\n[[process]]\nfio = \"rw.fio\"\n"
         );
         let cfg = SystemConfig::parse(&text, "test.toml", &dir).unwrap();
         let s = run(&cfg, &mut Silent).unwrap();
@@ -946,9 +946,14 @@ fn a_spinning_poller_is_preempted_by_a_cpu_hog_on_its_core() {
     );
     let (a, c) = (&alone.run.jobs[0].read, &co.run.jobs[0].read);
     assert!(a.latency_ns.max < 50_000, "alone: {:?}", a.latency_ns);
-    assert_eq!(
-        a.latency_ns.p99, c.latency_ns.p99,
-        "most I/Os never meet the hog"
+    // Costs are drawn per operation and the hog's switches draw from the same streams, so
+    // the two runs' I/Os are not the same draws: their p99s agree within a microsecond, where
+    // an I/O that waits for the hog waits milliseconds.
+    assert!(
+        a.latency_ns.p99.abs_diff(c.latency_ns.p99) < 1_000,
+        "most I/Os never meet the hog: p99 {} alone, {} beside it",
+        a.latency_ns.p99,
+        c.latency_ns.p99
     );
     assert!(
         c.latency_ns.max > 1_000_000,
@@ -1044,7 +1049,9 @@ fn flashshare_host_switches_work_from_the_system_file() {
     .unwrap();
     let x_lc = &xler.host.breakdown[IoClass::LatencyCritical.index()];
     assert!(x_lc.requests > 0);
-    assert_eq!((x_lc.driver, x_lc.poll), (200, 0), "{x_lc:?}");
+    // `accel_register_ns` (200 on arm8), drawn per request (cv 10 %): the mean within 5 %.
+    assert!((190..=210).contains(&x_lc.driver), "{x_lc:?}");
+    assert_eq!(x_lc.poll, 0, "{x_lc:?}");
     assert_eq!(xler.host.nvme.polled_completions, 0);
     // A mechanism without the attribute is refused, naming the key.
     let e = config_error(
