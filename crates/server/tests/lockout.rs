@@ -462,7 +462,6 @@ impl Write for Trickler {
 /// timer bounded it, and every byte reset that.
 #[test]
 fn a_tls_record_trickled_after_hello_is_closed_at_its_deadline() {
-    use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
     let keys = TempFile::new("lockout-psk");
     std::fs::write(&keys.0, format!("alice:{ALICE_PSK_HEX}\n")).expect("key file");
     let mut toml = standard_config(&memory_backend("8MiB"), "on").replace(
@@ -471,25 +470,9 @@ fn a_tls_record_trickled_after_hello_is_closed_at_its_deadline() {
     );
     toml.push_str(&format!("\n[tls]\npsk_file = \"{}\"\n", keys.0.display()));
     let s = start(&toml);
-    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
-    connector.set_verify(SslVerifyMode::NONE);
-    connector
-        .set_cipher_list("ECDHEPSK:PSK")
-        .expect("PSK suites");
-    connector.set_psk_client_callback(|_, _hint, identity, psk| {
-        let id = b"alice\0";
-        identity[..id.len()].copy_from_slice(id);
-        let key: Vec<u8> = (0..ALICE_PSK_HEX.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&ALICE_PSK_HEX[i..i + 2], 16).unwrap_or(0))
-            .collect();
-        psk[..key.len()].copy_from_slice(&key);
-        Ok(key.len())
-    });
     let tcp = std::net::TcpStream::connect(s.addrs.native.expect("native")).expect("connect");
     tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    let mut config = connector.build().configure().expect("configure");
-    config.set_verify_hostname(false);
+    let config = psk_client("alice", hex_bytes(ALICE_PSK_HEX));
     let trickler = Trickler {
         tcp,
         slow_since: None,

@@ -14,7 +14,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use common::*;
-use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use proto::wire::{RequestHeader, Status};
 use server::config::ServerConfig;
 
@@ -133,21 +132,10 @@ fn refused_authentications_and_bad_input_are_logged_with_the_peer() {
     let mut toml = standard_config(&memory_backend("8MiB"), "on");
     toml.push_str(&format!("\n[tls]\npsk_file = \"{}\"\n", keys.0.display()));
     let tls_server = start(&toml);
-    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
-    connector.set_verify(SslVerifyMode::NONE);
-    connector
-        .set_cipher_list("ECDHEPSK:PSK")
-        .expect("PSK suites");
-    connector.set_psk_client_callback(|_, _hint, identity, psk| {
-        identity[..6].copy_from_slice(b"alice\0");
-        psk[..32].copy_from_slice(&[1u8; 32]);
-        Ok(32)
-    });
     let tcp = TcpStream::connect(tls_server.addrs.native.expect("native")).expect("connect");
     tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
     let local = tcp.local_addr().expect("addr");
-    let mut config = connector.build().configure().expect("configure");
-    config.set_verify_hostname(false);
+    let config = psk_client("alice", vec![1u8; 32]);
     // TLS 1.3: the server's verdict on the key may come with the first read.
     if let Ok(mut tls) = config.connect("localhost", tcp) {
         let _ = tls.write_all(&RequestHeader::stats(1, 0).encode());

@@ -9,7 +9,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 
 use common::*;
-use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use proto::nbd;
 use proto::wire::{self, HelloBody, RequestHeader, Status};
 
@@ -194,25 +193,9 @@ fn own_protocol_speaks_tls_from_the_first_byte() {
     assert!(plain.recv().is_none(), "a plaintext HELLO was answered");
 
     // Over TLS-PSK (OpenSSL client), HELLO and a write/read round trip work.
-    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
-    connector.set_verify(SslVerifyMode::NONE);
-    connector
-        .set_cipher_list("ECDHEPSK:PSK")
-        .expect("PSK suites");
-    connector.set_psk_client_callback(|_, _hint, identity, psk| {
-        let id = b"alice\0";
-        identity[..id.len()].copy_from_slice(id);
-        let key: Vec<u8> = (0..ALICE_KEY.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&ALICE_KEY[i..i + 2], 16).expect("hex"))
-            .collect();
-        psk[..key.len()].copy_from_slice(&key);
-        Ok(key.len())
-    });
     let tcp = TcpStream::connect(addr).expect("connect");
     tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    let mut config = connector.build().configure().expect("configure");
-    config.set_verify_hostname(false);
+    let config = psk_client("alice", hex_bytes(ALICE_KEY));
     let mut tls = config.connect("localhost", tcp).expect("TLS-PSK handshake");
     tls.write_all(&hello_frame("alice", "alice-secret", "vol"))
         .expect("send HELLO");
@@ -398,25 +381,9 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// A TLS-PSK handshake on the own protocol's port with `key_hex` for identity alice.
 fn psk_handshake(addr: SocketAddr, key_hex: &str) -> bool {
-    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
-    connector.set_verify(SslVerifyMode::NONE);
-    connector
-        .set_cipher_list("ECDHEPSK:PSK")
-        .expect("PSK suites");
-    let key: Vec<u8> = (0..key_hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&key_hex[i..i + 2], 16).expect("hex"))
-        .collect();
-    connector.set_psk_client_callback(move |_, _hint, identity, psk| {
-        let id = b"alice\0";
-        identity[..id.len()].copy_from_slice(id);
-        psk[..key.len()].copy_from_slice(&key);
-        Ok(key.len())
-    });
     let tcp = TcpStream::connect(addr).expect("connect");
     tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    let mut config = connector.build().configure().expect("configure");
-    config.set_verify_hostname(false);
+    let config = psk_client("alice", hex_bytes(key_hex));
     match config.connect("localhost", tcp) {
         // TLS 1.3: the server's verdict on the key may come with the first read.
         Ok(mut tls) => {

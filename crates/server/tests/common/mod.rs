@@ -454,3 +454,33 @@ pub fn metric(text: &str, name: &str) -> u64 {
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }
+
+/// The bytes of a hex string (a PSK as the key file holds it). Panics on bad hex: test data.
+pub fn hex_bytes(hex: &str) -> Vec<u8> {
+    assert!(hex.len() % 2 == 0, "odd-length hex {hex:?}");
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// An OpenSSL client configuration for TLS-PSK as identity `identity` with `key`: PSK suites
+/// only, no certificate or host name check (the server has no certificate).
+pub fn psk_client(identity: &str, key: Vec<u8>) -> openssl::ssl::ConnectConfiguration {
+    use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
+    connector.set_verify(SslVerifyMode::NONE);
+    connector
+        .set_cipher_list("ECDHEPSK:PSK")
+        .expect("PSK suites");
+    let mut id = identity.as_bytes().to_vec();
+    id.push(0);
+    connector.set_psk_client_callback(move |_, _hint, identity, psk| {
+        identity[..id.len()].copy_from_slice(&id);
+        psk[..key.len()].copy_from_slice(&key);
+        Ok(key.len())
+    });
+    let mut config = connector.build().configure().expect("configure");
+    config.set_verify_hostname(false);
+    config
+}
