@@ -457,7 +457,7 @@ pub fn metric(text: &str, name: &str) -> u64 {
 
 /// The bytes of a hex string (a PSK as the key file holds it). Panics on bad hex: test data.
 pub fn hex_bytes(hex: &str) -> Vec<u8> {
-    assert!(hex.len() % 2 == 0, "odd-length hex {hex:?}");
+    assert!(hex.len().is_multiple_of(2), "odd-length hex {hex:?}");
     (0..hex.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
