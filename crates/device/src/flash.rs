@@ -308,9 +308,8 @@ fn type_index(t: PageType) -> usize {
 }
 
 impl Flash {
-    /// The flash of a run seeded 0 (see [`with_seed`](Self::with_seed)). `Ssd::with_seed`
-    /// still builds its flash with this, so its sense-time and retry draws are seed 0's in
-    /// every run until it passes its seed to `with_seed`.
+    /// The flash of a run seeded 0 (see [`with_seed`](Self::with_seed)); `Ssd::with_seed`
+    /// passes the run's seed.
     pub fn new(config: &DeviceConfig) -> Flash {
         Self::with_seed(config, 0)
     }

@@ -350,15 +350,15 @@ impl Ssd {
         Self::with_seed(config, options, 0)
     }
 
-    /// As [`new`](Self::new), drawing the device's random choices (factory bad blocks) from
-    /// the run's `seed`.
+    /// As [`new`](Self::new), drawing the device's random choices (factory bad blocks, NAND
+    /// sense times and read retries) from the run's `seed`.
     pub fn with_seed(
         config: &DeviceConfig,
         options: DeviceOptions,
         seed: u64,
     ) -> Result<Ssd, config::ConfigError> {
         config.validate()?;
-        let flash = Flash::new(config);
+        let flash = Flash::with_seed(config, seed);
         let ftl = Ftl::with_seed(config, flash.geometry.clone(), options.integrity, seed);
         let writeback = WriteBack::new(
             &config.cache,

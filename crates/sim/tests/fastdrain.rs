@@ -29,7 +29,8 @@ enum Step<'a> {
 /// completions adapted the same way), calling `watch` after each exchange; returns both
 /// models at the end (the device's run drained).
 fn run_watched(cfg: &SystemConfig, mut watch: impl FnMut(Step)) -> (Host, Ssd) {
-    let mut ssd = Ssd::new(&cfg.device, DeviceOptions { integrity: false }).unwrap();
+    let mut ssd =
+        Ssd::with_seed(&cfg.device, DeviceOptions { integrity: false }, cfg.seed).unwrap();
     let mut host = Host::new(
         &cfg.host,
         cfg.processes.clone(),
@@ -192,15 +193,15 @@ fn the_hinted_command_is_the_first_of_its_wave_to_reach_the_device() {
     );
 }
 
-/// The FastDrain study's `--quick` co-run: the study's drive (128 LUNs) with its 64 MiB quick
-/// buffer, so that one second holds several foreground episodes. While the firmware drains in
+/// The FastDrain study's `--quick` co-run, run for three seconds: the study's drive (128 LUNs)
+/// with its 64 MiB quick buffer, so that the run holds several foreground episodes. While the firmware drains in
 /// the foreground its completions report the buffer at `high` (`drain.rs`, "The buffer status
 /// in completions"), so the host switches to the high set and back on the study's own drive;
 /// before, completions reported only the units buffered, which foreground eviction keeps under
 /// `high`, and this test needed a drive of 16 LUNs draining slower than ungzip writes back.
 const STUDY_QUICK: &str = "
 seed = 1
-duration_ms = 1000
+duration_ms = 3000
 [host]
 preset = \"arm8-4g\"
 [device]

@@ -74,7 +74,7 @@ pub fn run_system_with_series(
     series: Option<SeriesOut>,
 ) -> Result<SystemRunResult, SystemRunError> {
     let wall = Instant::now();
-    let mut ssd = Ssd::new(&cfg.device, DeviceOptions { integrity: false })?;
+    let mut ssd = Ssd::with_seed(&cfg.device, DeviceOptions { integrity: false }, cfg.seed)?;
     let mut host = Host::new(
         &cfg.host,
         cfg.processes.clone(),
