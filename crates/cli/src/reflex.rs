@@ -32,11 +32,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::bench::{self, BenchConfig, Progress};
+use qos::TenantClass;
 use server::backend::{Completion, Fua, StorageOp, Submitted, Volume};
-use sim::remote::ServerModel;
+use sim::remote::{ClientSide, ServerModel, TenantResult};
 use study::reflex::{
-    sustained_rate, tokens_per_sec, Place, RealOutcome, RealRun, RealRunner, RealTenant,
-    REAL_VOLUME_BYTES,
+    sustained_rate, tokens_per_sec, Place, RealOutcome, RealRun, RealRunner, REAL_VOLUME_BYTES,
 };
 use workload::remote::{ClassSpec, Load, Scenario};
 
@@ -319,11 +319,24 @@ fn run_server(
         let (r, w) = (lat(&t.reads.latency_ns), lat(&t.writes.latency_ns));
         let slo_p95 = t.slo.as_ref().map(|s| s.p95_read_latency_ns);
         let read_p95 = r.as_ref().map_or(0, |l| l.p95);
-        tenants.push(RealTenant {
+        let class = match t.class {
+            "lc" => TenantClass::LatencyCritical,
+            "be" => TenantClass::BestEffort,
+            other => {
+                return Err(format!(
+                    "bench reported tenant {:?} of class {other:?}",
+                    t.name
+                ))
+            }
+        };
+        tenants.push(TenantResult {
             name: t.name.clone(),
-            class: t.class.to_string(),
+            class,
             slo_p95_read_latency_ns: slo_p95,
             slo_iops: t.slo.as_ref().map(|s| s.iops),
+            // Never in a real run's report (its scenario has them).
+            read_pct: None,
+            size_bytes: None,
             reads: t.reads.count,
             writes: t.writes.count,
             iops: t.iops,
@@ -342,8 +355,10 @@ fn run_server(
                 report.window_s,
             ),
             slo_met: slo_p95.map(|s| t.reads.count > 0 && read_p95 <= s),
-            send_lag_ns_p99: t.send_lag_ns.as_ref().map(|l| l.p99),
-            errors: t.errors.values().sum(),
+            client: Some(ClientSide {
+                send_lag_ns_p99: t.send_lag_ns.as_ref().map(|l| l.p99),
+                errors: t.errors.values().sum(),
+            }),
         });
     }
     let pct = |ns: u64| 100.0 * ns as f64 / wall_ns.max(1) as f64;
@@ -492,9 +507,13 @@ fn run_device(
         ),
         load_average_1m: load,
         window_s: secs,
-        tenants: vec![RealTenant {
+        tenants: vec![TenantResult {
             name: tenant.name.clone(),
-            class: "be".into(),
+            class: TenantClass::BestEffort,
+            slo_p95_read_latency_ns: None,
+            slo_iops: None,
+            read_pct: None,
+            size_bytes: None,
             reads: reads.count(),
             writes: writes.count(),
             iops: n as f64 / secs,
@@ -512,7 +531,8 @@ fn run_device(
                 size,
                 secs,
             ),
-            ..RealTenant::default()
+            slo_met: None,
+            client: Some(ClientSide::default()),
         }],
         device_iops_in_window: n as f64 / secs,
         worker_busy_pct: Vec::new(),

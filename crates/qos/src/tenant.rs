@@ -119,14 +119,34 @@ impl TenantSpec {
     }
 }
 
-/// Service class of a tenant.
+/// Service class of a tenant: the one enum the server's config (`class = "lc" | "be"`), the
+/// simulator's and real runs' results and the scheduler share. It is spelled `lc` / `be`
+/// wherever it is read or written (TOML, JSON, tables).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum TenantClass {
     /// Has an SLO and a reservation.
+    #[serde(rename = "lc")]
     LatencyCritical,
     /// Shares what is left.
+    #[serde(rename = "be")]
     BestEffort,
+}
+
+impl TenantClass {
+    /// Its spelling in files and tables: `lc` or `be`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TenantClass::LatencyCritical => "lc",
+            TenantClass::BestEffort => "be",
+        }
+    }
+}
+
+impl std::fmt::Display for TenantClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, so width and alignment in tables apply as they do to a `&str`.
+        f.pad(self.as_str())
+    }
 }
 
 /// An LC tenant's reservation in mtok/s under `mix` (rounded up: the device is never promised

@@ -669,15 +669,9 @@ fn default_block_bytes() -> u32 {
     512
 }
 
-/// QoS class of a tenant.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum TenantClass {
-    /// Latency-critical: has an SLO, gets a reservation.
-    Lc,
-    /// Best-effort: shares what the LC tenants leave.
-    Be,
-}
+/// QoS class of a tenant (`class = "lc" | "be"`): latency-critical tenants have an SLO and get
+/// a reservation, best-effort ones share what they leave.
+pub use qos::TenantClass;
 
 /// A latency-critical tenant's service-level objective.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
@@ -810,7 +804,7 @@ impl ServerConfig {
                 name: "open".into(),
                 secret: None,
                 open: true,
-                class: TenantClass::Be,
+                class: TenantClass::BestEffort,
                 slo: None,
                 acl: vec![AclConfig {
                     volume: "default".into(),
@@ -1212,7 +1206,7 @@ impl ServerConfig {
                 }
             }
             if let Some(slo) = &t.slo {
-                if t.class == TenantClass::Be {
+                if t.class == TenantClass::BestEffort {
                     return Err(invalid(
                         format!("{key}.slo"),
                         format!("(set on best-effort tenant {:?})", t.name),
@@ -1304,7 +1298,7 @@ impl ServerConfig {
                     format!("a tenant with an ACL entry for volume {:?}", e.volume),
                 ));
             }
-            if tenant.class == TenantClass::Lc && tenant.slo.is_none() {
+            if tenant.class == TenantClass::LatencyCritical && tenant.slo.is_none() {
                 return Err(invalid(
                     format!("{key}.tenant"),
                     format!("{:?} (latency-critical without `slo`)", e.tenant),

@@ -441,7 +441,7 @@ impl NativeSession {
         let tenant = ctx.shared.tenants.get(authed.tenant);
         let (spec, slo_p95_ns) = match body.class {
             wire::TenantClass::LatencyCritical(slo) => {
-                if tenant.class != TenantClass::Lc {
+                if tenant.class != TenantClass::LatencyCritical {
                     let message = format!(
                         "tenant {:?} is best-effort in the server's config; it may not register a latency-critical SLO",
                         tenant.name
@@ -562,10 +562,7 @@ impl NativeSession {
             }
             json.push_str(&format!(
                 "{{\"handle\":{handle},\"class\":\"{}\",\"reservation_mtok_per_sec\":{},\"earned_mtok\":{},\"spent_mtok\":{},\"donated_mtok\":{},\"deficit_hits\":{},\"requests_submitted\":{},\"requests_queued\":{},\"balance_mtok\":{}}}",
-                match h.class() {
-                    qos::TenantClass::LatencyCritical => "lc",
-                    qos::TenantClass::BestEffort => "be",
-                },
+                h.class(),
                 h.reservation_mtok_per_sec(),
                 c.earned_mtok,
                 c.spent_mtok,

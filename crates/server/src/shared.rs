@@ -361,11 +361,13 @@ impl Shared {
         let mut default_flows = Vec::with_capacity(tenants.len());
         for t in tenants.iter() {
             let spec = match (t.class, &t.slo) {
-                (TenantClass::Be, _) => Some(qos::TenantSpec::BestEffort(qos::BeSpec::default())),
-                (TenantClass::Lc, Some(slo)) => {
+                (TenantClass::BestEffort, _) => {
+                    Some(qos::TenantSpec::BestEffort(qos::BeSpec::default()))
+                }
+                (TenantClass::LatencyCritical, Some(slo)) => {
                     Some(qos::TenantSpec::LatencyCritical(slo.to_qos()))
                 }
-                (TenantClass::Lc, None) => None,
+                (TenantClass::LatencyCritical, None) => None,
             };
             let flow = match spec {
                 Some(spec) => {

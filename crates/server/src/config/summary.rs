@@ -24,7 +24,7 @@ use std::fmt::Write;
 
 use super::{
     Access, BackendConfig, DeviceSpec, IdlePolicy, ProfileConfig, SchedulerMode, ServerConfig,
-    TenantClass, VrateMode,
+    VrateMode,
 };
 
 /// How a secret prints.
@@ -234,11 +234,7 @@ impl ServerConfig {
             if t.secret.is_some() {
                 writeln!(out, "secret = \"{REDACTED}\"")?;
             }
-            let class = match t.class {
-                TenantClass::Lc => "lc",
-                TenantClass::Be => "be",
-            };
-            writeln!(out, "class = \"{class}\"")?;
+            writeln!(out, "class = \"{}\"", t.class)?;
             if let Some(slo) = &t.slo {
                 writeln!(
                     out,

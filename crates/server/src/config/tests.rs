@@ -59,7 +59,7 @@ fn full_config_parses_with_values() {
         }
     );
     assert_eq!(c.tenants[0].acl[0].lba_ranges, Some(vec![[0, 2048]]));
-    assert_eq!(c.tenants[1].class, TenantClass::Be);
+    assert_eq!(c.tenants[1].class, TenantClass::BestEffort);
     assert_eq!(c.exports[0].tenant, "alice");
     assert_eq!(
         c.qos.profile,

@@ -54,7 +54,7 @@ pub mod run;
 pub use config::{DataplaneCosts, RemoteConfigError, RemoteRunConfig, ServerModel};
 /// Whether the token scheduler runs (`[sim] scheduler = "on" | "off"`).
 pub use qos::SchedulerMode;
-pub use run::{run, RemoteError, RemoteSummary, TenantResult};
+pub use run::{run, ClientSide, RemoteError, RemoteSummary, TenantResult};
 
 #[cfg(test)]
 mod tests;

@@ -91,17 +91,23 @@ struct TenantAcc {
     tokens_mtok: u64,
 }
 
-/// One tenant's results over the measured window (requests issued in it).
-#[derive(Clone, Debug, Serialize)]
+/// One tenant's results over the measured window (requests issued in it), from the simulator
+/// or from a real run (the `reflex` study sets the two beside each other, and reads both
+/// through this one type). IOPS count the requests issued in the window; latencies run from a
+/// request's arrival (open loop) or send (closed loop) to its reply.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TenantResult {
     pub name: String,
-    /// `lc` or `be`.
-    pub class: &'static str,
+    pub class: qos::TenantClass,
     /// The SLO's p95 read-latency target (LC), ns.
     pub slo_p95_read_latency_ns: Option<u64>,
     pub slo_iops: Option<u64>,
-    pub read_pct: u8,
-    pub size_bytes: u32,
+    /// The scenario's read percentage and request size, as the simulator reports them (a real
+    /// run's report has never carried them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_pct: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u32>,
     pub reads: u64,
     pub writes: u64,
     pub iops: f64,
@@ -117,6 +123,19 @@ pub struct TenantResult {
     pub tokens_per_sec: f64,
     /// LC: p95 read latency within the SLO's target.
     pub slo_met: Option<bool>,
+    /// What only a real load generator sees (`None` from the simulator).
+    #[serde(flatten)]
+    pub client: Option<ClientSide>,
+}
+
+/// A real run's figures the simulator has no counterpart for.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClientSide {
+    /// Open loop: p99 of the lag between an arrival's scheduled time and its send (the load
+    /// generator falling behind shows here, and is part of the latency).
+    pub send_lag_ns_p99: Option<u64>,
+    /// Failed requests (any status but OK).
+    pub errors: u64,
 }
 
 /// A remote run's results.
@@ -541,8 +560,12 @@ impl<'a> Run<'a> {
                     ClassSpec::LatencyCritical {
                         p95_read_latency_ns,
                         iops,
-                    } => ("lc", Some(p95_read_latency_ns), Some(iops)),
-                    ClassSpec::BestEffort => ("be", None, None),
+                    } => (
+                        qos::TenantClass::LatencyCritical,
+                        Some(p95_read_latency_ns),
+                        Some(iops),
+                    ),
+                    ClassSpec::BestEffort => (qos::TenantClass::BestEffort, None, None),
                 };
                 let p95 = a.read.quantile_ns(0.95);
                 TenantResult {
@@ -550,8 +573,8 @@ impl<'a> Run<'a> {
                     class,
                     slo_p95_read_latency_ns: slo_p95,
                     slo_iops,
-                    read_pct: t.read_pct,
-                    size_bytes: t.size_bytes,
+                    read_pct: Some(t.read_pct),
+                    size_bytes: Some(t.size_bytes),
                     reads: a.read.count(),
                     writes: a.write.count(),
                     iops: (a.read.count() + a.write.count()) as f64 / secs,
@@ -563,6 +586,7 @@ impl<'a> Run<'a> {
                     write_latency_ns_mean: a.write.mean_ns(),
                     tokens_per_sec: a.tokens_mtok as f64 / 1000.0 / secs,
                     slo_met: slo_p95.map(|s| a.read.count() > 0 && p95 <= s),
+                    client: None,
                 }
             })
             .collect();

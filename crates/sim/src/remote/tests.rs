@@ -96,3 +96,51 @@ fn bad_sim_keys_are_named() {
         .to_string();
     assert!(err.contains("workers = 0"), "{err}");
 }
+
+/// A tenant's results keep the JSON spelling their readers know: the simulator's with
+/// `read_pct` and `size_bytes`, a real run's (the `reflex` study's `study.json`) with
+/// `send_lag_ns_p99` and `errors` last, the class as `lc` / `be`.
+#[test]
+fn tenant_results_keep_their_json_spelling() {
+    let sim = TenantResult {
+        name: "A".into(),
+        class: qos::TenantClass::LatencyCritical,
+        slo_p95_read_latency_ns: Some(500_000),
+        slo_iops: Some(1_000),
+        read_pct: Some(80),
+        size_bytes: Some(4096),
+        reads: 8,
+        writes: 2,
+        iops: 1000.5,
+        read_latency_ns_p50: 1,
+        read_latency_ns_p95: 2,
+        read_latency_ns_p99: 3,
+        read_latency_ns_mean: 4,
+        write_latency_ns_p95: 5,
+        write_latency_ns_mean: 6,
+        tokens_per_sec: 2.5,
+        slo_met: Some(true),
+        client: None,
+    };
+    assert_eq!(
+        serde_json::to_string(&sim).expect("json"),
+        r#"{"name":"A","class":"lc","slo_p95_read_latency_ns":500000,"slo_iops":1000,"read_pct":80,"size_bytes":4096,"reads":8,"writes":2,"iops":1000.5,"read_latency_ns_p50":1,"read_latency_ns_p95":2,"read_latency_ns_p99":3,"read_latency_ns_mean":4,"write_latency_ns_p95":5,"write_latency_ns_mean":6,"tokens_per_sec":2.5,"slo_met":true}"#
+    );
+    let real = TenantResult {
+        class: qos::TenantClass::BestEffort,
+        slo_p95_read_latency_ns: None,
+        slo_iops: None,
+        read_pct: None,
+        size_bytes: None,
+        slo_met: None,
+        client: Some(ClientSide {
+            send_lag_ns_p99: None,
+            errors: 7,
+        }),
+        ..sim
+    };
+    assert_eq!(
+        serde_json::to_string(&real).expect("json"),
+        r#"{"name":"A","class":"be","slo_p95_read_latency_ns":null,"slo_iops":null,"reads":8,"writes":2,"iops":1000.5,"read_latency_ns_p50":1,"read_latency_ns_p95":2,"read_latency_ns_p99":3,"read_latency_ns_mean":4,"write_latency_ns_p95":5,"write_latency_ns_mean":6,"tokens_per_sec":2.5,"slo_met":null,"send_lag_ns_p99":null,"errors":7}"#
+    );
+}

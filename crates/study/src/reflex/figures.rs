@@ -1,6 +1,9 @@
 //! The study's figures: the full-scale simulated parts, and every real run beside its twin
 //! (real solid, twin dashed, one colour per setting).
 
+use qos::TenantClass;
+use sim::remote::TenantResult;
+
 use super::real::RunView;
 use super::{Paired, Part, RunOutcome, DEVICE_A_TOML, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
 use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
@@ -22,7 +25,7 @@ fn us(ns: u64) -> f64 {
 /// One SLO line (in µs) per distinct p95 read-latency target among `tenants`, naming the
 /// tenants that hold it (`SLO of A, B: 500 µs`), or their class when `by_class`.
 fn slo_lines<'a>(
-    tenants: impl IntoIterator<Item = &'a super::real::TenantView>,
+    tenants: impl IntoIterator<Item = &'a TenantResult>,
     by_class: bool,
 ) -> Vec<Reference> {
     let mut targets: Vec<(u64, Vec<String>)> = Vec::new();
@@ -31,7 +34,7 @@ fn slo_lines<'a>(
             continue;
         };
         let who = if by_class {
-            t.class.to_uppercase()
+            t.class.as_str().to_uppercase()
         } else {
             t.name.clone()
         };
@@ -60,7 +63,7 @@ fn slo_lines<'a>(
 fn per_tenant(
     run: &RunView,
     names: &[String],
-    f: &dyn Fn(&super::real::TenantView) -> f64,
+    f: &dyn Fn(&TenantResult) -> f64,
 ) -> Vec<(f64, f64)> {
     names
         .iter()
@@ -74,11 +77,11 @@ fn per_tenant(
         .collect()
 }
 
-fn p95_us(t: &super::real::TenantView) -> f64 {
+fn p95_us(t: &TenantResult) -> f64 {
     us(t.read_latency_ns_p95)
 }
 
-fn k_iops(t: &super::real::TenantView) -> f64 {
+fn k_iops(t: &TenantResult) -> f64 {
     t.iops / 1000.0
 }
 
@@ -158,8 +161,18 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
             y_log: false,
             x_ticks: Ticks::Integer,
             series: vec![
-                series("LC IOPS", p(&|r| r.iops("lc") / 1000.0), 0, Stroke::Solid),
-                series("BE IOPS", p(&|r| r.iops("be") / 1000.0), 1, Stroke::Solid),
+                series(
+                    "LC IOPS",
+                    p(&|r| r.iops(TenantClass::LatencyCritical) / 1000.0),
+                    0,
+                    Stroke::Solid,
+                ),
+                series(
+                    "BE IOPS",
+                    p(&|r| r.iops(TenantClass::BestEffort) / 1000.0),
+                    1,
+                    Stroke::Solid,
+                ),
                 series(
                     "tokens",
                     p(&|r| r.tokens_per_sec() / 1000.0),
@@ -182,12 +195,12 @@ pub fn sim_figures(sims: &[RunOutcome]) -> Vec<Figure> {
                 cores
                     .iter()
                     .flat_map(|(_, r)| &r.tenants)
-                    .filter(|t| t.class == "lc"),
+                    .filter(|t| t.class == TenantClass::LatencyCritical),
                 true,
             ),
             series: vec![series(
                 "LC p95",
-                p(&|r| us(r.worst_p95_ns("lc"))),
+                p(&|r| us(r.worst_p95_ns(TenantClass::LatencyCritical))),
                 0,
                 Stroke::Solid,
             )],
@@ -302,7 +315,7 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                 "p95",
                 "p95 read latency per tenant",
                 "p95 read latency (µs)",
-                &p95_us as &dyn Fn(&super::real::TenantView) -> f64,
+                &p95_us as &dyn Fn(&TenantResult) -> f64,
                 true,
             ),
             ("iops", "IOPS per tenant", "K IOPS", &k_iops, false),
@@ -367,10 +380,10 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
             y_log: false,
             x_ticks: Ticks::Integer,
             series: vec![
-                series("LC real", real(&|r| r.iops("lc") / 1000.0), 0, Stroke::Solid),
-                series("LC model", model(&|r| r.iops("lc") / 1000.0), 0, Stroke::Dashed),
-                series("BE real", real(&|r| r.iops("be") / 1000.0), 1, Stroke::Solid),
-                series("BE model", model(&|r| r.iops("be") / 1000.0), 1, Stroke::Dashed),
+                series("LC real", real(&|r| r.iops(TenantClass::LatencyCritical) / 1000.0), 0, Stroke::Solid),
+                series("LC model", model(&|r| r.iops(TenantClass::LatencyCritical) / 1000.0), 0, Stroke::Dashed),
+                series("BE real", real(&|r| r.iops(TenantClass::BestEffort) / 1000.0), 1, Stroke::Solid),
+                series("BE model", model(&|r| r.iops(TenantClass::BestEffort) / 1000.0), 1, Stroke::Dashed),
             ],
             ..Default::default()
         });
@@ -387,19 +400,19 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                 cores
                     .iter()
                     .flat_map(|(_, r, _)| &r.tenants)
-                    .filter(|t| t.class == "lc"),
+                    .filter(|t| t.class == TenantClass::LatencyCritical),
                 true,
             ),
             series: vec![
                 series(
                     "real",
-                    real(&|r| us(r.worst_p95_ns("lc"))),
+                    real(&|r| us(r.worst_p95_ns(TenantClass::LatencyCritical))),
                     0,
                     Stroke::Solid,
                 ),
                 series(
                     "model",
-                    model(&|r| us(r.worst_p95_ns("lc"))),
+                    model(&|r| us(r.worst_p95_ns(TenantClass::LatencyCritical))),
                     0,
                     Stroke::Dashed,
                 ),
@@ -475,19 +488,19 @@ pub fn real_figures(pairs: &[Paired]) -> Vec<Figure> {
                 tenants
                     .iter()
                     .flat_map(|(_, r, _)| &r.tenants)
-                    .filter(|t| t.class == "lc"),
+                    .filter(|t| t.class == TenantClass::LatencyCritical),
                 true,
             ),
             series: vec![
                 series(
                     "real",
-                    real(&|r| us(r.worst_p95_ns("lc"))),
+                    real(&|r| us(r.worst_p95_ns(TenantClass::LatencyCritical))),
                     0,
                     Stroke::Solid,
                 ),
                 series(
                     "model",
-                    model(&|r| us(r.worst_p95_ns("lc"))),
+                    model(&|r| us(r.worst_p95_ns(TenantClass::LatencyCritical))),
                     0,
                     Stroke::Dashed,
                 ),

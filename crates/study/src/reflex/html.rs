@@ -2,7 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::real::{RunView, TenantView};
+use qos::TenantClass;
+use sim::remote::TenantResult;
+
+use super::real::RunView;
 use super::search::{SearchOutcome, Verdict};
 use super::{Paired, Part, ReflexRun, RunOutcome, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
 use crate::plot::Figure;
@@ -13,7 +16,7 @@ fn us(ns: u64) -> String {
     format!("{:.0}", ns as f64 / 1000.0)
 }
 
-fn slo(t: &TenantView) -> String {
+fn slo(t: &TenantResult) -> String {
     match t.slo_met {
         Some(true) => "met".into(),
         Some(false) => "MISSED".into(),
@@ -48,7 +51,7 @@ pub fn headline(sims: &[RunOutcome]) -> Table {
             t.rows.push(vec![
                 format!("sim {}", o.id),
                 r.name.clone(),
-                r.class.clone(),
+                r.class.to_string(),
                 r.slo_p95_read_latency_ns.map_or("-".into(), us),
                 format!("{:.0}", r.iops),
                 us(r.read_latency_ns_p95),
@@ -61,7 +64,7 @@ pub fn headline(sims: &[RunOutcome]) -> Table {
 }
 
 /// Mean and p95 of a tenant's reads, or of its writes when it did none.
-fn latency(t: &TenantView) -> (u64, u64) {
+fn latency(t: &TenantResult) -> (u64, u64) {
     if t.reads > 0 {
         (t.read_latency_ns_mean, t.read_latency_ns_p95)
     } else {
@@ -103,7 +106,7 @@ pub fn comparison(pairs: &[Paired]) -> Table {
             t.rows.push(vec![
                 p.real.id.clone(),
                 r.name.clone(),
-                r.class.clone(),
+                r.class.to_string(),
                 r.slo_p95_read_latency_ns.map_or("-".into(), us),
                 format!("{:.0}", r.iops),
                 or_dash(m.map(|m| format!("{:.0}", m.iops))),
@@ -118,7 +121,8 @@ pub fn comparison(pairs: &[Paired]) -> Table {
                 or_dash(
                     p.real
                         .tenant(&r.name)
-                        .and_then(|t| t.send_lag_ns_p99)
+                        .and_then(|t| t.client.as_ref())
+                        .and_then(|c| c.send_lag_ns_p99)
                         .map(us),
                 ),
             ]);
@@ -157,8 +161,8 @@ pub fn tenants_table(pairs: &[Paired]) -> Table {
             (p.real.x * SMALL_TENANT_IOPS).to_string(),
             format!("{:.0}", real.device_iops_in_window),
             format!("{:.0}", twin.device_iops_in_window),
-            us(real.worst_p95_ns("lc")),
-            us(twin.worst_p95_ns("lc")),
+            us(real.worst_p95_ns(TenantClass::LatencyCritical)),
+            us(twin.worst_p95_ns(TenantClass::LatencyCritical)),
             pct(real.worker_busy_pct.first().copied()),
             pct(twin.worker_busy_pct.first().copied()),
             pct(p.real.client_cpu_pct),

@@ -72,7 +72,7 @@ pub mod search;
 pub mod twin;
 
 pub use html::verdict as search_verdict;
-pub use real::{sustained_rate, tokens_per_sec, RealOutcome, RealRunner, RealTenant};
+pub use real::{sustained_rate, tokens_per_sec, RealOutcome, RealRunner};
 pub use scenarios::{
     quick_about, real_runs, real_search_plan, real_tenants_scenario, runs, scenario,
     sim_search_plan, tenants_scenario, Place, RealRun, ReflexRun, BE_CONNECTIONS, BE_QD_PER_CONN,
@@ -452,7 +452,7 @@ mod tests {
                 .summary
                 .tenants
                 .iter()
-                .filter(|t| t.class == "lc")
+                .filter(|t| t.class == qos::TenantClass::LatencyCritical)
                 .collect();
             assert_eq!(lc.len(), 2);
             let report: Vec<String> = lc

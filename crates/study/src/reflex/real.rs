@@ -1,45 +1,22 @@
 //! The real half of the study: what a run on the real server (or the emulated device alone)
 //! reports, the runner `ullstack` provides, and the measurements both sides share.
 //!
-//! A real run's figures are defined as the twin's (`sim::remote::TenantResult`), so each can be
-//! set beside the other: IOPS count the requests issued in the measured window; latencies are
-//! from the request's scheduled arrival (open loop) or its send (closed loop) to its reply;
+//! A real run's tenants are the twin's type (`sim::remote::TenantResult`, with the load
+//! generator's own figures in `ClientSide`), so each can be set beside the other: IOPS count
+//! the requests issued in the measured window; latencies are from the request's scheduled
+//! arrival (open loop) or its send (closed loop) to its reply;
 //! tokens/s are what the requests cost at the scheduler's prices under the device's load mix
 //! ([`tokens_per_sec`]); the SLO is met when the p95 read latency is within its target (the
 //! bench's own verdict also asks for 95 % of the IOPS, which an open-loop tenant meets by
 //! construction); `device_iops_in_window` is what the server sustained
 //! ([`sustained_rate`]); a worker's busy share is its CPU time over the run's wall time.
 
+use qos::TenantClass;
 use serde::Serialize;
+use sim::remote::TenantResult;
 
 use super::scenarios::{Place, RealRun};
 use super::Part;
-
-/// One tenant of a real run.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct RealTenant {
-    pub name: String,
-    /// `lc` or `be`.
-    pub class: String,
-    pub slo_p95_read_latency_ns: Option<u64>,
-    pub slo_iops: Option<u64>,
-    pub reads: u64,
-    pub writes: u64,
-    pub iops: f64,
-    pub read_latency_ns_p50: u64,
-    pub read_latency_ns_p95: u64,
-    pub read_latency_ns_p99: u64,
-    pub read_latency_ns_mean: u64,
-    pub write_latency_ns_p95: u64,
-    pub write_latency_ns_mean: u64,
-    pub tokens_per_sec: f64,
-    pub slo_met: Option<bool>,
-    /// Open loop: p99 of the lag between an arrival's scheduled time and its send (the load
-    /// generator falling behind shows here, and is part of the latency).
-    pub send_lag_ns_p99: Option<u64>,
-    /// Failed requests (any status but OK).
-    pub errors: u64,
-}
 
 /// One real run's results.
 #[derive(Clone, Debug, Serialize)]
@@ -56,7 +33,7 @@ pub struct RealOutcome {
     pub load_average_1m: Option<f64>,
     /// Measured window, seconds.
     pub window_s: f64,
-    pub tenants: Vec<RealTenant>,
+    pub tenants: Vec<TenantResult>,
     /// Commands the server sent to the emulated device per second, over the busiest interval
     /// of the measured window's length.
     pub device_iops_in_window: f64,
@@ -72,67 +49,15 @@ pub struct RealOutcome {
 }
 
 impl RealOutcome {
-    pub fn tenant(&self, name: &str) -> Option<&RealTenant> {
+    pub fn tenant(&self, name: &str) -> Option<&TenantResult> {
         self.tenants.iter().find(|t| t.name == name)
-    }
-}
-
-/// A tenant's figures as the report reads them, from either side.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct TenantView {
-    pub name: String,
-    pub class: String,
-    pub slo_p95_read_latency_ns: Option<u64>,
-    pub iops: f64,
-    pub reads: u64,
-    pub read_latency_ns_p95: u64,
-    pub read_latency_ns_mean: u64,
-    pub write_latency_ns_p95: u64,
-    pub write_latency_ns_mean: u64,
-    pub tokens_per_sec: f64,
-    pub slo_met: Option<bool>,
-}
-
-impl From<&RealTenant> for TenantView {
-    fn from(t: &RealTenant) -> Self {
-        TenantView {
-            name: t.name.clone(),
-            class: t.class.clone(),
-            slo_p95_read_latency_ns: t.slo_p95_read_latency_ns,
-            iops: t.iops,
-            reads: t.reads,
-            read_latency_ns_p95: t.read_latency_ns_p95,
-            read_latency_ns_mean: t.read_latency_ns_mean,
-            write_latency_ns_p95: t.write_latency_ns_p95,
-            write_latency_ns_mean: t.write_latency_ns_mean,
-            tokens_per_sec: t.tokens_per_sec,
-            slo_met: t.slo_met,
-        }
-    }
-}
-
-impl From<&sim::remote::TenantResult> for TenantView {
-    fn from(t: &sim::remote::TenantResult) -> Self {
-        TenantView {
-            name: t.name.clone(),
-            class: t.class.to_string(),
-            slo_p95_read_latency_ns: t.slo_p95_read_latency_ns,
-            iops: t.iops,
-            reads: t.reads,
-            read_latency_ns_p95: t.read_latency_ns_p95,
-            read_latency_ns_mean: t.read_latency_ns_mean,
-            write_latency_ns_p95: t.write_latency_ns_p95,
-            write_latency_ns_mean: t.write_latency_ns_mean,
-            tokens_per_sec: t.tokens_per_sec,
-            slo_met: t.slo_met,
-        }
     }
 }
 
 /// A run's tenants and what its server sustained, from either side.
 #[derive(Clone, Debug)]
 pub(crate) struct RunView {
-    pub tenants: Vec<TenantView>,
+    pub tenants: Vec<TenantResult>,
     pub device_iops_in_window: f64,
     pub worker_busy_pct: Vec<f64>,
 }
@@ -140,7 +65,7 @@ pub(crate) struct RunView {
 impl RunView {
     pub fn real(o: &RealOutcome) -> RunView {
         RunView {
-            tenants: o.tenants.iter().map(TenantView::from).collect(),
+            tenants: o.tenants.clone(),
             device_iops_in_window: o.device_iops_in_window,
             worker_busy_pct: o.worker_busy_pct.clone(),
         }
@@ -148,14 +73,14 @@ impl RunView {
 
     pub fn sim(s: &sim::remote::RemoteSummary) -> RunView {
         RunView {
-            tenants: s.tenants.iter().map(TenantView::from).collect(),
+            tenants: s.tenants.clone(),
             device_iops_in_window: s.device_iops_in_window,
             worker_busy_pct: s.worker_busy_pct.clone(),
         }
     }
 
     /// Sum of a class's IOPS.
-    pub fn iops(&self, class: &str) -> f64 {
+    pub fn iops(&self, class: TenantClass) -> f64 {
         self.tenants
             .iter()
             .filter(|t| t.class == class)
@@ -164,7 +89,7 @@ impl RunView {
     }
 
     /// The worst p95 read latency among a class's tenants that read, ns.
-    pub fn worst_p95_ns(&self, class: &str) -> u64 {
+    pub fn worst_p95_ns(&self, class: TenantClass) -> u64 {
         self.tenants
             .iter()
             .filter(|t| t.class == class && t.reads > 0)
