@@ -205,6 +205,29 @@ pub trait Volume: Send + Sync {
     fn device_commands_by_class(&self) -> Option<[u64; 2]> {
         None
     }
+    /// Which path the volume's writes took, for volumes that choose one per write (file
+    /// volumes; `None` for the others).
+    fn write_paths(&self) -> Option<WritePaths> {
+        None
+    }
+}
+
+/// Which path a file volume's writes took, counted per request over every worker since the
+/// volume was opened (`backend/file.rs`, *Partial-block writes*).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WritePaths {
+    /// Writes of whole file-system blocks through `O_DIRECT`.
+    pub direct_block_writes: u64,
+    /// Partial-block writes the file system took through `O_DIRECT` without waiting (pure
+    /// overwrites of written, uncached blocks).
+    pub direct_partial_block_writes: u64,
+    /// Partial-block writes the file system refused without waiting (a hole, an unwritten or
+    /// delayed-allocation block, cached pages: what would have been a serialized
+    /// read-modify-write) and that went through the page cache instead.
+    pub partial_block_writes_to_page_cache: u64,
+    /// Writes sent to the page cache at once (not aligned to the direct-I/O alignment, or no
+    /// `O_DIRECT` descriptor).
+    pub buffered_writes: u64,
 }
 
 /// Why a volume could not be opened.
