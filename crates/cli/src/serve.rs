@@ -117,6 +117,12 @@ pub struct ServeArgs {
     /// exit.
     #[arg(long)]
     check: bool,
+
+    /// Check config FILE and exit: `--config FILE --check` in one flag, as an operator runs it
+    /// on an edited /etc/ullstack/server.toml before `systemctl restart ullstack`. Exit status
+    /// 0 and the effective configuration if it is valid; 1 and the error otherwise.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "memory"])]
+    check_config: Option<PathBuf>,
 }
 
 fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
@@ -212,8 +218,12 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     Ok(config)
 }
 
-pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
     server::init_logging();
+    if let Some(path) = args.check_config.take() {
+        args.config = Some(path);
+        args.check = true;
+    }
     let config = build_config(&args)?;
     for warning in config.startup_warnings() {
         eprintln!("ullstack serve: warning: {warning}");

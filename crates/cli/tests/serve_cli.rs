@@ -524,3 +524,48 @@ fn serve_logs_to_a_pipe_without_colour_codes() {
         "colour codes in the log: {stderr:?}"
     );
 }
+
+/// `--check-config FILE` validates FILE as `--config FILE --check` does: the packaged default
+/// config passes (exit 0, the effective config printed); a bad file fails naming the file and
+/// the key; it cannot be combined with --config or --memory.
+#[test]
+fn serve_check_config_validates_the_packaged_config_and_refuses_a_bad_one() {
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/server.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args(["serve", "--check-config", shipped])
+        .output()
+        .expect("ullstack serve --check-config");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("[[volume]]") && stdout.contains("/var/lib/ullstack/default.img"),
+        "{stdout}"
+    );
+
+    let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let bad = dir.join(format!("check-config-bad-{}.toml", std::process::id()));
+    std::fs::write(&bad, "[dataplane]\nworkers = 0\n").expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args(["serve", "--check-config"])
+        .arg(&bad)
+        .output()
+        .expect("ullstack serve --check-config");
+    let _ = std::fs::remove_file(&bad);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr.contains(&*bad.to_string_lossy()) && stderr.contains("workers"),
+        "{stderr}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args(["serve", "--memory", "1MiB", "--check-config", shipped])
+        .output()
+        .expect("ullstack serve");
+    assert!(
+        !out.status.success(),
+        "--check-config with --memory must be refused"
+    );
+}
