@@ -209,14 +209,14 @@ fn the_embedded_default_prints_its_reports_and_writes_the_system_summary() {
             .all(|p| p["name"] != "pagerank"),
         "the alone run holds apache only"
     );
-    // The co-run's cold submissions are counted and named in the table; alone, none.
+    // The co-run's cold submissions are counted and named in the table; alone, none. A
+    // request's first I/O after its worker woke finds the core's caches taken by pagerank
+    // (cold); the I/Os it issues next, with no other task run between, do not (apache issues
+    // about 3.5 per request since fc0a6a9), so a good share is cold, not all.
     let lc = |run: &serde_json::Value| run["host"]["blk"]["latency_critical"].clone();
     let cold = lc(&s)["cold_bios"].as_u64().expect("co-run cold_bios");
-    assert!(
-        cold * 10 > lc(&s)["bios"].as_u64().unwrap() * 9,
-        "{}",
-        lc(&s)
-    );
+    let bios = lc(&s)["bios"].as_u64().unwrap();
+    assert!(cold * 4 > bios && cold < bios, "{}", lc(&s));
     assert!(
         lc(&s["alone"]).get("cold_bios").is_none(),
         "{}",
