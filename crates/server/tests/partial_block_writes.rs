@@ -25,7 +25,14 @@ const XFS_SUPER_MAGIC: i64 = 0x5846_5342;
 
 /// Why `dir` cannot show the behaviour these tests assert, or None if it can.
 fn unsuitable(dir: &Path) -> Option<String> {
-    let probe = dir.join(format!("ullstack-partial-probe-{}.img", std::process::id()));
+    // One probe file per call: the tests run in parallel in one process, and one's clean-up
+    // must not remove another's probe while it opens it.
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = dir.join(format!(
+        "ullstack-partial-probe-{}-{n}.img",
+        std::process::id()
+    ));
     let opened = server::backend::file::FileVolume::open(
         "probe",
         &probe,
