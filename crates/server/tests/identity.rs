@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
 use common::*;
-use openssl::ssl::{SslConnector, SslMethod, SslStream, SslVerifyMode};
+use openssl::ssl::SslStream;
 use proto::wire::{self, HelloBody, RequestHeader, Status};
 use server::config::ServerConfig;
 
@@ -23,33 +23,13 @@ fn key_file() -> TempFile {
     file
 }
 
-fn hex(key: &str) -> Vec<u8> {
-    (0..key.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&key[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
 /// A TLS-PSK session (OpenSSL client) to the own protocol as `identity` with `key_hex`.
 fn psk_session(addr: SocketAddr, identity: &str, key_hex: &str) -> SslStream<TcpStream> {
-    let mut connector = SslConnector::builder(SslMethod::tls_client()).expect("connector");
-    connector.set_verify(SslVerifyMode::NONE);
-    connector
-        .set_cipher_list("ECDHEPSK:PSK")
-        .expect("PSK suites");
-    let mut id = identity.as_bytes().to_vec();
-    id.push(0);
-    let key = hex(key_hex);
-    connector.set_psk_client_callback(move |_, _hint, identity_out, psk| {
-        identity_out[..id.len()].copy_from_slice(&id);
-        psk[..key.len()].copy_from_slice(&key);
-        Ok(key.len())
-    });
     let tcp = TcpStream::connect(addr).expect("connect");
     tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    let mut config = connector.build().configure().expect("configure");
-    config.set_verify_hostname(false);
-    config.connect("localhost", tcp).expect("TLS-PSK handshake")
+    psk_client(identity, hex_bytes(key_hex))
+        .connect("localhost", tcp)
+        .expect("TLS-PSK handshake")
 }
 
 /// HELLO over `tls`; the reply's status.
