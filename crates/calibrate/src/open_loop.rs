@@ -54,7 +54,7 @@
 //! printed before the device realism switches landed; the test's calibration now gives 37.25).
 //! For the presets (`cargo run --release -p calibrate --example calibrate_emulated -- zssd`),
 //! the fitted write weight on both `zssd` and `nvme-tlc` is the smallest the search tries (the
-//! rates the command printed are in CHANGELOG.md, 2026-11-23): the mixes sustain more IOPS the
+//! rates the command printed are in CHANGELOG.md): the mixes sustain more IOPS the
 //! more they write, a shape a per-write weight cannot express. For `zssd` that is the model
 //! (its PCIe link's read direction is the bottleneck, see [`crate::curves`]); for `nvme-tlc` the
 //! closed-loop sweep of [`crate::curves`] found the cause to be the prefilled write buffer, whose
@@ -101,7 +101,7 @@ const REQUEST_BYTES: u64 = 4096;
 /// The verification pass probes with `seed + VERIFY_SEED_OFFSET`: streams the search never
 /// saw (with the search's own seed, a rate it probed replays the stream it was fitted on; on
 /// the QoS test's slow TLC drive a fresh stream then read 3.15–3.51 ms at a 3 ms point: the
-/// figure that decided this rule, CHANGELOG.md, 2026-11-23).
+/// figure that decided this rule, CHANGELOG.md).
 pub const VERIFY_SEED_OFFSET: u64 = 0x5eed;
 
 /// Most 10 % reductions the verification pass applies to one point before giving up on it.
@@ -641,8 +641,7 @@ pub fn calibrate(
         let target = config.targets_ns[usable[k]];
         // The held-out stream must meet what the search's own stream met: the target less
         // the headroom (a stream that only meets the target itself leaves the next one to
-        // chance near a TLC cliff: 7.6 ms at a 6 ms point before this rule, CHANGELOG.md,
-        // 2026-11-23).
+        // chance near a TLC cliff: 7.6 ms at a 6 ms point before this rule, CHANGELOG.md).
         let verify_limit = limit(target);
         let mut steps = 0;
         loop {

@@ -120,7 +120,7 @@
 //! does (`newidle_balance`, and periodic balancing of busy cores); `"new-idle"` models the first.
 //! It stays off by default until we know which model is closer to Linux on the co-runs the
 //! studies use: beside ungzip it moved apache's p99 from 0.55 to 4.36 ms in one run (seed 2,
-//! vanilla) and from 7.38 to 1.39 ms in another (seed 3, cacheopt; CHANGELOG.md, 2026-11-27,
+//! vanilla) and from 7.38 to 1.39 ms in another (seed 3, cacheopt; CHANGELOG.md,
 //! "flashshare replicates"), and every figure in the docs was measured without it.
 //!
 //! ## Jitter defaults (`[jitter]`, the model in `jitter`'s essay)

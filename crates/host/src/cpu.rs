@@ -53,7 +53,7 @@
 //! `cache_pollution_ns` when it next runs, as any displaced thread does. Counted per core
 //! (`migrations_in`). Why it is a switch and off: it changes which of apache's requests wait
 //! out a CPU hog's slice beside a busy co-runner, and we have not measured which is closer to
-//! Linux (CHANGELOG.md, 2026-11-27, "flashshare replicates": the apache + ungzip pair).
+//! Linux (CHANGELOG.md, "flashshare replicates": the apache + ungzip pair).
 //!
 //! Switching threads costs `context_switch_ns` (category `sched`), also when a core leaves its
 //! idle loop. A thread that another thread displaced from its core since it last ran also pays

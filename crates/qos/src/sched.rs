@@ -91,7 +91,7 @@
 //! VM), 27–65 ns per idle round; an earlier version that
 //! visited every backlogged tenant every round, as published, took ~190 µs per round. The LC
 //! surge costs the visit nothing (with `lc_surge_pct = 0` the bench's rounds cost what they did
-//! before the surge existed; the runs are in CHANGELOG.md, 2026-11-23). What the surge adds is
+//! before the surge existed; the runs are in CHANGELOG.md). What the surge adds is
 //! routing: the bench's BE share halves (44 → 24 tokens/s each: the 5 000
 //! LC tenants' surge comes out of it) and the LC tenants, idle most of the time, donate 1.5×
 //! as much, so more BE requests are paid through the borrow walk, which costs more per

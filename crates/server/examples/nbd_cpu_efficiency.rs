@@ -21,7 +21,7 @@
 //! wake for each batch of a QD32 client cannot use less CPU per I/O than (sleep cost) / (I/Os
 //! per sleep) plus the kernel's TCP work, however little its own code does. Where a
 //! sleep-and-wake costs tens of µs of CPU (a guest under nested virtualization) the second bound
-//! can sit under the 3× target (2.10× nbdkit at 35 µs a sleep: CHANGELOG.md, 2026-11-28).
+//! can sit under the 3× target (2.10× nbdkit at 35 µs a sleep: CHANGELOG.md).
 //!
 //! CPU time is utime + stime from `/proc/<pid>/stat` (nbdkit) or summed over this process's
 //! `ullstack-*` threads and the kernel's io_uring workers (`iou-*`) from

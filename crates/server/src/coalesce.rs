@@ -43,7 +43,7 @@
 //!   "40 µs buys little over none". A client that answers a burst of replies with a burst of
 //!   requests fills most of its batch in the first 20 µs: under fio's nbd engine at iodepth
 //!   32, full pauses took 13-16 requests and the 20 µs probes 10-13 (gain 1.1-1.3×), while
-//!   unpaused steps took ~3.4 (56 % of them a single request; CHANGELOG.md, 2026-11-27). The probe rule alone sent the worker back to no pause, where it spent each
+//!   unpaused steps took ~3.4 (56 % of them a single request; CHANGELOG.md). The probe rule alone sent the worker back to no pause, where it spent each
 //!   [`COOLDOWN_STEPS`] cooldown taking ~3 requests a step. A pause kept on these grounds
 //!   [`REMEASURE_AFTER`] decisions in a row goes back to rung 0 for [`DECIDE_AFTER_STEPS`]
 //!   unpaused steps, so the baseline follows the load (~3 % of the steps);
@@ -91,7 +91,7 @@ pub const PRODUCTIVE_GAIN_MILLI: u64 = 1_300;
 /// total. The sleep's cost is the machine's (`nbd_cpu_efficiency` prints it); where it is 31–57
 /// µs the same rule would ask for 20–40, but a target of 32 with the longest pause 160, 320 or
 /// 640 µs still gave 14.5–18.9 requests per sleep under fio at iodepth 32 (it has no more
-/// outstanding at the server), so 16 stays (CHANGELOG.md, 2026-11-28).
+/// outstanding at the server), so 16 stays (CHANGELOG.md).
 pub const TARGET_BATCH: u64 = 16;
 /// After stepping down, steps before the worker may climb again (at ~20 K steps/s, ~50 ms).
 pub const COOLDOWN_STEPS: u64 = 1_024;

@@ -27,7 +27,7 @@
 //! datacenter link, stated so a run's report can be read. `latency_ns` 5 µs: one switch hop and
 //! two NICs; `bandwidth_bytes_per_sec` 1.25 GB/s: 10 Gb/s; `client_message_ns` 5 µs: a Linux
 //! TCP send or receive of a small message (on this VM a loopback TCP echo, two sends and two
-//! receives, measured 4.3–4.4 µs p50: `qd1_latency`, CHANGELOG.md 2026-11-23); `server_message_ns`
+//! receives, measured 4.3–4.4 µs p50: `qd1_latency`, CHANGELOG.md); `server_message_ns`
 //! 0.4 µs: a polling dataplane's per-message TCP cost, one part of the 1.2 µs per request that
 //! makes the published dataplane's ~850 K 4 KB IOPS per core (`remote::DataplaneCosts`).
 //!

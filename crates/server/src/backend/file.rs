@@ -38,9 +38,9 @@
 //! `iou-wrk`, replying, sleeping in `epoll` — and 5.8 s in `iou-wrk`); write runs alone took it
 //! to 12.3 s (runs averaged ~7 writes in a 300 K-write run of the same build), and with the
 //! worker's deferred throttled rounds (`worker.rs`) and a throttled batch target of 32
-//! (`idle.rs`) to 4.84 s, against nbdkit's 5.89 s in the same run (CHANGELOG.md,
-//! 2026-11-27). Direct writes are not merged (the kernel takes them without a punt, and the block
-//! layer merges them itself).
+//! (`idle.rs`) to 4.84 s, against nbdkit's 5.89 s in the same run (CHANGELOG.md). Direct
+//! writes are not merged (the kernel takes them without a punt, and the block layer merges
+//! them itself).
 //!
 //! A run's CQE says how many bytes the kernel wrote: whole members before that count complete;
 //! the member it stops in continues from there on its own; any member after it, and every
