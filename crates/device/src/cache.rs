@@ -1209,5 +1209,4 @@ impl WriteBack {
 }
 
 #[cfg(test)]
-#[path = "cache_tests.rs"]
 pub(crate) mod tests;

@@ -1135,5 +1135,4 @@ impl Backend for FileBackend {
 }
 
 #[cfg(test)]
-#[path = "file_tests.rs"]
 mod tests;

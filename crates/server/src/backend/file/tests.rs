@@ -1,4 +1,4 @@
-//! Unit tests of the file backend (`file.rs`).
+//! Unit tests of the file backend (`../file.rs`).
 
 use super::*;
 use crate::buf::BufPool;

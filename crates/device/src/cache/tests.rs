@@ -1,4 +1,4 @@
-//! Unit tests of the DRAM cache and its write-back rounds (`cache.rs`).
+//! Unit tests of the DRAM cache and its write-back rounds (`../cache.rs`).
 
 use super::*;
 
