@@ -89,11 +89,15 @@
 //! shrinks, possibly to zero.
 //!
 //! # What it leaves out
-//! Placement across devices, and renegotiating an admitted SLO (unregister and register again).
+//! Placement across devices. (Renegotiating admitted SLOs, and retiring tenants a scheduler
+//! still holds, in one all-or-nothing step: [`Registry::reconfigure`], `admission/reconfigure.rs`.)
 //!
 //! # Config keys
 //! `max_tenants`, `lc_surge_pct` (server: `[qos] lc_surge_pct`) in [`RegistryConfig`]; the
 //! device profile.
+
+mod reconfigure;
+pub use reconfigure::{Reconfiguration, ReconfigureError, Reconfigured};
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;

@@ -39,8 +39,9 @@ pub mod tenant;
 pub mod vrate;
 
 pub use admission::{
-    Capacity, Refusal, RefusalCode, Registry, RegistryConfig, RegistryError, DEFAULT_LC_SURGE_PCT,
-    MAX_LC_SURGE_PCT, RATE_SCALE_MAX_PPM, RATE_SCALE_UNITY_PPM,
+    Capacity, Reconfiguration, ReconfigureError, Reconfigured, Refusal, RefusalCode, Registry,
+    RegistryConfig, RegistryError, DEFAULT_LC_SURGE_PCT, MAX_LC_SURGE_PCT, RATE_SCALE_MAX_PPM,
+    RATE_SCALE_UNITY_PPM,
 };
 pub use bucket::{BucketStats, SharedBucket};
 pub use cost::{CostModel, LoadMix, Op, MTOK_PER_TOKEN, UNIT_BYTES};
