@@ -104,20 +104,44 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    #[tokio::test]
-    async fn sleeps_to_sub_millisecond_deadlines() {
-        set_fine_timer_slack();
-        let mut t = PreciseTimer::new().unwrap();
+    /// The timer a sleep goes through.
+    enum Timer {
+        Precise(PreciseTimer),
+        /// Tokio's own timer wheel (1 ms granularity): the control.
+        Tokio,
+    }
+
+    /// The median lateness, ns, of 50 sleeps of 200 µs through `timer`.
+    async fn median_lateness_ns(mut timer: Timer) -> u64 {
         let mut late_ns = Vec::new();
         for _ in 0..50 {
             let deadline = Instant::now() + Duration::from_micros(200);
-            t.sleep_until(deadline).await.unwrap();
+            match &mut timer {
+                Timer::Precise(t) => t.sleep_until(deadline).await.unwrap(),
+                Timer::Tokio => {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await
+                }
+            }
             let now = Instant::now();
             assert!(now >= deadline, "woke {:?} early", deadline - now);
             late_ns.push(now.duration_since(deadline).as_nanos() as u64);
         }
         late_ns.sort_unstable();
-        // Tokio's own timer would be ~800 µs late here; allow a loaded machine its noise.
-        assert!(late_ns[25] < 500_000, "median lateness {} ns", late_ns[25]);
+        late_ns[late_ns.len() / 2]
+    }
+
+    #[tokio::test]
+    async fn sleeps_to_sub_millisecond_deadlines() {
+        set_fine_timer_slack();
+        let precise = median_lateness_ns(Timer::Precise(PreciseTimer::new().unwrap())).await;
+        // The control: tokio's own timer, on the same runtime and machine at the same moment
+        // (its 1 ms ticks put a 200 µs sleep most of a tick late, and under load a late
+        // wake-up slips whole ticks; the test prints both medians).
+        let tokio_timer = median_lateness_ns(Timer::Tokio).await;
+        println!("median lateness: timerfd {precise} ns, tokio's timer {tokio_timer} ns");
+        assert!(
+            precise < 500_000 && tokio_timer >= 500_000,
+            "median lateness {precise} ns (tokio's timer {tokio_timer} ns): the bound no longer tells the two apart"
+        );
     }
 }
