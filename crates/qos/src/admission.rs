@@ -50,10 +50,12 @@
 //! take another LC tenant's. (At its deficit limit it may also pay from the shared bucket's
 //! spare tokens before BE tenants do: see [`crate::sched`].)
 //!
-//! How much: `tests/surge.rs` (simulated clock, 10 µs rounds, the tenant, 2 s) gives
-//! the scheduler's own p95 wait (arrival to release): s = 0: 3.4 ms at 95 % of the reservation
-//! offered, 24 ms at 100 %, 182 ms at 110 %; s = 10 %: 1.1 ms at 100 %; s = 25 %: one round
-//! (10 µs) at 100 % but 0.51 ms at 110 %; s = 50 %: one round up to 110 % (max 0.9 ms).
+//! How much: `cargo run -p qos --example surge_sweep` (the harness of `tests/surge.rs`:
+//! simulated clock, 10 µs rounds, the tenant, 2 s; deterministic) prints the
+//! scheduler's own p95 wait (arrival to release); next to a BE flood it is, for s = 0: 3.4 ms
+//! at 95 % of the reservation offered, 24 ms at 100 %, 182 ms at 110 %; s = 10 %: 1.1 ms at
+//! 100 %; s = 25 %: one round (10 µs) at 100 % but 0.51 ms at 110 %; s = 50 %: one round up
+//! to 110 % (max 0.9 ms).
 //! 50 % is the default: it meets a 500 µs target with the tenant up to 110 % of its
 //! reservation and leaves margin for tenants with more writes (at 50 % writes, s = 25 % gives
 //! a 46 µs p95 wait, s = 50 % one round).

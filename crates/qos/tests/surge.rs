@@ -1,40 +1,14 @@
 //! The LC surge (see `qos::admission`): an LC tenant whose requests arrive as a Poisson
 //! stream at exactly its reservation must still meet its latency target, alone and next to
 //! best-effort floods, without taking more than its reservation plus its surge, and the BE
-//! tenants still get what the LC tenants leave.
+//! tenants still get what the LC tenants leave. The sweep of the scheduler's wait against
+//! surge and offered load that chose the default is `examples/surge_sweep.rs`.
 
 mod common;
 
+use common::surge::{flood, lc, poisson, MS, ROUND_NS};
 use common::{Harness, Load};
 use qos::{BeSpec, LcSlo, RegistryConfig, SchedulerConfig, TenantSpec};
-
-const ROUND_NS: u64 = 10_000;
-const MS: u64 = 1_000_000;
-
-fn lc(iops: u64) -> TenantSpec {
-    TenantSpec::LatencyCritical(LcSlo {
-        p95_read_latency_ns: 500_000,
-        iops,
-        read_pct: 90,
-        request_bytes: 4096,
-    })
-}
-
-fn poisson(iops: u64) -> Load {
-    Load::Poisson {
-        iops,
-        read_pct: 90,
-        bytes: 4096,
-    }
-}
-
-fn flood() -> Load {
-    Load::Flood {
-        depth: 32,
-        read_pct: 90,
-        bytes: 4096,
-    }
-}
 
 const DEVICE_TOKENS_PER_SEC: f64 = 420_000.0;
 
@@ -286,39 +260,6 @@ fn equal_be_tenants_stay_equal_next_to_a_surging_lc_tenant() {
         (tc - td).abs() <= 0.03 * tc.max(td),
         "C {tc:.0} vs D {td:.0} tokens/s"
     );
-}
-
-#[test]
-#[ignore = "exploration: prints the scheduler's p95 read wait against surge and offered load"]
-fn sweep() {
-    for surge in [0u32, 10, 25, 50, 100] {
-        for be in [false, true] {
-            for pct in [75u64, 95, 100, 110] {
-                let mut h = Harness::with_registry(
-                    1,
-                    ROUND_NS,
-                    SchedulerConfig::default(),
-                    RegistryConfig {
-                        lc_surge_pct: surge,
-                        ..RegistryConfig::default()
-                    },
-                );
-                let t = h.add(lc(20_000), poisson(20_000 * pct / 100), &[0]);
-                if be {
-                    h.add(TenantSpec::BestEffort(BeSpec::default()), flood(), &[0]);
-                }
-                h.run_for(100 * MS);
-                h.reset_measurements();
-                h.run_for(2_000 * MS);
-                println!(
-                    "surge {surge:3}% be {be:5} offered {pct:3}%: p95 wait {:7} ns, max {:8} ns, backlog {}",
-                    h.read_wait_p95_ns(t),
-                    h.tenants[t].max_wait_ns,
-                    h.tenants[t].outstanding()
-                );
-            }
-        }
-    }
 }
 
 /// A registration that shrinks the surge re-prices what idle LC tenants earn (their idle

@@ -351,3 +351,42 @@ impl Harness {
         self.tenants[t].submitted as f64 / (window_ns as f64 / 1e9)
     }
 }
+
+/// The surge tests' tenants and loads (`tests/surge.rs`, `examples/surge_sweep.rs`): an LC
+/// tenant of 4 KiB requests at 90 % reads with a 500 µs p95 target, and its loads.
+pub mod surge {
+    use super::Load;
+    use qos::{LcSlo, TenantSpec};
+
+    /// One scheduling round, ns.
+    pub const ROUND_NS: u64 = 10_000;
+    pub const MS: u64 = 1_000_000;
+
+    /// An LC tenant reserving `iops`.
+    pub fn lc(iops: u64) -> TenantSpec {
+        TenantSpec::LatencyCritical(LcSlo {
+            p95_read_latency_ns: 500_000,
+            iops,
+            read_pct: 90,
+            request_bytes: 4096,
+        })
+    }
+
+    /// Poisson arrivals at a mean of `iops`.
+    pub fn poisson(iops: u64) -> Load {
+        Load::Poisson {
+            iops,
+            read_pct: 90,
+            bytes: 4096,
+        }
+    }
+
+    /// A best-effort flood: 32 requests queued at all times.
+    pub fn flood() -> Load {
+        Load::Flood {
+            depth: 32,
+            read_pct: 90,
+            bytes: 4096,
+        }
+    }
+}
