@@ -13,10 +13,11 @@
 //! pauses, and that fixed cost was most of the server's CPU time (profile: `writev` 47 %,
 //! `epoll_pwait2` 25 % of which 15 % the context switch, `read` 21 %, our own code ~7 %). A
 //! pause is not free either: a sleep that ends on a timer costs the sleeping thread CPU
-//! whatever its length (~17 µs on the VM this rule was tuned on), so a pause must gather several
-//! requests to pay for itself. What a sleep costs is the machine's, not the server's (tens of
-//! µs on a guest under nested virtualization, where going idle and back is dear);
-//! `nbd_cpu_efficiency` measures it and prints the bound it puts on I/Os per CPU-second.
+//! whatever its length, so a pause must gather several requests to pay for itself. What a
+//! sleep costs is the machine's, not the server's (going idle and back is dear on a guest
+//! under nested virtualization); `cargo run --release -p server --example nbd_cpu_efficiency`
+//! measures it on the machine at hand and prints the bound it puts on I/Os per CPU-second
+//! (past runs' figures: CHANGELOG.md).
 //!
 //! # The rule
 //! *Whether to pause at all.* The worker keeps an exponentially weighted moving average of the
@@ -26,11 +27,10 @@
 //! QD1 latency is untouched.
 //!
 //! *How long.* The pause takes one of a ladder of lengths: `coalesce_ns` (the config's longest
-//! pause), its half, its quarter … down to [`MIN_WINDOW_NS`]. The worker climbs the ladder by measuring what a
-//! pause buys: one pause in [`PROBE_EVERY`] is a *probe* one rung lower (no pause at all on the
-//! first rung, half its pause), and the batches that follow full pauses and probes are
-//! averaged apart. After
-//! [`DECIDE_AFTER_STEPS`] steps on a rung:
+//! pause), its half, its quarter … down to [`MIN_WINDOW_NS`]. The worker climbs the ladder by
+//! measuring what a pause buys: one pause in [`PROBE_EVERY`] is a *probe* one rung lower (no
+//! pause at all on the first rung, half its pause), and the batches that follow full pauses
+//! and probes are averaged apart. After [`DECIDE_AFTER_STEPS`] steps on a rung:
 //! - if a full pause does not take in at least [`PRODUCTIVE_GAIN_MILLI`] / 1000 times the
 //!   requests the probe's half pause took, the extra wait bought nothing — the clients are
 //!   closed loops whose few outstanding requests are all already here — and the worker steps
@@ -38,15 +38,16 @@
 //!   [`COOLDOWN_STEPS`] steps;
 //! - except on the first rung when its pause still pays: a batch of at least
 //!   [`KEEP_BATCH`] that is [`PRODUCTIVE_GAIN_MILLI`] / 1000 times what unpaused steps took
-//!   (their own average, measured on rung 0). The probe there is half
-//!   the first rung, not "no pause", so "40 µs buys little over 20 µs" says nothing about
-//!   "40 µs buys little over none". A client that answers a burst of replies with a burst of
-//!   requests fills most of its batch in the first 20 µs: under fio's nbd engine at iodepth
-//!   32, full pauses took 13-16 requests and the 20 µs probes 10-13 (gain 1.1-1.3×), while
-//!   unpaused steps took ~3.4 (56 % of them a single request; CHANGELOG.md). The probe rule alone sent the worker back to no pause, where it spent each
-//!   [`COOLDOWN_STEPS`] cooldown taking ~3 requests a step. A pause kept on these grounds
-//!   [`REMEASURE_AFTER`] decisions in a row goes back to rung 0 for [`DECIDE_AFTER_STEPS`]
-//!   unpaused steps, so the baseline follows the load (~3 % of the steps);
+//!   (their own average, measured on rung 0). The probe there is half the first rung, not "no
+//!   pause", so "40 µs buys little over 20 µs" says nothing about "40 µs buys little over
+//!   none". A client that answers a burst of replies with a burst of requests fills most of
+//!   its batch in the first 20 µs, so its full pauses gain little over their probes (under
+//!   1.3×) while either takes several times what an unpaused step does (fio's nbd engine at
+//!   iodepth 32: CHANGELOG.md); the probe rule alone would send the worker back to no pause,
+//!   to take a few requests a step for each [`COOLDOWN_STEPS`] cooldown. A pause kept on these
+//!   grounds [`REMEASURE_AFTER`] decisions in a row goes back to rung 0 for
+//!   [`DECIDE_AFTER_STEPS`] unpaused steps, so the baseline follows the load (~3 % of the
+//!   steps);
 //! - else, if the batch is still below [`TARGET_BATCH`] and the pause gained over its probe,
 //!   it climbs a rung.
 //!
@@ -71,8 +72,8 @@ pub const EWMA_WEIGHT: u64 = 8;
 /// The average batch (milli-requests per busy step) at or above which the worker may pause:
 /// 1.25 requests — a QD1 client gives exactly 1.0, a pipelining one more.
 pub const ACTIVATE_BATCH_MILLI: u64 = 1_250;
-/// The shortest pause (the ladder's first rung): ~5 requests' worth at fio's ~130 K IOPS, a
-/// batch that pays for the pause's ~17 µs timer sleep.
+/// The shortest pause (the ladder's first rung): ~5 requests' worth at fio's ~130 K IOPS (the
+/// worked example above), a batch that pays for a timer sleep of the order of 20 µs.
 pub const MIN_WINDOW_NS: u64 = 40_000;
 /// One pause in this many is a probe one rung lower.
 pub const PROBE_EVERY: u64 = 4;
@@ -81,17 +82,18 @@ pub const PROBE_EVERY: u64 = 4;
 pub const DECIDE_AFTER_STEPS: u64 = 32;
 /// A full pause must take in this many milli-times the requests its probe took to count as
 /// productive. A pause that gathers arrivals at a steady rate r takes r·(w + s) requests, s the
-/// step's own time (~12 µs here), so doubling w multiplies the batch by (2w + s)/(w + s): 1.6×
-/// from 20 to 40 µs, 1.8× from 40 to 80; one whose batch is capped by the clients' queue depth
-/// gains ~1× (an iodepth-8 client from 40 to 80 µs: 8 against ~6.8, 1.2×). 1.3× sits between,
-/// with room for s up to ~40 µs on a loaded machine.
+/// step's own time (~12 µs in the worked example), so doubling w multiplies the batch by
+/// (2w + s)/(w + s): 1.6× from 20 to 40 µs, 1.8× from 40 to 80; one whose batch is capped by
+/// the clients' queue depth gains ~1× (an iodepth-8 client from 40 to 80 µs: 8 against ~6.8,
+/// 1.2×). 1.3× sits between, with room for s up to ~40 µs on a loaded machine.
 pub const PRODUCTIVE_GAIN_MILLI: u64 = 1_300;
-/// The batch a pause aims for: at ~20 µs of fixed cost per step (a ~17 µs timer sleep plus the
-/// system calls) and ~1.5 µs per request, 16 requests put the fixed cost under half of the
-/// total. The sleep's cost is the machine's (`nbd_cpu_efficiency` prints it); where it is 31–57
-/// µs the same rule would ask for 20–40, but a target of 32 with the longest pause 160, 320 or
-/// 640 µs still gave 14.5–18.9 requests per sleep under fio at iodepth 32 (it has no more
-/// outstanding at the server), so 16 stays (CHANGELOG.md).
+/// The batch a pause aims for: a step that takes n requests costs F + 1.5·n µs, F its fixed
+/// cost (the timer sleep plus the system calls), so F is under half of it once n > F / 1.5:
+/// 16 requests cover F up to 24 µs. The sleep's cost is the machine's (`nbd_cpu_efficiency`
+/// prints it); where it is dearer the rule would ask for more, but fio at iodepth 32, the load
+/// the ladder is for, gathers about 16 requests a sleep whatever the pause (it has no more
+/// outstanding at the server; a target of 32 with longer pauses was tried: CHANGELOG.md), so
+/// 16 stays.
 pub const TARGET_BATCH: u64 = 16;
 /// After stepping down, steps before the worker may climb again (at ~20 K steps/s, ~50 ms).
 pub const COOLDOWN_STEPS: u64 = 1_024;
