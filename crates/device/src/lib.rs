@@ -75,15 +75,15 @@
 //! nothing is scheduled before the model's time; an SQ never holds more than its depth; the
 //! write buffer never exceeds its capacity; a LUN runs one operation at a time; GC only erases
 //! superblocks without live data and relocates exactly the valid units it counted. These are
-//! `assert!`s, on in release builds too: together they cost about 1 % of the instructions of a
-//! 4 KiB random-read run (`valgrind --tool=callgrind` on `cargo bench -p sim --bench
-//! device_throughput a-zssd`: 4.71 G instructions with them, 4.66 G with every assert of
-//! device, engine and workload compiled out — measured at commit 2c6905c, before the pipelined
-//! link and read-ahead added events to that run, and not re-measured since). Their panics are kept out of the hot functions'
-//! bodies where inlining depends on it. The full mapping check
-//! (`Ftl::check_consistency`, O(capacity)) is for the tests. In data-integrity mode every write
-//! carries a version that travels with the data through DRAM, flash and GC, and reads return
-//! the versions they found, so a test can check that a read sees the last write.
+//! `assert!`s, on in release builds too, because they are cheap. What they cost is the
+//! difference in instructions of a 4 KiB random-read run (`valgrind --tool=callgrind` on `cargo
+//! bench -p sim --bench device_throughput a-zssd`) between this build and one with every assert
+//! of device, engine and workload compiled out (about 1 % when last measured: CHANGELOG.md).
+//! Their panics are kept out of the hot functions' bodies where inlining depends on it. The
+//! full mapping check (`Ftl::check_consistency`, O(capacity)) is for the tests. In
+//! data-integrity mode every write carries a version that travels with the data through DRAM,
+//! flash and GC, and reads return the versions they found, so a test can check that a read
+//! sees the last write.
 
 pub mod cache;
 pub mod cache_index;
