@@ -20,8 +20,9 @@
 //!
 //! The fit uses two figures of the real server on this VM (`cargo run --release -p server
 //! --example qd1_latency`, and `ullstack bench` at QD32 against `ullstack serve --memory 1GiB`;
-//! the runs are in CHANGELOG.md, 2026-11-23), with `m` the server's per-message cost, `w` its per-request work and `L` its cost
-//! per loop iteration (epoll, the socket reads and the reply `writev`):
+//! the runs are in CHANGELOG.md, 2026-11-23), with `m` the server's per-message cost, `w` its
+//! per-request work and `L` its cost per loop iteration (epoll, the socket reads and the reply
+//! `writev`):
 //! * QD1 4 KiB read through the client library on the memory backend, p50 7.1–7.2 µs against
 //!   the echo's 4.35 µs: the server's part is the echo's two server messages (2.2 µs) plus
 //!   2.8 µs = 4.95 µs for one request in one iteration: `2m + w + L = 4.95 µs`;
@@ -37,9 +38,11 @@
 //! # What it leaves out
 //! * The real server's adaptive coalescing (`dataplane.coalesce_ns`, `coalesce.rs`: under
 //!   pipelined load a worker pauses between iterations, up to 160 µs by default, so each reads
-//!   a batch). The fit's "6 requests an iteration" came with it (a fixed 50 µs pause then); the twin batches only what arrived during an iteration, so under
-//!   many open-loop clients (part 4) its iterations are small and its thread busier than the
-//!   real one for the same load.
+//!   a batch). The fit's "6 requests an iteration" is what the pipelined run's pauses gathered,
+//!   folded into `L`; the twin batches only what arrived during an iteration, so under many
+//!   open-loop clients (part 4) its iterations are small and its thread busier than the real
+//!   one for the same load. (The fitted runs paused as the server did then, not by today's
+//!   ladder; the two commands above print the figures to fit `L` to it again.)
 //! * The real server's wait while the scheduler holds requests back (an `epoll` wait with a
 //!   short timeout): the twin's thread spins, as the published polling dataplane does, so its
 //!   busy share is 100 % whenever tokens are short.
