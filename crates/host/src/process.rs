@@ -6,8 +6,9 @@
 //! presets.md gives each profile's I/O behaviour per instruction, not its threads or its work
 //! per request. Online services run one server (listener) thread and a pool of workers: the
 //! published services [`workload::ONLINE_WORKER_THREADS`] (1), the write-back study services
-//! [`DEFAULT_ONLINE_WORKERS`] (4, ours); offline jobs run one thread per core, as data
-//! analytics frameworks do (`bfs`: two per core, "many worker threads" per presets.md);
+//! [`DEFAULT_ONLINE_WORKERS`] (4, ours); offline jobs run the threads their profile names
+//! (`workload::profile`'s essay "Offline jobs' threads": GNU tools one, analytics frameworks
+//! one per core but one, `bfs` two per core), one per core for a profile that names none;
 //! published online services use direct I/O (databases and servers that manage their own
 //! cache), the write-back study services and offline jobs buffered I/O (presets.md: offline
 //! jobs use the page cache; upload/update requests dirty pages). Every one of these is a
@@ -310,10 +311,11 @@ pub(crate) fn arrival_gap(spec: &ProcessSpec, rng: &mut SimRng) -> u64 {
 /// Default thread count of a profile on a host with `cores` cores (workers for online
 /// services).
 pub fn default_threads(profile: &Profile, cores: u32) -> u32 {
-    match (profile.kind, profile.name) {
-        (ProfileKind::Online, _) => profile.worker_threads.unwrap_or(DEFAULT_ONLINE_WORKERS),
-        (ProfileKind::Offline, "bfs") => 2 * cores,
-        (ProfileKind::Offline, _) => cores,
+    match profile.kind {
+        ProfileKind::Online => profile.worker_threads.unwrap_or(DEFAULT_ONLINE_WORKERS),
+        ProfileKind::Offline => profile
+            .offline_threads
+            .map_or(cores, |threads| threads.on(cores)),
     }
 }
 

@@ -110,7 +110,8 @@ fn config(text: &str, stack_name: &str) -> SystemConfig {
     SystemConfig::parse_with_stack(text, "fastdrain.toml", Path::new("."), Some(s)).unwrap()
 }
 
-/// The FastDrain study's co-run (host `arm8-4g`, `nvme-tlc` flushed only when full), short.
+/// The FastDrain study's co-run (host `arm8-4g`, `nvme-tlc` flushed only when full), short, with
+/// ungzip on eight threads so that 600 ms write back (its profile runs GNU gzip's one).
 const STUDY_CORUN: &str = "
 seed = 2
 duration_ms = 600
@@ -124,6 +125,7 @@ flush = \"on-full\"
 profile = \"apache-upload\"
 [[process]]
 profile = \"ungzip\"
+threads = 8
 ";
 
 /// Every write-back wave's hinted command is the first command of that wave to reach the
@@ -193,7 +195,8 @@ fn the_hinted_command_is_the_first_of_its_wave_to_reach_the_device() {
     );
 }
 
-/// The FastDrain study's `--quick` co-run, run for three seconds: the study's drive (128 LUNs)
+/// The FastDrain study's `--quick` co-run with ungzip on eight threads (a parallel
+/// decompressor's write-back: its profile runs GNU gzip's one), run for three seconds: the study's drive (128 LUNs)
 /// with its 64 MiB quick buffer, so that the run holds several foreground episodes. While the firmware drains in
 /// the foreground its completions report the buffer at `high` (`drain.rs`, "The buffer status
 /// in completions"), so the host switches to the high set and back on the study's own drive;
@@ -215,6 +218,7 @@ precondition = \"sequential\"
 profile = \"apache-upload\"
 [[process]]
 profile = \"ungzip\"
+threads = 8
 ";
 
 /// Foreground eviction fires and each episode ends with the buffer under `low`; the dirty

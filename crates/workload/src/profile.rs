@@ -61,6 +61,26 @@
 //! services only. A process's own `threads` and `instructions_per_request` keys override
 //! either.
 //!
+//! ## Offline jobs' threads
+//! presets.md gives no thread counts, but it singles out one job: "`bfs` is compute-heavy with
+//! many worker threads (it starves other threads of CPU)". The others leave the online service
+//! the CPU it needs, and each job's [`OfflineThreads`] says how, from what the program is:
+//! * the GNU tools (`gzip`, `ungzip`, `wc-gnu`, `gp-gnu`: gzip, wc and grep) are
+//!   single-threaded programs: [`OfflineThreads::Single`];
+//! * the analytics frameworks (`pagerank`, `kmeans`, `index`, `wc`, `gp`) run a worker per core
+//!   but one, the core that framework deployments leave to the operating system and the
+//!   services beside them (Hadoop and Spark sizing guides reserve it):
+//!   [`OfflineThreads::AllButOneCore`];
+//! * `bfs` runs two threads per core, the "many worker threads" that starve the others:
+//!   [`OfflineThreads::PerCore`]`(2)`.
+//!
+//! Why it matters: under CFS an online worker that needs more than its fair share of a core
+//! that a CPU-bound thread also runs on gets half the core and falls behind. Every analytics job
+//! at one thread per core would do that to a service run at its knee (`apache` beside
+//! `pagerank` at 400 requests/s: a 31x mean in 3 s runs); with the core they leave, the
+//! co-runner slows it through the storage stack and the shared cores' interrupts instead, as
+//! the FlashShare paper's motivation describes. A process's own `threads` key overrides it.
+//!
 //! ## Write-back study workloads: derived, not published
 //! presets.md names six latency-critical workloads for the write-back study but gives no numbers.
 //! We derive each from the nearest published profile and mark it [`Provenance::Derived`]:
@@ -120,6 +140,30 @@ pub enum ProfileKind {
     Offline,
 }
 
+/// How many threads an offline job runs on a host of `cores` cores ("Offline jobs' threads"
+/// above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum OfflineThreads {
+    /// A single-threaded program (GNU `gzip`, `wc`, `grep`).
+    Single,
+    /// An analytics framework sized to the machine minus one core, which it leaves to the
+    /// operating system and the services co-located with it.
+    AllButOneCore,
+    /// This many threads per core: a framework that oversubscribes the CPU.
+    PerCore(u32),
+}
+
+impl OfflineThreads {
+    /// The thread count on a host of `cores` cores (at least one).
+    pub fn on(self, cores: u32) -> u32 {
+        match self {
+            OfflineThreads::Single => 1,
+            OfflineThreads::AllButOneCore => cores.saturating_sub(1).max(1),
+            OfflineThreads::PerCore(n) => (n * cores).max(1),
+        }
+    }
+}
+
 /// Where a profile's numbers come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Provenance {
@@ -154,6 +198,9 @@ pub struct Profile {
     /// Online services: worker threads behind the listener ([`ONLINE_WORKER_THREADS`] for the
     /// published ones); `None` leaves it to the host's default. Offline jobs: `None`.
     pub worker_threads: Option<u32>,
+    /// Offline jobs: how many threads the job runs ("Offline jobs' threads" above). Online
+    /// services: `None`.
+    pub offline_threads: Option<OfflineThreads>,
     pub provenance: Provenance,
 }
 
@@ -177,7 +224,16 @@ const fn published(
         instructions_per_request: None,
         instructions_per_io: None,
         worker_threads: None,
+        offline_threads: None,
         provenance: Provenance::Published,
+    }
+}
+
+/// A published offline job run with `threads` ("Offline jobs' threads" above).
+const fn job(base: Profile, threads: OfflineThreads) -> Profile {
+    Profile {
+        offline_threads: Some(threads),
+        ..base
     }
 }
 
@@ -206,18 +262,49 @@ const fn service(base: Profile, instructions_per_request: u64) -> Profile {
     }
 }
 
+use OfflineThreads::{AllButOneCore, PerCore, Single};
 use ProfileKind::{Offline, Online};
 
-const BFS: Profile = published("bfs", Offline, 997_000, 238, 25, 700_000);
-const GP_GNU: Profile = published("gp-gnu", Offline, 1_000_000, 134, 1_985, 780_000);
-const GP: Profile = published("gp", Offline, 995_000, 23, 417, 810_000);
-const GZIP: Profile = published("gzip", Offline, 989_000, 150, 105, 660_000);
-const INDEX: Profile = published("index", Offline, 998_000, 28, 205, 790_000);
-const KMEANS: Profile = published("kmeans", Offline, 1_000_000, 122, 37, 820_000);
-const PAGERANK: Profile = published("pagerank", Offline, 995_000, 30, 367, 710_000);
-const UNGZIP: Profile = published("ungzip", Offline, 96_000, 580, 76, 790_000);
-const WC_GNU: Profile = published("wc-gnu", Offline, 1_000_000, 268, 170, 750_000);
-const WC: Profile = published("wc", Offline, 999_000, 25, 548, 890_000);
+const BFS: Profile = job(
+    published("bfs", Offline, 997_000, 238, 25, 700_000),
+    PerCore(2),
+);
+const GP_GNU: Profile = job(
+    published("gp-gnu", Offline, 1_000_000, 134, 1_985, 780_000),
+    Single,
+);
+const GP: Profile = job(
+    published("gp", Offline, 995_000, 23, 417, 810_000),
+    AllButOneCore,
+);
+const GZIP: Profile = job(
+    published("gzip", Offline, 989_000, 150, 105, 660_000),
+    Single,
+);
+const INDEX: Profile = job(
+    published("index", Offline, 998_000, 28, 205, 790_000),
+    AllButOneCore,
+);
+const KMEANS: Profile = job(
+    published("kmeans", Offline, 1_000_000, 122, 37, 820_000),
+    AllButOneCore,
+);
+const PAGERANK: Profile = job(
+    published("pagerank", Offline, 995_000, 30, 367, 710_000),
+    AllButOneCore,
+);
+const UNGZIP: Profile = job(
+    published("ungzip", Offline, 96_000, 580, 76, 790_000),
+    Single,
+);
+const WC_GNU: Profile = job(
+    published("wc-gnu", Offline, 1_000_000, 268, 170, 750_000),
+    Single,
+);
+const WC: Profile = job(
+    published("wc", Offline, 999_000, 25, 548, 890_000),
+    AllButOneCore,
+);
 const APACHE: Profile = Profile {
     instructions_per_io: Some(APACHE_INSTRUCTIONS_PER_IO),
     ..service(
