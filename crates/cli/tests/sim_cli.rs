@@ -209,14 +209,15 @@ fn the_embedded_default_prints_its_reports_and_writes_the_system_summary() {
             .all(|p| p["name"] != "pagerank"),
         "the alone run holds apache only"
     );
-    // The co-run's cold submissions are counted and named in the table; alone, none. A
-    // request's first I/O after its worker woke finds the core's caches taken by pagerank
-    // (cold); the I/Os it issues next, with no other task run between, do not (apache issues
-    // about 3.5 per request since fc0a6a9), so a good share is cold, not all.
+    // The co-run's cold submissions are counted and named in the table; alone, none. pagerank
+    // runs a worker per core but one (workload's "Offline jobs' threads"), so apache's worker
+    // mostly has a core of its own and its bios are warm; a bio is cold only when a pagerank
+    // thread ran on the worker's core in between, which the balancer does now and then
+    // (93 of 15,967 with the embedded default): some, not most.
     let lc = |run: &serde_json::Value| run["host"]["blk"]["latency_critical"].clone();
     let cold = lc(&s)["cold_bios"].as_u64().expect("co-run cold_bios");
     let bios = lc(&s)["bios"].as_u64().unwrap();
-    assert!(cold * 4 > bios && cold < bios, "{}", lc(&s));
+    assert!(cold > 0 && cold * 4 < bios, "{}", lc(&s));
     assert!(
         lc(&s["alone"]).get("cold_bios").is_none(),
         "{}",

@@ -46,21 +46,21 @@
 //! each part pays for the code and data it touches, so a bypassing bio, which has no
 //! dispatch, pays the submission's 24.3 µs only.
 //!
-//! **The figure is calibrated, not measured**: 37.2 µs, so that the default co-run
-//! (`ullstack sim --system examples/system/default.toml --json`: `apache` + `pagerank`, arm8 +
-//! zssd, 10 s, seed 1) gives the latency-critical requests 25 487 ns of software queue and
-//! 13 582 ns of hardware queue (`breakdown_ns`): 39.07 µs, with 2 635 of its 2 669 bios cold
-//! (`host.blk.latency_critical.cold_bios`). 37.2 µs at 2 GHz is ≈ 74 k cycles, a few hundred
-//! misses to memory at an assumed ≈ 100 ns each; we have no measurement of the path's cold
-//! footprint on the published platform, and no other calibration point depends on this
-//! figure. It is the same on
-//! every preset (x86-4 does not halve it: a miss to memory does not get faster with the clock).
-//! QD1 is untouched: a job alone never submits cold (the idle loop runs no user code), so the
-//! QD1 pins above are unchanged (re-run: 14.798 / 11.650 / 13.398 / 10.250 µs); apache alone
-//! never does either (its own threads' code is not foreign), and its response time in the
-//! same command's `alone` run is 299.6 µs mean as before. Beside `index` (the study's
-//! breakdown pair; the same config with `index`): 25 590 + 13 646 ns, 2 615 of 2 635 bios
-//! cold.
+//! **The figure is calibrated, not measured**: 37.2 µs, so that a co-run in which every bio
+//! of the service is cold gives its latency-critical requests ≈ 39 µs of software + hardware
+//! queue: `apache` on four workers with 0.5 M instructions per request beside `pagerank` on
+//! all eight cores, arm8 + zssd, 2 s, seed 1 (`sim`'s test
+//! `vanilla_co_run_latency_critical_block_layer_time_is_its_submission_cpu_cold` runs it and
+//! holds the sum near 39 µs with ≥ 95 % of bios cold). 37.2 µs at 2 GHz is ≈ 74 k cycles, a few
+//! hundred misses to memory at an assumed ≈ 100 ns each; we have no measurement of the path's
+//! cold footprint on the published platform, and no other calibration point depends on this
+//! figure. It is the same on every preset (x86-4 does not halve it: a miss to memory does not
+//! get faster with the clock). QD1 is untouched: a job alone never submits cold (the idle loop
+//! runs no user code), and neither does a service alone (its own threads' code is not
+//! foreign). In the study's own co-runs the analytics jobs leave a core
+//! (`workload::profile`'s essay, "Offline jobs' threads"), so the service's bios are rarely
+//! cold and the row `motivation.blk_layer_corun` is not reached there (docs/study.md, "What
+//! the motivation rows rest on").
 //!
 //! What the cold cost leaves out: the other layers' cold paths (the syscall, the driver and
 //! completion have only the flat `cpu.cache_pollution_ns` of a displaced thread; no published

@@ -36,8 +36,9 @@ fn scratch(test: &str, files: &[(&str, &str)]) -> PathBuf {
     dir
 }
 
-/// The README's co-run (`examples/system/default.toml`: apache + pagerank on arm8 + zssd,
-/// vanilla), 2 s: a latency-critical request's block-layer time is its submission CPU (bio
+/// A co-run in which apache's bios find pagerank's code on their core (apache + pagerank on
+/// all eight cores, arm8 + zssd, vanilla), 2 s: a latency-critical request's block-layer time
+/// is its submission CPU (bio
 /// submit 1.5 µs + dispatch 0.8 µs), plus `blk.cold_submit_ns` (37.2 µs, split between the
 /// two in that proportion) for each bio that found pagerank's user code had run on its core
 /// since the worker's last submission —
