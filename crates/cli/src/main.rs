@@ -59,7 +59,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => match serve::run(args) {
+            Ok(code) => return ExitCode::from(code),
+            Err(e) => Err(e),
+        },
         Command::Bench(args) => bench::run(args),
         Command::Study(args) => study::run(args),
         Command::Place(args) => place::run(args),

@@ -32,8 +32,12 @@ use server::config::{ByteSize, IdlePolicy, SchedulerMode, ServerConfig};
 /// keys.psk` writes one). A PSK identity is a tenant name: it may use its own tenant's exports
 /// and open ones. --tls-certificate/--tls-key serve a PEM certificate instead or as well.
 ///
-/// SIGINT or SIGTERM stops accepting, drains in-flight I/O, replies and exits 0.
-#[derive(clap::Args, Debug)]
+/// SIGINT or SIGTERM stops accepting, drains in-flight I/O, replies and exits 0; connections
+/// still owed something after `limits.shutdown_grace_ms` (default 30 s) are closed and the
+/// exit status is 3. SIGHUP re-reads --config FILE (tenants, secrets, ACLs, exports, new
+/// volumes, TLS keys) without a restart, or refuses it and changes nothing; so does `POST
+/// /reload` on the admin address with `[admin] token`.
+#[derive(clap::Args, Debug, Clone)]
 #[command(verbatim_doc_comment)]
 pub struct ServeArgs {
     /// Server config file (TOML). Mutually exclusive with --memory.
@@ -123,6 +127,16 @@ pub struct ServeArgs {
     /// 0 and the effective configuration if it is valid; 1 and the error otherwise.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "memory"])]
     check_config: Option<PathBuf>,
+
+    /// Log format on stderr: `text` (one human line per event) or `json` (one JSON object per
+    /// line: ts, level, target, event, message and the event's fields; connection open and
+    /// close, refusals, reloads and the stop are events).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = parse_log_format)]
+    log_format: server::LogFormat,
+}
+
+fn parse_log_format(s: &str) -> Result<server::LogFormat, String> {
+    s.parse()
 }
 
 fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
@@ -218,22 +232,37 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     Ok(config)
 }
 
-pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
-    server::init_logging();
+/// What `ullstack serve` tells its operator outside the events: a line on stderr in the text
+/// format, an event `serve` in the JSON format (so stderr stays JSON lines).
+fn say(format: server::LogFormat, line: &str) {
+    match format {
+        server::LogFormat::Text => eprintln!("ullstack serve: {line}"),
+        server::LogFormat::Json => tracing::info!(event = "serve", "{line}"),
+    }
+}
+
+/// Runs the server until SIGINT or SIGTERM; returns the exit status (0, or
+/// [`server::server::EXIT_GRACE_EXPIRED`] when the shutdown grace cut connections).
+pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
+    let format = args.log_format;
+    server::init_logging(format);
     if let Some(path) = args.check_config.take() {
         args.config = Some(path);
         args.check = true;
     }
     let config = build_config(&args)?;
     for warning in config.startup_warnings() {
-        eprintln!("ullstack serve: warning: {warning}");
+        match format {
+            server::LogFormat::Text => eprintln!("ullstack serve: warning: {warning}"),
+            server::LogFormat::Json => tracing::warn!(event = "serve", "{warning}"),
+        }
     }
     if args.check {
         // Secrets redacted: the check's output ends up in shells, CI logs and tickets.
         print!("{}", config.summary_toml());
-        return Ok(());
+        return Ok(0);
     }
-    server::signals::block_shutdown_signals().context("blocking SIGINT/SIGTERM")?;
+    server::signals::block_signals().context("blocking SIGINT/SIGTERM/SIGHUP")?;
     let fleet_facts = fleet_facts(&config)?;
     if let Some(r) = &fleet_facts.registry {
         // Reach the registry before binding and opening volumes: an unreachable one is a
@@ -241,6 +270,13 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
         fleet::Etcd::connect(&r.url)?.get(&fleet::server_key("-"))?;
     }
     let handle = server::start(config).context("starting the server")?;
+    if args.config.is_some() {
+        // A reload reads the file again with this command line's overrides, as at start.
+        let again = args.clone();
+        handle.set_config_source(server::ConfigSource::new(move || {
+            build_config(&again).map_err(|e| crate::error_chain(&e))
+        }));
+    }
     let a = handle.addrs;
     let announcement = match fleet_facts.registry.clone() {
         Some(r) => Some(join_fleet(&r, a, fleet_facts)?),
@@ -253,26 +289,51 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<()> {
             .iter()
             .map(|e| e.name.clone())
             .collect();
-        eprintln!(
-            "ullstack serve: NBD on {nbd} (exports: {})",
-            exports.join(", ")
+        say(
+            format,
+            &format!("NBD on {nbd} (exports: {})", exports.join(", ")),
         );
     }
     if let Some(native) = a.native {
-        eprintln!("ullstack serve: own protocol on {native}");
+        say(format, &format!("own protocol on {native}"));
     }
     if let Some(admin) = a.admin {
-        eprintln!("ullstack serve: metrics on http://{admin}/metrics");
+        say(format, &format!("metrics on http://{admin}/metrics"));
     }
-    let signal = server::signals::wait_shutdown_signal().context("waiting for SIGINT/SIGTERM")?;
-    eprintln!("ullstack serve: {signal}: draining in-flight I/O and stopping");
+    let signal = loop {
+        let signal = server::signals::wait_signal().context("waiting for a signal")?;
+        if signal != server::signals::Signal::Hangup {
+            break signal;
+        }
+        // The reload logs its outcome (event `reload`); the text format also says it here.
+        let outcome = handle.reload("sighup");
+        if format == server::LogFormat::Text {
+            match outcome {
+                Ok(report) => eprintln!("ullstack serve: SIGHUP: config reloaded: {report}"),
+                Err(e) => eprintln!("ullstack serve: SIGHUP: reload refused, nothing changed: {e}"),
+            }
+        }
+    };
+    say(
+        format,
+        &format!("{}: draining in-flight I/O and stopping", signal.name()),
+    );
     if let Some(a) = announcement {
         // Leave the fleet first, so no new tenant is placed on a server that is stopping.
         a.stop();
     }
-    handle.shutdown();
-    eprintln!("ullstack serve: stopped");
-    Ok(())
+    let stopped = handle.shutdown();
+    match stopped {
+        server::Stopped::Drained => say(format, "stopped"),
+        server::Stopped::GraceExpired { connections_cut } => say(
+            format,
+            &format!(
+                "stopped: limits.shutdown_grace_ms passed with {connections_cut} connection(s) still owed replies; they were closed (exit status {})",
+                stopped.exit_code()
+            ),
+        ),
+    }
+    Ok(stopped.exit_code())
 }
 
 /// `--registry`, `--registry-id` and `--registry-ttl` over the config's `[registry]`, before

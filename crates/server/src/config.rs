@@ -45,8 +45,9 @@
 //! `"4k"`, `"1G"` — one-letter suffixes are binary, as in nbdkit and fio).
 //!
 //! # What it leaves out
-//! Hot reload (restart the server to change tenants) and secrets from files or the environment
-//! (they sit in the config; keep it `0600`).
+//! Secrets from files or the environment (they sit in the config; keep it `0600`). A running
+//! server re-reads its config on SIGHUP or `POST /reload` ([`crate::reload`] says which keys a
+//! reload applies and which take a restart).
 //!
 //! # Keys
 //! `[listen]` native | nbd | admin; `[dataplane]` workers, batch_limit, idle, idle_spin_ns,
@@ -54,12 +55,15 @@
 //! `[limits]` max_connections, max_connections_per_tenant, max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms, max_unauthenticated_connections,
-//! max_unauthenticated_per_source, accepts_per_source_per_sec, max_open_sessions_per_source; `[qos]` scheduler, profile (name) | `[qos.profile]`
+//! max_unauthenticated_per_source, accepts_per_source_per_sec, max_open_sessions_per_source,
+//! shutdown_grace_ms; `[admin]` token; `[qos]` scheduler, profile (name) | `[qos.profile]`
 //! (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
+mod admin;
 mod registry;
 pub mod summary;
+pub use admin::{AdminConfig, MAX_ADMIN_TOKEN_BYTES, MIN_ADMIN_TOKEN_BYTES};
 pub use registry::{RegistryConfig, DEFAULT_REGISTRY_TTL_S, MAX_REGISTRY_TTL_S};
 
 use std::collections::BTreeMap;
@@ -211,6 +215,9 @@ pub struct ServerConfig {
     /// TLS for both listeners (NBD: required via STARTTLS; own protocol: from the first byte).
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// The admin endpoint's write side: `POST /reload` needs `[admin] token`.
+    #[serde(default)]
+    pub admin: AdminConfig,
     /// Fleet membership through an etcd registry (`ullstack serve --registry`; crate `fleet`).
     /// The server itself does not read it: the command that starts it announces it.
     #[serde(default)]
@@ -238,7 +245,7 @@ pub struct ListenConfig {
     pub native: Option<SocketAddr>,
     /// Fixed-newstyle NBD.
     pub nbd: Option<SocketAddr>,
-    /// HTTP `GET /metrics` (Prometheus text).
+    /// HTTP `GET /metrics` (Prometheus text), and `POST /reload` with `[admin] token`.
     pub admin: Option<SocketAddr>,
 }
 
@@ -365,6 +372,11 @@ pub struct LimitsConfig {
     /// ([`crate::sessions`]).
     #[serde(default)]
     pub max_open_sessions_per_source: Option<usize>,
+    /// How long a stopping server (SIGTERM, SIGINT) waits for the requests it has read to be
+    /// answered and their replies taken by the clients; then it closes what is left and exits.
+    /// Keep systemd's `TimeoutStopSec` above it. A reload applies a new value.
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub shutdown_grace_ms: u64,
 }
 
 impl LimitsConfig {
@@ -405,6 +417,14 @@ fn default_accepts_per_source_per_sec() -> u32 {
 
 fn default_max_connections() -> usize {
     10_000
+}
+/// 30 s: a 32 MiB reply reaches a client at 1.1 MB/s within it, and it is systemd's default
+/// stop timeout (the packaged unit waits 40 s before SIGKILL).
+pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 30_000;
+/// Longest grace a config may set: one hour.
+pub const MAX_SHUTDOWN_GRACE_MS: u64 = 3_600_000;
+fn default_shutdown_grace_ms() -> u64 {
+    DEFAULT_SHUTDOWN_GRACE_MS
 }
 fn default_max_inflight_requests() -> usize {
     256
@@ -472,6 +492,7 @@ impl Default for LimitsConfig {
             max_unauthenticated_per_source: default_max_unauthenticated_per_source(),
             accepts_per_source_per_sec: default_accepts_per_source_per_sec(),
             max_open_sessions_per_source: None,
+            shutdown_grace_ms: default_shutdown_grace_ms(),
         }
     }
 }
@@ -819,6 +840,7 @@ impl ServerConfig {
                 description: Some("ullstack quick-start memory volume".into()),
             }],
             tls: None,
+            admin: AdminConfig::default(),
             registry: None,
         }
     }
@@ -832,6 +854,7 @@ impl ServerConfig {
         let tenants = self.validate_tenants(&volumes)?;
         self.validate_exports(&volumes, &tenants)?;
         self.validate_tls()?;
+        self.admin.validate()?;
         if let Some(r) = &self.registry {
             r.validate()?;
         }
@@ -1015,6 +1038,13 @@ impl ServerConfig {
                 "limits.request_timeout_ms",
                 l.request_timeout_ms,
                 format!("0 (never) or at least {MIN_REQUEST_TIMEOUT_MS} ms"),
+            ));
+        }
+        if l.shutdown_grace_ms > MAX_SHUTDOWN_GRACE_MS {
+            return Err(invalid(
+                "limits.shutdown_grace_ms",
+                l.shutdown_grace_ms,
+                format!("0..={MAX_SHUTDOWN_GRACE_MS} ms (0: close at once)"),
             ));
         }
         if l.max_memory_bytes.0 < l.max_inflight_bytes.0 {

@@ -48,6 +48,16 @@ pub enum Protocol {
     Nbd,
 }
 
+impl Protocol {
+    /// As log events name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Native => "native",
+            Protocol::Nbd => "nbd",
+        }
+    }
+}
+
 /// A client address as audit log lines print it: `IP:PORT`, or `unknown` when the socket had
 /// no peer at accept. Every refused authentication and every connection closed on bad input
 /// is logged at info or warn with `peer=` (target `audit`), so fail2ban and the like can act on
@@ -172,6 +182,10 @@ pub struct ConnCore {
     /// Holds a slot of the unauthenticated budget ([`crate::handshakes`]) until HELLO
     /// succeeds or the NBD handshake binds an export (or the connection closes).
     pub unauthenticated: bool,
+    /// Why the connection ends, once decided (the `conn_close` event's reason).
+    pub end: Option<&'static str>,
+    /// When it was adopted by its worker.
+    pub opened_ns: u64,
 }
 
 /// How writing a connection's output went.
@@ -211,7 +225,16 @@ impl ConnCore {
                 .then(|| now_ns + handshake_timeout_ms * 1_000_000),
             partial_since: None,
             unauthenticated: peer.is_some(),
+            end: None,
+            opened_ns: now_ns,
         }
+    }
+
+    /// Reads nothing more; closes once what is in flight is answered and sent. `reason` is the
+    /// first one given (the `conn_close` event's).
+    pub fn finish(&mut self, reason: &'static str) {
+        self.closing = Closing::AfterDrain;
+        self.end.get_or_insert(reason);
     }
 
     /// The connection authenticated as `tenant` (HELLO succeeded, or NBD entered
@@ -438,7 +461,9 @@ pub struct Ctx<'a> {
     pub sched: &'a mut SchedShare,
     pub requests: &'a mut Slab<Req>,
     pub pool: &'a mut BufPool,
-    pub local_flows: &'a mut Vec<Option<Flow>>,
+    /// Default flows attached on this worker, by tenant id, with the registry's id of the flow
+    /// (a reload compares it with the new generation's).
+    pub local_flows: &'a mut Vec<Option<(Flow, qos::TenantId)>>,
     pub budget: &'a mut usize,
     pub now_ns: u64,
 }
@@ -446,12 +471,17 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// The worker-local flow of a config tenant's default flow (attached on first use).
     pub fn default_flow(&mut self, tenant: TenantId) -> Option<Flow> {
-        let slot = &mut self.local_flows[tenant.0 as usize];
-        if slot.is_none() {
-            let handle = self.shared.default_flows[tenant.0 as usize].as_ref()?;
-            *slot = Some(self.sched.attach(handle));
+        let t = tenant.0 as usize;
+        if let Some(Some((flow, _))) = self.local_flows.get(t) {
+            return Some(*flow);
         }
-        *slot
+        let handle = self.shared.default_flows.get(t)?.as_ref()?;
+        let flow = self.sched.attach(handle);
+        if self.local_flows.len() <= t {
+            self.local_flows.resize(t + 1, None);
+        }
+        self.local_flows[t] = Some((flow, handle.id()));
+        Some(flow)
     }
 
     /// Accepts a checked request: records it and queues it in the scheduler.
@@ -574,6 +604,35 @@ pub fn push_reply(
                 head: Head::inline(&tx::error_chunk(cookie, errno)),
                 payload: None,
             });
+        }
+    }
+}
+
+/// Answers a request that will not run because its session ended (a reload removed or
+/// replaced its tenant): own protocol `NOT_AUTHENTICATED` with `why`, NBD `ESHUTDOWN`.
+pub fn push_ended(core: &mut ConnCore, reply: ReplyTo, why: &str) {
+    use proto::nbd::{transmission as tx, Errno};
+    match reply {
+        ReplyTo::Native { cookie, opcode } => {
+            let mut body = Vec::new();
+            proto::wire::ErrorBody {
+                code: 0,
+                message: why,
+            }
+            .encode_into(&mut body);
+            let status = proto::wire::Status::NotAuthenticated;
+            let head =
+                proto::wire::ReplyHeader::new(opcode, status, cookie, body.len() as u32).encode();
+            let mut frame = head.to_vec();
+            frame.extend_from_slice(&body);
+            core.push_head(&frame);
+        }
+        ReplyTo::Nbd { cookie } => {
+            let reply = tx::SimpleReply::error(cookie, Errno::Shutdown);
+            core.push_head(&reply.encode());
+        }
+        ReplyTo::NbdChunkedRead { cookie, .. } => {
+            core.push_head(&tx::error_chunk(cookie, Errno::Shutdown));
         }
     }
 }

@@ -14,6 +14,8 @@
 //! | layer | module | what it is |
 //! | --- | --- | --- |
 //! | leaves | [`clock`] | monotonic nanoseconds shared by every thread |
+//! | | [`appendvec`] | a vector that only grows, read by every thread without a lock (per-tenant counters) |
+//! | | [`logfmt`] | the log: human lines, or JSON lines (`--log-format json`) |
 //! | | [`latency`] | per-LC-flow latency windows (lock-free histograms) the closed loop reads |
 //! | | [`buf`] | 4 KiB-aligned I/O buffers and the per-worker pool |
 //! | | [`slab`] | stable indexes for in-flight requests |
@@ -25,19 +27,22 @@
 //! | | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
 //! | config | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
 //! | | [`tenant`] | tenants, constant-time secrets, ACLs: the check every request passes |
-//! | | [`metrics`] | Prometheus metrics and the admin `GET /metrics` endpoint |
+//! | | [`metrics`] | Prometheus metrics and the admin endpoint's HTTP responder |
 //! | | [`tls`] | TLS (OpenSSL, PSK and certificates) over in-memory pipes: the socket hook |
 //! | storage | [`backend`] | volumes: `memory` (sparse), `file` (io_uring, O_DIRECT), `emulated` (the SSD model in real time) |
 //! | shared | [`memory`] | the ledger of bytes clients make the server hold, per tenant budget and in all |
 //! | | [`sessions`] | sessions per tenant, and per source for open tenants |
-//! | | [`shared`] | the state every thread reads: volumes, tenants, exports, control plane, run state |
+//! | | [`control`] | the control plane: admission and the flows it admitted, by owner |
+//! | | [`shared`] | one generation of the config (volumes, tenants, exports, TLS) and the server's life (run state, counts, control plane) |
 //! | connections | [`conn`] | connection identity, output queue and writev, requests, the decode context |
 //! | protocols | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
 //! | | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
 //! | dataplane | [`worker`] | the loop: epoll, decode, check, schedule (`qos::SchedShare`), submit, reap, reply, drain |
-//! | control | [`vrate`] | the closed loop: LC p95 per window → device rate scale |
-//! | | [`server`] | start/stop: listeners, acceptor, worker threads, graceful drain |
-//! | | [`signals`] | SIGINT/SIGTERM for `ullstack serve` |
+//! | control | [`reload`] | SIGHUP / `POST /reload`: the next generation, all or nothing |
+//! | | [`admin`] | the admin routes: scrapes of the generation in force, `POST /reload` behind a token |
+//! | | [`vrate`] | the closed loop: LC p95 per window → device rate scale |
+//! | | [`server`] | start/stop: listeners, acceptor, worker threads, graceful drain under a deadline |
+//! | | [`signals`] | SIGINT/SIGTERM (stop) and SIGHUP (reload) for `ullstack serve` |
 //!
 //! # Using it in-process
 //! ```no_run
@@ -51,6 +56,7 @@
 //! The operator's guide (quick start, every config key, the metrics) is `docs/server.md`.
 
 // Leaves.
+pub mod appendvec;
 pub mod buf;
 pub mod clock;
 pub mod coalesce;
@@ -58,6 +64,7 @@ pub mod handshakes;
 pub mod idle;
 pub mod inbuf;
 pub mod latency;
+pub mod logfmt;
 pub mod slab;
 pub mod sys;
 pub mod throttle;
@@ -70,6 +77,7 @@ pub mod tls;
 pub mod backend;
 // Shared state, connections, protocols, the loop, the server.
 pub mod conn;
+pub mod control;
 pub mod memory;
 pub mod native;
 pub mod nbd;
@@ -77,22 +85,19 @@ pub mod sessions;
 pub mod shared;
 pub mod worker;
 // Control threads and process glue.
+pub mod admin;
+pub mod reload;
 pub mod server;
 pub mod signals;
 pub mod vrate;
 
-pub use server::{start, BoundAddrs, ServerHandle, StartError};
+pub use logfmt::LogFormat;
+pub use reload::{ReloadError, ReloadReport};
+pub use server::{start, BoundAddrs, ServerHandle, StartError, Stopped};
+pub use shared::ConfigSource;
 
-/// Logs to stderr; `RUST_LOG` filters (default `info`). Colour codes only when stderr is a
-/// terminal: a log file or a pipe into journald or fail2ban gets plain text. Safe to call
-/// twice.
-pub fn init_logging() {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
+/// Logs to stderr in `format` ([`logfmt`]); `RUST_LOG` filters (default `info`). Safe to
+/// call twice.
+pub fn init_logging(format: LogFormat) {
+    logfmt::init(format);
 }

@@ -52,6 +52,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::appendvec::{AppendVec, Full};
 use crate::tenant::TenantId;
 
 /// What a connection (or a request) makes the server hold.
@@ -107,8 +108,10 @@ pub struct MemoryLedger {
     charged_bytes: AtomicU64,
     peak_bytes: AtomicU64,
     limit_bytes: u64,
-    tenants: Vec<TenantAccount>,
-    tenant_budget_bytes: u64,
+    /// By tenant id; grows when a reload adds tenants ([`crate::appendvec`]).
+    tenants: AppendVec<TenantAccount>,
+    /// `limit_bytes / live tenants`, set again by every reload.
+    tenant_budget_bytes: AtomicU64,
 }
 
 /// Moves `counter` from `before` to `after` (an underflow is a bug: more released than
@@ -129,14 +132,24 @@ fn move_counter(counter: &AtomicU64, before: u64, after: u64, what: &str) -> u64
 
 impl MemoryLedger {
     /// A ledger of `limit_bytes` shared equally by `tenants` tenants.
-    pub fn new(limit_bytes: u64, tenants: usize) -> MemoryLedger {
-        MemoryLedger {
+    pub fn new(limit_bytes: u64, tenants: usize) -> Result<MemoryLedger, Full> {
+        Ok(MemoryLedger {
             charged_bytes: AtomicU64::new(0),
             peak_bytes: AtomicU64::new(0),
             limit_bytes,
-            tenants: (0..tenants).map(|_| TenantAccount::default()).collect(),
-            tenant_budget_bytes: limit_bytes / tenants.max(1) as u64,
-        }
+            tenants: AppendVec::with_len(tenants)?,
+            tenant_budget_bytes: AtomicU64::new(limit_bytes / tenants.max(1) as u64),
+        })
+    }
+
+    /// After a reload: accounts for tenant ids below `ids` exist, and the limit is shared by
+    /// `live` tenants. A retired tenant's account keeps what its last connections hold until
+    /// they close; the budget of the others does not wait for that.
+    pub fn set_tenants(&self, ids: usize, live: usize) -> Result<(), Full> {
+        self.tenants.grow_to(ids)?;
+        self.tenant_budget_bytes
+            .store(self.limit_bytes / live.max(1) as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Moves a charge from `before` to `after`: in all, and to `owner` when the connection
@@ -186,7 +199,7 @@ impl MemoryLedger {
     /// it drains without the server reading (see the module essay).
     pub fn tenant_stopped(&self, tenant: TenantId) -> bool {
         self.tenants.get(tenant.0 as usize).is_some_and(|a| {
-            a.total_bytes.load(Ordering::Relaxed) >= self.tenant_budget_bytes
+            a.total_bytes.load(Ordering::Relaxed) >= self.tenant_budget_bytes()
                 && a.held_bytes.load(Ordering::Relaxed) > 0
         })
     }
@@ -198,9 +211,10 @@ impl MemoryLedger {
             .map_or(0, |a| a.total_bytes.load(Ordering::Relaxed))
     }
 
-    /// Each tenant's budget: `max_memory_bytes / tenants`.
+    /// Each tenant's budget: `max_memory_bytes / tenants` (the live ones, since the last
+    /// reload).
     pub fn tenant_budget_bytes(&self) -> u64 {
-        self.tenant_budget_bytes
+        self.tenant_budget_bytes.load(Ordering::Relaxed)
     }
 
     /// Whether the charge in all reached `max_memory_bytes` (the sum of the budgets: reached
@@ -232,7 +246,7 @@ mod tests {
 
     #[test]
     fn charges_peaks_and_limits() {
-        let m = MemoryLedger::new(100, 1);
+        let m = MemoryLedger::new(100, 1).expect("ledger");
         m.adjust(None, Charge::ZERO, Charge::new(0, 60));
         m.adjust(None, Charge::ZERO, Charge::new(0, 30));
         assert!(!m.over_limit());
@@ -245,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_tenant_at_its_budget_stops_only_itself() {
-        let m = MemoryLedger::new(100, 2);
+        let m = MemoryLedger::new(100, 2).expect("ledger");
         assert_eq!(m.tenant_budget_bytes(), 50);
         // A handshake's buffers, then it authenticates as A and a request is decoded.
         m.adjust(None, Charge::ZERO, Charge::new(0, 10));
@@ -265,7 +279,7 @@ mod tests {
 
     #[test]
     fn buffers_alone_never_stop_a_tenant() {
-        let m = MemoryLedger::new(100, 2);
+        let m = MemoryLedger::new(100, 2).expect("ledger");
         m.adjust(Some(A), Charge::ZERO, Charge::new(0, 80));
         assert!(
             !m.tenant_stopped(A),
@@ -276,9 +290,23 @@ mod tests {
     }
 
     #[test]
+    fn a_reload_shares_the_limit_among_the_live_tenants() {
+        let m = MemoryLedger::new(100, 2).expect("ledger");
+        m.adjust(Some(A), Charge::ZERO, Charge::held(40));
+        // A retired (id 0 stays with its charge), B kept, C and D (ids 2, 3) added.
+        m.set_tenants(4, 3).expect("grow");
+        assert_eq!(m.tenant_budget_bytes(), 33);
+        assert!(m.tenant_stopped(A), "A's last connections still hold 40");
+        m.adjust(Some(TenantId(3)), Charge::ZERO, Charge::held(10));
+        assert_eq!(m.tenant_charged_bytes(TenantId(3)), 10);
+        m.adjust(Some(A), Charge::held(40), Charge::ZERO);
+        assert!(!m.tenant_stopped(A));
+    }
+
+    #[test]
     #[should_panic(expected = "underflow")]
     fn releasing_more_than_charged_is_a_bug() {
-        let m = MemoryLedger::new(100, 1);
+        let m = MemoryLedger::new(100, 1).expect("ledger");
         m.adjust(None, Charge::ZERO, Charge::new(0, 10));
         m.adjust(None, Charge::new(0, 20), Charge::ZERO);
     }

@@ -21,7 +21,9 @@
 //! cannot take every slot from the scraper) that reads one request head (at most
 //! [`ADMIN_MAX_REQUEST_BYTES`], all of it within [`ADMIN_READ_TIMEOUT_MS`] of the accept: a
 //! client trickling one byte a second is cut off there, not kept alive by each byte),
-//! answers `GET /metrics` and `GET /health`, and closes. Eight clients each sending a byte a
+//! answers `GET /metrics`, `GET /health` and `POST /reload` (what the server does with the
+//! last is [`AdminRoutes`]' business: `crate::admin` checks the `[admin] token` and reloads),
+//! and closes. Eight clients each sending a byte a
 //! second used to get every scrape answered 503 for as long as they went on. It never touches a worker: scraping does not perturb the
 //! dataplane beyond the atomics it reads.
 //!
@@ -30,10 +32,11 @@
 //! alice's read IOPS.
 //!
 //! # What it leaves out
-//! Keep-alive, TLS and authentication on the admin port (bind it to a private address).
+//! Keep-alive, TLS, and authentication of the reads (bind the admin port to a private
+//! address; `POST /reload` alone needs a token).
 //!
 //! # Config keys
-//! `[listen] admin`.
+//! `[listen] admin`, `[admin] token`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -461,24 +464,51 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` until `stop` is set. Runs on its own thread and answers each client
-/// on a short-lived thread of its own (at most [`ADMIN_MAX_CLIENTS`] at once and
+/// An answer of the admin endpoint: an HTTP status line's code and reason, and a text body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminReply {
+    pub status: &'static str,
+    pub body: String,
+}
+
+/// What the admin endpoint asks of the server beyond the metrics it encodes. A closure is
+/// the `refresh` of an endpoint that serves metrics only.
+pub trait AdminRoutes: Send + Sync + 'static {
+    /// Runs before each scrape (it copies the scheduler's token ledgers into the counters).
+    fn refresh(&self);
+    /// `POST /reload` from `peer`, with the value of its `Authorization` header.
+    fn reload(&self, peer: SocketAddr, authorization: Option<&str>) -> AdminReply {
+        let _ = (peer, authorization);
+        AdminReply {
+            status: "404 Not Found",
+            body: "this endpoint serves no POST /reload\n".into(),
+        }
+    }
+}
+
+impl<F: Fn() + Send + Sync + 'static> AdminRoutes for F {
+    fn refresh(&self) {
+        self()
+    }
+}
+
+/// Serves the admin endpoint until `stop` is set. Runs on its own thread and answers each
+/// client on a short-lived thread of its own (at most [`ADMIN_MAX_CLIENTS`] at once and
 /// [`ADMIN_MAX_CLIENTS_PER_SOURCE`] per address; more get `503` at once), so a client that
 /// connects and says nothing, or trickles, holds only its own thread, for at most
-/// [`ADMIN_READ_TIMEOUT_MS`]. `refresh` runs before each scrape (it copies the scheduler's
-/// token ledgers into the counters).
+/// [`ADMIN_READ_TIMEOUT_MS`].
 pub fn serve_admin(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
-    refresh: impl Fn() + Send + Sync + 'static,
+    routes: impl AdminRoutes,
 ) {
     use std::os::fd::AsRawFd;
     if let Err(e) = listener.set_nonblocking(true) {
         tracing::error!(error = %e, "admin listener cannot be made nonblocking; admin endpoint disabled");
         return;
     }
-    let refresh = Arc::new(refresh);
+    let routes = Arc::new(routes);
     let active = Arc::new(AtomicUsize::new(0));
     let by_source: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Arc::default();
     while !stop.load(Ordering::Acquire) {
@@ -513,12 +543,12 @@ pub fn serve_admin(
                     active: active.clone(),
                     by_source: by_source.clone(),
                 };
-                let (metrics, refresh) = (metrics.clone(), refresh.clone());
+                let (metrics, routes) = (metrics.clone(), routes.clone());
                 let spawned = std::thread::Builder::new()
                     .name("ullstack-admin-client".into())
                     .spawn(move || {
                         let _slot = slot;
-                        if let Err(e) = answer(stream, &metrics, &*refresh) {
+                        if let Err(e) = answer(stream, peer, &metrics, &*routes) {
                             tracing::debug!(%peer, error = %e, "admin request failed");
                         }
                     });
@@ -563,7 +593,12 @@ impl Drop for AdminSlot {
     }
 }
 
-fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &dyn Fn()) -> std::io::Result<()> {
+fn answer(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    metrics: &Metrics,
+    routes: &dyn AdminRoutes,
+) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     let deadline = std::time::Instant::now() + Duration::from_millis(ADMIN_READ_TIMEOUT_MS);
     let mut head = Vec::with_capacity(512);
@@ -595,7 +630,7 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &dyn Fn()) -> std::
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     match (method, path) {
         ("GET", "/metrics") => {
-            refresh();
+            routes.refresh();
             let body = metrics.encode_text();
             respond(
                 &mut stream,
@@ -605,6 +640,15 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &dyn Fn()) -> std::
             )
         }
         ("GET", "/health") => respond(&mut stream, "200 OK", "text/plain", b"ok\n"),
+        ("POST", "/reload") => {
+            let reply = routes.reload(peer, header(&head, "authorization").as_deref());
+            respond(
+                &mut stream,
+                reply.status,
+                "text/plain",
+                reply.body.as_bytes(),
+            )
+        }
         ("GET", _) => respond(
             &mut stream,
             "404 Not Found",
@@ -615,9 +659,22 @@ fn answer(mut stream: TcpStream, metrics: &Metrics, refresh: &dyn Fn()) -> std::
             &mut stream,
             "405 Method Not Allowed",
             "text/plain",
-            b"only GET\n",
+            b"only GET, and POST /reload\n",
         ),
     }
+}
+
+/// The value of header `name` (lower case) in a request head, trimmed.
+fn header(head: &[u8], name: &str) -> Option<String> {
+    String::from_utf8_lossy(head)
+        .lines()
+        .skip(1)
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
+        })
 }
 
 fn respond(
@@ -672,6 +729,13 @@ mod tests {
     }
 
     #[test]
+    fn headers_are_found_by_name_in_any_case() {
+        let head = b"POST /reload HTTP/1.0\r\nHost: x\r\nauthorization:  Bearer abc \r\n\r\n";
+        assert_eq!(header(head, "authorization").as_deref(), Some("Bearer abc"));
+        assert_eq!(header(head, "cookie"), None);
+    }
+
+    #[test]
     fn admin_endpoint_answers_get_metrics() {
         let m = Arc::new(Metrics::new());
         m.tenant("bob").writes.inc();
@@ -693,6 +757,11 @@ mod tests {
         let mut body = String::new();
         s.read_to_string(&mut body).unwrap();
         assert!(body.starts_with("HTTP/1.0 405"), "{body}");
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"POST /reload HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.0 404"), "{body}");
         stop.store(true, Ordering::Release);
         thread.join().unwrap();
     }

@@ -45,7 +45,7 @@ use qos::{Flow, SchedShare};
 
 use crate::backend::{Fua, StorageOp};
 use crate::config::TenantClass;
-use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
+use crate::conn::{class_of, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
 use crate::inbuf::InBuf;
 use crate::latency::LatencyWindow;
 use crate::sessions::SessionSlot;
@@ -191,7 +191,7 @@ impl NativeSession {
             | proto::Disposition::ReplyAndContinue { cookie, .. } => {
                 let opcode = e.opcode().unwrap_or(Opcode::Hello);
                 reply_error(core, opcode, e.status(), cookie, 0, &e.to_string());
-                core.closing = Closing::AfterDrain;
+                core.finish("native_bad_frame");
                 Verdict::Continue
             }
             proto::Disposition::Close => Verdict::Close("native_bad_frame"),
@@ -671,6 +671,28 @@ impl NativeSession {
             window,
         };
         ctx.submit(core, flow, cost_op, len_bytes, req);
+    }
+
+    /// The tenant and volume the session authenticated for (None before HELLO).
+    pub fn bound(&self) -> Option<(TenantId, VolumeId)> {
+        self.authed.as_ref().map(|a| (a.tenant, a.volume))
+    }
+
+    /// The session ends (a reload removed its tenant or its grant): its REGISTERed flows are
+    /// detached and unregistered now, their queued requests go to `unsent`; the session slot
+    /// is given back at [`NativeSession::close`].
+    pub fn revoke(
+        &mut self,
+        shared: &Shared,
+        sched: &mut SchedShare,
+        unsent: &mut Vec<qos::RequestId>,
+    ) {
+        if let Some(authed) = self.authed.as_mut() {
+            for f in authed.flows.drain(..) {
+                detach(sched, f.flow, unsent);
+                shared.lock_control().unregister(f.qos.id());
+            }
+        }
     }
 
     /// Unregisters the session's flows; their queued requests go to `unsent`.

@@ -74,7 +74,6 @@ use crate::backend::{AllocRun, Fua, StorageOp};
 use crate::config::Access;
 use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
 use crate::inbuf::InBuf;
-use crate::latency::LatencyWindow;
 use crate::sessions::SessionSlot;
 use crate::shared::{RunState, Shared};
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
@@ -89,6 +88,8 @@ pub const PREFERRED_BLOCK_BYTES: u32 = 4096;
 
 /// The export a connection entered transmission with.
 pub struct Bound {
+    /// The export's name (a reload that removes or re-points it ends the connection).
+    export: String,
     tenant: TenantId,
     /// The tenant's session slot, given back at close.
     session: SessionSlot,
@@ -96,8 +97,6 @@ pub struct Bound {
     flags: TransmissionFlags,
     size_bytes: u64,
     flow: Flow,
-    slo_p95_ns: u64,
-    window: Option<std::sync::Arc<LatencyWindow>>,
     negotiated: Negotiated,
 }
 
@@ -194,6 +193,14 @@ impl NbdSession {
             if let NbdSession::Transmission(bound) = std::mem::take(self) {
                 shared.sessions.release(bound.session);
             }
+        }
+    }
+
+    /// The export, tenant and volume of a session in transmission.
+    pub fn bound(&self) -> Option<(&str, TenantId, VolumeId)> {
+        match self {
+            NbdSession::Transmission(b) => Some((b.export.as_str(), b.tenant, b.volume)),
+            NbdSession::Handshake(_) => None,
         }
     }
 
@@ -320,6 +327,7 @@ fn handshake(
                 };
                 core.authenticated(ctx.shared, tenant);
                 return Ok(Outcome::Bound(Bound {
+                    export: export.name.clone(),
                     negotiated: hs.negotiated(),
                     tenant,
                     session,
@@ -327,17 +335,10 @@ fn handshake(
                     flags: info.flags,
                     size_bytes: info.size_bytes,
                     flow,
-                    slo_p95_ns: ctx
-                        .shared
-                        .tenants
-                        .get(tenant)
-                        .slo
-                        .map_or(0, |s| s.p95_read_latency_us * 1000),
-                    window: ctx.shared.default_windows[tenant.0 as usize].clone(),
                 }));
             }
             Some(HandshakeEvent::Closed(_)) => {
-                core.closing = Closing::AfterDrain;
+                core.finish("nbd_abort");
                 return Ok(Outcome::Wait);
             }
             Some(HandshakeEvent::StartTls) => {
@@ -470,7 +471,7 @@ fn transmission(
                     proto::Disposition::ReplyThenClose { cookie } => {
                         // A WRITE whose payload is too long to skip.
                         reply_error(core, cookie, command, e.errno(), bound.negotiated);
-                        core.closing = Closing::AfterDrain;
+                        core.finish("nbd_oversize_write");
                         return Verdict::Continue;
                     }
                     proto::Disposition::Close => return Verdict::Close("nbd_bad_magic"),
@@ -485,7 +486,7 @@ fn transmission(
         let payload = &data[tx::REQUEST_HEADER_BYTES..frame_len];
         if header.command == CommandType::Disc {
             input.consume(frame_len);
-            core.closing = Closing::AfterDrain;
+            core.finish("nbd_disconnect");
             break;
         }
         if let Err(errno) =
@@ -606,6 +607,8 @@ fn request(
         }
         _ => ReplyTo::Nbd { cookie },
     };
+    // From the generation in force: a reload may have changed the tenant's fixed SLO.
+    let slo_p95_ns = tenant.slo.map_or(0, |s| s.p95_read_latency_us * 1000);
     let req = Req {
         conn: core.me,
         reply,
@@ -615,9 +618,9 @@ fn request(
         buf,
         accounted_bytes: accounted,
         start_ns: ctx.now_ns,
-        slo_p95_ns: bound.slo_p95_ns,
-        class: class_of(bound.slo_p95_ns),
-        window: bound.window.clone(),
+        slo_p95_ns,
+        class: class_of(slo_p95_ns),
+        window: ctx.shared.default_windows[bound.tenant.0 as usize].clone(),
     };
     ctx.submit(core, bound.flow, cost_op, cost_len, req);
 }

@@ -12,7 +12,14 @@
 //!
 //! [`ServerHandle::shutdown`] (what SIGINT/SIGTERM trigger in `ullstack serve`) stops the
 //! acceptor, tells workers to drain — stop reading new requests, finish every request already
-//! read (queued in the scheduler or at the backend), send the replies, close — and joins them.
+//! read (queued in the scheduler or at the backend), send the replies, close — and joins them,
+//! all within `limits.shutdown_grace_ms`: a connection still owed something then is closed as
+//! it is, and [`Stopped::GraceExpired`] says how many were (`ullstack serve` exits with
+//! [`EXIT_GRACE_EXPIRED`] then, 0 after a complete drain). No reply is sent for a request that
+//! did not complete, so no acknowledged write is lost either way.
+//!
+//! [`ServerHandle::reload`] (SIGHUP, and `POST /reload` on the admin listener) re-reads the
+//! config ([`crate::reload`]).
 //!
 //! # Design
 //! The acceptor is one thread blocked in `poll` on the listeners and a wake-up eventfd; it hands
@@ -25,12 +32,14 @@
 //! worker 0: #1, #3, #5; worker 1: #2, #4.
 //!
 //! # What it leaves out
-//! Hot reconfiguration, and moving a connection between workers after accept.
+//! Moving a connection between workers after accept; changing the listeners or the number of
+//! workers without a restart.
 //!
 //! # Config keys
 //! `[listen]`, `[dataplane] workers`, `[limits] max_connections,
 //! max_unauthenticated_connections, max_unauthenticated_per_source,
-//! accepts_per_source_per_sec` ([`crate::handshakes`]), `[qos]`.
+//! accepts_per_source_per_sec` ([`crate::handshakes`]), `shutdown_grace_ms`; `[qos]`; `[admin]
+//! token`.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -42,8 +51,9 @@ use std::thread::JoinHandle;
 use crate::config::ServerConfig;
 use crate::conn::{NewConn, Protocol};
 use crate::handshakes::{AcceptRate, Refusal};
+use crate::reload::{ReloadError, ReloadReport};
 pub use crate::shared::StartError;
-use crate::shared::{RunState, Shared};
+use crate::shared::{ConfigSource, RunState, Shared};
 use crate::sys::EventFd;
 use crate::vrate::VrateLoop;
 use crate::worker::{Worker, WorkerInbox};
@@ -54,6 +64,32 @@ pub struct BoundAddrs {
     pub native: Option<SocketAddr>,
     pub nbd: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
+}
+
+/// `ullstack serve`'s exit status when `limits.shutdown_grace_ms` passed before every
+/// connection was drained (0 after a complete drain). Non-zero so a script or a rolling
+/// upgrade can tell that clients lost their connection mid-request; the packaged systemd unit
+/// lists it in `SuccessExitStatus`, so such a stop is not a unit failure.
+pub const EXIT_GRACE_EXPIRED: u8 = 3;
+
+/// How a server stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Every request read was answered and every connection closed in time.
+    Drained,
+    /// The shutdown grace passed first: this many connections were closed with requests
+    /// unanswered or replies not taken.
+    GraceExpired { connections_cut: usize },
+}
+
+impl Stopped {
+    /// `ullstack serve`'s exit status for it.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Stopped::Drained => 0,
+            Stopped::GraceExpired { .. } => EXIT_GRACE_EXPIRED,
+        }
+    }
 }
 
 /// A running server.
@@ -67,18 +103,51 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// Shared state (tests read metrics and registrations through it).
+    /// Shared state as the server started (tests read metrics and registrations through it;
+    /// [`ServerHandle::current`] is the generation a reload put in force).
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 
-    /// Stops accepting, drains in-flight I/O, replies, closes every connection, joins threads.
-    pub fn shutdown(mut self) {
+    /// The generation of the config in force.
+    pub fn current(&self) -> Arc<Shared> {
+        self.shared.current().unwrap_or_else(|| self.shared.clone())
+    }
+
+    /// Where [`ServerHandle::reload`] (and SIGHUP, `POST /reload`) reads the config.
+    pub fn set_config_source(&self, source: ConfigSource) {
+        self.shared.set_source(source);
+    }
+
+    /// Re-reads the config from its source and applies it, or refuses it and changes nothing
+    /// ([`crate::reload`]); `trigger` names the cause in the log (`sighup`, `api`).
+    pub fn reload(&self, trigger: &'static str) -> Result<ReloadReport, ReloadError> {
+        crate::reload::reload(&self.shared, trigger)
+    }
+
+    /// Applies `config` as a reload would (logged with trigger `api`).
+    pub fn apply_config(&self, config: ServerConfig) -> Result<ReloadReport, ReloadError> {
+        crate::reload::apply_logged(&self.shared, config, "api")
+    }
+
+    /// Stops accepting, drains in-flight I/O, replies, closes every connection within
+    /// `limits.shutdown_grace_ms`, joins the threads.
+    pub fn shutdown(mut self) -> Stopped {
         self.begin_shutdown();
+        tracing::info!(
+            event = "stop",
+            grace_ms = self.current().config.limits.shutdown_grace_ms,
+            "stopping: draining in-flight I/O"
+        );
         for (name, thread) in self.threads.drain(..) {
             if thread.join().is_err() {
                 tracing::error!(thread = %name, "thread panicked");
             }
+        }
+        self.shared.release_current();
+        match self.shared.cut_connections.load(Ordering::Acquire) {
+            0 => Stopped::Drained,
+            n => Stopped::GraceExpired { connections_cut: n },
         }
     }
 
@@ -100,6 +169,7 @@ impl Drop for ServerHandle {
                 let _ = thread.join();
             }
         }
+        self.shared.release_current();
     }
 }
 
@@ -132,7 +202,7 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     for warning in config.startup_warnings() {
         tracing::warn!("{warning}");
     }
-    let shared = Arc::new(Shared::new(config)?);
+    let shared = Shared::new(config)?;
     let listen = shared.config.listen.clone();
     let native = bind("native", listen.native)?;
     let nbd = bind("nbd", listen.nbd)?;
@@ -190,10 +260,9 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         let thread = std::thread::Builder::new()
             .name("ullstack-admin".into())
             .spawn(move || {
-                let refresh_from = shared2.clone();
-                crate::metrics::serve_admin(listener, shared2.metrics.clone(), stop, move || {
-                    refresh_from.refresh_token_metrics()
-                })
+                let metrics = shared2.metrics.clone();
+                let routes = crate::admin::AdminApi::new(shared2);
+                crate::metrics::serve_admin(listener, metrics, stop, routes)
             })
             .map_err(|source| StartError::Thread {
                 what: "admin".into(),
@@ -278,14 +347,25 @@ fn accept_loop(
                     Ok((stream, peer)) => {
                         if shared.open_connections.load(Ordering::Acquire) >= max_connections {
                             shared.metrics.connection_refused();
-                            tracing::warn!(%peer, max_connections, "connection refused: limits.max_connections reached");
+                            tracing::warn!(
+                                event = "refusal",
+                                %peer,
+                                reason = "max_connections",
+                                max_connections,
+                                "connection refused: limits.max_connections reached"
+                            );
                             drop(stream);
                             continue;
                         }
                         if let Err(refusal) = admit_unauthenticated(&shared, &mut accept_rate, peer)
                         {
                             shared.metrics.connection_refused();
-                            tracing::debug!(%peer, reason = refusal.name(), "connection refused");
+                            tracing::info!(
+                                event = "refusal",
+                                %peer,
+                                reason = refusal.name(),
+                                "connection refused"
+                            );
                             drop(stream);
                             continue;
                         }

@@ -40,9 +40,10 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::appendvec::{AppendVec, Full};
 use crate::config::LimitsConfig;
 use crate::tenant::{TenantId, Tenants};
 
@@ -106,32 +107,62 @@ impl SessionSlot {
     }
 }
 
+/// One tenant id's sessions.
+#[derive(Debug, Default)]
+struct TenantSessions {
+    /// Whether the tenant is open (sessions counted per source). Set once, when its id is
+    /// made: a tenant that changes between open and secret gets a new id ([`crate::reload`]).
+    open: AtomicBool,
+    held: AtomicUsize,
+}
+
 /// Sessions of every tenant, and of open tenants per source.
 #[derive(Debug)]
 pub struct Sessions {
     max_per_tenant: usize,
     max_open_per_source: usize,
-    /// Per tenant: whether it is open (sessions counted per source).
-    open: Vec<bool>,
-    per_tenant: Vec<AtomicUsize>,
+    /// By tenant id; grows when a reload adds tenants ([`crate::appendvec`]).
+    per_tenant: AppendVec<TenantSessions>,
     open_by_source: Mutex<HashMap<(TenantId, Source), usize>>,
 }
 
 impl Sessions {
-    pub fn new(tenants: &Tenants, max_per_tenant: usize, max_open_per_source: usize) -> Sessions {
-        Sessions {
+    pub fn new(
+        tenants: &Tenants,
+        max_per_tenant: usize,
+        max_open_per_source: usize,
+    ) -> Result<Sessions, Full> {
+        let sessions = Sessions {
             max_per_tenant,
             max_open_per_source,
-            open: tenants.iter().map(|t| t.is_open()).collect(),
-            per_tenant: (0..tenants.len()).map(|_| AtomicUsize::new(0)).collect(),
+            per_tenant: AppendVec::with_len(0)?,
             open_by_source: Mutex::new(HashMap::new()),
+        };
+        sessions.add_tenants(tenants)?;
+        Ok(sessions)
+    }
+
+    /// Makes room for every id of `tenants` (a reload's) and records whether each is open.
+    pub fn add_tenants(&self, tenants: &Tenants) -> Result<(), Full> {
+        self.per_tenant.grow_to(tenants.len())?;
+        for t in tenants.iter() {
+            self.per_tenant[t.id.0 as usize]
+                .open
+                .store(t.is_open(), Ordering::Release);
         }
+        Ok(())
+    }
+
+    fn of(&self, tenant: TenantId) -> &TenantSessions {
+        &self.per_tenant[tenant.0 as usize]
     }
 
     /// The source a session of `tenant` from `peer` is counted under (None: not counted per
     /// source: a tenant with a secret, or a peer that left before accept told its address).
     fn source(&self, tenant: TenantId, peer: Option<IpAddr>) -> Option<Source> {
-        self.open[tenant.0 as usize]
+        self.of(tenant)
+            .open
+            .load(Ordering::Acquire)
             .then_some(peer.map(Source::of))
             .flatten()
     }
@@ -148,7 +179,7 @@ impl Sessions {
         tenant: TenantId,
         peer: Option<IpAddr>,
     ) -> Result<SessionSlot, SessionRefusal> {
-        let count = &self.per_tenant[tenant.0 as usize];
+        let count = &self.of(tenant).held;
         if count.fetch_add(1, Ordering::AcqRel) >= self.max_per_tenant {
             count.fetch_sub(1, Ordering::AcqRel);
             return Err(SessionRefusal::Tenant);
@@ -170,7 +201,7 @@ impl Sessions {
     /// Whether [`Sessions::acquire`] would succeed now (a hint for the NBD option phase, which
     /// answers an export query before the client commits to it).
     pub fn check(&self, tenant: TenantId, peer: Option<IpAddr>) -> Result<(), SessionRefusal> {
-        if self.per_tenant[tenant.0 as usize].load(Ordering::Acquire) >= self.max_per_tenant {
+        if self.of(tenant).held.load(Ordering::Acquire) >= self.max_per_tenant {
             return Err(SessionRefusal::Tenant);
         }
         match self.source(tenant, peer) {
@@ -206,7 +237,7 @@ impl Sessions {
                 }
             }
         }
-        let old = self.per_tenant[slot.tenant.0 as usize].fetch_sub(1, Ordering::AcqRel);
+        let old = self.of(slot.tenant).held.fetch_sub(1, Ordering::AcqRel);
         assert!(
             old > 0,
             "tenant {:?} released a session it did not hold",
@@ -216,7 +247,7 @@ impl Sessions {
 
     /// Sessions `tenant` holds now.
     pub fn held(&self, tenant: TenantId) -> usize {
-        self.per_tenant[tenant.0 as usize].load(Ordering::Acquire)
+        self.of(tenant).held.load(Ordering::Acquire)
     }
 
     /// Sources holding sessions of open tenants now (each forgotten when it holds none).
@@ -262,7 +293,7 @@ acl = [{ volume = "v", access = "read-write" }]
     fn an_open_tenant_is_capped_per_source_and_the_slots_come_back() {
         let t = tenants();
         let open = t.by_name("open").expect("open").id;
-        let s = Sessions::new(&t, 5, 2);
+        let s = Sessions::new(&t, 5, 2).expect("sessions");
         let a: Vec<_> = (0..2)
             .map(|_| s.acquire(open, ip("192.0.2.1")).expect("a"))
             .collect();
@@ -290,7 +321,7 @@ acl = [{ volume = "v", access = "read-write" }]
     fn a_tenant_with_a_secret_is_not_capped_per_source() {
         let t = tenants();
         let alice = t.by_name("alice").expect("alice").id;
-        let s = Sessions::new(&t, 5, 2);
+        let s = Sessions::new(&t, 5, 2).expect("sessions");
         let slots: Vec<_> = (0..5)
             .map(|_| s.acquire(alice, ip("192.0.2.1")).expect("alice"))
             .collect();
@@ -306,7 +337,7 @@ acl = [{ volume = "v", access = "read-write" }]
     fn an_ipv6_host_is_one_source_per_64() {
         let t = tenants();
         let open = t.by_name("open").expect("open").id;
-        let s = Sessions::new(&t, 10, 2);
+        let s = Sessions::new(&t, 10, 2).expect("sessions");
         let _a = s.acquire(open, ip("2001:db8:1:2::1")).expect("first");
         let _b = s.acquire(open, ip("2001:db8:1:2::ffff")).expect("second");
         assert_eq!(

@@ -1,36 +1,52 @@
-//! The shared server state: what every thread of one server reads, and the control plane.
+//! The shared server state: one *generation* of the config, and what lives as long as the
+//! server.
 //!
 //! # What it implements
-//! [`Shared`] is built once at start from a validated config — volumes opened, tenants and
-//! exports resolved, every tenant's *default flow* admitted by the `qos` registry (a
-//! best-effort share, or the fixed SLO of an LC tenant, so a config whose fixed SLOs do not fit
-//! the device fails at start, naming the tenant), metrics registered — and then shared by the
-//! acceptor, the workers, the admin endpoint and the closed loop behind one `Arc`.
+//! [`Shared`] is one generation: the config in force and what was resolved from it — volumes
+//! opened, tenants and exports resolved, every tenant's *default flow* admitted by the `qos`
+//! registry (a best-effort share, or the fixed SLO of an LC tenant, so a config whose fixed SLOs
+//! do not fit the device fails at start, naming the tenant), the TLS keys loaded. It is
+//! immutable; a reload ([`crate::reload`]) builds the next generation and publishes it.
+//! [`Life`] is what every generation shares and a reload never replaces: the run state, the
+//! connection and session counts, the memory ledger, the control plane ([`crate::control`]),
+//! the metrics, the back-off of wrong secrets. `Shared` dereferences to its `Life`, so a worker
+//! reads `shared.memory` or `shared.tenants` alike.
 //!
 //! # Design
-//! Read-mostly: everything is immutable after start except atomics (the run state, the open
-//! connection count, session ids) and the [`Control`] mutex (the registry), which is taken only
-//! on REGISTER / UNREGISTER, by the admin thread and by the closed loop — never per request.
-//! Worked example: a REGISTER on worker 1 and a `/metrics` scrape contend for the control lock
-//! for a few microseconds; the 4 KiB reads of every worker never touch it.
+//! Read-mostly: a generation is read by the acceptor, the workers, the admin endpoint and the
+//! closed loop behind one `Arc`, without locks; the `Life` is atomics and the [`Control`] mutex
+//! (taken only on REGISTER / UNREGISTER, by the admin thread, by the closed loop and by a
+//! reload — never per request). A reload publishes the next generation in [`Life`] and bumps
+//! its number; each worker compares that number with its own generation's once per loop step
+//! (one atomic load) and adopts the new one between steps, so a request is decoded, checked
+//! and scheduled under one generation. Worked example: a reload at t publishes generation 2;
+//! worker 0, in its step, finishes the requests it is decoding under generation 1, and at
+//! its next step (≤ 10 ms later when it sleeps: its timer scan) adopts 2 and applies it to
+//! its connections (`worker/generation.rs`).
+//!
+//! The generation in force is held by the `Life` it points to (a cycle by design, cut by
+//! [`Life::release_current`] when the server stops).
 //!
 //! # What it leaves out
-//! Hot reconfiguration: a changed config needs a restart.
+//! What a reload cannot swap live (listeners, workers, limits other than the shutdown grace,
+//! the QoS profile, volumes' backends): [`crate::reload`] refuses it and says a restart
+//! applies it.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{open_volume, BackendError, Volume};
 use crate::config::{ServerConfig, TenantClass};
+use crate::control::Control;
 use crate::handshakes::HandshakeBudget;
 use crate::latency::LatencyWindow;
 use crate::memory::MemoryLedger;
 use crate::metrics::{Metrics, TenantMetrics};
 use crate::sessions::Sessions;
-use crate::tenant::{TenantId, Tenants, VolumeGeometry, VolumeId};
+use crate::tenant::{TenantId, Tenants, VolumeGeometry, VolumeId, VolumeIds};
 use crate::throttle::AuthThrottle;
 
 /// Why a server did not start.
@@ -59,17 +75,46 @@ pub enum StartError {
         what: &'static str,
         source: io::Error,
     },
+    #[error(
+        "too many tenants: a server holds at most {} tenant ids",
+        crate::appendvec::MAX_SLOTS
+    )]
+    TooManyTenants,
+}
+
+impl From<crate::appendvec::Full> for StartError {
+    fn from(_: crate::appendvec::Full) -> StartError {
+        StartError::TooManyTenants
+    }
 }
 
 /// A volume as the dataplane sees it.
+#[derive(Clone)]
 pub struct VolumeEntry {
     pub name: String,
     pub geometry: VolumeGeometry,
     pub volume: Arc<dyn Volume>,
 }
 
+impl VolumeEntry {
+    /// Opens a configured volume.
+    pub fn open(v: &crate::config::VolumeConfig) -> Result<VolumeEntry, BackendError> {
+        let volume = open_volume(v)?;
+        let size_bytes = volume.size_bytes();
+        tracing::info!(volume = %v.name, kind = volume.kind(), size_bytes, "volume opened");
+        Ok(VolumeEntry {
+            name: v.name.clone(),
+            geometry: VolumeGeometry {
+                size_bytes,
+                block_bytes: v.block_bytes,
+            },
+            volume,
+        })
+    }
+}
+
 /// An NBD export, resolved.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportEntry {
     pub name: String,
     pub description: String,
@@ -77,92 +122,29 @@ pub struct ExportEntry {
     pub tenant: TenantId,
 }
 
-/// Totals of token counters of flows that have been unregistered, per config tenant.
-#[derive(Debug, Clone, Copy, Default)]
-struct TokenTotals {
-    earned_mtok: u64,
-    spent_mtok: u64,
-    donated_mtok: u64,
-    deficit_hits: u64,
-}
+/// Where a reload reads the config: the file the server was started with, re-read with the
+/// same command-line overrides (`ullstack serve` builds it; tests give a closure).
+pub struct ConfigSource(Box<dyn Fn() -> Result<ServerConfig, String> + Send + Sync>);
 
-impl TokenTotals {
-    fn add(&mut self, c: &qos::TenantCounters) {
-        self.earned_mtok += c.earned_mtok;
-        self.spent_mtok += c.spent_mtok;
-        self.donated_mtok += c.donated_mtok;
-        self.deficit_hits += c.deficit_hits;
-    }
-}
-
-/// The control plane: admission and the flows it admitted.
-pub struct Control {
-    registry: qos::Registry,
-    live: HashMap<qos::TenantId, (TenantId, qos::TenantHandle)>,
-    retired: Vec<TokenTotals>,
-    /// Latency windows of LC flows, kept while the closed loop (`[qos] vrate`) is on.
-    windows: HashMap<qos::TenantId, Arc<LatencyWindow>>,
-    track_windows: bool,
-}
-
-impl Control {
-    /// Admits a flow of config tenant `owner`.
-    pub fn register(
-        &mut self,
-        owner: TenantId,
-        spec: qos::TenantSpec,
-    ) -> Result<qos::TenantHandle, qos::Refusal> {
-        let handle = self.registry.register(spec)?;
-        self.live.insert(handle.id(), (owner, handle.clone()));
-        if self.track_windows && handle.class() == qos::TenantClass::LatencyCritical {
-            self.windows
-                .insert(handle.id(), Arc::new(LatencyWindow::new()));
-        }
-        Ok(handle)
+impl ConfigSource {
+    pub fn new(read: impl Fn() -> Result<ServerConfig, String> + Send + Sync + 'static) -> Self {
+        ConfigSource(Box::new(read))
     }
 
-    /// The latency window of an LC flow (None when the closed loop is off).
-    pub fn window(&self, id: qos::TenantId) -> Option<Arc<LatencyWindow>> {
-        self.windows.get(&id).cloned()
+    /// The config file at `path`, parsed and validated.
+    pub fn file(path: impl Into<std::path::PathBuf>) -> ConfigSource {
+        let path = path.into();
+        ConfigSource::new(move || {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("reading config file {}: {e}", path.display()))?;
+            ServerConfig::from_toml_str(&text)
+                .map_err(|e| format!("in config file {}: {e}", path.display()))
+        })
     }
 
-    /// Every measured LC flow: its id, handle and window.
-    pub fn lc_windows(
-        &self,
-    ) -> impl Iterator<Item = (qos::TenantId, &qos::TenantHandle, &Arc<LatencyWindow>)> {
-        self.windows
-            .iter()
-            .filter_map(|(id, w)| self.live.get(id).map(|(_, h)| (*id, h, w)))
-    }
-
-    /// Applies the closed loop's device rate scale (ppm of the calibrated rate).
-    pub fn set_rate_scale_ppm(&mut self, ppm: u32) -> Result<(), qos::RegistryError> {
-        self.registry.set_rate_scale_ppm(ppm)
-    }
-
-    /// The device rate scale in force, ppm (1,000,000 = as calibrated).
-    pub fn rate_scale_ppm(&self) -> u32 {
-        self.registry.rate_scale_ppm()
-    }
-
-    /// The LC surge in force, ppm of a reservation (crate qos, `admission`).
-    pub fn lc_surge_ppm(&self) -> u32 {
-        self.registry.shared().lc_surge_ppm()
-    }
-
-    /// Removes a flow (its token counters move to the owner's retired totals).
-    pub fn unregister(&mut self, id: qos::TenantId) {
-        if let Some((owner, handle)) = self.live.remove(&id) {
-            self.retired[owner.0 as usize].add(&handle.counters());
-        }
-        self.windows.remove(&id);
-        if let Err(e) = self.registry.unregister(id) {
-            tracing::warn!(error = %e, "unregister of an unknown flow");
-        }
-    }
-
-    pub fn registered(&self) -> usize {
-        self.live.len()
+    /// Reads the config now.
+    pub fn read(&self) -> Result<ServerConfig, String> {
+        (self.0)()
     }
 }
 
@@ -174,21 +156,14 @@ pub enum RunState {
     Draining = 1,
 }
 
-/// Read-mostly state shared by all threads of one server.
-pub struct Shared {
-    pub config: ServerConfig,
-    pub tenants: Tenants,
-    pub volumes: Vec<VolumeEntry>,
-    pub exports: Vec<ExportEntry>,
+/// What every generation of one server shares (see the module essay).
+pub struct Life {
     pub control: Mutex<Control>,
     pub bucket: qos::SharedBucket,
-    /// Each config tenant's default flow (handle 0 on the own protocol; every NBD connection).
-    pub default_flows: Vec<Option<qos::TenantHandle>>,
-    /// The latency windows of those default flows that are LC and measured by the closed loop.
-    pub default_windows: Vec<Option<Arc<LatencyWindow>>>,
     pub metrics: Arc<Metrics>,
-    pub tenant_metrics: Vec<TenantMetrics>,
     state: AtomicU8,
+    /// When the drain began (clock ns; 0 while running): the shutdown grace counts from it.
+    drain_started_ns: AtomicU64,
     pub open_connections: AtomicUsize,
     /// Sessions of each config tenant (bound by HELLO or an NBD export), and of open tenants
     /// per source ([`crate::sessions`]).
@@ -196,16 +171,27 @@ pub struct Shared {
     /// Bytes clients make the server hold, per tenant and in all, against
     /// `limits.max_memory_bytes` ([`crate::memory`]).
     pub memory: MemoryLedger,
-    /// Wrong-secret back-off per source address.
+    /// Wrong-secret back-off per source address (HELLO, TLS-PSK and the admin token).
     pub auth_throttle: Mutex<AuthThrottle>,
     /// Connections not yet authenticated, in all and per source ([`crate::handshakes`]).
     pub handshakes: Mutex<HandshakeBudget>,
     next_session_id: AtomicU64,
-    /// `[tls]`, loaded: every connection on either listener runs TLS when present.
-    pub tls: Option<Arc<crate::tls::TlsServer>>,
+    /// Connections the shutdown grace closed with requests or replies still pending.
+    pub cut_connections: AtomicUsize,
+    /// The generation in force and its number.
+    current: Mutex<Option<Arc<Shared>>>,
+    generation: AtomicU64,
+    /// Held for the whole of a reload: SIGHUP and `POST /reload` take turns.
+    pub(crate) reloading: Mutex<()>,
+    /// Where a reload reads the config (none: started without a file).
+    pub(crate) source: Mutex<Option<ConfigSource>>,
 }
 
-impl Shared {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Life {
     pub fn state(&self) -> RunState {
         match self.state.load(Ordering::Acquire) {
             0 => RunState::Running,
@@ -217,6 +203,106 @@ impl Shared {
         self.next_session_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    pub fn lock_handshakes(&self) -> MutexGuard<'_, HandshakeBudget> {
+        lock(&self.handshakes)
+    }
+
+    pub fn lock_auth_throttle(&self) -> MutexGuard<'_, AuthThrottle> {
+        lock(&self.auth_throttle)
+    }
+
+    pub fn lock_control(&self) -> MutexGuard<'_, Control> {
+        lock(&self.control)
+    }
+
+    /// The generation in force (None once the server stopped).
+    pub fn current(&self) -> Option<Arc<Shared>> {
+        lock(&self.current).clone()
+    }
+
+    /// The number of the generation in force (0 at start).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Makes `next` the generation in force.
+    pub(crate) fn publish(&self, next: Arc<Shared>) {
+        let number = next.generation;
+        *lock(&self.current) = Some(next);
+        self.generation.store(number, Ordering::Release);
+    }
+
+    /// Drops the generation in force (the server stopped; see the module essay).
+    pub(crate) fn release_current(&self) {
+        lock(&self.current).take();
+    }
+
+    /// Sets where a reload reads the config.
+    pub fn set_source(&self, source: ConfigSource) {
+        *lock(&self.source) = Some(source);
+    }
+
+    /// A connection the acceptor handed over was dropped before a worker adopted it: its
+    /// `max_connections` slot and its unauthenticated slot go back.
+    pub fn forget_new_conn(&self, peer: Option<std::net::SocketAddr>) {
+        self.open_connections.fetch_sub(1, Ordering::AcqRel);
+        if let Some(peer) = peer {
+            self.lock_handshakes().give_back(peer.ip());
+        }
+    }
+
+    /// Tells every thread to drain (see `ServerHandle::shutdown`); the grace counts from the
+    /// first call.
+    pub fn begin_drain(&self) {
+        let now = crate::clock::now_ns().max(1);
+        let _ = self
+            .drain_started_ns
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire);
+        self.state
+            .store(RunState::Draining as u8, Ordering::Release);
+    }
+
+    /// When the drain began (0: running).
+    pub fn drain_started_ns(&self) -> u64 {
+        self.drain_started_ns.load(Ordering::Acquire)
+    }
+}
+
+/// One generation of the config, resolved (see the module essay).
+pub struct Shared {
+    /// 0 at start, +1 per reload.
+    pub generation: u64,
+    pub config: ServerConfig,
+    /// Every tenant id's tenant, retired ones included (ids are never reused).
+    pub tenants: Tenants,
+    /// By volume id; a reload only appends.
+    pub volumes: Vec<VolumeEntry>,
+    pub exports: Vec<ExportEntry>,
+    /// Each tenant id's default flow (handle 0 on the own protocol; every NBD connection);
+    /// None for retired tenants and LC tenants without a fixed SLO.
+    pub default_flows: Vec<Option<qos::TenantHandle>>,
+    /// The latency windows of those default flows that are LC and measured by the closed loop.
+    pub default_windows: Vec<Option<Arc<LatencyWindow>>>,
+    /// By tenant id (ids of one name share the name's counters).
+    pub tenant_metrics: Vec<TenantMetrics>,
+    /// `[tls]`, loaded: every new connection on either listener runs TLS when present.
+    pub tls: Option<Arc<crate::tls::TlsServer>>,
+    life: Arc<Life>,
+}
+
+impl Deref for Shared {
+    type Target = Life;
+    fn deref(&self) -> &Life {
+        &self.life
+    }
+}
+
+impl Shared {
+    /// What every generation of this server shares.
+    pub fn life(&self) -> &Arc<Life> {
+        &self.life
+    }
+
     pub fn volume_by_name(&self, name: &str) -> Option<VolumeId> {
         self.volumes
             .iter()
@@ -226,6 +312,11 @@ impl Shared {
 
     pub fn volume(&self, id: VolumeId) -> &VolumeEntry {
         &self.volumes[id.0 as usize]
+    }
+
+    /// Each volume by name: its id and block size (what ACLs and exports resolve against).
+    pub fn volume_ids(&self) -> VolumeIds<'_> {
+        volume_ids(&self.volumes)
     }
 
     /// Export by NBD name; the empty name (the NBD default export) means `default`, or the
@@ -243,34 +334,35 @@ impl Shared {
         self.exports.iter().find(|e| e.name == name)
     }
 
-    pub fn lock_handshakes(&self) -> std::sync::MutexGuard<'_, HandshakeBudget> {
-        self.handshakes.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn lock_auth_throttle(&self) -> std::sync::MutexGuard<'_, AuthThrottle> {
-        self.auth_throttle.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn lock_control(&self) -> std::sync::MutexGuard<'_, Control> {
-        self.control.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Brings the token counters of the Prometheus metrics up to the qos ledgers (admin thread).
+    /// Brings the token counters of the Prometheus metrics up to the qos ledgers (admin
+    /// thread). Ids of one tenant name share its counters, so they are summed by name.
     pub fn refresh_token_metrics(&self) {
-        let mut totals = {
-            let control = self.lock_control();
-            let mut totals = control.retired.clone();
-            for (owner, handle) in control.live.values() {
-                totals[owner.0 as usize].add(&handle.counters());
-            }
-            totals
+        let totals = {
+            let mut control = self.lock_control();
+            control.collect_retiring();
+            control.token_totals()
         };
-        for (i, t) in totals.iter_mut().enumerate() {
-            let m = &self.tenant_metrics[i];
+        let mut by_name: std::collections::HashMap<&str, (usize, crate::control::TokenTotals)> =
+            std::collections::HashMap::new();
+        let mut charged: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+        for t in self.tenants.iter() {
+            let i = t.id.0 as usize;
+            let sum = by_name
+                .entry(t.name.as_str())
+                .or_insert((i, Default::default()));
+            sum.1 = sum.1.plus(totals.get(i).copied().unwrap_or_default());
+            *charged.entry(t.name.as_str()).or_insert(0) += self.memory.tenant_charged_bytes(t.id);
+        }
+        for (name, (i, t)) in &by_name {
+            let Some(m) = self.tenant_metrics.get(*i) else {
+                continue;
+            };
             bump(&m.tokens_earned_mtok, t.earned_mtok);
             bump(&m.tokens_spent_mtok, t.spent_mtok);
             bump(&m.tokens_donated_mtok, t.donated_mtok);
             bump(&m.deficit_hits, t.deficit_hits);
+            let bytes = charged.get(name).copied().unwrap_or(0);
+            m.memory_charged_bytes.set(crate::metrics::gauge(bytes));
         }
         self.metrics.set_memory(crate::metrics::MemoryTotals {
             charged_bytes: self.memory.charged_bytes(),
@@ -278,10 +370,6 @@ impl Shared {
             limit_bytes: self.memory.limit_bytes(),
             tenant_budget_bytes: self.memory.tenant_budget_bytes(),
         });
-        for (i, m) in self.tenant_metrics.iter().enumerate() {
-            let charged = self.memory.tenant_charged_bytes(TenantId(i as u32));
-            m.memory_charged_bytes.set(crate::metrics::gauge(charged));
-        }
         for v in &self.volumes {
             if let Some([lc, tp]) = v.volume.device_commands_by_class() {
                 bump(
@@ -292,6 +380,34 @@ impl Shared {
             }
         }
     }
+
+    /// A generation built by a reload on this one's life.
+    pub(crate) fn next(&self, parts: Generation) -> Shared {
+        Shared {
+            generation: self.generation + 1,
+            config: parts.config,
+            tenants: parts.tenants,
+            volumes: parts.volumes,
+            exports: parts.exports,
+            default_flows: parts.default_flows,
+            default_windows: parts.default_windows,
+            tenant_metrics: parts.tenant_metrics,
+            tls: parts.tls,
+            life: self.life.clone(),
+        }
+    }
+}
+
+/// The parts of a generation a reload resolves ([`Shared::next`]).
+pub(crate) struct Generation {
+    pub config: ServerConfig,
+    pub tenants: Tenants,
+    pub volumes: Vec<VolumeEntry>,
+    pub exports: Vec<ExportEntry>,
+    pub default_flows: Vec<Option<qos::TenantHandle>>,
+    pub default_windows: Vec<Option<Arc<LatencyWindow>>>,
+    pub tenant_metrics: Vec<TenantMetrics>,
+    pub tls: Option<Arc<crate::tls::TlsServer>>,
 }
 
 /// Raises a monotonic counter to `target` (only the admin thread writes these).
@@ -302,44 +418,63 @@ fn bump(counter: &prometheus_client::metrics::counter::Counter, target: u64) {
     }
 }
 
+/// Each volume by name: its id and block size.
+pub fn volume_ids(volumes: &[VolumeEntry]) -> VolumeIds<'_> {
+    volumes
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                v.name.as_str(),
+                (VolumeId(i as u16), v.geometry.block_bytes),
+            )
+        })
+        .collect()
+}
+
+/// The config's exports, resolved against `volumes` and `tenants` (the config is valid).
+pub fn resolve_exports(
+    config: &ServerConfig,
+    volumes: &VolumeIds,
+    tenants: &Tenants,
+) -> Vec<ExportEntry> {
+    config
+        .exports
+        .iter()
+        .filter_map(|e| {
+            Some(ExportEntry {
+                name: e.name.clone(),
+                description: e.description.clone().unwrap_or_default(),
+                volume: volumes.get(e.volume.as_str())?.0,
+                tenant: tenants.by_name(&e.tenant)?.id,
+            })
+        })
+        .collect()
+}
+
+/// The default flow a config tenant asks for: best effort, its fixed LC SLO, or none (an LC
+/// tenant without a fixed SLO registers its flows).
+pub fn default_spec(t: &crate::tenant::Tenant) -> Option<qos::TenantSpec> {
+    match (t.class, &t.slo) {
+        (TenantClass::BestEffort, _) => Some(qos::TenantSpec::BestEffort(qos::BeSpec::default())),
+        (TenantClass::LatencyCritical, Some(slo)) => {
+            Some(qos::TenantSpec::LatencyCritical(slo.to_qos()))
+        }
+        (TenantClass::LatencyCritical, None) => None,
+    }
+}
+
 impl Shared {
-    /// Opens the volumes, resolves tenants and exports, admits the default flows.
-    pub fn new(config: ServerConfig) -> Result<Shared, StartError> {
+    /// Opens the volumes, resolves tenants and exports, admits the default flows, and
+    /// publishes the result as generation 0 of a new server life.
+    pub fn new(config: ServerConfig) -> Result<Arc<Shared>, StartError> {
         config.validate()?;
         let mut volumes = Vec::with_capacity(config.volumes.len());
         for v in &config.volumes {
-            let volume = open_volume(v)?;
-            let size_bytes = volume.size_bytes();
-            tracing::info!(volume = %v.name, kind = volume.kind(), size_bytes, "volume opened");
-            volumes.push(VolumeEntry {
-                name: v.name.clone(),
-                geometry: VolumeGeometry {
-                    size_bytes,
-                    block_bytes: v.block_bytes,
-                },
-                volume,
-            });
+            volumes.push(VolumeEntry::open(v)?);
         }
         let tenants = Tenants::from_config(&config);
-        let exports = config
-            .exports
-            .iter()
-            .map(|e| ExportEntry {
-                name: e.name.clone(),
-                description: e.description.clone().unwrap_or_default(),
-                volume: VolumeId(
-                    config
-                        .volumes
-                        .iter()
-                        .position(|v| v.name == e.volume)
-                        .unwrap_or(0) as u16,
-                ),
-                tenant: tenants
-                    .by_name(&e.tenant)
-                    .map(|t| t.id)
-                    .unwrap_or(TenantId(0)),
-            })
-            .collect();
+        let exports = resolve_exports(&config, &volume_ids(&volumes), &tenants);
 
         let profile = config.qos.device_profile()?;
         let registry = qos::Registry::new(
@@ -351,25 +486,10 @@ impl Shared {
         );
         let bucket = registry.shared();
         let vrate_on = config.qos.vrate == crate::config::VrateMode::On;
-        let mut control = Control {
-            registry,
-            live: HashMap::new(),
-            retired: vec![TokenTotals::default(); tenants.len()],
-            windows: HashMap::new(),
-            track_windows: vrate_on,
-        };
+        let mut control = Control::new(registry, tenants.len(), vrate_on);
         let mut default_flows = Vec::with_capacity(tenants.len());
         for t in tenants.iter() {
-            let spec = match (t.class, &t.slo) {
-                (TenantClass::BestEffort, _) => {
-                    Some(qos::TenantSpec::BestEffort(qos::BeSpec::default()))
-                }
-                (TenantClass::LatencyCritical, Some(slo)) => {
-                    Some(qos::TenantSpec::LatencyCritical(slo.to_qos()))
-                }
-                (TenantClass::LatencyCritical, None) => None,
-            };
-            let flow = match spec {
+            let flow = match default_spec(t) {
                 Some(spec) => {
                     Some(
                         control
@@ -392,28 +512,22 @@ impl Shared {
         let metrics = Arc::new(Metrics::new());
         metrics.set_rate_scale_ppm(control.rate_scale_ppm());
         let tenant_metrics = tenants.iter().map(|t| metrics.tenant(&t.name)).collect();
-        let memory = MemoryLedger::new(config.limits.max_memory_bytes.0, tenants.len());
+        let memory = MemoryLedger::new(config.limits.max_memory_bytes.0, tenants.len())?;
         let sessions = Sessions::new(
             &tenants,
             config.limits.max_connections_per_tenant,
             config.limits.open_sessions_per_source(),
-        );
+        )?;
         let tls = match &config.tls {
             Some(t) => Some(Arc::new(crate::tls::TlsServer::from_config(t)?)),
             None => None,
         };
-        Ok(Shared {
-            tls,
-            tenants,
-            volumes,
-            exports,
+        let life = Arc::new(Life {
             control: Mutex::new(control),
             bucket,
-            default_flows,
-            default_windows,
             metrics,
-            tenant_metrics,
             state: AtomicU8::new(RunState::Running as u8),
+            drain_started_ns: AtomicU64::new(0),
             open_connections: AtomicUsize::new(0),
             sessions,
             memory,
@@ -423,22 +537,25 @@ impl Shared {
                 config.limits.max_unauthenticated_per_source,
             )),
             next_session_id: AtomicU64::new(1),
+            cut_connections: AtomicUsize::new(0),
+            current: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            reloading: Mutex::new(()),
+            source: Mutex::new(None),
+        });
+        let shared = Arc::new(Shared {
+            generation: 0,
             config,
-        })
-    }
-
-    /// A connection the acceptor handed over was dropped before a worker adopted it: its
-    /// `max_connections` slot and its unauthenticated slot go back.
-    pub fn forget_new_conn(&self, peer: Option<std::net::SocketAddr>) {
-        self.open_connections.fetch_sub(1, Ordering::AcqRel);
-        if let Some(peer) = peer {
-            self.lock_handshakes().give_back(peer.ip());
-        }
-    }
-
-    /// Tells every thread to drain (see `ServerHandle::shutdown`).
-    pub fn begin_drain(&self) {
-        self.state
-            .store(RunState::Draining as u8, Ordering::Release);
+            tenants,
+            volumes,
+            exports,
+            default_flows,
+            default_windows,
+            tenant_metrics,
+            tls,
+            life: life.clone(),
+        });
+        life.publish(shared.clone());
+        Ok(shared)
     }
 }

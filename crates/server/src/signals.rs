@@ -1,16 +1,45 @@
-//! SIGINT / SIGTERM → graceful shutdown, without async-signal-safety puzzles.
+//! SIGINT / SIGTERM → graceful stop, SIGHUP → config reload, without async-signal-safety
+//! puzzles.
 //!
 //! # Design
-//! [`block_shutdown_signals`] blocks both signals in the calling thread *before* the server's
+//! [`block_signals`] blocks the three signals in the calling thread *before* the server's
 //! threads are spawned, so every thread inherits the mask and no thread is ever interrupted by
-//! them; [`wait_shutdown_signal`] then takes the next one synchronously with `sigwait`. The
-//! caller (`ullstack serve`'s main thread) calls [`crate::ServerHandle::shutdown`] and exits 0.
-//! Worked example: `kill -TERM $(pidof ullstack)` → main thread returns from `sigwait` with
-//! SIGTERM → acceptor stops, workers drain in-flight I/O and reply → process exits with 0.
+//! them (nor killed: SIGHUP's default action ends a process, which reset every connection
+//! before it was handled); [`wait_signal`] then takes the next one synchronously with
+//! `sigwait`. The caller (`ullstack serve`'s main thread) loops: SIGHUP →
+//! [`crate::ServerHandle::reload`] and wait again; SIGINT or SIGTERM →
+//! [`crate::ServerHandle::shutdown`] and exit.
+//!
+//! Worked example: `systemctl reload ullstack` → `kill -HUP` → the main thread returns from
+//! `sigwait` with SIGHUP → the config file is re-read and applied, or refused with the error
+//! logged (event `reload`) → back in `sigwait`. `systemctl stop` → SIGTERM → acceptor stops,
+//! workers drain within `limits.shutdown_grace_ms` → the process exits 0 (or
+//! [`crate::server::EXIT_GRACE_EXPIRED`] when the grace cut connections).
 
 use std::io;
 
-fn shutdown_set() -> libc::sigset_t {
+/// The signals `ullstack serve` handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT: stop.
+    Interrupt,
+    /// SIGTERM: stop.
+    Terminate,
+    /// SIGHUP: reload the config.
+    Hangup,
+}
+
+impl Signal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "SIGINT",
+            Signal::Terminate => "SIGTERM",
+            Signal::Hangup => "SIGHUP",
+        }
+    }
+}
+
+fn handled_set() -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset initializes it.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a sigset_t.
@@ -18,13 +47,14 @@ fn shutdown_set() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
     }
     set
 }
 
-/// Blocks SIGINT and SIGTERM in this thread (and every thread it spawns afterwards).
-pub fn block_shutdown_signals() -> io::Result<()> {
-    let set = shutdown_set();
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and every thread it spawns afterwards).
+pub fn block_signals() -> io::Result<()> {
+    let set = handled_set();
     // SAFETY: valid set; old mask not needed.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     if rc != 0 {
@@ -33,18 +63,18 @@ pub fn block_shutdown_signals() -> io::Result<()> {
     Ok(())
 }
 
-/// Waits for SIGINT or SIGTERM (blocked beforehand); returns the signal's name.
-pub fn wait_shutdown_signal() -> io::Result<&'static str> {
-    let set = shutdown_set();
+/// Waits for SIGINT, SIGTERM or SIGHUP (blocked beforehand).
+pub fn wait_signal() -> io::Result<Signal> {
+    let set = handled_set();
     let mut sig: libc::c_int = 0;
     // SAFETY: valid set and out-pointer.
     let rc = unsafe { libc::sigwait(&set, &mut sig) };
     if rc != 0 {
         return Err(io::Error::from_raw_os_error(rc));
     }
-    Ok(if sig == libc::SIGINT {
-        "SIGINT"
-    } else {
-        "SIGTERM"
+    Ok(match sig {
+        libc::SIGINT => Signal::Interrupt,
+        libc::SIGHUP => Signal::Hangup,
+        _ => Signal::Terminate,
     })
 }

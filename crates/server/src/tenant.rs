@@ -31,7 +31,7 @@ use std::collections::HashMap;
 
 use subtle::ConstantTimeEq;
 
-use crate::config::{Access, ServerConfig, SloConfig, TenantClass};
+use crate::config::{Access, ServerConfig, SloConfig, TenantClass, TenantConfig};
 
 /// Dense index of a tenant in [`Tenants`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,6 +83,9 @@ pub struct Tenant {
     pub class: TenantClass,
     pub slo: Option<SloConfig>,
     pub grants: Vec<Grant>,
+    /// In the config in force. A reload keeps a retired tenant's entry (its id is never
+    /// reused: requests of its last connections still complete under it), not live.
+    pub live: bool,
 }
 
 /// Geometry of a volume needed for checks.
@@ -111,6 +114,18 @@ impl Tenant {
     /// TLS, or certificate TLS) the tenant's secret (HELLO) or the export's ownership decides.
     pub fn admits_psk_identity(&self, psk_identity: Option<&str>) -> bool {
         psk_identity.is_none_or(|id| self.is_open() || self.name == id)
+    }
+
+    /// Whether config tenant `t` is this tenant under the same identity: name, class, secret
+    /// (or open), and whether it has a fixed SLO. A reload keeps the id of a tenant whose
+    /// identity stays (its sessions go on under its new ACL and SLO) and gives a new one to a
+    /// tenant whose identity changed (its sessions end: they authenticated as someone else).
+    pub fn same_identity(&self, t: &TenantConfig) -> bool {
+        self.name == t.name
+            && self.class == t.class
+            && self.secret.as_deref() == t.secret.as_deref().map(str::as_bytes)
+            && self.is_open() == t.open
+            && self.slo.is_some() == t.slo.is_some()
     }
 
     pub fn grant(&self, volume: VolumeId) -> Option<&Grant> {
@@ -202,63 +217,68 @@ pub struct Tenants {
 /// Compared against when HELLO names an unknown tenant, so timing is the same.
 const DUMMY_SECRET: &[u8] = b"ullstack-no-such-tenant-dummy-secret-0000000000000000";
 
+/// A volume as ACLs name it: its id and block size.
+pub type VolumeIds<'a> = HashMap<&'a str, (VolumeId, u32)>;
+
 impl Tenants {
-    /// Resolves the config's tenants (the config is already validated).
+    /// Resolves the config's tenants (the config is already validated): ids in config order,
+    /// volumes in config order.
     pub fn from_config(config: &ServerConfig) -> Tenants {
-        let volume_ids: HashMap<&str, (VolumeId, u32)> = config
+        let volume_ids: VolumeIds = config
             .volumes
             .iter()
             .enumerate()
             .map(|(i, v)| (v.name.as_str(), (VolumeId(i as u16), v.block_bytes)))
             .collect();
-        let mut tenants = Tenants::default();
-        for (i, t) in config.tenants.iter().enumerate() {
-            let id = TenantId(i as u32);
-            let grants = t
-                .acl
+        Tenants::default().reloaded(config, &volume_ids)
+    }
+
+    /// The tenants of `config` after these: a tenant of the same identity
+    /// ([`Tenant::same_identity`]) keeps its id, any other gets the next unused one; the ids of
+    /// tenants `config` drops stay, not live. `volume_ids` resolves ACLs' volume names.
+    pub fn reloaded(&self, config: &ServerConfig, volume_ids: &VolumeIds) -> Tenants {
+        let mut next = Tenants {
+            list: self
+                .list
                 .iter()
-                .filter_map(|a| {
-                    let (volume, block) = *volume_ids.get(a.volume.as_str())?;
-                    let byte_ranges = a.lba_ranges.as_ref().map(|ranges| {
-                        let bytes = ranges
-                            .iter()
-                            .map(|[f, e]| {
-                                (
-                                    f.saturating_mul(u64::from(block)),
-                                    e.saturating_mul(u64::from(block)),
-                                )
-                            })
-                            .collect();
-                        merge_ranges(bytes)
-                    });
-                    Some(Grant {
-                        volume,
-                        byte_ranges,
-                        access: a.access,
-                    })
+                .map(|t| Tenant {
+                    live: false,
+                    ..t.clone()
                 })
-                .collect();
-            tenants.by_name.insert(t.name.clone(), id);
-            tenants.list.push(Tenant {
-                id,
-                name: t.name.clone(),
-                secret: t.secret.as_ref().map(|s| s.as_bytes().to_vec()),
-                class: t.class,
-                slo: t.slo,
-                grants,
-            });
+                .collect(),
+            by_name: HashMap::new(),
+        };
+        for t in &config.tenants {
+            let kept = self.by_name(&t.name).filter(|old| old.same_identity(t));
+            let id = match kept {
+                Some(old) => old.id,
+                None => TenantId(next.list.len() as u32),
+            };
+            let tenant = resolve(t, id, volume_ids);
+            match next.list.get_mut(id.0 as usize) {
+                Some(slot) => *slot = tenant,
+                None => next.list.push(tenant),
+            }
+            next.by_name.insert(t.name.clone(), id);
         }
-        tenants
+        next
+    }
+
+    /// Tenants in the config in force.
+    pub fn live(&self) -> impl Iterator<Item = &Tenant> {
+        self.list.iter().filter(|t| t.live)
     }
 
     pub fn get(&self, id: TenantId) -> &Tenant {
         &self.list[id.0 as usize]
     }
 
+    /// The live tenant named `name`.
     pub fn by_name(&self, name: &str) -> Option<&Tenant> {
         self.by_name.get(name).map(|id| self.get(*id))
     }
 
+    /// Ids in use: live tenants and the retired ones before them (ids are dense).
     pub fn len(&self) -> usize {
         self.list.len()
     }
@@ -267,6 +287,7 @@ impl Tenants {
         self.list.is_empty()
     }
 
+    /// Every id's tenant, retired ones included.
     pub fn iter(&self) -> impl Iterator<Item = &Tenant> {
         self.list.iter()
     }
@@ -281,6 +302,43 @@ impl Tenants {
                 None
             }
         }
+    }
+}
+
+/// One config tenant as tenant `id`.
+fn resolve(t: &TenantConfig, id: TenantId, volume_ids: &VolumeIds) -> Tenant {
+    let grants = t
+        .acl
+        .iter()
+        .filter_map(|a| {
+            let (volume, block) = *volume_ids.get(a.volume.as_str())?;
+            let byte_ranges = a.lba_ranges.as_ref().map(|ranges| {
+                let bytes = ranges
+                    .iter()
+                    .map(|[f, e]| {
+                        (
+                            f.saturating_mul(u64::from(block)),
+                            e.saturating_mul(u64::from(block)),
+                        )
+                    })
+                    .collect();
+                merge_ranges(bytes)
+            });
+            Some(Grant {
+                volume,
+                byte_ranges,
+                access: a.access,
+            })
+        })
+        .collect();
+    Tenant {
+        id,
+        name: t.name.clone(),
+        secret: t.secret.as_ref().map(|s| s.as_bytes().to_vec()),
+        class: t.class,
+        slo: t.slo,
+        grants,
+        live: true,
     }
 }
 
@@ -422,6 +480,38 @@ acl = [{ volume = "fast", access = "read" }]
                 MAX
             ),
             Err(Denied::OutOfRange)
+        );
+    }
+
+    #[test]
+    fn a_reload_keeps_the_ids_of_tenants_whose_identity_stays() {
+        let t = setup();
+        let mut config = from_toml_str(CONFIG).unwrap();
+        // alice's ACL narrows (same identity); reader's secret changes (new identity);
+        // carol is new.
+        config.tenants[0].acl[0].lba_ranges = Some(vec![[0, 8]]);
+        config.tenants[1].secret = Some("reader-secret-2".into());
+        let mut carol = config.tenants[0].clone();
+        carol.name = "carol".into();
+        config.tenants.push(carol);
+        let volumes: VolumeIds = [("fast", (VolumeId(0), 512)), ("other", (VolumeId(1), 512))]
+            .into_iter()
+            .collect();
+        let next = t.reloaded(&config, &volumes);
+        let alice = next.by_name("alice").unwrap();
+        assert_eq!(alice.id, TenantId(0));
+        assert_eq!(
+            alice.grants[0].byte_ranges.as_deref(),
+            Some(&[(0, 8 * 512)][..])
+        );
+        assert_eq!(next.by_name("reader").unwrap().id, TenantId(2));
+        assert!(!next.get(TenantId(1)).live, "the old reader is retired");
+        assert_eq!(next.by_name("carol").unwrap().id, TenantId(3));
+        assert_eq!((next.len(), next.live().count()), (4, 3));
+        assert_eq!(next.authenticate("reader", b"reader-secret"), None);
+        assert_eq!(
+            next.authenticate("reader", b"reader-secret-2"),
+            Some(TenantId(2))
         );
     }
 

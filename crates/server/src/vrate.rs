@@ -52,7 +52,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::shared::{Control, Shared};
+use crate::control::Control;
+use crate::shared::Shared;
 
 /// Percent over its reservation a flow may spend in a window and still count as within it.
 pub const RESERVATION_SLACK_PCT: u64 = 10;

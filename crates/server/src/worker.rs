@@ -69,8 +69,18 @@
 //! this), or when draining.
 //!
 //! *Draining.* On shutdown a worker stops reading requests, lets everything already read run
-//! to completion, flushes replies, then closes its connections (bounded by
-//! [`DRAIN_DEADLINE_NS`]).
+//! to completion, flushes replies, then closes its connections. All of it within
+//! `limits.shutdown_grace_ms` of the drain's start: at the deadline a connection still owed
+//! a reply, or still holding replies its client has not taken, is closed as it is (its
+//! unanswered requests were never acknowledged), and counted in
+//! [`crate::shared::Life::cut_connections`]. Worked example: grace 30 s; at SIGTERM a client
+//! has a 32 MiB READ reply it never reads and another one has 8 writes at the backend: the
+//! writes complete and are answered in milliseconds, that connection closes; the reader's
+//! connection is closed at 30 s and the server exits, reporting one connection cut.
+//!
+//! *Reloads.* Each step starts by comparing the generation in force with the worker's
+//! (`worker/generation.rs`): a newer one is adopted between steps, and what it changes for
+//! this worker's connections is applied then ([`crate::reload`]).
 //!
 //! # What it leaves out
 //! Work stealing between workers (a connection stays on its worker), zero-copy receive.
@@ -87,6 +97,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use qos::{Flow, SchedShare};
+
+mod generation;
 
 use crate::backend::{Backend, Completion, StorageOp, Submitted};
 use crate::buf::{BufPool, IoBuf};
@@ -110,8 +122,6 @@ use crate::tls::{PskAttempt, TlsConn};
 
 /// How often timeouts are checked and lazily kept counters synced.
 pub const TIMER_SCAN_NS: u64 = 10_000_000;
-/// Longest a draining worker waits for in-flight requests and unsent replies.
-pub const DRAIN_DEADLINE_NS: u64 = 10_000_000_000;
 /// At shutdown, how long a connection may linger so its last replies reach the client.
 pub const LINGER_DEADLINE_NS: u64 = 2_000_000_000;
 /// Events one epoll_wait returns at most.
@@ -186,7 +196,8 @@ pub struct Worker {
     requests: Slab<Req>,
     backends: Vec<Box<dyn Backend>>,
     sched: SchedShare,
-    local_flows: Vec<Option<Flow>>,
+    /// Default flows attached here, by tenant id, with the registry's id of each.
+    local_flows: Vec<Option<(Flow, qos::TenantId)>>,
     pool: BufPool,
     metrics: WorkerMetrics,
     /// Connections with undecoded input or output to retry this step.
@@ -266,7 +277,6 @@ impl Worker {
         let mut events = vec![sys::empty_event(); EPOLL_EVENTS];
         let mut last_busy_ns = now_ns();
         let mut next_scan_ns = last_busy_ns + TIMER_SCAN_NS;
-        let mut drain_deadline_ns: Option<u64> = None;
         let batch_limit = self.shared.config.dataplane.batch_limit;
         let idle = self.shared.config.dataplane.idle;
         let spin_ns = self.shared.config.dataplane.idle_spin_ns;
@@ -276,25 +286,28 @@ impl Worker {
         let mut throttled_wait_ns = THROTTLED_RETRY_MIN_NS;
         // When a throttled worker's next round is due (see *Throttled rounds*).
         let mut throttled_round_ns = 0u64;
-        loop {
+        let grace_deadline_ns = loop {
             let now = now_ns();
             let draining = self.shared.state() == RunState::Draining;
             if draining {
-                let deadline = *drain_deadline_ns.get_or_insert(now + DRAIN_DEADLINE_NS);
+                let deadline = self.grace_deadline_ns();
                 if self.drained() || now >= deadline {
-                    break;
+                    break deadline;
                 }
+            } else {
+                self.follow_reloads();
             }
             let backend_next_ns = self.backends.iter().filter_map(|b| b.next_event_ns()).min();
             // Requests held back by the scheduler (the last round released none of them) wait
             // for tokens, which accrue with time: re-run the round after a short wait instead
             // of spinning (a throttled pipelining client otherwise costs a full core).
             let throttled = self.sched.queued() > 0 && !released_last_round;
+            // Draining does not spin: what it waits for (completions, a client taking its
+            // replies) wakes the worker, and the grace deadline is at most one timer scan away.
             let polling = idle == IdlePolicy::Spin
                 || now.saturating_sub(last_busy_ns) < spin_ns
                 || (self.sched.queued() > 0 && !throttled)
-                || !self.pending.is_empty()
-                || draining;
+                || !self.pending.is_empty();
             let mut timeout_ns = wait_ns(polling, now, next_scan_ns, backend_next_ns);
             if throttled && idle != IdlePolicy::Spin {
                 timeout_ns = timeout_ns.min(throttled_round_ns.saturating_sub(now));
@@ -396,8 +409,19 @@ impl Worker {
                     self.hold(until);
                 }
             }
-        }
-        self.close_all();
+        };
+        self.close_all(grace_deadline_ns);
+    }
+
+    /// When the shutdown grace ends: `limits.shutdown_grace_ms` after the drain began.
+    fn grace_deadline_ns(&self) -> u64 {
+        let grace_ns = self
+            .shared
+            .config
+            .limits
+            .shutdown_grace_ms
+            .saturating_mul(1_000_000);
+        self.shared.drain_started_ns().saturating_add(grace_ns)
     }
 
     /// Coalescing pause: sleeps until `until_ns`, or until just before a backend's next event.
@@ -425,10 +449,14 @@ impl Worker {
         if self.index != 0 {
             return;
         }
+        if self.local_flows.len() < self.shared.default_flows.len() {
+            self.local_flows
+                .resize(self.shared.default_flows.len(), None);
+        }
         for (t, handle) in self.shared.default_flows.iter().enumerate() {
             if let (Some(handle), Some(slot)) = (handle, self.local_flows.get_mut(t)) {
                 if slot.is_none() {
-                    *slot = Some(self.sched.attach(handle));
+                    *slot = Some((self.sched.attach(handle), handle.id()));
                 }
             }
         }
@@ -470,6 +498,8 @@ impl Worker {
                 index: index as u32,
                 generation: self.generations[index],
             };
+            let protocol = new.protocol;
+            let peer = new.peer;
             let session = match new.protocol {
                 Protocol::Native => Session::Native(NativeSession::new()),
                 Protocol::Nbd => Session::Nbd(NbdSession::for_server(&self.shared)),
@@ -514,6 +544,13 @@ impl Worker {
             conn.core.epoll_events = events;
             self.conns[index] = Some(conn);
             self.metrics.connections.inc();
+            tracing::info!(
+                event = "conn_open",
+                peer = %Peer(peer),
+                protocol = protocol.name(),
+                worker = self.index,
+                "connection opened"
+            );
             self.mark_pending(index);
         }
     }
@@ -541,7 +578,7 @@ impl Worker {
         match result {
             Ok(0) => {
                 // Peer closed its side: finish what is in flight, then close.
-                conn.core.closing = Closing::AfterDrain;
+                conn.core.finish("client_closed");
             }
             Ok(_) => conn.core.last_active_ns = now,
             Err(e)
@@ -557,8 +594,9 @@ impl Worker {
                     );
                     self.shared.metrics.protocol_error("tls");
                     tls_failed = true;
+                    conn.core.finish("tls");
                 }
-                conn.core.closing = Closing::AfterDrain;
+                conn.core.finish("read_error");
             }
         }
         if conn.tls.is_some() && !conn.psk_noted {
@@ -623,7 +661,7 @@ impl Worker {
             Verdict::StartTls => {
                 if let Err(reason) = self.start_tls(i) {
                     self.shared.metrics.protocol_error(reason);
-                    self.close(i);
+                    self.close_now(i, reason);
                     return;
                 }
                 self.mark_pending(i);
@@ -644,7 +682,7 @@ impl Worker {
                 // Not at once: what was decoded before the bad input is answered first
                 // (`flush_pending_output` closes once nothing is in flight or queued).
                 if let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) {
-                    conn.core.closing = Closing::AfterDrain;
+                    conn.core.finish(reason);
                 }
                 self.mark_pending(i);
             }
@@ -679,7 +717,7 @@ impl Worker {
             && match tls.advance(&mut conn.input) {
                 Ok(true) => false,
                 Ok(false) => {
-                    conn.core.closing = Closing::AfterDrain;
+                    conn.core.finish("tls_closed");
                     false
                 }
                 Err(_) => true,
@@ -926,7 +964,7 @@ impl Worker {
             None => conn.core.write_out(&mut self.pool),
         };
         if outcome == WriteOutcome::PeerGone {
-            conn.core.closing = Closing::AfterDrain;
+            conn.core.finish("peer_gone");
             self.mark_pending(i);
         }
         // Output drained below the limit: requests already buffered can be decoded now (no
@@ -1072,6 +1110,9 @@ impl Worker {
                 .get(i)
                 .and_then(|c| c.as_ref())
                 .map(|c| c.core.peer);
+            if let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) {
+                conn.core.end.get_or_insert(reason);
+            }
             if reason == "handshake_timeout" {
                 tracing::info!(
                     target: "audit",
@@ -1089,11 +1130,20 @@ impl Worker {
         }
     }
 
+    /// Closes a connection now, for `reason` unless one was decided before.
+    fn close_now(&mut self, i: usize, reason: &'static str) {
+        if let Some(conn) = self.conns.get_mut(i).and_then(|c| c.as_mut()) {
+            conn.core.end.get_or_insert(reason);
+        }
+        self.close(i);
+    }
+
     /// Closes a connection now; requests it has at the backend complete into the void.
     fn close(&mut self, i: usize) {
         let Some(mut conn) = self.conns.get_mut(i).and_then(|c| c.take()) else {
             return;
         };
+        self.log_close(&conn);
         // Requests still queued or at the backend stay charged until their buffers return.
         self.shared.memory.adjust(
             conn.core.memory_owner,
@@ -1125,20 +1175,53 @@ impl Worker {
         self.shared.open_connections.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// Closes every connection at shutdown without losing replies already queued.
+    /// The `conn_close` event of a connection being closed.
+    fn log_close(&self, conn: &Conn) {
+        let (protocol, tenant) = match &conn.session {
+            Session::Native(s) => (Protocol::Native, s.bound().map(|(t, _)| t)),
+            Session::Nbd(s) => (Protocol::Nbd, s.bound().map(|(_, t, _)| t)),
+        };
+        let tenant = tenant
+            .filter(|t| (t.0 as usize) < self.shared.tenants.len())
+            .map_or("-", |t| self.shared.tenants.get(t).name.as_str());
+        let open_ms = now_ns().saturating_sub(conn.core.opened_ns) / 1_000_000;
+        tracing::info!(
+            event = "conn_close",
+            peer = %Peer(conn.core.peer),
+            protocol = protocol.name(),
+            tenant,
+            reason = conn.core.end.unwrap_or("closed"),
+            open_ms,
+            worker = self.index,
+            "connection closed"
+        );
+    }
+
+    /// Closes every connection at shutdown without losing replies already queued, within the
+    /// shutdown grace ending at `grace_deadline_ns`.
     ///
     /// Closing a TCP socket whose receive queue holds unread bytes (a client that kept
     /// pipelining after the drain stopped reading) makes Linux answer with RST and discard the
     /// send queue's unsent tail; data arriving after the close does the same. So a connection
     /// with unread input or unacknowledged output lingers: its write side is shut (FIN after
     /// the queued replies), its input is read and dropped, and it is closed once the client
-    /// has acknowledged everything or closed, or after [`LINGER_DEADLINE_NS`].
-    fn close_all(&mut self) {
+    /// has acknowledged everything or closed, or after [`LINGER_DEADLINE_NS`] — or at the
+    /// grace deadline, whichever comes first. A connection closed at the grace deadline with
+    /// requests unanswered, replies unsent or replies not yet taken by its client is counted
+    /// as cut ([`crate::shared::Life::cut_connections`]).
+    fn close_all(&mut self, grace_deadline_ns: u64) {
+        let expired = now_ns() >= grace_deadline_ns;
+        let mut cut = 0usize;
         let mut lingering = Vec::new();
         for i in 0..self.conns.len() {
             let Some(conn) = self.conns[i].as_ref() else {
                 continue;
             };
+            if expired && (conn.core.inflight_reqs > 0 || conn.has_output()) {
+                cut += 1;
+                self.close_now(i, "shutdown_grace");
+                continue;
+            }
             let fd = conn.core.stream.as_raw_fd();
             if sys::socket_queue_bytes(fd, SocketQueue::Receive) > 0
                 || sys::socket_queue_bytes(fd, SocketQueue::Send) > 0
@@ -1146,10 +1229,10 @@ impl Worker {
                 sys::shutdown_write(fd);
                 lingering.push(i);
             } else {
-                self.close(i);
+                self.close_now(i, "shutdown");
             }
         }
-        let deadline = now_ns() + LINGER_DEADLINE_NS;
+        let deadline = (now_ns() + LINGER_DEADLINE_NS).min(grace_deadline_ns);
         let mut scratch = vec![0u8; 64 * 1024];
         while !lingering.is_empty() && now_ns() < deadline {
             lingering.retain(|&i| {
@@ -1158,6 +1241,9 @@ impl Worker {
                 };
                 let fd = conn.core.stream.as_raw_fd();
                 let done = loop {
+                    if now_ns() >= deadline {
+                        break false;
+                    }
                     match sys::read(fd, &mut scratch) {
                         Ok(n) if n > 0 => continue,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -1169,7 +1255,7 @@ impl Worker {
                     }
                 };
                 if done {
-                    self.close(i);
+                    self.close_now(i, "shutdown");
                 }
                 !done
             });
@@ -1177,10 +1263,25 @@ impl Worker {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
+        let graceless = now_ns() >= grace_deadline_ns;
         for i in lingering {
             if self.conns[i].is_some() {
-                self.close(i);
+                if graceless {
+                    cut += 1;
+                    self.close_now(i, "shutdown_grace");
+                } else {
+                    self.close_now(i, "shutdown_linger");
+                }
             }
+        }
+        if cut > 0 {
+            self.shared.cut_connections.fetch_add(cut, Ordering::AcqRel);
+            tracing::warn!(
+                event = "stop",
+                worker = self.index,
+                connections_cut = cut,
+                "limits.shutdown_grace_ms passed: connections closed with replies or requests pending"
+            );
         }
         // Connections handed over while we were stopping.
         for new in self.inbox.take() {

@@ -93,6 +93,11 @@ impl ServerConfig {
                 }
             }
         }
+        writeln!(out, "\n[admin]")?;
+        match &self.admin.token {
+            Some(_) => writeln!(out, "token = \"{REDACTED}\"  # POST /reload on")?,
+            None => writeln!(out, "# token: off (POST /reload refused)")?,
+        }
         self.write_volumes(out)?;
         self.write_tenants(out)?;
         for e in &self.exports {
@@ -131,6 +136,7 @@ impl ServerConfig {
         writeln!(out, "idle_timeout_ms = {}", l.idle_timeout_ms)?;
         writeln!(out, "handshake_timeout_ms = {}", l.handshake_timeout_ms)?;
         writeln!(out, "request_timeout_ms = {}", l.request_timeout_ms)?;
+        writeln!(out, "shutdown_grace_ms = {}", l.shutdown_grace_ms)?;
         writeln!(
             out,
             "max_unauthenticated_connections = {}",

@@ -3,6 +3,7 @@
 //! refuses to send), a raw NBD client, and tool lookup that skips with a printed reason.
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod emulated_qos;
 
 use std::io::{Read, Write};

@@ -1,0 +1,392 @@
+//! Reloading the config without a restart (issue 28, day two): `POST /reload` and what SIGHUP
+//! calls (`ServerHandle::reload`) re-read the file. A removed tenant's connections end — the
+//! requests they had queued are answered with a status that says why (NBD `ESHUTDOWN`, own
+//! protocol `NOT_AUTHENTICATED` naming the tenant), then the server closes them — while the
+//! other tenants' connections go on; a bad file (unparsable, needing a restart, refused by
+//! admission) is refused with its reason and changes nothing; a shrunk reservation is in the
+//! flow the scheduler holds at once; `POST /reload` is off without `[admin] token`. Real TCP on
+//! 127.0.0.1, kernel-chosen ports; every wait is bounded in count and time.
+
+mod common;
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::admin::{post_reload, ConfigFile};
+use common::{pattern, RawNative, RawNbd};
+use proto::nbd::transmission::CommandType;
+use proto::wire::{RequestHeader, Status};
+use server::config::{ProfileConfig, ServerConfig};
+use server::{ConfigSource, ServerHandle};
+
+const TOKEN: &str = "reload-token-0123456789abcdef";
+/// The device's tokens per second: a 4 KiB read costs one, so a tenant's pipeline of a
+/// thousand reads waits seconds in the scheduler — long enough to be there at the reload.
+const DEVICE_TOKENS_PER_SEC: u64 = 300;
+/// Reads a removed tenant pipelines before the reload (its connection takes 256 at a time).
+const PIPELINED_READS: u64 = 1_000;
+/// Longest wait for a connection to end after the reload (the worker adopts within 10 ms).
+const END_TIMEOUT: Duration = Duration::from_secs(10);
+const ESHUTDOWN: u32 = 108;
+
+fn base(admin: &str) -> String {
+    format!(
+        r#"
+[listen]
+native = "127.0.0.1:0"
+nbd = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+
+[dataplane]
+workers = 2
+{admin}
+
+[[volume]]
+name = "vol"
+backend = {{ kind = "memory", size = "64MiB" }}
+"#
+    )
+}
+
+fn token_section() -> String {
+    format!("\n[admin]\ntoken = \"{TOKEN}\"\n")
+}
+
+/// A best-effort tenant `name` (secret `NAME-secret-1`) and its NBD export `name`.
+fn tenant(name: &str) -> String {
+    format!(
+        r#"
+[[tenant]]
+name = "{name}"
+secret = "{name}-secret-1"
+class = "be"
+acl = [{{ volume = "vol", access = "read-write" }}]
+
+[[export]]
+name = "{name}"
+volume = "vol"
+tenant = "{name}"
+"#
+    )
+}
+
+fn tiny_profile() -> ProfileConfig {
+    let point = |p95_us: u64| qos::RatePoint {
+        p95_read_latency_ns: p95_us * 1000,
+        tokens_per_sec: DEVICE_TOKENS_PER_SEC,
+        read_only_tokens_per_sec: DEVICE_TOKENS_PER_SEC,
+    };
+    let profile = qos::DeviceProfile::new("tiny", 10_000, 1_000, vec![point(500), point(50_000)])
+        .expect("valid profile");
+    ProfileConfig::Inline(profile.to_toml_string().parse().expect("profile TOML"))
+}
+
+/// The file's config with `profile` in `[qos]`, as `ullstack serve --config F --profile P`
+/// reads it at start and at every reload.
+fn read_config(
+    file: &std::path::Path,
+    profile: &Option<ProfileConfig>,
+) -> Result<ServerConfig, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+    let mut config: ServerConfig =
+        toml::from_str(&text).map_err(|e| format!("config does not parse: {e}"))?;
+    if let Some(p) = profile {
+        config.qos.profile = p.clone();
+    }
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// A server started from `file` that reloads from it.
+fn start(file: &ConfigFile, profile: Option<ProfileConfig>) -> ServerHandle {
+    let config = read_config(&file.path, &profile).expect("initial config");
+    let server = server::start(config).expect("server starts");
+    let path = file.path.clone();
+    server.set_config_source(ConfigSource::new(move || read_config(&path, &profile)));
+    server
+}
+
+fn addrs(server: &ServerHandle) -> (SocketAddr, SocketAddr, SocketAddr) {
+    let a = server.addrs;
+    (
+        a.nbd.expect("nbd"),
+        a.native.expect("native"),
+        a.admin.expect("admin"),
+    )
+}
+
+fn hello(addr: SocketAddr, tenant: &str) -> RawNative {
+    let mut c = RawNative::connect(addr);
+    let secret = format!("{tenant}-secret-1");
+    let r = c.hello(tenant, &secret, "vol");
+    assert_eq!(r.status, Status::Ok, "HELLO {tenant}");
+    c
+}
+
+/// One NBD simple reply: its errno, reading a read's payload when it succeeded; None at EOF.
+fn nbd_reply(nbd: &mut RawNbd, len: usize) -> Option<u32> {
+    let mut head = [0u8; 16];
+    nbd.stream.read_exact(&mut head).ok()?;
+    let errno = u32::from_be_bytes(head[4..8].try_into().ok()?);
+    if errno == 0 {
+        let mut data = vec![0u8; len];
+        nbd.stream.read_exact(&mut data).ok()?;
+    }
+    Some(errno)
+}
+
+/// Checks a healthy tenant's connections still serve, on the connections opened before.
+fn still_serves(nbd: &mut RawNbd, native: &mut RawNative, seed: u8) {
+    let data = pattern(8192, 4096, seed);
+    assert_eq!(
+        nbd.write(8192, &data, false),
+        0,
+        "NBD write after the reload"
+    );
+    assert_eq!(nbd.read(8192, 4096).expect("NBD read"), data);
+    let r = native.read(8192, 4096);
+    assert_eq!(
+        (r.status, r.payload == data),
+        (Status::Ok, true),
+        "own protocol read"
+    );
+}
+
+#[test]
+fn a_removed_tenants_connections_end_with_a_status_and_the_others_stay() {
+    let file = ConfigFile::new(&(base(&token_section()) + &tenant("alice") + &tenant("bob")));
+    let server = start(&file, Some(tiny_profile()));
+    let (nbd, native, admin) = addrs(&server);
+    let mut alice_nbd = RawNbd::connect(nbd, "alice").expect("alice's export");
+    let mut alice_native = hello(native, "alice");
+    still_serves(&mut alice_nbd, &mut alice_native, 1);
+
+    // bob pipelines more reads than the device serves in seconds, on both protocols.
+    let mut bob_nbd = RawNbd::connect(nbd, "bob").expect("bob's export");
+    bob_nbd
+        .stream
+        .set_read_timeout(Some(END_TIMEOUT))
+        .expect("timeout");
+    for i in 0..PIPELINED_READS {
+        bob_nbd.send(CommandType::Read.to_u16(), 0, (i % 1024) * 4096, 4096, &[]);
+    }
+    assert_eq!(
+        nbd_reply(&mut bob_nbd, 4096),
+        Some(0),
+        "bob is served before the reload"
+    );
+    let mut bob_native = hello(native, "bob");
+    bob_native
+        .stream
+        .set_read_timeout(Some(END_TIMEOUT))
+        .expect("timeout");
+    for i in 0..100 {
+        bob_native.send(RequestHeader::read(0, 0, i * 4096, 4096), &[]);
+    }
+
+    file.rewrite(&(base(&token_section()) + &tenant("alice")));
+    let (code, body) = post_reload(admin, Some(TOKEN));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("tenant bob removed"), "{body}");
+    assert_eq!(server.current().generation, 1);
+
+    // bob's NBD connection: reads that reached storage are answered, the queued ones get
+    // ESHUTDOWN, then the server closes it.
+    let started = Instant::now();
+    let (mut served, mut shut) = (0u64, 0u64);
+    for _ in 0..PIPELINED_READS {
+        match nbd_reply(&mut bob_nbd, 4096) {
+            Some(0) => served += 1,
+            Some(ESHUTDOWN) => shut += 1,
+            Some(other) => panic!("bob's NBD read answered errno {other}"),
+            None => break,
+        }
+    }
+    println!("bob over NBD after the reload: {served} served, {shut} ESHUTDOWN, then closed");
+    assert!(shut > 0, "bob's queued reads were not told why");
+    let mut byte = [0u8; 1];
+    assert!(
+        matches!(bob_nbd.stream.read(&mut byte), Ok(0) | Err(_)),
+        "bob's NBD connection was not closed"
+    );
+    assert!(
+        started.elapsed() < END_TIMEOUT,
+        "bob's NBD connection took {:?} to end",
+        started.elapsed()
+    );
+
+    // bob's own-protocol session: the same, with a status naming the tenant.
+    let mut ended = 0;
+    for _ in 0..100 {
+        let Some(r) = bob_native.recv() else { break };
+        if r.status == Status::NotAuthenticated {
+            let message = String::from_utf8_lossy(&r.payload).into_owned();
+            assert!(message.contains("\"bob\""), "{message}");
+            ended += 1;
+        } else {
+            assert_eq!(r.status, Status::Ok, "bob's own-protocol read");
+        }
+    }
+    assert!(
+        ended > 0,
+        "bob's queued own-protocol reads were not told why"
+    );
+    assert!(
+        bob_native.closed_by_server(),
+        "bob's own-protocol session was not closed"
+    );
+
+    // alice's connections, opened before the reload, go on; bob cannot come back.
+    still_serves(&mut alice_nbd, &mut alice_native, 2);
+    assert!(RawNbd::connect(nbd, "bob").is_err(), "bob's export is gone");
+    let r = RawNative::connect(native).hello("bob", "bob-secret-1", "vol");
+    assert_eq!(r.status, Status::AuthFailed);
+    drop(server);
+}
+
+#[test]
+fn a_bad_file_is_refused_with_its_reason_and_changes_nothing() {
+    let good = base(&token_section()) + &tenant("alice") + &tenant("bob");
+    let file = ConfigFile::new(&good);
+    let server = start(&file, None);
+    let (nbd, native, admin) = addrs(&server);
+    let mut bob_nbd = RawNbd::connect(nbd, "bob").expect("bob's export");
+    let mut bob_native = hello(native, "bob");
+    still_serves(&mut bob_nbd, &mut bob_native, 3);
+
+    let carol_lc = r#"
+[[tenant]]
+name = "carol"
+secret = "carol-secret-1"
+class = "lc"
+slo = { p95_read_latency_us = 500, iops = 100000000, read_ratio_pct = 100 }
+acl = [{ volume = "vol", access = "read-write" }]
+"#;
+    let bad = [
+        ("not TOML [", "does not parse"),
+        (
+            &*(base(&token_section()).replace("workers = 2", "workers = 3") + &tenant("alice")),
+            "[dataplane] changed",
+        ),
+        (
+            &*(base(&token_section()).replace("name = \"vol\"", "name = \"vol2\"")),
+            "volume vol removed",
+        ),
+        (
+            &*(base(&token_section()) + &tenant("alice") + carol_lc),
+            "not admitted",
+        ),
+    ];
+    for (text, reason) in bad {
+        file.rewrite(text);
+        let (code, body) = post_reload(admin, Some(TOKEN));
+        assert_eq!(code, 422, "{body}");
+        assert!(body.contains(reason), "expected {reason:?} in {body}");
+        assert!(body.contains("nothing changed"), "{body}");
+        let sighup = server.reload("sighup").expect_err("SIGHUP refuses it too");
+        assert!(sighup.to_string().contains(reason), "{sighup}");
+        // Nothing changed: same generation, bob's connections serve, carol does not exist.
+        assert_eq!(server.current().generation, 0, "after {reason}");
+        still_serves(&mut bob_nbd, &mut bob_native, 4);
+        assert!(server.current().tenants.by_name("carol").is_none());
+    }
+    let r = RawNative::connect(native).hello("carol", "carol-secret-1", "vol");
+    assert_eq!(r.status, Status::AuthFailed, "carol was never admitted");
+
+    // The refusals left nothing half-done: the good file applies.
+    file.rewrite(&(good + &tenant("dave")));
+    let report = server.reload("sighup").expect("a good file applies");
+    assert_eq!(report.generation, 1);
+    assert!(
+        report.changes.iter().any(|c| c == "tenant dave added"),
+        "{report}"
+    );
+    hello(native, "dave");
+    still_serves(&mut bob_nbd, &mut bob_native, 5);
+}
+
+#[test]
+fn post_reload_is_off_without_a_token_and_needs_the_right_one() {
+    let file = ConfigFile::new(&(base("") + &tenant("alice")));
+    let server = start(&file, None);
+    let (_, _, admin) = addrs(&server);
+    let (code, body) = post_reload(admin, Some(TOKEN));
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("[admin] token"), "{body}");
+
+    // The operator adds a token and sends SIGHUP; from then on POST /reload works with it.
+    file.rewrite(&(base(&token_section()) + &tenant("alice")));
+    let report = server.reload("sighup").expect("token added");
+    assert!(
+        report.changes.iter().any(|c| c == "admin token changed"),
+        "{report}"
+    );
+    for wrong in [None, Some("reload-token-0123456789abcdeX")] {
+        let (code, body) = post_reload(admin, wrong);
+        assert_eq!(code, 401, "{body}");
+    }
+    let m = &server.shared().metrics;
+    assert_eq!(m.auth_failures_total("admin_token"), 2);
+    // Two wrong tokens are within the free failures of the back-off (crate::throttle).
+    let (code, body) = post_reload(admin, Some(TOKEN));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.starts_with("generation 2: no change"), "{body}");
+}
+
+#[test]
+fn a_shrunk_reservation_is_in_the_flow_the_scheduler_holds() {
+    let lc = |iops: u64| {
+        format!(
+            r#"
+[[tenant]]
+name = "lc"
+secret = "lc-secret-1"
+class = "lc"
+slo = {{ p95_read_latency_us = 1000, iops = {iops}, read_ratio_pct = 100 }}
+acl = [{{ volume = "vol", access = "read-write" }}]
+"#
+        )
+    };
+    let file = ConfigFile::new(&(base(&token_section()) + &lc(40_000)));
+    let server = start(&file, None);
+    let (_, native, admin) = addrs(&server);
+    let mut session = hello(native, "lc");
+    let reservation = |s: &mut RawNative| -> u64 {
+        let r = s.call(RequestHeader::stats(0, 0), &[]);
+        assert_eq!(r.status, Status::Ok);
+        let stats: serde_json::Value = serde_json::from_slice(&r.payload).expect("STATS JSON");
+        stats["flows"][0]["reservation_mtok_per_sec"]
+            .as_u64()
+            .expect("reservation")
+    };
+    // The handle as the server started: the schedulers hold clones of it.
+    let held = server.shared().default_flows[0]
+        .clone()
+        .expect("lc's default flow");
+    let before = reservation(&mut session);
+    assert_eq!(held.reservation_mtok_per_sec(), before);
+
+    file.rewrite(&(base(&token_section()) + &lc(10_000)));
+    let (code, body) = post_reload(admin, Some(TOKEN));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("tenant lc: fixed SLO changed"), "{body}");
+    let after = reservation(&mut session);
+    println!("lc's reservation: {before} -> {after} mtok/s");
+    assert_eq!(
+        after * 4,
+        before,
+        "a quarter of the IOPS, a quarter of the tokens"
+    );
+    assert_eq!(
+        held.reservation_mtok_per_sec(),
+        after,
+        "the flow in use has it"
+    );
+    let r = session.read(0, 4096);
+    assert_eq!(r.status, Status::Ok, "the session goes on");
+    assert_eq!(
+        server.current().default_flows[0].as_ref().map(|h| h.id()),
+        Some(held.id())
+    );
+}
