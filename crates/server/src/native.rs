@@ -321,6 +321,8 @@ impl NativeSession {
                 ctx.shared.metrics.auth_throttled();
                 tracing::warn!(
                     target: "audit",
+                    event = "refusal",
+                    reason = "hello_backoff",
                     peer = %Peer(core.peer),
                     tenant = ?hello.tenant,
                     wait_ms = wait_ns.div_ceil(1_000_000),
@@ -347,6 +349,8 @@ impl NativeSession {
         let Some(tenant_id) = authenticated else {
             tracing::warn!(
                 target: "audit",
+                event = "refusal",
+                reason = "hello_auth",
                 peer = %Peer(core.peer),
                 tenant = ?hello.tenant,
                 "HELLO refused: wrong secret or unknown tenant"
@@ -359,6 +363,8 @@ impl NativeSession {
         if !tenant.admits_psk_identity(psk_identity) {
             tracing::warn!(
                 target: "audit",
+                event = "refusal",
+                reason = "hello_psk_identity",
                 peer = %Peer(core.peer),
                 tenant = ?tenant.name,
                 psk_identity = ?psk_identity.unwrap_or_default(),
@@ -406,7 +412,13 @@ impl NativeSession {
             Err(refusal) => {
                 ctx.shared.metrics.tenant_connection_refused(&tenant.name);
                 let message = refusal.explain(&tenant.name, &ctx.shared.config.limits);
-                tracing::info!(target: "audit", peer = %Peer(core.peer), "HELLO refused: {message}");
+                tracing::info!(
+                    target: "audit",
+                    event = "refusal",
+                    reason = "tenant_sessions",
+                    peer = %Peer(core.peer),
+                    "HELLO refused: {message}"
+                );
                 reply_error(core, Opcode::Hello, Status::Busy, cookie, 0, &message);
                 return;
             }

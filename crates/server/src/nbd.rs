@@ -400,6 +400,8 @@ fn answer(
                         let message = refusal.explain(name, &ctx.shared.config.limits);
                         tracing::info!(
                             target: "audit",
+                            event = "refusal",
+                            reason = "tenant_sessions",
                             peer = %Peer(peer),
                             "NBD export refused: {message}"
                         );
@@ -424,6 +426,25 @@ fn answer(
             }
         }
     };
+    if let Err(refused) = &reply {
+        // Refused for the tenant's session cap is logged above, with the cap.
+        let reason = match refused.kind {
+            RefusalKind::Unknown => Some("nbd_unknown_export"),
+            RefusalKind::ShuttingDown => Some("shutting_down"),
+            RefusalKind::Policy if forbidden.is_some() => Some("nbd_export_psk_identity"),
+            RefusalKind::Policy => None,
+        };
+        if let Some(reason) = reason {
+            tracing::info!(
+                target: "audit",
+                event = "refusal",
+                reason,
+                peer = %Peer(peer),
+                export = ?query.name,
+                "NBD export refused"
+            );
+        }
+    }
     if query.purpose == ExportPurpose::ExportName && reply.is_err() {
         tracing::debug!(export = %query.name, "NBD_OPT_EXPORT_NAME for an unknown export");
     }

@@ -760,6 +760,8 @@ impl Worker {
                 self.shared.metrics.auth_throttled();
                 tracing::warn!(
                     target: "audit",
+                    event = "refusal",
+                    reason = "tls_psk_backoff",
                     peer = %Peer(peer),
                     "TLS-PSK handshake refused unchecked: the address is backing off after failed authentications"
                 );
@@ -768,6 +770,8 @@ impl Worker {
                 let block_ns = self.shared.lock_auth_throttle().failed(ip, now);
                 tracing::warn!(
                     target: "audit",
+                    event = "refusal",
+                    reason = "tls_psk",
                     peer = %Peer(peer),
                     block_ms = block_ns.div_ceil(1_000_000),
                     "TLS-PSK handshake failed: wrong key or unknown identity"
