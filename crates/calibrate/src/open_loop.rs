@@ -47,11 +47,13 @@
 //! reads take 60–110 µs, and a read that meets a program waits for it, so the read tail is set
 //! by how often reads meet programs. `cargo run --release -p calibrate --example
 //! calibrate_emulated -- sweep slow-tlc.toml 50 200 300 400` (that file's `DEVICE` saved as
-//! `slow-tlc.toml`) gives p95 0.75 ms at 200 IOPS,
-//! 2.8 ms at 300 and 5.1 ms at 400 at 50 % reads; at 90 % reads it is 0.12 ms at 500 IOPS and
-//! 0.15 ms at 1,000. With 50 % headroom the 6 ms point comes out at ≈ 5,200 tokens/s with a
-//! write weight of 36 reads: about 145 writes/s when nothing else runs (figures of the sweep as
-//! printed before the device realism switches landed; the test's calibration now gives 37.25).
+//! `slow-tlc.toml`) prints p95 0.14 ms at 200 IOPS, 4.0 ms at 300 and 5.4 ms at 400 at 50 %
+//! reads; `… sweep slow-tlc.toml 90 500 1000` 0.13 ms at 500 IOPS and 0.17 ms at 1,000 at
+//! 90 % reads. The test's calibration (50 % headroom, targets 3, 6 and 12 ms; `cargo test
+//! --profile checked -p server --test qos_emulated -- --nocapture` prints the profile) puts
+//! the 6 ms point at ≈ 6,560 tokens/s with a write weight of 47.25 reads: about 140 writes/s
+//! when nothing else runs. (The model is deterministic: these are what the commands print
+//! until the model changes; re-run them then.)
 //! For the presets (`cargo run --release -p calibrate --example calibrate_emulated -- zssd`),
 //! the fitted write weight on both `zssd` and `nvme-tlc` is the smallest the search tries (the
 //! rates the command printed are in CHANGELOG.md): the mixes sustain more IOPS the
