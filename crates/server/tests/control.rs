@@ -183,7 +183,6 @@ acl = [{ volume = "vol", access = "read-write" }]
         read_bytes.get() - before >= sent
     })
     .expect("the server reads the 40 writes within 10 s");
-    let started = Instant::now();
     let stopper = std::thread::spawn(move || s.shutdown());
     let mut answered = Vec::new();
     while let Some(r) = c.recv() {
@@ -197,13 +196,12 @@ acl = [{ volume = "vol", access = "read-write" }]
     }
     stopper.join().expect("shutdown thread");
     answered.sort_unstable();
+    // The drain's time is not bounded: it is the scheduler's (40 writes at 100 a second) and
+    // this machine's; a drain that never ends leaves the connection open and the join above
+    // waiting.
     assert_eq!(
         answered, cookies,
         "every request read before shutdown was answered, then the connection closed"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "drain is bounded"
     );
 }
 
@@ -255,11 +253,10 @@ fn one_worker_keeps_serving_1000_tenants_and_5000_connections() {
         let r = c.hello(&format!("t{t}"), &format!("secret-{t:04}"), "vol");
         assert_eq!(r.status, Status::Ok, "HELLO on connection {i}");
         conns.push((t, c));
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "opening 5,000 connections took too long"
-        );
     }
+    // Printed, not bounded: each HELLO above is answered within the socket's timeout, and how
+    // long 5,000 of them take measures this machine (issue 26).
+    println!("5,000 connections opened in {:?}", started.elapsed());
     // Every 25th connection writes into its tenant's range and reads it back; one tenant
     // trying another's range is refused.
     for (i, (t, c)) in conns.iter_mut().enumerate().step_by(25) {

@@ -1,7 +1,7 @@
 //! The `emulated` backend end to end: data written through the client library and NBD reads
 //! back, and the model's timing is really applied (a QD1 read on an emulated zssd is answered
-//! no faster than the model and not many times slower; a drive with 1 ms reads adds 1 ms to
-//! a read, not 0 and not 2); config errors name the key.
+//! no faster than the model; a drive with 1 ms reads adds 1 ms to a read over memory's, not 0
+//! and not 2); config errors name the key.
 
 mod common;
 
@@ -140,12 +140,8 @@ fn a_qd1_read_takes_at_least_the_model_latency() {
         0,
         "reads answered by the server in under 8 µs:\n{metrics}"
     );
-    // ... nor take many times what the model says: a model applied twice, or in the wrong
-    // unit, would push the median server-side read past 64 µs (the model's is ~10 µs).
-    assert!(
-        bucket("0.000064") * 2 >= reads,
-        "fewer than half the reads answered by the server within 64 µs of a {model_ns} ns model:\n{metrics}"
-    );
+    // Not too slow either is the next test's: against memory reads, the control run there,
+    // since an upper bound on this drive's ~10 µs would measure this machine.
     latencies_ns.sort_unstable();
     let min = latencies_ns[0];
     let p50 = latencies_ns[latencies_ns.len() / 2];
