@@ -95,20 +95,50 @@ fn open_tenant_requests(admin: SocketAddr, op: &str) -> u64 {
     })
 }
 
-/// `ullstack serve --memory 64MiB` as a child process, killed on drop if still running.
+/// `ullstack serve --memory 64MiB` (or `--config FILE`) as a child process, killed on drop
+/// if still running.
 struct Serve {
     child: Child,
     nbd: SocketAddr,
     native: SocketAddr,
     admin: SocketAddr,
     stderr: Option<JoinHandle<String>>,
+    /// The config file it runs, removed on drop.
+    config: Option<std::path::PathBuf>,
+}
+
+/// The quick start's command line on three addresses (NBD, own protocol, admin).
+fn quick_start_args([nbd, native, admin]: [SocketAddr; 3]) -> Vec<String> {
+    [
+        "serve",
+        "--memory",
+        "64MiB",
+        "--listen",
+        &nbd.to_string(),
+        "--listen-native",
+        &native.to_string(),
+        "--admin",
+        &admin.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 impl Serve {
     fn start() -> Serve {
+        Serve::start_with(|addrs| (quick_start_args(addrs), None))
+    }
+
+    /// Starts `ullstack serve` with the arguments (and the config file it reads, if any)
+    /// `launch` gives for three free addresses, retrying with fresh ports.
+    fn start_with(
+        launch: impl Fn([SocketAddr; 3]) -> (Vec<String>, Option<std::path::PathBuf>),
+    ) -> Serve {
         let mut failures = Vec::new();
         for _ in 0..START_ATTEMPTS {
-            match Serve::try_start(free_ports()) {
+            let addrs = free_ports().map(|port| SocketAddr::from(([127, 0, 0, 1], port)));
+            let (args, config) = launch(addrs);
+            match Serve::try_start(addrs, &args, config) {
                 Ok(serve) => return serve,
                 Err(why) => failures.push(why),
             }
@@ -119,17 +149,15 @@ impl Serve {
         );
     }
 
-    /// Starts the server on `ports` (NBD, own protocol, admin) and waits until all accept;
-    /// `Err` with its stderr if it exited first (a port taken meanwhile).
-    fn try_start([nbd, native, admin]: [u16; 3]) -> Result<Serve, String> {
-        let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    /// Starts the server with `args` on `addrs` (NBD, own protocol, admin) and waits until all
+    /// accept; `Err` with its stderr if it exited first (a port taken meanwhile).
+    fn try_start(
+        [nbd, native, admin]: [SocketAddr; 3],
+        args: &[String],
+        config: Option<std::path::PathBuf>,
+    ) -> Result<Serve, String> {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ullstack"))
-            .args(["serve", "--memory", "64MiB", "--listen"])
-            .arg(addr(nbd).to_string())
-            .arg("--listen-native")
-            .arg(addr(native).to_string())
-            .arg("--admin")
-            .arg(addr(admin).to_string())
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -138,10 +166,11 @@ impl Serve {
         let stderr = child.stderr.take().map(collect);
         let mut serve = Serve {
             child,
-            nbd: addr(nbd),
-            native: addr(native),
-            admin: addr(admin),
+            nbd,
+            native,
+            admin,
             stderr,
+            config,
         };
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -199,6 +228,9 @@ impl Drop for Serve {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+        if let Some(path) = &self.config {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -568,4 +600,162 @@ fn serve_check_config_validates_the_packaged_config_and_refuses_a_bad_one() {
         !out.status.success(),
         "--check-config with --memory must be refused"
     );
+}
+
+/// A config for `serve --config` on `addrs` (NBD, own protocol, admin): a 1 s shutdown grace,
+/// a 64 MiB memory volume, and per tenant (best effort) an NBD export of its name.
+fn reload_config([nbd, native, admin]: [SocketAddr; 3], tenants: &[&str]) -> String {
+    let mut text = format!(
+        "[listen]\nnbd = \"{nbd}\"\nnative = \"{native}\"\nadmin = \"{admin}\"\n\n\
+         [limits]\nshutdown_grace_ms = {RELOAD_GRACE_MS}\n\n\
+         [[volume]]\nname = \"vol\"\nbackend = {{ kind = \"memory\", size = \"64MiB\" }}\n"
+    );
+    for t in tenants {
+        text.push_str(&format!(
+            "\n[[tenant]]\nname = \"{t}\"\nsecret = \"{t}-secret-1\"\nclass = \"be\"\n\
+             acl = [{{ volume = \"vol\", access = \"read-write\" }}]\n\n\
+             [[export]]\nname = \"{t}\"\nvolume = \"vol\"\ntenant = \"{t}\"\n"
+        ));
+    }
+    text
+}
+
+/// The grace of the reload test's server.
+const RELOAD_GRACE_MS: u64 = 1_000;
+
+/// An NBD session (fixed newstyle, GO) on `export`.
+fn nbd_session(addr: SocketAddr, export: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect to NBD");
+    s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    proto::nbd::client::handshake(&mut s, proto::nbd::client::ClientOptions::simple(export))
+        .unwrap_or_else(|e| panic!("GO {export}: {e}"));
+    s
+}
+
+/// Sends an NBD READ of `len` bytes at 0.
+fn nbd_send_read(s: &mut TcpStream, cookie: u64, len: u32) {
+    let mut frame = Vec::with_capacity(28);
+    frame.extend_from_slice(&proto::nbd::REQUEST_MAGIC.to_be_bytes());
+    frame.extend_from_slice(&0u16.to_be_bytes());
+    frame.extend_from_slice(
+        &proto::nbd::transmission::CommandType::Read
+            .to_u16()
+            .to_be_bytes(),
+    );
+    frame.extend_from_slice(&cookie.to_be_bytes());
+    frame.extend_from_slice(&0u64.to_be_bytes());
+    frame.extend_from_slice(&len.to_be_bytes());
+    s.write_all(&frame).expect("NBD READ");
+}
+
+/// One 4 KiB READ answered on `s`.
+fn nbd_reads_4k(s: &mut TcpStream, cookie: u64) {
+    nbd_send_read(s, cookie, 4096);
+    let mut reply = [0u8; 16 + 4096];
+    s.read_exact(&mut reply).expect("NBD reply");
+    assert_eq!(&reply[4..8], &[0; 4], "errno of a healthy READ");
+    assert_eq!(&reply[8..16], &cookie.to_be_bytes(), "cookie");
+}
+
+/// Waits (bounded) for the admin endpoint's `name` sample to reach `at_least`.
+fn wait_metric(admin: SocketAddr, name: &str, at_least: u64) {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while scrape(admin).map_or(0, |t| metric(&t, name)) < at_least {
+        assert!(
+            Instant::now() < deadline,
+            "{name} < {at_least} after {READY_TIMEOUT:?}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// `ullstack serve --config F --log-format json` as an operator drives it: SIGHUP after
+/// removing a tenant ends that tenant's connection and keeps the process and the other
+/// tenant's connection (SIGHUP used to kill it); SIGHUP with a broken file changes nothing;
+/// SIGTERM with a client that never takes a 32 MiB reply stops after the 1 s grace with exit
+/// status 3; every stderr line is a JSON object, the reloads and the ended session among them.
+#[test]
+fn serve_reloads_on_sighup_and_stops_under_its_grace() {
+    let dir = std::env::var_os("CARGO_TARGET_TMPDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("serve-reload-{}.toml", std::process::id()));
+    let serve = Serve::start_with(|addrs| {
+        std::fs::write(&path, reload_config(addrs, &["alice", "bob"])).expect("write config");
+        let args = [
+            "serve",
+            "--config",
+            &*path.to_string_lossy(),
+            "--log-format",
+            "json",
+        ];
+        (args.map(String::from).to_vec(), Some(path.clone()))
+    });
+    let addrs = [serve.nbd, serve.native, serve.admin];
+    let mut alice = nbd_session(serve.nbd, "alice");
+    let mut bob = nbd_session(serve.nbd, "bob");
+    nbd_reads_4k(&mut alice, 1);
+
+    std::fs::write(&path, reload_config(addrs, &["alice"])).expect("rewrite config");
+    serve.signal("HUP");
+    let mut byte = [0u8; 1];
+    match bob.read(&mut byte) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("bob's connection did not end after SIGHUP: {other:?}"),
+    }
+    wait_metric(
+        serve.admin,
+        "ullstack_reloads_total{outcome=\"applied\"}",
+        1,
+    );
+    nbd_reads_4k(&mut alice, 2);
+
+    std::fs::write(&path, "not TOML [").expect("break config");
+    serve.signal("HUP");
+    wait_metric(
+        serve.admin,
+        "ullstack_reloads_total{outcome=\"refused\"}",
+        1,
+    );
+    nbd_reads_4k(&mut alice, 3);
+
+    // alice keeps a request open: a READ whose 32 MiB reply it never takes.
+    nbd_send_read(&mut alice, 4, 32 << 20);
+    wait_metric(
+        serve.admin,
+        "ullstack_tenant_requests_total{tenant=\"alice\",op=\"read\"}",
+        4,
+    );
+    let signalled = Instant::now();
+    serve.signal("TERM");
+    let (status, stderr) = serve.wait_exit(EXIT_TIMEOUT);
+    let took = signalled.elapsed();
+    println!("SIGTERM with a stuck reader: exit {status} after {took:?}");
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "exit status after the grace:\n{stderr}"
+    );
+    let grace = Duration::from_millis(RELOAD_GRACE_MS);
+    assert!(
+        took >= grace && took < grace + Duration::from_secs(4),
+        "{took:?}"
+    );
+
+    let events: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let find = |event: &str, key: &str, value: &str| {
+        events
+            .iter()
+            .any(|e| e["event"] == event && e[key].as_str().is_some_and(|v| v.contains(value)))
+    };
+    assert!(find("reload", "changes", "tenant bob removed"), "{stderr}");
+    assert!(find("reload", "trigger", "sighup"), "{stderr}");
+    assert!(find("reload", "error", "does not parse"), "{stderr}");
+    assert!(find("conn_close", "reason", "tenant_removed"), "{stderr}");
+    assert!(find("conn_close", "reason", "shutdown_grace"), "{stderr}");
+    assert!(find("serve", "message", "exit status 3"), "{stderr}");
 }

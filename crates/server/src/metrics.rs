@@ -93,6 +93,7 @@ pub struct Metrics {
     worker_input_read_bytes: Family<Labels, Counter>,
     worker_input_moved_bytes: Family<Labels, Counter>,
     refused_connections: Counter,
+    reloads: Family<Labels, Counter>,
     memory_charged_bytes: Gauge,
     memory_peak_bytes: Gauge,
     memory_limit_bytes: Gauge,
@@ -183,6 +184,7 @@ impl Metrics {
             worker_input_read_bytes: Family::default(),
             worker_input_moved_bytes: Family::default(),
             refused_connections: Counter::default(),
+            reloads: Family::default(),
             memory_charged_bytes: Gauge::default(),
             memory_peak_bytes: Gauge::default(),
             memory_limit_bytes: Gauge::default(),
@@ -327,6 +329,11 @@ impl Metrics {
             m.refused_connections.clone(),
         );
         registry.register(
+            "reloads",
+            "Config reloads (SIGHUP, POST /reload) by outcome: applied, or refused with nothing changed",
+            m.reloads.clone(),
+        );
+        registry.register(
             "rate_scale_ppm",
             "Device rate scale of the closed loop ([qos] vrate), ppm of the calibrated rate",
             m.rate_scale_ppm.clone(),
@@ -426,6 +433,13 @@ impl Metrics {
     pub fn tenant_connection_refused(&self, tenant: &str) {
         self.tenant_connection_refusals
             .get_or_create(&vec![("tenant".to_string(), tenant.to_string())])
+            .inc();
+    }
+
+    /// Counts a config reload that was `applied` or `refused`.
+    pub fn reloaded(&self, outcome: &str) {
+        self.reloads
+            .get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
             .inc();
     }
 

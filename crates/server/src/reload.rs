@@ -122,7 +122,7 @@ pub fn apply_logged(
     trigger: &'static str,
 ) -> Result<ReloadReport, ReloadError> {
     let result = apply(shared, config);
-    log(&result, trigger);
+    log(shared, &result, trigger);
     result
 }
 
@@ -138,11 +138,15 @@ pub fn reload(shared: &Shared, trigger: &'static str) -> Result<ReloadReport, Re
         Some(Err(e)) => Err(ReloadError::Source(e)),
         Some(Ok(config)) => apply(shared, config),
     };
-    log(&result, trigger);
+    log(shared, &result, trigger);
     result
 }
 
-fn log(result: &Result<ReloadReport, ReloadError>, trigger: &'static str) {
+/// Logs a reload's outcome (event `reload`) and counts it (`ullstack_reloads_total`).
+fn log(shared: &Shared, result: &Result<ReloadReport, ReloadError>, trigger: &'static str) {
+    shared
+        .metrics
+        .reloaded(if result.is_ok() { "applied" } else { "refused" });
     match result {
         Ok(report) => tracing::info!(
             event = "reload",

@@ -1,7 +1,7 @@
 //! What the Debian package ships (`packaging/`, docs/packaging.md): the default config parses
 //! and validates as `ullstack serve` would read it, and the systemd unit agrees with it (the
-//! unit runs the config the package installs, and every file volume lies where the hardened
-//! unit may write).
+//! unit runs the config the package installs, every file volume lies where the hardened unit
+//! may write, and `systemctl stop` waits out the config's shutdown grace).
 
 use server::config::{BackendConfig, ServerConfig};
 
@@ -73,5 +73,36 @@ fn the_unit_runs_the_installed_config_and_may_write_its_volumes() {
         manifest.contains("\"etc/ullstack/server.toml\"")
             && manifest.contains("conf-files = [\"/etc/ullstack/server.toml\"]"),
         "the package installs the config the unit runs, as a conffile"
+    );
+}
+
+/// `systemctl stop` lets the drain run out its grace: the unit's `TimeoutStopSec` (before
+/// SIGKILL) is above the shipped config's `limits.shutdown_grace_ms`, with room to close and
+/// exit; a stop the grace cut (exit status 3) is a success for systemd; `systemctl reload`
+/// sends SIGHUP, which the server handles.
+#[test]
+fn the_unit_waits_out_the_grace_and_reload_sends_sighup() {
+    let unit = read("ullstack.service");
+    let config = ServerConfig::from_toml_str(&read("server.toml")).expect("valid");
+    let stop_s: u64 = unit_values(&unit, "TimeoutStopSec")
+        .first()
+        .and_then(|v| v.parse().ok())
+        .expect("TimeoutStopSec in seconds");
+    let grace_ms = config.limits.shutdown_grace_ms;
+    assert!(
+        stop_s * 1000 >= grace_ms + 5_000,
+        "TimeoutStopSec={stop_s} leaves less than 5 s above the {grace_ms} ms grace"
+    );
+    let success = unit_values(&unit, "SuccessExitStatus");
+    assert!(
+        success.iter().any(|v| v
+            .split_whitespace()
+            .any(|c| c == server::server::EXIT_GRACE_EXPIRED.to_string())),
+        "SuccessExitStatus {success:?} lacks the grace's exit status"
+    );
+    assert_eq!(unit_values(&unit, "KillSignal"), ["SIGTERM"]);
+    assert_eq!(
+        unit_values(&unit, "ExecReload"),
+        ["/bin/kill -HUP $MAINPID"]
     );
 }
