@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 const START_ATTEMPTS: u32 = 5;
 /// Longest wait for a started server to accept on all three ports.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest wait for the server to exit after a signal (its own drain deadline is 10 s).
+/// Longest wait for the server to exit after a signal (a drain whose clients take their replies
+/// ends in well under a second; the quick start's grace, `limits.shutdown_grace_ms`, is 30 s).
 const EXIT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Longest wait for fio to get going, and to notice the server is gone.
 const FIO_TIMEOUT: Duration = Duration::from_secs(10);

@@ -50,7 +50,9 @@
 //! Client certificates (certificate mode authenticates the server and encrypts; any client
 //! that completes the handshake may use every export, as without TLS; which is why the config
 //! refuses a certificate next to PSK where NBD serves exports of tenants with secrets,
-//! [`crate::config`]); reloading keys without a restart; TLS for the admin endpoint. (The client library's side is `client::tls`.)
+//! [`crate::config`]); TLS for the admin endpoint. A config reload ([`crate::reload`]) loads
+//! the key files again for new connections; a connection keeps the session it started with.
+//! (The client library's side is `client::tls`.)
 //!
 //! *Back-off.* A PSK lookup is recorded in the session ([`PskAttempt`]): the worker reports a
 //! handshake that failed after a lookup to the per-address back-off of wrong secrets

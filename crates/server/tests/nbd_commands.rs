@@ -424,7 +424,8 @@ fn qemu_io_discard_and_write_zeroes_read_back_zeros() {
 /// reply's tail still sits in the server's socket send queue when the server closes.
 const SLOW_READ_BYTES: usize = 256 * 1024;
 const SLOW_READ_PAUSE: Duration = Duration::from_millis(2);
-/// Bound of the whole exchange (the server's own drain deadline is 10 s).
+/// Bound of the whole exchange (the drain ends once the client has the reply; its grace,
+/// `limits.shutdown_grace_ms`, is 30 s).
 const DRAIN_TEST_BOUND: Duration = Duration::from_secs(15);
 
 /// A READ of 32 MiB is read by the server before shutdown; the client, like fio or the kernel
