@@ -1,6 +1,6 @@
 //! `ullstack study reflex --quick` (CI): the whole study — full-scale simulated parts, and
 //! every part scaled to this machine through the real server (serve + bench on 127.0.0.1)
-//! beside its simulated twin — finishes within its 90 s budget and writes its report; a
+//! beside its simulated twin — runs at its quick size and writes its report; a
 //! simulated run's scenario, and a real run's twin, re-run alone with `ullstack sim --remote`
 //! to the same numbers.
 //!
@@ -60,8 +60,11 @@ fn names(tenants: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// The measured window of a real run with `--quick` (without it, 5 s).
+const QUICK_REAL_WINDOW_S: f64 = 1.0;
+
 #[test]
-fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
+fn reflex_quick_runs_at_its_quick_size_and_reruns_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("reflex");
     let started = Instant::now();
@@ -71,9 +74,10 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
         .arg(&out);
     let terminal = on_a_terminal(&study);
     let text = run_ok(&mut terminal.unwrap_or(study));
-    let took = started.elapsed();
-    println!("{text}\nstudy reflex --quick took {took:?}");
-    assert!(took < Duration::from_secs(90), "took {took:?}");
+    // Its wall time is printed, not bounded: a bound would measure this machine (issue 26).
+    // What keeps --quick quick is its size: every real run measures 1 s (checked below; the
+    // study without --quick measures 5 s), the simulated runs 100 ms.
+    println!("{text}\nstudy reflex --quick took {:?}", started.elapsed());
     if testkit::which("script").is_some() {
         // On a terminal the study shows its progress, phase by phase.
         for phase in [
@@ -84,7 +88,7 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
         }
     }
     // The report in a real browser: every image loads, no two text boxes of a figure overlap.
-    browser::check_report(&out, "reflex_quick_runs_within_its_budget_and_reruns_alone");
+    browser::check_report(&out, "reflex_quick_runs_at_its_quick_size_and_reruns_alone");
     for f in [
         "report.html",
         "study.json",
@@ -200,6 +204,7 @@ fn reflex_quick_runs_within_its_budget_and_reruns_alone() {
         let id = real["id"].as_str().unwrap();
         assert_eq!(names(&real["tenants"]), names(&twin["tenants"]), "{id}");
         assert!(real["load_average_1m"].as_f64().is_some(), "{id}");
+        assert_eq!(real["window_s"].as_f64(), Some(QUICK_REAL_WINDOW_S), "{id}");
         if id.starts_with("real-s") {
             // The server and its twin with the same worker count; tokens/s for every tenant.
             assert_eq!(

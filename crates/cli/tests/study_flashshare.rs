@@ -1,4 +1,4 @@
-//! `ullstack study flashshare --quick`: the FlashShare study runs end to end within a minute,
+//! `ullstack study flashshare --quick`: the FlashShare study runs end to end at its quick size,
 //! writes every report experiments.md names that the model carries, and a run re-runs alone
 //! from its folder with the command its `config.toml` names.
 
@@ -6,7 +6,7 @@ mod browser;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn ullstack() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ullstack"))
@@ -45,6 +45,16 @@ fn column(csv: &str, series: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// A quick run: its simulated time, drain included, is under a full run's.
+fn quick_sized(run: &serde_json::Value) {
+    let simulated_ns = run["simulated_ns"].as_u64().unwrap();
+    assert!(
+        simulated_ns < study::flashshare::FULL_MS * 1_000_000,
+        "{}: {simulated_ns} ns simulated, as long as a run without --quick",
+        run["id"]
+    );
+}
+
 #[test]
 fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -63,12 +73,10 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
             ])
             .arg(&out),
     );
-    let took = start.elapsed();
-    println!("flashshare --quick took {took:?}: {text}");
-    assert!(
-        took < Duration::from_secs(60),
-        "--quick must stay under a minute, took {took:?}"
-    );
+    // Its wall time is printed, not bounded: a bound would measure this machine (issue 26).
+    // What keeps --quick quick is its size: the runs counted below, each shorter than a full
+    // run (checked below against `FULL_MS`, the length of a run without --quick).
+    println!("flashshare --quick took {:?}: {text}", start.elapsed());
     // The report in a real browser: every image loads, no two text boxes of a figure overlap.
     browser::check_report(
         &out,
@@ -84,6 +92,7 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     );
     for r in runs {
         let id = r["id"].as_str().unwrap();
+        quick_sized(r);
         let host = &r["system"]["host"];
         // The online service makes I/O in every run (the host counts it by its process's
         // class whatever the stack) ...
