@@ -274,7 +274,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
         // A reload reads the file again with this command line's overrides, as at start.
         let again = args.clone();
         handle.set_config_source(server::ConfigSource::new(move || {
-            build_config(&again).map_err(|e| crate::error_chain(&e))
+            build_config(&again).map_err(|e| format!("{e:#}"))
         }));
     }
     let a = handle.addrs;
