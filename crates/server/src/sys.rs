@@ -1,13 +1,15 @@
 //! Safe wrappers for the Linux calls the dataplane makes: epoll, eventfd, read, writev, the
-//! socket-queue ioctls, shutdown, listen, poll and the timer slack.
+//! socket-queue ioctls, shutdown, listen, poll and the timer slack; and the file backend's
+//! questions about its file: `statx` (direct-I/O alignment), `lseek` (data and holes) and
+//! `BLKGETSIZE64`.
 //!
 //! # What it implements
-//! Every raw `libc` call of the server's network path lives here, each behind a function whose
-//! signature cannot be misused: buffers are slices (the kernel writes or reads at most their
-//! length), descriptors are borrowed from owners that outlive the call, and results are
-//! `io::Result`. The rest of the crate holds no `unsafe` for sockets; the storage backends keep
-//! their own (io_uring submissions, `statx`, `BLKGETSIZE64`) beside the code that owns the
-//! buffers they pass.
+//! Every raw `libc` call of the server's network path and of the file backend's metadata lives
+//! here, each behind a function whose signature cannot be misused: buffers are slices (the
+//! kernel writes or reads at most their length), descriptors are borrowed from owners that
+//! outlive the call, and results are `io::Result`. The rest of the crate holds no `unsafe` for
+//! sockets or files; the io_uring submissions stay beside the code that owns the buffers they
+//! point into (`backend/file.rs`), since their SAFETY arguments are about that ownership.
 //!
 //! # Design
 //! Thin by intent: one function per syscall, named as the kernel names it, no policy. Worked
@@ -18,8 +20,11 @@
 //! # What it leaves out
 //! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs`) and signals (`signals.rs`).
 
+use std::ffi::CString;
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// Returns the error of the last call when `rc` is negative.
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
@@ -232,11 +237,89 @@ pub fn set_fine_timer_slack() {
     }
 }
 
+/// Direct-I/O alignments of a file, as `statx(STATX_DIOALIGN)` reports them (0: no direct I/O).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DioAlign {
+    /// Alignment of the memory a direct read or write uses, bytes.
+    pub mem_bytes: u32,
+    /// Alignment of a direct read's or write's file offset and length, bytes.
+    pub offset_bytes: u32,
+}
+
+/// `statx(path, STATX_DIOALIGN)`: the direct-I/O alignments of `path`; `None` when the call
+/// fails or the kernel does not report them (before Linux 6.1, or a file system that does not).
+pub fn statx_dio_align(path: &Path) -> Option<DioAlign> {
+    let cpath = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `statx` is a plain C struct; all zeroes is a valid value of it.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpath` is a NUL-terminated string and `stx` a writable statx, both alive for
+    // the whole call.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            cpath.as_ptr(),
+            0,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return None;
+    }
+    Some(DioAlign {
+        mem_bytes: stx.stx_dio_mem_align,
+        offset_bytes: stx.stx_dio_offset_align,
+    })
+}
+
+/// What [`lseek`] looks for from an offset on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whence {
+    /// `SEEK_DATA`: the next byte of data.
+    Data,
+    /// `SEEK_HOLE`: the next hole (the end of the file counts as one).
+    Hole,
+}
+
+/// `lseek(fd, offset_bytes, SEEK_DATA | SEEK_HOLE)`: the offset of the next data or hole at or
+/// after `offset_bytes` (ENXIO: none before the end of the file). It moves the descriptor's
+/// file offset.
+pub fn lseek(fd: BorrowedFd<'_>, offset_bytes: u64, whence: Whence) -> io::Result<u64> {
+    let offset = libc::off_t::try_from(offset_bytes)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let whence = match whence {
+        Whence::Data => libc::SEEK_DATA,
+        Whence::Hole => libc::SEEK_HOLE,
+    };
+    // SAFETY: lseek takes integers only; `fd` is borrowed from an owner that outlives the call.
+    let rc = unsafe { libc::lseek(fd.as_raw_fd(), offset, whence) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc as u64)
+}
+
+/// `ioctl(fd, BLKGETSIZE64)`: the size of the block device open as `fd`, bytes (ENOTTY for
+/// anything else).
+pub fn blkgetsize64(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    /// `_IOR(0x12, 114, size_t)` from `<linux/fs.h>`.
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut bytes: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through its pointer, to `bytes`, which lives for the
+    // call; `fd` is borrowed from an owner that outlives it.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), BLKGETSIZE64, &mut bytes) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
 
     #[test]
     fn writev_gathers_and_read_spare_appends() {
@@ -273,5 +356,27 @@ mod tests {
         assert_eq!({ events[0].u64 }, 7);
         efd.drain();
         assert_eq!(epoll.wait(&mut events, 0), 0);
+    }
+
+    #[test]
+    fn file_calls_answer_what_the_file_is() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("file");
+        std::fs::write(&path, [7u8; 4096]).expect("write");
+        let file = std::fs::File::open(&path).expect("open");
+        // Past the end there is no data (ENXIO) and the end is a hole.
+        let past = lseek(file.as_fd(), 8192, Whence::Data).expect_err("no data past the end");
+        assert_eq!(past.raw_os_error(), Some(libc::ENXIO));
+        assert_eq!(lseek(file.as_fd(), 0, Whence::Hole).expect("hole"), 4096);
+        assert_eq!(lseek(file.as_fd(), 0, Whence::Data).expect("data"), 0);
+        // A regular file is not a block device.
+        let err = blkgetsize64(file.as_fd()).expect_err("not a block device");
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTTY));
+        // The alignments, where this kernel and file system report them, are powers of two.
+        if let Some(a) = statx_dio_align(&path) {
+            for bytes in [a.mem_bytes, a.offset_bytes] {
+                assert!(bytes == 0 || bytes.is_power_of_two(), "{a:?}");
+            }
+        }
     }
 }

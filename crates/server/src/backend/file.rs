@@ -106,10 +106,8 @@
 //! `backend = { kind = "file", path, size?, direct = "auto" | "on" | "off" }`.
 
 use std::collections::VecDeque;
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,6 +122,7 @@ use super::{
 };
 use crate::buf::IoBuf;
 use crate::config::DirectIo;
+use crate::sys;
 
 /// Submission queue entries per worker ring; at most this many operations are in the kernel at
 /// once per worker and volume (more wait in a queue in user space).
@@ -233,7 +232,7 @@ impl FileVolume {
         let meta = buffered.metadata().map_err(open_err)?;
         let is_block_device = meta.file_type().is_block_device();
         let current_bytes = if is_block_device {
-            block_device_bytes(&buffered).map_err(open_err)?
+            sys::blkgetsize64(buffered.as_fd()).map_err(open_err)?
         } else {
             meta.len()
         };
@@ -361,59 +360,22 @@ fn fs_block_bytes(file: &File, align_bytes: u64) -> u64 {
     reported.clamp(align_bytes, MAX_FS_BLOCK_BYTES.max(align_bytes))
 }
 
-/// `statx(STATX_DIOALIGN)`: Some(offset alignment), Some(0) if direct I/O is unsupported,
-/// None if the kernel does not report it.
+/// The offset alignment direct I/O needs on `path` (`statx(STATX_DIOALIGN)`): Some(0) if
+/// direct I/O is unsupported or needs buffers more aligned than ours, None if the kernel does
+/// not report it.
 fn dio_align_bytes(path: &Path) -> Option<u64> {
-    let cpath = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: zeroed statx is a valid out-parameter.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: cpath is a valid C string, stx a valid out-parameter.
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            cpath.as_ptr(),
-            0,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
-    };
-    if rc != 0 || stx.stx_mask & libc::STATX_DIOALIGN == 0 {
-        return None;
-    }
-    let mem = u64::from(stx.stx_dio_mem_align);
-    let offset = u64::from(stx.stx_dio_offset_align);
-    if mem > crate::buf::BUF_ALIGN_BYTES as u64 {
+    let align = sys::statx_dio_align(path)?;
+    if u64::from(align.mem_bytes) > crate::buf::BUF_ALIGN_BYTES as u64 {
         return Some(0);
     }
-    Some(offset)
+    Some(u64::from(align.offset_bytes))
 }
 
-/// `lseek(fd, offset, whence)`; `Err` carries the errno.
-fn seek(fd: RawFd, offset_bytes: u64, whence: libc::c_int) -> Result<u64, i32> {
-    let Ok(offset) = libc::off_t::try_from(offset_bytes) else {
-        return Err(libc::EINVAL);
-    };
-    // SAFETY: lseek only reads its integer arguments; `fd` is an open descriptor owned by the
-    // volume for its whole life, and moving its file offset affects nobody (all I/O on it uses
-    // explicit offsets: io_uring reads/writes, fallocate, fsync).
-    let rc = unsafe { libc::lseek(fd, offset, whence) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO));
-    }
-    Ok(rc as u64)
-}
-
-fn block_device_bytes(file: &File) -> std::io::Result<u64> {
-    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-    let mut bytes: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut bytes) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(bytes)
+/// `lseek(fd, offset_bytes, whence)`; `Err` carries the errno. Moving the descriptor's file
+/// offset affects nobody: all I/O on the volume's descriptors gives explicit offsets (io_uring
+/// reads and writes, fallocate, fsync).
+fn seek(fd: BorrowedFd<'_>, offset_bytes: u64, whence: sys::Whence) -> Result<u64, i32> {
+    sys::lseek(fd, offset_bytes, whence).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 impl Volume for FileVolume {
@@ -451,7 +413,7 @@ impl Volume for FileVolume {
         out: &mut Vec<AllocRun>,
     ) -> Result<(), StorageError> {
         let end = offset_bytes.saturating_add(len_bytes).min(self.size_bytes);
-        let fd = self.buffered.as_raw_fd();
+        let fd = self.buffered.as_fd();
         let first = out.len();
         let mut at = offset_bytes;
         while at < end && out.len() - first < max_runs {
@@ -465,7 +427,7 @@ impl Volume for FileVolume {
                 );
                 break;
             }
-            let data = match seek(fd, at, libc::SEEK_DATA) {
+            let data = match seek(fd, at, sys::Whence::Data) {
                 Ok(d) => d,
                 // ENXIO: no data at or after `at`: the rest is a hole.
                 Err(libc::ENXIO) => end,
@@ -493,7 +455,7 @@ impl Volume for FileVolume {
                 at = to;
                 continue;
             }
-            let hole = seek(fd, at, libc::SEEK_HOLE).unwrap_or(end).max(at + 1);
+            let hole = seek(fd, at, sys::Whence::Hole).unwrap_or(end).max(at + 1);
             let to = hole.min(end);
             push_run(
                 out,
