@@ -34,9 +34,9 @@
 //!
 //! Worked example: tenants `a` (BE) and `b` (LC, 5,000 IOPS at p95 500 µs); the file now
 //! drops `a`, sets `b` to 2,000 IOPS and adds export `e2` of `b`. The reload reports
-//! `tenant a removed: its sessions end; tenant b: fixed SLO changed (reservation applies at
-//! the next round); export e2 added`; `a`'s NBD connections end, `b`'s go on at the lower
-//! rate. Had the file also changed `[limits] max_connections`, it would have been refused:
+//! `generation 1: tenant a removed: its sessions end; tenant b: fixed SLO changed (the new
+//! reservation applies at the next scheduling round); export a removed: its connections end;
+//! export e2 added`; `a`'s connections end, `b`'s go on at the lower rate. Had the file also changed `[limits] max_connections`, it would have been refused:
 //! `[limits] changed (only shutdown_grace_ms applies without a restart)`.
 //!
 //! # What it leaves out (each refused with "a restart applies it")
