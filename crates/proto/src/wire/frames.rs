@@ -393,13 +393,9 @@ pub fn decode_request_header(
     buf: &[u8],
     max_payload_bytes: u32,
 ) -> Result<Decode<RequestHeader>, WireError> {
-    let Some((version, op, flags, cookie, handle, payload_len, offset_bytes, length_bytes, rsv)) =
+    let Some((opening, (handle, payload_len, offset_bytes, length_bytes, reserved))) =
         read_header(buf, REQUEST_MAGIC, REQUEST_HEADER_BYTES, |r| {
             Some((
-                r.u8()?,
-                r.u8()?,
-                r.u16_le()?,
-                r.u64_le()?,
                 r.u32_le()?,
                 r.u32_le()?,
                 r.u64_le()?,
@@ -412,14 +408,14 @@ pub fn decode_request_header(
             total_bytes: REQUEST_HEADER_BYTES,
         });
     };
-    let opcode = check_header(version, rsv, op, cookie, payload_len, |opcode| {
+    let opcode = check_header(&opening, payload_len, reserved, |opcode| {
         opcode.request_payload_limit_bytes(max_payload_bytes)
     })?;
     Ok(Decode::Done {
         frame: RequestHeader {
             opcode,
-            flags,
-            cookie,
+            flags: opening.word,
+            cookie: opening.cookie,
             handle,
             payload_len,
             offset_bytes,
@@ -429,15 +425,24 @@ pub fn decode_request_header(
     })
 }
 
-/// The fields of the header at the front of `buf`, read by `fields` past its magic, once all
-/// `header_bytes` of it are in (`None` until then). A wrong magic is refused as soon as its
-/// four bytes are in.
+/// What every header opens with after its magic: the version, the opcode, a 16-bit word (a
+/// request's flags, a reply's status) and the cookie.
+struct Opening {
+    version: u8,
+    op: u8,
+    word: u16,
+    cookie: u64,
+}
+
+/// The header at the front of `buf` once all `header_bytes` of it are in (`None` until then):
+/// its [`Opening`], and the fields `rest` reads after it. A wrong magic is refused as soon as
+/// its four bytes are in.
 fn read_header<T>(
     buf: &[u8],
     magic: [u8; 4],
     header_bytes: usize,
-    fields: impl FnOnce(&mut Reader<'_>) -> Option<T>,
-) -> Result<Option<T>, WireError> {
+    rest: impl FnOnce(&mut Reader<'_>) -> Option<T>,
+) -> Result<Option<(Opening, T)>, WireError> {
     if buf.len() >= 4 && buf[..4] != magic {
         let mut found = [0u8; 4];
         found.copy_from_slice(&buf[..4]);
@@ -451,23 +456,33 @@ fn read_header<T>(
     }
     let mut r = Reader::new(buf);
     r.take(magic.len());
-    Ok(fields(&mut r))
+    let (Some(version), Some(op), Some(word), Some(cookie)) =
+        (r.u8(), r.u8(), r.u16_le(), r.u64_le())
+    else {
+        return Ok(None);
+    };
+    let opening = Opening {
+        version,
+        op,
+        word,
+        cookie,
+    };
+    Ok(rest(&mut r).map(|rest| (opening, rest)))
 }
 
 /// The checks a request header and a reply header share, in this order: the version, the
 /// reserved field, the opcode, and `payload_len` against `limit` for that opcode. A failure is
 /// fatal for the connection: the stream can no longer be trusted.
 fn check_header(
-    version: u8,
-    reserved: u32,
-    op: u8,
-    cookie: u64,
+    opening: &Opening,
     payload_len: u32,
+    reserved: u32,
     limit: impl FnOnce(Opcode) -> u32,
 ) -> Result<Opcode, WireError> {
-    if version != VERSION {
+    let cookie = opening.cookie;
+    if opening.version != VERSION {
         return Err(WireError::UnsupportedVersion {
-            found: version,
+            found: opening.version,
             cookie,
         });
     }
@@ -477,7 +492,8 @@ fn check_header(
             cookie,
         });
     }
-    let opcode = Opcode::from_u8(op).ok_or(WireError::UnknownOpcode { found: op, cookie })?;
+    let found = opening.op;
+    let opcode = Opcode::from_u8(found).ok_or(WireError::UnknownOpcode { found, cookie })?;
     let max_bytes = limit(opcode);
     if payload_len > max_bytes {
         return Err(WireError::PayloadTooLarge {
@@ -675,30 +691,23 @@ pub fn decode_reply_header(
     buf: &[u8],
     max_payload_bytes: u32,
 ) -> Result<Decode<ReplyHeader>, WireError> {
-    let Some((version, op, status, cookie, payload_len, rsv)) =
+    let Some((opening, (payload_len, reserved))) =
         read_header(buf, REPLY_MAGIC, REPLY_HEADER_BYTES, |r| {
-            Some((
-                r.u8()?,
-                r.u8()?,
-                r.u16_le()?,
-                r.u64_le()?,
-                r.u32_le()?,
-                r.u32_le()?,
-            ))
+            Some((r.u32_le()?, r.u32_le()?))
         })?
     else {
         return Ok(Decode::NeedMore {
             total_bytes: REPLY_HEADER_BYTES,
         });
     };
-    let opcode = check_header(version, rsv, op, cookie, payload_len, |opcode| {
+    let opcode = check_header(&opening, payload_len, reserved, |opcode| {
         opcode.reply_payload_limit_bytes(max_payload_bytes)
     })?;
     Ok(Decode::Done {
         frame: ReplyHeader {
             opcode,
-            status: Status::from_u16(status),
-            cookie,
+            status: Status::from_u16(opening.word),
+            cookie: opening.cookie,
             payload_len,
         },
         consumed_bytes: REPLY_HEADER_BYTES,
