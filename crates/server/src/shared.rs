@@ -17,12 +17,13 @@
 //! closed loop behind one `Arc`, without locks; the `Life` is atomics and the [`Control`] mutex
 //! (taken only on REGISTER / UNREGISTER, by the admin thread, by the closed loop and by a
 //! reload — never per request). A reload publishes the next generation in [`Life`] and bumps
-//! its number; each worker compares that number with its own generation's once per loop step
-//! (one atomic load) and adopts the new one between steps, so a request is decoded, checked
-//! and scheduled under one generation. Worked example: a reload at t publishes generation 2;
-//! worker 0, in its step, finishes the requests it is decoding under generation 1, and at
-//! its next step (≤ 10 ms later when it sleeps: its timer scan) adopts 2 and applies it to
-//! its connections (`worker/generation.rs`).
+//! its number; each worker compares that number with its own generation's once per loop step,
+//! as its wait returns (one atomic load), and adopts the new one there, so a request is
+//! decoded, checked and scheduled under one generation, and whatever woke the worker after the
+//! publication meets the new one. Worked example: a reload at t publishes generation 2;
+//! worker 0, in its step, finishes the requests it is decoding under generation 1; its next
+//! wait returns (at once if a client connected or sent something, else ≤ 10 ms later: its
+//! timer scan) and it adopts 2 and applies it to its connections (`worker/generation.rs`).
 //!
 //! The generation in force is held by the `Life` it points to (a cycle by design, cut by
 //! [`Life::release_current`] when the server stops).

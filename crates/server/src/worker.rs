@@ -78,9 +78,11 @@
 //! writes complete and are answered in milliseconds, that connection closes; the reader's
 //! connection is closed at 30 s and the server exits, reporting one connection cut.
 //!
-//! *Reloads.* Each step starts by comparing the generation in force with the worker's
-//! (`worker/generation.rs`): a newer one is adopted between steps, and what it changes for
-//! this worker's connections is applied then ([`crate::reload`]).
+//! *Reloads.* Each step, as its wait returns and before anything it woke for is handled, compares
+//! the generation in force with the worker's (`worker/generation.rs`): a newer one is adopted
+//! then, and what it changes for this worker's connections is applied ([`crate::reload`]). So
+//! a connection accepted after a reload was published — a client trying a rotated-out TLS key
+//! the moment the reload returned — meets the new config, never the old one.
 //!
 //! # What it leaves out
 //! Work stealing between workers (a connection stays on its worker), zero-copy receive.
@@ -294,8 +296,6 @@ impl Worker {
                 if self.drained() || now >= deadline {
                     break deadline;
                 }
-            } else {
-                self.follow_reloads();
             }
             let backend_next_ns = self.backends.iter().filter_map(|b| b.next_event_ns()).min();
             // Requests held back by the scheduler (the last round released none of them) wait
@@ -313,6 +313,11 @@ impl Worker {
                 timeout_ns = timeout_ns.min(throttled_round_ns.saturating_sub(now));
             }
             let n = self.epoll.wait(&mut events, timeout_ns);
+            // After the wait, before anything it woke for: a connection accepted, or a request
+            // sent, after a reload was published is handled under the new config.
+            if !draining {
+                self.follow_reloads();
+            }
             self.metrics.loops.inc();
             let now = now_ns();
             let mut busy = n > 0;
@@ -483,6 +488,10 @@ impl Worker {
     }
 
     fn adopt(&mut self, now: u64) {
+        // The inbox may hold connections accepted after a reload this step has not seen.
+        if self.shared.state() == RunState::Running {
+            self.follow_reloads();
+        }
         for new in self.inbox.take() {
             let index = match self.free_conns.pop() {
                 Some(i) => i,

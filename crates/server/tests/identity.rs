@@ -5,12 +5,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-
 use common::*;
-use openssl::ssl::SslStream;
-use proto::wire::{self, HelloBody, RequestHeader, Status};
+use proto::wire::Status;
 use server::config::ServerConfig;
 
 const ALICE_KEY: &str = "6b9b0c9a1e3f5d7c2a4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4";
@@ -21,40 +17,6 @@ fn key_file() -> TempFile {
     std::fs::write(&file.0, format!("alice:{ALICE_KEY}\nreader:{READER_KEY}\n"))
         .expect("write key file");
     file
-}
-
-/// A TLS-PSK session (OpenSSL client) to the own protocol as `identity` with `key_hex`.
-fn psk_session(addr: SocketAddr, identity: &str, key_hex: &str) -> SslStream<TcpStream> {
-    let tcp = TcpStream::connect(addr).expect("connect");
-    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-    psk_client(identity, hex_bytes(key_hex))
-        .connect("localhost", tcp)
-        .expect("TLS-PSK handshake")
-}
-
-/// HELLO over `tls`; the reply's status.
-fn hello(tls: &mut SslStream<TcpStream>, tenant: &str, secret: &str) -> Status {
-    let body = HelloBody {
-        tenant,
-        secret: secret.as_bytes(),
-        volume: "vol",
-    };
-    let mut payload = Vec::new();
-    body.encode_into(&mut payload).expect("hello body");
-    let mut frame = RequestHeader::hello(7, payload.len() as u32)
-        .encode()
-        .to_vec();
-    frame.extend_from_slice(&payload);
-    tls.write_all(&frame).expect("send HELLO");
-    let mut head = [0u8; wire::REPLY_HEADER_BYTES];
-    tls.read_exact(&mut head).expect("HELLO reply");
-    let reply = match wire::decode_reply_header(&head, 1 << 20) {
-        Ok(proto::Decode::Done { frame, .. }) => frame,
-        other => panic!("bad reply header: {other:?}"),
-    };
-    let mut rest = vec![0u8; reply.payload_len as usize];
-    tls.read_exact(&mut rest).expect("HELLO reply body");
-    reply.status
 }
 
 /// A connection authenticated as PSK identity `alice` cannot HELLO as tenant `reader`, even
@@ -69,14 +31,20 @@ fn a_psk_identity_may_hello_only_as_its_own_tenant() {
 
     let mut as_alice = psk_session(addr, "alice", ALICE_KEY);
     assert_eq!(
-        hello(&mut as_alice, "reader", "reader-secret"),
+        psk_hello(&mut as_alice, "reader", "reader-secret", "vol"),
         Status::AuthFailed,
         "PSK identity alice completed HELLO as reader"
     );
-    assert_eq!(hello(&mut as_alice, "alice", "alice-secret"), Status::Ok);
+    assert_eq!(
+        psk_hello(&mut as_alice, "alice", "alice-secret", "vol"),
+        Status::Ok
+    );
 
     let mut as_reader = psk_session(addr, "reader", READER_KEY);
-    assert_eq!(hello(&mut as_reader, "reader", "reader-secret"), Status::Ok);
+    assert_eq!(
+        psk_hello(&mut as_reader, "reader", "reader-secret", "vol"),
+        Status::Ok
+    );
 }
 
 fn tls_config(psk: bool, certificate: bool, nbd: bool) -> String {

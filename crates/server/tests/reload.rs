@@ -49,6 +49,21 @@ backend = {{ kind = "memory", size = "64MiB" }}
     )
 }
 
+/// A best-effort tenant `name` with `secret`, read-write on `volumes`, without an export.
+fn tenant_on(name: &str, secret: &str, volumes: &[&str]) -> String {
+    let acl: Vec<String> = volumes
+        .iter()
+        .map(|v| format!("{{ volume = \"{v}\", access = \"read-write\" }}"))
+        .collect();
+    format!(
+        "\n[[tenant]]\nname = \"{name}\"\nsecret = \"{secret}\"\nclass = \"be\"\nacl = [{}]\n",
+        acl.join(", ")
+    )
+}
+
+const SECOND_VOLUME: &str =
+    "\n[[volume]]\nname = \"vol2\"\nbackend = { kind = \"memory\", size = \"8MiB\" }\n";
+
 fn token_section() -> String {
     format!("\n[admin]\ntoken = \"{TOKEN}\"\n")
 }
@@ -388,5 +403,101 @@ acl = [{{ volume = "vol", access = "read-write" }}]
     assert_eq!(
         server.current().default_flows[0].as_ref().map(|h| h.id()),
         Some(held.id())
+    );
+}
+
+#[test]
+fn a_reload_adds_a_volume_and_a_changed_secret_ends_the_old_sessions() {
+    let before = base(&token_section())
+        + &tenant_on("alice", "alice-secret-1", &["vol"])
+        + &tenant_on("bob", "bob-secret-1", &["vol"]);
+    let file = ConfigFile::new(&before);
+    let server = start(&file, None);
+    let (_, native, admin) = addrs(&server);
+    let mut alice_old = hello(native, "alice");
+    let mut bob = hello(native, "bob");
+
+    file.rewrite(
+        &(base(&token_section())
+            + SECOND_VOLUME
+            + &tenant_on("alice", "alice-secret-2", &["vol", "vol2"])
+            + &tenant_on("bob", "bob-secret-1", &["vol", "vol2"])),
+    );
+    let (code, body) = post_reload(admin, Some(TOKEN));
+    assert_eq!(code, 200, "{body}");
+    for change in [
+        "volume vol2 added",
+        "tenant alice replaced",
+        "tenant bob: ACL changed",
+    ] {
+        assert!(body.contains(change), "{change:?} missing in {body}");
+    }
+
+    // alice authenticated with the old secret: her session ends; the new secret works.
+    assert!(alice_old.closed_by_server(), "alice's old session goes on");
+    let mut again = RawNative::connect(native);
+    assert_eq!(
+        again.hello("alice", "alice-secret-1", "vol2").status,
+        Status::AuthFailed
+    );
+    let mut again = RawNative::connect(native);
+    assert_eq!(
+        again.hello("alice", "alice-secret-2", "vol2").status,
+        Status::Ok
+    );
+    // The added volume serves on every worker (a session per worker: round robin).
+    let mut second = RawNative::connect(native);
+    assert_eq!(
+        second.hello("bob", "bob-secret-1", "vol2").status,
+        Status::Ok
+    );
+    for (i, c) in [&mut again, &mut second].into_iter().enumerate() {
+        let data = pattern(4096 * i as u64, 4096, 9);
+        assert_eq!(c.write(4096 * i as u64, &data).status, Status::Ok);
+        let r = c.read(4096 * i as u64, 4096);
+        assert_eq!(
+            (r.status, r.payload == data),
+            (Status::Ok, true),
+            "vol2 on session {i}"
+        );
+    }
+    // bob's session, opened before, goes on on its volume.
+    let r = bob.read(0, 4096);
+    assert_eq!(r.status, Status::Ok);
+}
+
+#[test]
+fn a_reload_rereads_psk_keys_for_new_connections_and_keeps_the_sessions_in_tls() {
+    const OLD_KEY: &str = "6b9b0c9a1e3f5d7c2a4e6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4";
+    const NEW_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let keys = dir.path().join("keys.psk");
+    std::fs::write(&keys, format!("alice:{OLD_KEY}\n")).expect("key file");
+    let text = base(&token_section())
+        + &format!("\n[tls]\npsk_file = \"{}\"\n", keys.display())
+        + &tenant_on("alice", "alice-secret-1", &["vol"]);
+    let file = ConfigFile::new(&text);
+    let server = start(&file, None);
+    let (_, native, admin) = addrs(&server);
+    let mut old = common::psk_session(native, "alice", OLD_KEY);
+
+    std::fs::write(&keys, format!("alice:{NEW_KEY}\n")).expect("rotate the key");
+    let (code, body) = post_reload(admin, Some(TOKEN));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("TLS keys re-read"), "{body}");
+
+    assert!(
+        common::try_psk_session(native, "alice", OLD_KEY).is_err(),
+        "a new connection with the old key was let in"
+    );
+    let mut new = common::psk_session(native, "alice", NEW_KEY);
+    assert_eq!(
+        common::psk_hello(&mut new, "alice", "alice-secret-1", "vol"),
+        Status::Ok
+    );
+    assert_eq!(
+        common::psk_hello(&mut old, "alice", "alice-secret-1", "vol"),
+        Status::Ok,
+        "the session in TLS since before the reload goes on"
     );
 }

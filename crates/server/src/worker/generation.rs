@@ -1,7 +1,7 @@
 //! A worker adopting a reloaded config: the new generation, applied to its connections.
 //!
 //! # What it implements
-//! At the top of each step a worker compares the generation in force
+//! As each step's wait returns, a worker compares the generation in force
 //! ([`crate::shared::Life::generation`], one atomic load) with its own; when a reload published
 //! a newer one, [`Worker::follow_reloads`] takes it and, before any request is decoded under it:
 //!

@@ -485,3 +485,56 @@ pub fn psk_client(identity: &str, key: Vec<u8>) -> openssl::ssl::ConnectConfigur
     config.set_verify_hostname(false);
     config
 }
+
+/// A TLS-PSK session (OpenSSL client) to the own protocol as `identity` with `key_hex`.
+pub fn psk_session(
+    addr: SocketAddr,
+    identity: &str,
+    key_hex: &str,
+) -> openssl::ssl::SslStream<TcpStream> {
+    try_psk_session(addr, identity, key_hex).expect("TLS-PSK handshake")
+}
+
+/// The same, or the handshake's error (a key the server does not hold).
+pub fn try_psk_session(
+    addr: SocketAddr,
+    identity: &str,
+    key_hex: &str,
+) -> Result<openssl::ssl::SslStream<TcpStream>, String> {
+    let tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    psk_client(identity, hex_bytes(key_hex))
+        .connect("localhost", tcp)
+        .map_err(|e| e.to_string())
+}
+
+/// HELLO as `tenant` with `secret` for `volume` over an own-protocol TLS session; the reply's
+/// status.
+pub fn psk_hello(
+    tls: &mut openssl::ssl::SslStream<TcpStream>,
+    tenant: &str,
+    secret: &str,
+    volume: &str,
+) -> Status {
+    let body = HelloBody {
+        tenant,
+        secret: secret.as_bytes(),
+        volume,
+    };
+    let mut payload = Vec::new();
+    body.encode_into(&mut payload).expect("hello body");
+    let mut frame = RequestHeader::hello(7, payload.len() as u32)
+        .encode()
+        .to_vec();
+    frame.extend_from_slice(&payload);
+    tls.write_all(&frame).expect("send HELLO");
+    let mut head = [0u8; wire::REPLY_HEADER_BYTES];
+    tls.read_exact(&mut head).expect("HELLO reply");
+    let reply = match wire::decode_reply_header(&head, 1 << 20) {
+        Ok(proto::Decode::Done { frame, .. }) => frame,
+        other => panic!("bad reply header: {other:?}"),
+    };
+    let mut rest = vec![0u8; reply.payload_len as usize];
+    tls.read_exact(&mut rest).expect("HELLO reply body");
+    reply.status
+}
