@@ -3,69 +3,15 @@
 //! the command its `config.toml` names.
 
 mod browser;
+mod quick_study;
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
-
-fn ullstack() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ullstack"))
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let (ok, text) = testkit::run(cmd).expect("ullstack runs");
-    assert!(ok, "{cmd:?} failed:\n{text}");
-    text
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn json(p: &Path) -> serde_json::Value {
-    serde_json::from_str(&read(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// `summary.json` without wall time and the config's path.
-fn comparable(mut v: serde_json::Value) -> serde_json::Value {
-    let sim = v["sim"].as_object_mut().expect("sim object");
-    sim.remove("wall_ns");
-    sim.remove("job_source");
-    v
-}
-
-/// A quick run: its simulated time, drain included, is under a full run's.
-fn quick_sized(run: &serde_json::Value) {
-    let simulated_ns = run["simulated_ns"].as_u64().unwrap();
-    assert!(
-        simulated_ns < study::fastdrain::FULL_MS * 1_000_000,
-        "{}: {simulated_ns} ns simulated, as long as a run without --quick",
-        run["id"]
-    );
-}
+use quick_study::{assert_quick_sized, assert_reruns_alone, json, read, run_quick_study};
 
 #[test]
 fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("fd");
-    let start = Instant::now();
-    let text = run_ok(
-        ullstack()
-            .args([
-                "study",
-                "fastdrain",
-                "--quick",
-                "--quiet",
-                "--jobs",
-                "2",
-                "--out",
-            ])
-            .arg(&out),
-    );
-    // Its wall time is printed, not bounded: a bound would measure this machine (issue 26).
-    // What keeps --quick quick is its size: the runs counted below, each shorter than a full
-    // run (checked below against `FULL_MS`, the length of a run without --quick).
-    println!("fastdrain --quick took {:?}: {text}", start.elapsed());
+    run_quick_study("fastdrain", &out);
     // The report in a real browser: every image loads, no two text boxes of a figure overlap.
     browser::check_report(
         &out,
@@ -77,7 +23,7 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     assert_eq!(runs.len(), 36, "6 stacks x 6 workloads");
     let mut fd_switches_down = 0;
     for r in runs {
-        quick_sized(r);
+        assert_quick_sized(r, study::fastdrain::FULL_MS);
         let sys = &r["system"];
         let names: Vec<&str> = sys["processes"]
             .as_array()
@@ -198,26 +144,5 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     }
 
     // A run re-runs alone with the command its config names, to the same summary.
-    let run = out.join("runs/fd-apache-upload");
-    let header = read(&run.join("config.toml"));
-    assert!(
-        header.starts_with("# fd-apache-upload: re-run alone with `ullstack sim --system config.toml --stack fd --series-ms 20`"),
-        "{header}"
-    );
-    let again = dir.path().join("again");
-    run_ok(
-        ullstack()
-            .args(["sim", "--system"])
-            .arg(run.join("config.toml"))
-            .args(["--stack", "fd", "--series-ms", "20", "--out"])
-            .arg(&again),
-    );
-    assert_eq!(
-        comparable(json(&again.join("summary.json"))),
-        comparable(json(&run.join("summary.json")))
-    );
-    assert_eq!(
-        read(&again.join("timeseries.csv")),
-        read(&run.join("timeseries.csv"))
-    );
+    assert_reruns_alone(&out, dir.path(), "fd-apache-upload", "fd", 20);
 }

@@ -3,36 +3,9 @@
 //! from its folder with the command its `config.toml` names.
 
 mod browser;
+mod quick_study;
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
-
-fn ullstack() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ullstack"))
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let (ok, text) = testkit::run(cmd).expect("ullstack runs");
-    assert!(ok, "{cmd:?} failed:\n{text}");
-    text
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn json(p: &Path) -> serde_json::Value {
-    serde_json::from_str(&read(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// `summary.json` without wall time and the config's path.
-fn comparable(mut v: serde_json::Value) -> serde_json::Value {
-    let sim = v["sim"].as_object_mut().expect("sim object");
-    sim.remove("wall_ns");
-    sim.remove("job_source");
-    v
-}
+use quick_study::{assert_quick_sized, assert_reruns_alone, json, read, run_quick_study};
 
 /// The `y` values of `series` in a figure's CSV, by x.
 fn column(csv: &str, series: &str) -> Vec<(String, f64)> {
@@ -45,38 +18,11 @@ fn column(csv: &str, series: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// A quick run: its simulated time, drain included, is under a full run's.
-fn quick_sized(run: &serde_json::Value) {
-    let simulated_ns = run["simulated_ns"].as_u64().unwrap();
-    assert!(
-        simulated_ns < study::flashshare::FULL_MS * 1_000_000,
-        "{}: {simulated_ns} ns simulated, as long as a run without --quick",
-        run["id"]
-    );
-}
-
 #[test]
 fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("fs");
-    let start = Instant::now();
-    let text = run_ok(
-        ullstack()
-            .args([
-                "study",
-                "flashshare",
-                "--quick",
-                "--quiet",
-                "--jobs",
-                "2",
-                "--out",
-            ])
-            .arg(&out),
-    );
-    // Its wall time is printed, not bounded: a bound would measure this machine (issue 26).
-    // What keeps --quick quick is its size: the runs counted below, each shorter than a full
-    // run (checked below against `FULL_MS`, the length of a run without --quick).
-    println!("flashshare --quick took {:?}: {text}", start.elapsed());
+    run_quick_study("flashshare", &out);
     // The report in a real browser: every image loads, no two text boxes of a figure overlap.
     browser::check_report(
         &out,
@@ -92,7 +38,7 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     );
     for r in runs {
         let id = r["id"].as_str().unwrap();
-        quick_sized(r);
+        assert_quick_sized(r, study::flashshare::FULL_MS);
         let host = &r["system"]["host"];
         // The online service makes I/O in every run (the host counts it by its process's
         // class whatever the stack) ...
@@ -249,26 +195,11 @@ fn the_quick_study_reports_every_figure_and_its_runs_rerun_alone() {
     assert!(polled("selectisr") > 0);
 
     // A run re-runs alone with the command its config names, to the same summary.
-    let run = out.join("runs/selectisr-apache-pagerank");
-    let header = read(&run.join("config.toml"));
-    assert!(
-        header.starts_with("# selectisr-apache-pagerank: re-run alone with `ullstack sim --system config.toml --stack selectisr --series-ms 10`"),
-        "{header}"
-    );
-    let again = dir.path().join("again");
-    run_ok(
-        ullstack()
-            .args(["sim", "--system"])
-            .arg(run.join("config.toml"))
-            .args(["--stack", "selectisr", "--series-ms", "10", "--out"])
-            .arg(&again),
-    );
-    assert_eq!(
-        comparable(json(&again.join("summary.json"))),
-        comparable(json(&run.join("summary.json")))
-    );
-    assert_eq!(
-        read(&again.join("timeseries.csv")),
-        read(&run.join("timeseries.csv"))
+    assert_reruns_alone(
+        &out,
+        dir.path(),
+        "selectisr-apache-pagerank",
+        "selectisr",
+        10,
     );
 }
