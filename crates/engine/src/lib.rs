@@ -8,6 +8,9 @@
 //!   never perturbs the draws of another and one seed reproduces a whole run.
 //! - [`stats`]: HDR latency histograms summarised at the percentiles storage papers quote
 //!   (p50 … p99.999, max) and plain counters.
+//! - [`toml_merge`]: a config file is a preset plus overrides; the deep merge that lays a
+//!   file's TOML over its preset and refuses unknown keys by their dotted path, for every
+//!   model's config (`device`, `host`).
 //!
 //! Nothing here knows about storage; the models (`device`, `host`) build on it.
 
@@ -16,6 +19,7 @@ pub mod queue;
 pub mod rng;
 pub mod stats;
 pub mod time;
+pub mod toml_merge;
 
 pub use io::{IoClass, IoOp};
 pub use queue::EventQueue;

@@ -570,7 +570,8 @@ impl HostConfig {
         };
         let mut table =
             toml::Table::try_from(&base).map_err(|e| HostConfigError::Toml(e.to_string()))?;
-        merge(&mut table, doc, "")?;
+        engine::toml_merge::deep_merge(&mut table, doc)
+            .map_err(|e| HostConfigError::Toml(e.to_string()))?;
         let config: HostConfig = table
             .try_into()
             .map_err(|e: toml::de::Error| HostConfigError::Toml(e.to_string()))?;
@@ -838,28 +839,6 @@ impl HostConfig {
     }
 }
 
-fn merge(base: &mut toml::Table, over: toml::Table, path: &str) -> Result<(), HostConfigError> {
-    for (key, value) in over {
-        let full = if path.is_empty() {
-            key.clone()
-        } else {
-            format!("{path}.{key}")
-        };
-        match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o, &full)?,
-            (Some(slot), v) => *slot = v,
-            (None, _) => {
-                let known: Vec<&str> = base.keys().map(String::as_str).collect();
-                return Err(HostConfigError::Toml(format!(
-                    "unknown key `{full}`; keys accepted here: {}",
-                    known.join(", ")
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// CFS scales its latency knobs by 1 + log2(cores).
 fn cfs_factor(cores: u32) -> u64 {
     1 + u64::from(31 - cores.max(1).leading_zeros())
@@ -1028,6 +1007,20 @@ fn x86_4() -> HostConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_key_is_named_by_its_dotted_path_with_its_siblings() {
+        let err = HostConfig::from_toml_str("[cpu]\ncores = 4\ncorse = 4\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(
+                "invalid host config: unknown key `cpu.corse`; keys accepted here: cache_pollution_ns, \
+                 clock_mhz, context_switch_ns, cores, "
+            ),
+            "{msg}"
+        );
+        assert!(msg.ends_with(", wakeup_granularity_ns"), "{msg}");
+    }
 
     #[test]
     fn presets_validate() {
