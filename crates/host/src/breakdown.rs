@@ -22,7 +22,7 @@
 //! class), and the device's own split of its time (the device model reports that).
 
 use engine::{IoOp, LatencyHistogram, SimTime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::blk::Request;
 use crate::SECTORS_PER_PAGE;
@@ -60,8 +60,9 @@ fn shape_index(op: IoOp, sectors: u32) -> usize {
     }
 }
 
-/// Mean nanoseconds per request spent in each layer (one class).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+/// Mean nanoseconds per request spent in each layer (one class): `breakdown_ns` of a system
+/// run's `summary.json`, read back by `study` through this type.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Breakdown {
     /// Requests the means are over.
     pub requests: u64,

@@ -99,7 +99,7 @@ pub use exectime::{ExecOf, ExecPart, EXEC_PARTS};
 use crate::plot::{Figure, Reference, Series, Stroke};
 use crate::published::{paired_ratio, ratio_cell, whisker, Estimate, Pair};
 use crate::report::Table;
-use crate::results::{ClassCacheReads, LayerBreakdown, ProcessHeadline, Results, SeriesPoint};
+use crate::results::{ClassCacheReads, ProcessHeadline, Results, SeriesPoint};
 use crate::spec::{RunSpec, SystemRun};
 use crate::Size;
 
@@ -739,7 +739,7 @@ fn pagerank_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
 }
 
 /// A layer of the LC breakdown: its short name and its mean time per request.
-type Layer = (&'static str, fn(&LayerBreakdown) -> u64);
+type Layer = (&'static str, fn(&host::Breakdown) -> u64);
 
 /// The layers of the LC breakdown, in path order.
 const LAYERS: [Layer; 9] = [

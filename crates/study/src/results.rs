@@ -36,7 +36,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Serialize;
+use host::Breakdown;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::exec::run_dir;
@@ -221,28 +222,14 @@ impl ClassCacheReads {
     }
 }
 
-/// Mean time per latency-critical request in each layer (`breakdown_ns` of the summary), ns.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct LayerBreakdown {
-    pub requests: u64,
-    pub software_queue: u64,
-    pub hardware_queue: u64,
-    pub driver: u64,
-    pub device_queue: u64,
-    pub device_service: u64,
-    pub irq: u64,
-    pub poll: u64,
-    pub blk_complete: u64,
-    pub context_switch: u64,
-}
-
 /// The host counters a latency-class study compares (see the module essay).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostHeadline {
     /// Device cache reads, latency-critical then throughput class (by the command's class:
     /// all throughput when the kernel passes no class, `host.attr = "off"`).
     pub cache: [ClassCacheReads; 2],
-    pub breakdown_lc_ns: LayerBreakdown,
+    /// Mean time per latency-critical request in each layer (`breakdown_ns` of the summary).
+    pub breakdown_lc_ns: Breakdown,
     pub nvme_commands_lc: u64,
     pub nvme_commands_tp: u64,
     pub interrupts: u64,
@@ -449,8 +436,8 @@ fn host_headline(s: &Value) -> Result<HostHeadline, String> {
             )?,
         })
     };
-    let b = &s["breakdown_ns"];
-    let layer = |name: &str| u(&b[name], &format!("breakdown_ns.{name}"));
+    let breakdown_lc_ns =
+        Breakdown::deserialize(&s["breakdown_ns"]).map_err(|e| format!("breakdown_ns: {e}"))?;
     let nvme = &s["host"]["nvme"];
     let n = |name: &str| u(&nvme[name], &format!("host.nvme.{name}"));
     let cpu_lc_s = s["host"]["cpu_by_class"]["latency_critical"]
@@ -468,18 +455,7 @@ fn host_headline(s: &Value) -> Result<HostHeadline, String> {
         .collect::<Result<BTreeMap<String, f64>, String>>()?;
     Ok(HostHeadline {
         cache: [class_reads("latency_critical")?, class_reads("throughput")?],
-        breakdown_lc_ns: LayerBreakdown {
-            requests: layer("requests")?,
-            software_queue: layer("software_queue")?,
-            hardware_queue: layer("hardware_queue")?,
-            driver: layer("driver")?,
-            device_queue: layer("device_queue")?,
-            device_service: layer("device_service")?,
-            irq: layer("irq")?,
-            poll: layer("poll")?,
-            blk_complete: layer("blk_complete")?,
-            context_switch: layer("context_switch")?,
-        },
+        breakdown_lc_ns,
         nvme_commands_lc: n("commands_latency_critical")?,
         nvme_commands_tp: n("commands_throughput")?,
         interrupts: n("interrupts")?,
@@ -725,6 +701,52 @@ mod tests {
         assert!(e.contains("jobs[0].cpu.kernel_ns"), "{e}");
         let e = headline(&spec(), &summary(Value::Null)).unwrap_err();
         assert!(e.contains("jobs[0].cpu.kernel_ns"), "{e}");
+    }
+
+    /// A system summary's host part, with `breakdown_ns` as the host writes it.
+    fn host_summary(breakdown: Value) -> Value {
+        let reads = json!({"read_hits": 3, "read_misses": 1});
+        json!({
+            "device": {"cache": {"latency_critical": reads, "throughput": reads}},
+            "breakdown_ns": breakdown,
+            "cpu": {"context_switches": 7},
+            "host": {
+                "nvme": {
+                    "commands_latency_critical": 1, "commands_throughput": 2, "interrupts": 3,
+                    "polled_completions": 4, "doorbells": 5,
+                },
+                "cpu_by_class": {"latency_critical": {"user": 0.5}},
+                "pagecache": {
+                    "writeback_waves": 0, "writeback_wave_pages": 0, "writeback_hinted_pages": 0,
+                },
+            },
+        })
+    }
+
+    #[test]
+    fn the_breakdown_is_read_back_through_the_hosts_own_type() {
+        let written = host::Breakdown {
+            requests: 10,
+            software_queue: 1,
+            hardware_queue: 2,
+            driver: 3,
+            device_queue: 4,
+            device_service: 5,
+            irq: 6,
+            poll: 7,
+            blk_complete: 8,
+            context_switch: 9,
+        };
+        let s = host_summary(serde_json::to_value(&written).unwrap());
+        assert_eq!(host_headline(&s).unwrap().breakdown_lc_ns, written);
+
+        let mut without_irq = serde_json::to_value(&written).unwrap();
+        without_irq.as_object_mut().unwrap().remove("irq");
+        let e = host_headline(&host_summary(without_irq)).unwrap_err();
+        assert!(
+            e.starts_with("breakdown_ns: ") && e.contains("`irq`"),
+            "{e}"
+        );
     }
 
     #[test]
