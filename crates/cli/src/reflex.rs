@@ -557,7 +557,7 @@ mod tests {
             let c = server::config::ServerConfig::from_toml_str(&text)
                 .unwrap_or_else(|e| panic!("{}: {e}\n{text}", r.id));
             assert_eq!(c.dataplane.workers, model.workers as usize, "{}", r.id);
-            assert_eq!(c.qos.device_profile().unwrap(), model.profile, "{}", r.id);
+            assert_eq!(c.device_profile().unwrap(), model.profile, "{}", r.id);
             assert_eq!(c.tenants.len(), s.tenants.len(), "{}", r.id);
         }
     }

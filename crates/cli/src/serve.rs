@@ -14,7 +14,8 @@ use server::config::{ByteSize, IdlePolicy, SchedulerMode, ServerConfig};
 ///
 /// serves one sparse in-memory volume as the NBD export `default` on 127.0.0.1:10809 and on
 /// the own protocol on the next port (127.0.0.1:10810; change it with --listen-native), to
-/// one open best-effort tenant named `open` (any secret is accepted). Try it with
+/// one open best-effort tenant named `open` (any secret is accepted), priced with the
+/// `memory` QoS profile, which does not pace RAM. Try it with
 ///
 ///   nbdinfo nbd://127.0.0.1:10809/default
 ///   fio --ioengine=nbd --uri=nbd://127.0.0.1:10809/default --rw=randread --bs=4k --name=r
@@ -81,7 +82,8 @@ pub struct ServeArgs {
     max_memory: Option<String>,
 
     /// QoS device profile file (what `ullstack calibrate` writes as profile.toml); replaces
-    /// the config's `[qos] profile`.
+    /// the config's `[qos] profile`, whose default `auto` prices memory volumes with the
+    /// built-in `memory` profile and file or emulated ones with `reflex-a`.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
 
@@ -257,6 +259,9 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
             server::LogFormat::Json => tracing::warn!(event = "serve", "{warning}"),
         }
     }
+    let profile_lines = config
+        .volume_profile_lines()
+        .context("choosing the QoS profile")?;
     if args.check {
         // Secrets redacted: the check's output ends up in shells, CI logs and tickets.
         print!("{}", config.summary_toml());
@@ -296,6 +301,9 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
     }
     if let Some(native) = a.native {
         say(format, &format!("own protocol on {native}"));
+    }
+    for line in &profile_lines {
+        say(format, line);
     }
     if let Some(admin) = a.admin {
         say(format, &format!("metrics on http://{admin}/metrics"));
@@ -393,7 +401,7 @@ fn fleet_facts(config: &ServerConfig) -> anyhow::Result<FleetFacts> {
         .collect();
     Ok(FleetFacts {
         registry,
-        profile: config.qos.device_profile()?,
+        profile: config.device_profile()?,
         volumes,
         lc_tenants,
         exports: config

@@ -558,6 +558,34 @@ fn serve_logs_to_a_pipe_without_colour_codes() {
     );
 }
 
+/// `serve` says which QoS profile prices each volume: at start-up (the quick start's memory
+/// volume: `memory`) and in `--check-config` (the packaged config's file volume: `reflex-a`).
+#[test]
+fn serve_says_which_profile_prices_each_volume() {
+    let serve = Serve::start();
+    serve.signal("INT");
+    let (status, stderr) = serve.wait_exit(EXIT_TIMEOUT);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "ullstack serve: volume default (memory): QoS profile memory (auto: every volume is in memory)"
+        ),
+        "{stderr}"
+    );
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/server.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_ullstack"))
+        .args(["serve", "--check-config", shipped])
+        .output()
+        .expect("ullstack serve --check-config");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("# volume default (file): QoS profile reflex-a (auto: ")
+            && stdout.contains("# profile in use: \"reflex-a\""),
+        "{stdout}"
+    );
+}
+
 /// `--check-config FILE` validates FILE as `--config FILE --check` does: the packaged default
 /// config passes (exit 0, the effective config printed); a bad file fails naming the file and
 /// the key; it cannot be combined with --config or --memory.

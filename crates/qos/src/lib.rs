@@ -9,7 +9,7 @@
 //! | module | models |
 //! | --- | --- |
 //! | [`cost`] | the request-cost model: tokens per request, in milli-tokens |
-//! | [`profile`] | a device's calibrated prices and latency → token-rate table; the `reflex-a` preset |
+//! | [`profile`] | a device's calibrated prices and latency → token-rate table; the `reflex-a` and `memory` presets |
 //! | [`tenant`] | SLOs, reservations, the per-tenant ledger and counters |
 //! | [`admission`] | the registry: admission control with reasons for refusal, the BE share |
 //! | [`bucket`] | the shared bucket (the only state workers share) and its reset protocol |
@@ -45,7 +45,10 @@ pub use admission::{
 };
 pub use bucket::{BucketStats, SharedBucket};
 pub use cost::{CostModel, LoadMix, Op, MTOK_PER_TOKEN, UNIT_BYTES};
-pub use profile::{DeviceProfile, ProfileError, RatePoint, SloTooTight, KNOWN_PROFILES, REFLEX_A};
+pub use profile::{
+    DeviceProfile, ProfileError, RatePoint, SloTooTight, KNOWN_PROFILES, MEMORY,
+    MEMORY_TIGHTEST_P95_NS, MEMORY_TOKENS_PER_SEC, REFLEX_A,
+};
 pub use sched::{
     BucketReset, ConfigError, DeficitLimit, LocalTenant, RequestId, RoundStats, SchedError,
     Scheduler, SchedulerConfig, SchedulerStats, DEFAULT_DEFICIT_LIMIT_MTOK, MAX_CAP_ROUNDS,

@@ -29,6 +29,20 @@
 //! (an assumption: the read-only curve is flat over 500 µs..2 ms because the device is already at
 //! its read ceiling; a calibration run replaces it).
 //!
+//! # Memory (preset `memory`)
+//! A volume in RAM has no flash behind it: a write disturbs no read, and no device queue builds
+//! a tail, so the prices of device "A" (a write costs 10 reads) would pace RAM as if it were
+//! flash. The `memory` profile prices every 4 KB unit at one token, reads and writes alike
+//! (read-only reads too: there is no write interference to be spared), and sustains
+//! [`MEMORY_TOKENS_PER_SEC`] = 16 M tokens/s at every target from
+//! [`MEMORY_TIGHTEST_P95_NS`] = 10 µs: ReFlex's 850 K IOPS per core times 16 cores, more than
+//! any server of ours reaches on memory, so the token bucket never paces a memory volume; the
+//! server's CPU is what limits it, and the profile does not model the CPU. Tokens are still
+//! charged and counted per tenant, so reservations, shares and the per-tenant token metrics keep
+//! their meaning. Worked example: 1 M pipelined 1 KiB writes cost 1 M tokens, 62 ms of the
+//! bucket at 16 M tokens/s, where device "A" prices them at 10 M tokens, 17.5 s at 570 K
+//! tokens/s.
+//!
 //! # What it leaves out
 //! Latency targets other than p95 reads (the published design only promises read tails), and
 //! the dependence of the rate on request size beyond the linear size factor.
@@ -55,8 +69,19 @@ use crate::cost::{CostModel, LoadMix, MTOK_PER_TOKEN, READ_COST_MTOK};
 /// Name of the published device "A" profile.
 pub const REFLEX_A: &str = "reflex-a";
 
+/// Name of the built-in profile of a volume in RAM (see the module essay).
+pub const MEMORY: &str = "memory";
+
+/// The `memory` profile's rate: ReFlex's 850 K IOPS per core times 16 cores, rounded up; above
+/// what the server reaches on memory, so the bucket never paces it (the CPU does).
+pub const MEMORY_TOKENS_PER_SEC: u64 = 16_000_000;
+
+/// The `memory` profile's tightest target: RAM answers in well under it, and the table must
+/// start somewhere (a tighter SLO is refused, as on any profile).
+pub const MEMORY_TIGHTEST_P95_NS: u64 = 10_000;
+
 /// Names [`DeviceProfile::named`] knows.
-pub const KNOWN_PROFILES: &[&str] = &[REFLEX_A];
+pub const KNOWN_PROFILES: &[&str] = &[REFLEX_A, MEMORY];
 
 /// One calibrated point of the latency → token-rate table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,10 +198,31 @@ impl DeviceProfile {
         profile
     }
 
+    /// The built-in profile of a volume in RAM (see the module essay): one token per 4 KB unit
+    /// for every operation, and a rate no memory volume reaches.
+    pub fn memory() -> Self {
+        let point = RatePoint {
+            p95_read_latency_ns: MEMORY_TIGHTEST_P95_NS,
+            tokens_per_sec: MEMORY_TOKENS_PER_SEC,
+            read_only_tokens_per_sec: MEMORY_TOKENS_PER_SEC,
+        };
+        let profile = DeviceProfile {
+            name: MEMORY.to_string(),
+            write_cost_mtok: READ_COST_MTOK,
+            read_only_read_cost_mtok: READ_COST_MTOK,
+            flush_cost_mtok: READ_COST_MTOK,
+            trim_cost_mtok: READ_COST_MTOK,
+            points: vec![point],
+        };
+        debug_assert!(profile.validate().is_ok());
+        profile
+    }
+
     /// A shipped profile by name; an unknown name is an error listing the known ones.
     pub fn named(name: &str) -> Result<Self, ProfileError> {
         match name {
             REFLEX_A => Ok(Self::reflex_a()),
+            MEMORY => Ok(Self::memory()),
             _ => Err(ProfileError::UnknownName {
                 name: name.to_string(),
                 known: KNOWN_PROFILES.join(", "),
@@ -394,6 +440,27 @@ fn column_mtok_per_sec(p: &RatePoint, mix: LoadMix) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_prices_writes_as_reads_and_outruns_device_a() {
+        let m = DeviceProfile::named(MEMORY).expect("shipped");
+        assert_eq!(m, DeviceProfile::memory());
+        assert!(m.validate().is_ok());
+        let (mc, ac) = (m.cost_model(), DeviceProfile::reflex_a().cost_model());
+        assert_eq!(mc.write_cost_mtok, READ_COST_MTOK);
+        assert!(mc.write_cost_mtok * 10 <= ac.write_cost_mtok);
+        // Every SLO the flash table covers, memory covers at a higher rate.
+        for ns in [MEMORY_TIGHTEST_P95_NS, 500_000, 2_000_000, 10_000_000] {
+            let rate = m.rate_mtok_per_sec(ns, LoadMix::Mixed).expect("covered");
+            assert_eq!(rate, MEMORY_TOKENS_PER_SEC * MTOK_PER_TOKEN);
+            assert!(rate > 20 * DeviceProfile::reflex_a().max_rate_mtok_per_sec(LoadMix::Mixed));
+        }
+        assert!(m
+            .rate_mtok_per_sec(MEMORY_TIGHTEST_P95_NS - 1, LoadMix::Mixed)
+            .is_err());
+        let text = m.to_toml_string();
+        assert_eq!(DeviceProfile::from_toml_str(&text), Ok(m));
+    }
 
     #[test]
     fn reflex_a_matches_the_published_figures() {

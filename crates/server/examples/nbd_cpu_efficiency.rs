@@ -30,8 +30,9 @@
 //! CPU less the client threads' own (`getrusage(RUSAGE_THREAD)`), which counts io_uring
 //! workers that exited mid-run too: the two should agree, a check on the first.
 //! `ULLSTACK_SCHEDULER=off` runs ullstack without
-//! the token scheduler (nbdkit has no QoS; with it, a best-effort tenant's 1 KiB writes are held
-//! to the device profile's rate, ~57 K/s on `reflex-a`).
+//! the token scheduler (nbdkit has no QoS; with it, a best-effort tenant's 1 KiB writes to the
+//! file volume are held to the device profile's rate, ~57 K/s on `reflex-a`; the memory volume
+//! of the quick start is priced with the `memory` profile, which does not pace it).
 //!
 //! ```text
 //! cargo run --release -p server --example nbd_cpu_efficiency -- [SECONDS_PER_RUN] [ROUNDS] [WRITES]

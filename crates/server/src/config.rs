@@ -41,6 +41,10 @@
 //! tenant = "open"
 //! ```
 //!
+//! and, since its one volume is in memory, `[qos] profile = "auto"` prices it with the built-in
+//! `memory` profile, which never paces RAM; a server with a `file` or `emulated` volume gets the
+//! flash profile `reflex-a` unless given a calibrated one (module `profile`).
+//!
 //! Sizes are integers (bytes) or strings with a binary or decimal suffix (`"64KiB"`, `"1GiB"`,
 //! `"4k"`, `"1G"` — one-letter suffixes are binary, as in nbdkit and fio).
 //!
@@ -56,14 +60,19 @@
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms, max_unauthenticated_connections,
 //! max_unauthenticated_per_source, accepts_per_source_per_sec, max_open_sessions_per_source,
-//! shutdown_grace_ms; `[admin]` token; `[qos]` scheduler, profile (name) | `[qos.profile]`
-//! (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
+//! shutdown_grace_ms; `[admin]` token; `[qos]` scheduler, profile (`"auto"` by default: the
+//! `memory` profile when every volume is in memory, `reflex-a` otherwise, module `profile`;
+//! or a name) | `[qos.profile]` (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
 mod admin;
+mod profile;
 mod registry;
 pub mod summary;
 pub use admin::{AdminConfig, MAX_ADMIN_TOKEN_BYTES, MIN_ADMIN_TOKEN_BYTES};
+pub use profile::{
+    backend_kind, ProfileChoice, ProfileSource, AUTO_PROFILE_NAME, FLASH_DEFAULT_PROFILE,
+};
 pub use registry::{RegistryConfig, DEFAULT_REGISTRY_TTL_S, MAX_REGISTRY_TTL_S};
 
 use std::collections::BTreeMap;
@@ -500,7 +509,8 @@ impl Default for LimitsConfig {
 /// Whether requests pass through the token scheduler (`[qos] scheduler = "on" | "off"`).
 pub use qos::SchedulerMode;
 
-/// The device's QoS profile: a named profile of the `qos` crate (`profile = "reflex-a"`) or an
+/// The device's QoS profile: `"auto"` (the default: chosen by the volumes' backends, module
+/// `profile`), a named profile of the `qos` crate (`profile = "reflex-a"`, `"memory"`) or an
 /// inline table in the `qos` crate's profile format (`[qos.profile]` with `preset = "reflex-a"`
 /// and overrides, or a complete profile with `points`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -516,8 +526,8 @@ impl Default for ProfileConfig {
     }
 }
 
-/// The profile used when the config names none: the published server's device "A".
-pub const DEFAULT_PROFILE_NAME: &str = qos::REFLEX_A;
+/// The profile used when the config names none: `auto`, chosen by the volumes' backends.
+pub const DEFAULT_PROFILE_NAME: &str = AUTO_PROFILE_NAME;
 
 /// `[qos]`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -583,26 +593,6 @@ fn default_vrate_window_ms() -> u64 {
 }
 /// Window bounds: below 10 ms a p95 is noise; above 10 s the loop reacts too late.
 pub const VRATE_WINDOW_MS_RANGE: std::ops::RangeInclusive<u64> = 10..=10_000;
-
-impl QosConfig {
-    /// The device profile this config names or spells out.
-    pub fn device_profile(&self) -> Result<qos::DeviceProfile, ConfigError> {
-        match &self.profile {
-            ProfileConfig::Named(name) => qos::DeviceProfile::named(name)
-                .map_err(|e| invalid("qos.profile", format!("{name:?}"), e.to_string())),
-            ProfileConfig::Inline(table) => {
-                let text = toml::to_string(table).map_err(|e| ConfigError::Parse(e.to_string()))?;
-                qos::DeviceProfile::from_toml_str(&text).map_err(|e| {
-                    invalid(
-                        "qos.profile",
-                        "(inline table)",
-                        format!("a valid device profile: {e}"),
-                    )
-                })
-            }
-        }
-    }
-}
 
 /// Whether the file backend opens its file with `O_DIRECT`.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
@@ -919,6 +909,7 @@ impl ServerConfig {
                 ));
             }
         }
+        warnings.extend(self.profile_warnings());
         warnings
     }
 
@@ -1061,7 +1052,7 @@ impl ServerConfig {
     }
 
     fn validate_qos(&self) -> Result<(), ConfigError> {
-        self.qos.device_profile()?;
+        self.qos.configured_profile()?;
         if !VRATE_WINDOW_MS_RANGE.contains(&self.qos.vrate_window_ms) {
             return Err(invalid(
                 "qos.vrate_window_ms",

@@ -41,7 +41,8 @@
 //!
 //! # What it leaves out (each refused with "a restart applies it")
 //! `[listen]` (the listeners stay bound), `[dataplane]` (the workers are running), `[limits]`
-//! other than `shutdown_grace_ms` (budgets sized at start), `[qos]` (the registry and the
+//! other than `shutdown_grace_ms` (budgets sized at start), `[qos]` and a new volume that changes
+//! what `profile = "auto"` picks (the registry and the
 //! schedulers are built on the profile), `[registry]` (the fleet announcement), and removing
 //! or changing a volume (its backend is in use; add a volume under a new name instead).
 //!
@@ -307,6 +308,12 @@ pub fn restart_needed(now: &ServerConfig, next: &ServerConfig) -> Vec<String> {
     }
     if now.qos != next.qos {
         why.push("[qos] changed (the scheduler is built on it)".to_string());
+    } else if now.device_profile().ok() != next.device_profile().ok() {
+        why.push(
+            "the volumes' backends change what [qos] profile = \"auto\" picks (the scheduler \
+             is built on it)"
+                .to_string(),
+        );
     }
     if now.registry != next.registry {
         why.push("[registry] changed (the fleet announcement)".to_string());

@@ -477,7 +477,7 @@ impl Shared {
         let tenants = Tenants::from_config(&config);
         let exports = resolve_exports(&config, &volume_ids(&volumes), &tenants);
 
-        let profile = config.qos.device_profile()?;
+        let profile = config.device_profile()?;
         let registry = qos::Registry::new(
             profile,
             qos::RegistryConfig {

@@ -16,6 +16,10 @@ const LC_CONFIG: &str = r#"
 native = "127.0.0.1:0"
 nbd = "127.0.0.1:0"
 
+# Admission against flash's table (tightest point 500 µs), not the memory volume's `auto` pick.
+[qos]
+profile = "reflex-a"
+
 [[volume]]
 name = "vol"
 backend = { kind = "memory", size = "64MiB" }

@@ -209,14 +209,15 @@ fn admin_metrics_count_tenant_io_tokens_and_worker_loops() {
         read_latency_sum > 0.0,
         "5 reads took {read_latency_sum} s in all"
     );
-    // Reflex-a prices: a 4 KiB write 10 tokens, an 8 KiB read 2 tokens (mixed load).
+    // Both volumes are in memory, so `auto` prices with the `memory` profile: a 4 KiB write
+    // 1 token (reflex-a's would be 10), an 8 KiB read 2 tokens.
     let spent = metric(
         &text,
         "ullstack_tenant_tokens_spent_mtok_total{tenant=\"alice\"}",
     );
     assert_eq!(
         spent,
-        10 * 10_000 + 5 * 2_000,
+        10 * 1_000 + 5 * 2_000,
         "tokens spent by alice (mtok)"
     );
     assert!(

@@ -7,7 +7,8 @@
 //! paths; they are never read here. Everything else prints with its effective value, defaults
 //! included, in the config's own key names, so the output answers "what will this server do"
 //! (an inline QoS profile or device table is summarized, not expanded; `[qos.tuning]` prints as
-//! one comment line). Worked example: the quick start's tenant prints as
+//! one comment line; the profile in use and the one each volume is priced with print as comments,
+//! so `profile = "auto"` shows what it chose). Worked example: the quick start's tenant prints as
 //!
 //! ```toml
 //! [[tenant]]
@@ -175,6 +176,14 @@ impl ServerConfig {
                 table.len()
             )?,
         }
+        if let Ok(choice) = self.profile_choice() {
+            writeln!(
+                out,
+                "# profile in use: {:?} ({})",
+                choice.profile.name,
+                choice.source.reason()
+            )?;
+        }
         let vrate = match q.vrate {
             VrateMode::On => "on",
             VrateMode::Off => "off",
@@ -225,6 +234,13 @@ impl ServerConfig {
                         size.0
                     )?
                 }
+            }
+        }
+        // Which profile prices each volume, as `serve` logs it at start-up.
+        if let Ok(lines) = self.volume_profile_lines() {
+            writeln!(out)?;
+            for line in lines {
+                writeln!(out, "# {line}")?;
             }
         }
         Ok(())

@@ -227,10 +227,10 @@ fn defaults_bound_idle_connections_and_memory() {
 #[test]
 fn qos_profile_named_inline_and_bad() {
     let c = from_toml_str("[qos]\nprofile = \"reflex-a\"\n").unwrap();
-    assert_eq!(c.qos.device_profile().unwrap().name, "reflex-a");
+    assert_eq!(c.device_profile().unwrap().name, "reflex-a");
     let c =
         from_toml_str("[qos.profile]\npreset = \"reflex-a\"\nwrite_cost_mtok = 16000\n").unwrap();
-    assert_eq!(c.qos.device_profile().unwrap().write_cost_mtok, 16000);
+    assert_eq!(c.device_profile().unwrap().write_cost_mtok, 16000);
     let err = from_toml_str("[qos]\nprofile = \"nope\"\n")
         .unwrap_err()
         .to_string();

@@ -1,0 +1,260 @@
+//! Which QoS profile prices a server's requests, chosen to fit its volumes' backends.
+//!
+//! # What it models
+//! The token scheduler (crate `qos`) prices every request with a device profile: what a read,
+//! a write, a FLUSH cost in tokens, and how many tokens per second the device sustains at a
+//! latency target. A flash profile is right for flash: device "A" (`reflex-a`) prices a write
+//! at ten reads because a flash write disturbs the reads around it. RAM has no such cost, and
+//! pricing it as flash paces it as flash: 1 M pipelined 1 KiB writes to the quick start's
+//! memory volume cost 10 M tokens, 17.5 s at reflex-a's 570 K tokens/s, where nbdkit's memory
+//! plugin takes 3.7 s at the same server CPU.
+//!
+//! # The choice
+//! `[qos] profile = "auto"` (the default, what the quick start uses) picks by backend:
+//! - every volume is `memory`: the built-in `memory` profile (one token per 4 KB unit for every
+//!   operation, 16 M tokens/s from a 10 µs p95 target; crate `qos`, `profile`): the bucket
+//!   never paces RAM, and tenants' tokens, shares and reservations are still counted;
+//! - any volume is `file` or `emulated`: [`FLASH_DEFAULT_PROFILE`] (`reflex-a`), the profile of
+//!   the published server's device, until a calibrated one is given.
+//!
+//! A profile named (`profile = "reflex-a"`, `profile = "memory"`), spelt out (`[qos.profile]`)
+//! or given on the command line (`ullstack serve --profile profile.toml`, what `ullstack
+//! calibrate` writes) is used as given, for every volume: a test that wants flash prices on a
+//! memory volume asks for them.
+//!
+//! The server has one token bucket, as the published design has one device per server, so a
+//! server mixing memory and flash volumes under `auto` prices its memory volumes as flash;
+//! [`ServerConfig::profile_warnings`] says so at start-up, and the cure is a server per kind.
+//!
+//! Worked example: the quick start (`ullstack serve --memory 1GiB`) logs
+//! `volume default (memory): QoS profile memory (auto: every volume is in memory)`; the same
+//! server with a `file` volume added logs `QoS profile reflex-a (auto: a file or emulated volume
+//! is priced as flash; give a calibrated profile with --profile)` for each volume, and warns.
+//!
+//! # What it leaves out
+//! A profile per volume (one bucket per device would need one scheduler per volume), and a
+//! start-up probe of the file's device: `ullstack calibrate` measures it offline.
+//!
+//! # Config keys
+//! `[qos] profile` (`"auto"`, a profile name, or the `[qos.profile]` table); `[[volume]]
+//! backend.kind` decides `auto`.
+
+use super::{invalid, BackendConfig, ConfigError, ProfileConfig, QosConfig, ServerConfig};
+
+/// `[qos] profile = "auto"`: pick the profile by the volumes' backends (the default).
+pub const AUTO_PROFILE_NAME: &str = "auto";
+
+/// The profile `auto` gives a server with a file or emulated volume: the published device "A".
+pub const FLASH_DEFAULT_PROFILE: &str = qos::REFLEX_A;
+
+/// Where the server's profile came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// Named, spelt out or given with `--profile`: used as given.
+    Configured,
+    /// `auto`, and every volume is in memory: the built-in `memory` profile.
+    AutoMemory,
+    /// `auto`, and some volume is a file or an emulated drive: [`FLASH_DEFAULT_PROFILE`].
+    AutoFlash,
+}
+
+impl ProfileSource {
+    /// Why the profile is the one it is, for the start-up log and `--check`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            ProfileSource::Configured => "configured",
+            ProfileSource::AutoMemory => "auto: every volume is in memory",
+            ProfileSource::AutoFlash => {
+                "auto: a file or emulated volume is priced as flash; give a calibrated profile \
+                 with --profile"
+            }
+        }
+    }
+}
+
+/// The profile a server's scheduler prices with, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileChoice {
+    pub profile: qos::DeviceProfile,
+    pub source: ProfileSource,
+}
+
+impl QosConfig {
+    /// The profile this `[qos]` names or spells out; `None` for `auto` (the volumes decide,
+    /// [`ServerConfig::profile_choice`]).
+    pub fn configured_profile(&self) -> Result<Option<qos::DeviceProfile>, ConfigError> {
+        match &self.profile {
+            ProfileConfig::Named(name) if name == AUTO_PROFILE_NAME => Ok(None),
+            ProfileConfig::Named(name) => qos::DeviceProfile::named(name).map(Some).map_err(|e| {
+                invalid(
+                    "qos.profile",
+                    format!("{name:?}"),
+                    format!("{AUTO_PROFILE_NAME:?} or a known profile: {e}"),
+                )
+            }),
+            ProfileConfig::Inline(table) => {
+                let text = toml::to_string(table).map_err(|e| ConfigError::Parse(e.to_string()))?;
+                qos::DeviceProfile::from_toml_str(&text)
+                    .map(Some)
+                    .map_err(|e| {
+                        invalid(
+                            "qos.profile",
+                            "(inline table)",
+                            format!("a valid device profile: {e}"),
+                        )
+                    })
+            }
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The profile the scheduler prices every request with (see the module essay).
+    pub fn profile_choice(&self) -> Result<ProfileChoice, ConfigError> {
+        if let Some(profile) = self.qos.configured_profile()? {
+            return Ok(ProfileChoice {
+                profile,
+                source: ProfileSource::Configured,
+            });
+        }
+        let all_memory = self
+            .volumes
+            .iter()
+            .all(|v| matches!(v.backend, BackendConfig::Memory { .. }));
+        let (profile, source) = if all_memory {
+            (qos::DeviceProfile::memory(), ProfileSource::AutoMemory)
+        } else {
+            let flash = qos::DeviceProfile::named(FLASH_DEFAULT_PROFILE)
+                .unwrap_or_else(|e| unreachable!("the flash default is shipped: {e}"));
+            (flash, ProfileSource::AutoFlash)
+        };
+        Ok(ProfileChoice { profile, source })
+    }
+
+    /// The device profile of [`Self::profile_choice`].
+    pub fn device_profile(&self) -> Result<qos::DeviceProfile, ConfigError> {
+        Ok(self.profile_choice()?.profile)
+    }
+
+    /// One line per volume naming its backend and the profile that prices it, as `serve` logs
+    /// them at start-up and `--check` prints them.
+    pub fn volume_profile_lines(&self) -> Result<Vec<String>, ConfigError> {
+        let choice = self.profile_choice()?;
+        let paced = match self.qos.scheduler {
+            super::SchedulerMode::On => "",
+            super::SchedulerMode::Off => "; scheduler off: nothing is paced",
+        };
+        Ok(self
+            .volumes
+            .iter()
+            .map(|v| {
+                format!(
+                    "volume {} ({}): QoS profile {} ({}{paced})",
+                    v.name,
+                    backend_kind(&v.backend),
+                    choice.profile.name,
+                    choice.source.reason()
+                )
+            })
+            .collect())
+    }
+
+    /// A memory volume priced as flash because it shares `auto`'s flash profile with a file
+    /// or emulated volume.
+    pub fn profile_warnings(&self) -> Vec<String> {
+        let Ok(choice) = self.profile_choice() else {
+            return Vec::new();
+        };
+        if choice.source != ProfileSource::AutoFlash {
+            return Vec::new();
+        }
+        self.volumes
+            .iter()
+            .filter(|v| matches!(v.backend, BackendConfig::Memory { .. }))
+            .map(|v| {
+                format!(
+                    "memory volume {} shares the server's token bucket with file or emulated \
+                     volumes, so it is priced and paced as flash ({}); serve memory and flash \
+                     volumes from separate servers, or set [qos] profile",
+                    v.name, choice.profile.name
+                )
+            })
+            .collect()
+    }
+}
+
+/// `backend.kind` as the config spells it.
+pub fn backend_kind(backend: &BackendConfig) -> &'static str {
+    match backend {
+        BackendConfig::Memory { .. } => "memory",
+        BackendConfig::File { .. } => "file",
+        BackendConfig::Emulated { .. } => "emulated",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(volumes: &str, qos: &str) -> ServerConfig {
+        let text = format!("[listen]\nnative = \"127.0.0.1:0\"\n{qos}\n{volumes}");
+        ServerConfig::from_toml_str(&text).expect("valid")
+    }
+
+    const MEMORY: &str =
+        "[[volume]]\nname = \"m\"\nbackend = { kind = \"memory\", size = \"1MiB\" }\n";
+    const FILE: &str =
+        "[[volume]]\nname = \"f\"\nbackend = { kind = \"file\", path = \"/tmp/x\", size = \"1MiB\" }\n";
+
+    #[test]
+    fn auto_picks_memory_for_ram_and_flash_otherwise() {
+        let c = config(MEMORY, "");
+        let choice = c.profile_choice().expect("valid");
+        assert_eq!(choice.source, ProfileSource::AutoMemory);
+        assert_eq!(choice.profile, qos::DeviceProfile::memory());
+        assert!(c.profile_warnings().is_empty());
+
+        let c = config(FILE, "");
+        let choice = c.profile_choice().expect("valid");
+        assert_eq!(choice.source, ProfileSource::AutoFlash);
+        assert_eq!(choice.profile.name, FLASH_DEFAULT_PROFILE);
+        assert!(c.profile_warnings().is_empty());
+
+        let c = config(&format!("{MEMORY}{FILE}"), "");
+        assert_eq!(
+            c.device_profile().expect("valid").name,
+            FLASH_DEFAULT_PROFILE
+        );
+        let warnings = c.profile_warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("memory volume m"), "{warnings:?}");
+    }
+
+    #[test]
+    fn a_configured_profile_is_used_as_given() {
+        let c = config(MEMORY, "[qos]\nprofile = \"reflex-a\"\n");
+        let choice = c.profile_choice().expect("valid");
+        assert_eq!(choice.source, ProfileSource::Configured);
+        assert_eq!(choice.profile.name, "reflex-a");
+        let c = config(FILE, "[qos]\nprofile = \"memory\"\n");
+        assert_eq!(c.device_profile().expect("valid").name, "memory");
+    }
+
+    #[test]
+    fn each_volume_says_its_profile() {
+        let lines = config(MEMORY, "").volume_profile_lines().expect("valid");
+        assert_eq!(
+            lines,
+            ["volume m (memory): QoS profile memory (auto: every volume is in memory)"]
+        );
+        let lines = config(&format!("{MEMORY}{FILE}"), "[qos]\nscheduler = \"off\"\n")
+            .volume_profile_lines()
+            .expect("valid");
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].starts_with("volume f (file): QoS profile reflex-a (auto: "));
+        assert!(
+            lines[1].ends_with("; scheduler off: nothing is paced)"),
+            "{lines:?}"
+        );
+    }
+}
