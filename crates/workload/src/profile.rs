@@ -229,11 +229,26 @@ const fn published(
     }
 }
 
-/// A published offline job run with `threads` ("Offline jobs' threads" above).
-const fn job(base: Profile, threads: OfflineThreads) -> Profile {
+/// A published offline job (presets.md's row) run with `threads` ("Offline jobs' threads"
+/// above).
+const fn offline(
+    name: &'static str,
+    read_ratio_ppm: u32,
+    io_size_kib: u64,
+    ios_per_g_instr: u64,
+    seq_ratio_ppm: u32,
+    threads: OfflineThreads,
+) -> Profile {
     Profile {
         offline_threads: Some(threads),
-        ..base
+        ..published(
+            name,
+            Offline,
+            read_ratio_ppm,
+            io_size_kib,
+            ios_per_g_instr,
+            seq_ratio_ppm,
+        )
     }
 }
 
@@ -265,46 +280,16 @@ const fn service(base: Profile, instructions_per_request: u64) -> Profile {
 use OfflineThreads::{AllButOneCore, PerCore, Single};
 use ProfileKind::{Offline, Online};
 
-const BFS: Profile = job(
-    published("bfs", Offline, 997_000, 238, 25, 700_000),
-    PerCore(2),
-);
-const GP_GNU: Profile = job(
-    published("gp-gnu", Offline, 1_000_000, 134, 1_985, 780_000),
-    Single,
-);
-const GP: Profile = job(
-    published("gp", Offline, 995_000, 23, 417, 810_000),
-    AllButOneCore,
-);
-const GZIP: Profile = job(
-    published("gzip", Offline, 989_000, 150, 105, 660_000),
-    Single,
-);
-const INDEX: Profile = job(
-    published("index", Offline, 998_000, 28, 205, 790_000),
-    AllButOneCore,
-);
-const KMEANS: Profile = job(
-    published("kmeans", Offline, 1_000_000, 122, 37, 820_000),
-    AllButOneCore,
-);
-const PAGERANK: Profile = job(
-    published("pagerank", Offline, 995_000, 30, 367, 710_000),
-    AllButOneCore,
-);
-const UNGZIP: Profile = job(
-    published("ungzip", Offline, 96_000, 580, 76, 790_000),
-    Single,
-);
-const WC_GNU: Profile = job(
-    published("wc-gnu", Offline, 1_000_000, 268, 170, 750_000),
-    Single,
-);
-const WC: Profile = job(
-    published("wc", Offline, 999_000, 25, 548, 890_000),
-    AllButOneCore,
-);
+const BFS: Profile = offline("bfs", 997_000, 238, 25, 700_000, PerCore(2));
+const GP_GNU: Profile = offline("gp-gnu", 1_000_000, 134, 1_985, 780_000, Single);
+const GP: Profile = offline("gp", 995_000, 23, 417, 810_000, AllButOneCore);
+const GZIP: Profile = offline("gzip", 989_000, 150, 105, 660_000, Single);
+const INDEX: Profile = offline("index", 998_000, 28, 205, 790_000, AllButOneCore);
+const KMEANS: Profile = offline("kmeans", 1_000_000, 122, 37, 820_000, AllButOneCore);
+const PAGERANK: Profile = offline("pagerank", 995_000, 30, 367, 710_000, AllButOneCore);
+const UNGZIP: Profile = offline("ungzip", 96_000, 580, 76, 790_000, Single);
+const WC_GNU: Profile = offline("wc-gnu", 1_000_000, 268, 170, 750_000, Single);
+const WC: Profile = offline("wc", 999_000, 25, 548, 890_000, AllButOneCore);
 const APACHE: Profile = Profile {
     instructions_per_io: Some(APACHE_INSTRUCTIONS_PER_IO),
     ..service(

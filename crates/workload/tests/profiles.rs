@@ -205,3 +205,33 @@ fn exponential_sizes_are_pinned() {
     assert_eq!(pages, PINNED_IMAGESERVER_PAGES_SEED11);
 }
 const PINNED_IMAGESERVER_PAGES_SEED11: [u64; 12] = [5, 7, 1, 1, 1, 1, 1, 7, 11, 1, 4, 1];
+
+/// Every offline job names the threads its program runs ("Offline jobs' threads"): the GNU
+/// tools one, the analytics frameworks a worker per core but one, `bfs` two per core (the one
+/// presets.md says starves the others); online services name none (their workers are
+/// `worker_threads`).
+#[test]
+fn offline_jobs_run_the_threads_of_their_program() {
+    let threads = |name: &str, cores| {
+        Profile::named(name)
+            .unwrap()
+            .offline_threads
+            .map(|t| t.on(cores))
+    };
+    for gnu in ["gzip", "ungzip", "wc-gnu", "gp-gnu"] {
+        assert_eq!(threads(gnu, 8), Some(1), "{gnu}");
+    }
+    for framework in ["pagerank", "kmeans", "index", "wc", "gp"] {
+        assert_eq!(threads(framework, 8), Some(7), "{framework}");
+        assert_eq!(threads(framework, 1), Some(1), "{framework} on one core");
+    }
+    assert_eq!(threads("bfs", 8), Some(16));
+    for p in Profile::all() {
+        assert_eq!(
+            p.offline_threads.is_some(),
+            p.kind == ProfileKind::Offline,
+            "{}",
+            p.name
+        );
+    }
+}
