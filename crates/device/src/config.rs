@@ -411,13 +411,9 @@ impl PageTypeNs {
     }
 }
 
-/// A mode that is on or off (config switches read as words, not booleans).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Switch {
-    Off,
-    On,
-}
+/// A mode that is on or off (config switches read as words, not booleans); every model's
+/// config shares the one type.
+pub use engine::Switch;
 
 /// Order in which a LUN serves its queued flash operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

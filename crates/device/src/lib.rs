@@ -252,18 +252,14 @@ pub struct CommandStats {
     pub write_stall_ns: u64,
     /// `cache.read_staging = "buffer"`: read misses that waited for a DRAM line (every line
     /// dirty, evicting or filling), and their total wait; omitted while 0.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub read_staging_stalls: u64,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub read_staging_stall_ns: u64,
     /// Strict-priority arbitration: drains of a starving lower-priority SQ (`ctrl.rs`);
     /// omitted while 0.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub arbitration_drains: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 /// Everything the device counts, for `summary.json`.

@@ -8,6 +8,8 @@
 //!   never perturbs the draws of another and one seed reproduces a whole run.
 //! - [`stats`]: HDR latency histograms summarised at the percentiles storage papers quote
 //!   (p50 … p99.999, max) and plain counters.
+//! - [`Switch`]: the on/off word every model's config uses for a mechanism it can leave out.
+//! - [`stats::is_zero`]: the `skip_serializing_if` of report counters omitted while 0.
 //! - [`toml_merge`]: a config file is a preset plus overrides; the deep merge that lays a
 //!   file's TOML over its preset and refuses unknown keys by their dotted path, for every
 //!   model's config (`device`, `host`).
@@ -18,6 +20,7 @@ pub mod io;
 pub mod queue;
 pub mod rng;
 pub mod stats;
+pub mod switch;
 pub mod time;
 pub mod toml_merge;
 
@@ -25,4 +28,5 @@ pub use io::{IoClass, IoOp};
 pub use queue::EventQueue;
 pub use rng::{stream, SimRng};
 pub use stats::{LatencyHistogram, LatencySummary};
+pub use switch::Switch;
 pub use time::SimTime;

@@ -11,6 +11,12 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+/// For `#[serde(skip_serializing_if = "engine::stats::is_zero")]`: counters left out of reports
+/// while 0, so a run without the mechanism reports what it did before the counter existed.
+pub fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 /// Significant decimal digits kept by every latency histogram.
 const HISTOGRAM_SIGNIFICANT_DIGITS: u8 = 3;
 

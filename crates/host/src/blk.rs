@@ -204,7 +204,7 @@ pub struct BlkClassStats {
     pub write_bytes: u64,
     /// Bios submitted cold (`blk.cold_submit_ns`: another process's user code ran on the
     /// core since the submitter's last submission); left out of reports while 0.
-    #[serde(skip_serializing_if = "crate::is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub cold_bios: u64,
 }
 
@@ -217,13 +217,13 @@ pub struct BlkStats {
     /// Requests dispatched by a deferred queue run (the kblockd worker, `kblockd`).
     pub deferred_dispatches: u64,
     /// Times a kblockd worker was woken to run a queue (omitted at 0).
-    #[serde(skip_serializing_if = "crate::is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub kblockd_runs: u64,
     /// `blk.bypass_lc`: latency-critical requests sent straight to the driver (omitted at 0).
-    #[serde(skip_serializing_if = "crate::is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub bypassed: u64,
     /// Bypasses that found a queued request on the same LBAs and took it along (hazard rule).
-    #[serde(skip_serializing_if = "crate::is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub bypass_hazards: u64,
 }
 

@@ -414,13 +414,8 @@ pub enum Merges {
     AdjacentAndSameLba,
 }
 
-/// On/off switch for a mechanism.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Switch {
-    Off,
-    On,
-}
+/// On/off switch for a mechanism; every model's config shares the one type.
+pub use engine::Switch;
 
 /// The NVMe driver.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -353,7 +353,7 @@ pub struct CoreStats {
     pub interrupts: u64,
     /// Threads this core took from another core's run queue (`cpu.load_balance`); left out
     /// of reports while 0 (always, with balancing off).
-    #[serde(skip_serializing_if = "crate::is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub migrations_in: u64,
 }
 

@@ -114,12 +114,6 @@ pub const PAGE_BYTES: u64 = 4096;
 /// 512-byte sectors per page.
 pub(crate) const SECTORS_PER_PAGE: u64 = PAGE_BYTES / 512;
 
-/// For `#[serde(skip_serializing_if = "crate::is_zero")]`: counters left out of reports while
-/// 0, so a run without the mechanism reports what it did before the counter existed.
-pub(crate) fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
 pub use breakdown::Breakdown;
 pub use config::{CompletionMode, HostConfig, HostConfigError, HOST_PRESETS};
 pub use cpu::{Cat, CoreStats, CATS};

@@ -131,7 +131,7 @@ pub struct NvmeStats {
     /// Last write-buffer occupancy the device reported, percent.
     pub last_write_buffer_pct: u8,
     /// Requests the queue accelerator merged into a waiting entry (omitted at 0).
-    #[serde(skip_serializing_if = "crate::is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub accel_merges: u64,
 }
 

@@ -101,7 +101,7 @@ pub struct ProcessSummary {
     /// (interrupt work done for its I/O is in `host.cpu_by_class`).
     pub cpu: ThreadCpu,
     /// When the process started (system config `start_ms`), ns; omitted when 0.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub start_ns: u64,
     /// When its first read/write call started, ns; omitted if it made none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,10 +113,6 @@ pub struct ProcessSummary {
     pub request_time: Option<RequestTime>,
     #[serde(skip)]
     pub response_histogram: LatencyHistogram,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 #[derive(Clone, Debug, Serialize)]
