@@ -42,7 +42,7 @@
 //! - `wave`: the whole wave, `pages` units, handed out to read-free dies as they come free, so
 //!   the buffer stays where it was before the wave. This was the model's first reading; on the
 //!   FastDrain study's drive (128 LUNs) it absorbed every wave of `ungzip` and foreground
-//!   eviction never ran (CHANGELOG.md, 2026-11-26: fd-buf, fd-ftl and fd gave the same p99s;
+//!   eviction never ran (CHANGELOG.md: fd-buf, fd-ftl and fd gave the same p99s;
 //!   `git log -p docs/study.md` keeps that run's table).
 //!
 //! Worked example (`nvme-tlc`: 131,072 units of buffer, high 104,857, low 26,214; 128 LUNs of

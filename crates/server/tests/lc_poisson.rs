@@ -176,7 +176,7 @@ fn lc_poisson_at_its_reservation_meets_its_slo_on_emulated_zssd() {
     check("zssd, BE true", &shared);
     // The BE tenant gets the device's tokens the LC tenant leaves, through its share and the
     // bucket; with two workers and the idle default flows some of it is lost to bucket resets
-    // (measured: CHANGELOG.md, 2026-11-23), so the bound is loose but far above a BE tenant starved
+    // (measured: CHANGELOG.md), so the bound is loose but far above a BE tenant starved
     // by the surge (its share alone is a quarter of the device here).
     let left = DEVICE_TOKENS_PER_SEC as f64 - tokens_per_sec(&shared.tenants[0]);
     check_be("zssd", &shared, left, 35.0);
