@@ -160,7 +160,7 @@ pub struct Invocation {
     pub cwd: String,
     /// What it did: `run`, `shard I/N` or `merge of N folders`.
     pub what: String,
-    /// RFC 3339, UTC (`2026-11-29T10:00:01Z`).
+    /// RFC 3339, UTC (`YYYY-MM-DDThh:mm:ssZ`).
     pub started_utc: String,
     /// When it finished writing; `None`: interrupted, killed or still running.
     pub ended_utc: Option<String>,

@@ -38,7 +38,7 @@ pub const CORES_BE_QD_PER_THREAD: u32 = 64;
 pub const SMALL_TENANT_IOPS: u64 = 100;
 /// The real runs' share of the published rates: the published server did ~1 M IOPS on its
 /// cores; here the server and the load generator share two cores (`ullstack bench` at QD32 on
-/// the memory backend did 185–223 K IOPS: CHANGELOG.md, 2026-11-23), and scenario 1 offers
+/// the memory backend did 185–223 K IOPS: CHANGELOG.md), and scenario 1 offers
 /// 190 K IOPS of LC load alone plus what the BE tenants take.
 pub const REAL_SCALE_PCT: u64 = 10;
 /// Worker counts of part 3 on the real server: this VM has two cores, and the load generator

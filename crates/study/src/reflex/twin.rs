@@ -13,14 +13,14 @@
 //! | --- | --- | --- |
 //! | `net.latency_ns` | 0 | loopback: no wire, no switch |
 //! | `net.bandwidth_bytes_per_sec` | 0 (infinite) | the copy is part of the per-message cost |
-//! | `net.client_message_ns` | 1 100 | a loopback TCP echo of the same bytes, two sends and two receives: p50 4.3–4.4 µs (`qd1_latency`; CHANGELOG.md, 2026-11-23) → 1.1 µs a message |
+//! | `net.client_message_ns` | 1 100 | a loopback TCP echo of the same bytes, two sends and two receives: p50 4.3–4.4 µs (`qd1_latency`; CHANGELOG.md) → 1.1 µs a message |
 //! | `net.server_message_ns` | 400 | the published dataplane's figure, kept (an assumption: the split below needs one) |
 //! | `costs.loop_ns` | 3 700 | fitted, below |
 //! | `costs.request_ns` / `submit_ns` / `complete_ns` | 250 / 100 / 100 | fitted, below (split by judgement) |
 //!
 //! The fit uses two figures of the real server on this VM (`cargo run --release -p server
 //! --example qd1_latency`, and `ullstack bench` at QD32 against `ullstack serve --memory 1GiB`;
-//! the runs are in CHANGELOG.md, 2026-11-23), with `m` the server's per-message cost, `w` its
+//! the runs are in CHANGELOG.md), with `m` the server's per-message cost, `w` its
 //! per-request work and `L` its cost per loop iteration (epoll, the socket reads and the reply
 //! `writev`):
 //! * QD1 4 KiB read through the client library on the memory backend, p50 7.1–7.2 µs against
