@@ -6,9 +6,10 @@
 //! across the planes of a LUN and a slot is `page × row_units + plane × page_units + unit`:
 //! consecutive slots fill a row (one multi-plane program) before the next page.
 //!
-//! The forward map is compact (a `u32` per LPN) and allocated lazily in regions of
-//! [`REGION_LPNS`] entries, so an 800 GB device that a run touches sparsely costs little memory.
-//! Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
+//! The forward map stores only what the run wrote: an LPN's PPN sits in a shared hash while its
+//! region of [`REGION_LPNS`] LPNs holds few writes, and in a table of the region once it holds
+//! many (`ftl/map.rs`), so memory follows the distinct LPNs written (4 to ~21 bytes each), not
+//! the drive's size. Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
 //! position a sequential fill would have put it, computed, not stored — LUN `i mod L`,
 //! position `i div L` in that LUN — until the LPN is rewritten or trimmed. Reverse maps
 //! (slot → LPN) exist only for superblocks written during the run; implicit superblocks
@@ -100,9 +101,10 @@ use crate::config::{DeviceConfig, Precondition};
 use crate::flash::Geometry;
 
 mod alloc;
+mod map;
 pub use alloc::{AllocStats, Urgency};
 
-/// LPNs per lazily allocated region of the forward map (4 KiB of `u32`).
+/// LPNs per region of the forward map (a dense region's table is 4 KiB of `u32`).
 pub const REGION_LPNS: u64 = 1024;
 /// Forward-map value of an LPN that holds no data.
 const UNMAPPED: u32 = u32::MAX;
@@ -205,11 +207,8 @@ pub struct Ftl {
     user_lpns: u64,
     /// LPNs below this are implicitly mapped by the sequential precondition.
     implicit_lpns: u64,
-    map: Vec<Option<Box<[u32]>>>,
-    /// One bit per region: whether `map` holds a table for it. A read of a region nobody wrote
-    /// tests this bitmap (24 KiB for 800 GB, cache-resident) instead of missing the CPU cache
-    /// on `map` (3 MB).
-    allocated: Vec<u64>,
+    /// The LPNs the run wrote (moved, trimmed): the others follow the layout (`ftl/map.rs`).
+    map: map::ForwardMap,
     sbs: Vec<SbMeta>,
     reverse: Vec<Option<Box<[u32]>>>,
     /// Data-integrity mode: the version of the data in each slot (per written superblock).
@@ -338,15 +337,13 @@ impl Ftl {
                 host_rows_queued: 0,
             });
         }
-        let regions = user_lpns.div_ceil(REGION_LPNS) as usize;
         let n_sbs = sbs.len();
         let geo_for_alloc = geo.clone();
         Ftl {
             geo,
             user_lpns,
             implicit_lpns,
-            map: (0..regions).map(|_| None).collect(),
-            allocated: vec![0; regions.div_ceil(64)],
+            map: map::ForwardMap::new(user_lpns),
             sbs,
             reverse: (0..n_sbs).map(|_| None).collect(),
             versions: integrity.then(|| (0..n_sbs).map(|_| None).collect()),
@@ -480,12 +477,14 @@ impl Ftl {
     }
 
     fn forward(&self, lpn: u64) -> u32 {
-        let r = (lpn / REGION_LPNS) as usize;
-        if self.allocated[r / 64] & (1 << (r % 64)) != 0 {
-            if let Some(region) = &self.map[r] {
-                return region[(lpn % REGION_LPNS) as usize];
-            }
+        match self.map.get(lpn as u32) {
+            Some(ppn) => ppn,
+            None => self.layout_ppn(lpn),
         }
+    }
+
+    /// `lpn`'s PPN when the run has not written it: the precondition's layout, or unmapped.
+    fn layout_ppn(&self, lpn: u64) -> u32 {
         if lpn < self.implicit_lpns {
             self.implicit_ppn(lpn)
         } else {
@@ -494,33 +493,11 @@ impl Ftl {
     }
 
     fn set_forward(&mut self, lpn: u64, ppn: u32) {
-        let r = (lpn / REGION_LPNS) as usize;
-        if self.map[r].is_none() {
-            // Walk the region's LPNs by (LUN, position) instead of dividing for each one.
-            let base = r as u64 * REGION_LPNS;
-            let luns = self.geo.luns as u64;
-            let (mut lun, mut pos) = (base % luns, base / luns);
-            let region: Box<[u32]> = (0..REGION_LPNS)
-                .map(|i| {
-                    let ppn = if base + i < self.implicit_lpns {
-                        self.implicit_ppn_at(lun as u32, pos)
-                    } else {
-                        UNMAPPED
-                    };
-                    lun += 1;
-                    if lun == luns {
-                        lun = 0;
-                        pos += 1;
-                    }
-                    ppn
-                })
-                .collect();
-            self.map[r] = Some(region);
-            self.allocated[r / 64] |= 1 << (r % 64);
-        }
-        if let Some(region) = &mut self.map[r] {
-            region[(lpn % REGION_LPNS) as usize] = ppn;
-        }
+        // The map asks for the layout only when a region turns dense; it is moved out for the
+        // call so that the layout can read the rest of `self` (moving it copies a few words).
+        let mut map = std::mem::take(&mut self.map);
+        map.set(lpn as u32, ppn, |l| self.layout_ppn(l));
+        self.map = map;
     }
 
     /// Where `lpn`'s data lives, if it has any.
@@ -858,13 +835,18 @@ impl Ftl {
         (min, max, sum * 1000 / self.sbs.len().max(1) as u64)
     }
 
-    /// Bytes held by the lazily allocated tables (forward regions and reverse maps).
+    /// Bytes held by the mapping tables: the forward map's overrides and index (`ftl/map.rs`)
+    /// and the reverse maps of superblocks written during the run.
     pub fn table_bytes(&self) -> u64 {
-        let regions = self.map.iter().filter(|r| r.is_some()).count() as u64 * REGION_LPNS * 4;
         let reverse = self.reverse.iter().filter(|r| r.is_some()).count() as u64
             * self.geo.superblock_units() as u64
             * 4;
-        regions + reverse
+        self.map.bytes() + reverse
+    }
+
+    /// LPNs whose PPN the forward map stores (written, moved or trimmed during the run).
+    pub fn overridden_lpns(&self) -> u64 {
+        self.map.overrides()
     }
 
     /// Checks the whole mapping (tests and debug runs; O(capacity)): every mapped LPN points at
@@ -1143,7 +1125,12 @@ mod tests {
         assert!(ftl.lookup(0).is_some());
         assert!(ftl.lookup((ftl.user_lpns() - 1) as u32).is_some());
         ftl.check_consistency().unwrap();
-        assert_eq!(ftl.table_bytes(), 0, "preconditioning allocates no tables");
+        assert_eq!(ftl.overridden_lpns(), 0, "preconditioning stores no LPN");
+        assert!(
+            ftl.table_bytes() <= ftl.user_lpns().div_ceil(REGION_LPNS) * 12,
+            "preconditioning costs only the index: {} bytes",
+            ftl.table_bytes()
+        );
     }
 
     #[test]
@@ -1205,7 +1192,12 @@ mod tests {
         let g = Geometry::new(&c);
         let mut ftl = Ftl::with_seed(&c, g.clone(), false, 5);
         ftl.check_consistency().unwrap();
-        assert_eq!(ftl.table_bytes(), 0, "preconditioning allocates no tables");
+        assert_eq!(ftl.overridden_lpns(), 0, "preconditioning stores no LPN");
+        assert!(
+            ftl.table_bytes() <= ftl.user_lpns().div_ceil(REGION_LPNS) * 12,
+            "preconditioning costs only the index: {} bytes",
+            ftl.table_bytes()
+        );
         let s = g.superblock_units();
         for lun in 0..g.luns {
             assert_eq!(ftl.free_superblocks(lun), ftl.gc_threshold_free);

@@ -278,6 +278,8 @@ pub struct DeviceStats {
     pub erase_count_mean: f64,
     pub pcie_bytes_to_device: u64,
     pub pcie_bytes_to_host: u64,
+    /// Bytes the FTL's mapping tables hold at the end of the run: the forward map's index and
+    /// the LPNs written (about 4-21 bytes each), and the reverse maps of superblocks written.
     pub mapping_table_bytes: u64,
     /// Write-back hints and watermark eviction (`cache.drain`; absent for `vanilla`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -4,10 +4,16 @@
 //!     (fewer dies) so its free space runs out early and GC is active.
 //! (c) building a randomly preconditioned 800 GB `zssd` (`ftl.precondition = "random"`), then
 //!     (a)'s random reads on it (every read then goes through the preconditioned layout);
-//! (d) (a) with the cache split by class and ghost prefetch on (their cost when on).
-//! Prints simulated I/Os per wall-clock second and the process's peak RSS after each.
+//! (d) (a) with the cache split by class and ghost prefetch on (their cost when on);
+//! (e) 70/30 random read/write 4 KiB, QD32, 1 M I/Os over the whole 800 GB `zssd` (the
+//!     forward map holds every LPN written: memory follows the distinct LPNs written);
+//! (f) 100 K random 4 KiB writes, QD32, over the whole `zssd`.
+//! Opt-in, by name only (a few minutes each): (g) 100 M random reads and (h) 100 M 70/30 I/Os
+//! on the whole `zssd`, whose peak RSS shows what a long run keeps.
+//! Prints simulated I/Os per wall-clock second and the case's peak RSS (the high-water mark is
+//! reset before each case).
 //!
-//! Run: `cargo bench -p sim --bench device_throughput`
+//! Run: `cargo bench -p sim --bench device_throughput [-- CASE]`
 
 use std::time::Instant;
 
@@ -24,7 +30,14 @@ fn peak_rss_mib() -> u64 {
         .map_or(0, |kb| kb / 1024)
 }
 
+/// Resets the process's peak RSS to its current RSS (Linux: `5` to `/proc/self/clear_refs`), so
+/// that each case prints its own peak.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 fn bench(label: &str, device: DeviceConfig, job: &str) {
+    reset_peak_rss();
     let cfg = DeviceRunConfig {
         seed: 1,
         device,
@@ -43,7 +56,7 @@ fn bench(label: &str, device: DeviceConfig, job: &str) {
     let d = &summary.device;
     println!(
         "{label}: {} I/Os in {secs:.2} s wall = {:.0} simulated I/Os per second; {} events ({:.1} M events/s); \
-         simulated {:.3} s; GC runs {}, write amplification {:.3}; peak RSS {} MiB",
+         simulated {:.3} s; GC runs {}, write amplification {:.3}; mapping tables {:.1} MiB; peak RSS {} MiB",
         summary.sim.ios,
         summary.sim.ios as f64 / secs,
         summary.sim.events,
@@ -51,6 +64,7 @@ fn bench(label: &str, device: DeviceConfig, job: &str) {
         summary.sim.simulated_ns as f64 / 1e9,
         d.ftl.gc_runs,
         d.write_amplification,
+        d.mapping_table_bytes as f64 / (1 << 20) as f64,
         peak_rss_mib()
     );
 }
@@ -98,9 +112,46 @@ fn main() {
             "[d]\nioengine=libaio\ndirect=1\nbs=4k\nrw=randread\niodepth=32\nnorandommap\ntime_based\nruntime=1000s\nnumber_ios=1000000\n",
         );
     }
+    let zssd_job = |name: &str, rw: &str, ios: u64| {
+        format!(
+            "[{name}]\nioengine=libaio\ndirect=1\nbs=4k\nrw={rw}\nrwmixread=70\niodepth=32\nnorandommap\ntime_based\nruntime=1000000s\nnumber_ios={ios}\n"
+        )
+    };
+    let zssd = || DeviceConfig::preset("zssd").expect("preset");
+    if want("e-zssd-randrw-70-30-qd32") {
+        bench(
+            "e-zssd-randrw-70-30-qd32",
+            zssd(),
+            &zssd_job("e", "randrw", 1_000_000),
+        );
+    }
+    if want("f-zssd-randwrite-100k") {
+        bench(
+            "f-zssd-randwrite-100k",
+            zssd(),
+            &zssd_job("f", "randwrite", 100_000),
+        );
+    }
+    // The long runs go only by name: `cargo bench -p sim --bench device_throughput -- 100m`.
+    let named = |name: &str| filter.as_deref().is_some_and(|f| name.contains(f));
+    if named("g-zssd-randread-100m") {
+        bench(
+            "g-zssd-randread-100m",
+            zssd(),
+            &zssd_job("g", "randread", 100_000_000),
+        );
+    }
+    if named("h-zssd-randrw-70-30-100m") {
+        bench(
+            "h-zssd-randrw-70-30-100m",
+            zssd(),
+            &zssd_job("h", "randrw", 100_000_000),
+        );
+    }
     if want("c-zssd-precondition-random") {
         let mut zssd = DeviceConfig::preset("zssd").expect("preset");
         zssd.ftl.precondition = Precondition::Random;
+        reset_peak_rss();
         let wall = Instant::now();
         let ssd = Ssd::with_seed(&zssd, DeviceOptions::default(), 1).expect("valid device");
         let secs = wall.elapsed().as_secs_f64();
