@@ -44,7 +44,6 @@
 use engine::IoClass;
 
 use crate::accel::Placed;
-use crate::blk::ReqState;
 use crate::config::Switch;
 use crate::machine::{Ev, Host};
 use crate::nvme::HostCommand;
@@ -53,11 +52,8 @@ impl Host {
     /// Dispatched request `r` goes into the accelerator's registers.
     pub(crate) fn accel_emit(&mut self, r: u32) {
         let now = self.now;
-        let req = &mut self.blk.reqs[r as usize];
-        assert_eq!(req.state, ReqState::Dispatching, "request {r} issued twice");
-        req.state = ReqState::InDevice;
-        req.t_doorbell = now;
-        let sqid = self.blk.hctxs[req.hctx as usize].sqid;
+        let sqid = self.blk.issue(now, r);
+        let req = &self.blk.reqs[r as usize];
         let (op, sector, sectors) = (req.op, req.sector, req.sectors);
         let x = self.accel.as_mut().expect("the accelerator is on");
         let placed = x

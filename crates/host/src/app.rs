@@ -49,7 +49,7 @@ use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
 use crate::process::{arrival_gap_of, OnlineReq, OnlineState};
-use crate::task::{draw_gap, Path, Role, Step, Wait};
+use crate::task::{Path, Role, Step, Wait};
 
 impl Host {
     /// The thread's next application step, by its role.
@@ -76,9 +76,13 @@ impl Host {
     /// Starts the thread's next profile I/O (synchronous) and draws the gap to the one after.
     pub(crate) fn profile_io(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
-        let gen = th.gen.as_mut().expect("profile threads have a generator");
-        let req = gen.next(&mut th.rng);
-        th.instr_to_io = draw_gap(th);
+        let gen = th
+            .app
+            .gen
+            .as_mut()
+            .expect("profile threads have a generator");
+        let req = gen.next(&mut th.app.rng);
+        th.app.instr_to_io = th.app.draw_gap();
         let p = th.proc as usize;
         let path = match self.procs[p].spec.buffering {
             Buffering::Direct => Path::Direct,
@@ -106,11 +110,11 @@ impl Host {
         if self.stopping {
             return self.exit(t);
         }
-        let n = self.threads[t as usize].instr_to_io;
+        let n = self.threads[t as usize].app.instr_to_io;
         if n == 0 {
             return self.profile_io(t);
         }
-        self.threads[t as usize].instr_to_io = 0;
+        self.threads[t as usize].app.instr_to_io = 0;
         self.instructions_burst(t, n);
     }
 
@@ -282,13 +286,13 @@ impl Host {
             let ns = self.costs.draw(CostSite::Net, self.cfg.app.reply_ns);
             return self.burst(t, ns, Cat::Syscall, Step::Reply);
         }
-        let gap = self.threads[t as usize].instr_to_io;
+        let gap = self.threads[t as usize].app.instr_to_io;
         if gap == 0 {
             return self.profile_io(t);
         }
         let n = gap.min(instr_left);
         let th = &mut self.threads[t as usize];
-        th.instr_to_io -= n;
+        th.app.instr_to_io -= n;
         th.role = Role::Worker {
             req,
             instr_left: instr_left - n,

@@ -139,19 +139,19 @@ pub struct Request {
 /// One hardware dispatch queue (and its software queue).
 #[derive(Clone, Debug)]
 pub struct Hctx {
-    pub core: u16,
-    pub kind: QueueKind,
-    pub sqid: u16,
+    core: u16,
+    kind: QueueKind,
+    sqid: u16,
     /// The hardware queue whose CQ this one's completions land on: itself, or for a
     /// latency-critical twin (`nvme.lc_queue`) the queue it shares the CQ with.
-    pub cq: u16,
+    cq: u16,
     /// Its latency-critical twin SQ (`nvme.lc_queue`), or `NO_HCTX`.
-    pub lc_twin: u16,
+    lc_twin: u16,
     /// Driver tags (SQ slots usable at once: depth − 1).
-    pub tags: u32,
-    pub tags_used: u32,
-    pub nr_requests: u32,
-    pub allocated: u32,
+    tags: u32,
+    tags_used: u32,
+    nr_requests: u32,
+    allocated: u32,
     fifo: VecDeque<u32>,
     reads: VecDeque<u32>,
     writes: VecDeque<u32>,
@@ -159,28 +159,150 @@ pub struct Hctx {
     reads_in_flight: u32,
     writes_in_flight: u32,
     /// Threads sleeping for a request allocation.
-    pub alloc_waiters: VecDeque<u32>,
+    alloc_waiters: VecDeque<u32>,
     /// A dispatcher left requests queued for want of a tag or a scheduler slot: the next
     /// completion on the queue runs it again (`BLK_MQ_S_SCHED_RESTART`, `kblockd`).
-    pub restart: bool,
+    restart: bool,
     /// Poll queues: CQEs posted and not reaped yet.
-    pub posted: Vec<u32>,
+    posted: Vec<u32>,
     /// Poll queues: mean latency of recent polled requests (EWMA, ns), for hybrid polling.
-    pub poll_mean_ns: u64,
+    poll_mean_ns: u64,
     /// Poll queues with a shared poll/submission lock (`jitter.poll_lock`): when the last
     /// submitter's or reaper's hold ends.
-    pub lock_free_at: SimTime,
+    lock_free_at: SimTime,
     /// Poll queues with a shared lock: threads that started spinning on the CQ (a thread
     /// leaves at its next poll check; a preempted one is skipped while off its core).
-    pub spinners: Vec<u32>,
+    spinners: Vec<u32>,
 }
 
 /// No hardware queue.
 pub const NO_HCTX: u16 = u16::MAX;
 
 impl Hctx {
+    /// Requests waiting in its software queue (and scheduler queues) for dispatch.
     pub fn queued(&self) -> usize {
         self.fifo.len() + self.reads.len() + self.writes.len()
+    }
+
+    /// The core it belongs to (its interrupts and deferred runs go there).
+    pub fn core(&self) -> u16 {
+        self.core
+    }
+
+    pub fn kind(&self) -> QueueKind {
+        self.kind
+    }
+
+    /// The NVMe submission queue its requests go to.
+    pub fn sqid(&self) -> u16 {
+        self.sqid
+    }
+
+    /// The hardware queue whose CQ its completions land on (itself, or a twin's base queue).
+    pub fn cq(&self) -> u16 {
+        self.cq
+    }
+
+    /// The driver holds at most a tag per SQ slot: the SQ never overflows (checked as a
+    /// command leaves).
+    pub fn assert_within_depth(&self) {
+        assert!(
+            self.tags_used <= self.tags,
+            "SQ {} holds {} commands: at most {} (queue depth − 1)",
+            self.sqid,
+            self.tags_used,
+            self.tags
+        );
+    }
+
+    /// Thread `t` sleeps until a request of this queue is freed (`complete_request` wakes the
+    /// oldest sleeper).
+    pub fn wait_for_request(&mut self, t: u32) {
+        self.alloc_waiters.push_back(t);
+    }
+
+    /// The oldest thread sleeping for a request of this queue, which a freed request wakes.
+    pub fn next_request_waiter(&mut self) -> Option<u32> {
+        self.alloc_waiters.pop_front()
+    }
+
+    /// A dispatcher left requests queued: the next completion runs the queue again.
+    pub fn mark_restart(&mut self) {
+        self.restart = true;
+    }
+
+    /// Whether a dispatcher asked for a restart since the last call (and clears the ask).
+    pub fn take_restart(&mut self) -> bool {
+        std::mem::take(&mut self.restart)
+    }
+
+    /// Poll queues: a CQE for request `r` is posted for a poller to reap.
+    pub fn post(&mut self, r: u32) {
+        self.posted.push(r);
+    }
+
+    /// Poll queues: whether CQEs wait to be reaped.
+    pub fn has_posted(&self) -> bool {
+        !self.posted.is_empty()
+    }
+
+    /// Poll queues: a reaper takes every posted CQE into `reap` (empty, its buffer kept).
+    pub fn reap_posted(&mut self, reap: &mut Vec<u32>) {
+        debug_assert!(reap.is_empty(), "a reaper starts with nothing reaped");
+        std::mem::swap(reap, &mut self.posted);
+    }
+
+    /// Poll queues: mean latency of recent polled requests, ns (hybrid polling's sleep).
+    pub fn poll_mean_ns(&self) -> u64 {
+        self.poll_mean_ns
+    }
+
+    /// Poll queues: the mean after a polled request's completion (`nvme::ewma`).
+    pub fn set_poll_mean_ns(&mut self, mean_ns: u64) {
+        self.poll_mean_ns = mean_ns;
+    }
+
+    /// Shared poll lock: thread `t` spins on the CQ (once in the list however often it
+    /// starts).
+    pub fn add_spinner(&mut self, t: u32) {
+        if !self.spinners.contains(&t) {
+            self.spinners.push(t);
+        }
+    }
+
+    /// Shared poll lock: thread `t` stopped spinning.
+    pub fn remove_spinner(&mut self, t: u32) {
+        self.spinners.retain(|&s| s != t);
+    }
+
+    /// Shared poll lock: the threads that started spinning on the CQ, in the order they did.
+    pub fn spinners(&self) -> &[u32] {
+        &self.spinners
+    }
+
+    /// Shared poll lock: a reaper at `now` takes the lock for `hold_ns`, or is told how long
+    /// the holder keeps it (`Err(wait_ns)`; it has not taken it).
+    pub fn take_poll_lock(&mut self, now: SimTime, hold_ns: u64) -> Result<(), u64> {
+        if self.lock_free_at > now {
+            return Err(self.lock_free_at - now);
+        }
+        self.lock_free_at = now + hold_ns;
+        Ok(())
+    }
+
+    /// Shared poll lock: when its last holder lets it go.
+    pub fn poll_lock_free_at(&self) -> SimTime {
+        self.lock_free_at
+    }
+
+    /// Shared poll lock: a submitter holds it from `from` (when its holders let it go) for
+    /// `hold_ns`.
+    pub fn hold_poll_lock(&mut self, from: SimTime, hold_ns: u64) {
+        debug_assert!(
+            from >= self.lock_free_at,
+            "the lock is taken once it is free"
+        );
+        self.lock_free_at = from + hold_ns;
     }
 }
 
@@ -244,7 +366,7 @@ pub struct Blk {
     free_reqs: Vec<u32>,
     waiters: Vec<Waiter>,
     free_waiters: Vec<u32>,
-    pub hctxs: Vec<Hctx>,
+    hctxs: Vec<Hctx>,
     pub stats: BlkStats,
     bios_live: u64,
     reqs_live: u64,
@@ -333,6 +455,26 @@ impl Blk {
             self.hctxs.push(twin);
         }
         self
+    }
+
+    /// Dispatched request `r` leaves for the device at `now` (its doorbell rings, or the
+    /// accelerator takes it): returns the SQ it goes to.
+    pub fn issue(&mut self, now: SimTime, r: u32) -> u16 {
+        let req = &mut self.reqs[r as usize];
+        assert_eq!(req.state, ReqState::Dispatching, "request {r} issued twice");
+        req.state = ReqState::InDevice;
+        req.t_doorbell = now;
+        self.hctxs[req.hctx as usize].sqid
+    }
+
+    /// Hardware queue `h`.
+    pub fn hctx(&self, h: u16) -> &Hctx {
+        &self.hctxs[h as usize]
+    }
+
+    /// Hardware queue `h`, to change through its operations.
+    pub fn hctx_mut(&mut self, h: u16) -> &mut Hctx {
+        &mut self.hctxs[h as usize]
     }
 
     /// The hardware queue a request of `class` allocated from base queue `hctx` goes to:

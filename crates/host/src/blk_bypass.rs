@@ -71,7 +71,7 @@ impl Blk {
         self.dispatch_queues(hctx)
             .into_iter()
             .filter(|&h| h != NO_HCTX)
-            .map(|h| self.hctxs[h as usize].queued() as u32)
+            .map(|h| self.hctx(h).queued() as u32)
             .sum()
     }
 
@@ -327,7 +327,7 @@ mod tests {
             b.on_cqe(end, r);
             b.finish_request(end, r);
         }
-        assert_eq!(b.hctxs[0].queued(), 0, "everything reached the driver");
+        assert_eq!(b.hctx(0).queued(), 0, "everything reached the driver");
         bios.iter()
             .map(|&bio| {
                 let x = &b.bios[bio as usize];
@@ -390,7 +390,7 @@ mod tests {
             matches!(out, BypassOutcome::Direct { first: Some(q), .. } if q == plug[0]),
             "{out:?}"
         );
-        assert_eq!(b.hctxs[0].queued(), 0);
+        assert_eq!(b.hctx(0).queued(), 0);
         assert_eq!((b.stats.bypassed, b.stats.bypass_hazards), (2, 1));
         // A same-direction overlap merges into the queued request and sends it.
         let w2 = b.new_bio(IoOp::Write, IoClass::Throughput, 160, 8, owner);

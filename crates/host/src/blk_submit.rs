@@ -48,7 +48,7 @@
 
 use engine::IoClass;
 
-use crate::blk::{ReqState, SubmitOutcome, NO_HCTX};
+use crate::blk::{SubmitOutcome, NO_HCTX};
 use crate::blk_bypass::BypassOutcome;
 use crate::config::{CompletionMode, Switch};
 use crate::cpu::Cat;
@@ -56,7 +56,7 @@ use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::nvme;
 use crate::pagecache::NIL;
-use crate::task::{Path, Role, Step, Wait};
+use crate::task::{AfterDriver, BioEntry, Cache, Path, Role, Step, Wait};
 
 impl Host {
     /// The submitting thread's next block-layer step: submit the next bio, flush a full plug,
@@ -64,29 +64,27 @@ impl Host {
     pub(crate) fn submission_next(&mut self, t: u32) {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
-        if th.next_bio < th.bios.len() {
-            if th.plug.len() >= plug_max {
+        if th.blk.next_bio < th.blk.bios.len() {
+            if th.blk.plug.len() >= plug_max {
                 return self.unplug(t);
             }
-            let b = th.bios[th.next_bio];
+            let b = th.blk.bios[th.blk.next_bio];
             assert!(
                 self.blk.bios[b as usize].live,
                 "thread {t} submits freed bio {b}"
             );
             let class = self.blk.bios[b as usize].class;
             let search_ns = if self.bypasses(class) {
-                if !th.plug.is_empty() {
+                if !th.blk.plug.is_empty() {
                     // Nothing this thread submitted before may be overtaken: plug first.
                     return self.unplug(t);
                 }
                 self.cfg.blk.hazard_check_ns * self.blk.hazard_candidates(th.io.hctx) as u64
             } else {
                 self.cfg.blk.merge_check_ns
-                    * self.blk.merge_candidates(&th.plug, th.io.hctx, class) as u64
+                    * self.blk.merge_candidates(&th.blk.plug, th.io.hctx, class) as u64
             };
-            let core = self.cpu.threads[t as usize].core;
-            let mm = self.cpu.threads[t as usize].mm;
-            let cold = self.cpu.foreign_user_since(core, mm, th.last_bio_submit);
+            let cold = self.cpu.foreign_user_since_for(t, th.blk.last_bio_submit);
             let cold_ns = if cold {
                 self.blk.stats.class_mut(class).cold_bios += 1;
                 self.cold_part(self.cfg.blk.bio_submit_ns)
@@ -95,28 +93,30 @@ impl Host {
             };
             let ns = self.cfg.blk.bio_submit_ns + search_ns + cold_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
-            let th = &mut self.threads[t as usize];
-            th.last_bio_submit = self.now;
+            let blk = &mut self.threads[t as usize].blk;
+            blk.last_bio_submit = self.now;
             // Its dispatch runs cold too, once: a bypassing bio has none unless the hazard
-            // rule sends it to the queue, and the flag ends with the batch.
-            th.cold_dispatch |= cold;
+            // rule sends it to the queue, and the state ends with the batch.
+            if cold {
+                blk.dispatch_cache = Cache::Cold;
+            }
             // A bio retried after a wait for a request entered the block layer before the
             // wait: the wait is block-layer time (a tag wait) in its breakdown.
-            if !std::mem::take(&mut th.alloc_retry) {
-                th.bio_started = self.now;
+            if std::mem::replace(&mut blk.bio_entry, BioEntry::First) == BioEntry::First {
+                blk.bio_started = self.now;
             }
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
         }
-        if matches!(th.role, Role::Flusher) || th.fsync_file != NIL {
-            if th.plug.len() >= plug_max {
+        if matches!(th.role, Role::Flusher) || th.fsync.file != NIL {
+            if th.blk.plug.len() >= plug_max {
                 return self.unplug(t);
             }
-            if th.fsync_file != NIL {
+            if th.fsync.file != NIL {
                 return self.fsync_next(t);
             }
             return self.flusher_next(t);
         }
-        if !th.plug.is_empty() {
+        if !th.blk.plug.is_empty() {
             return self.unplug(t);
         }
         self.submission_done(t);
@@ -124,7 +124,7 @@ impl Host {
 
     /// A thread woken from its wait for a request submits the same bio again.
     pub(crate) fn submission_retry(&mut self, t: u32) {
-        self.threads[t as usize].alloc_retry = true;
+        self.threads[t as usize].blk.bio_entry = BioEntry::AfterAllocWait;
         self.submission_next(t);
     }
 
@@ -153,30 +153,29 @@ impl Host {
     fn bio_bypassed(&mut self, t: u32, b: u32) {
         let now = self.now;
         let th = &self.threads[t as usize];
-        let outcome = self.blk.submit_bypass(now, th.bio_started, b, th.io.hctx);
+        let outcome = self
+            .blk
+            .submit_bypass(now, th.blk.bio_started, b, th.io.hctx);
         let th = &mut self.threads[t as usize];
         match outcome {
             BypassOutcome::Direct { first, req } => {
-                th.next_bio += 1;
-                th.direct.extend(first);
-                th.direct.push(req);
-                if matches!(th.role, Role::Flusher) && self.flush.hint_pages > 0 {
-                    self.blk.reqs[req as usize].wave_pages =
-                        std::mem::take(&mut self.flush.hint_pages);
-                }
+                th.blk.next_bio += 1;
+                th.blk.direct.extend(first);
+                th.blk.direct.push(req);
+                self.give_wave_hint(t, req);
                 self.direct_next(t);
             }
             BypassOutcome::MergedDirect { req } => {
-                th.next_bio += 1;
-                th.direct.push(req);
+                th.blk.next_bio += 1;
+                th.blk.direct.push(req);
                 self.direct_next(t);
             }
             BypassOutcome::Queued => {
-                th.next_bio += 1;
+                th.blk.next_bio += 1;
                 self.dispatch_next(t);
             }
             BypassOutcome::NoRequest { hctx } => {
-                self.blk.hctxs[hctx as usize].alloc_waiters.push_back(t);
+                self.blk.hctx_mut(hctx).wait_for_request(t);
                 self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
             }
         }
@@ -186,9 +185,9 @@ impl Host {
     /// hardware queue is skipped).
     fn direct_next(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
-        let r = th.direct.remove(0);
-        th.bypassing = true;
-        th.dispatching = r;
+        let r = th.blk.direct.remove(0);
+        th.blk.after_driver = AfterDriver::Submission;
+        th.blk.dispatching = r;
         self.dispatch_done(t);
     }
 
@@ -197,42 +196,39 @@ impl Host {
     pub(crate) fn bio_submitted(&mut self, t: u32) {
         let now = self.now;
         let th = &mut self.threads[t as usize];
-        let b = th.bios[th.next_bio];
+        let b = th.blk.bios[th.blk.next_bio];
         if self.bypasses(self.blk.bios[b as usize].class) {
             return self.bio_bypassed(t, b);
         }
         let th = &mut self.threads[t as usize];
         let outcome = self
             .blk
-            .submit_bio(now, th.bio_started, b, &mut th.plug, th.io.hctx);
+            .submit_bio(now, th.blk.bio_started, b, &mut th.blk.plug, th.io.hctx);
         match outcome {
             SubmitOutcome::Merged { .. } => {
-                th.next_bio += 1;
+                th.blk.next_bio += 1;
                 self.submission_next(t);
             }
             SubmitOutcome::NewRequest { req } => {
-                th.next_bio += 1;
-                if matches!(th.role, Role::Flusher) && self.flush.hint_pages > 0 {
-                    self.blk.reqs[req as usize].wave_pages =
-                        std::mem::take(&mut self.flush.hint_pages);
-                }
+                th.blk.next_bio += 1;
+                self.give_wave_hint(t, req);
                 self.submission_next(t);
             }
             SubmitOutcome::NoRequest => {
                 let h = self.blk.route(th.io.hctx, self.blk.bios[b as usize].class);
-                if !th.plug.is_empty() {
+                if !th.blk.plug.is_empty() {
                     // `io_schedule` flushes the plug from the scheduler: its requests are
                     // inserted and the queue runs from kblockd (`kblockd`'s essay).
-                    let plug = std::mem::take(&mut th.plug);
+                    let plug = std::mem::take(&mut th.blk.plug);
                     for &r in &plug {
                         self.blk.insert(now, r);
                     }
                     let th = &mut self.threads[t as usize];
-                    th.plug = plug;
-                    th.plug.clear();
+                    th.blk.plug = plug;
+                    th.blk.plug.clear();
                     self.run_queue_async(h);
                 }
-                self.blk.hctxs[h as usize].alloc_waiters.push_back(t);
+                self.blk.hctx_mut(h).wait_for_request(t);
                 self.sleep(t, Wait::ReqAlloc, Step::SubmitRetry);
             }
         }
@@ -241,12 +237,12 @@ impl Host {
     /// Flushes the plug into the hardware queue and dispatches.
     pub(crate) fn unplug(&mut self, t: u32) {
         let now = self.now;
-        let mut plug = std::mem::take(&mut self.threads[t as usize].plug);
+        let mut plug = std::mem::take(&mut self.threads[t as usize].blk.plug);
         for &r in &plug {
             self.blk.insert(now, r);
         }
         plug.clear();
-        self.threads[t as usize].plug = plug;
+        self.threads[t as usize].blk.plug = plug;
         self.dispatch_next(t);
     }
 
@@ -261,14 +257,17 @@ impl Host {
             .find_map(|h| self.blk.pick_dispatch(self.now, h));
         match picked {
             Some(r) => {
-                self.threads[t as usize].dispatching = r;
+                self.threads[t as usize].blk.dispatching = r;
                 if matches!(self.threads[t as usize].role, Role::Kblockd { .. }) {
                     // The worker's time is done for the class of the request it dispatches.
                     self.blk.stats.deferred_dispatches += 1;
-                    self.cpu.threads[t as usize].class = self.blk.reqs[r as usize].class;
+                    self.cpu.set_class(t, self.blk.reqs[r as usize].class);
                 }
-                let cold = std::mem::take(&mut self.threads[t as usize].cold_dispatch);
-                let cold_ns = if cold {
+                let cache = std::mem::replace(
+                    &mut self.threads[t as usize].blk.dispatch_cache,
+                    Cache::Warm,
+                );
+                let cold_ns = if cache == Cache::Cold {
                     self.cold_part(self.cfg.blk.dispatch_ns)
                 } else {
                     0
@@ -282,8 +281,8 @@ impl Host {
                 // Whatever is still queued waits for a tag or a scheduler slot: the next
                 // completion restarts the queue.
                 for q in self.blk.dispatch_queues(base) {
-                    if q != NO_HCTX && self.blk.hctxs[q as usize].queued() > 0 {
-                        self.blk.hctxs[q as usize].restart = true;
+                    if q != NO_HCTX && self.blk.hctx(q).queued() > 0 {
+                        self.blk.hctx_mut(q).mark_restart();
                     }
                 }
                 self.submission_next(t)
@@ -294,7 +293,7 @@ impl Host {
     /// Dispatch work of the thread's request is done: the driver builds the command and rings
     /// the doorbell.
     pub(crate) fn dispatch_done(&mut self, t: u32) {
-        let r = self.threads[t as usize].dispatching;
+        let r = self.threads[t as usize].blk.dispatching;
         self.blk.reqs[r as usize].t_driver = self.now;
         let ns = self.driver_ns();
         let ns = self.costs.draw(CostSite::Driver, ns);
@@ -305,13 +304,15 @@ impl Host {
     /// The doorbell is written: the command leaves; dispatch the next request (or, bypassing,
     /// send the next bypassing request or go back to submission).
     pub(crate) fn driver_done(&mut self, t: u32) {
-        let r = std::mem::replace(&mut self.threads[t as usize].dispatching, NIL);
+        let r = std::mem::replace(&mut self.threads[t as usize].blk.dispatching, NIL);
         self.emit(r);
         let th = &mut self.threads[t as usize];
-        if !th.direct.is_empty() {
+        if !th.blk.direct.is_empty() {
             return self.direct_next(t);
         }
-        if std::mem::take(&mut th.bypassing) {
+        if std::mem::replace(&mut th.blk.after_driver, AfterDriver::Dispatch)
+            == AfterDriver::Submission
+        {
             return self.submission_next(t);
         }
         self.dispatch_next(t);
@@ -333,19 +334,9 @@ impl Host {
             return self.accel_emit(r);
         }
         let now = self.now;
-        let req = &mut self.blk.reqs[r as usize];
-        assert_eq!(req.state, ReqState::Dispatching, "request {r} issued twice");
-        req.state = ReqState::InDevice;
-        req.t_doorbell = now;
-        let h = &self.blk.hctxs[req.hctx as usize];
-        assert!(
-            h.tags_used <= h.tags,
-            "SQ {} holds {} commands: at most {} (queue depth − 1)",
-            h.sqid,
-            h.tags_used,
-            h.tags
-        );
-        let sqid = h.sqid;
+        let sqid = self.blk.issue(now, r);
+        let req = &self.blk.reqs[r as usize];
+        self.blk.hctx(req.hctx).assert_within_depth();
         let attr = self.cfg.attr == Switch::On;
         self.out.push(nvme::command(now, sqid, r, req, attr));
         self.commands_sent += 1;
@@ -360,10 +351,10 @@ impl Host {
     /// polling, hybrid sleep-then-poll, or sleeping for the interrupt.
     pub(crate) fn submission_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
-        th.bios.clear();
-        th.next_bio = 0;
+        th.blk.bios.clear();
+        th.blk.next_bio = 0;
         // A cold batch whose requests someone else dispatched leaves nothing cold behind.
-        th.cold_dispatch = false;
+        th.blk.dispatch_cache = Cache::Warm;
         let io = th.io;
         if !io.wait {
             return self.app_next(t);
@@ -376,7 +367,7 @@ impl Host {
                 self.start_poll(t)
             }
             (Path::Direct, CompletionMode::Hybrid) => {
-                let mean = self.blk.hctxs[io.hctx as usize].poll_mean_ns;
+                let mean = self.blk.hctx(io.hctx).poll_mean_ns();
                 let s = nvme::hybrid_sleep_ns(mean, self.cfg.nvme.hybrid_sleep_pct);
                 if s == 0 {
                     self.start_poll(t)

@@ -360,7 +360,7 @@ pub struct CoreStats {
 pub struct Cpu {
     cfg: CpuConfig,
     cores: Vec<Core>,
-    pub threads: Vec<ThreadSched>,
+    threads: Vec<ThreadSched>,
     /// Cores whose plan changed since the last `reschedule`.
     dirty: Vec<u16>,
     dirty_mark: Vec<bool>,
@@ -467,6 +467,44 @@ impl Cpu {
     /// Thread `t` runs the user code of address space `mm` (its process).
     pub fn set_address_space(&mut self, t: u32, mm: u32) {
         self.threads[t as usize].mm = mm;
+    }
+
+    /// The scheduler's view of thread `t`, to read: only the scheduler's own operations
+    /// change it.
+    pub fn sched(&self, t: u32) -> &ThreadSched {
+        &self.threads[t as usize]
+    }
+
+    /// The core thread `t` runs on, waits on, or last ran on.
+    pub fn core_of(&self, t: u32) -> u16 {
+        self.threads[t as usize].core
+    }
+
+    /// Whether thread `t` spins in a poll loop: its burst has no end of its own
+    /// (`UNTIL_POKED`) and it is on a core or waiting for one. A completion for it re-arms
+    /// the burst with [`Cpu::set_burst`].
+    pub fn is_polling(&self, t: u32) -> bool {
+        let th = &self.threads[t as usize];
+        th.remaining_ns == UNTIL_POKED && matches!(th.state, RunState::Running | RunState::Runnable)
+    }
+
+    /// Thread `t`'s CPU time is attributed to `class` from now on (a kblockd worker takes
+    /// the class of the request it dispatches).
+    pub fn set_class(&mut self, t: u32, class: IoClass) {
+        self.threads[t as usize].class = class;
+    }
+
+    /// How long thread `t` waited for its core after its last wake-up, ns.
+    pub fn core_wait_ns(&self, t: u32) -> u64 {
+        let th = &self.threads[t as usize];
+        th.running_since.saturating_since(th.woken_at)
+    }
+
+    /// Whether another process's user code ran on thread `t`'s core after `since`: the
+    /// kernel's code and data `t` touched then are cold ([`Cpu::foreign_user_since`]).
+    pub fn foreign_user_since_for(&self, t: u32, since: SimTime) -> bool {
+        let th = &self.threads[t as usize];
+        self.foreign_user_since(th.core, th.mm, since)
     }
 
     /// Whether user code of an address space other than `mm` ran on `core` after `since`

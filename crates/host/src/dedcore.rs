@@ -79,7 +79,7 @@ impl Host {
     /// hand-off's cache-line transfers as the first thing it runs.
     pub(crate) fn wake_handed_off(&mut self, t: u32) {
         let now = self.now;
-        let core = self.cpu.threads[t as usize].core;
+        let core = self.cpu.core_of(t);
         assert_ne!(
             Some(core),
             self.dedicated_core,

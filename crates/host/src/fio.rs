@@ -119,7 +119,7 @@ impl Host {
             }
         }
         let next = match &mut f.source {
-            IoSource::Job(gen) => gen.next(&mut th.rng).map(|r| {
+            IoSource::Job(gen) => gen.next(&mut th.app.rng).map(|r| {
                 let op = match r.op {
                     Op::Read => IoOp::Read,
                     Op::Write => IoOp::Write,

@@ -60,11 +60,11 @@ impl Host {
     /// (or a queue sharing its CQ) for want of a tag or a scheduler slot, restart it from
     /// kblockd (`__blk_mq_sched_restart`, `blk_mq_dispatch_wake`).
     pub(crate) fn run_queue_deferred(&mut self, h: u16) {
-        let base = self.blk.hctxs[h as usize].cq;
+        let base = self.blk.hctx(h).cq();
         let mut restart = false;
         for q in self.blk.dispatch_queues(base) {
             if q != NO_HCTX {
-                restart |= std::mem::take(&mut self.blk.hctxs[q as usize].restart);
+                restart |= self.blk.hctx_mut(q).take_restart();
             }
         }
         if restart {
@@ -75,16 +75,16 @@ impl Host {
     /// `blk_mq_run_hw_queue(h, async = true)`: if hardware queue `h` or a queue sharing its
     /// CQ holds requests, ask the kblockd worker of its core to run them.
     pub(crate) fn run_queue_async(&mut self, h: u16) {
-        let base = self.blk.hctxs[h as usize].cq;
+        let base = self.blk.hctx(h).cq();
         let pending = self
             .blk
             .dispatch_queues(base)
             .into_iter()
-            .any(|q| q != NO_HCTX && self.blk.hctxs[q as usize].queued() > 0);
+            .any(|q| q != NO_HCTX && self.blk.hctx(q).queued() > 0);
         if !pending {
             return;
         }
-        let core = self.blk.hctxs[base as usize].core;
+        let core = self.blk.hctx(base).core();
         let t = self.kblockd[core as usize];
         let Role::Kblockd { queues } = &mut self.threads[t as usize].role else {
             unreachable!("thread {t} is core {core}'s kblockd worker");

@@ -266,7 +266,7 @@ impl Host {
         }
         self.nvme.last_write_buffer_pct = cqe.write_buffer_pct;
         self.on_buffer_status(cqe.write_buffer_pct);
-        let h = self.blk.hctx_of_queue(cqe.cqid) as usize;
+        let h = self.blk.hctx_of_queue(cqe.cqid);
         assert!(
             cqe.at >= self.now,
             "CQE for command {} on CQ {} at {}, before the host's clock {}",
@@ -288,7 +288,7 @@ impl Host {
             None => {
                 assert_eq!(
                     cqe.interrupt,
-                    self.blk.hctxs[h].kind == QueueKind::Interrupt,
+                    self.blk.hctx(h).kind() == QueueKind::Interrupt,
                     "CQ {} interrupt state disagrees with its queue kind",
                     cqe.cqid
                 );
@@ -403,7 +403,7 @@ impl Host {
             },
             Ev::Cqe { cqid, cid } => self.on_cqe(cqid, cid),
             Ev::Timer { thread } => {
-                let core = self.cpu.threads[thread as usize].core;
+                let core = self.cpu.core_of(thread);
                 self.cpu.count_interrupt(core);
                 self.cpu.raise_irq(
                     now,
@@ -463,7 +463,7 @@ impl Host {
     }
 
     pub(crate) fn core_of(&self, t: u32) -> u16 {
-        self.cpu.threads[t as usize].core
+        self.cpu.core_of(t)
     }
 
     /// Thread `t`'s burst ended: run its continuation, in the layer it belongs to.
@@ -526,7 +526,7 @@ impl Host {
         let mut proc_cpu = vec![[0u64; 2]; self.procs.len()];
         let mut proc_time = vec![ExecTime::default(); self.procs.len()];
         for (t, th) in self.threads.iter().enumerate() {
-            let sched = &self.cpu.threads[t];
+            let sched = self.cpu.sched(t as u32);
             let user_kernel = [sched.user_ns, sched.sum_exec_ns - sched.user_ns];
             let Some(pc) = proc_cpu.get_mut(th.proc as usize) else {
                 continue; // the flusher belongs to no process

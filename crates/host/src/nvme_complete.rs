@@ -39,7 +39,7 @@ use engine::SimTime;
 
 use crate::blk::{BioOwner, QueueKind};
 use crate::config::PollLock;
-use crate::cpu::{Cat, IrqAction, IrqWork, RunState, UNTIL_POKED};
+use crate::cpu::{Cat, IrqAction, IrqWork, UNTIL_POKED};
 use crate::jitter::CostSite;
 use crate::machine::Host;
 use crate::nvme;
@@ -50,19 +50,17 @@ impl Host {
     /// A thread woken from its I/O wait runs again: count its wait for the core, then finish
     /// the system call.
     pub(crate) fn io_wait_done(&mut self, t: u32) {
-        let th = &self.threads[t as usize];
-        let sched = &self.cpu.threads[t as usize];
-        let waited = sched.running_since.saturating_since(sched.woken_at);
+        let waited = self.cpu.core_wait_ns(t);
+        let class = self.threads[t as usize].class;
         self.layer_times
-            .record_context_switch(th.class.index(), waited);
+            .record_context_switch(class.index(), waited);
         self.after_io(t);
     }
 
     /// The thread spins on its poll queue (or finishes if nothing is left to wait for).
     pub(crate) fn start_poll(&mut self, t: u32) {
         let th = &self.threads[t as usize];
-        let h = th.io.hctx as usize;
-        if !self.blk.hctxs[h].posted.is_empty() {
+        if self.blk.hctx(th.io.hctx).has_posted() {
             let ns = self.cfg.nvme.poll_iteration_ns;
             self.burst(t, ns, Cat::Poll, Step::Poll)
         } else if th.pending == 0 {
@@ -76,11 +74,8 @@ impl Host {
     /// lock its iterations hold the lock from now on (`jitter`).
     fn spin(&mut self, t: u32) {
         if self.cfg.jitter.poll_lock == PollLock::Shared {
-            let h = self.threads[t as usize].io.hctx as usize;
-            let spinners = &mut self.blk.hctxs[h].spinners;
-            if !spinners.contains(&t) {
-                spinners.push(t);
-            }
+            let h = self.threads[t as usize].io.hctx;
+            self.blk.hctx_mut(h).add_spinner(t);
         }
         self.burst(t, UNTIL_POKED, Cat::Poll, Step::Poll)
     }
@@ -88,28 +83,26 @@ impl Host {
     /// One poll iteration ended: reap whatever is posted (once the queue lock is free, if it
     /// is shared), finish, or keep spinning.
     pub(crate) fn poll_check(&mut self, t: u32) {
-        let h = self.threads[t as usize].io.hctx as usize;
+        let h = self.threads[t as usize].io.hctx;
         let shared = self.cfg.jitter.poll_lock == PollLock::Shared;
         if shared {
-            self.blk.hctxs[h].spinners.retain(|&s| s != t);
+            self.blk.hctx_mut(h).remove_spinner(t);
         }
-        if !self.blk.hctxs[h].posted.is_empty() {
+        if self.blk.hctx(h).has_posted() {
             let now = self.now;
-            if shared && self.blk.hctxs[h].lock_free_at > now {
-                // A submitter holds the queue lock: spin on it, then look again.
-                let wait = self.blk.hctxs[h].lock_free_at - now;
-                self.nvme.poll_lock_waits += 1;
-                self.nvme.poll_lock_wait_ns += wait;
-                return self.burst(t, wait, Cat::Poll, Step::Poll);
-            }
             if shared {
                 let hold = self.cfg.jitter.poll_lock_hold_ns;
-                self.blk.hctxs[h].lock_free_at = now + hold;
+                if let Err(wait) = self.blk.hctx_mut(h).take_poll_lock(now, hold) {
+                    // A submitter holds the queue lock: spin on it, then look again.
+                    self.nvme.poll_lock_waits += 1;
+                    self.nvme.poll_lock_wait_ns += wait;
+                    return self.burst(t, wait, Cat::Poll, Step::Poll);
+                }
             }
             let th = &mut self.threads[t as usize];
-            std::mem::swap(&mut th.reap, &mut self.blk.hctxs[h].posted);
-            th.reap_started = now;
-            let ns = th.reap.len() as u64 * self.cfg.nvme.poll_complete_ns;
+            self.blk.hctx_mut(h).reap_posted(&mut th.poll.reap);
+            th.poll.reap_started = now;
+            let ns = th.poll.reap.len() as u64 * self.cfg.nvme.poll_complete_ns;
             let ns = self.costs.draw(CostSite::PollComplete, ns);
             self.burst(t, ns, Cat::BlkComplete, Step::Reap)
         } else if self.threads[t as usize].pending == 0 {
@@ -127,16 +120,15 @@ impl Host {
         if self.cfg.jitter.poll_lock != PollLock::Shared {
             return ns;
         }
-        let h = self.threads[t as usize].io.hctx as usize;
-        if self.blk.hctxs[h].kind != QueueKind::Poll {
+        let h = self.threads[t as usize].io.hctx;
+        if self.blk.hctx(h).kind() != QueueKind::Poll {
             return ns;
         }
         let now = self.now;
         let iteration_ns = self.cfg.nvme.poll_iteration_ns;
         let hold_ns = self.cfg.jitter.poll_lock_hold_ns;
-        let mut free_at = self.blk.hctxs[h].lock_free_at.max(now);
-        for i in 0..self.blk.hctxs[h].spinners.len() {
-            let s = self.blk.hctxs[h].spinners[i];
+        let mut free_at = self.blk.hctx(h).poll_lock_free_at().max(now);
+        for &s in self.blk.hctx(h).spinners() {
             let spinning =
                 s != t && self.threads[s as usize].step == Step::Poll && self.cpu.is_on_core(s);
             if !spinning {
@@ -155,21 +147,21 @@ impl Host {
             self.nvme.submit_lock_waits += 1;
             self.nvme.submit_lock_wait_ns += wait;
         }
-        self.blk.hctxs[h].lock_free_at = free_at + ns;
+        self.blk.hctx_mut(h).hold_poll_lock(free_at, ns);
         wait + ns
     }
 
     /// The reaped requests' completion work is done: complete them and run the queue.
     pub(crate) fn reap_done(&mut self, t: u32) {
-        let mut reap = std::mem::take(&mut self.threads[t as usize].reap);
-        let started = self.threads[t as usize].reap_started;
+        let mut reap = std::mem::take(&mut self.threads[t as usize].poll.reap);
+        let started = self.threads[t as usize].poll.reap_started;
         let h = self.threads[t as usize].io.hctx;
         for &r in &reap {
             self.nvme.polled_completions += 1;
             self.complete_request(r, started);
         }
         reap.clear();
-        self.threads[t as usize].reap = reap;
+        self.threads[t as usize].poll.reap = reap;
         self.run_queue_deferred(h);
         if self.threads[t as usize].pending == 0 {
             self.after_io(t)
@@ -198,20 +190,17 @@ impl Host {
     pub(crate) fn request_cqe(&mut self, cqid: u16, r: u32) {
         let now = self.now;
         self.blk.on_cqe(now, r);
-        let h = self.blk.hctx_of_queue(cqid) as usize;
-        let (kind, core) = (self.blk.hctxs[h].kind, self.blk.hctxs[h].core);
+        let h = self.blk.hctx_of_queue(cqid);
+        let (kind, core) = (self.blk.hctx(h).kind(), self.blk.hctx(h).core());
         match kind {
             QueueKind::Poll if self.dedicated_core.is_some() => self.dedcore_cqe(r),
             QueueKind::Poll => {
-                self.blk.hctxs[h].posted.push(r);
+                self.blk.hctx_mut(h).post(r);
                 let first = self.blk.reqs[r as usize].first_bio;
                 if let BioOwner::Direct { thread } = self.blk.bios[first as usize].owner {
-                    let th = &self.threads[thread as usize];
-                    let sched = &self.cpu.threads[thread as usize];
-                    let polling = th.step == Step::Poll
-                        && sched.remaining_ns == UNTIL_POKED
-                        && matches!(sched.state, RunState::Running | RunState::Runnable);
-                    if polling {
+                    if self.threads[thread as usize].step == Step::Poll
+                        && self.cpu.is_polling(thread)
+                    {
                         let ns = self.cfg.nvme.poll_iteration_ns;
                         self.cpu.set_burst(now, thread, ns, Cat::Poll);
                     }
@@ -289,11 +278,11 @@ impl Host {
     pub(crate) fn complete_request(&mut self, r: u32, started: SimTime) {
         let now = self.now;
         let req = self.blk.reqs[r as usize];
-        let polled = self.blk.hctxs[req.hctx as usize].kind == QueueKind::Poll;
+        let polled = self.blk.hctx(req.hctx).kind() == QueueKind::Poll;
         self.layer_times.record(&req, started, now, polled);
         if polled {
-            let h = &mut self.blk.hctxs[req.hctx as usize];
-            h.poll_mean_ns = nvme::ewma(h.poll_mean_ns, now - req.t_doorbell);
+            let h = self.blk.hctx_mut(req.hctx);
+            h.set_poll_mean_ns(nvme::ewma(h.poll_mean_ns(), now - req.t_doorbell));
         }
         self.blk.finish_request(now, r);
         let mut b = req.first_bio;
@@ -303,7 +292,7 @@ impl Host {
             self.blk.free_bio(b);
             b = next;
         }
-        if let Some(w) = self.blk.hctxs[req.hctx as usize].alloc_waiters.pop_front() {
+        if let Some(w) = self.blk.hctx_mut(req.hctx).next_request_waiter() {
             if self.threads[w as usize].wait == Wait::ReqAlloc {
                 self.wake(w);
             }
@@ -323,8 +312,7 @@ impl Host {
         }
         if th.wait == Wait::Io {
             self.wake(t);
-        } else if th.step == Step::Poll && self.cpu.threads[t as usize].remaining_ns == UNTIL_POKED
-        {
+        } else if th.step == Step::Poll && self.cpu.is_polling(t) {
             // Its request was reaped by another poller (a bio merged into another thread's
             // request): stop spinning.
             let ns = self.cfg.nvme.poll_iteration_ns;

@@ -49,7 +49,7 @@ use crate::process::{
     arrival_gap, FioJobResult, FioThread, IoSource, OnlineState, ProcState, Process, ProcessKind,
     ProcessSpec, TraceFeed, TraceMode, TraceSource, Workload,
 };
-use crate::task::{draw_gap, FlusherState, Role, Thread, Wait};
+use crate::task::{FlusherState, Role, Thread, Wait};
 use crate::PAGE_BYTES;
 
 /// Files start on 1 MiB boundaries of the device.
@@ -112,7 +112,7 @@ impl Host {
             let starts = th.proc == p && matches!(th.role, Role::Offline | Role::Fio(_));
             if starts {
                 let th = &mut self.threads[t];
-                th.instr_to_io = draw_gap(th);
+                th.app.instr_to_io = th.app.draw_gap();
                 self.cpu.wake(now, t as u32, 0, Cat::Sched);
             }
         }
@@ -243,9 +243,9 @@ impl<'c> Spawner<'c> {
             rng,
             self.cfg.blk.plug_max_requests as usize,
         );
-        th.mean_gap = mean_gap;
-        th.gaps = p.spec.io_gaps;
-        th.gen = gen;
+        th.app.mean_gap = mean_gap;
+        th.app.gaps = p.spec.io_gaps;
+        th.app.gen = gen;
         self.threads.push(th);
         t
     }
@@ -423,7 +423,7 @@ impl<'c> Spawner<'c> {
                 let t = self.thread(p, Role::Fio(Box::new(fio)), &tag, None, 0);
                 if let Some(seed_mix) = job.randseed {
                     let name = &p.spec.name;
-                    self.threads[t as usize].rng = stream(
+                    self.threads[t as usize].app.rng = stream(
                         self.seed ^ seed_mix,
                         &format!("proc.{}.{name}.{}.{clone}", p.index, job.name),
                     );
@@ -643,7 +643,7 @@ mod tests {
         ];
         let host = Host::new(&cfg, procs, 1, SimTime::from_ms(1), 1 << 40).unwrap();
         let cores: Vec<u16> = (0..host.threads.len())
-            .map(|t| host.cpu.threads[t].core)
+            .map(|t| host.cpu.core_of(t as u32))
             .collect();
         // Offline threads are runnable at t = 0 but none has run yet: still on its home core.
         assert_eq!(

@@ -130,8 +130,8 @@ impl Host {
             QueueKind::Interrupt
         };
         th.io.hctx = self.blk.hctx_of(core, kind);
-        th.bios.clear();
-        th.next_bio = 0;
+        th.blk.bios.clear();
+        th.blk.next_bio = 0;
         let base = self.pc.files[io.file as usize].base_sector;
         let owner = if io.fio_slot != NIL {
             BioOwner::FioAsync {
@@ -148,7 +148,7 @@ impl Host {
             let sector = base + (io.offset_bytes + off) / 512;
             let sectors = len.div_ceil(512) as u32;
             let b = self.blk.new_bio(io.op, th.class, sector, sectors, owner);
-            th.bios.push(b);
+            th.blk.bios.push(b);
             off += len;
             count += 1;
         }
@@ -172,8 +172,8 @@ impl Host {
         let io = th.io;
         let class = th.class;
         let (ra_first, ra_pages) = self.pc.read_ahead(&mut th.ra, io.file, io.page, io.pages);
-        th.bios.clear();
-        th.next_bio = 0;
+        th.blk.bios.clear();
+        th.blk.next_bio = 0;
         let base = self.pc.files[io.file as usize].base_sector;
         let mut hits = 0;
         let mut misses = 0;
@@ -204,7 +204,7 @@ impl Host {
                     blk.add_waiter(b, t);
                     th.pending += 1;
                 }
-                th.bios.push(b);
+                th.blk.bios.push(b);
             }
         };
         for p in io.page..io.page + io.pages {
@@ -259,7 +259,7 @@ impl Host {
         s.readahead_pages += ahead;
         th.io.after = AfterIo::Copy;
         th.io.completion = CompletionMode::Interrupt;
-        if !th.bios.is_empty() {
+        if !th.blk.bios.is_empty() {
             th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
             self.submission_next(t);
         } else if th.pending > 0 {
@@ -293,13 +293,13 @@ impl Host {
     /// A buffered write is done (and not throttled): fsync if the process asks for it.
     pub(crate) fn write_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
-        th.writes += 1;
+        th.app.writes += 1;
         let every = match th.proc {
             u32::MAX => 0,
             p => self.procs[p as usize].spec.fsync_every_writes as u64,
         };
-        if every > 0 && th.writes.is_multiple_of(every) {
-            th.fsync_file = th.io.file;
+        if every > 0 && th.app.writes.is_multiple_of(every) {
+            th.fsync.file = th.io.file;
             self.pc.stats.fsyncs += 1;
             let ns = self.costs.draw(CostSite::Syscall, self.cfg.app.syscall_ns);
             return self.burst(t, ns, Cat::Syscall, Step::FsyncStart);

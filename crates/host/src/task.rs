@@ -153,7 +153,10 @@ pub(crate) enum Role {
     },
 }
 
-/// One thread's I/O-path state (its scheduling state is `cpu::ThreadSched`).
+/// One thread's I/O-path state (its scheduling state is `cpu::ThreadSched`), grouped by the
+/// layer that owns each part: the thread itself and its system call at the top, then what the
+/// application (`app`), the block layer (`blk`), the poll loop (`poll`), read-ahead (`ra`) and
+/// fsync (`fsync`) keep for it between its bursts.
 pub(crate) struct Thread {
     /// Its process (`u32::MAX`: a kernel thread).
     pub(crate) proc: u32,
@@ -161,46 +164,93 @@ pub(crate) struct Thread {
     pub(crate) role: Role,
     pub(crate) step: Step,
     pub(crate) wait: Wait,
+    /// The system call it is in (`syscall`).
+    pub(crate) io: IoCtx,
+    /// Bios (or in-flight page reads) the current system call still waits for.
+    pub(crate) pending: u32,
+    pub(crate) app: AppTask,
+    pub(crate) blk: BlkTask,
+    pub(crate) poll: PollTask,
+    /// Its read-ahead window (`pagecache`).
+    pub(crate) ra: ReadAhead,
+    pub(crate) fsync: FsyncTask,
+}
+
+/// The application's part of a thread (`app`, `fio`): its compute between I/Os and its random
+/// stream.
+pub(crate) struct AppTask {
     /// Instructions left before the next profile I/O.
     pub(crate) instr_to_io: u64,
     pub(crate) mean_gap: u64,
     pub(crate) gaps: IoGaps,
     pub(crate) gen: Option<ProfileGenerator>,
     pub(crate) rng: SimRng,
-    pub(crate) io: IoCtx,
+    /// Buffered writes done (for `fsync_every_writes`).
+    pub(crate) writes: u64,
+}
+
+/// Where a thread that sent a request to the driver goes when the doorbell is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AfterDriver {
+    /// On to the next request the hardware queues give it.
+    Dispatch,
+    /// It was handing bypassing requests to the driver (`blk_bypass`): back to submission.
+    Submission,
+}
+
+/// How the current bio enters the block layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BioEntry {
+    /// Its first try: its block-layer time starts now.
+    First,
+    /// Again after a wait for a request: it entered before the wait (`bio_started` stays).
+    AfterAllocWait,
+}
+
+/// Whether the submitter's next dispatch finds the block layer's code and data in its caches
+/// (`blk.cold_submit_ns`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cache {
+    Warm,
+    /// Its last bio was submitted cold: its next dispatch runs cold too.
+    Cold,
+}
+
+/// The block layer's part of a thread (`blk_submit`, `blk_bypass`): its submission batch, its
+/// plug and the request it is dispatching.
+pub(crate) struct BlkTask {
     /// Bios of the current submission batch, submitted in order from `next_bio`.
     pub(crate) bios: Vec<u32>,
     pub(crate) next_bio: usize,
     /// Requests in the thread's plug (not yet in a hardware queue).
     pub(crate) plug: Vec<u32>,
-    /// Polled completions being reaped.
-    pub(crate) reap: Vec<u32>,
-    /// Bios (or in-flight page reads) the current system call still waits for.
-    pub(crate) pending: u32,
     /// Request the thread is dispatching (`NIL`: none).
     pub(crate) dispatching: u32,
     /// Block-layer bypass (`blk_bypass`): requests to hand to the driver next, in order.
     pub(crate) direct: Vec<u32>,
-    /// The thread is handing bypassing requests to the driver (it returns to submission, not
-    /// to dispatching from the queues, when they are sent).
-    pub(crate) bypassing: bool,
+    pub(crate) after_driver: AfterDriver,
     /// When the current bio's submission began.
     pub(crate) bio_started: SimTime,
-    /// The current bio is submitted again after a wait for a request (`bio_started` stays).
-    pub(crate) alloc_retry: bool,
+    pub(crate) bio_entry: BioEntry,
     /// When this thread last submitted a bio (`blk.cold_submit_ns`).
     pub(crate) last_bio_submit: SimTime,
-    /// Its last bio was submitted cold: its next dispatch runs cold too.
-    pub(crate) cold_dispatch: bool,
+    pub(crate) dispatch_cache: Cache,
+}
+
+/// The NVMe poll loop's part of a thread (`nvme_complete`): the completions it is reaping.
+pub(crate) struct PollTask {
+    /// Polled completions being reaped.
+    pub(crate) reap: Vec<u32>,
     /// When the current reap began.
     pub(crate) reap_started: SimTime,
-    pub(crate) ra: ReadAhead,
+}
+
+/// Write-back's part of a thread in `fsync` (`writeback`).
+pub(crate) struct FsyncTask {
     /// File this thread is writing back for `fsync` (`NIL` when not in fsync).
-    pub(crate) fsync_file: u32,
+    pub(crate) file: u32,
     /// Run of pages being written back by `fsync`: (first page, pages, owner class).
-    pub(crate) fsync_run: (u64, u32, IoClass),
-    /// Buffered writes done (for `fsync_every_writes`).
-    pub(crate) writes: u64,
+    pub(crate) run: (u64, u32, IoClass),
 }
 
 impl Thread {
@@ -219,29 +269,37 @@ impl Thread {
             role,
             step: Step::App,
             wait: Wait::None,
-            instr_to_io: 0,
-            mean_gap: 0,
-            gaps: IoGaps::Fixed,
-            gen: None,
-            rng,
             io: IoCtx::default(),
-            bios: Vec::with_capacity(8),
-            next_bio: 0,
-            plug: Vec::with_capacity(plug_max_requests),
-            reap: Vec::with_capacity(8),
             pending: 0,
-            dispatching: NIL,
-            direct: Vec::new(),
-            bypassing: false,
-            bio_started: SimTime::ZERO,
-            alloc_retry: false,
-            last_bio_submit: SimTime::ZERO,
-            cold_dispatch: false,
-            reap_started: SimTime::ZERO,
+            app: AppTask {
+                instr_to_io: 0,
+                mean_gap: 0,
+                gaps: IoGaps::Fixed,
+                gen: None,
+                rng,
+                writes: 0,
+            },
+            blk: BlkTask {
+                bios: Vec::with_capacity(8),
+                next_bio: 0,
+                plug: Vec::with_capacity(plug_max_requests),
+                dispatching: NIL,
+                direct: Vec::new(),
+                after_driver: AfterDriver::Dispatch,
+                bio_started: SimTime::ZERO,
+                bio_entry: BioEntry::First,
+                last_bio_submit: SimTime::ZERO,
+                dispatch_cache: Cache::Warm,
+            },
+            poll: PollTask {
+                reap: Vec::with_capacity(8),
+                reap_started: SimTime::ZERO,
+            },
             ra: ReadAhead::default(),
-            fsync_file: NIL,
-            fsync_run: (0, 0, IoClass::Throughput),
-            writes: 0,
+            fsync: FsyncTask {
+                file: NIL,
+                run: (0, 0, IoClass::Throughput),
+            },
         }
     }
 }
@@ -274,13 +332,15 @@ pub(crate) struct FlusherState {
     pub(crate) run: (u32, u64, u32, IoClass),
 }
 
-/// Instructions to the thread's next profile I/O (0 for threads without a profile).
-pub(crate) fn draw_gap(th: &mut Thread) -> u64 {
-    if th.mean_gap == 0 {
-        return 0;
-    }
-    match th.gaps {
-        IoGaps::Fixed => th.mean_gap,
-        IoGaps::Exponential => exp_ns(&mut th.rng, th.mean_gap).max(1),
+impl AppTask {
+    /// Instructions to the thread's next profile I/O (0 for threads without a profile).
+    pub(crate) fn draw_gap(&mut self) -> u64 {
+        if self.mean_gap == 0 {
+            return 0;
+        }
+        match self.gaps {
+            IoGaps::Fixed => self.mean_gap,
+            IoGaps::Exponential => exp_ns(&mut self.rng, self.mean_gap).max(1),
+        }
     }
 }

@@ -69,7 +69,7 @@ use crate::cpu::Cat;
 use crate::jitter::CostSite;
 use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
-use crate::task::{Step, Wait};
+use crate::task::{Role, Step, Wait};
 use crate::SECTORS_PER_PAGE;
 
 /// A pass over the due files bails out to the stop check after this long (Linux's
@@ -143,7 +143,7 @@ impl Host {
     pub(crate) fn flusher_next(&mut self, t: u32) {
         if !self.flush.working {
             if self.writeback_due().is_none() {
-                if !self.threads[t as usize].plug.is_empty() {
+                if !self.threads[t as usize].blk.plug.is_empty() {
                     return self.unplug(t);
                 }
                 return self.sleep(t, Wait::FlusherIdle, Step::App);
@@ -176,7 +176,7 @@ impl Host {
             self.flush.file = NIL;
             self.flush.chunk_left = 0;
         }
-        if !self.threads[t as usize].plug.is_empty() {
+        if !self.threads[t as usize].blk.plug.is_empty() {
             return self.unplug(t);
         }
         let bail = self.now.0 - self.flush.pass_started.0 >= WRITEBACK_PASS_MAX_NS;
@@ -231,6 +231,14 @@ impl Host {
             self.pc.stats.writeback_hinted_pages += about;
         }
         self.flush.wave_pages_left = 0;
+    }
+
+    /// Thread `t`'s submission made request `r`: the flusher's first request of a wave
+    /// carries the wave's victim hint (`begin_wave`), once.
+    pub(crate) fn give_wave_hint(&mut self, t: u32, r: u32) {
+        if matches!(self.threads[t as usize].role, Role::Flusher) && self.flush.hint_pages > 0 {
+            self.blk.reqs[r as usize].wave_pages = std::mem::take(&mut self.flush.hint_pages);
+        }
     }
 
     /// No write-back is due: the work is over and the flusher sleeps.
@@ -290,8 +298,8 @@ impl Host {
     pub(crate) fn fsync_next(&mut self, t: u32) {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
-        let file = th.fsync_file;
-        let run = if th.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
+        let file = th.fsync.file;
+        let run = if th.blk.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
             let max = self.cfg.pagecache.writeback_bio_pages as u64;
             // `None`: the rest is under write-back already (redirtied meanwhile), and the
             // wait below waits for it.
@@ -301,33 +309,33 @@ impl Host {
         };
         let th = &self.threads[t as usize];
         if let Some((first, n, class)) = run {
-            self.threads[t as usize].fsync_run = (first, n, class);
+            self.threads[t as usize].fsync.run = (first, n, class);
             let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
             let ns = self.costs.draw(CostSite::Writeback, ns);
             return self.burst(t, ns, Cat::PageCache, Step::FsyncPages);
         }
-        if !th.plug.is_empty() {
+        if !th.blk.plug.is_empty() {
             return self.unplug(t);
         }
         if self.pc.files[file as usize].writeback_pages > 0 {
             self.fsync_waiters.push(t);
             return self.sleep(t, Wait::Fsync, Step::FsyncDone);
         }
-        self.threads[t as usize].fsync_file = NIL;
+        self.threads[t as usize].fsync.file = NIL;
         self.io_finished(t);
     }
 
     /// fsync's write-back finished: the system call returns.
     pub(crate) fn fsync_done(&mut self, t: u32) {
-        self.threads[t as usize].fsync_file = NIL;
+        self.threads[t as usize].fsync.file = NIL;
         self.io_finished(t)
     }
 
     /// fsync's run of pages is under write-back: its bio goes to the block layer (plugged).
     pub(crate) fn fsync_pages_done(&mut self, t: u32) {
         let th = &self.threads[t as usize];
-        let file = th.fsync_file;
-        let (first, n, class) = th.fsync_run;
+        let file = th.fsync.file;
+        let (first, n, class) = th.fsync.run;
         self.submit_writeback_bio(t, file, first, n, class);
     }
 
@@ -349,12 +357,12 @@ impl Host {
             },
         );
         let th = &mut self.threads[t as usize];
-        if th.plug.is_empty() {
+        if th.blk.plug.is_empty() {
             th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
         }
-        th.bios.clear();
-        th.bios.push(b);
-        th.next_bio = 0;
+        th.blk.bios.clear();
+        th.blk.bios.push(b);
+        th.blk.next_bio = 0;
         self.submission_next(t);
     }
 
@@ -369,7 +377,7 @@ impl Host {
             let mut i = 0;
             while i < self.fsync_waiters.len() {
                 let w = self.fsync_waiters[i];
-                if self.threads[w as usize].fsync_file == file {
+                if self.threads[w as usize].fsync.file == file {
                     self.fsync_waiters.swap_remove(i);
                     self.wake(w);
                 } else {
