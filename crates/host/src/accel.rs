@@ -262,6 +262,53 @@ impl Xler {
     }
 }
 
+/// The host's side of the accelerator: the model, and by NVMe command id the host requests each
+/// command it sent carries (an id is reused once its command completed).
+pub(crate) struct AccelDriver {
+    pub(crate) xler: Xler,
+    carried: Vec<Vec<u32>>,
+    free: Vec<u32>,
+}
+
+impl AccelDriver {
+    pub(crate) fn new(xler: Xler) -> AccelDriver {
+        AccelDriver {
+            xler,
+            carried: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// A command carrying requests `reqs` leaves: its id.
+    pub(crate) fn send(&mut self, reqs: Vec<u32>) -> u32 {
+        let cid = match self.free.pop() {
+            Some(c) => c,
+            None => {
+                self.carried.push(Vec::new());
+                (self.carried.len() - 1) as u32
+            }
+        };
+        self.carried[cid as usize] = reqs;
+        cid
+    }
+
+    /// Command `cid` completed: the requests it carried (its id is not free until
+    /// [`AccelDriver::release`]).
+    pub(crate) fn completed(&mut self, cid: u32) -> Vec<u32> {
+        let reqs = std::mem::take(&mut self.carried[cid as usize]);
+        assert!(
+            !reqs.is_empty(),
+            "accelerator command {cid} completed twice"
+        );
+        reqs
+    }
+
+    /// Command `cid`'s requests are completed: its id may carry another command.
+    pub(crate) fn release(&mut self, cid: u32) {
+        self.free.push(cid);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

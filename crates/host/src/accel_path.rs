@@ -57,13 +57,14 @@ impl Host {
         let (op, sector, sectors) = (req.op, req.sector, req.sectors);
         let x = self.accel.as_mut().expect("the accelerator is on");
         let placed = x
+            .xler
             .submit(now, sqid, op, sector, sectors, r)
             .unwrap_or_else(|e| panic!("request {r}: {e} (driver tags bound every SQ)"));
         match placed.placed {
             Placed::New { .. } => self
                 .events
                 .schedule(placed.ready_at, Ev::AccelFetch { sq: sqid }),
-            Placed::Merged { .. } => self.nvme.accel_merges += 1,
+            Placed::Merged { .. } => self.nvme.stats.accel_merges += 1,
         }
     }
 
@@ -72,15 +73,9 @@ impl Host {
         let now = self.now;
         let x = self.accel.as_mut().expect("the accelerator is on");
         let entry = x
+            .xler
             .fetch(now, sq)
             .expect("one fetch per entry placed: the SQ has one");
-        let cid = match self.accel_free.pop() {
-            Some(c) => c,
-            None => {
-                self.accel_cmds.push(Vec::new());
-                (self.accel_cmds.len() - 1) as u32
-            }
-        };
         let lc = entry
             .cids
             .iter()
@@ -96,7 +91,14 @@ impl Host {
             .map(|&r| self.blk.reqs[r as usize].wave_pages)
             .max()
             .unwrap_or(0);
-        self.out.push(HostCommand {
+        let accel = self.accel.as_mut().expect("the accelerator is on");
+        let cid = accel.send(entry.cids);
+        let counted = if lc {
+            IoClass::LatencyCritical
+        } else {
+            IoClass::Throughput
+        };
+        let command = HostCommand {
             at: now,
             sqid: sq,
             cid,
@@ -105,28 +107,19 @@ impl Host {
             sectors: entry.sectors,
             class,
             wave_pages,
-        });
-        self.commands_sent += 1;
-        self.nvme.doorbells += 1;
-        match lc {
-            true => self.nvme.commands_latency_critical += 1,
-            false => self.nvme.commands_throughput += 1,
-        }
-        self.accel_cmds[cid as usize] = entry.cids;
+        };
+        self.nvme.send(command, counted);
     }
 
     /// The accelerator's interrupt for command `cid` on CQ `cqid`: complete every request it
     /// carried.
     pub(crate) fn accel_cqe(&mut self, cqid: u16, cid: u32) {
-        let reqs = std::mem::take(&mut self.accel_cmds[cid as usize]);
-        assert!(
-            !reqs.is_empty(),
-            "accelerator command {cid} completed twice"
-        );
+        let accel = self.accel.as_mut().expect("the accelerator is on");
+        let reqs = accel.completed(cid);
         for &r in &reqs {
             self.request_cqe(cqid, r);
         }
-        self.accel_free.push(cid);
+        self.accel.as_mut().expect("still on").release(cid);
     }
 }
 

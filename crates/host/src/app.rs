@@ -66,7 +66,7 @@ impl Host {
     }
 
     /// `n` instructions of user code, at the core's speed.
-    pub(crate) fn instructions_burst(&mut self, t: u32, n: u64) {
+    fn instructions_burst(&mut self, t: u32, n: u64) {
         let ns = self.cfg.instructions_ns(n);
         let p = self.threads[t as usize].proc as usize;
         self.procs[p].instructions += n;
@@ -74,7 +74,7 @@ impl Host {
     }
 
     /// Starts the thread's next profile I/O (synchronous) and draws the gap to the one after.
-    pub(crate) fn profile_io(&mut self, t: u32) {
+    fn profile_io(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         let gen = th
             .app
@@ -106,7 +106,7 @@ impl Host {
     }
 
     /// An offline thread computes up to its next I/O, then does it (until the run ends).
-    pub(crate) fn offline_next(&mut self, t: u32) {
+    fn offline_next(&mut self, t: u32) {
         if self.stopping {
             return self.exit(t);
         }
@@ -207,7 +207,7 @@ impl Host {
     }
 
     /// The server receives its next request, or sleeps until one arrives.
-    pub(crate) fn server_next(&mut self, t: u32) {
+    fn server_next(&mut self, t: u32) {
         let p = self.threads[t as usize].proc as usize;
         match self.procs[p].online().rx.pop_front() {
             Some(req) => {
@@ -257,7 +257,7 @@ impl Host {
 
     /// A worker computes its request up to the next I/O or to the reply; idle, it takes
     /// queued work or sleeps.
-    pub(crate) fn worker_next(&mut self, t: u32) {
+    fn worker_next(&mut self, t: u32) {
         let p = self.threads[t as usize].proc as usize;
         let Role::Worker { req, instr_left } = self.threads[t as usize].role else {
             unreachable!()

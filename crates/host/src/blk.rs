@@ -613,7 +613,7 @@ impl Blk {
         (in_plug + in_queue) as u32
     }
 
-    pub(crate) fn mergeable(&self, r: u32, b: &Bio) -> Option<MergeKind> {
+    fn mergeable(&self, r: u32, b: &Bio) -> Option<MergeKind> {
         let req = &self.reqs[r as usize];
         if req.op != b.op || (self.classes && req.class != b.class) {
             return None;

@@ -322,7 +322,7 @@ impl Host {
     /// accelerator's register writes.
     fn driver_ns(&self) -> u64 {
         match &self.accel {
-            Some(x) => x.register_ns(),
+            Some(x) => x.xler.register_ns(),
             None => self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns,
         }
     }
@@ -338,18 +338,13 @@ impl Host {
         let req = &self.blk.reqs[r as usize];
         self.blk.hctx(req.hctx).assert_within_depth();
         let attr = self.cfg.attr == Switch::On;
-        self.out.push(nvme::command(now, sqid, r, req, attr));
-        self.commands_sent += 1;
-        self.nvme.doorbells += 1;
-        match req.class {
-            IoClass::LatencyCritical => self.nvme.commands_latency_critical += 1,
-            IoClass::Throughput => self.nvme.commands_throughput += 1,
-        }
+        let command = nvme::command(now, sqid, r, req, attr);
+        self.nvme.send(command, req.class);
     }
 
     /// All bios are in the device's hands: return (asynchronous), or wait for them by
     /// polling, hybrid sleep-then-poll, or sleeping for the interrupt.
-    pub(crate) fn submission_done(&mut self, t: u32) {
+    fn submission_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         th.blk.bios.clear();
         th.blk.next_bio = 0;
@@ -372,7 +367,7 @@ impl Host {
                 if s == 0 {
                     self.start_poll(t)
                 } else {
-                    self.nvme.hybrid_sleeps += 1;
+                    self.nvme.stats.hybrid_sleeps += 1;
                     self.events.schedule(self.now + s, Ev::Timer { thread: t });
                     self.sleep(t, Wait::Timer, Step::HybridWake)
                 }

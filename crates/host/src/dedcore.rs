@@ -35,7 +35,7 @@
 
 use crate::cpu::{Cat, IrqAction, IrqWork, UNTIL_POKED};
 use crate::jitter::CostSite;
-use crate::machine::Host;
+use crate::machine::{Host, Waker};
 use crate::task::Step;
 
 impl Host {
@@ -51,7 +51,7 @@ impl Host {
             + self
                 .costs
                 .draw(CostSite::PollComplete, self.cfg.nvme.poll_complete_ns);
-        self.nvme.polled_completions += 1;
+        self.nvme.stats.polled_completions += 1;
         self.cpu.raise_irq(
             self.now,
             core,
@@ -69,9 +69,9 @@ impl Host {
     /// the wake-ups it causes cross to the waiters' cores.
     pub(crate) fn handed_off(&mut self, r: u32, started: engine::SimTime) {
         let h = self.blk.reqs[r as usize].hctx;
-        self.handing_off = true;
+        self.waker = Waker::PollingCore;
         self.complete_request(r, started);
-        self.handing_off = false;
+        self.waker = Waker::Local;
         self.run_queue_deferred(h);
     }
 

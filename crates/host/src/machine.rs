@@ -53,7 +53,7 @@ use crate::config::HostConfig;
 use crate::cpu::{Cat, CoreOutcome, CoreStats, CoreTimer, Cpu, IrqAction, IrqWork};
 use crate::exectime::ExecTime;
 use crate::jitter::{CostDraws, CostSite};
-use crate::nvme::{DeviceCqe, HostCommand, NvmeStats, QueuePairSpec};
+use crate::nvme::{DeviceCqe, Driver, HostCommand, NvmeStats, QueuePairSpec};
 use crate::pagecache::{PageCache, PageCacheStats};
 use crate::process::{ProcState, Process, ProcessReport};
 use crate::task::{FlusherState, Step, Thread, Wait};
@@ -101,6 +101,16 @@ impl Ev {
             gen: timer.gen,
         }
     }
+}
+
+/// Where a wake-up comes from, which decides how it reaches the woken thread's core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waker {
+    /// Its own core (or the queue's): the thread joins its run queue directly.
+    Local,
+    /// DedCore's polling core, finishing a handed-over completion (`dedcore`): a reschedule
+    /// IPI on the thread's core and the hand-off's cache-line transfers.
+    PollingCore,
 }
 
 /// Errors building a host.
@@ -159,36 +169,24 @@ pub struct Host {
     pub(crate) threads: Vec<Thread>,
     pub(crate) procs: Vec<Process>,
     pub(crate) flush: FlusherState,
-    /// Writers blocked on the dirty limit.
-    pub(crate) throttled: Vec<u32>,
-    /// Threads in fsync waiting for their file's write-back.
-    pub(crate) fsync_waiters: Vec<u32>,
-    /// Commands issued and not yet taken by the device side.
-    pub(crate) out: Vec<HostCommand>,
     pub(crate) now: SimTime,
     pub(crate) duration: SimTime,
     pub(crate) stopping: bool,
-    pub(crate) nvme: NvmeStats,
+    /// The NVMe driver's queue pairs, commands and counters.
+    pub(crate) nvme: Driver,
     pub(crate) layer_times: LayerTimes,
     pub(crate) scratch: Vec<u32>,
-    pub(crate) commands_sent: u64,
-    pub(crate) cqes_received: u64,
     pub(crate) errors: Vec<String>,
-    pub(crate) queue_pairs: Vec<QueuePairSpec>,
     /// Per-operation kernel costs (constant unless `jitter.cost_cv_pct` > 0).
     pub(crate) costs: CostDraws,
     /// Where in its poll loop a submitter finds a spinning poller (`jitter.poll_lock`).
     pub(crate) poll_lock_rng: SimRng,
-    /// The queue accelerator (`nvme.accelerator`), if on, and the host requests each command
-    /// it sent carries (by command id; `accel_free` lists reusable ids).
-    pub(crate) accel: Option<crate::accel::Xler>,
-    pub(crate) accel_cmds: Vec<Vec<u32>>,
-    pub(crate) accel_free: Vec<u32>,
+    /// The queue accelerator (`nvme.accelerator`), if on.
+    pub(crate) accel: Option<crate::accel::AccelDriver>,
     /// DedCore (`nvme.dedcore`): the polling core, if any.
     pub(crate) dedicated_core: Option<u16>,
-    /// DedCore: a completion handed over by the polling core is being finished (its wake-ups
-    /// cross cores).
-    pub(crate) handing_off: bool,
+    /// Where the wake-ups issued now come from (DedCore's hand-offs cross cores).
+    pub(crate) waker: Waker,
     /// Each core's kblockd worker thread (`kblockd`), by core.
     pub(crate) kblockd: Vec<u32>,
     /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
@@ -202,7 +200,7 @@ pub struct Host {
 impl Host {
     /// Queue pairs to create on the device before the run (admin commands).
     pub fn queue_pairs(&self) -> &[QueuePairSpec] {
-        &self.queue_pairs
+        self.nvme.queue_pairs()
     }
 
     /// Whether the driver asks the controller for strict-priority arbitration when it enables
@@ -253,7 +251,7 @@ impl Host {
 
     /// Moves the commands issued so far into `out` (in issue order, non-decreasing `at`).
     pub fn take_commands(&mut self, out: &mut Vec<HostCommand>) {
-        out.append(&mut self.out);
+        self.nvme.take_commands(out);
     }
 
     /// A completion entry from the device (its `at` is never before the host's last event).
@@ -264,7 +262,7 @@ impl Host {
                 cqe.cid, cqe.cqid
             ));
         }
-        self.nvme.last_write_buffer_pct = cqe.write_buffer_pct;
+        self.nvme.stats.last_write_buffer_pct = cqe.write_buffer_pct;
         self.on_buffer_status(cqe.write_buffer_pct);
         let h = self.blk.hctx_of_queue(cqe.cqid);
         assert!(
@@ -283,7 +281,7 @@ impl Host {
                     "CQ {} raised an MSI past the accelerator",
                     cqe.cqid
                 );
-                x.completion_irq_at(cqe.at)
+                x.xler.completion_irq_at(cqe.at)
             }
             None => {
                 assert_eq!(
@@ -306,7 +304,7 @@ impl Host {
 
     /// Commands issued so far.
     pub fn commands_sent(&self) -> u64 {
-        self.commands_sent
+        self.nvme.sent()
     }
 
     // ------------------------------------------------ read-only views for time series
@@ -452,7 +450,7 @@ impl Host {
         let th = &mut self.threads[t as usize];
         assert_ne!(th.wait, Wait::None, "thread {t} woken while not sleeping");
         th.wait = Wait::None;
-        if self.handing_off {
+        if self.waker == Waker::PollingCore {
             return self.wake_handed_off(t);
         }
         self.cpu.wake(self.now, t, 0, Cat::Sched);
@@ -506,10 +504,11 @@ impl Host {
             return Err(e);
         }
         let (bios, reqs) = self.blk.in_flight();
-        if bios != 0 || reqs != 0 || self.commands_sent != self.cqes_received {
+        if bios != 0 || reqs != 0 || !self.nvme.all_completed() {
             return Err(HostError::Leak(format!(
                 "{bios} bios and {reqs} requests still live; {} commands sent, {} completions received",
-                self.commands_sent, self.cqes_received
+                self.nvme.sent(),
+                self.nvme.completed()
             )));
         }
         self.pc.check_consistency().map_err(HostError::Leak)?;
@@ -599,9 +598,9 @@ impl Host {
             request_latency: self.layer_times.request_latency(),
             pagecache: self.pc.finish_stats(),
             blk: self.blk.stats.clone(),
-            nvme: self.nvme.clone(),
+            nvme: self.nvme.stats.clone(),
             events: self.events.scheduled_total(),
-            commands: self.commands_sent,
+            commands: self.nvme.sent(),
         })
     }
 

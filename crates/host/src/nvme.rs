@@ -181,6 +181,76 @@ pub fn queue_pairs(cores: u16, depth: u32, lc_queue: bool) -> Vec<QueuePairSpec>
     v
 }
 
+/// The NVMe driver's books: the queue pairs it created, the commands rung in and not yet taken
+/// by the device side, how many commands left and how many completions came back (each
+/// command completes once), and its counters.
+pub(crate) struct Driver {
+    queue_pairs: Vec<QueuePairSpec>,
+    out: Vec<HostCommand>,
+    sent: u64,
+    completed: u64,
+    pub(crate) stats: NvmeStats,
+}
+
+impl Driver {
+    pub(crate) fn new(queue_pairs: Vec<QueuePairSpec>) -> Driver {
+        Driver {
+            queue_pairs,
+            out: Vec::with_capacity(64),
+            sent: 0,
+            completed: 0,
+            stats: NvmeStats::default(),
+        }
+    }
+
+    pub(crate) fn queue_pairs(&self) -> &[QueuePairSpec] {
+        &self.queue_pairs
+    }
+
+    /// Command `cmd` leaves with its doorbell; it counts under `class` (the class of the
+    /// requests it carries, which the command shows only with `attr = "on"`).
+    pub(crate) fn send(&mut self, cmd: HostCommand, class: IoClass) {
+        self.out.push(cmd);
+        self.sent += 1;
+        self.stats.doorbells += 1;
+        match class {
+            IoClass::LatencyCritical => self.stats.commands_latency_critical += 1,
+            IoClass::Throughput => self.stats.commands_throughput += 1,
+        }
+    }
+
+    /// Moves the commands sent so far into `out` (in the order they were sent).
+    pub(crate) fn take_commands(&mut self, out: &mut Vec<HostCommand>) {
+        out.append(&mut self.out);
+    }
+
+    /// A completion came back: never more than commands sent.
+    pub(crate) fn completion(&mut self) {
+        self.completed += 1;
+        assert!(
+            self.completed <= self.sent,
+            "{} completions for {} commands",
+            self.completed,
+            self.sent
+        );
+    }
+
+    /// Commands sent so far.
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Completions received so far.
+    pub(crate) fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// Whether every command sent has completed.
+    pub(crate) fn all_completed(&self) -> bool {
+        self.sent == self.completed
+    }
+}
+
 /// Hybrid polling: how long to sleep before polling, given the queue's recent mean latency.
 pub fn hybrid_sleep_ns(mean_ns: u64, pct: u32) -> u64 {
     mean_ns * pct as u64 / 100

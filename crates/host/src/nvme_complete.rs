@@ -94,8 +94,8 @@ impl Host {
                 let hold = self.cfg.jitter.poll_lock_hold_ns;
                 if let Err(wait) = self.blk.hctx_mut(h).take_poll_lock(now, hold) {
                     // A submitter holds the queue lock: spin on it, then look again.
-                    self.nvme.poll_lock_waits += 1;
-                    self.nvme.poll_lock_wait_ns += wait;
+                    self.nvme.stats.poll_lock_waits += 1;
+                    self.nvme.stats.poll_lock_wait_ns += wait;
                     return self.burst(t, wait, Cat::Poll, Step::Poll);
                 }
             }
@@ -144,8 +144,8 @@ impl Host {
         }
         let wait = free_at - now;
         if wait > 0 {
-            self.nvme.submit_lock_waits += 1;
-            self.nvme.submit_lock_wait_ns += wait;
+            self.nvme.stats.submit_lock_waits += 1;
+            self.nvme.stats.submit_lock_wait_ns += wait;
         }
         self.blk.hctx_mut(h).hold_poll_lock(free_at, ns);
         wait + ns
@@ -157,7 +157,7 @@ impl Host {
         let started = self.threads[t as usize].poll.reap_started;
         let h = self.threads[t as usize].io.hctx;
         for &r in &reap {
-            self.nvme.polled_completions += 1;
+            self.nvme.stats.polled_completions += 1;
             self.complete_request(r, started);
         }
         reap.clear();
@@ -173,13 +173,7 @@ impl Host {
     /// A CQE for request `r` landed on CQ `cqid`: post it for a poller, or raise the interrupt
     /// (ISR unless the core is already in the NVMe handler) and the completion work.
     pub(crate) fn on_cqe(&mut self, cqid: u16, cid: u32) {
-        self.cqes_received += 1;
-        assert!(
-            self.cqes_received <= self.commands_sent,
-            "{} completions for {} commands",
-            self.cqes_received,
-            self.commands_sent
-        );
+        self.nvme.completion();
         if self.accel.is_some() {
             return self.accel_cqe(cqid, cid);
         }
@@ -209,9 +203,9 @@ impl Host {
             QueueKind::Interrupt => {
                 let cost = self.complete_cost(r);
                 if self.cpu.in_nvme_irq(core) {
-                    self.nvme.coalesced_completions += 1;
+                    self.nvme.stats.coalesced_completions += 1;
                 } else {
-                    self.nvme.interrupts += 1;
+                    self.nvme.stats.interrupts += 1;
                     self.cpu.count_interrupt(core);
                     self.cpu.raise_irq(
                         now,
@@ -241,7 +235,7 @@ impl Host {
     }
 
     /// Block-layer completion work of one request (write-back adds per-page work).
-    pub(crate) fn complete_cost(&mut self, r: u32) -> u64 {
+    fn complete_cost(&mut self, r: u32) -> u64 {
         let mut ns = self.cfg.blk.complete_ns;
         let mut b = self.blk.reqs[r as usize].first_bio;
         while b != NIL {
@@ -321,7 +315,7 @@ impl Host {
     }
 
     /// Bio `b` completed: tell its owner.
-    pub(crate) fn bio_end(&mut self, b: u32) {
+    fn bio_end(&mut self, b: u32) {
         let bio = self.blk.bios[b as usize];
         match bio.owner {
             BioOwner::Direct { thread } => self.io_waiter_done(thread),

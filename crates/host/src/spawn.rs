@@ -42,8 +42,8 @@ use crate::breakdown::LayerTimes;
 use crate::config::{HostConfig, Switch};
 use crate::cpu::{Cat, Cpu};
 use crate::jitter::CostDraws;
-use crate::machine::{Ev, Host, HostError};
-use crate::nvme::{self, NvmeStats};
+use crate::machine::{Ev, Host, HostError, Waker};
+use crate::nvme;
 use crate::pagecache::{PageCache, NIL};
 use crate::process::{
     arrival_gap, FioJobResult, FioThread, IoSource, OnlineState, ProcState, Process, ProcessKind,
@@ -547,36 +547,28 @@ impl<'c> Spawner<'c> {
                 file: crate::pagecache::NIL,
                 ..Default::default()
             },
-            throttled: Vec::new(),
-            fsync_waiters: Vec::new(),
-            out: Vec::with_capacity(64),
             now: SimTime::ZERO,
             duration,
             stopping: false,
-            nvme: NvmeStats::default(),
             layer_times: LayerTimes::new(),
             scratch: Vec::with_capacity(16),
-            commands_sent: 0,
-            cqes_received: 0,
             errors: Vec::new(),
-            queue_pairs: nvme::queue_pairs(
-                cores,
-                cfg.nvme.queue_depth,
-                cfg.nvme.lc_queue == Switch::On,
-            )
-            .into_iter()
-            .map(|mut qp| {
-                // The accelerator polls every CQ: their vectors stay masked.
-                qp.interrupts &= cfg.nvme.accelerator == Switch::Off;
-                qp
-            })
-            .collect(),
+            nvme: nvme::Driver::new(
+                nvme::queue_pairs(cores, cfg.nvme.queue_depth, cfg.nvme.lc_queue == Switch::On)
+                    .into_iter()
+                    .map(|mut qp| {
+                        // The accelerator polls every CQ: their vectors stay masked.
+                        qp.interrupts &= cfg.nvme.accelerator == Switch::Off;
+                        qp
+                    })
+                    .collect(),
+            ),
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
             io_log: None,
             response_log: None,
             accel: (cfg.nvme.accelerator == Switch::On).then(|| {
-                crate::accel::Xler::new(
+                crate::accel::AccelDriver::new(crate::accel::Xler::new(
                     crate::accel::AccelConfig {
                         register_ns: cfg.nvme.accel_register_ns,
                         cam_ns: cfg.nvme.accel_cam_ns,
@@ -589,12 +581,10 @@ impl<'c> Spawner<'c> {
                     4 * cores + 1,
                     cfg.nvme.queue_depth,
                     (cfg.blk.max_request_bytes / 512) as u32,
-                )
+                ))
             }),
-            accel_cmds: Vec::new(),
-            accel_free: Vec::new(),
             dedicated_core: None,
-            handing_off: false,
+            waker: Waker::Local,
             kblockd,
         }
     }

@@ -119,7 +119,7 @@ impl Host {
     }
 
     /// Direct I/O: the range becomes bios of at most `max_request_bytes` for submission.
-    pub(crate) fn direct_bios(&mut self, t: u32) {
+    fn direct_bios(&mut self, t: u32) {
         let core = self.core_of(t);
         let max = self.cfg.blk.max_request_bytes;
         let th = &mut self.threads[t as usize];
@@ -283,7 +283,7 @@ impl Host {
         }
         if self.pc.over_limit() {
             self.pc.stats.class_mut(class).throttled_writes += 1;
-            self.throttled.push(t);
+            self.flush.throttled.push(t);
             self.kick_flusher();
             return self.sleep(t, Wait::Throttle, Step::ThrottleDone);
         }

@@ -304,7 +304,8 @@ impl Thread {
     }
 }
 
-/// The flusher's state (Linux's `bdi_writeback`, reduced): the wave in progress.
+/// The flusher's state (Linux's `bdi_writeback`, reduced): the wave in progress, and the threads
+/// that wait for write-back (throttled writers, fsync).
 #[derive(Default)]
 pub(crate) struct FlusherState {
     /// The flusher kernel thread.
@@ -330,6 +331,10 @@ pub(crate) struct FlusherState {
     pub(crate) periodic_due: bool,
     /// The run being prepared: (file, first page, pages, owner class).
     pub(crate) run: (u32, u64, u32, IoClass),
+    /// Writers blocked on the dirty limit (`balance_dirty_pages`).
+    pub(crate) throttled: Vec<u32>,
+    /// Threads in fsync waiting for their file's write-back.
+    pub(crate) fsync_waiters: Vec<u32>,
 }
 
 impl AppTask {

@@ -108,8 +108,8 @@ impl Host {
     /// over the background threshold or throttled writers wait above the freerun point (Linux
     /// `wb_over_bg_thresh`; background work queues every inode dirtied before now), else the
     /// files dirtied before the expiry time when the periodic wake-up asked (kupdate).
-    pub(crate) fn writeback_due(&self) -> Option<Due> {
-        let foreground = !self.throttled.is_empty() && !self.pc.below_freerun();
+    fn writeback_due(&self) -> Option<Due> {
+        let foreground = !self.flush.throttled.is_empty() && !self.pc.below_freerun();
         if foreground && self.pc.dirty_pages() > 0 {
             return Some(Due::All);
         }
@@ -274,13 +274,13 @@ impl Host {
         use crate::pagecache::DirtySet;
         match self.pc.on_buffer_status(pct) {
             Some(DirtySet::Low) => self.kick_flusher(),
-            Some(DirtySet::High) if !self.throttled.is_empty() && self.pc.below_freerun() => {
-                let throttled = std::mem::take(&mut self.throttled);
+            Some(DirtySet::High) if !self.flush.throttled.is_empty() && self.pc.below_freerun() => {
+                let throttled = std::mem::take(&mut self.flush.throttled);
                 for &w in &throttled {
                     self.wake(w);
                 }
-                self.throttled = throttled;
-                self.throttled.clear();
+                self.flush.throttled = throttled;
+                self.flush.throttled.clear();
             }
             Some(DirtySet::High) | None => {}
         }
@@ -318,7 +318,7 @@ impl Host {
             return self.unplug(t);
         }
         if self.pc.files[file as usize].writeback_pages > 0 {
-            self.fsync_waiters.push(t);
+            self.flush.fsync_waiters.push(t);
             return self.sleep(t, Wait::Fsync, Step::FsyncDone);
         }
         self.threads[t as usize].fsync.file = NIL;
@@ -373,25 +373,26 @@ impl Host {
         if self.pc.take_writeback_blocked() {
             self.kick_flusher();
         }
-        if !self.fsync_waiters.is_empty() && self.pc.files[file as usize].writeback_pages == 0 {
+        if !self.flush.fsync_waiters.is_empty() && self.pc.files[file as usize].writeback_pages == 0
+        {
             let mut i = 0;
-            while i < self.fsync_waiters.len() {
-                let w = self.fsync_waiters[i];
+            while i < self.flush.fsync_waiters.len() {
+                let w = self.flush.fsync_waiters[i];
                 if self.threads[w as usize].fsync.file == file {
-                    self.fsync_waiters.swap_remove(i);
+                    self.flush.fsync_waiters.swap_remove(i);
                     self.wake(w);
                 } else {
                     i += 1;
                 }
             }
         }
-        if !self.throttled.is_empty() && self.pc.below_freerun() {
-            let throttled = std::mem::take(&mut self.throttled);
+        if !self.flush.throttled.is_empty() && self.pc.below_freerun() {
+            let throttled = std::mem::take(&mut self.flush.throttled);
             for &w in &throttled {
                 self.wake(w);
             }
-            self.throttled = throttled;
-            self.throttled.clear();
+            self.flush.throttled = throttled;
+            self.flush.throttled.clear();
         }
     }
 }
