@@ -317,6 +317,22 @@ mod tests {
         Xler::new(AccelConfig::default(), 2, 8, 256)
     }
 
+    /// A command id carries its requests until its completion is released; only then does
+    /// the next command reuse it. A completion twice stops the run.
+    #[test]
+    fn a_command_id_is_reused_only_after_its_release() {
+        let mut d = AccelDriver::new(xler());
+        assert_eq!(d.send(vec![10, 11]), 0);
+        assert_eq!(d.send(vec![12]), 1);
+        assert_eq!(d.completed(0), [10, 11]);
+        assert_eq!(d.send(vec![13]), 2, "not released yet: a new id");
+        d.release(0);
+        assert_eq!(d.send(vec![14]), 0);
+        assert_eq!(d.completed(0), [14]);
+        let twice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.completed(0)));
+        assert!(twice.is_err(), "command 0 completed twice");
+    }
+
     #[test]
     fn adjacent_requests_merge_into_one_command() {
         let mut x = xler();

@@ -991,6 +991,39 @@ mod tests {
         Blk::new(&cfg, 2, 64, 63)
     }
 
+    /// A hardware queue's shared poll lock: a reaper takes it when free and holds it for its
+    /// hold time; one that comes earlier learns how long to wait and takes nothing; a
+    /// submitter holds it from when it is free. A spinner is listed once however often it
+    /// starts spinning; posted CQEs go to the reaper in the order they came.
+    #[test]
+    fn the_poll_lock_is_held_until_its_holder_lets_go() {
+        let mut b = blk(Merges::Adjacent, Scheduler::None);
+        let h = b.hctx_mut(0);
+        assert_eq!(h.take_poll_lock(SimTime(100), 50), Ok(()));
+        assert_eq!(h.take_poll_lock(SimTime(120), 50), Err(30));
+        assert_eq!(
+            h.poll_lock_free_at(),
+            SimTime(150),
+            "a refused reaper took nothing"
+        );
+        h.hold_poll_lock(SimTime(150), 40);
+        assert_eq!(h.take_poll_lock(SimTime(189), 10), Err(1));
+        assert_eq!(h.take_poll_lock(SimTime(190), 10), Ok(()));
+        for t in [7, 3, 7] {
+            h.add_spinner(t);
+        }
+        assert_eq!(h.spinners(), [7, 3]);
+        h.remove_spinner(7);
+        assert_eq!(h.spinners(), [3]);
+        h.post(4);
+        h.post(9);
+        assert!(h.has_posted());
+        let mut reap = Vec::new();
+        h.reap_posted(&mut reap);
+        assert_eq!(reap, [4, 9]);
+        assert!(!h.has_posted());
+    }
+
     #[test]
     fn adjacent_bios_merge_in_the_plug_up_to_the_size_limit() {
         let mut b = blk(Merges::Adjacent, Scheduler::None);

@@ -404,7 +404,7 @@ mod tests {
         let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(50), 1 << 40).unwrap();
         let mut dev = FixedLatencyDevice::new(&host, 10_000);
         dev.run(&mut host, None);
-        let bases: Vec<u64> = host.pc.files.iter().map(|f| f.base_sector).collect();
+        let bases: Vec<u64> = host.pc.files().iter().map(|f| f.base_sector).collect();
         let mut seen: [Vec<(IoOp, IoClass)>; 3] = Default::default();
         for c in &dev.commands {
             let file = bases.iter().rposition(|&b| c.slba >= b).unwrap();

@@ -1044,6 +1044,27 @@ mod tests {
         (Cpu::new(&cfg), EventQueue::new())
     }
 
+    /// `is_polling`: a thread whose burst has no end of its own (`UNTIL_POKED`) polls, on its
+    /// core or waiting for it; once poked (a burst of its own) it does not, nor does a blocked
+    /// thread or one computing.
+    #[test]
+    fn a_thread_polls_while_its_burst_waits_for_a_poke() {
+        let (mut cpu, mut q) = cpu(1);
+        let a = cpu.add_thread(0, IoClass::Throughput);
+        let b = cpu.add_thread(0, IoClass::Throughput);
+        assert!(!cpu.is_polling(a), "blocked");
+        cpu.wake(SimTime::ZERO, a, UNTIL_POKED, Cat::Poll);
+        cpu.wake(SimTime::ZERO, b, 1_000_000, Cat::User);
+        arm(&mut cpu, SimTime::ZERO, &mut q);
+        assert!(cpu.is_polling(a));
+        assert!(!cpu.is_polling(b), "computing");
+        cpu.set_burst(SimTime::ZERO, a, 500, Cat::Poll);
+        assert!(
+            !cpu.is_polling(a),
+            "poked: its next check is a burst of its own"
+        );
+    }
+
     /// Re-plans the touched cores into `q`.
     fn arm(cpu: &mut Cpu, now: SimTime, q: &mut EventQueue<CoreTimer>) {
         cpu.reschedule(now, |timer| q.schedule(timer.at, timer));

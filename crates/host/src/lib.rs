@@ -40,8 +40,8 @@
 //!  processes, applications         process                app (online, offline), fio (fio, traces)
 //!  threads                         task                   machine (burst, sleep, wake)
 //!  CPU, scheduler, interrupts      cpu                    machine (events), nvme_complete (irqs)
-//!  cost variance, tick, poll lock  jitter                 tick (the tick), blk_submit and
-//!                                                         nvme_complete (the poll lock)
+//!  cost variance, tick             jitter                 tick (the tick)
+//!  poll lock (`jitter.poll_lock`)  blk (Hctx)             blk_submit, nvme_complete
 //!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
 //!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
 //!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch),
@@ -54,6 +54,18 @@
 //!                                                         (online requests' hand-overs)
 //!  the host as a whole             machine (Host, Ev)     spawn (Host::new), machine (event loop)
 //! ```
+//!
+//! ## State is owned by its layer
+//! A behaviour module changes another layer's state only through that layer's operations,
+//! named for what it asks: blk's hardware queue hands out its posted CQEs, its request
+//! waiters and its shared poll lock (`Hctx::reap_posted`, `wait_for_request`,
+//! `take_poll_lock`); the scheduler says whether a thread is polling (`Cpu::is_polling`) and
+//! keeps its per-thread state private (`Cpu::sched` reads it); the NVMe driver's books
+//! (`nvme::Driver`) count what is sent and completed; write-back gives its wave hint to the
+//! request it belongs to (`Host::give_wave_hint`). A thread's I/O-path state (`task::Thread`)
+//! is grouped by the layer that keeps it (`app`, `blk`, `poll`, `ra`, `fsync`), its modes are
+//! enums. The block layer's bios and requests stay open records (`Blk::bios`, `Blk::reqs`):
+//! every layer on the path reads them, as the kernel's `struct bio` and `struct request` are.
 //!
 //! ## Dependency order
 //! A module imports only modules before it in this order (`grep -n 'use crate::' src/*.rs`):

@@ -269,6 +269,47 @@ pub fn ewma(mean_ns: u64, sample_ns: u64) -> u64 {
 mod tests {
     use super::*;
 
+    /// The driver counts each command once, under the class of the requests it carries (not
+    /// the class its reserved field shows), hands the commands over in the order they were
+    /// sent, and stops the run at a completion for a command it never sent.
+    #[test]
+    fn the_driver_counts_commands_and_refuses_a_completion_too_many() {
+        let mut d = Driver::new(queue_pairs(1, 64, false));
+        let cmd = |cid| HostCommand {
+            at: SimTime(cid as u64),
+            sqid: 1,
+            cid,
+            op: IoOp::Read,
+            slba: 0,
+            sectors: 8,
+            class: IoClass::Throughput,
+            wave_pages: 0,
+        };
+        d.send(cmd(5), IoClass::LatencyCritical);
+        d.send(cmd(6), IoClass::Throughput);
+        let mut out = Vec::new();
+        d.take_commands(&mut out);
+        assert_eq!(out.iter().map(|c| c.cid).collect::<Vec<_>>(), [5, 6]);
+        d.take_commands(&mut out);
+        assert_eq!(out.len(), 2, "taken once");
+        let s = &d.stats;
+        assert_eq!(
+            (
+                s.doorbells,
+                s.commands_latency_critical,
+                s.commands_throughput
+            ),
+            (2, 1, 1)
+        );
+        d.completion();
+        assert!(!d.all_completed());
+        d.completion();
+        assert!(d.all_completed());
+        assert_eq!((d.sent(), d.completed()), (2, 2));
+        let extra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.completion()));
+        assert!(extra.is_err(), "a third completion for two commands");
+    }
+
     #[test]
     fn queue_ids_follow_the_layout() {
         let q = queue_pairs(4, 1024, false);

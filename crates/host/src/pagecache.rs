@@ -222,7 +222,7 @@ pub struct PageCache {
     free: Vec<u32>,
     lru_head: u32,
     lru_tail: u32,
-    pub files: Vec<FileState>,
+    files: Vec<FileState>,
     capacity: u64,
     resident: u64,
     dirty: u64,
@@ -334,6 +334,16 @@ impl PageCache {
     /// The dirty-ratio set in force (`None` when the thresholds do not adapt).
     pub fn dirty_set(&self) -> Option<DirtySet> {
         self.adaptive.as_ref().map(|a| a.set)
+    }
+
+    /// File `f`'s state, to read: only the page cache's operations change it.
+    pub fn file(&self, f: u32) -> &FileState {
+        &self.files[f as usize]
+    }
+
+    /// Every file's state, in file order.
+    pub fn files(&self) -> &[FileState] {
+        &self.files
     }
 
     /// Adds a file of `pages` pages starting at device sector `base_sector`.

@@ -132,7 +132,7 @@ impl Host {
         th.io.hctx = self.blk.hctx_of(core, kind);
         th.blk.bios.clear();
         th.blk.next_bio = 0;
-        let base = self.pc.files[io.file as usize].base_sector;
+        let base = self.pc.file(io.file).base_sector;
         let owner = if io.fio_slot != NIL {
             BioOwner::FioAsync {
                 thread: t,
@@ -174,7 +174,7 @@ impl Host {
         let (ra_first, ra_pages) = self.pc.read_ahead(&mut th.ra, io.file, io.page, io.pages);
         th.blk.bios.clear();
         th.blk.next_bio = 0;
-        let base = self.pc.files[io.file as usize].base_sector;
+        let base = self.pc.file(io.file).base_sector;
         let mut hits = 0;
         let mut misses = 0;
         let mut last_waited = NIL;

@@ -6,8 +6,9 @@
 //! worker, offline thread, fio clone, flusher), the continuation its burst ends in (`Step`: the
 //! machine runs it when the burst ends), why it sleeps (`Wait`), the system call it is in
 //! (`IoCtx`), its bios, its plug and its completions to reap, its read-ahead state and its fsync
-//! progress. A thread is in exactly one of: running a burst (`wait == Wait::None`) or asleep for
-//! one reason; `Host::sleep` and `Host::wake` assert it.
+//! progress, each part in a sub-struct named for the layer that keeps it (`Thread::app`,
+//! `blk`, `poll`, `ra`, `fsync`). A thread is in exactly one of: running a burst
+//! (`wait == Wait::None`) or asleep for one reason; `Host::sleep` and `Host::wake` assert it.
 //!
 //! ## What it leaves out
 //! Everything a thread has that does not touch the I/O path: signals, memory maps, priorities

@@ -262,7 +262,7 @@ impl Host {
         self.flush
             .pass
             .iter()
-            .map(|&f| chunk.min(self.pc.files[f as usize].dirty_pages))
+            .map(|&f| chunk.min(self.pc.file(f).dirty_pages))
             .sum()
     }
 
@@ -299,7 +299,7 @@ impl Host {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
         let file = th.fsync.file;
-        let run = if th.blk.plug.len() < plug_max && self.pc.files[file as usize].dirty_pages > 0 {
+        let run = if th.blk.plug.len() < plug_max && self.pc.file(file).dirty_pages > 0 {
             let max = self.cfg.pagecache.writeback_bio_pages as u64;
             // `None`: the rest is under write-back already (redirtied meanwhile), and the
             // wait below waits for it.
@@ -317,7 +317,7 @@ impl Host {
         if !th.blk.plug.is_empty() {
             return self.unplug(t);
         }
-        if self.pc.files[file as usize].writeback_pages > 0 {
+        if self.pc.file(file).writeback_pages > 0 {
             self.flush.fsync_waiters.push(t);
             return self.sleep(t, Wait::Fsync, Step::FsyncDone);
         }
@@ -344,7 +344,7 @@ impl Host {
     /// its core's interrupt queue.
     fn submit_writeback_bio(&mut self, t: u32, file: u32, first: u64, n: u32, class: IoClass) {
         let core = self.core_of(t);
-        let base = self.pc.files[file as usize].base_sector;
+        let base = self.pc.file(file).base_sector;
         let b = self.blk.new_bio(
             IoOp::Write,
             class,
@@ -373,8 +373,7 @@ impl Host {
         if self.pc.take_writeback_blocked() {
             self.kick_flusher();
         }
-        if !self.flush.fsync_waiters.is_empty() && self.pc.files[file as usize].writeback_pages == 0
-        {
+        if !self.flush.fsync_waiters.is_empty() && self.pc.file(file).writeback_pages == 0 {
             let mut i = 0;
             while i < self.flush.fsync_waiters.len() {
                 let w = self.flush.fsync_waiters[i];
@@ -429,7 +428,7 @@ mod tests {
             pc.dirty_pages * 100 < pc.capacity_pages,
             "well under the 3 % background threshold"
         );
-        let dirtied_at = host.pc.files[0].dirtied_at.expect("the file is dirty");
+        let dirtied_at = host.pc.file(0).dirtied_at.expect("the file is dirty");
         assert!(dirtied_at < SimTime::from_ms(1));
 
         // Every wake-up up to and including the one at 200 ms finds the data younger than
