@@ -192,12 +192,7 @@ impl Host {
                 self.blk.hctx_mut(h).post(r);
                 let first = self.blk.reqs[r as usize].first_bio;
                 if let BioOwner::Direct { thread } = self.blk.bios[first as usize].owner {
-                    if self.threads[thread as usize].step == Step::Poll
-                        && self.cpu.is_polling(thread)
-                    {
-                        let ns = self.cfg.nvme.poll_iteration_ns;
-                        self.cpu.set_burst(now, thread, ns, Cat::Poll);
-                    }
+                    self.poke_poller(thread);
                 }
             }
             QueueKind::Interrupt => {
@@ -306,9 +301,17 @@ impl Host {
         }
         if th.wait == Wait::Io {
             self.wake(t);
-        } else if th.step == Step::Poll && self.cpu.is_polling(t) {
-            // Its request was reaped by another poller (a bio merged into another thread's
-            // request): stop spinning.
+        } else {
+            // If it spins, its request was reaped by another poller (a bio merged into
+            // another thread's request): it stops spinning.
+            self.poke_poller(t);
+        }
+    }
+
+    /// If thread `t` spins on its poll queue, its loop notices the change one
+    /// `poll_iteration_ns` from now (a CQE to reap, or nothing left to wait for).
+    fn poke_poller(&mut self, t: u32) {
+        if self.threads[t as usize].step == Step::Poll && self.cpu.is_polling(t) {
             let ns = self.cfg.nvme.poll_iteration_ns;
             self.cpu.set_burst(self.now, t, ns, Cat::Poll);
         }
