@@ -569,7 +569,7 @@ impl ConnJob {
                     OpKind::Read => (&mut stats.read_ns, &mut stats.read_bytes),
                     OpKind::Write => (&mut stats.write_ns, &mut stats.write_bytes),
                 };
-                hist.saturating_record(ns);
+                hist.record(ns);
                 *bytes += u64::from(done.bytes);
             }
             Err(e) => {
@@ -655,7 +655,7 @@ impl ConnJob {
                 self.gen.take_arrival();
                 if at >= self.measure_from {
                     let lag = Instant::now().saturating_duration_since(at);
-                    stats.send_lag_ns.saturating_record(lag.as_nanos() as u64);
+                    stats.send_lag_ns.record(lag.as_nanos() as u64);
                 }
                 match self.issue(at) {
                     Some(io) => in_flight.push(io),
