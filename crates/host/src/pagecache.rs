@@ -1,7 +1,8 @@
 //! The page cache: buffered reads and writes, read-ahead, dirty pages and their write-back.
 //!
 //! ## What it models
-//! Linux keeps file data in 4 KiB pages indexed by (file, page number). This cache has a fixed
+//! Linux keeps file data in 4 KiB pages indexed by (file, page number) — here each file's
+//! `index::PageIndex`, a two-level table as Linux's xarray is. This cache has a fixed
 //! capacity (host memory minus a reserve) and evicts the least recently used *clean* page when
 //! it needs room (pages that are dirty, under write-back or being read are skipped and rotated,
 //! as reclaim does).
@@ -52,39 +53,19 @@
 //!
 //! Config keys: `pagecache.*`.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use engine::{IoClass, SimTime};
 use serde::Serialize;
+
+mod index;
+use index::PageIndex;
 
 pub const NIL: u32 = u32::MAX;
 
 /// A write-back chunk is this fraction of the dirty limit (Linux `DIRTY_SCOPE`,
 /// include/linux/writeback.h).
 pub const DIRTY_SCOPE: u64 = 8;
-
-/// A fixed, deterministic hasher for page keys (never iterated: order cannot leak into results).
-#[derive(Default, Clone, Copy)]
-pub struct PageKeyHasher(u64);
-
-impl Hasher for PageKeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        // Fibonacci hashing of the whole key: fast and spreads sequential page numbers.
-        self.0 = (v ^ (v >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 ^= self.0 >> 32;
-    }
-}
-
-type PageMap = HashMap<u64, u32, BuildHasherDefault<PageKeyHasher>>;
 
 const UPTODATE: u8 = 1;
 const DIRTY: u8 = 2;
@@ -110,6 +91,8 @@ pub struct FileState {
     pub base_sector: u64,
     pub pages: u64,
     dirty_bits: Vec<u64>,
+    /// The file's cached pages.
+    index: PageIndex,
     pub dirty_pages: u64,
     /// Pages of this file under write-back.
     pub writeback_pages: u64,
@@ -217,7 +200,6 @@ pub struct ReadAhead {
 }
 
 pub struct PageCache {
-    map: PageMap,
     pages: Vec<Page>,
     free: Vec<u32>,
     lru_head: u32,
@@ -244,6 +226,11 @@ fn key(file: u32, page: u64) -> u64 {
     ((file as u64) << 40) | page
 }
 
+/// The file and page a key packs.
+fn unkey(key: u64) -> (u32, u64) {
+    ((key >> 40) as u32, key & (FILE_MAX_PAGES - 1))
+}
+
 impl PageCache {
     pub fn new(
         capacity_pages: u64,
@@ -252,10 +239,7 @@ impl PageCache {
         ratio_pct: u32,
     ) -> Self {
         let prealloc = capacity_pages.min(1 << 20) as usize;
-        let mut map = PageMap::default();
-        map.reserve(prealloc);
         PageCache {
-            map,
             pages: Vec::with_capacity(prealloc),
             free: Vec::new(),
             lru_head: NIL,
@@ -356,6 +340,7 @@ impl PageCache {
             base_sector,
             pages,
             dirty_bits: vec![0; pages.div_ceil(64) as usize],
+            index: PageIndex::new(pages),
             dirty_pages: 0,
             writeback_pages: 0,
             dirtied_at: None,
@@ -440,7 +425,8 @@ impl PageCache {
                 self.lru_push_head(s);
                 continue;
             }
-            self.map.remove(&p.key);
+            let (file, page) = unkey(p.key);
+            self.files[file as usize].index.remove(page);
             self.free.push(s);
             self.resident -= 1;
             self.stats.evictions += 1;
@@ -471,15 +457,14 @@ impl PageCache {
                 (self.pages.len() - 1) as u32
             }
         };
-        let old = self.map.insert(rec.key, s);
-        assert!(old.is_none(), "page {page} of file {file} inserted twice");
+        self.files[file as usize].index.insert(page, s);
         self.resident += 1;
         self.lru_push_head(s);
         s
     }
 
     fn slot(&self, file: u32, page: u64) -> Option<u32> {
-        self.map.get(&key(file, page)).copied()
+        self.files[file as usize].index.get(page)
     }
 
     // ---- reads ----
@@ -752,11 +737,11 @@ impl PageCache {
             }
             s = p.next;
         }
-        if n != self.resident || n != self.map.len() as u64 {
+        let indexed: u64 = self.files.iter().map(|f| f.index.len()).sum();
+        if n != self.resident || n != indexed {
             return Err(format!(
-                "LRU holds {n} pages, resident {}, index {}",
-                self.resident,
-                self.map.len()
+                "LRU holds {n} pages, resident {}, index {indexed}",
+                self.resident
             ));
         }
         let file_dirty: u64 = self.files.iter().map(|f| f.dirty_pages).sum();
