@@ -107,6 +107,7 @@ fn since(server: &ServerHandle, before: WritePaths) -> WritePaths {
         partial_block_writes_to_page_cache: now.partial_block_writes_to_page_cache
             - before.partial_block_writes_to_page_cache,
         buffered_writes: now.buffered_writes - before.buffered_writes,
+        direct_rerouted_writes: now.direct_rerouted_writes - before.direct_rerouted_writes,
     }
 }
 

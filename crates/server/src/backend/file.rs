@@ -87,12 +87,22 @@
 //! range again when it completes (dropping pages a concurrent readahead cached meanwhile), so a
 //! later buffered read or partial write reads the block from disk. Under `RWF_NOWAIT` a direct
 //! write refuses any range with cached pages, so a block with buffered data keeps taking its
-//! partial writes through the page cache until writeback and eviction. FLUSH is `fdatasync`
+//! partial writes through the page cache until writeback and eviction. What the kernel does
+//! not give is a direct write and a buffered write in flight together on one page: the buffered
+//! one dirties a page the direct one must drop when it completes, Linux keeps the stale page and
+//! records EIO for the next `fdatasync` (the NBD project's integrity test, with two such writes to
+//! neighbouring sectors in flight, got its FLUSH failed). So a write goes in through one kind of
+//! descriptor only where no write of the other kind is in the kernel (`file/pages.rs`, by 64 KiB
+//! stretch over every worker): a partial-block write finding buffered writes there goes straight
+//! to the page cache, a whole-block one too, a buffered one finding direct writes goes direct
+//! (blocking) when aligned to the direct alignment, and a write that fits neither waits for the
+//! next completion or [`HELD_WRITE_RETRY_NS`]. FLUSH is `fdatasync`
 //! of the inode (both descriptors), and a FUA partial write is `RWF_DSYNC` on whichever
 //! descriptor takes it. Requests in flight together on overlapping ranges are unordered in NBD,
 //! and are here. `tests/partial_block_writes.rs` walks one block through each transition named
 //! here (hole, dirty page, clean cached page, whole-block direct write, direct overwrite) and
-//! checks the data and the path after each.
+//! checks the data and the path after each; `tests/nbd_tester_client.rs` runs the NBD project's
+//! integrity tests against it.
 //!
 //! # What it leaves out
 //! A memory of refused blocks: every partial write to a block with cached pages pays its
@@ -124,6 +134,9 @@ use crate::buf::IoBuf;
 use crate::config::DirectIo;
 use crate::sys;
 
+mod pages;
+use pages::{PageModes, Via};
+
 /// Submission queue entries per worker ring; at most this many operations are in the kernel at
 /// once per worker and volume (more wait in a queue in user space).
 pub const RING_ENTRIES: u32 = 256;
@@ -150,6 +163,8 @@ pub struct FileVolume {
     size_bytes: u64,
     is_block_device: bool,
     write_paths: WritePathCounters,
+    /// Which descriptor kind has writes in the kernel where (see `file/pages.rs`).
+    pages: PageModes,
 }
 
 /// The `O_DIRECT` descriptor and the two alignments that steer requests to it.
@@ -161,6 +176,10 @@ struct DirectFd {
     /// write that does not cover whole blocks of it is a partial-block write.
     fs_block_bytes: u64,
 }
+
+/// How long a write held for a stretch taken by the other descriptor kind on another worker
+/// waits before it is offered again (its own worker's completions retry it sooner).
+pub const HELD_WRITE_RETRY_NS: u64 = 20_000;
 
 /// Which descriptor, and how, one write goes through (see *Partial-block writes*).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,6 +211,7 @@ struct WritePathCounters {
     direct_partial: AtomicU64,
     partial_refused: AtomicU64,
     buffered: AtomicU64,
+    direct_rerouted: AtomicU64,
 }
 
 impl WritePathCounters {
@@ -205,6 +225,7 @@ impl WritePathCounters {
             direct_partial_block_writes: self.direct_partial.load(Ordering::Relaxed),
             partial_block_writes_to_page_cache: self.partial_refused.load(Ordering::Relaxed),
             buffered_writes: self.buffered.load(Ordering::Relaxed),
+            direct_rerouted_writes: self.direct_rerouted.load(Ordering::Relaxed),
         }
     }
 }
@@ -287,6 +308,7 @@ impl FileVolume {
             size_bytes,
             is_block_device,
             write_paths: WritePathCounters::default(),
+            pages: PageModes::default(),
         })
     }
 
@@ -499,6 +521,10 @@ struct Slot {
     alone: bool,
     /// A partial-block write's standing with the file system.
     partial: PartialBlock,
+    /// The route its SQE in the kernel took (chosen just before, see *Coherence*).
+    route: Option<WriteRoute>,
+    /// The stretches its write in the kernel holds: `(offset, len, via)`.
+    claim: Option<(u64, u64, Via)>,
 }
 
 /// The iovecs of a write run; the kernel may read them until the run's CQE.
@@ -513,6 +539,8 @@ struct WriteRun {
     /// Slot indexes in offset order.
     members: Vec<usize>,
     iovecs: IoVecs,
+    /// The stretches it holds as buffered: `(offset, len)`.
+    claim: (u64, u64),
 }
 
 /// What a write run's result means for one member.
@@ -567,6 +595,8 @@ pub struct FileBackend {
     in_kernel: usize,
     queued_since_commit: usize,
     stats: FileStats,
+    /// When writes held back by another worker's writes are offered again (None: none held).
+    retry_at_ns: Option<u64>,
 }
 
 impl FileBackend {
@@ -582,6 +612,7 @@ impl FileBackend {
             in_kernel: 0,
             queued_since_commit: 0,
             stats: FileStats::default(),
+            retry_at_ns: None,
         }
     }
 
@@ -667,9 +698,11 @@ impl FileBackend {
             members.push(index);
         }
         let (offset_bytes, fua) = first.expect("n >= 2");
+        let run_bytes: usize = iovecs.iter().map(|v| v.iov_len).sum();
         let run = WriteRun {
             members,
             iovecs: IoVecs(iovecs),
+            claim: (offset_bytes, run_bytes as u64),
         };
         let ri = match self.free_runs.pop() {
             Some(ri) => {
@@ -705,6 +738,8 @@ impl FileBackend {
             return;
         };
         self.free_runs.push(ri);
+        let (at, len) = run.claim;
+        self.volume.pages.release(at, len, Via::Buffered);
         let lens: Vec<usize> = run
             .members
             .iter()
@@ -762,7 +797,8 @@ impl FileBackend {
                 let at = offset_bytes + slot.done_bytes as u64;
                 let rest = slot.buf.len() - slot.done_bytes;
                 let mut flags = if fua == Fua::Yes { libc::RWF_DSYNC } else { 0 };
-                let fd = match (Self::route_of(volume, slot), &volume.direct) {
+                let route = slot.route.unwrap_or_else(|| Self::route_of(volume, slot));
+                let fd = match (route, &volume.direct) {
                     (WriteRoute::Direct, Some(d)) => d.file.as_raw_fd(),
                     (WriteRoute::DirectNoWait, Some(d)) => {
                         slot.partial = PartialBlock::Offered;
@@ -810,6 +846,7 @@ impl FileBackend {
     /// Moves waiting operations into the submission queue while there is room, contiguous
     /// buffered writes as write runs.
     fn fill_ring(&mut self) {
+        let mut held = Vec::new();
         while self.in_kernel < RING_ENTRIES as usize && !self.waiting.is_empty() {
             if self.ring.submission().is_full() {
                 // Submit what is there and retry next time.
@@ -822,9 +859,13 @@ impl FileBackend {
                 }
             }
             let entry = match self.run_length() {
-                n if n >= 2 => self.build_run_sqe(n),
+                n if n >= 2 && self.claim_run(n) => self.build_run_sqe(n),
                 _ => {
                     let index = self.waiting.pop_front().expect("waiting is not empty");
+                    if !self.route_write(index) {
+                        held.push(index);
+                        continue;
+                    }
                     self.build_sqe(index)
                 }
             };
@@ -836,6 +877,68 @@ impl FileBackend {
             self.in_kernel += 1;
             self.queued_since_commit += 1;
         }
+        self.retry_at_ns = (!held.is_empty()).then(|| crate::clock::now_ns() + HELD_WRITE_RETRY_NS);
+        self.waiting.extend(held);
+    }
+
+    /// Claims the stretches of the first `n` waiting writes (a run) as buffered.
+    fn claim_run(&self, n: usize) -> bool {
+        let candidates = self
+            .waiting
+            .iter()
+            .take(n)
+            .filter_map(|&i| self.run_candidate(i));
+        let (mut start, mut bytes) = (None, 0u64);
+        for (at, len, _) in candidates {
+            start.get_or_insert(at);
+            bytes += len as u64;
+        }
+        start.is_some_and(|at| self.volume.pages.claim(at, bytes, Via::Buffered))
+    }
+
+    /// Chooses the route of write slot `index` for its next SQE and claims its stretches (see
+    /// *Coherence*): the preferred route, else the other descriptor where the write allows it.
+    /// False: both are taken by writes in the kernel; the write waits. Other ops: true.
+    fn route_write(&mut self, index: usize) -> bool {
+        let volume = &*self.volume;
+        let slot = self.slots[index].as_mut().expect("waiting slot exists");
+        let StorageOp::Write { offset_bytes, .. } = slot.op else {
+            return true;
+        };
+        let at = offset_bytes + slot.done_bytes as u64;
+        let rest = (slot.buf.len() - slot.done_bytes) as u64;
+        let preferred = Self::route_of(volume, slot);
+        let direct_ok = volume.direct.as_ref().is_some_and(|d| {
+            at.is_multiple_of(d.align_bytes) && rest.is_multiple_of(d.align_bytes)
+        });
+        let other = match preferred {
+            WriteRoute::Buffered => direct_ok.then_some(WriteRoute::Direct),
+            WriteRoute::Direct | WriteRoute::DirectNoWait => Some(WriteRoute::Buffered),
+        };
+        let first_try = slot.done_bytes == 0 && slot.partial == PartialBlock::Untried;
+        for route in std::iter::once(preferred).chain(other) {
+            let via = match route {
+                WriteRoute::Buffered => Via::Buffered,
+                WriteRoute::Direct | WriteRoute::DirectNoWait => Via::Direct,
+            };
+            if volume.pages.claim(at, rest, via) {
+                slot.route = Some(route);
+                slot.claim = Some((at, rest, via));
+                let c = &volume.write_paths;
+                let counter = match (preferred, route) {
+                    _ if !first_try => None,
+                    (WriteRoute::Buffered, WriteRoute::Direct) => Some(&c.direct_rerouted),
+                    (_, WriteRoute::Direct) => Some(&c.direct_block),
+                    (WriteRoute::DirectNoWait, WriteRoute::Buffered) => Some(&c.partial_refused),
+                    (_, WriteRoute::Buffered) => Some(&c.buffered),
+                    // Counted when the file system has answered (`on_cqe`).
+                    (_, WriteRoute::DirectNoWait) => None,
+                };
+                counter.map(WritePathCounters::bump);
+                return true;
+            }
+        }
+        false
     }
 
     fn finish(
@@ -859,6 +962,10 @@ impl FileBackend {
             debug_assert!(false, "CQE for an empty slot {index}");
             return;
         };
+        slot.route = None;
+        if let Some((at, len, via)) = slot.claim.take() {
+            self.volume.pages.release(at, len, via);
+        }
         if slot.partial == PartialBlock::Offered {
             let counters = &self.volume.write_paths;
             // EAGAIN: the file system would have had to wait (not a pure overwrite, or pages
@@ -980,17 +1087,22 @@ impl FileBackend {
                 }
                 self.in_kernel -= 1;
                 reaped += 1;
+                // The stretches a reaped write held go back: the volume outlives this ring.
                 let members = if user_data & RUN_USER_DATA_BIT != 0 {
                     let ri = (user_data & !RUN_USER_DATA_BIT) as usize;
-                    self.runs
-                        .get_mut(ri)
-                        .and_then(Option::take)
-                        .map_or_else(Vec::new, |run| run.members)
+                    let run = self.runs.get_mut(ri).and_then(Option::take);
+                    if let Some((at, len)) = run.as_ref().map(|r| r.claim) {
+                        self.volume.pages.release(at, len, Via::Buffered);
+                    }
+                    run.map_or_else(Vec::new, |run| run.members)
                 } else {
                     vec![user_data as usize]
                 };
                 for index in members {
                     if let Some(slot) = self.slots.get_mut(index).and_then(Option::take) {
+                        if let Some((at, len, via)) = slot.claim {
+                            self.volume.pages.release(at, len, via);
+                        }
                         drop(slot.buf);
                     }
                 }
@@ -1033,16 +1145,9 @@ impl Backend for FileBackend {
             in_run: false,
             alone: false,
             partial: PartialBlock::Untried,
+            route: None,
+            claim: None,
         };
-        if let StorageOp::Write { offset_bytes, .. } = op {
-            let counters = &self.volume.write_paths;
-            match self.volume.write_route(offset_bytes, slot.buf.len()) {
-                WriteRoute::Direct => WritePathCounters::bump(&counters.direct_block),
-                WriteRoute::Buffered => WritePathCounters::bump(&counters.buffered),
-                // Counted when the file system has answered (`on_cqe`).
-                WriteRoute::DirectNoWait => {}
-            }
-        }
         let index = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i] = Some(slot);
@@ -1093,6 +1198,10 @@ impl Backend for FileBackend {
 
     fn wake_fd(&self) -> Option<RawFd> {
         Some(self.ring.as_raw_fd())
+    }
+
+    fn next_event_ns(&self) -> Option<u64> {
+        self.retry_at_ns
     }
 }
 

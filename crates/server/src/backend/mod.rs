@@ -223,11 +223,16 @@ pub struct WritePaths {
     pub direct_partial_block_writes: u64,
     /// Partial-block writes the file system refused without waiting (a hole, an unwritten or
     /// delayed-allocation block, cached pages: what would have been a serialized
-    /// read-modify-write) and that went through the page cache instead.
+    /// read-modify-write), or that found buffered writes in the kernel on their stretch of the
+    /// file (`backend/file/pages.rs`), and that went through the page cache instead.
     pub partial_block_writes_to_page_cache: u64,
     /// Writes sent to the page cache at once (not aligned to the direct-I/O alignment, or no
-    /// `O_DIRECT` descriptor).
+    /// `O_DIRECT` descriptor; whole-block writes whose stretch had buffered writes in the
+    /// kernel).
     pub buffered_writes: u64,
+    /// Writes that would have gone to the page cache but went through `O_DIRECT` (blocking)
+    /// because direct writes were in the kernel on their stretch.
+    pub direct_rerouted_writes: u64,
 }
 
 /// Why a volume could not be opened.

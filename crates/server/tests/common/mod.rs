@@ -538,3 +538,39 @@ pub fn psk_hello(
     tls.read_exact(&mut rest).expect("HELLO reply body");
     reply.status
 }
+
+/// A self-signed certificate and key for 127.0.0.1, written as PEM files.
+pub fn self_signed(tag: &str) -> (TempFile, TempFile) {
+    use openssl::asn1::Asn1Time;
+    use openssl::hash::MessageDigest;
+    use openssl::pkey::PKey;
+    use openssl::rsa::Rsa;
+    use openssl::x509::{X509NameBuilder, X509};
+    let key = PKey::from_rsa(Rsa::generate(2048).expect("rsa")).expect("pkey");
+    let mut name = X509NameBuilder::new().expect("name");
+    name.append_entry_by_text("CN", "127.0.0.1").expect("cn");
+    let name = name.build();
+    let mut cert = X509::builder().expect("x509");
+    cert.set_version(2).expect("v3");
+    cert.set_subject_name(&name).expect("subject");
+    cert.set_issuer_name(&name).expect("issuer");
+    cert.set_pubkey(&key).expect("pubkey");
+    cert.set_not_before(&Asn1Time::days_from_now(0).expect("now"))
+        .expect("nb");
+    cert.set_not_after(&Asn1Time::days_from_now(2).expect("later"))
+        .expect("na");
+    // The address as a subject alternative name: what a verifying client checks.
+    let san = openssl::x509::extension::SubjectAlternativeName::new()
+        .ip("127.0.0.1")
+        .build(&cert.x509v3_context(None, None))
+        .expect("san");
+    cert.append_extension(san).expect("append san");
+    cert.sign(&key, MessageDigest::sha256()).expect("sign");
+    let (c, k) = (
+        TempFile::new(&format!("{tag}-cert")),
+        TempFile::new(&format!("{tag}-key")),
+    );
+    std::fs::write(&c.0, cert.build().to_pem().expect("cert pem")).expect("write cert");
+    std::fs::write(&k.0, key.private_key_to_pem_pkcs8().expect("key pem")).expect("write key");
+    (c, k)
+}

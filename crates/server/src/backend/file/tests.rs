@@ -42,6 +42,7 @@ fn dropping_a_backend_cancels_and_reaps_operations_in_the_kernel() {
         size_bytes: 1 << 20,
         is_block_device: false,
         write_paths: WritePathCounters::default(),
+        pages: PageModes::default(),
     });
     let mut be = FileBackend::with_ring(vol, IoUring::new(8).expect("ring"));
     let mut pool = BufPool::new();
@@ -369,6 +370,7 @@ fn a_failed_run_gives_each_member_its_own_result() {
         size_bytes: 1 << 20,
         is_block_device: false,
         write_paths: WritePathCounters::default(),
+        pages: PageModes::default(),
     });
     let writes: Vec<(u64, usize, Fua)> = (0..5).map(|i| (i * 1024, 1024, Fua::No)).collect();
     let (stats, done) = one_step(vol, &writes);
