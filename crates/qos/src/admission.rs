@@ -11,7 +11,12 @@
 //! * The device's rate is the profile's rate for the **strictest** p95 target among admitted
 //!   LC tenants (including the newcomer), in the load mix that would be in force. A target
 //!   stricter than the profile's table is refused.
-//! * An LC tenant is admitted iff Σ reservations (including its own) ≤ that rate.
+//! * An LC tenant is admitted iff Σ reservations (including its own) ≤ that rate, and the
+//!   LC surge left after it (below) is at least what every LC tenant needs to meet its target
+//!   at its rate: Σ reservations × (1 + 2 × max s_needed) ≤ that rate, with
+//!   s_needed = ln 20 × c²̄ / (2 × c̄ × (D + w × r)) from the tenant's mean cost c̄, mean squared
+//!   cost c²̄, reservation r, the schedulers' deficit limit D and its wait share w of the target
+//!   less one round (`admission/headroom.rs` derives it; `lc_surge_pct = 0` keeps none).
 //! * The load mix is read-only iff every tenant declared a read-only load (LC: `read_pct = 100`;
 //!   BE: `mix = read-only`). A newcomer that flips it to mixed re-prices every reservation and
 //!   is refused if the re-priced sum no longer fits — even a BE tenant.
@@ -72,17 +77,21 @@
 //!
 //! Designs measured and rejected: a larger fixed burst (deficit limit) alone — at utilization
 //! 1 the backlog still grows like √t, and a deep burst lets a tenant dump it on the device at
-//! once; s carved from the whole unreserved rate — the starvation above; reserving headroom at
+//! once; s carved from the whole unreserved rate — the starvation above; a fixed headroom at
 //! admission (admit Σ reservations × 1.5 ≤ device rate) — it would refuse the published
 //! scenario 1 (474 K > 420 K) to serve tenants that mostly need the headroom for bursts.
+//! What admission keeps instead is each tenant's own need (`admission/headroom.rs`): the
+//! published scenario 1 needs s ≥ 16.45 % for B (2.5 % for A) and gets 16.46 %, admitted; four
+//! of the tenants at 90 % of the device (s = 5.2 %, each needing 14.6 %) are not, which
+//! admitted they waited 240-399 µs at p95 in the scheduler alone.
 //! Guarantee, precisely: an admitted LC tenant whose requests arrive as a Poisson stream at no
 //! more than its SLO's IOPS, with its SLO's read ratio and size, is released by the scheduler
-//! with a p95 wait of about one round when s ≥ 25 % (its reservation × (1 + s) ≥ 1.25 × its mean
-//! demand); the device then serves it within its target when the profile's rate is right
-//! for the device (what the closed loop, [`crate::vrate`], corrects). s ≥ 25 % while LC
-//! reservations take at most two thirds of the device rate; beyond that s shrinks (scenario 1
-//! reserves 75 %: s = 16.5 %, still a one-round wait in the simulation) and the promise weakens
-//! toward the published one (a stream *evenly spaced* at its rate is always served).
+//! within its share of its target (`SCHED_WAIT_SHARE_PCT`) at p95: admission refuses any
+//! tenant after which the surge would fall below what some admitted tenant needs for that
+//! (`admission/headroom.rs`); the device then serves it within the rest of its target when
+//! the profile's rate is right for the device (what the closed loop, [`crate::vrate`],
+//! corrects). A lower closed-loop scale does not evict (below), so the surge may then shrink
+//! under the need until tenants leave.
 //!
 //! # Closed-loop scaling
 //! [`Registry::set_rate_scale_ppm`] scales the table's rate (parts per million, 1 000 000 = the
@@ -95,10 +104,12 @@
 //! still holds, in one all-or-nothing step: [`Registry::reconfigure`], `admission/reconfigure.rs`.)
 //!
 //! # Config keys
-//! `max_tenants`, `lc_surge_pct` (server: `[qos] lc_surge_pct`) in [`RegistryConfig`]; the
-//! device profile.
+//! `max_tenants`, `lc_surge_pct` (server: `[qos] lc_surge_pct`), `deficit_limit` (server:
+//! `[qos.tuning] deficit_limit`), `round_ns` in [`RegistryConfig`]; the device profile.
 
+mod headroom;
 mod reconfigure;
+pub use headroom::{needed_surge_ppm, SCHED_WAIT_SHARE_PCT};
 pub use reconfigure::{Reconfiguration, ReconfigureError, Reconfigured};
 
 use std::collections::BTreeMap;
@@ -109,6 +120,7 @@ use serde::{Deserialize, Serialize};
 use crate::bucket::SharedBucket;
 use crate::cost::{LoadMix, MTOK_PER_TOKEN};
 use crate::profile::DeviceProfile;
+use crate::sched::{DeficitLimit, DEFAULT_DEFICIT_LIMIT_MTOK};
 use crate::tenant::{
     lc_reservation_mtok_per_sec, DeclaredMix, LcSlo, TenantHandle, TenantId, TenantSpec,
 };
@@ -124,8 +136,13 @@ pub struct RegistryConfig {
     pub max_tenants: u32,
     /// LC surge: every LC tenant earns up to this percentage above its reservation, carved out
     /// of the unreserved rate before the BE share (see the module essay). 0: paced at exactly
-    /// the reservation, as published.
+    /// the reservation, as published (and no headroom kept: see `admission/headroom.rs`).
     pub lc_surge_pct: u32,
+    /// The schedulers' deficit limit (`[qos.tuning] deficit_limit`): the burst an LC tenant
+    /// may take ahead of its earnings, which the headroom rule counts on.
+    pub deficit_limit: DeficitLimit,
+    /// The longest a released request waits for the schedulers' next round, ns (headroom rule).
+    pub round_ns: u64,
 }
 
 /// Default LC surge, percent of the reservation (chosen by measurement: see the module essay).
@@ -134,11 +151,16 @@ pub const DEFAULT_LC_SURGE_PCT: u32 = 50;
 /// Largest accepted LC surge, percent.
 pub const MAX_LC_SURGE_PCT: u32 = 1_000;
 
+/// The round length the headroom rule assumes unless told (the simulated schedulers' round).
+pub const DEFAULT_ROUND_NS: u64 = 10_000;
+
 impl Default for RegistryConfig {
     fn default() -> Self {
         RegistryConfig {
             max_tenants: 65_536,
             lc_surge_pct: DEFAULT_LC_SURGE_PCT,
+            deficit_limit: DeficitLimit::FixedMtok(DEFAULT_DEFICIT_LIMIT_MTOK),
+            round_ns: DEFAULT_ROUND_NS,
         }
     }
 }
@@ -155,6 +177,9 @@ pub enum RefusalCode {
     ReservationsExceedCapacity = 3,
     /// The registry is full.
     TooManyTenants = 4,
+    /// The reservations would fit, but not with the headroom the LC tenants need to meet
+    /// their targets at their rates.
+    HeadroomExceedsCapacity = 5,
 }
 
 impl RefusalCode {
@@ -197,12 +222,37 @@ pub enum Refusal {
         /// The load mix the check was made in.
         mix: LoadMix,
     },
+    /// The reservations fit, but the LC surge left would be below what the LC tenants need.
+    #[error("reservation of {} tokens/s leaves too little headroom: the LC tenants need a surge of {} % above their reservations to meet their p95 targets with Poisson arrivals at their rates (the strictest need; the headroom rule in docs/server.md), so Σ reservations × (1 + 2 × {} %) must fit in the device's {} tokens/s (at {strictest_p95_ns} ns, {mix:?} load); with it the reservations would be {} tokens/s, leaving a surge of {} % (at most lc_surge_pct = {lc_surge_pct} %)", tokens(*.requested_mtok_per_sec), pct(*.needed_surge_ppm), pct(*.needed_surge_ppm), tokens(*.capacity_mtok_per_sec), tokens(.reserved_mtok_per_sec.saturating_add(*.requested_mtok_per_sec)), pct(*.surge_left_ppm))]
+    HeadroomExceedsCapacity {
+        /// The newcomer's reservation, mtok/s (0 for a BE tenant that flips the mix).
+        requested_mtok_per_sec: u64,
+        /// What the other LC tenants reserve (in the new mix), mtok/s.
+        reserved_mtok_per_sec: u64,
+        /// The device's rate at the strictest target, mtok/s.
+        capacity_mtok_per_sec: u64,
+        /// The largest surge an LC tenant of the new set needs, ppm.
+        needed_surge_ppm: u32,
+        /// The surge the new set would get, ppm.
+        surge_left_ppm: u32,
+        /// `lc_surge_pct`.
+        lc_surge_pct: u32,
+        /// The strictest target including the newcomer's, ns.
+        strictest_p95_ns: u64,
+        /// The load mix the check was made in.
+        mix: LoadMix,
+    },
     /// The registry is full.
     #[error("too many tenants: the registry holds its limit of {limit}")]
     TooManyTenants {
         /// `max_tenants`.
         limit: u32,
     },
+}
+
+/// A ppm figure as a percentage with one decimal.
+fn pct(ppm: u32) -> String {
+    format!("{}.{}", ppm / 10_000, ppm % 10_000 / 1_000)
 }
 
 fn tokens(mtok: u64) -> String {
@@ -223,6 +273,7 @@ impl Refusal {
             Refusal::SloTighterThanTable { .. } => RefusalCode::SloTighterThanTable,
             Refusal::ReservationsExceedCapacity { .. } => RefusalCode::ReservationsExceedCapacity,
             Refusal::TooManyTenants { .. } => RefusalCode::TooManyTenants,
+            Refusal::HeadroomExceedsCapacity { .. } => RefusalCode::HeadroomExceedsCapacity,
         }
     }
 }
@@ -295,6 +346,10 @@ pub struct Registry {
     /// Tenants that declared a mixed load.
     mixed_tenants: u32,
     rate_scale_ppm: u32,
+    /// Multisets of the surge each admitted LC tenant needs (ppm), priced for each mix
+    /// (`admission/headroom.rs`).
+    needed_surge_mixed: BTreeMap<u32, u32>,
+    needed_surge_read_only: BTreeMap<u32, u32>,
 }
 
 impl Registry {
@@ -319,6 +374,8 @@ impl Registry {
             be_tenants: 0,
             mixed_tenants: 0,
             rate_scale_ppm: RATE_SCALE_UNITY_PPM,
+            needed_surge_mixed: BTreeMap::new(),
+            needed_surge_read_only: BTreeMap::new(),
         };
         registry.publish();
         registry
@@ -412,7 +469,77 @@ impl Registry {
                 mix,
             });
         }
+        if own_target.is_some() || flips_mix {
+            let own_surge_ppm = match spec {
+                TenantSpec::LatencyCritical(slo) => self.needed_surge(slo, mix),
+                TenantSpec::BestEffort(_) => 0,
+            };
+            let needed_surge_ppm = self
+                .needed_surges(mix)
+                .keys()
+                .next_back()
+                .copied()
+                .unwrap_or(0)
+                .max(own_surge_ppm);
+            let surge_left_ppm = lc_surge(
+                self.config.lc_surge_pct,
+                needed,
+                capacity_mtok_per_sec.saturating_sub(needed) / 2,
+            )
+            .0;
+            if self.config.lc_surge_pct > 0 && needed_surge_ppm > surge_left_ppm {
+                return Err(Refusal::HeadroomExceedsCapacity {
+                    requested_mtok_per_sec: own_mtok_per_sec,
+                    reserved_mtok_per_sec,
+                    capacity_mtok_per_sec,
+                    needed_surge_ppm,
+                    surge_left_ppm,
+                    lc_surge_pct: self.config.lc_surge_pct,
+                    strictest_p95_ns,
+                    mix,
+                });
+            }
+        }
         Ok(own_mtok_per_sec)
+    }
+
+    /// The surge `slo` needs priced in `mix`, ppm (`admission/headroom.rs`).
+    fn needed_surge(&self, slo: &LcSlo, mix: LoadMix) -> u32 {
+        needed_surge_ppm(
+            slo,
+            &self.profile.cost_model(),
+            mix,
+            self.config.deficit_limit,
+            self.config.round_ns,
+        )
+    }
+
+    fn needed_surges(&self, mix: LoadMix) -> &BTreeMap<u32, u32> {
+        match mix {
+            LoadMix::Mixed => &self.needed_surge_mixed,
+            LoadMix::ReadOnly => &self.needed_surge_read_only,
+        }
+    }
+
+    /// Counts (`add`) or uncounts an LC tenant's needed surges in both mixes.
+    fn count_needed_surge(&mut self, slo: &LcSlo, add: bool) {
+        for mix in [LoadMix::Mixed, LoadMix::ReadOnly] {
+            let ppm = self.needed_surge(slo, mix);
+            let set = match mix {
+                LoadMix::Mixed => &mut self.needed_surge_mixed,
+                LoadMix::ReadOnly => &mut self.needed_surge_read_only,
+            };
+            if add {
+                *set.entry(ppm).or_insert(0) += 1;
+            } else {
+                match set.get_mut(&ppm) {
+                    Some(n) if *n > 1 => *n -= 1,
+                    _ => {
+                        set.remove(&ppm);
+                    }
+                }
+            }
+        }
     }
 
     /// Admits a tenant or says why not.
@@ -434,6 +561,7 @@ impl Registry {
                 self.lc_sum_read_only_mtok_per_sec +=
                     lc_reservation_mtok_per_sec(slo, &cost, LoadMix::ReadOnly);
                 self.lc_tenants += 1;
+                self.count_needed_surge(slo, true);
                 lc_reservation_mtok_per_sec(slo, &cost, new_mix)
             }
             TenantSpec::BestEffort(_) => {
@@ -481,6 +609,7 @@ impl Registry {
                 self.lc_sum_read_only_mtok_per_sec -=
                     lc_reservation_mtok_per_sec(slo, &cost, LoadMix::ReadOnly);
                 self.lc_tenants -= 1;
+                self.count_needed_surge(slo, false);
             }
             TenantSpec::BestEffort(_) => self.be_tenants -= 1,
         }

@@ -38,10 +38,11 @@ pub mod share;
 pub mod tenant;
 pub mod vrate;
 
+pub use admission::{needed_surge_ppm, SCHED_WAIT_SHARE_PCT};
 pub use admission::{
     Capacity, Reconfiguration, ReconfigureError, Reconfigured, Refusal, RefusalCode, Registry,
-    RegistryConfig, RegistryError, DEFAULT_LC_SURGE_PCT, MAX_LC_SURGE_PCT, RATE_SCALE_MAX_PPM,
-    RATE_SCALE_UNITY_PPM,
+    RegistryConfig, RegistryError, DEFAULT_LC_SURGE_PCT, DEFAULT_ROUND_NS, MAX_LC_SURGE_PCT,
+    RATE_SCALE_MAX_PPM, RATE_SCALE_UNITY_PPM,
 };
 pub use bucket::{BucketStats, SharedBucket};
 pub use cost::{CostModel, LoadMix, Op, MTOK_PER_TOKEN, UNIT_BYTES};

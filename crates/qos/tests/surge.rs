@@ -304,3 +304,58 @@ fn a_registration_that_shrinks_the_surge_reprices_idle_tenants() {
     }
     assert_eq!(cap.be_share_mtok_per_sec, 60_000_000);
 }
+
+/// Issue 28: LC tenants admitted up to the refusal point all meet their targets beside a BE
+/// flood, and the next one is refused with the reason. The issue's tenants, scaled to this
+/// device: 50 K IOPS each at 90 % reads and 500 µs (95 K tokens/s, 22.6 % of the 420 K). Three
+/// reserve 67.9 %, leaving a surge of 23.7 %, above the 14.6 % each needs
+/// (`admission/headroom.rs`); a fourth would reserve 90.5 %, leaving 5.2 %: refused. (Admitted
+/// as before this rule, the four waited 240-399 µs at p95 in the scheduler alone, beyond their
+/// share of the target: the issue's misses once the device's own latency is added.) Each
+/// admitted tenant, offered Poisson arrivals at its full rate, must be released within its
+/// share of the target (20 % of 500 µs) at p95 and get what it offered.
+#[test]
+fn lc_tenants_admitted_up_to_the_refusal_point_meet_their_targets() {
+    const IOPS: u64 = 50_000;
+    let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
+    let flood_be = h.add(be(), flood(), &[0]);
+    let mut admitted = Vec::new();
+    let refusal = loop {
+        assert!(admitted.len() < 10, "ten tenants of 22.6 % each admitted");
+        match h.registry.check(&lc(IOPS)) {
+            Ok(_) => admitted.push(h.add(lc(IOPS), poisson(IOPS), &[0])),
+            Err(refusal) => break refusal,
+        }
+    };
+    println!("admitted {} tenants; refused: {refusal}", admitted.len());
+    assert_eq!(admitted.len(), 3, "three fit with their headroom");
+    assert_eq!(refusal.code(), qos::RefusalCode::HeadroomExceedsCapacity);
+    let reason = refusal.to_string();
+    for part in [
+        "too little headroom",
+        "surge of 14.",
+        "leaving a surge of 5.",
+    ] {
+        assert!(
+            reason.contains(part),
+            "{part:?} not in the reason: {reason}"
+        );
+    }
+    let surge_ppm = h.registry.capacity().lc_surge_ppm;
+    assert!(surge_ppm > 146_000, "surge in force {surge_ppm} ppm");
+
+    h.run_for(100 * MS);
+    h.reset_measurements();
+    let window = 2_000 * MS;
+    h.run_for(window);
+    for &t in &admitted {
+        let p95 = h.read_wait_p95_ns(t);
+        println!("LC tenant {t}: read wait p95 {p95} ns");
+        assert!(p95 <= 100_000, "LC tenant {t}: read wait p95 {p95} ns");
+        assert!(served_fraction(&h, t, window, IOPS) >= 0.97);
+    }
+    assert!(
+        h.tokens_per_sec(flood_be, window) > 0.0,
+        "the BE tenant still runs"
+    );
+}

@@ -94,7 +94,8 @@ fn denied_status(d: Denied) -> Status {
 
 fn refusal_code(code: qos::RefusalCode) -> wire::RefusalCode {
     match code {
-        qos::RefusalCode::ReservationsExceedCapacity => wire::RefusalCode::CapacityExceeded,
+        qos::RefusalCode::ReservationsExceedCapacity
+        | qos::RefusalCode::HeadroomExceedsCapacity => wire::RefusalCode::CapacityExceeded,
         qos::RefusalCode::SloTighterThanTable => wire::RefusalCode::SloTooStrict,
         qos::RefusalCode::TooManyTenants => wire::RefusalCode::TooManyTenants,
         qos::RefusalCode::InvalidSlo => wire::RefusalCode::InvalidSlo,

@@ -483,6 +483,11 @@ impl Shared {
             qos::RegistryConfig {
                 max_tenants: (config.tenants.len() as u32).saturating_add(65_536),
                 lc_surge_pct: config.qos.lc_surge_pct,
+                // The headroom rule counts on the schedulers' burst and on their rounds: a
+                // worker with requests held runs its next round within the shortest
+                // throttled wait even when nothing else wakes it.
+                deficit_limit: config.qos.tuning.deficit_limit,
+                round_ns: crate::idle::THROTTLED_RETRY_MIN_NS,
             },
         );
         let bucket = registry.shared();

@@ -142,6 +142,19 @@ impl Registry {
         self.lc_tenants = 0;
         self.be_tenants = 0;
         self.mixed_tenants = 0;
+        self.needed_surge_mixed.clear();
+        self.needed_surge_read_only.clear();
+        let lc_slos: Vec<_> = self
+            .tenants
+            .values()
+            .filter_map(|h| match h.spec {
+                TenantSpec::LatencyCritical(slo) => Some(slo),
+                TenantSpec::BestEffort(_) => None,
+            })
+            .collect();
+        for slo in &lc_slos {
+            self.count_needed_surge(slo, true);
+        }
         for handle in self.tenants.values() {
             if handle.spec.declared_mix() == DeclaredMix::Mixed {
                 self.mixed_tenants += 1;

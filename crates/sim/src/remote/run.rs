@@ -203,6 +203,8 @@ impl<'a> Run<'a> {
                 m.profile.clone(),
                 qos::RegistryConfig {
                     lc_surge_pct: m.lc_surge_pct,
+                    // The headroom rule counts on the schedulers' burst allowance.
+                    deficit_limit: m.tuning.deficit_limit,
                     ..qos::RegistryConfig::default()
                 },
             )
