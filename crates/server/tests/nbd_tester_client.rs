@@ -4,8 +4,8 @@
 //! handshake test in TLS mode.
 //!
 //! *The integrity test* (`-i -t integrity-test.tr`) replays the NBD project's transaction log
-//! (about 24 K reads, writes and flushes over a 50 MiB export) as fast as the server takes
-//! them: it keeps writing requests while any are queued, reads replies only as the socket
+//! (about 69 K requests over a 50 MiB export: 512 B-aligned writes, most of them not aligned to
+//! 4 KiB, 1,189 of them FUA, 1,191 flushes and 105 reads) as fast as the server takes them: it keeps writing requests while any are queued, reads replies only as the socket
 //! offers them, never waits for a reply before sending, and holds back only a request that
 //! overlaps one in flight (a read behind a write, a write behind either). Every 512-byte block
 //! it writes carries the sequence number of its request, and every read is checked against
