@@ -384,3 +384,79 @@ fn a_failed_run_gives_each_member_its_own_result() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// Writes keep to one descriptor kind per stretch of the file (`file/pages.rs`): with another
+/// worker's buffered write in flight on the stretch (its claim taken here by hand), a
+/// whole-block write goes through the page cache instead of `O_DIRECT`; with another worker's
+/// direct write in flight there, a write `O_DIRECT` cannot take (not 512 B-aligned) is held —
+/// nothing in the kernel, a retry time set — until that claim is given back, then lands.
+#[test]
+fn writes_keep_to_one_descriptor_kind_per_stretch() {
+    let path = temp_path("stretch");
+    let vol = Arc::new(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Auto, 512).unwrap());
+    if vol.direct_align_bytes().is_none() {
+        let _ = std::fs::remove_file(&path);
+        println!("SKIP: the temporary folder's file system refuses O_DIRECT");
+        return;
+    }
+    let mut be = FileBackend::with_ring(vol.clone(), IoUring::new(8).expect("ring"));
+    let mut pool = BufPool::new();
+    let write = |offset_bytes| StorageOp::Write {
+        offset_bytes,
+        fua: Fua::No,
+    };
+
+    assert!(
+        vol.pages.claim(0, 100, Via::Buffered),
+        "another worker's buffered write"
+    );
+    let mut w = pool.take(4096);
+    w.as_mut_slice().fill(0xab);
+    assert!(run(&mut be, 1, write(4096), w).result.is_ok());
+    let paths = vol
+        .write_paths()
+        .expect("a file volume counts its write paths");
+    assert_eq!(
+        (paths.buffered_writes, paths.direct_block_writes),
+        (1, 0),
+        "{paths:?}"
+    );
+    vol.pages.release(0, 100, Via::Buffered);
+
+    assert!(
+        vol.pages.claim(8192, 4096, Via::Direct),
+        "another worker's direct write"
+    );
+    let mut w = pool.take(200);
+    w.as_mut_slice().fill(0xcd);
+    assert!(matches!(
+        be.submit(2, write(100), IoClass::Throughput, w),
+        Submitted::Pending
+    ));
+    be.commit();
+    assert_eq!(be.in_kernel, 0, "held: neither descriptor may take it");
+    assert!(be.next_event_ns().is_some(), "a retry is due");
+    let mut out = Vec::new();
+    be.poll(0, &mut out);
+    assert!(out.is_empty() && be.in_kernel == 0, "still held");
+    vol.pages.release(8192, 4096, Via::Direct);
+    for _ in 0..10_000 {
+        be.poll(0, &mut out);
+        if !out.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    assert_eq!(
+        out.len(),
+        1,
+        "the held write completed once its stretch was free"
+    );
+    assert!(out[0].result.is_ok());
+    assert_eq!(be.next_event_ns(), None, "nothing held any more");
+    let bytes = std::fs::read(&path).expect("read back");
+    assert!(bytes[100..300].iter().all(|&b| b == 0xcd));
+    assert!(bytes[4096..8192].iter().all(|&b| b == 0xab));
+    drop(be);
+    let _ = std::fs::remove_file(&path);
+}
