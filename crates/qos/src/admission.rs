@@ -16,7 +16,9 @@
 //!   at its rate: Σ reservations × (1 + 2 × max s_needed) ≤ that rate, with
 //!   s_needed = ln 20 × c²̄ / (2 × c̄ × (D + w × r)) from the tenant's mean cost c̄, mean squared
 //!   cost c²̄, reservation r, the schedulers' deficit limit D and its wait share w of the target
-//!   less one round (`admission/headroom.rs` derives it; `lc_surge_pct = 0` keeps none).
+//!   less one round (`admission/headroom.rs` derives it). This part of the rule is on with
+//!   `headroom = AdmissionHeadroom::Slo` (server: `[qos] admission_headroom = "slo"`); off by
+//!   default, as published, and with `lc_surge_pct = 0` it keeps none.
 //! * The load mix is read-only iff every tenant declared a read-only load (LC: `read_pct = 100`;
 //!   BE: `mix = read-only`). A newcomer that flips it to mixed re-prices every reservation and
 //!   is refused if the re-priced sum no longer fits — even a BE tenant.
@@ -86,7 +88,8 @@
 //! admitted they waited 240-399 µs at p95 in the scheduler alone.
 //! Guarantee, precisely: an admitted LC tenant whose requests arrive as a Poisson stream at no
 //! more than its SLO's IOPS, with its SLO's read ratio and size, is released by the scheduler
-//! within its share of its target (`SCHED_WAIT_SHARE_PCT`) at p95: admission refuses any
+//! within its share of its target (`SCHED_WAIT_SHARE_PCT`) at p95 when admission keeps the
+//! headroom (`AdmissionHeadroom::Slo`; off, only while the surge left covers the need): it refuses any
 //! tenant after which the surge would fall below what some admitted tenant needs for that
 //! (`admission/headroom.rs`); the device then serves it within the rest of its target when
 //! the profile's rate is right for the device (what the closed loop, [`crate::vrate`],
@@ -105,7 +108,8 @@
 //!
 //! # Config keys
 //! `max_tenants`, `lc_surge_pct` (server: `[qos] lc_surge_pct`), `deficit_limit` (server:
-//! `[qos.tuning] deficit_limit`), `round_ns` in [`RegistryConfig`]; the device profile.
+//! `[qos.tuning] deficit_limit`), `round_ns`, `headroom` (server: `[qos] admission_headroom`)
+//! in [`RegistryConfig`]; the device profile.
 
 mod headroom;
 mod reconfigure;
@@ -143,6 +147,20 @@ pub struct RegistryConfig {
     pub deficit_limit: DeficitLimit,
     /// The longest a released request waits for the schedulers' next round, ns (headroom rule).
     pub round_ns: u64,
+    /// Whether admission keeps the headroom each LC tenant needs (`admission/headroom.rs`).
+    pub headroom: AdmissionHeadroom,
+}
+
+/// What admission keeps free beside the reservations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdmissionHeadroom {
+    /// Nothing: Σ reservations ≤ the device rate, as published (the surge shrinks as they
+    /// fill it). The default while the studies reproduce the published admission.
+    #[default]
+    Off,
+    /// The surge each LC tenant needs to meet its target at its rate with Poisson arrivals.
+    Slo,
 }
 
 /// Default LC surge, percent of the reservation (chosen by measurement: see the module essay).
@@ -161,6 +179,7 @@ impl Default for RegistryConfig {
             lc_surge_pct: DEFAULT_LC_SURGE_PCT,
             deficit_limit: DeficitLimit::FixedMtok(DEFAULT_DEFICIT_LIMIT_MTOK),
             round_ns: DEFAULT_ROUND_NS,
+            headroom: AdmissionHeadroom::Off,
         }
     }
 }
@@ -487,7 +506,9 @@ impl Registry {
                 capacity_mtok_per_sec.saturating_sub(needed) / 2,
             )
             .0;
-            if self.config.lc_surge_pct > 0 && needed_surge_ppm > surge_left_ppm {
+            let keep =
+                self.config.headroom == AdmissionHeadroom::Slo && self.config.lc_surge_pct > 0;
+            if keep && needed_surge_ppm > surge_left_ppm {
                 return Err(Refusal::HeadroomExceedsCapacity {
                     requested_mtok_per_sec: own_mtok_per_sec,
                     reserved_mtok_per_sec,

@@ -38,7 +38,7 @@ pub mod share;
 pub mod tenant;
 pub mod vrate;
 
-pub use admission::{needed_surge_ppm, SCHED_WAIT_SHARE_PCT};
+pub use admission::{needed_surge_ppm, AdmissionHeadroom, SCHED_WAIT_SHARE_PCT};
 pub use admission::{
     Capacity, Reconfiguration, ReconfigureError, Reconfigured, Refusal, RefusalCode, Registry,
     RegistryConfig, RegistryError, DEFAULT_LC_SURGE_PCT, DEFAULT_ROUND_NS, MAX_LC_SURGE_PCT,

@@ -272,17 +272,13 @@ fn the_lc_surge_comes_out_of_the_unreserved_rate_before_the_be_share() {
     assert!(lc_earning + 2 * cap.be_share_mtok_per_sec <= 420_000_000);
     assert!(lc_earning + 2 * cap.be_share_mtok_per_sec > 420_000_000 - 1_000);
 
-    // A device fully reserved would have no surge to give, so the headroom rule refuses what
-    // would fill it: here a mixed BE tenant re-pricing a read-only LC tenant to exactly the
-    // device (admission/headroom.rs).
+    // A device fully reserved has no surge to give.
     let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
     r.register(lc(500, 420_000, 100))
-        .expect("read-only pricing leaves room");
-    let refusal = r
-        .register(be(DeclaredMix::Mixed))
-        .expect_err("no headroom left");
-    assert_eq!(refusal.code(), RefusalCode::HeadroomExceedsCapacity);
-    assert!(r.capacity().lc_surge_ppm > 0, "{:?}", r.capacity());
+        .expect("exactly the device, mixed pricing");
+    r.register(be(DeclaredMix::Mixed)).expect("BE");
+    assert_eq!(r.capacity().lc_surge_ppm, 0);
+    assert_eq!(r.capacity().be_share_mtok_per_sec, 0);
     // And with no LC tenant there is nothing to surge.
     let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
     r.register(be(DeclaredMix::Mixed)).expect("BE");

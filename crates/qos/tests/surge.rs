@@ -305,8 +305,8 @@ fn a_registration_that_shrinks_the_surge_reprices_idle_tenants() {
     assert_eq!(cap.be_share_mtok_per_sec, 60_000_000);
 }
 
-/// Issue 28: LC tenants admitted up to the refusal point all meet their targets beside a BE
-/// flood, and the next one is refused with the reason. The issue's tenants, scaled to this
+/// Issue 28: with `headroom = Slo`, LC tenants admitted up to the refusal point all meet their
+/// targets beside a BE flood, and the next one is refused with the reason. The issue's tenants, scaled to this
 /// device: 50 K IOPS each at 90 % reads and 500 µs (95 K tokens/s, 22.6 % of the 420 K). Three
 /// reserve 67.9 %, leaving a surge of 23.7 %, above the 14.6 % each needs
 /// (`admission/headroom.rs`); a fourth would reserve 90.5 %, leaving 5.2 %: refused. (Admitted
@@ -317,7 +317,24 @@ fn a_registration_that_shrinks_the_surge_reprices_idle_tenants() {
 #[test]
 fn lc_tenants_admitted_up_to_the_refusal_point_meet_their_targets() {
     const IOPS: u64 = 50_000;
-    let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
+    // Control: without the headroom rule (the default, the published admission) the fourth
+    // is admitted, at 90.5 % of the device.
+    let mut published = harness(qos::DEFAULT_LC_SURGE_PCT);
+    for _ in 0..4 {
+        published
+            .registry
+            .register(lc(IOPS))
+            .expect("admitted as published");
+    }
+    let mut h = Harness::with_registry(
+        1,
+        ROUND_NS,
+        SchedulerConfig::default(),
+        RegistryConfig {
+            headroom: qos::AdmissionHeadroom::Slo,
+            ..RegistryConfig::default()
+        },
+    );
     let flood_be = h.add(be(), flood(), &[0]);
     let mut admitted = Vec::new();
     let refusal = loop {

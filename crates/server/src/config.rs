@@ -554,6 +554,11 @@ pub struct QosConfig {
     /// unreserved rate (crate qos, `admission`); 0 paces them at exactly their reservations.
     #[serde(default = "default_lc_surge_pct")]
     pub lc_surge_pct: u32,
+    /// `"off"` (the default: Σ reservations ≤ the device rate, as published) or `"slo"`:
+    /// admission also keeps the headroom each LC flow needs to meet its SLO at its rate
+    /// (crate qos, `admission/headroom.rs`).
+    #[serde(default)]
+    pub admission_headroom: qos::AdmissionHeadroom,
 }
 
 impl Default for QosConfig {
@@ -566,6 +571,7 @@ impl Default for QosConfig {
             vrate_window_ms: default_vrate_window_ms(),
             vrate_tuning: qos::VrateConfig::default(),
             lc_surge_pct: default_lc_surge_pct(),
+            admission_headroom: qos::AdmissionHeadroom::default(),
         }
     }
 }

@@ -488,6 +488,7 @@ impl Shared {
                 // throttled wait even when nothing else wakes it.
                 deficit_limit: config.qos.tuning.deficit_limit,
                 round_ns: crate::idle::THROTTLED_RETRY_MIN_NS,
+                headroom: config.qos.admission_headroom,
             },
         );
         let bucket = registry.shared();

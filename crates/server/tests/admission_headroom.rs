@@ -1,6 +1,6 @@
-//! Issue 28 end to end: LC flows admitted up to the refusal point all meet their SLOs beside a
-//! best-effort tenant at queue depth 32, and the next one is refused with the reason
-//! (crate qos, `admission/headroom.rs`).
+//! Issue 28 end to end, with `[qos] admission_headroom = "slo"`: LC flows admitted up to the
+//! refusal point all meet their SLOs beside a best-effort tenant at queue depth 32, and the
+//! next one is refused with the reason (crate qos, `admission/headroom.rs`).
 //!
 //! As in `lc_poisson.rs`, the scheduler is the bottleneck on purpose: the device profile
 //! (`tiny`) sustains 20 K tokens/s, so one client can offer it. Each LC flow asks 2,500 IOPS of
@@ -34,7 +34,8 @@ fn read_p95_ns(t: &TenantReport) -> u64 {
 
 #[test]
 fn lc_flows_admitted_up_to_the_refusal_point_meet_their_slos_beside_be() {
-    let config = common::lc_be_config(r#"{ kind = "memory", size = "1GiB" }"#, &tiny_profile());
+    let mut config = common::lc_be_config(r#"{ kind = "memory", size = "1GiB" }"#, &tiny_profile());
+    config.qos.admission_headroom = qos::AdmissionHeadroom::Slo;
     config.validate().expect("valid config");
     let server = server::start(config).expect("server starts");
     let addr = server.addrs.native.expect("native listener");

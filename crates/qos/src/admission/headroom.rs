@@ -61,7 +61,9 @@
 //! published design, under which no surge exists and no headroom is kept.
 //!
 //! # Config keys
-//! `[qos] lc_surge_pct`; `[qos.tuning] deficit_limit` (D); the round length is the caller's
+//! `[qos] admission_headroom = "slo"` turns the rule on (off by default: the reflex study
+//! reproduces the published admission, under which its scaled scenario 1 needs more than it
+//! has: flow B 21.8 % against 16.4 %); `[qos] lc_surge_pct`; `[qos.tuning] deficit_limit` (D); the round length is the caller's
 //! (the server's shortest throttled round, the simulator's round).
 
 use crate::cost::{CostModel, LoadMix, READ_COST_MTOK};
