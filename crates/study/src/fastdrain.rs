@@ -47,7 +47,7 @@ use crate::report::Table;
 use crate::results::{
     DrainHeadline, ProcessHeadline, Results, RunResult, SystemHeadline, WritebackHeadline,
 };
-use crate::spec::{RunSpec, SystemRun};
+use crate::spec::{RunSpec, SystemFile, SystemRun};
 use crate::Size;
 
 use engine::time::format_ns;
@@ -130,38 +130,24 @@ pub fn replicate_id(stack: &str, workload: &str, r: u64) -> String {
 
 /// The system file of one co-run (the stack is applied by the run, not written here).
 fn system_toml(workload: &str, seed: u64, size: Size) -> String {
-    let duration_ms = duration_ms(size);
-    let (buffer, threads) = match size {
-        Size::Quick => (
-            format!("write_buffer_bytes = {QUICK_WRITE_BUFFER_BYTES}\n"),
-            format!("threads = {QUICK_OFFLINE_THREADS}\n"),
-        ),
-        Size::Full => (String::new(), String::new()),
+    let file = SystemFile::new(seed, duration_ms(size), HOST)
+        .device(DEVICE)
+        .table("device.cache")
+        .key("flush = \"on-full\"");
+    let file = match size {
+        Size::Quick => file.key(&format!("write_buffer_bytes = {QUICK_WRITE_BUFFER_BYTES}")),
+        Size::Full => file,
     };
-    format!(
-        "seed = {seed}\n\
-         duration_ms = {duration_ms}\n\
-         \n\
-         [host]\n\
-         preset = \"{HOST}\"\n\
-         \n\
-         [device]\n\
-         preset = \"{DEVICE}\"\n\
-         \n\
-         [device.cache]\n\
-         flush = \"on-full\"\n\
-         {buffer}\
-         \n\
-         [device.ftl]\n\
-         precondition = \"sequential\"\n\
-         \n\
-         [[process]]\n\
-         profile = \"{workload}\"\n\
-         \n\
-         [[process]]\n\
-         profile = \"{OFFLINE}\"\n\
-         {threads}"
-    )
+    let file = file
+        .table("device.ftl")
+        .key("precondition = \"sequential\"")
+        .process(workload)
+        .process(OFFLINE);
+    match size {
+        Size::Quick => file.key(&format!("threads = {QUICK_OFFLINE_THREADS}")),
+        Size::Full => file,
+    }
+    .finish()
 }
 
 /// Every run of the study, in a fixed order.

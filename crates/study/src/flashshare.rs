@@ -100,7 +100,7 @@ use crate::plot::{Figure, Reference, Series, Stroke};
 use crate::published::{paired_ratio, ratio_cell, whisker, Estimate, Pair};
 use crate::report::Table;
 use crate::results::{ClassCacheReads, ProcessHeadline, Results, SeriesPoint};
-use crate::spec::{RunSpec, SystemRun};
+use crate::spec::{RunSpec, SystemFile, SystemRun};
 use crate::Size;
 
 use engine::time::format_ns;
@@ -202,25 +202,19 @@ fn system_toml(
     duration_ms: u64,
     cache_keys: Option<&str>,
 ) -> String {
-    let mut text = format!(
-        "seed = {seed}\n\
-         duration_ms = {duration_ms}\n\
-         \n\
-         [host]\n\
-         preset = \"{HOST}\"\n"
-    );
+    let mut file = SystemFile::new(seed, duration_ms, HOST);
     if cache_keys.is_some() {
-        text.push_str("attr = \"on\"\n");
+        file = file.key("attr = \"on\"");
     }
-    text.push_str(&format!("\n[device]\npreset = \"{DEVICE}\"\n"));
+    file = file.device(DEVICE);
     if let Some(keys) = cache_keys {
-        text.push_str(&format!("\n[device.cache]\n{keys}"));
+        file = file.table("device.cache").raw(keys);
     }
-    text.push_str(&format!("\n[[process]]\nprofile = \"{online}\"\n"));
+    file = file.process(online);
     if partner != ALONE {
-        text.push_str(&format!("\n[[process]]\nprofile = \"{partner}\"\n"));
+        file = file.process(partner);
     }
-    text
+    file.finish()
 }
 
 fn partners() -> impl Iterator<Item = &'static str> {

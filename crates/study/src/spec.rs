@@ -69,6 +69,60 @@ pub struct SystemRun {
     pub series_ms: u64,
 }
 
+/// A full-system run's system file, built in the order `ullstack sim --system` documents:
+/// seed and duration, `[host]`, `[device]` and its tables, then the processes. Each piece is
+/// written as the studies wrote it by hand, so a study's config text (and hash) is unchanged.
+#[derive(Clone, Debug)]
+pub struct SystemFile {
+    text: String,
+}
+
+impl SystemFile {
+    /// `seed`, `duration_ms` and `[host] preset = host`.
+    pub fn new(seed: u64, duration_ms: u64, host: &str) -> SystemFile {
+        SystemFile {
+            text: format!(
+                "seed = {seed}\nduration_ms = {duration_ms}\n\n[host]\npreset = \"{host}\"\n"
+            ),
+        }
+    }
+
+    /// A `key = value` line appended to the table written last.
+    pub fn key(mut self, line: &str) -> SystemFile {
+        self.text.push_str(line);
+        self.text.push('\n');
+        self
+    }
+
+    /// `[device] preset = device`.
+    pub fn device(self, preset: &str) -> SystemFile {
+        self.table("device").key(&format!("preset = \"{preset}\""))
+    }
+
+    /// A table header (`[device.cache]`), after a blank line.
+    pub fn table(mut self, name: &str) -> SystemFile {
+        self.text.push_str(&format!("\n[{name}]\n"));
+        self
+    }
+
+    /// A `[[process]]` running `profile`, after a blank line.
+    pub fn process(mut self, profile: &str) -> SystemFile {
+        self.text
+            .push_str(&format!("\n[[process]]\nprofile = \"{profile}\"\n"));
+        self
+    }
+
+    /// Lines appended as they are (each ending in a newline, or empty).
+    pub fn raw(mut self, lines: &str) -> SystemFile {
+        self.text.push_str(lines);
+        self
+    }
+
+    pub fn finish(self) -> String {
+        self.text
+    }
+}
+
 impl RunSpec {
     /// The canonical `config.toml` text: what `ullstack sim --config` reads (for a system
     /// run, the system file `ullstack sim --system` reads).
@@ -175,6 +229,29 @@ impl RunSpec {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_system_file_reads_as_the_studies_wrote_it() {
+        let text = SystemFile::new(3, 1000, "arm8")
+            .key("attr = \"on\"")
+            .device("zssd")
+            .table("device.cache")
+            .raw("ways = 4\n")
+            .process("apache")
+            .key("requests_per_sec = 400")
+            .process("pagerank")
+            .finish();
+        assert_eq!(
+            text,
+            "seed = 3\nduration_ms = 1000\n\n[host]\npreset = \"arm8\"\nattr = \"on\"\n\n\
+             [device]\npreset = \"zssd\"\n\n[device.cache]\nways = 4\n\n\
+             [[process]]\nprofile = \"apache\"\nrequests_per_sec = 400\n\n\
+             [[process]]\nprofile = \"pagerank\"\n"
+        );
+        let parsed: toml::Table = text.parse().expect("a valid TOML file");
+        assert_eq!(parsed["process"].as_array().map(Vec::len), Some(2));
+    }
+
     use super::*;
 
     fn spec() -> RunSpec {

@@ -39,7 +39,7 @@
 use crate::plot::{Figure, Series, Stroke};
 use crate::report::Table;
 use crate::results::{ProcessHeadline, Results};
-use crate::spec::{RunSpec, SystemRun};
+use crate::spec::{RunSpec, SystemFile, SystemRun};
 use crate::Size;
 
 use engine::time::format_ns;
@@ -65,20 +65,11 @@ pub fn run_id(online: &str, rate: u64) -> String {
 
 /// The system file of a sweep run: the service alone at `rate`.
 fn system_toml(online: &str, rate: u64, seed: u64, duration_ms: u64) -> String {
-    format!(
-        "seed = {seed}\n\
-         duration_ms = {duration_ms}\n\
-         \n\
-         [host]\n\
-         preset = \"{HOST}\"\n\
-         \n\
-         [device]\n\
-         preset = \"{DEVICE}\"\n\
-         \n\
-         [[process]]\n\
-         profile = \"{online}\"\n\
-         requests_per_sec = {rate}\n"
-    )
+    SystemFile::new(seed, duration_ms, HOST)
+        .device(DEVICE)
+        .process(online)
+        .key(&format!("requests_per_sec = {rate}"))
+        .finish()
 }
 
 /// The sweep's runs: every service at every rate, the study's seed.
