@@ -8,7 +8,6 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod calibrate;
 mod place;
-mod reflex;
 mod remote;
 mod serve;
 mod sim;

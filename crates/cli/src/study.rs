@@ -259,7 +259,7 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
     })
     .map_err(|e| anyhow!(e))?;
     let started = std::time::Instant::now();
-    let runner = crate::reflex::InProcess;
+    let runner = harness::InProcess;
     let real: Option<&dyn study::reflex::RealRunner> =
         if args.sim_only { None } else { Some(&runner) };
     let o = study::reflex::run(&opts, real).map_err(|e| anyhow!(e))?;

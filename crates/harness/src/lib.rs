@@ -1,7 +1,11 @@
-//! The real half of `ullstack study reflex`: each scaled scenario file runs through `ullstack
-//! serve`'s server (in process, the emulated device backend, bound to 127.0.0.1 on a port the
-//! kernel picks) and `ullstack bench`'s load generator, bounded by the scenario's duration; a
-//! "local" run drives the emulated device directly, in process, with no network and no server.
+//! In-process real runs: the real half of `ullstack study reflex`.
+//!
+//! The harness runs the real server and load generator inside one process (server + bench +
+//! CPU sampling); `cli` only wires it to the command line. Each scaled scenario file of the
+//! study runs through `ullstack serve`'s server (in process, the emulated device backend, bound
+//! to 127.0.0.1 on a port the kernel picks) and `ullstack bench`'s load generator, bounded by
+//! the scenario's duration; a "local" run drives the emulated device directly, in process, with
+//! no network and no server.
 //!
 //! # The server's config comes from the scenario's `[sim]` table
 //! The file that bench and the twin run also says what server to start: `device` (the emulated
@@ -26,6 +30,8 @@
 //! One request at a time on the emulated volume's own worker handle: submit, then poll in a
 //! spin with the wall clock until its completion (the model's time has passed), as a polling
 //! host driver would. Latency is from submission to completion; nothing else runs.
+
+mod sys;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -150,21 +156,6 @@ fn load_average_1m() -> Option<f64> {
         .ok()
 }
 
-/// CPU time of this process so far, ns.
-fn process_cpu_ns() -> u64 {
-    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a `rusage` into the pointer it is given; it is zero-initialised
-    // and sized for it, and read only after a successful return.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr()) } == 0;
-    if !ok {
-        return 0;
-    }
-    // SAFETY: initialised by the successful call above (and zeroed before it).
-    let u = unsafe { u.assume_init() };
-    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
-
 /// The server's worker threads (`ullstack-wN`, in N order) as task ids of this process. A
 /// thread names itself once it runs, which may be just after `server::start` returns: look
 /// again, for at most [`NAMED_THREADS_WAIT`].
@@ -264,7 +255,7 @@ fn run_server(
             })
             .map_err(|e| format!("{id}: sampler thread: {e}"))?
     };
-    let cpu0 = process_cpu_ns();
+    let cpu0 = sys::process_cpu_ns();
     let worker0: Vec<u64> = tids.iter().map(|t| thread_cpu_ns(t)).collect();
     let threads = scenario.threads.unwrap_or(1);
     let report = bench::run(&BenchConfig {
@@ -284,7 +275,7 @@ fn run_server(
         .zip(&worker0)
         .map(|(t, c0)| thread_cpu_ns(t).saturating_sub(*c0))
         .collect();
-    let process_ns = process_cpu_ns().saturating_sub(cpu0);
+    let process_ns = sys::process_cpu_ns().saturating_sub(cpu0);
     stop.store(true, Ordering::Relaxed);
     let samples = sampler
         .join()
