@@ -103,9 +103,8 @@ use crate::flash::Geometry;
 mod alloc;
 mod map;
 pub use alloc::{AllocStats, Urgency};
+pub use map::REGION_LPNS;
 
-/// LPNs per region of the forward map (a dense region's table is 4 KiB of `u32`).
-pub const REGION_LPNS: u64 = 1024;
 /// Forward-map value of an LPN that holds no data.
 const UNMAPPED: u32 = u32::MAX;
 /// Reverse-map value of a slot that holds no live LPN's data.

@@ -60,8 +60,7 @@ use serde::Serialize;
 
 mod index;
 use index::PageIndex;
-
-pub const NIL: u32 = u32::MAX;
+pub use index::NIL;
 
 /// A write-back chunk is this fraction of the dirty limit (Linux `DIRTY_SCOPE`,
 /// include/linux/writeback.h).

@@ -22,7 +22,8 @@
 
 use rustc_hash::FxHashMap;
 
-use super::REGION_LPNS;
+/// LPNs per region (a dense region's table is 4 KiB of `u32`).
+pub const REGION_LPNS: u64 = 1024;
 
 /// Overrides a region keeps in the shared hash before it becomes a dense table.
 pub const SPARSE_MAX: u32 = 256;

@@ -21,7 +21,8 @@
 //! It is never iterated: which pages are cached is the same whatever the layout, so it cannot
 //! change a result.
 
-use super::NIL;
+/// The empty marker of a slot number: no page, no leaf, the end of a list.
+pub const NIL: u32 = u32::MAX;
 
 /// Pages one leaf covers (2 KiB of slot numbers for 2 MiB of file).
 const LEAF_PAGES: usize = 512;
