@@ -203,6 +203,34 @@ mod tests {
     }
 
     proptest! {
+        /// Schedules and pops interleaved: every pop is what a sorted reference (time, then
+        /// scheduling order) gives, whatever shape the heap is in.
+        #[test]
+        fn interleaved_pops_match_a_sorted_reference(
+            steps in proptest::collection::vec((0u64..40, 0u8..3), 0..600),
+        ) {
+            let mut q = EventQueue::new();
+            let mut reference = std::collections::BTreeSet::new();
+            let (mut now, mut n) = (0u64, 0u64);
+            for (dt, pops) in steps {
+                q.schedule(SimTime(now + dt), n);
+                reference.insert((now + dt, n));
+                n += 1;
+                for _ in 0..pops {
+                    let want = reference.pop_first();
+                    let got = q.pop().map(|(t, e)| (t.0, e));
+                    prop_assert_eq!(got, want);
+                    if let Some((t, _)) = got {
+                        now = t;
+                    }
+                }
+            }
+            while let Some(want) = reference.pop_first() {
+                prop_assert_eq!(q.pop().map(|(t, e)| (t.0, e)), Some(want));
+            }
+            prop_assert!(q.pop().is_none());
+        }
+
         /// Popping yields events sorted by time, FIFO among equal times, none lost.
         #[test]
         fn pops_in_time_then_fifo_order(times in proptest::collection::vec(0u64..50, 0..300)) {
