@@ -7,7 +7,7 @@
 //! object per line, for a log shipper or `jq`:
 //!
 //! ```text
-//! {"event":"conn_close","level":"info","open_ms":412,"peer":"127.0.0.1:51634","protocol":"nbd","reason":"tenant_removed","target":"server::worker","tenant":"bob","ts":"2026-01-02T03:04:05.678901Z","message":"connection closed","worker":1}
+//! {"event":"conn_close","level":"info","open_ms":412,"peer":"127.0.0.1:51634","protocol":"nbd","reason":"tenant_removed","target":"server::worker","tenant":"bob","ts":"YYYY-MM-DDTHH:MM:SS.ffffffZ","message":"connection closed","worker":1}
 //! ```
 //!
 //! `ts` (RFC 3339, UTC), `level`, `target`, `event` and `message` are in every line; the

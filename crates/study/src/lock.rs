@@ -7,7 +7,7 @@
 //! naming the holder:
 //!
 //! ```text
-//! results/ull is in use by PID 4242 on host node7 since 2026-11-24 10:00:01 UTC
+//! results/ull is in use by PID 4242 on host node7 since YYYY-MM-DD HH:MM:SS UTC
 //! (ullstack study ull --quick): wait for it to finish, or stop it
 //! ```
 //!

@@ -89,7 +89,7 @@ impl Build {
     }
 
     /// One line naming the build, e.g. `ullstack 0.1.0, commit 1a2b3c4d5e6f (clean), profile
-    /// checked, rustc 1.87.0 (17067e9ac 2025-05-09)`.
+    /// checked, rustc VERSION (HASH YYYY-MM-DD)` (rustc's own `--version` text).
     pub fn describe(&self) -> String {
         let commit: String = self.git_commit.chars().take(12).collect();
         let state = match (&self.git_dirty, &self.git_diff_hash) {
