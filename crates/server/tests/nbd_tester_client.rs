@@ -182,6 +182,21 @@ fn integrity(backend: &str, loose: bool, test: &str) {
     assert!(ok, "nbd-tester-client {}: failed:\n{text}", args.join(" "));
 }
 
+/// The client's TLS flags: its certificate and key, trusting the server's self-signed
+/// certificate (`-A`) issued for 127.0.0.1 (`-H`).
+fn tls_flags<'a>(cert: &'a Path, key: &'a Path) -> [&'a str; 8] {
+    [
+        "-C",
+        path_str(cert),
+        "-K",
+        path_str(key),
+        "-A",
+        path_str(cert),
+        "-H",
+        "127.0.0.1",
+    ]
+}
+
 fn path_str(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
@@ -236,23 +251,9 @@ fn integrity_over_certificate_tls() {
     ));
     let port = server.addrs.nbd.expect("nbd listener").port().to_string();
     let log = client.log("integrity-test.tr");
-    let args = [
-        "-N",
-        "export1",
-        "-i",
-        "-t",
-        path_str(&log),
-        "-C",
-        path_str(&cert.0),
-        "-K",
-        path_str(&key.0),
-        "-A",
-        path_str(&cert.0),
-        "-H",
-        "127.0.0.1",
-        "127.0.0.1",
-        &port,
-    ];
+    let mut args = vec!["-N", "export1", "-i", "-t", path_str(&log)];
+    args.extend(tls_flags(&cert.0, &key.0));
+    args.extend(["127.0.0.1", &port]);
     let (ok, text) = client.run(&args);
     assert!(ok, "nbd-tester-client over TLS failed:\n{text}");
 }
@@ -329,21 +330,10 @@ fn handshake_test_in_tls_mode_meets_forcedtls() {
         "before STARTTLS every option but STARTTLS and ABORT is TLS_REQD (FORCEDTLS)"
     );
     let port = addr.port().to_string();
-    let (ok, text) = client.run(&[
-        "-h",
-        "-N",
-        "export1",
-        "-C",
-        path_str(&cert.0),
-        "-K",
-        path_str(&key.0),
-        "-A",
-        path_str(&cert.0),
-        "-H",
-        "127.0.0.1",
-        "127.0.0.1",
-        &port,
-    ]);
+    let mut args = vec!["-h", "-N", "export1"];
+    args.extend(tls_flags(&cert.0, &key.0));
+    args.extend(["127.0.0.1", &port]);
+    let (ok, text) = client.run(&args);
     assert!(
         !ok && text.contains("status does not match"),
         "the client's handshake test sends its unknown option before TLS and expects UNSUP; \
