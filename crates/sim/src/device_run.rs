@@ -64,17 +64,18 @@
 //! have nothing in flight). In data-integrity mode each write carries a fresh version and every
 //! read that no write overlapped is checked against the last completed write of each unit.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
+mod integrity;
+mod thread;
+
 use device::{
-    Completion as Cqe, DeviceOptions, NvmeCommand, SqPriority, Ssd, Status, MAP_UNIT_BYTES,
-    SECTOR_BYTES,
+    Completion as Cqe, DeviceOptions, NvmeCommand, SqPriority, Ssd, Status, SECTOR_BYTES,
 };
-use engine::{stream, EventQueue, IoClass, IoOp, LatencyHistogram, SimRng, SimTime};
+use engine::{stream, EventQueue, IoClass, IoOp, LatencyHistogram, SimTime};
 use host::cpu::{Cat, CoreStats, CAT_COUNT};
 use host::jitter::{CostDraws, CostSite};
-use workload::{Completion, IoGenerator, JobSpec, Op, RunUntil};
+use workload::{Completion, IoGenerator, JobSpec, Op};
 
 use crate::config::{DeviceRunConfig, HostCosts};
 use crate::report::{
@@ -82,6 +83,8 @@ use crate::report::{
 };
 use crate::series::{Sample, Series};
 use crate::trace_replay::{TraceFeed, TraceSpec};
+use integrity::{units, Integrity};
+use thread::{Pacing, Placement, Source, Thread};
 
 /// Errors that stop a run.
 #[derive(Debug, thiserror::Error)]
@@ -102,96 +105,10 @@ pub enum RunError {
     Trace(#[from] workload::trace::TraceError),
 }
 
-/// Where a thread's I/Os come from.
-enum Source {
-    Job(IoGenerator),
-    Trace(Box<TraceFeed>),
-}
-
 #[derive(Clone, Copy, Debug)]
 enum HostEv {
     Issue { thread: u32 },
     Reap { io: u32 },
-}
-
-struct Thread {
-    job: usize,
-    group: u32,
-    sqid: u16,
-    source: Source,
-    rng: SimRng,
-    iodepth: u32,
-    completion: Completion,
-    thinktime_ns: u64,
-    runtime_ns: Option<u64>,
-    ramp_ns: u64,
-    /// The ramp has ended and the generator's budget restarted (true from the start without a
-    /// ramp).
-    ramp_over: bool,
-    rate_interval_ns: Option<u64>,
-    started_at: Option<SimTime>,
-    cpu_free: SimTime,
-    issued: u64,
-    in_flight: u32,
-    exhausted: bool,
-    finished_at: Option<SimTime>,
-    /// Issue already scheduled (avoid duplicates).
-    issue_pending: bool,
-    /// The core it runs on (its index within its stonewall group).
-    core: u16,
-    /// CPU time by category (`host::Cat`), ns; idle is not kept here.
-    cpu_ns: [u64; CAT_COUNT],
-    /// Wake-ups after sleeping (context switches) and interrupt completions.
-    context_switches: u64,
-    interrupts: u64,
-    /// With a time series on: the bursts booked that may end after the next window boundary
-    /// `(cat, start, end)`, so a sample can leave out their part after it. Empty otherwise.
-    ahead: Vec<(Cat, SimTime, SimTime)>,
-    track_ahead: bool,
-}
-
-impl Thread {
-    /// Runs `ns` of `cat` on the thread's core from `start` (not before it is free) and
-    /// returns when it is done. A polling thread with I/O in flight spun on its CQ since it
-    /// was last busy: that gap is `poll` time.
-    fn run_cpu(&mut self, now: SimTime, start: SimTime, ns: u64, cat: Cat) -> SimTime {
-        assert!(
-            start >= self.cpu_free,
-            "thread CPU work at {start} before its core is free at {}",
-            self.cpu_free
-        );
-        if self.spinning() {
-            self.cpu_ns[Cat::Poll.index()] += start - self.cpu_free;
-        }
-        self.cpu_ns[cat.index()] += ns;
-        if self.track_ahead {
-            // The next sample is after `now`: bursts over by now no longer matter.
-            self.ahead.retain(|&(_, _, end)| end > now);
-            self.ahead.push((cat, start, start + ns));
-        }
-        self.cpu_free = start + ns;
-        self.cpu_free
-    }
-
-    /// Whether the thread spins on its CQ whenever it has nothing else to do.
-    fn spinning(&self) -> bool {
-        self.completion == Completion::Polled && self.in_flight > 0
-    }
-
-    /// Adds the thread's CPU time up to `at` (not before its last event) to `busy`: what it
-    /// booked, less the part of bursts booked past `at`, plus a polling thread's spin since it
-    /// was last busy (booked only when its completion is handled).
-    fn busy_until(&self, at: SimTime, busy: &mut [u64; CAT_COUNT]) {
-        for (acc, v) in busy.iter_mut().zip(&self.cpu_ns) {
-            *acc += v;
-        }
-        for &(cat, start, end) in &self.ahead {
-            busy[cat.index()] -= end.saturating_since(start.max(at));
-        }
-        if self.spinning() && self.cpu_free < at {
-            busy[Cat::Poll.index()] += at - self.cpu_free;
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -216,21 +133,6 @@ struct JobAcc {
     write_bytes: u64,
     first_start: Option<SimTime>,
     last_end: SimTime,
-}
-
-/// Data-integrity bookkeeping (only in integrity mode).
-#[derive(Default)]
-struct Integrity {
-    next_version: u32,
-    /// Last completed write's version per 4 KiB unit.
-    last: HashMap<u32, u32>,
-    /// Writes in flight per unit.
-    writing: HashMap<u32, u32>,
-    /// Bumped on every write submission; a read is checked only if no write to its units was
-    /// issued or in flight during its lifetime.
-    epoch_of_unit: HashMap<u32, u64>,
-    epoch: u64,
-    reads_checked: u64,
 }
 
 /// Progress callback: `(simulated_ns, ios_done)`, called every few hundred milliseconds of wall
@@ -325,36 +227,22 @@ impl<'a> DeviceRun<'a> {
                 if spec.completion == Completion::Polled {
                     ssd.set_interrupts(sqid, false);
                 }
-                threads.push(Thread {
-                    job,
-                    group: spec.group,
-                    sqid,
-                    source: Source::Job(IoGenerator::new(spec, clone, capacity)?),
-                    rng: stream(
+                threads.push(Thread::new(
+                    Placement {
+                        job,
+                        group: spec.group,
+                        sqid,
+                        core,
+                    },
+                    Source::Job(IoGenerator::new(spec, clone, capacity)?),
+                    stream(
                         cfg.seed ^ spec.randseed.unwrap_or(0),
                         &format!("job.{}.{clone}", spec.name),
                     ),
                     iodepth,
-                    completion: spec.completion,
-                    thinktime_ns: spec.thinktime_ns,
-                    runtime_ns: runtime_of(spec),
-                    ramp_ns: spec.ramp_time_ns,
-                    ramp_over: spec.ramp_time_ns == 0,
-                    rate_interval_ns: spec.rate_iops.filter(|&r| r > 0).map(|r| 1_000_000_000 / r),
-                    started_at: None,
-                    cpu_free: SimTime::ZERO,
-                    issued: 0,
-                    in_flight: 0,
-                    exhausted: false,
-                    finished_at: None,
-                    issue_pending: false,
-                    core,
-                    cpu_ns: [0; CAT_COUNT],
-                    context_switches: 0,
-                    interrupts: 0,
-                    ahead: Vec::new(),
-                    track_ahead: false,
-                });
+                    spec.completion,
+                    Pacing::of(spec),
+                ));
             }
         }
         if let Some(spec) = trace {
@@ -366,33 +254,19 @@ impl<'a> DeviceRun<'a> {
             });
             groups.push(0);
             ssd.create_queue_pair(1, 1, iodepth + 1, SqPriority::Medium);
-            threads.push(Thread {
-                job: 0,
-                group: 0,
-                sqid: 1,
-                source: Source::Trace(Box::new(feed)),
-                rng: stream(cfg.seed, "trace"),
+            threads.push(Thread::new(
+                Placement {
+                    job: 0,
+                    group: 0,
+                    sqid: 1,
+                    core: 0,
+                },
+                Source::Trace(Box::new(feed)),
+                stream(cfg.seed, "trace"),
                 iodepth,
-                completion: Completion::Interrupt,
-                thinktime_ns: 0,
-                runtime_ns: None,
-                ramp_ns: 0,
-                ramp_over: true,
-                rate_interval_ns: None,
-                started_at: None,
-                cpu_free: SimTime::ZERO,
-                issued: 0,
-                in_flight: 0,
-                exhausted: false,
-                finished_at: None,
-                issue_pending: false,
-                core: 0,
-                cpu_ns: [0; CAT_COUNT],
-                context_switches: 0,
-                interrupts: 0,
-                ahead: Vec::new(),
-                track_ahead: false,
-            });
+                Completion::Interrupt,
+                Pacing::NONE,
+            ));
         }
         groups.sort_unstable();
         Ok(DeviceRun {
@@ -421,7 +295,7 @@ impl<'a> DeviceRun<'a> {
     ) -> Result<(), RunError> {
         let cores = self.cores() as u32;
         for th in &mut self.threads {
-            th.track_ahead = true;
+            th.track_bursts();
         }
         self.series = Some(Series::new(window_ns, cores, out).map_err(RunError::Series)?);
         Ok(())
@@ -645,35 +519,20 @@ impl<'a> DeviceRun<'a> {
         }
     }
 
-    fn units(rec: &IoRec) -> std::ops::Range<u32> {
-        let first = (rec.offset_bytes / MAP_UNIT_BYTES) as u32;
-        let end = (rec.offset_bytes + rec.len_bytes).div_ceil(MAP_UNIT_BYTES) as u32;
-        first..end
-    }
-
+    /// Integrity mode: versions a write, or notes the epoch a read is issued at.
     fn integrity_on_submit(&mut self, slot: u32) -> u32 {
         let Some(integ) = &mut self.integrity else {
             return 0;
         };
-        let rec = self.ios[slot as usize];
+        let rec = &mut self.ios[slot as usize];
+        let units = units(rec.offset_bytes, rec.len_bytes);
         match rec.op {
             Some(Op::Write) => {
-                integ.next_version += 1;
-                integ.epoch += 1;
-                let v = integ.next_version;
-                for u in Self::units(&rec) {
-                    *integ.writing.entry(u).or_insert(0) += 1;
-                    integ.epoch_of_unit.insert(u, integ.epoch);
-                }
-                self.ios[slot as usize].version = v;
-                v
+                rec.version = integ.write_submitted(units);
+                rec.version
             }
             _ => {
-                let overlapped =
-                    Self::units(&rec).any(|u| integ.writing.get(&u).is_some_and(|&n| n > 0));
-                // An epoch of u64::MAX marks a read that a write overlapped at issue.
-                self.ios[slot as usize].write_epoch =
-                    if overlapped { u64::MAX } else { integ.epoch };
+                rec.write_epoch = integ.read_submitted(units);
                 0
             }
         }
@@ -683,47 +542,16 @@ impl<'a> DeviceRun<'a> {
         let Some(integ) = &mut self.integrity else {
             return Ok(());
         };
+        let units = units(rec.offset_bytes, rec.len_bytes);
         match rec.op {
             Some(Op::Write) => {
-                for u in Self::units(rec) {
-                    let n = integ
-                        .writing
-                        .get_mut(&u)
-                        .expect("write in flight was counted");
-                    *n -= 1;
-                    let e = integ.last.entry(u).or_insert(0);
-                    // Writes to the same unit can complete out of order; the device keeps the
-                    // one it buffered last, and so do we only if versions increase.
-                    *e = (*e).max(rec.version);
-                }
+                integ.write_completed(units, rec.version);
+                Ok(())
             }
-            _ => {
-                if rec.write_epoch == u64::MAX {
-                    return Ok(());
-                }
-                let versions = cqe.read_versions.as_ref().ok_or_else(|| {
-                    RunError::Integrity("read completion without versions".into())
-                })?;
-                for (k, u) in Self::units(rec).enumerate() {
-                    if integ
-                        .epoch_of_unit
-                        .get(&u)
-                        .is_some_and(|&e| e > rec.write_epoch)
-                    {
-                        return Ok(()); // a write to this unit was issued while the read was in flight
-                    }
-                    let want = integ.last.get(&u).copied().unwrap_or(0);
-                    if versions[k] != want {
-                        return Err(RunError::Integrity(format!(
-                            "read of unit {u} returned version {} but the last completed write was version {want}",
-                            versions[k]
-                        )));
-                    }
-                }
-                integ.reads_checked += 1;
-            }
+            _ => integ
+                .read_completed(units, rec.write_epoch, cqe.read_versions.as_deref())
+                .map_err(RunError::Integrity),
         }
-        Ok(())
     }
 
     fn on_cqe(&mut self, c: Cqe) -> Result<(), RunError> {
@@ -939,7 +767,7 @@ impl<'a> DeviceRun<'a> {
                 device: self.cfg.device.name.clone(),
                 host: self.cfg.host_name.clone(),
                 job_source: self.cfg.job_source.clone(),
-                integrity_reads_checked: self.integrity.as_ref().map(|i| i.reads_checked),
+                integrity_reads_checked: self.integrity.as_ref().map(Integrity::reads_checked),
                 trace: self.threads.iter().find_map(|t| match &t.source {
                     Source::Trace(feed) => Some(feed.info()),
                     Source::Job(_) => None,
@@ -955,12 +783,5 @@ impl<'a> DeviceRun<'a> {
     /// Borrow the device (tests inspect it after a run via [`run_with_device`]).
     pub fn device(&self) -> &Ssd {
         &self.ssd
-    }
-}
-
-fn runtime_of(spec: &JobSpec) -> Option<u64> {
-    match spec.run_until {
-        RunUntil::Runtime => Some(spec.runtime_ns.unwrap_or(u64::MAX / 4)),
-        RunUntil::IoDone => spec.runtime_ns,
     }
 }
