@@ -166,8 +166,7 @@ fn tls_from_args(args: &BenchArgs) -> anyhow::Result<Option<ClientTls>> {
 }
 
 fn duration_flag(flag: &str, v: &str) -> anyhow::Result<u64> {
-    spec::parse_duration_ns(v)
-        .with_context(|| format!("{flag} {v:?}: expected a duration like 10s, 500ms or 2m"))
+    engine::units::duration_ns(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -190,9 +189,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         None => scenario.duration_ns,
     };
     let ios_per_tenant = match &args.ios {
-        Some(v) => Some(spec::parse_count(v).filter(|&n| n > 0).with_context(|| {
-            format!("--ios {v:?}: expected a positive count like 100000 or 1m")
-        })?),
+        Some(v) => Some(
+            engine::units::count(v)
+                .ok()
+                .filter(|&n| n > 0)
+                .with_context(|| {
+                    format!("--ios {v:?}: expected a positive count like 100000 or 1m")
+                })?,
+        ),
         None => scenario.ios,
     };
     let warmup_ns = match &args.warmup {

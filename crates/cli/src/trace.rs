@@ -115,7 +115,7 @@ fn parse_device(s: &str) -> Result<u32, String> {
 }
 
 fn parse_time(s: &str) -> Result<u64, String> {
-    workload::trace::parse_duration_ns(s)
+    engine::units::duration_ns(s).map_err(|e| e.to_string())
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<()> {

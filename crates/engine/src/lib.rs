@@ -13,6 +13,9 @@
 //! - [`toml_merge`]: a config file is a preset plus overrides; the deep merge that lays a
 //!   file's TOML over its preset and refuses unknown keys by their dotted path, for every
 //!   model's config (`device`, `host`).
+//! - [`units`]: sizes, durations and counts as people write them (`4KiB`, `4KB`, `500us`,
+//!   `120k`): one grammar and one set of errors for every config, spec and flag (fio job
+//!   files keep fio's own, in `workload`).
 //!
 //! Nothing here knows about storage; the models (`device`, `host`) build on it.
 
@@ -23,6 +26,7 @@ pub mod stats;
 pub mod switch;
 pub mod time;
 pub mod toml_merge;
+pub mod units;
 
 pub use io::{IoClass, IoOp};
 pub use queue::EventQueue;

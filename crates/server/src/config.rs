@@ -135,41 +135,12 @@ fn invalid(
 pub struct ByteSize(pub u64);
 
 impl ByteSize {
-    /// Parses `"1GiB"`, `"64k"`, `"4096"`, `"1.5G"` is rejected (integers only).
+    /// Parses a size in the tree's one grammar (`engine::units`): `"1GiB"`, `"64k"` (IEC),
+    /// `"1GB"` (SI), `"4096"` (bytes); `"1.5G"` is refused (whole numbers only).
     pub fn parse(text: &str) -> Result<ByteSize, String> {
-        let trimmed = text.trim();
-        let split = trimmed
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(trimmed.len());
-        let (digits, suffix) = trimmed.split_at(split);
-        if digits.is_empty() {
-            return Err(format!(
-                "size {text:?}: expected an integer with an optional unit (B, KiB, MiB, GiB, TiB, k, M, G, T, KB, MB, GB, TB)"
-            ));
-        }
-        let number: u64 = digits
-            .parse()
-            .map_err(|_| format!("size {text:?}: the number does not fit in 64 bits"))?;
-        let multiplier: u64 = match suffix.trim() {
-            "" | "B" | "b" => 1,
-            "k" | "K" | "KiB" | "kiB" => 1 << 10,
-            "M" | "m" | "MiB" => 1 << 20,
-            "G" | "g" | "GiB" => 1 << 30,
-            "T" | "t" | "TiB" => 1 << 40,
-            "KB" | "kB" => 1_000,
-            "MB" => 1_000_000,
-            "GB" => 1_000_000_000,
-            "TB" => 1_000_000_000_000,
-            other => {
-                return Err(format!(
-                    "size {text:?}: unknown unit {other:?}, expected one of B, KiB, MiB, GiB, TiB, k, M, G, T, KB, MB, GB, TB"
-                ))
-            }
-        };
-        number
-            .checked_mul(multiplier)
+        engine::units::bytes(text)
             .map(ByteSize)
-            .ok_or_else(|| format!("size {text:?} overflows 64 bits"))
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -32,11 +32,18 @@
 //! | `from`, `to` | with `trace`: only records with `from <= time < to`, trace time from its first record, e.g. `10s`, `250ms` (`--from`, `--to`) | whole trace |
 //! | `skip_bad_lines` | with `trace`: `yes` = count malformed lines instead of stopping (`--skip-bad-lines`) | `no` |
 //!
+//! Sizes (`size`, `span`), times (`p95`, `from`, `to`, a scenario's `duration` and `warmup`) and
+//! counts (`iops`, `rate`, `qd`, `ios`, …) are written in the tree's one grammar,
+//! `engine::units`: `4k` = `4KiB` = 4096 but `4KB` = 4000; a bare time is seconds; `120k` IOPS
+//! is 120,000.
+//!
 //! Example (reflex scenario 1, tenant A):
 //! `name=A,class=lc,iops=120000,p95=500us,read=100,size=4k` → an LC tenant registering
 //! (p95 500 µs, 120 000 IOPS, 100 % reads, 4096 B) and offering 120 000 IOPS open-loop.
 
 use std::collections::BTreeMap;
+
+use engine::units;
 
 use thiserror::Error;
 
@@ -245,30 +252,14 @@ pub fn parse_tenant_pairs(
     let ctx = ctx.as_str();
     let num = |key: &str| -> Result<Option<u64>, SpecError> {
         map.get(key)
-            .map(|v| {
-                parse_count(v).ok_or_else(|| {
-                    err(
-                        ctx,
-                        format!(
-                            "{key}={v:?}: expected a non-negative integer (k/m suffixes allowed)"
-                        ),
-                    )
-                })
-            })
+            .map(|v| units::count(v).map_err(|e| err(ctx, format!("{key}: {e}"))))
             .transpose()
     };
     let class_name = map.get("class").copied().unwrap_or("be");
     let iops = num("iops")?;
     let p95 = map
         .get("p95")
-        .map(|v| {
-            parse_duration_ns(v).ok_or_else(|| {
-                err(
-                    ctx,
-                    format!("p95={v:?}: expected a latency like 500us or 2ms"),
-                )
-            })
-        })
+        .map(|v| units::duration_ns(v).map_err(|e| err(ctx, format!("p95: {e}"))))
         .transpose()?;
     let class = match class_name {
         "lc" | "LC" => {
@@ -369,10 +360,13 @@ pub fn parse_tenant_pairs(
     let size_bytes = match map.get("size") {
         None if trace.is_some() => TRACE_MAX_REQUEST_BYTES,
         None => 4096,
-        Some(v) => parse_size_bytes(v)
-            .and_then(|s| u32::try_from(s).ok())
-            .filter(|&s| s > 0)
-            .ok_or_else(|| err(ctx, format!("size={v:?}: expected a size like 4k, 512, 1m")))?,
+        Some(v) => {
+            let bytes = units::bytes(v).map_err(|e| err(ctx, e.to_string()))?;
+            u32::try_from(bytes)
+                .ok()
+                .filter(|&s| s > 0)
+                .ok_or_else(|| err(ctx, format!("size={v:?}: expected 1 byte to 4 GiB")))?
+        }
     };
     let pattern = match map.get("pattern").copied() {
         None | Some("random") | Some("rand") => Pattern::Random,
@@ -430,16 +424,14 @@ pub fn parse_tenant_pairs(
     let span_bytes = map
         .get("span")
         .map(|v| {
-            parse_size_bytes(v)
-                .filter(|&s| s >= u64::from(size_bytes))
-                .ok_or_else(|| {
-                    err(
-                        ctx,
-                        format!(
-                            "span={v:?}: expected a size of at least size= ({size_bytes} bytes)"
-                        ),
-                    )
-                })
+            let span = units::bytes(v).map_err(|e| err(ctx, format!("span: {e}")))?;
+            if span < u64::from(size_bytes) {
+                return Err(err(
+                    ctx,
+                    format!("span={v:?}: expected a size of at least size= ({size_bytes} bytes)"),
+                ));
+            }
+            Ok(span)
         })
         .transpose()?;
     let base = TenantSpec {
@@ -470,7 +462,7 @@ pub fn parse_tenant_pairs(
 
 /// The `trace_*`, `from`, `to` and `skip_bad_lines` keys of a tenant replaying `path`.
 fn trace_load(path: &str, map: &BTreeMap<&str, &str>, ctx: &str) -> Result<TraceLoad, SpecError> {
-    use crate::trace::{parse_device, parse_duration_ns, BadLines, TraceFormat};
+    use crate::trace::{parse_device, BadLines, TraceFormat};
     if path.is_empty() {
         return Err(err(ctx, "trace=\"\": expected a trace file"));
     }
@@ -502,14 +494,7 @@ fn trace_load(path: &str, map: &BTreeMap<&str, &str>, ctx: &str) -> Result<Trace
         .transpose()?;
     let time = |key: &str| {
         map.get(key)
-            .map(|v| {
-                parse_duration_ns(v).map_err(|_| {
-                    err(
-                        ctx,
-                        format!("{key}={v:?}: expected a trace time with a unit ns, us, ms or s (e.g. 10s, 250ms)"),
-                    )
-                })
-            })
+            .map(|v| units::duration_ns(v).map_err(|e| err(ctx, format!("{key}: {e}"))))
             .transpose()
     };
     let from_ns = time("from")?.unwrap_or(0);
@@ -573,30 +558,21 @@ pub fn parse_scenario(text: &str, path: &str) -> Result<Scenario, SpecError> {
             "server" => s.server = Some(as_text()?),
             "duration" => {
                 let v = as_text()?;
-                s.duration_ns = Some(parse_duration_ns(&v).ok_or_else(|| {
-                    err(
-                        &ctx,
-                        format!("{v:?}: expected a duration like 10s or 500ms"),
-                    )
-                })?)
+                s.duration_ns = Some(units::duration_ns(&v).map_err(|e| err(&ctx, e.to_string()))?)
             }
             "warmup" => {
                 let v = as_text()?;
-                s.warmup_ns = Some(
-                    parse_duration_ns(&v)
-                        .ok_or_else(|| err(&ctx, format!("{v:?}: expected a duration like 1s")))?,
-                )
+                s.warmup_ns = Some(units::duration_ns(&v).map_err(|e| err(&ctx, e.to_string()))?)
             }
             "ios" => {
                 let v = as_text()?;
-                s.ios = Some(
-                    parse_count(&v).ok_or_else(|| err(&ctx, format!("{v:?}: expected a count")))?,
-                )
+                s.ios = Some(units::count(&v).map_err(|e| err(&ctx, e.to_string()))?)
             }
             "threads" => {
                 let v = as_text()?;
                 s.threads = Some(
-                    parse_count(&v)
+                    units::count(&v)
+                        .ok()
                         .filter(|&t| (1..=1024).contains(&t))
                         .ok_or_else(|| err(&ctx, format!("{v:?}: expected 1..=1024")))?
                         as usize,
@@ -658,74 +634,37 @@ fn scalar_text(v: &toml::Value) -> Option<String> {
     }
 }
 
-/// `4k` → 4096, `1m` → 1048576, `1g`, `512`, `4KiB`, `4kb`. Binary units.
-pub fn parse_size_bytes(s: &str) -> Option<u64> {
-    let s = s.trim().to_ascii_lowercase();
-    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(digits_end);
-    let n: u64 = n.parse().ok()?;
-    let mult: u64 = match unit.trim() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return None,
-    };
-    n.checked_mul(mult)
-}
-
-/// `120000`, `120k`, `1m` (decimal multipliers: counts and rates).
-pub fn parse_count(s: &str) -> Option<u64> {
-    let s = s.trim().to_ascii_lowercase().replace('_', "");
-    let (n, mult) = match s.strip_suffix('k') {
-        Some(n) => (n, 1_000),
-        None => match s.strip_suffix('m') {
-            Some(n) => (n, 1_000_000),
-            None => (s.as_str(), 1),
-        },
-    };
-    n.parse::<u64>().ok()?.checked_mul(mult)
-}
-
-/// `500us`, `2ms`, `10s`, `1500ns`, `1.5ms`, `2m` (minutes) → nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Option<u64> {
-    let s = s.trim().to_ascii_lowercase();
-    let num_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (n, unit) = s.split_at(num_end);
-    let n: f64 = n.parse().ok()?;
-    let mult = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" | "" => 1e9,
-        "m" | "min" => 60e9,
-        _ => return None,
-    };
-    let v = n * mult;
-    (0.0..1e19).contains(&v).then_some(v.round() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn units_parse() {
-        assert_eq!(parse_size_bytes("4k"), Some(4096));
-        assert_eq!(parse_size_bytes("4KiB"), Some(4096));
-        assert_eq!(parse_size_bytes("1m"), Some(1 << 20));
-        assert_eq!(parse_size_bytes("512"), Some(512));
-        assert_eq!(parse_size_bytes("4x"), None);
-        assert_eq!(parse_count("120k"), Some(120_000));
-        assert_eq!(parse_count("1_000"), Some(1000));
-        assert_eq!(parse_duration_ns("500us"), Some(500_000));
-        assert_eq!(parse_duration_ns("1.5ms"), Some(1_500_000));
-        assert_eq!(parse_duration_ns("10s"), Some(10_000_000_000));
-        assert_eq!(parse_duration_ns("10"), Some(10_000_000_000));
-        assert_eq!(parse_duration_ns("fast"), None);
+        // One grammar for the tree (`engine::units`): KB is SI, KiB and k are IEC.
+        let size = |v: &str| parse_tenant(&format!("name=t,size={v}")).map(|t| t[0].size_bytes);
+        assert_eq!(size("4k").unwrap(), 4096);
+        assert_eq!(size("4KiB").unwrap(), 4096);
+        assert_eq!(size("4KB").unwrap(), 4000);
+        let e = size("4x").unwrap_err().to_string();
+        assert!(
+            e.contains("size `4x`: expected a whole number of bytes"),
+            "{e}"
+        );
+        let p95 = |v: &str| match parse_tenant(&format!("name=t,class=lc,iops=1k,p95={v}")) {
+            Ok(t) => match t[0].class {
+                ClassSpec::LatencyCritical {
+                    p95_read_latency_ns,
+                    iops,
+                } => Ok((p95_read_latency_ns, iops)),
+                ClassSpec::BestEffort => unreachable!("class=lc"),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(p95("500us"), Ok((500_000, 1_000)));
+        assert_eq!(p95("1.5ms"), Ok((1_500_000, 1_000)));
+        assert!(p95("fast")
+            .unwrap_err()
+            .contains("duration `fast`: expected"));
     }
 
     #[test]
@@ -778,7 +717,7 @@ mod tests {
             ("name=A,read=150", "read=150"),
             ("name=A,qd=4,rate=10", "exclude"),
             ("name=A,iops=10", "class=be has no SLO"),
-            ("name=A,size=4q", "size=\"4q\""),
+            ("name=A,size=4q", "size `4q`: expected a whole number"),
             ("name=A,colour=red", "unknown key \"colour\""),
             ("class=be", "missing name"),
             ("name=A,pattern=hot", "pattern=\"hot\""),
@@ -834,10 +773,10 @@ mod tests {
                 "trace_device=\"sda\": expected a device number",
             ),
             (
-                "name=T,trace=t,from=10",
-                "from=\"10\": expected a trace time with a unit",
+                "name=T,trace=t,from=soon",
+                "from: duration `soon`: expected a number with an optional unit",
             ),
-            ("name=T,trace=t,to=x", "to=\"x\": expected a trace time"),
+            ("name=T,trace=t,to=x", "to: duration `x`: expected"),
             (
                 "name=T,trace=t,from=2s,to=1s",
                 "to=\"1s\": expected a time after from=\"2s\"",

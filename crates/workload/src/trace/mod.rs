@@ -523,39 +523,9 @@ pub fn parse_device(text: &str) -> Result<u32, String> {
         .map_err(|_| format!("device `{text}`: expected a device number (below 2^32) or MAJ,MIN"))
 }
 
-/// Parses a trace time for `--from`/`--to`: a decimal number with a unit, `ns`, `us`, `ms` or
-/// `s` (`1.5s`, `250ms`); `0` alone is allowed.
-pub fn parse_duration_ns(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    if text == "0" {
-        return Ok(0);
-    }
-    let units: [(&str, u32); 4] = [("ns", 0), ("us", 3), ("ms", 6), ("s", 9)];
-    for (suffix, digits) in units {
-        if let Some(number) = text.strip_suffix(suffix) {
-            return fields::decimal_ns(number, digits, "time")
-                .map_err(|e| format!("{e} with a unit ns, us, ms or s (e.g. 1.5s)"));
-        }
-    }
-    Err(format!(
-        "time `{text}`: expected a number with a unit ns, us, ms or s (e.g. 1.5s, 250ms)"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
-        assert_eq!(parse_duration_ns("250ms"), Ok(250_000_000));
-        assert_eq!(parse_duration_ns("7us"), Ok(7_000));
-        assert_eq!(parse_duration_ns("12ns"), Ok(12));
-        assert_eq!(parse_duration_ns("0"), Ok(0));
-        assert!(parse_duration_ns("10").is_err());
-        assert!(parse_duration_ns("xs").is_err());
-    }
 
     fn read_all(text: &str, bad: BadLines) -> (Result<Vec<TraceRecord>, TraceError>, u64) {
         let mut r = TraceReader::new(text.as_bytes(), "t.txt", None, bad).unwrap();
