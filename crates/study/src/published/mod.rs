@@ -63,11 +63,18 @@ pub const BOOTSTRAP_RESAMPLES: usize = 2_000;
 
 /// Model parameters fitted to a published figure: (`study/id`, the parameter, where its doc
 /// comment says so). Their rows are "calibrated", every other row "predicted".
-pub const CALIBRATIONS: &[Calibration] = &[Calibration {
-    outcome: "flashshare/motivation.blk_layer_corun",
-    parameter: "blk.cold_submit_ns",
-    file: "crates/host/src/config.rs",
-}];
+pub const CALIBRATIONS: &[Calibration] = &[
+    Calibration {
+        outcome: "flashshare/motivation.blk_layer_corun",
+        parameter: "blk.cold_submit_ns",
+        file: "crates/host/src/config.rs",
+    },
+    Calibration {
+        outcome: "ull/nvme.write_bw_utilization",
+        parameter: "ctrl.firmware_read_ns (nvme-tlc)",
+        file: "crates/device/src/config.rs",
+    },
+];
 
 /// A parameter fitted to a published outcome.
 #[derive(Clone, Copy, Debug)]
