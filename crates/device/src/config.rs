@@ -234,8 +234,14 @@ pub enum ReadStaging {
     /// Always in a cache line, as firmware with one DRAM data buffer does (Cosmos+ OpenSSD's
     /// GreedyFTL allocates a buffer entry for every read slice, evicting the LRU entry and, if
     /// it is dirty, programming it first): with every line dirty, a read miss waits for an
-    /// eviction.
+    /// eviction. A read waiting for a line takes the first one freed, ahead of any write
+    /// that waited longer (`lib.rs`, "Read staging").
     Buffer,
+    /// As `buffer`, but lines go to the waiting reads and writes in the order they began to
+    /// wait, as Cosmos+ OpenSSD's firmware allocates its buffer entries in the order its
+    /// request loop takes the commands: a read miss that arrives while a write-back wave's
+    /// writes wait for the full buffer waits behind them (`lib.rs`, "Read staging").
+    BufferInOrder,
 }
 
 /// How much background eviction a hinted wave that stays under `high` starts (`drain.rs`).

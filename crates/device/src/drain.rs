@@ -78,6 +78,29 @@
 //! An unbounded buffer, as an upper bound: a write the cache cannot take (buffer or set full)
 //! is held here instead, never programmed, and reads find it. No write ever waits.
 //!
+//! ## Why the hint helps: where the baseline's overflow meets the service
+//! Both stacks program the same data to the same page types, so a read that reaches a die
+//! during a TLC program (`nvme-tlc` has no program suspend) waits for it under either; the
+//! share of reads that do follows the volume programmed, and fd-buf, which drains to `low`,
+//! programs more in a finite run than `vanilla`, which ends it with its buffer full and
+//! unprogrammed. What the hint removes is the overflow itself, and that reaches the online
+//! service through its reads: `nvme-tlc`'s whole DRAM is the write buffer, so a read miss into
+//! a full buffer waits for a line (`lib.rs`, "Read staging"). How long depends on who gets the
+//! freed lines first. With reads first (`cache.read_staging = "buffer"`) a read takes the
+//! first line any row's program frees, a fraction of one program, and the service's p99 stays
+//! the program a read meets on a busy die: the FastDrain study's fd-buf came out above vanilla
+//! (mean p99 / vanilla 1.06, seed 1, 30 s; 1.05 with `drain_background = "wave"`, 1.02 with
+//! foreground eviction ending at 70 % instead of `low`). In arrival order (`buffer-in-order`,
+//! the order Cosmos+ OpenSSD's request loop allocates its buffer entries in, which the study
+//! sets) a read miss that arrives while a wave's writes wait for the full buffer waits behind
+//! them: vanilla's p99 rose from 4.6-10.6 ms to 11.0-21.2 ms over the six workloads, the
+//! drained stacks' did not move, and fd-buf's mean p99 / vanilla was 0.48 (fd-ftl 0.09,
+//! oracle 0.08). With program suspend on instead (`flash.suspend`) every drained stack
+//! reached the oracle (fd-buf 0.54, fd-ftl 0.52, oracle 0.51): reads no longer wait for
+//! programs, so the latency-aware FTL's faster pages stop mattering, unlike the published
+//! figures. Every figure here is one `ullstack sim --system runs/<stack>-<W>/config.toml
+//! --stack <stack>` per workload, with the device keys named.
+//!
 //! ## What it leaves out
 //! Hints of several flushers at once merge into one budget; the device does not learn how fast
 //! a wave arrives (a wave predicted to stay under `high` is drained in the background even if
@@ -734,6 +757,61 @@ mod tests {
         assert!(
             buffer_ns > bypass_ns + 500_000,
             "staged, it waits for a program (LSB 0.56 ms at least): {buffer_ns} ns"
+        );
+    }
+
+    /// `cache.read_staging = "buffer-in-order"`: with the whole DRAM dirty, twenty 4-unit
+    /// writes stalled on the full buffer and then (200 µs later, once they all wait) a read
+    /// miss, the read stages only after every one of those writes has its lines, so it
+    /// completes after all of them; under `buffer` it takes the first line a program frees
+    /// and completes before the last of them.
+    #[test]
+    fn in_order_staging_puts_a_read_behind_the_writes_that_waited_before_it() {
+        use crate::config::ReadStaging;
+        let mut outcomes = Vec::new();
+        for staging in [ReadStaging::Buffer, ReadStaging::BufferInOrder] {
+            let mut c = small_tlc(DrainMode::Vanilla);
+            c.cache.dram_bytes = c.cache.write_buffer_bytes;
+            c.cache.prefetch_pages = 0;
+            c.cache.read_staging = staging;
+            let mut s = open(&c, true);
+            fill(&mut s, 100);
+            let at = SimTime(s.now.0 + 1);
+            let mut done = Vec::new();
+            s.advance_to(at, &mut done);
+            for k in 0..20u32 {
+                let c = cmd(6000 + k, IoOp::Write, 3000 + 4 * k as u64, 4, Hint::None);
+                s.submit(at, 1, c).unwrap();
+            }
+            let read_at = SimTime(at.0 + 200_000);
+            s.advance_to(read_at, &mut done);
+            assert!(s.stats.write_stalls >= 20, "the writes wait: {:?}", s.stats);
+            s.submit(read_at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
+                .unwrap();
+            run(&mut s, &mut done);
+            let read = done
+                .iter()
+                .find(|d| d.cid == 5000)
+                .expect("the read completed");
+            let writes: Vec<SimTime> = done
+                .iter()
+                .filter(|d| (6000..6020).contains(&d.cid))
+                .map(|d| d.at)
+                .collect();
+            assert_eq!(writes.len(), 20);
+            assert_eq!(s.stats.read_staging_stalls, 1);
+            s.check_consistency().unwrap();
+            outcomes.push((read.at, *writes.iter().max().unwrap()));
+        }
+        let (first_read, first_last_write) = outcomes[0];
+        let (order_read, order_last_write) = outcomes[1];
+        assert!(
+            first_read < first_last_write,
+            "buffer: the read goes first ({first_read} vs last write {first_last_write})"
+        );
+        assert!(
+            order_read > order_last_write,
+            "buffer-in-order: the read waits its turn ({order_read} vs last write {order_last_write})"
         );
     }
 

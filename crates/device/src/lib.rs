@@ -67,6 +67,11 @@
 //! (0.56–5 ms) — the overflow stall reaching reads, which is what FastDrain's watermarks avoid.
 //! Worked example (`drain.rs` test): 400 units of DRAM, all dirty; a 4 KiB read miss takes
 //! ~0.1 ms bypassing, and with `buffer` waits for the round's first program (LSB, 0.56 ms).
+//! Who gets a freed line: under `buffer` the reads waiting to stage first, then the stalled
+//! writes; under `buffer-in-order` reads and writes in the order they began to wait, as
+//! Cosmos+'s request loop allocates its entries, so a read miss that arrives while a
+//! write-back wave's writes wait for the full buffer waits until they all have their lines
+//! (`drain.rs`, "Why the hint helps"; the FastDrain study sets it).
 //! `zssd` keeps `bypass`: 1 GB of its 1.5 GB is never dirty. The oracle (`cache.drain =
 //! "oracle"`, an unbounded buffer) never makes a read wait for a line either.
 //!
@@ -898,7 +903,7 @@ impl Ssd {
         }
         // The oracle's buffer is unbounded: it always has room to stage a read.
         if !cached
-            && self.config.cache.read_staging == ReadStaging::Buffer
+            && self.config.cache.read_staging != ReadStaging::Bypass
             && self.drain.mode() != DrainMode::Oracle
         {
             // No line to stage in: wait for one (Read staging). Later reads of the LPN join
@@ -1109,54 +1114,94 @@ impl Ssd {
     }
 
     /// Retries reads waiting for a line to stage in, in order, until one has to wait again.
-    /// A unit written while its read waited is served from the buffer; one trimmed, as zeros.
     fn resume_read_stalls(&mut self, now: SimTime) {
         for _ in 0..self.read_stalls.len() {
-            let Some(st) = self.read_stalls.pop_front() else {
-                break;
-            };
-            let waiters = self
-                .fills
-                .remove(&st.lpn)
-                .expect("a read waiting to stage has a fill record");
-            let ready = match self.cache.peek_version(st.lpn) {
-                Some(version) => Some(version),
-                None if self.ftl.lookup(st.lpn).is_none() => Some(0),
-                None => None,
-            };
-            if let Some(version) = ready {
-                self.stats.read_staging_stall_ns += now - st.since;
-                self.deliver_unit(now, st.lpn, version, waiters);
-                continue;
-            }
-            let before = self.read_stalls.len();
-            self.start_flash_read(now, st.lpn, waiters, false, st.class);
-            if self.read_stalls.len() > before {
-                // Still no line: back at the head, with its first wait, and counted once.
-                let mut again = self.read_stalls.pop_back().expect("just pushed");
-                again.since = st.since;
-                self.read_stalls.push_front(again);
-                self.stats.read_staging_stalls -= 1;
+            if !self.resume_first_read(now) {
                 break;
             }
-            self.stats.read_staging_stall_ns += now - st.since;
         }
     }
 
-    /// Retries stalled writes in order after space was freed (reads waiting to stage first:
-    /// each needs one line).
+    /// Retries the read that has waited longest to stage in; false if it has to wait again.
+    /// A unit written while its read waited is served from the buffer; one trimmed, as zeros.
+    fn resume_first_read(&mut self, now: SimTime) -> bool {
+        let Some(st) = self.read_stalls.pop_front() else {
+            return false;
+        };
+        let waiters = self
+            .fills
+            .remove(&st.lpn)
+            .expect("a read waiting to stage has a fill record");
+        let ready = match self.cache.peek_version(st.lpn) {
+            Some(version) => Some(version),
+            None if self.ftl.lookup(st.lpn).is_none() => Some(0),
+            None => None,
+        };
+        if let Some(version) = ready {
+            self.stats.read_staging_stall_ns += now - st.since;
+            self.deliver_unit(now, st.lpn, version, waiters);
+            return true;
+        }
+        let before = self.read_stalls.len();
+        self.start_flash_read(now, st.lpn, waiters, false, st.class);
+        if self.read_stalls.len() > before {
+            // Still no line: back at the head, with its first wait, and counted once.
+            let mut again = self.read_stalls.pop_back().expect("just pushed");
+            again.since = st.since;
+            self.read_stalls.push_front(again);
+            self.stats.read_staging_stalls -= 1;
+            return false;
+        }
+        self.stats.read_staging_stall_ns += now - st.since;
+        true
+    }
+
+    /// Retries the write that has waited longest; false if it has to wait again.
+    fn resume_first_write(&mut self, now: SimTime) -> bool {
+        let Some(slot) = self.stalled.pop_front() else {
+            return false;
+        };
+        let before = self.stalled.len();
+        self.buffer_write(now, slot);
+        if self.stalled.len() > before {
+            // It stalled again (re-queued at the back): put it back at the head.
+            let s = self.stalled.pop_back().expect("just pushed");
+            self.stalled.push_front(s);
+            return false;
+        }
+        true
+    }
+
+    /// Retries what waits for buffer space after some was freed. `read_staging = "buffer"`
+    /// (and `bypass`): reads waiting to stage first (each needs one line), then the stalled
+    /// writes in order. `buffer-in-order`: reads and writes in the order they began to wait
+    /// (a tie goes to the write), stopping at the first that has to wait again.
     fn resume_stalled(&mut self, now: SimTime) {
+        if self.config.cache.read_staging == ReadStaging::BufferInOrder {
+            loop {
+                let read_since = self.read_stalls.front().map(|st| st.since);
+                let write_since = self.stalled.front().copied().map(|slot| {
+                    self.cmd(slot)
+                        .stalled_since
+                        .expect("a stalled write knows when it stalled")
+                });
+                let went = match (read_since, write_since) {
+                    (None, None) => break,
+                    (Some(r), Some(w)) if r < w => self.resume_first_read(now),
+                    (Some(_), None) => self.resume_first_read(now),
+                    _ => self.resume_first_write(now),
+                };
+                if !went {
+                    break;
+                }
+            }
+            return;
+        }
         if !self.read_stalls.is_empty() {
             self.resume_read_stalls(now);
         }
-        while let Some(&slot) = self.stalled.front() {
-            self.stalled.pop_front();
-            let before = self.stalled.len();
-            self.buffer_write(now, slot);
-            if self.stalled.len() > before {
-                // It stalled again (re-queued at the back): put it back at the head.
-                let s = self.stalled.pop_back().expect("just pushed");
-                self.stalled.push_front(s);
+        while !self.stalled.is_empty() {
+            if !self.resume_first_write(now) {
                 break;
             }
         }
@@ -1269,8 +1314,13 @@ impl Ssd {
                     .expect("a host flash read has a fill record");
                 self.deliver_unit(now, lpn, version, waiters);
                 if !self.read_stalls.is_empty() {
-                    // The filled line is replaceable now: a read waiting to stage may take it.
-                    self.resume_read_stalls(now);
+                    // The filled line is replaceable now: a read waiting to stage may take it
+                    // (in arrival order with the stalled writes under `buffer-in-order`).
+                    if self.config.cache.read_staging == ReadStaging::BufferInOrder {
+                        self.resume_stalled(now);
+                    } else {
+                        self.resume_read_stalls(now);
+                    }
                 }
                 if self.cache.is_split() && !self.stalled.is_empty() {
                     // A partition of a few ways can be all filling: the fill just made one
