@@ -169,8 +169,8 @@ fn time_split(
 pub struct DeviceHeadline {
     pub write_stalls: u64,
     pub write_stall_ns: u64,
-    /// Read misses that waited for a DRAM line to stage in (`cache.read_staging = "buffer"`;
-    /// the summary omits the counter while it is 0).
+    /// Read misses that waited for a DRAM line to stage in (`cache.read_staging = "buffer"` or
+    /// `"buffer-in-order"`; the summary omits the counter while it is 0).
     pub read_staging_stalls: u64,
     /// 4 KiB units programmed to flash (host and GC), and units of programmed rows left empty
     /// or skipped (`ftl.units_wasted`).
