@@ -211,13 +211,14 @@ fn the_embedded_default_prints_its_reports_and_writes_the_system_summary() {
     );
     // The co-run's cold submissions are counted and named in the table; alone, none. pagerank
     // runs a worker per core but one (workload's "Offline jobs' threads"), so apache's worker
-    // mostly has a core of its own and its bios are warm; a bio is cold only when a pagerank
-    // thread ran on the worker's core in between, which the balancer does now and then
-    // (93 of 15,967 with the embedded default): some, not most.
+    // mostly has a core of its own, but pagerank's code on the other seven refills the L2 all
+    // eight share (host's `cpu` essay), so most apache bios are cold: those that follow the
+    // worker's previous one by at least `cpu.llc_sweep_ns` (93 of 15,967 with the embedded
+    // default when only the worker's own core counted).
     let lc = |run: &serde_json::Value| run["host"]["blk"]["latency_critical"].clone();
     let cold = lc(&s)["cold_bios"].as_u64().expect("co-run cold_bios");
     let bios = lc(&s)["bios"].as_u64().unwrap();
-    assert!(cold > 0 && cold * 4 < bios, "{}", lc(&s));
+    assert!(cold * 100 >= bios * 60, "{}", lc(&s));
     assert!(
         lc(&s["alone"]).get("cold_bios").is_none(),
         "{}",

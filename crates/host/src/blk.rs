@@ -324,8 +324,9 @@ pub struct BlkClassStats {
     pub requests: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
-    /// Bios submitted cold (`blk.cold_submit_ns`: another process's user code ran on the
-    /// core since the submitter's last submission); left out of reports while 0.
+    /// Bios submitted cold (`blk.cold_submit_ns`: another process's user code ran on a core
+    /// sharing the submitter's last-level cache since its last submission); left out of
+    /// reports while 0.
     #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub cold_bios: u64,
 }

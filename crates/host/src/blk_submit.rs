@@ -24,15 +24,17 @@
 //! driver means of the machine's worked example.
 //!
 //! **Cold submission.** A bio whose submitter finds that another process's user code ran on
-//! its core since the submitter's own last bio costs `blk.cold_submit_ns` more (37.2 µs on
-//! arm8, calibrated to the published block-layer time under co-run: `config`'s essay): the
-//! block layer's code and data, and the user buffer's page tables, were evicted by the other
-//! process. Whose code ran when comes from the CPU model's per-core record
-//! (`cpu::Cpu::foreign_user_since`): a kernel thread (flusher, fsync's write-back) counts
-//! every process's user code, an application thread every other process's. So a job alone
-//! never submits cold; a worker that sleeps through its read while an offline job computes on
-//! its core submits its next bio cold; a writer's or flusher's batch of bios pays once, on its
-//! first bio. Counted per class (`cold_bios`). The cost splits as the warm path does: the
+//! its core, or on any core sharing its last-level cache (`cpu.llc_shared_cores`), since the
+//! submitter's own last bio costs `blk.cold_submit_ns` more (37.2 µs on arm8, calibrated to
+//! the published block-layer time under co-run: `config`'s essay): the block layer's code
+//! and data, and the user buffer's page tables, were evicted by the other process. Whose code
+//! ran when comes from the CPU model's per-core records (`cpu::Cpu::foreign_user_since`,
+//! whose essay says why the whole cache domain counts): a kernel thread (flusher, fsync's
+//! write-back) counts every process's user code, an application thread every other
+//! process's. So a job alone never submits cold; a service beside an offline job that
+//! computes on the other cores of its cache submits every bio cold, whether or not the job
+//! ever ran on the service's own core; a writer's or flusher's batch of bios pays once, on
+//! its first bio. Counted per class (`cold_bios`). The cost splits as the warm path does: the
 //! bio submission pays `cold_submit_ns × bio_submit_ns / (bio_submit_ns + dispatch_ns)`
 //! (24.3 µs on arm8) and the thread's next dispatch the rest (12.9 µs), so the breakdown
 //! shows it in the software and hardware queues. A bypassing bio has no dispatch and pays the
@@ -84,7 +86,9 @@ impl Host {
                 self.cfg.blk.merge_check_ns
                     * self.blk.merge_candidates(&th.blk.plug, th.io.hctx, class) as u64
             };
-            let cold = self.cpu.foreign_user_since_for(t, th.blk.last_bio_submit);
+            let cold = self
+                .cpu
+                .foreign_user_since_for(t, th.blk.last_bio_submit, self.now);
             let cold_ns = if cold {
                 self.blk.stats.class_mut(class).cold_bios += 1;
                 self.cold_part(self.cfg.blk.bio_submit_ns)

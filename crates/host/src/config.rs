@@ -41,10 +41,30 @@
 //! allocates, the tag bitmap, and for direct I/O the page-table walk and `struct page`s of
 //! the user buffer it pins. `blk.cold_submit_ns` is that extra time, paid by a bio whose
 //! submitter finds that another process's user code ran on its core since its own last
-//! submission (`cpu::Cpu::foreign_user_since`; `blk_submit`'s essay, *Cold submission*). It
+//! submission, on its core or a core sharing its last-level cache (`cpu.llc_shared_cores`;
+//! `cpu::Cpu::foreign_user_since`; `blk_submit`'s essay, *Cold submission*). It
 //! splits between the bio submission and the dispatch as their warm costs do (1.5 : 0.8):
 //! each part pays for the code and data it touches, so a bypassing bio, which has no
 //! dispatch, pays the submission's 24.3 µs only.
+//!
+//! **Whose code makes a bio cold** (`cpu.llc_shared_cores`, `cpu.llc_sweep_ns`). A thread's
+//! private caches lose the block layer's code and data to its own user code between two
+//! I/Os anyway (apache computes 375 µs between reads); what keeps them is the shared
+//! last-level cache, which every core's misses refill, so a co-runner computing on the other
+//! cores evicts a service's kernel footprint there as one on its own core does (the
+//! interference co-location studies measure through the shared LLC: Lo et al., "Heracles",
+//! ISCA 2015; Mars et al., "Bubble-Up", MICRO 2011). The presets share one last-level cache
+//! among all their cores: arm8 the single L2 of gem5's ARM full-system configuration (the
+//! papers' host), x86-4 a client part's L3; `llc_shared_cores = 1` counts the submitter's
+//! own core only, as private caches would. Other cores need time to replace the cache: at
+//! least its size over the memory bandwidth that refills it, `llc_sweep_ns` (arm8: gem5's
+//! 2 MiB L2 at one DDR3-1600 channel's 12.8 GB/s, ≈ 164 µs). A bio that follows its
+//! submitter's previous one sooner is cold only through its own core, so back-to-back bios
+//! (a flusher's batch, an asynchronous submitter's) stay warm beside a co-runner, and a
+//! worker that computes 375 µs between reads does not. Left out: how much the foreign code
+//! evicts (any amount, once the sweep time has passed, counts as all of it: gzip's small
+//! footprint as much as pagerank's), a gradual loss instead of the sharp boundary, and
+//! eviction by the process's own threads.
 //!
 //! **The figure is calibrated, not measured**: 37.2 µs, so that a co-run in which every bio
 //! of the service is cold gives its latency-critical requests ≈ 39 µs of software + hardware
@@ -58,9 +78,15 @@
 //! get faster with the clock). QD1 is untouched: a job alone never submits cold (the idle loop
 //! runs no user code), and neither does a service alone (its own threads' code is not
 //! foreign). In the study's own co-runs the analytics jobs leave a core
-//! (`workload::profile`'s essay, "Offline jobs' threads"), so the service's bios are rarely
-//! cold and the row `motivation.blk_layer_corun` is not reached there (docs/study.md, "What
-//! the motivation rows rest on").
+//! (`workload::profile`'s essay, "Offline jobs' threads"); most of the service's bios are
+//! cold all the same, because the job's code on the other cores refills the last-level cache
+//! they share (`cpu`'s essay, *Whose code ran on a core*: those that follow the submitter's
+//! previous bio by at least `cpu.llc_sweep_ns`). Counted on the service's own core only, as
+//! this essay first had it, 93 of apache's 15 967 bios beside `pagerank` were cold and its
+//! block layer took 1.6 + 0.9 µs; counted over the shared L2, 12 088 and 19.9 + 10.6 µs
+//! (`ullstack sim`, the embedded default: apache + pagerank, arm8 + zssd, 10 s, seed 1), so
+//! `motivation.blk_layer_corun` is approached but not reached (a cold bio's 39.5 µs, a
+//! warm one's 2.3).
 //!
 //! What the cold cost leaves out: the other layers' cold paths (the syscall, the driver and
 //! completion have only the flat `cpu.cache_pollution_ns` of a displaced thread; no published
@@ -239,6 +265,17 @@ pub struct CpuConfig {
     /// The reschedule IPI a wake-up onto another core costs that core (`cpu`'s essay: the
     /// target takes an interrupt before it can switch to the woken thread). 0: free.
     pub ipi_ns: u64,
+    /// Cores that share one last-level cache, consecutive from core 0 (`cpu`'s essay,
+    /// *Whose code ran on a core*): another process's user code on any of them evicts what a
+    /// thread's kernel path left in that cache. 1: private caches only (each core counts its
+    /// own); the presets: every core (one shared L2 or L3). A value above `cores` (a preset
+    /// whose `cores` was lowered) means every core.
+    pub llc_shared_cores: u32,
+    /// The shortest time in which code on the other cores can replace the whole shared
+    /// last-level cache: its size over the memory bandwidth that refills it. A thread whose
+    /// last bio is more recent than this finds its footprint there still (only its own
+    /// core's foreign code makes it cold).
+    pub llc_sweep_ns: u64,
 }
 
 /// Where the scheduler puts a thread that wakes up.
@@ -814,6 +851,13 @@ impl HostConfig {
                 "0 to 100",
             ));
         }
+        if self.cpu.llc_shared_cores == 0 {
+            return Err(invalid(
+                "cpu.llc_shared_cores",
+                self.cpu.llc_shared_cores,
+                "at least 1 (1: private caches)",
+            ));
+        }
         if self.app.file_bytes < crate::PAGE_BYTES * 16 {
             return Err(invalid(
                 "app.file_bytes",
@@ -862,6 +906,13 @@ fn arm8(name: &str, memory_bytes: u64) -> HostConfig {
             isr_ns: 2_500,
             timer_irq_ns: 1_500,
             ipi_ns: 1_500,
+            // One L2 shared by all eight cores: gem5's ARM full-system configuration, the
+            // papers' host, builds a single L2 behind a crossbar every core's L1 reaches
+            // (configs/common/CacheConfig.py, `--l2cache`).
+            llc_shared_cores: cores,
+            // gem5's defaults for that L2 and memory: 2 MiB (`--l2_size`) refilled at most at
+            // one DDR3-1600 channel's 12.8 GB/s (`--mem-type`): 2 097 152 / 12.8 ≈ 164 µs.
+            llc_sweep_ns: 163_840,
         },
         pagecache: PageCacheConfig {
             memory_bytes,
@@ -957,6 +1008,10 @@ fn x86_4() -> HostConfig {
     let cores = 4;
     let f = cfs_factor(cores);
     h.cpu.cores = cores;
+    // A client x86 part's L3 is shared by all its cores: 8 MiB refilled at most at two
+    // DDR4-2400 channels' 38.4 GB/s ≈ 218 µs (our assumption of a typical part).
+    h.cpu.llc_shared_cores = cores;
+    h.cpu.llc_sweep_ns = 218_453;
     h.cpu.clock_mhz = 4_000;
     h.cpu.sched_latency_ns = 6_000_000 * f;
     h.cpu.min_granularity_ns = 750_000 * f;

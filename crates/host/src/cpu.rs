@@ -61,9 +61,12 @@
 //!
 //! **Whose code ran on a core.** Each thread has an address space (`mm`: its process, none for
 //! kernel threads), and each core remembers the last two address spaces whose user code it
-//! ran, with when each last did. `foreign_user_since(core, mm, t)` says whether another
-//! address space's user code ran there after `t`: the block layer's cold submission
-//! (`blk_submit`) asks it.
+//! ran, with when each last did. `foreign_user_since(core, mm, t, now)` says whether another
+//! address space's user code ran after `t` on that core, or — once `cpu.llc_sweep_ns` has
+//! passed since `t` — on any core sharing its last-level cache (`cpu.llc_shared_cores`; a
+//! foreign thread in user code there at `now` counts): the block layer's cold submission
+//! (`blk_submit`) asks it. Why the cache domain and the sweep time: `config`'s essay, *The
+//! block layer under co-run*.
 //!
 //! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a
 //! timer, the scheduler tick) pauses whatever the core was doing — thread, switch or idle —
@@ -502,18 +505,42 @@ impl Cpu {
 
     /// Whether another process's user code ran on thread `t`'s core after `since`: the
     /// kernel's code and data `t` touched then are cold ([`Cpu::foreign_user_since`]).
-    pub fn foreign_user_since_for(&self, t: u32, since: SimTime) -> bool {
+    pub fn foreign_user_since_for(&self, t: u32, since: SimTime, now: SimTime) -> bool {
         let th = &self.threads[t as usize];
-        self.foreign_user_since(th.core, th.mm, since)
+        self.foreign_user_since(th.core, th.mm, since, now)
     }
 
-    /// Whether user code of an address space other than `mm` ran on `core` after `since`
-    /// (time settled up to the core's last decision point, which is at least the switch-in of
-    /// whatever runs there now). A kernel thread (`NO_USER_CODE`) counts every process's.
-    pub fn foreign_user_since(&self, core: u16, mm: u32, since: SimTime) -> bool {
-        let [latest, other] = self.cores[core as usize].user_code;
+    /// Whether user code of an address space other than `mm` ran after `since`, up to `now`,
+    /// on `core` or a core sharing its cache (module essay, *Whose code ran on a core*). A
+    /// kernel thread (`NO_USER_CODE`) counts every process's.
+    pub fn foreign_user_since(&self, core: u16, mm: u32, since: SimTime, now: SimTime) -> bool {
+        if self.foreign_user_on(core as usize, mm, since, now) {
+            return true;
+        }
+        if now.saturating_since(since) < self.cfg.llc_sweep_ns {
+            return false;
+        }
+        let per_llc = self.cfg.llc_shared_cores.max(1) as usize;
+        let first = core as usize / per_llc * per_llc;
+        let last = (first + per_llc).min(self.cores.len());
+        (first..last).any(|c| self.foreign_user_on(c, mm, since, now))
+    }
+
+    /// [`Cpu::foreign_user_since`] on one core: its record (time settled up to the core's
+    /// last decision point), or a foreign thread in user code there now (running since its
+    /// switch-in, which a busy core's record may not have reached yet).
+    fn foreign_user_on(&self, c: usize, mm: u32, since: SimTime, now: SimTime) -> bool {
+        let core = &self.cores[c];
+        let [latest, other] = core.user_code;
         let foreign = if latest.0 != mm { latest } else { other };
-        foreign.0 != NO_USER_CODE && foreign.1 > since
+        if foreign.0 != NO_USER_CODE && foreign.1 > since {
+            return true;
+        }
+        now > since
+            && core.running.is_some_and(|t| {
+                let th = &self.threads[t as usize];
+                th.mm != mm && th.mm != NO_USER_CODE && th.cat == Cat::User
+            })
     }
 
     fn mark(&mut self, core: u16) {
@@ -1142,33 +1169,72 @@ mod tests {
             end
         };
         let mark = run_alone(&mut cpu, &mut q, a, SimTime::ZERO);
-        assert!(!cpu.foreign_user_since(0, 1, mark), "nothing ran since");
+        assert!(
+            !cpu.foreign_user_since(0, 1, mark, SimTime::MAX),
+            "nothing ran since"
+        );
         let t = run_alone(&mut cpu, &mut q, a2, mark);
         assert!(
-            !cpu.foreign_user_since(0, 1, mark),
+            !cpu.foreign_user_since(0, 1, mark, SimTime::MAX),
             "its own process's code"
         );
         assert!(
-            cpu.foreign_user_since(0, NO_USER_CODE, mark),
+            cpu.foreign_user_since(0, NO_USER_CODE, mark, SimTime::MAX),
             "a kernel thread's view"
         );
         let t = run_alone(&mut cpu, &mut q, b, t);
         assert!(
-            cpu.foreign_user_since(0, 1, mark),
+            cpu.foreign_user_since(0, 1, mark, SimTime::MAX),
             "process 2 ran after the mark"
         );
-        assert!(!cpu.foreign_user_since(0, 1, t), "but not after its end");
+        assert!(
+            !cpu.foreign_user_since(0, 1, t, SimTime::MAX),
+            "but not after its end"
+        );
         // Process 1 again: process 2 stays the latest foreign code for it, and for process 2
         // process 1 is.
         let t2 = run_alone(&mut cpu, &mut q, a, t);
-        assert!(cpu.foreign_user_since(0, 1, mark));
-        assert!(!cpu.foreign_user_since(0, 1, t));
-        assert!(cpu.foreign_user_since(0, 2, t));
-        assert!(!cpu.foreign_user_since(0, 2, t2));
+        assert!(cpu.foreign_user_since(0, 1, mark, SimTime::MAX));
+        assert!(!cpu.foreign_user_since(0, 1, t, SimTime::MAX));
+        assert!(cpu.foreign_user_since(0, 2, t, SimTime::MAX));
+        assert!(!cpu.foreign_user_since(0, 2, t2, SimTime::MAX));
         // A kernel thread's "user" burst (none in a real run) is nobody's code.
         run_alone(&mut cpu, &mut q, k, t2);
-        assert!(!cpu.foreign_user_since(0, 1, t2) && !cpu.foreign_user_since(0, 2, t2));
-        assert!(!cpu.foreign_user_since(0, NO_USER_CODE, t2));
+        assert!(
+            !cpu.foreign_user_since(0, 1, t2, SimTime::MAX)
+                && !cpu.foreign_user_since(0, 2, t2, SimTime::MAX)
+        );
+        assert!(!cpu.foreign_user_since(0, NO_USER_CODE, t2, SimTime::MAX));
+    }
+
+    /// `foreign_user_since` across a shared last-level cache (`llc_shared_cores` 2, not 1):
+    /// process 2 computing on core 1 (its record not yet settled) makes process 1's mark on
+    /// core 0 cold once `llc_sweep_ns` has passed; on core 1 itself at once.
+    #[test]
+    fn foreign_user_code_on_a_core_sharing_the_llc_counts() {
+        for (llc, shared) in [(2, true), (1, false)] {
+            let mut cfg = HostConfig::preset("arm8").unwrap().cpu;
+            (cfg.cores, cfg.llc_shared_cores) = (2, llc);
+            let (mut cpu, mut q) = (Cpu::new(&cfg), EventQueue::new());
+            let a = cpu.add_thread(0, IoClass::LatencyCritical);
+            let b = cpu.add_thread(1, IoClass::Throughput);
+            cpu.set_address_space(a, 1);
+            cpu.set_address_space(b, 2);
+            cpu.wake(SimTime::ZERO, a, 10_000, Cat::User);
+            let mark = SimTime::ZERO + 100_000;
+            assert_eq!(
+                drive(&mut cpu, &mut q, (SimTime::ZERO, mark), |_, _| None).len(),
+                1
+            );
+            cpu.wake(mark, b, 1_000_000_000, Cat::User);
+            let (now, soon) = (mark + 200_000, mark + (cfg.llc_sweep_ns - 1));
+            drive(&mut cpu, &mut q, (mark, now), |_, _| None);
+            let cold = |core, mm, at| cpu.foreign_user_since(core, mm, mark, at);
+            assert_eq!(cold(0, 1, now), shared, "llc_shared_cores = {llc}");
+            assert!(cold(1, 1, now) && cold(1, 1, soon), "its own core at once");
+            assert!(!cold(0, 1, soon), "not before the sweep time");
+            assert!(!cold(0, 2, now), "its own code is not foreign");
+        }
     }
 
     #[test]

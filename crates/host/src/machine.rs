@@ -27,7 +27,9 @@
 //! the worker running again (the process's mean I/O latency: 26.0 µs). Co-running with
 //! `pagerank` on all 8 cores, the device part barely changes, the switch back grows (the
 //! worker must win its core back from a CPU hog) and nearly every bio is submitted cold
-//! (37.2 µs more in the software and hardware queues: `blk_submit`'s essay).
+//! (37.2 µs more in the software and hardware queues: `blk_submit`'s essay); beside
+//! `pagerank` on seven cores, about three bios in four are cold too (pagerank's code refills
+//! the shared L2, `cpu`'s essay) though apache keeps a core.
 //!
 //! The host talks to the device only through messages: [`HostCommand`]s out (collected by
 //! [`Host::take_commands`]) and [`DeviceCqe`]s in ([`Host::deliver`]); the `sim` crate advances

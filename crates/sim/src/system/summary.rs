@@ -497,7 +497,8 @@ impl SystemSummary {
             if lc.cold_bios > 0 {
                 out.push_str(&format!(
                     "({label}: {} of {} latency-critical bios submitted cold, after another \
-                     process's code ran on their core: blk.cold_submit_ns each)\n",
+                     process's code ran on a core sharing their last-level cache: \
+                     blk.cold_submit_ns each)\n",
                     lc.cold_bios, lc.bios
                 ));
             }
