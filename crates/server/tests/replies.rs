@@ -117,3 +117,71 @@ fn options_over_the_cap_are_answered_up_to_the_cap_then_closed() {
         "anything after the 1,024th reply"
     );
 }
+
+/// A READ answered from the memory volume's page (a reference, not a copy) and a WRITE to that
+/// page in the same send: the scheduler is off, so storage takes them in arrival order within
+/// one step, and the WRITE lands while the READ's reply still holds the page, unsent. The
+/// reply must carry the bytes from before the WRITE, a later READ the bytes after it, and
+/// reads within the page (not at its start) their part of it.
+#[test]
+fn a_read_reply_from_memory_keeps_its_bytes_when_a_write_overtakes_its_send() {
+    let s = start(&standard_config(&memory_backend("8MiB"), "off"));
+    let mut c = RawNbd::connect(s.addrs.nbd.expect("nbd"), "default").expect("GO");
+    let page = 8192u64;
+    let old = pattern(page, 4096, 3);
+    let new = pattern(page, 4096, 4);
+    assert_eq!(c.write(page, &old, false), 0);
+    let read = CommandType::Read.to_u16();
+    let write = CommandType::Write.to_u16();
+    for round in 0..20u8 {
+        let (before, after) = if round % 2 == 0 {
+            (&old, &new)
+        } else {
+            (&new, &old)
+        };
+        let base = 1000 * u64::from(round);
+        let (first, part, w, second) = (base + 1, base + 2, base + 3, base + 4);
+        let mut bytes = Vec::new();
+        for (cookie, command, offset, len, payload) in [
+            (first, read, page, 4096u32, &[][..]),
+            (part, read, page + 1024, 512, &[][..]),
+            (w, write, page, 4096, &after[..]),
+            (second, read, page, 4096, &[][..]),
+        ] {
+            bytes.extend_from_slice(&nbd::REQUEST_MAGIC.to_be_bytes());
+            bytes.extend_from_slice(&0u16.to_be_bytes());
+            bytes.extend_from_slice(&command.to_be_bytes());
+            bytes.extend_from_slice(&cookie.to_be_bytes());
+            bytes.extend_from_slice(&offset.to_be_bytes());
+            bytes.extend_from_slice(&len.to_be_bytes());
+            bytes.extend_from_slice(payload);
+        }
+        c.stream.write_all(&bytes).expect("send");
+        let mut got = std::collections::HashMap::new();
+        for _ in 0..4 {
+            let (errno, cookie) = c.recv_head();
+            assert_eq!(errno, 0, "cookie {cookie}");
+            let len = [(first, 4096), (part, 512), (second, 4096)]
+                .iter()
+                .find(|(k, _)| *k == cookie)
+                .map_or(0, |(_, l)| *l);
+            let mut data = vec![0u8; len];
+            c.stream.read_exact(&mut data).expect("read payload");
+            got.insert(cookie, data);
+        }
+        assert!(got[&w].is_empty());
+        assert!(
+            got[&first] == *before,
+            "round {round}: the first READ's reply changed"
+        );
+        assert_eq!(
+            got[&part],
+            before[1024..1536],
+            "round {round}: the partial READ"
+        );
+        assert!(
+            got[&second] == *after,
+            "round {round}: the READ after the WRITE"
+        );
+    }
+}
