@@ -66,7 +66,6 @@ pub mod inbuf;
 pub mod latency;
 pub mod logfmt;
 pub mod slab;
-pub mod spin;
 pub mod sys;
 pub mod throttle;
 // Config, tenants, metrics.

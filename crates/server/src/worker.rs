@@ -47,11 +47,9 @@
 //! (28 B each), the step decodes all 32, the memory backend completes them inline, and one
 //! `writev` sends 32 × (16 B header + 4 KiB) — about three syscalls for 32 I/Os.
 //!
-//! *Idle policy.* `spin` never sleeps. `block-after-spin` (default) keeps polling after the
-//! last useful step for as long as spinning is cheaper than the sleep it saves — up to what a
-//! sleep-and-wake costs this thread, measured as it runs, when the load's gaps are mostly
-//! shorter than that, else `idle_spin_ns` ([`crate::spin`]) — then blocks in `epoll_pwait2`
-//! (sockets, the io_uring fds and the wake-up eventfd are all in the set) until something arrives, the next
+//! *Idle policy.* `spin` never sleeps. `block-after-spin` (default) keeps polling for
+//! `idle_spin_ns` after the last useful step, then blocks in `epoll_pwait2` (sockets, the
+//! io_uring fds and the wake-up eventfd are all in the set) until something arrives, the next
 //! timer (timeouts are checked every [`TIMER_SCAN_NS`]), or [`crate::idle::BACKEND_WAKE_EARLY_NS`] before a
 //! time-driven backend's next event (the emulated device), whichever comes first; it never
 //! sleeps past a device event (ns timeout, 1 ns timer slack). When the scheduler holds every
@@ -121,7 +119,6 @@ use crate::native::NativeSession;
 use crate::nbd::NbdSession;
 use crate::shared::{RunState, Shared, StartError};
 use crate::slab::Slab;
-use crate::spin::{timed_wait, SpinSizer};
 use crate::sys::{self, Epoll, EventFd, SocketQueue};
 use crate::tls::{PskAttempt, TlsConn};
 
@@ -284,10 +281,7 @@ impl Worker {
         let mut next_scan_ns = last_busy_ns + TIMER_SCAN_NS;
         let batch_limit = self.shared.config.dataplane.batch_limit;
         let idle = self.shared.config.dataplane.idle;
-        let mut spin = SpinSizer::new(self.shared.config.dataplane.idle_spin_ns);
-        // The idle period in progress: when it began (the end of the last step that left
-        // nothing to do) and the spin budget it was given ([`crate::spin`]).
-        let mut idle_since: Option<(u64, u64)> = None;
+        let spin_ns = self.shared.config.dataplane.idle_spin_ns;
         let mut readable: Vec<usize> = Vec::with_capacity(EPOLL_EVENTS);
         let mut coalescer = Coalescer::new(self.shared.config.dataplane.coalesce_ns);
         let mut released_last_round = true;
@@ -310,26 +304,15 @@ impl Worker {
             let throttled = self.sched.queued() > 0 && !released_last_round;
             // Draining does not spin: what it waits for (completions, a client taking its
             // replies) wakes the worker, and the grace deadline is at most one timer scan away.
-            let spin_ns = match idle_since {
-                Some((since, budget)) => since.saturating_add(budget).saturating_sub(now),
-                None => spin
-                    .full_budget_ns()
-                    .saturating_sub(now.saturating_sub(last_busy_ns)),
-            };
             let polling = idle == IdlePolicy::Spin
-                || spin_ns > 0
+                || now.saturating_sub(last_busy_ns) < spin_ns
                 || (self.sched.queued() > 0 && !throttled)
                 || !self.pending.is_empty();
             let mut timeout_ns = wait_ns(polling, now, next_scan_ns, backend_next_ns);
             if throttled && idle != IdlePolicy::Spin {
                 timeout_ns = timeout_ns.min(throttled_round_ns.saturating_sub(now));
             }
-            let n = if timeout_ns > 0 {
-                let epoll = &self.epoll;
-                timed_wait(&mut spin, || epoll.wait(&mut events, timeout_ns))
-            } else {
-                self.epoll.wait(&mut events, timeout_ns)
-            };
+            let n = self.epoll.wait(&mut events, timeout_ns);
             // After the wait, before anything it woke for: a connection accepted, or a request
             // sent, after a reload was published is handled under the new config.
             if !draining {
@@ -425,25 +408,11 @@ impl Worker {
             }
             if busy {
                 last_busy_ns = now;
-                if let Some((since, budget)) = idle_since.take() {
-                    spin.note_idle_end(budget, now.saturating_sub(since));
-                }
             }
-            let mut held = false;
             if taken > 0 && !draining && self.pending.is_empty() && self.sched.queued() == 0 {
                 if let Some(until) = coalescer.hold_until(now_ns()) {
-                    held = self.hold(until, &mut spin);
+                    self.hold(until);
                 }
-            }
-            // Nothing left to do (and no coalescing pause taken): an idle period begins, with
-            // the budget the spin sizer gives it.
-            if idle_since.is_none()
-                && !held
-                && self.pending.is_empty()
-                && self.sched.queued() == 0
-                && idle == IdlePolicy::BlockAfterSpin
-            {
-                idle_since = Some((now_ns(), spin.next_budget_ns()));
             }
         };
         self.close_all(grace_deadline_ns);
@@ -460,23 +429,18 @@ impl Worker {
         self.shared.drain_started_ns().saturating_add(grace_ns)
     }
 
-    /// Coalescing pause: sleeps until `until_ns`, or until just before a backend's next event
-    /// (a sleep the spin sizer may time). Whether it paused.
-    fn hold(&mut self, until_ns: u64, spin: &mut SpinSizer) -> bool {
+    /// Coalescing pause: sleeps until `until_ns`, or until just before a backend's next event.
+    fn hold(&mut self, until_ns: u64) {
         let backend_next = self.backends.iter().filter_map(|b| b.next_event_ns()).min();
         let until = match backend_next {
             Some(t) => until_ns.min(t.saturating_sub(BACKEND_WAKE_EARLY_NS)),
             None => until_ns,
         };
         let now = now_ns();
-        if until <= now {
-            return false;
+        if until > now {
+            self.metrics.coalesce_waits.inc();
+            std::thread::sleep(std::time::Duration::from_nanos(until - now));
         }
-        self.metrics.coalesce_waits.inc();
-        timed_wait(spin, || {
-            std::thread::sleep(std::time::Duration::from_nanos(until - now))
-        });
-        true
     }
 
     /// Worker 0 attaches every config tenant's default flow at start, idle. The registry counts
