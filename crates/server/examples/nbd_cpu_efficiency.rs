@@ -39,7 +39,9 @@
 //! ```
 //! Skips (with the reason) when fio or nbdkit is missing. `ULLSTACK_IDLE_SPIN_NS=N` overrides
 //! the worker's idle spin, `ULLSTACK_COALESCE_NS=N` its coalescing window (0: off, the
-//! behaviour before coalescing existed). `ULLSTACK_PHASES=fio,memory,file` (the default: all
+//! behaviour before coalescing existed), `ULLSTACK_WORKERS=N` its worker threads (default: the
+//! config default, 2), `ULLSTACK_FIO_JOBS=N` fio's jobs (N connections of iodepth 32 each,
+//! reported together; default 1). `ULLSTACK_PHASES=fio,memory,file` (the default: all
 //! three) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
 //! server an inline profile (`reflex-a` with `write_cost_mtok = N`) instead of `reflex-a`: a
 //! tenant provisioned for a page-cache-backed file, whose writes cost what a read costs
@@ -176,9 +178,20 @@ struct FioResult {
     p99_us: f64,
 }
 
+/// fio jobs (one NBD connection each) per run: `ULLSTACK_FIO_JOBS`, default 1.
+fn fio_jobs() -> u32 {
+    std::env::var("ULLSTACK_FIO_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
 fn fio(uri: &str, seconds: u64) -> Option<FioResult> {
     let out = Command::new("fio")
         .args([
+            &format!("--numjobs={}", fio_jobs()),
+            "--group_reporting",
             "--name=randread",
             "--ioengine=nbd",
             &format!("--uri={uri}"),
@@ -486,10 +499,18 @@ fn main() {
     {
         config.dataplane.coalesce_ns = ns;
     }
+    if let Some(n) = std::env::var("ULLSTACK_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+    {
+        config.dataplane.workers = n;
+    }
     let phases = std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file".into());
     let phase = |name: &str| phases.split(',').any(|p| p.trim() == name);
     println!(
-        "idle policy: block after {} ns of spinning; coalescing window {} ns; scheduler {}",
+        "{} workers; idle policy: block after {} ns of spinning; coalescing window {} ns; scheduler {}",
+        config.dataplane.workers,
         config.dataplane.idle_spin_ns,
         config.dataplane.coalesce_ns,
         if scheduler_off { "off" } else { "on" }
@@ -522,7 +543,10 @@ fn main() {
             "one sleep-and-wake on this machine: {cpu_us:.1} us of CPU, {wall_us:.0} us wall (2000 sleeps of 40 us, 1 ns timer slack)"
         );
     }
-    println!("fio nbd engine, 4 KiB random read, iodepth 32, {seconds} s per run, {rounds} rounds");
+    println!(
+        "fio nbd engine, 4 KiB random read, {} job(s) of iodepth 32, {seconds} s per run, {rounds} rounds",
+        fio_jobs()
+    );
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let (mut per_sleep, mut sys_per_io) = (Vec::new(), Vec::new());
     for _ in 0..if phase("fio") { rounds } else { 0 } {
