@@ -18,23 +18,12 @@
 //! keeps at most [`POOL_KEEP_BYTES_PER_CLASS`] bytes of idle buffers, so a burst of 32 MiB writes
 //! does not pin a gigabyte after it ends.
 //!
-//! *Replies from shared pages.* A read the memory backend serves from one page of the volume
-//! does not copy it: the reply carries a [`PageSlice`], a counted reference to the page
-//! (`Arc<[u8]>`), and `writev` sends from the page itself ([`Payload::Shared`]). The page stays
-//! alive and unchanged while the reply holds it: the volume never writes into a page someone
-//! else holds (`Arc::get_mut` fails, so a write copies the page first and the volume keeps the
-//! copy: copy-on-write). Worked example: a 4 KiB read of page P queues a reply holding P; a
-//! write to P before the socket took the reply finds P shared, writes a fresh copy P' that
-//! the volume keeps, and the reply still sends P's old bytes, as a reply copied at completion
-//! would have; P is freed when the reply is sent.
-//!
 //! # What it leaves out
 //! Registered (fixed) buffers for io_uring: the pool would register its slabs once; left for
 //! later because the memory backend (the benchmark path) does not touch the ring at all.
 
 use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
-use std::sync::Arc;
 
 /// Alignment of every buffer: satisfies O_DIRECT on 512 B and 4 KiB devices.
 pub const BUF_ALIGN_BYTES: usize = 4096;
@@ -162,65 +151,6 @@ impl Drop for IoBuf {
 impl std::fmt::Debug for IoBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "IoBuf({}/{} bytes)", self.len_bytes, self.capacity_bytes)
-    }
-}
-
-/// A read-only window of a shared, counted page (a memory volume's), held by a reply until the
-/// socket took it. Whoever holds one sees the bytes it was made from: the page's owner writes
-/// only into a page it holds alone (`Arc::get_mut`), and copies it otherwise.
-#[derive(Clone)]
-pub struct PageSlice {
-    page: Arc<[u8]>,
-    start: usize,
-    len: usize,
-}
-
-impl PageSlice {
-    /// `[start, start + len)` of `page`.
-    pub fn new(page: Arc<[u8]>, start: usize, len: usize) -> PageSlice {
-        assert!(
-            start.checked_add(len).is_some_and(|end| end <= page.len()),
-            "PageSlice {start}+{len} beyond a {}-byte page",
-            page.len()
-        );
-        PageSlice { page, start, len }
-    }
-
-    pub fn as_slice(&self) -> &[u8] {
-        &self.page[self.start..self.start + self.len]
-    }
-}
-
-/// A reply's payload: a buffer it owns, or a window of a page it shares with a memory volume.
-pub enum Payload {
-    Owned(IoBuf),
-    Shared(PageSlice),
-}
-
-impl Payload {
-    pub fn as_slice(&self) -> &[u8] {
-        match self {
-            Payload::Owned(b) => b.as_slice(),
-            Payload::Shared(p) => p.as_slice(),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        match self {
-            Payload::Owned(b) => b.len(),
-            Payload::Shared(p) => p.len,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Gives an owned buffer back to `pool` (a shared page is just let go).
-    pub fn recycle(self, pool: &mut BufPool) {
-        if let Payload::Owned(b) = self {
-            pool.give(b);
-        }
     }
 }
 

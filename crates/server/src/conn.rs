@@ -11,14 +11,11 @@
 //! A connection is split in three so a decoded frame can borrow the input buffer
 //! ([`crate::inbuf::InBuf`]) while its handler mutates the rest ([`ConnCore`]) and its session
 //! state (the worker's `Session`). Replies are queued as frames — an inline header of at most
-//! 40 bytes plus an optional payload ([`IoBuf`], or a page) — and written with one `writev`
-//! gathering up to [`WRITEV_MAX_IOVECS`] parts, so a read's payload is never copied into a send
-//! buffer.
+//! 40 bytes plus an optional payload [`IoBuf`] — and written with one `writev` gathering up to
+//! [`WRITEV_MAX_IOVECS`] parts, so a read's payload is never copied into a send buffer.
 //! Worked example: 32 completed 4 KiB NBD reads queue 32 frames (16 B header + 4 KiB payload);
 //! one `writev` of 64 iovecs sends 131,584 bytes if the socket takes them, and
-//! [`ConnCore::write_out`] returns each sent frame's buffer to the pool. A read the memory
-//! backend answered from a page of the volume queues that page, not a copy
-//! ([`crate::buf::Payload::Shared`]), and `writev` sends from it.
+//! [`ConnCore::write_out`] returns each sent frame's buffer to the pool.
 //!
 //! With TLS ([`crate::tls`]) the worker does not call [`ConnCore::write_out`]: the TLS session
 //! drains whole frames as plaintext ([`ConnCore::drain_unsent_into`]) and writes ciphertext.
@@ -33,7 +30,7 @@ use engine::IoClass;
 use qos::{Flow, SchedShare};
 
 use crate::backend::{StorageError, StorageOp};
-use crate::buf::{BufPool, IoBuf, Payload};
+use crate::buf::{BufPool, IoBuf};
 use crate::config::LimitsConfig;
 use crate::latency::LatencyWindow;
 use crate::memory::Charge;
@@ -130,10 +127,10 @@ impl Head {
     }
 }
 
-/// One queued reply: a header and an optional payload (a buffer, or a memory volume's page).
+/// One queued reply: a header and an optional payload buffer.
 pub struct OutFrame {
     pub head: Head,
-    pub payload: Option<Payload>,
+    pub payload: Option<IoBuf>,
 }
 
 impl OutFrame {
@@ -318,8 +315,10 @@ impl ConnCore {
                 }
                 advanced -= len;
                 self.out_bytes -= len;
-                if let Some(p) = self.out.pop_front().and_then(|f| f.payload) {
-                    p.recycle(pool);
+                if let Some(frame) = self.out.pop_front() {
+                    if let Some(p) = frame.payload {
+                        pool.give(p);
+                    }
                 }
             }
             self.out_sent = advanced;
@@ -383,7 +382,7 @@ impl ConnCore {
             self.out_sent = 0;
             self.out_bytes -= len;
             if let Some(p) = self.out.pop_front().and_then(|f| f.payload) {
-                p.recycle(pool);
+                pool.give(p);
             }
         }
         assert!(out.len() <= max_bytes, "drained {} bytes", out.len());
@@ -394,7 +393,7 @@ impl ConnCore {
     pub fn discard_output(&mut self, pool: &mut BufPool) {
         for frame in self.out.drain(..) {
             if let Some(p) = frame.payload {
-                p.recycle(pool);
+                pool.give(p);
             }
         }
         self.out_bytes = 0;
@@ -552,7 +551,7 @@ pub fn push_reply(
     core: &mut ConnCore,
     reply: ReplyTo,
     result: Result<(), StorageError>,
-    payload: Option<Payload>,
+    payload: Option<IoBuf>,
 ) {
     match reply {
         ReplyTo::Native { cookie, opcode } => {
@@ -666,7 +665,7 @@ mod tests {
         let expected: Vec<u8> = [&[0xaa; 16][..], payload.as_slice(), &[0xbb; 8]].concat();
         core.push(OutFrame {
             head: Head::inline(&[0xaa; 16]),
-            payload: Some(Payload::Owned(payload)),
+            payload: Some(payload),
         });
         core.push_head(&[0xbb; 8]);
         let total = expected.len();

@@ -103,7 +103,7 @@ use qos::{Flow, SchedShare};
 mod generation;
 
 use crate::backend::{Backend, Completion, StorageOp, Submitted};
-use crate::buf::{BufPool, IoBuf, Payload};
+use crate::buf::{BufPool, IoBuf};
 use crate::clock::now_ns;
 use crate::coalesce::Coalescer;
 use crate::config::IdlePolicy;
@@ -909,12 +909,8 @@ impl Worker {
         } else {
             m.errors.inc();
         }
-        let payload = match (&c.result, req.op, c.page) {
-            (Ok(()), StorageOp::Read { .. }, Some(page)) => {
-                self.pool.give(c.buf);
-                Some(Payload::Shared(page))
-            }
-            (Ok(()), StorageOp::Read { .. }, None) => Some(Payload::Owned(c.buf)),
+        let payload = match (&c.result, req.op) {
+            (Ok(()), StorageOp::Read { .. }) => Some(c.buf),
             _ => {
                 self.pool.give(c.buf);
                 None

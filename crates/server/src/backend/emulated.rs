@@ -392,14 +392,22 @@ impl EmulatedBackend {
                 Err(StorageError::Io(libc::EIO))
             }
         };
-        out.push(Completion::in_buf(slot.tag, result, slot.buf));
+        out.push(Completion {
+            tag: slot.tag,
+            result,
+            buf: slot.buf,
+        });
     }
 }
 
 impl Backend for EmulatedBackend {
     fn submit(&mut self, tag: u64, op: StorageOp, class: IoClass, mut buf: IoBuf) -> Submitted {
         if let Err(e) = self.volume.store.execute(op, &mut buf) {
-            return Submitted::Done(Completion::in_buf(tag, Err(e), buf));
+            return Submitted::Done(Completion {
+                tag,
+                result: Err(e),
+                buf,
+            });
         }
         let slot = Slot {
             tag,

@@ -949,7 +949,11 @@ impl FileBackend {
     ) {
         let slot = self.slots[index].take().expect("completed slot exists");
         self.free_slots.push(index);
-        out.push(Completion::in_buf(slot.tag, result, slot.buf));
+        out.push(Completion {
+            tag: slot.tag,
+            result,
+            buf: slot.buf,
+        });
     }
 
     /// Applies one CQE to its slot: finished, or requeued (short transfer, fallback).

@@ -16,27 +16,12 @@
 //! Every write is visible to every connection once `submit` returns, so FLUSH is a no-op and
 //! CAN_MULTI_CONN is true.
 //!
-//! *Reads without a copy.* A page is a counted `Arc<[u8]>`. A read that lies within one page
-//! is answered with a reference to it ([`crate::buf::PageSlice`]; a page never written is a
-//! zero page of the worker's own) and the reply is sent from the page; only reads that span
-//! pages are copied into the request's buffer. A write or partial zeroing never changes a page
-//! a reply still holds: it finds the page shared (`Arc::get_mut` fails), copies it, changes
-//! the copy, and the volume keeps the copy ([`MemoryVolume::shared_page_copies`] counts
-//! them). So a reply sends the bytes the volume held when the read completed, as the copy did.
-//! Memory: a page the volume still holds costs the reply nothing; one replaced while a reply
-//! held it lives until the reply is sent, and is charged then as the copy was: every queued
-//! reply's payload counts in its connection's held bytes ([`crate::memory`]), and
-//! [`MemoryVolume::allocated_bytes`] counts only the volume's pages. Worked example: fio
-//! reading 4 KiB blocks at iodepth 32: each reply held a 4 KiB copy made at completion
-//! (a `memset` for a hole); now it holds a counted reference, and `writev` reads the page.
-//!
 //! # What it leaves out
 //! A memory limit below the volume size (a fully written volume uses its size in RAM) and
 //! persistence (the data dies with the process).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use engine::IoClass;
@@ -45,7 +30,7 @@ use super::{
     push_run, AllocRun, Backend, BackendError, Caps, Completion, StorageError, StorageOp,
     Submitted, Volume,
 };
-use crate::buf::{IoBuf, PageSlice};
+use crate::buf::IoBuf;
 
 /// Allocation unit: large enough that the map stays small, small enough that a sparse test
 /// volume stays sparse.
@@ -57,23 +42,10 @@ pub const SHARDS: usize = 64;
 pub const PAGE_BYTES: usize = 4096;
 const PAGES_PER_CHUNK: usize = CHUNK_BYTES / PAGE_BYTES;
 
-/// A chunk's pages, each allocated on its first write; a page may also be held by replies
-/// that are being sent from it (*Reads without a copy*).
+/// A chunk's pages, each allocated on its first write.
 #[derive(Default)]
 struct Chunk {
-    pages: [Option<Arc<[u8]>>; PAGES_PER_CHUNK],
-}
-
-/// A page to change: `slot`'s page (a zeroed one on first touch), copied first when a reply
-/// holds it, so the reply keeps the bytes it was made from. Counts the copies in `copies`.
-fn page_mut<'a>(slot: &'a mut Option<Arc<[u8]>>, copies: &AtomicU64) -> &'a mut [u8] {
-    let page = slot.get_or_insert_with(|| Arc::from(vec![0u8; PAGE_BYTES]));
-    if Arc::get_mut(page).is_none() {
-        let copy: Arc<[u8]> = Arc::from(&page[..]);
-        *page = copy;
-        copies.fetch_add(1, Ordering::Relaxed);
-    }
-    Arc::get_mut(page).expect("a page just copied is held by the volume alone")
+    pages: [Option<Box<[u8]>>; PAGES_PER_CHUNK],
 }
 
 impl Chunk {
@@ -104,22 +76,22 @@ impl Chunk {
         }
     }
 
-    fn write(&mut self, within: usize, data: &[u8], copies: &AtomicU64) {
+    fn write(&mut self, within: usize, data: &[u8]) {
         let mut done = 0;
         for (page, off, take) in Self::pieces(within, data.len()) {
-            let p = page_mut(&mut self.pages[page], copies);
+            let p = self.pages[page].get_or_insert_with(|| vec![0u8; PAGE_BYTES].into());
             p[off..off + take].copy_from_slice(&data[done..done + take]);
             done += take;
         }
     }
 
     /// Zeroes `[within, within + len)`, freeing the pages it covers whole.
-    fn zero(&mut self, within: usize, len: usize, copies: &AtomicU64) {
+    fn zero(&mut self, within: usize, len: usize) {
         for (page, off, take) in Self::pieces(within, len) {
             if take == PAGE_BYTES {
                 self.pages[page] = None;
-            } else if self.pages[page].is_some() {
-                page_mut(&mut self.pages[page], copies)[off..off + take].fill(0);
+            } else if let Some(p) = &mut self.pages[page] {
+                p[off..off + take].fill(0);
             }
         }
     }
@@ -154,8 +126,6 @@ type Shard = HashMap<u64, Chunk, BuildHasherDefault<ChunkHasher>>;
 pub struct MemoryVolume {
     size_bytes: u64,
     shards: Box<[RwLock<Shard>]>,
-    /// Pages copied because a reply held them when they were changed.
-    shared_page_copies: AtomicU64,
 }
 
 impl MemoryVolume {
@@ -163,7 +133,6 @@ impl MemoryVolume {
         MemoryVolume {
             size_bytes,
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
-            shared_page_copies: AtomicU64::new(0),
         }
     }
 
@@ -212,36 +181,6 @@ impl MemoryVolume {
         Ok(())
     }
 
-    /// `[offset, offset + len)` as a reference to the page that holds it, when it lies within
-    /// one page (`None` otherwise, or for an empty range); a page never written is
-    /// `zero_page`'s bytes. The page never changes while the reference is held (*Reads
-    /// without a copy*).
-    pub fn read_shared(
-        &self,
-        offset_bytes: u64,
-        len_bytes: usize,
-        zero_page: &Arc<[u8]>,
-    ) -> Result<Option<PageSlice>, StorageError> {
-        self.check_range(offset_bytes, len_bytes as u64)?;
-        let in_page = (offset_bytes % PAGE_BYTES as u64) as usize;
-        if len_bytes == 0 || in_page + len_bytes > PAGE_BYTES {
-            return Ok(None);
-        }
-        let index = offset_bytes / CHUNK_BYTES as u64;
-        let page = (offset_bytes % CHUNK_BYTES as u64) as usize / PAGE_BYTES;
-        let held = {
-            let shard = self.shard(index).read().unwrap_or_else(|p| p.into_inner());
-            shard.get(&index).and_then(|c| c.pages[page].clone())
-        };
-        let page = held.unwrap_or_else(|| zero_page.clone());
-        Ok(Some(PageSlice::new(page, in_page, len_bytes)))
-    }
-
-    /// Pages a write or a partial zeroing copied because a reply was still sending from them.
-    pub fn shared_page_copies(&self) -> u64 {
-        self.shared_page_copies.load(Ordering::Relaxed)
-    }
-
     /// Writes `data` at `offset`, allocating chunks and pages on first touch.
     pub fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), StorageError> {
         self.check_range(offset_bytes, data.len() as u64)?;
@@ -249,10 +188,7 @@ impl MemoryVolume {
         for (index, within, take) in Self::pieces(offset_bytes, data.len() as u64) {
             let src = &data[done..done + take];
             let mut shard = self.shard(index).write().unwrap_or_else(|p| p.into_inner());
-            shard
-                .entry(index)
-                .or_default()
-                .write(within, src, &self.shared_page_copies);
+            shard.entry(index).or_default().write(within, src);
             done += take;
         }
         Ok(())
@@ -266,7 +202,7 @@ impl MemoryVolume {
             if take == CHUNK_BYTES {
                 shard.remove(&index);
             } else if let Some(chunk) = shard.get_mut(&index) {
-                chunk.zero(within, take, &self.shared_page_copies);
+                chunk.zero(within, take);
             }
         }
         Ok(())
@@ -352,42 +288,19 @@ impl Volume for MemoryVolume {
     }
 
     fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError> {
-        Ok(Box::new(MemoryBackend {
-            volume: self,
-            zero_page: Arc::from(vec![0u8; PAGE_BYTES]),
-        }))
+        Ok(Box::new(MemoryBackend { volume: self }))
     }
 }
 
 /// A worker's handle on a memory volume: completes everything inside `submit`.
 pub struct MemoryBackend {
     volume: Arc<MemoryVolume>,
-    /// What a read of a page never written is answered from (the worker's own, so workers do
-    /// not share its reference count's cache line).
-    zero_page: Arc<[u8]>,
 }
 
 impl Backend for MemoryBackend {
     fn submit(&mut self, tag: u64, op: StorageOp, _class: IoClass, mut buf: IoBuf) -> Submitted {
-        if let StorageOp::Read { offset_bytes } = op {
-            match self
-                .volume
-                .read_shared(offset_bytes, buf.len(), &self.zero_page)
-            {
-                Ok(Some(page)) => {
-                    return Submitted::Done(Completion {
-                        tag,
-                        result: Ok(()),
-                        buf,
-                        page: Some(page),
-                    })
-                }
-                Ok(None) => {}
-                Err(e) => return Submitted::Done(Completion::in_buf(tag, Err(e), buf)),
-            }
-        }
         let result = self.volume.execute(op, &mut buf);
-        Submitted::Done(Completion::in_buf(tag, result, buf))
+        Submitted::Done(Completion { tag, result, buf })
     }
 
     fn poll(&mut self, _now_ns: u64, _out: &mut Vec<Completion>) {}
@@ -408,96 +321,6 @@ mod tests {
         v.read(12345, &mut out).unwrap();
         assert!(out.iter().all(|&b| b == 0));
         assert_eq!(v.allocated_bytes(), 0);
-    }
-
-    /// A reply made from a page (a reference, not a copy) sends the bytes the page held when
-    /// the read completed, however the page is written or zeroed before the reply is sent; the
-    /// volume keeps the new bytes and counts one page, not two.
-    #[test]
-    fn a_reply_from_a_page_keeps_its_bytes_when_the_page_changes_before_it_is_sent() {
-        let v = MemoryVolume::new(1 << 20);
-        let zero: Arc<[u8]> = Arc::from(vec![0u8; PAGE_BYTES]);
-        let at = 3 * PAGE_BYTES as u64;
-        v.write(at, &[1u8; PAGE_BYTES]).unwrap();
-        let reply = v
-            .read_shared(at, PAGE_BYTES, &zero)
-            .unwrap()
-            .expect("one page");
-        let part = v
-            .read_shared(at + 100, 200, &zero)
-            .unwrap()
-            .expect("in one page");
-        assert_eq!(v.shared_page_copies(), 0, "a read copies nothing");
-        // A whole-page write, then a partial one, then a partial zeroing, all before the
-        // replies are sent: the first copies the page the replies hold, the others change the
-        // volume's copy in place.
-        v.write(at, &[2u8; PAGE_BYTES]).unwrap();
-        v.write(at + 150, &[3u8; 10]).unwrap();
-        v.zero(at + 4000, 10).unwrap();
-        assert!(
-            reply.as_slice().iter().all(|&b| b == 1),
-            "the reply changed"
-        );
-        assert_eq!(part.as_slice(), &[1u8; 200][..]);
-        assert_eq!(v.shared_page_copies(), 1);
-        assert_eq!(v.allocated_bytes(), PAGE_BYTES as u64);
-        let mut now = vec![0u8; PAGE_BYTES];
-        v.read(at, &mut now).unwrap();
-        let mut expected = vec![2u8; PAGE_BYTES];
-        expected[150..160].fill(3);
-        expected[4000..4010].fill(0);
-        assert_eq!(now, expected);
-        // A partial zeroing of a page a reply holds copies it too.
-        let held = v.read_shared(at, 8, &zero).unwrap().expect("in one page");
-        v.zero(at, 4).unwrap();
-        assert_eq!(held.as_slice(), &[2u8; 8][..]);
-        assert_eq!(v.shared_page_copies(), 2);
-        // Once the replies are gone, writes go in place again.
-        drop((reply, part, held));
-        v.write(at, &[4u8; 16]).unwrap();
-        assert_eq!(v.shared_page_copies(), 2);
-    }
-
-    #[test]
-    fn shared_reads_of_holes_use_the_zero_page_and_spanning_reads_are_copied() {
-        let v = MemoryVolume::new(1 << 20);
-        let zero: Arc<[u8]> = Arc::from(vec![0u8; PAGE_BYTES]);
-        let hole = v
-            .read_shared(5 * PAGE_BYTES as u64, PAGE_BYTES, &zero)
-            .unwrap();
-        assert!(hole.expect("one page").as_slice().iter().all(|&b| b == 0));
-        assert_eq!(v.allocated_bytes(), 0, "a read allocates nothing");
-        assert!(
-            v.read_shared(100, PAGE_BYTES, &zero).unwrap().is_none(),
-            "spans two pages"
-        );
-        assert!(v.read_shared(0, 0, &zero).unwrap().is_none(), "empty");
-        assert!(
-            v.read_shared((1 << 20) - 10, 20, &zero).is_err(),
-            "past the end"
-        );
-        // Through the backend: a one-page read comes back as a page, its buffer unused; a
-        // spanning read comes back in its buffer.
-        let v = Arc::new(v);
-        v.write(0, &[7u8; 2 * PAGE_BYTES]).unwrap();
-        let mut backend = v.clone().attach().unwrap();
-        let mut buf = IoBuf::zeroed(PAGE_BYTES);
-        buf.set_len(PAGE_BYTES);
-        let read = StorageOp::Read { offset_bytes: 0 };
-        let Submitted::Done(c) = backend.submit(1, read, IoClass::Throughput, buf) else {
-            panic!("memory completes inline");
-        };
-        assert!(c.result.is_ok());
-        assert!(c.page.expect("a page").as_slice() == [7u8; PAGE_BYTES]);
-        let mut buf = IoBuf::zeroed(2 * PAGE_BYTES);
-        buf.set_len(PAGE_BYTES);
-        let read = StorageOp::Read { offset_bytes: 2048 };
-        let Submitted::Done(c) = backend.submit(2, read, IoClass::Throughput, buf) else {
-            panic!("memory completes inline");
-        };
-        assert!(c.page.is_none());
-        assert_eq!(&c.buf.as_slice()[..2048], &[7u8; 2048][..]);
-        assert_eq!(v.shared_page_copies(), 0);
     }
 
     #[test]

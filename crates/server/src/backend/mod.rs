@@ -47,7 +47,7 @@ use std::sync::Arc;
 
 use engine::IoClass;
 
-use crate::buf::{IoBuf, PageSlice};
+use crate::buf::IoBuf;
 use crate::config::{BackendConfig, VolumeConfig};
 
 /// One storage operation, in bytes.
@@ -99,36 +99,11 @@ impl StorageError {
 }
 
 /// A finished operation, with the buffer handed back.
+#[derive(Debug)]
 pub struct Completion {
     pub tag: u64,
     pub result: Result<(), StorageError>,
     pub buf: IoBuf,
-    /// A read answered from the volume's own memory instead of `buf` (the memory backend, for
-    /// a read within one page): the reply sends these bytes and `buf` goes back unused.
-    pub page: Option<PageSlice>,
-}
-
-impl Completion {
-    /// A completion whose data, if any, is in `buf`.
-    pub fn in_buf(tag: u64, result: Result<(), StorageError>, buf: IoBuf) -> Completion {
-        Completion {
-            tag,
-            result,
-            buf,
-            page: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for Completion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Completion")
-            .field("tag", &self.tag)
-            .field("result", &self.result)
-            .field("buf", &self.buf)
-            .field("page", &self.page.as_ref().map(|p| p.as_slice().len()))
-            .finish()
-    }
 }
 
 /// What `submit` did with a request.

@@ -52,11 +52,11 @@ impl Backend for Unattached {
         _class: engine::IoClass,
         buf: IoBuf,
     ) -> Submitted {
-        Submitted::Done(Completion::in_buf(
+        Submitted::Done(Completion {
             tag,
-            Err(StorageError::Io(libc::EIO)),
+            result: Err(StorageError::Io(libc::EIO)),
             buf,
-        ))
+        })
     }
 
     fn poll(&mut self, _now_ns: u64, _out: &mut Vec<Completion>) {}
