@@ -12,13 +12,15 @@
 //!   LC tenants (including the newcomer), in the load mix that would be in force. A target
 //!   stricter than the profile's table is refused.
 //! * An LC tenant is admitted iff Σ reservations (including its own) ≤ that rate, and the
-//!   LC surge left after it (below) is at least what every LC tenant needs to meet its target
-//!   at its rate: Σ reservations × (1 + 2 × max s_needed) ≤ that rate, with
-//!   s_needed = ln 20 × c²̄ / (2 × c̄ × (D + w × r)) from the tenant's mean cost c̄, mean squared
-//!   cost c²̄, reservation r, the schedulers' deficit limit D and its wait share w of the target
-//!   less one round (`admission/headroom.rs` derives it). This part of the rule is on with
-//!   `headroom = AdmissionHeadroom::Slo` (server: `[qos] admission_headroom = "slo"`); off by
-//!   default, as published, and with `lc_surge_pct = 0` it keeps none.
+//!   LC surge left after it (below) is at least what the LC tenants need to meet their targets
+//!   at their rates: Σ reservations × (1 + 2 × s_needed) ≤ that rate, s_needed being the surge
+//!   under which the LC tenants' token debt, one pool fed by Poisson arrivals (they pay each
+//!   other's bursts through the shared bucket), passes one deficit limit D plus the pool's
+//!   earnings over its wait share w of the strictest target less one round with at most 5 %
+//!   probability (Cramér–Lundberg's tail; `admission/headroom.rs` derives it). This part of
+//!   the rule is on by default (`headroom = AdmissionHeadroom::Slo`, server: `[qos]
+//!   admission_headroom = "slo"`); `Off` is the published admission, and with
+//!   `lc_surge_pct = 0` it keeps none.
 //! * The load mix is read-only iff every tenant declared a read-only load (LC: `read_pct = 100`;
 //!   BE: `mix = read-only`). A newcomer that flips it to mixed re-prices every reservation and
 //!   is refused if the re-priced sum no longer fits — even a BE tenant.
@@ -82,15 +84,18 @@
 //! once; s carved from the whole unreserved rate — the starvation above; a fixed headroom at
 //! admission (admit Σ reservations × 1.5 ≤ device rate) — it would refuse the published
 //! scenario 1 (474 K > 420 K) to serve tenants that mostly need the headroom for bursts.
-//! What admission keeps instead is each tenant's own need (`admission/headroom.rs`): the
-//! published scenario 1 needs s ≥ 16.45 % for B (2.5 % for A) and gets 16.46 %, admitted; four
-//! of the tenants at 90 % of the device (s = 5.2 %, each needing 14.6 %) are not, which
-//! admitted they waited 240-399 µs at p95 in the scheduler alone.
+//! What admission keeps instead is the LC tenants' own need (`admission/headroom.rs`): the
+//! published scenario 1 needs s ≥ 10.3 % and gets 16.5 %, admitted (scaled to a tenth on the
+//! server's 50 µs round, as the reflex study runs it: 16.3 %); four of the tenants at
+//! 90 % of the device (s = 5.2 %, needing 11.0 %) are not, which admitted waited 240-399 µs
+//! at p95 in the scheduler alone.
 //! Guarantee, precisely: an admitted LC tenant whose requests arrive as a Poisson stream at no
 //! more than its SLO's IOPS, with its SLO's read ratio and size, is released by the scheduler
 //! within its share of its target (`SCHED_WAIT_SHARE_PCT`) at p95 when admission keeps the
-//! headroom (`AdmissionHeadroom::Slo`; off, only while the surge left covers the need): it refuses any
-//! tenant after which the surge would fall below what some admitted tenant needs for that
+//! headroom (`AdmissionHeadroom::Slo`, the default; off, only while the surge left covers the
+//! need), to the accuracy of the tail estimate (checked against the scheduler in
+//! `admission/headroom.rs`): it refuses any tenant after which the surge would fall below what
+//! the admitted tenants need for that
 //! (`admission/headroom.rs`); the device then serves it within the rest of its target when
 //! the profile's rate is right for the device (what the closed loop, [`crate::vrate`],
 //! corrects). A lower closed-loop scale does not evict (below), so the surge may then shrink
@@ -114,6 +119,7 @@
 mod headroom;
 mod reconfigure;
 pub use headroom::{needed_surge_ppm, SCHED_WAIT_SHARE_PCT};
+use headroom::{HeadroomModel, LcPool, Pooling};
 pub use reconfigure::{Reconfiguration, ReconfigureError, Reconfigured};
 
 use std::collections::BTreeMap;
@@ -149,6 +155,10 @@ pub struct RegistryConfig {
     pub round_ns: u64,
     /// Whether admission keeps the headroom each LC tenant needs (`admission/headroom.rs`).
     pub headroom: AdmissionHeadroom,
+    /// The schedulers' `lc_borrows_spare` (`[qos.tuning]`): whether an LC tenant at its deficit
+    /// limit pays from the other LC tenants' spare tokens, so the headroom rule may count
+    /// them as one pool.
+    pub lc_borrows_spare: bool,
 }
 
 /// What admission keeps free beside the reservations.
@@ -156,10 +166,11 @@ pub struct RegistryConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum AdmissionHeadroom {
     /// Nothing: Σ reservations ≤ the device rate, as published (the surge shrinks as they
-    /// fill it). The default while the studies reproduce the published admission.
-    #[default]
+    /// fill it).
     Off,
-    /// The surge each LC tenant needs to meet its target at its rate with Poisson arrivals.
+    /// The surge the LC tenants need to meet their targets at their rates with Poisson
+    /// arrivals (the default).
+    #[default]
     Slo,
 }
 
@@ -179,7 +190,8 @@ impl Default for RegistryConfig {
             lc_surge_pct: DEFAULT_LC_SURGE_PCT,
             deficit_limit: DeficitLimit::FixedMtok(DEFAULT_DEFICIT_LIMIT_MTOK),
             round_ns: DEFAULT_ROUND_NS,
-            headroom: AdmissionHeadroom::Off,
+            headroom: AdmissionHeadroom::Slo,
+            lc_borrows_spare: true,
         }
     }
 }
@@ -242,7 +254,7 @@ pub enum Refusal {
         mix: LoadMix,
     },
     /// The reservations fit, but the LC surge left would be below what the LC tenants need.
-    #[error("reservation of {} tokens/s leaves too little headroom: the LC tenants need a surge of {} % above their reservations to meet their p95 targets with Poisson arrivals at their rates (the strictest need; the headroom rule in docs/server.md), so Σ reservations × (1 + 2 × {} %) must fit in the device's {} tokens/s (at {strictest_p95_ns} ns, {mix:?} load); with it the reservations would be {} tokens/s, leaving a surge of {} % (at most lc_surge_pct = {lc_surge_pct} %)", tokens(*.requested_mtok_per_sec), pct(*.needed_surge_ppm), pct(*.needed_surge_ppm), tokens(*.capacity_mtok_per_sec), tokens(.reserved_mtok_per_sec.saturating_add(*.requested_mtok_per_sec)), pct(*.surge_left_ppm))]
+    #[error("reservation of {} tokens/s leaves too little headroom: the LC tenants need a surge of {} % above their reservations to meet their p95 targets with Poisson arrivals at their rates (the headroom rule in docs/server.md), so Σ reservations × (1 + 2 × {} %) must fit in the device's {} tokens/s (at {strictest_p95_ns} ns, {mix:?} load); with it the reservations would be {} tokens/s, leaving a surge of {} % (at most lc_surge_pct = {lc_surge_pct} %)", tokens(*.requested_mtok_per_sec), pct(*.needed_surge_ppm), pct(*.needed_surge_ppm), tokens(*.capacity_mtok_per_sec), tokens(.reserved_mtok_per_sec.saturating_add(*.requested_mtok_per_sec)), pct(*.surge_left_ppm))]
     HeadroomExceedsCapacity {
         /// The newcomer's reservation, mtok/s (0 for a BE tenant that flips the mix).
         requested_mtok_per_sec: u64,
@@ -365,10 +377,10 @@ pub struct Registry {
     /// Tenants that declared a mixed load.
     mixed_tenants: u32,
     rate_scale_ppm: u32,
-    /// Multisets of the surge each admitted LC tenant needs (ppm), priced for each mix
+    /// The admitted LC tenants as the headroom rule counts them, priced for each mix
     /// (`admission/headroom.rs`).
-    needed_surge_mixed: BTreeMap<u32, u32>,
-    needed_surge_read_only: BTreeMap<u32, u32>,
+    pool_mixed: LcPool,
+    pool_read_only: LcPool,
 }
 
 impl Registry {
@@ -393,8 +405,8 @@ impl Registry {
             be_tenants: 0,
             mixed_tenants: 0,
             rate_scale_ppm: RATE_SCALE_UNITY_PPM,
-            needed_surge_mixed: BTreeMap::new(),
-            needed_surge_read_only: BTreeMap::new(),
+            pool_mixed: LcPool::default(),
+            pool_read_only: LcPool::default(),
         };
         registry.publish();
         registry
@@ -489,17 +501,17 @@ impl Registry {
             });
         }
         if own_target.is_some() || flips_mix {
-            let own_surge_ppm = match spec {
-                TenantSpec::LatencyCritical(slo) => self.needed_surge(slo, mix),
-                TenantSpec::BestEffort(_) => 0,
-            };
-            let needed_surge_ppm = self
-                .needed_surges(mix)
-                .keys()
-                .next_back()
-                .copied()
-                .unwrap_or(0)
-                .max(own_surge_ppm);
+            let mut pool = self.pool(mix).clone();
+            if let TenantSpec::LatencyCritical(slo) = spec {
+                pool.count(
+                    slo,
+                    &self.profile.cost_model(),
+                    mix,
+                    &self.headroom_model(),
+                    true,
+                );
+            }
+            let needed_surge_ppm = pool.needed_surge_ppm(&self.headroom_model());
             let surge_left_ppm = lc_surge(
                 self.config.lc_surge_pct,
                 needed,
@@ -524,43 +536,34 @@ impl Registry {
         Ok(own_mtok_per_sec)
     }
 
-    /// The surge `slo` needs priced in `mix`, ppm (`admission/headroom.rs`).
-    fn needed_surge(&self, slo: &LcSlo, mix: LoadMix) -> u32 {
-        needed_surge_ppm(
-            slo,
-            &self.profile.cost_model(),
-            mix,
-            self.config.deficit_limit,
-            self.config.round_ns,
-        )
-    }
-
-    fn needed_surges(&self, mix: LoadMix) -> &BTreeMap<u32, u32> {
-        match mix {
-            LoadMix::Mixed => &self.needed_surge_mixed,
-            LoadMix::ReadOnly => &self.needed_surge_read_only,
-        }
-    }
-
-    /// Counts (`add`) or uncounts an LC tenant's needed surges in both mixes.
-    fn count_needed_surge(&mut self, slo: &LcSlo, add: bool) {
-        for mix in [LoadMix::Mixed, LoadMix::ReadOnly] {
-            let ppm = self.needed_surge(slo, mix);
-            let set = match mix {
-                LoadMix::Mixed => &mut self.needed_surge_mixed,
-                LoadMix::ReadOnly => &mut self.needed_surge_read_only,
-            };
-            if add {
-                *set.entry(ppm).or_insert(0) += 1;
+    /// How the headroom rule is set up (`admission/headroom.rs`).
+    fn headroom_model(&self) -> HeadroomModel {
+        HeadroomModel {
+            deficit_limit: self.config.deficit_limit,
+            round_ns: self.config.round_ns,
+            pooling: if self.config.lc_borrows_spare {
+                Pooling::Pooled
             } else {
-                match set.get_mut(&ppm) {
-                    Some(n) if *n > 1 => *n -= 1,
-                    _ => {
-                        set.remove(&ppm);
-                    }
-                }
-            }
+                Pooling::Alone
+            },
         }
+    }
+
+    fn pool(&self, mix: LoadMix) -> &LcPool {
+        match mix {
+            LoadMix::Mixed => &self.pool_mixed,
+            LoadMix::ReadOnly => &self.pool_read_only,
+        }
+    }
+
+    /// Counts (`add`) or uncounts an LC tenant in the headroom pools of both mixes.
+    fn count_needed_surge(&mut self, slo: &LcSlo, add: bool) {
+        let cost = self.profile.cost_model();
+        let model = self.headroom_model();
+        self.pool_mixed
+            .count(slo, &cost, LoadMix::Mixed, &model, add);
+        self.pool_read_only
+            .count(slo, &cost, LoadMix::ReadOnly, &model, add);
     }
 
     /// Admits a tenant or says why not.

@@ -25,6 +25,11 @@
 //! (`enqueue` ignores the cost), and the price it reports, for a tenant's tokens/s, is the
 //! profile's mixed-load one.
 //!
+//! Unpaced requests ([`SchedShare::enqueue_unpaced`]) skip the tokens in both modes: the
+//! server queues there the requests of a volume whose own profile never paces it (a memory
+//! volume beside flash volumes, whose bucket is the flash device's), so they are released at
+//! the next round and charged to no bucket.
+//!
 //! # What it leaves out
 //! Nothing of the algorithm: that is [`Scheduler`]'s. Logging is the caller's:
 //! [`SchedShare::detach`] returns the scheduler's error instead.
@@ -60,6 +65,9 @@ pub enum Flow {
 /// One thread's scheduler: the token scheduler or the FIFO baseline.
 pub struct SchedShare {
     mode: Mode,
+    /// Requests that bypass the tokens ([`SchedShare::enqueue_unpaced`]), released at the
+    /// next round in arrival order.
+    unpaced: VecDeque<RequestId>,
 }
 
 enum Mode {
@@ -85,7 +93,10 @@ impl SchedShare {
                 cost: shared.cost_model(),
             },
         };
-        Ok(SchedShare { mode })
+        Ok(SchedShare {
+            mode,
+            unpaced: VecDeque::new(),
+        })
     }
 
     pub fn attach(&mut self, handle: &TenantHandle) -> Flow {
@@ -129,9 +140,17 @@ impl SchedShare {
         }
     }
 
-    /// Runs a round at `now_ns`, appending released ids to `out`; returns the round's LC
-    /// deficit hits (0 in FIFO mode).
+    /// Queues a request that no token bucket paces: one of a volume whose profile never paces
+    /// it (a memory volume on a server whose bucket is a flash device's). It is released at
+    /// the next round, before the paced requests, and charged nothing.
+    pub fn enqueue_unpaced(&mut self, id: RequestId) {
+        self.unpaced.push_back(id);
+    }
+
+    /// Runs a round at `now_ns`, appending released ids to `out` (the unpaced ones first);
+    /// returns the round's LC deficit hits (0 in FIFO mode).
     pub fn round(&mut self, now_ns: u64, out: &mut Vec<RequestId>) -> u32 {
+        out.extend(self.unpaced.drain(..));
         match &mut self.mode {
             Mode::Tokens(s) => s.round(now_ns, out).deficit_hits,
             Mode::Fifo { queue, .. } => {
@@ -143,19 +162,22 @@ impl SchedShare {
 
     /// Requests held back.
     pub fn queued(&self) -> u64 {
-        match &self.mode {
-            Mode::Tokens(s) => s.queued(),
-            Mode::Fifo { queue, .. } => queue.len() as u64,
-        }
+        self.unpaced.len() as u64
+            + match &self.mode {
+                Mode::Tokens(s) => s.queued(),
+                Mode::Fifo { queue, .. } => queue.len() as u64,
+            }
     }
 
-    /// Queued requests of latency-critical tenants (FIFO mode has no classes: all of them, so
-    /// nothing it queues ever waits for a throttled round).
+    /// Queued requests of latency-critical tenants, and the unpaced ones (FIFO mode has no
+    /// classes: all of them), so that nothing released at the next round waits for a
+    /// throttled one.
     pub fn queued_lc(&self) -> u64 {
-        match &self.mode {
-            Mode::Tokens(s) => s.queued_lc(),
-            Mode::Fifo { queue, .. } => queue.len() as u64,
-        }
+        self.unpaced.len() as u64
+            + match &self.mode {
+                Mode::Tokens(s) => s.queued_lc(),
+                Mode::Fifo { queue, .. } => queue.len() as u64,
+            }
     }
 
     /// Publishes the scheduler's per-tenant counters (nothing in FIFO mode).

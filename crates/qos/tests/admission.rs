@@ -272,8 +272,13 @@ fn the_lc_surge_comes_out_of_the_unreserved_rate_before_the_be_share() {
     assert!(lc_earning + 2 * cap.be_share_mtok_per_sec <= 420_000_000);
     assert!(lc_earning + 2 * cap.be_share_mtok_per_sec > 420_000_000 - 1_000);
 
-    // A device fully reserved has no surge to give.
-    let mut r = Registry::new(DeviceProfile::reflex_a(), RegistryConfig::default());
+    // A device fully reserved has no surge to give (admitted with the published rule: no
+    // headroom kept).
+    let published = RegistryConfig {
+        headroom: qos::AdmissionHeadroom::Off,
+        ..RegistryConfig::default()
+    };
+    let mut r = Registry::new(DeviceProfile::reflex_a(), published);
     r.register(lc(500, 420_000, 100))
         .expect("exactly the device, mixed pricing");
     r.register(be(DeclaredMix::Mixed)).expect("BE");

@@ -42,8 +42,9 @@
 //! ```
 //!
 //! and, since its one volume is in memory, `[qos] profile = "auto"` prices it with the built-in
-//! `memory` profile, which never paces RAM; a server with a `file` or `emulated` volume gets the
-//! flash profile `reflex-a` unless given a calibrated one (module `profile`).
+//! `memory` profile, which never paces RAM; a `file` or `emulated` volume gets the flash
+//! profile `reflex-a` unless given a calibrated one, and a memory volume beside it keeps
+//! `memory`, unpaced (module `profile`).
 //!
 //! Sizes are integers (bytes) or strings with a binary or decimal suffix (`"64KiB"`, `"1GiB"`,
 //! `"4k"`, `"1G"` — one-letter suffixes are binary, as in nbdkit and fio).
@@ -60,9 +61,8 @@
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms, max_unauthenticated_connections,
 //! max_unauthenticated_per_source, accepts_per_source_per_sec, max_open_sessions_per_source,
-//! shutdown_grace_ms; `[admin]` token; `[qos]` scheduler, profile (`"auto"` by default: the
-//! `memory` profile when every volume is in memory, `reflex-a` otherwise, module `profile`;
-//! or a name) | `[qos.profile]` (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
+//! shutdown_grace_ms; `[admin]` token; `[qos]` scheduler, profile (`"auto"` by default: each
+//! volume by its backend, `memory` or `reflex-a`, module `profile`; or a name) | `[qos.profile]` (inline), `[qos.tuning]`; `[[volume]]` name, block_bytes, backend; `[[tenant]]` name, secret | open, class,
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
 mod admin;
@@ -71,7 +71,8 @@ mod registry;
 pub mod summary;
 pub use admin::{AdminConfig, MAX_ADMIN_TOKEN_BYTES, MIN_ADMIN_TOKEN_BYTES};
 pub use profile::{
-    backend_kind, ProfileChoice, ProfileSource, AUTO_PROFILE_NAME, FLASH_DEFAULT_PROFILE,
+    backend_kind, Pacing, ProfileChoice, ProfileSource, VolumeProfile, AUTO_PROFILE_NAME,
+    FLASH_DEFAULT_PROFILE,
 };
 pub use registry::{RegistryConfig, DEFAULT_REGISTRY_TTL_S, MAX_REGISTRY_TTL_S};
 
@@ -525,9 +526,9 @@ pub struct QosConfig {
     /// unreserved rate (crate qos, `admission`); 0 paces them at exactly their reservations.
     #[serde(default = "default_lc_surge_pct")]
     pub lc_surge_pct: u32,
-    /// `"off"` (the default: Σ reservations ≤ the device rate, as published) or `"slo"`:
-    /// admission also keeps the headroom each LC flow needs to meet its SLO at its rate
-    /// (crate qos, `admission/headroom.rs`).
+    /// `"slo"` (the default): admission also keeps the headroom the LC flows need to meet
+    /// their SLOs at their rates (crate qos, `admission/headroom.rs`); `"off"`: Σ reservations
+    /// ≤ the device rate, as published.
     #[serde(default)]
     pub admission_headroom: qos::AdmissionHeadroom,
 }
@@ -886,7 +887,6 @@ impl ServerConfig {
                 ));
             }
         }
-        warnings.extend(self.profile_warnings());
         warnings
     }
 

@@ -31,7 +31,7 @@ use qos::{Flow, SchedShare};
 
 use crate::backend::{StorageError, StorageOp};
 use crate::buf::{BufPool, IoBuf};
-use crate::config::LimitsConfig;
+use crate::config::{LimitsConfig, Pacing};
 use crate::latency::LatencyWindow;
 use crate::memory::Charge;
 use crate::shared::{RunState, Shared};
@@ -506,9 +506,14 @@ impl Ctx<'_> {
             .memory
             .adjust(core.memory_owner, Charge::ZERO, charge);
         core.published = core.published.plus(charge);
+        let pacing = self.shared.volume(req.volume).pacing;
         let cost = self.sched.cost_mtok(cost_op, cost_len_bytes);
-        let id = self.requests.insert(req);
-        self.sched.enqueue(flow, cost, qos::RequestId(id as u64));
+        let id = qos::RequestId(self.requests.insert(req) as u64);
+        match pacing {
+            Pacing::Bucket => self.sched.enqueue(flow, cost, id),
+            // A volume whose own profile never paces it (memory beside flash volumes).
+            Pacing::Unpaced => self.sched.enqueue_unpaced(id),
+        }
         *self.budget = self.budget.saturating_sub(1);
     }
 

@@ -183,7 +183,8 @@ pub fn apply(shared: &Shared, config: ServerConfig) -> Result<ReloadReport, Relo
     }
     let mut changes = Vec::new();
     let mut volumes = old.volumes.clone();
-    for v in &config.volumes {
+    let profiles = config.volume_profiles()?;
+    for (v, profile) in config.volumes.iter().zip(&profiles) {
         if old.volume_by_name(&v.name).is_some() {
             continue;
         }
@@ -191,7 +192,7 @@ pub fn apply(shared: &Shared, config: ServerConfig) -> Result<ReloadReport, Relo
             name: v.name.clone(),
             source,
         };
-        let entry = VolumeEntry::open(v).map_err(fail)?;
+        let entry = VolumeEntry::open(v, profile.pacing).map_err(fail)?;
         // Each worker attaches it when it adopts the generation; a failure shows here.
         drop(entry.volume.clone().attach().map_err(fail)?);
         volumes.push(entry);

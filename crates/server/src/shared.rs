@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{open_volume, BackendError, Volume};
-use crate::config::{ServerConfig, TenantClass};
+use crate::config::{Pacing, ServerConfig, TenantClass};
 use crate::control::Control;
 use crate::handshakes::HandshakeBudget;
 use crate::latency::LatencyWindow;
@@ -95,11 +95,16 @@ pub struct VolumeEntry {
     pub name: String,
     pub geometry: VolumeGeometry,
     pub volume: Arc<dyn Volume>,
+    /// Whether its requests draw on the server's token bucket (`config/profile.rs`).
+    pub pacing: Pacing,
 }
 
 impl VolumeEntry {
-    /// Opens a configured volume.
-    pub fn open(v: &crate::config::VolumeConfig) -> Result<VolumeEntry, BackendError> {
+    /// Opens a configured volume, paced as its profile says.
+    pub fn open(
+        v: &crate::config::VolumeConfig,
+        pacing: Pacing,
+    ) -> Result<VolumeEntry, BackendError> {
         let volume = open_volume(v)?;
         let size_bytes = volume.size_bytes();
         tracing::info!(volume = %v.name, kind = volume.kind(), size_bytes, "volume opened");
@@ -110,6 +115,7 @@ impl VolumeEntry {
                 block_bytes: v.block_bytes,
             },
             volume,
+            pacing,
         })
     }
 }
@@ -471,8 +477,8 @@ impl Shared {
     pub fn new(config: ServerConfig) -> Result<Arc<Shared>, StartError> {
         config.validate()?;
         let mut volumes = Vec::with_capacity(config.volumes.len());
-        for v in &config.volumes {
-            volumes.push(VolumeEntry::open(v)?);
+        for (v, p) in config.volumes.iter().zip(config.volume_profiles()?) {
+            volumes.push(VolumeEntry::open(v, p.pacing)?);
         }
         let tenants = Tenants::from_config(&config);
         let exports = resolve_exports(&config, &volume_ids(&volumes), &tenants);
@@ -489,6 +495,7 @@ impl Shared {
                 deficit_limit: config.qos.tuning.deficit_limit,
                 round_ns: crate::idle::THROTTLED_RETRY_MIN_NS,
                 headroom: config.qos.admission_headroom,
+                lc_borrows_spare: config.qos.tuning.lc_borrows_spare,
             },
         );
         let bucket = registry.shared();

@@ -1,13 +1,14 @@
-//! Issue 28 end to end, with `[qos] admission_headroom = "slo"`: LC flows admitted up to the
-//! refusal point all meet their SLOs beside a best-effort tenant at queue depth 32, and the
-//! next one is refused with the reason (crate qos, `admission/headroom.rs`).
+//! Issue 28 end to end, with `[qos] admission_headroom = "slo"` (the default): LC flows
+//! admitted up to the refusal point all meet their SLOs beside a best-effort tenant at queue
+//! depth 32, and the next one is refused with the reason (crate qos, `admission/headroom.rs`).
 //!
 //! As in `lc_poisson.rs`, the scheduler is the bottleneck on purpose: the device profile
 //! (`tiny`) sustains 20 K tokens/s, so one client can offer it. Each LC flow asks 2,500 IOPS of
 //! 4 KiB requests at 90 % reads (4,750 tokens/s reserved, 23.75 % of the device) with a p95 of
-//! 20 ms (loose enough for this loaded 2-core VM, as in `lc_poisson.rs`). Each needs a surge
-//! of 12.5 %: three (71.25 %) leave 20.2 %, admitted; a fourth (95 %) would leave 2.6 %,
-//! refused — the issue's four tenants at about 90 % of the budget, all admitted, all missing.
+//! 20 ms (loose enough for this loaded 2-core VM, as in `lc_poisson.rs`). Three (71.25 %) need
+//! a surge of 8.6 % as a pool and leave 20.2 %, admitted; four (95 %) would need 7.2 % and
+//! leave 2.6 %, refused — the issue's four tenants at about 90 % of the budget, all admitted,
+//! all missing.
 
 mod common;
 
@@ -34,8 +35,12 @@ fn read_p95_ns(t: &TenantReport) -> u64 {
 
 #[test]
 fn lc_flows_admitted_up_to_the_refusal_point_meet_their_slos_beside_be() {
-    let mut config = common::lc_be_config(r#"{ kind = "memory", size = "1GiB" }"#, &tiny_profile());
-    config.qos.admission_headroom = qos::AdmissionHeadroom::Slo;
+    let config = common::lc_be_config(r#"{ kind = "memory", size = "1GiB" }"#, &tiny_profile());
+    assert_eq!(
+        config.qos.admission_headroom,
+        qos::AdmissionHeadroom::Slo,
+        "the headroom rule is on by default"
+    );
     config.validate().expect("valid config");
     let server = server::start(config).expect("server starts");
     let addr = server.addrs.native.expect("native listener");
@@ -91,7 +96,9 @@ fn lc_flows_admitted_up_to_the_refusal_point_meet_their_slos_beside_be() {
         "three flows fit with their headroom, the fourth does not"
     );
     assert!(
-        refused[0].contains("too little headroom") && refused[0].contains("leaving a surge of 2."),
+        refused[0].contains("too little headroom")
+            && refused[0].contains("need a surge of 7.2 %")
+            && refused[0].contains("leaving a surge of 2."),
         "the refusal names the headroom: {}",
         refused[0]
     );

@@ -24,6 +24,11 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 /// The quick start's shape with an admin listener: one memory volume `default`, the open BE
 /// tenant `open`, the NBD export `default`; `qos` is the `[qos]` section (empty: `auto`).
 fn quick_start_toml(qos: &str) -> String {
+    quick_start_beside(qos, "")
+}
+
+/// The quick start with `volumes` (`[[volume]]` tables) after its memory volume.
+fn quick_start_beside(qos: &str, volumes: &str) -> String {
     format!(
         r#"
 [listen]
@@ -35,6 +40,8 @@ admin = "127.0.0.1:0"
 [[volume]]
 name = "default"
 backend = {{ kind = "memory", size = "256MiB" }}
+
+{volumes}
 
 [[tenant]]
 name = "open"
@@ -104,7 +111,11 @@ fn pipelined_small_writes(nbd_addr: SocketAddr, admin: SocketAddr) -> Run {
 }
 
 fn run_with(qos: &str) -> Run {
-    let server = common::start(&quick_start_toml(qos));
+    run_on(&quick_start_toml(qos))
+}
+
+fn run_on(config: &str) -> Run {
+    let server = common::start(config);
     let nbd = server.addrs.nbd.expect("nbd listener");
     let admin = server.addrs.admin.expect("admin listener");
     pipelined_small_writes(nbd, admin)
@@ -165,5 +176,53 @@ fn the_quick_start_says_each_volume_is_priced_as_memory() {
     assert!(
         summary.contains("# profile in use: \"memory\""),
         "{summary}"
+    );
+}
+
+/// A server with a memory volume and a file volume prices each by its backend
+/// (`config/profile.rs`): under `auto` the bucket is the file volume's (`reflex-a`) and the
+/// memory volume keeps the `memory` profile, which never paces it, so its writes skip the
+/// flash bucket — charged nothing, and not held to reflex-a's 57 K writes/s. The control is
+/// the same server with `profile = "reflex-a"` asked for, which paces the memory volume as
+/// flash (before per-volume profiles, `auto` did that too).
+#[test]
+fn a_memory_volume_beside_a_file_volume_is_not_paced_as_flash() {
+    let file = common::TempFile::new("mixed-profile");
+    let volumes = format!(
+        "[[volume]]\nname = \"disk\"\nbackend = {}\n",
+        common::file_backend(&file.0, "16MiB")
+    );
+    let config = ServerConfig::from_toml_str(&quick_start_beside("", &volumes)).expect("valid");
+    let lines = config.volume_profile_lines().expect("valid");
+    println!("{lines:#?}");
+    assert!(
+        lines[0].starts_with("volume default (memory): QoS profile memory (auto: in memory beside"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("volume disk (file): QoS profile reflex-a (auto: "),
+        "{lines:?}"
+    );
+    let flash = qos::DeviceProfile::reflex_a();
+    let paced = run_on(&quick_start_beside(
+        "[qos]\nprofile = \"reflex-a\"",
+        &volumes,
+    ));
+    let auto = run_on(&quick_start_beside("", &volumes));
+    println!(
+        "{WRITES} pipelined {WRITE_BYTES} B writes to the memory volume of a memory + file \
+         server: profile auto {:?} ({} mtok), reflex-a for both {:?} ({} mtok)",
+        auto.elapsed, auto.tokens_spent_mtok, paced.elapsed, paced.tokens_spent_mtok
+    );
+    assert_eq!(paced.tokens_spent_mtok, WRITES * flash.write_cost_mtok);
+    assert_eq!(
+        auto.tokens_spent_mtok, 0,
+        "the memory volume's writes were charged to the flash bucket"
+    );
+    assert!(
+        auto.elapsed * 2 < paced.elapsed,
+        "the memory volume took {:?}, not under half of the flash-paced {:?}",
+        auto.elapsed,
+        paced.elapsed
     );
 }

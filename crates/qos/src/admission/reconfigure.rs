@@ -142,8 +142,8 @@ impl Registry {
         self.lc_tenants = 0;
         self.be_tenants = 0;
         self.mixed_tenants = 0;
-        self.needed_surge_mixed.clear();
-        self.needed_surge_read_only.clear();
+        self.pool_mixed = Default::default();
+        self.pool_read_only = Default::default();
         let lc_slos: Vec<_> = self
             .tenants
             .values()

@@ -129,7 +129,24 @@ impl Harness {
         config: SchedulerConfig,
         registry_config: RegistryConfig,
     ) -> Self {
-        let registry = Registry::new(DeviceProfile::reflex_a(), registry_config);
+        Self::with_profile(
+            DeviceProfile::reflex_a(),
+            workers,
+            round_ns,
+            config,
+            registry_config,
+        )
+    }
+
+    /// As [`Self::with_registry`], on another device profile.
+    pub fn with_profile(
+        profile: DeviceProfile,
+        workers: usize,
+        round_ns: u64,
+        config: SchedulerConfig,
+        registry_config: RegistryConfig,
+    ) -> Self {
+        let registry = Registry::new(profile, registry_config);
         let workers = (0..workers)
             .map(|_| Scheduler::new(registry.shared(), config).expect("valid config"))
             .collect();

@@ -10,29 +10,37 @@
 //! plugin takes 3.7 s at the same server CPU.
 //!
 //! # The choice
-//! `[qos] profile = "auto"` (the default, what the quick start uses) picks by backend:
-//! - every volume is `memory`: the built-in `memory` profile (one token per 4 KB unit for every
+//! Every volume has a profile of its own. `[qos] profile = "auto"` (the default, what the
+//! quick start uses) picks by backend:
+//! - a `memory` volume: the built-in `memory` profile (one token per 4 KB unit for every
 //!   operation, 16 M tokens/s from a 10 µs p95 target; crate `qos`, `profile`): the bucket
-//!   never paces RAM, and tenants' tokens, shares and reservations are still counted;
-//! - any volume is `file` or `emulated`: [`FLASH_DEFAULT_PROFILE`] (`reflex-a`), the profile of
-//!   the published server's device, until a calibrated one is given.
+//!   never paces RAM;
+//! - a `file` or `emulated` volume: [`FLASH_DEFAULT_PROFILE`] (`reflex-a`), the profile of the
+//!   published server's device, until a calibrated one is given.
+//!
+//! The server has one token bucket, as the published design has one device per server: its
+//! profile is the flash volumes' when there are any, `memory` when every volume is in memory.
+//! A memory volume beside flash volumes keeps its own profile, which never paces it, so its
+//! requests skip the flash device's bucket ([`Pacing::Unpaced`], `qos::SchedShare::
+//! enqueue_unpaced`): they are released at the next round and charged nothing, and RAM
+//! neither waits for flash tokens nor spends them.
 //!
 //! A profile named (`profile = "reflex-a"`, `profile = "memory"`), spelt out (`[qos.profile]`)
 //! or given on the command line (`ullstack serve --profile profile.toml`, what `ullstack
 //! calibrate` writes) is used as given, for every volume: a test that wants flash prices on a
 //! memory volume asks for them.
 //!
-//! The server has one token bucket, as the published design has one device per server, so a
-//! server mixing memory and flash volumes under `auto` prices its memory volumes as flash;
-//! [`ServerConfig::profile_warnings`] says so at start-up, and the cure is a server per kind.
-//!
 //! Worked example: the quick start (`ullstack serve --memory 1GiB`) logs
 //! `volume default (memory): QoS profile memory (auto: every volume is in memory)`; the same
-//! server with a `file` volume added logs `QoS profile reflex-a (auto: a file or emulated volume
-//! is priced as flash; give a calibrated profile with --profile)` for each volume, and warns.
+//! server with a `file` volume `f` added logs `volume default (memory): QoS profile memory
+//! (auto: in memory beside flash volumes; not paced by their bucket)` and `volume f (file):
+//! QoS profile reflex-a (auto: a file or emulated volume is priced as flash; give a calibrated
+//! profile with --profile)`.
 //!
 //! # What it leaves out
-//! A profile per volume (one bucket per device would need one scheduler per volume), and a
+//! A bucket per flash volume (two file volumes on different disks share the server's one
+//! bucket and its one profile), tokens counted for the unpaced requests of a memory volume
+//! beside flash (the request metrics count them; the tenants' token counters do not), and a
 //! start-up probe of the file's device: `ullstack calibrate` measures it offline.
 //!
 //! # Config keys
@@ -47,14 +55,16 @@ pub const AUTO_PROFILE_NAME: &str = "auto";
 /// The profile `auto` gives a server with a file or emulated volume: the published device "A".
 pub const FLASH_DEFAULT_PROFILE: &str = qos::REFLEX_A;
 
-/// Where the server's profile came from.
+/// Where a volume's profile (or the server's bucket's) came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProfileSource {
     /// Named, spelt out or given with `--profile`: used as given.
     Configured,
     /// `auto`, and every volume is in memory: the built-in `memory` profile.
     AutoMemory,
-    /// `auto`, and some volume is a file or an emulated drive: [`FLASH_DEFAULT_PROFILE`].
+    /// `auto`, a memory volume beside file or emulated volumes: the `memory` profile, unpaced.
+    AutoMemoryBesideFlash,
+    /// `auto`, a file or an emulated drive: [`FLASH_DEFAULT_PROFILE`].
     AutoFlash,
 }
 
@@ -64,6 +74,9 @@ impl ProfileSource {
         match self {
             ProfileSource::Configured => "configured",
             ProfileSource::AutoMemory => "auto: every volume is in memory",
+            ProfileSource::AutoMemoryBesideFlash => {
+                "auto: in memory beside flash volumes; not paced by their bucket"
+            }
             ProfileSource::AutoFlash => {
                 "auto: a file or emulated volume is priced as flash; give a calibrated profile \
                  with --profile"
@@ -72,11 +85,29 @@ impl ProfileSource {
     }
 }
 
+/// Whether a volume's requests draw on the server's token bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    /// Priced by the bucket's profile and paced by it.
+    Bucket,
+    /// Its own profile never paces it and the bucket is another device's: released at the
+    /// next round, charged nothing (a memory volume beside flash volumes).
+    Unpaced,
+}
+
 /// The profile a server's scheduler prices with, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileChoice {
     pub profile: qos::DeviceProfile,
     pub source: ProfileSource,
+}
+
+/// One volume's profile, why, and whether the bucket paces it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeProfile {
+    pub profile: qos::DeviceProfile,
+    pub source: ProfileSource,
+    pub pacing: Pacing,
 }
 
 impl QosConfig {
@@ -136,10 +167,35 @@ impl ServerConfig {
         Ok(self.profile_choice()?.profile)
     }
 
+    /// Each volume's profile, in `[[volume]]` order (see the module essay).
+    pub fn volume_profiles(&self) -> Result<Vec<VolumeProfile>, ConfigError> {
+        let bucket = self.profile_choice()?;
+        Ok(self
+            .volumes
+            .iter()
+            .map(|v| {
+                let memory = matches!(v.backend, BackendConfig::Memory { .. });
+                if memory && bucket.source == ProfileSource::AutoFlash {
+                    VolumeProfile {
+                        profile: qos::DeviceProfile::memory(),
+                        source: ProfileSource::AutoMemoryBesideFlash,
+                        pacing: Pacing::Unpaced,
+                    }
+                } else {
+                    VolumeProfile {
+                        profile: bucket.profile.clone(),
+                        source: bucket.source,
+                        pacing: Pacing::Bucket,
+                    }
+                }
+            })
+            .collect())
+    }
+
     /// One line per volume naming its backend and the profile that prices it, as `serve` logs
     /// them at start-up and `--check` prints them.
     pub fn volume_profile_lines(&self) -> Result<Vec<String>, ConfigError> {
-        let choice = self.profile_choice()?;
+        let profiles = self.volume_profiles()?;
         let paced = match self.qos.scheduler {
             super::SchedulerMode::On => "",
             super::SchedulerMode::Off => "; scheduler off: nothing is paced",
@@ -147,39 +203,17 @@ impl ServerConfig {
         Ok(self
             .volumes
             .iter()
-            .map(|v| {
+            .zip(&profiles)
+            .map(|(v, p)| {
                 format!(
                     "volume {} ({}): QoS profile {} ({}{paced})",
                     v.name,
                     backend_kind(&v.backend),
-                    choice.profile.name,
-                    choice.source.reason()
+                    p.profile.name,
+                    p.source.reason()
                 )
             })
             .collect())
-    }
-
-    /// A memory volume priced as flash because it shares `auto`'s flash profile with a file
-    /// or emulated volume.
-    pub fn profile_warnings(&self) -> Vec<String> {
-        let Ok(choice) = self.profile_choice() else {
-            return Vec::new();
-        };
-        if choice.source != ProfileSource::AutoFlash {
-            return Vec::new();
-        }
-        self.volumes
-            .iter()
-            .filter(|v| matches!(v.backend, BackendConfig::Memory { .. }))
-            .map(|v| {
-                format!(
-                    "memory volume {} shares the server's token bucket with file or emulated \
-                     volumes, so it is priced and paced as flash ({}); serve memory and flash \
-                     volumes from separate servers, or set [qos] profile",
-                    v.name, choice.profile.name
-                )
-            })
-            .collect()
     }
 }
 
@@ -212,22 +246,33 @@ mod tests {
         let choice = c.profile_choice().expect("valid");
         assert_eq!(choice.source, ProfileSource::AutoMemory);
         assert_eq!(choice.profile, qos::DeviceProfile::memory());
-        assert!(c.profile_warnings().is_empty());
 
         let c = config(FILE, "");
         let choice = c.profile_choice().expect("valid");
         assert_eq!(choice.source, ProfileSource::AutoFlash);
         assert_eq!(choice.profile.name, FLASH_DEFAULT_PROFILE);
-        assert!(c.profile_warnings().is_empty());
 
+        // Mixed: the bucket is the flash volume's; the memory volume keeps its own, unpaced.
         let c = config(&format!("{MEMORY}{FILE}"), "");
         assert_eq!(
             c.device_profile().expect("valid").name,
             FLASH_DEFAULT_PROFILE
         );
-        let warnings = c.profile_warnings();
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("memory volume m"), "{warnings:?}");
+        let volumes = c.volume_profiles().expect("valid");
+        assert_eq!(volumes[0].profile, qos::DeviceProfile::memory());
+        assert_eq!(volumes[0].source, ProfileSource::AutoMemoryBesideFlash);
+        assert_eq!(volumes[0].pacing, Pacing::Unpaced);
+        assert_eq!(volumes[1].profile.name, FLASH_DEFAULT_PROFILE);
+        assert_eq!(volumes[1].pacing, Pacing::Bucket);
+        // A configured profile prices and paces every volume.
+        let c = config(
+            &format!("{MEMORY}{FILE}"),
+            "[qos]\nprofile = \"reflex-a\"\n",
+        );
+        let volumes = c.volume_profiles().expect("valid");
+        assert!(volumes
+            .iter()
+            .all(|v| v.pacing == Pacing::Bucket && v.profile.name == "reflex-a"));
     }
 
     #[test]
@@ -251,6 +296,10 @@ mod tests {
             .volume_profile_lines()
             .expect("valid");
         assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].starts_with("volume m (memory): QoS profile memory (auto: in memory beside"),
+            "{lines:?}"
+        );
         assert!(lines[1].starts_with("volume f (file): QoS profile reflex-a (auto: "));
         assert!(
             lines[1].ends_with("; scheduler off: nothing is paced)"),

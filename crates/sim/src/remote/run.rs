@@ -205,6 +205,7 @@ impl<'a> Run<'a> {
                     lc_surge_pct: m.lc_surge_pct,
                     // The headroom rule counts on the schedulers' burst allowance.
                     deficit_limit: m.tuning.deficit_limit,
+                    lc_borrows_spare: m.tuning.lc_borrows_spare,
                     ..qos::RegistryConfig::default()
                 },
             )
