@@ -67,6 +67,7 @@ pub mod curves;
 pub mod model;
 pub mod nbd;
 pub mod open_loop;
+pub mod probe;
 pub mod report;
 pub mod run;
 pub mod signature;

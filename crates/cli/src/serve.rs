@@ -234,6 +234,50 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     Ok(config)
 }
 
+/// `[qos] probe = "on"` with no profile configured: fits a profile to a quick probe of the
+/// first file volume's device (crate calibrate, module `probe`); `None` otherwise.
+fn probe_file_volume(
+    config: &server::config::ServerConfig,
+    format: server::LogFormat,
+) -> anyhow::Result<Option<qos::DeviceProfile>> {
+    if config.qos.probe != server::config::ProbeMode::On
+        || config.qos.configured_profile()?.is_some()
+    {
+        return Ok(None);
+    }
+    let Some((name, path)) = config.volumes.iter().find_map(|v| match &v.backend {
+        server::config::BackendConfig::File { path, .. } => Some((v.name.clone(), path.clone())),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let probe = calibrate::probe::probe_dir(&dir, &format!("probe-{name}"))
+        .with_context(|| format!("probing volume {name}'s device in {}", dir.display()))?;
+    let p = &probe.fit.profile;
+    say(
+        format,
+        &format!(
+            "probed volume {name}'s device ({}, {}) in {} ms: a write costs {} mtok, {} tokens/s \
+             at a p95 of {} us",
+            dir.display(),
+            if probe.direct {
+                "O_DIRECT"
+            } else {
+                "page cache"
+            },
+            probe.elapsed.as_millis(),
+            p.write_cost_mtok,
+            p.points[0].tokens_per_sec,
+            p.points[0].p95_read_latency_ns / 1000
+        ),
+    );
+    Ok(Some(probe.fit.profile))
+}
+
 /// What `ullstack serve` tells its operator outside the events: a line on stderr in the text
 /// format, an event `serve` in the JSON format (so stderr stays JSON lines).
 fn say(format: server::LogFormat, line: &str) {
@@ -252,14 +296,14 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
         args.config = Some(path);
         args.check = true;
     }
-    let config = build_config(&args)?;
+    let mut config = build_config(&args)?;
     for warning in config.startup_warnings() {
         match format {
             server::LogFormat::Text => eprintln!("ullstack serve: warning: {warning}"),
             server::LogFormat::Json => tracing::warn!(event = "serve", "{warning}"),
         }
     }
-    let profile_lines = config
+    config
         .volume_profile_lines()
         .context("choosing the QoS profile")?;
     if args.check {
@@ -267,6 +311,10 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
         print!("{}", config.summary_toml());
         return Ok(0);
     }
+    config.qos.probed_profile = probe_file_volume(&config, format)?;
+    let profile_lines = config
+        .volume_profile_lines()
+        .context("choosing the QoS profile")?;
     server::signals::block_signals().context("blocking SIGINT/SIGTERM/SIGHUP")?;
     let fleet_facts = fleet_facts(&config)?;
     if let Some(r) = &fleet_facts.registry {
@@ -278,8 +326,12 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
     if args.config.is_some() {
         // A reload reads the file again with this command line's overrides, as at start.
         let again = args.clone();
+        // The probe ran once: a reload keeps its profile (probing again would change it).
+        let probed = handle.shared().config.qos.probed_profile.clone();
         handle.set_config_source(server::ConfigSource::new(move || {
-            build_config(&again).map_err(|e| format!("{e:#}"))
+            let mut c = build_config(&again).map_err(|e| format!("{e:#}"))?;
+            c.qos.probed_profile = probed.clone();
+            Ok(c)
         }));
     }
     let a = handle.addrs;

@@ -531,6 +531,25 @@ pub struct QosConfig {
     /// ≤ the device rate, as published.
     #[serde(default)]
     pub admission_headroom: qos::AdmissionHeadroom,
+    /// `"on"`: `ullstack serve` probes the first file volume's device for about a second at
+    /// start-up when no profile is configured, and prices the flash volumes with the fitted
+    /// profile (crate calibrate, module `probe`; module `profile`); `"off"` (the default).
+    #[serde(default)]
+    pub probe: ProbeMode,
+    /// The profile the start-up probe fitted: not a config key (`ullstack serve` sets it).
+    #[serde(skip)]
+    pub probed_profile: Option<qos::DeviceProfile>,
+}
+
+/// Whether `ullstack serve` probes a file volume's device at start-up (`[qos] probe`).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProbeMode {
+    /// Use the configured profile, or `reflex-a` for flash volumes.
+    #[default]
+    Off,
+    /// Fit a profile to a quick probe when none is configured.
+    On,
 }
 
 impl Default for QosConfig {
@@ -544,6 +563,8 @@ impl Default for QosConfig {
             vrate_tuning: qos::VrateConfig::default(),
             lc_surge_pct: default_lc_surge_pct(),
             admission_headroom: qos::AdmissionHeadroom::default(),
+            probe: ProbeMode::Off,
+            probed_profile: None,
         }
     }
 }

@@ -37,11 +37,16 @@
 //! QoS profile reflex-a (auto: a file or emulated volume is priced as flash; give a calibrated
 //! profile with --profile)`.
 //!
+//! `[qos] probe = "on"`: with no profile configured, `ullstack serve` probes the first file
+//! volume's device for about a second before starting (crate calibrate, module `probe`: a
+//! scratch file beside the volume, the full calibration's fit) and the flash volumes are
+//! priced with what it fitted ([`ProfileSource::AutoProbed`]); a reload keeps that profile.
+//!
 //! # What it leaves out
 //! A bucket per flash volume (two file volumes on different disks share the server's one
 //! bucket and its one profile), tokens counted for the unpaced requests of a memory volume
-//! beside flash (the request metrics count them; the tenants' token counters do not), and a
-//! start-up probe of the file's device: `ullstack calibrate` measures it offline.
+//! beside flash (the request metrics count them; the tenants' token counters do not), and the
+//! full calibration (`ullstack calibrate` measures a device offline; the probe is a second of it).
 //!
 //! # Config keys
 //! `[qos] profile` (`"auto"`, a profile name, or the `[qos.profile]` table); `[[volume]]
@@ -66,6 +71,9 @@ pub enum ProfileSource {
     AutoMemoryBesideFlash,
     /// `auto`, a file or an emulated drive: [`FLASH_DEFAULT_PROFILE`].
     AutoFlash,
+    /// `auto` with `[qos] probe = "on"`: the profile the start-up probe fitted to the first
+    /// file volume's device.
+    AutoProbed,
 }
 
 impl ProfileSource {
@@ -76,6 +84,10 @@ impl ProfileSource {
             ProfileSource::AutoMemory => "auto: every volume is in memory",
             ProfileSource::AutoMemoryBesideFlash => {
                 "auto: in memory beside flash volumes; not paced by their bucket"
+            }
+            ProfileSource::AutoProbed => {
+                "auto: fitted to a start-up probe of the file volume's device ([qos] probe = \"on\"); \
+                 give a calibrated profile with --profile"
             }
             ProfileSource::AutoFlash => {
                 "auto: a file or emulated volume is priced as flash; give a calibrated profile \
@@ -154,6 +166,8 @@ impl ServerConfig {
             .all(|v| matches!(v.backend, BackendConfig::Memory { .. }));
         let (profile, source) = if all_memory {
             (qos::DeviceProfile::memory(), ProfileSource::AutoMemory)
+        } else if let Some(probed) = &self.qos.probed_profile {
+            (probed.clone(), ProfileSource::AutoProbed)
         } else {
             let flash = qos::DeviceProfile::named(FLASH_DEFAULT_PROFILE)
                 .unwrap_or_else(|e| unreachable!("the flash default is shipped: {e}"));
@@ -175,7 +189,11 @@ impl ServerConfig {
             .iter()
             .map(|v| {
                 let memory = matches!(v.backend, BackendConfig::Memory { .. });
-                if memory && bucket.source == ProfileSource::AutoFlash {
+                let flash_bucket = matches!(
+                    bucket.source,
+                    ProfileSource::AutoFlash | ProfileSource::AutoProbed
+                );
+                if memory && flash_bucket {
                     VolumeProfile {
                         profile: qos::DeviceProfile::memory(),
                         source: ProfileSource::AutoMemoryBesideFlash,
@@ -273,6 +291,28 @@ mod tests {
         assert!(volumes
             .iter()
             .all(|v| v.pacing == Pacing::Bucket && v.profile.name == "reflex-a"));
+    }
+
+    /// A probed profile (what `ullstack serve` sets with `[qos] probe = "on"`) prices the flash
+    /// volumes under `auto`; a memory volume beside them stays unpaced; a configured profile
+    /// wins over it; an all-memory server ignores it.
+    #[test]
+    fn a_probed_profile_prices_the_flash_volumes() {
+        let mut probed = qos::DeviceProfile::reflex_a();
+        probed.name = "probe-f".into();
+        let mut c = config(&format!("{MEMORY}{FILE}"), "[qos]\nprobe = \"on\"\n");
+        assert_eq!(c.qos.probe, super::super::ProbeMode::On);
+        c.qos.probed_profile = Some(probed.clone());
+        let volumes = c.volume_profiles().expect("valid");
+        assert_eq!(volumes[0].pacing, Pacing::Unpaced);
+        assert_eq!(volumes[1].profile, probed);
+        assert_eq!(volumes[1].source, ProfileSource::AutoProbed);
+        let mut c = config(FILE, "[qos]\nprofile = \"memory\"\n");
+        c.qos.probed_profile = Some(probed.clone());
+        assert_eq!(c.device_profile().expect("valid").name, "memory");
+        let mut c = config(MEMORY, "");
+        c.qos.probed_profile = Some(probed);
+        assert_eq!(c.device_profile().expect("valid").name, "memory");
     }
 
     #[test]
