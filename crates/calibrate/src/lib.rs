@@ -35,6 +35,9 @@
 //!    through the study machinery, [`report`]: the model drawn over the measured curves, the fit
 //!    error as a band) and `report.html`.
 //!
+//! [`mod@probe`] is a second of the closed loop, for `ullstack serve`'s start-up probe of a file
+//! volume's device (`[qos] probe = "on"`): nine points on a scratch file, the same fit.
+//!
 //! Beside the closed loop, [`open_loop`] calibrates the server's `emulated` backend from the
 //! model with open-loop (Poisson) probes, a search per mix and target, and a verification pass
 //! on held-out streams; it shares the write-weight fit and profile assembly with [`curves`].
