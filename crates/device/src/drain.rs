@@ -715,6 +715,17 @@ mod tests {
     fn read_into_all_dirty_dram(
         staging: crate::config::ReadStaging,
     ) -> (Ssd, SimTime, Vec<crate::Completion>) {
+        let (mut s, at, done) = all_dirty_dram(staging);
+        s.submit(at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
+            .unwrap();
+        (s, at, done)
+    }
+
+    /// [`small_tlc`] with all of its DRAM write buffer, every line of it dirty (400 units,
+    /// unhinted writes under `on-full`), advanced to the returned time.
+    fn all_dirty_dram(
+        staging: crate::config::ReadStaging,
+    ) -> (Ssd, SimTime, Vec<crate::Completion>) {
         let mut c = small_tlc(DrainMode::Vanilla);
         c.cache.dram_bytes = c.cache.write_buffer_bytes;
         c.cache.prefetch_pages = 0;
@@ -724,8 +735,6 @@ mod tests {
         let at = SimTime(s.now.0 + 1);
         let mut done = Vec::new();
         s.advance_to(at, &mut done);
-        s.submit(at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
-            .unwrap();
         (s, at, done)
     }
 
@@ -770,15 +779,7 @@ mod tests {
         use crate::config::ReadStaging;
         let mut outcomes = Vec::new();
         for staging in [ReadStaging::Buffer, ReadStaging::BufferInOrder] {
-            let mut c = small_tlc(DrainMode::Vanilla);
-            c.cache.dram_bytes = c.cache.write_buffer_bytes;
-            c.cache.prefetch_pages = 0;
-            c.cache.read_staging = staging;
-            let mut s = open(&c, true);
-            fill(&mut s, 100);
-            let at = SimTime(s.now.0 + 1);
-            let mut done = Vec::new();
-            s.advance_to(at, &mut done);
+            let (mut s, at, mut done) = all_dirty_dram(staging);
             for k in 0..20u32 {
                 let c = cmd(6000 + k, IoOp::Write, 3000 + 4 * k as u64, 4, Hint::None);
                 s.submit(at, 1, c).unwrap();

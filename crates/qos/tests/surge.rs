@@ -16,6 +16,25 @@ fn be() -> TenantSpec {
     TenantSpec::BestEffort(BeSpec::default())
 }
 
+/// Scenario 1's LC tenant: `iops` of 4 KiB requests, `read_pct` % reads, a 500 µs p95.
+fn spec(iops: u64, read_pct: u8) -> TenantSpec {
+    TenantSpec::LatencyCritical(LcSlo {
+        p95_read_latency_ns: 500_000,
+        iops,
+        read_pct,
+        request_bytes: 4096,
+    })
+}
+
+/// Poisson arrivals of 4 KiB requests at `iops`, `read_pct` % reads.
+fn load(iops: u64, read_pct: u8) -> Load {
+    Load::Poisson {
+        iops,
+        read_pct,
+        bytes: 4096,
+    }
+}
+
 fn harness(lc_surge_pct: u32) -> Harness {
     Harness::with_registry(
         1,
@@ -190,19 +209,6 @@ fn an_lc_burst_on_an_idle_device_drains_at_the_spare_rate() {
 #[test]
 fn scenario_one_with_poisson_arrivals() {
     let mut h = harness(qos::DEFAULT_LC_SURGE_PCT);
-    let spec = |iops, read_pct| {
-        TenantSpec::LatencyCritical(LcSlo {
-            p95_read_latency_ns: 500_000,
-            iops,
-            read_pct,
-            request_bytes: 4096,
-        })
-    };
-    let load = |iops, read_pct| Load::Poisson {
-        iops,
-        read_pct,
-        bytes: 4096,
-    };
     let a = h.add(spec(120_000, 100), load(120_000, 100), &[0]);
     let b = h.add(spec(70_000, 80), load(70_000, 80), &[0]);
     let c = h.add(be(), flood(), &[0]);
@@ -409,19 +415,6 @@ fn scenario_one_at_a_tenth_is_admitted_and_meets_its_share() {
         },
     );
     assert_eq!(h.registry.capacity().lc_surge_ppm, 0);
-    let spec = |iops, read_pct| {
-        TenantSpec::LatencyCritical(LcSlo {
-            p95_read_latency_ns: 500_000,
-            iops,
-            read_pct,
-            request_bytes: 4096,
-        })
-    };
-    let load = |iops, read_pct| Load::Poisson {
-        iops,
-        read_pct,
-        bytes: 4096,
-    };
     let a = h.add(spec(12_000, 100), load(12_000, 100), &[0]);
     let b = h.add(spec(7_000, 80), load(7_000, 80), &[0]);
     for read_pct in [95, 25] {
