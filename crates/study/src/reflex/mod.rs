@@ -33,7 +33,10 @@
 //! * **Device**: `nvme-tlc` with program suspend on ([`DEVICE_A_TOML`]). The published device
 //!   "A" is a commodity datacenter NVMe TLC drive; our `nvme-tlc` preset is of its class (reads
 //!   58–107 µs); such drives suspend programs for reads (an assumption: device.md lists suspend
-//!   as a mechanism; the preset leaves it off). The scheduler's profile is `reflex-a`, the
+//!   as a mechanism; the preset leaves it off). Its controller has four firmware cores at
+//!   700 ns a read, where the `nvme-tlc` preset (an Intel 750) has one at 2,275 ns: device "A"
+//!   sustains about 1 M read-only IOPS (presets.md), more than the 750's 430 K, so its 4 KiB
+//!   reads are bound by the link, not by its firmware. The scheduler's profile is `reflex-a`, the
 //!   published cost table (presets.md), *not* a calibration of this model: `ullstack calibrate
 //!   model:…` is how one would be made, and the report says which was used.
 //! * **BE load**: "take what they can": each BE tenant of scenarios 1 and 2 has

@@ -27,7 +27,7 @@ use super::Part;
 use crate::Size;
 
 /// The stand-in for device "A" (see the module essay).
-pub const DEVICE_A_TOML: &str = r#"{ preset = "nvme-tlc", flash = { suspend = "on" } }"#;
+pub const DEVICE_A_TOML: &str = r#"{ preset = "nvme-tlc", flash = { suspend = "on" }, ctrl = { firmware_cores = 4, firmware_read_ns = 700 } }"#;
 /// Connections per BE tenant of scenarios 1 and 2.
 pub const BE_CONNECTIONS: u32 = 4;
 /// Requests each BE connection keeps in flight (the server's `max_inflight_requests` default).
