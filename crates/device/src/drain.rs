@@ -721,6 +721,13 @@ mod tests {
         (s, at, done)
     }
 
+    /// The completion of command `cid` among `done`.
+    fn completed(done: &[crate::Completion], cid: u32) -> &crate::Completion {
+        done.iter()
+            .find(|d| d.cid == cid)
+            .unwrap_or_else(|| panic!("command {cid} completed"))
+    }
+
     /// [`small_tlc`] with all of its DRAM write buffer, every line of it dirty (400 units,
     /// unhinted writes under `on-full`), advanced to the returned time.
     fn all_dirty_dram(
@@ -748,10 +755,7 @@ mod tests {
         for staging in [ReadStaging::Bypass, ReadStaging::Buffer] {
             let (mut s, at, mut done) = read_into_all_dirty_dram(staging);
             run(&mut s, &mut done);
-            let read = done
-                .iter()
-                .find(|d| d.cid == 5000)
-                .expect("the read completed");
+            let read = completed(&done, 5000);
             waits.push((read.at - at, s.stats.read_staging_stalls));
             s.check_consistency().unwrap();
         }
@@ -790,10 +794,7 @@ mod tests {
             s.submit(read_at, 1, cmd(5000, IoOp::Read, 10_000, 1, Hint::None))
                 .unwrap();
             run(&mut s, &mut done);
-            let read = done
-                .iter()
-                .find(|d| d.cid == 5000)
-                .expect("the read completed");
+            let read = completed(&done, 5000);
             let writes: Vec<SimTime> = done
                 .iter()
                 .filter(|d| (6000..6020).contains(&d.cid))
@@ -824,10 +825,7 @@ mod tests {
         s.submit(at, 1, cmd(5001, IoOp::Trim, 10_000, 1, Hint::None))
             .unwrap();
         run(&mut s, &mut done);
-        let read = done
-            .iter()
-            .find(|d| d.cid == 5000)
-            .expect("the read completed");
+        let read = completed(&done, 5000);
         assert_eq!(s.stats.read_staging_stalls, 1, "the read waited to stage");
         assert_eq!(
             read.read_versions.as_deref(),
