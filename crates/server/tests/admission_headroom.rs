@@ -12,8 +12,8 @@
 
 mod common;
 
+use client::bench;
 use client::bench::report::TenantReport;
-use client::bench::{self, BenchConfig, Progress};
 
 const LC_IOPS: u64 = 2_500;
 const LC_FLOWS: usize = 4;
@@ -60,18 +60,7 @@ fn lc_flows_admitted_up_to_the_refusal_point_meet_their_slos_beside_be() {
         )
         .expect("be spec"),
     );
-    let report = bench::run(&BenchConfig {
-        server: addr.to_string(),
-        duration_ns: Some(3_000_000_000),
-        ios_per_tenant: None,
-        warmup_ns: 1_000_000_000,
-        threads: 1,
-        seed: 28,
-        tenants,
-        progress: Progress::Hidden,
-        tls: None,
-    })
-    .expect("bench runs");
+    let report = common::bench_4s(addr, tenants, 28);
     server.shutdown();
 
     let lc = &report.tenants[..LC_FLOWS];

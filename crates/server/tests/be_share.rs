@@ -7,7 +7,7 @@
 
 mod common;
 
-use client::bench::{self, BenchConfig, Progress};
+use client::bench;
 
 const DEVICE_TOKENS_PER_SEC: u64 = 20_000;
 /// Tokens of one 4 KiB request at 90 % reads on the profile below (0.9 × 1 + 0.1 × 10).
@@ -28,21 +28,14 @@ fn a_registered_be_flow_gets_the_device_not_half_of_it() {
     let config = common::lc_be_config(r#"{ kind = "memory", size = "1GiB" }"#, &tiny_profile());
     let server = server::start(config).expect("server starts");
     let addr = server.addrs.native.expect("native listener");
-    let report = bench::run(&BenchConfig {
-        server: addr.to_string(),
-        duration_ns: Some(3_000_000_000),
-        ios_per_tenant: None,
-        warmup_ns: 1_000_000_000,
-        threads: 1,
-        seed: 7,
-        tenants: bench::spec::parse_tenant(
+    let report = common::bench_4s(
+        addr,
+        bench::spec::parse_tenant(
             "name=be,secret=be-secret-1,volume=vol,qd=32,read=90,size=4k,span=512m,register=yes",
         )
         .expect("be spec"),
-        progress: Progress::Hidden,
-        tls: None,
-    })
-    .expect("bench runs");
+        7,
+    );
     let be = &report.tenants[0];
     let tokens_per_sec = be.iops * TOKENS_PER_IO;
     println!(

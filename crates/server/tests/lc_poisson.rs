@@ -16,8 +16,8 @@
 
 mod common;
 
+use client::bench;
 use client::bench::report::{BenchReport, TenantReport};
-use client::bench::{self, BenchConfig, Progress};
 use server::config::ServerConfig;
 
 const LC_IOPS: u64 = 1_000;
@@ -69,18 +69,7 @@ fn run(backend: &str, lc_surge_pct: u32, with_be: bool) -> BenchReport {
             .expect("be spec"),
         );
     }
-    let report = bench::run(&BenchConfig {
-        server: addr.to_string(),
-        duration_ns: Some(3_000_000_000),
-        ios_per_tenant: None,
-        warmup_ns: 1_000_000_000,
-        threads: 1,
-        seed: 11,
-        tenants,
-        progress: Progress::Hidden,
-        tls: None,
-    })
-    .expect("bench runs");
+    let report = common::bench_4s(addr, tenants, 11);
     server.shutdown();
     for t in &report.tenants {
         assert!(t.refused.is_none(), "{} refused: {:?}", t.name, t.refused);

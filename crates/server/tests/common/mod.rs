@@ -574,3 +574,24 @@ pub fn self_signed(tag: &str) -> (TempFile, TempFile) {
     std::fs::write(&k.0, key.private_key_to_pem_pkcs8().expect("key pem")).expect("write key");
     (c, k)
 }
+
+/// `ullstack bench` against `addr`: 1 s of warm-up, then 3 s measured, on one thread with
+/// `seed`, no TLS; panics if the bench fails.
+pub fn bench_4s(
+    addr: SocketAddr,
+    tenants: Vec<client::bench::spec::TenantSpec>,
+    seed: u64,
+) -> client::bench::report::BenchReport {
+    client::bench::run(&client::bench::BenchConfig {
+        server: addr.to_string(),
+        duration_ns: Some(3_000_000_000),
+        ios_per_tenant: None,
+        warmup_ns: 1_000_000_000,
+        threads: 1,
+        seed,
+        tenants,
+        progress: client::bench::Progress::Hidden,
+        tls: None,
+    })
+    .expect("bench runs")
+}
