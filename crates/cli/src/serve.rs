@@ -240,20 +240,8 @@ fn probe_file_volume(
     config: &server::config::ServerConfig,
     format: server::LogFormat,
 ) -> anyhow::Result<Option<qos::DeviceProfile>> {
-    if config.qos.probe != server::config::ProbeMode::On
-        || config.qos.configured_profile()?.is_some()
-    {
+    let Some((name, dir)) = config.probe_target()? else {
         return Ok(None);
-    }
-    let Some((name, path)) = config.volumes.iter().find_map(|v| match &v.backend {
-        server::config::BackendConfig::File { path, .. } => Some((v.name.clone(), path.clone())),
-        _ => None,
-    }) else {
-        return Ok(None);
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
     };
     let probe = calibrate::probe::probe_dir(&dir, &format!("probe-{name}"))
         .with_context(|| format!("probing volume {name}'s device in {}", dir.display()))?;

@@ -52,7 +52,9 @@
 //! `[qos] profile` (`"auto"`, a profile name, or the `[qos.profile]` table); `[[volume]]
 //! backend.kind` decides `auto`.
 
-use super::{invalid, BackendConfig, ConfigError, ProfileConfig, QosConfig, ServerConfig};
+use super::{
+    invalid, BackendConfig, ConfigError, ProbeMode, ProfileConfig, QosConfig, ServerConfig,
+};
 
 /// `[qos] profile = "auto"`: pick the profile by the volumes' backends (the default).
 pub const AUTO_PROFILE_NAME: &str = "auto";
@@ -176,6 +178,25 @@ impl ServerConfig {
         Ok(ProfileChoice { profile, source })
     }
 
+    /// What `[qos] probe = "on"` probes: the first file volume's name and the folder its file
+    /// is in (the probe's scratch file goes beside it); `None` when the probe is off, a
+    /// profile is configured or no volume is a file.
+    pub fn probe_target(&self) -> Result<Option<(String, std::path::PathBuf)>, ConfigError> {
+        if self.qos.probe != ProbeMode::On || self.qos.configured_profile()?.is_some() {
+            return Ok(None);
+        }
+        Ok(self.volumes.iter().find_map(|v| match &v.backend {
+            BackendConfig::File { path, .. } => {
+                let dir = match path.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => std::path::PathBuf::from("."),
+                };
+                Some((v.name.clone(), dir))
+            }
+            _ => None,
+        }))
+    }
+
     /// The device profile of [`Self::profile_choice`].
     pub fn device_profile(&self) -> Result<qos::DeviceProfile, ConfigError> {
         Ok(self.profile_choice()?.profile)
@@ -291,6 +312,26 @@ mod tests {
         assert!(volumes
             .iter()
             .all(|v| v.pacing == Pacing::Bucket && v.profile.name == "reflex-a"));
+    }
+
+    /// `[qos] probe = "on"` probes the first file volume, beside its file; nothing is probed
+    /// with the probe off, a configured profile or no file volume.
+    #[test]
+    fn the_probe_targets_the_first_file_volume_s_folder() {
+        let on = "[qos]\nprobe = \"on\"\n";
+        let (name, dir) = config(&format!("{MEMORY}{FILE}"), on)
+            .probe_target()
+            .expect("valid")
+            .expect("a file volume to probe");
+        assert_eq!(name, "f");
+        assert_eq!(dir, std::path::PathBuf::from("/tmp"));
+        assert_eq!(config(FILE, "").probe_target().expect("valid"), None);
+        assert_eq!(config(MEMORY, on).probe_target().expect("valid"), None);
+        let configured = "[qos]\nprobe = \"on\"\nprofile = \"reflex-a\"\n";
+        assert_eq!(
+            config(FILE, configured).probe_target().expect("valid"),
+            None
+        );
     }
 
     /// A probed profile (what `ullstack serve` sets with `[qos] probe = "on"`) prices the flash
