@@ -101,6 +101,33 @@ impl Sq {
         self.valid[slot as usize / 64] & (1 << (slot % 64)) != 0
     }
 
+    /// The valid slots, lowest first: the CAM's match lines in priority order. A slot holds an
+    /// entry exactly while it is valid (`submit` fills and sets it, `fetch` clears and takes it),
+    /// so these are the occupied slots too.
+    fn valid_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.valid.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (w * 64) as u32 + b
+                })
+            })
+        })
+    }
+
+    /// The lowest slot not valid (so empty), if any.
+    fn first_free(&self) -> Option<u32> {
+        let (w, word) = self
+            .valid
+            .iter()
+            .enumerate()
+            .find(|&(_, &word)| word != u64::MAX)?;
+        let slot = (w * 64) as u32 + (!word).trailing_zeros();
+        ((slot as usize) < self.entries.len()).then_some(slot)
+    }
+
     fn set_valid(&mut self, slot: u32, on: bool) {
         let (w, b) = (slot as usize / 64, 1u64 << (slot % 64));
         if on {
@@ -192,14 +219,14 @@ impl Xler {
         // The merge logic waits for the SSD's fetch to release the SQ.
         let start = now.max(q.barrier_until);
         let done = start + self.cfg.cam_ns;
-        let hit = (0..q.entries.len() as u32).find(|&s| {
-            q.is_valid(s)
-                && q.entries[s as usize].as_ref().is_some_and(|e| {
-                    let (end, req_end) = (e.slba + e.sectors as u64, slba + sectors as u64);
-                    let same = e.slba == slba && e.sectors == sectors;
-                    let adjacent = end == slba || req_end == e.slba;
-                    e.op == op && (same || (adjacent && e.sectors + sectors <= max))
-                })
+        // Only valid slots are compared (the bitmap's set bits, lowest first: the first match).
+        let hit = q.valid_slots().find(|&s| {
+            q.entries[s as usize].as_ref().is_some_and(|e| {
+                let (end, req_end) = (e.slba + e.sectors as u64, slba + sectors as u64);
+                let same = e.slba == slba && e.sectors == sectors;
+                let adjacent = end == slba || req_end == e.slba;
+                e.op == op && (same || (adjacent && e.sectors + sectors <= max))
+            })
         });
         if let Some(slot) = hit {
             let e = q.entries[slot as usize]
@@ -217,9 +244,11 @@ impl Xler {
                 ready_at: done,
             });
         }
-        let slot = (0..q.entries.len() as u32)
-            .find(|&s| q.entries[s as usize].is_none())
-            .ok_or(AccelError::Full(sq))?;
+        let slot = q.first_free().ok_or(AccelError::Full(sq))?;
+        assert!(
+            q.entries[slot as usize].is_none(),
+            "SQ {sq} slot {slot} is not valid but holds an entry"
+        );
         q.entries[slot as usize] = Some(Entry {
             op,
             slba,
@@ -405,5 +434,40 @@ mod tests {
         // Poll every 100 ns, MSI 500 ns later.
         assert_eq!(x.completion_irq_at(SimTime(1_001)), SimTime(1_600));
         assert_eq!(x.completion_irq_at(SimTime(1_000)), SimTime(1_500));
+    }
+
+    /// Past the bitmap's first word: a request takes the lowest free slot, a freed slot is
+    /// taken again before any higher one, and a merge goes to the lowest matching valid slot.
+    #[test]
+    fn slots_beyond_one_bitmap_word_are_found_lowest_first() {
+        let mut x = Xler::new(AccelConfig::default(), 1, 130, 256);
+        // Non-adjacent reads fill slots 0..130 in order; the SQ is then full.
+        for i in 0..130u64 {
+            let s = x
+                .submit(SimTime(0), 0, IoOp::Read, i * 100, 8, i as u32)
+                .unwrap();
+            assert_eq!(s.placed, Placed::New { slot: i as u32 });
+        }
+        assert_eq!(
+            x.submit(SimTime(0), 0, IoOp::Read, 1_000_000, 8, 999),
+            Err(AccelError::Full(0))
+        );
+        // Fetching frees slots in fetch order (0, then 1): slot 0 is taken first, then 1.
+        x.fetch(SimTime(10), 0).unwrap();
+        x.fetch(SimTime(10), 0).unwrap();
+        let a = x
+            .submit(SimTime(10), 0, IoOp::Read, 1_000_000, 8, 200)
+            .unwrap();
+        assert_eq!(a.placed, Placed::New { slot: 0 });
+        let b = x
+            .submit(SimTime(10), 0, IoOp::Read, 2_000_000, 8, 201)
+            .unwrap();
+        assert_eq!(b.placed, Placed::New { slot: 1 });
+        // A read adjacent to slot 100's entry (sectors 10 000..10 008) merges into it.
+        let m = x
+            .submit(SimTime(10), 0, IoOp::Read, 10_008, 8, 202)
+            .unwrap();
+        assert_eq!(m.placed, Placed::Merged { slot: 100 });
+        assert_eq!(x.valid_entries(0), 130);
     }
 }
