@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use proto::wire::{
     self, Access, ErrorBody, HelloBody, HelloReply, Opcode, RefusalCode, RegisterBody,
-    RegisterReply, ReplyHeader, RequestHeader, Status, TenantClass, WriteMode,
+    RegisterClass, RegisterReply, ReplyHeader, RequestHeader, Status, WriteMode,
     CONTROL_PAYLOAD_MAX_BYTES,
 };
 use proto::Decode;
@@ -340,7 +340,7 @@ impl Client {
 
     /// Register a flow as latency-critical (with its SLO) or best-effort. A refusal by
     /// admission control is [`ClientError::Refused`] with the server's code and reason.
-    pub async fn register(&self, class: TenantClass) -> Result<TenantHandle, ClientError> {
+    pub async fn register(&self, class: RegisterClass) -> Result<TenantHandle, ClientError> {
         let body = RegisterBody { class }.encode();
         match self.call(RequestHeader::register(0), &body).await {
             Ok(payload) => {
@@ -618,8 +618,8 @@ pub fn latency_critical(
     iops: u64,
     read_pct: u8,
     request_size_bytes: u32,
-) -> TenantClass {
-    TenantClass::LatencyCritical(proto::wire::Slo {
+) -> RegisterClass {
+    RegisterClass::LatencyCritical(proto::wire::Slo {
         p95_read_latency_ns,
         iops,
         read_pct,

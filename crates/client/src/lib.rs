@@ -36,5 +36,5 @@ pub mod tls;
 
 pub use connection::{latency_critical, Client, Credentials, TenantHandle};
 pub use error::ClientError;
-pub use proto::wire::{Access, Slo, Status, TenantClass, WriteMode};
+pub use proto::wire::{Access, RegisterClass, Slo, Status, WriteMode};
 pub use tls::{ClientTls, ServerCheck};

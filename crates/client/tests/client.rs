@@ -5,7 +5,7 @@ mod common;
 use std::sync::atomic::Ordering;
 
 use client::{
-    latency_critical, Client, ClientError, Credentials, Status, TenantClass, TenantHandle,
+    latency_critical, Client, ClientError, Credentials, RegisterClass, Status, TenantHandle,
 };
 use common::Mode;
 use proto::wire::{RefusalCode, WriteMode};
@@ -53,7 +53,7 @@ async fn register_returns_a_handle_or_the_servers_refusal() {
         .await
         .unwrap();
     assert_ne!(h, TenantHandle::DEFAULT);
-    let be = c.register(TenantClass::BestEffort).await.unwrap();
+    let be = c.register(RegisterClass::BestEffort).await.unwrap();
     assert_ne!(be, h);
     match c
         .register(latency_critical(500_000, 50_000, 80, 4096))
@@ -79,7 +79,7 @@ async fn register_returns_a_handle_or_the_servers_refusal() {
 async fn data_round_trips_and_errors_carry_the_status() {
     let fake = common::start(Mode::Normal).await;
     let c = connect(&fake).await;
-    let h = c.register(TenantClass::BestEffort).await.unwrap();
+    let h = c.register(RegisterClass::BestEffort).await.unwrap();
     let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
     c.write(h, 4096, &data, WriteMode::Fua).await.unwrap();
     assert_eq!(c.read(h, 4096, 8192).await.unwrap(), data);
@@ -110,7 +110,7 @@ async fn data_round_trips_and_errors_carry_the_status() {
 async fn many_requests_in_flight_are_matched_by_cookie_out_of_order() {
     let fake = common::start(Mode::Normal).await;
     let c = connect(&fake).await;
-    let h = c.register(TenantClass::BestEffort).await.unwrap();
+    let h = c.register(RegisterClass::BestEffort).await.unwrap();
     // Stamp each 4 KB block with its index.
     let blocks = 256u64;
     let mut writes = Vec::new();

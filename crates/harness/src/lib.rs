@@ -310,19 +310,9 @@ fn run_server(
         let (r, w) = (lat(&t.reads.latency_ns), lat(&t.writes.latency_ns));
         let slo_p95 = t.slo.as_ref().map(|s| s.p95_read_latency_ns);
         let read_p95 = r.as_ref().map_or(0, |l| l.p95);
-        let class = match t.class {
-            "lc" => TenantClass::LatencyCritical,
-            "be" => TenantClass::BestEffort,
-            other => {
-                return Err(format!(
-                    "bench reported tenant {:?} of class {other:?}",
-                    t.name
-                ))
-            }
-        };
         tenants.push(TenantResult {
             name: t.name.clone(),
-            class,
+            class: t.class,
             slo_p95_read_latency_ns: slo_p95,
             slo_iops: t.slo.as_ref().map(|s| s.iops),
             // Never in a real run's report (its scenario has them).

@@ -46,6 +46,18 @@ pub mod wire;
 
 mod bytes;
 
+/// What a tenant may do on a volume: the right a server config's ACL entry grants
+/// (`access = "read" | "read-write"`), the one an OK HELLO reply reports (its best right
+/// anywhere on the volume; the ACL may still deny particular ranges) and whether an NBD export
+/// may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+pub enum Access {
+    #[serde(rename = "read")]
+    ReadOnly,
+    #[serde(rename = "read-write")]
+    ReadWrite,
+}
+
 /// The outcome of offering a decoder the bytes received so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decode<T> {

@@ -7,7 +7,7 @@ use proto::{Decode, Disposition};
 
 const MAX: u32 = 32 << 20;
 
-fn export(access: ExportAccess) -> ExportInfo {
+fn export(access: Access) -> ExportInfo {
     ExportInfo {
         name: "default".into(),
         description: "in-memory volume".into(),
@@ -82,7 +82,7 @@ fn drive(input: &[u8], chunk: usize) -> (Vec<u8>, Option<HandshakeEvent>, Vec<u8
         let event = match step.event {
             Some(HandshakeEvent::ExportRequested(q)) => {
                 let answer = if q.name == "default" || q.name.is_empty() {
-                    Ok(export(ExportAccess::ReadWrite))
+                    Ok(export(Access::ReadWrite))
                 } else {
                     Err(ExportRefusal {
                         kind: RefusalKind::Unknown,
@@ -156,7 +156,7 @@ fn go_with_block_size_then_transmission_whole_and_byte_by_byte() {
     assert_eq!((replies[0].1, replies[0].2.len()), (REP_ACK, 0));
     let go: Vec<_> = replies[1..].iter().filter(|r| r.0 == OPT_GO).collect();
     assert_eq!(go.len(), 4, "EXPORT, NAME, BLOCK_SIZE, ACK: {go:?}");
-    let info = export(ExportAccess::ReadWrite);
+    let info = export(Access::ReadWrite);
     let mut export_info = INFO_EXPORT.to_be_bytes().to_vec();
     export_info.extend_from_slice(&(1u64 << 30).to_be_bytes());
     export_info.extend_from_slice(&info.flags.bits().to_be_bytes());
@@ -352,7 +352,7 @@ fn receive_consumes_nothing_while_an_answer_is_pending() {
 
 #[test]
 fn transmission_flags_are_truthful() {
-    let rw = export(ExportAccess::ReadWrite).flags;
+    let rw = export(Access::ReadWrite).flags;
     for f in [
         TransmissionFlags::HAS_FLAGS,
         TransmissionFlags::SEND_FLUSH,
@@ -364,12 +364,12 @@ fn transmission_flags_are_truthful() {
         assert!(rw.contains(f), "{f:#x}");
     }
     assert!(!rw.contains(TransmissionFlags::READ_ONLY));
-    let ro = export(ExportAccess::ReadOnly).flags;
+    let ro = export(Access::ReadOnly).flags;
     assert!(ro.contains(TransmissionFlags::READ_ONLY | TransmissionFlags::HAS_FLAGS));
     assert!(!ro.contains(TransmissionFlags::SEND_TRIM));
     assert!(!ro.contains(TransmissionFlags::SEND_FUA));
     assert!(!ro.contains(TransmissionFlags::SEND_WRITE_ZEROES));
-    let bare = TransmissionFlags::builder(ExportAccess::ReadWrite).build();
+    let bare = TransmissionFlags::builder(Access::ReadWrite).build();
     assert_eq!(bare.bits(), TransmissionFlags::HAS_FLAGS);
 }
 
@@ -466,8 +466,8 @@ fn oversize_and_garbage_requests_are_rejected_before_any_payload() {
 
 #[test]
 fn check_request_enforces_advertised_flags_rights_and_range() {
-    let rw = export(ExportAccess::ReadWrite);
-    let ro = export(ExportAccess::ReadOnly);
+    let rw = export(Access::ReadWrite);
+    let ro = export(Access::ReadOnly);
     let size = rw.size_bytes;
     let req = |command, flags, offset_bytes, length_bytes| RequestHeader {
         flags,
@@ -518,7 +518,7 @@ fn check_request_enforces_advertised_flags_rights_and_range() {
         check_request(&req(C::Read, 0, 0, 4096), ro.flags, size),
         Ok(())
     );
-    let no_trim = TransmissionFlags::builder(ExportAccess::ReadWrite).build();
+    let no_trim = TransmissionFlags::builder(Access::ReadWrite).build();
     assert_eq!(
         check_request(&req(C::Trim, 0, 0, 4096), no_trim, size),
         Err(Errno::Inval)

@@ -11,7 +11,7 @@ fn export() -> ExportInfo {
         name: "default".into(),
         description: String::new(),
         size_bytes: 1 << 20,
-        flags: TransmissionFlags::builder(ExportAccess::ReadWrite)
+        flags: TransmissionFlags::builder(Access::ReadWrite)
             .flush(true)
             .build(),
         block_sizes: None,

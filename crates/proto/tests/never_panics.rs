@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use proto::nbd::handshake::{
     ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, Negotiated, RefusalKind, TlsPolicy,
 };
-use proto::nbd::{transmission, ExportAccess, ExportInfo, TransmissionFlags};
+use proto::nbd::{transmission, Access, ExportInfo, TransmissionFlags};
 use proto::wire::{self, RequestHeader, WriteMode};
 use proto::Decode;
 
@@ -83,7 +83,7 @@ proptest! {
                 Some(HandshakeEvent::ExportRequested(q)) => {
                     let answer = if q.name.len() % 2 == 0 {
                         Ok(ExportInfo { name: q.name.clone(), description: String::new(), size_bytes: 1 << 20,
-                            flags: TransmissionFlags::builder(ExportAccess::ReadOnly).build(), block_sizes: None })
+                            flags: TransmissionFlags::builder(Access::ReadOnly).build(), block_sizes: None })
                     } else {
                         Err(ExportRefusal { kind: RefusalKind::Policy, message: "no".into() })
                     };

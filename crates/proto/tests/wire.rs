@@ -37,7 +37,7 @@ fn done(buf: &[u8]) -> (Request<'_>, usize) {
 fn every_request_round_trips() {
     let data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
     let lc = RegisterBody {
-        class: TenantClass::LatencyCritical(Slo {
+        class: RegisterClass::LatencyCritical(Slo {
             p95_read_latency_ns: 500_000,
             iops: 120_000,
             read_pct: 100,
@@ -416,7 +416,7 @@ fn hello_bodies_are_checked_field_by_field() {
 #[test]
 fn register_bodies_validate_class_and_slo() {
     let be = RegisterBody {
-        class: TenantClass::BestEffort,
+        class: RegisterClass::BestEffort,
     };
     assert_eq!(RegisterBody::decode(&be.encode()), Ok(be));
     let mut b = be.encode();
@@ -429,7 +429,7 @@ fn register_bodies_validate_class_and_slo() {
         })
     ));
     let lc = RegisterBody {
-        class: TenantClass::LatencyCritical(Slo {
+        class: RegisterClass::LatencyCritical(Slo {
             p95_read_latency_ns: 1,
             iops: 1,
             read_pct: 100,

@@ -711,13 +711,9 @@ impl SloConfig {
     }
 }
 
-/// Rights an ACL entry grants.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "kebab-case")]
-pub enum Access {
-    Read,
-    ReadWrite,
-}
+/// Rights an ACL entry grants (`access = "read" | "read-write"`): the one type the HELLO reply
+/// and an NBD export report.
+pub use proto::Access;
 
 /// One ACL entry: rights on a volume, optionally limited to LBA ranges.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]

@@ -400,10 +400,9 @@ impl NativeSession {
             );
             return;
         };
-        let access = match tenant.grant(volume).map(|g| g.access) {
-            Some(crate::config::Access::ReadWrite) => wire::Access::ReadWrite,
-            _ => wire::Access::ReadOnly,
-        };
+        let access = tenant
+            .grant(volume)
+            .map_or(wire::Access::ReadOnly, |g| g.access);
         let session = match ctx
             .shared
             .sessions
@@ -453,7 +452,7 @@ impl NativeSession {
     ) {
         let tenant = ctx.shared.tenants.get(authed.tenant);
         let (spec, slo_p95_ns) = match body.class {
-            wire::TenantClass::LatencyCritical(slo) => {
+            wire::RegisterClass::LatencyCritical(slo) => {
                 if tenant.class != TenantClass::LatencyCritical {
                     let message = format!(
                         "tenant {:?} is best-effort in the server's config; it may not register a latency-critical SLO",
@@ -480,7 +479,7 @@ impl NativeSession {
                     slo.p95_read_latency_ns,
                 )
             }
-            wire::TenantClass::BestEffort => {
+            wire::RegisterClass::BestEffort => {
                 (qos::TenantSpec::BestEffort(qos::BeSpec::default()), 0)
             }
         };

@@ -64,8 +64,8 @@ use proto::nbd::handshake::{
 };
 use proto::nbd::transmission::{self as tx, CommandType, SimpleReply};
 use proto::nbd::{
-    BlockSizes, Errno, ExportAccess, ExportInfo, TransmissionFlags, META_BASE_ALLOCATION_ID,
-    STATE_HOLE, STATE_ZERO,
+    BlockSizes, Errno, ExportInfo, TransmissionFlags, META_BASE_ALLOCATION_ID, STATE_HOLE,
+    STATE_ZERO,
 };
 use proto::Decode;
 use qos::Flow;
@@ -117,10 +117,9 @@ pub fn export_info(shared: &Shared, name: &str) -> Option<ExportInfo> {
     let export = shared.export_by_name(name)?;
     let volume = shared.volume(export.volume);
     let tenant = shared.tenants.get(export.tenant);
-    let access = match tenant.grant(export.volume).map(|g| g.access) {
-        Some(Access::ReadWrite) => ExportAccess::ReadWrite,
-        _ => ExportAccess::ReadOnly,
-    };
+    let access = tenant
+        .grant(export.volume)
+        .map_or(Access::ReadOnly, |g| g.access);
     let caps = volume.volume.caps();
     let flags = TransmissionFlags::builder(access)
         .flush(caps.flush)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use proto::wire::{
-    ErrorBody, RefusalCode, RegisterBody, RegisterReply, RequestHeader, Slo, Status, TenantClass,
+    ErrorBody, RefusalCode, RegisterBody, RegisterClass, RegisterReply, RequestHeader, Slo, Status,
 };
 
 const LC_CONFIG: &str = r#"
@@ -37,13 +37,13 @@ class = "be"
 acl = [{ volume = "vol", access = "read-write" }]
 "#;
 
-fn register(c: &mut RawNative, class: TenantClass) -> RawReply {
+fn register(c: &mut RawNative, class: RegisterClass) -> RawReply {
     let body = RegisterBody { class }.encode();
     c.call(RequestHeader::register(0), &body)
 }
 
-fn lc(p95_us: u64, iops: u64) -> TenantClass {
-    TenantClass::LatencyCritical(Slo {
+fn lc(p95_us: u64, iops: u64) -> RegisterClass {
+    RegisterClass::LatencyCritical(Slo {
         p95_read_latency_ns: p95_us * 1000,
         iops,
         read_pct: 100,

@@ -64,7 +64,7 @@ use thiserror::Error;
 use crate::connection::{Client, Credentials, TenantHandle};
 use crate::error::ClientError;
 use gen::{stream_seed, OpKind, RequestGen};
-use proto::wire::{Slo, TenantClass, WriteMode};
+use proto::wire::{RegisterClass, Slo, WriteMode};
 use report::{tenant_report, BenchReport, ConnStats};
 pub use spec::{ClassSpec, Load, Pattern, Registration, Scenario, SpecError, TenantSpec};
 
@@ -227,7 +227,7 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
             let handle = match (t.registration, t.class) {
                 (Registration::DefaultFlow, _) => Ok(TenantHandle::DEFAULT),
                 (Registration::Register, ClassSpec::BestEffort) => {
-                    client.register(TenantClass::BestEffort).await
+                    client.register(RegisterClass::BestEffort).await
                 }
                 (
                     Registration::Register,
@@ -238,7 +238,7 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
                 ) => {
                     let share = split(iops, t.connections, ci).max(1);
                     client
-                        .register(TenantClass::LatencyCritical(Slo {
+                        .register(RegisterClass::LatencyCritical(Slo {
                             p95_read_latency_ns,
                             iops: share,
                             read_pct: t.read_pct,

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use engine::LatencyHistogram;
+use qos::TenantClass;
 use serde::Serialize;
 
 use super::spec::{ClassSpec, Load, TenantSpec};
@@ -127,7 +128,7 @@ pub struct SloReport {
 pub struct TenantReport {
     pub name: String,
     /// `lc` or `be`.
-    pub class: &'static str,
+    pub class: TenantClass,
     pub slo: Option<SloReport>,
     /// E.g. `open 120000 IOPS` or `closed qd 16`.
     pub load: String,
@@ -150,15 +151,11 @@ pub struct TenantReport {
     /// of the lesser of the SLO's and the offered IOPS.
     pub slo_met: Option<bool>,
     /// Trace tenants with `skip_bad_lines=yes`: malformed lines of the trace skipped.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "engine::stats::is_zero")]
     pub trace_bad_lines_skipped: u64,
     /// The first of them, as its error (`FILE:LINE: ...`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_first_bad_line: Option<String>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// A whole run's results.
@@ -190,13 +187,13 @@ pub(crate) fn tenant_report(
             p95_read_latency_ns,
             iops,
         } => (
-            "lc",
+            TenantClass::LatencyCritical,
             Some(SloReport {
                 p95_read_latency_ns,
                 iops,
             }),
         ),
-        ClassSpec::BestEffort => ("be", None),
+        ClassSpec::BestEffort => (TenantClass::BestEffort, None),
     };
     let iops = reads.iops + writes.iops;
     let slo_met = match (&slo, &reads.latency_ns, refused.is_none()) {

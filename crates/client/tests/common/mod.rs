@@ -208,8 +208,8 @@ fn handle(
         }
         Command::Register(r) => {
             let iops = match r.class {
-                TenantClass::LatencyCritical(slo) => slo.iops,
-                TenantClass::BestEffort => 0,
+                RegisterClass::LatencyCritical(slo) => slo.iops,
+                RegisterClass::BestEffort => 0,
             };
             let before = state.reserved_iops.fetch_add(iops, Ordering::SeqCst);
             if before + iops > CAPACITY_IOPS {

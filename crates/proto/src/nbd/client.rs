@@ -614,14 +614,14 @@ mod tests {
         ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, RefusalKind,
     };
     use crate::nbd::transmission::SimpleReply;
-    use crate::nbd::{ExportAccess, ExportInfo, REP_ERR_POLICY};
+    use crate::nbd::{Access, ExportInfo, REP_ERR_POLICY};
 
     fn export(name: &str) -> ExportInfo {
         ExportInfo {
             name: name.into(),
             description: String::new(),
             size_bytes: 64 << 20,
-            flags: TransmissionFlags::builder(ExportAccess::ReadWrite)
+            flags: TransmissionFlags::builder(Access::ReadWrite)
                 .flush(true)
                 .fua(true)
                 .build(),

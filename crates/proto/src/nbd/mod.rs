@@ -36,6 +36,8 @@
 //! READ replies (holes are sent as zeros), `NBD_CMD_CACHE` and `NBD_CMD_RESIZE` (decoded as
 //! commands, answered `EINVAL` by [`transmission::check_request`]).
 
+pub use crate::Access;
+
 pub mod client;
 pub mod handshake;
 pub mod transmission;
@@ -130,7 +132,7 @@ impl TransmissionFlags {
 
     /// Start from what the grant allows: a read-only export never advertises a command that
     /// writes, whatever is asked of the builder later.
-    pub fn builder(access: ExportAccess) -> TransmissionFlagsBuilder {
+    pub fn builder(access: Access) -> TransmissionFlagsBuilder {
         TransmissionFlagsBuilder {
             access,
             bits: Self::HAS_FLAGS,
@@ -153,17 +155,10 @@ impl TransmissionFlags {
     }
 }
 
-/// Whether an export may be written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExportAccess {
-    ReadOnly,
-    ReadWrite,
-}
-
 /// Builder for [`TransmissionFlags`]; each method states a capability of the backend.
 #[derive(Debug, Clone, Copy)]
 pub struct TransmissionFlagsBuilder {
-    access: ExportAccess,
+    access: Access,
     bits: u16,
 }
 
@@ -177,7 +172,7 @@ impl TransmissionFlagsBuilder {
         self
     }
     fn writable(&self) -> bool {
-        self.access == ExportAccess::ReadWrite
+        self.access == Access::ReadWrite
     }
     /// The backend has a volatile cache that FLUSH makes durable.
     pub fn flush(self, supported: bool) -> Self {

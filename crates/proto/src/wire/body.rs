@@ -8,6 +8,7 @@ use super::{
     REGISTER_BODY_BYTES, REGISTER_REPLY_BYTES, SECRET_MAX_BYTES,
 };
 use crate::bytes::{ArrayWriter, Reader};
+use crate::Access;
 
 /// A problem with a body's contents (HELLO, REGISTER, or a reply body).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -164,9 +165,10 @@ pub struct Slo {
     pub request_size_bytes: u32,
 }
 
-/// The class a flow registers as.
+/// What a REGISTER asks for: the flow's class (the scheduler's `lc` or `be`) and, for a
+/// latency-critical flow, its SLO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TenantClass {
+pub enum RegisterClass {
     /// Latency-critical, with a reservation derived from its SLO.
     LatencyCritical(Slo),
     /// Best-effort: shares what LC tenants leave.
@@ -178,7 +180,7 @@ pub enum TenantClass {
 /// registration has all SLO fields 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RegisterBody {
-    pub class: TenantClass,
+    pub class: RegisterClass,
 }
 
 const CLASS_LC: u8 = 1;
@@ -215,7 +217,7 @@ impl RegisterBody {
                         return Err(BodyError::ZeroSloField { field });
                     }
                 }
-                TenantClass::LatencyCritical(Slo {
+                RegisterClass::LatencyCritical(Slo {
                     p95_read_latency_ns,
                     iops,
                     read_pct,
@@ -233,7 +235,7 @@ impl RegisterBody {
                         return Err(BodyError::BestEffortWithSlo { field, value });
                     }
                 }
-                TenantClass::BestEffort
+                RegisterClass::BestEffort
             }
             value => return Err(BodyError::BadClass { value }),
         };
@@ -243,8 +245,8 @@ impl RegisterBody {
     /// The body's 24 bytes.
     pub fn encode(&self) -> [u8; REGISTER_BODY_BYTES] {
         let (class, slo) = match self.class {
-            TenantClass::LatencyCritical(slo) => (CLASS_LC, slo),
-            TenantClass::BestEffort => (
+            RegisterClass::LatencyCritical(slo) => (CLASS_LC, slo),
+            RegisterClass::BestEffort => (
                 CLASS_BE,
                 Slo {
                     p95_read_latency_ns: 0,
@@ -263,14 +265,6 @@ impl RegisterBody {
         w.put(&slo.p95_read_latency_ns.to_le_bytes());
         out
     }
-}
-
-/// What a session may do on its volume (its best right anywhere on the volume; the ACL may
-/// still deny particular ranges).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Access {
-    ReadOnly,
-    ReadWrite,
 }
 
 /// OK HELLO reply body, [`HELLO_REPLY_BYTES`] = 32: `u64 session_id, u64 volume_size_bytes,

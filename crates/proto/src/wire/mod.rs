@@ -92,9 +92,9 @@ mod body;
 mod frames;
 mod status;
 
+pub use crate::Access;
 pub use body::{
-    Access, BodyError, ErrorBody, HelloBody, HelloReply, RegisterBody, RegisterReply, Slo,
-    TenantClass,
+    BodyError, ErrorBody, HelloBody, HelloReply, RegisterBody, RegisterClass, RegisterReply, Slo,
 };
 pub use frames::{
     decode_reply, decode_reply_header, decode_request, decode_request_header, validate_request,

@@ -269,7 +269,7 @@ impl ServerConfig {
                 .iter()
                 .map(|a| {
                     let access = match a.access {
-                        Access::Read => "read",
+                        Access::ReadOnly => "read",
                         Access::ReadWrite => "read-write",
                     };
                     let ranges = a
