@@ -39,12 +39,12 @@ use std::time::{Duration, Instant};
 
 use client::bench::{self, BenchConfig, Progress};
 use qos::TenantClass;
+use scenario::{ClassSpec, ClientSide, Load, Scenario, TenantResult};
 use server::backend::{Completion, Fua, StorageOp, Submitted, Volume};
-use sim::remote::{ClientSide, ServerModel, TenantResult};
+use sim::remote::ServerModel;
 use study::reflex::{
     sustained_rate, tokens_per_sec, Place, RealOutcome, RealRun, RealRunner, REAL_VOLUME_BYTES,
 };
-use workload::remote::{ClassSpec, Load, Scenario};
 
 /// How often the sampler reads the device's command counter: 1 % of the quick study's 1 s
 /// window, and cheap (an atomic load and a mutex-free read).
@@ -61,7 +61,7 @@ impl RealRunner for InProcess {
     fn run(&self, run: &RealRun) -> Result<RealOutcome, String> {
         let id = &run.id;
         let scenario =
-            workload::remote::parse_scenario(&run.scenario_toml, id).map_err(|e| e.to_string())?;
+            scenario::parse_scenario(&run.scenario_toml, id).map_err(|e| e.to_string())?;
         let sim = scenario.sim.clone().unwrap_or_default();
         let model = ServerModel::from_table(&sim).map_err(|e| format!("{id}: {e}"))?;
         match run.place {
@@ -531,7 +531,7 @@ mod tests {
     #[test]
     fn a_scenario_gives_a_server_config_the_server_accepts() {
         for r in study::reflex::real_runs(study::Size::Quick, 1) {
-            let s = workload::remote::parse_scenario(&r.scenario_toml, &r.id).unwrap();
+            let s = scenario::parse_scenario(&r.scenario_toml, &r.id).unwrap();
             let sim = s.sim.clone().unwrap();
             let model = ServerModel::from_table(&sim).unwrap();
             let text = toml::to_string(&server_config(&s, &sim)).unwrap();

@@ -18,7 +18,6 @@
 //! | `generator` | [`IoGenerator`]: the I/Os of one job clone |
 //! | `randmap` | [`RandomMapWalk`]: fio's random map as an O(1)-memory permutation |
 //! | `profile` | [`Profile`] presets and [`ProfileGenerator`] |
-//! | `remote` | remote tenants (`ullstack bench` and `sim::remote`): class, SLO, open/closed loop, scenario files |
 //! | `trace` | block trace readers (blkparse, MSR, SPC, DiskSim/MQSim, CSV), replay pacing and folding, trace statistics |
 //!
 //! ## Worked example
@@ -57,7 +56,6 @@ mod jobtoml;
 mod options;
 mod profile;
 mod randmap;
-pub mod remote;
 pub mod trace;
 mod units;
 mod zipf;

@@ -336,7 +336,7 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
             handle: c.handle,
             gen: source,
             size_bytes,
-            write_mode: spec::wire_write_mode(t.write_mode),
+            write_mode: t.write_mode,
             data: Arc::new(data),
             start,
             measure_from,

@@ -12,10 +12,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use engine::LatencyHistogram;
-use qos::TenantClass;
 use serde::Serialize;
 
-use super::spec::{ClassSpec, Load, TenantSpec};
+use super::spec::{ClassSpec, Load, TenantClass, TenantSpec};
 
 /// A p99 send lag above this is called out under the tenant's row.
 const SEND_LAG_WARN_NS: u64 = 50_000;
@@ -182,18 +181,15 @@ pub(crate) fn tenant_report(
     let s = stats.unwrap_or(&empty);
     let reads = op_report(&s.read_ns, s.read_bytes, window_s);
     let writes = op_report(&s.write_ns, s.write_bytes, window_s);
-    let (class, slo) = match spec.class {
+    let slo = match spec.class {
         ClassSpec::LatencyCritical {
             p95_read_latency_ns,
             iops,
-        } => (
-            TenantClass::LatencyCritical,
-            Some(SloReport {
-                p95_read_latency_ns,
-                iops,
-            }),
-        ),
-        ClassSpec::BestEffort => (TenantClass::BestEffort, None),
+        } => Some(SloReport {
+            p95_read_latency_ns,
+            iops,
+        }),
+        ClassSpec::BestEffort => None,
     };
     let iops = reads.iops + writes.iops;
     let slo_met = match (&slo, &reads.latency_ns, refused.is_none()) {
@@ -208,7 +204,7 @@ pub(crate) fn tenant_report(
     };
     TenantReport {
         name: spec.name.clone(),
-        class,
+        class: spec.class.class(),
         slo,
         load: match spec.load {
             Load::Open { iops } => format!("open {iops} IOPS"),

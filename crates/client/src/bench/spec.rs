@@ -1,16 +1,8 @@
-//! The tenant spec `ullstack bench` takes lives in crate `workload` ([`workload::remote`]) so
-//! the simulated remote server (`sim::remote`) reads the very same files; this module re-exports
-//! it under its old path and converts its write mode to the wire's.
+//! The tenant spec `ullstack bench` takes lives in crate `scenario` so the simulated remote
+//! server (`sim::remote`) reads the very same files; this module re-exports it under its old
+//! path and checks the scenario files shipped beside this crate.
 
-pub use workload::remote::*;
-
-/// The wire's write mode for a spec's.
-pub fn wire_write_mode(mode: WriteMode) -> proto::wire::WriteMode {
-    match mode {
-        WriteMode::WriteBack => proto::wire::WriteMode::WriteBack,
-        WriteMode::Fua => proto::wire::WriteMode::Fua,
-    }
-}
+pub use scenario::*;
 
 #[cfg(test)]
 mod tests {

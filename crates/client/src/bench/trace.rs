@@ -27,13 +27,13 @@
 use std::fs::File;
 use std::io::BufReader;
 
-use workload::remote::TraceLoad;
+use scenario::TraceLoad;
 use workload::trace::{Pacing, Replay, ReplayIo, ReplayOptions, TraceOp, TraceReader};
 
 use super::gen::OpKind;
 
 /// Default cap on one request of a trace tenant (traces' largest are a few hundred KiB).
-pub const TRACE_MAX_REQUEST_BYTES: u32 = workload::remote::TRACE_MAX_REQUEST_BYTES;
+pub const TRACE_MAX_REQUEST_BYTES: u32 = scenario::TRACE_MAX_REQUEST_BYTES;
 
 /// One connection's share of a trace.
 pub struct TraceGen {

@@ -20,8 +20,8 @@
 //! ```
 
 use qos::SchedulerMode;
+use scenario::{Scenario, TenantSpec};
 use serde::Deserialize;
-use workload::remote::{Scenario, TenantSpec};
 
 use crate::net::NetConfig;
 
@@ -245,7 +245,7 @@ impl RemoteRunConfig {
 
     /// Parses a scenario file's text.
     pub fn parse(text: &str, path: &str) -> Result<RemoteRunConfig, RemoteConfigError> {
-        let s = workload::remote::parse_scenario(text, path)
+        let s = scenario::parse_scenario(text, path)
             .map_err(|e| RemoteConfigError::Other(e.to_string()))?;
         RemoteRunConfig::from_scenario(&s)
     }

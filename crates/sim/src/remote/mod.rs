@@ -25,7 +25,7 @@
 //! Besides per-tenant figures, a run reports `device_iops_in_window`: commands submitted to
 //! the device inside the measured window, per second — what the server sustained, where the
 //! tenants' IOPS (requests issued in the window, served whenever) show what was offered.
-//! Tenants are the `ullstack bench` tenant spec (crate `workload`, module `remote`): open loop
+//! Tenants are the `ullstack bench` tenant spec (crate `scenario`): open loop
 //! (Poisson arrivals at a rate) or closed loop (a queue depth), a read percentage, a size, an
 //! SLO for latency-critical ones; each connection of a tenant registers a flow with its share
 //! of the SLO's IOPS (as `bench` does) and is placed on the threads round-robin (as the server
@@ -54,7 +54,7 @@ pub mod run;
 pub use config::{DataplaneCosts, RemoteConfigError, RemoteRunConfig, ServerModel};
 /// Whether the token scheduler runs (`[sim] scheduler = "on" | "off"`).
 pub use qos::SchedulerMode;
-pub use run::{run, ClientSide, RemoteError, RemoteSummary, TenantResult};
+pub use run::{run, RemoteError, RemoteSummary};
 
 #[cfg(test)]
 mod tests;

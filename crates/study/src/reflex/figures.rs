@@ -2,7 +2,7 @@
 //! (real solid, twin dashed, one colour per setting).
 
 use qos::TenantClass;
-use sim::remote::TenantResult;
+use scenario::TenantResult;
 
 use super::real::RunView;
 use super::{Paired, Part, RunOutcome, DEVICE_A_TOML, REAL_SCALE_PCT, SMALL_TENANT_IOPS};

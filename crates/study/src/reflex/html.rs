@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use qos::TenantClass;
-use sim::remote::TenantResult;
+use scenario::TenantResult;
 
 use super::real::RunView;
 use super::search::{SearchOutcome, Verdict};

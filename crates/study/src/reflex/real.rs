@@ -1,7 +1,7 @@
 //! The real half of the study: what a run on the real server (or the emulated device alone)
 //! reports, the runner `ullstack` provides, and the measurements both sides share.
 //!
-//! A real run's tenants are the twin's type (`sim::remote::TenantResult`, with the load
+//! A real run's tenants are the twin's type (`scenario::TenantResult`, with the load
 //! generator's own figures in `ClientSide`), so each can be set beside the other: IOPS count
 //! the requests issued in the measured window; latencies are from the request's scheduled
 //! arrival (open loop) or its send (closed loop) to its reply;
@@ -12,8 +12,8 @@
 //! ([`sustained_rate`]); a worker's busy share is its CPU time over the run's wall time.
 
 use qos::TenantClass;
+use scenario::TenantResult;
 use serde::Serialize;
-use sim::remote::TenantResult;
 
 use super::scenarios::{Place, RealRun};
 use super::Part;

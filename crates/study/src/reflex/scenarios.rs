@@ -550,8 +550,7 @@ mod tests {
             texts.push(("rt".into(), real_tenants_scenario(size, 1, 50)));
             for (id, text) in texts {
                 RemoteRunConfig::parse(&text, &id).unwrap_or_else(|e| panic!("{id}: {e}"));
-                workload::remote::parse_scenario(&text, &id)
-                    .unwrap_or_else(|e| panic!("{id}: {e}"));
+                scenario::parse_scenario(&text, &id).unwrap_or_else(|e| panic!("{id}: {e}"));
             }
         }
     }
@@ -571,7 +570,7 @@ mod tests {
             assert_eq!(f.name, r.name);
             assert_eq!((f.read_pct, f.size_bytes), (r.read_pct, r.size_bytes));
             assert_eq!(r.span_bytes, Some(REAL_VOLUME_BYTES));
-            use workload::remote::{ClassSpec, Load};
+            use scenario::{ClassSpec, Load};
             match (f.class, r.class) {
                 (
                     ClassSpec::LatencyCritical {
