@@ -8,7 +8,7 @@ use libfuzzer_sys::fuzz_target;
 use proto::nbd::handshake::{
     ExportRefusal, Handshake, HandshakeEvent, HandshakeLimits, Phase, RefusalKind, TlsPolicy,
 };
-use proto::nbd::{BlockSizes, ExportAccess, ExportInfo, TransmissionFlags};
+use proto::nbd::{Access, BlockSizes, ExportInfo, TransmissionFlags};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&piece, rest)) = data.split_first() else {
@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
                             name: q.name.clone(),
                             description: "fuzz".into(),
                             size_bytes: 1 << 30,
-                            flags: TransmissionFlags::builder(ExportAccess::ReadWrite)
+                            flags: TransmissionFlags::builder(Access::ReadWrite)
                                 .flush(true)
                                 .trim(true)
                                 .build(),

@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use proto::nbd::handshake::Negotiated;
 use proto::nbd::transmission::{self, ChunkHeader, Extent, SimpleReply, REQUEST_HEADER_BYTES};
-use proto::nbd::{ExportAccess, TransmissionFlags};
+use proto::nbd::{Access, TransmissionFlags};
 use proto::{Decode, Disposition};
 
 const MAX_PAYLOAD_BYTES: u32 = 4096;
@@ -17,14 +17,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let piece = usize::from(piece % 64) + 1;
-    let rw = TransmissionFlags::builder(ExportAccess::ReadWrite)
+    let rw = TransmissionFlags::builder(Access::ReadWrite)
         .flush(true)
         .fua(true)
         .trim(true)
         .write_zeroes(true)
         .multi_conn(true)
         .build();
-    let ro = TransmissionFlags::builder(ExportAccess::ReadOnly)
+    let ro = TransmissionFlags::builder(Access::ReadOnly)
         .flush(true)
         .build();
     let mut buf: Vec<u8> = Vec::new();
