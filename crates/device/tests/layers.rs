@@ -41,6 +41,10 @@ fn used_modules(code: &str) -> Vec<String> {
     used
 }
 
+/// Files of `lib.rs`'s own state machine, split from it by idea: they add methods to `Ssd` and
+/// may use `lib.rs` and every layer, as `lib.rs` does; no layer may use them.
+const ROUTER_PARTS: &[&str] = &["write_path"];
+
 #[test]
 fn modules_use_only_the_layers_below_them() {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -79,7 +83,9 @@ fn every_module_file_is_in_the_table() {
             continue;
         };
         assert!(
-            module == "lib" || ALLOWED.iter().any(|&(m, _)| m == module),
+            module == "lib"
+                || ROUTER_PARTS.contains(&module)
+                || ALLOWED.iter().any(|&(m, _)| m == module),
             "src/{name} is not in the layer table: add it (and to lib.rs's essay)"
         );
     }
