@@ -506,6 +506,33 @@ impl Ssd {
         completions.append(&mut self.ready);
     }
 
+    /// Runs the model's events in time order, one time step (every event of one nanosecond) at
+    /// a time, while the next is due at or before `limit`, and stops after the first step that
+    /// posted a completion; appends the completions and returns the time of the last step run
+    /// (`None` if nothing was due). The same as calling `advance_to(next_event_time())` step by
+    /// step while no completion comes out, which is what a driver does whose other events (the
+    /// host's) wait until `limit` and only a completion can bring earlier: in one call, so the
+    /// driver's loop runs once per completion instead of once per device event.
+    pub fn advance_until_completion(
+        &mut self,
+        limit: SimTime,
+        completions: &mut Vec<Completion>,
+    ) -> Option<SimTime> {
+        let mut last = None;
+        while let Some(step) = self.events.peek_time().filter(|&at| at <= limit) {
+            while let Some((at, ev)) = self.events.pop_due(step) {
+                self.now = at;
+                self.handle(ev);
+            }
+            last = Some(step);
+            if !self.ready.is_empty() {
+                break;
+            }
+        }
+        completions.append(&mut self.ready);
+        last
+    }
+
     /// Commands submitted and not yet completed.
     pub fn in_flight(&self) -> u64 {
         self.submitted - self.completed
@@ -1118,6 +1145,69 @@ mod tests {
         ssd.flash
             .submit(SimTime::ZERO, 0, op, &mut ssd.flash_events);
         ssd.next_event_time();
+    }
+
+    /// `advance_until_completion` runs what stepping `advance_to(next_event_time())` runs: the
+    /// same completions at the same times and the same events, each call stopping at the step
+    /// of its first completion; and nothing after its limit.
+    #[test]
+    fn advancing_until_a_completion_matches_stepping() {
+        let config = DeviceConfig::preset("zssd").unwrap();
+        let start = || {
+            let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
+            ssd.create_queue_pair(1, 1, 64, SqPriority::Medium);
+            for cid in 0..48u32 {
+                let cmd = NvmeCommand {
+                    cid,
+                    op: if cid % 3 == 0 {
+                        IoOp::Write
+                    } else {
+                        IoOp::Read
+                    },
+                    slba: u64::from(cid % 7) * 8 * 977 + u64::from(cid % 2) * 8,
+                    sectors: 8 * (1 + cid % 2),
+                    class: IoClass::Throughput,
+                    hint: Hint::None,
+                    version: 0,
+                };
+                ssd.submit(SimTime(u64::from(cid / 16) * 700), 1, cmd)
+                    .unwrap();
+            }
+            ssd
+        };
+        let (mut stepped, mut batched) = (start(), start());
+        let mut want = Vec::new();
+        while let Some(t) = stepped.next_event_time() {
+            stepped.advance_to(t, &mut want);
+        }
+        let limit = SimTime(5_000);
+        let mut got = Vec::new();
+        let first = batched.advance_until_completion(limit, &mut got);
+        assert!(
+            first.is_some_and(|t| t <= limit),
+            "ran a step after its limit"
+        );
+        assert!(
+            !got.is_empty() || batched.next_event_time().is_some_and(|t| t > limit),
+            "stopped before its limit without a completion"
+        );
+        loop {
+            let before = got.len();
+            let Some(step) = batched.advance_until_completion(SimTime::MAX, &mut got) else {
+                break;
+            };
+            match got[before..].last() {
+                Some(c) => assert_eq!(c.at, step, "a call stops at its first completion's step"),
+                None => assert!(batched.next_event_time().is_none(), "stopped early"),
+            }
+        }
+        let key = |c: &Completion| (c.at, c.cid);
+        assert_eq!(want.len(), 48);
+        assert_eq!(
+            got.iter().map(key).collect::<Vec<_>>(),
+            want.iter().map(key).collect::<Vec<_>>()
+        );
+        assert_eq!(batched.events_processed(), stepped.events_processed());
     }
 
     #[test]

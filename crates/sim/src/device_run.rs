@@ -342,8 +342,19 @@ impl<'a> DeviceRun<'a> {
             match (td, th) {
                 (None, None) => break,
                 (Some(d), h) if h.is_none_or(|h| d <= h) => {
-                    now = d;
-                    self.ssd.advance_to(d, &mut cqes);
+                    if self.series.is_none() {
+                        // The device's steps up to the host's next event, until one completes
+                        // an I/O: what one step per iteration would do (host events go after
+                        // the device's at equal times), without the loop between them.
+                        now = self
+                            .ssd
+                            .advance_until_completion(h.unwrap_or(SimTime::MAX), &mut cqes)
+                            .expect("the device had an event due");
+                    } else {
+                        // Windows close between steps: one step at a time.
+                        now = d;
+                        self.ssd.advance_to(d, &mut cqes);
+                    }
                     let mut batch = std::mem::take(&mut cqes);
                     for c in batch.drain(..) {
                         self.on_cqe(c)?;
