@@ -507,8 +507,9 @@ impl Cache {
         (self.dirty_units * 100 / self.dirty_cap_units.max(1)) as u8
     }
 
-    /// Starts loading the CPU cache lines of `lpn`'s set (tags, flags, LRU stamps): a speed
-    /// hint with no effect on results.
+    /// Starts loading the CPU cache lines of `lpn`'s set (tags, flags, LRU stamps, and the
+    /// versions, dirtying stamps and owners a miss's fill writes): a speed hint with no effect
+    /// on results.
     pub fn prefetch_set(&self, lpn: u32) {
         if self.index.is_some() {
             return;
@@ -517,6 +518,9 @@ impl Cache {
         prefetch(&self.tags[start]);
         prefetch(&self.flags[start]);
         prefetch(&self.used[start]);
+        prefetch(&self.version[start]);
+        prefetch(&self.dirtied[start]);
+        prefetch(&self.owner[start]);
     }
 
     /// Looks up a read of one unit.

@@ -882,8 +882,8 @@ impl Ssd {
                 ReadLookup::Miss => {
                     if let Some(w) = self.fills.get_mut(&lpn) {
                         w.add(slot); // in flight, uncached
-                    } else if self.ftl.lookup(lpn).is_some() {
-                        self.start_flash_read(now, lpn, Waiters::One(slot), false, class);
+                    } else if let Some(loc) = self.ftl.lookup(lpn) {
+                        self.start_flash_read(now, lpn, loc, Waiters::One(slot), false, class);
                     } else {
                         self.unit_arrived(slot, lpn, 0); // never written: zeros, no flash work
                     }
@@ -907,28 +907,25 @@ impl Ssd {
     fn prefetch(&mut self, now: SimTime, lpns: std::ops::Range<u32>, class: IoClass) {
         let user = self.ftl.user_lpns() as u32;
         for lpn in lpns.start..lpns.end.min(user) {
-            if self.cache.contains(lpn)
-                || self.fills.contains_key(&lpn)
-                || self.ftl.lookup(lpn).is_none()
-            {
+            if self.cache.contains(lpn) || self.fills.contains_key(&lpn) {
                 continue;
             }
-            self.start_flash_read(now, lpn, Waiters::None, true, class);
+            if let Some(loc) = self.ftl.lookup(lpn) {
+                self.start_flash_read(now, lpn, loc, Waiters::None, true, class);
+            }
         }
     }
 
+    /// Reads `lpn`, mapped at `loc` (the caller looked it up), from flash into a line.
     fn start_flash_read(
         &mut self,
         now: SimTime,
         lpn: u32,
+        loc: ftl::Location,
         waiters: Waiters,
         prefetch: bool,
         class: IoClass,
     ) {
-        let loc = self
-            .ftl
-            .lookup(lpn)
-            .expect("caller checked the LPN is mapped");
         let cached = self.cache.start_fill(lpn, prefetch, class);
         if prefetch && !cached {
             return; // nowhere to put it: skip the prefetch
@@ -1015,18 +1012,21 @@ impl Ssd {
             .fills
             .remove(&st.lpn)
             .expect("a read waiting to stage has a fill record");
-        let ready = match self.cache.peek_version(st.lpn) {
-            Some(version) => Some(version),
-            None if self.ftl.lookup(st.lpn).is_none() => Some(0),
-            None => None,
+        // Written while the read waited (served from the buffer), or trimmed (zeros): no flash.
+        let found = match self.cache.peek_version(st.lpn) {
+            Some(version) => Err(version),
+            None => self.ftl.lookup(st.lpn).ok_or(0),
         };
-        if let Some(version) = ready {
-            self.stats.read_staging_stall_ns += now - st.since;
-            self.deliver_unit(now, st.lpn, version, waiters);
-            return true;
-        }
+        let loc = match found {
+            Ok(loc) => loc,
+            Err(version) => {
+                self.stats.read_staging_stall_ns += now - st.since;
+                self.deliver_unit(now, st.lpn, version, waiters);
+                return true;
+            }
+        };
         let before = self.read_stalls.len();
-        self.start_flash_read(now, st.lpn, waiters, false, st.class);
+        self.start_flash_read(now, st.lpn, loc, waiters, false, st.class);
         if self.read_stalls.len() > before {
             // Still no line: back at the head, with its first wait, and counted once.
             let mut again = self.read_stalls.pop_back().expect("just pushed");
