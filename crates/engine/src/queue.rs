@@ -14,13 +14,13 @@
 //!
 //! ## A calendar of near events, a heap of far ones
 //! Time is cut into buckets of [`BUCKET_NS`] (128 ns). The next [`WHEEL_BUCKETS`] buckets from
-//! the last popped event's (131 µs) form a circular calendar (Brown's calendar queue, 1988, with
-//! one year): an event due in that window goes to its bucket, a short `Vec` of keys kept in
-//! descending order, so the bucket's earliest is its last; a bit per bucket says which are
-//! non-empty. Events further out go to a binary heap. The earliest pending event is the smaller
-//! of the first non-empty bucket's last key (the bit map finds the bucket) and the heap's top:
-//! the keys decide, so where an event waits never changes the order. It is found once per pop
-//! and kept for [`EventQueue::peek_time`].
+//! the last popped event's (64, 8.2 µs) form a circular calendar (Brown's calendar queue, 1988,
+//! with one year): an event due in that window goes to its bucket, a short `Vec` kept in
+//! descending order of key, so the bucket's earliest is its last; a bit per bucket says which
+//! are non-empty. Events further out go to a binary heap. The earliest pending event is the
+//! smaller of the first non-empty bucket's last key (the bit map finds the bucket) and the
+//! heap's top: the keys decide, so where an event waits never changes the order. It is found
+//! once per pop and kept for [`EventQueue::peek_time`].
 //!
 //! Why: a device-level run keeps about one event pending per command in flight, nearly all due
 //! within a few microseconds (doorbells, fetches, firmware, NAND reads, DMAs), and a bucket of
@@ -28,13 +28,18 @@
 //! and a pop a bit scan, where the binary heap that held every event before compared keys along
 //! its depth on every schedule and every pop. `valgrind --tool=callgrind` on `cargo bench -p sim
 //! --bench device_throughput a-zssd` counted 6.75 G instructions with the binary heap and
-//! 6.17 G with this calendar. Tried and not kept: a 4-ary heap (7.06 G) and a radix heap
-//! (7.57 G: popping moved the rest of the smallest key's bucket down, a few keys each time).
+//! 6.17 G with a calendar of 1,024 buckets (131 µs) in its place. That many buckets, each with
+//! its own allocation, no longer fit the CPU's L1 data cache: with the rest of the device as
+//! now, cachegrind (`--cache-sim=yes`) counted 41.7 M L1 data misses with 1,024 buckets and
+//! 20.5 M with 64 (for 5.81 G and 6.03 G instructions: more events wait in the heap), and the
+//! 64 ran faster. Slower NAND (a TLC read's 45 µs) waits in the heap, as every event did
+//! before. Tried and not kept: a 4-ary heap (7.06 G instructions) and a radix heap (7.57 G:
+//! popping moved the rest of the smallest key's bucket down, a few keys each time).
 //!
 //! Worked example: the last event popped at 1,000 ns (bucket 7). `schedule(1,300)` goes to
 //! bucket 10, `schedule(1,290)` too (after it in the `Vec`: it is earlier), and
-//! `schedule(200,000)` to the heap (bucket 1,562 is past 7 + 1,024). Pops: 1,290 and 1,300
-//! from bucket 10, then the heap's 200,000 once no bucket holds anything earlier.
+//! `schedule(20,000)` to the heap (bucket 156 is past 7 + 64). Pops: 1,290 and 1,300 from
+//! bucket 10, then the heap's 20,000 once no bucket holds anything earlier.
 //!
 //! Measured here (benches/queue.rs) see the README.
 
@@ -46,9 +51,8 @@ use crate::time::SimTime;
 /// Width of a calendar bucket: 2^7 = 128 ns.
 const BUCKET_SHIFT: u32 = 7;
 pub const BUCKET_NS: u64 = 1 << BUCKET_SHIFT;
-/// Buckets in the calendar (its window is 1,024 × 128 ns = 131 µs).
-pub const WHEEL_BUCKETS: usize = 1024;
-const WORDS: usize = WHEEL_BUCKETS / 64;
+/// Buckets in the calendar (its window is 64 × 128 ns = 8.2 µs): one bit each in a `u64`.
+pub const WHEEL_BUCKETS: usize = 64;
 
 /// The panic of the always-on time check, out of line: what stays in `schedule` is one compare
 /// and a branch never taken (panic formatting inline made the function too big to inline).
@@ -95,8 +99,8 @@ pub struct EventQueue<E> {
     /// `wheel[b]`: the events due in calendar bucket `b` (numbers from `cursor` to
     /// `cursor + WHEEL_BUCKETS - 1`, wrapped), in descending order of key.
     wheel: Vec<Vec<Entry<E>>>,
-    /// Bit `b % 64` of word `b / 64` set when `wheel[b]` is non-empty.
-    occupied: [u64; WORDS],
+    /// Bit `b` set when `wheel[b]` is non-empty.
+    occupied: u64,
     /// Bucket number of the last popped event: no pending event is due before it.
     cursor: u64,
     /// Events due after the calendar's window when they were scheduled.
@@ -119,7 +123,7 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             wheel: (0..WHEEL_BUCKETS).map(|_| Vec::new()).collect(),
-            occupied: [0; WORDS],
+            occupied: 0,
             cursor: 0,
             far: BinaryHeap::new(),
             min: 0,
@@ -162,7 +166,7 @@ impl<E> EventQueue<E> {
             } else {
                 bucket.insert(i, Entry { key, event });
             }
-            self.occupied[b / 64] |= 1 << (b % 64);
+            self.occupied |= 1 << b;
         } else {
             self.far.push(Far(Entry { key, event }));
         }
@@ -175,19 +179,10 @@ impl<E> EventQueue<E> {
     /// The first non-empty calendar bucket, in time order from the cursor's.
     #[inline]
     fn first_bucket(&self) -> Option<usize> {
-        let start = (self.cursor % WHEEL_BUCKETS as u64) as usize;
-        let (w0, bit) = (start / 64, start % 64);
-        let head = self.occupied[w0] & (!0u64 << bit);
-        if head != 0 {
-            return Some(w0 * 64 + head.trailing_zeros() as usize);
-        }
-        // Then the words after it, wrapping round to the cursor's word again, whose bits below
-        // the cursor's are the window's last buckets (those from the cursor on are clear).
-        (1..=WORDS).find_map(|k| {
-            let w = (w0 + k) % WORDS;
-            let bits = self.occupied[w];
-            (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
-        })
+        let start = (self.cursor % WHEEL_BUCKETS as u64) as u32;
+        // Rotated so that the cursor's bucket is bit 0: the lowest set bit is the earliest.
+        let bits = self.occupied.rotate_right(start);
+        (bits != 0).then(|| ((start + bits.trailing_zeros()) % WHEEL_BUCKETS as u32) as usize)
     }
 
     /// Removes the earliest entry (the queue is not empty) and finds the next earliest.
@@ -201,7 +196,7 @@ impl<E> EventQueue<E> {
             let bucket = &mut self.wheel[b];
             let entry = bucket.pop().expect("the earliest key's bucket holds it");
             if bucket.is_empty() {
-                self.occupied[b / 64] &= !(1 << (b % 64));
+                self.occupied &= !(1 << b);
             }
             entry
         };
