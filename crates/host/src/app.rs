@@ -107,7 +107,7 @@ impl Host {
 
     /// An offline thread computes up to its next I/O, then does it (until the run ends).
     fn offline_next(&mut self, t: u32) {
-        if self.stopping {
+        if self.stopping() {
             return self.exit(t);
         }
         let n = self.threads[t as usize].app.instr_to_io;
@@ -120,7 +120,7 @@ impl Host {
 
     /// The client of online service `p` sends a request and draws the next one's time.
     pub(crate) fn on_arrival(&mut self, p: u32) {
-        if self.stopping {
+        if self.stopping() {
             return;
         }
         let now = self.now;
@@ -151,7 +151,7 @@ impl Host {
         let gap = arrival_gap_of(spec, arrival_rng);
         self.events
             .schedule(now + send + one_way, Ev::ServerRx { proc: p, req });
-        if now + gap < self.duration {
+        if self.within_run(now + gap) {
             self.events.schedule(now + gap, Ev::Arrival { proc: p });
         }
     }
@@ -199,11 +199,9 @@ impl Host {
             *s += w;
         }
         request_time.add(&parts, latency);
-        if let Some(log) = &mut self.response_log {
-            log.push(latency);
-        }
         *completed += 1;
         free_reqs.push(req);
+        self.log_response(latency);
     }
 
     /// The server receives its next request, or sleeps until one arrives.

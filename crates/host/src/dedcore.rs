@@ -35,7 +35,7 @@
 
 use crate::cpu::{Cat, IrqAction, IrqWork, UNTIL_POKED};
 use crate::jitter::CostSite;
-use crate::machine::{Host, Waker};
+use crate::machine::Host;
 use crate::task::Step;
 
 impl Host {
@@ -69,9 +69,7 @@ impl Host {
     /// the wake-ups it causes cross to the waiters' cores.
     pub(crate) fn handed_off(&mut self, r: u32, started: engine::SimTime) {
         let h = self.blk.reqs[r as usize].hctx;
-        self.waker = Waker::PollingCore;
-        self.complete_request(r, started);
-        self.waker = Waker::Local;
+        self.waking_from_polling_core(|host| host.complete_request(r, started));
         self.run_queue_deferred(h);
     }
 

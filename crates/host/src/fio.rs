@@ -55,7 +55,7 @@ impl Host {
 
     /// Whether the clone may issue another I/O now (depth, job end, run end, runtime).
     fn fio_can_issue(&self, f: &FioThread) -> bool {
-        if self.stopping || f.exhausted || f.in_flight >= f.spec_depth {
+        if self.stopping() || f.exhausted || f.in_flight >= f.spec_depth {
             return false;
         }
         match f.runtime_ns {

@@ -85,7 +85,7 @@ impl Host {
             return;
         }
         let core = self.blk.hctx(base).core();
-        let t = self.kblockd[core as usize];
+        let t = self.kblockd_worker(core);
         let Role::Kblockd { queues } = &mut self.threads[t as usize].role else {
             unreachable!("thread {t} is core {core}'s kblockd worker");
         };

@@ -49,7 +49,7 @@
 
 use engine::{EventQueue, IoClass, LatencyHistogram, SimRng, SimTime};
 
-use crate::blk::{Blk, BlkStats, QueueKind};
+use crate::blk::{Blk, BlkStats, QueueKind, Request};
 use crate::breakdown::{Breakdown, LayerTimes};
 use crate::config::HostConfig;
 use crate::cpu::{Cat, CoreOutcome, CoreStats, CoreTimer, Cpu, IrqAction, IrqWork};
@@ -172,34 +172,166 @@ pub struct Host {
     pub(crate) procs: Vec<Process>,
     pub(crate) flush: FlusherState,
     pub(crate) now: SimTime,
-    pub(crate) duration: SimTime,
-    pub(crate) stopping: bool,
     /// The NVMe driver's queue pairs, commands and counters.
     pub(crate) nvme: Driver,
-    pub(crate) layer_times: LayerTimes,
-    pub(crate) scratch: Vec<u32>,
-    pub(crate) errors: Vec<String>,
     /// Per-operation kernel costs (constant unless `jitter.cost_cv_pct` > 0).
     pub(crate) costs: CostDraws,
-    /// Where in its poll loop a submitter finds a spinning poller (`jitter.poll_lock`).
-    pub(crate) poll_lock_rng: SimRng,
     /// The queue accelerator (`nvme.accelerator`), if on.
     pub(crate) accel: Option<crate::accel::AccelDriver>,
     /// DedCore (`nvme.dedcore`): the polling core, if any.
     pub(crate) dedicated_core: Option<u16>,
-    /// Where the wake-ups issued now come from (DedCore's hand-offs cross cores).
-    pub(crate) waker: Waker,
-    /// Each core's kblockd worker thread (`kblockd`), by core.
-    pub(crate) kblockd: Vec<u32>,
+    // The machine's own bookkeeping: the layers reach it through named operations
+    // (`Host::stopping`, `Host::within_run`, `Host::log_response`, ...).
+    /// The run's configured end ([`Host::within_run`]).
+    duration: SimTime,
+    /// The duration is over ([`Host::stopping`]).
+    stopping: bool,
+    layer_times: LayerTimes,
+    /// A reusable list of thread ids ([`Host::with_scratch`]).
+    scratch: Vec<u32>,
+    errors: Vec<String>,
+    /// Where in its poll loop a submitter finds a spinning poller (`jitter.poll_lock`,
+    /// [`Host::poller_phase`]).
+    poll_lock_rng: SimRng,
+    /// Where the wake-ups issued now come from (DedCore's hand-offs cross cores,
+    /// [`Host::waking_from_polling_core`]).
+    waker: Waker,
+    /// Each core's kblockd worker thread (`kblockd`), by core ([`Host::kblockd_worker`]).
+    kblockd: Vec<u32>,
     /// Application I/Os completed since the last [`Host::drain_io_log`]: `(class, bytes,
     /// latency_ns)`; `None` (the default) keeps no log.
-    pub(crate) io_log: Option<Vec<(IoClass, u64, u64)>>,
+    io_log: Option<Vec<(IoClass, u64, u64)>>,
     /// Online services' requests answered since the last [`Host::drain_response_log`]: their
     /// response times, ns; `None` (the default) keeps no log.
-    pub(crate) response_log: Option<Vec<u64>>,
+    response_log: Option<Vec<u64>>,
+}
+
+/// The layers' state a host is assembled from (`spawn`): [`Host::from_parts`] adds the
+/// machine's own bookkeeping, which starts empty.
+pub(crate) struct HostParts {
+    pub(crate) cfg: HostConfig,
+    pub(crate) events: EventQueue<Ev>,
+    pub(crate) cpu: Cpu,
+    pub(crate) pc: PageCache,
+    pub(crate) blk: Blk,
+    pub(crate) threads: Vec<Thread>,
+    pub(crate) procs: Vec<Process>,
+    pub(crate) flush: FlusherState,
+    pub(crate) nvme: Driver,
+    pub(crate) costs: CostDraws,
+    pub(crate) accel: Option<crate::accel::AccelDriver>,
+    /// The poller-phase stream (`jitter.poll_lock`).
+    pub(crate) poll_lock_rng: SimRng,
+    /// Each core's kblockd worker thread, by core.
+    pub(crate) kblockd: Vec<u32>,
+    /// The run's configured end.
+    pub(crate) duration: SimTime,
 }
 
 impl Host {
+    /// The host made of `parts`, at time 0, no DedCore core yet, keeping no logs.
+    pub(crate) fn from_parts(parts: HostParts) -> Host {
+        let HostParts {
+            cfg,
+            events,
+            cpu,
+            pc,
+            blk,
+            threads,
+            procs,
+            flush,
+            nvme,
+            costs,
+            accel,
+            poll_lock_rng,
+            kblockd,
+            duration,
+        } = parts;
+        Host {
+            cfg,
+            events,
+            cpu,
+            pc,
+            blk,
+            threads,
+            procs,
+            flush,
+            now: SimTime::ZERO,
+            nvme,
+            costs,
+            accel,
+            dedicated_core: None,
+            duration,
+            stopping: false,
+            layer_times: LayerTimes::new(),
+            scratch: Vec::with_capacity(16),
+            errors: Vec::new(),
+            poll_lock_rng,
+            waker: Waker::Local,
+            kblockd,
+            io_log: None,
+            response_log: None,
+        }
+    }
+
+    /// Whether the run's duration is over: clients stop sending, offline and fio threads
+    /// stop at their next decision.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping
+    }
+
+    /// Whether `at` falls before the run's configured end.
+    pub(crate) fn within_run(&self, at: SimTime) -> bool {
+        at < self.duration
+    }
+
+    /// Logs an online service's response time, if the response log is on.
+    pub(crate) fn log_response(&mut self, latency_ns: u64) {
+        if let Some(log) = &mut self.response_log {
+            log.push(latency_ns);
+        }
+    }
+
+    /// Core `core`'s kblockd worker thread.
+    pub(crate) fn kblockd_worker(&self, core: u16) -> u32 {
+        self.kblockd[core as usize]
+    }
+
+    /// Runs `f` with the wake-ups it issues coming from DedCore's polling core (they cross
+    /// to the waiters' cores), then wakes locally again.
+    pub(crate) fn waking_from_polling_core(&mut self, f: impl FnOnce(&mut Host)) {
+        self.waker = Waker::PollingCore;
+        f(self);
+        self.waker = Waker::Local;
+    }
+
+    /// Where in a spinning poller's loop of `iteration_ns` a submitter arrives, drawn
+    /// uniformly in `[0, iteration_ns)` from the poll-lock stream (`jitter.poll_lock`).
+    pub(crate) fn poller_phase(&mut self, iteration_ns: u64) -> u64 {
+        engine::rng::below(&mut self.poll_lock_rng, iteration_ns)
+    }
+
+    /// Counts thread `class`'s wait for its core after an I/O wake-up (the breakdown's
+    /// context-switch part).
+    pub(crate) fn count_core_wait(&mut self, class: IoClass, waited_ns: u64) {
+        self.layer_times
+            .record_context_switch(class.index(), waited_ns);
+    }
+
+    /// Counts a completed request's time in each layer (the breakdown), begun completing at
+    /// `started`.
+    pub(crate) fn count_request_layers(&mut self, req: &Request, started: SimTime, polled: bool) {
+        self.layer_times.record(req, started, self.now, polled);
+    }
+
+    /// Runs `f` with the host's reusable, empty list of thread ids (left empty again after).
+    pub(crate) fn with_scratch(&mut self, f: impl FnOnce(&mut Host, &mut Vec<u32>)) {
+        let mut list = std::mem::take(&mut self.scratch);
+        f(self, &mut list);
+        list.clear();
+        self.scratch = list;
+    }
+
     /// Queue pairs to create on the device before the run (admin commands).
     pub fn queue_pairs(&self) -> &[QueuePairSpec] {
         self.nvme.queue_pairs()

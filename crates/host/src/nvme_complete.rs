@@ -34,7 +34,6 @@
 //!
 //! Config keys: `cpu.isr_ns`, `blk.complete_ns`, `nvme.poll_*`, `nvme.completion`.
 
-use engine::rng::below;
 use engine::SimTime;
 
 use crate::blk::{BioOwner, QueueKind};
@@ -52,8 +51,7 @@ impl Host {
     pub(crate) fn io_wait_done(&mut self, t: u32) {
         let waited = self.cpu.core_wait_ns(t);
         let class = self.threads[t as usize].class;
-        self.layer_times
-            .record_context_switch(class.index(), waited);
+        self.count_core_wait(class, waited);
         self.after_io(t);
     }
 
@@ -128,7 +126,9 @@ impl Host {
         let iteration_ns = self.cfg.nvme.poll_iteration_ns;
         let hold_ns = self.cfg.jitter.poll_lock_hold_ns;
         let mut free_at = self.blk.hctx(h).poll_lock_free_at().max(now);
-        for &s in self.blk.hctx(h).spinners() {
+        // By index: drawing a phase needs the host while the spinners stay as they are.
+        for i in 0..self.blk.hctx(h).spinners().len() {
+            let s = self.blk.hctx(h).spinners()[i];
             let spinning =
                 s != t && self.threads[s as usize].step == Step::Poll && self.cpu.is_on_core(s);
             if !spinning {
@@ -137,7 +137,7 @@ impl Host {
             // The poller holds the lock for the first `hold_ns` of each iteration; the
             // submitter arrives at a point of that loop drawn uniformly (the two are not in
             // phase: their costs would alias on a grid).
-            let phase = below(&mut self.poll_lock_rng, iteration_ns);
+            let phase = self.poller_phase(iteration_ns);
             if phase < hold_ns {
                 free_at = free_at.max(now + (hold_ns - phase));
             }
@@ -268,7 +268,7 @@ impl Host {
         let now = self.now;
         let req = self.blk.reqs[r as usize];
         let polled = self.blk.hctx(req.hctx).kind() == QueueKind::Poll;
-        self.layer_times.record(&req, started, now, polled);
+        self.count_request_layers(&req, started, polled);
         if polled {
             let h = self.blk.hctx_mut(req.hctx);
             h.set_poll_mean_ns(nvme::ewma(h.poll_mean_ns(), now - req.t_doorbell));

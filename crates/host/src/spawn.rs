@@ -38,11 +38,10 @@ use engine::{stream, EventQueue, IoClass, LatencyHistogram, SimTime};
 use workload::{Buffering, IoGenerator, JobSpec, Profile, ProfileGenerator};
 
 use crate::blk::Blk;
-use crate::breakdown::LayerTimes;
 use crate::config::{HostConfig, Switch};
 use crate::cpu::{Cat, Cpu};
 use crate::jitter::CostDraws;
-use crate::machine::{Ev, Host, HostError, Waker};
+use crate::machine::{Ev, Host, HostError, HostParts};
 use crate::nvme;
 use crate::pagecache::{PageCache, NIL};
 use crate::process::{
@@ -534,7 +533,7 @@ impl<'c> Spawner<'c> {
         if cfg.nvme.lc_queue == Switch::On {
             blk = blk.with_lc_queues();
         }
-        Host {
+        Host::from_parts(HostParts {
             cfg: cfg.clone(),
             events: self.events,
             cpu: self.cpu,
@@ -547,12 +546,7 @@ impl<'c> Spawner<'c> {
                 file: crate::pagecache::NIL,
                 ..Default::default()
             },
-            now: SimTime::ZERO,
             duration,
-            stopping: false,
-            layer_times: LayerTimes::new(),
-            scratch: Vec::with_capacity(16),
-            errors: Vec::new(),
             nvme: nvme::Driver::new(
                 nvme::queue_pairs(cores, cfg.nvme.queue_depth, cfg.nvme.lc_queue == Switch::On)
                     .into_iter()
@@ -565,8 +559,6 @@ impl<'c> Spawner<'c> {
             ),
             costs: CostDraws::new(self.seed, &cfg.jitter),
             poll_lock_rng: stream(self.seed, "host.poll_lock"),
-            io_log: None,
-            response_log: None,
             accel: (cfg.nvme.accelerator == Switch::On).then(|| {
                 crate::accel::AccelDriver::new(crate::accel::Xler::new(
                     crate::accel::AccelConfig {
@@ -583,10 +575,8 @@ impl<'c> Spawner<'c> {
                     (cfg.blk.max_request_bytes / 512) as u32,
                 ))
             }),
-            dedicated_core: None,
-            waker: Waker::Local,
             kblockd,
-        }
+        })
     }
 }
 
@@ -642,7 +632,10 @@ mod tests {
             "server, 1 worker, 7 pagerank threads, flusher, a kblockd worker per core"
         );
         assert_eq!(host.flush.thread as usize, host.threads.len() - 9);
-        assert_eq!(host.kblockd, (10..18).collect::<Vec<u32>>());
+        assert_eq!(
+            (0..8).map(|c| host.kblockd_worker(c)).collect::<Vec<u32>>(),
+            (10..18).collect::<Vec<u32>>()
+        );
     }
 
     /// A client sends no request at or after the run's end, its first one included: fixed

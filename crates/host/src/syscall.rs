@@ -328,7 +328,7 @@ impl Host {
         if let Role::Fio(_) = th.role {
             self.fio_record(t, op == IoOp::Read, bytes, started, self.now);
             let think = self.fio(t).thinktime_ns;
-            if think > 0 && !self.stopping {
+            if think > 0 && !self.stopping() {
                 self.events
                     .schedule(self.now + think, Ev::Timer { thread: t });
                 return self.sleep(t, Wait::Timer, Step::App);
@@ -347,12 +347,11 @@ impl Host {
     /// waiting for them has one wait less.
     pub(crate) fn page_read_end(&mut self, b: u32, file: u32, first_page: u64, pages: u32) {
         self.pc.end_read(file, first_page, pages, b);
-        let mut waiters = std::mem::take(&mut self.scratch);
-        self.blk.take_waiters(b, &mut waiters);
-        for &w in &waiters {
-            self.io_waiter_done(w);
-        }
-        waiters.clear();
-        self.scratch = waiters;
+        self.with_scratch(|host, waiters| {
+            host.blk.take_waiters(b, waiters);
+            for &w in waiters.iter() {
+                host.io_waiter_done(w);
+            }
+        });
     }
 }

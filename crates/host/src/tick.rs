@@ -53,7 +53,7 @@ impl Host {
         }
         let period = self.tick_period_ns().expect("a tick fired: ticks are on");
         let next = now + period;
-        if next < self.duration || !self.nvme.all_completed() {
+        if self.within_run(next) || !self.nvme.all_completed() {
             self.events.schedule(next, Ev::Tick);
         }
     }

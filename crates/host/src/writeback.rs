@@ -91,7 +91,7 @@ impl Host {
         self.flush.periodic_due = true;
         self.kick_flusher();
         let next = self.now + self.cfg.pagecache.dirty_writeback_interval_ns;
-        if next < self.duration {
+        if self.within_run(next) {
             self.events.schedule(next, Ev::FlushTick);
         }
     }
@@ -113,7 +113,7 @@ impl Host {
         if foreground && self.pc.dirty_pages() > 0 {
             return Some(Due::All);
         }
-        if self.stopping {
+        if self.stopping() {
             return None;
         }
         if self.pc.over_background() {
