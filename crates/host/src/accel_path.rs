@@ -51,7 +51,7 @@ use crate::nvme::HostCommand;
 impl Host {
     /// Dispatched request `r` goes into the accelerator's registers.
     pub(crate) fn accel_emit(&mut self, r: u32) {
-        let now = self.now;
+        let now = self.now();
         let sqid = self.blk.issue(now, r);
         let req = &self.blk.reqs[r as usize];
         let (op, sector, sectors) = (req.op, req.sector, req.sectors);
@@ -61,16 +61,14 @@ impl Host {
             .submit(now, sqid, op, sector, sectors, r)
             .unwrap_or_else(|e| panic!("request {r}: {e} (driver tags bound every SQ)"));
         match placed.placed {
-            Placed::New { .. } => self
-                .events
-                .schedule(placed.ready_at, Ev::AccelFetch { sq: sqid }),
+            Placed::New { .. } => self.schedule(placed.ready_at, Ev::AccelFetch { sq: sqid }),
             Placed::Merged { .. } => self.nvme.stats.accel_merges += 1,
         }
     }
 
     /// The SSD fetches SQ `sq`'s oldest entry: one command for every request it carries.
     pub(crate) fn accel_fetch(&mut self, sq: u16) {
-        let now = self.now;
+        let now = self.now();
         let x = self.accel.as_mut().expect("the accelerator is on");
         let entry = x
             .xler

@@ -123,7 +123,7 @@ impl Host {
         if self.stopping() {
             return;
         }
-        let now = self.now;
+        let now = self.now();
         let app = &self.cfg.app;
         let (send, one_way) = (app.client_send_ns, app.net_one_way_ns);
         let spec = self.procs[p as usize].spec.clone_rate();
@@ -149,16 +149,15 @@ impl Host {
             }
         };
         let gap = arrival_gap_of(spec, arrival_rng);
-        self.events
-            .schedule(now + send + one_way, Ev::ServerRx { proc: p, req });
+        self.schedule(now + send + one_way, Ev::ServerRx { proc: p, req });
         if self.within_run(now + gap) {
-            self.events.schedule(now + gap, Ev::Arrival { proc: p });
+            self.schedule(now + gap, Ev::Arrival { proc: p });
         }
     }
 
     /// Request `req` reaches the server of `p`: it is queued and the server woken if idle.
     pub(crate) fn on_server_rx(&mut self, p: u32, req: u32) {
-        let now = self.now;
+        let now = self.now();
         let server = self.procs[p as usize].online().server;
         let spans = self.cpu.thread_time_now(now, server);
         let online = self.procs[p as usize].online();
@@ -173,7 +172,7 @@ impl Host {
 
     /// The reply to `req` reaches the client: its response time is recorded.
     pub(crate) fn on_client_rx(&mut self, p: u32, req: u32) {
-        let now = self.now;
+        let now = self.now();
         let OnlineState {
             reqs,
             free_reqs,
@@ -228,7 +227,7 @@ impl Host {
         };
         let p = self.threads[t as usize].proc as usize;
         let ipr = self.procs[p].spec.instructions_per_request;
-        let now = self.now;
+        let now = self.now();
         let spans = self.cpu.thread_time_now(now, t);
         let OnlineState {
             idle_workers,
@@ -310,13 +309,13 @@ impl Host {
             unreachable!()
         };
         let p = self.threads[t as usize].proc;
-        let now = self.now;
+        let now = self.now();
         let spans = self.cpu.thread_time_now(now, t);
         let r = &mut self.procs[p as usize].online().reqs[req as usize];
         r.replied_at = now;
         r.worker = exectime::since(&spans, &r.worker);
-        self.events.schedule(
-            self.now + self.cfg.app.net_one_way_ns,
+        self.schedule(
+            self.now() + self.cfg.app.net_one_way_ns,
             Ev::ClientRx { proc: p, req },
         );
         self.worker_next(t);
@@ -325,7 +324,7 @@ impl Host {
     /// Worker `w` of process `p` takes request `req` now: from here to its reply, the
     /// worker's spans are the request's (`exectime`).
     fn take_request(&mut self, p: usize, w: u32, req: u32) {
-        let now = self.now;
+        let now = self.now();
         let spans = self.cpu.thread_time_now(now, w);
         let r = &mut self.procs[p].online().reqs[req as usize];
         r.taken_at = now;

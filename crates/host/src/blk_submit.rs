@@ -88,7 +88,7 @@ impl Host {
             };
             let cold = self
                 .cpu
-                .foreign_user_since_for(t, th.blk.last_bio_submit, self.now);
+                .foreign_user_since_for(t, th.blk.last_bio_submit, self.now());
             let cold_ns = if cold {
                 self.blk.stats.class_mut(class).cold_bios += 1;
                 self.cold_part(self.cfg.blk.bio_submit_ns)
@@ -97,8 +97,9 @@ impl Host {
             };
             let ns = self.cfg.blk.bio_submit_ns + search_ns + cold_ns;
             let ns = self.costs.draw(CostSite::BioSubmit, ns);
+            let now = self.now();
             let blk = &mut self.threads[t as usize].blk;
-            blk.last_bio_submit = self.now;
+            blk.last_bio_submit = now;
             // Its dispatch runs cold too, once: a bypassing bio has none unless the hazard
             // rule sends it to the queue, and the state ends with the batch.
             if cold {
@@ -107,7 +108,7 @@ impl Host {
             // A bio retried after a wait for a request entered the block layer before the
             // wait: the wait is block-layer time (a tag wait) in its breakdown.
             if std::mem::replace(&mut blk.bio_entry, BioEntry::First) == BioEntry::First {
-                blk.bio_started = self.now;
+                blk.bio_started = now;
             }
             return self.burst(t, ns, Cat::Blk, Step::BioSubmit);
         }
@@ -155,7 +156,7 @@ impl Host {
     /// queued request it takes along) to the driver, or fall back to the queue, or wait for a
     /// request.
     fn bio_bypassed(&mut self, t: u32, b: u32) {
-        let now = self.now;
+        let now = self.now();
         let th = &self.threads[t as usize];
         let outcome = self
             .blk
@@ -198,7 +199,7 @@ impl Host {
     /// The bio's submission work is done: it merged, became a request in the plug, or no
     /// request was free (flush the plug, or sleep for one).
     pub(crate) fn bio_submitted(&mut self, t: u32) {
-        let now = self.now;
+        let now = self.now();
         let th = &mut self.threads[t as usize];
         let b = th.blk.bios[th.blk.next_bio];
         if self.bypasses(self.blk.bios[b as usize].class) {
@@ -240,7 +241,7 @@ impl Host {
 
     /// Flushes the plug into the hardware queue and dispatches.
     pub(crate) fn unplug(&mut self, t: u32) {
-        let now = self.now;
+        let now = self.now();
         let mut plug = std::mem::take(&mut self.threads[t as usize].blk.plug);
         for &r in &plug {
             self.blk.insert(now, r);
@@ -258,7 +259,7 @@ impl Host {
             .dispatch_queues(base)
             .into_iter()
             .filter(|&h| h != NO_HCTX)
-            .find_map(|h| self.blk.pick_dispatch(self.now, h));
+            .find_map(|h| self.blk.pick_dispatch(self.now(), h));
         match picked {
             Some(r) => {
                 self.threads[t as usize].blk.dispatching = r;
@@ -298,7 +299,7 @@ impl Host {
     /// the doorbell.
     pub(crate) fn dispatch_done(&mut self, t: u32) {
         let r = self.threads[t as usize].blk.dispatching;
-        self.blk.reqs[r as usize].t_driver = self.now;
+        self.blk.reqs[r as usize].t_driver = self.now();
         let ns = self.driver_ns();
         let ns = self.costs.draw(CostSite::Driver, ns);
         let ns = self.take_queue_lock(t, ns);
@@ -337,7 +338,7 @@ impl Host {
         if self.accel.is_some() {
             return self.accel_emit(r);
         }
-        let now = self.now;
+        let now = self.now();
         let sqid = self.blk.issue(now, r);
         let req = &self.blk.reqs[r as usize];
         self.blk.hctx(req.hctx).assert_within_depth();
@@ -372,7 +373,7 @@ impl Host {
                     self.start_poll(t)
                 } else {
                     self.nvme.stats.hybrid_sleeps += 1;
-                    self.events.schedule(self.now + s, Ev::Timer { thread: t });
+                    self.schedule(self.now() + s, Ev::Timer { thread: t });
                     self.sleep(t, Wait::Timer, Step::HybridWake)
                 }
             }

@@ -53,7 +53,7 @@ impl Host {
                 .draw(CostSite::PollComplete, self.cfg.nvme.poll_complete_ns);
         self.nvme.stats.polled_completions += 1;
         self.cpu.raise_irq(
-            self.now,
+            self.now(),
             core,
             IrqWork {
                 ns,
@@ -76,7 +76,7 @@ impl Host {
     /// Wakes thread `t` from the polling core: a reschedule IPI on its core, then the
     /// hand-off's cache-line transfers as the first thing it runs.
     pub(crate) fn wake_handed_off(&mut self, t: u32) {
-        let now = self.now;
+        let now = self.now();
         let core = self.cpu.core_of(t);
         assert_ne!(
             Some(core),

@@ -59,7 +59,7 @@ impl Host {
             return false;
         }
         match f.runtime_ns {
-            Some(r) => self.now < f.started + f.ramp_ns + r,
+            Some(r) => self.now() < f.started + f.ramp_ns + r,
             None => true,
         }
     }
@@ -67,7 +67,7 @@ impl Host {
     /// A clone's next step: reap finished asynchronous I/O, wait for the rate or the trace's
     /// timestamp, issue the next I/O, sleep in `io_getevents`, or exit.
     pub(crate) fn fio_next(&mut self, t: u32) {
-        let now = self.now;
+        let now = self.now();
         if self.fio(t).issued == 0 && self.fio(t).in_flight == 0 {
             self.fio(t).started = now;
             let p = self.threads[t as usize].proc as usize;
@@ -104,7 +104,7 @@ impl Host {
         };
         if let Some(allowed) = allowed {
             if allowed > now {
-                self.events.schedule(allowed, Ev::Timer { thread: t });
+                self.schedule(allowed, Ev::Timer { thread: t });
                 return self.sleep(t, Wait::Timer, Step::App);
             }
         }
@@ -233,7 +233,7 @@ impl Host {
             let end = if self.fio(t).latency_at_completion {
                 io.done_at
             } else {
-                self.now
+                self.now()
             };
             self.fio_record(t, io.read, io.bytes, io.started, end);
             self.fio(t).free_slots.push(s);
@@ -246,7 +246,7 @@ impl Host {
     /// A bio of asynchronous fio I/O `slot` completed; the I/O is done when its last bio is,
     /// and the thread, if it sleeps in `io_getevents`, wakes to reap it.
     pub(crate) fn fio_bio_end(&mut self, thread: u32, slot: u32) {
-        let now = self.now;
+        let now = self.now();
         let f = self.fio(thread);
         let io = &mut f.slots[slot as usize];
         assert!(

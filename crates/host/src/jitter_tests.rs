@@ -148,7 +148,7 @@ fn an_interrupt_on_a_polling_core_delays_its_reaping_by_the_overlap() {
         let at = doorbell + (DEVICE_NS - 2_000);
         dev.run(&mut host, Some(at));
         if irq {
-            host.now = at;
+            host.set_clock_for_test(at);
             let core = host.core_of(0);
             host.cpu.raise_irq(
                 at,

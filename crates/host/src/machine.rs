@@ -164,14 +164,12 @@ pub struct HostReport {
 /// The host model.
 pub struct Host {
     pub(crate) cfg: HostConfig,
-    pub(crate) events: EventQueue<Ev>,
     pub(crate) cpu: Cpu,
     pub(crate) pc: PageCache,
     pub(crate) blk: Blk,
     pub(crate) threads: Vec<Thread>,
     pub(crate) procs: Vec<Process>,
     pub(crate) flush: FlusherState,
-    pub(crate) now: SimTime,
     /// The NVMe driver's queue pairs, commands and counters.
     pub(crate) nvme: Driver,
     /// Per-operation kernel costs (constant unless `jitter.cost_cv_pct` > 0).
@@ -180,8 +178,12 @@ pub struct Host {
     pub(crate) accel: Option<crate::accel::AccelDriver>,
     /// DedCore (`nvme.dedcore`): the polling core, if any.
     pub(crate) dedicated_core: Option<u16>,
+    /// The host's events ([`Host::schedule`]).
+    events: EventQueue<Ev>,
     // The machine's own bookkeeping: the layers reach it through named operations
     // (`Host::stopping`, `Host::within_run`, `Host::log_response`, ...).
+    /// The time of the event being handled ([`Host::now`]).
+    now: SimTime,
     /// The run's configured end ([`Host::within_run`]).
     duration: SimTime,
     /// The duration is over ([`Host::stopping`]).
@@ -272,6 +274,17 @@ impl Host {
             io_log: None,
             response_log: None,
         }
+    }
+
+    /// Sets the clock to `at` between events, for a test that injects work at that instant.
+    #[cfg(test)]
+    pub(crate) fn set_clock_for_test(&mut self, at: SimTime) {
+        self.now = at;
+    }
+
+    /// Schedules `ev` at `at`.
+    pub(crate) fn schedule(&mut self, at: SimTime, ev: Ev) {
+        self.events.schedule(at, ev);
     }
 
     /// Whether the run's duration is over: clients stop sending, offline and fio threads

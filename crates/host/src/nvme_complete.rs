@@ -87,7 +87,7 @@ impl Host {
             self.blk.hctx_mut(h).remove_spinner(t);
         }
         if self.blk.hctx(h).has_posted() {
-            let now = self.now;
+            let now = self.now();
             if shared {
                 let hold = self.cfg.jitter.poll_lock_hold_ns;
                 if let Err(wait) = self.blk.hctx_mut(h).take_poll_lock(now, hold) {
@@ -122,7 +122,7 @@ impl Host {
         if self.blk.hctx(h).kind() != QueueKind::Poll {
             return ns;
         }
-        let now = self.now;
+        let now = self.now();
         let iteration_ns = self.cfg.nvme.poll_iteration_ns;
         let hold_ns = self.cfg.jitter.poll_lock_hold_ns;
         let mut free_at = self.blk.hctx(h).poll_lock_free_at().max(now);
@@ -182,7 +182,7 @@ impl Host {
 
     /// The completion of request `r` landed on CQ `cqid` (see [`Host::on_cqe`]).
     pub(crate) fn request_cqe(&mut self, cqid: u16, r: u32) {
-        let now = self.now;
+        let now = self.now();
         self.blk.on_cqe(now, r);
         let h = self.blk.hctx_of_queue(cqid);
         let (kind, core) = (self.blk.hctx(h).kind(), self.blk.hctx(h).core());
@@ -265,7 +265,7 @@ impl Host {
     /// times, notify every bio's owner, free the request and wake one thread waiting to
     /// allocate one.
     pub(crate) fn complete_request(&mut self, r: u32, started: SimTime) {
-        let now = self.now;
+        let now = self.now();
         let req = self.blk.reqs[r as usize];
         let polled = self.blk.hctx(req.hctx).kind() == QueueKind::Poll;
         self.count_request_layers(&req, started, polled);
@@ -313,7 +313,7 @@ impl Host {
     fn poke_poller(&mut self, t: u32) {
         if self.threads[t as usize].step == Step::Poll && self.cpu.is_polling(t) {
             let ns = self.cfg.nvme.poll_iteration_ns;
-            self.cpu.set_burst(self.now, t, ns, Cat::Poll);
+            self.cpu.set_burst(self.now(), t, ns, Cat::Poll);
         }
     }
 

@@ -96,7 +96,7 @@ impl Host {
             if start == SimTime::ZERO {
                 self.start_process(p as u32);
             } else {
-                self.events.schedule(start, Ev::Start { proc: p as u32 });
+                self.schedule(start, Ev::Start { proc: p as u32 });
             }
         }
         self.arm_core_timers();
@@ -105,7 +105,7 @@ impl Host {
     /// Process `p` starts: its offline and fio threads become runnable now. (An online
     /// service's client was given its first request time when it was spawned.)
     pub(crate) fn start_process(&mut self, p: u32) {
-        let now = self.now;
+        let now = self.now();
         for t in 0..self.threads.len() {
             let th = &self.threads[t];
             let starts = th.proc == p && matches!(th.role, Role::Offline | Role::Fio(_));

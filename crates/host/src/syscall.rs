@@ -57,6 +57,7 @@ impl Host {
         wait: bool,
         fio_slot: u32,
     ) {
+        let now = self.now();
         let th = &mut self.threads[t as usize];
         // Selective completion (`nvme_complete`'s essay): the class decides.
         let completion = match (completion, th.class) {
@@ -71,7 +72,7 @@ impl Host {
             completion
         };
         let proc = &mut self.procs[th.proc as usize];
-        proc.first_io_at.get_or_insert(self.now);
+        proc.first_io_at.get_or_insert(now);
         let file = proc.file;
         let page = offset_bytes / PAGE_BYTES;
         let end_page = (offset_bytes + bytes).div_ceil(PAGE_BYTES);
@@ -85,7 +86,7 @@ impl Host {
             path,
             completion,
             hctx: 0,
-            started: self.now,
+            started: now,
             wait,
             after: AfterIo::Finish,
             fio_slot,
@@ -272,7 +273,7 @@ impl Host {
     /// Buffered write after copying: the pages are dirty; wake the flusher or throttle the
     /// writer if the dirty limits say so.
     pub(crate) fn pc_write(&mut self, t: u32) {
-        let now = self.now;
+        let now = self.now();
         let th = &self.threads[t as usize];
         let (io, class) = (th.io, th.class);
         for p in io.page..io.page + io.pages {
@@ -323,14 +324,13 @@ impl Host {
     /// The system call returns to the application.
     pub(crate) fn io_finished(&mut self, t: u32) {
         let th = &self.threads[t as usize];
-        let latency = self.now - th.io.started;
+        let latency = self.now() - th.io.started;
         let (p, op, bytes, started) = (th.proc as usize, th.io.op, th.io.bytes, th.io.started);
         if let Role::Fio(_) = th.role {
-            self.fio_record(t, op == IoOp::Read, bytes, started, self.now);
+            self.fio_record(t, op == IoOp::Read, bytes, started, self.now());
             let think = self.fio(t).thinktime_ns;
             if think > 0 && !self.stopping() {
-                self.events
-                    .schedule(self.now + think, Ev::Timer { thread: t });
+                self.schedule(self.now() + think, Ev::Timer { thread: t });
                 return self.sleep(t, Wait::Timer, Step::App);
             }
             return self.fio_next(t);

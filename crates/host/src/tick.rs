@@ -24,14 +24,14 @@ impl Host {
     /// Schedules the first tick (at one period).
     pub(crate) fn arm_first_tick(&mut self) {
         if let Some(period) = self.tick_period_ns() {
-            self.events.schedule(SimTime(period), Ev::Tick);
+            self.schedule(SimTime(period), Ev::Tick);
         }
     }
 
     /// A tick: every busy core runs the handler; the next tick comes while the run lasts or
     /// I/O is in flight.
     pub(crate) fn on_tick(&mut self) {
-        let now = self.now;
+        let now = self.now();
         let mean_ns = self.cfg.jitter.tick_ns;
         for c in 0..self.cpu.cores() as u16 {
             if self.cpu.is_idle(c) {
@@ -54,7 +54,7 @@ impl Host {
         let period = self.tick_period_ns().expect("a tick fired: ticks are on");
         let next = now + period;
         if self.within_run(next) || !self.nvme.all_completed() {
-            self.events.schedule(next, Ev::Tick);
+            self.schedule(next, Ev::Tick);
         }
     }
 }

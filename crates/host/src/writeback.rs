@@ -90,9 +90,9 @@ impl Host {
     pub(crate) fn on_flush_tick(&mut self) {
         self.flush.periodic_due = true;
         self.kick_flusher();
-        let next = self.now + self.cfg.pagecache.dirty_writeback_interval_ns;
+        let next = self.now() + self.cfg.pagecache.dirty_writeback_interval_ns;
         if self.within_run(next) {
-            self.events.schedule(next, Ev::FlushTick);
+            self.schedule(next, Ev::FlushTick);
         }
     }
 
@@ -120,8 +120,8 @@ impl Host {
             return Some(Due::All);
         }
         let expire = self.cfg.pagecache.dirty_expire_ns;
-        if self.flush.periodic_due && self.now.0 > expire {
-            let before = SimTime(self.now.0 - expire);
+        if self.flush.periodic_due && self.now().0 > expire {
+            let before = SimTime(self.now().0 - expire);
             if self.pc.oldest_dirty_file(Some(before)).is_some() {
                 return Some(Due::ExpiredBefore(before));
             }
@@ -179,7 +179,7 @@ impl Host {
         if !self.threads[t as usize].blk.plug.is_empty() {
             return self.unplug(t);
         }
-        let bail = self.now.0 - self.flush.pass_started.0 >= WRITEBACK_PASS_MAX_NS;
+        let bail = self.now().0 - self.flush.pass_started.0 >= WRITEBACK_PASS_MAX_NS;
         if !bail {
             if let Some(file) = self.flush.pass.pop_front() {
                 self.flush.file = file;
@@ -196,7 +196,7 @@ impl Host {
             self.start_pass();
         } else {
             // Bailed out: the rest of the pass goes on (Linux keeps `b_io` until it is empty).
-            self.flush.pass_started = self.now;
+            self.flush.pass_started = self.now();
             self.flush.pass_pages = 0;
         }
         if !progress {
@@ -216,7 +216,7 @@ impl Host {
         let mut pass = std::mem::take(&mut self.flush.pass);
         self.pc.pass_files(before, &mut pass);
         self.flush.pass = pass;
-        self.flush.pass_started = self.now;
+        self.flush.pass_started = self.now();
         self.flush.pass_pages = 0;
         self.flush.wave_pages_left = self.wave_pages();
     }
