@@ -139,7 +139,7 @@ pub struct CoreTimer {
 }
 
 /// A burst with no end of its own (polling): it ends when the machine re-arms it.
-pub const UNTIL_POKED: u64 = u64::MAX;
+const UNTIL_POKED: u64 = u64::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunState {
@@ -419,6 +419,13 @@ impl Cpu {
             self.dirty_mark[core as usize] = true;
             self.dirty.push(core);
         }
+    }
+
+    /// The running (or runnable) thread's next burst is a spin in a poll loop (`Cat::Poll`)
+    /// with no end of its own: it ends when [`Cpu::set_burst`] re-arms it (a completion
+    /// landed). [`Cpu::is_polling`] says it spins.
+    pub fn spin(&mut self, now: SimTime, t: u32) {
+        self.set_burst(now, t, UNTIL_POKED, Cat::Poll);
     }
 
     /// Sets the running (or runnable) thread's next burst. Call from the machine while the

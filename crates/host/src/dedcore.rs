@@ -33,7 +33,7 @@
 //! Config keys: `nvme.dedcore`, `nvme.dedcore_handoff_ns`, `cpu.ipi_ns`,
 //! `nvme.poll_iteration_ns`, `nvme.poll_complete_ns`.
 
-use crate::cpu::{Cat, IrqAction, IrqWork, UNTIL_POKED};
+use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
 use crate::machine::Host;
 use crate::task::Step;
@@ -41,7 +41,7 @@ use crate::task::Step;
 impl Host {
     /// The polling thread spins on the poll CQs for the rest of the run.
     pub(crate) fn dedcore_spin(&mut self, t: u32) {
-        self.burst(t, UNTIL_POKED, Cat::Poll, Step::App)
+        self.spin_until_poked(t, Step::App)
     }
 
     /// A CQE for request `r` landed on a poll CQ: the polling core sees and completes it.

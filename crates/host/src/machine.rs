@@ -583,6 +583,13 @@ impl Host {
         self.cpu.set_burst(self.now, t, ns, cat);
     }
 
+    /// Thread `t` spins in a poll loop until a completion re-arms it ([`Cpu::spin`]); then it
+    /// runs `then`.
+    pub(crate) fn spin_until_poked(&mut self, t: u32, then: Step) {
+        self.threads[t as usize].step = then;
+        self.cpu.spin(self.now, t);
+    }
+
     /// Thread `t` (running) blocks for `wait`; when woken it runs `then`.
     pub(crate) fn sleep(&mut self, t: u32, wait: Wait, then: Step) {
         let th = &mut self.threads[t as usize];

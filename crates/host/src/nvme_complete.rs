@@ -38,7 +38,7 @@ use engine::SimTime;
 
 use crate::blk::{BioOwner, QueueKind};
 use crate::config::PollLock;
-use crate::cpu::{Cat, IrqAction, IrqWork, UNTIL_POKED};
+use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
 use crate::machine::Host;
 use crate::nvme;
@@ -75,7 +75,7 @@ impl Host {
             let h = self.threads[t as usize].io.hctx;
             self.blk.hctx_mut(h).add_spinner(t);
         }
-        self.burst(t, UNTIL_POKED, Cat::Poll, Step::Poll)
+        self.spin_until_poked(t, Step::Poll)
     }
 
     /// One poll iteration ended: reap whatever is posted (once the queue lock is free, if it
