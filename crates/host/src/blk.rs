@@ -368,7 +368,7 @@ pub struct Blk {
     waiters: Vec<Waiter>,
     free_waiters: Vec<u32>,
     hctxs: Vec<Hctx>,
-    pub stats: BlkStats,
+    stats: BlkStats,
     bios_live: u64,
     reqs_live: u64,
     /// Poll queues in use (cores map onto them round-robin).
@@ -392,6 +392,48 @@ pub enum SubmitOutcome {
 }
 
 impl Blk {
+    /// The block layer's counters so far.
+    pub fn stats(&self) -> &BlkStats {
+        &self.stats
+    }
+
+    /// Counts a bio of `class` merged into a request (`kind`: riding along on the same range,
+    /// or adjacent / covering).
+    pub(crate) fn count_merge(&mut self, class: IoClass, kind: MergeKind) {
+        let s = self.stats.class_mut(class);
+        s.bios += 1;
+        match kind {
+            MergeKind::SameLba => s.same_lba_merges += 1,
+            _ => s.merged_bios += 1,
+        }
+    }
+
+    /// Counts a bio of `class` submitted cold (`blk.cold_submit_ns`, `blk_submit`'s essay).
+    pub(crate) fn count_cold_bio(&mut self, class: IoClass) {
+        self.stats.class_mut(class).cold_bios += 1;
+    }
+
+    /// Counts a request dispatched by a deferred queue run (the kblockd worker, `kblockd`).
+    pub(crate) fn count_deferred_dispatch(&mut self) {
+        self.stats.deferred_dispatches += 1;
+    }
+
+    /// Counts a kblockd worker woken to run a queue.
+    pub(crate) fn count_kblockd_run(&mut self) {
+        self.stats.kblockd_runs += 1;
+    }
+
+    /// Counts a bypass that found a queued request on the same LBAs and took it along
+    /// (`blk_bypass`'s hazard rule).
+    pub(crate) fn count_bypass_hazard(&mut self) {
+        self.stats.bypass_hazards += 1;
+    }
+
+    /// Counts a latency-critical request sent straight to the driver (`blk.bypass_lc`).
+    pub(crate) fn count_bypassed(&mut self) {
+        self.stats.bypassed += 1;
+    }
+
     /// `cores` cores, each with an interrupt and a poll hardware queue; SQ depth `depth`.
     pub fn new(cfg: &BlkConfig, cores: u16, depth: u32, nr_requests: u32) -> Blk {
         let mut hctxs = Vec::new();
@@ -672,12 +714,7 @@ impl Blk {
                 .find_map(|r| self.mergeable(r, &b).map(|k| (r, k)));
             if let Some((r, kind)) = found {
                 self.attach(r, bio, kind, started);
-                let s = self.stats.class_mut(b.class);
-                s.bios += 1;
-                match kind {
-                    MergeKind::SameLba => s.same_lba_merges += 1,
-                    _ => s.merged_bios += 1,
-                }
+                self.count_merge(b.class, kind);
                 return SubmitOutcome::Merged { req: r };
             }
         }

@@ -127,7 +127,7 @@ impl Blk {
                 None => BypassOutcome::NoRequest { hctx: qh },
             };
         }
-        self.stats.bypass_hazards += 1;
+        self.count_bypass_hazard();
         let req = self.reqs[q as usize];
         let (lo, hi) = (
             req.sector.min(b.sector),
@@ -141,18 +141,13 @@ impl Blk {
                 MergeKind::Union
             };
             self.attach(q, bio, kind, started);
-            let s = self.stats.class_mut(b.class);
-            s.bios += 1;
-            match kind {
-                MergeKind::SameLba => s.same_lba_merges += 1,
-                _ => s.merged_bios += 1,
-            }
+            self.count_merge(b.class, kind);
             if self.tags_free(qh) == 0 {
                 return BypassOutcome::Queued;
             }
             self.remove_queued(q);
             self.start_dispatch(now, q);
-            self.stats.bypassed += 1;
+            self.count_bypassed();
             return BypassOutcome::MergedDirect { req: q };
         }
         self.direct_or_queued(now, started, bio, qh, Some(q))
@@ -183,7 +178,7 @@ impl Blk {
             self.start_dispatch(now, q);
         }
         self.start_dispatch(now, r);
-        self.stats.bypassed += 1;
+        self.count_bypassed();
         BypassOutcome::Direct {
             first: before,
             req: r,
@@ -391,7 +386,7 @@ mod tests {
             "{out:?}"
         );
         assert_eq!(b.hctx(0).queued(), 0);
-        assert_eq!((b.stats.bypassed, b.stats.bypass_hazards), (2, 1));
+        assert_eq!((b.stats().bypassed, b.stats().bypass_hazards), (2, 1));
         // A same-direction overlap merges into the queued request and sends it.
         let w2 = b.new_bio(IoOp::Write, IoClass::Throughput, 160, 8, owner);
         let mut plug = Vec::new();

@@ -90,7 +90,7 @@ impl Host {
                 .cpu
                 .foreign_user_since_for(t, th.blk.last_bio_submit, self.now());
             let cold_ns = if cold {
-                self.blk.stats.class_mut(class).cold_bios += 1;
+                self.blk.count_cold_bio(class);
                 self.cold_part(self.cfg.blk.bio_submit_ns)
             } else {
                 0
@@ -265,7 +265,7 @@ impl Host {
                 self.threads[t as usize].blk.dispatching = r;
                 if matches!(self.threads[t as usize].role, Role::Kblockd { .. }) {
                     // The worker's time is done for the class of the request it dispatches.
-                    self.blk.stats.deferred_dispatches += 1;
+                    self.blk.count_deferred_dispatch();
                     self.cpu.set_class(t, self.blk.reqs[r as usize].class);
                 }
                 let cache = std::mem::replace(

@@ -93,7 +93,7 @@ impl Host {
             queues.push(base);
         }
         if self.threads[t as usize].wait == Wait::Kblockd {
-            self.blk.stats.kblockd_runs += 1;
+            self.blk.count_kblockd_run();
             self.wake(t);
         }
     }

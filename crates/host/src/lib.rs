@@ -59,13 +59,21 @@
 //! A behaviour module changes another layer's state only through that layer's operations,
 //! named for what it asks: blk's hardware queue hands out its posted CQEs, its request
 //! waiters and its shared poll lock (`Hctx::reap_posted`, `wait_for_request`,
-//! `take_poll_lock`); the scheduler says whether a thread is polling (`Cpu::is_polling`) and
-//! keeps its per-thread state private (`Cpu::sched` reads it); the NVMe driver's books
-//! (`nvme::Driver`) count what is sent and completed; write-back gives its wave hint to the
-//! request it belongs to (`Host::give_wave_hint`). A thread's I/O-path state (`task::Thread`)
-//! is grouped by the layer that keeps it (`app`, `blk`, `poll`, `ra`, `fsync`), its modes are
-//! enums. The block layer's bios and requests stay open records (`Blk::bios`, `Blk::reqs`):
-//! every layer on the path reads them, as the kernel's `struct bio` and `struct request` are.
+//! `take_poll_lock`) and counts what the other layers tell it (`Blk::count_cold_bio`, ...;
+//! `Blk::stats` reads the counters); the scheduler starts a poll spin (`Cpu::spin`), says
+//! whether a thread is polling (`Cpu::is_polling`) and keeps its per-thread state private
+//! (`Cpu::sched` reads it); the NVMe driver's books (`nvme::Driver`) count what is sent and
+//! completed; write-back gives its wave hint to the request it belongs to
+//! (`Host::give_wave_hint`). A thread's I/O-path state (`task::Thread`) is grouped by the layer
+//! that keeps it (`app`, `blk`, `poll`, `ra`, `fsync`), its modes are enums. The machine's own
+//! bookkeeping (clock, event queue, run end, logs, the poll-lock stream, the kblockd workers)
+//! is private to `machine`: the layers call `Host::now`, `Host::schedule`, `Host::stopping`,
+//! `Host::within_run`, `Host::spin_until_poked`, …, and `spawn` assembles a host from its
+//! layers' state (`HostParts`). The layers' state objects stay crate-visible fields of `Host`
+//! (`cpu`, `pc`, `blk`, `threads`, `procs`, `flush`, `nvme`, `accel`, with `cfg`, `costs` and
+//! `dedicated_core`). The block layer's bios and requests stay open records (`Blk::bios`,
+//! `Blk::reqs`): every layer on the path reads them, as the kernel's `struct bio` and
+//! `struct request` are.
 //!
 //! ## Dependency order
 //! A module imports only modules before it in this order (`grep -n 'use crate::' src/*.rs`):

@@ -751,7 +751,7 @@ impl Host {
             breakdown,
             request_latency: self.layer_times.request_latency(),
             pagecache: self.pc.finish_stats(),
-            blk: self.blk.stats.clone(),
+            blk: self.blk.stats().clone(),
             nvme: self.nvme.stats.clone(),
             events: self.events.scheduled_total(),
             commands: self.nvme.sent(),
