@@ -210,7 +210,7 @@ impl Host {
             Some(req) => {
                 self.threads[t as usize].role = Role::Server { req };
                 let ns = self.cfg.app.net_recv_ns + self.cfg.app.handoff_ns;
-                let ns = self.costs.draw(CostSite::Net, ns);
+                let ns = self.cost(CostSite::Net, ns);
                 self.burst(t, ns, Cat::Syscall, Step::ServerHandoff);
             }
             None => self.sleep(t, Wait::Rx, Step::App),
@@ -280,7 +280,7 @@ impl Host {
             }
         }
         if instr_left == 0 {
-            let ns = self.costs.draw(CostSite::Net, self.cfg.app.reply_ns);
+            let ns = self.cost(CostSite::Net, self.cfg.app.reply_ns);
             return self.burst(t, ns, Cat::Syscall, Step::Reply);
         }
         let gap = self.threads[t as usize].app.instr_to_io;

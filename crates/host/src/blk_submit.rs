@@ -96,7 +96,7 @@ impl Host {
                 0
             };
             let ns = self.cfg.blk.bio_submit_ns + search_ns + cold_ns;
-            let ns = self.costs.draw(CostSite::BioSubmit, ns);
+            let ns = self.cost(CostSite::BioSubmit, ns);
             let now = self.now();
             let blk = &mut self.threads[t as usize].blk;
             blk.last_bio_submit = now;
@@ -277,9 +277,7 @@ impl Host {
                 } else {
                     0
                 };
-                let ns = self
-                    .costs
-                    .draw(CostSite::Dispatch, self.cfg.blk.dispatch_ns + cold_ns);
+                let ns = self.cost(CostSite::Dispatch, self.cfg.blk.dispatch_ns + cold_ns);
                 self.burst(t, ns, Cat::Blk, Step::Dispatch);
             }
             None => {
@@ -301,7 +299,7 @@ impl Host {
         let r = self.threads[t as usize].blk.dispatching;
         self.blk.reqs[r as usize].t_driver = self.now();
         let ns = self.driver_ns();
-        let ns = self.costs.draw(CostSite::Driver, ns);
+        let ns = self.cost(CostSite::Driver, ns);
         let ns = self.take_queue_lock(t, ns);
         self.burst(t, ns, Cat::Nvme, Step::Driver);
     }
@@ -363,7 +361,7 @@ impl Host {
             return self.after_io(t);
         }
         match (io.path, io.completion) {
-            (Path::Direct, CompletionMode::Polled) if self.dedicated_core.is_none() => {
+            (Path::Direct, CompletionMode::Polled) if self.dedicated_core().is_none() => {
                 self.start_poll(t)
             }
             (Path::Direct, CompletionMode::Hybrid) => {

@@ -46,11 +46,9 @@ impl Host {
 
     /// A CQE for request `r` landed on a poll CQ: the polling core sees and completes it.
     pub(crate) fn dedcore_cqe(&mut self, r: u32) {
-        let core = self.dedicated_core.expect("DedCore is on");
+        let core = self.dedicated_core().expect("DedCore is on");
         let ns = self.cfg.nvme.poll_iteration_ns
-            + self
-                .costs
-                .draw(CostSite::PollComplete, self.cfg.nvme.poll_complete_ns);
+            + self.cost(CostSite::PollComplete, self.cfg.nvme.poll_complete_ns);
         self.nvme.stats.polled_completions += 1;
         self.cpu.raise_irq(
             self.now(),
@@ -80,10 +78,10 @@ impl Host {
         let core = self.cpu.core_of(t);
         assert_ne!(
             Some(core),
-            self.dedicated_core,
+            self.dedicated_core(),
             "thread {t} sleeps on DedCore's polling core"
         );
-        let ipi = self.costs.draw(CostSite::Ipi, self.cfg.cpu.ipi_ns);
+        let ipi = self.cost(CostSite::Ipi, self.cfg.cpu.ipi_ns);
         self.cpu.count_interrupt(core);
         self.cpu.raise_irq(
             now,
@@ -96,9 +94,7 @@ impl Host {
                 class: None,
             },
         );
-        let handoff = self
-            .costs
-            .draw(CostSite::Handoff, self.cfg.nvme.dedcore_handoff_ns);
+        let handoff = self.cost(CostSite::Handoff, self.cfg.nvme.dedcore_handoff_ns);
         self.cpu.wake(now, t, handoff, Cat::BlkComplete);
     }
 }
@@ -131,7 +127,7 @@ mod tests {
         lc.class = IoClass::LatencyCritical;
         let procs = vec![lc, fio_process(job, &cfg)];
         let mut host = Host::new(&cfg, procs, 1, SimTime::from_ms(5), 1 << 40).unwrap();
-        assert_eq!(host.dedicated_core, Some(3));
+        assert_eq!(host.dedicated_core(), Some(3));
         let mut dev = FixedLatencyDevice::new(&host, 10_000);
         dev.run(&mut host, None);
         let r = host.finish().unwrap();

@@ -88,7 +88,7 @@ impl Host {
         if asynchronous && !self.fio(t).completed.is_empty() {
             let f = self.fio(t);
             std::mem::swap(&mut f.completed, &mut f.reaping);
-            let ns = self.costs.draw(CostSite::Syscall, self.cfg.app.syscall_ns);
+            let ns = self.cost(CostSite::Syscall, self.cfg.app.syscall_ns);
             return self.burst(t, ns, Cat::Syscall, Step::FioReap);
         }
         if !can {

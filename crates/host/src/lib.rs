@@ -66,12 +66,12 @@
 //! completed; write-back gives its wave hint to the request it belongs to
 //! (`Host::give_wave_hint`). A thread's I/O-path state (`task::Thread`) is grouped by the layer
 //! that keeps it (`app`, `blk`, `poll`, `ra`, `fsync`), its modes are enums. The machine's own
-//! bookkeeping (clock, event queue, run end, logs, the poll-lock stream, the kblockd workers)
-//! is private to `machine`: the layers call `Host::now`, `Host::schedule`, `Host::stopping`,
-//! `Host::within_run`, `Host::spin_until_poked`, …, and `spawn` assembles a host from its
-//! layers' state (`HostParts`). The layers' state objects stay crate-visible fields of `Host`
-//! (`cpu`, `pc`, `blk`, `threads`, `procs`, `flush`, `nvme`, `accel`, with `cfg`, `costs` and
-//! `dedicated_core`). The block layer's bios and requests stay open records (`Blk::bios`,
+//! bookkeeping (clock, event queue, run end, logs, cost draws, the poll-lock stream, the
+//! kblockd workers, DedCore's core) is private to `machine`: the layers call `Host::now`,
+//! `Host::schedule`, `Host::cost`, `Host::stopping`, `Host::within_run`,
+//! `Host::spin_until_poked`, …, and `spawn` assembles a host from its layers' state
+//! (`HostParts`). The layers' state objects stay crate-visible fields of `Host` (`cpu`, `pc`,
+//! `blk`, `threads`, `procs`, `flush`, `nvme`, `accel`, and the configuration `cfg`). The block layer's bios and requests stay open records (`Blk::bios`,
 //! `Blk::reqs`): every layer on the path reads them, as the kernel's `struct bio` and
 //! `struct request` are.
 //!

@@ -172,18 +172,18 @@ pub struct Host {
     pub(crate) flush: FlusherState,
     /// The NVMe driver's queue pairs, commands and counters.
     pub(crate) nvme: Driver,
-    /// Per-operation kernel costs (constant unless `jitter.cost_cv_pct` > 0).
-    pub(crate) costs: CostDraws,
     /// The queue accelerator (`nvme.accelerator`), if on.
     pub(crate) accel: Option<crate::accel::AccelDriver>,
-    /// DedCore (`nvme.dedcore`): the polling core, if any.
-    pub(crate) dedicated_core: Option<u16>,
     /// The host's events ([`Host::schedule`]).
     events: EventQueue<Ev>,
     // The machine's own bookkeeping: the layers reach it through named operations
     // (`Host::stopping`, `Host::within_run`, `Host::log_response`, ...).
     /// The time of the event being handled ([`Host::now`]).
     now: SimTime,
+    /// Per-operation kernel costs (constant unless `jitter.cost_cv_pct` > 0, [`Host::cost`]).
+    costs: CostDraws,
+    /// DedCore (`nvme.dedcore`): the polling core, if any ([`Host::dedicated_core`]).
+    dedicated_core: Option<u16>,
     /// The run's configured end ([`Host::within_run`]).
     duration: SimTime,
     /// The duration is over ([`Host::stopping`]).
@@ -226,12 +226,14 @@ pub(crate) struct HostParts {
     pub(crate) poll_lock_rng: SimRng,
     /// Each core's kblockd worker thread, by core.
     pub(crate) kblockd: Vec<u32>,
+    /// DedCore's polling core, if on.
+    pub(crate) dedicated_core: Option<u16>,
     /// The run's configured end.
     pub(crate) duration: SimTime,
 }
 
 impl Host {
-    /// The host made of `parts`, at time 0, no DedCore core yet, keeping no logs.
+    /// The host made of `parts`, at time 0, keeping no logs.
     pub(crate) fn from_parts(parts: HostParts) -> Host {
         let HostParts {
             cfg,
@@ -247,6 +249,7 @@ impl Host {
             accel,
             poll_lock_rng,
             kblockd,
+            dedicated_core,
             duration,
         } = parts;
         Host {
@@ -262,7 +265,7 @@ impl Host {
             nvme,
             costs,
             accel,
-            dedicated_core: None,
+            dedicated_core,
             duration,
             stopping: false,
             layer_times: LayerTimes::new(),
@@ -280,6 +283,18 @@ impl Host {
     #[cfg(test)]
     pub(crate) fn set_clock_for_test(&mut self, at: SimTime) {
         self.now = at;
+    }
+
+    /// One operation's cost at `site` whose mean is `mean_ns` (`mean_ns` itself unless
+    /// `jitter.cost_cv_pct` > 0: `CostDraws::draw`).
+    #[inline]
+    pub(crate) fn cost(&mut self, site: CostSite, mean_ns: u64) -> u64 {
+        self.costs.draw(site, mean_ns)
+    }
+
+    /// DedCore's polling core (`nvme.dedcore`), if on.
+    pub(crate) fn dedicated_core(&self) -> Option<u16> {
+        self.dedicated_core
     }
 
     /// Schedules `ev` at `at`.

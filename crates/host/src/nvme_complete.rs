@@ -101,7 +101,7 @@ impl Host {
             self.blk.hctx_mut(h).reap_posted(&mut th.poll.reap);
             th.poll.reap_started = now;
             let ns = th.poll.reap.len() as u64 * self.cfg.nvme.poll_complete_ns;
-            let ns = self.costs.draw(CostSite::PollComplete, ns);
+            let ns = self.cost(CostSite::PollComplete, ns);
             self.burst(t, ns, Cat::BlkComplete, Step::Reap)
         } else if self.threads[t as usize].pending == 0 {
             self.after_io(t)
@@ -187,7 +187,7 @@ impl Host {
         let h = self.blk.hctx_of_queue(cqid);
         let (kind, core) = (self.blk.hctx(h).kind(), self.blk.hctx(h).core());
         match kind {
-            QueueKind::Poll if self.dedicated_core.is_some() => self.dedcore_cqe(r),
+            QueueKind::Poll if self.dedicated_core().is_some() => self.dedcore_cqe(r),
             QueueKind::Poll => {
                 self.blk.hctx_mut(h).post(r);
                 let first = self.blk.reqs[r as usize].first_bio;
@@ -202,11 +202,12 @@ impl Host {
                 } else {
                     self.nvme.stats.interrupts += 1;
                     self.cpu.count_interrupt(core);
+                    let isr_ns = self.cost(CostSite::Isr, self.cfg.cpu.isr_ns);
                     self.cpu.raise_irq(
                         now,
                         core,
                         IrqWork {
-                            ns: self.costs.draw(CostSite::Isr, self.cfg.cpu.isr_ns),
+                            ns: isr_ns,
                             cat: Cat::Irq,
                             action: IrqAction::None,
                             nvme: true,
@@ -240,7 +241,7 @@ impl Host {
             }
             b = bio.next;
         }
-        self.costs.draw(CostSite::Complete, ns)
+        self.cost(CostSite::Complete, ns)
     }
 
     /// An interrupt item that began at `started` finished on its core.

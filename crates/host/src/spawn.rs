@@ -78,9 +78,9 @@ impl Host {
         let poller = (cfg.nvme.dedcore == Switch::On).then(|| spawner.spawn_poller());
         let kblockd = spawner.spawn_kblockd();
         spawner.arm_first_events(duration);
-        let mut host = spawner.into_host(flusher, kblockd, duration);
+        let dedicated_core = poller.map(|t| spawner.cpu.core_of(t));
+        let mut host = spawner.into_host(flusher, kblockd, dedicated_core, duration);
         if let Some(t) = poller {
-            host.dedicated_core = Some(host.core_of(t));
             host.cpu.wake(SimTime::ZERO, t, 0, Cat::Sched);
         }
         host.arm_first_tick();
@@ -519,7 +519,13 @@ impl<'c> Spawner<'c> {
         }
     }
 
-    fn into_host(mut self, flusher: u32, kblockd: Vec<u32>, duration: SimTime) -> Host {
+    fn into_host(
+        mut self,
+        flusher: u32,
+        kblockd: Vec<u32>,
+        dedicated_core: Option<u16>,
+        duration: SimTime,
+    ) -> Host {
         let cfg = self.cfg;
         let cores = cfg.cpu.cores as u16;
         // Two owners of per-site streams: the CPU draws only the context-switch and
@@ -576,6 +582,7 @@ impl<'c> Spawner<'c> {
                 ))
             }),
             kblockd,
+            dedicated_core,
         })
     }
 }

@@ -91,7 +91,7 @@ impl Host {
             after: AfterIo::Finish,
             fio_slot,
         };
-        let ns = self.costs.draw(CostSite::Syscall, self.cfg.app.syscall_ns);
+        let ns = self.cost(CostSite::Syscall, self.cfg.app.syscall_ns);
         self.burst(t, ns, Cat::Syscall, Step::IoEnter);
     }
 
@@ -103,7 +103,7 @@ impl Host {
             (Path::Direct, _) => self.direct_bios(t),
             (Path::Buffered, IoOp::Read) => {
                 let ns = io.pages * self.cfg.pagecache.page_lookup_ns;
-                let ns = self.costs.draw(CostSite::PageCache, ns);
+                let ns = self.cost(CostSite::PageCache, ns);
                 self.burst(t, ns, Cat::PageCache, Step::PcRead);
             }
             (Path::Buffered, _) => {
@@ -113,7 +113,7 @@ impl Host {
                 let c = &self.cfg.pagecache;
                 let ns = io.pages * (c.page_lookup_ns + c.page_copy_ns + c.page_dirty_ns)
                     + missing * c.page_alloc_ns;
-                let ns = self.costs.draw(CostSite::PageCache, ns);
+                let ns = self.cost(CostSite::PageCache, ns);
                 self.burst(t, ns, Cat::PageCache, Step::PcWrite);
             }
         }
@@ -302,7 +302,7 @@ impl Host {
         if every > 0 && th.app.writes.is_multiple_of(every) {
             th.fsync.file = th.io.file;
             self.pc.stats.fsyncs += 1;
-            let ns = self.costs.draw(CostSite::Syscall, self.cfg.app.syscall_ns);
+            let ns = self.cost(CostSite::Syscall, self.cfg.app.syscall_ns);
             return self.burst(t, ns, Cat::Syscall, Step::FsyncStart);
         }
         self.io_finished(t);
@@ -314,7 +314,7 @@ impl Host {
         match io.after {
             AfterIo::Copy => {
                 let ns = io.pages * self.cfg.pagecache.page_copy_ns;
-                let ns = self.costs.draw(CostSite::PageCache, ns);
+                let ns = self.cost(CostSite::PageCache, ns);
                 self.burst(t, ns, Cat::PageCache, Step::PcCopy);
             }
             AfterIo::Finish => self.io_finished(t),

@@ -37,7 +37,7 @@ impl Host {
             if self.cpu.is_idle(c) {
                 continue;
             }
-            let ns = self.costs.draw(CostSite::Tick, mean_ns);
+            let ns = self.cost(CostSite::Tick, mean_ns);
             self.cpu.count_interrupt(c);
             self.cpu.raise_irq(
                 now,

@@ -168,7 +168,7 @@ impl Host {
                     self.pc.stats.writeback_wave_pages += n as u64;
                     self.flush.run = (file, first, n, class);
                     let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
-                    let ns = self.costs.draw(CostSite::Writeback, ns);
+                    let ns = self.cost(CostSite::Writeback, ns);
                     return self.burst(t, ns, Cat::PageCache, Step::FlushPages);
                 }
             }
@@ -311,7 +311,7 @@ impl Host {
         if let Some((first, n, class)) = run {
             self.threads[t as usize].fsync.run = (first, n, class);
             let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
-            let ns = self.costs.draw(CostSite::Writeback, ns);
+            let ns = self.cost(CostSite::Writeback, ns);
             return self.burst(t, ns, Cat::PageCache, Step::FsyncPages);
         }
         if !th.blk.plug.is_empty() {
