@@ -518,7 +518,7 @@ impl Host {
 
     /// Page-cache counters so far (its gauges are current only in [`Host::pagecache_gauges`]).
     pub fn pagecache_counters(&self) -> &PageCacheStats {
-        &self.pc.stats
+        self.pc.stats()
     }
 
     /// The dirty-ratio set in force (`pagecache.adaptive_dirty`; `None` when off).

@@ -208,7 +208,7 @@ pub struct PageCache {
     resident: u64,
     dirty: u64,
     writeback: u64,
-    pub stats: PageCacheStats,
+    stats: PageCacheStats,
     read_ahead_max_pages: u64,
     background_pages: u64,
     limit_pages: u64,
@@ -231,6 +231,43 @@ fn unkey(key: u64) -> (u32, u64) {
 }
 
 impl PageCache {
+    /// The page cache's counters so far (the gauges as of their last update).
+    pub fn stats(&self) -> &PageCacheStats {
+        &self.stats
+    }
+
+    /// Counts one buffered read of `class`: pages found, pages missed, pages read ahead.
+    pub(crate) fn count_read(&mut self, class: IoClass, hits: u64, misses: u64, ahead: u64) {
+        let s = self.stats.class_mut(class);
+        s.read_hits += hits;
+        s.read_misses += misses;
+        s.readahead_pages += ahead;
+    }
+
+    /// Counts a buffered write of `class` throttled above the dirty limit.
+    pub(crate) fn count_throttled_write(&mut self, class: IoClass) {
+        self.stats.class_mut(class).throttled_writes += 1;
+    }
+
+    /// Counts an fsync call.
+    pub(crate) fn count_fsync(&mut self) {
+        self.stats.fsyncs += 1;
+    }
+
+    /// Counts a write-back wave, announced by a victimization hint of `hinted_pages` pages
+    /// (`None`: no hint).
+    pub(crate) fn count_wave(&mut self, hinted_pages: Option<u64>) {
+        self.stats.writeback_waves += 1;
+        if let Some(p) = hinted_pages {
+            self.stats.writeback_hinted_pages += p;
+        }
+    }
+
+    /// Counts `pages` the flusher's wave takes to write back.
+    pub(crate) fn count_wave_pages(&mut self, pages: u64) {
+        self.stats.writeback_wave_pages += pages;
+    }
+
     pub fn new(
         capacity_pages: u64,
         read_ahead_max_bytes: u64,

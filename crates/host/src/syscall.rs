@@ -254,10 +254,7 @@ impl Host {
             };
         }
         flush(&mut run, th, &mut self.pc, &mut self.blk, false);
-        let s = self.pc.stats.class_mut(class);
-        s.read_hits += hits;
-        s.read_misses += misses;
-        s.readahead_pages += ahead;
+        self.pc.count_read(class, hits, misses, ahead);
         th.io.after = AfterIo::Copy;
         th.io.completion = CompletionMode::Interrupt;
         if !th.blk.bios.is_empty() {
@@ -283,7 +280,7 @@ impl Host {
             self.kick_flusher();
         }
         if self.pc.over_limit() {
-            self.pc.stats.class_mut(class).throttled_writes += 1;
+            self.pc.count_throttled_write(class);
             self.flush.throttled.push(t);
             self.kick_flusher();
             return self.sleep(t, Wait::Throttle, Step::ThrottleDone);
@@ -301,7 +298,7 @@ impl Host {
         };
         if every > 0 && th.app.writes.is_multiple_of(every) {
             th.fsync.file = th.io.file;
-            self.pc.stats.fsyncs += 1;
+            self.pc.count_fsync();
             let ns = self.cost(CostSite::Syscall, self.cfg.app.syscall_ns);
             return self.burst(t, ns, Cat::Syscall, Step::FsyncStart);
         }

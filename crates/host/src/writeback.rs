@@ -165,7 +165,7 @@ impl Host {
                     }
                     self.flush.chunk_left -= n as u64;
                     self.flush.pass_pages += n as u64;
-                    self.pc.stats.writeback_wave_pages += n as u64;
+                    self.pc.count_wave_pages(n as u64);
                     self.flush.run = (file, first, n, class);
                     let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
                     let ns = self.cost(CostSite::Writeback, ns);
@@ -224,12 +224,12 @@ impl Host {
     /// The pass takes its first pages: one more wave, and with `victim_hint` its count goes
     /// to the wave's first request.
     fn begin_wave(&mut self) {
-        self.pc.stats.writeback_waves += 1;
-        if self.cfg.pagecache.victim_hint == Switch::On {
+        let hinted = (self.cfg.pagecache.victim_hint == Switch::On).then(|| {
             let about = self.flush.wave_pages_left.min(u32::MAX as u64);
             self.flush.hint_pages = about as u32;
-            self.pc.stats.writeback_hinted_pages += about;
-        }
+            about
+        });
+        self.pc.count_wave(hinted);
         self.flush.wave_pages_left = 0;
     }
 
