@@ -62,7 +62,7 @@ impl Host {
             .unwrap_or_else(|e| panic!("request {r}: {e} (driver tags bound every SQ)"));
         match placed.placed {
             Placed::New { .. } => self.schedule(placed.ready_at, Ev::AccelFetch { sq: sqid }),
-            Placed::Merged { .. } => self.nvme.stats.accel_merges += 1,
+            Placed::Merged { .. } => self.nvme.count_accel_merge(),
         }
     }
 

@@ -370,7 +370,7 @@ impl Host {
                 if s == 0 {
                     self.start_poll(t)
                 } else {
-                    self.nvme.stats.hybrid_sleeps += 1;
+                    self.nvme.count_hybrid_sleep();
                     self.schedule(self.now() + s, Ev::Timer { thread: t });
                     self.sleep(t, Wait::Timer, Step::HybridWake)
                 }

@@ -49,7 +49,7 @@ impl Host {
         let core = self.dedicated_core().expect("DedCore is on");
         let ns = self.cfg.nvme.poll_iteration_ns
             + self.cost(CostSite::PollComplete, self.cfg.nvme.poll_complete_ns);
-        self.nvme.stats.polled_completions += 1;
+        self.nvme.count_polled_completion();
         self.cpu.raise_irq(
             self.now(),
             core,

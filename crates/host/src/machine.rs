@@ -424,7 +424,7 @@ impl Host {
                 cqe.cid, cqe.cqid
             ));
         }
-        self.nvme.stats.last_write_buffer_pct = cqe.write_buffer_pct;
+        self.nvme.note_write_buffer_pct(cqe.write_buffer_pct);
         self.on_buffer_status(cqe.write_buffer_pct);
         let h = self.blk.hctx_of_queue(cqe.cqid);
         assert!(
@@ -767,7 +767,7 @@ impl Host {
             request_latency: self.layer_times.request_latency(),
             pagecache: self.pc.finish_stats(),
             blk: self.blk.stats().clone(),
-            nvme: self.nvme.stats.clone(),
+            nvme: self.nvme.stats().clone(),
             events: self.events.scheduled_total(),
             commands: self.nvme.sent(),
         })

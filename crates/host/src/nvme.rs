@@ -189,7 +189,7 @@ pub(crate) struct Driver {
     out: Vec<HostCommand>,
     sent: u64,
     completed: u64,
-    pub(crate) stats: NvmeStats,
+    stats: NvmeStats,
 }
 
 impl Driver {
@@ -205,6 +205,53 @@ impl Driver {
 
     pub(crate) fn queue_pairs(&self) -> &[QueuePairSpec] {
         &self.queue_pairs
+    }
+
+    /// The driver's counters so far.
+    pub(crate) fn stats(&self) -> &NvmeStats {
+        &self.stats
+    }
+
+    /// Counts an MSI raised for a CQE (no handler was running on its core).
+    pub(crate) fn count_interrupt(&mut self) {
+        self.stats.interrupts += 1;
+    }
+
+    /// Counts a CQE that joined an interrupt handler already running.
+    pub(crate) fn count_coalesced_completion(&mut self) {
+        self.stats.coalesced_completions += 1;
+    }
+
+    /// Counts a completion reaped by polling (a thread's or DedCore's).
+    pub(crate) fn count_polled_completion(&mut self) {
+        self.stats.polled_completions += 1;
+    }
+
+    /// Counts a hybrid poller's sleep before it spins.
+    pub(crate) fn count_hybrid_sleep(&mut self) {
+        self.stats.hybrid_sleeps += 1;
+    }
+
+    /// Counts a submission that waited `wait_ns` for the shared poll lock.
+    pub(crate) fn count_submit_lock_wait(&mut self, wait_ns: u64) {
+        self.stats.submit_lock_waits += 1;
+        self.stats.submit_lock_wait_ns += wait_ns;
+    }
+
+    /// Counts a reap that waited `wait_ns` for a submitter to release the shared poll lock.
+    pub(crate) fn count_poll_lock_wait(&mut self, wait_ns: u64) {
+        self.stats.poll_lock_waits += 1;
+        self.stats.poll_lock_wait_ns += wait_ns;
+    }
+
+    /// Counts a request the queue accelerator merged into a waiting entry.
+    pub(crate) fn count_accel_merge(&mut self) {
+        self.stats.accel_merges += 1;
+    }
+
+    /// Notes the write-buffer occupancy the device reported last, percent.
+    pub(crate) fn note_write_buffer_pct(&mut self, pct: u8) {
+        self.stats.last_write_buffer_pct = pct;
     }
 
     /// Command `cmd` leaves with its doorbell; it counts under `class` (the class of the

@@ -92,8 +92,7 @@ impl Host {
                 let hold = self.cfg.jitter.poll_lock_hold_ns;
                 if let Err(wait) = self.blk.hctx_mut(h).take_poll_lock(now, hold) {
                     // A submitter holds the queue lock: spin on it, then look again.
-                    self.nvme.stats.poll_lock_waits += 1;
-                    self.nvme.stats.poll_lock_wait_ns += wait;
+                    self.nvme.count_poll_lock_wait(wait);
                     return self.burst(t, wait, Cat::Poll, Step::Poll);
                 }
             }
@@ -144,8 +143,7 @@ impl Host {
         }
         let wait = free_at - now;
         if wait > 0 {
-            self.nvme.stats.submit_lock_waits += 1;
-            self.nvme.stats.submit_lock_wait_ns += wait;
+            self.nvme.count_submit_lock_wait(wait);
         }
         self.blk.hctx_mut(h).hold_poll_lock(free_at, ns);
         wait + ns
@@ -157,7 +155,7 @@ impl Host {
         let started = self.threads[t as usize].poll.reap_started;
         let h = self.threads[t as usize].io.hctx;
         for &r in &reap {
-            self.nvme.stats.polled_completions += 1;
+            self.nvme.count_polled_completion();
             self.complete_request(r, started);
         }
         reap.clear();
@@ -198,9 +196,9 @@ impl Host {
             QueueKind::Interrupt => {
                 let cost = self.complete_cost(r);
                 if self.cpu.in_nvme_irq(core) {
-                    self.nvme.stats.coalesced_completions += 1;
+                    self.nvme.count_coalesced_completion();
                 } else {
-                    self.nvme.stats.interrupts += 1;
+                    self.nvme.count_interrupt();
                     self.cpu.count_interrupt(core);
                     let isr_ns = self.cost(CostSite::Isr, self.cfg.cpu.isr_ns);
                     self.cpu.raise_irq(
