@@ -281,8 +281,7 @@ impl Host {
         }
         if self.pc.over_limit() {
             self.pc.count_throttled_write(class);
-            self.flush.throttled.push(t);
-            self.kick_flusher();
+            self.throttle_writer(t);
             return self.sleep(t, Wait::Throttle, Step::ThrottleDone);
         }
         self.write_done(t);

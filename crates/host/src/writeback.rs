@@ -96,6 +96,14 @@ impl Host {
         }
     }
 
+    /// Thread `t`'s buffered write went over the dirty limit: it waits among the throttled
+    /// writers (released when the dirty pages fall below the freerun point) and the flusher
+    /// is kicked.
+    pub(crate) fn throttle_writer(&mut self, t: u32) {
+        self.flush.throttled.push(t);
+        self.kick_flusher();
+    }
+
     /// Wakes the flusher if it is idle.
     pub(crate) fn kick_flusher(&mut self) {
         let f = self.flush.thread;
