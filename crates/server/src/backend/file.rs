@@ -76,6 +76,22 @@
 //! (each refused write costs a CQE and a second SQE: 1.4x the page cache alone), and the
 //! written-block load 1.1 s (taken as direct overwrites).
 //!
+//! ## Order of overlapping requests
+//! A request goes to the kernel only when no request that arrived on this ring before it, that
+//! overlaps it, and where one of the two changes data (a write, trim or zeroing) is still
+//! unfinished; requests that touch other bytes, and reads beside reads, pass each other freely.
+//! io_uring runs the SQEs of one submission concurrently (a buffered write punted to an
+//! `iou-wrk` thread, a direct read served at once), and a write can come back for a second SQE
+//! (a short transfer, a partial-block write the file system refused, a run cut short): without
+//! the rule a read sent after a write could read the bytes from before it and be answered after
+//! the write was acknowledged, which NBD's conformance client (`nbd-tester-client -i -l`)
+//! reports as bad data. A held request waits in `waiting` and is offered again after the next
+//! completion; the oldest unfinished request is never held, so nothing waits forever. While no
+//! data-changing request is unfinished a read is not checked at all (reads-only loads pay
+//! nothing); otherwise the check is a scan of this ring's slots. Requests on other workers'
+//! rings are not ordered against these: NBD leaves the order of requests in flight together to
+//! the server, and one connection's requests all go to one worker.
+//!
 //! ## Coherence
 //! A block may thus have dirty pages in the page cache while other requests reach it through
 //! `O_DIRECT`. NBD orders only a request against the replies its client has seen, so what must
@@ -525,6 +541,36 @@ struct Slot {
     route: Option<WriteRoute>,
     /// The stretches its write in the kernel holds: `(offset, len, via)`.
     claim: Option<(u64, u64, Via)>,
+    /// Arrival order on this ring (*Order of overlapping requests*).
+    seq: u64,
+    /// Counted in `unfinished_changes` until it finishes (a FUA WRITE_ZEROES turns into a
+    /// flush on the way, so its op no longer says).
+    changes: bool,
+}
+
+impl Slot {
+    /// The bytes the request covers and whether it changes them (`None`: a flush, which
+    /// covers no range).
+    fn extent(&self) -> Option<(u64, u64, bool)> {
+        match self.op {
+            StorageOp::Read { offset_bytes } => {
+                Some((offset_bytes, offset_bytes + self.buf.len() as u64, false))
+            }
+            StorageOp::Write { offset_bytes, .. } => {
+                Some((offset_bytes, offset_bytes + self.buf.len() as u64, true))
+            }
+            StorageOp::Trim {
+                offset_bytes,
+                len_bytes,
+            }
+            | StorageOp::WriteZeroes {
+                offset_bytes,
+                len_bytes,
+                ..
+            } => Some((offset_bytes, offset_bytes + len_bytes, true)),
+            StorageOp::Flush => None,
+        }
+    }
 }
 
 /// The iovecs of a write run; the kernel may read them until the run's CQE.
@@ -597,6 +643,11 @@ pub struct FileBackend {
     stats: FileStats,
     /// When writes held back by another worker's writes are offered again (None: none held).
     retry_at_ns: Option<u64>,
+    /// The next request's arrival number.
+    next_seq: u64,
+    /// Unfinished requests that change data (writes, trims, zeroing): while there are none, a
+    /// read needs no order check.
+    unfinished_changes: usize,
 }
 
 impl FileBackend {
@@ -613,7 +664,28 @@ impl FileBackend {
             queued_since_commit: 0,
             stats: FileStats::default(),
             retry_at_ns: None,
+            next_seq: 0,
+            unfinished_changes: 0,
         }
+    }
+
+    /// Whether slot `index` may go to the kernel now (*Order of overlapping requests*): no
+    /// request that arrived before it, overlaps it and where one of the two changes data is
+    /// unfinished.
+    fn in_order(&self, index: usize) -> bool {
+        let slot = self.slots[index].as_ref().expect("waiting slot exists");
+        let Some((start, end, changes)) = slot.extent() else {
+            return true;
+        };
+        if !changes && self.unfinished_changes == 0 {
+            return true;
+        }
+        !self.slots.iter().flatten().any(|earlier| {
+            earlier.seq < slot.seq
+                && earlier
+                    .extent()
+                    .is_some_and(|(s, e, c)| (changes || c) && s < end && start < e)
+        })
     }
 
     /// What this backend has pushed to its ring so far.
@@ -654,16 +726,15 @@ impl FileBackend {
     /// How many writes from the front of `waiting` continue one another (at least 1 if the
     /// front is a candidate, 0 if it is not).
     fn run_length(&self) -> usize {
-        let Some((mut end, len, fua)) = self.waiting.front().and_then(|&i| self.run_candidate(i))
-        else {
+        let candidate = |i: usize| self.run_candidate(i).filter(|_| self.in_order(i));
+        let Some((mut end, len, fua)) = self.waiting.front().and_then(|&i| candidate(i)) else {
             return 0;
         };
         end += len as u64;
         let mut bytes = len;
         let mut n = 1;
         while n < WRITE_RUN_MAX_WRITES {
-            let Some((at, len, f)) = self.waiting.get(n).and_then(|&i| self.run_candidate(i))
-            else {
+            let Some((at, len, f)) = self.waiting.get(n).and_then(|&i| candidate(i)) else {
                 break;
             };
             if at != end || f != fua || bytes + len > WRITE_RUN_MAX_BYTES {
@@ -847,6 +918,8 @@ impl FileBackend {
     /// buffered writes as write runs.
     fn fill_ring(&mut self) {
         let mut held = Vec::new();
+        // Waiting for an earlier overlapping request: offered again after the next CQE.
+        let mut behind = Vec::new();
         while self.in_kernel < RING_ENTRIES as usize && !self.waiting.is_empty() {
             if self.ring.submission().is_full() {
                 // Submit what is there and retry next time.
@@ -862,6 +935,10 @@ impl FileBackend {
                 n if n >= 2 && self.claim_run(n) => self.build_run_sqe(n),
                 _ => {
                     let index = self.waiting.pop_front().expect("waiting is not empty");
+                    if !self.in_order(index) {
+                        behind.push(index);
+                        continue;
+                    }
                     if !self.route_write(index) {
                         held.push(index);
                         continue;
@@ -879,6 +956,7 @@ impl FileBackend {
         }
         self.retry_at_ns = (!held.is_empty()).then(|| crate::clock::now_ns() + HELD_WRITE_RETRY_NS);
         self.waiting.extend(held);
+        self.waiting.extend(behind);
     }
 
     /// Claims the stretches of the first `n` waiting writes (a run) as buffered.
@@ -949,6 +1027,9 @@ impl FileBackend {
     ) {
         let slot = self.slots[index].take().expect("completed slot exists");
         self.free_slots.push(index);
+        if slot.changes {
+            self.unfinished_changes -= 1;
+        }
         out.push(Completion {
             tag: slot.tag,
             result,
@@ -1136,7 +1217,7 @@ impl Drop for FileBackend {
 
 impl Backend for FileBackend {
     fn submit(&mut self, tag: u64, op: StorageOp, _class: IoClass, buf: IoBuf) -> Submitted {
-        let slot = Slot {
+        let mut slot = Slot {
             tag,
             op,
             buf,
@@ -1147,7 +1228,12 @@ impl Backend for FileBackend {
             partial: PartialBlock::Untried,
             route: None,
             claim: None,
+            seq: self.next_seq,
+            changes: false,
         };
+        slot.changes = slot.extent().is_some_and(|(_, _, changes)| changes);
+        self.next_seq += 1;
+        self.unfinished_changes += usize::from(slot.changes);
         let index = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i] = Some(slot);

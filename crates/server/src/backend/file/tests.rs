@@ -460,3 +460,80 @@ fn writes_keep_to_one_descriptor_kind_per_stretch() {
     drop(be);
     let _ = std::fs::remove_file(&path);
 }
+
+/// *Order of overlapping requests*: a read that overlaps an earlier write waits in the backend
+/// until the write has finished, and then reads what it wrote; a read of other bytes does not
+/// wait.
+#[test]
+fn a_read_after_an_overlapping_write_waits_for_it_and_reads_its_data() {
+    let path = temp_path("order");
+    let _ = std::fs::remove_file(&path);
+    let vol = Arc::new(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Off, 512).unwrap());
+    let mut be = FileBackend::with_ring(vol, IoUring::new(8).expect("ring"));
+    let mut pool = BufPool::new();
+    let mut data = pool.take(4096);
+    data.as_mut_slice().fill(0xA5);
+    let write = StorageOp::Write {
+        offset_bytes: 8192,
+        fua: Fua::No,
+    };
+    let submit = |be: &mut FileBackend, tag, op, buf| {
+        assert!(matches!(
+            be.submit(tag, op, IoClass::Throughput, buf),
+            Submitted::Pending
+        ));
+    };
+    submit(&mut be, 1, write, data);
+    // Overlaps the write's last 512 bytes.
+    submit(
+        &mut be,
+        2,
+        StorageOp::Read {
+            offset_bytes: 11776,
+        },
+        pool.take(4096),
+    );
+    // Elsewhere.
+    submit(
+        &mut be,
+        3,
+        StorageOp::Read {
+            offset_bytes: 65536,
+        },
+        pool.take(4096),
+    );
+    be.commit();
+    assert_eq!(
+        be.stats().sqes,
+        2,
+        "the write and the other read went in; the overlapping read waits"
+    );
+    assert_eq!(be.waiting.len(), 1);
+    let mut out = Vec::new();
+    for _ in 0..10_000 {
+        be.poll(0, &mut out);
+        if out.len() == 3 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    assert_eq!(out.len(), 3, "every request completed");
+    let order: Vec<u64> = out.iter().map(|c| c.tag).collect();
+    let at = |tag| order.iter().position(|&t| t == tag).unwrap();
+    assert!(
+        at(1) < at(2),
+        "the read finished after the write: {order:?}"
+    );
+    let read = out.iter().find(|c| c.tag == 2).unwrap();
+    assert!(read.result.is_ok());
+    assert!(
+        read.buf.as_slice()[..512].iter().all(|&b| b == 0xA5),
+        "it read the write's bytes"
+    );
+    assert!(
+        read.buf.as_slice()[512..].iter().all(|&b| b == 0),
+        "and zeros past them"
+    );
+    assert_eq!(be.unfinished_changes, 0);
+    let _ = std::fs::remove_file(&path);
+}
