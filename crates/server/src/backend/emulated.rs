@@ -280,22 +280,6 @@ struct Slot {
 /// 1/64 of that (0.4–0.8 ms by the same rate) and other tenants' commands run in between.
 pub const RANGE_PIECE_BYTES: u64 = 64 << 20;
 
-/// (offset, length) of a range operation.
-fn range_of(op: StorageOp) -> Option<(u64, u64)> {
-    match op {
-        StorageOp::Trim {
-            offset_bytes,
-            len_bytes,
-        }
-        | StorageOp::WriteZeroes {
-            offset_bytes,
-            len_bytes,
-            ..
-        } => Some((offset_bytes, len_bytes)),
-        _ => None,
-    }
-}
-
 /// One worker's queue pair on an emulated volume.
 pub struct EmulatedBackend {
     volume: Arc<EmulatedVolume>,
@@ -325,7 +309,7 @@ impl EmulatedBackend {
             Some((StorageOp::Read { offset_bytes }, len)) => (IoOp::Read, offset_bytes, len),
             Some((StorageOp::Write { offset_bytes, .. }, len)) => (IoOp::Write, offset_bytes, len),
             Some((op @ (StorageOp::Trim { .. } | StorageOp::WriteZeroes { .. }), _)) => {
-                let (offset_bytes, len_bytes) = range_of(op).unwrap_or((0, 0));
+                let (offset_bytes, len_bytes) = op.range_bytes().unwrap_or((0, 0));
                 let piece = (len_bytes - done).min(RANGE_PIECE_BYTES);
                 (IoOp::Trim, offset_bytes + done, piece)
             }
@@ -370,7 +354,7 @@ impl EmulatedBackend {
     fn finish(&mut self, c: &device::Completion, out: &mut Vec<Completion>) {
         // A range operation with pieces left: send the next one (after this lock hold).
         if let Some(slot) = self.slots.get_mut(c.cid as usize).and_then(Option::as_mut) {
-            if let Some((_, len_bytes)) = range_of(slot.op) {
+            if let Some((_, len_bytes)) = slot.op.range_bytes() {
                 let piece = (len_bytes - slot.range_done_bytes).min(RANGE_PIECE_BYTES);
                 slot.range_done_bytes += piece;
                 assert!(slot.range_done_bytes <= len_bytes, "range overrun");

@@ -559,15 +559,10 @@ impl Slot {
             StorageOp::Write { offset_bytes, .. } => {
                 Some((offset_bytes, offset_bytes + self.buf.len() as u64, true))
             }
-            StorageOp::Trim {
-                offset_bytes,
-                len_bytes,
-            }
-            | StorageOp::WriteZeroes {
-                offset_bytes,
-                len_bytes,
-                ..
-            } => Some((offset_bytes, offset_bytes + len_bytes, true)),
+            StorageOp::Trim { .. } | StorageOp::WriteZeroes { .. } => self
+                .op
+                .range_bytes()
+                .map(|(offset_bytes, len_bytes)| (offset_bytes, offset_bytes + len_bytes, true)),
             StorageOp::Flush => None,
         }
     }

@@ -69,6 +69,25 @@ pub enum StorageOp {
     },
 }
 
+impl StorageOp {
+    /// `(offset, length)` of a range operation (TRIM, WRITE_ZEROES), whose bytes are in the
+    /// op, not in a buffer.
+    pub fn range_bytes(self) -> Option<(u64, u64)> {
+        match self {
+            StorageOp::Trim {
+                offset_bytes,
+                len_bytes,
+            }
+            | StorageOp::WriteZeroes {
+                offset_bytes,
+                len_bytes,
+                ..
+            } => Some((offset_bytes, len_bytes)),
+            StorageOp::Read { .. } | StorageOp::Write { .. } | StorageOp::Flush => None,
+        }
+    }
+}
+
 /// Forced unit access on a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fua {
