@@ -375,7 +375,7 @@ impl Ssd {
         );
         Ok(Ssd {
             config: config.clone(),
-            events: EventQueue::with_capacity(4096),
+            events: EventQueue::new(),
             now: SimTime::ZERO,
             pcie: PcieLink::new(&config.pcie),
             ctrl: Controller::new(&config.ctrl),

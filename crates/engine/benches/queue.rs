@@ -10,7 +10,7 @@ fn hold_model(c: &mut Criterion) {
     group.throughput(Throughput::Elements(OPS));
     group.bench_function("hold_1000_pending", |b| {
         let mut rng = stream(1, "bench");
-        let mut q = EventQueue::with_capacity(PENDING as usize);
+        let mut q = EventQueue::new();
         for i in 0..PENDING {
             q.schedule(SimTime(rng.next_u64() % 100_000), i);
         }

@@ -133,12 +133,6 @@ impl<E> EventQueue<E> {
         }
     }
 
-    /// As [`new`](Self::new): the buckets grow to what they hold and keep it, so no size is
-    /// needed (kept for the callers that give one).
-    pub fn with_capacity(_pending_events: usize) -> Self {
-        Self::new()
-    }
-
     /// Schedules `event` to run at `at`. `at` must not precede the last popped event.
     #[inline]
     pub fn schedule(&mut self, at: SimTime, event: E) {

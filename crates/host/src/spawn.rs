@@ -176,7 +176,7 @@ impl<'c> Spawner<'c> {
             .with_adaptive(&cfg.pagecache),
             threads: Vec::new(),
             procs: Vec::new(),
-            events: EventQueue::with_capacity(4096),
+            events: EventQueue::new(),
             next_core: 0,
             next_file_byte: 0,
             device_capacity_bytes,

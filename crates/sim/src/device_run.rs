@@ -272,7 +272,7 @@ impl<'a> DeviceRun<'a> {
         Ok(DeviceRun {
             cfg,
             ssd,
-            events: EventQueue::with_capacity(1024),
+            events: EventQueue::new(),
             threads,
             ios: Vec::new(),
             free_ios: Vec::new(),

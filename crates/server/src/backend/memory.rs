@@ -224,15 +224,10 @@ impl MemoryVolume {
             StorageOp::Read { offset_bytes } => self.read(offset_bytes, buf.as_mut_slice()),
             StorageOp::Write { offset_bytes, .. } => self.write(offset_bytes, buf.as_slice()),
             StorageOp::Flush => Ok(()),
-            StorageOp::Trim {
-                offset_bytes,
-                len_bytes,
+            StorageOp::Trim { .. } | StorageOp::WriteZeroes { .. } => {
+                let (offset_bytes, len_bytes) = op.range_bytes().expect("a range operation");
+                self.zero(offset_bytes, len_bytes)
             }
-            | StorageOp::WriteZeroes {
-                offset_bytes,
-                len_bytes,
-                ..
-            } => self.zero(offset_bytes, len_bytes),
         }
     }
 }

@@ -249,7 +249,7 @@ impl<'a> Run<'a> {
         Ok(Run {
             cfg,
             ssd,
-            events: EventQueue::with_capacity(4096),
+            events: EventQueue::new(),
             conns,
             workers,
             reqs: Vec::new(),
