@@ -430,18 +430,7 @@ pub const MIN_MEMORY_LIMIT_BYTES: u64 = 256 << 20;
 /// A quarter of the machine's physical memory (at least [`MIN_MEMORY_LIMIT_BYTES`]): the
 /// default `limits.max_memory_bytes`.
 pub fn default_max_memory_bytes() -> ByteSize {
-    // SAFETY: sysconf reads a system constant; no memory is passed.
-    let (pages, page_bytes) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    let physical = if pages > 0 && page_bytes > 0 {
-        pages as u64 * page_bytes as u64
-    } else {
-        4 * MIN_MEMORY_LIMIT_BYTES
-    };
+    let physical = crate::sys::physical_memory_bytes().unwrap_or(4 * MIN_MEMORY_LIMIT_BYTES);
     ByteSize((physical / 4).max(MIN_MEMORY_LIMIT_BYTES))
 }
 fn default_handshake_timeout_ms() -> u64 {

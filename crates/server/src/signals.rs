@@ -18,6 +18,8 @@
 
 use std::io;
 
+use crate::sys::SignalSet;
+
 /// The signals `ullstack serve` handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -39,40 +41,18 @@ impl Signal {
     }
 }
 
-fn handled_set() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; sigemptyset initializes it.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a sigset_t.
-    unsafe {
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-    }
-    set
+fn handled_set() -> SignalSet {
+    SignalSet::of(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and every thread it spawns afterwards).
 pub fn block_signals() -> io::Result<()> {
-    let set = handled_set();
-    // SAFETY: valid set; old mask not needed.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(())
+    handled_set().block()
 }
 
 /// Waits for SIGINT, SIGTERM or SIGHUP (blocked beforehand).
 pub fn wait_signal() -> io::Result<Signal> {
-    let set = handled_set();
-    let mut sig: libc::c_int = 0;
-    // SAFETY: valid set and out-pointer.
-    let rc = unsafe { libc::sigwait(&set, &mut sig) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(match sig {
+    Ok(match handled_set().wait()? {
         libc::SIGINT => Signal::Interrupt,
         libc::SIGHUP => Signal::Hangup,
         _ => Signal::Terminate,

@@ -1,7 +1,8 @@
 //! Safe wrappers for the Linux calls the dataplane makes: epoll, eventfd, read, writev, the
-//! socket-queue ioctls, shutdown, listen, poll and the timer slack; and the file backend's
+//! socket-queue ioctls, shutdown, listen, poll and the timer slack; the file backend's
 //! questions about its file: `statx` (direct-I/O alignment), `lseek` (data and holes) and
-//! `BLKGETSIZE64`.
+//! `BLKGETSIZE64`; the machine's physical memory (`sysconf`); and the signal mask and
+//! `sigwait` that `signals.rs` uses.
 //!
 //! # What it implements
 //! Every raw `libc` call of the server's network path and of the file backend's metadata lives
@@ -18,7 +19,9 @@
 //! `struct iovec` on Unix (std guarantees it), so the slices go to the kernel as they are.
 //!
 //! # What it leaves out
-//! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs`) and signals (`signals.rs`).
+//! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs`). Signals are here only as
+//! the three calls `signals.rs` builds on (a mask, `pthread_sigmask`, `sigwait`); what they
+//! mean for the server is there.
 
 use std::ffi::CString;
 use std::io::{self, IoSlice};
@@ -312,6 +315,61 @@ pub fn blkgetsize64(fd: BorrowedFd<'_>) -> io::Result<u64> {
         return Err(io::Error::last_os_error());
     }
     Ok(bytes)
+}
+
+/// The machine's physical memory in bytes (`sysconf(_SC_PHYS_PAGES) × _SC_PAGESIZE`), or None
+/// when the kernel does not say.
+pub fn physical_memory_bytes() -> Option<u64> {
+    // SAFETY: sysconf reads a system constant; no memory is passed.
+    let (pages, page_bytes) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages > 0 && page_bytes > 0).then(|| pages as u64 * page_bytes as u64)
+}
+
+/// A set of signals (`sigset_t`).
+pub struct SignalSet(libc::sigset_t);
+
+impl SignalSet {
+    /// The set of `signals`.
+    pub fn of(signals: &[libc::c_int]) -> SignalSet {
+        // SAFETY: sigset_t is plain data; sigemptyset initializes it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid sigset_t owned here; an invalid signal number only makes
+        // sigaddset return EINVAL, leaving the set as it was.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            for &s in signals {
+                libc::sigaddset(&mut set, s);
+            }
+        }
+        SignalSet(set)
+    }
+
+    /// Blocks the set in the calling thread (`pthread_sigmask(SIG_BLOCK)`); threads spawned
+    /// afterwards inherit the mask.
+    pub fn block(&self) -> io::Result<()> {
+        // SAFETY: valid set; the old mask is not asked for (null out-pointer).
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &self.0, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(())
+    }
+
+    /// Waits for a signal of the set (blocked beforehand) and returns its number (`sigwait`).
+    pub fn wait(&self) -> io::Result<libc::c_int> {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: valid set and out-pointer to a c_int owned here.
+        let rc = unsafe { libc::sigwait(&self.0, &mut sig) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        Ok(sig)
+    }
 }
 
 #[cfg(test)]
