@@ -25,29 +25,8 @@
 //! of its step submits it together with the step's other SQEs in one `io_uring_enter`.
 //!
 //! ## Write runs
-//! `submit` only queues; `commit` turns the step's queue into SQEs. Consecutive queued writes
-//! that go through the buffered descriptor and continue one another (each starts where the one
-//! before ends, same FUA) become **one `Writev`** of up to [`WRITE_RUN_MAX_WRITES`] buffers and
-//! [`WRITE_RUN_MAX_BYTES`] — the block layer's plug merge, done one level up. Why it matters:
-//! a file system without asynchronous buffered writes (ext4 on this 6.18 kernel answers
-//! `RWF_NOWAIT` buffered writes with EOPNOTSUPP) makes io_uring punt every buffered write to an
-//! `iou-wrk` thread, and each punted SQE costs a wake-up of that thread and, when its CQE
-//! lands, of this worker. Measured (`nbd_cpu_efficiency`, 1 M pipelined sequential 1 KiB NBD
-//! writes of a best-effort tenant paced at ~57 K writes/s): 18.0 s of server CPU with one SQE
-//! per write (another such run of 17.5 s: 11.6 s in the worker thread — `perf`: waking
-//! `iou-wrk`, replying, sleeping in `epoll` — and 5.8 s in `iou-wrk`); write runs alone took it
-//! to 12.3 s (runs averaged ~7 writes in a 300 K-write run of the same build), and with the
-//! worker's deferred throttled rounds (`worker.rs`) and a throttled batch target of 32
-//! (`idle.rs`) to 4.84 s, against nbdkit's 5.89 s in the same run (CHANGELOG.md). Direct
-//! writes are not merged (the kernel takes them without a punt, and the block layer merges
-//! them itself).
-//!
-//! A run's CQE says how many bytes the kernel wrote: whole members before that count complete;
-//! the member it stops in continues from there on its own; any member after it, and every
-//! member of a run that failed, is retried alone (never merged again), so each request gets the
-//! result of its own write. Worked example: a run of three 1 KiB writes at 0, 1024 and 2048
-//! that returns 1536 completes the first, resubmits the second for its last 512 B at 1536, and
-//! resubmits the third alone.
+//! Contiguous buffered writes waiting together go to the kernel as one `Writev` (`file/runs.rs`
+//! has the rule, its figures and the meaning of a run's result for each member).
 //!
 //! ## Partial-block writes
 //! A direct write that covers only part of a file-system block (a 1 KiB write on ext4's 4 KiB
@@ -134,7 +113,7 @@
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -150,27 +129,18 @@ use crate::buf::IoBuf;
 use crate::config::DirectIo;
 use crate::sys;
 
+mod direct;
 mod pages;
+mod runs;
+pub use direct::MAX_FS_BLOCK_BYTES;
+use direct::{open_direct, DirectFd, WriteRoute};
 use pages::{PageModes, Via};
+use runs::{split_run_result, IoVecs, MemberOutcome, WriteRun, RUN_USER_DATA_BIT};
+pub use runs::{WRITE_RUN_MAX_BYTES, WRITE_RUN_MAX_WRITES};
 
 /// Submission queue entries per worker ring; at most this many operations are in the kernel at
 /// once per worker and volume (more wait in a queue in user space).
 pub const RING_ENTRIES: u32 = 256;
-/// Most writes one write run (one `Writev` SQE) carries: a step releases at most the worker's
-/// batch limit (64) anyway, and the kernel's `UIO_MAXIOV` (1024) is far above it.
-pub const WRITE_RUN_MAX_WRITES: usize = 64;
-/// Most bytes one write run carries, so one SQE never holds an `iou-wrk` thread for long
-/// (1 MiB is what one buffered `write` of a large request already is).
-pub const WRITE_RUN_MAX_BYTES: usize = 1 << 20;
-/// `user_data` bit that marks a write run's SQE (the rest is its index in `runs`); a single
-/// operation's `user_data` is its slot index, far below it.
-const RUN_USER_DATA_BIT: u64 = 1 << 62;
-
-/// The largest file-system block the partial-block rule honours; a file system that reports
-/// a larger preferred I/O size (`stx_blksize`) is taken at this one, so a 64 KiB-aligned write
-/// is always a whole-block one (no Linux file system here has larger blocks).
-pub const MAX_FS_BLOCK_BYTES: u64 = 64 << 10;
-
 /// A file volume: the descriptors, shared by every worker's ring.
 pub struct FileVolume {
     name: String,
@@ -183,31 +153,9 @@ pub struct FileVolume {
     pages: PageModes,
 }
 
-/// The `O_DIRECT` descriptor and the two alignments that steer requests to it.
-struct DirectFd {
-    file: File,
-    /// Offset and length alignment direct I/O accepts (`STATX_DIOALIGN`: the logical block).
-    align_bytes: u64,
-    /// The file system's block (`stx_blksize`; the logical block on a block device): a direct
-    /// write that does not cover whole blocks of it is a partial-block write.
-    fs_block_bytes: u64,
-}
-
 /// How long a write held for a stretch taken by the other descriptor kind on another worker
 /// waits before it is offered again (its own worker's completions retry it sooner).
 pub const HELD_WRITE_RETRY_NS: u64 = 20_000;
-
-/// Which descriptor, and how, one write goes through (see *Partial-block writes*).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WriteRoute {
-    /// Whole file-system blocks through `O_DIRECT`.
-    Direct,
-    /// A partial-block write offered to `O_DIRECT` with `RWF_NOWAIT`: taken only as a pure
-    /// overwrite, refused (EAGAIN) otherwise.
-    DirectNoWait,
-    /// Through the page cache.
-    Buffered,
-}
 
 /// Where a partial-block write stands with the file system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,71 +290,11 @@ impl FileVolume {
     /// How a write of `len_bytes` at `offset_bytes` goes in, before the file system has
     /// answered it.
     fn write_route(&self, offset_bytes: u64, len_bytes: usize) -> WriteRoute {
-        let Some(d) = &self.direct else {
-            return WriteRoute::Buffered;
-        };
-        let len = len_bytes as u64;
-        let aligned_to = |a: u64| offset_bytes.is_multiple_of(a) && len.is_multiple_of(a);
-        if aligned_to(d.fs_block_bytes) {
-            WriteRoute::Direct
-        } else if aligned_to(d.align_bytes) {
-            WriteRoute::DirectNoWait
-        } else {
-            WriteRoute::Buffered
+        match &self.direct {
+            Some(d) => d.route(offset_bytes, len_bytes),
+            None => WriteRoute::Buffered,
         }
     }
-}
-
-/// Opens `path` with O_DIRECT and finds its alignments; Ok(None) when the filesystem refuses.
-fn open_direct(path: &Path) -> std::io::Result<Option<DirectFd>> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let align = dio_align_bytes(path).unwrap_or(4096);
-    if align == 0 || align > crate::buf::BUF_ALIGN_BYTES as u64 {
-        return Ok(None);
-    }
-    let is_block_device = file.metadata()?.file_type().is_block_device();
-    let fs_block_bytes = if is_block_device {
-        // A direct write of whole logical blocks is what the device takes as it is.
-        align
-    } else {
-        fs_block_bytes(&file, align)
-    };
-    Ok(Some(DirectFd {
-        file,
-        align_bytes: align,
-        fs_block_bytes,
-    }))
-}
-
-/// The file system's block for `file` (`st_blksize`), at least `align_bytes` and at most
-/// [`MAX_FS_BLOCK_BYTES`]; `align_bytes` when it is not a power of two.
-fn fs_block_bytes(file: &File, align_bytes: u64) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let reported = file.metadata().map_or(0, |m| m.blksize());
-    if !reported.is_power_of_two() {
-        return align_bytes;
-    }
-    reported.clamp(align_bytes, MAX_FS_BLOCK_BYTES.max(align_bytes))
-}
-
-/// The offset alignment direct I/O needs on `path` (`statx(STATX_DIOALIGN)`): Some(0) if
-/// direct I/O is unsupported or needs buffers more aligned than ours, None if the kernel does
-/// not report it.
-fn dio_align_bytes(path: &Path) -> Option<u64> {
-    let align = sys::statx_dio_align(path)?;
-    if u64::from(align.mem_bytes) > crate::buf::BUF_ALIGN_BYTES as u64 {
-        return Some(0);
-    }
-    Some(u64::from(align.offset_bytes))
 }
 
 /// `lseek(fd, offset_bytes, whence)`; `Err` carries the errno. Moving the descriptor's file
@@ -568,49 +456,6 @@ impl Slot {
     }
 }
 
-/// The iovecs of a write run; the kernel may read them until the run's CQE.
-struct IoVecs(Vec<libc::iovec>);
-
-// SAFETY: the pointers point into buffers owned by the same backend's slots, which move with it
-// between threads; nothing reads them outside the backend's own calls and the kernel.
-unsafe impl Send for IoVecs {}
-
-/// Contiguous buffered writes in the kernel as one `Writev`.
-struct WriteRun {
-    /// Slot indexes in offset order.
-    members: Vec<usize>,
-    iovecs: IoVecs,
-    /// The stretches it holds as buffered: `(offset, len)`.
-    claim: (u64, u64),
-}
-
-/// What a write run's result means for one member.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum MemberOutcome {
-    /// All of its bytes were written.
-    Written,
-    /// Resubmit it alone, from `done_bytes` on.
-    Retry { done_bytes: usize },
-}
-
-/// Splits a write run's result `res` (bytes written, or a negative errno) over members of
-/// `lens` bytes, in order: whole members first, then the one the count stops in, then the rest.
-fn split_run_result(res: i32, lens: &[usize]) -> Vec<MemberOutcome> {
-    let mut written = usize::try_from(res).unwrap_or(0);
-    lens.iter()
-        .map(|&len| {
-            if written >= len {
-                written -= len;
-                MemberOutcome::Written
-            } else {
-                let done_bytes = written;
-                written = 0;
-                MemberOutcome::Retry { done_bytes }
-            }
-        })
-        .collect()
-}
-
 /// SQE counters (tests read them; the merge ratio is `writes_in_runs / runs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FileStats {
@@ -722,24 +567,7 @@ impl FileBackend {
     /// front is a candidate, 0 if it is not).
     fn run_length(&self) -> usize {
         let candidate = |i: usize| self.run_candidate(i).filter(|_| self.in_order(i));
-        let Some((mut end, len, fua)) = self.waiting.front().and_then(|&i| candidate(i)) else {
-            return 0;
-        };
-        end += len as u64;
-        let mut bytes = len;
-        let mut n = 1;
-        while n < WRITE_RUN_MAX_WRITES {
-            let Some((at, len, f)) = self.waiting.get(n).and_then(|&i| candidate(i)) else {
-                break;
-            };
-            if at != end || f != fua || bytes + len > WRITE_RUN_MAX_BYTES {
-                break;
-            }
-            end += len as u64;
-            bytes += len;
-            n += 1;
-        }
-        n
+        runs::run_length(self.waiting.iter().map(|&i| candidate(i)))
     }
 
     /// Takes the first `n` (≥ 2) waiting writes into a write run and builds its SQE.

@@ -160,8 +160,8 @@ impl Worker {
     /// go to `unsent`. Returns how many ended.
     fn end_revoked_sessions(&mut self, unsent: &mut Vec<qos::RequestId>) -> usize {
         let mut ended = Vec::new();
-        for i in 0..self.conns.len() {
-            let Some(conn) = self.conns[i].as_mut() else {
+        for i in 0..self.conns.slots() {
+            let Some(conn) = self.conns.get_mut(i) else {
                 continue;
             };
             let fate = match &conn.session {
@@ -220,13 +220,8 @@ impl Worker {
                 self.pool.give(b);
             }
             let i = req.conn.index as usize;
-            let alive = self.generations.get(i) == Some(&req.conn.generation);
-            let Some(conn) = self
-                .conns
-                .get_mut(i)
-                .and_then(|c| c.as_mut())
-                .filter(|_| alive)
-            else {
+            let alive = self.conns.is_current(req.conn);
+            let Some(conn) = self.conns.get_mut(i).filter(|_| alive) else {
                 self.shared.memory.adjust(
                     Some(req.tenant),
                     crate::memory::Charge::held(req.accounted_bytes),
