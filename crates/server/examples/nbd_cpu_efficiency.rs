@@ -41,7 +41,8 @@
 //! the worker's idle spin, `ULLSTACK_COALESCE_NS=N` its coalescing window (0: off, the
 //! behaviour before coalescing existed), `ULLSTACK_WORKERS=N` its worker threads (default: the
 //! config default, 2), `ULLSTACK_FIO_JOBS=N` fio's jobs (N connections of iodepth 32 each,
-//! reported together; default 1). `ULLSTACK_PHASES=fio,memory,file` (the default: all
+//! reported together; default 1). `ULLSTACK_SOCKET_IO=uring|epoll` the workers' socket I/O
+//! (`[dataplane] socket_io`). `ULLSTACK_PHASES=fio,memory,file` (the default: all
 //! three) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
 //! server an inline profile (`reflex-a` with `write_cost_mtok = N`) instead of `reflex-a`: a
 //! tenant provisioned for a page-cache-backed file, whose writes cost what a read costs
@@ -506,11 +507,18 @@ fn main() {
     {
         config.dataplane.workers = n;
     }
+    // ULLSTACK_SOCKET_IO=uring|epoll: the workers' socket I/O (default: the config default).
+    match std::env::var("ULLSTACK_SOCKET_IO").as_deref() {
+        Ok("uring") => config.dataplane.socket_io = server::config::SocketIo::Uring,
+        Ok("epoll") => config.dataplane.socket_io = server::config::SocketIo::Epoll,
+        _ => {}
+    }
     let phases = std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file".into());
     let phase = |name: &str| phases.split(',').any(|p| p.trim() == name);
     println!(
-        "{} workers; idle policy: block after {} ns of spinning; coalescing window {} ns; scheduler {}",
+        "{} workers; socket I/O {}; idle policy: block after {} ns of spinning; coalescing window {} ns; scheduler {}",
         config.dataplane.workers,
+        config.dataplane.socket_io.name(),
         config.dataplane.idle_spin_ns,
         config.dataplane.coalesce_ns,
         if scheduler_off { "off" } else { "on" }

@@ -261,6 +261,33 @@ pub struct DataplaneConfig {
     /// see `coalesce`).
     #[serde(default = "default_coalesce_ns")]
     pub coalesce_ns: u64,
+    /// How workers do their socket I/O: `epoll` (readiness, then `read`/`writev` per
+    /// connection) or `uring` (receives and sends as io_uring operations, all of a step in one
+    /// `io_uring_enter`; falls back to epoll where io_uring is refused). See `worker`.
+    #[serde(default)]
+    pub socket_io: SocketIo,
+}
+
+/// `[dataplane] socket_io`: how a worker reads and writes its sockets.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SocketIo {
+    /// Level-triggered epoll; one `read` and one `writev` per connection and step.
+    #[default]
+    Epoll,
+    /// A per-worker io_uring: one RECV armed per connection that wants input, one SENDMSG
+    /// per connection with output, submitted and reaped with one `io_uring_enter` per step.
+    Uring,
+}
+
+impl SocketIo {
+    /// As the config and the logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SocketIo::Epoll => "epoll",
+            SocketIo::Uring => "uring",
+        }
+    }
 }
 
 fn default_workers() -> usize {
@@ -294,6 +321,7 @@ impl Default for DataplaneConfig {
             idle: IdlePolicy::default(),
             idle_spin_ns: default_idle_spin_ns(),
             coalesce_ns: default_coalesce_ns(),
+            socket_io: SocketIo::default(),
         }
     }
 }

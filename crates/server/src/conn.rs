@@ -186,6 +186,9 @@ pub struct ConnCore {
     pub end: Option<&'static str>,
     /// When it was adopted by its worker.
     pub opened_ns: u64,
+    /// A send in the kernel points into the queued output (io_uring path): until it completes
+    /// no queued frame may be dropped or moved off the queue.
+    pub out_lent: bool,
 }
 
 /// How writing a connection's output went.
@@ -227,6 +230,7 @@ impl ConnCore {
             unauthenticated: peer.is_some(),
             end: None,
             opened_ns: now_ns,
+            out_lent: false,
         }
     }
 
@@ -275,26 +279,7 @@ impl ConnCore {
         while !self.out.is_empty() {
             let mut parts: [IoSlice<'_>; WRITEV_MAX_IOVECS] =
                 [IoSlice::new(&[]); WRITEV_MAX_IOVECS];
-            let mut count = 0usize;
-            let mut skip = self.out_sent;
-            'frames: for frame in self.out.iter() {
-                let payload = frame.payload.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
-                for part in [frame.head.as_slice(), payload] {
-                    if part.is_empty() {
-                        continue;
-                    }
-                    if skip >= part.len() {
-                        skip -= part.len();
-                        continue;
-                    }
-                    parts[count] = IoSlice::new(&part[skip..]);
-                    skip = 0;
-                    count += 1;
-                    if count == WRITEV_MAX_IOVECS {
-                        break 'frames;
-                    }
-                }
-            }
+            let count = self.gather_out(&mut parts);
             if count == 0 {
                 break;
             }
@@ -307,23 +292,56 @@ impl ConnCore {
                     return WriteOutcome::PeerGone;
                 }
             };
-            let mut advanced = self.out_sent + written;
-            while let Some(front) = self.out.front() {
-                let len = front.wire_bytes();
-                if advanced < len {
-                    break;
-                }
-                advanced -= len;
-                self.out_bytes -= len;
-                if let Some(frame) = self.out.pop_front() {
-                    if let Some(p) = frame.payload {
-                        pool.give(p);
-                    }
-                }
-            }
-            self.out_sent = advanced;
+            self.advance_out(written, pool);
         }
         WriteOutcome::Sent
+    }
+
+    /// Fills `parts` with the queued output not yet sent, in order (headers and payloads, up
+    /// to `parts.len()` of them); returns how many it filled.
+    pub fn gather_out<'a>(&'a self, parts: &mut [IoSlice<'a>]) -> usize {
+        let mut count = 0usize;
+        let mut skip = self.out_sent;
+        for frame in self.out.iter() {
+            let payload = frame.payload.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
+            for part in [frame.head.as_slice(), payload] {
+                if part.is_empty() {
+                    continue;
+                }
+                if skip >= part.len() {
+                    skip -= part.len();
+                    continue;
+                }
+                if count == parts.len() {
+                    return count;
+                }
+                parts[count] = IoSlice::new(&part[skip..]);
+                skip = 0;
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// `written` more bytes of the queued output reached the socket: frames sent whole leave
+    /// the queue and their payload buffers go to `pool`.
+    pub fn advance_out(&mut self, written: usize, pool: &mut BufPool) {
+        assert!(!self.out_lent, "output advanced while the kernel holds it");
+        let mut advanced = self.out_sent + written;
+        while let Some(front) = self.out.front() {
+            let len = front.wire_bytes();
+            if advanced < len {
+                break;
+            }
+            advanced -= len;
+            self.out_bytes -= len;
+            if let Some(frame) = self.out.pop_front() {
+                if let Some(p) = frame.payload {
+                    pool.give(p);
+                }
+            }
+        }
+        self.out_sent = advanced;
     }
 
     /// Bytes this connection holds apart from its input buffer: in-flight payloads and queued
@@ -360,6 +378,7 @@ impl ConnCore {
     /// the TLS path (encrypt what this returns) and the STARTTLS switch (what was queued
     /// before it goes out in clear).
     pub fn drain_unsent_into(&mut self, out: &mut Vec<u8>, pool: &mut BufPool, max_bytes: usize) {
+        assert!(!self.out_lent, "output drained while the kernel holds it");
         while out.len() < max_bytes {
             let Some(frame) = self.out.front() else {
                 break;
@@ -391,6 +410,7 @@ impl ConnCore {
     /// Drops every queued reply (the peer is gone or the connection closes); payload buffers
     /// go back to `pool`.
     pub fn discard_output(&mut self, pool: &mut BufPool) {
+        assert!(!self.out_lent, "output dropped while the kernel holds it");
         for frame in self.out.drain(..) {
             if let Some(p) = frame.payload {
                 pool.give(p);

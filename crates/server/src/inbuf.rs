@@ -52,6 +52,9 @@ pub struct InBuf {
     /// Bytes consumed (decoded or discarded) over the connection's life: advances whenever a
     /// frame is done with, which is what the request deadline measures progress by.
     consumed_total_bytes: u64,
+    /// The spare capacity a receive in the kernel writes into (io_uring path): while set, the
+    /// vector is neither moved, reset nor grown.
+    lent: Option<crate::sys::SpareLoan>,
 }
 
 impl Default for InBuf {
@@ -69,6 +72,7 @@ impl InBuf {
             moved_bytes: 0,
             discard_bytes: 0,
             consumed_total_bytes: 0,
+            lent: None,
         }
     }
 
@@ -131,14 +135,19 @@ impl InBuf {
         self.consumed_total_bytes += n as u64;
         self.start += n;
         assert!(self.start <= self.buf.len(), "consumed past the input");
-        if self.start == self.buf.len() {
+        self.reset_if_empty();
+        self.want_bytes = 0;
+    }
+
+    /// With nothing undecoded and nothing lent, starts the vector over (and frees a large one).
+    fn reset_if_empty(&mut self) {
+        if self.start == self.buf.len() && self.lent.is_none() {
             self.buf.clear();
             self.start = 0;
             if self.buf.capacity() > INPUT_KEEP_BYTES {
                 self.buf = Vec::new();
             }
         }
-        self.want_bytes = 0;
     }
 
     /// Drops the next `n` bytes: those buffered now, and the rest as they arrive.
@@ -150,6 +159,7 @@ impl InBuf {
 
     /// Makes room for up to the limit; returns how many bytes the next read may take.
     fn prepare_read(&mut self) -> usize {
+        assert!(self.lent.is_none(), "input buffer resized while lent");
         let pending = self.pending_bytes();
         let room = self.limit_bytes().saturating_sub(pending);
         if room == 0 || self.buf.capacity() - self.buf.len() >= room {
@@ -206,6 +216,7 @@ impl InBuf {
     /// Room is reserved as for a read (up to the limit at once), so a 32 MiB frame arriving in
     /// 16 KiB records grows the buffer to its size, not to the next power of two.
     pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        assert!(self.lent.is_none(), "input buffer appended to while lent");
         if self.buf.capacity() - self.buf.len() < bytes.len() {
             self.compact_if_paid();
             if self.buf.capacity() - self.buf.len() < bytes.len() {
@@ -215,6 +226,32 @@ impl InBuf {
         }
         self.buf.extend_from_slice(bytes);
         self.apply_discard();
+    }
+
+    /// Lends the room left (made as for a read) to a receive the caller submits to the kernel:
+    /// returns where it may write and how much. Until [`InBuf::end_recv`] the buffer keeps its
+    /// allocation and layout (consuming only moves the start). Call only with
+    /// [`InBuf::has_room`] and no receive outstanding.
+    pub fn begin_recv(&mut self) -> (*mut u8, usize) {
+        let room = self.prepare_read();
+        assert!(room > 0, "receive into a full input buffer");
+        let loan = crate::sys::lend_spare(&mut self.buf, room);
+        self.lent = Some(loan);
+        (loan.ptr, loan.len)
+    }
+
+    /// The receive lent the room by [`InBuf::begin_recv`] completed with `received` bytes
+    /// (0 when it failed or was cancelled): they join the input.
+    pub fn end_recv(&mut self, received: usize) {
+        let loan = self.lent.take().expect("no receive outstanding");
+        crate::sys::take_lent(&mut self.buf, loan, received);
+        self.apply_discard();
+        self.reset_if_empty();
+    }
+
+    /// Whether a receive holds the buffer's spare room.
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
     }
 
     /// One `read` of at most the room left. Ok(0) = peer closed; call only with

@@ -37,7 +37,8 @@
 //! | connections | [`conn`] | connection identity, output queue and writev, requests, the decode context |
 //! | protocols | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
 //! | | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
-//! | dataplane | [`worker`] | the loop: epoll, decode, check, schedule (`qos::SchedShare`), submit, reap, reply, drain |
+//! | | [`sockring`] | the socket ring of `socket_io = "uring"`: RECV, SENDMSG, cancel, one enter per step |
+//! | dataplane | [`worker`] | the loop: epoll or the socket ring, decode, check, schedule (`qos::SchedShare`), submit, reap, reply, drain |
 //! | control | [`reload`] | SIGHUP / `POST /reload`: the next generation, all or nothing |
 //! | | [`admin`] | the admin routes: scrapes of the generation in force, `POST /reload` behind a token |
 //! | | [`vrate`] | the closed loop: LC p95 per window → device rate scale |
@@ -83,6 +84,7 @@ pub mod native;
 pub mod nbd;
 pub mod sessions;
 pub mod shared;
+pub mod sockring;
 pub mod worker;
 // Control threads and process glue.
 pub mod admin;

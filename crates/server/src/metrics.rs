@@ -91,6 +91,7 @@ pub struct Metrics {
     worker_batch: Family<Labels, Histogram, fn() -> Histogram>,
     worker_connections: Family<Labels, Gauge>,
     worker_input_read_bytes: Family<Labels, Counter>,
+    worker_socket_ring_ops: Family<Labels, Counter>,
     worker_input_moved_bytes: Family<Labels, Counter>,
     refused_connections: Counter,
     reloads: Family<Labels, Counter>,
@@ -154,6 +155,8 @@ pub struct WorkerMetrics {
     pub input_read_bytes: Counter,
     /// Bytes the input buffers moved to compact themselves (at most what was read).
     pub input_moved_bytes: Counter,
+    /// Socket receives and sends completed through the worker's io_uring.
+    pub socket_ring_ops: Counter,
 }
 
 impl Default for Metrics {
@@ -182,6 +185,7 @@ impl Metrics {
             worker_batch: Family::new_with_constructor(batch_histogram as fn() -> Histogram),
             worker_connections: Family::default(),
             worker_input_read_bytes: Family::default(),
+            worker_socket_ring_ops: Family::default(),
             worker_input_moved_bytes: Family::default(),
             refused_connections: Counter::default(),
             reloads: Family::default(),
@@ -277,6 +281,11 @@ impl Metrics {
             "worker_input_read_bytes",
             "Bytes read from client sockets into connection input buffers",
             m.worker_input_read_bytes.clone(),
+        );
+        registry.register(
+            "worker_socket_ring_ops",
+            "Socket receives and sends a worker completed through its io_uring (dataplane.socket_io = \"uring\"; 0 on the epoll path)",
+            m.worker_socket_ring_ops.clone(),
         );
         registry.register(
             "worker_input_moved_bytes",
@@ -391,6 +400,7 @@ impl Metrics {
             batch: self.worker_batch.get_or_create_owned(&l),
             connections: self.worker_connections.get_or_create_owned(&l),
             input_read_bytes: self.worker_input_read_bytes.get_or_create_owned(&l),
+            socket_ring_ops: self.worker_socket_ring_ops.get_or_create_owned(&l),
             input_moved_bytes: self.worker_input_moved_bytes.get_or_create_owned(&l),
         }
     }

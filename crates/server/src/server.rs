@@ -288,6 +288,7 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     tracing::info!(
         ?addrs,
         workers = shared.config.dataplane.workers,
+        socket_io = socket_io_in_use(shared.config.dataplane.socket_io),
         "server started"
     );
     Ok(ServerHandle {
@@ -298,6 +299,25 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         admin_stop,
         threads,
     })
+}
+
+/// The socket path the workers use: `uring` when configured and the kernel gives a socket
+/// ring the opcodes it needs (a probe ring, dropped at once; each worker sets up its own and
+/// falls back alone), `epoll` otherwise.
+fn socket_io_in_use(configured: crate::config::SocketIo) -> &'static str {
+    match configured {
+        crate::config::SocketIo::Epoll => "epoll",
+        crate::config::SocketIo::Uring => match crate::sockring::SockRing::new() {
+            Ok(_) => "uring",
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "dataplane.socket_io = \"uring\" refused by the kernel: workers use epoll"
+                );
+                "epoll"
+            }
+        },
+    }
 }
 
 fn accept_loop(

@@ -18,10 +18,14 @@
 //! 32 payloads) pointing into buffers its output queue owns; `IoSlice` is ABI-compatible with
 //! `struct iovec` on Unix (std guarantees it), so the slices go to the kernel as they are.
 //!
+//! The io_uring socket path ([`crate::sockring`]) borrows input buffers through
+//! [`lend_spare`] and [`take_lent`]: the one place a vector's length grows by what the kernel
+//! wrote outside a `read` call.
+//!
 //! # What it leaves out
-//! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs`). Signals are here only as
-//! the three calls `signals.rs` builds on (a mask, `pthread_sigmask`, `sigwait`); what they
-//! mean for the server is there.
+//! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs` and `sockring.rs`). Signals
+//! are here only as the three calls `signals.rs` builds on (a mask, `pthread_sigmask`,
+//! `sigwait`); what they mean for the server is there.
 
 use std::ffi::CString;
 use std::io::{self, IoSlice};
@@ -63,6 +67,11 @@ impl Epoll {
         // descriptors are plain integers the kernel validates.
         check(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) })?;
         Ok(())
+    }
+
+    /// The instance's descriptor (the io_uring socket path polls it).
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
     }
 
     /// Watches `fd` for `events`; [`Epoll::wait`] reports it with `token`.
@@ -163,6 +172,50 @@ pub fn read_spare(fd: RawFd, buf: &mut Vec<u8>, max_bytes: usize) -> io::Result<
     // SAFETY: the kernel initialized exactly `n` ≤ `spare` bytes past the old length.
     unsafe { buf.set_len(buf.len() + n as usize) };
     Ok(n as usize)
+}
+
+/// A vector's spare capacity lent to the kernel by [`lend_spare`]: where a receive may write,
+/// and the vector's state when it was lent (checked when the bytes are taken in).
+#[derive(Debug, Clone, Copy)]
+pub struct SpareLoan {
+    /// Where the kernel may write: the vector's first spare byte.
+    pub ptr: *mut u8,
+    /// How many bytes it may write there.
+    pub len: usize,
+    base: *const u8,
+    old_len: usize,
+}
+
+// SAFETY: a loan is an address range and a record of its vector, used only by the thread that
+// owns the vector (a worker, moved to its thread before it lends anything).
+unsafe impl Send for SpareLoan {}
+
+/// Lends up to `max_bytes` of `buf`'s spare capacity to a receive the caller submits to the
+/// kernel (the io_uring socket path). Until the loan is taken back with [`take_lent`], the
+/// vector must not be reallocated, shortened or lengthened (`inbuf` pins it).
+pub fn lend_spare(buf: &mut Vec<u8>, max_bytes: usize) -> SpareLoan {
+    let len = (buf.capacity() - buf.len()).min(max_bytes);
+    SpareLoan {
+        // In bounds: `buf.len()` ≤ capacity, so the pointer is at most one past the end.
+        ptr: buf.as_mut_ptr().wrapping_add(buf.len()),
+        len,
+        base: buf.as_ptr(),
+        old_len: buf.len(),
+    }
+}
+
+/// Takes in the `received` bytes a completed receive wrote at the start of `loan`: extends
+/// `buf`'s length by them. Call only with the byte count the kernel reported for the receive
+/// that was given this loan.
+pub fn take_lent(buf: &mut Vec<u8>, loan: SpareLoan, received: usize) {
+    assert!(
+        buf.as_ptr() == loan.base && buf.len() == loan.old_len && received <= loan.len,
+        "a lent input buffer changed while the kernel held it"
+    );
+    // SAFETY: the vector is the one lent (same allocation, same length, checked above), so the
+    // `received` ≤ `loan.len` bytes past its length are within its capacity, and the kernel's
+    // receive initialized exactly them.
+    unsafe { buf.set_len(buf.len() + received) };
 }
 
 /// One `writev` of `parts` (at most `IOV_MAX` are passed); returns bytes written.

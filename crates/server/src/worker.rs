@@ -84,19 +84,35 @@
 //! a connection accepted after a reload was published — a client trying a rotated-out TLS key
 //! the moment the reload returned — meets the new config, never the old one.
 //!
+//! *Socket I/O on io_uring.* With `[dataplane] socket_io = "uring"` plain-TCP connections are
+//! not in the epoll set: each has at most one RECV (into its input buffer's spare room) and one
+//! SENDMSG (gathering its queued replies, as the `writev` would) in the worker's socket ring
+//! ([`crate::sockring`], `worker/uring.rs`). Steps 1, 2 and 7 become: one `io_uring_enter`
+//! submits the receives and sends the last step queued and waits (the same timeout as
+//! `epoll_pwait2`); a completed receive is the `read` (its connection is decoded), a completed
+//! send the `writev`'s result; a coalescing pause submits and sleeps in the same enter. A
+//! receive is armed where epoll would have EPOLLIN, so flow control is unchanged. epoll still
+//! watches the wake-up eventfd, the backends' descriptors and TLS connections, through a POLL
+//! on its descriptor in the ring. A connection leaves the ring (close, NBD STARTTLS, shutdown)
+//! by cancelling its operations and waiting for their completions before anything they point
+//! at is freed. A kernel that refuses the ring or an opcode leaves the worker on epoll (logged;
+//! `ullstack_worker_socket_ring_ops` stays 0).
+//!
 //! # Files
 //! This file holds the loop and adopting connections; the rest is one idea per file under
 //! `worker/`: `table.rs` (the generational connection table), `session.rs` (what a connection
 //! holds), `inbox.rs` (the acceptor's hand-over), `input.rs` (read, decode, interest),
 //! `storage.rs` (round, submit, complete), `output.rs` (send, close after drain), `tls.rs`
 //! (STARTTLS and the PSK back-off), `close.rs` (timeouts, close, shutdown), `generation.rs`
-//! (reloads).
+//! (reloads), `uring.rs` (socket I/O on the worker's io_uring).
 //!
 //! # What it leaves out
-//! Work stealing between workers (a connection stays on its worker), zero-copy receive.
+//! Work stealing between workers (a connection stays on its worker), zero-copy receive,
+//! multishot receives into a provided-buffer ring, SEND_ZC, the file backend's I/O in the
+//! socket ring.
 //!
 //! # Config keys
-//! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns`; `[limits] max_inflight_requests,
+//! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns, socket_io`; `[limits] max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms` (a request has a deadline from its first byte to
 //! its last: any byte resets the idle timer, only a completed frame resets this one).
@@ -116,6 +132,7 @@ mod session;
 mod storage;
 mod table;
 mod tls;
+mod uring;
 
 pub use inbox::WorkerInbox;
 pub use session::{Conn, Session};
@@ -134,6 +151,7 @@ use crate::native::NativeSession;
 use crate::nbd::NbdSession;
 use crate::shared::{RunState, Shared, StartError};
 use crate::slab::Slab;
+use crate::sockring::{Done, SockRing};
 use crate::sys::{self, Epoll};
 
 /// How often timeouts are checked and lazily kept counters synced.
@@ -152,6 +170,10 @@ pub struct Worker {
     shared: Arc<Shared>,
     inbox: Arc<WorkerInbox>,
     epoll: Epoll,
+    /// The socket ring (`socket_io = "uring"`, set up on the worker's thread). Declared before
+    /// the connections so that, should the worker unwind with operations in the kernel, the
+    /// ring is closed before the buffers they point at are freed.
+    ring: Option<SockRing>,
     conns: ConnTable<Conn>,
     requests: Slab<Req>,
     backends: Vec<Box<dyn Backend>>,
@@ -169,6 +191,12 @@ pub struct Worker {
     /// Connections not read only because their tenant is at its memory budget; their
     /// interest is restored once the tenant is under it again.
     memory_paused: Vec<usize>,
+    /// Ring completions not handled yet.
+    ring_done: Vec<Done>,
+    /// The ring's POLL on the epoll descriptor is in the kernel.
+    poll_armed: bool,
+    /// Ring connections that want a receive armed before the next wait.
+    recv_wanted: Vec<ConnRef>,
 }
 
 impl Worker {
@@ -207,6 +235,10 @@ impl Worker {
             memory_paused: Vec::new(),
             released: Vec::new(),
             completions: Vec::new(),
+            ring: None,
+            ring_done: Vec::new(),
+            poll_armed: false,
+            recv_wanted: Vec::new(),
             shared,
         };
         w.epoll
@@ -231,6 +263,7 @@ impl Worker {
     /// The loop; returns when the server drained.
     pub fn run(mut self) {
         sys::set_fine_timer_slack();
+        self.ring_start();
         self.attach_default_flows();
         let mut events = vec![sys::empty_event(); EPOLL_EVENTS];
         let mut last_busy_ns = now_ns();
@@ -268,7 +301,11 @@ impl Worker {
             if throttled && idle != IdlePolicy::Spin {
                 timeout_ns = timeout_ns.min(throttled_round_ns.saturating_sub(now));
             }
-            let n = self.epoll.wait(&mut events, timeout_ns);
+            let n = if self.ring.is_some() {
+                self.ring_wait(&mut events, timeout_ns)
+            } else {
+                self.epoll.wait(&mut events, timeout_ns)
+            };
             // After the wait, before anything it woke for: a connection accepted, or a request
             // sent, after a reload was published is handled under the new config.
             if !draining {
@@ -306,6 +343,8 @@ impl Worker {
                     }
                 }
             }
+            // Ring completions: received bytes are in the input buffers already.
+            busy |= self.ring_process(now, &mut readable);
             // 2-3. Read and decode, within the batch budget.
             let mut budget = batch_limit;
             let work = self.take_pending();
@@ -395,7 +434,9 @@ impl Worker {
         let now = now_ns();
         if until > now {
             self.metrics.coalesce_waits.inc();
-            std::thread::sleep(std::time::Duration::from_nanos(until - now));
+            if !self.ring_hold(until - now) {
+                std::thread::sleep(std::time::Duration::from_nanos(until - now));
+            }
         }
     }
 
@@ -476,18 +517,28 @@ impl Worker {
                 _ => None,
             };
             let handshake_ms = self.shared.config.limits.handshake_timeout_ms;
+            let ring = if tls.is_none() {
+                self.ring_for_new()
+            } else {
+                None
+            };
             let mut conn = Conn {
                 input: InBuf::new(),
                 core: ConnCore::new(new.stream, new.peer, me, now, handshake_ms),
                 session,
                 tls,
                 psk_noted: false,
+                ring,
             };
             if let Session::Nbd(nbd) = &mut conn.session {
                 nbd.start(&mut conn.core);
             }
             let events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-            if let Err(e) = self
+            // A ring connection is not watched by epoll: its receive is armed by its first
+            // interest update (the decode below).
+            if conn.ring.is_some() {
+                conn.core.epoll_events = 0;
+            } else if let Err(e) = self
                 .epoll
                 .add(conn.core.stream.as_raw_fd(), me.token(), events)
             {
@@ -497,7 +548,9 @@ impl Worker {
                 self.conns.abandon(me);
                 continue;
             }
-            conn.core.epoll_events = events;
+            if conn.ring.is_none() {
+                conn.core.epoll_events = events;
+            }
             self.conns.fill(me, conn);
             self.metrics.connections.inc();
             tracing::info!(

@@ -88,6 +88,8 @@ impl Worker {
 
     /// Closes a connection now; requests it has at the backend complete into the void.
     pub(super) fn close(&mut self, i: usize) {
+        // Nothing the kernel holds may be freed: its operations end first.
+        self.ring_detach(i);
         // Every reference to the slot is stale from here on.
         let Some(mut conn) = self.conns.remove(i) else {
             return;
@@ -157,6 +159,10 @@ impl Worker {
     /// requests unanswered, replies unsent or replies not yet taken by its client is counted
     /// as cut ([`crate::shared::Life::cut_connections`]).
     pub(super) fn close_all(&mut self, grace_deadline_ns: u64) {
+        // The lingering below reads and queries the sockets itself.
+        for i in 0..self.conns.slots() {
+            self.ring_detach(i);
+        }
         let expired = now_ns() >= grace_deadline_ns;
         let mut cut = 0usize;
         let mut lingering = Vec::new();

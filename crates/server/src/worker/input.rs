@@ -33,7 +33,7 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
-        if conn.core.closing != Closing::Open || !conn.input.has_room() {
+        if conn.core.closing != Closing::Open || !conn.input.has_room() || conn.ring.is_some() {
             return;
         }
         let fd = conn.core.stream.as_raw_fd();
@@ -228,12 +228,11 @@ impl Worker {
             conn.input.below_resume_mark() && conn.core.below_resume_mark(limits)
         };
         let has_output = conn.has_output();
-        let core = &mut conn.core;
         let mut want = 0u32;
         if running && allowed {
-            if core.memory_limited(&self.shared) {
-                if !core.memory_paused {
-                    core.memory_paused = true;
+            if conn.core.memory_limited(&self.shared) {
+                if !conn.core.memory_paused {
+                    conn.core.memory_paused = true;
                     self.memory_paused.push(i);
                 }
             } else {
@@ -243,6 +242,11 @@ impl Worker {
         if has_output {
             want |= libc::EPOLLOUT as u32;
         }
+        if conn.ring.is_some() {
+            self.ring_interest(i, want);
+            return;
+        }
+        let core = &mut conn.core;
         if want != core.epoll_events {
             if let Err(e) = self
                 .epoll

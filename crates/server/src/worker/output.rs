@@ -66,6 +66,13 @@ impl Worker {
         let Some(conn) = self.conns.get_mut(i) else {
             return;
         };
+        if conn.ring.is_some() {
+            // Sent by the next enter; a failure shows in the completion.
+            self.ring_flush(i);
+            self.settle(i);
+            self.update_interest(i);
+            return;
+        }
         let outcome = match conn.tls.as_mut() {
             Some(tls) => {
                 let fd = conn.core.stream.as_raw_fd();

@@ -19,6 +19,7 @@ use crate::conn::ConnCore;
 use crate::inbuf::InBuf;
 use crate::native::NativeSession;
 use crate::nbd::NbdSession;
+use crate::sockring::RingConn;
 use crate::tls::TlsConn;
 
 /// Per-protocol session state.
@@ -36,6 +37,9 @@ pub struct Conn {
     pub tls: Option<Box<TlsConn>>,
     /// The TLS session's PSK outcome has reached the per-address back-off.
     pub psk_noted: bool,
+    /// Its socket I/O on the worker's io_uring (`socket_io = "uring"`, plain TCP); `None`:
+    /// epoll watches it.
+    pub ring: Option<RingConn>,
 }
 
 impl Conn {

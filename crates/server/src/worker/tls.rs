@@ -31,6 +31,12 @@ impl Worker {
         let Some(server) = self.shared.tls.clone() else {
             return Err("nbd_starttls_without_tls");
         };
+        // TLS reads and writes the socket itself: off the ring first (what a receive in
+        // flight brings is the client's first TLS bytes).
+        if let Err(e) = self.ring_to_epoll(i) {
+            tracing::warn!(error = %e, "cannot watch a connection starting TLS");
+            return Err("tls_setup");
+        }
         let Some(conn) = self.conns.get(i) else {
             return Ok(());
         };

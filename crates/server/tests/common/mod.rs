@@ -20,9 +20,16 @@ use server::ServerHandle;
 /// Read timeout of every test socket: a hung server fails the test instead of hanging it.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Starts a server from `toml`. `ULLSTACK_TEST_SOCKET_IO=uring|epoll` sets its
+/// `[dataplane] socket_io`, so a suite runs over either socket path.
 pub fn start(toml: &str) -> ServerHandle {
-    let config = ServerConfig::from_toml_str(toml)
+    let mut config = ServerConfig::from_toml_str(toml)
         .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
+    match std::env::var("ULLSTACK_TEST_SOCKET_IO").as_deref() {
+        Ok("uring") => config.dataplane.socket_io = server::config::SocketIo::Uring,
+        Ok("epoll") => config.dataplane.socket_io = server::config::SocketIo::Epoll,
+        _ => {}
+    }
     server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 

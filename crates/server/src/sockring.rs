@@ -1,0 +1,484 @@
+//! The worker's socket ring: client sockets read and written as io_uring operations
+//! (`[dataplane] socket_io = "uring"`).
+//!
+//! # What it implements
+//! One io_uring per worker, created on the worker's thread. Per connection, at most one RECV
+//! (into the spare room of its input buffer, [`crate::inbuf::InBuf::begin_recv`]) and at most
+//! one SENDMSG (gathering its queued replies, [`crate::conn::ConnCore::gather_out`]) are in the
+//! kernel at a time; a re-armed POLL on the worker's epoll descriptor reports what epoll still
+//! watches (the wake-up eventfd, the backends' ring descriptors, TLS connections). Everything a
+//! step queued goes to the kernel with the step's wait, in one `io_uring_enter`
+//! ([`SockRing::enter`]); completions come back as [`Done`]s naming the connection by
+//! [`ConnRef`].
+//!
+//! # Design
+//! *Buffers stay put until their completion.* A RECV writes into an input buffer the
+//! connection keeps lent (`InBuf` neither moves, grows nor resets it until `end_recv`). A
+//! SENDMSG points at the connection's [`SendBufs`] (its `msghdr`, iovecs and a copy of every
+//! part of 40 bytes or less: reply headers live inline in the queue, which may move when it
+//! grows) and at payload buffers and heap headers the queue owns; the connection marks its
+//! output lent (`ConnCore::out_lent`), which forbids dropping or advancing it until the
+//! completion. A connection that closes (or turns to TLS) first has its operations cancelled
+//! and their completions waited for (the worker's `ring_detach`).
+//!
+//! *Flow control as epoll's.* A RECV is armed only while the connection would have EPOLLIN in
+//! its interest (room in its read-ahead, under its in-flight limits and its tenant's memory
+//! budget), so it reads no more than the epoll path would; one armed before the connection hit
+//! a limit completes into room it was given then.
+//!
+//! *Ring set-up.* Single issuer with deferred task work where the kernel allows it
+//! (completions are posted when the worker enters the ring, never by interrupting it), plain
+//! otherwise; the opcodes used are probed; anything refused is an error and the worker uses
+//! epoll ([`SockRing::new`]).
+//!
+//! Worked example: fio iodepth 32 on one NBD connection. A step's one `io_uring_enter` submits
+//! the SENDMSG of the last step's 32 replies (64 iovecs, 32 × 16 B headers copied into
+//! `SendBufs`) and waits; the RECV armed last step completes with the next 32 requests (896 B);
+//! the step decodes them, the memory backend answers inline, the RECV is re-armed and the
+//! next SENDMSG queued: one syscall per step where epoll took `epoll_wait`, `read` and `writev`.
+//!
+//! # What it leaves out
+//! Multishot RECV into a provided-buffer ring (a RECV per step is re-armed instead: it needs no
+//! buffers the connection does not already own), SEND_ZC for large replies, and the file
+//! backend's I/O in the same ring (it keeps its own, watched through epoll).
+
+use std::io::{self, IoSlice};
+use std::os::fd::RawFd;
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
+
+use crate::conn::{ConnCore, ConnRef, WRITEV_MAX_IOVECS};
+use crate::inbuf::InBuf;
+
+/// Submission queue entries (completions: twice that).
+const RING_ENTRIES: u32 = 512;
+/// Parts of this size or less are copied into [`SendBufs`] (an inline reply header is ≤ 40 B).
+const SMALL_PART_BYTES: usize = 40;
+
+/// What a completion was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    Recv,
+    Send,
+    /// The POLL on the epoll descriptor.
+    Poll,
+    Cancel,
+}
+
+impl OpKind {
+    fn bits(self) -> u64 {
+        match self {
+            OpKind::Recv => 0,
+            OpKind::Send => 1,
+            OpKind::Poll => 2,
+            OpKind::Cancel => 3,
+        }
+    }
+}
+
+fn user_data(kind: OpKind, conn: ConnRef) -> u64 {
+    (u64::from(conn.generation) << 32) | (u64::from(conn.index) << 2) | kind.bits()
+}
+
+/// One completion.
+#[derive(Debug, Clone, Copy)]
+pub struct Done {
+    pub kind: OpKind,
+    pub conn: ConnRef,
+    /// Bytes moved, or a negated errno.
+    pub result: i32,
+}
+
+impl Done {
+    fn from_entry(e: &cqueue::Entry) -> Done {
+        let d = e.user_data();
+        let kind = match d & 3 {
+            0 => OpKind::Recv,
+            1 => OpKind::Send,
+            2 => OpKind::Poll,
+            _ => OpKind::Cancel,
+        };
+        Done {
+            kind,
+            conn: ConnRef {
+                index: ((d & 0xffff_ffff) >> 2) as u32,
+                generation: (d >> 32) as u32,
+            },
+            result: e.result(),
+        }
+    }
+}
+
+/// What a SENDMSG in the kernel reads its layout from.
+struct SendBufs {
+    msg: libc::msghdr,
+    iov: [libc::iovec; WRITEV_MAX_IOVECS],
+    small: [[u8; SMALL_PART_BYTES]; WRITEV_MAX_IOVECS],
+}
+
+// SAFETY: the raw pointers inside only ever point into this struct and into buffers owned by
+// the same connection, which lives and is used on one worker thread at a time (the worker is
+// moved to its thread before any SENDMSG exists).
+unsafe impl Send for SendBufs {}
+
+/// A connection's state on the ring.
+pub struct RingConn {
+    /// A RECV is in the kernel.
+    pub recv: bool,
+    /// A SENDMSG is in the kernel.
+    pub send: bool,
+    /// Listed for a RECV before the next wait (the worker's list).
+    pub recv_wanted: bool,
+    bufs: Box<SendBufs>,
+}
+
+impl Default for RingConn {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RingConn {
+    pub fn new() -> RingConn {
+        // SAFETY: msghdr and iovec are plain C structs; all zeroes (null pointers, zero
+        // lengths) is a valid value of each.
+        let (msg, iov) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        RingConn {
+            recv: false,
+            send: false,
+            recv_wanted: false,
+            bufs: Box::new(SendBufs {
+                msg,
+                iov,
+                small: [[0; SMALL_PART_BYTES]; WRITEV_MAX_IOVECS],
+            }),
+        }
+    }
+
+    /// Whether an operation of this connection is in the kernel.
+    pub fn busy(&self) -> bool {
+        self.recv || self.send
+    }
+}
+
+/// The socket ring of one worker.
+pub struct SockRing {
+    ring: IoUring,
+    /// Entries pushed since the last enter.
+    queued: usize,
+    /// How the ring was set up, for the start-up log.
+    pub mode: &'static str,
+}
+
+impl SockRing {
+    /// A ring with the opcodes the socket path uses; an error when io_uring or one of them is
+    /// refused. Call on the thread that will use it (single issuer).
+    pub fn new() -> io::Result<SockRing> {
+        let (ring, mode) = match IoUring::builder()
+            .setup_cqsize(RING_ENTRIES * 2)
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag()
+            .build(RING_ENTRIES)
+        {
+            Ok(r) => (r, "single issuer, deferred task work"),
+            Err(_) => (
+                IoUring::builder()
+                    .setup_cqsize(RING_ENTRIES * 2)
+                    .build(RING_ENTRIES)?,
+                "plain",
+            ),
+        };
+        let mut probe = Probe::new();
+        ring.submitter().register_probe(&mut probe)?;
+        for (code, name) in [
+            (opcode::Recv::CODE, "RECV"),
+            (opcode::SendMsg::CODE, "SENDMSG"),
+            (opcode::PollAdd::CODE, "POLL_ADD"),
+            (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
+        ] {
+            if !probe.is_supported(code) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("io_uring opcode {name} not supported"),
+                ));
+            }
+        }
+        Ok(SockRing {
+            ring,
+            queued: 0,
+            mode,
+        })
+    }
+
+    /// Pushes one entry, submitting first when the queue is full; false when the kernel takes
+    /// no more (the queue stays full after a submit): the operation was not queued.
+    fn push(&mut self, entry: squeue::Entry) -> bool {
+        for _ in 0..2 {
+            // SAFETY: every entry built in this module points only at memory that stays valid
+            // and unmoved until its completion (see each caller's SAFETY comment).
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                self.queued += 1;
+                return true;
+            }
+            if self.ring.submit().is_ok() {
+                self.queued = 0;
+            }
+        }
+        false
+    }
+
+    /// Queues a RECV into `input`'s spare room for connection `conn`.
+    pub fn arm_recv(&mut self, fd: RawFd, conn: ConnRef, rc: &mut RingConn, input: &mut InBuf) {
+        debug_assert!(!rc.recv, "two receives on one connection");
+        let (ptr, len) = input.begin_recv();
+        let entry = opcode::Recv::new(types::Fd(fd), ptr, len.min(u32::MAX as usize) as u32)
+            .build()
+            .user_data(user_data(OpKind::Recv, conn));
+        // SAFETY (for `push`): `input` stays lent — not moved, grown or reset — until the
+        // worker hands the completion to `InBuf::end_recv` (or leaks it, `ring_detach`).
+        if self.push(entry) {
+            rc.recv = true;
+        } else {
+            // Not queued: the kernel never saw the room. The next interest update retries.
+            input.end_recv(0);
+        }
+    }
+
+    /// Queues a SENDMSG of `core`'s queued output (up to [`WRITEV_MAX_IOVECS`] parts); false
+    /// when there is nothing to send.
+    pub fn arm_send(
+        &mut self,
+        fd: RawFd,
+        conn: ConnRef,
+        rc: &mut RingConn,
+        core: &mut ConnCore,
+    ) -> bool {
+        debug_assert!(!rc.send, "two sends on one connection");
+        let bufs = &mut *rc.bufs;
+        let count = {
+            let mut parts: [IoSlice<'_>; WRITEV_MAX_IOVECS] =
+                [IoSlice::new(&[]); WRITEV_MAX_IOVECS];
+            let count = core.gather_out(&mut parts);
+            for (k, part) in parts[..count].iter().enumerate() {
+                let (base, len) = if part.len() <= SMALL_PART_BYTES {
+                    bufs.small[k][..part.len()].copy_from_slice(part);
+                    (bufs.small[k].as_mut_ptr(), part.len())
+                } else {
+                    (part.as_ptr().cast_mut(), part.len())
+                };
+                bufs.iov[k] = libc::iovec {
+                    iov_base: base.cast(),
+                    iov_len: len,
+                };
+            }
+            count
+        };
+        if count == 0 {
+            return false;
+        }
+        bufs.msg.msg_iov = bufs.iov.as_mut_ptr();
+        bufs.msg.msg_iovlen = count as _;
+        let entry = opcode::SendMsg::new(types::Fd(fd), &bufs.msg)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build()
+            .user_data(user_data(OpKind::Send, conn));
+        // SAFETY (for `push`): the msghdr, iovecs and small copies are in `rc.bufs`, a box the
+        // connection keeps until the completion; the larger parts are heap buffers of frames
+        // in `core.out`, which `out_lent` keeps queued (not dropped, not advanced) until then.
+        if !self.push(entry) {
+            return false;
+        }
+        core.out_lent = true;
+        rc.send = true;
+        true
+    }
+
+    /// Queues a POLL for input on `fd` (the worker's epoll descriptor); false when not queued.
+    pub fn arm_poll(&mut self, fd: RawFd) -> bool {
+        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
+            .build()
+            .user_data(user_data(
+                OpKind::Poll,
+                ConnRef {
+                    index: 0,
+                    generation: 0,
+                },
+            ));
+        // SAFETY (for `push`): a poll passes no memory.
+        self.push(entry)
+    }
+
+    /// Queues the cancellation of connection `conn`'s operation of `kind`; false when not
+    /// queued.
+    pub fn cancel(&mut self, conn: ConnRef, kind: OpKind) -> bool {
+        let entry = opcode::AsyncCancel::new(user_data(kind, conn))
+            .build()
+            .user_data(user_data(OpKind::Cancel, conn));
+        // SAFETY (for `push`): a cancellation passes no memory.
+        self.push(entry)
+    }
+
+    /// Entries queued and not yet given to the kernel.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Submits what is queued and waits up to `timeout_ns` (0: not at all) for a completion.
+    /// Returns whether a syscall was made (none when nothing is queued, no completion waits to
+    /// be posted and the wait is 0).
+    pub fn enter(&mut self, timeout_ns: u64) -> bool {
+        let ready = !self.ring.completion().is_empty();
+        if timeout_ns == 0 || ready {
+            if self.queued == 0 && !self.ring.submission().taskrun() {
+                return false;
+            }
+            // Waits for nothing; asks for events when task work is pending (the crate sets
+            // GETEVENTS then), which is what posts deferred completions.
+            let _ = self
+                .ring
+                .submitter()
+                .submit_with_args(0, &types::SubmitArgs::new());
+        } else {
+            let ts = types::Timespec::new()
+                .sec(timeout_ns / 1_000_000_000)
+                .nsec((timeout_ns % 1_000_000_000) as u32);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            // ETIME (the wait timed out) and EINTR are what a wait may end with.
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+        }
+        self.queued = 0;
+        true
+    }
+
+    /// Submits what is queued and sleeps `ns` whatever completes meanwhile (the coalescing
+    /// pause): the wait asks for more completions than the ring holds, so only the timeout
+    /// ends it (or a full completion queue), and the completions are posted as it returns.
+    /// One syscall for the step's sends and its pause.
+    pub fn enter_hold(&mut self, ns: u64) {
+        let ts = types::Timespec::new()
+            .sec(ns / 1_000_000_000)
+            .nsec((ns % 1_000_000_000) as u32);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let want = self.ring.params().cq_entries() as usize;
+        let _ = self.ring.submitter().submit_with_args(want, &args);
+        self.queued = 0;
+    }
+
+    /// Moves every posted completion to `out`.
+    pub fn reap(&mut self, out: &mut Vec<Done>) {
+        for e in self.ring.completion() {
+            out.push(Done::from_entry(&e));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    /// A RECV and a SENDMSG through the ring move bytes both ways, and a RECV with nothing to
+    /// read is cancelled and completes as cancelled, its buffer given back.
+    #[test]
+    fn receives_sends_and_cancels() {
+        let Ok(mut ring) = SockRing::new() else {
+            eprintln!("io_uring refused here: nothing to test");
+            return;
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
+        let (server, _) = listener.accept().expect("accept");
+        let me = ConnRef {
+            index: 3,
+            generation: 9,
+        };
+        let mut rc = RingConn::new();
+        let mut input = InBuf::new();
+        client.write_all(b"hello").expect("write");
+        ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
+        let mut done = Vec::new();
+        while done.is_empty() {
+            ring.enter(1_000_000_000);
+            ring.reap(&mut done);
+        }
+        assert_eq!(done[0].kind, OpKind::Recv);
+        assert_eq!(done[0].conn, me);
+        assert_eq!(done[0].result, 5);
+        input.end_recv(5);
+        assert_eq!(input.data(), b"hello");
+
+        let mut core = ConnCore::new(server.try_clone().expect("clone"), None, me, 0, 0);
+        core.push_head(b"head");
+        core.push_head(&[7u8; 100]);
+        assert!(ring.arm_send(server.as_raw_fd(), me, &mut rc, &mut core));
+        done.clear();
+        while done.is_empty() {
+            ring.enter(1_000_000_000);
+            ring.reap(&mut done);
+        }
+        assert_eq!((done[0].kind, done[0].result), (OpKind::Send, 104));
+        core.out_lent = false;
+        let mut pool = crate::buf::BufPool::new();
+        core.advance_out(104, &mut pool);
+        assert!(core.out.is_empty());
+        let mut got = [0u8; 104];
+        client.read_exact(&mut got).expect("read");
+        assert_eq!(&got[..4], b"head");
+
+        rc.recv = false;
+        ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
+        ring.cancel(me, OpKind::Recv);
+        done.clear();
+        while !done.iter().any(|d| d.kind == OpKind::Recv) {
+            ring.enter(1_000_000_000);
+            ring.reap(&mut done);
+        }
+        let recv = done.iter().find(|d| d.kind == OpKind::Recv).expect("recv");
+        assert_eq!(recv.result, -libc::ECANCELED);
+        input.end_recv(0);
+        assert_eq!(input.data(), b"hello");
+    }
+
+    /// A coalescing pause sleeps its time even while a receive completes: the receive's
+    /// completion is there when it ends, and nothing woke the thread earlier.
+    #[test]
+    fn a_hold_sleeps_through_completions() {
+        let Ok(mut ring) = SockRing::new() else {
+            eprintln!("io_uring refused here: nothing to test");
+            return;
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
+        let (server, _) = listener.accept().expect("accept");
+        let me = ConnRef {
+            index: 1,
+            generation: 1,
+        };
+        let mut rc = RingConn::new();
+        let mut input = InBuf::new();
+        ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
+        ring.enter(0);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            client.write_all(b"x").expect("write");
+            client
+        });
+        let start = std::time::Instant::now();
+        ring.enter_hold(20_000_000);
+        let slept = start.elapsed();
+        let _client = writer.join().expect("writer");
+        assert!(
+            slept >= std::time::Duration::from_millis(19),
+            "the hold ended after {slept:?}"
+        );
+        let mut done = Vec::new();
+        ring.enter(0);
+        ring.reap(&mut done);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!(done[0].result, 1);
+        input.end_recv(1);
+    }
+}

@@ -1,0 +1,407 @@
+//! A worker's socket I/O on its io_uring (`[dataplane] socket_io = "uring"`): the wait, the
+//! completions of receives and sends, arming them, and taking a connection off the ring.
+//!
+//! # What it implements
+//! The worker loop of `worker.rs` with [`crate::sockring::SockRing`] in place of epoll for
+//! plain-TCP connections: each step's wait is one `io_uring_enter` that submits the sends and
+//! receives the last step queued and waits for completions ([`Worker::ring_wait`]); a receive's
+//! completion is the epoll path's `read` (its bytes join the input buffer, the connection is
+//! decoded), a send's completion its `writev` result ([`Worker::ring_process`]). Where the
+//! epoll path changes a connection's interest, this one arms a receive if the interest has
+//! EPOLLIN and none is in the kernel ([`Worker::ring_interest`]); where it writes, this one
+//! queues a send unless one is in the kernel ([`Worker::ring_flush`]). epoll stays for what
+//! the ring does not read: the wake-up eventfd, the backends' descriptors and TLS connections,
+//! reported through a POLL on the epoll descriptor.
+//!
+//! # Design
+//! A connection leaves the ring — to close, to start TLS, at shutdown — through
+//! [`Worker::ring_detach`]: its operations are cancelled and their completions awaited before
+//! anything it lent the kernel is touched; completions of other connections seen meanwhile
+//! wait for the next step. A completion that never comes (a kernel that does not cancel within
+//! [`DETACH_WAIT_NS`]) leaks what was lent rather than free memory the kernel may write.
+//!
+//! # What it leaves out
+//! See [`crate::sockring`].
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use super::Worker;
+use crate::clock::now_ns;
+use crate::conn::{Closing, ConnRef};
+use crate::sockring::{Done, OpKind, RingConn, SockRing};
+use crate::sys::EpollEvent;
+
+/// How long taking a connection off the ring waits for its cancelled operations.
+pub const DETACH_WAIT_NS: u64 = 1_000_000_000;
+
+impl Worker {
+    /// Sets up the socket ring when the config asks for it (on the worker's thread: the ring
+    /// is single-issuer); falls back to epoll, saying so, when io_uring refuses.
+    pub(super) fn ring_start(&mut self) {
+        if self.shared.config.dataplane.socket_io != crate::config::SocketIo::Uring {
+            return;
+        }
+        match SockRing::new() {
+            Ok(ring) => {
+                tracing::info!(
+                    worker = self.index,
+                    socket_io = "uring",
+                    ring = ring.mode,
+                    "worker sockets on io_uring"
+                );
+                self.ring = Some(ring);
+            }
+            Err(e) => tracing::warn!(
+                worker = self.index,
+                error = %e,
+                "dataplane.socket_io = \"uring\" refused by the kernel: this worker uses epoll"
+            ),
+        }
+    }
+
+    /// The step's wait on the ring: submits what the last step queued, waits up to
+    /// `timeout_ns` for a completion, collects the completions; when epoll has something
+    /// ready, fills `events` as `epoll_wait` would and returns how many.
+    ///
+    /// Sends are handled here: a send the socket takes completes within the enter that
+    /// submits it, and would end the wait at once. When sends are all the wait brought, and
+    /// they leave nothing to do, it waits again for the rest of the time.
+    pub(super) fn ring_wait(&mut self, events: &mut [EpollEvent], timeout_ns: u64) -> usize {
+        let epoll_fd = self.epoll.raw();
+        let deadline = now_ns().saturating_add(timeout_ns);
+        // Completions set aside by a detach are handled now, without waiting.
+        let mut timeout = if self.ring_done.is_empty() {
+            timeout_ns
+        } else {
+            0
+        };
+        let mut polled = false;
+        self.arm_wanted_receives();
+        loop {
+            let Some(ring) = self.ring.as_mut() else {
+                return 0;
+            };
+            if !self.poll_armed {
+                self.poll_armed = ring.arm_poll(epoll_fd);
+            }
+            ring.enter(timeout);
+            let before = self.ring_done.len();
+            ring.reap(&mut self.ring_done);
+            let mut k = before;
+            while k < self.ring_done.len() {
+                match self.ring_done[k].kind {
+                    OpKind::Send => {
+                        let d = self.ring_done.swap_remove(k);
+                        self.send_done(d);
+                    }
+                    OpKind::Poll => {
+                        self.ring_done.swap_remove(k);
+                        self.poll_armed = false;
+                        polled = true;
+                    }
+                    _ => k += 1,
+                }
+            }
+            let now = now_ns();
+            if timeout == 0
+                || polled
+                || !self.ring_done.is_empty()
+                || !self.pending.is_empty()
+                || now >= deadline
+            {
+                break;
+            }
+            timeout = deadline - now;
+        }
+        if polled {
+            return self.epoll.wait(events, 0);
+        }
+        0
+    }
+
+    /// Handles the completions the wait collected: receives feed their connection's input
+    /// (the connection joins `readable`), sends advance its output. Returns whether there
+    /// were any.
+    pub(super) fn ring_process(&mut self, now: u64, readable: &mut Vec<usize>) -> bool {
+        let done = std::mem::take(&mut self.ring_done);
+        let any = !done.is_empty();
+        for d in &done {
+            match d.kind {
+                OpKind::Recv => {
+                    if self.recv_done(*d, now) {
+                        readable.push(d.conn.index as usize);
+                    }
+                }
+                OpKind::Send => self.send_done(*d),
+                // A poll left over (several in one reap) or a cancellation: nothing to do.
+                OpKind::Poll => self.poll_armed = false,
+                OpKind::Cancel => {}
+            }
+        }
+        // Keep the vector's capacity; a detach may have queued more meanwhile.
+        let mut done = done;
+        done.clear();
+        done.append(&mut self.ring_done);
+        self.ring_done = done;
+        any
+    }
+
+    /// The live connection `r` names, with its ring state.
+    fn ring_conn(&mut self, r: ConnRef) -> Option<&mut super::Conn> {
+        if !self.conns.is_current(r) {
+            return None;
+        }
+        self.conns
+            .get_mut(r.index as usize)
+            .filter(|c| c.ring.is_some())
+    }
+
+    /// A receive completed; returns whether the connection should be decoded.
+    fn recv_done(&mut self, d: Done, now: u64) -> bool {
+        let Some(conn) = self.ring_conn(d.conn) else {
+            return false;
+        };
+        if let Some(rc) = conn.ring.as_mut() {
+            rc.recv = false;
+        }
+        let received = usize::try_from(d.result).unwrap_or(0);
+        conn.input.end_recv(received);
+        match d.result {
+            0 => conn.core.finish("client_closed"),
+            n if n > 0 => conn.core.last_active_ns = now,
+            e if e == -libc::EAGAIN || e == -libc::EINTR || e == -libc::ECANCELED => {}
+            _ => conn.core.finish("read_error"),
+        }
+        self.metrics.socket_ring_ops.inc();
+        self.metrics.input_read_bytes.inc_by(received as u64);
+        let i = d.conn.index as usize;
+        self.note_partial(i, now);
+        true
+    }
+
+    /// A send completed: its bytes leave the output queue; a failed one means the peer is gone.
+    fn send_done(&mut self, d: Done) {
+        let pool = &mut self.pool;
+        let i = d.conn.index as usize;
+        let Some(conn) = self
+            .conns
+            .get_mut(i)
+            .filter(|c| c.core.me == d.conn && c.ring.is_some())
+        else {
+            return;
+        };
+        if let Some(rc) = conn.ring.as_mut() {
+            rc.send = false;
+        }
+        conn.core.out_lent = false;
+        match d.result {
+            n if n >= 0 => conn.core.advance_out(n as usize, pool),
+            e if e == -libc::EAGAIN || e == -libc::EINTR || e == -libc::ECANCELED => {}
+            _ => {
+                conn.core.discard_output(pool);
+                conn.core.finish("peer_gone");
+            }
+        }
+        self.metrics.socket_ring_ops.inc();
+        // More to send, or a close to finish: the send phase sees to it.
+        let again = self
+            .conns
+            .get(i)
+            .is_some_and(|c| c.has_output() || c.core.closing != Closing::Open);
+        if again {
+            self.mark_pending(i);
+        }
+        self.settle(i);
+        if self.may_decode(i) {
+            self.mark_pending(i);
+        }
+        self.update_interest(i);
+    }
+
+    /// Queues a send of connection `i`'s output unless one is in the kernel.
+    pub(super) fn ring_flush(&mut self, i: usize) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        let fd = conn.core.stream.as_raw_fd();
+        let me = conn.core.me;
+        let mut retry = false;
+        if let Some(rc) = conn.ring.as_mut() {
+            if !rc.send {
+                // Not queued (the kernel's queue full): the next step tries again.
+                retry = !ring.arm_send(fd, me, rc, &mut conn.core) && !conn.core.out.is_empty();
+            }
+        }
+        if retry {
+            self.mark_pending(i);
+        }
+    }
+
+    /// The interest `want` (epoll flags) for ring connection `i`: when it wants input and no
+    /// receive is in the kernel, lists it for one, armed just before the next wait
+    /// ([`Worker::arm_wanted_receives`]).
+    pub(super) fn ring_interest(&mut self, i: usize, want: u32) {
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        conn.core.epoll_events = want;
+        let me = conn.core.me;
+        if want & libc::EPOLLIN as u32 != 0 && conn.core.closing == Closing::Open {
+            if let Some(rc) = conn.ring.as_mut() {
+                if !rc.recv && !rc.recv_wanted {
+                    rc.recv_wanted = true;
+                    self.recv_wanted.push(me);
+                }
+            }
+        }
+    }
+
+    /// Arms the receives listed since the last wait, for connections that still want input.
+    /// Not at once: a receive submitted before a coalescing pause would complete with what
+    /// is there when the pause starts, and the pause would gather nothing.
+    fn arm_wanted_receives(&mut self) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        for me in self.recv_wanted.drain(..) {
+            let Some(conn) = self
+                .conns
+                .get_mut(me.index as usize)
+                .filter(|c| c.core.me == me)
+            else {
+                continue;
+            };
+            let fd = conn.core.stream.as_raw_fd();
+            let wants = conn.core.epoll_events & libc::EPOLLIN as u32 != 0
+                && conn.core.closing == Closing::Open;
+            let Some(rc) = conn.ring.as_mut() else {
+                continue;
+            };
+            rc.recv_wanted = false;
+            if wants && !rc.recv && conn.input.has_room() && !conn.input.is_lent() {
+                ring.arm_recv(fd, me, rc, &mut conn.input);
+            }
+        }
+    }
+
+    /// Takes connection `i` off the ring: cancels its receive and send, waits for their
+    /// completions (the receive's bytes join its input, the send's leave its output), and
+    /// leaves it as an epoll connection not yet watched. Completions of other connections
+    /// wait for the next step.
+    pub(super) fn ring_detach(&mut self, i: usize) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(i) else {
+            return;
+        };
+        let Some(mut rc) = conn.ring.take() else {
+            return;
+        };
+        let me = conn.core.me;
+        let (mut cancel_recv, mut cancel_send) = (rc.recv, rc.send);
+        let deadline = now_ns() + DETACH_WAIT_NS;
+        // Its completions reaped already (by this step's wait, or by the detach of another
+        // connection, which sets aside what is not its own) come first: they will not come
+        // again, and waiting for them cost DETACH_WAIT_NS per connection at shutdown.
+        let mut seen = Vec::new();
+        self.ring_done.retain(|d| {
+            let mine = d.conn == me && matches!(d.kind, OpKind::Recv | OpKind::Send);
+            if mine {
+                seen.push(*d);
+            }
+            !mine
+        });
+        loop {
+            for d in seen.drain(..) {
+                let mine = d.conn == me && matches!(d.kind, OpKind::Recv | OpKind::Send);
+                if !mine {
+                    if d.kind == OpKind::Poll {
+                        self.poll_armed = false;
+                    } else {
+                        self.ring_done.push(d);
+                    }
+                    continue;
+                }
+                let n = usize::try_from(d.result).unwrap_or(0);
+                if d.kind == OpKind::Recv {
+                    rc.recv = false;
+                    conn.input.end_recv(n);
+                    if d.result == 0 {
+                        conn.core.finish("client_closed");
+                    }
+                } else {
+                    rc.send = false;
+                    conn.core.out_lent = false;
+                    conn.core.advance_out(n, &mut self.pool);
+                }
+            }
+            if !rc.busy() || now_ns() >= deadline {
+                break;
+            }
+            // Queued again if the queue was full (the enter below makes room).
+            if cancel_recv && rc.recv {
+                cancel_recv = !ring.cancel(me, OpKind::Recv);
+            }
+            if cancel_send && rc.send {
+                cancel_send = !ring.cancel(me, OpKind::Send);
+            }
+            ring.enter(DETACH_WAIT_NS / 10);
+            ring.reap(&mut seen);
+        }
+        if rc.recv {
+            // The kernel kept it: the input buffer is its for good.
+            tracing::warn!(
+                worker = self.index,
+                "a cancelled socket receive did not complete; its buffer is leaked"
+            );
+            std::mem::forget(std::mem::take(&mut conn.input));
+        }
+        if rc.send {
+            tracing::warn!(
+                worker = self.index,
+                "a cancelled socket send did not complete; its buffers are leaked"
+            );
+            conn.core.out_lent = false;
+            std::mem::forget(std::mem::take(&mut conn.core.out));
+            conn.core.out_bytes = 0;
+            std::mem::forget(rc);
+        }
+    }
+
+    /// Takes connection `i` off the ring and has epoll watch it with its current interest
+    /// (before it turns to TLS, which reads the socket itself).
+    pub(super) fn ring_to_epoll(&mut self, i: usize) -> io::Result<()> {
+        let on_ring = self.conns.get(i).is_some_and(|c| c.ring.is_some());
+        if !on_ring {
+            return Ok(());
+        }
+        self.ring_detach(i);
+        let Some(conn) = self.conns.get_mut(i) else {
+            return Ok(());
+        };
+        let events = conn.core.epoll_events & !(libc::EPOLLOUT as u32);
+        conn.core.epoll_events = events;
+        self.epoll
+            .add(conn.core.stream.as_raw_fd(), conn.core.me.token(), events)
+    }
+
+    /// The coalescing pause of `ns` on the ring: the step's sends and receives go to the
+    /// kernel and the worker sleeps, in one `io_uring_enter`; false without a ring.
+    pub(super) fn ring_hold(&mut self, ns: u64) -> bool {
+        let Some(ring) = self.ring.as_mut() else {
+            return false;
+        };
+        ring.enter_hold(ns);
+        true
+    }
+
+    /// A ring state for a new plain connection.
+    pub(super) fn ring_for_new(&self) -> Option<RingConn> {
+        self.ring.as_ref().map(|_| RingConn::new())
+    }
+}

@@ -1,0 +1,158 @@
+//! `[dataplane] socket_io`: the same round trips over the epoll path and the io_uring path,
+//! and the workers' counters show which path carried them (`worker_socket_ring_ops`: receives
+//! and sends completed on the ring; 0 on epoll). Where the kernel refuses io_uring the uring
+//! setting falls back to epoll, and the test checks that instead.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use common::*;
+use proto::nbd::transmission::CommandType;
+use server::config::{ServerConfig, SocketIo};
+
+const VOLUME_BYTES: u64 = 8 << 20;
+
+fn start_with(socket_io: SocketIo) -> server::ServerHandle {
+    let text = standard_config(&memory_backend("8MiB"), "on");
+    let mut config = ServerConfig::from_toml_str(&text).expect("config");
+    config.dataplane.socket_io = socket_io;
+    server::start(config).expect("server starts")
+}
+
+/// Counters summed over the workers: (ring operations, bytes read from sockets).
+fn counters(server: &server::ServerHandle) -> (u64, u64) {
+    let m = &server.shared().metrics;
+    let workers = server.shared().config.dataplane.workers;
+    (0..workers).fold((0, 0), |(ops, read), w| {
+        let wm = m.worker(w);
+        (
+            ops + wm.socket_ring_ops.get(),
+            read + wm.input_read_bytes.get(),
+        )
+    })
+}
+
+/// Whether this kernel gives the socket path its ring (else `uring` runs as epoll).
+fn ring_available() -> bool {
+    server::sockring::SockRing::new().is_ok()
+}
+
+fn round_trips(server: &server::ServerHandle, seed: u8) {
+    // NBD: 48 pipelined 4 KiB writes, then 48 pipelined reads, then one 1 MiB read (its reply
+    // larger than a socket buffer: sent in parts).
+    let mut nbd = RawNbd::connect(server.addrs.nbd.expect("nbd"), "default").expect("nbd");
+    assert_eq!(nbd.size_bytes, VOLUME_BYTES);
+    let blocks: Vec<u64> = (0..48u64).map(|k| k * 8192).collect();
+    let mut frames = Vec::new();
+    for (k, &off) in blocks.iter().enumerate() {
+        let data = pattern(off, 4096, seed);
+        frames.extend_from_slice(&proto::nbd::REQUEST_MAGIC.to_be_bytes());
+        frames.extend_from_slice(&0u16.to_be_bytes());
+        frames.extend_from_slice(&CommandType::Write.to_u16().to_be_bytes());
+        frames.extend_from_slice(&(k as u64 + 1).to_be_bytes());
+        frames.extend_from_slice(&off.to_be_bytes());
+        frames.extend_from_slice(&4096u32.to_be_bytes());
+        frames.extend_from_slice(&data);
+    }
+    nbd.stream.write_all(&frames).expect("pipelined writes");
+    let mut cookies: Vec<u64> = (0..blocks.len())
+        .map(|_| nbd.recv_head())
+        .map(|(e, c)| {
+            assert_eq!(e, 0, "write failed");
+            c
+        })
+        .collect();
+    cookies.sort_unstable();
+    assert_eq!(cookies, (1..=blocks.len() as u64).collect::<Vec<_>>());
+    for &off in &blocks {
+        assert!(nbd.read(off, 4096).expect("read") == pattern(off, 4096, seed));
+    }
+    let big = pattern(2 << 20, 1 << 20, seed);
+    assert_eq!(nbd.write(2 << 20, &big, false), 0);
+    assert!(nbd.read(2 << 20, 1 << 20).expect("1 MiB read") == big);
+    nbd.disconnect();
+
+    // Own protocol: HELLO, write, read back.
+    let mut native = RawNative::connect(server.addrs.native.expect("native"));
+    assert_eq!(
+        native.hello("alice", "alice-secret", "vol").status,
+        proto::wire::Status::Ok
+    );
+    let data = pattern(4 << 20, 65536, seed);
+    assert_eq!(native.write(4 << 20, &data).status, proto::wire::Status::Ok);
+    let back = native.read(4 << 20, 65536);
+    assert!(back.payload == data, "native read back differs");
+}
+
+#[test]
+fn both_socket_paths_serve_and_say_which_ran() {
+    let ring = ring_available();
+    for (socket_io, seed) in [(SocketIo::Epoll, 3u8), (SocketIo::Uring, 7u8)] {
+        let server = start_with(socket_io);
+        round_trips(&server, seed);
+        // A client that leaves with a receive armed, and one idle at shutdown: both closed
+        // without a hang (the ring's operations are cancelled and awaited first).
+        drop(TcpStream::connect(server.addrs.nbd.expect("nbd")).expect("connect"));
+        let _idle = RawNbd::connect(server.addrs.nbd.expect("nbd"), "default").expect("nbd");
+        let (ops, read) = counters(&server);
+        assert!(read > 0, "{socket_io:?}: no socket bytes counted");
+        match (socket_io, ring) {
+            (SocketIo::Uring, true) => {
+                assert!(ops > 0, "uring: no operation completed on the ring")
+            }
+            _ => assert_eq!(
+                ops, 0,
+                "{socket_io:?} (ring available: {ring}): ring operations"
+            ),
+        }
+        assert_eq!(server.shutdown(), server::Stopped::Drained);
+    }
+}
+
+/// Opens `n` own-protocol sessions, closes every client at once, then stops the server;
+/// returns how long the stop took.
+fn close_many_then_stop(socket_io: SocketIo, n: usize) -> std::time::Duration {
+    let server = start_with(socket_io);
+    let addr = server.addrs.native.expect("native");
+    let clients: Vec<RawNative> = (0..n)
+        .map(|_| {
+            let mut c = RawNative::connect(addr);
+            assert_eq!(
+                c.hello("alice", "alice-secret", "vol").status,
+                proto::wire::Status::Ok
+            );
+            c
+        })
+        .collect();
+    drop(clients);
+    let started = std::time::Instant::now();
+    assert_eq!(server.shutdown(), server::Stopped::Drained);
+    started.elapsed()
+}
+
+/// Many ring connections whose clients left together: their receives complete in bunches,
+/// and taking each connection off the ring (close, shutdown) must use the completions already
+/// reaped for it instead of waiting for them again. Before that, each such connection cost
+/// the detach's whole wait (`DETACH_WAIT_NS`, 1 s): 5,000 connections hung the shutdown of
+/// `control.rs`'s 1000-tenant test for over an hour. The epoll path is the control run; the
+/// bound is a fraction of what the old behaviour costs with `n` connections.
+#[test]
+fn many_ring_connections_close_without_waiting_for_reaped_completions() {
+    if !ring_available() {
+        testkit::skip(
+            "many_ring_connections_close_without_waiting_for_reaped_completions",
+            "io_uring refused here",
+        );
+        return;
+    }
+    const N: usize = 400;
+    let epoll = close_many_then_stop(SocketIo::Epoll, N);
+    let uring = close_many_then_stop(SocketIo::Uring, N);
+    println!("stop after {N} clients left: epoll {epoll:?}, uring {uring:?}");
+    assert!(
+        uring <= epoll + std::time::Duration::from_secs(10),
+        "uring stop took {uring:?} (epoll {epoll:?})"
+    );
+}
