@@ -77,8 +77,10 @@ impl Worker {
             0
         };
         let mut polled = false;
-        self.arm_wanted_receives();
         loop {
+            // Before every enter: a send completed in the last pass may have freed room for a
+            // connection's input, and its receive must be in the kernel before this one sleeps.
+            self.arm_wanted_receives();
             let Some(ring) = self.ring.as_mut() else {
                 return 0;
             };
