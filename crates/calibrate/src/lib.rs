@@ -17,11 +17,12 @@
 //!    of target takes the points: [`model`] (crate `device` in virtual time, through
 //!    [`curves::closed_loop_sweep`]); [`uring`] (files and block devices through io_uring with
 //!    O_DIRECT where the filesystem allows, buffered otherwise, and the report says so, in
-//!    [`aligned_buf`]fers); [`nbd`] (io_uring SEND/RECV on one TCP connection, where O_DIRECT
-//!    and polled completion do not apply). **Polled completion** (IORING_SETUP_IOPOLL) is tried
-//!    at QD1 on files and devices: where it works, the read-only QD sweep and the QD1 size sweep
-//!    are measured polled as well and drawn against the interrupt-driven ones; where it fails
-//!    (this VM's virtio disk: EOPNOTSUPP) the terminal and the report say so.
+//!    4 KiB-aligned [`sys::AlignedBuf`]s); [`nbd`] (io_uring SEND/RECV on one TCP connection,
+//!    where O_DIRECT and polled completion do not apply). **Polled completion**
+//!    (IORING_SETUP_IOPOLL) is tried at QD1 on files and devices: where it works, the
+//!    read-only QD sweep and the QD1 size sweep are measured polled as well and drawn against
+//!    the interrupt-driven ones; where it fails (this VM's virtio disk: EOPNOTSUPP) the
+//!    terminal and the report say so.
 //! 3. **Fit** ([`curves::fit_curves`]): at each p95 target (500 µs, 1 ms, 2 ms: the published
 //!    table's; also 2, 4 and 8 × the slowest mix's lightest-load p95, so a slow or loaded device
 //!    still gets points: [`sweep::targets_for`]) read each curve's IOPS; the write weight is the
@@ -43,7 +44,7 @@
 //! on held-out streams; it shares the write-weight fit and profile assembly with [`curves`].
 //!
 //! # The design
-//! The layers depend one way: [`signature`] and [`aligned_buf`] depend on nothing here;
+//! The layers depend one way: [`signature`] and [`mod@sys`] depend on nothing here;
 //! [`open_loop`] holds the fit both methods use; [`curves`] builds on it; [`sweep`] says what is
 //! measured in terms of [`curves::CurvePoint`]; each prober implements [`sweep::Prober`] in its
 //! own module; [`target`] parses TARGET and applies the refusal rules; [`report`] draws a
@@ -65,7 +66,6 @@
 //! `anyhow` (they end at the command line as one message naming the target and the bad
 //! part); the model's are [`CalibrationError`].
 
-pub mod aligned_buf;
 pub mod curves;
 pub mod model;
 pub mod nbd;
@@ -75,6 +75,7 @@ pub mod report;
 pub mod run;
 pub mod signature;
 pub mod sweep;
+pub mod sys;
 pub mod target;
 pub mod uring;
 

@@ -25,9 +25,9 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::aligned_buf::AlignedBuf;
 use crate::curves::{curve_point, CurvePoint};
 use crate::sweep::{Completion, Polling, Prober};
+use crate::sys::AlignedBuf;
 use anyhow::{anyhow, bail, Context};
 use engine::LatencyHistogram;
 
@@ -109,9 +109,8 @@ impl UringProber {
     fn fill(&self) -> anyhow::Result<()> {
         use std::os::unix::fs::FileExt;
         let chunk = 1 << 20;
-        let buf = AlignedBuf::new(chunk);
-        // SAFETY: `buf` owns `chunk` initialised (zeroed) bytes for this scope.
-        let data = unsafe { std::slice::from_raw_parts_mut(buf.ptr, chunk) };
+        let mut buf = AlignedBuf::new(chunk);
+        let data = buf.as_mut_slice();
         for (i, b) in data.iter_mut().enumerate() {
             *b = (i as u8) ^ 0x5a;
         }
@@ -165,7 +164,7 @@ impl UringProber {
          -> anyhow::Result<(Instant, bool)> {
             let read = engine::rng::chance(rng, u64::from(read_pct), 100);
             let off = engine::rng::below(rng, slots) * size_bytes;
-            let ptr = bufs[i as usize].ptr;
+            let ptr = bufs[i as usize].as_mut_ptr();
             let e = if read {
                 io_uring::opcode::Read::new(fd, ptr, size_bytes as u32)
                     .offset(off)

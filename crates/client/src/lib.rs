@@ -32,6 +32,7 @@ pub mod bench;
 pub mod connection;
 mod error;
 pub mod registry;
+mod sys;
 pub mod tls;
 
 pub use connection::{latency_critical, Client, Credentials, TenantHandle};

@@ -28,7 +28,6 @@
 //! by the cluster submissions, whose `sbatch` children keep the default.
 
 use std::io::Read;
-use std::os::unix::io::FromRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -46,21 +45,11 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn handler(_signal: libc::c_int) {
     if SIGNALLED.swap(true, Ordering::SeqCst) {
-        // SAFETY: signal() and raise() are async-signal-safe (signal-safety(7)); the default
-        // action of SIGINT ends the process.
-        unsafe {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::raise(libc::SIGINT);
-        }
+        crate::sys::die_of_sigint();
         return;
     }
-    let fd = PIPE_WRITE.load(Ordering::SeqCst);
-    let byte = 1u8;
-    // SAFETY: write() is async-signal-safe; `byte` lives across the call, and `fd` is the
-    // pipe's write end, which is never closed.
-    unsafe {
-        libc::write(fd, (&byte as *const u8).cast(), 1);
-    }
+    // The pipe's write end, which is never closed.
+    crate::sys::write_byte(PIPE_WRITE.load(Ordering::SeqCst), 1);
 }
 
 /// Installs the SIGINT handler: on the first SIGINT, prints `message()` to stderr, deletes the
@@ -70,17 +59,9 @@ pub fn on_sigint(message: impl FnOnce() -> String + Send + 'static) -> Result<()
     if INSTALLED.swap(true, Ordering::SeqCst) {
         return Err("the SIGINT handler is already installed".into());
     }
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`, which has room for them.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!(
-            "creating the SIGINT pipe: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: fds[0] is the pipe's read end, just created and owned by nothing else.
-    let mut read_end = unsafe { std::fs::File::from_raw_fd(fds[0]) };
-    PIPE_WRITE.store(fds[1], Ordering::SeqCst);
+    let (mut read_end, write_end) =
+        crate::sys::pipe_cloexec().map_err(|e| format!("creating the SIGINT pipe: {e}"))?;
+    PIPE_WRITE.store(write_end, Ordering::SeqCst);
     std::thread::Builder::new()
         .name("sigint".into())
         .spawn(move || {
@@ -93,20 +74,8 @@ pub fn on_sigint(message: impl FnOnce() -> String + Send + 'static) -> Result<()
             }
         })
         .map_err(|e| format!("starting the SIGINT watcher: {e}"))?;
-    // SAFETY: a zeroed sigaction is valid (empty mask, no flags); the handler is an `extern
-    // "C" fn(c_int)` that only touches atomics and calls async-signal-safe functions.
-    let rc = unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = handler as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut())
-    };
-    if rc != 0 {
-        return Err(format!(
-            "installing the SIGINT handler: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
+    crate::sys::set_sigint_handler(handler)
+        .map_err(|e| format!("installing the SIGINT handler: {e}"))?;
     Ok(())
 }
 

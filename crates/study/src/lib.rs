@@ -47,6 +47,7 @@ pub mod results;
 pub mod shard_env;
 pub mod slurm;
 pub mod spec;
+mod sys;
 pub mod ull;
 
 use crate::plot::Figure;

@@ -32,7 +32,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -102,7 +101,7 @@ pub fn acquire(dir: &Path, what: &str) -> Result<FolderLock, String> {
             .truncate(false)
             .open(&path)
             .map_err(|e| format!("opening {}: {e}", path.display()))?;
-        if !try_flock(&file).map_err(|e| format!("locking {}: {e}", path.display()))? {
+        if !crate::sys::try_flock(&file).map_err(|e| format!("locking {}: {e}", path.display()))? {
             let holder = read_holder(&mut file);
             return Err(format!(
                 "{} is in use by {}: wait for it to finish, or stop it",
@@ -154,21 +153,6 @@ pub fn acquire(dir: &Path, what: &str) -> Result<FolderLock, String> {
 /// description when it is not.
 pub fn probe(dir: &Path, what: &str) -> Result<(), String> {
     acquire(dir, what).map(drop)
-}
-
-/// `flock(LOCK_EX | LOCK_NB)`: `Ok(false)` when another open file description holds it.
-fn try_flock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: flock only reads the descriptor number, which `file` keeps open for the call.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.kind() == std::io::ErrorKind::WouldBlock {
-        Ok(false)
-    } else {
-        Err(e)
-    }
 }
 
 fn read_holder(file: &mut File) -> String {

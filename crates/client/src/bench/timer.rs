@@ -10,11 +10,10 @@
 //! slack from the default 50 µs to 1 µs on the runtime's threads.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
 use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
 
 /// A one-shot timer that can be re-armed; one per generator task.
 pub struct PreciseTimer {
@@ -24,22 +23,9 @@ pub struct PreciseTimer {
 impl PreciseTimer {
     /// Create the timerfd and register it with the current runtime's reactor.
     pub fn new() -> io::Result<PreciseTimer> {
-        // SAFETY: plain syscall with constant arguments; the result is checked before use.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a freshly created descriptor that nothing else owns.
-        let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: `owned` is a valid open descriptor; AsyncFd owns it from here on, so it stays
-        // open and refers to the same timer for as long as it is registered.
-        let fd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }?;
-        Ok(PreciseTimer { fd })
+        Ok(PreciseTimer {
+            fd: crate::sys::monotonic_timerfd()?,
+        })
     }
 
     /// Sleep until `deadline` (returns at once if it has passed). May return a little early
@@ -49,40 +35,10 @@ impl PreciseTimer {
         if remaining.is_zero() {
             return Ok(());
         }
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: remaining.as_secs() as libc::time_t,
-                tv_nsec: libc::c_long::from(remaining.subsec_nanos() as i32),
-            },
-        };
-        // SAFETY: valid descriptor owned by `self`; `spec` outlives the call; old value unused.
-        let rc =
-            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        crate::sys::arm_timerfd(self.fd.get_ref().as_fd(), remaining)?;
         loop {
             let mut guard = self.fd.readable().await?;
-            let read = guard.try_io(|fd| {
-                let mut expirations = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
-                let n = unsafe {
-                    libc::read(
-                        fd.as_raw_fd(),
-                        expirations.as_mut_ptr().cast(),
-                        expirations.len(),
-                    )
-                };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
-            });
+            let read = guard.try_io(|fd| crate::sys::read_timerfd(fd.get_ref().as_fd()));
             match read {
                 Ok(result) => return result,
                 Err(_would_block) => continue,
@@ -93,10 +49,7 @@ impl PreciseTimer {
 
 /// Ask the kernel for 1 µs timer slack on the calling thread (default 50 µs). Best effort.
 pub fn set_fine_timer_slack() {
-    // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer and affects only this thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-    }
+    crate::sys::set_fine_timer_slack();
 }
 
 #[cfg(test)]
