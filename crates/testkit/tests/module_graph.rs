@@ -410,7 +410,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "crate",
             "fastdrain",
             "flashshare",
-            "flashshare::exectime",
             // The load-latency sweep (fc0a6a9) joined through `results`, as every report
             // module of this crate does while `results` is in the component: moving the
             // study's shared constants to a module of their own did not take it out.
