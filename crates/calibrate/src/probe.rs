@@ -52,6 +52,28 @@ pub struct Probe {
     pub elapsed: Duration,
 }
 
+impl Probe {
+    /// One line for the operator: what was probed (volume `volume`'s device under `dir`), how
+    /// it was opened, how long it took, and the fitted write cost, rate and p95.
+    pub fn summary_line(&self, volume: &str, dir: &Path) -> String {
+        let p = &self.fit.profile;
+        format!(
+            "probed volume {volume}'s device ({}, {}) in {} ms: a write costs {} mtok, {} tokens/s \
+             at a p95 of {} us",
+            dir.display(),
+            if self.direct {
+                "O_DIRECT"
+            } else {
+                "page cache"
+            },
+            self.elapsed.as_millis(),
+            p.write_cost_mtok,
+            p.points[0].tokens_per_sec,
+            p.points[0].p95_read_latency_ns / 1000
+        )
+    }
+}
+
 /// Removes the scratch file however the probe ends.
 struct Scratch(PathBuf);
 

@@ -245,27 +245,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 
 /// The own-protocol address of the server every tenant's reservation (or volume) resolves to.
 fn resolve_through_registry(url: &str, tenants: &[spec::TenantSpec]) -> anyhow::Result<String> {
-    let mut etcd = fleet::Etcd::connect(url)?;
-    let mut chosen: Option<(String, String)> = None;
-    for t in tenants {
-        let s = fleet::place::resolve(&mut etcd, &t.volume, Some(&t.name))?;
-        let addr = s.native.clone().with_context(|| {
-            format!(
-                "server {} (from {url}) does not serve the own protocol",
-                s.id
-            )
-        })?;
-        match &chosen {
-            None => chosen = Some((s.id, addr)),
-            Some((id, _)) if *id == s.id => {}
-            Some((id, _)) => bail!(
-                "tenant `{}` resolves to server {} but an earlier tenant to {id}: bench drives one server; run one bench per server",
-                t.name,
-                s.id
-            ),
-        }
-    }
-    let (id, addr) = chosen.context("no tenants to resolve")?;
+    let (id, addr) =
+        client::registry::resolve_bench_server(url, tenants).map_err(|e| anyhow::anyhow!(e))?;
     eprintln!("bench: server {id} at {addr} (from the registry {url})");
     Ok(addr)
 }

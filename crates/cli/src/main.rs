@@ -1,5 +1,7 @@
-//! `ullstack`: the command-line face of the project. Argument parsing and dispatch only; every
-//! subcommand's work lives in its crate (`sim`, `server`, `client`).
+//! `ullstack`: the command-line face of the project. Argument parsing and dispatch only: the
+//! flags, the checks of how they combine, and the overlay of flags on a config file; every
+//! subcommand's work, and the tables and lines it reports, live in its crate (`sim`,
+//! `workload`, `server`, `client`, `fleet`, `study`, `harness`, `calibrate`).
 
 use std::process::ExitCode;
 

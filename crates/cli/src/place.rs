@@ -1,5 +1,5 @@
 //! `ullstack place`: tenant placement on a fleet of servers through their etcd registry. The
-//! work is in crate `fleet`.
+//! work, and the lines it prints, are in crate `fleet` (`place`, `show`).
 
 use std::io::Write;
 use std::time::Instant;
@@ -122,35 +122,16 @@ pub fn run(args: PlaceArgs) -> anyhow::Result<()> {
         bail!("tenant `{name}` is not placed on any server");
     }
     if let Some(volume) = &args.lookup {
-        return lookup(&mut etcd, volume, args.name.as_deref());
+        fleet::show::lookup(&mut etcd, volume, args.name.as_deref(), |l| say!("{l}"))?;
+        return Ok(());
     }
     if args.list {
-        return list(&mut etcd);
+        fleet::show::list(&mut etcd, |l| say!("{l}"))?;
+        return Ok(());
     }
     bail!(
         "nothing to do: give --tenant SPEC, --rebalance, --list, --lookup VOLUME or --release NAME"
     )
-}
-
-/// `--lookup VOLUME`: `volume V: server ID …`, then `native ADDR` and one `nbd URI` line each.
-fn lookup(etcd: &mut Etcd, volume: &str, name: Option<&str>) -> anyhow::Result<()> {
-    let s = fleet::place::resolve(etcd, volume, name)?;
-    let why = match name {
-        Some(n) => format!("{n}'s reservation, or the least-loaded with it"),
-        None => "the least-loaded live server with it".to_string(),
-    };
-    say!(
-        "volume {volume}: server {} ({why}){}",
-        s.id,
-        if s.tls { ", TLS required" } else { "" }
-    );
-    if let Some(native) = &s.native {
-        say!("native {native}");
-    }
-    for uri in s.nbd_uris(volume) {
-        say!("nbd {uri}");
-    }
-    Ok(())
 }
 
 /// Places every tenant of `spec`: prints `placed …` or `refused NAME: why` per tenant, counting
@@ -195,50 +176,7 @@ fn place(
         };
         let took = started.elapsed();
         *placed_count += 1;
-        let at = |a: &Option<String>| a.clone().unwrap_or_else(|| "-".into());
-        say!(
-            "placed {} on {} ({:.1} % reserved after; {:.2} ms, {} attempt{}): own protocol {}, NBD {}",
-            t.name,
-            p.server.id,
-            p.load_ppm as f64 / 10_000.0,
-            took.as_secs_f64() * 1e3,
-            p.attempts,
-            if p.attempts == 1 { "" } else { "s" },
-            at(&p.server.native),
-            match p.server.nbd_uris(&t.volume).as_slice() {
-                [] => at(&p.server.nbd),
-                uris => uris.join(" "),
-            },
-        );
-    }
-    Ok(())
-}
-
-fn list(etcd: &mut Etcd) -> anyhow::Result<()> {
-    let servers = fleet::place::servers(etcd)?;
-    let reserved = fleet::place::reservations(etcd)?;
-    for (id, s) in &servers {
-        let tenants = reserved
-            .get(id)
-            .map(|(r, _)| r.tenants.clone())
-            .unwrap_or_default();
-        let load = fleet::model::load(&s.profile, &tenants).map_err(|e| anyhow!(e))?;
-        let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
-        say!(
-            "{id}: {:.1} % of {} tokens/s reserved, volumes {}, tenants [{}]",
-            load.load_ppm() as f64 / 10_000.0,
-            load.rate_mtok_per_sec / 1000,
-            s.volumes.join(","),
-            names.join(", ")
-        );
-    }
-    for (id, (r, _)) in &reserved {
-        if !servers.contains_key(id) {
-            say!(
-                "{id}: NOT LIVE (lease expired), {} tenant(s) to rebalance",
-                r.tenants.len()
-            );
-        }
+        say!("{}", fleet::show::placed(&t.name, &t.volume, &p, took));
     }
     Ok(())
 }

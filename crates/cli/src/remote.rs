@@ -1,5 +1,6 @@
 //! `ullstack sim --remote FILE [--profile PROFILE]`: a remote scenario on the simulated server
-//! (crate sim, module `remote`), printed as a per-tenant table and written as `summary.json`;
+//! (crate sim, module `remote`, which also draws the per-tenant table), written as
+//! `summary.json`;
 //! `--profile` replaces the scenario's `[sim] profile` with a profile TOML (what `ullstack
 //! calibrate` writes).
 
@@ -35,45 +36,7 @@ pub fn run(
         println!("{body}");
         return Ok(());
     }
-    println!(
-        "remote: {} threads, scheduler {:?}, device {}, profile {}, {} ms measured, seed {}",
-        summary.workers,
-        summary.scheduler,
-        summary.device,
-        summary.profile,
-        summary.duration_ns / 1_000_000,
-        summary.seed
-    );
-    println!(
-        "{:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>12} {:>6}",
-        "tenant", "class", "IOPS", "p50 µs", "p95 µs", "p99 µs", "tokens/s", "SLO"
-    );
-    for t in &summary.tenants {
-        println!(
-            "{:<12} {:>5} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>12.0} {:>6}",
-            t.name,
-            t.class,
-            t.iops,
-            t.read_latency_ns_p50 as f64 / 1e3,
-            t.read_latency_ns_p95 as f64 / 1e3,
-            t.read_latency_ns_p99 as f64 / 1e3,
-            t.tokens_per_sec,
-            match t.slo_met {
-                Some(true) => "met",
-                Some(false) => "MISSED",
-                None => "-",
-            }
-        );
-    }
-    println!(
-        "dataplane threads busy: {}",
-        summary
-            .worker_busy_pct
-            .iter()
-            .map(|p| format!("{p:.0} %"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    print!("{}", summary.table());
     println!("wrote {}/summary.json", out.display());
     Ok(())
 }

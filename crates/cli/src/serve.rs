@@ -245,24 +245,7 @@ fn probe_file_volume(
     };
     let probe = calibrate::probe::probe_dir(&dir, &format!("probe-{name}"))
         .with_context(|| format!("probing volume {name}'s device in {}", dir.display()))?;
-    let p = &probe.fit.profile;
-    say(
-        format,
-        &format!(
-            "probed volume {name}'s device ({}, {}) in {} ms: a write costs {} mtok, {} tokens/s \
-             at a p95 of {} us",
-            dir.display(),
-            if probe.direct {
-                "O_DIRECT"
-            } else {
-                "page cache"
-            },
-            probe.elapsed.as_millis(),
-            p.write_cost_mtok,
-            p.points[0].tokens_per_sec,
-            p.points[0].p95_read_latency_ns / 1000
-        ),
-    );
+    say(format, &probe.summary_line(&name, &dir));
     Ok(Some(probe.fit.profile))
 }
 
@@ -324,7 +307,7 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
     }
     let a = handle.addrs;
     let announcement = match fleet_facts.registry.clone() {
-        Some(r) => Some(join_fleet(&r, a, fleet_facts)?),
+        Some(r) => Some(join_fleet(&r, a, fleet_facts.member)?),
         None => None,
     };
     if let Some(nbd) = a.nbd {
@@ -414,19 +397,14 @@ fn apply_registry_flags(config: &mut ServerConfig, args: &ServeArgs) -> anyhow::
     Ok(())
 }
 
-/// What the fleet needs to know of a config: volumes, device profile, LC tenants' SLOs.
+/// What the fleet needs to know of a config: `[registry]` (with the command line's
+/// --registry* flags applied) and the server as a fleet member.
 struct FleetFacts {
-    /// `[registry]` with the command line's --registry* flags applied.
     registry: Option<server::config::RegistryConfig>,
-    volumes: Vec<String>,
-    profile: qos::DeviceProfile,
-    lc_tenants: Vec<fleet::PlacedTenant>,
-    exports: Vec<fleet::NbdExport>,
-    tls: bool,
+    member: fleet::Member,
 }
 
 fn fleet_facts(config: &ServerConfig) -> anyhow::Result<FleetFacts> {
-    let registry = config.registry.clone();
     let volumes: Vec<String> = config.volumes.iter().map(|v| v.name.clone()).collect();
     let lc_tenants = config
         .tenants
@@ -439,8 +417,7 @@ fn fleet_facts(config: &ServerConfig) -> anyhow::Result<FleetFacts> {
             })
         })
         .collect();
-    Ok(FleetFacts {
-        registry,
+    let member = fleet::Member {
         profile: config.device_profile()?,
         volumes,
         lc_tenants,
@@ -453,6 +430,10 @@ fn fleet_facts(config: &ServerConfig) -> anyhow::Result<FleetFacts> {
             })
             .collect(),
         tls: config.tls.is_some(),
+    };
+    Ok(FleetFacts {
+        registry: config.registry.clone(),
+        member,
     })
 }
 
@@ -460,26 +441,11 @@ fn fleet_facts(config: &ServerConfig) -> anyhow::Result<FleetFacts> {
 fn join_fleet(
     registry: &server::config::RegistryConfig,
     addrs: server::BoundAddrs,
-    facts: FleetFacts,
+    member: fleet::Member,
 ) -> anyhow::Result<fleet::Announcement> {
     let url = registry.url.as_str();
-    let id = match (&registry.id, addrs.native, addrs.nbd) {
-        (Some(id), _, _) => id.clone(),
-        (None, Some(a), _) | (None, None, Some(a)) => a.to_string(),
-        (None, None, None) => bail!("--registry: the server has no listener to announce"),
-    };
-    let record = fleet::ServerRecord {
-        id: id.clone(),
-        native: addrs.native.map(|a| a.to_string()),
-        nbd: addrs.nbd.map(|a| a.to_string()),
-        volumes: facts.volumes,
-        profile: facts.profile,
-        exports: facts.exports,
-        tls: facts.tls,
-    };
-    let mut etcd = fleet::Etcd::connect(url)?;
-    fleet::place::seed(&mut etcd, &id, &facts.lc_tenants)?;
-    let a = fleet::announce(url, record, registry.ttl_s)?;
+    let id = fleet::member_id(registry.id.as_deref(), addrs.native, addrs.nbd)?;
+    let a = member.join(url, &id, addrs.native, addrs.nbd, registry.ttl_s)?;
     eprintln!(
         "ullstack serve: in the fleet registry {url} as `{id}` (lease {}, TTL {} s)",
         a.lease, registry.ttl_s

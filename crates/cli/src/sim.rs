@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use sim::config::DeviceRunOverrides;
 use sim::system::SystemConfig;
-use sim::{DeviceRun, DeviceRunConfig, Progress, RunFileSettings};
+use sim::{DeviceRun, DeviceRunConfig, RunFileSettings, Spinner};
 
 /// Run a deterministic simulation.
 ///
@@ -116,31 +116,6 @@ fn series_file(args: &SimArgs) -> anyhow::Result<Option<(u64, Box<dyn std::io::W
     Ok(Some((ms * 1_000_000, Box::new(std::io::BufWriter::new(f)))))
 }
 
-struct Bar(Option<indicatif::ProgressBar>);
-
-impl Progress for Bar {
-    fn update(&mut self, simulated_ns: u64, ios: u64) {
-        let bar = self.0.get_or_insert_with(|| {
-            let b = indicatif::ProgressBar::new_spinner();
-            b.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-                    .expect("valid template"),
-            );
-            b
-        });
-        bar.set_message(format!(
-            "simulated {}, {ios} I/Os",
-            engine::time::format_ns(simulated_ns)
-        ));
-        bar.tick();
-    }
-    fn finish(&mut self) {
-        if let Some(b) = self.0.take() {
-            b.finish_and_clear();
-        }
-    }
-}
-
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if args.stack.as_deref() == Some("list") {
         print!("{}", sim::stack::list_text());
@@ -200,7 +175,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if let Some((window_ns, out)) = series_file(&args)? {
         run.enable_series(window_ns, out)?;
     }
-    let summary = run.run(&mut Bar(None))?;
+    let summary = run.run(&mut Spinner::default())?;
     for w in &summary.device.warnings {
         eprintln!("warning: {w}");
     }
@@ -240,7 +215,7 @@ fn run_system(args: SimArgs) -> anyhow::Result<()> {
     }
     let series =
         series_file(&args)?.map(|(window_ns, out)| sim::system::SeriesOut { window_ns, out });
-    let summary = sim::system::run_with_series(&cfg, &mut Bar(None), series)?;
+    let summary = sim::system::run_with_series(&cfg, &mut Spinner::default(), series)?;
     for w in &summary.run.device.warnings {
         eprintln!("warning: {w}");
     }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
 use clap::Args;
-use study::driver::{self, StudyOptions, StudyOutcome};
+use study::driver::{self, StudyOptions};
 use study::provenance::{shell_words, Build};
 use study::slurm::{self, SlurmPlan};
 use study::Size;
@@ -32,7 +32,7 @@ use study::{k8s, shard_env, StudyDef};
 /// a CSV, SVG and PNG per plot, and report.html. Re-running resumes: runs already there with an
 /// unchanged config are not redone, so an interrupted study loses only the runs in flight.
 #[derive(Args, Debug)]
-#[command(verbatim_doc_comment, after_long_help = studies_help())]
+#[command(verbatim_doc_comment, after_long_help = study::listing::help_text())]
 pub struct StudyArgs {
     /// A study name, `list`, or `merge`.
     #[arg(value_name = "NAME|list|merge")]
@@ -131,36 +131,6 @@ fn this_build() -> Build {
     }
 }
 
-/// `study --help`'s closing part: every study, its run counts and what `--quick` does to it.
-fn studies_help() -> String {
-    let mut text = String::from("Studies (--quick is a smoke test of each, not its results):\n");
-    for def in study::catalogue() {
-        let count = |size| (def.runs)(&study::Plan::new(size, 1)).len();
-        let replicates = |size| study::Plan::new(size, 1).replicates;
-        text.push_str(&format!(
-            "  {:<11} {} runs, {} replicate(s) of each comparison; --quick: {} runs, {} \
-             replicate(s), {}\n",
-            def.name,
-            count(Size::Full),
-            replicates(Size::Full),
-            count(Size::Quick),
-            replicates(Size::Quick),
-            (def.quick)()
-        ));
-    }
-    text.push_str(&format!(
-        "  {:<11} {} simulated runs + {} on the real server (--sim-only: none) + part 4's \
-         searches; --quick: {} + {}, {}\n",
-        "reflex",
-        study::reflex::runs(Size::Full, 1).len(),
-        study::reflex::real_runs(Size::Full, 1).len(),
-        study::reflex::runs(Size::Quick, 1).len(),
-        study::reflex::real_runs(Size::Quick, 1).len(),
-        study::reflex::quick_about()
-    ));
-    text
-}
-
 /// Refuses `--sim-only` for study `name`: only `reflex` has a real-server half to skip.
 fn refuse_sim_only(args: &StudyArgs, name: &str) -> anyhow::Result<()> {
     if args.sim_only {
@@ -181,34 +151,13 @@ pub fn run(args: StudyArgs) -> anyhow::Result<()> {
                     args.dirs[0].display()
                 );
             }
-            list();
+            print!("{}", study::listing::list_text());
             Ok(())
         }
         "merge" => merge(args),
         "reflex" => run_reflex(args),
         _ => run_study(args),
     }
-}
-
-fn list() {
-    for def in study::catalogue() {
-        let quick = (def.runs)(&study::Plan::new(Size::Quick, 1)).len();
-        let full = (def.runs)(&study::Plan::new(Size::Full, 1)).len();
-        println!(
-            "{:<12} {full} runs (--quick: {quick})  {}",
-            def.name, def.about
-        );
-    }
-    let quick = study::reflex::runs(Size::Quick, 1).len();
-    let full = study::reflex::runs(Size::Full, 1).len();
-    println!(
-        "{:<12} {full} runs (--quick: {quick}) + a search for part 4; {} on the real server + a \
-         search, each with its simulated twin  SLOs for remote tenants: simulated server with the \
-         qos scheduler off/on, cores, tenants per core, unloaded latency; the same scenarios \
-         scaled to this machine through serve + bench",
-        "reflex",
-        study::reflex::real_runs(Size::Quick, 1).len()
-    );
 }
 
 /// `ullstack study reflex`: its own runner (remote scenarios, not device runs).
@@ -263,33 +212,9 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
     let real: Option<&dyn study::reflex::RealRunner> =
         if args.sim_only { None } else { Some(&runner) };
     let o = study::reflex::run(&opts, real).map_err(|e| anyhow!(e))?;
-    if !args.quiet {
-        print!("{}", o.headline.to_text());
-        if !o.real.is_empty() {
-            println!("\nthis machine, real vs model:");
-            print!("{}", o.comparison.to_text());
-        }
-    }
-    println!(
-        "part 4, simulated: {}",
-        study::reflex::search_verdict(&o.sim_search)
-    );
-    if let Some(s) = &o.real_search {
-        println!("part 4, real server: {}", study::reflex::search_verdict(s));
-    }
-    println!(
-        "{} simulated + {} real runs (each with its twin) in {:.1} s; results: {} (report.html, \
-         study.json, plots)",
-        o.sims.len(),
-        o.real.len(),
-        started.elapsed().as_secs_f64(),
-        out.display()
-    );
+    o.print_report(&out, args.quiet, started.elapsed());
     if args.markdown {
-        let path = out.join(study::driver::RESULTS_MD);
-        let md = std::fs::read_to_string(&path)
-            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
-        print!("{md}");
+        print!("{}", driver::read_results_md(&out).map_err(|e| anyhow!(e))?);
     }
     Ok(())
 }
@@ -401,12 +326,9 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
     }
     let started = std::time::Instant::now();
     let outcome = driver::run(&def, &opts).map_err(|e| anyhow!(e))?;
-    report(&outcome, &out, args.quiet, started.elapsed());
+    outcome.print_report(&out, args.quiet, started.elapsed());
     if args.markdown && outcome.headline.is_some() {
-        let path = out.join(driver::RESULTS_MD);
-        let md = std::fs::read_to_string(&path)
-            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
-        print!("{md}");
+        print!("{}", driver::read_results_md(&out).map_err(|e| anyhow!(e))?);
     }
     if let Some(s) = shard {
         println!(
@@ -438,17 +360,7 @@ fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
         let dir = out.join("k8s");
         let image = args.image.as_deref().unwrap_or(k8s::DEFAULT_IMAGE);
         k8s::write(def, &plan, n, image, &dir).map_err(|e| anyhow!(e))?;
-        println!(
-            "wrote {dir}/shards.yaml ({n} indexed pods) and {dir}/merge.yaml; results in the PVC `ullstack-results` at {mount}/study/{name}:\n  \
-             kubectl apply -f {dir}/shards.yaml\n  \
-             until kubectl get job/ullstack-{name}-shards -o jsonpath='{{.status.conditions[*].type}}' | grep -qE 'Complete|Failed'; do sleep 10; done\n  \
-             kubectl apply -f {dir}/merge.yaml      (if it ended Complete; if Failed, see .status.failedIndexes)\n\
-             A rerun (after a failure) needs the old Job gone first: kubectl delete job ullstack-{name}-shards; each index then resumes its folder.\n\
-             backoffLimitPerIndex (one retry per index) needs Kubernetes >= 1.29.",
-            dir = dir.display(),
-            mount = k8s::RESULTS_MOUNT,
-            name = def.name,
-        );
+        println!("{}", k8s::instructions(&dir, n, def.name));
         return Ok(());
     }
     let tasks = args
@@ -475,41 +387,7 @@ fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
         cpus_per_task: args.cpus_per_task.unwrap_or(1),
     };
     let sub = slurm::submit(def, &plan, args.dry_run).map_err(|e| anyhow!(e))?;
-    let shards = if sub.shards.is_empty() {
-        "none: every shard is complete".to_string()
-    } else {
-        format!(
-            "{} of {tasks} ({})",
-            sub.shards.len(),
-            slurm::array_spec(&sub.shards)
-        )
-    };
-    if args.dry_run {
-        println!(
-            "wrote {dir}/array.sbatch, merge.sbatch and submit.sh (shards to run: {shards}); submit with: sh {dir}/submit.sh",
-            dir = sub.dir.display()
-        );
-        return Ok(());
-    }
-    let merge = sub.merge_job.clone().unwrap_or_default();
-    match &sub.array_job {
-        Some(a) => println!(
-            "submitted Slurm array job {a} (shards {shards}) and merge job {merge}, which runs when every task of {a} succeeds (and is cancelled if one fails)"
-        ),
-        None => println!("every shard is complete; submitted merge job {merge}"),
-    }
-    let ids = sub
-        .array_job
-        .iter()
-        .chain(sub.merge_job.iter())
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(",");
-    println!(
-        "  watch:   squeue -j {ids}   (then sacct -j {ids}, or scontrol show job {merge})\n  logs:    {logs}\n  results: {out}/report.html when job {merge} completes; rerun this command to redo only incomplete shards",
-        logs = sub.dir.join("logs").display(),
-        out = out.display(),
-    );
+    print!("{}", sub.describe(tasks, args.dry_run, &out));
     Ok(())
 }
 
@@ -537,12 +415,9 @@ fn merge(args: StudyArgs) -> anyhow::Result<()> {
         args.reference.as_deref(),
     )
     .map_err(|e| anyhow!(e))?;
-    report(&outcome, &out, args.quiet, started.elapsed());
+    outcome.print_report(&out, args.quiet, started.elapsed());
     if args.markdown && outcome.headline.is_some() {
-        let path = out.join(driver::RESULTS_MD);
-        let md = std::fs::read_to_string(&path)
-            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
-        print!("{md}");
+        print!("{}", driver::read_results_md(&out).map_err(|e| anyhow!(e))?);
     }
     Ok(())
 }
@@ -553,39 +428,4 @@ fn command_line() -> String {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     shell_words(&words)
-}
-
-fn report(outcome: &StudyOutcome, out: &std::path::Path, quiet: bool, wall: std::time::Duration) {
-    if let Some(note) = &outcome.mixed_builds {
-        eprintln!("note: {note}");
-    }
-    if let Some(who) = &outcome.took_over {
-        eprintln!(
-            "note: {} was locked by {who}, which stopped without releasing it; its runs in flight were redone",
-            out.display()
-        );
-    }
-    if !quiet {
-        if let Some(table) = &outcome.published {
-            println!("the published figures beside ours (95 % intervals over pairs and seeds):");
-            print!("{}", table.to_text());
-            println!();
-        }
-        if let Some(table) = &outcome.headline {
-            print!("{}", table.to_text());
-        }
-    }
-    let what = if outcome.headline.is_some() {
-        "report.html, study.json, plots"
-    } else {
-        "study.json, runs/"
-    };
-    println!(
-        "{} runs ({} simulated, {} reused) in {:.1} s; results: {} ({what})",
-        outcome.runs,
-        outcome.exec.ran,
-        outcome.exec.reused,
-        wall.as_secs_f64(),
-        out.display()
-    );
 }

@@ -1,13 +1,13 @@
 //! `ullstack trace stats` and the trace replay flags `ullstack sim` shares.
 //!
-//! Readers, replay rules and statistics live in `workload::trace`; this file parses flags and
-//! prints.
+//! Readers, replay rules, statistics and their table live in `workload::trace`; this file
+//! parses flags and prints.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use workload::trace::{BadLines, Pacing, StatsReport, TraceFormat, TraceStats};
+use workload::trace::{BadLines, Pacing, TraceFormat, TraceSummary};
 
 /// Work with block traces.
 #[derive(Args, Debug)]
@@ -125,127 +125,18 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
 }
 
 fn stats(args: StatsArgs) -> anyhow::Result<()> {
-    let mut reader = workload::trace::open(
+    let summary = TraceSummary::read(
         &args.file,
         args.trace_format,
         bad_lines(args.skip_bad_lines),
     )?;
-    let mut stats = TraceStats::new();
-    for r in reader.by_ref() {
-        stats.add(&r?);
-    }
-    let report = stats.report();
-    anyhow::ensure!(
-        report.requests > 0,
-        "{}: no reads or writes in the trace ({} lines read)",
-        args.file.display(),
-        reader.lines_read()
-    );
-    let out = StatsOut {
-        file: args.file.display().to_string(),
-        format: reader.format().name(),
-        lines: reader.lines_read(),
-        bad_lines_skipped: reader.skipped_lines(),
-        first_bad_line: reader.first_skipped().map(str::to_string),
-        stats: report,
-    };
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&out).context("encoding the figures as JSON")?
+            serde_json::to_string_pretty(&summary).context("encoding the figures as JSON")?
         );
     } else {
-        print!("{}", out.table());
+        print!("{}", summary.table());
     }
     Ok(())
-}
-
-#[derive(serde::Serialize)]
-struct StatsOut {
-    file: String,
-    format: &'static str,
-    lines: u64,
-    bad_lines_skipped: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    first_bad_line: Option<String>,
-    #[serde(flatten)]
-    stats: StatsReport,
-}
-
-impl StatsOut {
-    fn table(&self) -> String {
-        let s = &self.stats;
-        let mib = |b: u64| b as f64 / (1 << 20) as f64;
-        let t = engine::time::format_ns;
-        let mut o = format!(
-            "trace      {} ({}, {} lines",
-            self.file, self.format, self.lines
-        );
-        if self.bad_lines_skipped > 0 {
-            o += &format!(
-                ", {} bad lines skipped; first: {}",
-                self.bad_lines_skipped,
-                self.first_bad_line.as_deref().unwrap_or("?")
-            );
-        }
-        o += ")\n";
-        o += &format!(
-            "requests   {} ({} reads, {} writes; read ratio {:.1} %)\n",
-            s.requests, s.reads, s.writes, s.read_ratio_pct
-        );
-        o += &format!(
-            "bytes      {:.1} MiB read, {:.1} MiB written\n",
-            mib(s.read_bytes),
-            mib(s.write_bytes)
-        );
-        o += &format!(
-            "duration   {} ({} requests/s), {} device(s)\n",
-            t(s.duration_ns),
-            s.iops,
-            s.devices
-        );
-        o += &format!(
-            "sequential {} ({:.1} %: starts where the device's previous request ended)\n",
-            s.sequential, s.sequential_pct
-        );
-        o += &format!(
-            "footprint  {:.1} MiB distinct (4 KiB blocks); highest byte touched {:.1} MiB\n",
-            mib(s.footprint_bytes),
-            mib(s.max_end_bytes)
-        );
-        let g = &s.interarrival_ns;
-        o += &format!(
-            "gaps       mean {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-            t(g.mean),
-            t(g.p50),
-            t(g.p90),
-            t(g.p99),
-            t(g.p999),
-            t(g.max)
-        );
-        if s.out_of_order > 0 {
-            o += &format!(
-                " ({} records stamped before their predecessor)",
-                s.out_of_order
-            );
-        }
-        o += "\nsizes\n";
-        for b in &s.sizes {
-            if b.requests == 0 {
-                continue;
-            }
-            let label = match b.up_to_bytes {
-                Some(n) if n >= 1 << 20 => format!("<= {} MiB", n >> 20),
-                Some(n) if n >= 1024 => format!("<= {} KiB", n >> 10),
-                Some(n) => format!("<= {n} B"),
-                None => "> 1 MiB".to_string(),
-            };
-            o += &format!(
-                "  {label:>10}  {:>12}  {:>5.1} %\n",
-                b.requests,
-                b.requests as f64 * 100.0 / s.requests as f64
-            );
-        }
-        o
-    }
 }

@@ -53,6 +53,40 @@ pub fn locate(registry: &str, volume: &str, tenant: Option<&str>) -> Result<Loca
     })
 }
 
+/// The one server a bench run's `tenants` resolve to through the registry at `url` (each
+/// tenant's reservation's server, else the least-loaded live server with its volume): its id
+/// and own-protocol address. A bench drives one server, so tenants resolving to different
+/// servers are an error, as is a server without the own protocol. Blocking.
+pub fn resolve_bench_server(
+    url: &str,
+    tenants: &[crate::bench::TenantSpec],
+) -> Result<(String, String), Box<dyn std::error::Error + Send + Sync>> {
+    let mut etcd = fleet::Etcd::connect(url)?;
+    let mut chosen: Option<(String, String)> = None;
+    for t in tenants {
+        let s = fleet::place::resolve(&mut etcd, &t.volume, Some(&t.name))?;
+        let addr = s.native.clone().ok_or_else(|| {
+            format!(
+                "server {} (from {url}) does not serve the own protocol",
+                s.id
+            )
+        })?;
+        match &chosen {
+            None => chosen = Some((s.id, addr)),
+            Some((id, _)) if *id == s.id => {}
+            Some((id, _)) => {
+                return Err(format!(
+                    "tenant `{}` resolves to server {} but an earlier tenant to {id}: bench drives one server; run one bench per server",
+                    t.name,
+                    s.id
+                )
+                .into())
+            }
+        }
+    }
+    Ok(chosen.ok_or("no tenants to resolve")?)
+}
+
 impl Client {
     /// Connects to the server the fleet registry at `registry` names for `credentials` (the
     /// one holding the tenant's reservation for the volume, else the least-loaded live server

@@ -36,6 +36,9 @@ pub enum FleetError {
     },
     #[error("{0}")]
     Refused(String),
+    /// A server's reservations that its device profile cannot price.
+    #[error("{0}")]
+    Model(String),
 }
 
 /// A key's value and its modification revision.

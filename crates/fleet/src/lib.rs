@@ -55,11 +55,14 @@
 
 pub mod announce;
 pub mod etcd;
+pub mod member;
 pub mod model;
 pub mod place;
+pub mod show;
 
 pub use announce::{announce, Announcement};
 pub use etcd::{CasWrite, Etcd, FleetError};
+pub use member::{member_id, Member};
 pub use model::{NbdExport, PlacedTenant, Reservations, ServerRecord};
 pub use place::{place, rebalance, Placement, RebalanceReport};
 

@@ -148,6 +148,34 @@ impl Progress for Silent {
     fn update(&mut self, _: u64, _: u64) {}
 }
 
+/// Progress on the terminal: a spinner with the wall time, the simulated time and the I/Os
+/// done, drawn from the first update and cleared when the run finishes.
+#[derive(Default)]
+pub struct Spinner(Option<indicatif::ProgressBar>);
+
+impl Progress for Spinner {
+    fn update(&mut self, simulated_ns: u64, ios: u64) {
+        let bar = self.0.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                    .expect("valid template"),
+            );
+            b
+        });
+        bar.set_message(format!(
+            "simulated {}, {ios} I/Os",
+            engine::time::format_ns(simulated_ns)
+        ));
+        bar.tick();
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.0.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
 pub struct DeviceRun<'a> {
     cfg: &'a DeviceRunConfig,
     ssd: Ssd,

@@ -23,6 +23,6 @@ pub mod system;
 pub mod trace_replay;
 
 pub use config::{DeviceRunConfig, HostCosts, RunFileSettings};
-pub use device_run::{DeviceRun, Progress, RunError, Silent};
+pub use device_run::{DeviceRun, Progress, RunError, Silent, Spinner};
 pub use report::RunSummary;
 pub use trace_replay::{TraceInfo, TraceSpec};

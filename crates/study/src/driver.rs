@@ -74,6 +74,54 @@ pub struct StudyOutcome {
     pub mixed_builds: Option<String>,
 }
 
+impl StudyOutcome {
+    /// What `ullstack study` prints when a run or merge into `out` ended after `wall`: notes
+    /// on stderr (mixed builds, a lock taken over), the published and headline tables on
+    /// stdout unless `quiet`, then one line of counts and where the results are.
+    pub fn print_report(&self, out: &Path, quiet: bool, wall: std::time::Duration) {
+        if let Some(note) = &self.mixed_builds {
+            eprintln!("note: {note}");
+        }
+        if let Some(who) = &self.took_over {
+            eprintln!(
+                "note: {} was locked by {who}, which stopped without releasing it; its runs in flight were redone",
+                out.display()
+            );
+        }
+        if !quiet {
+            if let Some(table) = &self.published {
+                println!(
+                    "the published figures beside ours (95 % intervals over pairs and seeds):"
+                );
+                print!("{}", table.to_text());
+                println!();
+            }
+            if let Some(table) = &self.headline {
+                print!("{}", table.to_text());
+            }
+        }
+        let what = if self.headline.is_some() {
+            "report.html, study.json, plots"
+        } else {
+            "study.json, runs/"
+        };
+        println!(
+            "{} runs ({} simulated, {} reused) in {:.1} s; results: {} ({what})",
+            self.runs,
+            self.exec.ran,
+            self.exec.reused,
+            wall.as_secs_f64(),
+            out.display()
+        );
+    }
+}
+
+/// The "Current results" Markdown a finished study wrote into `out` ([`RESULTS_MD`]).
+pub fn read_results_md(out: &Path) -> Result<String, String> {
+    let path = out.join(RESULTS_MD);
+    std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
 /// The runs of `specs` that shard `shard` holds (all of them unsharded): runs I, I+N, I+2N, …
 pub fn scope_of(specs: &[RunSpec], shard: Option<ShardInfo>) -> Vec<RunSpec> {
     match shard {

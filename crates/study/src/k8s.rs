@@ -137,6 +137,21 @@ pub fn write(
     Ok(())
 }
 
+/// What to do with the manifests [`write`] put into `dir` for study `name`'s `shards` pods:
+/// the kubectl commands that apply them in order, and what a rerun needs.
+pub fn instructions(dir: &Path, shards: usize, name: &str) -> String {
+    format!(
+        "wrote {dir}/shards.yaml ({shards} indexed pods) and {dir}/merge.yaml; results in the PVC `ullstack-results` at {mount}/study/{name}:\n  \
+         kubectl apply -f {dir}/shards.yaml\n  \
+         until kubectl get job/ullstack-{name}-shards -o jsonpath='{{.status.conditions[*].type}}' | grep -qE 'Complete|Failed'; do sleep 10; done\n  \
+         kubectl apply -f {dir}/merge.yaml      (if it ended Complete; if Failed, see .status.failedIndexes)\n\
+         A rerun (after a failure) needs the old Job gone first: kubectl delete job ullstack-{name}-shards; each index then resumes its folder.\n\
+         backoffLimitPerIndex (one retry per index) needs Kubernetes >= 1.29.",
+        dir = dir.display(),
+        mount = RESULTS_MOUNT,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,7 @@ pub mod fastdrain;
 pub mod flashshare;
 pub mod interrupt;
 pub mod k8s;
+pub mod listing;
 pub mod lock;
 pub mod plot;
 pub mod provenance;

@@ -78,6 +78,49 @@ pub struct Submission {
     pub dir: PathBuf,
 }
 
+impl Submission {
+    /// What `ullstack study --slurm TASKS` says after [`submit`] into `out` (the canonical
+    /// results folder): the scripts written on a dry run, else the jobs submitted and how to
+    /// watch them, one line each.
+    pub fn describe(&self, tasks: usize, dry_run: bool, out: &Path) -> String {
+        let shards = if self.shards.is_empty() {
+            "none: every shard is complete".to_string()
+        } else {
+            format!(
+                "{} of {tasks} ({})",
+                self.shards.len(),
+                array_spec(&self.shards)
+            )
+        };
+        if dry_run {
+            return format!(
+                "wrote {dir}/array.sbatch, merge.sbatch and submit.sh (shards to run: {shards}); submit with: sh {dir}/submit.sh\n",
+                dir = self.dir.display()
+            );
+        }
+        let merge = self.merge_job.clone().unwrap_or_default();
+        let mut text = match &self.array_job {
+            Some(a) => format!(
+                "submitted Slurm array job {a} (shards {shards}) and merge job {merge}, which runs when every task of {a} succeeds (and is cancelled if one fails)\n"
+            ),
+            None => format!("every shard is complete; submitted merge job {merge}\n"),
+        };
+        let ids = self
+            .array_job
+            .iter()
+            .chain(self.merge_job.iter())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(",");
+        text.push_str(&format!(
+            "  watch:   squeue -j {ids}   (then sacct -j {ids}, or scontrol show job {merge})\n  logs:    {logs}\n  results: {out}/report.html when job {merge} completes; rerun this command to redo only incomplete shards\n",
+            logs = self.dir.join("logs").display(),
+            out = out.display(),
+        ));
+        text
+    }
+}
+
 /// Shard I's folder under the shared results folder.
 pub fn shard_dir(out: &Path, index: usize) -> PathBuf {
     out.join("shards").join(format!("task-{index}"))

@@ -117,6 +117,51 @@ impl RemoteSummary {
     pub fn tenant(&self, name: &str) -> Option<&TenantResult> {
         self.tenants.iter().find(|t| t.name == name)
     }
+
+    /// The run as `ullstack sim --remote` prints it: one line of settings, a row per tenant
+    /// (IOPS, read latency percentiles in µs, tokens/s, whether its SLO was met), and each
+    /// dataplane thread's busy share.
+    pub fn table(&self) -> String {
+        let mut o = format!(
+            "remote: {} threads, scheduler {:?}, device {}, profile {}, {} ms measured, seed {}\n",
+            self.workers,
+            self.scheduler,
+            self.device,
+            self.profile,
+            self.duration_ns / 1_000_000,
+            self.seed
+        );
+        o += &format!(
+            "{:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>12} {:>6}\n",
+            "tenant", "class", "IOPS", "p50 µs", "p95 µs", "p99 µs", "tokens/s", "SLO"
+        );
+        for t in &self.tenants {
+            o += &format!(
+                "{:<12} {:>5} {:>10.0} {:>10.1} {:>10.1} {:>10.1} {:>12.0} {:>6}\n",
+                t.name,
+                t.class,
+                t.iops,
+                t.read_latency_ns_p50 as f64 / 1e3,
+                t.read_latency_ns_p95 as f64 / 1e3,
+                t.read_latency_ns_p99 as f64 / 1e3,
+                t.tokens_per_sec,
+                match t.slo_met {
+                    Some(true) => "met",
+                    Some(false) => "MISSED",
+                    None => "-",
+                }
+            );
+        }
+        o += &format!(
+            "dataplane threads busy: {}\n",
+            self.worker_busy_pct
+                .iter()
+                .map(|p| format!("{p:.0} %"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        o
+    }
 }
 
 struct Run<'a> {

@@ -160,6 +160,32 @@ pub struct ReflexOutcome {
     pub report: PathBuf,
 }
 
+impl ReflexOutcome {
+    /// What `ullstack study reflex` prints when the study in `out` ended after `wall`: the
+    /// headline and real-vs-model tables unless `quiet`, part 4's verdicts, one line of counts.
+    pub fn print_report(&self, out: &Path, quiet: bool, wall: std::time::Duration) {
+        if !quiet {
+            print!("{}", self.headline.to_text());
+            if !self.real.is_empty() {
+                println!("\nthis machine, real vs model:");
+                print!("{}", self.comparison.to_text());
+            }
+        }
+        println!("part 4, simulated: {}", search_verdict(&self.sim_search));
+        if let Some(s) = &self.real_search {
+            println!("part 4, real server: {}", search_verdict(s));
+        }
+        println!(
+            "{} simulated + {} real runs (each with its twin) in {:.1} s; results: {} (report.html, \
+             study.json, plots)",
+            self.sims.len(),
+            self.real.len(),
+            wall.as_secs_f64(),
+            out.display()
+        );
+    }
+}
+
 /// Runs the study: the full-scale simulated runs over `jobs` threads and part 4's search;
 /// then, with a runner, the real runs one at a time (nothing else of the study runs meanwhile:
 /// they measure wall-clock behaviour) and part 4's search on the real server; then every real

@@ -67,6 +67,7 @@ mod msr;
 pub mod replay;
 mod spc;
 pub mod stats;
+pub mod summary;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -74,6 +75,7 @@ use std::path::Path;
 
 pub use replay::{fold_onto, Folded, Pacing, Replay, ReplayCounts, ReplayIo, ReplayOptions};
 pub use stats::{SizeBucket, StatsReport, TraceStats};
+pub use summary::TraceSummary;
 
 /// A sector: the unit of LBAs in DiskSim, MQSim, SPC and blkparse traces.
 pub const SECTOR_BYTES: u64 = 512;
@@ -234,6 +236,8 @@ pub enum TraceError {
     },
     #[error("unknown trace format `{name}`; known formats: {known}")]
     UnknownFormat { name: String, known: String },
+    #[error("{source_name}: no reads or writes in the trace ({lines} lines read)")]
+    NoRequests { source_name: String, lines: u64 },
 }
 
 /// Streams the records of a trace; see the module essay.
