@@ -26,7 +26,7 @@
 //! **Cold submission.** A bio whose submitter finds that another process's user code ran on
 //! its core, or on any core sharing its last-level cache (`cpu.llc_shared_cores`), since the
 //! submitter's own last bio costs `blk.cold_submit_ns` more (37.2 µs on arm8, calibrated to
-//! the published block-layer time under co-run: `config`'s essay): the block layer's code
+//! the published block-layer time under co-run: `config::presets`' essay): the block layer's code
 //! and data, and the user buffer's page tables, were evicted by the other process. Whose code
 //! ran when comes from the CPU model's per-core records (`cpu::Cpu::foreign_user_since`,
 //! whose essay says why the whole cache domain counts): a kernel thread (flusher, fsync's

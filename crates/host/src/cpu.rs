@@ -65,7 +65,7 @@
 //! address space's user code ran after `t` on that core, or — once `cpu.llc_sweep_ns` has
 //! passed since `t` — on any core sharing its last-level cache (`cpu.llc_shared_cores`; a
 //! foreign thread in user code there at `now` counts): the block layer's cold submission
-//! (`blk_submit`) asks it. Why the cache domain and the sweep time: `config`'s essay, *The
+//! (`blk_submit`) asks it. Why the cache domain and the sweep time: `config::presets`' essay, *The
 //! block layer under co-run*.
 //!
 //! Interrupts steal time: an interrupt item (ISR, block-layer completion of one request, a

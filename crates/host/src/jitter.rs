@@ -20,7 +20,7 @@
 //! 6600 ns. A lognormal of the same mean and cv has a thinner far tail (p99.99 ≈ 5100 ns); we
 //! keep the exponential because it is the cautious choice for tail studies and its parameters
 //! read directly. The presets set cv 10 % (`config::COST_CV_PCT`; where it comes from is in
-//! `config`'s essay, *Jitter defaults*). Each cost site ([`CostSite`]) draws from its own stream
+//! `config::presets`' essay, *Jitter defaults*). Each cost site ([`CostSite`]) draws from its own stream
 //! (`engine::stream(seed, "host.cost.<site>")`), so adding a site, or a draw at one site,
 //! never moves another site's draws.
 //!

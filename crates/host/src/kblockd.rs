@@ -40,7 +40,7 @@
 //! ## Where it acts
 //! Only when a queue holds requests it could not dispatch at submission. In the vanilla
 //! `apache` + `pagerank` co-run (arm8 + zssd, 1 023 tags per queue) that never happens
-//! (`blk.deferred_dispatches` and `blk.allocation_waits` are 0, `config`'s essay); it does on
+//! (`blk.deferred_dispatches` and `blk.allocation_waits` are 0, `config::presets`' essay); it does on
 //! shallow queues or under a neighbour that fills one (the tests below).
 //!
 //! ## What it leaves out
