@@ -152,7 +152,13 @@ impl<'a> HelloBody<'a> {
     }
 }
 
-/// A latency-critical tenant's service-level objective.
+/// A latency-critical tenant's service-level objective, as a REGISTER body carries it.
+///
+/// The scheduler's own SLO is `qos::LcSlo` (the same four facts, the request size a `u64`).
+/// This crate is the wire format and depends on no model or scheduler crate, so it keeps the
+/// wire's image: field for field the body's layout, the request size the `u32` the frame
+/// holds. The one conversion to `qos::LcSlo` is where the server admits a REGISTER
+/// (`server::native`); clients build this type from their tenant spec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Slo {
     /// Target 95th-percentile read latency, nanoseconds.
@@ -166,7 +172,8 @@ pub struct Slo {
 }
 
 /// What a REGISTER asks for: the flow's class (the scheduler's `lc` or `be`) and, for a
-/// latency-critical flow, its SLO.
+/// latency-critical flow, its SLO. The wire image of `qos::TenantSpec` (whose best-effort arm
+/// also carries a declared mix the wire does not send), for the reason given at [`Slo`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RegisterClass {
     /// Latency-critical, with a reservation derived from its SLO.
