@@ -19,7 +19,6 @@
 //! What it leaves out: registered buffers and files, SQPOLL, several rings (one submitting
 //! thread is one core's view of the device).
 
-use std::mem::ManuallyDrop;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
@@ -27,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::curves::{curve_point, CurvePoint};
 use crate::sweep::{Completion, Polling, Prober};
-use crate::sys::AlignedBuf;
+use crate::sys::{AlignedBuf, SlotRing};
 use anyhow::{anyhow, bail, Context};
 use engine::LatencyHistogram;
 
@@ -140,16 +139,12 @@ impl UringProber {
         if completion == Completion::Polled {
             builder.setup_iopoll();
         }
-        let mut ring = builder
+        let ring = builder
             .build(qd.next_power_of_two().max(4))
             .context("io_uring setup")?;
-        // Freed at the end once every entry completed; leaked if `run` returns while entries
-        // may still be in flight (the kernel could still write into them).
-        let bufs: ManuallyDrop<Vec<AlignedBuf>> = ManuallyDrop::new(
-            (0..qd)
-                .map(|_| AlignedBuf::new(size_bytes as usize))
-                .collect(),
-        );
+        // The buffers are freed at the end once every entry completed; leaked if `run` returns
+        // while entries may still be in flight (the kernel could still write into them).
+        let mut ring = SlotRing::new(ring, qd as usize, size_bytes as usize);
         let slots = self.span_bytes / size_bytes;
         let fd = io_uring::types::Fd(self.file.as_raw_fd());
         let mut meta: Vec<(Instant, bool)> = vec![(Instant::now(), true); qd as usize];
@@ -158,26 +153,13 @@ impl UringProber {
         let start = Instant::now();
         let measure_from = start + settle;
         let end = measure_from + self.measure;
-        let push = |ring: &mut io_uring::IoUring,
+        let push = |ring: &mut SlotRing,
                     rng: &mut engine::SimRng,
                     i: u32|
          -> anyhow::Result<(Instant, bool)> {
             let read = engine::rng::chance(rng, u64::from(read_pct), 100);
             let off = engine::rng::below(rng, slots) * size_bytes;
-            let ptr = bufs[i as usize].as_mut_ptr();
-            let e = if read {
-                io_uring::opcode::Read::new(fd, ptr, size_bytes as u32)
-                    .offset(off)
-                    .build()
-            } else {
-                io_uring::opcode::Write::new(fd, ptr, size_bytes as u32)
-                    .offset(off)
-                    .build()
-            };
-            // SAFETY: the buffer is freed only after every submitted entry completed (the loop
-            // reaps all of them, also after a failed I/O) and leaked otherwise.
-            unsafe { ring.submission().push(&e.user_data(u64::from(i))) }
-                .map_err(|_| anyhow!("io_uring submission queue full"))?;
+            ring.push(i as usize, fd, off, read)?;
             Ok((Instant::now(), read))
         };
         for i in 0..qd {
@@ -191,13 +173,10 @@ impl UringProber {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(e).context("io_uring_enter"),
             }
-            let done: Vec<(u64, i32)> = ring
-                .completion()
-                .map(|c| (c.user_data(), c.result()))
-                .collect();
+            let done = ring.reap();
             let now = Instant::now();
-            for (ud, res) in done {
-                let i = ud as u32;
+            for (slot, res) in done {
+                let i = slot as u32;
                 if res < 0 && failed.is_none() {
                     let err = std::io::Error::from_raw_os_error(-res);
                     failed = Some(anyhow!("I/O failed: {err}"));
@@ -221,7 +200,7 @@ impl UringProber {
                 }
             }
         }
-        drop(ManuallyDrop::into_inner(bufs));
+        drop(ring);
         if let Some(e) = failed {
             return Err(e);
         }
