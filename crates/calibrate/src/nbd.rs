@@ -45,7 +45,6 @@
 //! TLS, several connections (one connection is one server worker's view), and extended headers.
 
 use std::io::{Read, Write};
-use std::mem::ManuallyDrop;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::io::AsRawFd;
 use std::time::{Duration, Instant};
@@ -53,6 +52,7 @@ use std::time::{Duration, Instant};
 use crate::curves::{curve_point, CurvePoint};
 use crate::signature::{signature, HEAD_BYTES};
 use crate::sweep::{Completion, Polling, Prober};
+use crate::sys::{SockRing, RECV_TAG, SEND_TAG};
 use anyhow::{anyhow, bail, Context};
 use engine::LatencyHistogram;
 use proto::nbd::client::{self, ClientOptions, Connected, SimpleReplyReader};
@@ -82,10 +82,6 @@ const MAX_CHUNK_BYTES: u32 = 1 << 20;
 const RECV_BUFFER_BYTES: usize = 1 << 20;
 /// Requests of the sequential precondition, bytes each.
 const PRECONDITION_CHUNK_BYTES: u32 = 1 << 20;
-/// Ring user data of the receive, the send and the cancel.
-const RECV_TAG: u64 = 1;
-const SEND_TAG: u64 = 2;
-const CANCEL_TAG: u64 = 3;
 
 /// A parsed `nbd://` URI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -446,26 +442,20 @@ impl NbdProber {
 
     /// One closed-loop point: `qd` requests of `size_bytes` in flight. After a failure with a
     /// receive or send still in flight, the socket is shut down so both complete, and they are
-    /// reaped before the buffers go (`RingIo`); the prober is unusable afterwards.
+    /// reaped before the buffers go (`sys::SockRing`); the prober is unusable afterwards.
     pub fn run(&mut self, read_pct: u8, size_bytes: u64, qd: u32) -> anyhow::Result<CurvePoint> {
-        let mut io = RingIo {
-            ring: io_uring::IoUring::new(8).context("io_uring setup")?,
-            recv: ManuallyDrop::new(vec![0u8; RECV_BUFFER_BYTES]),
-            sending: ManuallyDrop::new(Vec::new()),
-            recv_live: false,
-            send_busy: false,
-        };
+        let mut io = SockRing::new(8, RECV_BUFFER_BYTES).context("io_uring setup")?;
         let result = self.closed_loop(&mut io, read_pct, size_bytes, qd);
-        if result.is_err() && (io.recv_live || io.send_busy) {
+        if result.is_err() && (io.recv_live() || io.send_busy()) {
             let _ = self.stream.shutdown(std::net::Shutdown::Both);
-            io.reap_after_shutdown();
+            io.reap_after_shutdown(STALL_TIMEOUT);
         }
         result
     }
 
     fn closed_loop(
         &mut self,
-        io: &mut RingIo,
+        io: &mut SockRing,
         read_pct: u8,
         size_bytes: u64,
         qd: u32,
@@ -513,24 +503,19 @@ impl NbdProber {
         let mut cancel_sent = false;
         let timeout = io_uring::types::Timespec::from(STALL_TIMEOUT);
         let mut done: Vec<tx::SimpleReply> = Vec::new();
-        while live > 0 || io.send_busy || io.recv_live {
-            if !io.send_busy && !pending.is_empty() {
-                std::mem::swap(&mut pending, &mut *io.sending);
+        while live > 0 || io.send_busy() || io.recv_live() {
+            if !io.send_busy() && !pending.is_empty() {
+                io.swap_sending(&mut pending);
                 pending.clear();
                 sent = 0;
                 io.post_send(fd, 0)?;
             }
-            if live == 0 && !io.send_busy && io.recv_live && !cancel_sent {
+            if live == 0 && !io.send_busy() && io.recv_live() && !cancel_sent {
                 // Every reply is in: cancel the receive so its buffer can be freed.
                 cancel_sent = true;
-                io.push(
-                    io_uring::opcode::AsyncCancel::new(RECV_TAG)
-                        .build()
-                        .user_data(CANCEL_TAG),
-                )?;
+                io.cancel_recv()?;
             }
-            let args = io_uring::types::SubmitArgs::new().timespec(&timeout);
-            match io.ring.submitter().submit_with_args(1, &args) {
+            match io.submit_and_wait(&timeout) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ETIME) => bail!(
                     "no completion from the server in {STALL_TIMEOUT:?} ({live} requests in flight)"
@@ -538,25 +523,18 @@ impl NbdProber {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(e).context("io_uring_enter"),
             }
-            let cqes: Vec<(u64, i32)> = io
-                .ring
-                .completion()
-                .map(|c| (c.user_data(), c.result()))
-                .collect();
-            for (tag, res) in cqes {
+            for (tag, res) in io.completions() {
                 match tag {
                     SEND_TAG => {
-                        io.send_busy = false;
                         if res < 0 {
                             bail!("send: {}", std::io::Error::from_raw_os_error(-res));
                         }
                         sent += res as usize;
-                        if sent < io.sending.len() {
+                        if sent < io.sending_len() {
                             io.post_send(fd, sent)?;
                         }
                     }
                     RECV_TAG => {
-                        io.recv_live = false;
                         if res == -libc::ECANCELED {
                             continue;
                         }
@@ -571,7 +549,7 @@ impl NbdProber {
                         }
                         reader
                             .push(
-                                &io.recv[..res as usize],
+                                io.received(res as usize),
                                 |cookie| {
                                     let (_, read, busy) =
                                         *meta.get(usize::try_from(cookie).ok()?)?;
@@ -645,84 +623,6 @@ impl Prober for NbdProber {
 pub const NETWORK_COMPLETION: &str = "O_DIRECT and polled completion do not apply to a network \
      target (no page cache on this side; IOPOLL is for block devices); the latency includes both \
      TCP stacks, the network and the server's own path";
-
-/// The measurement ring and the two buffers its operations point into. The buffers are freed
-/// only when neither operation is in flight; otherwise they are leaked (the kernel could still
-/// write into them), which only a failed run whose socket would not even shut down can cause.
-struct RingIo {
-    ring: io_uring::IoUring,
-    recv: ManuallyDrop<Vec<u8>>,
-    sending: ManuallyDrop<Vec<u8>>,
-    recv_live: bool,
-    send_busy: bool,
-}
-
-impl RingIo {
-    fn push(&mut self, e: io_uring::squeue::Entry) -> anyhow::Result<()> {
-        // SAFETY: every entry pushed here points into `recv` or `sending` (or nowhere), which
-        // outlive it: they are neither moved nor freed while `recv_live`/`send_busy` says an
-        // operation uses them (see the Drop impl), and `sending` is refilled only after its
-        // SEND completed.
-        unsafe { self.ring.submission().push(&e) }
-            .map_err(|_| anyhow!("io_uring submission queue full"))
-    }
-
-    fn post_recv(&mut self, fd: io_uring::types::Fd) -> anyhow::Result<()> {
-        let e = io_uring::opcode::Recv::new(fd, self.recv.as_mut_ptr(), RECV_BUFFER_BYTES as u32)
-            .build()
-            .user_data(RECV_TAG);
-        self.push(e)?;
-        self.recv_live = true;
-        Ok(())
-    }
-
-    /// Sends `sending[from..]`.
-    fn post_send(&mut self, fd: io_uring::types::Fd, from: usize) -> anyhow::Result<()> {
-        let rest = &self.sending[from..];
-        let e = io_uring::opcode::Send::new(fd, rest.as_ptr(), rest.len() as u32)
-            .build()
-            .user_data(SEND_TAG);
-        self.push(e)?;
-        self.send_busy = true;
-        Ok(())
-    }
-
-    /// After the socket was shut down: reaps the receive and the send (both complete at once
-    /// on a shut-down socket), waiting at most [`STALL_TIMEOUT`] for each completion.
-    fn reap_after_shutdown(&mut self) {
-        let timeout = io_uring::types::Timespec::from(STALL_TIMEOUT);
-        for _ in 0..4 {
-            if !self.recv_live && !self.send_busy {
-                return;
-            }
-            let args = io_uring::types::SubmitArgs::new().timespec(&timeout);
-            if self.ring.submitter().submit_with_args(1, &args).is_err() {
-                continue;
-            }
-            let tags: Vec<u64> = self.ring.completion().map(|c| c.user_data()).collect();
-            for tag in tags {
-                match tag {
-                    RECV_TAG => self.recv_live = false,
-                    SEND_TAG => self.send_busy = false,
-                    _ => {}
-                }
-            }
-        }
-    }
-}
-
-impl Drop for RingIo {
-    fn drop(&mut self) {
-        if !self.recv_live && !self.send_busy {
-            // SAFETY: no operation points into the buffers any more (see the type's doc), and
-            // each is dropped once, here.
-            unsafe {
-                ManuallyDrop::drop(&mut self.recv);
-                ManuallyDrop::drop(&mut self.sending);
-            }
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

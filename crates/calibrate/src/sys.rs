@@ -8,9 +8,10 @@
 //!
 //! [`SlotRing`]: an io_uring whose reads and writes go only into the aligned buffers it owns,
 //! one per slot, freed only when no operation points into them: [`crate::uring`]'s closed
-//! loop. The NBD prober's ring ([`crate::nbd`]) still pushes its SEND/RECV entries with an
-//! `unsafe` of its own: its soundness is an argument about the two buffers of its loop,
-//! given at the push.
+//! loop. [`SockRing`]: an io_uring over one socket receiving into and sending from the two
+//! buffers it owns, the NBD prober's ([`crate::nbd`]).
+
+use std::mem::ManuallyDrop;
 
 /// A 4 KiB-aligned buffer for O_DIRECT.
 pub struct AlignedBuf {
@@ -133,6 +134,167 @@ impl Drop for SlotRing {
     fn drop(&mut self) {
         if self.in_flight.iter().any(|&f| f) {
             std::mem::forget(std::mem::take(&mut self.bufs));
+        }
+    }
+}
+
+/// User data of a [`SockRing`]'s receive, send and receive-cancel.
+pub const RECV_TAG: u64 = 1;
+pub const SEND_TAG: u64 = 2;
+pub const CANCEL_TAG: u64 = 3;
+
+/// An io_uring over one socket that receives into, and sends from, the two buffers it owns:
+/// at most one receive and one send in flight. The buffers are freed only when neither
+/// operation is in flight; otherwise they are leaked (the kernel could still write into
+/// them), which only a failed run whose socket would not even shut down can cause.
+pub struct SockRing {
+    ring: io_uring::IoUring,
+    recv: ManuallyDrop<Vec<u8>>,
+    sending: ManuallyDrop<Vec<u8>>,
+    recv_live: bool,
+    send_busy: bool,
+}
+
+impl SockRing {
+    /// A ring of `entries` entries with a receive buffer of `recv_bytes` bytes.
+    pub fn new(entries: u32, recv_bytes: usize) -> std::io::Result<SockRing> {
+        Ok(SockRing {
+            ring: io_uring::IoUring::new(entries)?,
+            recv: ManuallyDrop::new(vec![0u8; recv_bytes]),
+            sending: ManuallyDrop::new(Vec::new()),
+            recv_live: false,
+            send_busy: false,
+        })
+    }
+
+    /// Whether a receive is in flight.
+    pub fn recv_live(&self) -> bool {
+        self.recv_live
+    }
+
+    /// Whether a send is in flight.
+    pub fn send_busy(&self) -> bool {
+        self.send_busy
+    }
+
+    /// The first `n` bytes of the receive buffer: what the completed receive put there.
+    pub fn received(&self, n: usize) -> &[u8] {
+        assert!(
+            !self.recv_live,
+            "the receive buffer is read while a receive is in flight"
+        );
+        &self.recv[..n]
+    }
+
+    /// Bytes of the send buffer.
+    pub fn sending_len(&self) -> usize {
+        self.sending.len()
+    }
+
+    /// Swaps `next` with the send buffer, which no send may be using.
+    pub fn swap_sending(&mut self, next: &mut Vec<u8>) {
+        assert!(
+            !self.send_busy,
+            "the send buffer is replaced while a send uses it"
+        );
+        std::mem::swap(next, &mut *self.sending);
+    }
+
+    fn push(&mut self, e: io_uring::squeue::Entry) -> anyhow::Result<()> {
+        // SAFETY: every entry pushed here points into `recv` or `sending` (or nowhere: the
+        // cancel), which outlive it: they are neither moved nor freed while `recv_live` /
+        // `send_busy` says an operation uses them (Drop leaks them then), at most one receive
+        // and one send are in flight (asserted by the posts), and `sending` is replaced only
+        // when no send is in flight (`swap_sending`).
+        unsafe { self.ring.submission().push(&e) }
+            .map_err(|_| anyhow::anyhow!("io_uring submission queue full"))
+    }
+
+    /// Receives into the whole receive buffer from `fd`.
+    pub fn post_recv(&mut self, fd: io_uring::types::Fd) -> anyhow::Result<()> {
+        assert!(!self.recv_live, "a second receive while one is in flight");
+        let e = io_uring::opcode::Recv::new(fd, self.recv.as_mut_ptr(), self.recv.len() as u32)
+            .build()
+            .user_data(RECV_TAG);
+        self.push(e)?;
+        self.recv_live = true;
+        Ok(())
+    }
+
+    /// Sends `sending[from..]` on `fd`.
+    pub fn post_send(&mut self, fd: io_uring::types::Fd, from: usize) -> anyhow::Result<()> {
+        assert!(!self.send_busy, "a second send while one is in flight");
+        let rest = &self.sending[from..];
+        let e = io_uring::opcode::Send::new(fd, rest.as_ptr(), rest.len() as u32)
+            .build()
+            .user_data(SEND_TAG);
+        self.push(e)?;
+        self.send_busy = true;
+        Ok(())
+    }
+
+    /// Asks the kernel to cancel the receive in flight (it completes with -ECANCELED, or with
+    /// data that arrived first); the cancel's own completion carries [`CANCEL_TAG`].
+    pub fn cancel_recv(&mut self) -> anyhow::Result<()> {
+        self.push(
+            io_uring::opcode::AsyncCancel::new(RECV_TAG)
+                .build()
+                .user_data(CANCEL_TAG),
+        )
+    }
+
+    /// Submits what was pushed and waits for one completion, at most `timeout`.
+    pub fn submit_and_wait(
+        &mut self,
+        timeout: &io_uring::types::Timespec,
+    ) -> std::io::Result<usize> {
+        let args = io_uring::types::SubmitArgs::new().timespec(timeout);
+        self.ring.submitter().submit_with_args(1, &args)
+    }
+
+    /// The completions ready, as (tag, result); a completed receive or send frees its buffer
+    /// for the next one.
+    pub fn completions(&mut self) -> Vec<(u64, i32)> {
+        let cqes: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        for &(tag, _) in &cqes {
+            match tag {
+                RECV_TAG => self.recv_live = false,
+                SEND_TAG => self.send_busy = false,
+                _ => {}
+            }
+        }
+        cqes
+    }
+
+    /// After the socket was shut down: reaps the receive and the send (both complete at once
+    /// on a shut-down socket), waiting at most `stall` for each completion.
+    pub fn reap_after_shutdown(&mut self, stall: std::time::Duration) {
+        let timeout = io_uring::types::Timespec::from(stall);
+        for _ in 0..4 {
+            if !self.recv_live && !self.send_busy {
+                return;
+            }
+            if self.submit_and_wait(&timeout).is_err() {
+                continue;
+            }
+            self.completions();
+        }
+    }
+}
+
+impl Drop for SockRing {
+    fn drop(&mut self) {
+        if !self.recv_live && !self.send_busy {
+            // SAFETY: no operation points into the buffers any more (see the type's doc), and
+            // each is dropped once, here.
+            unsafe {
+                ManuallyDrop::drop(&mut self.recv);
+                ManuallyDrop::drop(&mut self.sending);
+            }
         }
     }
 }
