@@ -148,15 +148,14 @@ pub struct CacheConfig {
     pub write_buffer_bytes: u64,
     /// Pages (4 KiB units) read ahead after a read miss; 0 disables prefetch.
     pub prefetch_pages: u32,
-    /// Read-ahead window for detected sequential streams, in 4 KiB units (`cache.rs`,
-    /// "Read-ahead"); 0 disables it, and it may not exceed the cache's lines.
+    /// Read-ahead window for detected sequential streams, in 4 KiB units (`cache/readahead.rs`); 0 disables it, and it may not exceed the cache's lines.
     pub readahead_units: u32,
     /// Dirty units evicted per eviction round when the buffer or a set is full (0 = one row for
     /// every LUN without a row in flight).
     pub evict_batch_units: u32,
     /// Time to move 4 KiB between the controller and DRAM (a hit's service time).
     pub dram_access_ns: u64,
-    /// When dirty data goes to flash (`cache.rs`, "When the buffer flushes").
+    /// When dirty data goes to flash (`cache/writeback.rs`, "When the buffer flushes").
     pub flush: Flush,
     /// Whether write-back wave hints drain the buffer ahead of the wave (`drain.rs`).
     #[serde(default)]
@@ -332,7 +331,7 @@ pub enum Precondition {
     /// As a long uniform random-write workload under greedy GC leaves a full drive: every
     /// logical page mapped, superblocks partly invalid with the steady-state distribution of
     /// valid counts, free superblocks down to the GC threshold, so GC runs from the first
-    /// writes (`ftl.rs`, "Preconditioning"). A LUN whose over-provisioning leaves no invalid
+    /// writes (`ftl/precondition.rs`). A LUN whose over-provisioning leaves no invalid
     /// space above the GC threshold has no such state and gets the `sequential` layout.
     Random,
 }

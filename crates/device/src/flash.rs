@@ -37,7 +37,7 @@
 //! ## Bad blocks and the remap checker (`flash.bad_block_ppm`, `flash.spare_blocks_per_plane`)
 //! Factory bad blocks are drawn from the run's seed. The FTL retires a superblock holding one,
 //! except that with `super_channel = "on"` the remap checker substitutes a clean spare block of
-//! the same LUN, so the channel pair stays usable (see `ftl.rs`). Remapping costs no time.
+//! the same LUN, so the channel pair stays usable (see `ftl/precondition.rs`). Remapping costs no time.
 //!
 //! ## Read-time variation (`flash.read_spread_pct`)
 //! A NAND read is not one fixed tR. Part of its variation is the page's position (LSB, CSB and

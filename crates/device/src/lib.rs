@@ -26,6 +26,7 @@
 //! ```text
 //!  module   what it holds                                              uses
 //!  config   the TOML description and the presets                       —
+//!  sys      the model's one `unsafe` operation: a CPU prefetch hint     —
 //!  pcie     the link: doorbells, DMA                                   config
 //!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
@@ -34,7 +35,7 @@
 //!  ghost    ghost caches that choose the prefetch size, by epoch       config
 //!  cache_index  the fully associative cache's tag map and LRU order    —
 //!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_index,
-//!                                                                      cache_split, ghost
+//!                                                                      cache_split, ghost, sys
 //!  drain    write-back hints: watermark eviction, the oracle buffer    config
 //!  lib.rs   the device's API and the routing of events between them    all of the above
 //!  write_path  lib.rs's write path: buffering, stalls, eviction rounds, lib.rs and all of
@@ -104,6 +105,7 @@ pub mod flash;
 pub mod ftl;
 pub mod ghost;
 pub mod pcie;
+mod sys;
 mod write_path;
 
 use std::collections::VecDeque;
@@ -300,7 +302,7 @@ pub struct DeviceStats {
 }
 
 /// Write amplification above which a run is flagged: greedy GC with the presets' 7 %
-/// over-provisioning settles near 8 under uniform random writes (`ftl.rs`, "Preconditioning");
+/// over-provisioning settles near 8 under uniform random writes (`ftl/precondition.rs`);
 /// far above that, the device is too small for the data its workload keeps live.
 pub const WRITE_AMPLIFICATION_WARN: f64 = 20.0;
 
@@ -326,7 +328,7 @@ pub struct Ssd {
     free_cmds: Vec<u32>,
     /// Flash reads in flight by LPN (a fast integer hash: this map is on every read miss).
     fills: FxHashMap<u32, Waiters>,
-    /// Eviction rounds and the host rows in flight (`cache.rs`).
+    /// Eviction rounds and the host rows in flight (`cache/writeback.rs`).
     writeback: WriteBack,
     /// Hint-driven watermark eviction and the oracle's unbounded buffer (`drain.rs`).
     drain: Drain,

@@ -1,6 +1,6 @@
 //! The write path of the device's state machine, split from `lib.rs` by idea: a write's units
 //! into the DRAM buffer, the stall when they do not fit and its retries, the eviction rounds
-//! that make room (`cache.rs`, "Write-back rounds"), the idle flush (`cache.flush = "idle"`),
+//! that make room (`cache/writeback.rs`), the idle flush (`cache.flush = "idle"`),
 //! FastDrain's watermark rows (`drain.rs`) and the start of GC where a row took a LUN below its
 //! threshold. Like `lib.rs` it routes between the layers and holds no policy of its own; the
 //! read path, the flash completions and the device's API stay in `lib.rs`.
@@ -121,7 +121,7 @@ impl Ssd {
 
     /// `cache.flush = "idle"`: programs whole rows of the oldest dirty data (chosen by
     /// [`WriteBack::take_idle_row`]) to idle LUNs with room (see "When the buffer flushes" in
-    /// `cache.rs`). Does nothing while writes are stalled or eviction is blocked: the on-full
+    /// `cache/writeback.rs`). Does nothing while writes are stalled or eviction is blocked: the on-full
     /// path owns the buffer then.
     pub(crate) fn flush_idle(&mut self, now: SimTime) {
         if self.config.cache.flush != Flush::Idle
@@ -215,8 +215,8 @@ impl Ssd {
     }
 
     /// Starts an eviction round so a blocked write can proceed: the write buffer chooses the
-    /// units (`cache.rs`, "Write-back rounds"), the FTL lays them out and places each row
-    /// (`ftl.rs`, "Host write-back placement"), and each row is queued on its LUN.
+    /// units (`cache/writeback.rs`), the FTL lays them out and places each row
+    /// (`ftl/placement.rs`), and each row is queued on its LUN.
     pub(crate) fn make_room(&mut self, now: SimTime, block: WriteBlock, lpn: u32) {
         let round = self.writeback.plan_round(&mut self.cache, block, lpn);
         if round.is_empty() {

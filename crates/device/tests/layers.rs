@@ -5,6 +5,7 @@
 /// `(module, modules it may use)`, in dependency order.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("config", &[]),
+    ("sys", &[]),
     ("pcie", &["config"]),
     ("ctrl", &["config"]),
     ("flash", &["config"]),
@@ -12,7 +13,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cache_split", &["config"]),
     ("ghost", &["config"]),
     ("cache_index", &[]),
-    ("cache", &["config", "cache_index", "cache_split", "ghost"]),
+    (
+        "cache",
+        &["config", "cache_index", "cache_split", "ghost", "sys"],
+    ),
     ("drain", &["config"]),
 ];
 

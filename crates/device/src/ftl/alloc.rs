@@ -10,7 +10,7 @@
 //! nobody waits for.
 //!
 //! ## The policies
-//! - `sequential` (default): the LUN's one write point programs pages in order (`ftl.rs`,
+//! - `sequential` (default): the LUN's one write point programs pages in order (`ftl/placement.rs`,
 //!   "Allocation"). Urgency is ignored.
 //! - `lsb-skip`: before each host row the write point skips to the next LSB page; the CSB/MSB
 //!   pages it jumps over are never programmed (counted in `units_wasted` and
@@ -40,7 +40,7 @@
 //!   superblocks, about 79 per LUN; a foreground burst of 10,172 rows takes one LSB page in each
 //!   and programs at 0.56 ms per row, where `sequential` averages (0.56 + 2.2 + 5) / 3 = 2.59 ms.
 //!
-//! GC relocations keep using the LUN's single write point in page order (`ftl.rs`): they are
+//! GC relocations keep using the LUN's single write point in page order (`ftl/gc.rs`): they are
 //! not urgent and skip nothing.
 //!
 //! ## What it leaves out
