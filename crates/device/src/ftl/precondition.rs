@@ -1,9 +1,10 @@
-//! Preconditioning (`ftl.precondition`): the state a run starts from, laid out without storing it.
+//! Preconditioning (`ftl.precondition`): the state a run starts from, laid out, not stored.
 //!
-//! `none` starts factory fresh; `sequential` as in `ftl.rs` ("Mapping"); `random` builds, directly and in
-//! O(superblocks) time, the state a long uniform random-write workload under greedy GC leaves a
-//! full drive in: every LPN mapped, each LUN's free superblocks down to the GC threshold (so GC
-//! runs from the first writes), and the other superblocks closed, each partly invalid.
+//! `none` starts factory fresh; `sequential` as in `ftl.rs` ("Mapping"); `random` builds,
+//! directly and in O(superblocks) time, the state a long uniform random-write workload under
+//! greedy GC leaves a full drive in: every LPN mapped, each LUN's free superblocks down to the
+//! GC threshold (so GC runs from the first writes), and the other superblocks closed, each
+//! partly invalid.
 //!
 //! *The valid counts* come from the fluid (mean-field) limit of greedy GC under uniform random
 //! writes (the analysis of Desnoyers, SYSTOR 2012, and Van Houdt, SIGMETRICS 2013, in which
