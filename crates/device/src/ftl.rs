@@ -6,10 +6,10 @@
 //! across the planes of a LUN and a slot is `page × row_units + plane × page_units + unit`:
 //! consecutive slots fill a row (one multi-plane program) before the next page.
 //!
-//! The forward map stores only what the run wrote: an LPN's PPN sits in a shared hash while its
-//! region of [`REGION_LPNS`] LPNs holds few writes, and in a table of the region once it holds
-//! many (`ftl/map.rs`), so memory follows the distinct LPNs written (4 to ~21 bytes each), not
-//! the drive's size. Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
+//! The forward map stores only what the run wrote: an LPN's PPN sits in its region's small hash
+//! table (6-byte slots) while its region of [`REGION_LPNS`] LPNs holds few writes, and in a
+//! table of the region once it holds many (`ftl/map.rs`), so memory follows the distinct LPNs
+//! written (4 to ~8 bytes each, plus 40 bytes of index a region), not the drive's size. Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
 //! position a sequential fill would have put it, computed, not stored — LUN `i mod L`,
 //! position `i div L` in that LUN — until the LPN is rewritten or trimmed. Reverse maps
 //! (slot → LPN) exist only for superblocks written during the run; implicit superblocks

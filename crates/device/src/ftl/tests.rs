@@ -89,7 +89,7 @@ fn implicit_precondition_maps_every_lpn_and_is_consistent() {
     ftl.check_consistency().unwrap();
     assert_eq!(ftl.overridden_lpns(), 0, "preconditioning stores no LPN");
     assert!(
-        ftl.table_bytes() <= ftl.user_lpns().div_ceil(REGION_LPNS) * 12,
+        ftl.table_bytes() == ftl.user_lpns().div_ceil(REGION_LPNS) * map::INDEX_BYTES_PER_REGION,
         "preconditioning costs only the index: {} bytes",
         ftl.table_bytes()
     );
@@ -156,7 +156,7 @@ fn random_precondition_is_a_consistent_steady_state() {
     ftl.check_consistency().unwrap();
     assert_eq!(ftl.overridden_lpns(), 0, "preconditioning stores no LPN");
     assert!(
-        ftl.table_bytes() <= ftl.user_lpns().div_ceil(REGION_LPNS) * 12,
+        ftl.table_bytes() == ftl.user_lpns().div_ceil(REGION_LPNS) * map::INDEX_BYTES_PER_REGION,
         "preconditioning costs only the index: {} bytes",
         ftl.table_bytes()
     );
