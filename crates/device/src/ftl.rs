@@ -9,7 +9,8 @@
 //! The forward map stores only what the run wrote: an LPN's PPN sits in its region's small hash
 //! table (6-byte slots) while its region of [`REGION_LPNS`] LPNs holds few writes, and in a
 //! table of the region once it holds many (`ftl/map.rs`), so memory follows the distinct LPNs
-//! written (4 to ~8 bytes each, plus 40 bytes of index a region), not the drive's size. Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
+//! written (4 to ~8 bytes each, plus 32 bytes of index a region), not the drive's size.
+//! Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
 //! position a sequential fill would have put it, computed, not stored — LUN `i mod L`,
 //! position `i div L` in that LUN — until the LPN is rewritten or trimmed. Reverse maps
 //! (slot → LPN) exist only for superblocks written during the run; implicit superblocks
@@ -207,19 +208,16 @@ impl Ftl {
 
     /// `lpn`'s PPN when the run has not written it: the precondition's layout, or unmapped.
     fn layout_ppn(&self, lpn: u64) -> u32 {
-        if lpn < self.implicit_lpns {
-            self.implicit_ppn(lpn)
-        } else {
-            UNMAPPED
-        }
+        layout_ppn_of(&self.geo, &self.luns, self.implicit_lpns, lpn)
     }
 
-    fn set_forward(&mut self, lpn: u64, ppn: u32) {
-        // The map asks for the layout only when a region turns dense; it is moved out for the
-        // call so that the layout can read the rest of `self` (moving it copies a few words).
-        let mut map = std::mem::take(&mut self.map);
-        map.set(lpn as u32, ppn, |l| self.layout_ppn(l));
-        self.map = map;
+    /// Maps `lpn` to `ppn`; returns the PPN it had (written or the layout's, or unmapped).
+    fn set_forward(&mut self, lpn: u64, ppn: u32) -> u32 {
+        // The map asks for the layout only when a region turns dense.
+        let (geo, luns, implicit) = (&self.geo, &self.luns, self.implicit_lpns);
+        let layout = |l| layout_ppn_of(geo, luns, implicit, l);
+        let old = self.map.set(lpn as u32, ppn, layout);
+        old.unwrap_or_else(|| layout(lpn))
     }
 
     /// Where `lpn`'s data lives, if it has any.
@@ -275,10 +273,9 @@ impl Ftl {
 
     /// Drops the mapping of `lpn` (TRIM / deallocate).
     pub fn trim(&mut self, lpn: u32) {
-        let old = self.forward(lpn as u64);
-        if old != UNMAPPED {
+        if self.forward(lpn as u64) != UNMAPPED {
+            let old = self.set_forward(lpn as u64, UNMAPPED);
             self.invalidate(old);
-            self.set_forward(lpn as u64, UNMAPPED);
             self.stats.trims += 1;
         }
     }
@@ -339,6 +336,31 @@ impl Ftl {
         }
         Ok(())
     }
+}
+
+/// `lpn`'s PPN when the run has not written it: where the precondition's layout put it (LUN
+/// `lpn mod L`, position `lpn div L` of that LUN's share; `ftl/precondition.rs`), or unmapped
+/// beyond the preconditioned LPNs. A function of the fields it reads, so that the forward map
+/// can call it while the FTL lends the map out.
+#[inline]
+fn layout_ppn_of(geo: &Geometry, luns: &[LunAlloc], implicit_lpns: u64, lpn: u64) -> u32 {
+    if lpn >= implicit_lpns {
+        return UNMAPPED;
+    }
+    // LPNs fit in 32 bits (the config keeps physical units below 2^32), and 32-bit divisions
+    // give the same quotients for a fraction of a 64-bit one's time (this is on every read).
+    debug_assert!(lpn <= u32::MAX as u64, "LPN {lpn} beyond 32 bits");
+    let (lun, pos) = (lpn as u32 % geo.luns, lpn as u32 / geo.luns);
+    let l = &luns[lun as usize];
+    let sb_units = geo.superblock_units();
+    let (rank, slot) = if l.implicit_start.is_empty() {
+        (pos / sb_units, pos % sb_units)
+    } else {
+        let pos = u64::from(pos);
+        let r = l.implicit_start.partition_point(|&p| p <= pos) - 1;
+        (r as u32, (pos - l.implicit_start[r]) as u32)
+    };
+    (lun * geo.superblocks_per_lun + l.usable[rank as usize]) * sb_units + slot
 }
 
 #[cfg(test)]

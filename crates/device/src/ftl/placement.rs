@@ -171,12 +171,10 @@ impl Ftl {
         );
         for (k, &(lpn, version)) in units.iter().enumerate() {
             let slot = page * row_units + k as u32;
-            let old = self.forward(lpn as u64);
+            let old = self.set_forward(lpn as u64, self.ppn(lun, sb, slot));
             if old != UNMAPPED {
                 self.invalidate(old);
             }
-            let ppn = self.ppn(lun, sb, slot);
-            self.set_forward(lpn as u64, ppn);
             let i = self.sb_index(lun, sb);
             self.sbs[i].valid_units += 1;
             if let Some(rev) = &mut self.reverse[i] {

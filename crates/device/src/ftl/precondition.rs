@@ -159,29 +159,6 @@ impl Ftl {
         retired
     }
 
-    pub(super) fn implicit_ppn(&self, lpn: u64) -> u32 {
-        // LPNs fit in 32 bits (the config keeps physical units below 2^32), and 32-bit divisions
-        // give the same quotients for a fraction of a 64-bit one's time (this is on every read).
-        debug_assert!(lpn <= u32::MAX as u64, "LPN {lpn} beyond 32 bits");
-        let (lpn, luns) = (lpn as u32, self.geo.luns);
-        self.implicit_ppn_at(lpn % luns, u64::from(lpn / luns))
-    }
-
-    /// PPN of position `pos` of `lun`'s share of the preconditioned LPNs.
-    #[inline]
-    fn implicit_ppn_at(&self, lun: u32, pos: u64) -> u32 {
-        let l = &self.luns[lun as usize];
-        let (r, slot) = if l.implicit_start.is_empty() {
-            // `pos` < 2^32, as every LPN (`implicit_ppn`).
-            let (pos, sb_units) = (pos as u32, self.geo.superblock_units());
-            (u64::from(pos / sb_units), u64::from(pos % sb_units))
-        } else {
-            let r = l.implicit_start.partition_point(|&p| p <= pos) - 1;
-            (r as u64, pos - l.implicit_start[r])
-        };
-        self.ppn(lun, l.usable[r as usize], slot as u32)
-    }
-
     /// The LPN whose preconditioned data sits at `slot` of implicit superblock `sb` of `lun`.
     pub(super) fn implicit_lpn(&self, lun: u32, sb: u32, slot: u32) -> Option<u64> {
         let l = &self.luns[lun as usize];
