@@ -87,7 +87,7 @@ use crate::cache_index::{self, FullIndex, WayKey};
 use crate::cache_split::Split;
 use crate::config::{CacheConfig, Partition, Prefetch, MAP_UNIT_BYTES};
 use crate::ghost::GhostPrefetch;
-use crate::sys::prefetch;
+use crate::sys::{self, prefetch};
 
 const VALID: u8 = 1;
 const DIRTY: u8 = 2;
@@ -241,10 +241,7 @@ impl Cache {
         }
         let set = self.set_range(lpn);
         let start = set.start;
-        self.tags[set]
-            .iter()
-            .position(|&t| t == lpn)
-            .map(|w| start + w)
+        way_of(&self.tags[set], lpn).map(|w| start + w)
     }
 
     fn has(&self, i: usize, f: u8) -> bool {
@@ -355,18 +352,7 @@ impl Cache {
             );
             return v.map(|w| start + w);
         }
-        let flags = &self.flags[set.clone()];
-        if let Some(w) = flags.iter().position(|&f| f & VALID == 0) {
-            return Some(start + w);
-        }
-        let used = &self.used[set];
-        flags
-            .iter()
-            .zip(used)
-            .enumerate()
-            .filter(|(_, (&f, _))| f & !PREFETCHED == VALID)
-            .min_by_key(|(_, (_, &u))| u)
-            .map(|(w, _)| start + w)
+        lru_victim(&self.flags[set.clone()], &self.used[set]).map(|w| start + w)
     }
 
     pub fn dirty_units(&self) -> u64 {
@@ -748,6 +734,61 @@ impl Cache {
         }
         Ok(())
     }
+}
+
+/// The way of a set whose tag is `lpn` (tags are unique within a set). A 16-way set (`zssd`'s)
+/// is compared whole by [`sys::ways_matching`] (four vector compares on x86-64, no branch per
+/// way); other sizes are scanned. Same answer either way (`tests::set_scans_agree`).
+#[inline]
+fn way_of(tags: &[u32], lpn: u32) -> Option<usize> {
+    if let Ok(tags) = <&[u32; 16]>::try_from(tags) {
+        let mask = sys::ways_matching(tags, lpn);
+        return (mask != 0).then(|| mask.trailing_zeros() as usize);
+    }
+    tags.iter().position(|&t| t == lpn)
+}
+
+/// The way of a set to replace: the first invalid one, else the least recently used clean one
+/// (by `used`; the first of equals), else none. A 16-way set's flags are classified whole by
+/// [`sys::bytes_where`] and only its clean ways' stamps are compared; other sizes go way by way
+/// ([`lru_victim_scan`], the same answer: `tests::set_scans_agree`).
+#[inline]
+fn lru_victim(flags: &[u8], used: &[u32]) -> Option<usize> {
+    let (Ok(flags), Ok(used)) = (<&[u8; 16]>::try_from(flags), <&[u32; 16]>::try_from(used)) else {
+        return lru_victim_scan(flags, used);
+    };
+    let invalid = sys::bytes_where(flags, VALID, 0);
+    if invalid != 0 {
+        return Some(invalid.trailing_zeros() as usize);
+    }
+    let mut clean = sys::bytes_where(flags, !PREFETCHED, VALID);
+    if clean == 0 {
+        return None;
+    }
+    let mut best = clean.trailing_zeros() as usize;
+    clean &= clean - 1;
+    while clean != 0 {
+        let w = clean.trailing_zeros() as usize;
+        if used[w] < used[best] {
+            best = w;
+        }
+        clean &= clean - 1;
+    }
+    Some(best)
+}
+
+/// [`lru_victim`] for any set size, way by way.
+fn lru_victim_scan(flags: &[u8], used: &[u32]) -> Option<usize> {
+    if let Some(w) = flags.iter().position(|&f| f & VALID == 0) {
+        return Some(w);
+    }
+    flags
+        .iter()
+        .zip(used)
+        .enumerate()
+        .filter(|(_, (&f, _))| f & !PREFETCHED == VALID)
+        .min_by_key(|(_, (_, &u))| u)
+        .map(|(w, _)| w)
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@
 //! ```text
 //!  module   what it holds                                              uses
 //!  config   the TOML description and the presets                       —
-//!  sys      the model's one `unsafe` operation: a CPU prefetch hint     —
+//!  sys      the model's only `unsafe`: prefetch hint, SSE2 set compares —
 //!  pcie     the link: doorbells, DMA                                   config
 //!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config

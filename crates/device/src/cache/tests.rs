@@ -295,3 +295,23 @@ fn a_set_of_dirty_lines_blocks_a_write_to_that_set() {
     assert_eq!(c.write(4, 1, IoClass::Throughput), Err(WriteBlock::SetFull));
     assert_eq!(c.take_dirty_in_set(4), Some((0, 1)));
 }
+
+proptest::proptest! {
+    /// The whole-set comparisons of a 16-way set give what a way-by-way scan gives: the way
+    /// holding a tag, and the victim (first invalid, else the first least recently used clean
+    /// way), over flags of every kind and LRU stamps with ties.
+    #[test]
+    fn set_scans_agree(
+        tags in proptest::collection::vec(0u32..40, 16),
+        flags in proptest::collection::vec(proptest::prop_oneof![0u8..128, proptest::strategy::Just(VALID), proptest::strategy::Just(VALID | PREFETCHED)], 16),
+        used in proptest::collection::vec(proptest::prop_oneof![0u32..6, proptest::strategy::Just(u32::MAX)], 16),
+        lpn in 0u32..40,
+    ) {
+        let first = tags.iter().position(|&t| t == lpn);
+        proptest::prop_assert_eq!(way_of(&tags, lpn), first);
+        let all: u32 = tags.iter().enumerate().map(|(w, &t)| u32::from(t == lpn) << w).sum();
+        let tags16: &[u32; 16] = tags.as_slice().try_into().unwrap();
+        proptest::prop_assert_eq!(crate::sys::ways_matching(tags16, lpn), all);
+        proptest::prop_assert_eq!(lru_victim(&flags, &used), lru_victim_scan(&flags, &used));
+    }
+}
