@@ -6,7 +6,8 @@
 //! 1. **Latency vs queue depth** 1, 2, 4, 8, 16 — sequential read, random read, sequential
 //!    write, random write (libaio): average and five-nines (p99.999).
 //! 2. **Bandwidth vs queue depth** 1 … 256 (powers of two), the same four patterns, normalised to
-//!    each device's maximum for that pattern. Runs at depth ≤ 16 are shared with part 1.
+//!    each device's maximum ([`device_max`]: the most its reads reached at any depth). Runs
+//!    at depth ≤ 16 are shared with part 1.
 //! 3. **Read/write interference**: random mixed I/O at depth [`INTERFERENCE_QD`] with 0, 20, 40,
 //!    60, 80 and 100 % writes: average and five-nines read latency (0–80 %), and the write
 //!    latency the 100 % point gives.
@@ -304,6 +305,23 @@ fn common_caption(size: Size, seed: u64, ios: u64) -> String {
     )
 }
 
+/// A device's maximum bandwidth: the most any of its read patterns reached at any depth of
+/// part 2, `get` giving a run by its base id. The bandwidth figures are normalised to it
+/// (experiments.md: "normalized to each device's maximum"), and so are the published
+/// write-utilisation rows (`published::outcomes`), whose reference text names the maximum as
+/// the one "reached by reads".
+pub fn device_max<'a>(device: &str, get: impl Fn(&str) -> Option<&'a RunResult>) -> Option<f64> {
+    let mut best: f64 = 0.0;
+    for (rw, _, o) in PATTERNS {
+        if o == Op::Read {
+            for qd in BANDWIDTH_QDS {
+                best = best.max(op_of(get(&qd_id(device, rw, qd))?, o)?.bytes_per_sec);
+            }
+        }
+    }
+    (best > 0.0).then_some(best)
+}
+
 /// The study's figures from its results.
 pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
     let ios = ios_for(size);
@@ -346,22 +364,28 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             ..Default::default()
         });
     }
+    let maxima: Vec<Option<f64>> = DEVICES
+        .iter()
+        .map(|d| device_max(d, |id| results.get(id)))
+        .collect();
+    let maxima_note = DEVICES
+        .iter()
+        .zip(&maxima)
+        .map(|(d, m)| match m {
+            Some(m) => format!("{d} {:.0} MB/s", m / 1e6),
+            None => format!("{d} -"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     for (rw, label, op) in PATTERNS {
         let mut series = Vec::new();
-        let mut maxima = Vec::new();
-        for (d, device) in DEVICES.iter().enumerate() {
-            let raw: Vec<(f64, f64)> = BANDWIDTH_QDS
+        for (d, (device, max)) in DEVICES.iter().zip(&maxima).enumerate() {
+            let points = BANDWIDTH_QDS
                 .iter()
                 .filter_map(|&qd| {
                     let h = op_of(results.get(&qd_id(device, rw, qd))?, op)?;
-                    Some((f64::from(qd), h.bytes_per_sec))
+                    Some((f64::from(qd), h.bytes_per_sec / (*max)?))
                 })
-                .collect();
-            let max = raw.iter().map(|p| p.1).fold(0.0, f64::max);
-            maxima.push(format!("{device} {:.0} MB/s", max / 1e6));
-            let points = raw
-                .iter()
-                .map(|&(x, y)| (x, if max > 0.0 { y / max } else { 0.0 }))
                 .collect();
             series.push(Series {
                 name: device.to_string(),
@@ -376,9 +400,9 @@ pub fn figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
             title: format!("{label}: bandwidth vs queue depth"),
             caption: format!(
                 "fio-like {label}, libaio, O_DIRECT, 4 KiB, queue depth 1–256 {}. Bandwidth \
-                 divided by each device's maximum for this pattern ({}). {}",
+                 divided by each device's maximum, the most its reads reached at any depth \
+                 ({maxima_note}): a write curve above 1 writes faster than the device reads. {}",
                 threads_note(),
-                maxima.join(", "),
                 common_caption(size, seed, ios)
             ),
             x_label: "queue depth".into(),

@@ -230,20 +230,10 @@ fn depth_to_peak(c: &[(u32, f64)]) -> Option<f64> {
         .map(|p| f64::from(p.0))
 }
 
-/// The most any read pattern of `device` reached: the device's maximum bandwidth.
+/// The most any read pattern of `device` reached: the device's maximum bandwidth
+/// ([`ull::device_max`], which the bandwidth figures divide by).
 fn device_max(get: &Replicate<'_>, device: &str) -> Option<f64> {
-    let mut best: f64 = 0.0;
-    for (rw, _, o) in ull::PATTERNS {
-        if o == ull::Op::Read {
-            best = best.max(
-                curve(get, device, rw, o)?
-                    .iter()
-                    .map(|p| p.1)
-                    .fold(0.0, f64::max),
-            );
-        }
-    }
-    (best > 0.0).then_some(best)
+    ull::device_max(device, |id| get.get(id))
 }
 
 /// The mean over a curve's depths of its bandwidth as a percent of `max`: the
