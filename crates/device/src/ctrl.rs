@@ -31,8 +31,8 @@
 //!
 //! A fetched command passes to the first free of `ctrl.firmware_cores` firmware cores
 //! (`ctrl.firmware_read_ns` or `ctrl.firmware_write_ns` each, pipelined with fetch). With one
-//! core the firmware caps 4 KiB writes at 4096 B / 2.7 µs = 1.5 GB/s on `zssd`; with 4 the cap
-//! is 6 GB/s and the link and the flash bound throughput. `nvme-tlc` runs one core (2,275 ns
+//! core the firmware caps 4 KiB writes at 4096 B / 2.47 µs = 1.7 GB/s on `zssd`; with 4 the cap
+//! is 6.6 GB/s and the link and the flash bound throughput. `nvme-tlc` runs one core (2,275 ns
 //! a read, 4,400 ns a write: `config.rs`, `NVME_TLC_FIRMWARE_READ_NS`), which bounds its 4 KiB
 //! reads at 440 K/s and its writes at 227 K/s (`ullstack study ull`: 1.80 GB/s and 0.93 GB/s,
 //! below the link's 3.56 GB/s). A command's own firmware time, and

@@ -27,6 +27,20 @@
 //! 256 / 280 of the wire rate as payload: 3.938 × 256 / 280 = 3.60 GB/s, below the 3.94 GB/s a
 //! payload-only model gives. A 16 B completion entry is one 40 B TLP: 11 ns.
 //!
+//! **Write data comes as read completions.** Host → device data is not pushed by the host: the
+//! controller reads it from host memory (memory-read requests up, completions with data down),
+//! and the root complex answers a read in completions split at its Read Completion Boundary
+//! (PCIe base spec 3.0, §2.3.1.1: a completer may split a completion at RCB-aligned addresses;
+//! a root port's RCB is 64 B or 128 B). Root complexes return cache-line-sized completions, 64 B
+//! each (Neugebauer et al., "Understanding PCIe performance for end host networking", SIGCOMM
+//! 2018, whose PCIe model answers a device's DMA reads in completions of the 64 B RCB), so
+//! each `pcie.read_completion_bytes` (64) of write data pays a completion TLP whose 3-DW header
+//! makes it 4 B lighter than a memory write's (`tlp_overhead_bytes` − 4 = 20 B). A 4 KiB write's
+//! data is 64 × (64 + 20) = 5,376 B on the wire: 1,366 ns, so the link moves at most 733 K
+//! 4 KiB writes (3.0 GB/s of payload, and 3.0 GB/s for large writes) against 879 K reads
+//! (3.6 GB/s): a drive on this link writes slower than it reads even when nothing inside it is
+//! slower.
+//!
 //! Doorbell writes (MMIO, host → device) and command fetches are costed by the controller
 //! (`pcie.doorbell_ns`, `ctrl.fetch_ns`): they are small and latency-bound, not bandwidth-bound.
 //!
@@ -34,7 +48,8 @@
 //! Flow-control credits (the model never runs out), DLLPs (ACKs and flow-control updates: a few
 //! 8 B packets per several TLPs, mostly in the opposite direction to the data) and SKP ordered
 //! sets (one 16-symbol set per ~370 blocks, 0.3 %); the read requests a host → device transfer
-//! sends device → host, and read completions' smaller header (3 DW); link power states.
+//! sends device → host (24 B each per up to 512 B of data, on the other direction's wire);
+//! link power states.
 
 use engine::SimTime;
 
@@ -53,6 +68,10 @@ pub struct PcieLink {
     dma_setup_ns: u64,
     max_payload_bytes: u64,
     tlp_overhead_bytes: u64,
+    /// Data bytes per completion TLP of host → device data (at most a TLP's payload).
+    completion_bytes: u64,
+    /// Wire bytes a completion TLP adds: a 3-DW header, 4 B less than a memory write's 4 DW.
+    completion_overhead_bytes: u64,
     pub doorbell_ns: u64,
     /// When each direction's wire is next free.
     free_at: [SimTime; 2],
@@ -74,29 +93,38 @@ fn lane_bytes_per_sec(generation: u32) -> u64 {
 impl PcieLink {
     pub fn new(config: &PcieConfig) -> PcieLink {
         assert!(
-            config.max_payload_bytes > 0,
-            "pcie.max_payload_bytes must be positive (validated config)"
+            config.max_payload_bytes > 0 && config.read_completion_bytes > 0,
+            "pcie.max_payload_bytes and pcie.read_completion_bytes must be positive (validated \
+             config)"
         );
         PcieLink {
             bytes_per_sec: lane_bytes_per_sec(config.generation) * config.lanes as u64,
             dma_setup_ns: config.dma_setup_ns,
             max_payload_bytes: config.max_payload_bytes as u64,
             tlp_overhead_bytes: config.tlp_overhead_bytes as u64,
+            completion_bytes: config.read_completion_bytes.min(config.max_payload_bytes) as u64,
+            completion_overhead_bytes: config.tlp_overhead_bytes.saturating_sub(4) as u64,
             doorbell_ns: config.doorbell_ns,
             free_at: [SimTime::ZERO; 2],
             bytes_moved: [0; 2],
         }
     }
 
-    /// Bytes on the wire for a payload of `bytes`: the payload plus each TLP's overhead.
-    pub fn wire_bytes(&self, bytes: u64) -> u64 {
-        let tlps = bytes.div_ceil(self.max_payload_bytes).max(1);
-        bytes + tlps * self.tlp_overhead_bytes
+    /// Bytes on the wire for a payload of `bytes` in `direction`: the payload plus each TLP's
+    /// overhead; device → host in memory writes of up to Max_Payload_Size, host → device in
+    /// read completions of up to `pcie.read_completion_bytes` (module essay).
+    pub fn wire_bytes(&self, direction: Direction, bytes: u64) -> u64 {
+        let (per_tlp, overhead) = match direction {
+            Direction::DeviceToHost => (self.max_payload_bytes, self.tlp_overhead_bytes),
+            Direction::HostToDevice => (self.completion_bytes, self.completion_overhead_bytes),
+        };
+        bytes + bytes.div_ceil(per_tlp).max(1) * overhead
     }
 
-    /// Wire time of a payload of `bytes`.
-    pub fn transfer_ns(&self, bytes: u64) -> u64 {
-        (self.wire_bytes(bytes) as u128 * 1_000_000_000).div_ceil(self.bytes_per_sec as u128) as u64
+    /// Wire time of a payload of `bytes` in `direction`.
+    pub fn transfer_ns(&self, direction: Direction, bytes: u64) -> u64 {
+        (self.wire_bytes(direction, bytes) as u128 * 1_000_000_000)
+            .div_ceil(self.bytes_per_sec as u128) as u64
     }
 
     /// Moves `bytes` in `direction`, asked for at `now`: it goes on the wire once its setup is
@@ -104,7 +132,7 @@ impl PcieLink {
     pub fn dma(&mut self, now: SimTime, direction: Direction, bytes: u64) -> SimTime {
         let d = direction as usize;
         let start = self.free_at[d].max(now + self.dma_setup_ns);
-        let end = start + self.transfer_ns(bytes);
+        let end = start + self.transfer_ns(direction, bytes);
         self.free_at[d] = end;
         self.bytes_moved[d] += bytes;
         end
@@ -123,15 +151,37 @@ mod tests {
             dma_setup_ns,
             max_payload_bytes: 256,
             tlp_overhead_bytes: 24,
+            read_completion_bytes: 64,
         })
     }
 
     #[test]
     fn gen3_x4_moves_4k_in_16_tlps() {
         let link = gen3_x4(300);
-        assert_eq!(link.wire_bytes(4096), 4096 + 16 * 24);
-        assert_eq!(link.transfer_ns(4096), 1_138); // 4480 B / 3.938 GB/s, rounded up
-        assert_eq!(link.transfer_ns(16), 11); // one 40 B TLP
+        let up = Direction::DeviceToHost;
+        assert_eq!(link.wire_bytes(up, 4096), 4096 + 16 * 24);
+        assert_eq!(link.transfer_ns(up, 4096), 1_138); // 4480 B / 3.938 GB/s, rounded up
+        assert_eq!(link.transfer_ns(up, 16), 11); // one 40 B TLP
+    }
+
+    /// Write data arrives in 64 B read completions with 3-DW headers: 64 × 84 B for 4 KiB.
+    #[test]
+    fn host_to_device_data_pays_a_completion_per_64_bytes() {
+        let link = gen3_x4(300);
+        let down = Direction::HostToDevice;
+        assert_eq!(link.wire_bytes(down, 4096), 64 * (64 + 20));
+        assert_eq!(link.transfer_ns(down, 4096), 1_366); // 5376 B / 3.938 GB/s, rounded up
+                                                         // A root complex that does not split answers in Max_Payload_Size completions.
+        let whole = PcieLink::new(&PcieConfig {
+            generation: 3,
+            lanes: 4,
+            doorbell_ns: 500,
+            dma_setup_ns: 0,
+            max_payload_bytes: 256,
+            tlp_overhead_bytes: 24,
+            read_completion_bytes: 4096,
+        });
+        assert_eq!(whole.wire_bytes(down, 4096), 16 * (256 + 20));
     }
 
     #[test]
@@ -140,7 +190,7 @@ mod tests {
         let a = link.dma(SimTime::ZERO, Direction::DeviceToHost, 4096);
         let b = link.dma(SimTime::ZERO, Direction::DeviceToHost, 4096);
         let c = link.dma(SimTime::ZERO, Direction::HostToDevice, 4096);
-        assert_eq!((a.0, b.0, c.0), (1_138, 2_276, 1_138));
+        assert_eq!((a.0, b.0, c.0), (1_138, 2_276, 1_366));
     }
 
     /// Setup overlaps the transfers ahead: 32 queued 4 KiB reads take one setup plus 32 wire
@@ -169,6 +219,22 @@ mod tests {
         assert!(
             (3_550..=3_650).contains(&mb_per_sec),
             "128 KiB payload rate {mb_per_sec} MB/s; expected 3.6 GB/s (3.938 × 256/280)"
+        );
+    }
+
+    /// Large writes carry 64/84 of the wire rate as payload: 3.0 GB/s on Gen3 ×4, below reads.
+    #[test]
+    fn sequential_128k_writes_move_slower_than_reads() {
+        let mut link = gen3_x4(300);
+        let n = 1000u64;
+        let mut end = SimTime::ZERO;
+        for _ in 0..n {
+            end = link.dma(SimTime::ZERO, Direction::HostToDevice, 128 << 10);
+        }
+        let mb_per_sec = n * (128 << 10) * 1000 / end.0;
+        assert!(
+            (2_950..=3_050).contains(&mb_per_sec),
+            "128 KiB write payload rate {mb_per_sec} MB/s; expected 3.0 GB/s (3.938 × 64/84)"
         );
     }
 }
