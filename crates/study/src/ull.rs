@@ -34,6 +34,13 @@
 //! exactly 400 000 IOPS with its core 100 % busy). Depth 1 stays one thread with one I/O in
 //! flight; depth 2 is two threads of one, and so on up to four threads.
 //!
+//! What the threads do to the depth a curve needs: spread over four threads, zssd's 4 KiB
+//! reads peak at the link (870 K/s, 3.57 GB/s), which by Little's law needs 870 K/s × about
+//! 16 µs ≈ 14 I/Os in flight, so its curves reach 95 % of their peak at depth 16 (32 for random
+//! reads, at 94 % by 16); one thread's core caps every pattern at 400 K IOPS, reached by depth
+//! 4 (sequential reads, writes) or 8 (random reads). The published `zssd.qd_to_max_bw` rows (6
+//! and 16) lie between the two.
+//!
 //! ## CPU use
 //! Part 4's CPU figure is the thread's CPU time as the run's summary reports it
 //! (`jobs[0].cpu`: kernel and user, see `results.rs`).
