@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail};
-use client::bench::spec::{parse_tenant, ClassSpec};
+use client::bench::spec::parse_tenant;
 use fleet::{Etcd, PlacedTenant};
 
 /// Place latency-critical tenants on a fleet of `ullstack serve --registry URL` servers
@@ -144,11 +144,7 @@ fn place(
 ) -> anyhow::Result<()> {
     let tenants = parse_tenant(spec).map_err(|e| anyhow!(e))?;
     for t in tenants {
-        let ClassSpec::LatencyCritical {
-            p95_read_latency_ns,
-            iops,
-        } = t.class
-        else {
+        let spec @ qos::TenantSpec::LatencyCritical(_) = t.class else {
             bail!(
                 "tenant `{}` is best-effort: placement reserves SLOs, so give class=lc with iops and p95",
                 t.name
@@ -157,12 +153,7 @@ fn place(
         let placed = PlacedTenant {
             name: t.name.clone(),
             volume: t.volume.clone(),
-            spec: qos::TenantSpec::LatencyCritical(qos::LcSlo {
-                p95_read_latency_ns,
-                iops,
-                read_pct: t.read_pct,
-                request_bytes: u64::from(t.size_bytes),
-            }),
+            spec,
         };
         let started = Instant::now();
         let p = match fleet::place(etcd, &placed, &[]) {

@@ -612,6 +612,23 @@ fn deliver(shared: &Shared, header: ReplyHeader, payload: &[u8]) -> bool {
     true
 }
 
+/// The wire's image of what a tenant registers with the scheduler: the one conversion from
+/// `qos::TenantSpec` (which the scenario's tenants carry) to [`RegisterClass`]; the server's
+/// REGISTER handler (`server::native`) converts back. The wire has no declared mix for a
+/// best-effort flow, and holds the request size in a `u32` (a larger size is sent as
+/// `u32::MAX`; a tenant spec's `size` is a `u32`, so never from a parsed tenant).
+pub fn register_class(spec: &qos::TenantSpec) -> RegisterClass {
+    match spec {
+        qos::TenantSpec::LatencyCritical(slo) => latency_critical(
+            slo.p95_read_latency_ns,
+            slo.iops,
+            slo.read_pct,
+            u32::try_from(slo.request_bytes).unwrap_or(u32::MAX),
+        ),
+        qos::TenantSpec::BestEffort(_) => RegisterClass::BestEffort,
+    }
+}
+
 /// Helper for callers that build an SLO from the usual units.
 pub fn latency_critical(
     p95_read_latency_ns: u64,

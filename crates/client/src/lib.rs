@@ -35,7 +35,7 @@ pub mod registry;
 mod sys;
 pub mod tls;
 
-pub use connection::{latency_critical, Client, Credentials, TenantHandle};
+pub use connection::{latency_critical, register_class, Client, Credentials, TenantHandle};
 pub use error::ClientError;
 pub use proto::wire::{Access, RegisterClass, Slo, Status, WriteMode};
 pub use tls::{ClientTls, ServerCheck};

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use client::bench::{self, BenchConfig, Progress};
 use qos::TenantClass;
-use scenario::{ClassSpec, ClientSide, Load, Scenario, TenantResult};
+use scenario::{ClientSide, Load, Scenario, TenantResult};
 use server::backend::{Completion, Fua, StorageOp, Submitted, Volume};
 use sim::remote::ServerModel;
 use study::reflex::{
@@ -381,7 +381,9 @@ fn local_tenant(run: &RealRun, scenario: &Scenario) -> Result<(u8, u64, u64), St
             scenario.tenants.len()
         ));
     };
-    if t.load != (Load::Closed { queue_depth: 1 }) || t.class != ClassSpec::BestEffort {
+    if t.load != (Load::Closed { queue_depth: 1 })
+        || t.class.class() != qos::TenantClass::BestEffort
+    {
         return Err(format!(
             "{}: tenant {:?}: a local run is one best-effort request at a time (qd = 1)",
             run.id, t.name

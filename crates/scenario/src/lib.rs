@@ -63,9 +63,8 @@ pub use proto::wire::WriteMode;
 pub use qos::TenantClass;
 pub use result::{ClientSide, TenantResult};
 pub use tenant::{
-    parse_tenant, parse_tenant_pairs, ClassSpec, Load, Pattern, Registration, TenantSpec,
-    TraceLoad, BE_DEFAULT_QUEUE_DEPTH, TENANT_KEYS, TRACE_MAX_REQUEST_BYTES,
-    ZIPF_DEFAULT_THETA_MILLI,
+    parse_tenant, parse_tenant_pairs, Load, Pattern, Registration, TenantSpec, TraceLoad,
+    BE_DEFAULT_QUEUE_DEPTH, TENANT_KEYS, TRACE_MAX_REQUEST_BYTES, ZIPF_DEFAULT_THETA_MILLI,
 };
 
 use thiserror::Error;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use engine::units;
 
-use crate::{err, SpecError, TenantClass, WriteMode};
+use crate::{err, SpecError, WriteMode};
 
 /// Keys a tenant spec accepts, for error messages; the ones after `trace` only go with it.
 pub const TENANT_KEYS: &[&str] = &[
@@ -39,23 +39,6 @@ pub(crate) const TRACE_ONLY_KEYS: &[&str] = TENANT_KEYS.split_at(TENANT_KEYS.len
 pub const BE_DEFAULT_QUEUE_DEPTH: u32 = 16;
 /// Default Zipf exponent θ, in thousandths (0.99: the YCSB default).
 pub const ZIPF_DEFAULT_THETA_MILLI: u32 = 990;
-
-/// The tenant's class as registered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClassSpec {
-    LatencyCritical { p95_read_latency_ns: u64, iops: u64 },
-    BestEffort,
-}
-
-impl ClassSpec {
-    /// The class alone, as the scheduler and the results name it.
-    pub fn class(&self) -> TenantClass {
-        match self {
-            ClassSpec::LatencyCritical { .. } => TenantClass::LatencyCritical,
-            ClassSpec::BestEffort => TenantClass::BestEffort,
-        }
-    }
-}
 
 /// How load is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +77,11 @@ pub struct TenantSpec {
     pub name: String,
     pub secret: String,
     pub volume: String,
-    pub class: ClassSpec,
+    /// What the tenant registers, as the scheduler takes it (`class()` names the class alone).
+    /// An LC tenant's SLO carries the whole tenant's `iops` (runs split it over its
+    /// connections) and the tenant's own `read_pct` and `size_bytes`; a BE tenant declares the
+    /// default (mixed) load. The wire's image of it is `proto::wire::RegisterClass`.
+    pub class: qos::TenantSpec,
     pub registration: Registration,
     pub load: Load,
     pub connections: u32,
@@ -195,17 +182,15 @@ pub fn parse_tenant_pairs(
         .get("p95")
         .map(|v| units::duration_ns(v).map_err(|e| err(ctx, format!("p95: {e}"))))
         .transpose()?;
-    let class = match class_name {
+    // The SLO (p95, IOPS) of an LC tenant; `None` for BE.
+    let lc = match class_name {
         "lc" | "LC" => {
             let iops = iops.ok_or_else(|| err(ctx, "class=lc needs iops=N (the SLO's IOPS)"))?;
             let p95 = p95.ok_or_else(|| err(ctx, "class=lc needs p95=LATENCY (e.g. 500us)"))?;
             if iops == 0 || p95 == 0 {
                 return Err(err(ctx, "class=lc needs iops and p95 greater than 0"));
             }
-            ClassSpec::LatencyCritical {
-                p95_read_latency_ns: p95,
-                iops,
-            }
+            Some((p95, iops))
         }
         "be" | "BE" => {
             if iops.is_some() || p95.is_some() {
@@ -214,7 +199,7 @@ pub fn parse_tenant_pairs(
                     "class=be has no SLO: drop iops=/p95= (use rate=N for an open-loop rate)",
                 ));
             }
-            ClassSpec::BestEffort
+            None
         }
         other => return Err(err(ctx, format!("class={other:?}: expected lc or be"))),
     };
@@ -259,7 +244,7 @@ pub fn parse_tenant_pairs(
             ));
         }
     }
-    let load = match (rate, qd, class) {
+    let load = match (rate, qd, lc) {
         _ if trace.is_some() && qd.is_none() => Load::Trace {
             speed_per_mille: match speed {
                 Some(workload::trace::Pacing::OpenLoop { speed_per_mille }) => speed_per_mille,
@@ -281,8 +266,8 @@ pub fn parse_tenant_pairs(
                 .ok_or_else(|| err(ctx, format!("qd={q}: expected 1..=4294967295")))?;
             Load::Closed { queue_depth: q }
         }
-        (None, None, ClassSpec::LatencyCritical { iops, .. }) => Load::Open { iops },
-        (None, None, ClassSpec::BestEffort) => Load::Closed {
+        (None, None, Some((_, iops))) => Load::Open { iops },
+        (None, None, None) => Load::Closed {
             queue_depth: BE_DEFAULT_QUEUE_DEPTH,
         },
     };
@@ -350,9 +335,7 @@ pub fn parse_tenant_pairs(
     } else {
         Registration::DefaultFlow
     };
-    if registration == Registration::DefaultFlow
-        && matches!(class, ClassSpec::LatencyCritical { .. })
-    {
+    if registration == Registration::DefaultFlow && lc.is_some() {
         return Err(err(ctx, "register=no only makes sense for class=be"));
     }
     let span_bytes = map
@@ -368,6 +351,15 @@ pub fn parse_tenant_pairs(
             Ok(span)
         })
         .transpose()?;
+    let class = match lc {
+        Some((p95_read_latency_ns, iops)) => qos::TenantSpec::LatencyCritical(qos::LcSlo {
+            p95_read_latency_ns,
+            iops,
+            read_pct,
+            request_bytes: u64::from(size_bytes),
+        }),
+        None => qos::TenantSpec::BestEffort(qos::BeSpec::default()),
+    };
     let base = TenantSpec {
         name: name.clone(),
         secret: map.get("secret").copied().unwrap_or("").to_owned(),

@@ -16,11 +16,8 @@ fn units_parse() {
     );
     let p95 = |v: &str| match parse_tenant(&format!("name=t,class=lc,iops=1k,p95={v}")) {
         Ok(t) => match t[0].class {
-            ClassSpec::LatencyCritical {
-                p95_read_latency_ns,
-                iops,
-            } => Ok((p95_read_latency_ns, iops)),
-            ClassSpec::BestEffort => unreachable!("class=lc"),
+            qos::TenantSpec::LatencyCritical(slo) => Ok((slo.p95_read_latency_ns, slo.iops)),
+            qos::TenantSpec::BestEffort(_) => unreachable!("class=lc"),
         },
         Err(e) => Err(e.to_string()),
     };
@@ -39,10 +36,12 @@ fn reflex_tenant_a_parses() {
     let t = &t[0];
     assert_eq!(
         t.class,
-        ClassSpec::LatencyCritical {
+        qos::TenantSpec::LatencyCritical(qos::LcSlo {
             p95_read_latency_ns: 500_000,
-            iops: 120_000
-        }
+            iops: 120_000,
+            read_pct: 100,
+            request_bytes: 4096,
+        })
     );
     assert_eq!(t.load, Load::Open { iops: 120_000 });
     assert_eq!(
@@ -53,7 +52,10 @@ fn reflex_tenant_a_parses() {
     let b = parse_tenant("name=B,class=lc,iops=70k,rate=45k,read=80,p95=500us").unwrap();
     assert_eq!(b[0].load, Load::Open { iops: 45_000 });
     let c = parse_tenant("name=C,read=95").unwrap();
-    assert_eq!(c[0].class, ClassSpec::BestEffort);
+    assert_eq!(
+        c[0].class,
+        qos::TenantSpec::BestEffort(qos::BeSpec::default())
+    );
     assert_eq!(
         c[0].load,
         Load::Closed {

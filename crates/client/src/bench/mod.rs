@@ -61,12 +61,12 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use thiserror::Error;
 
-use crate::connection::{Client, Credentials, TenantHandle};
+use crate::connection::{register_class, Client, Credentials, TenantHandle};
 use crate::error::ClientError;
 use gen::{stream_seed, OpKind, RequestGen};
-use proto::wire::{RegisterClass, Slo, WriteMode};
+use proto::wire::WriteMode;
 use report::{tenant_report, BenchReport, ConnStats};
-pub use spec::{ClassSpec, Load, Pattern, Registration, Scenario, SpecError, TenantSpec};
+pub use spec::{Load, Pattern, Registration, Scenario, SpecError, TenantSpec};
 
 /// Closer than this to the next arrival, the open-loop generator spins (yielding) instead of
 /// sleeping on its timerfd: about what a wake-up costs on a busy machine.
@@ -226,25 +226,15 @@ pub async fn run_async(config: &BenchConfig) -> Result<BenchReport, BenchError> 
             }
             let handle = match (t.registration, t.class) {
                 (Registration::DefaultFlow, _) => Ok(TenantHandle::DEFAULT),
-                (Registration::Register, ClassSpec::BestEffort) => {
-                    client.register(RegisterClass::BestEffort).await
-                }
-                (
-                    Registration::Register,
-                    ClassSpec::LatencyCritical {
-                        p95_read_latency_ns,
-                        iops,
-                    },
-                ) => {
-                    let share = split(iops, t.connections, ci).max(1);
+                (Registration::Register, qos::TenantSpec::LatencyCritical(slo)) => {
+                    let share = split(slo.iops, t.connections, ci).max(1);
+                    let slo = qos::LcSlo { iops: share, ..slo };
                     client
-                        .register(RegisterClass::LatencyCritical(Slo {
-                            p95_read_latency_ns,
-                            iops: share,
-                            read_pct: t.read_pct,
-                            request_size_bytes: t.size_bytes,
-                        }))
+                        .register(register_class(&qos::TenantSpec::LatencyCritical(slo)))
                         .await
+                }
+                (Registration::Register, be @ qos::TenantSpec::BestEffort(_)) => {
+                    client.register(register_class(&be)).await
                 }
             };
             match handle {

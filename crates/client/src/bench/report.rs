@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use engine::LatencyHistogram;
 use serde::Serialize;
 
-use super::spec::{ClassSpec, Load, TenantClass, TenantSpec};
+use super::spec::{Load, TenantClass, TenantSpec};
 
 /// A p99 send lag above this is called out under the tenant's row.
 const SEND_LAG_WARN_NS: u64 = 50_000;
@@ -182,14 +182,11 @@ pub(crate) fn tenant_report(
     let reads = op_report(&s.read_ns, s.read_bytes, window_s);
     let writes = op_report(&s.write_ns, s.write_bytes, window_s);
     let slo = match spec.class {
-        ClassSpec::LatencyCritical {
-            p95_read_latency_ns,
-            iops,
-        } => Some(SloReport {
-            p95_read_latency_ns,
-            iops,
+        qos::TenantSpec::LatencyCritical(slo) => Some(SloReport {
+            p95_read_latency_ns: slo.p95_read_latency_ns,
+            iops: slo.iops,
         }),
-        ClassSpec::BestEffort => None,
+        qos::TenantSpec::BestEffort(_) => None,
     };
     let iops = reads.iops + writes.iops;
     let slo_met = match (&slo, &reads.latency_ns, refused.is_none()) {

@@ -158,7 +158,8 @@ impl<'a> HelloBody<'a> {
 /// This crate is the wire format and depends on no model or scheduler crate, so it keeps the
 /// wire's image: field for field the body's layout, the request size the `u32` the frame
 /// holds. The one conversion to `qos::LcSlo` is where the server admits a REGISTER
-/// (`server::native`); clients build this type from their tenant spec.
+/// (`server::native`); the one conversion from `qos::TenantSpec`, which a scenario's tenants
+/// carry, is `client::register_class`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Slo {
     /// Target 95th-percentile read latency, nanoseconds.

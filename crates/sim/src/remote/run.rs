@@ -6,7 +6,7 @@ use std::time::Instant;
 use device::{DeviceOptions, NvmeCommand, SqPriority, Ssd, SECTOR_BYTES};
 use engine::{stream, EventQueue, IoClass, IoOp, LatencyHistogram, SimRng, SimTime};
 use qos::{Flow, SchedShare, SchedulerMode};
-use scenario::{ClassSpec, Load, Pattern, TenantResult, TenantSpec};
+use scenario::{Load, Pattern, TenantResult, TenantSpec};
 use serde::Serialize;
 
 use super::config::RemoteRunConfig;
@@ -242,16 +242,13 @@ impl<'a> Run<'a> {
                 let worker = next_worker % m.workers;
                 next_worker += 1;
                 let spec = match t.class {
-                    ClassSpec::LatencyCritical {
-                        p95_read_latency_ns,
-                        iops,
-                    } => qos::TenantSpec::LatencyCritical(qos::LcSlo {
-                        p95_read_latency_ns,
-                        iops: split(iops, n, c),
-                        read_pct: t.read_pct,
-                        request_bytes: u64::from(t.size_bytes),
-                    }),
-                    ClassSpec::BestEffort => qos::TenantSpec::BestEffort(qos::BeSpec::default()),
+                    qos::TenantSpec::LatencyCritical(slo) => {
+                        qos::TenantSpec::LatencyCritical(qos::LcSlo {
+                            iops: split(slo.iops, n, c),
+                            ..slo
+                        })
+                    }
+                    be @ qos::TenantSpec::BestEffort(_) => be,
                 };
                 let flow = match &mut registry {
                     Some(reg) => {
@@ -483,9 +480,12 @@ impl<'a> Run<'a> {
             };
             cpu += costs.submit_ns;
             let r = &self.reqs[req as usize];
-            let class = match self.cfg.tenants[self.conns[r.conn as usize].tenant as usize].class {
-                ClassSpec::LatencyCritical { .. } => IoClass::LatencyCritical,
-                ClassSpec::BestEffort => IoClass::Throughput,
+            let class = match self.cfg.tenants[self.conns[r.conn as usize].tenant as usize]
+                .class
+                .class()
+            {
+                qos::TenantClass::LatencyCritical => IoClass::LatencyCritical,
+                qos::TenantClass::BestEffort => IoClass::Throughput,
             };
             let cmd = NvmeCommand {
                 cid: req,
@@ -558,11 +558,10 @@ impl<'a> Run<'a> {
             .zip(&self.accs)
             .map(|(t, a)| {
                 let (slo_p95, slo_iops) = match t.class {
-                    ClassSpec::LatencyCritical {
-                        p95_read_latency_ns,
-                        iops,
-                    } => (Some(p95_read_latency_ns), Some(iops)),
-                    ClassSpec::BestEffort => (None, None),
+                    qos::TenantSpec::LatencyCritical(slo) => {
+                        (Some(slo.p95_read_latency_ns), Some(slo.iops))
+                    }
+                    qos::TenantSpec::BestEffort(_) => (None, None),
                 };
                 let p95 = a.read.quantile_ns(0.95);
                 TenantResult {

@@ -570,19 +570,16 @@ mod tests {
             assert_eq!(f.name, r.name);
             assert_eq!((f.read_pct, f.size_bytes), (r.read_pct, r.size_bytes));
             assert_eq!(r.span_bytes, Some(REAL_VOLUME_BYTES));
-            use scenario::{ClassSpec, Load};
+            use qos::TenantSpec;
+            use scenario::Load;
             match (f.class, r.class) {
-                (
-                    ClassSpec::LatencyCritical {
-                        p95_read_latency_ns: a,
-                        iops: x,
-                    },
-                    ClassSpec::LatencyCritical {
-                        p95_read_latency_ns: b,
-                        iops: y,
-                    },
-                ) => assert_eq!((a, x / 10), (b, y)),
-                (ClassSpec::BestEffort, ClassSpec::BestEffort) => {}
+                (TenantSpec::LatencyCritical(a), TenantSpec::LatencyCritical(b)) => {
+                    assert_eq!(
+                        (a.p95_read_latency_ns, a.iops / 10),
+                        (b.p95_read_latency_ns, b.iops)
+                    )
+                }
+                (TenantSpec::BestEffort(a), TenantSpec::BestEffort(b)) => assert_eq!(a, b),
                 other => panic!("classes differ: {other:?}"),
             }
             match (f.load, r.load) {
