@@ -3,8 +3,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use server::config::{ByteSize, IdlePolicy, SchedulerMode, ServerConfig};
+use anyhow::Context;
+use server::config::overrides::Overrides;
+use server::config::{IdlePolicy, ServerConfig};
 
 /// Serve remote flash over the ullstack protocol and NBD, with per-tenant QoS.
 ///
@@ -151,87 +152,27 @@ fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
     }
 }
 
-const DEFAULT_NBD_ADDR: &str = "127.0.0.1:10809";
-
+/// The config the flags ask for: `server::config::overrides` reads or builds it and applies
+/// them.
 fn build_config(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
-    let mut config = match (&args.config, &args.memory) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading config file {}", path.display()))?;
-            ServerConfig::from_toml_str(&text).with_context(|| format!("in config file {}", path.display()))?
-        }
-        (None, Some(size)) => {
-            let size = ByteSize::parse(size).map_err(|e| anyhow::anyhow!("--memory: {e}"))?;
-            let nbd: SocketAddr = match args.listen {
-                Some(a) => a,
-                None => DEFAULT_NBD_ADDR.parse().context("default NBD address")?,
-            };
-            let native = match args.listen_native {
-                Some(a) => a,
-                None if nbd.port() == 0 => SocketAddr::new(nbd.ip(), 0),
-                None => {
-                    let port = nbd.port().checked_add(1).with_context(|| {
-                        format!("--listen port {} leaves no room for the own protocol on port+1; give --listen-native", nbd.port())
-                    })?;
-                    SocketAddr::new(nbd.ip(), port)
-                }
-            };
-            ServerConfig::quick_start(size, Some(nbd), Some(native))
-        }
-        (None, None) => bail!(
-            "give --memory SIZE for the quick start (e.g. `ullstack serve --memory 1GiB --listen 127.0.0.1:10809`) or --config FILE"
-        ),
+    let overrides = Overrides {
+        listen: args.listen,
+        listen_native: args.listen_native,
+        admin: args.admin,
+        workers: args.workers,
+        idle: args.idle,
+        coalesce_ns: args.coalesce_ns,
+        max_memory: args.max_memory.clone(),
+        profile: args.profile.clone(),
+        no_scheduler: args.no_scheduler,
+        tls_psk: args.tls_psk.clone(),
+        tls_certificate: args.tls_certificate.clone(),
+        tls_key: args.tls_key.clone(),
+        registry: args.registry.clone(),
+        registry_id: args.registry_id.clone(),
+        registry_ttl: args.registry_ttl,
     };
-    if args.config.is_some() {
-        if let Some(a) = args.listen {
-            config.listen.nbd = Some(a);
-        }
-        if let Some(a) = args.listen_native {
-            config.listen.native = Some(a);
-        }
-    }
-    if let Some(a) = args.admin {
-        config.listen.admin = Some(a);
-    }
-    if let Some(w) = args.workers {
-        config.dataplane.workers = w;
-    }
-    if let Some(idle) = args.idle {
-        config.dataplane.idle = idle;
-    }
-    if let Some(ns) = args.coalesce_ns {
-        config.dataplane.coalesce_ns = ns;
-    }
-    if let Some(size) = &args.max_memory {
-        config.limits.max_memory_bytes =
-            ByteSize::parse(size).map_err(|e| anyhow::anyhow!("--max-memory: {e}"))?;
-    }
-    if args.tls_psk.is_some() || args.tls_certificate.is_some() {
-        let tls = config.tls.get_or_insert_with(Default::default);
-        if let Some(p) = &args.tls_psk {
-            tls.psk_file = Some(p.clone());
-        }
-        if let (Some(c), Some(k)) = (&args.tls_certificate, &args.tls_key) {
-            tls.certificate = Some(c.clone());
-            tls.key = Some(k.clone());
-        }
-    }
-    if let Some(path) = &args.profile {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--profile: reading {}", path.display()))?;
-        let table: toml::Table = text
-            .parse()
-            .with_context(|| format!("--profile {}: not valid TOML", path.display()))?;
-        qos::DeviceProfile::from_toml_str(&text)
-            .with_context(|| format!("--profile {}", path.display()))?;
-        config.qos.profile = server::config::ProfileConfig::Inline(table);
-    }
-    if args.no_scheduler {
-        config.qos.scheduler = SchedulerMode::Off;
-    }
-    apply_registry_flags(&mut config, args)?;
-    config.validate().context("invalid configuration")?;
-    Ok(config)
+    Ok(overrides.build(args.config.as_deref(), args.memory.as_deref())?)
 }
 
 /// `[qos] probe = "on"` with no profile configured: fits a profile to a quick probe of the
@@ -365,36 +306,6 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
         ),
     }
     Ok(stopped.exit_code())
-}
-
-/// `--registry`, `--registry-id` and `--registry-ttl` over the config's `[registry]`, before
-/// validation (so `--check` refuses a bad TTL from either place).
-fn apply_registry_flags(config: &mut ServerConfig, args: &ServeArgs) -> anyhow::Result<()> {
-    if let Some(url) = &args.registry {
-        match config.registry.as_mut() {
-            Some(r) => r.url = url.clone(),
-            None => {
-                config.registry = Some(server::config::RegistryConfig {
-                    url: url.clone(),
-                    id: None,
-                    ttl_s: server::config::DEFAULT_REGISTRY_TTL_S,
-                })
-            }
-        }
-    }
-    let Some(r) = config.registry.as_mut() else {
-        if args.registry_id.is_some() || args.registry_ttl.is_some() {
-            bail!("--registry-id and --registry-ttl need a registry: --registry URL or [registry] in the config");
-        }
-        return Ok(());
-    };
-    if let Some(id) = &args.registry_id {
-        r.id = Some(id.clone());
-    }
-    if let Some(ttl) = args.registry_ttl {
-        r.ttl_s = ttl;
-    }
-    Ok(())
 }
 
 /// What the fleet needs to know of a config: `[registry]` (with the command line's

@@ -66,6 +66,7 @@
 //! slo, acl; `[[export]]` name, volume, tenant. docs/server.md has the full reference.
 
 mod admin;
+pub mod overrides;
 mod profile;
 mod registry;
 pub mod summary;
