@@ -380,17 +380,30 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
 
+    /// A socket ring and a connected loopback pair (client, server end), or `None` after
+    /// [`testkit::skip`] where io_uring is refused (a failure under `ULLSTACK_REQUIRE_TOOLS`).
+    fn ring_and_pair(test: &str) -> Option<(SockRing, TcpStream, TcpStream)> {
+        let ring = match SockRing::new() {
+            Ok(ring) => ring,
+            Err(e) => {
+                testkit::skip(test, &format!("io_uring is refused here ({e})"));
+                return None;
+            }
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
+        let (server, _) = listener.accept().expect("accept");
+        Some((ring, client, server))
+    }
+
     /// A RECV and a SENDMSG through the ring move bytes both ways, and a RECV with nothing to
     /// read is cancelled and completes as cancelled, its buffer given back.
     #[test]
     fn receives_sends_and_cancels() {
-        let Ok(mut ring) = SockRing::new() else {
-            eprintln!("io_uring refused here: nothing to test");
+        let Some((mut ring, mut client, server)) = ring_and_pair("receives_sends_and_cancels")
+        else {
             return;
         };
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
-        let (server, _) = listener.accept().expect("accept");
         let me = ConnRef {
             index: 3,
             generation: 9,
@@ -446,13 +459,11 @@ mod tests {
     /// completion is there when it ends, and nothing woke the thread earlier.
     #[test]
     fn a_hold_sleeps_through_completions() {
-        let Ok(mut ring) = SockRing::new() else {
-            eprintln!("io_uring refused here: nothing to test");
+        let Some((mut ring, mut client, server)) =
+            ring_and_pair("a_hold_sleeps_through_completions")
+        else {
             return;
         };
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
-        let (server, _) = listener.accept().expect("accept");
         let me = ConnRef {
             index: 1,
             generation: 1,
