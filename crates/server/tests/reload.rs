@@ -17,7 +17,8 @@ use common::admin::{post_reload, ConfigFile};
 use common::{pattern, RawNative, RawNbd};
 use proto::nbd::transmission::CommandType;
 use proto::wire::{RequestHeader, Status};
-use server::config::{ProfileConfig, ServerConfig};
+use server::config::overrides::Overrides;
+use server::config::ServerConfig;
 use server::{ConfigSource, ServerHandle};
 
 const TOKEN: &str = "reload-token-0123456789abcdef";
@@ -86,7 +87,7 @@ tenant = "{name}"
     )
 }
 
-fn tiny_profile() -> ProfileConfig {
+fn tiny_profile() -> tempfile::TempPath {
     let point = |p95_us: u64| qos::RatePoint {
         p95_read_latency_ns: p95_us * 1000,
         tokens_per_sec: DEVICE_TOKENS_PER_SEC,
@@ -94,31 +95,41 @@ fn tiny_profile() -> ProfileConfig {
     };
     let profile = qos::DeviceProfile::new("tiny", 10_000, 1_000, vec![point(500), point(50_000)])
         .expect("valid profile");
-    ProfileConfig::Inline(profile.to_toml_string().parse().expect("profile TOML"))
+    let mut file = tempfile::NamedTempFile::new().expect("profile file");
+    std::io::Write::write_all(&mut file, profile.to_toml_string().as_bytes()).expect("write");
+    file.into_temp_path()
 }
 
-/// The file's config with `profile` in `[qos]`, as `ullstack serve --config F --profile P`
-/// reads it at start and at every reload.
+/// The file's config with the profile file `profile` in `[qos]`, read through the same
+/// [`Overrides::build`] that `ullstack serve --config F --profile P` runs at start and at every
+/// reload; the error is its whole chain, as serve reports it.
 fn read_config(
     file: &std::path::Path,
-    profile: &Option<ProfileConfig>,
+    profile: Option<&std::path::Path>,
 ) -> Result<ServerConfig, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
-    let mut config: ServerConfig =
-        toml::from_str(&text).map_err(|e| format!("config does not parse: {e}"))?;
-    if let Some(p) = profile {
-        config.qos.profile = p.clone();
-    }
-    config.validate().map_err(|e| e.to_string())?;
-    Ok(config)
+    let overrides = Overrides {
+        profile: profile.map(std::path::Path::to_path_buf),
+        ..Overrides::default()
+    };
+    overrides.build(Some(file), None).map_err(|e| {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            text.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        text
+    })
 }
 
-/// A server started from `file` that reloads from it.
-fn start(file: &ConfigFile, profile: Option<ProfileConfig>) -> ServerHandle {
-    let config = read_config(&file.path, &profile).expect("initial config");
+/// A server started from `file` that reloads from it (and from `profile`, kept alive with it).
+fn start(file: &ConfigFile, profile: Option<tempfile::TempPath>) -> ServerHandle {
+    let config = read_config(&file.path, profile.as_deref()).expect("initial config");
     let server = server::start(config).expect("server starts");
     let path = file.path.clone();
-    server.set_config_source(ConfigSource::new(move || read_config(&path, &profile)));
+    server.set_config_source(ConfigSource::new(move || {
+        read_config(&path, profile.as_deref())
+    }));
     server
 }
 
