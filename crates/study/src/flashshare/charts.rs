@@ -206,6 +206,27 @@ fn series_of<'a>(results: &'a Results, stack: &str, offline: &str) -> &'a [Serie
         .map_or(&[], |s| s.series.as_slice())
 }
 
+/// Every stack's series for the detail pair, one per class: the latency-critical class (0) solid
+/// and suffixed " LC", the throughput class (1) dashed and suffixed " TP"; `y(class)` reads a
+/// point's value for that class.
+fn by_class<F>(results: &Results, y: impl Fn(usize) -> F) -> Vec<Series>
+where
+    F: Fn(&SeriesPoint) -> Option<f64>,
+{
+    [
+        over_time(results, DETAIL_OFFLINE, &STACKS, Stroke::Solid, " LC", y(0)),
+        over_time(
+            results,
+            DETAIL_OFFLINE,
+            &STACKS,
+            Stroke::Dashed,
+            " TP",
+            y(1),
+        ),
+    ]
+    .concat()
+}
+
 /// One line per stack of `y` over time in the `offline` co-run (points where `y` is `None`
 /// are left out).
 fn over_time(
@@ -394,25 +415,7 @@ fn index_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 caption(size, seed)
             ),
             "read miss rate (%)",
-            [
-                over_time(
-                    results,
-                    DETAIL_OFFLINE,
-                    &STACKS,
-                    Stroke::Solid,
-                    " LC",
-                    miss_rate(0),
-                ),
-                over_time(
-                    results,
-                    DETAIL_OFFLINE,
-                    &STACKS,
-                    Stroke::Dashed,
-                    " TP",
-                    miss_rate(1),
-                ),
-            ]
-            .concat(),
+            by_class(results, miss_rate),
         ),
         time_figure(
             "index-context-switches",
@@ -424,25 +427,9 @@ fn index_figures(results: &Results, size: Size, seed: u64) -> Vec<Figure> {
                 caption(size, seed)
             ),
             "context switches per second",
-            [
-                over_time(
-                    results,
-                    DETAIL_OFFLINE,
-                    &STACKS,
-                    Stroke::Solid,
-                    " LC",
-                    move |p| Some(p.context_switches[0] as f64 * 1e3 / window as f64),
-                ),
-                over_time(
-                    results,
-                    DETAIL_OFFLINE,
-                    &STACKS,
-                    Stroke::Dashed,
-                    " TP",
-                    move |p| Some(p.context_switches[1] as f64 * 1e3 / window as f64),
-                ),
-            ]
-            .concat(),
+            by_class(results, |class| {
+                move |p: &SeriesPoint| Some(p.context_switches[class] as f64 * 1e3 / window as f64)
+            }),
         ),
     ]
 }
