@@ -16,9 +16,12 @@
 //! (against 1.2 µs of `nvme_queue_rq` and doorbell); the SSD sees it 0.52 µs later, and its
 //! CQE reaches the core ≤ 0.6 µs after the device posted it.
 //!
-//! ## Deviation from host-stack.md: blk-mq stays in front of the accelerator
+//! ## Deviation from host-stack.md: blk-mq stays in front of the accelerator for throughput I/O
 //! host-stack.md has the accelerator take the CPU cost of tag search and merging off the
-//! cores. Here the block layer still runs before the register writes: bio submission (tag
+//! cores. A latency-critical bio that bypasses the queues (`blk.bypass_lc`) does go straight
+//! from `submit_bio` into the registers: no tag and request allocation, no merge search, no
+//! dispatch, and none of their cold cost (`blk_submit`'s essay, "Accelerated bypass"). For
+//! throughput I/O the block layer still runs before the register writes: bio submission (tag
 //! and request allocation), the plug, the merge search and dispatch, as without the
 //! accelerator; only `nvme_queue_rq` and the doorbell become register writes. Why:
 //! - Merging would move to the CAM, whose window is the accelerator's doorbell (0.52 µs):
@@ -32,8 +35,8 @@
 //!   (`ullstack sim`, 10 s) the throughput class's block-layer CPU is 0.150 s of 80
 //!   core-seconds, of which bio submission is 64 491 × 1.5 µs = 0.097 s; the part the
 //!   accelerator would take (merge search and dispatch) is the other 0.053 s, 0.07 % of the
-//!   cores. Latency-critical I/O already skips both under `kernelopt` (`blk.bypass_lc`), on
-//!   which the `xler` stack builds.
+//!   cores. Latency-critical I/O skips them under `kernelopt` (`blk.bypass_lc`), on which
+//!   the `xler` stack builds, and with the accelerator its bio submission too.
 //!
 //! ## What it leaves out
 //! The SSD fetching later than the accelerator's doorbell (it is fetched at the doorbell, so
