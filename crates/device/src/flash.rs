@@ -28,11 +28,37 @@
 //!
 //! ## Scheduling inside a LUN (`flash.queue_policy`, `ftl.gc_preemptible`, `flash.suspend`)
 //! Each LUN keeps a queue of host reads and a queue of everything else (host write-back
-//! programs, GC reads/programs/erases) in arrival order. `read-first` serves host reads before
+//! programs, GC reads/programs/erases) in arrival order (and one of prefetch reads, below). `read-first` serves host reads before
 //! anything else; `fifo` serves strict arrival order, except that with `gc_preemptible` a host
 //! read may overtake queued GC work. With `suspend = "on"`, a host read arriving while the die
 //! is in the array phase of a program or erase suspends it (`suspend_overhead_ns`), runs, and
 //! the suspended operation resumes afterwards with its remaining time plus `resume_overhead_ns`.
+//!
+//! ## Prefetch reads behind demand reads (with `cache.prefetch = "ghost"`)
+//! A prefetch is speculative: nobody waits for it, and it must not make the reads somebody
+//! waits for slower (Linux marks its read-ahead bios `REQ_RAHEAD`, "read ahead, can fail
+//! anytime", for the same reason). The firmware that runs FlashShare's ghost prefetcher
+//! issues its prefetch reads (`OpOrigin::Prefetch`: the ghost-chosen prefetch and the
+//! sequential read-ahead) as background work: on the die they wait in their own queue until
+//! no demand read (and nothing else) is queued, never suspend a program, and once sensed they
+//! leave their data in the page register while the channel carries anything else, moving it
+//! out only when the channel is free and no demand read on its LUNs is sensing (that read's
+//! data would wait for the prefetch's). A demand read that comes to wait for a prefetch's data
+//! promotes it ([`Flash::promote`]): queued, it joins the demand reads in its arrival place;
+//! running, its transfer goes as a demand read's. So does the transfer of a prefetch that
+//! holds a die a demand read is queued on (the die is not free until the data leave). Without the ghost prefetcher every host read,
+//! prefetch or not, is a demand read, as before.
+//!
+//! Why: FlashShare's ghosts choose the prefetch that misses least and do not count what a
+//! prefetch costs the flash, and per class they choose large ones (64 pages for pagerank's
+//! stream in the quick `flashshare` study). 64 prefetched units land on the 64 LUNs at once,
+//! 8 transfers of 2 µs per channel pair, and a latency-critical read that comes next waits
+//! for them. Measured with `ullstack sim --system` on apache + pagerank (arm8 + zssd, 1 s,
+//! seed 1, `attr = "on"`, `readahead_units = 0`, `prefetch = "ghost"`, shared cache): apache's
+//! device time per I/O was 27.1 µs with prefetches as demand reads, 18.1 µs behind them,
+//! against 17.9 µs with the stock sequential read-ahead (`readahead_units = 32`, no ghosts).
+//! What it leaves out: a prefetch sensing when a demand read arrives on the same die runs
+//! on (a 3 µs sense is not aborted), and a transfer already under way is not preempted.
 //!
 //! ## Bad blocks and the remap checker (`flash.bad_block_ppm`, `flash.spare_blocks_per_plane`)
 //! Factory bad blocks are drawn from the run's seed. The FTL retires a superblock holding one,
@@ -168,6 +194,12 @@ pub enum OpOrigin {
     HostRead {
         lpn: u32,
     },
+    /// A prefetch read of one unit queued behind demand reads (`cache.prefetch = "ghost"`;
+    /// "Prefetch reads behind demand reads" above). [`Flash::promote`] makes it a `HostRead`
+    /// when a demand read comes to wait for it.
+    Prefetch {
+        lpn: u32,
+    },
     /// Write-back of buffered units: index of the row record in the device.
     Evict {
         row: u32,
@@ -241,6 +273,8 @@ struct Lun {
     suspended: Option<Suspended>,
     generation: u32,
     host_reads: VecDeque<(u64, FlashOp)>,
+    /// `OpOrigin::Prefetch` reads, served when no demand read waits.
+    prefetch_reads: VecDeque<(u64, FlashOp)>,
     others: VecDeque<(u64, FlashOp)>,
     busy_ns: u64,
     busy_since: SimTime,
@@ -293,6 +327,10 @@ pub struct Flash {
     timing: Timing,
     luns: Vec<Lun>,
     channel_free: Vec<SimTime>,
+    /// Per channel (indexed by a LUN's first channel): demand reads sensing on its LUNs, and
+    /// the latest end of their senses (a prefetch does not take the channel before them).
+    demand_sensing: Vec<u32>,
+    demand_sense_until: Vec<SimTime>,
     next_seq: u64,
     /// Draws of sense times and read retries (`flash.read`).
     read_rng: SimRng,
@@ -341,10 +379,14 @@ impl Flash {
         };
         let luns = (0..geometry.luns).map(|_| Lun::default()).collect();
         let channel_free = vec![SimTime::ZERO; geometry.channels as usize];
+        let demand_sensing = vec![0; geometry.channels as usize];
+        let demand_sense_until = channel_free.clone();
         Flash {
             geometry,
             timing,
             luns,
+            demand_sensing,
+            demand_sense_until,
             channel_free,
             next_seq: 0,
             read_rng: stream(seed, "flash.read"),
@@ -397,19 +439,38 @@ impl Flash {
         let l = &mut self.luns[lun as usize];
         if op.origin.is_host_read() {
             l.host_reads.push_back((seq, op));
+        } else if matches!(op.origin, OpOrigin::Prefetch { .. }) {
+            // Speculative: it never suspends a program, it waits for the die.
+            l.prefetch_reads.push_back((seq, op));
         } else {
             l.others.push_back((seq, op));
         }
         match l.active {
             None => self.start_next(now, lun, events),
             Some(active) if op.origin.is_host_read() => {
-                if matches!(active.op.kind, OpKind::Program | OpKind::Erase) {
-                    self.stats.reads_met_program_or_erase += 1;
-                }
-                self.maybe_suspend(now, lun, active, events)
+                self.demand_read_waits(now, lun, active, events)
             }
             Some(_) => {}
         }
+    }
+
+    /// A demand read was queued on `lun`, busy with `active`: a program or erase may be
+    /// suspended for it; a prefetch read holds the die until its data leave, so its transfer
+    /// goes as a demand read's (the demand read waits for it).
+    fn demand_read_waits(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        active: Active,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
+        if matches!(active.op.origin, OpOrigin::Prefetch { .. }) {
+            return self.upgrade_active_prefetch(now, lun, events);
+        }
+        if matches!(active.op.kind, OpKind::Program | OpKind::Erase) {
+            self.stats.reads_met_program_or_erase += 1;
+        }
+        self.maybe_suspend(now, lun, active, events)
     }
 
     /// Handles the end of a phase. Returns the operation if it finished.
@@ -429,6 +490,29 @@ impl Flash {
             .expect("a current flash event belongs to an active operation");
         match (active.op.kind, ev.phase) {
             (OpKind::Read, Phase::Array) => {
+                let first = self.geometry.first_channel(lun) as usize;
+                if active.op.origin.is_host_read() {
+                    self.demand_sensing[first] -= 1;
+                }
+                // A prefetch's data wait in the page register while the channel carries, or
+                // is about to carry, a demand read's: it looks again when the channel is next
+                // free and no demand read on it senses (at once after a demand read whose
+                // sense ends now: its event runs first).
+                if matches!(active.op.origin, OpOrigin::Prefetch { .. }) {
+                    let free = self.channels_free_at(lun);
+                    if free > now || self.demand_sensing[first] > 0 {
+                        let again = free.max(self.demand_sense_until[first]).max(now);
+                        events.push((
+                            again,
+                            FlashEvent {
+                                lun,
+                                generation: self.luns[lun as usize].generation,
+                                phase: Phase::Array,
+                            },
+                        ));
+                        return None;
+                    }
+                }
                 // Data is in the page register: move it out over the channel(s).
                 let end = self.reserve_channels(now, lun, active.op.units);
                 let l = &mut self.luns[lun as usize];
@@ -463,6 +547,60 @@ impl Flash {
         }
     }
 
+    /// The prefetch read `lun` is busy with becomes a demand read: sensed and waiting for the
+    /// channel, it takes its turn on the channel now (its pending look is superseded).
+    fn upgrade_active_prefetch(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
+        let l = &mut self.luns[lun as usize];
+        let a = l
+            .active
+            .as_mut()
+            .expect("the LUN is busy with the prefetch");
+        let OpOrigin::Prefetch { lpn } = a.op.origin else {
+            panic!("LUN {lun} is busy with {:?}, not a prefetch", a.op);
+        };
+        a.op.origin = OpOrigin::HostRead { lpn };
+        if now < a.array_end {
+            // Still sensing: its transfer will go as a demand read's.
+            let array_end = a.array_end;
+            return self.note_demand_sensing(lun, array_end);
+        }
+        let units = a.op.units;
+        l.generation = l.generation.wrapping_add(1);
+        let end = self.reserve_channels(now, lun, units);
+        let generation = self.luns[lun as usize].generation;
+        events.push((
+            end,
+            FlashEvent {
+                lun,
+                generation,
+                phase: Phase::Transfer,
+            },
+        ));
+    }
+
+    /// A demand read senses on `lun` until `array_end`.
+    fn note_demand_sensing(&mut self, lun: u32, array_end: SimTime) {
+        let first = self.geometry.first_channel(lun) as usize;
+        self.demand_sensing[first] += 1;
+        let until = &mut self.demand_sense_until[first];
+        *until = (*until).max(array_end);
+    }
+
+    /// When the LUN's channel(s) are next free.
+    fn channels_free_at(&self, lun: u32) -> SimTime {
+        let first = self.geometry.first_channel(lun) as usize;
+        let n = self.geometry.channels_per_lun as usize;
+        self.channel_free[first..first + n]
+            .iter()
+            .copied()
+            .fold(SimTime::ZERO, SimTime::max)
+    }
+
     /// Reserves the LUN's channel(s) from `now` for `units`; returns when the transfer ends.
     fn reserve_channels(&mut self, now: SimTime, lun: u32, units: u32) -> SimTime {
         let first = self.geometry.first_channel(lun) as usize;
@@ -479,6 +617,20 @@ impl Flash {
     }
 
     fn pick_next(&mut self, lun: u32) -> Option<FlashOp> {
+        if let Some(op) = self.pick_demand_or_other(lun) {
+            return Some(op);
+        }
+        // A die with no demand read and no other work (or a suspended program, which resumes
+        // first) serves its prefetch reads.
+        let l = &mut self.luns[lun as usize];
+        if l.suspended.is_some() {
+            return None;
+        }
+        l.prefetch_reads.pop_front().map(|(_, op)| op)
+    }
+
+    /// The next demand read or other operation by `flash.queue_policy`, if any may start.
+    fn pick_demand_or_other(&mut self, lun: u32) -> Option<FlashOp> {
         let l = &mut self.luns[lun as usize];
         let take_read = match (l.host_reads.front(), l.others.front()) {
             (None, None) => return None,
@@ -544,6 +696,9 @@ impl Flash {
                 (transfer_end + program_ns, transfer_end)
             }
         };
+        if op.kind == OpKind::Read && op.origin.is_host_read() {
+            self.note_demand_sensing(lun, array_end);
+        }
         let l = &mut self.luns[lun as usize];
         l.generation = l.generation.wrapping_add(1);
         l.active = Some(Active {
@@ -621,6 +776,43 @@ impl Flash {
         ));
     }
 
+    /// A demand read came to wait for `lpn`, whose prefetch read may still be queued on
+    /// `lun`: if it is, it becomes a host read in the demand queue (keeping its place in
+    /// arrival order among them) and may suspend a program as a host read does. Returns
+    /// whether a queued prefetch was promoted.
+    pub fn promote(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        lpn: u32,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) -> bool {
+        let l = &mut self.luns[lun as usize];
+        if l.active
+            .is_some_and(|a| a.op.origin == OpOrigin::Prefetch { lpn })
+        {
+            // Sensing, or waiting for the channel: it moves its data as a demand read.
+            self.upgrade_active_prefetch(now, lun, events);
+            return true;
+        }
+        let Some(i) = l
+            .prefetch_reads
+            .iter()
+            .position(|(_, op)| op.origin == OpOrigin::Prefetch { lpn })
+        else {
+            return false;
+        };
+        let (seq, mut op) = l.prefetch_reads.remove(i).expect("found just now");
+        op.origin = OpOrigin::HostRead { lpn };
+        let at = l.host_reads.partition_point(|&(s, _)| s < seq);
+        l.host_reads.insert(at, (seq, op));
+        match l.active {
+            None => self.start_next(now, lun, events),
+            Some(active) => self.demand_read_waits(now, lun, active, events),
+        }
+        true
+    }
+
     /// Whether `lun` has no work queued, running or suspended.
     #[inline]
     pub fn lun_is_idle(&self, lun: u32) -> bool {
@@ -628,6 +820,7 @@ impl Flash {
         l.active.is_none()
             && l.suspended.is_none()
             && l.host_reads.is_empty()
+            && l.prefetch_reads.is_empty()
             && l.others.is_empty()
     }
 
@@ -790,6 +983,108 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn prefetch(page: u32, lpn: u32) -> FlashOp {
+        FlashOp {
+            origin: OpOrigin::Prefetch { lpn },
+            ..read(page, lpn)
+        }
+    }
+
+    /// When the op reading `lpn` finished.
+    fn done_at(done: &[(SimTime, FlashOp)], lpn: u32) -> SimTime {
+        done.iter()
+            .find(|(_, op)| {
+                matches!(op.origin, OpOrigin::HostRead { lpn: l } | OpOrigin::Prefetch { lpn: l } if l == lpn)
+            })
+            .unwrap_or_else(|| panic!("LPN {lpn} was read: {done:?}"))
+            .0
+    }
+
+    /// Prefetch reads behind demand reads, on the channel: LUNs 0, 8 and 16 share channel
+    /// pair 0. A demand read on LUN 0 moves its data 3,100–5,148 ns; a read on LUN 8 sensed by
+    /// 3,200 and a demand read on LUN 16 sensed by 3,300 both wait for the channel. As a
+    /// demand read, LUN 8's read goes first (first come, first served: done at 7,196, LUN 16's
+    /// at 9,244); as a prefetch it waits for the channel to be free of anything else, and
+    /// LUN 16's demand read goes first (done at 7,196, the prefetch at 9,244).
+    #[test]
+    fn a_prefetch_transfer_waits_for_the_demand_transfers_on_its_channel() {
+        for (as_prefetch, demand_done, lun8_done) in [(false, 9_244, 7_196), (true, 7_196, 9_244)] {
+            let mut f = Flash::new(&exact(zssd()));
+            let mut ev = Vec::new();
+            f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
+            let op = if as_prefetch {
+                prefetch(0, 2)
+            } else {
+                read(0, 2)
+            };
+            f.submit(SimTime(100), 8, op, &mut ev);
+            f.submit(SimTime(200), 16, read(0, 3), &mut ev);
+            let done = run(&mut f, ev);
+            assert_eq!(done_at(&done, 1), SimTime(5_148));
+            assert_eq!(done_at(&done, 3), SimTime(demand_done), "{done:?}");
+            assert_eq!(done_at(&done, 2), SimTime(lun8_done), "{done:?}");
+        }
+    }
+
+    /// A prefetch sensed and waiting for the channel holds its die: when a demand read is
+    /// queued on that die, the prefetch's transfer takes its turn at once as a demand read's.
+    /// Channel pair 0 carries LUN 0's demand transfer until 5,148 ns; prefetches on LUNs 8
+    /// and 16 wait from 3,200 and 3,300. A demand read on LUN 16 at 3,400 sends LUN 16's
+    /// prefetch first (5,148–7,196); the demand read senses from 7,196, LUN 8's prefetch
+    /// waits for it (its sense, then its transfer at 10,296–12,344) and goes last (to 14,392).
+    /// Without the upgrade LUN 8's prefetch went first and the demand read finished later.
+    #[test]
+    fn a_prefetch_holding_a_die_a_demand_read_waits_for_goes_as_a_demand_read() {
+        let mut f = Flash::new(&exact(zssd()));
+        let mut ev = Vec::new();
+        f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
+        f.submit(SimTime(100), 8, prefetch(0, 2), &mut ev);
+        f.submit(SimTime(200), 16, prefetch(0, 3), &mut ev);
+        let mut done = Vec::new();
+        ev.sort_by_key(|(t, _)| *t);
+        while ev.first().is_some_and(|(t, _)| *t <= SimTime(3_400)) {
+            let (t, e) = ev.remove(0);
+            done.extend(f.on_event(t, e, &mut ev).map(|op| (t, op)));
+            ev.sort_by_key(|(t, _)| *t);
+        }
+        f.submit(SimTime(3_400), 16, read(1, 9), &mut ev);
+        done.extend(run(&mut f, ev));
+        assert_eq!(done_at(&done, 3), SimTime(7_196), "{done:?}");
+        assert_eq!(done_at(&done, 9), SimTime(12_344), "{done:?}");
+        assert_eq!(done_at(&done, 2), SimTime(14_392), "{done:?}");
+    }
+
+    /// Prefetch reads behind demand reads, on the die: behind a running read, a prefetch
+    /// queued before a demand read runs after it; promoted (a demand read came to wait for
+    /// its data) it keeps its place among the demand reads and runs first. A prefetch never
+    /// suspends a program, a demand read does.
+    #[test]
+    fn a_prefetch_waits_on_its_die_for_demand_reads_unless_promoted() {
+        for promote in [false, true] {
+            let mut f = Flash::new(&exact(zssd()));
+            let mut ev = Vec::new();
+            f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
+            f.submit(SimTime(10), 0, prefetch(1, 2), &mut ev);
+            f.submit(SimTime(20), 0, read(2, 3), &mut ev);
+            if promote {
+                assert!(f.promote(SimTime(30), 0, 2, &mut ev));
+                assert!(!f.promote(SimTime(30), 0, 2, &mut ev), "once");
+            }
+            let done = run(&mut f, ev);
+            let (prefetch_at, demand_at) = (done_at(&done, 2), done_at(&done, 3));
+            assert_eq!(prefetch_at < demand_at, promote, "{done:?}");
+        }
+        let mut c = exact(nvme_tlc());
+        c.flash.suspend = Switch::On;
+        let mut f = Flash::new(&c);
+        let mut ev = Vec::new();
+        f.submit(SimTime::ZERO, 0, program(2, 4), &mut ev); // MSB: 5 ms
+        f.submit(SimTime::from_us(500), 0, prefetch(0, 9), &mut ev);
+        let done = run(&mut f, ev);
+        assert_eq!(f.stats.suspends, 0);
+        assert!(done_at(&done, 9) > done[0].0, "after the program: {done:?}");
     }
 
     /// Device times of `n` QD1 reads of LUN 0, one after another (each on an idle die and

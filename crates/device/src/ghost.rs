@@ -74,6 +74,12 @@
 //! over a footprint far larger than the cache miss nearly always in every ghost; the counts
 //! are within 1/16 of each other and 0 pages wins.
 //!
+//! ## Prefetch reads on the flash
+//! The ghosts count misses, not flash work; the prefetches they choose are issued as
+//! background reads, behind every demand read on the die and its channel (`flash`'s essay,
+//! "Prefetch reads behind demand reads"), so a large granularity costs the demand stream
+//! little of its latency.
+//!
 //! ## What it leaves out
 //! Timing (a ghost's prefetch arrives at once; in the device a prefetch still filling is a
 //! slower hit); the stream-detecting read-ahead (`cache.readahead_units`) — the cache
