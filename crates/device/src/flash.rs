@@ -37,8 +37,9 @@
 //! ## Prefetch reads behind demand reads (with `cache.prefetch = "ghost"`)
 //! A prefetch is speculative: nobody waits for it, and it must not make the reads somebody
 //! waits for slower (Linux marks its read-ahead bios `REQ_RAHEAD`, "read ahead, can fail
-//! anytime", for the same reason). The firmware that runs FlashShare's ghost prefetcher
-//! issues its prefetch reads (`OpOrigin::Prefetch`: the ghost-chosen prefetch and the
+//! anytime", for the same reason). FlashShare's paper does not say how its firmware
+//! schedules the prefetches its ghosts choose; the model takes this rule: the firmware that
+//! runs the ghost prefetcher issues its prefetch reads (`OpOrigin::Prefetch`: the ghost-chosen prefetch and the
 //! sequential read-ahead) as background work: on the die they wait in their own queue until
 //! no demand read (and nothing else) is queued, never suspend a program, and once sensed they
 //! leave their data in the page register while the channel carries anything else, moving it
