@@ -47,6 +47,7 @@ pub mod report;
 pub mod results;
 pub mod shard_env;
 pub mod slurm;
+pub mod sorted_json;
 pub mod spec;
 mod sys;
 pub mod ull;

@@ -65,6 +65,7 @@ use indicatif::ProgressBar;
 
 use crate::provenance::{Invocation, Provenance, Record};
 use crate::report::Table;
+use crate::sorted_json::{AsValue, EachAsValue};
 use crate::Size;
 
 mod figures;
@@ -292,19 +293,21 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         &crate::published::outcomes::reflex(&sims),
     );
     let published_table = crate::published::table(&published_rows);
-    let study_json = serde_json::json!({
-        "study": "reflex",
-        "version": VERSION,
-        "size": opts.size.as_str(),
-        "seed": opts.seed,
-        "provenance": record,
-        "published": published_rows,
-        "simulated": sims,
-        "tenants_per_core": sim_search,
-        "real": paired,
-        "real_tenants_per_core": real_search,
-    });
-    write_file(&opts.out, "study.json", &json(&study_json)?)?;
+    crate::sorted_json::write_pretty(
+        &opts.out.join("study.json"),
+        &StudyJson {
+            provenance: AsValue(&record),
+            published: EachAsValue(&published_rows),
+            real: EachAsValue(&paired),
+            real_tenants_per_core: AsValue(&real_search),
+            seed: opts.seed,
+            simulated: EachAsValue(&sims),
+            size: opts.size.as_str(),
+            study: "reflex",
+            tenants_per_core: AsValue(&sim_search),
+            version: VERSION,
+        },
+    )?;
     let headline = html::headline(&sims);
     let comparison = html::comparison(&paired);
     let mut figs = figures::sim_figures(&sims);
@@ -354,6 +357,22 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         comparison,
         report: opts.out.join("report.html"),
     })
+}
+
+/// `study.json`: its keys in sorted order, each run's tree built as it is printed
+/// ([`crate::sorted_json`]), the text that of a `serde_json::Value` of the whole.
+#[derive(serde::Serialize)]
+struct StudyJson<'a> {
+    provenance: AsValue<'a, Record>,
+    published: EachAsValue<'a, crate::published::Row>,
+    real: EachAsValue<'a, Paired>,
+    real_tenants_per_core: AsValue<'a, Option<SearchOutcome>>,
+    seed: u64,
+    simulated: EachAsValue<'a, RunOutcome>,
+    size: &'a str,
+    study: &'a str,
+    tenants_per_core: AsValue<'a, SearchOutcome>,
+    version: u32,
 }
 
 /// Part 4 at full scale: the search and every probe's run.
