@@ -75,7 +75,7 @@ mod tests {
     fn inner(k: u64) -> Inner {
         Inner {
             zeta: 0.1 * k as f64,
-            alpha: (k % 2 == 0).then_some(k as u32),
+            alpha: k.is_multiple_of(2).then_some(k as u32),
             by_count: HashMap::from([(9, "nine"), (10 + k, "ten"), (100, "hundred")]),
             empty: Vec::new(),
             nan: f64::NAN,

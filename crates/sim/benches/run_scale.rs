@@ -1,0 +1,150 @@
+//! Does a device-level run's memory stay flat as it runs longer? Printed, not asserted.
+//!
+//! Two workloads on the whole 800 GB `zssd` (4 KiB, QD32, libaio, `norandommap`): random reads,
+//! and random 70/30 reads and writes. Each runs at 1 M I/Os and at N M
+//! (`ULLSTACK_SCALE_MIOS`, default 100), each case in a child process of its own so that its
+//! peak RSS (`getrusage(RUSAGE_SELF).ru_maxrss`) is its alone. Per case it prints the wall
+//! time, simulated I/Os per wall second, peak RSS, the FTL's `mapping_table_bytes` and the
+//! units the host wrote, then the N M run's peak RSS over the 1 M run's.
+//!
+//! What it shows: nothing in the run keeps a record per I/O (latencies go into histograms;
+//! per-I/O logs only with `--log`), so random reads stay within a few MiB of the 1 M figure at
+//! any length. The 70/30 run's memory follows what it wrote: the forward map holds every
+//! distinct LPN written (`ftl/map.rs`) and each written superblock keeps 4 bytes a slot of
+//! reverse map until GC erases it; both are in `mapping_table_bytes`, which the line prints
+//! beside the RSS so the growth can be told from a leak (peak RSS less mapping tables stays
+//! flat).
+//!
+//! Run: `cargo bench -p sim --bench run_scale` (`ULLSTACK_SCALE_MIOS=10` for a shorter one).
+
+use std::process::Command;
+use std::time::Instant;
+
+use device::DeviceConfig;
+use sim::{DeviceRun, DeviceRunConfig, HostCosts, Silent};
+
+/// The child's case: `PATTERN:IOS`.
+const CASE_ENV: &str = "ULLSTACK_SCALE_CASE";
+/// Millions of I/Os of the long runs.
+const MIOS_ENV: &str = "ULLSTACK_SCALE_MIOS";
+const DEFAULT_MIOS: u64 = 100;
+/// The short run every long one is compared with.
+const BASE_IOS: u64 = 1_000_000;
+const PATTERNS: [&str; 2] = ["randread", "randrw"];
+
+/// This process's peak resident set, KiB (Linux reports `ru_maxrss` in KiB).
+fn peak_rss_kib() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable `rusage`; getrusage only writes into it.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
+    // SAFETY: getrusage returned 0, so it filled the struct (and it was zeroed before).
+    let usage = unsafe { usage.assume_init() };
+    u64::try_from(usage.ru_maxrss).unwrap_or(0)
+}
+
+/// Runs one case in this process and prints its figures as one line of `key=value`.
+fn run_case(pattern: &str, ios: u64) {
+    let job = format!(
+        "[{pattern}]\nioengine=libaio\ndirect=1\nbs=4k\nrw={pattern}\nrwmixread=70\niodepth=32\n\
+         norandommap\ntime_based\nruntime=1000000s\nnumber_ios={ios}\n"
+    );
+    let cfg = DeviceRunConfig {
+        seed: 1,
+        device: DeviceConfig::preset("zssd").expect("preset"),
+        host: HostCosts::preset("x86-4").expect("preset"),
+        host_name: "x86-4".into(),
+        jobs: workload::JobFile::parse_fio(&job, pattern).expect("bench job parses"),
+        job_source: pattern.into(),
+        integrity: false,
+    };
+    let wall = Instant::now();
+    let summary = DeviceRun::new(&cfg)
+        .expect("valid run")
+        .run(&mut Silent)
+        .expect("run completes");
+    let secs = wall.elapsed().as_secs_f64();
+    println!(
+        "wall_s={secs:.2} ios={} ios_per_s={:.0} peak_rss_kib={} mapping_table_bytes={} host_units={}",
+        summary.sim.ios,
+        summary.sim.ios as f64 / secs,
+        peak_rss_kib(),
+        summary.device.mapping_table_bytes,
+        summary.device.ftl.host_units_programmed,
+    );
+}
+
+/// Runs a case in a child process (this executable, [`CASE_ENV`] set); its figures by key.
+fn spawn_case(pattern: &str, ios: u64) -> Vec<(String, String)> {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let out = Command::new(exe)
+        .env(CASE_ENV, format!("{pattern}:{ios}"))
+        .output()
+        .expect("the case's child process starts");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "case {pattern}:{ios} failed: {}{}",
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text.lines().last().unwrap_or_default();
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn get(figures: &[(String, String)], key: &str) -> f64 {
+    figures
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / f64::from(1 << 20)
+}
+
+fn main() {
+    if let Ok(case) = std::env::var(CASE_ENV) {
+        let (pattern, ios) = case.split_once(':').expect("PATTERN:IOS");
+        run_case(pattern, ios.parse().expect("an I/O count"));
+        return;
+    }
+    let mios = std::env::var(MIOS_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&m| m > 0)
+        .unwrap_or(DEFAULT_MIOS);
+    // `cargo bench` passes `--bench`; a filter argument selects the patterns it names.
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    for pattern in PATTERNS
+        .into_iter()
+        .filter(|p| filter.as_deref().is_none_or(|f| p.contains(f)))
+    {
+        let mut base_rss_kib = 0.0;
+        for ios in [BASE_IOS, mios * 1_000_000] {
+            let f = spawn_case(pattern, ios);
+            let rss_kib = get(&f, "peak_rss_kib");
+            let tables = get(&f, "mapping_table_bytes");
+            if ios == BASE_IOS {
+                base_rss_kib = rss_kib;
+            }
+            println!(
+                "zssd {pattern} QD32, {} M I/Os: {:.1} s wall, {:.0} sim-I/Os/s, peak RSS {:.1} MiB \
+                 ({:.2}x the 1 M run's), mapping tables {:.1} MiB (RSS less tables {:.1} MiB), \
+                 {:.0} units written",
+                ios / 1_000_000,
+                get(&f, "wall_s"),
+                get(&f, "ios_per_s"),
+                rss_kib / 1024.0,
+                rss_kib / base_rss_kib.max(1.0),
+                mib(tables),
+                mib(rss_kib * 1024.0 - tables),
+                get(&f, "host_units"),
+            );
+        }
+    }
+}
