@@ -38,14 +38,17 @@
 //!                                                                      cache_split, ghost, sys
 //!  drain    write-back hints: watermark eviction, the oracle buffer    config
 //!  lib.rs   the device's API and the routing of events between them    all of the above
+//!  read_path   lib.rs's read path: cache lookup, flash reads and     lib.rs and all of
+//!           prefetches, delivery to waiters, reads waiting to stage    the above
 //!  write_path  lib.rs's write path: buffering, stalls, eviction rounds, lib.rs and all of
 //!           the idle flush, FastDrain rows, GC start                   the above
 //! ```
 //! No module uses one below it in this table, so there is no cycle; `cache` and `ftl` do not
 //! know each other (this file hands an eviction round from one to the other). This file keeps
 //! the device's API and its state machine (which layer an event goes to next), not policy;
-//! `write_path` is the part of that state machine a write goes through, in a file of its own
-//! (it adds methods to [`Ssd`]; nothing below it uses it). `tests/layers.rs` holds the source
+//! `read_path` and `write_path` are the parts of that state machine a read and a write go
+//! through, each in a file of its own (they add methods to [`Ssd`]; nothing below them uses
+//! them). `tests/layers.rs` holds the source
 //! to this table.
 //!
 //! ## Flash events
@@ -105,6 +108,7 @@ pub mod flash;
 pub mod ftl;
 pub mod ghost;
 pub mod pcie;
+mod read_path;
 mod sys;
 mod write_path;
 
@@ -115,13 +119,13 @@ use rustc_hash::FxHashMap;
 use engine::{EventQueue, IoClass, IoOp, SimTime};
 use serde::Serialize;
 
-use cache::{Cache, ReadAhead, ReadLookup, WriteBack, WriteBlock};
+use cache::{Cache, ReadAhead, WriteBack, WriteBlock};
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
 use config::{Drain as DrainMode, ReadStaging};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
 use drain::Drain;
-use flash::{Flash, FlashEvent, FlashOp, OpKind, OpOrigin};
+use flash::{Flash, FlashEvent, FlashOp, OpOrigin};
 use ftl::Ftl;
 use pcie::{Direction, PcieLink};
 
@@ -868,218 +872,6 @@ impl Ssd {
         }
     }
 
-    fn start_read(&mut self, now: SimTime, slot: u32) {
-        let (first, units, class) = {
-            let integrity = self.integrity;
-            let c = self.cmd(slot);
-            c.pending_units = c.units;
-            if integrity {
-                c.versions = Some(vec![0; c.units as usize]);
-            }
-            (c.first_lpn, c.units, c.cmd.class)
-        };
-        for lpn in first..first + units {
-            if let Some(version) = self.drain.oracle_get(lpn) {
-                self.unit_arrived(slot, lpn, version);
-                continue;
-            }
-            match self.cache.read(lpn, class) {
-                ReadLookup::Hit { version } => self.unit_arrived(slot, lpn, version),
-                ReadLookup::Filling => {
-                    let w = self.fills.entry(lpn).or_insert(Waiters::None);
-                    let was_prefetch = matches!(w, Waiters::None);
-                    w.add(slot);
-                    if was_prefetch {
-                        self.promote_prefetch(now, lpn);
-                    }
-                }
-                ReadLookup::Miss => {
-                    if let Some(w) = self.fills.get_mut(&lpn) {
-                        w.add(slot); // in flight, uncached
-                    } else if let Some(loc) = self.ftl.lookup(lpn) {
-                        self.start_flash_read(now, lpn, loc, Waiters::One(slot), false, class);
-                    } else {
-                        self.unit_arrived(slot, lpn, 0); // never written: zeros, no flash work
-                    }
-                }
-            }
-        }
-        let from = first + units;
-        let pages = self.cache.prefetch_pages_for(class);
-        self.prefetch(now, from..from.saturating_add(pages), class);
-        let ahead = self.readahead.on_read(first, units);
-        if !ahead.is_empty() {
-            self.prefetch(now, ahead, class);
-        }
-        if self.cmd(slot).pending_units == 0 {
-            self.finish_read(now, slot);
-        }
-    }
-
-    /// Reads `lpns` into the cache (clean, marked prefetched) unless cached, in flight or
-    /// never written.
-    fn prefetch(&mut self, now: SimTime, lpns: std::ops::Range<u32>, class: IoClass) {
-        let user = self.ftl.user_lpns() as u32;
-        for lpn in lpns.start..lpns.end.min(user) {
-            if self.cache.contains(lpn) || self.fills.contains_key(&lpn) {
-                continue;
-            }
-            if let Some(loc) = self.ftl.lookup(lpn) {
-                self.start_flash_read(now, lpn, loc, Waiters::None, true, class);
-            }
-        }
-    }
-
-    /// Reads `lpn`, mapped at `loc` (the caller looked it up), from flash into a line.
-    fn start_flash_read(
-        &mut self,
-        now: SimTime,
-        lpn: u32,
-        loc: ftl::Location,
-        waiters: Waiters,
-        prefetch: bool,
-        class: IoClass,
-    ) {
-        let cached = self.cache.start_fill(lpn, prefetch, class);
-        if prefetch && !cached {
-            return; // nowhere to put it: skip the prefetch
-        }
-        // The oracle's buffer is unbounded: it always has room to stage a read.
-        if !cached
-            && self.config.cache.read_staging != ReadStaging::Bypass
-            && self.drain.mode() != DrainMode::Oracle
-        {
-            // No line to stage in: wait for one (Read staging). Later reads of the LPN join
-            // the waiters through `fills`; a full buffer starts an eviction round, as a write
-            // blocked on it does.
-            self.fills.insert(lpn, waiters);
-            self.read_stalls.push_back(ReadStall {
-                lpn,
-                class,
-                since: now,
-            });
-            self.stats.read_staging_stalls += 1;
-            if self.cache.dirty_units() >= self.cache.write_buffer_capacity_units() {
-                self.make_room(now, WriteBlock::SetFull, lpn);
-            }
-            return;
-        }
-        self.fills.insert(lpn, waiters);
-        let origin = if prefetch && self.prefetch_behind_demand() {
-            OpOrigin::Prefetch { lpn }
-        } else {
-            OpOrigin::HostRead { lpn }
-        };
-        let op = FlashOp {
-            kind: OpKind::Read,
-            page: loc.page,
-            units: 1,
-            origin,
-        };
-        self.flash.submit(now, loc.lun, op, &mut self.flash_events);
-    }
-
-    /// Whether prefetch reads wait behind demand reads at the dies (`flash`'s essay, "Prefetch
-    /// reads behind demand reads"): the firmware that runs the ghost prefetcher does.
-    fn prefetch_behind_demand(&self) -> bool {
-        self.config.cache.prefetch == config::Prefetch::Ghost
-    }
-
-    /// A demand read now waits for `lpn`, filling from a prefetch: if that prefetch read is
-    /// still queued behind demand reads, it becomes one.
-    fn promote_prefetch(&mut self, now: SimTime, lpn: u32) {
-        if !self.prefetch_behind_demand() {
-            return;
-        }
-        if let Some(loc) = self.ftl.lookup(lpn) {
-            if self
-                .flash
-                .promote(now, loc.lun, lpn, &mut self.flash_events)
-            {
-                self.stats.prefetches_promoted += 1;
-            }
-        }
-    }
-
-    #[inline]
-    fn unit_arrived(&mut self, slot: u32, lpn: u32, version: u32) {
-        let c = self.cmd(slot);
-        if let Some(v) = &mut c.versions {
-            v[(lpn - c.first_lpn) as usize] = version;
-        }
-        assert!(
-            c.pending_units > 0,
-            "LPN {lpn} arrived for a command with no units pending"
-        );
-        c.pending_units -= 1;
-    }
-
-    fn finish_read(&mut self, now: SimTime, slot: u32) {
-        let from_dram = now + self.config.cache.dram_access_ns;
-        self.events.schedule(from_dram, Ev::ReadDataOut { slot });
-    }
-
-    /// Hands one unit's data to every read command waiting for it.
-    fn deliver_unit(&mut self, now: SimTime, lpn: u32, version: u32, waiters: Waiters) {
-        let wake = |ssd: &mut Ssd, slot: u32| {
-            ssd.unit_arrived(slot, lpn, version);
-            if ssd.cmd(slot).pending_units == 0 {
-                ssd.finish_read(now, slot);
-            }
-        };
-        match waiters {
-            Waiters::None => {}
-            Waiters::One(s) => wake(self, s),
-            Waiters::Many(v) => v.into_iter().for_each(|s| wake(self, s)),
-        }
-    }
-
-    /// Retries reads waiting for a line to stage in, in order, until one has to wait again.
-    fn resume_read_stalls(&mut self, now: SimTime) {
-        for _ in 0..self.read_stalls.len() {
-            if !self.resume_first_read(now) {
-                break;
-            }
-        }
-    }
-
-    /// Retries the read that has waited longest to stage in; false if it has to wait again.
-    /// A unit written while its read waited is served from the buffer; one trimmed, as zeros.
-    fn resume_first_read(&mut self, now: SimTime) -> bool {
-        let Some(st) = self.read_stalls.pop_front() else {
-            return false;
-        };
-        let waiters = self
-            .fills
-            .remove(&st.lpn)
-            .expect("a read waiting to stage has a fill record");
-        // Written while the read waited (served from the buffer), or trimmed (zeros): no flash.
-        let found = match self.cache.peek_version(st.lpn) {
-            Some(version) => Err(version),
-            None => self.ftl.lookup(st.lpn).ok_or(0),
-        };
-        let loc = match found {
-            Ok(loc) => loc,
-            Err(version) => {
-                self.stats.read_staging_stall_ns += now - st.since;
-                self.deliver_unit(now, st.lpn, version, waiters);
-                return true;
-            }
-        };
-        let before = self.read_stalls.len();
-        self.start_flash_read(now, st.lpn, loc, waiters, false, st.class);
-        if self.read_stalls.len() > before {
-            // Still no line: back at the head, with its first wait, and counted once.
-            let mut again = self.read_stalls.pop_back().expect("just pushed");
-            again.since = st.since;
-            self.read_stalls.push_front(again);
-            self.stats.read_staging_stalls -= 1;
-            return false;
-        }
-        self.stats.read_staging_stall_ns += now - st.since;
-        true
-    }
-
     fn flash_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
         self.flash_op_done(now, lun, op);
         self.flush_idle(now);
@@ -1167,235 +959,4 @@ impl Ssd {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Flash work submitted outside an event handler would never be scheduled: the next look at
-    /// the event queue must stop the run instead.
-    #[test]
-    #[should_panic(expected = "flash events pending when asked for the next event")]
-    fn flash_work_outside_a_handler_is_caught() {
-        let config = DeviceConfig::preset("nvme-tlc").unwrap();
-        let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
-        let op = FlashOp {
-            kind: OpKind::Erase,
-            page: 0,
-            units: 0,
-            origin: OpOrigin::GcRead,
-        };
-        ssd.flash
-            .submit(SimTime::ZERO, 0, op, &mut ssd.flash_events);
-        ssd.next_event_time();
-    }
-
-    /// `advance_until_completion` runs what stepping `advance_to(next_event_time())` runs: the
-    /// same completions at the same times and the same events, each call stopping at the step
-    /// of its first completion; and nothing after its limit.
-    #[test]
-    fn advancing_until_a_completion_matches_stepping() {
-        let config = DeviceConfig::preset("zssd").unwrap();
-        let start = || {
-            let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
-            ssd.create_queue_pair(1, 1, 64, SqPriority::Medium);
-            for cid in 0..48u32 {
-                let cmd = NvmeCommand {
-                    cid,
-                    op: if cid % 3 == 0 {
-                        IoOp::Write
-                    } else {
-                        IoOp::Read
-                    },
-                    slba: u64::from(cid % 7) * 8 * 977 + u64::from(cid % 2) * 8,
-                    sectors: 8 * (1 + cid % 2),
-                    class: IoClass::Throughput,
-                    hint: Hint::None,
-                    version: 0,
-                };
-                ssd.submit(SimTime(u64::from(cid / 16) * 700), 1, cmd)
-                    .unwrap();
-            }
-            ssd
-        };
-        let (mut stepped, mut batched) = (start(), start());
-        let mut want = Vec::new();
-        while let Some(t) = stepped.next_event_time() {
-            stepped.advance_to(t, &mut want);
-        }
-        let limit = SimTime(5_000);
-        let mut got = Vec::new();
-        let first = batched.advance_until_completion(limit, &mut got);
-        assert!(
-            first.is_some_and(|t| t <= limit),
-            "ran a step after its limit"
-        );
-        assert!(
-            !got.is_empty() || batched.next_event_time().is_some_and(|t| t > limit),
-            "stopped before its limit without a completion"
-        );
-        loop {
-            let before = got.len();
-            let Some(step) = batched.advance_until_completion(SimTime::MAX, &mut got) else {
-                break;
-            };
-            match got[before..].last() {
-                Some(c) => assert_eq!(c.at, step, "a call stops at its first completion's step"),
-                None => assert!(batched.next_event_time().is_none(), "stopped early"),
-            }
-        }
-        let key = |c: &Completion| (c.at, c.cid);
-        assert_eq!(want.len(), 48);
-        assert_eq!(
-            got.iter().map(key).collect::<Vec<_>>(),
-            want.iter().map(key).collect::<Vec<_>>()
-        );
-        assert_eq!(batched.events_processed(), stepped.events_processed());
-    }
-
-    /// `flash`'s "Prefetch reads behind demand reads": a throughput read at 0 prefetches the
-    /// 64 units after it, one on each LUN, 8 transfers on each channel pair; a latency-
-    /// critical read of another unit comes 1 µs later. As demand reads (`prefetch = "fixed"`,
-    /// `prefetch_pages = 64`) the prefetches' transfers go first and the read waits for
-    /// them (measured: 32.7 µs against 9.1 µs alone); from the ghost prefetcher (one ghost,
-    /// of 64 pages: the same prefetch) they wait for it, and it waits only for what it cannot
-    /// pass: the prefetch sensing on its own die, whose sense and transfer (5.15 µs) it
-    /// follows, and a transfer under way (2 µs) (measured: 15.4 µs). (The latency-critical
-    /// read prefetches its own 64 units after it, in every case.)
-    #[test]
-    fn ghost_prefetch_reads_wait_for_a_demand_read() {
-        let read = |cid: u32, lpn: u64, class: IoClass| NvmeCommand {
-            cid,
-            op: IoOp::Read,
-            slba: lpn * 8,
-            sectors: 8,
-            class,
-            hint: Hint::None,
-            version: 0,
-        };
-        let lc_latency = |prefetch: config::Prefetch, with_tp: bool| {
-            let mut config = DeviceConfig::preset("zssd").unwrap();
-            config.cache.readahead_units = 0;
-            config.cache.prefetch = prefetch;
-            config.cache.prefetch_pages = 64;
-            config.cache.ghost_pages = vec![64];
-            let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
-            ssd.create_queue_pair(1, 1, 64, SqPriority::Medium);
-            if with_tp {
-                ssd.submit(SimTime::ZERO, 1, read(0, 1_000, IoClass::Throughput))
-                    .unwrap();
-            }
-            let at = SimTime(1_000);
-            ssd.advance_to(at, &mut Vec::new());
-            ssd.submit(at, 1, read(1, 5_000, IoClass::LatencyCritical))
-                .unwrap();
-            let mut done = Vec::new();
-            while let Some(t) = ssd.next_event_time() {
-                ssd.advance_to(t, &mut done);
-            }
-            let lc = done
-                .iter()
-                .find(|c| c.cid == 1)
-                .expect("the read completed");
-            (lc.at - at, ssd.flash.stats.units_read)
-        };
-        let (alone, _) = lc_latency(config::Prefetch::Fixed, false);
-        let (fixed, fixed_units) = lc_latency(config::Prefetch::Fixed, true);
-        let (ghost, ghost_units) = lc_latency(config::Prefetch::Ghost, true);
-        assert_eq!(fixed_units, 130, "two reads and each one's 64 prefetches");
-        assert_eq!(ghost_units, 130, "the same flash work");
-        assert!(
-            fixed > alone + 16_000,
-            "as demand reads: {fixed} ns against {alone} alone"
-        );
-        assert!(
-            ghost <= alone + 5_150 + 2_100,
-            "behind it: {ghost} ns against {alone} alone"
-        );
-    }
-
-    #[test]
-    #[should_panic(expected = "before the model's time")]
-    fn a_submit_in_the_past_stops_the_run() {
-        let config = DeviceConfig::preset("nvme-tlc").unwrap();
-        let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
-        ssd.create_queue_pair(1, 1, 8, SqPriority::Medium);
-        ssd.advance_to(SimTime(1_000), &mut Vec::new());
-        let flush = NvmeCommand {
-            cid: 0,
-            op: IoOp::Flush,
-            slba: 0,
-            sectors: 0,
-            class: IoClass::Throughput,
-            hint: Hint::None,
-            version: 0,
-        };
-        let _ = ssd.submit(SimTime(999), 1, flush);
-    }
-
-    /// One idle-flush pass visits every LUN once, from the cursor: with four idle LUNs and
-    /// rows enough for all, all four get a row. (The cursor once moved inside the pass, so a
-    /// pass programmed LUNs 0, 2, 1 and skipped 3.)
-    #[test]
-    fn an_idle_flush_pass_programs_every_idle_lun_once() {
-        let mut config = DeviceConfig::preset("nvme-tlc").unwrap();
-        config.flash.channels = 4;
-        config.flash.packages_per_channel = 1;
-        config.flash.dies_per_package = 1;
-        config.flash.blocks_per_plane = 64;
-        config.cache.flush = config::Flush::OnFull;
-        let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
-        assert_eq!(ssd.flash.geometry.luns, 4);
-        ssd.create_queue_pair(1, 1, 64, SqPriority::Medium);
-        // Enough distinct dirty data for many rows, none of it flushed (on-full, not full).
-        let mut done = Vec::new();
-        for cid in 0..48u32 {
-            let cmd = NvmeCommand {
-                cid,
-                op: IoOp::Write,
-                slba: u64::from(cid) * 256,
-                sectors: 256,
-                class: IoClass::Throughput,
-                hint: Hint::None,
-                version: 1,
-            };
-            ssd.submit(SimTime::ZERO, 1, cmd).unwrap();
-        }
-        while let Some(t) = ssd.next_event_time() {
-            ssd.advance_to(t, &mut done);
-        }
-        assert_eq!(done.len(), 48, "{}", ssd.pending_state());
-        assert!(
-            (0..4).all(|l| ssd.flash.lun_is_idle(l)),
-            "nothing programmed yet"
-        );
-        ssd.config.cache.flush = config::Flush::Idle;
-        let now = SimTime(ssd.now.0 + 1);
-        ssd.flush_idle(now);
-        let busy: Vec<u32> = (0..4).filter(|&l| !ssd.flash.lun_is_idle(l)).collect();
-        assert_eq!(busy, [0, 1, 2, 3], "LUNs given a row by one pass");
-    }
-
-    #[test]
-    fn after_each_event_no_flash_work_waits_in_the_buffer() {
-        let config = DeviceConfig::preset("nvme-tlc").unwrap();
-        let mut ssd = Ssd::new(&config, DeviceOptions::default()).unwrap();
-        ssd.create_queue_pair(1, 1, 8, SqPriority::Medium);
-        for cid in 0..4 {
-            let cmd = NvmeCommand {
-                cid,
-                op: IoOp::Read,
-                slba: u64::from(cid) * 8,
-                sectors: 8,
-                class: IoClass::Throughput,
-                hint: Hint::None,
-                version: 0,
-            };
-            ssd.submit(SimTime::ZERO, 1, cmd).unwrap();
-        }
-        let mut done = Vec::new();
-        while let Some(t) = ssd.next_event_time() {
-            ssd.advance_to(t, &mut done);
-            assert!(ssd.flash_events.is_empty());
-        }
-        assert_eq!(done.len(), 4, "{}", ssd.pending_state());
-    }
-}
+mod tests;
