@@ -42,7 +42,8 @@
 //! behaviour before coalescing existed), `ULLSTACK_WORKERS=N` its worker threads (default: the
 //! config default, 2), `ULLSTACK_FIO_JOBS=N` fio's jobs (N connections of iodepth 32 each,
 //! reported together; default 1). `ULLSTACK_SOCKET_IO=uring|epoll` the workers' socket I/O
-//! (`[dataplane] socket_io`). `ULLSTACK_PHASES=fio,memory,file` (the default: all
+//! (`[dataplane] socket_io`). `ULLSTACK_IDLE=spin|block-after-spin|adaptive` the idle policy
+//! (`[dataplane] idle`). `ULLSTACK_PHASES=fio,memory,file` (the default: all
 //! three) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
 //! server an inline profile (`reflex-a` with `write_cost_mtok = N`) instead of `reflex-a`: a
 //! tenant provisioned for a page-cache-backed file, whose writes cost what a read costs
@@ -507,6 +508,14 @@ fn main() {
     {
         config.dataplane.workers = n;
     }
+    match std::env::var("ULLSTACK_IDLE").as_deref() {
+        Ok("spin") => config.dataplane.idle = server::config::IdlePolicy::Spin,
+        Ok("block-after-spin") => {
+            config.dataplane.idle = server::config::IdlePolicy::BlockAfterSpin
+        }
+        Ok("adaptive") => config.dataplane.idle = server::config::IdlePolicy::Adaptive,
+        _ => {}
+    }
     // ULLSTACK_SOCKET_IO=uring|epoll: the workers' socket I/O (default: the config default).
     match std::env::var("ULLSTACK_SOCKET_IO").as_deref() {
         Ok("uring") => config.dataplane.socket_io = server::config::SocketIo::Uring,
@@ -516,10 +525,17 @@ fn main() {
     let phases = std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file".into());
     let phase = |name: &str| phases.split(',').any(|p| p.trim() == name);
     println!(
-        "{} workers; socket I/O {}; idle policy: block after {} ns of spinning; coalescing window {} ns; scheduler {}",
+        "{} workers; socket I/O {}; idle policy: {}; coalescing window {} ns; scheduler {}",
         config.dataplane.workers,
         config.dataplane.socket_io.name(),
-        config.dataplane.idle_spin_ns,
+        match config.dataplane.idle {
+            server::config::IdlePolicy::Spin => "spin".to_string(),
+            server::config::IdlePolicy::BlockAfterSpin => format!(
+                "block after {} ns of spinning",
+                config.dataplane.idle_spin_ns
+            ),
+            server::config::IdlePolicy::Adaptive => "adaptive".to_string(),
+        },
         config.dataplane.coalesce_ns,
         if scheduler_off { "off" } else { "on" }
     );

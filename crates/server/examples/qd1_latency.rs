@@ -5,7 +5,10 @@
 //! ```text
 //! cargo run --release -p server --example qd1_latency -- [REQUESTS]
 //! ```
-//! Prints p50/p99 of both and the server's added p50 (target: at most 20 µs).
+//! Prints p50/p99 of both, the server's added p50 (target: at most 20 µs), and the server's
+//! CPU per read (utime + stime of this process's `ullstack-*` threads, `/proc/self/task`,
+//! over the measured reads). `ULLSTACK_IDLE=spin|block-after-spin|adaptive` sets the worker's
+//! idle policy (default: the config default).
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -14,6 +17,29 @@ use std::time::Instant;
 use client::{Client, Credentials, TenantHandle};
 use server::config::{ByteSize, IdlePolicy, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// CPU time so far of this process's `ullstack-*` threads (the in-process server), seconds.
+fn server_cpu_seconds() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+        .filter(|stat| stat.contains("(ullstack-"))
+        .map(|stat| {
+            // utime and stime are fields 14 and 15; 12 and 13 after the command name.
+            let after = stat.rsplit(')').next().unwrap_or("").to_string();
+            let f: Vec<f64> = after
+                .split_whitespace()
+                .map(|v| v.parse().unwrap_or(0.0))
+                .collect();
+            (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / ticks
+        })
+        .sum()
+}
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -60,10 +86,18 @@ fn main() {
         .unwrap_or(20_000);
     let mut config = ServerConfig::quick_start(ByteSize(1 << 30), None, "127.0.0.1:0".parse().ok());
     config.dataplane.workers = 1;
-    let spin = std::env::var("ULLSTACK_IDLE").unwrap_or_default() == "spin";
-    if spin {
-        config.dataplane.idle = IdlePolicy::Spin;
+    let idle = std::env::var("ULLSTACK_IDLE").unwrap_or_default();
+    match idle.as_str() {
+        "spin" => config.dataplane.idle = IdlePolicy::Spin,
+        "block-after-spin" => config.dataplane.idle = IdlePolicy::BlockAfterSpin,
+        "adaptive" => config.dataplane.idle = IdlePolicy::Adaptive,
+        _ => {}
     }
+    let idle_name = match config.dataplane.idle {
+        IdlePolicy::Spin => "spin",
+        IdlePolicy::BlockAfterSpin => "block-after-spin",
+        IdlePolicy::Adaptive => "adaptive",
+    };
     let server = server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"));
     let native = server
         .addrs
@@ -74,7 +108,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("runtime: {e}"));
-    let (server_ns, echo_ns) = rt.block_on(async move {
+    let (server_ns, echo_ns, server_cpu_s) = rt.block_on(async move {
         let creds = Credentials {
             tenant: "open".into(),
             secret: String::new(),
@@ -92,7 +126,11 @@ fn main() {
         .await
         .unwrap_or_else(|e| panic!("prefill: {e}"));
         let mut server_ns = Vec::with_capacity(n);
+        let mut cpu0 = 0.0;
         for i in 0..(n + 1000) {
+            if i == 1000 {
+                cpu0 = server_cpu_seconds();
+            }
             let off = (i as u64 * 7919 % 256) * 4096;
             let t = Instant::now();
             let data = c
@@ -105,6 +143,7 @@ fn main() {
                 server_ns.push(dt);
             }
         }
+        let server_cpu_s = server_cpu_seconds() - cpu0;
         let mut s = tokio::net::TcpStream::connect(echo)
             .await
             .unwrap_or_else(|e| panic!("echo: {e}"));
@@ -124,21 +163,27 @@ fn main() {
                 echo_ns.push(dt);
             }
         }
-        (server_ns, echo_ns)
+        (server_ns, echo_ns, server_cpu_s)
     });
-    println!(
-        "QD1 4 KiB read, loopback, idle policy {}",
-        if spin {
-            "spin"
-        } else {
-            "block-after-spin (default)"
-        }
-    );
+    println!("QD1 4 KiB read, loopback, idle policy {idle_name}");
     let echo_p50 = report("minimal TCP echo (40 B out, 4120 B back)", echo_ns);
     let server_p50 = report("ullstack READ via client library", server_ns);
     println!(
         "server adds {:.1} us at p50 over the echo round trip (target <= 20 us)",
         (server_p50 as f64 - echo_p50 as f64) / 1000.0
     );
+    println!(
+        "server CPU: {:.2} s over {n} reads => {:.1} us per read",
+        server_cpu_s,
+        server_cpu_s * 1e6 / n as f64
+    );
+    // The adaptive policy's measured inputs and its spin now (0 under the other policies).
+    let metrics = server.shared().metrics.encode_text();
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("ullstack_worker_wake_cost_ns")
+            || l.starts_with("ullstack_worker_idle_spin_ns")
+    }) {
+        println!("{line}");
+    }
     server.shutdown();
 }
