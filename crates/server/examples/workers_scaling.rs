@@ -47,6 +47,10 @@ fn server_cpu_seconds() -> f64 {
         .sum()
 }
 
+/// The LC tenant's reservation: above what fio reaches here, so the scheduler never holds the
+/// tenant back and the figure is the dataplane's.
+const LC_RESERVED_IOPS: u64 = 400_000;
+
 fn config(workers: usize) -> ServerConfig {
     let toml = format!(
         r#"[listen]
@@ -62,6 +66,7 @@ backend = {{ kind = "memory", size = "1GiB" }}
 name = "lc"
 open = true
 class = "lc"
+slo = {{ p95_read_latency_us = 2000, iops = {LC_RESERVED_IOPS}, read_ratio_pct = 100 }}
 acl = [{{ volume = "default", access = "read-write" }}]
 [[export]]
 name = "default"
@@ -169,7 +174,7 @@ fn main() {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "fio nbd engine, 4 KiB random read, {jobs} connection(s) of iodepth 32, LC tenant on a memory volume, {seconds} s per run, {rounds} rounds; {cores} cores"
+        "fio nbd engine, 4 KiB random read, {jobs} connection(s) of iodepth 32, LC tenant (reserved {LC_RESERVED_IOPS} IOPS) on a memory volume, {seconds} s per run, {rounds} rounds; {cores} cores"
     );
     let (mut one, mut two) = (Vec::new(), Vec::new());
     for _ in 0..rounds {

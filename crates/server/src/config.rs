@@ -240,8 +240,9 @@ pub enum IdlePolicy {
     /// Poll for `idle_spin_ns`, then sleep in `epoll_wait` until a socket or the ring wakes us.
     #[default]
     BlockAfterSpin,
-    /// Spin only while the next batch is expected sooner than a sleep-and-wake costs, up to
-    /// that cost, then sleep (both measured by the worker; `idle_spin_ns` unused; see `spin`).
+    /// Spin only while recent spins found work soon enough to pay for the sleeps they saved,
+    /// up to what a sleep-and-wake costs (measured by the worker), then sleep; `idle_spin_ns`
+    /// is not used (see `spin`).
     Adaptive,
 }
 

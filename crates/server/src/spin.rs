@@ -49,6 +49,17 @@
 //! (and spins one period in 8 to check), where a fixed 5 µs spin would waste 5 µs each time.
 //! Half the gaps 5 µs, half 1 ms: E = 12.5 µs against p · W = 10 µs: block.
 
+//! # Measured: why it is not the default
+//! On a 2-core nested-virtualization VM shared with other builds (load 6–8), alternating runs
+//! of the same binary, `block-after-spin` (5 µs) against `adaptive`, 3 each (CHANGELOG.md has
+//! every figure): fio's nbd engine at iodepth 32 (`nbd_cpu_efficiency`, `ULLSTACK_IDLE`)
+//! served 4–6 % more I/Os per server-CPU-second under `adaptive` in each pair; at queue depth 1
+//! (`qd1_latency`, 100,000 reads) it was no better — p50 26.5 against 26.7 µs in one pair,
+//! 32.5 against 26.7 and 37.9 against 30.6 in the others, and 16.7–21.7 against 16.0–19.4 µs
+//! of server CPU per read: W measured 8–13 µs, under the ~20 µs a QD1 client takes to send
+//! its next request, so spins rarely pay there, and on a loaded machine the spins that do run
+//! take the CPU the client needs. So it is offered, not the default.
+//!
 //! # What it leaves out
 //! A hybrid sleep-then-spin (blk-mq sleeps half the mean first): a sleep here costs W whatever
 //! its length, so sleeping part of a gap never pays. Per-connection gaps (the worker has one

@@ -327,7 +327,7 @@ impl Worker {
                 Some(_) if timeout_ns > 0 => {
                     spun_ns.get_or_insert(now.saturating_sub(idle_since_ns));
                     blocking_waits += 1;
-                    if blocking_waits % WAKE_SAMPLE_EVERY == 0 {
+                    if blocking_waits.is_multiple_of(WAKE_SAMPLE_EVERY) {
                         sys::thread_usage()
                     } else {
                         None
