@@ -56,7 +56,7 @@
 //! served 4–6 % more I/Os per server-CPU-second under `adaptive` in each pair; at queue depth 1
 //! (`qd1_latency`, 100,000 reads) it was no better — p50 26.5 against 26.7 µs in one pair,
 //! 32.5 against 26.7 and 37.9 against 30.6 in the others, and 16.7–21.7 against 16.0–19.4 µs
-//! of server CPU per read: W measured 8–13 µs, under the ~20 µs a QD1 client takes to send
+//! of server CPU per read: W measured 8–15 µs, under the ~20 µs a QD1 client takes to send
 //! its next request, so spins rarely pay there, and on a loaded machine the spins that do run
 //! take the CPU the client needs. So it is offered, not the default.
 //!
