@@ -42,7 +42,7 @@
 //! behaviour before coalescing existed), `ULLSTACK_WORKERS=N` its worker threads (default: the
 //! config default, 2), `ULLSTACK_FIO_JOBS=N` fio's jobs (N connections of iodepth 32 each,
 //! reported together; default 1). `ULLSTACK_SOCKET_IO=uring|epoll` the workers' socket I/O
-//! (`[dataplane] socket_io`). `ULLSTACK_IDLE=spin|block-after-spin|adaptive` the idle policy
+//! (`[dataplane] socket_io`). `ULLSTACK_IDLE=spin|block-after-spin` the idle policy
 //! (`[dataplane] idle`). `ULLSTACK_PHASES=fio,memory,file` (the default: all
 //! three) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
 //! server an inline profile (`reflex-a` with `write_cost_mtok = N`) instead of `reflex-a`: a
@@ -513,7 +513,6 @@ fn main() {
         Ok("block-after-spin") => {
             config.dataplane.idle = server::config::IdlePolicy::BlockAfterSpin
         }
-        Ok("adaptive") => config.dataplane.idle = server::config::IdlePolicy::Adaptive,
         _ => {}
     }
     // ULLSTACK_SOCKET_IO=uring|epoll: the workers' socket I/O (default: the config default).
@@ -534,7 +533,6 @@ fn main() {
                 "block after {} ns of spinning",
                 config.dataplane.idle_spin_ns
             ),
-            server::config::IdlePolicy::Adaptive => "adaptive".to_string(),
         },
         config.dataplane.coalesce_ns,
         if scheduler_off { "off" } else { "on" }

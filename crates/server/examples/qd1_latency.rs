@@ -7,8 +7,8 @@
 //! ```
 //! Prints p50/p99 of both, the server's added p50 (target: at most 20 µs), and the server's
 //! CPU per read (utime + stime of this process's `ullstack-*` threads, `/proc/self/task`,
-//! over the measured reads). `ULLSTACK_IDLE=spin|block-after-spin|adaptive` sets the worker's
-//! idle policy (default: the config default).
+//! over the measured reads). `ULLSTACK_IDLE=spin|block-after-spin` sets the worker's idle
+//! policy (default: the config default).
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -90,13 +90,11 @@ fn main() {
     match idle.as_str() {
         "spin" => config.dataplane.idle = IdlePolicy::Spin,
         "block-after-spin" => config.dataplane.idle = IdlePolicy::BlockAfterSpin,
-        "adaptive" => config.dataplane.idle = IdlePolicy::Adaptive,
         _ => {}
     }
     let idle_name = match config.dataplane.idle {
         IdlePolicy::Spin => "spin",
         IdlePolicy::BlockAfterSpin => "block-after-spin",
-        IdlePolicy::Adaptive => "adaptive",
     };
     let server = server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"));
     let native = server
@@ -177,13 +175,5 @@ fn main() {
         server_cpu_s,
         server_cpu_s * 1e6 / n as f64
     );
-    // The adaptive policy's measured inputs and its spin now (0 under the other policies).
-    let metrics = server.shared().metrics.encode_text();
-    for line in metrics.lines().filter(|l| {
-        l.starts_with("ullstack_worker_wake_cost_ns")
-            || l.starts_with("ullstack_worker_idle_spin_ns")
-    }) {
-        println!("{line}");
-    }
     server.shutdown();
 }

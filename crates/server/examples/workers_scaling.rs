@@ -16,7 +16,7 @@
 //! ```text
 //! cargo run --release -p server --example workers_scaling -- [SECONDS_PER_RUN] [ROUNDS] [FIO_JOBS]
 //! ```
-//! Skips (with the reason) when fio is missing. `ULLSTACK_IDLE=block-after-spin|adaptive|spin`
+//! Skips (with the reason) when fio is missing. `ULLSTACK_IDLE=block-after-spin|spin`
 //! sets the workers' idle policy.
 
 use std::process::{Command, Stdio};
@@ -78,7 +78,6 @@ tenant = "lc"
     match std::env::var("ULLSTACK_IDLE").as_deref() {
         Ok("spin") => c.dataplane.idle = IdlePolicy::Spin,
         Ok("block-after-spin") => c.dataplane.idle = IdlePolicy::BlockAfterSpin,
-        Ok("adaptive") => c.dataplane.idle = IdlePolicy::Adaptive,
         _ => {}
     }
     c

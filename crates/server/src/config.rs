@@ -240,10 +240,6 @@ pub enum IdlePolicy {
     /// Poll for `idle_spin_ns`, then sleep in `epoll_wait` until a socket or the ring wakes us.
     #[default]
     BlockAfterSpin,
-    /// Spin only while recent spins found work soon enough to pay for the sleeps they saved,
-    /// up to what a sleep-and-wake costs (measured by the worker), then sleep; `idle_spin_ns`
-    /// is not used (see `spin`).
-    Adaptive,
 }
 
 /// `[dataplane]`: the worker threads and their loop.

@@ -16,6 +16,27 @@
 //! held by this sleep, nor is a latency-critical request; completions wake the worker to reply
 //! but do not start a round early (the worker's *Throttled rounds*).
 //!
+//! # Rejected: a spin sized from the measured wake cost
+//! The fixed spin (`idle_spin_ns`) was tried against a spin that pays for itself (Linux's
+//! hybrid polling and NAPI busy polling): each idle period spun up to W, the CPU one
+//! sleep-and-wake cost the worker thread (`CLOCK_THREAD_CPUTIME_ID` across 64 start-up sleeps
+//! of 40 µs, then across one blocking wait in 16 that slept), when the recent spins found work
+//! soon enough to pay for the sleeps they saved — E[min(gap, W)] < p·W, p the share of spins
+//! that found work (the ski-rental bound: at most 2W per period) — else it blocked at once,
+//! spinning one period in 8 to measure again; coalescing pauses shorter than W were spun. On
+//! the 2-core VM shared with other builds (load 6–11), same binary, alternating 3 runs each,
+//! fixed 5 µs against the sized spin (every figure: CHANGELOG.md): W measured 8–15 µs, under the
+//! ~20 µs a QD1 client takes to send its next request, so spins rarely paid there, and QD1
+//! reads (`qd1_latency`, 100,000 each) were no faster — p50 26.7/26.7/30.6 µs against
+//! 26.5/32.5/37.9 — nor cheaper: 16.6/16.0/19.4 µs of server CPU per read against
+//! 16.7/19.8/21.7. Under fio at iodepth 32 (`nbd_cpu_efficiency`, I/Os per server-CPU-second)
+//! with 1 job it won each pair of one set by 4–6 % (118/109/121 K against 124/116/126 K);
+//! with 4 jobs the spins took small batches the coalescing pause would have grown (4.0
+//! against 8.8 requests a step; 211/209/107 K against 133/162/115 K). Without spins while the
+//! coalescer pauses, 4 jobs gave 234/142/169 K against 197/182/184 K and 1 job 114/144/124 K
+//! against 168/138/123 K. No load showed a win beyond the machine's noise, and QD1 lost, so
+//! the fixed spin stays.
+//!
 //! # What it leaves out
 //! The scheduler's own next-eligible time (crate `qos` does not expose one; the adaptive sleep
 //! stands in for it).

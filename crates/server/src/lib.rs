@@ -25,7 +25,6 @@
 //! | | [`inbuf`] | a connection's input buffer |
 //! | | [`idle`] | when an idle or throttled worker sleeps, and how long |
 //! | | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
-//! | | [`spin`] | `idle = "adaptive"`: spin only while the next batch is due before a sleep would pay |
 //! | config | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
 //! | | [`tenant`] | tenants, constant-time secrets, ACLs: the check every request passes |
 //! | | [`metrics`] | Prometheus metrics and the admin endpoint's HTTP responder |
@@ -68,7 +67,6 @@ pub mod inbuf;
 pub mod latency;
 pub mod logfmt;
 pub mod slab;
-pub mod spin;
 pub mod sys;
 pub mod throttle;
 // Config, tenants, metrics.

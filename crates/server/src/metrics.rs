@@ -88,8 +88,6 @@ pub struct Metrics {
     worker_coalesce_waits: Family<Labels, Counter>,
     worker_rounds_deferred: Family<Labels, Counter>,
     worker_coalesce_window: Family<Labels, Gauge>,
-    worker_idle_spin: Family<Labels, Gauge>,
-    worker_wake_cost: Family<Labels, Gauge>,
     worker_batch: Family<Labels, Histogram, fn() -> Histogram>,
     worker_connections: Family<Labels, Gauge>,
     worker_input_read_bytes: Family<Labels, Counter>,
@@ -151,10 +149,6 @@ pub struct WorkerMetrics {
     pub rounds_deferred: Counter,
     /// The coalescing pause the worker takes now, ns (0: none).
     pub coalesce_window_ns: Gauge,
-    /// How long the idle worker spins before it blocks now, ns (`idle = "adaptive"`).
-    pub idle_spin_ns: Gauge,
-    /// What one sleep-and-wake costs the worker thread, ns of CPU (`idle = "adaptive"`).
-    pub wake_cost_ns: Gauge,
     pub batch: Histogram,
     pub connections: Gauge,
     /// Bytes read from client sockets into input buffers.
@@ -188,8 +182,6 @@ impl Metrics {
             worker_coalesce_waits: Family::default(),
             worker_rounds_deferred: Family::default(),
             worker_coalesce_window: Family::default(),
-            worker_idle_spin: Family::default(),
-            worker_wake_cost: Family::default(),
             worker_batch: Family::new_with_constructor(batch_histogram as fn() -> Histogram),
             worker_connections: Family::default(),
             worker_input_read_bytes: Family::default(),
@@ -274,16 +266,6 @@ impl Metrics {
             "worker_coalesce_window_ns",
             "The coalescing pause a worker takes between steps now, ns (0: none; the ladder in dataplane.coalesce_ns)",
             m.worker_coalesce_window.clone(),
-        );
-        registry.register(
-            "worker_idle_spin_ns",
-            "How long an idle worker spins before it blocks now, ns (dataplane.idle = \"adaptive\": the measured wake cost while the expected gap is below it, else 0)",
-            m.worker_idle_spin.clone(),
-        );
-        registry.register(
-            "worker_wake_cost_ns",
-            "CPU one sleep-and-wake costs the worker thread, ns (measured with dataplane.idle = \"adaptive\"; 0 otherwise)",
-            m.worker_wake_cost.clone(),
         );
         registry.register(
             "worker_batch_requests",
@@ -415,8 +397,6 @@ impl Metrics {
             coalesce_waits: self.worker_coalesce_waits.get_or_create_owned(&l),
             rounds_deferred: self.worker_rounds_deferred.get_or_create_owned(&l),
             coalesce_window_ns: self.worker_coalesce_window.get_or_create_owned(&l),
-            idle_spin_ns: self.worker_idle_spin.get_or_create_owned(&l),
-            wake_cost_ns: self.worker_wake_cost.get_or_create_owned(&l),
             batch: self.worker_batch.get_or_create_owned(&l),
             connections: self.worker_connections.get_or_create_owned(&l),
             input_read_bytes: self.worker_input_read_bytes.get_or_create_owned(&l),

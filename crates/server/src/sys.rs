@@ -293,38 +293,6 @@ pub fn set_fine_timer_slack() {
     }
 }
 
-/// What the kernel has charged the calling thread so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ThreadUsage {
-    /// User + system CPU time, ns (`CLOCK_THREAD_CPUTIME_ID`, which counts the running
-    /// slice; `getrusage`'s times lag until the scheduler next accounts the thread).
-    pub cpu_ns: u64,
-    /// Voluntary context switches: the times the thread slept (`getrusage(RUSAGE_THREAD)`).
-    pub voluntary_switches: u64,
-}
-
-/// The calling thread's CPU time and sleeps so far, or None if the kernel refuses.
-pub fn thread_usage() -> Option<ThreadUsage> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only into the timespec it is given, which outlives the call.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return None;
-    }
-    // SAFETY: an all-zero `rusage` is a valid value (integers and timevals).
-    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes only into the struct it is given, which outlives the call.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
-        return None;
-    }
-    Some(ThreadUsage {
-        cpu_ns: ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
-        voluntary_switches: r.ru_nvcsw as u64,
-    })
-}
-
 /// Direct-I/O alignments of a file, as `statx(STATX_DIOALIGN)` reports them (0: no direct I/O).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DioAlign {

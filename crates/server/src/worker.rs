@@ -56,11 +56,7 @@
 //! queued request back (tokens accrue with time, not with events) the worker sleeps
 //! [`crate::idle::THROTTLED_RETRY_MIN_NS`] before the next round, doubling up to [`crate::idle::THROTTLED_RETRY_MAX_NS`]
 //! while rounds release fewer than [`crate::idle::THROTTLED_BATCH_TARGET`]; it used to poll, which cost a
-//! core per throttled pipelining client. `adaptive` sizes the spin instead of taking
-//! `idle_spin_ns` ([`crate::spin`]): each idle period spins up to the CPU one sleep-and-wake
-//! costs this thread (measured at start and on one blocking wait in 16) when its recent spins
-//! found work soon enough to pay for the sleeps they saved, else blocks at once (one period
-//! in 8 spins to measure again); a coalescing pause shorter than that cost is spun too.
+//! core per throttled pipelining client.
 //!
 //! *Throttled rounds.* While throttled, a step woken only by completions reaps and replies but
 //! runs no round until that sleep is over: tokens accrue with time, so an early round would
@@ -156,7 +152,6 @@ use crate::nbd::NbdSession;
 use crate::shared::{RunState, Shared, StartError};
 use crate::slab::Slab;
 use crate::sockring::{Done, SockRing};
-use crate::spin::{SpinSizer, WAKE_SAMPLE_EVERY};
 use crate::sys::{self, Epoll};
 
 /// How often timeouts are checked and lazily kept counters synced.
@@ -278,17 +273,6 @@ impl Worker {
         let spin_ns = self.shared.config.dataplane.idle_spin_ns;
         let mut readable: Vec<usize> = Vec::with_capacity(EPOLL_EVENTS);
         let mut coalescer = Coalescer::new(self.shared.config.dataplane.coalesce_ns);
-        // `idle = "adaptive"`: the spin sized from the measured wake cost and gaps.
-        let mut spinner = (idle == IdlePolicy::Adaptive).then(SpinSizer::calibrate);
-        // Since when the worker has waited for work (its last busy step, and pause, ended),
-        // this idle period's spin budget, and how long it spun before it first blocked.
-        let mut idle_since_ns = now_ns();
-        let mut budget_ns = spinner.as_mut().map_or(0, |s| s.next_budget_ns());
-        let mut spun_ns: Option<u64> = None;
-        let mut blocking_waits = 0u64;
-        if let Some(s) = &spinner {
-            self.metrics.wake_cost_ns.set(s.wake_cost_ns() as i64);
-        }
         let mut released_last_round = true;
         let mut throttled_wait_ns = THROTTLED_RETRY_MIN_NS;
         // When a throttled worker's next round is due (see *Throttled rounds*).
@@ -309,45 +293,19 @@ impl Worker {
             let throttled = self.sched.queued() > 0 && !released_last_round;
             // Draining does not spin: what it waits for (completions, a client taking its
             // replies) wakes the worker, and the grace deadline is at most one timer scan away.
-            let spinning = match &spinner {
-                Some(_) => now.saturating_sub(idle_since_ns) < budget_ns,
-                None => now.saturating_sub(last_busy_ns) < spin_ns,
-            };
             let polling = idle == IdlePolicy::Spin
-                || spinning
+                || now.saturating_sub(last_busy_ns) < spin_ns
                 || (self.sched.queued() > 0 && !throttled)
                 || !self.pending.is_empty();
             let mut timeout_ns = wait_ns(polling, now, next_scan_ns, backend_next_ns);
             if throttled && idle != IdlePolicy::Spin {
                 timeout_ns = timeout_ns.min(throttled_round_ns.saturating_sub(now));
             }
-            // Under the adaptive policy one blocking wait in WAKE_SAMPLE_EVERY is measured:
-            // the CPU it cost the thread, when it slept, is a sample of the wake cost.
-            let usage_before = match &spinner {
-                Some(_) if timeout_ns > 0 => {
-                    spun_ns.get_or_insert(now.saturating_sub(idle_since_ns));
-                    blocking_waits += 1;
-                    if blocking_waits.is_multiple_of(WAKE_SAMPLE_EVERY) {
-                        sys::thread_usage()
-                    } else {
-                        None
-                    }
-                }
-                _ => None,
-            };
             let n = if self.ring.is_some() {
                 self.ring_wait(&mut events, timeout_ns)
             } else {
                 self.epoll.wait(&mut events, timeout_ns)
             };
-            if let (Some(before), Some(s)) = (usage_before, spinner.as_mut()) {
-                if let Some(after) = sys::thread_usage() {
-                    let switches = after
-                        .voluntary_switches
-                        .saturating_sub(before.voluntary_switches);
-                    s.observe_wait(after.cpu_ns.saturating_sub(before.cpu_ns), switches);
-                }
-            }
             // After the wait, before anything it woke for: a connection accepted, or a request
             // sent, after a reload was published is handled under the new config.
             if !draining {
@@ -445,28 +403,10 @@ impl Worker {
             }
             if busy {
                 last_busy_ns = now;
-                if let Some(s) = spinner.as_mut() {
-                    if budget_ns > 0 {
-                        let waited_ns = now.saturating_sub(idle_since_ns);
-                        s.observe_spin(spun_ns.unwrap_or(waited_ns), spun_ns.is_none());
-                    }
-                }
             }
             if taken > 0 && !draining && self.pending.is_empty() && self.sched.queued() == 0 {
                 if let Some(until) = coalescer.hold_until(now_ns()) {
-                    let spin = spinner
-                        .as_ref()
-                        .is_some_and(|s| s.spins_pause(until.saturating_sub(now_ns())));
-                    self.hold(until, spin);
-                }
-            }
-            if busy {
-                idle_since_ns = now_ns();
-                spun_ns = None;
-                if let Some(s) = spinner.as_mut() {
-                    budget_ns = s.next_budget_ns();
-                    self.metrics.idle_spin_ns.set(budget_ns as i64);
-                    self.metrics.wake_cost_ns.set(s.wake_cost_ns() as i64);
+                    self.hold(until);
                 }
             }
         };
@@ -484,9 +424,8 @@ impl Worker {
         self.shared.drain_started_ns().saturating_add(grace_ns)
     }
 
-    /// Coalescing pause: until `until_ns`, or until just before a backend's next event; spun
-    /// with `spin` (a pause shorter than a sleep-and-wake costs; see `spin`), else slept.
-    fn hold(&mut self, until_ns: u64, spin: bool) {
+    /// Coalescing pause: sleeps until `until_ns`, or until just before a backend's next event.
+    fn hold(&mut self, until_ns: u64) {
         let backend_next = self.backends.iter().filter_map(|b| b.next_event_ns()).min();
         let until = match backend_next {
             Some(t) => until_ns.min(t.saturating_sub(BACKEND_WAKE_EARLY_NS)),
@@ -495,13 +434,7 @@ impl Worker {
         let now = now_ns();
         if until > now {
             self.metrics.coalesce_waits.inc();
-            if spin {
-                // The step's queued sends go out first, as the ring's sleeping pause does.
-                self.ring_submit();
-                while now_ns() < until {
-                    std::hint::spin_loop();
-                }
-            } else if !self.ring_hold(until - now) {
+            if !self.ring_hold(until - now) {
                 std::thread::sleep(std::time::Duration::from_nanos(until - now));
             }
         }

@@ -76,7 +76,6 @@ impl ServerConfig {
         let idle = match d.idle {
             IdlePolicy::Spin => "spin",
             IdlePolicy::BlockAfterSpin => "block-after-spin",
-            IdlePolicy::Adaptive => "adaptive",
         };
         writeln!(out, "idle = \"{idle}\"")?;
         writeln!(out, "idle_spin_ns = {}", d.idle_spin_ns)?;

@@ -392,13 +392,6 @@ impl Worker {
             .add(conn.core.stream.as_raw_fd(), conn.core.me.token(), events)
     }
 
-    /// Submits what the socket ring has queued, without waiting (a spun pause).
-    pub(super) fn ring_submit(&mut self) {
-        if let Some(ring) = self.ring.as_mut() {
-            ring.enter(0);
-        }
-    }
-
     /// The coalescing pause of `ns` on the ring: the step's sends and receives go to the
     /// kernel and the worker sleeps, in one `io_uring_enter`; false without a ring.
     pub(super) fn ring_hold(&mut self, ns: u64) -> bool {
