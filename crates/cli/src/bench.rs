@@ -1,11 +1,11 @@
 //! `ullstack bench`: argument parsing for the load generator; the work is in
-//! `client::bench` (runner, tenant specs, report).
+//! `client::bench` (runner, tenant specs, report, and the flags' merge over a scenario file:
+//! `client::bench::overrides`).
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use client::bench::{self, spec, BenchConfig, Progress};
-use client::{ClientTls, ServerCheck};
+use anyhow::Context;
+use client::bench::{self, overrides::Overrides};
 
 /// The teaching part of `ullstack bench --help` (shown after the options: the subcommand's
 /// one-line summary comes from `main.rs`).
@@ -146,107 +146,33 @@ pub struct BenchArgs {
     tls_insecure: bool,
 }
 
-/// The TLS the flags ask for, if any.
-fn tls_from_args(args: &BenchArgs) -> anyhow::Result<Option<ClientTls>> {
-    if let Some(path) = &args.tls_psk {
-        return Ok(Some(
-            ClientTls::psk_file(path, args.tls_psk_identity.as_deref())
-                .with_context(|| "--tls-psk".to_string())?,
-        ));
-    }
-    if let Some(ca) = &args.tls_ca {
-        return Ok(Some(ClientTls::certificate(ServerCheck::CaFile(
-            ca.clone(),
-        ))));
-    }
-    if args.tls_insecure {
-        return Ok(Some(ClientTls::certificate(ServerCheck::Insecure)));
-    }
-    Ok(None)
-}
-
-fn duration_flag(flag: &str, v: &str) -> anyhow::Result<u64> {
-    engine::units::duration_ns(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
-}
-
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let mut scenario = match &args.scenario {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read scenario {}", path.display()))?;
-            spec::parse_scenario(&text, &path.display().to_string())?
-        }
-        None => spec::Scenario::default(),
+    let overrides = Overrides {
+        scenario: args.scenario,
+        tenants: args.tenants,
+        server: args.server,
+        registry: args.registry.clone(),
+        duration: args.duration,
+        ios: args.ios,
+        warmup: args.warmup,
+        threads: args.threads,
+        seed: args.seed,
+        no_progress: args.no_progress,
+        tls_psk: args.tls_psk,
+        tls_psk_identity: args.tls_psk_identity,
+        tls_ca: args.tls_ca,
+        tls_insecure: args.tls_insecure,
     };
-    for t in &args.tenants {
-        scenario.tenants.extend(spec::parse_tenant(t)?);
+    let built = overrides.build()?;
+    if let (Some(url), Some(id)) = (&args.registry, &built.registry_server_id) {
+        let addr = &built.config.server;
+        eprintln!("bench: server {id} at {addr} (from the registry {url})");
     }
-    if scenario.tenants.is_empty() {
-        scenario.tenants = spec::parse_tenant("name=open,qd=1")?;
-    }
-    let duration_ns = match &args.duration {
-        Some(v) => Some(duration_flag("--duration", v)?),
-        None => scenario.duration_ns,
-    };
-    let ios_per_tenant = match &args.ios {
-        Some(v) => Some(
-            engine::units::count(v)
-                .ok()
-                .filter(|&n| n > 0)
-                .with_context(|| {
-                    format!("--ios {v:?}: expected a positive count like 100000 or 1m")
-                })?,
-        ),
-        None => scenario.ios,
-    };
-    let warmup_ns = match &args.warmup {
-        Some(v) => duration_flag("--warmup", v)?,
-        None => scenario.warmup_ns.unwrap_or(0),
-    };
-    let threads = args.threads.or(scenario.threads).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get().min(8))
-            .unwrap_or(2)
-    });
-    if threads == 0 {
-        bail!("--threads 0: expected at least 1");
-    }
-    let tls = tls_from_args(&args)?;
-    let server = match &args.registry {
-        Some(url) => resolve_through_registry(url, &scenario.tenants)?,
-        None => args
-            .server
-            .or(scenario.server)
-            .unwrap_or_else(|| "127.0.0.1:10810".to_owned()),
-    };
-    let config = BenchConfig {
-        server,
-        duration_ns,
-        ios_per_tenant,
-        warmup_ns,
-        threads,
-        seed: args.seed.or(scenario.seed).unwrap_or(1),
-        tenants: scenario.tenants,
-        progress: if args.no_progress {
-            Progress::Hidden
-        } else {
-            Progress::Bar
-        },
-        tls,
-    };
-    let report = bench::run(&config)?;
+    let report = bench::run(&built.config)?;
     print!("{}", report.table());
     if let Some(path) = &args.json {
         std::fs::write(path, report.to_json())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
-}
-
-/// The own-protocol address of the server every tenant's reservation (or volume) resolves to.
-fn resolve_through_registry(url: &str, tenants: &[spec::TenantSpec]) -> anyhow::Result<String> {
-    let (id, addr) =
-        client::registry::resolve_bench_server(url, tenants).map_err(|e| anyhow::anyhow!(e))?;
-    eprintln!("bench: server {id} at {addr} (from the registry {url})");
-    Ok(addr)
 }

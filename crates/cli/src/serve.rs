@@ -228,8 +228,8 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
         .volume_profile_lines()
         .context("choosing the QoS profile")?;
     server::signals::block_signals().context("blocking SIGINT/SIGTERM/SIGHUP")?;
-    let fleet_facts = fleet_facts(&config)?;
-    if let Some(r) = &fleet_facts.registry {
+    let (registry, member) = (config.registry.clone(), config.fleet_member()?);
+    if let Some(r) = &registry {
         // Reach the registry before binding and opening volumes: an unreachable one is a
         // one-line error now, not after the server started.
         fleet::Etcd::connect(&r.url)?.get(&fleet::server_key("-"))?;
@@ -247,8 +247,8 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
         }));
     }
     let a = handle.addrs;
-    let announcement = match fleet_facts.registry.clone() {
-        Some(r) => Some(join_fleet(&r, a, fleet_facts.member)?),
+    let announcement = match registry {
+        Some(r) => Some(join_fleet(&r, a, member)?),
         None => None,
     };
     if let Some(nbd) = a.nbd {
@@ -306,46 +306,6 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<u8> {
         ),
     }
     Ok(stopped.exit_code())
-}
-
-/// What the fleet needs to know of a config: `[registry]` (with the command line's
-/// --registry* flags applied) and the server as a fleet member.
-struct FleetFacts {
-    registry: Option<server::config::RegistryConfig>,
-    member: fleet::Member,
-}
-
-fn fleet_facts(config: &ServerConfig) -> anyhow::Result<FleetFacts> {
-    let volumes: Vec<String> = config.volumes.iter().map(|v| v.name.clone()).collect();
-    let lc_tenants = config
-        .tenants
-        .iter()
-        .filter_map(|t| {
-            t.slo.as_ref().map(|slo| fleet::PlacedTenant {
-                name: t.name.clone(),
-                volume: volumes.first().cloned().unwrap_or_default(),
-                spec: qos::TenantSpec::LatencyCritical(slo.to_qos()),
-            })
-        })
-        .collect();
-    let member = fleet::Member {
-        profile: config.device_profile()?,
-        volumes,
-        lc_tenants,
-        exports: config
-            .exports
-            .iter()
-            .map(|e| fleet::NbdExport {
-                name: e.name.clone(),
-                volume: e.volume.clone(),
-            })
-            .collect(),
-        tls: config.tls.is_some(),
-    };
-    Ok(FleetFacts {
-        registry: config.registry.clone(),
-        member,
-    })
 }
 
 /// Announces the started server in the registry and seeds its reservations.

@@ -1,15 +1,14 @@
-//! `ullstack study` argument wiring: list, run (whole or a shard), merge shards. The work is in
-//! crate `study`.
+//! `ullstack study` argument wiring: list, run (whole or a shard), merge shards. Which flags go
+//! together is decided in `study::options`; the work is in crate `study`.
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail};
+use anyhow::anyhow;
 use clap::Args;
-use study::driver::{self, StudyOptions};
+use study::driver;
+use study::options::{Command, Flags, SlurmRequest};
 use study::provenance::{shell_words, Build};
-use study::slurm::{self, SlurmPlan};
-use study::Size;
-use study::{k8s, shard_env, StudyDef};
+use study::{k8s, slurm, Size, StudyDef};
 
 /// Run a study (a named set of simulations with plots and a report), list them, or merge shards
 ///
@@ -108,13 +107,30 @@ pub struct StudyArgs {
     markdown: bool,
 }
 
-/// The plan the flags ask for (size, seed, replicates).
-fn plan_of(args: &StudyArgs) -> anyhow::Result<study::Plan> {
-    let size = if args.quick { Size::Quick } else { Size::Full };
-    let plan = study::Plan::new(size, args.seed.unwrap_or(1));
-    match args.replicates {
-        Some(n) => plan.with_replicates(n).map_err(|e| anyhow!(e)),
-        None => Ok(plan),
+impl StudyArgs {
+    /// The flags as `study::options` checks them.
+    fn flags(&self) -> Flags {
+        Flags {
+            target: self.target.clone(),
+            dirs: self.dirs.clone(),
+            quick: self.quick,
+            out: self.out.clone(),
+            jobs: self.jobs,
+            seed: self.seed,
+            shard: self.shard.clone(),
+            slurm: self.slurm,
+            partition: self.partition.clone(),
+            time: self.time.clone(),
+            cpus_per_task: self.cpus_per_task,
+            k8s: self.k8s,
+            image: self.image.clone(),
+            dry_run: self.dry_run,
+            quiet: self.quiet,
+            sim_only: self.sim_only,
+            force: self.force,
+            replicates: self.replicates,
+            reference: self.reference.clone(),
+        }
     }
 }
 
@@ -131,74 +147,61 @@ fn this_build() -> Build {
     }
 }
 
-/// Refuses `--sim-only` for study `name`: only `reflex` has a real-server half to skip.
-fn refuse_sim_only(args: &StudyArgs, name: &str) -> anyhow::Result<()> {
-    if args.sim_only {
-        bail!(
-            "--sim-only: study `{name}` has no real-server half to skip (only `reflex` runs one); \
-             every run of `{name}` is simulated already, drop the flag"
-        );
+pub fn run(args: StudyArgs) -> anyhow::Result<()> {
+    let env = |k: &str| std::env::var(k).ok();
+    let command = args
+        .flags()
+        .command(this_build(), &env, &mut |note| eprintln!("{note}"))?;
+    match command {
+        Command::List => {
+            print!("{}", study::listing::list_text());
+            Ok(())
+        }
+        Command::Merge {
+            dirs,
+            out,
+            force,
+            reference,
+        } => {
+            let started = std::time::Instant::now();
+            let (_, outcome) =
+                driver::merge(&dirs, &out, &this_build(), force, reference.as_deref())
+                    .map_err(|e| anyhow!(e))?;
+            outcome.print_report(&out, args.quiet, started.elapsed());
+            print_results_md(&args, outcome.headline.is_some(), &out)
+        }
+        Command::Reflex { options, sim_only } => run_reflex(&args, &options, sim_only),
+        Command::Run { def, options } => run_study(&args, &def, &options),
+        Command::K8s {
+            def,
+            plan,
+            pods,
+            image,
+            dir,
+        } => {
+            k8s::write(&def, &plan, pods, &image, &dir).map_err(|e| anyhow!(e))?;
+            println!("{}", k8s::instructions(&dir, pods, def.name));
+            Ok(())
+        }
+        Command::Slurm { def, request } => submit_slurm(&def, &request),
+    }
+}
+
+/// With --markdown and a headline: the study's "Current results" section, as written to
+/// OUT/results.md.
+fn print_results_md(args: &StudyArgs, headline: bool, out: &std::path::Path) -> anyhow::Result<()> {
+    if args.markdown && headline {
+        print!("{}", driver::read_results_md(out).map_err(|e| anyhow!(e))?);
     }
     Ok(())
 }
 
-pub fn run(args: StudyArgs) -> anyhow::Result<()> {
-    match args.target.as_str() {
-        "list" => {
-            if !args.dirs.is_empty() {
-                bail!(
-                    "`study list` takes no folders (got {})",
-                    args.dirs[0].display()
-                );
-            }
-            print!("{}", study::listing::list_text());
-            Ok(())
-        }
-        "merge" => merge(args),
-        "reflex" => run_reflex(args),
-        _ => run_study(args),
-    }
-}
-
 /// `ullstack study reflex`: its own runner (remote scenarios, not device runs).
-fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
-    if !args.dirs.is_empty() || args.shard.is_some() {
-        bail!("`study reflex` takes no folders and no --shard");
-    }
-    if let Some(flag) = cluster_flags(&args).first() {
-        bail!(
-            "`study reflex` has no cluster mode ({flag}): its real-server half runs `ullstack serve` \
-             and `bench` on this machine and measures them here, so it cannot be split into array \
-             tasks; run it here (--sim-only skips the real-server half)"
-        );
-    }
-    if let Some(n) = args.replicates {
-        bail!(
-            "--replicates {n}: `study reflex` runs each scenario once (its real half measures \
-             wall-clock behaviour); replicates apply to ull, fastdrain and flashshare"
-        );
-    }
-    if args.jobs == Some(0) {
-        bail!("--jobs 0: expected at least 1");
-    }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results/study/reflex"));
-    let opts = study::reflex::ReflexOptions {
-        size: if args.quick { Size::Quick } else { Size::Full },
-        seed: args.seed.unwrap_or(1),
-        out: out.clone(),
-        jobs: args
-            .jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        progress: !args.quiet,
-        build: this_build(),
-        reference: args.reference.clone(),
-    };
-    if args.force {
-        bail!("--force: `study reflex` does not resume (it runs everything again), so there is no other build's folder to accept");
-    }
+fn run_reflex(
+    args: &StudyArgs,
+    opts: &study::reflex::ReflexOptions,
+    sim_only: bool,
+) -> anyhow::Result<()> {
     let command = command_line();
     study::interrupt::on_sigint(move || {
         format!(
@@ -209,111 +212,16 @@ fn run_reflex(args: StudyArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow!(e))?;
     let started = std::time::Instant::now();
     let runner = harness::InProcess;
-    let real: Option<&dyn study::reflex::RealRunner> =
-        if args.sim_only { None } else { Some(&runner) };
-    let o = study::reflex::run(&opts, real).map_err(|e| anyhow!(e))?;
-    o.print_report(&out, args.quiet, started.elapsed());
-    if args.markdown {
-        print!("{}", driver::read_results_md(&out).map_err(|e| anyhow!(e))?);
-    }
-    Ok(())
+    let real: Option<&dyn study::reflex::RealRunner> = if sim_only { None } else { Some(&runner) };
+    let o = study::reflex::run(opts, real).map_err(|e| anyhow!(e))?;
+    o.print_report(&opts.out, args.quiet, started.elapsed());
+    print_results_md(args, true, &opts.out)
 }
 
-/// The cluster flags given (`--slurm N`, `--k8s N`, `--dry-run` and their options), as typed.
-fn cluster_flags(args: &StudyArgs) -> Vec<String> {
-    let mut v = Vec::new();
-    if let Some(n) = args.slurm {
-        v.push(format!("--slurm {n}"));
-    }
-    if let Some(n) = args.k8s {
-        v.push(format!("--k8s {n}"));
-    }
-    if args.dry_run {
-        v.push("--dry-run".into());
-    }
-    v.extend(slurm_only_flags(args));
-    if let Some(i) = &args.image {
-        v.push(format!("--image {i}"));
-    }
-    v
-}
-
-/// The Slurm-only options given (`--partition`, `--time`, `--cpus-per-task`).
-fn slurm_only_flags(args: &StudyArgs) -> Vec<String> {
-    let mut v = Vec::new();
-    if let Some(p) = &args.partition {
-        v.push(format!("--partition {p}"));
-    }
-    if let Some(t) = &args.time {
-        v.push(format!("--time {t}"));
-    }
-    if let Some(c) = args.cpus_per_task {
-        v.push(format!("--cpus-per-task {c}"));
-    }
-    v
-}
-
-fn run_study(args: StudyArgs) -> anyhow::Result<()> {
-    if !args.dirs.is_empty() {
-        bail!(
-            "`study {}` takes no folders (got {}); folders go to `study merge`",
-            args.target,
-            args.dirs[0].display()
-        );
-    }
-    let def = study::find(&args.target).map_err(|e| anyhow!(e))?;
-    refuse_sim_only(&args, def.name)?;
-    if args.dry_run && args.slurm.is_none() && args.k8s.is_none() {
-        bail!(
-            "--dry-run goes with --slurm N or --k8s N (it writes their scripts without submitting)"
-        );
-    }
-    if args.slurm.is_some() || args.k8s.is_some() {
-        if args.force {
-            bail!("--force goes with a study run here or `study merge`: the cluster's shard tasks each start a folder of their own");
-        }
-        return cluster(&def, &args);
-    }
-    if let Some(flag) = slurm_only_flags(&args).first() {
-        bail!("{flag} goes with --slurm N (it sets the Slurm jobs' #SBATCH options)");
-    }
-    if let Some(i) = &args.image {
-        bail!("--image {i} goes with --k8s N (the pods' container image)");
-    }
-    let shard = match args.shard.as_deref() {
-        None => None,
-        Some(s) if shard_env::is_auto(s) => {
-            let auto = shard_env::resolve(s, &|k| std::env::var(k).ok()).map_err(|e| anyhow!(e))?;
-            eprintln!(
-                "shard {}/{} from the environment ({})",
-                auto.shard.index, auto.shard.count, auto.source
-            );
-            Some(auto.shard)
-        }
-        Some(s) => Some(driver::parse_shard(s).map_err(|e| anyhow!(e))?),
-    };
-    if args.jobs == Some(0) {
-        bail!("--jobs 0: expected at least 1");
-    }
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results/study").join(def.name));
-    let opts = StudyOptions {
-        size: if args.quick { Size::Quick } else { Size::Full },
-        seed: args.seed.unwrap_or(1),
-        out: out.clone(),
-        jobs,
-        shard,
-        progress: !args.quiet,
-        replicates: args.replicates,
-        reference: args.reference.clone(),
-        build: this_build(),
-        force: args.force,
-    };
+/// A study (or one shard of it) run here.
+fn run_study(args: &StudyArgs, def: &StudyDef, opts: &driver::StudyOptions) -> anyhow::Result<()> {
+    let out = &opts.out;
+    let shard = opts.shard;
     let scope = driver::scope_of(&(def.runs)(&opts.plan().map_err(|e| anyhow!(e))?), shard);
     let (interrupted_out, command) = (out.clone(), command_line());
     study::interrupt::on_sigint(move || {
@@ -325,11 +233,9 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
         println!("{}", study::report::SMOKE_TEST);
     }
     let started = std::time::Instant::now();
-    let outcome = driver::run(&def, &opts).map_err(|e| anyhow!(e))?;
-    outcome.print_report(&out, args.quiet, started.elapsed());
-    if args.markdown && outcome.headline.is_some() {
-        print!("{}", driver::read_results_md(&out).map_err(|e| anyhow!(e))?);
-    }
+    let outcome = driver::run(def, opts).map_err(|e| anyhow!(e))?;
+    outcome.print_report(out, args.quiet, started.elapsed());
+    print_results_md(args, outcome.headline.is_some(), out)?;
     if let Some(s) = shard {
         println!(
             "shard {}/{} done; join the shards with `ullstack study merge DIR...`",
@@ -339,86 +245,15 @@ fn run_study(args: StudyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--slurm N` (submit, or write with --dry-run) and `--k8s N --dry-run` (write manifests).
-fn cluster(def: &StudyDef, args: &StudyArgs) -> anyhow::Result<()> {
-    let plan = plan_of(args)?;
-    let (size, seed) = (plan.size, plan.seed);
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results/study").join(def.name));
-    if args.jobs.is_some() {
-        bail!("--jobs sets one process's parallelism; with --slurm use --cpus-per-task, with --k8s each pod runs one run at a time");
-    }
-    if let Some(n) = args.k8s {
-        if let Some(flag) = slurm_only_flags(args).first() {
-            bail!("{flag} is a Slurm option and does nothing with --k8s {n}: a pod's resources and deadline go in the manifest (spec.template.spec.containers[].resources, activeDeadlineSeconds)");
-        }
-        if !args.dry_run {
-            bail!("--k8s {n}: ullstack writes the manifests but does not talk to a cluster; add --dry-run and apply them with kubectl");
-        }
-        let dir = out.join("k8s");
-        let image = args.image.as_deref().unwrap_or(k8s::DEFAULT_IMAGE);
-        k8s::write(def, &plan, n, image, &dir).map_err(|e| anyhow!(e))?;
-        println!("{}", k8s::instructions(&dir, n, def.name));
-        return Ok(());
-    }
-    let tasks = args
-        .slurm
-        .expect("cluster() is called with --slurm or --k8s");
-    if let Some(i) = &args.image {
-        bail!("--image {i} goes with --k8s N; Slurm tasks run this ullstack binary");
-    }
-    if let Some(t) = &args.time {
-        slurm::parse_time_limit(t).map_err(|e| anyhow!(e))?;
-    }
-    std::fs::create_dir_all(&out).map_err(|e| anyhow!("creating {}: {e}", out.display()))?;
-    let out = std::fs::canonicalize(&out).map_err(|e| anyhow!("{}: {e}", out.display()))?;
+/// `--slurm N`: submit the array and its merge job (or write their scripts with --dry-run).
+fn submit_slurm(def: &StudyDef, request: &SlurmRequest) -> anyhow::Result<()> {
+    let out = &request.out;
+    std::fs::create_dir_all(out).map_err(|e| anyhow!("creating {}: {e}", out.display()))?;
+    let out = std::fs::canonicalize(out).map_err(|e| anyhow!("{}: {e}", out.display()))?;
     let exe = std::env::current_exe().map_err(|e| anyhow!("finding this ullstack binary: {e}"))?;
-    let plan = SlurmPlan {
-        size,
-        seed,
-        replicates: plan.replicates,
-        tasks,
-        out: out.clone(),
-        exe,
-        partition: args.partition.clone(),
-        time: args.time.clone(),
-        cpus_per_task: args.cpus_per_task.unwrap_or(1),
-    };
-    let sub = slurm::submit(def, &plan, args.dry_run).map_err(|e| anyhow!(e))?;
-    print!("{}", sub.describe(tasks, args.dry_run, &out));
-    Ok(())
-}
-
-fn merge(args: StudyArgs) -> anyhow::Result<()> {
-    if args.dirs.is_empty() {
-        bail!("`study merge` needs the shard folders: ullstack study merge DIR... [--out DIR]");
-    }
-    if args.quick
-        || args.jobs.is_some()
-        || args.shard.is_some()
-        || args.seed.is_some()
-        || args.slurm.is_some()
-        || args.k8s.is_some()
-        || args.sim_only
-    {
-        bail!("`study merge` takes only folders, --out, --force, --reference, --markdown and --quiet (size, seed and shards come from the folders' study.json)");
-    }
-    let out = args.out.clone().unwrap_or_else(|| args.dirs[0].clone());
-    let started = std::time::Instant::now();
-    let (_, outcome) = driver::merge(
-        &args.dirs,
-        &out,
-        &this_build(),
-        args.force,
-        args.reference.as_deref(),
-    )
-    .map_err(|e| anyhow!(e))?;
-    outcome.print_report(&out, args.quiet, started.elapsed());
-    if args.markdown && outcome.headline.is_some() {
-        print!("{}", driver::read_results_md(&out).map_err(|e| anyhow!(e))?);
-    }
+    let plan = request.plan(out.clone(), exe);
+    let sub = slurm::submit(def, &plan, request.dry_run).map_err(|e| anyhow!(e))?;
+    print!("{}", sub.describe(request.tasks, request.dry_run, &out));
     Ok(())
 }
 

@@ -39,6 +39,7 @@ pub mod interrupt;
 pub mod k8s;
 pub mod listing;
 pub mod lock;
+pub mod options;
 pub mod plot;
 pub mod provenance;
 pub mod published;

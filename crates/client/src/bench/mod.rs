@@ -47,6 +47,7 @@
 //! The tenant keys and scenario-file keys are documented in [`spec`].
 
 pub mod gen;
+pub mod overrides;
 pub mod report;
 pub mod spec;
 pub mod timer;

@@ -1,5 +1,10 @@
 //! `[registry]`: fleet membership through an etcd registry (`ullstack serve --registry`, crate
-//! `fleet`). The server itself does not read it: the command that starts it announces it.
+//! `fleet`). The server itself does not read it: the command that starts it announces it, as
+//! the [`fleet::Member`] that [`ServerConfig::fleet_member`] describes: the config's volumes,
+//! NBD exports, device profile and TLS, and its latency-critical tenants (those with an SLO) as
+//! the server's first reservations, each on the first volume. Worked example: volumes `fast`
+//! and `bulk` and tenants `a` (SLO 20 000 IOPS at p95 500 µs) and `b` (best-effort) make a
+//! member with volumes `[fast, bulk]` and one reservation, `a` on `fast`.
 //!
 //! Keys: `url` (`http://HOST:PORT`, required), `id` (default: the own-protocol address, else
 //! the NBD one; no `/`, it is an etcd key component), `ttl_s` (lease TTL, 1..=9 × 10⁹ s,
@@ -8,7 +13,7 @@
 
 use serde::Deserialize;
 
-use super::{invalid, ConfigError};
+use super::{invalid, ConfigError, ServerConfig};
 
 /// `[registry]`: join a fleet placed through etcd (crate `fleet`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -64,5 +69,38 @@ impl RegistryConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl ServerConfig {
+    /// What the fleet knows of this server (see the module's essay); an error only when the
+    /// device profile cannot be chosen.
+    pub fn fleet_member(&self) -> Result<fleet::Member, ConfigError> {
+        let volumes: Vec<String> = self.volumes.iter().map(|v| v.name.clone()).collect();
+        let lc_tenants = self
+            .tenants
+            .iter()
+            .filter_map(|t| {
+                t.slo.as_ref().map(|slo| fleet::PlacedTenant {
+                    name: t.name.clone(),
+                    volume: volumes.first().cloned().unwrap_or_default(),
+                    spec: qos::TenantSpec::LatencyCritical(slo.to_qos()),
+                })
+            })
+            .collect();
+        Ok(fleet::Member {
+            profile: self.device_profile()?,
+            volumes,
+            lc_tenants,
+            exports: self
+                .exports
+                .iter()
+                .map(|e| fleet::NbdExport {
+                    name: e.name.clone(),
+                    volume: e.volume.clone(),
+                })
+                .collect(),
+            tls: self.tls.is_some(),
+        })
     }
 }

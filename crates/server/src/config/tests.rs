@@ -288,3 +288,31 @@ fn never_panics_on_junk() {
         assert!(from_toml_str(text).is_err(), "{text:?} should fail");
     }
 }
+
+#[test]
+fn the_fleet_member_reserves_the_lc_tenants_on_the_first_volume() {
+    let mut c = from_toml_str(FULL).expect("valid config");
+    let m = c.fleet_member().unwrap();
+    assert_eq!(m.volumes, ["fast", "disk"]);
+    let placed: Vec<_> = m
+        .lc_tenants
+        .iter()
+        .map(|t| (t.name.as_str(), t.volume.as_str()))
+        .collect();
+    assert_eq!(placed, [("alice", "fast")], "bob is best-effort");
+    assert_eq!(
+        m.lc_tenants[0].spec,
+        qos::TenantSpec::LatencyCritical(c.tenants[0].slo.unwrap().to_qos())
+    );
+    let exports: Vec<_> = m
+        .exports
+        .iter()
+        .map(|e| (e.name.as_str(), e.volume.as_str()))
+        .collect();
+    assert_eq!(exports, [("default", "fast")]);
+    assert_eq!(m.profile, c.device_profile().unwrap());
+    assert!(!m.tls);
+    // The first volume, whichever the tenant's ACL names first.
+    c.volumes.swap(0, 1);
+    assert_eq!(c.fleet_member().unwrap().lc_tenants[0].volume, "disk");
+}
