@@ -402,7 +402,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "backend::memory",
         ],
     ),
-    ("server", &["config", "config::summary"]),
     ("sim", &["stack", "stack::fastdrain", "stack::flashshare"]),
     (
         "study",
