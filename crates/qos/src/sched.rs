@@ -124,7 +124,13 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+mod config;
+mod stats;
+pub use config::{
+    BucketReset, ConfigError, DeficitLimit, SchedulerConfig, DEFAULT_DEFICIT_LIMIT_MTOK,
+    MAX_CAP_ROUNDS,
+};
+pub use stats::{RoundStats, SchedulerStats};
 
 use crate::bucket::{CheckIn, SharedBucket};
 use crate::cost::Op;
@@ -146,81 +152,6 @@ pub struct LocalTenant {
     generation: u32,
 }
 
-/// How far below zero an LC tenant's balance may go before it is held back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeficitLimit {
-    /// A fixed number of milli-tokens for every tenant (published default: 50 tokens).
-    FixedMtok(u64),
-    /// The tenant's reservation × this window (e.g. 100 µs of its rate): scales with the tenant.
-    RateWindowNs(u64),
-}
-
-/// When the shared bucket is emptied.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BucketReset {
-    /// After every worker has run a round since the last reset (as published), or when the
-    /// bucket is older than `bucket_max_age_ns`.
-    AfterEveryWorkerRound,
-    /// Never (ablation: lets donations pile up into bursts).
-    Never,
-}
-
-/// Settings of a scheduler; a `[qos]` table in the server's config.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SchedulerConfig {
-    /// How far into debt an LC tenant may go.
-    pub deficit_limit: DeficitLimit,
-    /// Share of an LC balance above its cap that is donated, percent (published: 90).
-    pub donate_pct: u8,
-    /// An LC tenant's cap is its earnings over this many of the worker's last rounds (published: 3).
-    pub cap_rounds: u8,
-    /// When the shared bucket is emptied.
-    pub bucket_reset: BucketReset,
-    /// Empty the bucket at least this often even if a worker stopped running rounds, ns.
-    pub bucket_max_age_ns: u64,
-    /// What a reset leaves in the bucket, mtok; `None`: one 4 KB write of the device (see
-    /// [`crate::bucket`]); `Some(0)`: empty it completely, as published.
-    pub bucket_carry_mtok: Option<u64>,
-    /// An LC tenant held at its deficit limit may pay its next requests from the shared bucket
-    /// (spare tokens: donations and idle BE shares), before BE tenants borrow (default: on;
-    /// off: as published).
-    pub lc_borrows_spare: bool,
-}
-
-/// Published deficit limit: 50 tokens.
-pub const DEFAULT_DEFICIT_LIMIT_MTOK: u64 = 50_000;
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig {
-            deficit_limit: DeficitLimit::FixedMtok(DEFAULT_DEFICIT_LIMIT_MTOK),
-            donate_pct: 90,
-            cap_rounds: 3,
-            bucket_reset: BucketReset::AfterEveryWorkerRound,
-            bucket_max_age_ns: 1_000_000,
-            bucket_carry_mtok: None,
-            lc_borrows_spare: true,
-        }
-    }
-}
-
-/// A bad scheduler setting.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// `donate_pct` above 100.
-    #[error("donate_pct = {0}; expected 0..=100")]
-    DonatePct(u8),
-    /// `cap_rounds` of zero or more than the history kept.
-    #[error("cap_rounds = {0}; expected 1..={max}", max = MAX_CAP_ROUNDS)]
-    CapRounds(u8),
-}
-
-/// Most rounds of history the cap can span.
-pub const MAX_CAP_ROUNDS: u8 = 8;
-
 /// Errors of per-request scheduler calls.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SchedError {
@@ -238,33 +169,6 @@ pub enum SchedError {
         /// The cost given.
         cost_mtok: u64,
     },
-}
-
-/// What one round did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RoundStats {
-    /// Requests released by this round.
-    pub submitted: u32,
-    /// LC tenants held at their deficit limit with work queued (with `lc_borrows_spare`, once
-    /// per hold rather than per revisit).
-    pub deficit_hits: u32,
-    /// Whether this round emptied the shared bucket.
-    pub bucket_reset: bool,
-}
-
-/// Cumulative counters of one scheduler, for per-worker metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SchedulerStats {
-    /// Rounds run.
-    pub rounds: u64,
-    /// Rounds that found nothing queued (the cheap path).
-    pub idle_rounds: u64,
-    /// Requests released.
-    pub submitted: u64,
-    /// Requests queued now.
-    pub queued: u64,
-    /// Tenants attached now.
-    pub tenants: u32,
 }
 
 /// A request waiting in a tenant's queue.
@@ -378,12 +282,7 @@ pub struct Scheduler {
 impl Scheduler {
     /// A scheduler for one worker of the device behind `shared`.
     pub fn new(shared: SharedBucket, config: SchedulerConfig) -> Result<Self, ConfigError> {
-        if config.donate_pct > 100 {
-            return Err(ConfigError::DonatePct(config.donate_pct));
-        }
-        if config.cap_rounds == 0 || config.cap_rounds > MAX_CAP_ROUNDS {
-            return Err(ConfigError::CapRounds(config.cap_rounds));
-        }
+        config.validate()?;
         shared.join_worker();
         Ok(Scheduler {
             seen_span_epoch: shared.span_epoch(),
@@ -1263,20 +1162,6 @@ mod tests {
             Scheduler::new(r.shared(), bad).unwrap_err(),
             ConfigError::CapRounds(0)
         );
-    }
-
-    #[test]
-    fn config_reads_from_toml_with_unknown_keys_refused() {
-        let c: SchedulerConfig = toml::from_str(
-            "deficit_limit = { rate_window_ns = 100000 }\ndonate_pct = 80\nbucket_reset = \"never\"\n",
-        )
-        .expect("valid");
-        assert_eq!(c.deficit_limit, DeficitLimit::RateWindowNs(100_000));
-        assert_eq!(c.donate_pct, 80);
-        assert_eq!(c.bucket_reset, BucketReset::Never);
-        assert_eq!(c.cap_rounds, 3, "defaults fill the rest");
-        let err = toml::from_str::<SchedulerConfig>("donate_percent = 80\n").unwrap_err();
-        assert!(err.to_string().contains("donate_percent"), "{err}");
     }
 
     #[test]
