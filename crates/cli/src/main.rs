@@ -1,7 +1,9 @@
 //! `ullstack`: the command-line face of the project. Argument parsing and dispatch only: the
-//! flags, the checks of how they combine, and the overlay of flags on a config file; every
-//! subcommand's work, and the tables and lines it reports, live in its crate (`sim`,
-//! `workload`, `server`, `client`, `fleet`, `study`, `harness`, `calibrate`).
+//! flags and their help; how flags overlay a config file and which go together are decided in
+//! the crate that owns the idea (`server::config::overrides`, `client::bench::overrides`,
+//! `study::options`), and every subcommand's work, and the tables and lines it reports, live
+//! in its crate (`sim`, `workload`, `server`, `client`, `fleet`, `study`, `harness`,
+//! `calibrate`).
 
 use std::process::ExitCode;
 
