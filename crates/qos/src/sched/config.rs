@@ -2,8 +2,8 @@
 //! tenant may go, how much of a balance above its cap it donates, over how many rounds the cap
 //! is measured, when the shared bucket is emptied and what it keeps, and whether held LC
 //! tenants may borrow spare tokens. The defaults are the published design's, except
-//! `lc_borrows_spare` (on) and `bucket_carry_mtok` (one 4 KB write); the module essay of
-//! [`crate::sched`] gives the reasons.
+//! `lc_borrows_spare` (on; [`crate::sched`]'s essay says why) and `bucket_carry_mtok` (a reset
+//! keeps one 4 KB write of the device instead of emptying the bucket).
 //!
 //! Worked example: `donate_pct = 80` and `deficit_limit = { rate_window_ns = 100000 }` give an
 //! LC tenant reserving 10 000 tokens/s a deficit limit of 1 token (100 µs of its rate) and make
