@@ -67,7 +67,7 @@ pub struct ServeArgs {
     workers: Option<usize>,
 
     /// What an idle worker does: `spin` (lowest latency, burns a core) or `block-after-spin`.
-    #[arg(long, value_name = "POLICY", value_parser = parse_idle)]
+    #[arg(long, value_name = "POLICY", value_parser = str::parse::<IdlePolicy>)]
     idle: Option<IdlePolicy>,
 
     /// Under pipelined load, the longest pause between loop steps so each takes a batch (0: off;
@@ -134,22 +134,8 @@ pub struct ServeArgs {
     /// Log format on stderr: `text` (one human line per event) or `json` (one JSON object per
     /// line: ts, level, target, event, message and the event's fields; connection open and
     /// close, refusals, reloads and the stop are events).
-    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = parse_log_format)]
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = str::parse::<server::LogFormat>)]
     log_format: server::LogFormat,
-}
-
-fn parse_log_format(s: &str) -> Result<server::LogFormat, String> {
-    s.parse()
-}
-
-fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
-    match s {
-        "spin" => Ok(IdlePolicy::Spin),
-        "block-after-spin" | "block" => Ok(IdlePolicy::BlockAfterSpin),
-        other => Err(format!(
-            "idle policy {other:?}: expected `spin` or `block-after-spin`"
-        )),
-    }
 }
 
 /// The config the flags ask for: `server::config::overrides` reads or builds it and applies

@@ -25,6 +25,21 @@ pub enum IdlePolicy {
     BlockAfterSpin,
 }
 
+/// The flag's spelling (`ullstack serve --idle`): the config's names, and `block` for
+/// `block-after-spin`.
+impl std::str::FromStr for IdlePolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IdlePolicy, String> {
+        match s {
+            "spin" => Ok(IdlePolicy::Spin),
+            "block-after-spin" | "block" => Ok(IdlePolicy::BlockAfterSpin),
+            other => Err(format!(
+                "idle policy {other:?}: expected `spin` or `block-after-spin`"
+            )),
+        }
+    }
+}
+
 /// `[dataplane]`: the worker threads and their loop.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

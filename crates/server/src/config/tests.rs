@@ -316,3 +316,16 @@ fn the_fleet_member_reserves_the_lc_tenants_on_the_first_volume() {
     c.volumes.swap(0, 1);
     assert_eq!(c.fleet_member().unwrap().lc_tenants[0].volume, "disk");
 }
+
+#[test]
+fn the_idle_flag_takes_the_config_names_and_block() {
+    assert_eq!("spin".parse::<IdlePolicy>(), Ok(IdlePolicy::Spin));
+    for s in ["block-after-spin", "block"] {
+        assert_eq!(s.parse::<IdlePolicy>(), Ok(IdlePolicy::BlockAfterSpin));
+    }
+    let e = "nap".parse::<IdlePolicy>().unwrap_err();
+    assert!(
+        e.contains("\"nap\"") && e.contains("block-after-spin"),
+        "{e}"
+    );
+}
