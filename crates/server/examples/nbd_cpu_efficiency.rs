@@ -49,32 +49,16 @@
 //! tenant provisioned for a page-cache-backed file, whose writes cost what a read costs
 //! (1000), not a flash program (10,000).
 
+mod common;
+
+use common::{median, stat_user_sys_seconds, threads_user_sys_seconds};
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use server::config::{ByteSize, ServerConfig};
-
-fn clock_ticks_per_sec() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
-/// (utime, stime) from one `stat` file's text, seconds.
-fn stat_user_sys_seconds(stat: &str) -> (f64, f64) {
-    // Fields after the ")" of the command name; utime and stime are fields 14 and 15.
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (utime / clock_ticks_per_sec(), stime / clock_ticks_per_sec())
-}
 
 /// Where a server's CPU time is read.
 #[derive(Clone)]
@@ -97,18 +81,8 @@ impl Server {
             Server::Process(pid) => stat_user_sys_seconds(
                 &std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default(),
             ),
-            Server::OurThreads => {
-                let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-                    return (0.0, 0.0);
-                };
-                tasks
-                    .flatten()
-                    .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-                    // The server's threads and the io_uring workers the kernel runs for them.
-                    .filter(|stat| stat.contains("(ullstack-") || stat.contains("(iou-"))
-                    .map(|stat| stat_user_sys_seconds(&stat))
-                    .fold((0.0, 0.0), |(u, s), (du, ds)| (u + du, s + ds))
-            }
+            // The server's threads and the io_uring workers the kernel runs for them.
+            Server::OurThreads => threads_user_sys_seconds(&["ullstack-", "iou-"]),
         }
     }
 }
@@ -462,11 +436,6 @@ fn have(tool: &str) -> bool {
         .arg(format!("command -v {tool} >/dev/null"))
         .status()
         .is_ok_and(|s| s.success())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn main() {

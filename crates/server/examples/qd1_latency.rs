@@ -10,6 +10,10 @@
 //! over the measured reads). `ULLSTACK_IDLE=spin|block-after-spin` sets the worker's idle
 //! policy (default: the config default).
 
+mod common;
+
+use common::server_cpu_seconds;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Instant;
@@ -17,29 +21,6 @@ use std::time::Instant;
 use client::{Client, Credentials, TenantHandle};
 use server::config::{ByteSize, IdlePolicy, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// CPU time so far of this process's `ullstack-*` threads (the in-process server), seconds.
-fn server_cpu_seconds() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-        .filter(|stat| stat.contains("(ullstack-"))
-        .map(|stat| {
-            // utime and stime are fields 14 and 15; 12 and 13 after the command name.
-            let after = stat.rsplit(')').next().unwrap_or("").to_string();
-            let f: Vec<f64> = after
-                .split_whitespace()
-                .map(|v| v.parse().unwrap_or(0.0))
-                .collect();
-            (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / ticks
-        })
-        .sum()
-}
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

@@ -19,33 +19,14 @@
 //! Skips (with the reason) when fio is missing. `ULLSTACK_IDLE=block-after-spin|spin`
 //! sets the workers' idle policy.
 
+mod common;
+
+use common::{median, server_cpu_seconds};
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use server::config::{IdlePolicy, ServerConfig};
-
-/// CPU time so far of this process's `ullstack-*` threads (the in-process server), seconds.
-fn server_cpu_seconds() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-        .filter(|stat| stat.contains("(ullstack-"))
-        .map(|stat| {
-            // utime and stime are fields 14 and 15; 12 and 13 after the command name.
-            let after = stat.rsplit(')').next().unwrap_or("").to_string();
-            let f: Vec<f64> = after
-                .split_whitespace()
-                .map(|v| v.parse().unwrap_or(0.0))
-                .collect();
-            (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / ticks
-        })
-        .sum()
-}
 
 /// The LC tenant's reservation: above what fio reaches here, so the scheduler never holds the
 /// tenant back and the figure is the dataplane's.
@@ -151,11 +132,6 @@ fn run(workers: usize, jobs: u32, seconds: u64) -> Option<(f64, f64)> {
         "workers {workers}: {iops:>8.0} IOPS  server CPU {cpu:>5.2} s  => {per_cpu:>8.0} I/Os per CPU-second  connections per worker {spread:?}"
     );
     Some((iops, per_cpu))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn main() {

@@ -1,0 +1,50 @@
+//! What the server's examples share: the CPU time of the in-process server's threads, read from
+//! `/proc` as `top` reads it, and the median of a few runs. Each example uses part of it.
+#![allow(dead_code)]
+
+/// The kernel's clock ticks per second, the unit of `/proc/*/stat`'s CPU times.
+pub fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// (utime, stime) from one `stat` file's text, seconds.
+pub fn stat_user_sys_seconds(stat: &str) -> (f64, f64) {
+    // Fields after the ")" of the command name; utime and stime are fields 14 and 15.
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    (utime / clock_ticks_per_sec(), stime / clock_ticks_per_sec())
+}
+
+/// User and system CPU time so far, seconds, of this process's live threads whose name starts
+/// with one of `prefixes` (`ullstack-` for the in-process server's threads).
+pub fn threads_user_sys_seconds(prefixes: &[&str]) -> (f64, f64) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return (0.0, 0.0);
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+        .filter(|stat| prefixes.iter().any(|p| stat.contains(&format!("({p}"))))
+        .map(|stat| stat_user_sys_seconds(&stat))
+        .fold((0.0, 0.0), |(u, s), (du, ds)| (u + du, s + ds))
+}
+
+/// The in-process server's CPU time so far (its `ullstack-*` threads), seconds.
+pub fn server_cpu_seconds() -> f64 {
+    let (user, sys) = threads_user_sys_seconds(&["ullstack-"]);
+    user + sys
+}
+
+/// The median of `v` (the upper one of an even count); 0 for none.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
