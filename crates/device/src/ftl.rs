@@ -23,7 +23,8 @@
 //! `ftl/precondition.rs` builds the drive a run starts from (bad blocks, the `sequential` and
 //! `random` layouts) and computes the layout's PPNs; `ftl/placement.rs` is the write points
 //! and where a write-back round's rows go; `ftl/gc.rs` collects garbage; `ftl/alloc.rs` places
-//! host rows within a LUN when page types differ in speed.
+//! host rows within a LUN when page types differ in speed, keeping its state (held here) in
+//! `ftl/alloc/state.rs`.
 //!
 //! ## What it leaves out
 //! Cost-benefit victim selection, static wear levelling, mapping-table caching (the whole map
@@ -38,7 +39,8 @@ mod gc;
 mod map;
 mod placement;
 mod precondition;
-pub use alloc::{AllocStats, Urgency};
+pub use alloc::state::AllocStats;
+pub use alloc::Urgency;
 pub use map::REGION_LPNS;
 pub use placement::{stripe_rows, StripeRow, StripeRows};
 
@@ -155,7 +157,7 @@ pub struct Ftl {
     /// Where [`next_host_lun`](Self::next_host_lun) starts looking.
     host_lun_cursor: u32,
     /// Where host write-back rows go within a LUN (`ftl.alloc`; `ftl/alloc.rs`).
-    alloc: alloc::Allocator,
+    alloc: alloc::state::Allocator,
     pub stats: FtlStats,
     /// LUNs that `precondition = "random"` had to lay out sequentially: no invalid space fits
     /// above the GC threshold (see "Preconditioning" in the essay). The device warns about it.

@@ -53,8 +53,11 @@
 //! `ftl.max_lsb_region_bytes`.
 
 use super::{Ftl, RowPlacement, SbState, Writer};
-use crate::config::{Alloc, DeviceConfig, MAP_UNIT_BYTES};
-use crate::flash::{Geometry, PageType};
+use crate::config::Alloc;
+use crate::flash::PageType;
+use state::OpenBlock;
+
+pub(super) mod state;
 
 /// How urgent a host row is: who waits for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,76 +66,6 @@ pub enum Urgency {
     Foreground,
     /// Nobody waits: background eviction or the idle flush.
     Background,
-}
-
-/// Allocation counters (in `summary.json` under `device.ftl.alloc` unless `sequential`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct AllocStats {
-    pub policy: &'static str,
-    /// Host rows programmed into LSB, CSB and MSB pages.
-    pub host_rows_lsb: u64,
-    pub host_rows_csb: u64,
-    pub host_rows_msb: u64,
-    /// Pages (rows) skipped and never programmed (`lsb-skip`).
-    pub pages_skipped: u64,
-    /// Foreground rows that found no LSB page within the LSB region's cap.
-    pub foreground_fallbacks: u64,
-    /// Most superblocks the LSB region held at once.
-    pub lsb_region_superblocks_max: u64,
-}
-
-/// An open superblock of the latency-aware allocator.
-#[derive(Clone, Copy, Debug)]
-struct OpenBlock {
-    sb: u32,
-    next_row: u32,
-    /// Opened by a foreground row: counts against the LSB region until it closes.
-    in_region: bool,
-}
-
-/// The allocation policy's state (held by the FTL).
-pub(super) struct Allocator {
-    policy: Alloc,
-    /// Latency-aware: each LUN's open superblocks.
-    open: Vec<Vec<OpenBlock>>,
-    region_superblocks: u64,
-    region_cap_superblocks: u64,
-}
-
-impl Allocator {
-    pub(super) fn new(config: &DeviceConfig, geo: &Geometry) -> Allocator {
-        let sb_bytes = geo.superblock_units() as u64 * MAP_UNIT_BYTES;
-        Allocator {
-            policy: config.ftl.alloc,
-            open: match config.ftl.alloc {
-                Alloc::LatencyAware => vec![Vec::new(); geo.luns as usize],
-                _ => Vec::new(),
-            },
-            region_superblocks: 0,
-            region_cap_superblocks: config.ftl.max_lsb_region_bytes / sb_bytes,
-        }
-    }
-
-    /// Whether the latency-aware allocator has a superblock open on `lun`.
-    pub(super) fn has_open(&self, lun: u32) -> bool {
-        self.open.get(lun as usize).is_some_and(|o| !o.is_empty())
-    }
-
-    fn stats_name(policy: Alloc) -> &'static str {
-        match policy {
-            Alloc::Sequential => "sequential",
-            Alloc::LsbSkip => "lsb-skip",
-            Alloc::LatencyAware => "latency-aware",
-        }
-    }
-
-    /// The stats record for `policy` (`None` for `sequential`: its summary keeps its shape).
-    pub(super) fn initial_stats(policy: Alloc) -> Option<AllocStats> {
-        (policy != Alloc::Sequential).then(|| AllocStats {
-            policy: Self::stats_name(policy),
-            ..AllocStats::default()
-        })
-    }
 }
 
 impl Ftl {
@@ -307,6 +240,7 @@ impl Ftl {
 mod tests {
     use super::*;
     use crate::config::{nvme_tlc, Precondition};
+    use crate::flash::Geometry;
 
     /// 4 LUNs of 16 superblocks of 6 pages (2 word lines), 4-unit rows, factory fresh.
     fn ftl(policy: Alloc, region_superblocks: u64) -> Ftl {

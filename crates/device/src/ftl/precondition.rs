@@ -58,7 +58,7 @@ impl Ftl {
         let sb_per_lun = geo.superblocks_per_lun;
         let sb_units = geo.superblock_units() as u64;
         let mut stats = FtlStats {
-            alloc: alloc::Allocator::initial_stats(config.ftl.alloc),
+            alloc: alloc::state::Allocator::initial_stats(config.ftl.alloc),
             ..FtlStats::default()
         };
         let retired = Self::draw_bad_blocks(config, &geo, seed, &mut stats);
@@ -110,7 +110,7 @@ impl Ftl {
             gc_threshold_free,
             gc_reserve: config.ftl.gc_reserve_blocks,
             host_lun_cursor: 0,
-            alloc: alloc::Allocator::new(config, &geo_for_alloc),
+            alloc: alloc::state::Allocator::new(config, &geo_for_alloc),
             stats,
             random_fallback_luns,
         }
