@@ -401,7 +401,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "backend::memory",
         ],
     ),
-    ("sim", &["stack", "stack::fastdrain", "stack::flashshare"]),
     (
         "study",
         &[

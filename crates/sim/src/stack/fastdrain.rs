@@ -10,7 +10,7 @@
 //! (`device.cache.flush = "on-full"`, the published baseline): that is the study's system file,
 //! not a stack, so `vanilla` stays the stack that sets nothing.
 
-use super::Stack;
+use super::def::Stack;
 
 pub static STACKS: [Stack; 6] = [
     Stack {

@@ -19,7 +19,7 @@
 //! - `dedcore`: `selectisr` with a core dedicated to polling that hands completions to the
 //!   application cores (`host/src/dedcore.rs`); the alternative to `xler`.
 
-use super::Stack;
+use super::def::Stack;
 
 pub static STACKS: [Stack; 5] = [
     Stack {

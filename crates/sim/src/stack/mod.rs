@@ -24,24 +24,15 @@
 //!
 //! The families live one per file: [`flashshare`] (latency classes across the stack) and
 //! [`fastdrain`] (write-back without buffer overflow). `vanilla`,
-//! the stock stack that sets nothing, lives here.
+//! the stock stack that sets nothing, lives here; the [`Stack`] type they all fill in is
+//! `stack/def.rs`'s.
 
+mod def;
 pub mod fastdrain;
 pub mod flashshare;
 
+pub use def::Stack;
 use serde::Serialize;
-
-/// A named set of switches.
-#[derive(Debug)]
-pub struct Stack {
-    pub name: &'static str,
-    /// The stack this one adds to (its settings come first).
-    pub based_on: Option<&'static str>,
-    /// One line: what it is.
-    pub about: &'static str,
-    /// `(key, TOML value)`: keys as a system file writes them, under `host.` or `device.`.
-    pub sets: &'static [(&'static str, &'static str)],
-}
 
 /// The stock stack: every switch at its preset's value.
 pub static VANILLA: Stack = Stack {
