@@ -393,15 +393,6 @@ fn across(graph: &Graph) -> Graph {
 /// into a module they both use, then delete its line.
 const KNOWN_CYCLES: &[(&str, &[&str])] = &[
     (
-        "server",
-        &[
-            "backend",
-            "backend::emulated",
-            "backend::file",
-            "backend::memory",
-        ],
-    ),
-    (
         "study",
         &[
             "crate",

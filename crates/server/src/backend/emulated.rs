@@ -72,8 +72,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use device::{DeviceConfig, DeviceOptions, Hint, NvmeCommand, SqPriority, Ssd, SubmitError};
 use engine::{IoClass, IoOp, SimTime};
 
+use super::interface::{
+    Backend, BackendError, Caps, Completion, StorageError, StorageOp, Submitted, Volume,
+};
 use super::memory::MemoryVolume;
-use super::{Backend, BackendError, Caps, Completion, StorageError, StorageOp, Submitted, Volume};
 use crate::buf::IoBuf;
 
 /// Bytes per NVMe logical block on the model (its commands count 512-byte sectors).

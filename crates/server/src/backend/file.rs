@@ -121,7 +121,7 @@ use std::sync::Arc;
 use engine::IoClass;
 use io_uring::{opcode, types, IoUring};
 
-use super::{
+use super::interface::{
     push_run, AllocRun, Backend, BackendError, Caps, Completion, Fua, StorageError, StorageOp,
     Submitted, Volume, WritePaths,
 };

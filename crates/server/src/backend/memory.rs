@@ -26,7 +26,7 @@ use std::sync::{Arc, RwLock};
 
 use engine::IoClass;
 
-use super::{
+use super::interface::{
     push_run, AllocRun, Backend, BackendError, Caps, Completion, StorageError, StorageOp,
     Submitted, Volume,
 };
