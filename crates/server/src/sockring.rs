@@ -49,6 +49,7 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
 
 use crate::conn::{ConnCore, ConnRef, WRITEV_MAX_IOVECS};
 use crate::inbuf::InBuf;
+use crate::sys;
 
 /// Submission queue entries (completions: twice that).
 const RING_ENTRIES: u32 = 512;
@@ -111,15 +112,9 @@ impl Done {
 
 /// What a SENDMSG in the kernel reads its layout from.
 struct SendBufs {
-    msg: libc::msghdr,
-    iov: [libc::iovec; WRITEV_MAX_IOVECS],
+    hdr: sys::SendMsgHdr<WRITEV_MAX_IOVECS>,
     small: [[u8; SMALL_PART_BYTES]; WRITEV_MAX_IOVECS],
 }
-
-// SAFETY: the raw pointers inside only ever point into this struct and into buffers owned by
-// the same connection, which lives and is used on one worker thread at a time (the worker is
-// moved to its thread before any SENDMSG exists).
-unsafe impl Send for SendBufs {}
 
 /// A connection's state on the ring.
 pub struct RingConn {
@@ -140,16 +135,12 @@ impl Default for RingConn {
 
 impl RingConn {
     pub fn new() -> RingConn {
-        // SAFETY: msghdr and iovec are plain C structs; all zeroes (null pointers, zero
-        // lengths) is a valid value of each.
-        let (msg, iov) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
         RingConn {
             recv: false,
             send: false,
             recv_wanted: false,
             bufs: Box::new(SendBufs {
-                msg,
-                iov,
+                hdr: sys::SendMsgHdr::new(),
                 small: [[0; SMALL_PART_BYTES]; WRITEV_MAX_IOVECS],
             }),
         }
@@ -261,25 +252,20 @@ impl SockRing {
                 [IoSlice::new(&[]); WRITEV_MAX_IOVECS];
             let count = core.gather_out(&mut parts);
             for (k, part) in parts[..count].iter().enumerate() {
-                let (base, len) = if part.len() <= SMALL_PART_BYTES {
+                let base = if part.len() <= SMALL_PART_BYTES {
                     bufs.small[k][..part.len()].copy_from_slice(part);
-                    (bufs.small[k].as_mut_ptr(), part.len())
+                    bufs.small[k].as_ptr()
                 } else {
-                    (part.as_ptr().cast_mut(), part.len())
+                    part.as_ptr()
                 };
-                bufs.iov[k] = libc::iovec {
-                    iov_base: base.cast(),
-                    iov_len: len,
-                };
+                bufs.hdr.set_part(k, base, part.len());
             }
             count
         };
         if count == 0 {
             return false;
         }
-        bufs.msg.msg_iov = bufs.iov.as_mut_ptr();
-        bufs.msg.msg_iovlen = count as _;
-        let entry = opcode::SendMsg::new(types::Fd(fd), &bufs.msg)
+        let entry = opcode::SendMsg::new(types::Fd(fd), bufs.hdr.msghdr(count))
             .flags(libc::MSG_NOSIGNAL as u32)
             .build()
             .user_data(user_data(OpKind::Send, conn));

@@ -20,7 +20,8 @@
 //!
 //! The io_uring socket path ([`crate::sockring`]) borrows input buffers through
 //! [`lend_spare`] and [`take_lent`]: the one place a vector's length grows by what the kernel
-//! wrote outside a `read` call.
+//! wrote outside a `read` call. Its SENDMSGs read their `msghdr` and iovecs from a
+//! [`SendMsgHdr`], which the connection keeps boxed until the completion.
 //!
 //! # What it leaves out
 //! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs` and `sockring.rs`). Signals
@@ -216,6 +217,52 @@ pub fn take_lent(buf: &mut Vec<u8>, loan: SpareLoan, received: usize) {
     // `received` ≤ `loan.len` bytes past its length are within its capacity, and the kernel's
     // receive initialized exactly them.
     unsafe { buf.set_len(buf.len() + received) };
+}
+
+/// The `msghdr` and iovecs of one SENDMSG given to an io_uring (the socket path,
+/// [`crate::sockring`]): point the parts with [`set_part`](Self::set_part), then pass
+/// [`msghdr`](Self::msghdr) to the submission. The kernel reads both when the operation runs,
+/// so the owner keeps the value in place (boxed) and unchanged until the completion, as it
+/// keeps the bytes the parts point at.
+pub struct SendMsgHdr<const N: usize> {
+    msg: libc::msghdr,
+    iov: [libc::iovec; N],
+}
+
+// SAFETY: the pointers inside are addresses for the kernel: this type never reads or writes
+// through them, so moving it to another thread races on nothing.
+unsafe impl<const N: usize> Send for SendMsgHdr<N> {}
+
+impl<const N: usize> Default for SendMsgHdr<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> SendMsgHdr<N> {
+    /// A header of no parts.
+    pub fn new() -> Self {
+        // SAFETY: msghdr and iovec are plain C structs; all zeroes (null pointers, zero
+        // lengths) is a valid value of each.
+        let (msg, iov) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        SendMsgHdr { msg, iov }
+    }
+
+    /// Points part `k` at the `len` bytes at `base`.
+    pub fn set_part(&mut self, k: usize, base: *const u8, len: usize) {
+        self.iov[k] = libc::iovec {
+            iov_base: base.cast_mut().cast(),
+            iov_len: len,
+        };
+    }
+
+    /// The header of a message of the first `count` parts, as the submission takes it.
+    pub fn msghdr(&mut self, count: usize) -> &libc::msghdr {
+        assert!(count <= N, "{count} parts in a message of at most {N}");
+        self.msg.msg_iov = self.iov.as_mut_ptr();
+        self.msg.msg_iovlen = count as _;
+        &self.msg
+    }
 }
 
 /// One `writev` of `parts` (at most `IOV_MAX` are passed); returns bytes written.
