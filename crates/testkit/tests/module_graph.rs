@@ -426,19 +426,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         "study",
         &["plot", "plot::axis", "plot::draw", "plot::raster"],
     ),
-    (
-        "workload",
-        &[
-            "trace",
-            "trace::ascii",
-            "trace::blkparse",
-            "trace::csv",
-            "trace::detect",
-            "trace::fields",
-            "trace::msr",
-            "trace::spc",
-        ],
-    ),
 ];
 
 #[test]

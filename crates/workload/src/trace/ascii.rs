@@ -18,7 +18,7 @@
 //! field is read as flags (bit 0), which covers both MQSim's 0/1 and DiskSim's flag words.
 
 use super::fields::{decimal_ns, end_fits, request_bytes, sectors_to_bytes, uint, uint32};
-use super::{Line, TraceOp, TraceRecord};
+use super::record::{Line, TraceOp, TraceRecord};
 
 /// Which of the two readings of the time column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

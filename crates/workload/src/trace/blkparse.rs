@@ -25,7 +25,7 @@
 //! kernel's `MKDEV`), so `8,16` is 8 388 624; `--trace-device 8,16` accepts the pair.
 
 use super::fields::{decimal_ns, end_fits, request_bytes, sectors_to_bytes, shorten, uint, uint32};
-use super::{Line, TraceOp, TraceRecord};
+use super::record::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str =
     "a blkparse event `MAJ,MIN CPU SEQ SECONDS.NANOS PID ACTION RWBS [SECTOR + COUNT [PROCESS]]`";

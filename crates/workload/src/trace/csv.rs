@@ -3,7 +3,7 @@
 //! read before the other readers existed; `0,R,8192,4096` reads 4 KiB at byte 8192 at once.
 
 use super::fields::{commas, end_fits, request_bytes, uint};
-use super::{Line, TraceOp, TraceRecord};
+use super::record::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str = "4 comma-separated fields `time_ns,op,offset_bytes,bytes`";
 

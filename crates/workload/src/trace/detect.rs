@@ -8,7 +8,8 @@
 //! `0,303567,3584,w,0.000000` fails blkparse (no `MAJ,MIN` device) and msr (5 fields, not 7)
 //! and passes spc; `4851300 1 524288 16 0` fails every comma format and passes mqsim.
 
-use super::{Line, TraceFormat, DETECT_LINES};
+use super::format::TraceFormat;
+use super::record::{Line, DETECT_LINES};
 
 /// The format of a trace starting with `head`, or why none fits.
 pub(crate) fn detect(head: &[u8]) -> Result<TraceFormat, String> {

@@ -164,12 +164,12 @@ pub(crate) fn end_fits(offset_bytes: u64, len_bytes: u64) -> Result<(), String> 
     }
 }
 
-/// A request size in bytes: positive and at most [`super::MAX_REQUEST_BYTES`].
+/// A request size in bytes: positive and at most [`super::record::MAX_REQUEST_BYTES`].
 pub(crate) fn request_bytes(v: u64, what: &str) -> Result<u64, String> {
-    if v == 0 || v > super::MAX_REQUEST_BYTES {
+    if v == 0 || v > super::record::MAX_REQUEST_BYTES {
         Err(format!(
             "{what} {v} bytes: expected a positive size up to {} bytes",
-            super::MAX_REQUEST_BYTES
+            super::record::MAX_REQUEST_BYTES
         ))
     } else {
         Ok(v)
@@ -178,9 +178,11 @@ pub(crate) fn request_bytes(v: u64, what: &str) -> Result<u64, String> {
 
 /// Sectors (512 B) to bytes, refusing overflow.
 pub(crate) fn sectors_to_bytes(sectors: u64, what: &str) -> Result<u64, String> {
-    sectors.checked_mul(super::SECTOR_BYTES).ok_or_else(|| {
-        format!("{what} {sectors} sectors: expected fewer than 2^55 sectors (2^64 bytes)")
-    })
+    sectors
+        .checked_mul(super::record::SECTOR_BYTES)
+        .ok_or_else(|| {
+            format!("{what} {sectors} sectors: expected fewer than 2^55 sectors (2^64 bytes)")
+        })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! response time is what the traced system did, and replay measures the simulated one.
 
 use super::fields::{commas, end_fits, request_bytes, shorten, uint, uint32};
-use super::{Line, TraceOp, TraceRecord};
+use super::record::{Line, TraceOp, TraceRecord};
 
 /// One filetime tick.
 pub(crate) const FILETIME_TICK_NS: u64 = 100;

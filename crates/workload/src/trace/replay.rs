@@ -31,7 +31,7 @@
 //! the trace's locality (neighbours stay neighbours, sequential runs stay sequential) at the
 //! price of aliasing distant regions onto each other; counts of folded requests are reported.
 
-use super::{TraceError, TraceOp, TraceRecord, SECTOR_BYTES};
+use super::record::{TraceError, TraceOp, TraceRecord, SECTOR_BYTES};
 
 /// `--speed` is kept in thousandths.
 pub const SPEED_SCALE: u64 = 1000;

@@ -11,7 +11,7 @@
 use super::fields::{
     commas, decimal_ns, end_fits, request_bytes, sectors_to_bytes, shorten, uint, uint32,
 };
-use super::{Line, TraceOp, TraceRecord};
+use super::record::{Line, TraceOp, TraceRecord};
 
 pub(crate) const EXPECTED: &str =
     "at least 5 comma-separated fields `ASU,LBA,Size,Opcode,Timestamp`";

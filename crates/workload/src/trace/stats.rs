@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use super::footprint::Footprint;
 pub use super::footprint::FOOTPRINT_BLOCK_BYTES;
-use super::{TraceOp, TraceRecord};
+use super::record::{TraceOp, TraceRecord};
 
 /// The largest size bucket bound; larger requests go into the `> 1 MiB` bucket.
 const SIZE_BUCKET_MAX_BYTES: u64 = 1 << 20;

@@ -16,8 +16,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::format::TraceFormat;
+use super::record::{BadLines, TraceError};
 use super::stats::{StatsReport, TraceStats};
-use super::{BadLines, TraceError, TraceFormat};
 
 /// A trace file's statistics and how it was read.
 #[derive(Clone, Debug, Serialize)]
@@ -40,7 +41,7 @@ impl TraceSummary {
         format: Option<TraceFormat>,
         bad_lines: BadLines,
     ) -> Result<TraceSummary, TraceError> {
-        let mut reader = super::open(path, format, bad_lines)?;
+        let mut reader = super::reader::open(path, format, bad_lines)?;
         let mut stats = TraceStats::new();
         for r in reader.by_ref() {
             stats.add(&r?);
