@@ -8,8 +8,7 @@
 //! (e) 70/30 random read/write 4 KiB, QD32, 1 M I/Os over the whole 800 GB `zssd` (the
 //!     forward map holds every LPN written: memory follows the distinct LPNs written);
 //! (f) 100 K random 4 KiB writes, QD32, over the whole `zssd`.
-//! Opt-in, by name only (a few minutes each): (g) 100 M random reads and (h) 100 M 70/30 I/Os
-//! on the whole `zssd`, whose peak RSS shows what a long run keeps.
+//! What a long run keeps (cases (a) and (e) at 100 M I/Os) is the `run_scale` bench's question.
 //! Prints simulated I/Os per wall-clock second and the case's peak RSS (the high-water mark is
 //! reset before each case).
 //!
@@ -130,22 +129,6 @@ fn main() {
             "f-zssd-randwrite-100k",
             zssd(),
             &zssd_job("f", "randwrite", 100_000),
-        );
-    }
-    // The long runs go only by name: `cargo bench -p sim --bench device_throughput -- 100m`.
-    let named = |name: &str| filter.as_deref().is_some_and(|f| name.contains(f));
-    if named("g-zssd-randread-100m") {
-        bench(
-            "g-zssd-randread-100m",
-            zssd(),
-            &zssd_job("g", "randread", 100_000_000),
-        );
-    }
-    if named("h-zssd-randrw-70-30-100m") {
-        bench(
-            "h-zssd-randrw-70-30-100m",
-            zssd(),
-            &zssd_job("h", "randrw", 100_000_000),
         );
     }
     if want("c-zssd-precondition-random") {
