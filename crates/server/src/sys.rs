@@ -21,7 +21,8 @@
 //! The io_uring socket path ([`crate::sockring`]) borrows input buffers through
 //! [`lend_spare`] and [`take_lent`]: the one place a vector's length grows by what the kernel
 //! wrote outside a `read` call. Its SENDMSGs read their `msghdr` and iovecs from a
-//! [`SendMsgHdr`], which the connection keeps boxed until the completion.
+//! [`SendMsgHdr`], which the connection keeps boxed until the completion; the file backend's
+//! write runs give theirs to a `Writev` as an [`IoVecs`].
 //!
 //! # What it leaves out
 //! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs` and `sockring.rs`). Signals
@@ -218,6 +219,16 @@ pub fn take_lent(buf: &mut Vec<u8>, loan: SpareLoan, received: usize) {
     // receive initialized exactly them.
     unsafe { buf.set_len(buf.len() + received) };
 }
+
+/// The iovecs of one write run of the file backend (`backend/file/runs.rs`), given to an
+/// io_uring `Writev`; the kernel may read them until the run's completion, so the run keeps
+/// them in place until then, as the backend's slots keep the bytes they point at.
+pub struct IoVecs(pub Vec<libc::iovec>);
+
+// SAFETY: the pointers inside are addresses for the kernel: this type never reads or writes
+// through them, so moving it to another thread (with the backend that owns the buffers) races
+// on nothing.
+unsafe impl Send for IoVecs {}
 
 /// The `msghdr` and iovecs of one SENDMSG given to an io_uring (the socket path,
 /// [`crate::sockring`]): point the parts with [`set_part`](Self::set_part), then pass

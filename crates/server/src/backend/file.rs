@@ -132,10 +132,11 @@ use crate::sys;
 mod direct;
 mod pages;
 mod runs;
+use crate::sys::IoVecs;
 pub use direct::MAX_FS_BLOCK_BYTES;
 use direct::{open_direct, DirectFd, WriteRoute};
 use pages::{PageModes, Via};
-use runs::{split_run_result, IoVecs, MemberOutcome, WriteRun, RUN_USER_DATA_BIT};
+use runs::{split_run_result, MemberOutcome, WriteRun, RUN_USER_DATA_BIT};
 pub use runs::{WRITE_RUN_MAX_BYTES, WRITE_RUN_MAX_WRITES};
 
 /// Submission queue entries per worker ring; at most this many operations are in the kernel at

@@ -31,6 +31,8 @@
 //! module holds the planning rule ([`run_length`]), a run's parts, and how its result splits
 //! over its members ([`split_run_result`]).
 
+use crate::sys::IoVecs;
+
 /// Most writes one write run (one `Writev` SQE) carries: a step releases at most the worker's
 /// batch limit (64) anyway, and the kernel's `UIO_MAXIOV` (1024) is far above it.
 pub const WRITE_RUN_MAX_WRITES: usize = 64;
@@ -40,13 +42,6 @@ pub const WRITE_RUN_MAX_BYTES: usize = 1 << 20;
 /// `user_data` bit that marks a write run's SQE (the rest is its index in `runs`); a single
 /// operation's `user_data` is its slot index, far below it.
 pub const RUN_USER_DATA_BIT: u64 = 1 << 62;
-
-/// The iovecs of a write run; the kernel may read them until the run's CQE.
-pub struct IoVecs(pub Vec<libc::iovec>);
-
-// SAFETY: the pointers point into buffers owned by the same backend's slots, which move with it
-// between threads; nothing reads them outside the backend's own calls and the kernel.
-unsafe impl Send for IoVecs {}
 
 /// Contiguous buffered writes in the kernel as one `Writev`.
 pub struct WriteRun {
