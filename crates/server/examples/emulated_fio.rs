@@ -6,31 +6,23 @@
 //! ```
 //! DEVICE is a preset (`zssd` by default, `nvme-tlc`, …). Skips (with the reason) without fio.
 
-use std::process::{Command, Stdio};
+mod common;
+
+use common::fio_nbd;
+
+use std::process::Command;
 
 use server::config::{BackendConfig, ByteSize, DeviceSpec, ServerConfig};
 
 fn fio(uri: &str, rw: &str, iodepth: u32, seconds: u64) -> Option<String> {
-    let out = Command::new("fio")
-        .args([
-            "--name=job",
-            "--ioengine=nbd",
-            &format!("--uri={uri}"),
-            &format!("--rw={rw}"),
-            "--bs=4k",
-            &format!("--iodepth={iodepth}"),
-            "--size=1g",
-            "--time_based",
-            &format!("--runtime={seconds}"),
-            "--output-format=json",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let json: serde_json::Value = serde_json::from_str(&text[text.find('{')?..]).ok()?;
+    let extra = [
+        "--name=job".to_string(),
+        format!("--rw={rw}"),
+        format!("--iodepth={iodepth}"),
+    ];
+    let json = fio_nbd(uri, seconds, &extra)?;
     let side = if rw.contains("read") { "read" } else { "write" };
-    let r = &json["jobs"][0][side];
+    let r = &json[side];
     let pct = |p: &str| r["clat_ns"]["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
     Some(format!(
         "{rw:<9} QD{iodepth:<3} {:>8.0} IOPS  clat p50 {:>7.1} us  p95 {:>7.1} us  p99 {:>7.1} us",

@@ -51,7 +51,7 @@
 
 mod common;
 
-use common::{median, stat_user_sys_seconds, threads_user_sys_seconds};
+use common::{fio_randread_qd32, median, stat_user_sys_seconds, threads_user_sys_seconds};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -164,27 +164,7 @@ fn fio_jobs() -> u32 {
 }
 
 fn fio(uri: &str, seconds: u64) -> Option<FioResult> {
-    let out = Command::new("fio")
-        .args([
-            &format!("--numjobs={}", fio_jobs()),
-            "--group_reporting",
-            "--name=randread",
-            "--ioengine=nbd",
-            &format!("--uri={uri}"),
-            "--rw=randread",
-            "--bs=4k",
-            "--iodepth=32",
-            "--size=1g",
-            "--time_based",
-            &format!("--runtime={seconds}"),
-            "--output-format=json",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let json: serde_json::Value = serde_json::from_str(&text[text.find('{')?..]).ok()?;
-    let read = &json["jobs"][0]["read"];
+    let read = fio_randread_qd32(uri, fio_jobs(), seconds)?;
     Some(FioResult {
         ios: read["total_ios"].as_u64()?,
         iops: read["iops"].as_f64()?,

@@ -21,9 +21,9 @@
 
 mod common;
 
-use common::{median, server_cpu_seconds};
+use common::{fio_randread_qd32, median, server_cpu_seconds};
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use server::config::{IdlePolicy, ServerConfig};
@@ -66,27 +66,7 @@ tenant = "lc"
 
 /// fio's aggregate read IOPS and I/O count, or None if it failed.
 fn fio(uri: &str, jobs: u32, seconds: u64) -> Option<(f64, u64)> {
-    let out = Command::new("fio")
-        .args([
-            &format!("--numjobs={jobs}"),
-            "--group_reporting",
-            "--name=randread",
-            "--ioengine=nbd",
-            &format!("--uri={uri}"),
-            "--rw=randread",
-            "--bs=4k",
-            "--iodepth=32",
-            "--size=1g",
-            "--time_based",
-            &format!("--runtime={seconds}"),
-            "--output-format=json",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let json: serde_json::Value = serde_json::from_str(&text[text.find('{')?..]).ok()?;
-    let read = &json["jobs"][0]["read"];
+    let read = fio_randread_qd32(uri, jobs, seconds)?;
     Some((read["iops"].as_f64()?, read["total_ios"].as_u64()?))
 }
 

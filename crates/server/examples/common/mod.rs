@@ -1,5 +1,6 @@
 //! What the server's examples share: the CPU time of the in-process server's threads, read from
-//! `/proc` as `top` reads it, and the median of a few runs. Each example uses part of it.
+//! `/proc` as `top` reads it, a fio run over NBD, and the median of a few runs. Each example
+//! uses part of it.
 #![allow(dead_code)]
 
 /// The kernel's clock ticks per second, the unit of `/proc/*/stat`'s CPU times.
@@ -47,4 +48,41 @@ pub fn server_cpu_seconds() -> f64 {
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// fio's first job (`jobs[0]` of its JSON report) after `seconds` of 4 KiB I/O over NBD to
+/// `uri` (1 GiB, time based), with `extra` options (`--rw`, `--iodepth`, `--numjobs` …); None if
+/// fio failed or printed no report.
+pub fn fio_nbd(uri: &str, seconds: u64, extra: &[String]) -> Option<serde_json::Value> {
+    let out = std::process::Command::new("fio")
+        .args([
+            "--ioengine=nbd".to_string(),
+            format!("--uri={uri}"),
+            "--bs=4k".to_string(),
+            "--size=1g".to_string(),
+            "--time_based".to_string(),
+            format!("--runtime={seconds}"),
+            "--output-format=json".to_string(),
+        ])
+        .args(extra)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut json: serde_json::Value = serde_json::from_str(&text[text.find('{')?..]).ok()?;
+    Some(json["jobs"][0].take())
+}
+
+/// The random-read load of the CPU benchmarks: `jobs` connections at QD32, reported as one
+/// group; fio's read side of it.
+pub fn fio_randread_qd32(uri: &str, jobs: u32, seconds: u64) -> Option<serde_json::Value> {
+    let extra = [
+        format!("--numjobs={jobs}"),
+        "--group_reporting".to_string(),
+        "--name=randread".to_string(),
+        "--rw=randread".to_string(),
+        "--iodepth=32".to_string(),
+    ];
+    let mut job = fio_nbd(uri, seconds, &extra)?;
+    Some(job["read"].take())
 }
