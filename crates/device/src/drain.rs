@@ -139,7 +139,11 @@
 //! write-back volume: with ungzip on four threads (`threads = 4`, four times the write-back,
 //! still no overflow) 18.4 / 9.18 / 2.93 / 2.92 / 1.04 ms, fd-ftl 2.8 times the oracle, fd
 //! still fd-ftl. The published setting's write-back rate and wave sizes are not published;
-//! nothing here is fitted to them.
+//! nothing here is fitted to them. The one quantity the design leaves open, the size of the
+//! background set, moves fd-ftl alone: a set of `k` rows per read-free die (a build that
+//! multiplied the `idle-dies` budget by `k`) gave fd-ftl 1.18 / 1.43 / 3.05 / 4.44 ms for `k` =
+//! 1 / 2 / 4 / 8 (more data to CSB/MSB pages in the background) and fd-buf 4.8-5.5 ms
+//! throughout; fitting `k` would be a calibration to `p99.fd-ftl` and is not made.
 //!
 //! ## What it leaves out
 //! Hints of several flushers at once merge into one budget; the device does not learn how fast
