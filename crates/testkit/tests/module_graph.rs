@@ -422,10 +422,6 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         &["fastdrain", "published::outcomes", "reflex", "ull"],
     ),
     ("study", &["provenance", "published", "report", "results"]),
-    (
-        "study",
-        &["plot", "plot::axis", "plot::draw", "plot::raster"],
-    ),
 ];
 
 #[test]
