@@ -27,7 +27,7 @@ use std::fmt::Write as _;
 
 use crate::curves::{CurveFit, CurvePoint};
 use study::plot::{Figure, Series, Stroke};
-use study::report::{esc, Table};
+use study::table::{esc, Table};
 
 use crate::sweep::Measurements;
 

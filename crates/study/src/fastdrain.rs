@@ -44,11 +44,11 @@
 use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
 use crate::published::outcomes::fastdrain_pair;
 use crate::published::{paired_ratio, ratio_cell, whisker, Estimate, Pair};
-use crate::report::Table;
 use crate::results::{
     DrainHeadline, ProcessHeadline, Results, RunResult, SystemHeadline, WritebackHeadline,
 };
 use crate::spec::{RunSpec, SystemFile, SystemRun};
+use crate::table::Table;
 use crate::Size;
 
 use engine::time::format_ns;

@@ -51,12 +51,13 @@ pub mod slurm;
 pub mod sorted_json;
 pub mod spec;
 mod sys;
+pub mod table;
 pub mod ull;
 
 use crate::plot::Figure;
-use crate::report::Table;
 use crate::results::Results;
 use crate::spec::RunSpec;
+use crate::table::Table;
 
 /// Full study, or the short `--quick` version (seconds; used by tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -49,7 +49,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{esc, Table};
+use crate::table::{esc, Table};
 
 /// The per-invocation record's file name inside a study folder.
 pub const PROVENANCE_FILE: &str = "provenance.json";

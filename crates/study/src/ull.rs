@@ -46,9 +46,9 @@
 //! (`jobs[0].cpu`: kernel and user, see `results.rs`).
 
 use crate::plot::{Figure, Series, Stroke};
-use crate::report::Table;
 use crate::results::{OpHeadline, Results, RunResult};
 use crate::spec::RunSpec;
+use crate::table::Table;
 use crate::Size;
 
 use engine::time::format_ns;

@@ -398,12 +398,7 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "crate",
             "fastdrain",
             "flashshare",
-            // The load-latency sweep (fc0a6a9) joined through `results`, as every report
-            // module of this crate does while `results` is in the component: moving the
-            // study's shared constants to a module of their own did not take it out.
             "flashshare::knee",
-            "provenance",
-            "published",
             "published::outcomes",
             "reflex",
             "reflex::figures",
@@ -411,17 +406,14 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
             "reflex::real",
             "reflex::scenarios",
             "report",
-            "results",
             "ull",
         ],
     ),
-    // Across folders: fastdrain → published::outcomes → fastdrain, and
-    // provenance → report → results → provenance.
+    // Across folders: fastdrain → published::outcomes → fastdrain.
     (
         "study",
         &["fastdrain", "published::outcomes", "reflex", "ull"],
     ),
-    ("study", &["provenance", "published", "report", "results"]),
 ];
 
 #[test]

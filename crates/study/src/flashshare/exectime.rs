@@ -25,8 +25,8 @@
 
 use super::{caption, process, run_id, stack_header, CACHE_SERVICE, DETAIL_OFFLINE, STACKS};
 use crate::plot::{Figure, Reference, Series, Stroke};
-use crate::report::Table;
 use crate::results::{Results, TimeSplit};
+use crate::table::Table;
 use crate::Size;
 
 /// A part of the execution-time breakdown: its name and the summary's parts it sums.

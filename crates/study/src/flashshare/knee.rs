@@ -37,9 +37,9 @@
 //! curve does not double in the sweep).
 
 use crate::plot::{Figure, Series, Stroke};
-use crate::report::Table;
 use crate::results::{ProcessHeadline, Results};
 use crate::spec::{RunSpec, SystemFile, SystemRun};
+use crate::table::Table;
 use crate::Size;
 
 use engine::time::format_ns;

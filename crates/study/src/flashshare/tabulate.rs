@@ -11,8 +11,8 @@ use super::{
     DETAIL_OFFLINE, OFFLINE, ONLINE, P99, SPREAD_FLAG, STACKS,
 };
 use crate::published::ratio_cell;
-use crate::report::Table;
 use crate::results::Results;
+use crate::table::Table;
 use engine::time::format_ns;
 
 fn cell(v: Option<f64>) -> String {

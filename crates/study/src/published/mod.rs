@@ -52,7 +52,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::Table;
+use crate::table::Table;
 
 /// The shipped reference: the seed papers' headline outcomes.
 pub const SHIPPED_TOML: &str = include_str!("../../../../reference/published.toml");

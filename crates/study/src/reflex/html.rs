@@ -9,7 +9,7 @@ use super::real::RunView;
 use super::search::{SearchOutcome, Verdict};
 use super::{Paired, Part, ReflexRun, RunOutcome, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
 use crate::plot::Figure;
-use crate::report::{esc, Table};
+use crate::table::{esc, Table};
 use crate::Size;
 
 fn us(ns: u64) -> String {

@@ -64,8 +64,8 @@ use sim::remote::{RemoteError, RemoteRunConfig, RemoteSummary};
 use indicatif::ProgressBar;
 
 use crate::provenance::{Invocation, Provenance, Record};
-use crate::report::Table;
 use crate::sorted_json::{AsValue, EachAsValue};
+use crate::table::Table;
 use crate::Size;
 
 mod figures;
