@@ -41,8 +41,10 @@
 //! Nothing here is tuned: every stack runs the presets with only its own switches changed,
 //! and every figure is read back from the runs' `summary.json` and `timeseries.csv`.
 
+pub mod outcomes;
+
 use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
-use crate::published::outcomes::fastdrain_pair;
+use crate::published::replicates::{pair, present, stat_over, P99};
 use crate::published::{paired_ratio, ratio_cell, whisker, Estimate, Pair};
 use crate::results::{
     DrainHeadline, ProcessHeadline, Results, RunResult, SystemHeadline, WritebackHeadline,
@@ -211,6 +213,16 @@ fn service<'a>(results: &'a Results, stack: &str, workload: &str) -> Option<&'a 
         .processes
         .iter()
         .find(|p| p.name == workload)
+}
+
+/// The pair (this stack's service p99s, vanilla's) of one fastdrain workload, per replicate.
+pub(crate) fn fastdrain_pair(results: &Results, stack: &str, workload: &str) -> Option<Pair> {
+    let arm = present(results, |r| replicate_id(stack, workload, r));
+    let base = present(results, |r| replicate_id("vanilla", workload, r));
+    pair(
+        stat_over(&arm, workload, P99)?,
+        stat_over(&base, workload, P99)?,
+    )
 }
 
 /// p99 of `stack` over `vanilla`'s for `workload`: the median over the replicates present

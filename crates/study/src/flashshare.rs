@@ -99,6 +99,7 @@
 mod charts;
 mod exectime;
 pub mod knee;
+pub mod outcomes;
 mod tabulate;
 
 pub use charts::figures;

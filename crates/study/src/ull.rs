@@ -45,6 +45,8 @@
 //! Part 4's CPU figure is the thread's CPU time as the run's summary reports it
 //! (`jobs[0].cpu`: kernel and user, see `results.rs`).
 
+pub mod outcomes;
+
 use crate::plot::{Figure, Series, Stroke};
 use crate::results::{OpHeadline, Results, RunResult};
 use crate::spec::RunSpec;
@@ -284,11 +286,19 @@ const LATENCY_STATS: [LatencyStat; 2] = [
     ("p99.999", Stroke::Dashed, |h| h.p99_999_ns),
 ];
 
+/// Samples above a tail percentile below which it is not reported (its value would be one or
+/// two samples, i.e. the maximum).
+pub const MIN_TAIL_SAMPLES: f64 = 10.0;
+
+/// Samples above the p99.999 of `ios` I/Os.
+pub fn samples_above_p99999(ios: u64) -> f64 {
+    ios as f64 * 1e-5
+}
+
 /// Whether a figure draws `stat` of `h`: a p99.999 only from at least
-/// [`crate::published::outcomes::MIN_TAIL_SAMPLES`] samples above it (a quick point's
+/// [`MIN_TAIL_SAMPLES`] samples above it (a quick point's
 /// "five nines" is its worst I/O: not drawn; the caption says why).
 fn drawable(stat: &str, h: &OpHeadline) -> bool {
-    use crate::published::outcomes::{samples_above_p99999, MIN_TAIL_SAMPLES};
     stat != "p99.999" || samples_above_p99999(h.ios) >= MIN_TAIL_SAMPLES
 }
 
@@ -553,10 +563,9 @@ fn sync_figures(results: &Results, size: Size, seed: u64, ios: u64) -> Vec<Figur
 
 /// The compact headline table: metrics down, devices across.
 /// A p99.999 as a table prints it: the value when at least
-/// [`crate::published::outcomes::MIN_TAIL_SAMPLES`] samples lie above it, else "n/a (N
+/// [`MIN_TAIL_SAMPLES`] samples lie above it, else "n/a (N
 /// samples)" (a five-nines of 4,000 I/Os is the worst one, not a percentile).
 pub fn five_nines_cell(h: &OpHeadline) -> String {
-    use crate::published::outcomes::{samples_above_p99999, MIN_TAIL_SAMPLES};
     if samples_above_p99999(h.ios) < MIN_TAIL_SAMPLES {
         format!("n/a ({} samples)", h.ios)
     } else {
@@ -652,6 +661,12 @@ pub fn headline(results: &Results) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_five_nines_needs_a_million_ios_for_ten_samples() {
+        assert!(samples_above_p99999(1_000_000) >= MIN_TAIL_SAMPLES);
+        assert!(samples_above_p99999(800_000) < MIN_TAIL_SAMPLES);
+    }
 
     #[test]
     fn run_ids_are_unique_and_every_job_parses() {

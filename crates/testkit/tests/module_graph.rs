@@ -397,22 +397,24 @@ const KNOWN_CYCLES: &[(&str, &[&str])] = &[
         &[
             "crate",
             "fastdrain",
+            "fastdrain::outcomes",
             "flashshare",
             "flashshare::knee",
-            "published::outcomes",
+            "flashshare::outcomes",
+            "ull",
+            "ull::outcomes",
+        ],
+    ),
+    (
+        "study",
+        &[
             "reflex",
             "reflex::figures",
             "reflex::html",
+            "reflex::outcomes",
             "reflex::real",
             "reflex::scenarios",
-            "report",
-            "ull",
         ],
-    ),
-    // Across folders: fastdrain → published::outcomes → fastdrain.
-    (
-        "study",
-        &["fastdrain", "published::outcomes", "reflex", "ull"],
     ),
 ];
 

@@ -5,7 +5,7 @@
 //! `reference/published.toml` (shipped in the repository, compiled into the binary; `--reference
 //! FILE` replaces it) lists the papers' headline outcomes: an `id` per study, what was measured,
 //! the value, its unit and its source. Each study computes every outcome of its own from its
-//! runs ([`Simulated`], built by the study's `outcomes` function) and the report opens with one
+//! runs ([`Simulated`], built by the study's `outcomes` module) and the report opens with one
 //! row per outcome ([`Row`]):
 //!
 //! | published | simulated (95 % interval) | ratio of effects | direction | basis |
@@ -46,7 +46,7 @@
 //! Significance tests beyond the interval, and multiple-comparison corrections: the table is a
 //! reader's map of where the model stands, not a hypothesis test.
 
-pub mod outcomes;
+pub mod replicates;
 
 use std::path::Path;
 

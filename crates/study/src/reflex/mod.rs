@@ -70,6 +70,7 @@ use crate::Size;
 
 mod figures;
 mod html;
+pub mod outcomes;
 pub mod real;
 pub mod scenarios;
 pub mod search;
@@ -287,11 +288,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
 
     bar.finish_and_clear();
     let record = Record::new(&opts.build, [opts.seed], &prov);
-    let published_rows = crate::published::rows(
-        &reference,
-        "reflex",
-        &crate::published::outcomes::reflex(&sims),
-    );
+    let published_rows = crate::published::rows(&reference, "reflex", &outcomes::published(&sims));
     let published_table = crate::published::table(&published_rows);
     crate::sorted_json::write_pretty(
         &opts.out.join("study.json"),
