@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::exec::{self, is_done, run_dir, ExecOptions, ExecReport};
+use crate::plan::{Plan, Size};
 use crate::provenance::{self, Build, Invocation, Provenance, Record};
 use crate::published::{self, Reference};
 use crate::report::{self, ReportInput};
 use crate::results::{self, ShardInfo, StudyJson};
 use crate::spec::RunSpec;
+use crate::studies::{find, StudyDef};
 use crate::table::Table;
-use crate::{find, Plan, Size, StudyDef};
 
 pub use crate::report::RESULTS_MD;
 

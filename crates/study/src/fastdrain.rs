@@ -43,6 +43,7 @@
 
 pub mod outcomes;
 
+use crate::plan::Size;
 use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
 use crate::published::replicates::{pair, present, stat_over, P99};
 use crate::published::{paired_ratio, ratio_cell, whisker, Estimate, Pair};
@@ -51,7 +52,6 @@ use crate::results::{
 };
 use crate::spec::{RunSpec, SystemFile, SystemRun};
 use crate::table::Table;
-use crate::Size;
 
 use engine::time::format_ns;
 
@@ -173,7 +173,7 @@ fn system_toml(workload: &str, seed: u64, size: Size) -> String {
 }
 
 /// Every run of the study, in a fixed order.
-pub fn runs(plan: &crate::Plan) -> Vec<RunSpec> {
+pub fn runs(plan: &crate::plan::Plan) -> Vec<RunSpec> {
     let (size, seed) = (plan.size, plan.seed);
     let mut out = Vec::new();
     // Replicate 0 first (every figure reads it), then the further seeds of each comparison.
@@ -627,7 +627,7 @@ mod tests {
 
     #[test]
     fn run_ids_are_unique_and_every_system_file_parses_under_its_stack() {
-        let runs = runs(&crate::Plan::new(Size::Quick, 1));
+        let runs = runs(&crate::plan::Plan::new(Size::Quick, 1));
         assert_eq!(runs.len(), STACKS.len() * WORKLOADS.len());
         let mut ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
         ids.sort_unstable();
@@ -654,7 +654,7 @@ mod tests {
                 r.id
             );
         }
-        let full = super::runs(&crate::Plan::new(Size::Full, 1));
+        let full = super::runs(&crate::plan::Plan::new(Size::Full, 1));
         assert!(full[0].job_fio.contains("duration_ms = 30000"));
     }
 }

@@ -106,10 +106,10 @@ pub use charts::figures;
 pub use exectime::{ExecOf, ExecPart, EXEC_PARTS};
 pub use tabulate::{findings, headline, tables};
 
+use crate::plan::Size;
 use crate::published::{paired_ratio, Estimate, Pair};
 use crate::results::{ClassCacheReads, ProcessHeadline, Results};
 use crate::spec::{RunSpec, SystemFile, SystemRun};
-use crate::Size;
 
 pub const HOST: &str = "arm8";
 pub const DEVICE: &str = "zssd";
@@ -160,11 +160,11 @@ pub const QUICK_SERIES_MS: u64 = 10;
 /// Runs of each stack comparison (service, partner, stack) in a full study by default, with
 /// seeds `seed`, `seed + 1`, …: the normalised figures are over their medians (see "Replicates"
 /// in the essay); `--replicates N` sets another count.
-pub const REPLICATES: u64 = crate::DEFAULT_REPLICATES;
+pub const REPLICATES: u64 = crate::plan::DEFAULT_REPLICATES;
 
 /// Runs of each stack comparison by default: [`REPLICATES`], one with `--quick`.
 pub fn replicates(size: Size) -> u64 {
-    crate::Plan::new(size, 1).replicates
+    crate::plan::Plan::new(size, 1).replicates
 }
 
 fn duration_ms(size: Size) -> u64 {
@@ -228,7 +228,7 @@ fn partners() -> impl Iterator<Item = &'static str> {
 }
 
 /// Every run of the study, in a fixed order: the stack comparison, then the cache sensitivity.
-pub fn runs(plan: &crate::Plan) -> Vec<RunSpec> {
+pub fn runs(plan: &crate::plan::Plan) -> Vec<RunSpec> {
     let (size, seed) = (plan.size, plan.seed);
     let system = |id: String, text: String, stack: &str, series: bool, seed: u64| RunSpec {
         device_keys: String::new(),
@@ -466,7 +466,7 @@ mod tests {
 
     #[test]
     fn run_ids_are_unique_and_every_system_file_parses_under_its_stack() {
-        let runs = runs(&crate::Plan::new(Size::Quick, 1));
+        let runs = runs(&crate::plan::Plan::new(Size::Quick, 1));
         assert_eq!(
             runs.len(),
             STACKS.len() * ONLINE.len() * (OFFLINE.len() + 1)
@@ -520,7 +520,7 @@ mod tests {
             .map(|r| r.id.as_str())
             .collect();
         assert_eq!(series.len(), 2 * STACKS.len(), "{series:?}");
-        let full = super::runs(&crate::Plan::new(Size::Full, 1));
+        let full = super::runs(&crate::plan::Plan::new(Size::Full, 1));
         assert!(full[0]
             .job_fio
             .contains(&format!("duration_ms = {FULL_MS}")));
@@ -593,8 +593,8 @@ mod tests {
 
     #[test]
     fn a_full_study_runs_each_comparison_with_five_seeds_or_as_many_as_asked() {
-        let quick = runs(&crate::Plan::new(Size::Quick, 7));
-        let full = runs(&crate::Plan::new(Size::Full, 7));
+        let quick = runs(&crate::plan::Plan::new(Size::Quick, 7));
+        let full = runs(&crate::plan::Plan::new(Size::Full, 7));
         let comparisons = STACKS.len() * ONLINE.len() * (OFFLINE.len() + 1);
         assert_eq!(
             full.len() - quick.len(),
@@ -608,7 +608,7 @@ mod tests {
         };
         assert_eq!(seeds_of(&run_id("xler", "apache", "gp")), [7, 8, 9, 10, 11]);
         let three = runs(
-            &crate::Plan::new(Size::Full, 7)
+            &crate::plan::Plan::new(Size::Full, 7)
                 .with_replicates(3)
                 .expect("3 replicates"),
         );

@@ -27,7 +27,8 @@
 
 use std::path::Path;
 
-use crate::{Plan, Size, StudyDef};
+use crate::plan::{Plan, Size};
+use crate::studies::StudyDef;
 
 /// The image the pods run unless `--image` names another (it must hold `ullstack` on PATH).
 pub const DEFAULT_IMAGE: &str = "ullstack:latest";
@@ -158,7 +159,7 @@ mod tests {
 
     #[test]
     fn the_indexed_job_passes_index_and_count() {
-        let def = crate::find("ull").unwrap();
+        let def = crate::studies::find("ull").unwrap();
         let m = shards_manifest(&def, &Plan::new(Size::Quick, 3), 4, "reg/ullstack:1");
         for want in [
             "completionMode: Indexed",
@@ -179,7 +180,7 @@ mod tests {
     #[test]
     fn zero_tasks_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let def = crate::find("ull").unwrap();
+        let def = crate::studies::find("ull").unwrap();
         let e = write(&def, &Plan::new(Size::Quick, 1), 0, "i", dir.path()).unwrap_err();
         assert!(e.contains("--k8s 0"), "{e}");
     }

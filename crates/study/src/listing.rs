@@ -3,7 +3,9 @@
 //! --help` (run and replicate counts of each size, and what `--quick` keeps). Both count the
 //! runs from the catalogue, so they cannot drift from what a study runs.
 
-use crate::{catalogue, reflex, Plan, Size};
+use crate::plan::{Plan, Size};
+use crate::reflex;
+use crate::studies::catalogue;
 
 /// `ullstack study list`: one line a study, `reflex` last.
 pub fn list_text() -> String {

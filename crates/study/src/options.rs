@@ -25,12 +25,14 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::driver::{self, StudyOptions};
+use crate::k8s;
+use crate::plan::{Plan, Size};
 use crate::provenance::Build;
 use crate::reflex::ReflexOptions;
 use crate::results::ShardInfo;
 use crate::shard_env;
 use crate::slurm::{self, SlurmPlan};
-use crate::{k8s, Plan, Size, StudyDef};
+use crate::studies::StudyDef;
 
 /// The flags of `ullstack study`, as given (`None`, empty or `false`: not given).
 #[derive(Debug, Clone, Default)]
@@ -310,7 +312,7 @@ impl Flags {
                 dir.display()
             ));
         }
-        let def = crate::find(&self.target)?;
+        let def = crate::studies::find(&self.target)?;
         if self.sim_only {
             let name = def.name;
             return refuse(format!(
@@ -686,7 +688,7 @@ mod tests {
             refused(f),
             "`study ull` takes no folders (got d); folders go to `study merge`"
         );
-        let Err(unknown) = crate::find("nope") else {
+        let Err(unknown) = crate::studies::find("nope") else {
             panic!("a study named nope");
         };
         assert_eq!(refused(flags("nope")), unknown);

@@ -634,7 +634,7 @@ pub struct StudyJson<'a> {
     /// The published figures beside this study's (the report's first table; empty for a
     /// shard).
     pub published: Vec<crate::published::Row>,
-    /// Figures the study derives beyond the published rows ([`crate::StudyDef::findings`];
+    /// Figures the study derives beyond the published rows ([`crate::studies::StudyDef::findings`];
     /// absent for a shard and for studies without any).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub findings: Option<serde_json::Value>,

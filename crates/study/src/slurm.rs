@@ -44,7 +44,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::exec::is_done;
-use crate::{Plan, Size, StudyDef};
+use crate::plan::{Plan, Size};
+use crate::studies::StudyDef;
 
 /// A study to run as a Slurm array.
 #[derive(Clone, Debug)]
@@ -577,7 +578,7 @@ mod tests {
     #[test]
     fn scripts_carry_the_options_and_quote_paths() {
         let dir = tempfile::tempdir().unwrap();
-        let def = crate::find("ull").unwrap();
+        let def = crate::studies::find("ull").unwrap();
         let p = plan(dir.path());
         let a = array_script(&def, &p);
         for want in [
@@ -598,7 +599,7 @@ mod tests {
     #[test]
     fn a_dry_run_writes_the_scripts_and_submits_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let def = crate::find("ull").unwrap();
+        let def = crate::studies::find("ull").unwrap();
         let p = plan(dir.path());
         let sub = submit(&def, &p, true).unwrap();
         assert_eq!(sub.shards, vec![0, 1, 2, 3]);
@@ -647,7 +648,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut p = plan(dir.path());
         p.time = Some("abc".into());
-        let def = crate::find("ull").unwrap();
+        let def = crate::studies::find("ull").unwrap();
         assert!(submit(&def, &p, true).unwrap_err().contains("--time `abc`"));
         assert!(!p.out.join("slurm").exists(), "nothing written");
     }
@@ -655,7 +656,7 @@ mod tests {
     #[test]
     fn a_submission_is_refused_while_a_study_writes_the_folder() {
         let dir = tempfile::tempdir().unwrap();
-        let def = crate::find("ull").unwrap();
+        let def = crate::studies::find("ull").unwrap();
         let p = plan(dir.path());
         let held = crate::lock::acquire(&p.out, "ullstack study ull --out X").unwrap();
         let e = submit(&def, &p, true).unwrap_err();
@@ -667,7 +668,7 @@ mod tests {
     #[test]
     fn zero_tasks_or_cpus_are_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
-        let def = crate::find("ull").unwrap();
+        let def = crate::studies::find("ull").unwrap();
         let mut p = plan(dir.path());
         p.tasks = 0;
         assert!(submit(&def, &p, true).unwrap_err().contains("--slurm 0"));

@@ -47,11 +47,11 @@
 
 pub mod outcomes;
 
+use crate::plan::Size;
 use crate::plot::{Figure, Series, Stroke};
 use crate::results::{OpHeadline, Results, RunResult};
 use crate::spec::RunSpec;
 use crate::table::Table;
-use crate::Size;
 
 use engine::time::format_ns;
 use workload::Completion;
@@ -175,7 +175,7 @@ pub fn sync_id(device: &str, op: Op, c: Completion) -> String {
 }
 
 /// Every run of the study, in a fixed order.
-pub fn runs(plan: &crate::Plan) -> Vec<RunSpec> {
+pub fn runs(plan: &crate::plan::Plan) -> Vec<RunSpec> {
     let base = runs_of_seed(plan.size, plan.seed);
     let mut out = base.clone();
     for r in 1..plan.replicates {
@@ -670,7 +670,7 @@ mod tests {
 
     #[test]
     fn run_ids_are_unique_and_every_job_parses() {
-        let specs = runs(&crate::Plan::new(Size::Quick, 1));
+        let specs = runs(&crate::plan::Plan::new(Size::Quick, 1));
         let mut ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -693,7 +693,7 @@ mod tests {
                 .find_map(|l| l.strip_prefix(key))
                 .map(|v| v.trim().parse::<u64>().expect("a number"))
         };
-        for s in runs(&crate::Plan::new(Size::Full, 1)) {
+        for s in runs(&crate::plan::Plan::new(Size::Full, 1)) {
             let per_thread = value(&s.job_fio, "number_ios=").expect("number_ios");
             let threads = value(&s.job_fio, "numjobs=").unwrap_or(1);
             let mut total = per_thread * threads;
@@ -738,7 +738,7 @@ mod quick_tests {
     #[test]
     fn quick_write_points_fill_the_scaled_buffer() {
         let fills = QUICK_WRITE_BUFFER_FILLS * QUICK_WRITE_BUFFER_BYTES;
-        for s in runs(&crate::Plan::new(Size::Quick, 1)) {
+        for s in runs(&crate::plan::Plan::new(Size::Quick, 1)) {
             assert!(
                 s.config_toml()
                     .contains(&format!("write_buffer_bytes = {QUICK_WRITE_BUFFER_BYTES}")),
@@ -756,7 +756,7 @@ mod quick_tests {
                 assert!(bytes >= fills, "{}: {bytes} bytes", s.id);
             }
         }
-        assert!(runs(&crate::Plan::new(Size::Full, 1))
+        assert!(runs(&crate::plan::Plan::new(Size::Full, 1))
             .iter()
             .all(|s| s.device_keys.is_empty()));
     }
@@ -768,7 +768,7 @@ mod thread_tests {
 
     #[test]
     fn deep_points_spread_over_threads_and_sequential_clones_get_their_own_stream() {
-        let runs = runs(&crate::Plan::new(Size::Full, 1));
+        let runs = runs(&crate::plan::Plan::new(Size::Full, 1));
         let job = |id: &str| &runs.iter().find(|r| r.id == id).expect(id).job_fio;
         let qd1 = job("qd-zssd-read-qd1");
         assert!(qd1.contains("numjobs=1\n") && qd1.contains("iodepth=1\n"));

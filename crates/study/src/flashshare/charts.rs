@@ -17,10 +17,10 @@ use super::{
     offline_categories, offline_norm, run_id, series_ms, ALONE, AVG, CACHES, CACHE_SERVICE,
     DETAIL_OFFLINE, OFFLINE, ONLINE, P99, SERIES_OFFLINE, STACKS,
 };
+use crate::plan::Size;
 use crate::plot::{Figure, Reference, Series, Stroke};
 use crate::published::{whisker, Estimate};
 use crate::results::{ClassCacheReads, Results, SeriesPoint};
-use crate::Size;
 
 /// Points at x = 0, 1, … for the values present.
 fn indexed(values: &[Option<f64>]) -> Vec<(f64, f64)> {

@@ -24,10 +24,10 @@
 //! `index`, the published figure's pair, is split).
 
 use super::{caption, process, run_id, stack_header, CACHE_SERVICE, DETAIL_OFFLINE, STACKS};
+use crate::plan::Size;
 use crate::plot::{Figure, Reference, Series, Stroke};
 use crate::results::{Results, TimeSplit};
 use crate::table::Table;
-use crate::Size;
 
 /// A part of the execution-time breakdown: its name and the summary's parts it sums.
 pub type ExecPart = (&'static str, &'static [&'static str]);

@@ -36,11 +36,11 @@
 //! last row) and `study.json`'s `findings.knee_requests_per_sec` (per service; `null` when the
 //! curve does not double in the sweep).
 
+use crate::plan::Size;
 use crate::plot::{Figure, Series, Stroke};
 use crate::results::{ProcessHeadline, Results};
 use crate::spec::{RunSpec, SystemFile, SystemRun};
 use crate::table::Table;
-use crate::Size;
 
 use engine::time::format_ns;
 

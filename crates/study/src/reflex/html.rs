@@ -8,9 +8,9 @@ use scenario::TenantResult;
 use super::real::RunView;
 use super::search::{SearchOutcome, Verdict};
 use super::{Paired, Part, ReflexRun, RunOutcome, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
+use crate::plan::Size;
 use crate::plot::Figure;
 use crate::table::{esc, Table};
-use crate::Size;
 
 fn us(ns: u64) -> String {
     format!("{:.0}", ns as f64 / 1000.0)

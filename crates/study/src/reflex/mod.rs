@@ -63,10 +63,10 @@ use sim::remote::{RemoteError, RemoteRunConfig, RemoteSummary};
 
 use indicatif::ProgressBar;
 
+use crate::plan::Size;
 use crate::provenance::{Invocation, Provenance, Record};
 use crate::sorted_json::{AsValue, EachAsValue};
 use crate::table::Table;
-use crate::Size;
 
 mod figures;
 mod html;

@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 use super::search::{SearchPlan, REAL_SATURATED_BELOW_PERMILLE, SIM_SATURATED_BELOW_PERMILLE};
 use super::twin;
 use super::Part;
-use crate::Size;
+use crate::plan::Size;
 
 /// The stand-in for device "A" (see the module essay).
 pub const DEVICE_A_TOML: &str = r#"{ preset = "nvme-tlc", flash = { suspend = "on" }, ctrl = { firmware_cores = 4, firmware_read_ns = 700 } }"#;
