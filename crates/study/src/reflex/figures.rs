@@ -4,8 +4,9 @@
 use qos::TenantClass;
 use scenario::TenantResult;
 
+use super::real::Paired;
 use super::real::RunView;
-use super::{Paired, Part, RunOutcome, DEVICE_A_TOML, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
+use super::scenarios::{Part, RunOutcome, DEVICE_A_TOML, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
 use crate::plot::{Figure, Reference, Series, Stroke, Ticks};
 
 fn series(name: &str, points: Vec<(f64, f64)>, colour: usize, stroke: Stroke) -> Series {

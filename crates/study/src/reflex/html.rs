@@ -5,9 +5,10 @@ use std::fmt::Write as _;
 use qos::TenantClass;
 use scenario::TenantResult;
 
+use super::real::Paired;
 use super::real::RunView;
+use super::scenarios::{Part, ReflexRun, RunOutcome, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
 use super::search::{SearchOutcome, Verdict};
-use super::{Paired, Part, ReflexRun, RunOutcome, REAL_SCALE_PCT, SMALL_TENANT_IOPS};
 use crate::plan::Size;
 use crate::plot::Figure;
 use crate::table::{esc, Table};

@@ -77,37 +77,18 @@ pub mod search;
 pub mod twin;
 
 pub use html::verdict as search_verdict;
-pub use real::{sustained_rate, tokens_per_sec, RealOutcome, RealRunner};
+pub use real::{sustained_rate, tokens_per_sec, Paired, RealOutcome, RealRunner};
 pub use scenarios::{
     quick_about, real_runs, real_search_plan, real_tenants_scenario, runs, scenario,
-    sim_search_plan, tenants_scenario, Place, RealRun, ReflexRun, BE_CONNECTIONS, BE_QD_PER_CONN,
-    DEVICE_A_TOML, REAL_SCALE_PCT, REAL_VOLUME_BYTES, REAL_WORKERS, SMALL_TENANT_IOPS,
+    sim_search_plan, tenants_scenario, Part, Place, RealRun, ReflexRun, RunOutcome, BE_CONNECTIONS,
+    BE_QD_PER_CONN, DEVICE_A_TOML, REAL_SCALE_PCT, REAL_VOLUME_BYTES, REAL_WORKERS,
+    SMALL_TENANT_IOPS,
 };
 pub use search::{Probe, SearchOutcome, SearchPlan, Verdict};
 
 /// Bumped when runs or figures change meaning. 2: real runs of all five parts with twins;
 /// part 4 searched; `device_iops_in_window`.
 pub const VERSION: u32 = 2;
-
-/// Which part of the study a run belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Part {
-    Scenario1,
-    Scenario2,
-    Cores,
-    TenantsPerCore,
-    Unloaded,
-}
-
-/// One simulated run's outcome.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct RunOutcome {
-    pub id: String,
-    pub part: Part,
-    pub x: u64,
-    pub summary: RemoteSummary,
-}
 
 /// Runs one full-scale simulated run.
 pub fn simulate(run: &ReflexRun) -> Result<RunOutcome, String> {
@@ -124,13 +105,6 @@ pub fn simulate_text(id: &str, text: &str) -> Result<RemoteSummary, String> {
     let cfg = RemoteRunConfig::parse(text, &format!("{id}.toml"))
         .map_err(|e| format!("run {id}: {e}"))?;
     sim::remote::run(&cfg).map_err(|e| format!("run {id}: {e}"))
-}
-
-/// A real run and its simulated twin (the same file through `sim::remote`).
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Paired {
-    pub real: RealOutcome,
-    pub twin: RemoteSummary,
 }
 
 /// Options of a study run.

@@ -1,7 +1,7 @@
 //! `reflex`'s rows of `reference/published.toml`, from its full-scale simulated runs.
 
 use super::real::RunView;
-use super::RunOutcome;
+use super::scenarios::RunOutcome;
 use crate::published::{Estimate, Kind, Simulated};
 
 /// `reflex`: scenario 1 at full scale on the simulated server (LC tenants' SLOs and B's

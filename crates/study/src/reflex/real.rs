@@ -15,8 +15,7 @@ use qos::TenantClass;
 use scenario::TenantResult;
 use serde::Serialize;
 
-use super::scenarios::{Place, RealRun};
-use super::Part;
+use super::scenarios::{Part, Place, RealRun};
 
 /// One real run's results.
 #[derive(Clone, Debug, Serialize)]
@@ -46,6 +45,13 @@ pub struct RealOutcome {
     /// A tenant the server refused (admission control), with its reason: the run sent
     /// nothing for it. Part 4's search stops there; anywhere else it is an error.
     pub refused: Option<String>,
+}
+
+/// A real run and its simulated twin (the same file through `sim::remote`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Paired {
+    pub real: RealOutcome,
+    pub twin: sim::remote::RemoteSummary,
 }
 
 impl RealOutcome {

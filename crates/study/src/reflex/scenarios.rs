@@ -23,8 +23,8 @@ use std::fmt::Write as _;
 
 use super::search::{SearchPlan, REAL_SATURATED_BELOW_PERMILLE, SIM_SATURATED_BELOW_PERMILLE};
 use super::twin;
-use super::Part;
 use crate::plan::Size;
+use sim::remote::RemoteSummary;
 
 /// The stand-in for device "A" (see the module essay).
 pub const DEVICE_A_TOML: &str = r#"{ preset = "nvme-tlc", flash = { suspend = "on" }, ctrl = { firmware_cores = 4, firmware_read_ns = 700 } }"#;
@@ -120,6 +120,17 @@ pub fn real_search_plan(size: Size) -> SearchPlan {
     }
 }
 
+/// Which part of the study a run belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    Scenario1,
+    Scenario2,
+    Cores,
+    TenantsPerCore,
+    Unloaded,
+}
+
 /// One simulated run at full scale: its id, part, x value (threads, tenants, or 0) and file.
 #[derive(Clone, Debug)]
 pub struct ReflexRun {
@@ -127,6 +138,15 @@ pub struct ReflexRun {
     pub part: Part,
     pub x: u64,
     pub scenario_toml: String,
+}
+
+/// One simulated run's outcome.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunOutcome {
+    pub id: String,
+    pub part: Part,
+    pub x: u64,
+    pub summary: RemoteSummary,
 }
 
 /// Where a real run happens.
