@@ -15,6 +15,13 @@
 //! A path resolves to the deepest module it names: `crate::a::b::X` is `a::b` when `src/a/b.rs`
 //! exists, else `a` (then `b` is an item of `a`). Paths into the module itself are no edges.
 //!
+//! # The check
+//! No crate's graph may hold a cycle, a parent and its own child using each other included:
+//! each strongly connected component of more than one module fails the test, with one cycle
+//! through it named. Break one by moving what the modules share into a module that names none of
+//! them (a crate root that only declares and re-exports; a parent holding the types its children
+//! read, with whatever uses a child in a sibling module).
+//!
 //! What it leaves out: code in `#[cfg(test)]` blocks (a test module may use its siblings; test
 //! modules sit at the end of a file in this workspace), comments, `pub use` re-exports (a parent
 //! that re-exports its children is their facade, not a user of them: a child importing a
@@ -373,43 +380,21 @@ fn cyclic_components(graph: &Graph) -> Vec<Vec<String>> {
     s.out
 }
 
-/// The graph without the edges between a module and its own ancestors or descendants.
-fn across(graph: &Graph) -> Graph {
-    let related = |a: &Module, b: &Module| a.starts_with(b) || b.starts_with(a);
-    graph
+/// One cycle through the modules of `component` (a strongly connected component of `graph`),
+/// to name in a failure.
+fn cycle_within(graph: &Graph, component: &[String]) -> Vec<String> {
+    let within: Graph = graph
         .iter()
-        .map(|(m, deps)| {
-            let deps = deps.iter().filter(|d| !related(m, d)).cloned().collect();
-            (m.clone(), deps)
-        })
-        .collect()
+        .filter(|(m, _)| component.contains(&name(m)))
+        .map(|(m, d)| (m.clone(), d.clone()))
+        .collect();
+    find_cycle(&within).unwrap_or_default()
 }
-
-/// The cycles as they stood when this check learnt to see them (issue 26), each as the modules
-/// of one strongly connected component: of the whole graph (a folder's root module, `mod.rs` or
-/// `lib.rs`, and its own files using each other), or of the graph [`across`] folders (siblings
-/// using each other). The check fails when one grows, shrinks or goes, so this list only
-/// shrinks; a cycle that is not here fails at once. Break one by moving what the modules share
-/// into a module they both use, then delete its line.
-const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-    (
-        "study",
-        &[
-            "reflex",
-            "reflex::figures",
-            "reflex::html",
-            "reflex::outcomes",
-            "reflex::real",
-            "reflex::scenarios",
-        ],
-    ),
-];
 
 #[test]
 fn no_crate_has_a_cycle_between_its_modules() {
     let mut failures = Vec::new();
     let mut crates = 0;
-    let mut seen_known = BTreeSet::new();
     for entry in std::fs::read_dir(crates_dir()).expect("crates/").flatten() {
         let src = entry.path().join("src");
         if !src.is_dir() {
@@ -419,36 +404,12 @@ fn no_crate_has_a_cycle_between_its_modules() {
         let krate = entry.file_name().to_string_lossy().into_owned();
         let mut files = Vec::new();
         rust_files(&src, &src, &mut files);
-        let whole = module_graph(&files);
-        for graph in [across(&whole), whole] {
-            for component in cyclic_components(&graph) {
-                let known = KNOWN_CYCLES
-                    .iter()
-                    .position(|(k, members)| *k == krate && *members == component.as_slice());
-                if let Some(i) = known {
-                    seen_known.insert(i);
-                    continue;
-                }
-                let within: Graph = graph
-                    .iter()
-                    .filter(|(m, _)| component.contains(&name(m)))
-                    .map(|(m, d)| (m.clone(), d.clone()))
-                    .collect();
-                let cycle = find_cycle(&within).unwrap_or_default();
-                failures.push(format!(
-                    "{krate}: {} (the cycle's component: {})",
-                    cycle.join(" → "),
-                    component.join(", ")
-                ));
-            }
-        }
-    }
-    for (i, (krate, members)) in KNOWN_CYCLES.iter().enumerate() {
-        if !seen_known.contains(&i) {
+        let graph = module_graph(&files);
+        for component in cyclic_components(&graph) {
             failures.push(format!(
-                "{krate}: the known cycle among {} is no longer there as listed: update \
-                 KNOWN_CYCLES (delete it if it is gone)",
-                members.join(", ")
+                "{krate}: {} (the cycle's component: {})",
+                cycle_within(&graph, &component).join(" → "),
+                component.join(", ")
             ));
         }
     }
@@ -541,6 +502,40 @@ fn the_checker_finds_a_cycle_between_nested_modules_through_super() {
         ),
     ]);
     assert_eq!(find_cycle(&module_graph(&new)), None);
+}
+
+/// A parent that uses its child while the child uses the parent's items through `super::` is a
+/// cycle (the shape `study`'s flashshare ↔ flashshare::knee had: the parent's run list called
+/// the child's, the child read the parent's constants); the component names both, and with
+/// the run list in a sibling the parent names no child and there is none.
+#[test]
+fn the_checker_finds_a_parent_and_child_using_each_other() {
+    let old = tree(&[
+        ("lib.rs", "pub mod study;"),
+        (
+            "study.rs",
+            "pub mod knee;\npub const HOST: &str = \"h\";\npub fn runs() { knee::runs(); }",
+        ),
+        ("study/knee.rs", "use super::HOST;\npub fn runs() {}"),
+    ]);
+    let graph = module_graph(&old);
+    assert_eq!(cyclic_components(&graph), [["study", "study::knee"]]);
+    let cycle = cycle_within(&graph, &["study".into(), "study::knee".into()]);
+    assert_eq!(cycle.first(), cycle.last());
+    assert_eq!(cycle.len(), 3, "{cycle:?}");
+    let new = tree(&[
+        ("lib.rs", "pub mod study;"),
+        (
+            "study.rs",
+            "pub mod knee;\nmod run_list;\npub use run_list::runs;\npub const HOST: &str = \"h\";",
+        ),
+        ("study/knee.rs", "use super::HOST;\npub fn runs() {}"),
+        (
+            "study/run_list.rs",
+            "use super::knee;\npub fn runs() { knee::runs(); }",
+        ),
+    ]);
+    assert!(cyclic_components(&module_graph(&new)).is_empty());
 }
 
 #[test]
