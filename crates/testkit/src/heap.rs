@@ -7,11 +7,14 @@
 //! brackets the work: `let base = heap::reset(); …; let peak = heap::peak_above(base);`.
 //! Only allocations made on the calling thread are seen: work the code under test hands to
 //! another thread escapes the meter, so use it on single-threaded work.
+//!
+//! The allocator itself (`GlobalAlloc`, forwarding to the system allocator) is in `sys.rs`,
+//! the crate's one home of `unsafe`; it calls [`on_alloc`] and [`on_dealloc`] here.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-/// The counting allocator (forwards to the system allocator).
+/// The counting allocator: forwards to the system allocator and counts this thread's live
+/// bytes (its `GlobalAlloc` impl is in `sys.rs`).
 pub struct Counting;
 
 thread_local! {
@@ -20,25 +23,16 @@ thread_local! {
     static PEAK: Cell<isize> = const { Cell::new(0) };
 }
 
-// SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s
-// contract; the counters are plain thread-local cells that never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged to the system allocator.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let live = LIVE.get() + layout.size() as isize;
-            LIVE.set(live);
-            PEAK.set(PEAK.get().max(live));
-        }
-        p
-    }
+/// A block of `bytes` was allocated on this thread. Must not allocate: the allocator calls it.
+pub(crate) fn on_alloc(bytes: usize) {
+    let live = LIVE.get() + bytes as isize;
+    LIVE.set(live);
+    PEAK.set(PEAK.get().max(live));
+}
 
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.set(LIVE.get() - layout.size() as isize);
-    }
+/// A block of `bytes` was freed on this thread. Must not allocate: the allocator calls it.
+pub(crate) fn on_dealloc(bytes: usize) {
+    LIVE.set(LIVE.get() - bytes as isize);
 }
 
 /// Starts a measurement on this thread: returns the live heap now.
@@ -51,4 +45,26 @@ pub fn reset() -> isize {
 /// This thread's peak live heap above `base` since [`reset`], bytes.
 pub fn peak_above(base: isize) -> usize {
     (PEAK.get() - base).max(0) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The meter's arithmetic, driven directly: the peak is the highest live count since the
+    /// reset, above its base, and a free lowers the live count but never the peak.
+    #[test]
+    fn the_peak_is_the_highest_live_count_since_the_reset() {
+        let base = reset();
+        on_alloc(8_192);
+        on_alloc(100);
+        on_dealloc(8_192);
+        on_alloc(50);
+        assert_eq!(peak_above(base), 8_292);
+        on_dealloc(100);
+        on_dealloc(50);
+        assert_eq!(LIVE.get(), base);
+        assert_eq!(peak_above(base), 8_292);
+        assert_eq!(peak_above(reset()), 0);
+    }
 }

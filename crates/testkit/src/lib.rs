@@ -8,14 +8,20 @@
 //! capability fails the test instead, naming what is missing and how to install it.
 //!
 //! # Heap meter
-//! [`heap`]: a per-thread counting allocator for tests that claim constant memory.
+//! [`heap`]: a per-thread counting allocator for tests that claim constant memory. Its
+//! `GlobalAlloc` impl is in `sys.rs`, the crate's only `unsafe`.
 //!
 //! # Waiting, not sleeping
 //! [`wait_until`] polls a condition with a short back-off until it holds or a deadline passes, and
 //! returns how long it took, so tests synchronize on the state they need rather than on a sleep
 //! that is either too long (slow suite) or too short on a loaded machine (flaky suite).
 
+#![deny(unsafe_code)]
+
 pub mod heap;
+// The allocator's `unsafe impl GlobalAlloc`: the crate's one exception to the lint above.
+#[allow(unsafe_code)]
+mod sys;
 
 use std::path::PathBuf;
 use std::process::Command;
