@@ -523,9 +523,7 @@ fn an_interrupted_study_says_what_it_keeps_and_resumes_to_the_same_study_json() 
     };
     testkit::wait_until(Duration::from_secs(120), || done(&out) >= 3)
         .expect("three runs finish within two minutes");
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    // SAFETY: kill(2) with a child's PID, which `child` has not reaped yet.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    testkit::interrupt(&child).expect("SIGINT to the study");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{status:?}");
     let finished = done(&out);

@@ -9,7 +9,8 @@
 //!
 //! # Heap meter
 //! [`heap`]: a per-thread counting allocator for tests that claim constant memory. Its
-//! `GlobalAlloc` impl is in `sys.rs`, the crate's only `unsafe`.
+//! `GlobalAlloc` impl is in `sys.rs`, the crate's only `unsafe` (with [`interrupt`]: Ctrl-C
+//! for a child process).
 //!
 //! # Waiting, not sleeping
 //! [`wait_until`] polls a condition with a short back-off until it holds or a deadline passes, and
@@ -19,9 +20,12 @@
 #![deny(unsafe_code)]
 
 pub mod heap;
-// The allocator's `unsafe impl GlobalAlloc`: the crate's one exception to the lint above.
+// The allocator's `unsafe impl GlobalAlloc` and `kill(2)`: the crate's one exception to the
+// lint above.
 #[allow(unsafe_code)]
 mod sys;
+
+pub use sys::interrupt;
 
 use std::path::PathBuf;
 use std::process::Command;
