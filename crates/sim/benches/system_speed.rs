@@ -13,34 +13,16 @@
 //! Run: `cargo bench -p sim --bench system_speed` (a filter argument selects one case; a
 //! `.toml` argument runs that system config instead and prints its table).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-
-/// Counts heap allocations, to check that the event loop allocates nothing in steady state
-/// (a run twice as long should allocate about as often).
-struct Counting;
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 use sim::system::{run_system, SystemConfig};
 use sim::Silent;
+use testkit::heap::calls;
+
+/// Counts heap allocations, to check that the event loop allocates nothing in steady state
+/// (a run twice as long should allocate about as often).
+#[global_allocator]
+static GLOBAL: testkit::heap::Calls = testkit::heap::Calls;
 
 fn peak_rss_mib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -62,10 +44,10 @@ fn bench(label: &str, cfg: &SystemConfig) {
     // Allocations of the same run at half the length: steady state should add (almost) none.
     let mut half = cfg.clone();
     half.duration = engine::SimTime(cfg.duration.0 / 2);
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = calls();
     run_system(&half, &mut Silent).expect("run completes");
-    let allocs_half = ALLOCATIONS.load(Ordering::Relaxed) - before;
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let allocs_half = calls() - before;
+    let before = calls();
     let cpu_before = thread_cpu_ns();
     let wall = Instant::now();
     let r = run_system(cfg, &mut Silent).expect("run completes");
@@ -80,7 +62,7 @@ fn bench(label: &str, cfg: &SystemConfig) {
         }
         _ => String::new(),
     };
-    let allocs_full = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocs_full = calls() - before;
     let simulated = r.host.end.as_secs_f64();
     println!(
         "{label}: simulated {simulated:.3} s in {secs:.3} s wall = {:.1} simulated s per wall s{cpu}; \

@@ -325,7 +325,7 @@ fn common_caption(size: Size, seed: u64, ios: u64) -> String {
 /// A device's maximum bandwidth: the most any of its read patterns reached at any depth of
 /// part 2, `get` giving a run by its base id. The bandwidth figures are normalised to it
 /// (experiments.md: "normalized to each device's maximum"), and so are the published
-/// write-utilisation rows (`published::outcomes`), whose reference text names the maximum as
+/// write-utilisation rows (`ull::outcomes`), whose reference text names the maximum as
 /// the one "reached by reads".
 pub fn device_max<'a>(device: &str, get: impl Fn(&str) -> Option<&'a RunResult>) -> Option<f64> {
     let mut best: f64 = 0.0;

@@ -8,10 +8,17 @@
 //! Only allocations made on the calling thread are seen: work the code under test hands to
 //! another thread escapes the meter, so use it on single-threaded work.
 //!
-//! The allocator itself (`GlobalAlloc`, forwarding to the system allocator) is in `sys.rs`,
-//! the crate's one home of `unsafe`; it calls [`on_alloc`] and [`on_dealloc`] here.
+//! [`Calls`] is the other meter: it counts allocation calls (`alloc` and `realloc`) over the
+//! whole process, for a bench that checks an event loop allocates nothing in steady state (a
+//! run twice as long should allocate about as often): install it the same way and read
+//! [`calls`] before and after.
+//!
+//! The allocators themselves (`GlobalAlloc`, forwarding to the system allocator) are in
+//! `sys.rs`, the crate's one home of `unsafe`; they call `on_alloc`, `on_dealloc` and
+//! `on_call` here.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The counting allocator: forwards to the system allocator and counts this thread's live
 /// bytes (its `GlobalAlloc` impl is in `sys.rs`).
@@ -33,6 +40,23 @@ pub(crate) fn on_alloc(bytes: usize) {
 /// A block of `bytes` was freed on this thread. Must not allocate: the allocator calls it.
 pub(crate) fn on_dealloc(bytes: usize) {
     LIVE.set(LIVE.get() - bytes as isize);
+}
+
+/// The allocator that counts allocation calls, process-wide: forwards to the system allocator
+/// (its `GlobalAlloc` impl, `realloc` included, is in `sys.rs`).
+pub struct Calls;
+
+/// `alloc` and `realloc` calls through [`Calls`] since the process started, on every thread.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// An `alloc` or `realloc` call went through [`Calls`]. Must not allocate: the allocator calls it.
+pub(crate) fn on_call() {
+    CALLS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Allocation calls through [`Calls`] so far (`alloc` and `realloc`, on every thread).
+pub fn calls() -> u64 {
+    CALLS.load(Ordering::Relaxed)
 }
 
 /// Starts a measurement on this thread: returns the live heap now.

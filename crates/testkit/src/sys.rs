@@ -1,5 +1,6 @@
-//! The pieces of testkit that need `unsafe`: the heap meter's global allocator
-//! ([`crate::heap::Counting`]) forwarding to the system allocator, and [`interrupt`], the
+//! The pieces of testkit that need `unsafe`: the heap meters' global allocators
+//! ([`crate::heap::Counting`], [`crate::heap::Calls`]) forwarding to the system allocator, and
+//! [`interrupt`], the
 //! Ctrl-C a test sends a child process (`kill(2)` with `SIGINT`).
 //!
 //! # The allocator
@@ -13,7 +14,9 @@
 //! `alloc` gets them from `System` and, the pointer being non-null, reports 8,192 to
 //! `on_alloc`, which raises this thread's live count (and its peak) by 8,192; dropping the
 //! vector comes back through `dealloc` with the same layout and `on_dealloc` lowers the count by
-//! 8,192. A failed allocation (null) is not counted.
+//! 8,192. A failed allocation (null) is not counted. [`crate::heap::Calls`] counts every
+//! `alloc` and `realloc` call instead ([`crate::heap::on_call`], an atomic add), and forwards
+//! `realloc` to `System`'s, so a growing vector may grow in place as without the meter.
 //!
 //! # Signals
 //! std's `Child::kill` sends only `SIGKILL`; a test of what a program does on Ctrl-C needs
@@ -23,7 +26,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::io;
 use std::process::Child;
 
-use crate::heap::{on_alloc, on_dealloc, Counting};
+use crate::heap::{on_alloc, on_call, on_dealloc, Calls, Counting};
 
 // SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s
 // contract (the pointer, its layout and its alignment are `System`'s); the counting hooks are
@@ -44,6 +47,28 @@ unsafe impl GlobalAlloc for Counting {
         // allocator's blocks are `System`'s, allocated with that same layout.
         unsafe { System.dealloc(ptr, layout) };
         on_dealloc(layout.size());
+    }
+}
+
+// SAFETY: as for `Counting`: every call is forwarded unchanged to `System`; the count is an
+// atomic add that never allocates or unwinds.
+unsafe impl GlobalAlloc for Calls {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        on_call();
+        // SAFETY: forwarded unchanged to the system allocator, whose obligations are the same.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, i.e. from `System`, with this `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        on_call();
+        // SAFETY: `ptr` came from `System` with `layout` (this allocator's blocks are its), and
+        // the caller's obligations on `new_size` are `System`'s too.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 
