@@ -35,17 +35,6 @@ const DEFAULT_MIOS: u64 = 100;
 const BASE_IOS: u64 = 1_000_000;
 const PATTERNS: [&str; 2] = ["randread", "randrw"];
 
-/// This process's peak resident set, KiB (Linux reports `ru_maxrss` in KiB).
-fn peak_rss_kib() -> u64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `usage` is a valid, writable `rusage`; getrusage only writes into it.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
-    // SAFETY: getrusage returned 0, so it filled the struct (and it was zeroed before).
-    let usage = unsafe { usage.assume_init() };
-    u64::try_from(usage.ru_maxrss).unwrap_or(0)
-}
-
 /// Runs one case in this process and prints its figures as one line of `key=value`.
 fn run_case(pattern: &str, ios: u64) {
     let job = format!(
@@ -72,7 +61,7 @@ fn run_case(pattern: &str, ios: u64) {
          gc_runs={}",
         summary.sim.ios,
         summary.sim.ios as f64 / secs,
-        peak_rss_kib(),
+        testkit::peak_rss_kib(),
         summary.device.mapping_table_bytes,
         summary.device.ftl.host_units_programmed,
         summary.device.ftl.gc_runs,

@@ -9,8 +9,8 @@
 //!
 //! # Heap meter
 //! [`heap`]: a per-thread counting allocator for tests that claim constant memory. Its
-//! `GlobalAlloc` impl is in `sys.rs`, the crate's only `unsafe` (with [`interrupt`]: Ctrl-C
-//! for a child process).
+//! `GlobalAlloc` impl is in `sys.rs`, the crate's only `unsafe` (with [`interrupt`], Ctrl-C
+//! for a child process, and [`peak_rss_kib`] for benches).
 //!
 //! # Waiting, not sleeping
 //! [`wait_until`] polls a condition with a short back-off until it holds or a deadline passes, and
@@ -20,12 +20,12 @@
 #![deny(unsafe_code)]
 
 pub mod heap;
-// The allocator's `unsafe impl GlobalAlloc` and `kill(2)`: the crate's one exception to the
-// lint above.
+// The allocators' `unsafe impl GlobalAlloc`, `kill(2)` and `getrusage(2)`: the crate's one
+// exception to the lint above.
 #[allow(unsafe_code)]
 mod sys;
 
-pub use sys::interrupt;
+pub use sys::{interrupt, peak_rss_kib};
 
 use std::path::PathBuf;
 use std::process::Command;

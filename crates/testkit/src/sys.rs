@@ -85,3 +85,17 @@ pub fn interrupt(child: &Child) -> io::Result<()> {
         _ => Err(io::Error::last_os_error()),
     }
 }
+
+/// This process's peak resident set, KiB (Linux reports `ru_maxrss` in KiB).
+///
+/// # Panics
+/// When `getrusage(RUSAGE_SELF)` fails (it cannot, given a valid pointer).
+pub fn peak_rss_kib() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable `rusage`; getrusage only writes into it.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
+    // SAFETY: getrusage returned 0, so it filled the struct (and it was zeroed before).
+    let usage = unsafe { usage.assume_init() };
+    u64::try_from(usage.ru_maxrss).unwrap_or(0)
+}
