@@ -14,10 +14,11 @@
 //! [`crate::curves::fit_curves`] over those curves at [`crate::sweep::targets_for`]'s targets,
 //! exactly as `ullstack calibrate FILE` fits its longer sweep: the write weight that makes the
 //! mixes' token rates agree, the table's rate the smallest mix's at each target, the read-only
-//! read cost from the read-only curve. Worked example (`cargo test -p calibrate --lib probe --
-//! --nocapture`, a temp dir on this VM's virtio disk): 0.90 s with O_DIRECT, a write weight of
-//! one read (1000 mtok), 35.6 K
-//! tokens/s at a p95 of 268 µs and 50.0 K from 500 µs.
+//! read cost from the read-only curve. `cargo test -p calibrate --lib probe -- --nocapture`
+//! probes a temp dir and prints what it found: how long it took (at least the nine points'
+//! 9 × 96 ms = 864 ms, which the test checks, plus the fill), whether O_DIRECT held, the write
+//! weight and the fitted points. Those figures are the disk's and vary from run to run on one
+//! machine (runs' figures: CHANGELOG.md).
 //!
 //! # What it leaves out
 //! Everything the full calibration adds: more read ratios and queue depths, request sizes,
@@ -114,10 +115,12 @@ pub fn probe_dir(dir: &Path, name: &str) -> anyhow::Result<Probe> {
 mod tests {
     use super::*;
 
-    /// On a file in a temp dir: a valid profile, within about a second and a half (the budget
-    /// is ~1 s plus the fill), and the scratch file gone.
+    /// On a file in a temp dir: a valid profile, every point measured for its whole window (the
+    /// probe takes at least the nine points' 80 ms plus their unmeasured fifth), and the scratch
+    /// file gone. How long it took beyond that is the machine's: printed, not bounded (no
+    /// control run could tell a slow disk from a slow probe).
     #[test]
-    fn a_temp_dir_is_probed_within_its_budget() {
+    fn a_temp_dir_is_probed_for_every_points_window() {
         let dir = std::env::temp_dir().join(format!("ullstack-probe-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let probe = probe_dir(&dir, "probe");
@@ -133,9 +136,11 @@ mod tests {
             probe.fit.profile.points
         );
         probe.fit.profile.validate().expect("a valid profile");
+        let points = (PROBE_READ_PCTS.len() * PROBE_QDS.len()) as u32;
+        let windows = Duration::from_millis(PROBE_POINT_MS * 6 / 5) * points;
         assert!(
-            probe.elapsed < Duration::from_millis(2_500),
-            "the probe took {:?}",
+            probe.elapsed >= windows,
+            "the probe took {:?}, less than its {points} points' {windows:?}",
             probe.elapsed
         );
         assert_eq!(left, 0, "the scratch file was left behind");
