@@ -766,10 +766,12 @@ fn serve_reloads_on_sighup_and_stops_under_its_grace() {
         Some(3),
         "exit status after the grace:\n{stderr}"
     );
+    // Not before the grace (the reader is stuck until it ends); how long after is the machine's
+    // and has no bound here: exit status 3, the grace's own, says the grace ended the wait.
     let grace = Duration::from_millis(RELOAD_GRACE_MS);
     assert!(
-        took >= grace && took < grace + Duration::from_secs(4),
-        "{took:?}"
+        took >= grace,
+        "stopped {took:?} after SIGTERM, within the {grace:?} grace"
     );
 
     let events: Vec<serde_json::Value> = stderr
