@@ -18,12 +18,27 @@
 //! keeps at most [`POOL_KEEP_BYTES_PER_CLASS`] bytes of idle buffers, so a burst of 32 MiB writes
 //! does not pin a gigabyte after it ends.
 //!
+//! *Replies from a memory volume's pages.* A READ that falls within one 4 KiB page of a
+//! memory volume does not copy: the backend hands back a [`PageView`] (a counted reference to
+//! the page, an offset and a length) and the reply sends the page's bytes from where they lie
+//! (the request's pooled [`IoBuf`] goes back to the pool unused). A page is never written
+//! while a view holds it: the volume writes into a page only when it is the one holder
+//! (`Arc::make_mut`); otherwise it writes into a copy that replaces the page in the volume, and
+//! the reply keeps the bytes the page held when it was read. So a reply's bytes are exactly the
+//! page at read time, never a mix of it and a later write (copy-on-write, not a lock held
+//! until the send). Worked example: fio 4 KiB random reads at QD32 hold 32 views at a time,
+//! each a reference count raised and dropped; a write racing one of them costs one 4 KiB copy
+//! (the copy the read used to make), and the view's old page is freed when its reply is sent.
+//!
 //! # What it leaves out
 //! Registered (fixed) buffers for io_uring: the pool would register its slabs once; left for
-//! later because the memory backend (the benchmark path) does not touch the ring at all.
+//! later because the memory backend (the benchmark path) does not touch the ring at all. Reads
+//! that span pages copy into an [`IoBuf`] as before (a reply of several page views would need
+//! a vector of parts per frame).
 
-use std::alloc::{alloc, alloc_zeroed, dealloc, Layout};
-use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::sys::AlignedBytes;
 
 /// Alignment of every buffer: satisfies O_DIRECT on 512 B and 4 KiB devices.
 pub const BUF_ALIGN_BYTES: usize = 4096;
@@ -34,63 +49,46 @@ const CLASS_COUNT: usize = 14;
 /// Idle bytes a pool keeps per size class (at least one buffer of each class).
 pub const POOL_KEEP_BYTES_PER_CLASS: usize = 8 << 20;
 
+/// Bytes in a memory volume's page, the unit a [`PageView`] refers to.
+pub const PAGE_BYTES: usize = 4096;
+/// One page of a memory volume's data.
+pub type Page = [u8; PAGE_BYTES];
+
 /// An owned, 4 KiB-aligned byte buffer with a length ≤ its capacity.
 pub struct IoBuf {
-    ptr: Option<NonNull<u8>>,
-    capacity_bytes: usize,
+    bytes: Option<AlignedBytes>,
     len_bytes: usize,
 }
-
-// SAFETY: IoBuf uniquely owns its allocation (like Vec<u8>); no aliasing handles exist.
-unsafe impl Send for IoBuf {}
 
 impl IoBuf {
     /// A buffer that holds nothing (FLUSH, TRIM): no allocation.
     pub fn empty() -> IoBuf {
         IoBuf {
-            ptr: None,
-            capacity_bytes: 0,
+            bytes: None,
             len_bytes: 0,
         }
     }
 
     /// A fresh zeroed buffer of exactly `capacity_bytes` (rounded up to the alignment).
     pub fn zeroed(capacity_bytes: usize) -> IoBuf {
-        Self::allocate(capacity_bytes, true)
+        Self::allocate(capacity_bytes)
     }
 
-    fn allocate(capacity_bytes: usize, zero: bool) -> IoBuf {
+    /// A zeroed buffer (never stale heap bytes a client could see) of at least
+    /// `capacity_bytes`.
+    fn allocate(capacity_bytes: usize) -> IoBuf {
         if capacity_bytes == 0 {
             return IoBuf::empty();
         }
         let capacity_bytes = capacity_bytes.next_multiple_of(BUF_ALIGN_BYTES);
-        let layout = Layout::from_size_align(capacity_bytes, BUF_ALIGN_BYTES)
-            .expect("buffer layout: size checked by caller");
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe {
-            if zero {
-                alloc_zeroed(layout)
-            } else {
-                alloc(layout)
-            }
-        };
-        let Some(ptr) = NonNull::new(raw) else {
-            std::alloc::handle_alloc_error(layout);
-        };
-        if !zero {
-            // Never expose stale heap bytes to a client: fill once on allocation.
-            // SAFETY: raw points to capacity_bytes writable bytes.
-            unsafe { std::ptr::write_bytes(raw, 0, capacity_bytes) };
-        }
         IoBuf {
-            ptr: Some(ptr),
-            capacity_bytes,
+            bytes: Some(AlignedBytes::zeroed(capacity_bytes, BUF_ALIGN_BYTES)),
             len_bytes: 0,
         }
     }
 
     pub fn capacity_bytes(&self) -> usize {
-        self.capacity_bytes
+        self.bytes.as_ref().map_or(0, AlignedBytes::capacity_bytes)
     }
 
     pub fn len(&self) -> usize {
@@ -105,52 +103,117 @@ impl IoBuf {
     /// previous request's data, so callers overwrite the whole length before sending it).
     pub fn set_len(&mut self, len_bytes: usize) {
         assert!(
-            len_bytes <= self.capacity_bytes,
+            len_bytes <= self.capacity_bytes(),
             "IoBuf::set_len({len_bytes}) beyond capacity {}",
-            self.capacity_bytes
+            self.capacity_bytes()
         );
         self.len_bytes = len_bytes;
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        match self.ptr {
-            // SAFETY: ptr is valid for capacity_bytes ≥ len_bytes initialized bytes.
-            Some(p) => unsafe { std::slice::from_raw_parts(p.as_ptr(), self.len_bytes) },
+        match &self.bytes {
+            Some(b) => &b.as_slice()[..self.len_bytes],
             None => &[],
         }
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        match self.ptr {
-            // SAFETY: as above, and &mut self guarantees exclusive access.
-            Some(p) => unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), self.len_bytes) },
+        match &mut self.bytes {
+            Some(b) => &mut b.as_mut_slice()[..self.len_bytes],
             None => &mut [],
         }
     }
 
     /// Raw pointer for io_uring; valid until the buffer is dropped or returned to a pool.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        match self.ptr {
-            Some(p) => p.as_ptr(),
-            None => NonNull::<u8>::dangling().as_ptr(),
-        }
-    }
-}
-
-impl Drop for IoBuf {
-    fn drop(&mut self) {
-        if let Some(p) = self.ptr {
-            let layout = Layout::from_size_align(self.capacity_bytes, BUF_ALIGN_BYTES)
-                .expect("layout was valid at allocation");
-            // SAFETY: allocated with this layout in `allocate`.
-            unsafe { dealloc(p.as_ptr(), layout) };
+        match &mut self.bytes {
+            Some(b) => b.as_mut_slice().as_mut_ptr(),
+            None => std::ptr::NonNull::<u8>::dangling().as_ptr(),
         }
     }
 }
 
 impl std::fmt::Debug for IoBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "IoBuf({}/{} bytes)", self.len_bytes, self.capacity_bytes)
+        write!(
+            f,
+            "IoBuf({}/{} bytes)",
+            self.len_bytes,
+            self.capacity_bytes()
+        )
+    }
+}
+
+/// Bytes within one page of a memory volume, held by a counted reference: the page cannot
+/// change while the view lives (the volume copies a page it must write while views hold it).
+#[derive(Clone)]
+pub struct PageView {
+    page: Arc<Page>,
+    offset_bytes: usize,
+    len_bytes: usize,
+}
+
+impl PageView {
+    /// The `len_bytes` at `offset_bytes` of `page`; the range must lie within the page.
+    pub fn new(page: Arc<Page>, offset_bytes: usize, len_bytes: usize) -> PageView {
+        assert!(
+            offset_bytes + len_bytes <= PAGE_BYTES,
+            "view of {len_bytes} bytes at {offset_bytes} leaves the page"
+        );
+        PageView {
+            page,
+            offset_bytes,
+            len_bytes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len_bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len_bytes == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.page[self.offset_bytes..self.offset_bytes + self.len_bytes]
+    }
+}
+
+impl std::fmt::Debug for PageView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PageView({} bytes at {})",
+            self.len_bytes, self.offset_bytes
+        )
+    }
+}
+
+/// A reply's data: a buffer the worker owns, or a view of a memory volume's page.
+#[derive(Debug)]
+pub enum Payload {
+    Buf(IoBuf),
+    Page(PageView),
+}
+
+impl Payload {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Buf(b) => b.len(),
+            Payload::Page(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Payload::Buf(b) => b.as_slice(),
+            Payload::Page(v) => v.as_slice(),
+        }
     }
 }
 
@@ -179,9 +242,9 @@ impl BufPool {
         let mut buf = match class_of(len_bytes) {
             Some(class) => match self.classes[class].pop() {
                 Some(buf) => buf,
-                None => IoBuf::allocate(MIN_CLASS_BYTES << class, false),
+                None => IoBuf::allocate(MIN_CLASS_BYTES << class),
             },
-            None => IoBuf::allocate(len_bytes, false),
+            None => IoBuf::allocate(len_bytes),
         };
         buf.set_len(len_bytes);
         buf
@@ -189,15 +252,22 @@ impl BufPool {
 
     /// Returns a buffer for reuse (or frees it when its class holds enough already).
     pub fn give(&mut self, buf: IoBuf) {
-        if buf.capacity_bytes == 0 || !buf.capacity_bytes.is_power_of_two() {
+        let capacity_bytes = buf.capacity_bytes();
+        if capacity_bytes == 0 || !capacity_bytes.is_power_of_two() {
             return;
         }
-        if let Some(class) = class_of(buf.capacity_bytes) {
+        if let Some(class) = class_of(capacity_bytes) {
             let kept = &mut self.classes[class];
-            if kept.is_empty() || (kept.len() + 1) * buf.capacity_bytes <= POOL_KEEP_BYTES_PER_CLASS
-            {
+            if kept.is_empty() || (kept.len() + 1) * capacity_bytes <= POOL_KEEP_BYTES_PER_CLASS {
                 kept.push(buf);
             }
+        }
+    }
+
+    /// Returns a sent or dropped reply's data: a buffer for reuse; a page view is let go.
+    pub fn give_payload(&mut self, payload: Payload) {
+        if let Payload::Buf(b) = payload {
+            self.give(b);
         }
     }
 }
@@ -250,8 +320,7 @@ mod tests {
 
     #[test]
     fn fresh_buffers_hold_no_stale_bytes() {
-        let b = IoBuf::allocate(8192, false);
-        let mut b = b;
+        let mut b = IoBuf::allocate(8192);
         b.set_len(8192);
         assert!(b.as_slice().iter().all(|&x| x == 0));
     }

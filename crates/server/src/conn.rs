@@ -11,8 +11,9 @@
 //! A connection is split in three so a decoded frame can borrow the input buffer
 //! ([`crate::inbuf::InBuf`]) while its handler mutates the rest ([`ConnCore`]) and its session
 //! state (the worker's `Session`). Replies are queued as frames — an inline header of at most
-//! 40 bytes plus an optional payload [`IoBuf`] — and written with one `writev` gathering up to
-//! [`WRITEV_MAX_IOVECS`] parts, so a read's payload is never copied into a send buffer.
+//! 40 bytes plus an optional [`Payload`] (a pooled [`IoBuf`], or a view of a memory volume's
+//! page, `crate::buf`) — and written with one `writev` gathering up to [`WRITEV_MAX_IOVECS`]
+//! parts, so a read's payload is never copied into a send buffer.
 //! Worked example: 32 completed 4 KiB NBD reads queue 32 frames (16 B header + 4 KiB payload);
 //! one `writev` of 64 iovecs sends 131,584 bytes if the socket takes them, and
 //! [`ConnCore::write_out`] returns each sent frame's buffer to the pool.
@@ -30,7 +31,7 @@ use engine::IoClass;
 use qos::{Flow, SchedShare};
 
 use crate::backend::{StorageError, StorageOp};
-use crate::buf::{BufPool, IoBuf};
+use crate::buf::{BufPool, IoBuf, Payload};
 use crate::config::{LimitsConfig, Pacing};
 use crate::latency::LatencyWindow;
 use crate::memory::Charge;
@@ -130,7 +131,7 @@ impl Head {
 /// One queued reply: a header and an optional payload buffer.
 pub struct OutFrame {
     pub head: Head,
-    pub payload: Option<IoBuf>,
+    pub payload: Option<Payload>,
 }
 
 impl OutFrame {
@@ -337,7 +338,7 @@ impl ConnCore {
             self.out_bytes -= len;
             if let Some(frame) = self.out.pop_front() {
                 if let Some(p) = frame.payload {
-                    pool.give(p);
+                    pool.give_payload(p);
                 }
             }
         }
@@ -401,7 +402,7 @@ impl ConnCore {
             self.out_sent = 0;
             self.out_bytes -= len;
             if let Some(p) = self.out.pop_front().and_then(|f| f.payload) {
-                pool.give(p);
+                pool.give_payload(p);
             }
         }
         assert!(out.len() <= max_bytes, "drained {} bytes", out.len());
@@ -413,7 +414,7 @@ impl ConnCore {
         assert!(!self.out_lent, "output dropped while the kernel holds it");
         for frame in self.out.drain(..) {
             if let Some(p) = frame.payload {
-                pool.give(p);
+                pool.give_payload(p);
             }
         }
         self.out_bytes = 0;
@@ -576,7 +577,7 @@ pub fn push_reply(
     core: &mut ConnCore,
     reply: ReplyTo,
     result: Result<(), StorageError>,
-    payload: Option<IoBuf>,
+    payload: Option<Payload>,
 ) {
     match reply {
         ReplyTo::Native { cookie, opcode } => {
@@ -690,7 +691,7 @@ mod tests {
         let expected: Vec<u8> = [&[0xaa; 16][..], payload.as_slice(), &[0xbb; 8]].concat();
         core.push(OutFrame {
             head: Head::inline(&[0xaa; 16]),
-            payload: Some(payload),
+            payload: Some(Payload::Buf(payload)),
         });
         core.push_head(&[0xbb; 8]);
         let total = expected.len();

@@ -24,8 +24,14 @@
 //! [`SendMsgHdr`], which the connection keeps boxed until the completion; the file backend's
 //! write runs give theirs to a `Writev` as an [`IoVecs`].
 //!
+//! The bytes of every [`IoBuf`](crate::buf::IoBuf) are an [`AlignedBytes`]: its allocation,
+//! the slices over it and its release are here. So are the submissions that point at no
+//! memory ([`push_cancel`]) and the pipe the file backend's tests read from ([`pipe`]).
+//!
 //! # What it leaves out
-//! `io_uring` (the `io-uring` crate wraps it; see `backend/file.rs` and `sockring.rs`). Signals
+//! The io_uring submissions that point at buffers (the `io-uring` crate wraps the ring; see
+//! `backend/file.rs` and `sockring.rs`): their SAFETY arguments are about who keeps the buffer
+//! until the completion, which those modules own. Signals
 //! are here only as the three calls `signals.rs` builds on (a mask, `pthread_sigmask`,
 //! `sigwait`); what they mean for the server is there.
 
@@ -274,6 +280,77 @@ impl<const N: usize> SendMsgHdr<N> {
         self.msg.msg_iovlen = count as _;
         &self.msg
     }
+}
+
+/// Queues an io_uring ASYNC_CANCEL of the operation submitted with `target_user_data`, its own
+/// completion tagged `user_data`; false when the submission queue is full (submit, then retry).
+pub fn push_cancel(ring: &mut io_uring::IoUring, target_user_data: u64, user_data: u64) -> bool {
+    let cancel = io_uring::opcode::AsyncCancel::new(target_user_data)
+        .build()
+        .user_data(user_data);
+    // SAFETY: a cancel entry points at no memory; the kernel matches it by user data only.
+    unsafe { ring.submission().push(&cancel) }.is_ok()
+}
+
+/// An owned, zero-filled heap allocation of `capacity_bytes` at an `align_bytes` boundary: the
+/// bytes behind an [`IoBuf`](crate::buf::IoBuf). Like a `Box<[u8]>` whose address meets
+/// `O_DIRECT`'s alignment; the slices it hands out cover the whole capacity.
+pub struct AlignedBytes {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: the value uniquely owns its allocation (like `Box<[u8]>`); no aliasing handle exists.
+unsafe impl Send for AlignedBytes {}
+
+impl AlignedBytes {
+    /// A zeroed allocation (a client never sees a previous owner's bytes); `capacity_bytes` > 0
+    /// and `align_bytes` a power of two.
+    pub fn zeroed(capacity_bytes: usize, align_bytes: usize) -> AlignedBytes {
+        assert!(capacity_bytes > 0, "an empty aligned allocation");
+        let layout = std::alloc::Layout::from_size_align(capacity_bytes, align_bytes)
+            .expect("aligned allocation: size and alignment valid");
+        // SAFETY: the layout has a non-zero size (asserted above).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        AlignedBytes { ptr, layout }
+    }
+
+    pub fn capacity_bytes(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// The whole allocation.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `layout.size()` initialized (zeroed at allocation) bytes
+        // for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    /// The whole allocation, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout, freed once (here).
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// A pipe's two ends, `(read, write)`, close-on-exec (tests give a file backend a descriptor
+/// that is not a regular file).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors the call writes.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// One `writev` of `parts` (at most `IOV_MAX` are passed); returns bytes written.

@@ -382,6 +382,7 @@ impl EmulatedBackend {
             tag: slot.tag,
             result,
             buf: slot.buf,
+            page: None,
         });
     }
 }
@@ -393,6 +394,7 @@ impl Backend for EmulatedBackend {
                 tag,
                 result: Err(e),
                 buf,
+                page: None,
             });
         }
         let slot = Slot {

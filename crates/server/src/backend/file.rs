@@ -858,6 +858,7 @@ impl FileBackend {
             tag: slot.tag,
             result,
             buf: slot.buf,
+            page: None,
         });
     }
 
@@ -966,11 +967,7 @@ impl FileBackend {
             .map(|r| RUN_USER_DATA_BIT | r as u64);
         let in_kernel: Vec<u64> = singles.chain(runs).collect();
         for &user_data in &in_kernel {
-            let cancel = opcode::AsyncCancel::new(user_data)
-                .build()
-                .user_data(CANCEL_USER_DATA);
-            // SAFETY: a cancel entry carries no buffer.
-            while unsafe { self.ring.submission().push(&cancel).is_err() } {
+            while !crate::sys::push_cancel(&mut self.ring, user_data, CANCEL_USER_DATA) {
                 if self.ring.submit().is_err() {
                     break;
                 }

@@ -30,7 +30,7 @@ use super::interface::{
     push_run, AllocRun, Backend, BackendError, Caps, Completion, StorageError, StorageOp,
     Submitted, Volume,
 };
-use crate::buf::IoBuf;
+use crate::buf::{IoBuf, Page, PageView};
 
 /// Allocation unit: large enough that the map stays small, small enough that a sparse test
 /// volume stays sparse.
@@ -38,14 +38,15 @@ pub const CHUNK_BYTES: usize = 64 * 1024;
 /// Lock shards; chunk `i` lives in shard `i % SHARDS`.
 pub const SHARDS: usize = 64;
 
-/// Allocation unit of the data within a chunk.
-pub const PAGE_BYTES: usize = 4096;
+/// Allocation unit of the data within a chunk (and the unit a reply may view in place).
+pub use crate::buf::PAGE_BYTES;
 const PAGES_PER_CHUNK: usize = CHUNK_BYTES / PAGE_BYTES;
 
-/// A chunk's pages, each allocated on its first write.
+/// A chunk's pages, each allocated on its first write. A page is shared with the replies that
+/// view it (`crate::buf::PageView`); a write to a shared page writes a copy (`Arc::make_mut`).
 #[derive(Default)]
 struct Chunk {
-    pages: [Option<Box<[u8]>>; PAGES_PER_CHUNK],
+    pages: [Option<Arc<Page>>; PAGES_PER_CHUNK],
 }
 
 impl Chunk {
@@ -79,8 +80,8 @@ impl Chunk {
     fn write(&mut self, within: usize, data: &[u8]) {
         let mut done = 0;
         for (page, off, take) in Self::pieces(within, data.len()) {
-            let p = self.pages[page].get_or_insert_with(|| vec![0u8; PAGE_BYTES].into());
-            p[off..off + take].copy_from_slice(&data[done..done + take]);
+            let p = self.pages[page].get_or_insert_with(|| Arc::new([0u8; PAGE_BYTES]));
+            Arc::make_mut(p)[off..off + take].copy_from_slice(&data[done..done + take]);
             done += take;
         }
     }
@@ -91,7 +92,7 @@ impl Chunk {
             if take == PAGE_BYTES {
                 self.pages[page] = None;
             } else if let Some(p) = &mut self.pages[page] {
-                p[off..off + take].fill(0);
+                Arc::make_mut(p)[off..off + take].fill(0);
             }
         }
     }
@@ -126,6 +127,8 @@ type Shard = HashMap<u64, Chunk, BuildHasherDefault<ChunkHasher>>;
 pub struct MemoryVolume {
     size_bytes: u64,
     shards: Box<[RwLock<Shard>]>,
+    /// What a view of a page never written shows.
+    zero_page: Arc<Page>,
 }
 
 impl MemoryVolume {
@@ -133,6 +136,7 @@ impl MemoryVolume {
         MemoryVolume {
             size_bytes,
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
+            zero_page: Arc::new([0u8; PAGE_BYTES]),
         }
     }
 
@@ -179,6 +183,30 @@ impl MemoryVolume {
             done += take;
         }
         Ok(())
+    }
+
+    /// `[offset, offset + len)` as a view of the page that holds it, without copying, when the
+    /// range lies within one page (`None` otherwise: read it with [`Self::read`]). The view
+    /// keeps the bytes the page holds now, whatever is written afterwards.
+    pub fn read_view(
+        &self,
+        offset_bytes: u64,
+        len_bytes: usize,
+    ) -> Result<Option<PageView>, StorageError> {
+        self.check_range(offset_bytes, len_bytes as u64)?;
+        let within_page = (offset_bytes % PAGE_BYTES as u64) as usize;
+        if len_bytes == 0 || within_page + len_bytes > PAGE_BYTES {
+            return Ok(None);
+        }
+        let index = offset_bytes / CHUNK_BYTES as u64;
+        let page = (offset_bytes % CHUNK_BYTES as u64) as usize / PAGE_BYTES;
+        let shard = self.shard(index).read().unwrap_or_else(|p| p.into_inner());
+        let held = shard
+            .get(&index)
+            .and_then(|chunk| chunk.pages[page].clone())
+            .unwrap_or_else(|| Arc::clone(&self.zero_page));
+        drop(shard);
+        Ok(Some(PageView::new(held, within_page, len_bytes)))
     }
 
     /// Writes `data` at `offset`, allocating chunks and pages on first touch.
@@ -293,9 +321,37 @@ pub struct MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
+    /// A read within one page is answered with a view of it ([`MemoryVolume::read_view`]);
+    /// `buf` then comes back untouched, for the worker's pool.
     fn submit(&mut self, tag: u64, op: StorageOp, _class: IoClass, mut buf: IoBuf) -> Submitted {
+        if let StorageOp::Read { offset_bytes } = op {
+            match self.volume.read_view(offset_bytes, buf.len()) {
+                Ok(Some(view)) => {
+                    return Submitted::Done(Completion {
+                        tag,
+                        result: Ok(()),
+                        buf,
+                        page: Some(view),
+                    })
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Submitted::Done(Completion {
+                        tag,
+                        result: Err(e),
+                        buf,
+                        page: None,
+                    })
+                }
+            }
+        }
         let result = self.volume.execute(op, &mut buf);
-        Submitted::Done(Completion { tag, result, buf })
+        Submitted::Done(Completion {
+            tag,
+            result,
+            buf,
+            page: None,
+        })
     }
 
     fn poll(&mut self, _now_ns: u64, _out: &mut Vec<Completion>) {}
@@ -410,6 +466,59 @@ mod tests {
                 assert_eq!(out[PAGE_BYTES..], [0, 0], "the next page was never written");
             }
         }
+    }
+
+    #[test]
+    fn a_page_view_keeps_the_bytes_of_read_time() {
+        let v = MemoryVolume::new(1 << 20);
+        v.write(8192, &[1u8; PAGE_BYTES]).unwrap();
+        let view = v
+            .read_view(8192 + 100, 200)
+            .unwrap()
+            .expect("within one page");
+        // A write over the viewed bytes, and a zeroing of the whole page (which frees it),
+        // land after the read: the view still shows the page as it was read.
+        v.write(8192, &[2u8; PAGE_BYTES]).unwrap();
+        assert!(view.as_slice().iter().all(|&b| b == 1), "{view:?}");
+        let second = v
+            .read_view(8192, PAGE_BYTES)
+            .unwrap()
+            .expect("a whole page");
+        v.zero(8192, PAGE_BYTES as u64).unwrap();
+        assert!(second.as_slice().iter().all(|&b| b == 2));
+        assert!(view.as_slice().iter().all(|&b| b == 1));
+        // The volume itself has the latest bytes, and holds one page's worth at most.
+        let mut out = vec![9u8; PAGE_BYTES];
+        v.read(8192, &mut out).unwrap();
+        assert!(out.iter().all(|&b| b == 0));
+        assert_eq!(v.allocated_bytes(), 0, "the zeroed page is freed");
+    }
+
+    #[test]
+    fn a_page_written_with_no_view_is_written_in_place() {
+        let v = MemoryVolume::new(1 << 20);
+        v.write(0, &[1u8; 16]).unwrap();
+        let first = v.read_view(0, 16).unwrap().expect("within one page");
+        let at = first.as_slice().as_ptr();
+        drop(first);
+        v.write(0, &[3u8; 16]).unwrap();
+        let again = v.read_view(0, 16).unwrap().expect("within one page");
+        assert_eq!(again.as_slice().as_ptr(), at, "no view held it: no copy");
+        assert_eq!(again.as_slice(), &[3u8; 16]);
+    }
+
+    #[test]
+    fn views_only_within_one_page_and_zeros_for_holes() {
+        let v = MemoryVolume::new(1 << 20);
+        assert!(v.read_view(4000, 200).unwrap().is_none(), "spans two pages");
+        assert!(v.read_view(0, 2 * PAGE_BYTES).unwrap().is_none());
+        let hole = v
+            .read_view(3 * CHUNK_BYTES as u64, PAGE_BYTES)
+            .unwrap()
+            .expect("a page");
+        assert!(hole.as_slice().iter().all(|&b| b == 0));
+        assert_eq!(v.allocated_bytes(), 0, "a view of a hole allocates nothing");
+        assert!(v.read_view(1 << 20, 1).is_err(), "past the end");
     }
 
     #[test]

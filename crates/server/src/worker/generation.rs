@@ -56,6 +56,7 @@ impl Backend for Unattached {
             tag,
             result: Err(StorageError::Io(libc::EIO)),
             buf,
+            page: None,
         })
     }
 

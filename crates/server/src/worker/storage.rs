@@ -20,7 +20,7 @@
 
 use super::Worker;
 use crate::backend::{Completion, StorageOp, Submitted};
-use crate::buf::IoBuf;
+use crate::buf::{IoBuf, Payload};
 use crate::clock::now_ns;
 use crate::conn::{push_reply, Req};
 use crate::memory::Charge;
@@ -137,8 +137,12 @@ impl Worker {
         } else {
             m.errors.inc();
         }
-        let payload = match (&c.result, req.op) {
-            (Ok(()), StorageOp::Read { .. }) => Some(c.buf),
+        let payload = match (&c.result, req.op, c.page) {
+            (Ok(()), StorageOp::Read { .. }, Some(view)) => {
+                self.pool.give(c.buf);
+                Some(Payload::Page(view))
+            }
+            (Ok(()), StorageOp::Read { .. }, None) => Some(Payload::Buf(c.buf)),
             _ => {
                 self.pool.give(c.buf);
                 None

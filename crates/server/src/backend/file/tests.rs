@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::buf::BufPool;
-use std::os::fd::FromRawFd;
 
 fn temp_path(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("ullstack-file-{tag}-{}.img", std::process::id()))
@@ -30,11 +29,8 @@ fn run(backend: &mut dyn Backend, tag: u64, op: StorageOp, buf: IoBuf) -> Comple
 /// backend's buffers are freed: data written afterwards is still in the pipe.
 #[test]
 fn dropping_a_backend_cancels_and_reaps_operations_in_the_kernel() {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 writes two descriptors into the array.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: fresh descriptors we own.
-    let (rx, mut tx) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    let (rx, tx) = crate::sys::pipe().expect("pipe");
+    let (rx, mut tx) = (File::from(rx), File::from(tx));
     let vol = Arc::new(FileVolume {
         name: "pipe".into(),
         buffered: rx.try_clone().expect("dup"),

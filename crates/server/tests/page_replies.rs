@@ -1,0 +1,99 @@
+//! Replies sent from a memory volume's pages (`server/src/buf.rs`, *Replies from a memory
+//! volume's pages*): a READ's reply carries the bytes the page held when the READ ran, even when
+//! a WRITE to that page completes while the reply still waits in the server's output queue.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::{memory_backend, metric, scrape, standard_config, start, RawNbd};
+use proto::nbd::transmission::CommandType;
+
+const MIB: u32 = 1 << 20;
+/// The page the test reads and then overwrites.
+const PAGE_OFFSET: u64 = 200 << 20;
+
+/// The largest socket buffer (bytes) this kernel lets a TCP socket grow to, from
+/// `/proc/sys/net/ipv4/tcp_{r,w}mem` (third field); 8 MiB when unreadable.
+fn tcp_buffer_max_bytes(which: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/tcp_{which}"))
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(2)?.parse().ok())
+        .unwrap_or(8 << 20)
+}
+
+fn reads_done(server: &server::ServerHandle) -> u64 {
+    let admin = server.addrs.admin.expect("admin listener");
+    metric(
+        &scrape(admin),
+        "ullstack_tenant_requests_total{tenant=\"alice\",op=\"read\"}",
+    )
+}
+
+/// Reader A floods 1 MiB READs without reading replies (more bytes than both socket buffers
+/// can hold, so the server keeps the tail queued), then READs one 4 KiB page; once the server
+/// has served that READ, writer B overwrites the page and gets its ack. A then drains: the
+/// page's reply must hold the old bytes in full (a reply that viewed the page in place, without
+/// copy-on-write, would send B's bytes), and a fresh READ sees B's.
+fn reply_keeps_bytes_of_read_time(socket_io: &str) {
+    let mut toml = standard_config(&memory_backend("1GiB"), "off");
+    toml.push_str("\n[limits]\nmax_inflight_bytes = \"512MiB\"\nmax_inflight_requests = 512\n");
+    let toml = toml.replace(
+        "[dataplane]\nworkers = 2",
+        &format!("[dataplane]\nworkers = 2\nsocket_io = \"{socket_io}\""),
+    );
+    let server = start(&toml);
+    let nbd = server.addrs.nbd.expect("nbd listener");
+    let old = vec![0x11u8; 4096];
+    let new = vec![0x22u8; 4096];
+    let mut writer = RawNbd::connect(nbd, "default").expect("writer");
+    assert_eq!(writer.write(PAGE_OFFSET, &old, false), 0);
+
+    let queued_bytes =
+        tcp_buffer_max_bytes("rmem") + tcp_buffer_max_bytes("wmem") + u64::from(16 * MIB);
+    let floods = queued_bytes.div_ceil(u64::from(MIB)).min(200) as u32;
+    let mut reader = RawNbd::connect(nbd, "default").expect("reader");
+    let before = reads_done(&server);
+    for i in 0..floods {
+        reader.send(CommandType::Read.to_u16(), 0, u64::from(i * MIB), MIB, &[]);
+    }
+    let page_cookie = reader.send(CommandType::Read.to_u16(), 0, PAGE_OFFSET, 4096, &[]);
+    let served = testkit::wait_until(Duration::from_secs(20), || {
+        reads_done(&server) >= before + u64::from(floods) + 1
+    });
+    assert!(
+        served.is_ok(),
+        "{socket_io}: the server never served the reads"
+    );
+
+    assert_eq!(writer.write(PAGE_OFFSET, &new, false), 0, "{socket_io}");
+
+    let mut sink = vec![0u8; MIB as usize];
+    for _ in 0..floods {
+        let (err, _) = reader.recv_head();
+        assert_eq!(err, 0);
+        reader.stream.read_exact(&mut sink).expect("flood payload");
+    }
+    let (err, cookie) = reader.recv_head();
+    assert_eq!((err, cookie), (0, page_cookie), "{socket_io}");
+    let mut got = vec![0u8; 4096];
+    reader.stream.read_exact(&mut got).expect("page payload");
+    assert!(
+        got == old,
+        "{socket_io}: the reply changed after its READ ran: {} of 4096 bytes are the later \
+         write's",
+        got.iter().filter(|&&b| b == 0x22).count()
+    );
+    assert_eq!(reader.read(PAGE_OFFSET, 4096), Ok(new), "{socket_io}");
+}
+
+#[test]
+fn a_queued_page_reply_keeps_its_bytes_over_epoll() {
+    reply_keeps_bytes_of_read_time("epoll");
+}
+
+#[test]
+fn a_queued_page_reply_keeps_its_bytes_over_uring() {
+    reply_keeps_bytes_of_read_time("uring");
+}
