@@ -18,10 +18,11 @@
 //! keeps at most [`POOL_KEEP_BYTES_PER_CLASS`] bytes of idle buffers, so a burst of 32 MiB writes
 //! does not pin a gigabyte after it ends.
 //!
-//! *Replies from a memory volume's pages.* A READ that falls within one 4 KiB page of a
-//! memory volume does not copy: the backend hands back a [`PageView`] (a counted reference to
-//! the page, an offset and a length) and the reply sends the page's bytes from where they lie
-//! (the request's pooled [`IoBuf`] goes back to the pool unused). A page is never written
+//! *Replies from a memory volume's pages.* A READ from a memory volume does not copy: the
+//! backend hands back [`PageViews`], one [`PageView`] (a counted reference to the page, an
+//! offset and a length) for each 4 KiB page the range touches, and the reply sends the pages'
+//! bytes from where they lie, one iovec a page (the request's pooled [`IoBuf`] goes back to
+//! the pool unused). A page is never written
 //! while a view holds it: the volume writes into a page only when it is the one holder
 //! (`Arc::make_mut`); otherwise it writes into a copy that replaces the page in the volume, and
 //! the reply keeps the bytes the page held when it was read. So a reply's bytes are exactly the
@@ -32,9 +33,10 @@
 //!
 //! # What it leaves out
 //! Registered (fixed) buffers for io_uring: the pool would register its slabs once; left for
-//! later because the memory backend (the benchmark path) does not touch the ring at all. Reads
-//! that span pages copy into an [`IoBuf`] as before (a reply of several page views would need
-//! a vector of parts per frame).
+//! later because the memory backend (the benchmark path) does not touch the ring at all. A
+//! large read's reply goes out in more `writev`s than a copied one would (one iovec a page,
+//! at most `conn::WRITEV_MAX_IOVECS` a call: 4 calls for 1 MiB instead of 1), which costs far
+//! less than copying the MiB.
 
 use std::sync::Arc;
 
@@ -190,18 +192,59 @@ impl std::fmt::Debug for PageView {
     }
 }
 
-/// A reply's data: a buffer the worker owns, or a view of a memory volume's page.
-#[derive(Debug)]
-pub enum Payload {
-    Buf(IoBuf),
-    Page(PageView),
+/// A read's data as views of consecutive pages, in order. The first view is held inline, so a
+/// read within one page allocates nothing.
+#[derive(Debug, Default)]
+pub struct PageViews {
+    first: Option<PageView>,
+    rest: Vec<PageView>,
+    len_bytes: usize,
 }
 
-impl Payload {
+impl PageViews {
+    pub fn new() -> PageViews {
+        PageViews::default()
+    }
+
+    /// Appends the next view.
+    pub fn push(&mut self, view: PageView) {
+        self.len_bytes += view.len();
+        match self.first {
+            None => self.first = Some(view),
+            Some(_) => self.rest.push(view),
+        }
+    }
+
+    /// Bytes over all views.
+    pub fn len(&self) -> usize {
+        self.len_bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len_bytes == 0
+    }
+
+    /// The views' bytes, one slice a view, in order.
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.first
+            .iter()
+            .chain(self.rest.iter())
+            .map(PageView::as_slice)
+    }
+}
+
+/// A reply's data: a buffer the worker owns, or views of a memory volume's pages.
+#[derive(Debug)]
+pub enum ReplyData {
+    Buf(IoBuf),
+    Pages(PageViews),
+}
+
+impl ReplyData {
     pub fn len(&self) -> usize {
         match self {
-            Payload::Buf(b) => b.len(),
-            Payload::Page(v) => v.len(),
+            ReplyData::Buf(b) => b.len(),
+            ReplyData::Pages(v) => v.len(),
         }
     }
 
@@ -209,11 +252,13 @@ impl Payload {
         self.len() == 0
     }
 
-    pub fn as_slice(&self) -> &[u8] {
-        match self {
-            Payload::Buf(b) => b.as_slice(),
-            Payload::Page(v) => v.as_slice(),
-        }
+    /// The data as the slices it lies in, in order (one for a buffer, one a page for views).
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let (buf, views) = match self {
+            ReplyData::Buf(b) => (Some(b.as_slice()), None),
+            ReplyData::Pages(v) => (None, Some(v.parts())),
+        };
+        buf.into_iter().chain(views.into_iter().flatten())
     }
 }
 
@@ -264,9 +309,9 @@ impl BufPool {
         }
     }
 
-    /// Returns a sent or dropped reply's data: a buffer for reuse; a page view is let go.
-    pub fn give_payload(&mut self, payload: Payload) {
-        if let Payload::Buf(b) = payload {
+    /// Returns a sent or dropped reply's data: a buffer for reuse; page views are let go.
+    pub fn give_reply_data(&mut self, data: ReplyData) {
+        if let ReplyData::Buf(b) = data {
             self.give(b);
         }
     }

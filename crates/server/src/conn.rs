@@ -11,8 +11,8 @@
 //! A connection is split in three so a decoded frame can borrow the input buffer
 //! ([`crate::inbuf::InBuf`]) while its handler mutates the rest ([`ConnCore`]) and its session
 //! state (the worker's `Session`). Replies are queued as frames — an inline header of at most
-//! 40 bytes plus an optional [`Payload`] (a pooled [`IoBuf`], or a view of a memory volume's
-//! page, `crate::buf`) — and written with one `writev` gathering up to [`WRITEV_MAX_IOVECS`]
+//! 40 bytes plus optional [`ReplyData`] (a pooled [`IoBuf`], or views of a memory volume's
+//! pages, `crate::buf`) — and written with one `writev` gathering up to [`WRITEV_MAX_IOVECS`]
 //! parts, so a read's payload is never copied into a send buffer.
 //! Worked example: 32 completed 4 KiB NBD reads queue 32 frames (16 B header + 4 KiB payload);
 //! one `writev` of 64 iovecs sends 131,584 bytes if the socket takes them, and
@@ -31,7 +31,7 @@ use engine::IoClass;
 use qos::{Flow, SchedShare};
 
 use crate::backend::{StorageError, StorageOp};
-use crate::buf::{BufPool, IoBuf, Payload};
+use crate::buf::{BufPool, IoBuf, ReplyData};
 use crate::config::{LimitsConfig, Pacing};
 use crate::latency::LatencyWindow;
 use crate::memory::Charge;
@@ -131,10 +131,15 @@ impl Head {
 /// One queued reply: a header and an optional payload buffer.
 pub struct OutFrame {
     pub head: Head,
-    pub payload: Option<Payload>,
+    pub payload: Option<ReplyData>,
 }
 
 impl OutFrame {
+    /// The frame's bytes as the slices they lie in, in wire order: the header, then the data.
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        std::iter::once(self.head.as_slice()).chain(self.payload.iter().flat_map(ReplyData::parts))
+    }
+
     /// Bytes this frame puts on the wire.
     pub fn wire_bytes(&self) -> usize {
         self.head.as_slice().len() + self.payload.as_ref().map_or(0, |p| p.len())
@@ -304,8 +309,7 @@ impl ConnCore {
         let mut count = 0usize;
         let mut skip = self.out_sent;
         for frame in self.out.iter() {
-            let payload = frame.payload.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
-            for part in [frame.head.as_slice(), payload] {
+            for part in frame.parts() {
                 if part.is_empty() {
                     continue;
                 }
@@ -338,7 +342,7 @@ impl ConnCore {
             self.out_bytes -= len;
             if let Some(frame) = self.out.pop_front() {
                 if let Some(p) = frame.payload {
-                    pool.give_payload(p);
+                    pool.give_reply_data(p);
                 }
             }
         }
@@ -386,8 +390,7 @@ impl ConnCore {
             };
             let room = max_bytes - out.len();
             let mut skip = self.out_sent;
-            let payload = frame.payload.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
-            for part in [frame.head.as_slice(), payload] {
+            for part in frame.parts() {
                 let from = skip.min(part.len());
                 skip -= from;
                 let take = (part.len() - from).min(max_bytes - out.len());
@@ -402,7 +405,7 @@ impl ConnCore {
             self.out_sent = 0;
             self.out_bytes -= len;
             if let Some(p) = self.out.pop_front().and_then(|f| f.payload) {
-                pool.give_payload(p);
+                pool.give_reply_data(p);
             }
         }
         assert!(out.len() <= max_bytes, "drained {} bytes", out.len());
@@ -414,7 +417,7 @@ impl ConnCore {
         assert!(!self.out_lent, "output dropped while the kernel holds it");
         for frame in self.out.drain(..) {
             if let Some(p) = frame.payload {
-                pool.give_payload(p);
+                pool.give_reply_data(p);
             }
         }
         self.out_bytes = 0;
@@ -577,7 +580,7 @@ pub fn push_reply(
     core: &mut ConnCore,
     reply: ReplyTo,
     result: Result<(), StorageError>,
-    payload: Option<Payload>,
+    payload: Option<ReplyData>,
 ) {
     match reply {
         ReplyTo::Native { cookie, opcode } => {
@@ -691,7 +694,7 @@ mod tests {
         let expected: Vec<u8> = [&[0xaa; 16][..], payload.as_slice(), &[0xbb; 8]].concat();
         core.push(OutFrame {
             head: Head::inline(&[0xaa; 16]),
-            payload: Some(Payload::Buf(payload)),
+            payload: Some(ReplyData::Buf(payload)),
         });
         core.push_head(&[0xbb; 8]);
         let total = expected.len();
@@ -713,6 +716,47 @@ mod tests {
             got == expected,
             "the drained bytes differ from the queued ones"
         );
+        assert_eq!(core.out_bytes, 0);
+    }
+
+    /// A reply of page views (a memory volume's read across pages) goes out as one part a
+    /// page, in order, through `writev`s of at most [`WRITEV_MAX_IOVECS`] parts that the socket
+    /// may cut anywhere: the client gets the header and the pages' bytes exactly once.
+    #[test]
+    fn a_reply_of_page_views_goes_out_whole_and_in_order() {
+        use crate::buf::{Page, PageView, PageViews, PAGE_BYTES};
+        use std::io::Read;
+        use std::sync::Arc;
+        let (mut core, mut client) = core();
+        let mut pool = BufPool::new();
+        let pages = 3 * WRITEV_MAX_IOVECS;
+        let mut views = PageViews::new();
+        let mut expected = vec![0xaau8; 16];
+        for k in 0..pages {
+            let page: Page = std::array::from_fn(|i| ((i + 7 * k) % 251) as u8);
+            let (off, len) = if k == 0 {
+                (100, PAGE_BYTES - 100)
+            } else {
+                (0, PAGE_BYTES)
+            };
+            expected.extend_from_slice(&page[off..off + len]);
+            views.push(PageView::new(Arc::new(page), off, len));
+        }
+        core.push(OutFrame {
+            head: Head::inline(&[0xaa; 16]),
+            payload: Some(ReplyData::Pages(views)),
+        });
+        assert_eq!(core.out_bytes, expected.len());
+        let reader = std::thread::spawn(move || {
+            let mut got = vec![0u8; expected.len()];
+            client.read_exact(&mut got).expect("reply bytes");
+            (got, expected)
+        });
+        while !core.out.is_empty() {
+            assert_eq!(core.write_out(&mut pool), WriteOutcome::Sent);
+        }
+        let (got, expected) = reader.join().expect("reader");
+        assert!(got == expected, "the sent bytes differ from the pages'");
         assert_eq!(core.out_bytes, 0);
     }
 }

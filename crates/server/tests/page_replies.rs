@@ -1,6 +1,6 @@
 //! Replies sent from a memory volume's pages (`server/src/buf.rs`, *Replies from a memory
-//! volume's pages*): a READ's reply carries the bytes the page held when the READ ran, even when
-//! a WRITE to that page completes while the reply still waits in the server's output queue.
+//! volume's pages*): a READ's reply carries the bytes the pages held when the READ ran, even
+//! when a WRITE to them completes while the reply still waits in the server's output queue.
 
 mod common;
 
@@ -13,6 +13,10 @@ use proto::nbd::transmission::CommandType;
 const MIB: u32 = 1 << 20;
 /// The page the test reads and then overwrites.
 const PAGE_OFFSET: u64 = 200 << 20;
+/// A read across three pages (starting and ending inside a page; NBD wants 512-byte
+/// multiples) after that one, overwritten too.
+const SPAN_OFFSET: u64 = PAGE_OFFSET + 4096 + 1024;
+const SPAN_BYTES: u32 = 2 * 4096 + 2048;
 
 /// The largest socket buffer (bytes) this kernel lets a TCP socket grow to, from
 /// `/proc/sys/net/ipv4/tcp_{r,w}mem` (third field); 8 MiB when unreadable.
@@ -32,10 +36,11 @@ fn reads_done(server: &server::ServerHandle) -> u64 {
 }
 
 /// Reader A floods 1 MiB READs without reading replies (more bytes than both socket buffers
-/// can hold, so the server keeps the tail queued), then READs one 4 KiB page; once the server
-/// has served that READ, writer B overwrites the page and gets its ack. A then drains: the
-/// page's reply must hold the old bytes in full (a reply that viewed the page in place, without
-/// copy-on-write, would send B's bytes), and a fresh READ sees B's.
+/// can hold, so the server keeps the tail queued), then READs one 4 KiB page and a range
+/// across three pages; once the server has served those READs, writer B overwrites them and
+/// gets its ack. A then drains: both replies must hold the old bytes in full (a reply that
+/// viewed the pages in place, without copy-on-write, would send B's bytes), and fresh READs
+/// see B's.
 fn reply_keeps_bytes_of_read_time(socket_io: &str) {
     let mut toml = standard_config(&memory_backend("1GiB"), "off");
     toml.push_str("\n[limits]\nmax_inflight_bytes = \"512MiB\"\nmax_inflight_requests = 512\n");
@@ -45,8 +50,8 @@ fn reply_keeps_bytes_of_read_time(socket_io: &str) {
     );
     let server = start(&toml);
     let nbd = server.addrs.nbd.expect("nbd listener");
-    let old = vec![0x11u8; 4096];
-    let new = vec![0x22u8; 4096];
+    let old = vec![0x11u8; 4 * 4096];
+    let new = vec![0x22u8; 4 * 4096];
     let mut writer = RawNbd::connect(nbd, "default").expect("writer");
     assert_eq!(writer.write(PAGE_OFFSET, &old, false), 0);
 
@@ -59,12 +64,15 @@ fn reply_keeps_bytes_of_read_time(socket_io: &str) {
         reader.send(CommandType::Read.to_u16(), 0, u64::from(i * MIB), MIB, &[]);
     }
     let page_cookie = reader.send(CommandType::Read.to_u16(), 0, PAGE_OFFSET, 4096, &[]);
+    let span_cookie = reader.send(CommandType::Read.to_u16(), 0, SPAN_OFFSET, SPAN_BYTES, &[]);
     let served = testkit::wait_until(Duration::from_secs(20), || {
-        reads_done(&server) >= before + u64::from(floods) + 1
+        reads_done(&server) >= before + u64::from(floods) + 2
     });
     assert!(
         served.is_ok(),
-        "{socket_io}: the server never served the reads"
+        "{socket_io}: the server served {} of the {} reads",
+        reads_done(&server) - before,
+        floods + 2
     );
 
     assert_eq!(writer.write(PAGE_OFFSET, &new, false), 0, "{socket_io}");
@@ -75,17 +83,23 @@ fn reply_keeps_bytes_of_read_time(socket_io: &str) {
         assert_eq!(err, 0);
         reader.stream.read_exact(&mut sink).expect("flood payload");
     }
-    let (err, cookie) = reader.recv_head();
-    assert_eq!((err, cookie), (0, page_cookie), "{socket_io}");
-    let mut got = vec![0u8; 4096];
-    reader.stream.read_exact(&mut got).expect("page payload");
-    assert!(
-        got == old,
-        "{socket_io}: the reply changed after its READ ran: {} of 4096 bytes are the later \
-         write's",
-        got.iter().filter(|&&b| b == 0x22).count()
+    for (cookie, len) in [(page_cookie, 4096), (span_cookie, SPAN_BYTES as usize)] {
+        let (err, got_cookie) = reader.recv_head();
+        assert_eq!((err, got_cookie), (0, cookie), "{socket_io}");
+        let mut got = vec![0u8; len];
+        reader.stream.read_exact(&mut got).expect("page payload");
+        assert!(
+            got == old[..len],
+            "{socket_io}: a reply of {len} bytes changed after its READ ran: {} bytes are the \
+             later write's",
+            got.iter().filter(|&&b| b == 0x22).count()
+        );
+    }
+    assert_eq!(reader.read(PAGE_OFFSET, 4096), Ok(new[..4096].to_vec()));
+    assert_eq!(
+        reader.read(SPAN_OFFSET, SPAN_BYTES),
+        Ok(new[..SPAN_BYTES as usize].to_vec())
     );
-    assert_eq!(reader.read(PAGE_OFFSET, 4096), Ok(new), "{socket_io}");
 }
 
 #[test]

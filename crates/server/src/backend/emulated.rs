@@ -382,7 +382,7 @@ impl EmulatedBackend {
             tag: slot.tag,
             result,
             buf: slot.buf,
-            page: None,
+            pages: None,
         });
     }
 }
@@ -394,7 +394,7 @@ impl Backend for EmulatedBackend {
                 tag,
                 result: Err(e),
                 buf,
-                page: None,
+                pages: None,
             });
         }
         let slot = Slot {

@@ -858,7 +858,7 @@ impl FileBackend {
             tag: slot.tag,
             result,
             buf: slot.buf,
-            page: None,
+            pages: None,
         });
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use engine::IoClass;
 
-use crate::buf::{IoBuf, PageView};
+use crate::buf::{IoBuf, PageViews};
 
 /// One storage operation, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,10 +84,10 @@ pub struct Completion {
     pub tag: u64,
     pub result: Result<(), StorageError>,
     pub buf: IoBuf,
-    /// A successful read's data as a view of a memory volume's page (`crate::buf`, *Replies
-    /// from a memory volume's pages*): the reply sends it, and `buf`, unused, goes back to the
-    /// pool. `None`: the data is in `buf`.
-    pub page: Option<PageView>,
+    /// A successful read's data as views of a memory volume's pages (`crate::buf`, *Replies
+    /// from a memory volume's pages*): the reply sends them, and `buf`, unused, goes back to
+    /// the pool. `None`: the data is in `buf`.
+    pub pages: Option<PageViews>,
 }
 
 /// What `submit` did with a request.

@@ -30,7 +30,7 @@ use super::interface::{
     push_run, AllocRun, Backend, BackendError, Caps, Completion, StorageError, StorageOp,
     Submitted, Volume,
 };
-use crate::buf::{IoBuf, Page, PageView};
+use crate::buf::{IoBuf, Page, PageView, PageViews};
 
 /// Allocation unit: large enough that the map stays small, small enough that a sparse test
 /// volume stays sparse.
@@ -185,28 +185,23 @@ impl MemoryVolume {
         Ok(())
     }
 
-    /// `[offset, offset + len)` as a view of the page that holds it, without copying, when the
-    /// range lies within one page (`None` otherwise: read it with [`Self::read`]). The view
-    /// keeps the bytes the page holds now, whatever is written afterwards.
-    pub fn read_view(
-        &self,
-        offset_bytes: u64,
-        len_bytes: usize,
-    ) -> Result<Option<PageView>, StorageError> {
-        self.check_range(offset_bytes, len_bytes as u64)?;
-        let within_page = (offset_bytes % PAGE_BYTES as u64) as usize;
-        if len_bytes == 0 || within_page + len_bytes > PAGE_BYTES {
-            return Ok(None);
+    /// `[offset, offset + len)` as views of the pages that hold it, without copying (zeros
+    /// where never written). The views keep the bytes the pages hold now, whatever is written
+    /// afterwards.
+    pub fn read_views(&self, offset_bytes: u64, len_bytes: u64) -> Result<PageViews, StorageError> {
+        self.check_range(offset_bytes, len_bytes)?;
+        let mut views = PageViews::new();
+        for (index, within, take) in Self::pieces(offset_bytes, len_bytes) {
+            let shard = self.shard(index).read().unwrap_or_else(|p| p.into_inner());
+            let chunk = shard.get(&index);
+            for (page, off, len) in Chunk::pieces(within, take) {
+                let held = chunk
+                    .and_then(|c| c.pages[page].clone())
+                    .unwrap_or_else(|| Arc::clone(&self.zero_page));
+                views.push(PageView::new(held, off, len));
+            }
         }
-        let index = offset_bytes / CHUNK_BYTES as u64;
-        let page = (offset_bytes % CHUNK_BYTES as u64) as usize / PAGE_BYTES;
-        let shard = self.shard(index).read().unwrap_or_else(|p| p.into_inner());
-        let held = shard
-            .get(&index)
-            .and_then(|chunk| chunk.pages[page].clone())
-            .unwrap_or_else(|| Arc::clone(&self.zero_page));
-        drop(shard);
-        Ok(Some(PageView::new(held, within_page, len_bytes)))
+        Ok(views)
     }
 
     /// Writes `data` at `offset`, allocating chunks and pages on first touch.
@@ -321,36 +316,23 @@ pub struct MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
-    /// A read within one page is answered with a view of it ([`MemoryVolume::read_view`]);
-    /// `buf` then comes back untouched, for the worker's pool.
+    /// A read is answered with views of the pages ([`MemoryVolume::read_views`]); `buf` then
+    /// comes back untouched, for the worker's pool.
     fn submit(&mut self, tag: u64, op: StorageOp, _class: IoClass, mut buf: IoBuf) -> Submitted {
-        if let StorageOp::Read { offset_bytes } = op {
-            match self.volume.read_view(offset_bytes, buf.len()) {
-                Ok(Some(view)) => {
-                    return Submitted::Done(Completion {
-                        tag,
-                        result: Ok(()),
-                        buf,
-                        page: Some(view),
-                    })
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    return Submitted::Done(Completion {
-                        tag,
-                        result: Err(e),
-                        buf,
-                        page: None,
-                    })
+        let (result, pages) = match op {
+            StorageOp::Read { offset_bytes } => {
+                match self.volume.read_views(offset_bytes, buf.len() as u64) {
+                    Ok(views) => (Ok(()), Some(views)),
+                    Err(e) => (Err(e), None),
                 }
             }
-        }
-        let result = self.volume.execute(op, &mut buf);
+            _ => (self.volume.execute(op, &mut buf), None),
+        };
         Submitted::Done(Completion {
             tag,
             result,
             buf,
-            page: None,
+            pages,
         })
     }
 
@@ -468,26 +450,25 @@ mod tests {
         }
     }
 
+    /// The bytes of `views`, gathered.
+    fn bytes(views: &PageViews) -> Vec<u8> {
+        views.parts().flatten().copied().collect()
+    }
+
     #[test]
-    fn a_page_view_keeps_the_bytes_of_read_time() {
+    fn page_views_keep_the_bytes_of_read_time() {
         let v = MemoryVolume::new(1 << 20);
         v.write(8192, &[1u8; PAGE_BYTES]).unwrap();
-        let view = v
-            .read_view(8192 + 100, 200)
-            .unwrap()
-            .expect("within one page");
+        let view = v.read_views(8192 + 100, 200).unwrap();
         // A write over the viewed bytes, and a zeroing of the whole page (which frees it),
         // land after the read: the view still shows the page as it was read.
         v.write(8192, &[2u8; PAGE_BYTES]).unwrap();
-        assert!(view.as_slice().iter().all(|&b| b == 1), "{view:?}");
-        let second = v
-            .read_view(8192, PAGE_BYTES)
-            .unwrap()
-            .expect("a whole page");
+        assert_eq!(bytes(&view), [1u8; 200]);
+        let second = v.read_views(8192, PAGE_BYTES as u64).unwrap();
         v.zero(8192, PAGE_BYTES as u64).unwrap();
-        assert!(second.as_slice().iter().all(|&b| b == 2));
-        assert!(view.as_slice().iter().all(|&b| b == 1));
-        // The volume itself has the latest bytes, and holds one page's worth at most.
+        assert_eq!(bytes(&second), [2u8; PAGE_BYTES]);
+        assert_eq!(bytes(&view), [1u8; 200]);
+        // The volume itself has the latest bytes, and holds none for the zeroed page.
         let mut out = vec![9u8; PAGE_BYTES];
         v.read(8192, &mut out).unwrap();
         assert!(out.iter().all(|&b| b == 0));
@@ -498,27 +479,48 @@ mod tests {
     fn a_page_written_with_no_view_is_written_in_place() {
         let v = MemoryVolume::new(1 << 20);
         v.write(0, &[1u8; 16]).unwrap();
-        let first = v.read_view(0, 16).unwrap().expect("within one page");
-        let at = first.as_slice().as_ptr();
+        let first = v.read_views(0, 16).unwrap();
+        let at = first.parts().next().expect("one part").as_ptr();
         drop(first);
         v.write(0, &[3u8; 16]).unwrap();
-        let again = v.read_view(0, 16).unwrap().expect("within one page");
-        assert_eq!(again.as_slice().as_ptr(), at, "no view held it: no copy");
-        assert_eq!(again.as_slice(), &[3u8; 16]);
+        let again = v.read_views(0, 16).unwrap();
+        assert_eq!(
+            again.parts().next().expect("one part").as_ptr(),
+            at,
+            "no copy"
+        );
+        assert_eq!(bytes(&again), [3u8; 16]);
     }
 
+    /// Views of a range across pages and chunks, holes among them, match what a copying
+    /// read returns, one part a page touched.
     #[test]
-    fn views_only_within_one_page_and_zeros_for_holes() {
+    fn views_across_pages_match_a_copying_read() {
         let v = MemoryVolume::new(1 << 20);
-        assert!(v.read_view(4000, 200).unwrap().is_none(), "spans two pages");
-        assert!(v.read_view(0, 2 * PAGE_BYTES).unwrap().is_none());
-        let hole = v
-            .read_view(3 * CHUNK_BYTES as u64, PAGE_BYTES)
-            .unwrap()
-            .expect("a page");
-        assert!(hole.as_slice().iter().all(|&b| b == 0));
-        assert_eq!(v.allocated_bytes(), 0, "a view of a hole allocates nothing");
-        assert!(v.read_view(1 << 20, 1).is_err(), "past the end");
+        let data: Vec<u8> = (0..3 * PAGE_BYTES as u32)
+            .map(|i| (i % 251) as u8 + 1)
+            .collect();
+        let at = CHUNK_BYTES as u64 - PAGE_BYTES as u64 - 10;
+        v.write(at, &data).unwrap();
+        for (offset, len) in [
+            (at - 5000, 20_000u64),
+            (at + 7, 5),
+            (0, 3 * CHUNK_BYTES as u64),
+        ] {
+            let views = v.read_views(offset, len).unwrap();
+            let mut copied = vec![0u8; len as usize];
+            v.read(offset, &mut copied).unwrap();
+            assert_eq!(bytes(&views), copied, "offset {offset} len {len}");
+            let pages = (offset + len).div_ceil(PAGE_BYTES as u64) - offset / PAGE_BYTES as u64;
+            assert_eq!(views.parts().count() as u64, pages);
+            assert_eq!(views.len() as u64, len);
+        }
+        assert_eq!(
+            v.allocated_bytes(),
+            4 * PAGE_BYTES as u64,
+            "views allocate nothing"
+        );
+        assert!(v.read_views((1 << 20) - 1, 2).is_err(), "past the end");
     }
 
     #[test]

@@ -25,9 +25,9 @@
 //! from its pool, calls `submit(tag=17, Read{8192, 4096}, buf)`; the file backend queues a
 //! `Read` SQE with user_data 17 and returns `Pending`. At the end of the step the worker calls
 //! `commit()` (one `io_uring_enter` for all SQEs of the step), and a later `poll()` returns
-//! `Completion { tag: 17, result: Ok(()), buf, page: None }` with the data in `buf`. The
-//! memory backend answers a read within one page with `page: Some(view)` instead, a view of
-//! the page itself (no copy; `crate::buf`, *Replies from a memory volume's pages*).
+//! `Completion { tag: 17, result: Ok(()), buf, pages: None }` with the data in `buf`. The
+//! memory backend answers a read with `pages: Some(views)` instead, views of the volume's pages
+//! themselves (no copy; `crate::buf`, *Replies from a memory volume's pages*).
 //!
 //! Consistency across connections (what NBD's CAN_MULTI_CONN promises): every worker's backend
 //! for a volume writes to the same store or file, and FLUSH is a store-wide `fdatasync` (file) or

@@ -56,7 +56,7 @@ impl Backend for Unattached {
             tag,
             result: Err(StorageError::Io(libc::EIO)),
             buf,
-            page: None,
+            pages: None,
         })
     }
 

@@ -20,7 +20,7 @@
 
 use super::Worker;
 use crate::backend::{Completion, StorageOp, Submitted};
-use crate::buf::{IoBuf, Payload};
+use crate::buf::{IoBuf, ReplyData};
 use crate::clock::now_ns;
 use crate::conn::{push_reply, Req};
 use crate::memory::Charge;
@@ -137,12 +137,12 @@ impl Worker {
         } else {
             m.errors.inc();
         }
-        let payload = match (&c.result, req.op, c.page) {
-            (Ok(()), StorageOp::Read { .. }, Some(view)) => {
+        let payload = match (&c.result, req.op, c.pages) {
+            (Ok(()), StorageOp::Read { .. }, Some(views)) => {
                 self.pool.give(c.buf);
-                Some(Payload::Page(view))
+                Some(ReplyData::Pages(views))
             }
-            (Ok(()), StorageOp::Read { .. }, None) => Some(Payload::Buf(c.buf)),
+            (Ok(()), StorageOp::Read { .. }, None) => Some(ReplyData::Buf(c.buf)),
             _ => {
                 self.pool.give(c.buf);
                 None
