@@ -13,13 +13,24 @@
 //! Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
 //! position a sequential fill would have put it, computed, not stored — LUN `i mod L`,
 //! position `i div L` in that LUN — until the LPN is rewritten or trimmed. Reverse maps
-//! (slot → LPN) exist only for superblocks written during the run; implicit superblocks
-//! invert the same formula. Worked example (`nvme-tlc`, 128 LUNs, 1536-unit superblocks):
-//! LPN 1000 → LUN 1000 mod 128 = 104, position 7 → superblock 0, slot 7 (page 1, plane 1, unit 1).
+//! (slot → LPN) exist only for superblocks written during the run (`ftl/reverse.rs`: 4 bytes a
+//! slot written with arbitrary LPNs); implicit superblocks invert the same formula. Worked
+//! example (`nvme-tlc`, 128 LUNs, 1536-unit superblocks): LPN 1000 → LUN 1000 mod 128 = 104,
+//! position 7 → superblock 0, slot 7 (page 1, plane 1, unit 1).
+//!
+//! When GC collects an implicit superblock, its live units move in slot order into consecutive
+//! slots, so where each went is one record for the superblock — a bitmap of the slots moved and
+//! the runs of PPNs they went to (`ftl/relocation.rs`, about 1.2 bits a unit) — not an entry
+//! per unit: a lookup of an LPN with no entry computes its layout place and, if GC has
+//! collected that superblock since, ranks the slot in the record. The destination's reverse
+//! map names the record for those slots. Units moved a second time (GC collecting the
+//! destination) get forward entries like any other.
 //!
 //! ## The files
 //! This file holds the map's side: the superblock and LUN state, the forward lookup, trims, and
-//! the consistency check. `ftl/map.rs` stores the overrides the run wrote;
+//! the consistency check. `ftl/map.rs` stores the overrides the run wrote; `ftl/reverse.rs`
+//! the written superblocks' reverse maps; `ftl/relocation.rs` GC's records of moved
+//! preconditioned superblocks;
 //! `ftl/precondition.rs` builds the drive a run starts from (bad blocks, the `sequential` and
 //! `random` layouts) and computes the layout's PPNs; `ftl/placement.rs` is the write points
 //! and where a write-back round's rows go; `ftl/gc.rs` collects garbage; `ftl/alloc.rs` places
@@ -39,15 +50,17 @@ mod gc;
 mod map;
 mod placement;
 mod precondition;
+mod relocation;
+mod reverse;
 pub use alloc::state::AllocStats;
 pub use alloc::Urgency;
 pub use map::REGION_LPNS;
 pub use placement::{stripe_rows, StripeRow, StripeRows};
+use relocation::Relocation;
+use reverse::{Owner, ReverseMap, NO_LPN};
 
 /// Forward-map value of an LPN that holds no data.
 const UNMAPPED: u32 = u32::MAX;
-/// Reverse-map value of a slot that holds no live LPN's data.
-const NO_LPN: u32 = u32::MAX;
 
 /// State of a superblock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,7 +161,18 @@ pub struct Ftl {
     /// The LPNs the run wrote (moved, trimmed): the others follow the layout (`ftl/map.rs`).
     map: map::ForwardMap,
     sbs: Vec<SbMeta>,
-    reverse: Vec<Option<Box<[u32]>>>,
+    /// Each written superblock's slot → LPN map (`ftl/reverse.rs`); `None` for implicit and
+    /// free superblocks.
+    reverse: Vec<Option<ReverseMap>>,
+    /// Where GC moved each implicit superblock's live data (`ftl/relocation.rs`), by the
+    /// superblock's global index; kept for good, since the layout still names the superblock.
+    moved: Vec<Option<Box<Relocation>>>,
+    /// Relocation records held, and their bytes.
+    moved_records: u64,
+    moved_bytes: u64,
+    /// How GC records the moves of implicit superblocks' units: one record each (`true`, the
+    /// FTL's way), or a forward entry per unit (`false`, the tests' reference).
+    relocate_by_record: bool,
     /// Data-integrity mode: the version of the data in each slot (per written superblock).
     versions: Option<Vec<Option<Box<[u32]>>>>,
     luns: Vec<LunAlloc>,
@@ -208,18 +232,46 @@ impl Ftl {
         }
     }
 
-    /// `lpn`'s PPN when the run has not written it: the precondition's layout, or unmapped.
+    /// `lpn`'s PPN when it has no forward entry: where the precondition's layout put it (or
+    /// where GC moved it from there), or unmapped.
     fn layout_ppn(&self, lpn: u64) -> u32 {
-        layout_ppn_of(&self.geo, &self.luns, self.implicit_lpns, lpn)
+        layout_ppn_of(&self.geo, &self.luns, self.implicit_lpns, &self.moved, lpn)
     }
 
     /// Maps `lpn` to `ppn`; returns the PPN it had (written or the layout's, or unmapped).
     fn set_forward(&mut self, lpn: u64, ppn: u32) -> u32 {
         // The map asks for the layout only when a region turns dense.
-        let (geo, luns, implicit) = (&self.geo, &self.luns, self.implicit_lpns);
-        let layout = |l| layout_ppn_of(geo, luns, implicit, l);
+        let (geo, luns, implicit, moved) = (&self.geo, &self.luns, self.implicit_lpns, &self.moved);
+        let layout = |l| layout_ppn_of(geo, luns, implicit, moved, l);
         let old = self.map.set(lpn as u32, ppn, layout);
         old.unwrap_or_else(|| layout(lpn))
+    }
+
+    /// The LPN whose data `slot` of superblock `#i` (global index) was written with, or
+    /// [`NO_LPN`].
+    fn reverse_lpn(&self, i: usize, slot: u32) -> u64 {
+        let (lun, sb) = (
+            i as u32 / self.geo.superblocks_per_lun,
+            i as u32 % self.geo.superblocks_per_lun,
+        );
+        match &self.reverse[i] {
+            Some(rev) => match rev.owner(slot) {
+                Owner::Lpn(lpn) => lpn as u64,
+                Owner::Moved { from, k } => self.moved_lpn(from, k),
+            },
+            None => self.implicit_lpn(lun, sb, slot).unwrap_or(NO_LPN as u64),
+        }
+    }
+
+    /// The LPN of unit `k` of implicit superblock `#from`'s relocation record.
+    fn moved_lpn(&self, from: u32, k: u32) -> u64 {
+        let rec = self.moved[from as usize]
+            .as_ref()
+            .expect("a reverse map names a relocation record that exists");
+        let slot = rec.slots_from(k).next().expect("the record holds unit k");
+        let spl = self.geo.superblocks_per_lun;
+        self.implicit_lpn(from / spl, from % spl, slot)
+            .expect("a relocated slot held a preconditioned LPN")
     }
 
     /// Where `lpn`'s data lives, if it has any.
@@ -259,8 +311,10 @@ impl Ftl {
         }
     }
 
+    /// The unit at `ppn` is no longer its LPN's data. (The reverse map keeps the LPN: GC
+    /// checks each unit it finds against the forward map.)
     fn invalidate(&mut self, ppn: u32) {
-        let (lun, sb, slot) = self.split_ppn(ppn);
+        let (lun, sb, _) = self.split_ppn(ppn);
         let i = self.sb_index(lun, sb);
         let meta = &mut self.sbs[i];
         assert!(
@@ -268,9 +322,6 @@ impl Ftl {
             "invalidating a unit of LUN {lun} superblock {sb} that has no valid units"
         );
         meta.valid_units -= 1;
-        if let Some(rev) = &mut self.reverse[i] {
-            rev[slot as usize] = NO_LPN;
-        }
     }
 
     /// Drops the mapping of `lpn` (TRIM / deallocate).
@@ -282,13 +333,18 @@ impl Ftl {
         }
     }
 
-    /// Bytes held by the mapping tables: the forward map's overrides and index (`ftl/map.rs`)
-    /// and the reverse maps of superblocks written during the run.
+    /// Bytes held by the mapping tables: the forward map's overrides and index (`ftl/map.rs`),
+    /// the reverse maps of superblocks written during the run (`ftl/reverse.rs`) and GC's
+    /// relocation records (`ftl/relocation.rs`). Not counted: each superblock's fixed slot
+    /// for its reverse map and record (32 bytes, beside its other metadata).
     pub fn table_bytes(&self) -> u64 {
-        let reverse = self.reverse.iter().filter(|r| r.is_some()).count() as u64
-            * self.geo.superblock_units() as u64
-            * 4;
-        self.map.bytes() + reverse
+        let reverse: u64 = self.reverse.iter().flatten().map(ReverseMap::bytes).sum();
+        self.map.bytes() + reverse + self.moved_bytes
+    }
+
+    /// Implicit superblocks whose live data GC moved (one record each).
+    pub fn relocation_records(&self) -> u64 {
+        self.moved_records
     }
 
     /// LPNs whose PPN the forward map stores (written, moved or trimmed during the run).
@@ -312,10 +368,7 @@ impl Ftl {
             }
             let (lun, sb, slot) = self.split_ppn(ppn);
             let i = self.sb_index(lun, sb);
-            let back = match &self.reverse[i] {
-                Some(rev) => rev[slot as usize] as u64,
-                None => self.implicit_lpn(lun, sb, slot).unwrap_or(NO_LPN as u64),
-            };
+            let back = self.reverse_lpn(i, slot);
             if back != lpn {
                 return Err(format!(
                     "LPN {lpn} → LUN {lun} sb {sb} slot {slot}, whose reverse entry is {back}"
@@ -341,11 +394,18 @@ impl Ftl {
 }
 
 /// `lpn`'s PPN when the run has not written it: where the precondition's layout put it (LUN
-/// `lpn mod L`, position `lpn div L` of that LUN's share; `ftl/precondition.rs`), or unmapped
-/// beyond the preconditioned LPNs. A function of the fields it reads, so that the forward map
-/// can call it while the FTL lends the map out.
+/// `lpn mod L`, position `lpn div L` of that LUN's share; `ftl/precondition.rs`) or, if GC has
+/// collected that superblock since, where its record says the unit went; unmapped beyond the
+/// preconditioned LPNs. A function of the fields it reads, so that the forward map can call it
+/// while the FTL lends the map out.
 #[inline]
-fn layout_ppn_of(geo: &Geometry, luns: &[LunAlloc], implicit_lpns: u64, lpn: u64) -> u32 {
+fn layout_ppn_of(
+    geo: &Geometry,
+    luns: &[LunAlloc],
+    implicit_lpns: u64,
+    moved: &[Option<Box<Relocation>>],
+    lpn: u64,
+) -> u32 {
     if lpn >= implicit_lpns {
         return UNMAPPED;
     }
@@ -362,7 +422,11 @@ fn layout_ppn_of(geo: &Geometry, luns: &[LunAlloc], implicit_lpns: u64, lpn: u64
         let r = l.implicit_start.partition_point(|&p| p <= pos) - 1;
         (r as u32, (pos - l.implicit_start[r]) as u32)
     };
-    (lun * geo.superblocks_per_lun + l.usable[rank as usize]) * sb_units + slot
+    let sb = lun * geo.superblocks_per_lun + l.usable[rank as usize];
+    match &moved[sb as usize] {
+        None => sb * sb_units + slot,
+        Some(rec) => rec.ppn_of_slot(slot),
+    }
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@
 //! Config keys: `ftl.alloc` (`sequential` | `lsb-skip` | `latency-aware`),
 //! `ftl.max_lsb_region_bytes`.
 
-use super::{Ftl, RowPlacement, SbState, Writer};
+use super::{Ftl, RowPlacement, Writer};
 use crate::config::Alloc;
 use crate::flash::PageType;
 use state::OpenBlock;
@@ -112,8 +112,7 @@ impl Ftl {
         l.next_row += skip;
         if l.next_row == pages {
             l.open = None;
-            let i = self.sb_index(lun, sb);
-            self.sbs[i].state = SbState::Closed;
+            self.close_superblock(lun, sb);
         }
         self.stats.units_wasted += skip as u64 * row_units;
         if let Some(s) = &mut self.stats.alloc {
@@ -154,8 +153,7 @@ impl Ftl {
             if done.in_region {
                 self.alloc.region_superblocks -= 1;
             }
-            let i = self.sb_index(lun, sb);
-            self.sbs[i].state = SbState::Closed;
+            self.close_superblock(lun, sb);
         }
         RowPlacement {
             superblock: sb,

@@ -222,8 +222,9 @@ impl ForwardMap {
     }
 
     /// Sets `lpn`'s PPN and returns its override before (`None`: it had none, the layout's
-    /// PPN held). `layout` gives any LPN's PPN when it has no override (the precondition's, or
-    /// unmapped): it fills a region's table when the region turns dense.
+    /// PPN held). `layout` gives the PPN of an LPN with no override (the precondition's, or
+    /// unmapped): it fills a region's table when the region turns dense, and is asked only
+    /// about LPNs with no override (`lpn` included: it is set).
     pub fn set(&mut self, lpn: u32, ppn: u32, layout: impl Fn(u64) -> u32) -> Option<u32> {
         let r = (lpn >> REGION_BITS) as usize;
         let offset = lpn & OFFSET_MASK;
@@ -265,12 +266,21 @@ impl ForwardMap {
         let Region::Sparse(t) = std::mem::replace(region, Region::Untouched) else {
             unreachable!("a region's first table is smaller than its dense one");
         };
+        // The layout is asked only for the LPNs with no override (it need not know the others'
+        // old places: a relocation record only knows the units it moved).
         let base = r as u64 * REGION_LPNS;
-        let mut table: Box<[u32]> = (base..base + REGION_LPNS).map(&layout).collect();
+        let mut written = vec![false; REGION_LPNS as usize];
+        let mut table = vec![0u32; REGION_LPNS as usize].into_boxed_slice();
         for s in t.slots.iter().filter(|s| s.key != EMPTY) {
-            table[usize::from(s.key & !OCCUPIED)] = s.ppn;
+            let o = usize::from(s.key & !OCCUPIED);
+            table[o] = s.ppn;
+            written[o] = true;
         }
         table[offset as usize] = ppn;
+        written[offset as usize] = true;
+        for (o, e) in table.iter_mut().enumerate().filter(|(o, _)| !written[*o]) {
+            *e = layout(base + o as u64);
+        }
         self.overrides += REGION_LPNS - u64::from(t.len) - 1;
         self.sparse_slots -= slots as u64;
         self.dense_regions += 1;
@@ -494,7 +504,15 @@ mod tests {
             // `set` returns the override before: the model's, or (never written) none or the
             // layout's PPN in a dense table.
             let set = |m: &mut ForwardMap, model: &mut BTreeMap<u32, u32>, l: u32, p: u32| -> Result<(), TestCaseError> {
-                let before = m.set(l, p, layout);
+                // The layout is asked only about LPNs with no override.
+                let asked_about_written = std::cell::Cell::new(None);
+                let before = m.set(l, p, |x| {
+                    if x != l as u64 && model.contains_key(&(x as u32)) {
+                        asked_about_written.set(Some(x));
+                    }
+                    layout(x)
+                });
+                prop_assert_eq!(asked_about_written.get(), None, "the layout asked about an LPN with an override");
                 match model.insert(l, p) {
                     Some(old) => prop_assert_eq!(before, Some(old), "LPN {}", l),
                     None => prop_assert!(before.is_none_or(|b| b == layout(l as u64)), "LPN {}", l),

@@ -25,7 +25,7 @@
 //! more free superblocks than `gc_reserve_blocks` (or an open one); when no LUN does, the round's
 //! remaining units go back to the buffer until GC erases a superblock.
 
-use super::{Ftl, RowPlacement, SbState, Writer, NO_LPN, UNMAPPED};
+use super::{Ftl, ReverseMap, RowPlacement, SbState, Writer, UNMAPPED};
 
 impl Ftl {
     /// Free superblocks of a LUN.
@@ -112,7 +112,7 @@ impl Ftl {
         self.sbs[i].state = SbState::Open;
         self.sbs[i].implicit = false;
         let units = self.geo.superblock_units() as usize;
-        self.reverse[i] = Some(vec![NO_LPN; units].into_boxed_slice());
+        self.reverse[i] = Some(ReverseMap::default());
         if let Some(versions) = &mut self.versions {
             versions[i] = Some(vec![0; units].into_boxed_slice());
         }
@@ -128,23 +128,41 @@ impl Ftl {
             "a row holds 1..={row_units} units, got {}",
             units.len()
         );
+        let placed = self.write_point(lun);
+        self.place_row(lun, placed.superblock, placed.page, units, writer);
+        self.advance_write_point(lun);
+        placed
+    }
+
+    /// Where `lun`'s write point programs its next row (opening a superblock if none is open).
+    pub(super) fn write_point(&mut self, lun: u32) -> RowPlacement {
         if self.luns[lun as usize].open.is_none() {
             self.open_superblock(lun);
         }
         let l = &self.luns[lun as usize];
-        let sb = l.open.expect("opened above");
-        let page = l.next_row;
-        self.place_row(lun, sb, page, units, writer);
+        RowPlacement {
+            superblock: l.open.expect("opened above"),
+            page: l.next_row,
+        }
+    }
+
+    /// `lun`'s write point programmed its row: on to the next (closing a full superblock).
+    pub(super) fn advance_write_point(&mut self, lun: u32) {
         let l = &mut self.luns[lun as usize];
+        let sb = l.open.expect("a row was placed at the write point");
         l.next_row += 1;
         if l.next_row == self.geo.pages_per_block {
             l.open = None;
-            let i = self.sb_index(lun, sb);
-            self.sbs[i].state = SbState::Closed;
+            self.close_superblock(lun, sb);
         }
-        RowPlacement {
-            superblock: sb,
-            page,
+    }
+
+    /// Superblock `sb` of `lun` is full: closed, its reverse map trimmed to what it holds.
+    pub(super) fn close_superblock(&mut self, lun: u32, sb: u32) {
+        let i = self.sb_index(lun, sb);
+        self.sbs[i].state = SbState::Closed;
+        if let Some(rev) = &mut self.reverse[i] {
+            rev.shrink();
         }
     }
 
@@ -169,29 +187,35 @@ impl Ftl {
             SbState::Open,
             "LUN {lun}: a row placed in superblock {sb}, which is not open"
         );
+        let i = self.sb_index(lun, sb);
         for (k, &(lpn, version)) in units.iter().enumerate() {
             let slot = page * row_units + k as u32;
             let old = self.set_forward(lpn as u64, self.ppn(lun, sb, slot));
             if old != UNMAPPED {
                 self.invalidate(old);
             }
-            let i = self.sb_index(lun, sb);
             self.sbs[i].valid_units += 1;
-            if let Some(rev) = &mut self.reverse[i] {
-                rev[slot as usize] = lpn;
-            }
             if let Some(Some(v)) = self.versions.as_mut().map(|v| &mut v[i]) {
                 v[slot as usize] = version;
             }
         }
-        self.stats.units_wasted += (row_units - units.len() as u32) as u64;
+        self.reverse[i]
+            .as_mut()
+            .expect("an open superblock has a reverse map")
+            .push_written(page * row_units, units.iter().map(|&(lpn, _)| lpn));
+        self.count_row(lun, units.len() as u32, writer);
+    }
+
+    /// Counts a row of `units` units programmed on `lun` by `writer`.
+    pub(super) fn count_row(&mut self, lun: u32, units: u32, writer: Writer) {
+        self.stats.units_wasted += (self.geo.row_units() - units) as u64;
         let l = &mut self.luns[lun as usize];
         match writer {
             Writer::Host => {
-                self.stats.host_units_programmed += units.len() as u64;
+                self.stats.host_units_programmed += units as u64;
                 l.host_rows_queued += 1;
             }
-            Writer::Gc => self.stats.gc_units_programmed += units.len() as u64,
+            Writer::Gc => self.stats.gc_units_programmed += units as u64,
         }
     }
 }
