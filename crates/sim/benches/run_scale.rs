@@ -4,21 +4,26 @@
 //! and random 70/30 reads and writes. Each runs at 1 M I/Os and at N M
 //! (`ULLSTACK_SCALE_MIOS`, default 100), each case in a child process of its own so that its
 //! peak RSS (`getrusage(RUSAGE_SELF).ru_maxrss`) is its alone. Per case it prints the wall
-//! time, simulated I/Os per wall second, peak RSS, the FTL's `mapping_table_bytes` and the
-//! units the host wrote, then the N M run's peak RSS over the 1 M run's.
+//! time, simulated I/Os per wall second, peak RSS, peak live heap (a counting allocator: RSS
+//! above it is the allocator's slack — freed memory it keeps, fragmentation — not the run's),
+//! the FTL's `mapping_table_bytes` and the units the host wrote, then the N M run's peak RSS
+//! over the 1 M run's.
 //!
 //! What it shows: nothing in the run keeps a record per I/O (latencies go into histograms;
 //! per-I/O logs only with `--log`), so random reads stay within a few MiB of the 1 M figure at
-//! any length. The 70/30 run's memory follows what it wrote: the forward map holds every
-//! distinct LPN written (`ftl/map.rs`) and each written superblock keeps 4 bytes a slot of
-//! reverse map until GC erases it; both are in `mapping_table_bytes`, which the line prints
-//! beside the RSS so the growth can be told from a leak. Once GC starts (the preset is
-//! preconditioned full, so after about its over-provisioning's worth of writes) it relocates
-//! preconditioned data, every relocated LPN gets an entry, regions turn dense and every
-//! superblock reopened gets a reverse map: the tables head for their bound of about 8 bytes a
-//! user LPN (4 forward, 4 reverse; about 1.5 GiB on the 800 GB `zssd`).
+//! any length. The 70/30 run's memory follows what it wrote, and `mapping_table_bytes`, printed
+//! beside the RSS, tells that growth from a leak. The host writes ~30 % of the I/Os at random
+//! over 195 M LPNs: 100 M I/Os write 30 M units, 27.8 M distinct LPNs, each with a forward
+//! entry (`ftl/map.rs`, ~7.9 bytes at that density) and 4 bytes of reverse map in its
+//! superblock (`ftl/reverse.rs`) until GC erases it. Once the free space runs out (the preset
+//! is preconditioned full, so after about its over-provisioning's worth of writes, ~48 M I/Os)
+//! GC collects preconditioned superblocks; what it moves costs one record per superblock
+//! (`ftl/relocation.rs`, ~1.2 KB), not an entry per unit. So the 70/30 run's tables grow
+//! with the distinct units the host wrote, ~12 bytes each, and cannot stay within 2x of the
+//! 1 M run's: its floor is the information of 27.8 M written LPNs' places.
 //!
-//! Run: `cargo bench -p sim --bench run_scale` (`ULLSTACK_SCALE_MIOS=10` for a shorter one).
+//! Run: `cargo bench -p sim --bench run_scale` (`ULLSTACK_SCALE_MIOS=10` for a shorter one;
+//! a filter argument, `randread` or `randrw`, runs one workload).
 
 use std::process::Command;
 use std::time::Instant;
@@ -34,6 +39,12 @@ const DEFAULT_MIOS: u64 = 100;
 /// The short run every long one is compared with.
 const BASE_IOS: u64 = 1_000_000;
 const PATTERNS: [&str; 2] = ["randread", "randrw"];
+
+/// Counts this thread's live heap bytes and their peak (`testkit::heap`): what the run holds,
+/// against which the peak RSS shows the allocator's own slack (freed memory it keeps,
+/// fragmentation). A case runs on the main thread.
+#[global_allocator]
+static GLOBAL: testkit::heap::Counting = testkit::heap::Counting;
 
 /// Runs one case in this process and prints its figures as one line of `key=value`.
 fn run_case(pattern: &str, ios: u64) {
@@ -57,11 +68,12 @@ fn run_case(pattern: &str, ios: u64) {
         .expect("run completes");
     let secs = wall.elapsed().as_secs_f64();
     println!(
-        "wall_s={secs:.2} ios={} ios_per_s={:.0} peak_rss_kib={} mapping_table_bytes={} host_units={} \
-         gc_runs={}",
+        "wall_s={secs:.2} ios={} ios_per_s={:.0} peak_rss_kib={} peak_heap_bytes={} \
+         mapping_table_bytes={} host_units={} gc_runs={}",
         summary.sim.ios,
         summary.sim.ios as f64 / secs,
         testkit::peak_rss_kib(),
+        testkit::heap::peak_above(0),
         summary.device.mapping_table_bytes,
         summary.device.ftl.host_units_programmed,
         summary.device.ftl.gc_runs,
@@ -82,6 +94,7 @@ fn spawn_case(pattern: &str, ios: u64) -> Vec<(String, String)> {
         text,
         String::from_utf8_lossy(&out.stderr)
     );
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
     let line = text.lines().last().unwrap_or_default();
     line.split_whitespace()
         .filter_map(|kv| kv.split_once('='))
@@ -128,13 +141,14 @@ fn main() {
             }
             println!(
                 "zssd {pattern} QD32, {} M I/Os: {:.1} s wall, {:.0} sim-I/Os/s, peak RSS {:.1} MiB \
-                 ({:.2}x the 1 M run's), mapping tables {:.1} MiB (RSS less tables {:.1} MiB), \
-                 {:.0} units written, {:.0} GC runs",
+                 ({:.2}x the 1 M run's), peak heap {:.1} MiB, mapping tables {:.1} MiB (RSS less \
+                 tables {:.1} MiB), {:.0} units written, {:.0} GC runs",
                 ios / 1_000_000,
                 get(&f, "wall_s"),
                 get(&f, "ios_per_s"),
                 rss_kib / 1024.0,
                 rss_kib / base_rss_kib.max(1.0),
+                mib(get(&f, "peak_heap_bytes")),
                 mib(tables),
                 mib(rss_kib * 1024.0 - tables),
                 get(&f, "host_units"),
