@@ -19,7 +19,7 @@
 //! is preconditioned full, so after about its over-provisioning's worth of writes, ~48 M I/Os)
 //! GC collects preconditioned superblocks; what it moves costs one record per superblock
 //! (`ftl/relocation.rs`, ~1.2 KB), not an entry per unit. So the 70/30 run's tables grow
-//! with the distinct units the host wrote, ~12 bytes each, and cannot stay within 2x of the
+//! with the distinct units the host wrote, ~13 bytes each, and cannot stay within 2x of the
 //! 1 M run's: its floor is the information of 27.8 M written LPNs' places.
 //!
 //! Run: `cargo bench -p sim --bench run_scale` (`ULLSTACK_SCALE_MIOS=10` for a shorter one;

@@ -34,8 +34,8 @@
 //! overrides in each region: the map holds 766,368 bytes of slots (7.7 bytes an override) and
 //! the index, 0.96 MB in all, where the hash map it replaced (one `LPN → PPN` table for every
 //! sparse region, at a load between 7/16 and 7/8, and 4 bytes of index per 1,024 LPNs) held
-//! 1.97 MB. (The run's `mapping_table_bytes` adds the reverse maps of the 64 superblocks
-//! written, 2 MiB.)
+//! 1.97 MB. (The run's `mapping_table_bytes` adds the reverse maps of the superblocks written,
+//! 4 bytes a unit written: `ftl/reverse.rs`.)
 //!
 //! The map is never iterated in hash order, so results do not depend on the hash; only speed
 //! and memory do.
