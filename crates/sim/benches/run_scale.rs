@@ -20,7 +20,7 @@
 //! GC collects preconditioned superblocks; what it moves costs one record per superblock
 //! (`ftl/relocation.rs`, ~1.2 KB), not an entry per unit. So the 70/30 run's tables grow
 //! with the distinct units the host wrote, ~13 bytes each, and cannot stay within 2x of the
-//! 1 M run's: its floor is the information of 27.8 M written LPNs' places.
+//! 1 M run's: its floor is the places of the distinct LPNs the host wrote.
 //!
 //! Run: `cargo bench -p sim --bench run_scale` (`ULLSTACK_SCALE_MIOS=10` for a shorter one;
 //! a filter argument, `randread` or `randrw`, runs one workload).
