@@ -61,12 +61,12 @@
 use std::ops::Range;
 
 use engine::IoClass;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::CacheConfig;
 
 /// What the split did during a run (`cache.partition` in `summary.json` when it is on).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionStats {
     /// Ways of every set in the latency-critical partition at the end (the rest are the
     /// throughput partition's).

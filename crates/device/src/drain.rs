@@ -140,9 +140,15 @@ pub enum HintOutcome {
 }
 
 /// Drain counters (in `summary.json` under `device.drain` when `cache.drain` is not `vanilla`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// `drain.mode` as [`DrainStats`] names it (the `cache.drain` names).
+fn mode_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::stats_de::one_of(d, &["vanilla", "fastdrain", "oracle"])
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DrainStats {
-    pub mode: &'static str,
+    #[serde(deserialize_with = "mode_name")]
+    pub mode: crate::stats_de::StaticName,
     /// Write-back wave hints read, and the pages they announced.
     pub hints: u64,
     pub hinted_pages: u64,

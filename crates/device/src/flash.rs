@@ -283,7 +283,7 @@ struct Lun {
 }
 
 /// Counters of flash work.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlashStats {
     pub reads: u64,
     pub programs: u64,

@@ -89,7 +89,7 @@
 //! holds them).
 
 use engine::IoClass;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::CacheConfig;
 
@@ -105,7 +105,7 @@ pub const NEAR_TIE_DIVISOR: u64 = 16;
 pub const MIN_SAMPLED_READS: u64 = 32;
 
 /// Misses of one ghost over the run.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GhostMisses {
     pub pages: u32,
     /// Sampled demand-read misses.
@@ -113,10 +113,23 @@ pub struct GhostMisses {
 }
 
 /// What one group of ghosts did (`cache.ghost` in `summary.json` when it is on).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// A ghost group's `class` as [`Ghost::stats`] names it.
+fn group_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::stats_de::one_of(
+        d,
+        &[
+            "all",
+            IoClass::LatencyCritical.name(),
+            IoClass::Throughput.name(),
+        ],
+    )
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GhostGroupStats {
     /// `all` (shared cache) or the class whose partition the group follows.
-    pub class: &'static str,
+    #[serde(deserialize_with = "group_name")]
+    pub class: crate::stats_de::StaticName,
     /// Granularity in use at the end, in pages.
     pub pages: u32,
     /// Epochs whose counts decided, and how many of those changed the granularity.
@@ -127,7 +140,7 @@ pub struct GhostGroupStats {
     pub misses: Vec<GhostMisses>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GhostStats {
     pub groups: Vec<GhostGroupStats>,
 }

@@ -109,6 +109,7 @@ pub mod ftl;
 pub mod ghost;
 pub mod pcie;
 mod read_path;
+pub mod stats_de;
 mod sys;
 mod write_path;
 
@@ -117,7 +118,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use engine::{EventQueue, IoClass, IoOp, SimTime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cache::{Cache, ReadAhead, WriteBack, WriteBlock};
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
@@ -254,7 +255,7 @@ impl Waiters {
 }
 
 /// Per-op command counts and device-level counters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CommandStats {
     pub reads: u64,
     pub writes: u64,
@@ -268,28 +269,29 @@ pub struct CommandStats {
     pub write_stall_ns: u64,
     /// `cache.read_staging = "buffer"`: read misses that waited for a DRAM line (every line
     /// dirty, evicting or filling), and their total wait; omitted while 0.
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub read_staging_stalls: u64,
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub read_staging_stall_ns: u64,
     /// Strict-priority arbitration: drains of a starving lower-priority SQ (`ctrl.rs`);
     /// omitted while 0.
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub arbitration_drains: u64,
     /// `cache.prefetch = "ghost"`: prefetch reads still queued behind demand reads when a
     /// demand read came to wait for them, and so made demand reads (`flash.rs`); omitted
     /// while 0.
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub prefetches_promoted: u64,
 }
 
 /// Everything the device counts, for `summary.json`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeviceStats {
     pub name: String,
     pub user_capacity_bytes: u64,
     pub commands: CommandStats,
     pub cache: cache::CacheStats,
+    #[serde(deserialize_with = "stats_de::ftl")]
     pub ftl: ftl::FtlStats,
     pub flash: flash::FlashStats,
     /// NAND units programmed (host + GC) per host unit programmed; 1.0 when GC copied nothing.

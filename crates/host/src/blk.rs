@@ -47,7 +47,7 @@
 use std::collections::VecDeque;
 
 use engine::{IoClass, IoOp, SimTime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{BlkConfig, Merges, Scheduler};
 use crate::pagecache::NIL;
@@ -313,7 +313,7 @@ struct Waiter {
 }
 
 /// Block-layer counters of one class.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BlkClassStats {
     pub bios: u64,
     /// Bios merged into an existing request (adjacent).
@@ -327,11 +327,11 @@ pub struct BlkClassStats {
     /// Bios submitted cold (`blk.cold_submit_ns`: another process's user code ran on a core
     /// sharing the submitter's last-level cache since its last submission); left out of
     /// reports while 0.
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub cold_bios: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BlkStats {
     pub latency_critical: BlkClassStats,
     pub throughput: BlkClassStats,
@@ -340,13 +340,13 @@ pub struct BlkStats {
     /// Requests dispatched by a deferred queue run (the kblockd worker, `kblockd`).
     pub deferred_dispatches: u64,
     /// Times a kblockd worker was woken to run a queue (omitted at 0).
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub kblockd_runs: u64,
     /// `blk.bypass_lc`: latency-critical requests sent straight to the driver (omitted at 0).
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub bypassed: u64,
     /// Bypasses that found a queued request on the same LBAs and took it along (hazard rule).
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub bypass_hazards: u64,
 }
 

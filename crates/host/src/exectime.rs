@@ -77,7 +77,7 @@
 
 use engine::SimTime;
 use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a thread's wall-clock time went (module essay). The first nine are the CPU categories
 /// of `cpu::Cat` in its order (a thread on its core, by its burst's category).
@@ -280,7 +280,11 @@ pub fn since(a: &SpanNs, b: &SpanNs) -> SpanNs {
 }
 
 /// Where the threads of one process spent their lives, summed over them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Read back from `summary.json` by its `threads`, `lifetime_ns` and `ns`; its `fraction` is
+/// derived from those when written, and not read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "ExecTimeIn")]
 pub struct ExecTime {
     pub threads: u32,
     /// Their lives summed (start to exit or the run's end); the spans add up to it.
@@ -378,7 +382,11 @@ impl RequestParts {
 }
 
 /// The response times of an online service's completed requests, in parts, summed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Read back from `summary.json` by its `requests`, `response_ns` and `sum_ns`; its `mean_ns`
+/// and `fraction` are derived from those when written, and not read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RequestTimeIn")]
 pub struct RequestTime {
     pub requests: u64,
     /// Sum of the requests' response times; the parts add up to it.
@@ -458,9 +466,115 @@ impl Serialize for RequestTime {
     }
 }
 
+/// `{ "user": …, … }` read back: `extra` names first, then every span by its name; a missing or
+/// unknown name is refused.
+fn named_ns<const N: usize>(
+    mut map: std::collections::BTreeMap<String, u64>,
+    extra: [&str; N],
+) -> Result<([u64; N], SpanNs), String> {
+    let mut take = |name: &str| map.remove(name).ok_or(format!("no `{name}`"));
+    let mut extra_ns = [0; N];
+    for (v, name) in extra_ns.iter_mut().zip(extra) {
+        *v = take(name)?;
+    }
+    let mut spans = [0; SPAN_COUNT];
+    for (v, span) in spans.iter_mut().zip(SPANS) {
+        *v = take(span.name())?;
+    }
+    match map.keys().next() {
+        Some(k) => Err(format!("`{k}` is not a span")),
+        None => Ok((extra_ns, spans)),
+    }
+}
+
+/// [`ExecTime`] as `summary.json` holds it (its `fraction` is left unread).
+#[derive(Deserialize)]
+struct ExecTimeIn {
+    threads: u32,
+    lifetime_ns: u64,
+    ns: std::collections::BTreeMap<String, u64>,
+}
+
+impl TryFrom<ExecTimeIn> for ExecTime {
+    type Error = String;
+    fn try_from(e: ExecTimeIn) -> Result<ExecTime, String> {
+        let ([], ns) = named_ns(e.ns, []).map_err(|m| format!("exec_time.ns: {m}"))?;
+        Ok(ExecTime {
+            threads: e.threads,
+            lifetime_ns: e.lifetime_ns,
+            ns,
+        })
+    }
+}
+
+/// [`RequestTime`] as `summary.json` holds it (its `mean_ns` and `fraction` are left unread).
+#[derive(Deserialize)]
+struct RequestTimeIn {
+    requests: u64,
+    response_ns: u64,
+    sum_ns: std::collections::BTreeMap<String, u64>,
+}
+
+impl TryFrom<RequestTimeIn> for RequestTime {
+    type Error = String;
+    fn try_from(r: RequestTimeIn) -> Result<RequestTime, String> {
+        let ([network_ns, worker_queue_ns], spans) =
+            named_ns(r.sum_ns, ["network", "worker_queue"])
+                .map_err(|m| format!("request_time.sum_ns: {m}"))?;
+        Ok(RequestTime {
+            requests: r.requests,
+            response_ns: r.response_ns,
+            sum: RequestParts {
+                network_ns,
+                worker_queue_ns,
+                spans,
+            },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both breakdowns read back from the JSON they write (their derived `fraction` and
+    /// `mean_ns` objects unread), and a span missing or unknown is refused by name.
+    #[test]
+    fn the_breakdowns_read_back_from_their_json_and_refuse_a_wrong_span() {
+        let mut e = ExecTime {
+            threads: 3,
+            lifetime_ns: 100,
+            ..ExecTime::default()
+        };
+        e.ns[Span::User.index()] = 70;
+        e.ns[Span::IoWait.index()] = 30;
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(serde_json::from_value::<ExecTime>(v.clone()).unwrap(), e);
+        let mut missing = v.clone();
+        missing["ns"].as_object_mut().unwrap().remove("io_wait");
+        let m = serde_json::from_value::<ExecTime>(missing)
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("exec_time.ns: no `io_wait`"), "{m}");
+        let mut extra = v;
+        extra["ns"]["io_stall"] = 0.into();
+        let m = serde_json::from_value::<ExecTime>(extra)
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("`io_stall` is not a span"), "{m}");
+
+        let mut r = RequestTime::default();
+        let mut parts = RequestParts {
+            network_ns: 5,
+            worker_queue_ns: 2,
+            ..RequestParts::default()
+        };
+        parts.spans[Span::Blk.index()] = 11;
+        r.add(&parts, 18);
+        r.add(&parts, 18);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(serde_json::from_value::<RequestTime>(v).unwrap(), r);
+    }
 
     #[test]
     fn intervals_add_up_to_the_life_and_an_exit_stops_the_clock() {

@@ -54,7 +54,7 @@
 //! Config keys: `nvme.*`.
 
 use engine::{IoClass, IoOp, SimTime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::blk::{QueueKind, Request};
 
@@ -112,7 +112,7 @@ pub enum SqPriority {
 }
 
 /// Driver counters.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NvmeStats {
     pub commands_latency_critical: u64,
     pub commands_throughput: u64,
@@ -131,7 +131,7 @@ pub struct NvmeStats {
     /// Last write-buffer occupancy the device reported, percent.
     pub last_write_buffer_pct: u8,
     /// Requests the queue accelerator merged into a waiting entry (omitted at 0).
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub accel_merges: u64,
 }
 

@@ -56,7 +56,7 @@
 use std::collections::VecDeque;
 
 use engine::{IoClass, SimTime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod index;
 use index::PageIndex;
@@ -113,7 +113,7 @@ pub enum Lookup {
 }
 
 /// Counters split by class (index = `IoClass::index`).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PageCacheClassStats {
     pub read_hits: u64,
     pub read_misses: u64,
@@ -123,7 +123,7 @@ pub struct PageCacheClassStats {
     pub throttled_writes: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PageCacheStats {
     pub capacity_pages: u64,
     pub resident_pages: u64,
@@ -156,7 +156,7 @@ impl PageCacheStats {
 }
 
 /// Which dirty-ratio set is in force (`pagecache.adaptive_dirty`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DirtySet {
     /// `dirty_ratio_pct` / `dirty_background_ratio_pct` (5 % / 3 %): flush early.
@@ -167,7 +167,7 @@ pub enum DirtySet {
 }
 
 /// Counters of the adaptive thresholds.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct AdaptiveDirtyStats {
     pub switches_to_high: u64,
     pub switches_to_low: u64,

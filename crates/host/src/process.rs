@@ -192,7 +192,7 @@ impl TraceFeed {
 }
 
 /// Whether a process is a service (response time) or a job (throughput).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProcessKind {
     Online,

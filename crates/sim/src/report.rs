@@ -31,9 +31,9 @@ use engine::stats::LatencySummary;
 use engine::time::format_ns;
 use engine::LatencyHistogram;
 use host::{CoreStats, CATS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SimInfo {
     pub seed: u64,
     pub simulated_ns: u64,
@@ -50,12 +50,14 @@ pub struct SimInfo {
     pub trace: Option<crate::trace_replay::TraceInfo>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OpResult {
     pub ios: u64,
     pub iops: f64,
     pub bytes_per_sec: f64,
     pub latency_ns: LatencySummary,
+    /// The whole distribution: written to the latency CSV, not to `summary.json`, so a
+    /// summary read back has an empty one.
     #[serde(skip)]
     pub histogram: LatencyHistogram,
 }
@@ -81,13 +83,13 @@ fn round3(x: f64) -> f64 {
 
 /// CPU time of a job's (or process's) threads, ns: user code, and kernel work in thread
 /// context.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ThreadCpu {
     pub user_ns: u64,
     pub kernel_ns: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobResult {
     pub name: String,
     pub read: OpResult,
@@ -97,12 +99,12 @@ pub struct JobResult {
 }
 
 /// The thin host's per-core accounting (the same shape as a full-system run's `host.cores`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ThinHostDetail {
     pub cores: Vec<CoreStats>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunSummary {
     pub sim: SimInfo,
     pub device: DeviceStats,
@@ -224,7 +226,7 @@ fn sanitize(name: &str) -> String {
 }
 
 /// CPU time by category, seconds summed over all cores.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CpuSummary {
     pub cores: u32,
     pub user: f64,

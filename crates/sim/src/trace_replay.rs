@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use workload::trace::{
     BadLines, Pacing, Replay, ReplayCounts, ReplayIo, ReplayOptions, TraceError, TraceFormat,
     TraceReader,
@@ -145,11 +145,17 @@ impl TraceFeed {
     }
 }
 
+/// `sim.trace.format`: a trace format's name.
+fn format_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    device::stats_de::one_of(d, &TraceFormat::ALL.map(TraceFormat::name))
+}
+
 /// `sim.trace` in `summary.json`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TraceInfo {
     pub source: String,
-    pub format: &'static str,
+    #[serde(deserialize_with = "format_name")]
+    pub format: device::stats_de::StaticName,
     pub pacing: String,
     #[serde(flatten)]
     pub counts: ReplayCounts,

@@ -8,6 +8,10 @@
 //! It holds nothing that depends on wall time, worker count or sharding, so two executions of
 //! the same study compare byte for byte.
 //!
+//! A summary is read through the types the simulator wrote it with (`sim::RunSummary` for a
+//! device-level run, `sim::system::SystemSummary` for a full-system one), so a field renamed or
+//! dropped there is a compile error here, and a summary missing a field is refused by name.
+//!
 //! ## Full-system runs
 //! A system run's entry has no `read`/`write` headline (its processes are not fio jobs):
 //! `system` holds each process's response time (online services) or instruction rate
@@ -36,9 +40,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use host::Breakdown;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use device::cache::ClassCacheStats;
+use host::pagecache::PageCacheStats;
+use host::{Breakdown, ExecTime, RequestTime};
+use serde::Serialize;
+use sim::report::{JobResult, OpResult, RunSummary, ThreadCpu};
+use sim::system::summary::{SystemRunSummary, SystemSummary};
 
 use crate::exec::run_dir;
 use crate::spec::RunSpec;
@@ -99,7 +106,7 @@ pub struct ProcessHeadline {
     pub response_p99_ns: Option<u64>,
     /// Offline jobs: instructions retired per second.
     pub instructions_per_sec: Option<f64>,
-    /// Where its threads' time went (`None`: a summary from before the breakdown existed).
+    /// Where its threads' time went (every system run's summary has it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exec_time: Option<TimeSplit>,
     /// Online services: where their completed requests' response time went.
@@ -124,44 +131,57 @@ impl TimeSplit {
     }
 }
 
-/// Reads a time split: `count` and `total` name its count and total fields, `parts` the object
-/// of its parts; `None` if the summary has no `v` (older summaries). Refused if the parts do
-/// not add up to the total.
+/// A time split read back from its producing type; refused if the parts do not add up to the
+/// total (`what` names it in the message).
 fn time_split(
-    v: &Value,
     what: &str,
-    count: &str,
-    total: &str,
-    parts: &str,
-) -> Result<Option<TimeSplit>, String> {
-    if v.is_null() {
-        return Ok(None);
-    }
-    let u = |name: &str| v[name].as_u64().ok_or(format!("no {what}.{name}"));
-    let parts_ns = v[parts]
-        .as_object()
-        .ok_or(format!("no {what}.{parts}"))?
-        .iter()
-        .map(|(k, x)| {
-            let ns = x
-                .as_u64()
-                .ok_or(format!("{what}.{parts}.{k} is not a count"))?;
-            Ok((k.clone(), ns))
-        })
-        .collect::<Result<BTreeMap<String, u64>, String>>()?;
-    let b = TimeSplit {
-        count: u(count)?,
-        total_ns: u(total)?,
-        parts_ns,
-    };
-    let sum: u64 = b.parts_ns.values().sum();
-    if sum != b.total_ns {
+    count: u64,
+    total_ns: u64,
+    parts_ns: BTreeMap<String, u64>,
+) -> Result<TimeSplit, String> {
+    let sum: u64 = parts_ns.values().sum();
+    if sum != total_ns {
         return Err(format!(
-            "{what}: its parts add up to {sum} ns, not its {total} of {} ns",
-            b.total_ns
+            "{what}: its parts add up to {sum} ns, not its total of {total_ns} ns"
         ));
     }
-    Ok(Some(b))
+    Ok(TimeSplit {
+        count,
+        total_ns,
+        parts_ns,
+    })
+}
+
+/// Spans by name (`host::SPANS` order does not matter: the map sorts them).
+fn span_parts(ns: &host::exectime::SpanNs) -> impl Iterator<Item = (String, u64)> + '_ {
+    host::SPANS
+        .iter()
+        .zip(ns)
+        .map(|(s, v)| (s.name().to_string(), *v))
+}
+
+/// A process's threads' lives by span.
+fn exec_split(name: &str, e: &ExecTime) -> Result<TimeSplit, String> {
+    time_split(
+        &format!("processes[{name}].exec_time"),
+        u64::from(e.threads),
+        e.lifetime_ns,
+        span_parts(&e.ns).collect(),
+    )
+}
+
+/// An online service's requests' response times by part.
+fn request_split(name: &str, r: &RequestTime) -> Result<TimeSplit, String> {
+    let extra = [
+        ("network".to_string(), r.sum.network_ns),
+        ("worker_queue".to_string(), r.sum.worker_queue_ns),
+    ];
+    time_split(
+        &format!("processes[{name}].request_time"),
+        r.requests,
+        r.response_ns,
+        extra.into_iter().chain(span_parts(&r.sum.spans)).collect(),
+    )
 }
 
 /// The device counters a system study compares.
@@ -276,14 +296,21 @@ pub type Results = BTreeMap<String, RunResult>;
 pub fn load(out: &Path, specs: &[RunSpec]) -> Result<Results, String> {
     let mut results = Results::new();
     for spec in specs {
-        let path = run_dir(out, &spec.id).join("summary.json");
+        let dir = run_dir(out, &spec.id);
+        let path = dir.join("summary.json");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("reading {}: {e}", path.display()))?;
-        let summary: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        let not_a_summary =
+            |e: serde_json::Error| format!("{}: not a summary: {e}", path.display());
         let r = match spec.system {
-            Some(_) => system_headline(spec, &summary, &run_dir(out, &spec.id)),
-            None => headline(spec, &summary),
+            Some(_) => {
+                let s: SystemSummary = serde_json::from_str(&text).map_err(not_a_summary)?;
+                system_headline(spec, &s.run, &dir)
+            }
+            None => {
+                let s: RunSummary = serde_json::from_str(&text).map_err(not_a_summary)?;
+                headline(spec, s.sim.simulated_ns, &s.jobs)
+            }
         }
         .map_err(|e| format!("{}: {e}", path.display()))?;
         results.insert(spec.id.clone(), r);
@@ -291,26 +318,22 @@ pub fn load(out: &Path, specs: &[RunSpec]) -> Result<Results, String> {
     Ok(results)
 }
 
-fn headline(spec: &RunSpec, s: &Value) -> Result<RunResult, String> {
-    let jobs = s["jobs"].as_array().ok_or("no `jobs` array")?;
-    let [job] = jobs.as_slice() else {
+fn headline(spec: &RunSpec, simulated_ns: u64, jobs: &[JobResult]) -> Result<RunResult, String> {
+    let [job] = jobs else {
         return Err(format!(
             "a study run has exactly one job; this summary has {}",
             jobs.len()
         ));
     };
-    let simulated_ns = s["sim"]["simulated_ns"]
-        .as_u64()
-        .ok_or("no sim.simulated_ns")?;
-    let read = op(&job["read"])?;
-    let write = op(&job["write"])?;
-    let cpu = cpu(&job["cpu"], span_ns(&read, &write))?;
+    let read = op(&job.read);
+    let write = op(&job.write);
+    let cpu = cpu(&job.cpu, span_ns(&read, &write))?;
     Ok(RunResult {
         id: spec.id.clone(),
         config_hash: spec.config_hash(),
         device: spec.device.clone(),
         host: spec.host.clone(),
-        job: job["name"].as_str().unwrap_or("").to_string(),
+        job: job.name.clone(),
         simulated_ns,
         read,
         write,
@@ -319,84 +342,52 @@ fn headline(spec: &RunSpec, s: &Value) -> Result<RunResult, String> {
     })
 }
 
-fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, String> {
-    let u = |v: &Value, name: &str| v.as_u64().ok_or(format!("no {name}"));
-    let simulated_ns = u(&s["sim"]["simulated_ns"], "sim.simulated_ns")?;
-    let procs = s["processes"].as_array().ok_or("no `processes` array")?;
+fn system_headline(spec: &RunSpec, s: &SystemRunSummary, dir: &Path) -> Result<RunResult, String> {
+    let simulated_ns = s.sim.simulated_ns;
     let mut processes = Vec::new();
     let (mut user_ns, mut kernel_ns) = (0u64, 0u64);
-    for p in procs {
-        user_ns += u(&p["cpu"]["user_ns"], "processes[].cpu.user_ns")?;
-        kernel_ns += u(&p["cpu"]["kernel_ns"], "processes[].cpu.kernel_ns")?;
-        let name = p["name"]
-            .as_str()
-            .ok_or("a process without `name`")?
-            .to_string();
-        let what = |field: &str| format!("processes[{name}].{field}");
+    for p in &s.processes {
+        user_ns += p.cpu.user_ns;
+        kernel_ns += p.cpu.kernel_ns;
+        let response = p.response_time_ns.as_ref();
         processes.push(ProcessHeadline {
-            requests: p["requests"].as_u64(),
-            response_mean_ns: p["response_time_ns"]["mean"].as_u64(),
-            response_p95_ns: p["response_time_ns"]["p95"].as_u64(),
-            response_p99_ns: p["response_time_ns"]["p99"].as_u64(),
-            instructions_per_sec: p["instructions_per_sec"].as_f64(),
-            exec_time: time_split(
-                &p["exec_time"],
-                &what("exec_time"),
-                "threads",
-                "lifetime_ns",
-                "ns",
-            )?,
-            request_time: time_split(
-                &p["request_time"],
-                &what("request_time"),
-                "requests",
-                "response_ns",
-                "sum_ns",
-            )?,
-            name,
+            name: p.name.clone(),
+            requests: p.requests,
+            response_mean_ns: response.map(|r| r.mean),
+            response_p95_ns: response.map(|r| r.p95),
+            response_p99_ns: response.map(|r| r.p99),
+            instructions_per_sec: p.instructions_per_sec,
+            exec_time: Some(exec_split(&p.name, &p.exec_time)?),
+            request_time: p
+                .request_time
+                .as_ref()
+                .map(|r| request_split(&p.name, r))
+                .transpose()?,
         });
     }
-    let d = &s["device"];
-    let alloc = &d["ftl"]["alloc"];
+    let d = &s.device;
     let device = DeviceHeadline {
-        write_stalls: u(
-            &d["commands"]["write_stalls"],
-            "device.commands.write_stalls",
-        )?,
-        write_stall_ns: u(
-            &d["commands"]["write_stall_ns"],
-            "device.commands.write_stall_ns",
-        )?,
-        read_staging_stalls: d["commands"]["read_staging_stalls"].as_u64().unwrap_or(0),
-        units_programmed: u(
-            &d["flash"]["units_programmed"],
-            "device.flash.units_programmed",
-        )?,
-        units_wasted: u(&d["ftl"]["units_wasted"], "device.ftl.units_wasted")?,
-        host_rows_lsb_csb_msb: alloc.is_object().then(|| {
-            ["host_rows_lsb", "host_rows_csb", "host_rows_msb"]
-                .map(|k| alloc[k].as_u64().unwrap_or(0))
+        write_stalls: d.commands.write_stalls,
+        write_stall_ns: d.commands.write_stall_ns,
+        read_staging_stalls: d.commands.read_staging_stalls,
+        units_programmed: d.flash.units_programmed,
+        units_wasted: d.ftl.units_wasted,
+        host_rows_lsb_csb_msb: d
+            .ftl
+            .alloc
+            .as_ref()
+            .map(|a| [a.host_rows_lsb, a.host_rows_csb, a.host_rows_msb]),
+        max_dirty_units: d.cache.max_dirty_units,
+        drain: d.drain.as_ref().map(|dr| DrainHeadline {
+            hints: dr.hints,
+            hinted_pages: dr.hinted_pages,
+            background_waves: dr.background_waves,
+            foreground_waves: dr.foreground_waves,
+            background_rows: dr.background_rows,
+            foreground_rows: dr.foreground_rows,
         }),
-        max_dirty_units: u(
-            &d["cache"]["max_dirty_units"],
-            "device.cache.max_dirty_units",
-        )?,
-        drain: match &d["drain"] {
-            Value::Null => None,
-            dr => {
-                let k = |name: &str| u(&dr[name], &format!("device.drain.{name}"));
-                Some(DrainHeadline {
-                    hints: k("hints")?,
-                    hinted_pages: k("hinted_pages")?,
-                    background_waves: k("background_waves")?,
-                    foreground_waves: k("foreground_waves")?,
-                    background_rows: k("background_rows")?,
-                    foreground_rows: k("foreground_rows")?,
-                })
-            }
-        },
     };
-    let host = host_headline(s)?;
+    let host = host_headline(s);
     let pct = |ns: u64| round3(100.0 * ns as f64 / simulated_ns.max(1) as f64);
     Ok(RunResult {
         id: spec.id.clone(),
@@ -424,70 +415,40 @@ fn system_headline(spec: &RunSpec, s: &Value, dir: &Path) -> Result<RunResult, S
 }
 
 /// The host counters of a system summary (see [`HostHeadline`]).
-fn host_headline(s: &Value) -> Result<HostHeadline, String> {
-    let u = |v: &Value, name: &str| v.as_u64().ok_or(format!("no {name}"));
-    let class_reads = |class: &str| -> Result<ClassCacheReads, String> {
-        let c = &s["device"]["cache"][class];
-        Ok(ClassCacheReads {
-            read_hits: u(&c["read_hits"], &format!("device.cache.{class}.read_hits"))?,
-            read_misses: u(
-                &c["read_misses"],
-                &format!("device.cache.{class}.read_misses"),
-            )?,
-        })
+fn host_headline(s: &SystemRunSummary) -> HostHeadline {
+    let class_reads = |c: &ClassCacheStats| ClassCacheReads {
+        read_hits: c.read_hits,
+        read_misses: c.read_misses,
     };
-    let breakdown_lc_ns =
-        Breakdown::deserialize(&s["breakdown_ns"]).map_err(|e| format!("breakdown_ns: {e}"))?;
-    let nvme = &s["host"]["nvme"];
-    let n = |name: &str| u(&nvme[name], &format!("host.nvme.{name}"));
-    let cpu_lc_s = s["host"]["cpu_by_class"]["latency_critical"]
-        .as_object()
-        .ok_or("no host.cpu_by_class.latency_critical")?
-        .iter()
-        .map(|(k, v)| {
-            Ok((
-                k.clone(),
-                v.as_f64().ok_or(format!(
-                    "host.cpu_by_class.latency_critical.{k} is not a number"
-                ))?,
-            ))
-        })
-        .collect::<Result<BTreeMap<String, f64>, String>>()?;
-    Ok(HostHeadline {
-        cache: [class_reads("latency_critical")?, class_reads("throughput")?],
-        breakdown_lc_ns,
-        nvme_commands_lc: n("commands_latency_critical")?,
-        nvme_commands_tp: n("commands_throughput")?,
-        interrupts: n("interrupts")?,
-        polled_completions: n("polled_completions")?,
-        doorbells: n("doorbells")?,
-        context_switches: u(&s["cpu"]["context_switches"], "cpu.context_switches")?,
-        cpu_lc_s,
-        writeback: writeback_headline(&s["host"]["pagecache"])?,
-    })
+    let cache = &s.device.cache;
+    let nvme = &s.host.nvme;
+    HostHeadline {
+        cache: [
+            class_reads(&cache.latency_critical),
+            class_reads(&cache.throughput),
+        ],
+        breakdown_lc_ns: s.breakdown_ns.clone(),
+        nvme_commands_lc: nvme.commands_latency_critical,
+        nvme_commands_tp: nvme.commands_throughput,
+        interrupts: nvme.interrupts,
+        polled_completions: nvme.polled_completions,
+        doorbells: nvme.doorbells,
+        context_switches: s.cpu.context_switches,
+        cpu_lc_s: s.host.cpu_by_class.latency_critical.clone(),
+        writeback: writeback_headline(&s.host.pagecache),
+    }
 }
 
-fn writeback_headline(pc: &Value) -> Result<WritebackHeadline, String> {
-    let u = |name: &str| pc[name].as_u64().ok_or(format!("no host.pagecache.{name}"));
-    let adaptive = &pc["adaptive_dirty"];
-    let switches = |name: &str| -> Result<Option<u64>, String> {
-        match adaptive {
-            Value::Null => Ok(None),
-            a => a[name]
-                .as_u64()
-                .map(Some)
-                .ok_or(format!("no host.pagecache.adaptive_dirty.{name}")),
-        }
-    };
-    Ok(WritebackHeadline {
-        waves: u("writeback_waves")?,
-        wave_pages: u("writeback_wave_pages")?,
-        hinted_pages: u("writeback_hinted_pages")?,
-        switches_to_high: switches("switches_to_high")?,
-        switches_to_low: switches("switches_to_low")?,
-    })
+fn writeback_headline(pc: &PageCacheStats) -> WritebackHeadline {
+    let adaptive = pc.adaptive_dirty.as_ref();
+    WritebackHeadline {
+        waves: pc.writeback_waves,
+        wave_pages: pc.writeback_wave_pages,
+        hinted_pages: pc.writeback_hinted_pages,
+        switches_to_high: adaptive.map(|a| a.switches_to_high),
+        switches_to_low: adaptive.map(|a| a.switches_to_low),
+    }
 }
-
 /// The columns of `timeseries.csv` a system study plots (none if the run wrote no series).
 fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
     let text = match std::fs::read_to_string(path) {
@@ -572,21 +533,15 @@ fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
     Ok(points)
 }
 
-fn op(v: &Value) -> Result<Option<OpHeadline>, String> {
-    let ios = v["ios"].as_u64().ok_or("an op without `ios`")?;
-    if ios == 0 {
-        return Ok(None);
-    }
-    let l = &v["latency_ns"];
-    let u = |x: &Value, name: &str| x.as_u64().ok_or(format!("no latency_ns.{name}"));
-    Ok(Some(OpHeadline {
-        ios,
-        iops: v["iops"].as_f64().ok_or("no iops")?,
-        bytes_per_sec: v["bytes_per_sec"].as_f64().ok_or("no bytes_per_sec")?,
-        mean_ns: u(&l["mean"], "mean")?,
-        p99_ns: u(&l["p99"], "p99")?,
-        p99_999_ns: u(&l["p99_999"], "p99_999")?,
-    }))
+fn op(r: &OpResult) -> Option<OpHeadline> {
+    (r.ios > 0).then(|| OpHeadline {
+        ios: r.ios,
+        iops: r.iops,
+        bytes_per_sec: r.bytes_per_sec,
+        mean_ns: r.latency_ns.mean,
+        p99_ns: r.latency_ns.p99,
+        p99_999_ns: r.latency_ns.p99_999,
+    })
 }
 
 fn round3(x: f64) -> f64 {
@@ -604,18 +559,14 @@ fn span_ns(read: &Option<OpHeadline>, write: &Option<OpHeadline>) -> Option<f64>
 }
 
 /// The job's CPU time (`cpu { user_ns, kernel_ns }`) as percent of one core over its span.
-fn cpu(v: &Value, span_ns: Option<f64>) -> Result<CpuUse, String> {
+fn cpu(c: &ThreadCpu, span_ns: Option<f64>) -> Result<CpuUse, String> {
     let span_ns = span_ns.ok_or("the job did no I/O: no span to divide its CPU time by")?;
-    let pct = |name: &str| -> Result<f64, String> {
-        let ns = v[name].as_u64().ok_or(format!("no jobs[0].cpu.{name}"))?;
-        Ok(round3(100.0 * ns as f64 / span_ns))
-    };
+    let pct = |ns: u64| round3(100.0 * ns as f64 / span_ns);
     Ok(CpuUse {
-        kernel_pct: pct("kernel_ns")?,
-        user_pct: pct("user_ns")?,
+        kernel_pct: pct(c.kernel_ns),
+        user_pct: pct(c.user_ns),
     })
 }
-
 /// `study.json`: what was run and its headline numbers.
 #[derive(Debug, Serialize)]
 pub struct StudyJson<'a> {
@@ -651,7 +602,7 @@ pub struct ShardInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn spec() -> RunSpec {
         RunSpec {
@@ -665,22 +616,25 @@ mod tests {
         }
     }
 
-    fn summary(cpu: Value) -> Value {
-        let lat = json!({"mean": 10_000, "p99": 12_000, "p99_999": 20_000});
-        let job = json!({
+    /// A job as `summary.json` holds it, read through sim's own type.
+    fn job(cpu: Value) -> Result<JobResult, serde_json::Error> {
+        let lat = json!({"mean": 10_000, "p50": 0, "p95": 0, "p99": 12_000, "p99_9": 0,
+                         "p99_99": 0, "p99_999": 20_000, "max": 0});
+        serde_json::from_value(json!({
             "name": "j",
             "read": {"ios": 1000, "iops": 100000.0, "bytes_per_sec": 4.096e8, "latency_ns": lat},
             "write": {"ios": 0, "iops": 0.0, "bytes_per_sec": 0.0, "latency_ns": lat},
             "cpu": cpu,
-        });
-        // 1000 reads at 100 000 IOPS: a 10 ms job, in a run that went on 30 ms after it.
-        json!({"sim": {"simulated_ns": 40_000_000}, "jobs": [job]})
+        }))
     }
+
+    // 1000 reads at 100 000 IOPS: a 10 ms job, in a run that went on 30 ms after it.
+    const SIMULATED_NS: u64 = 40_000_000;
 
     #[test]
     fn the_jobs_cpu_time_is_reported_as_percent_of_one_core_over_the_jobs_span() {
-        let s = summary(json!({"kernel_ns": 2_500_000, "user_ns": 500_000}));
-        let r = headline(&spec(), &s).unwrap();
+        let j = job(json!({"kernel_ns": 2_500_000, "user_ns": 500_000})).unwrap();
+        let r = headline(&spec(), SIMULATED_NS, &[j]).unwrap();
         assert_eq!(
             r.cpu,
             CpuUse {
@@ -691,89 +645,48 @@ mod tests {
         assert_eq!(r.write, None, "a direction without I/O has no headline");
         assert_eq!(r.read.unwrap().p99_999_ns, 20_000);
         // Four threads busy all the time: 400 % of one core.
-        let s = summary(json!({"kernel_ns": 40_000_000, "user_ns": 0}));
-        assert_eq!(headline(&spec(), &s).unwrap().cpu.kernel_pct, 400.0);
+        let j = job(json!({"kernel_ns": 40_000_000, "user_ns": 0})).unwrap();
+        let r = headline(&spec(), SIMULATED_NS, &[j]).unwrap();
+        assert_eq!(r.cpu.kernel_pct, 400.0);
     }
 
     #[test]
     fn a_summary_without_the_jobs_cpu_time_is_refused_naming_the_field() {
-        let e = headline(&spec(), &summary(json!({"user_ns": 0}))).unwrap_err();
-        assert!(e.contains("jobs[0].cpu.kernel_ns"), "{e}");
-        let e = headline(&spec(), &summary(Value::Null)).unwrap_err();
-        assert!(e.contains("jobs[0].cpu.kernel_ns"), "{e}");
-    }
-
-    /// A system summary's host part, with `breakdown_ns` as the host writes it.
-    fn host_summary(breakdown: Value) -> Value {
-        let reads = json!({"read_hits": 3, "read_misses": 1});
-        json!({
-            "device": {"cache": {"latency_critical": reads, "throughput": reads}},
-            "breakdown_ns": breakdown,
-            "cpu": {"context_switches": 7},
-            "host": {
-                "nvme": {
-                    "commands_latency_critical": 1, "commands_throughput": 2, "interrupts": 3,
-                    "polled_completions": 4, "doorbells": 5,
-                },
-                "cpu_by_class": {"latency_critical": {"user": 0.5}},
-                "pagecache": {
-                    "writeback_waves": 0, "writeback_wave_pages": 0, "writeback_hinted_pages": 0,
-                },
-            },
-        })
-    }
-
-    #[test]
-    fn the_breakdown_is_read_back_through_the_hosts_own_type() {
-        let written = host::Breakdown {
-            requests: 10,
-            software_queue: 1,
-            hardware_queue: 2,
-            driver: 3,
-            device_queue: 4,
-            device_service: 5,
-            irq: 6,
-            poll: 7,
-            blk_complete: 8,
-            context_switch: 9,
-        };
-        let s = host_summary(serde_json::to_value(&written).unwrap());
-        assert_eq!(host_headline(&s).unwrap().breakdown_lc_ns, written);
-
-        let mut without_irq = serde_json::to_value(&written).unwrap();
-        without_irq.as_object_mut().unwrap().remove("irq");
-        let e = host_headline(&host_summary(without_irq)).unwrap_err();
-        assert!(
-            e.starts_with("breakdown_ns: ") && e.contains("`irq`"),
-            "{e}"
-        );
+        let e = job(json!({"user_ns": 0})).unwrap_err().to_string();
+        assert!(e.contains("kernel_ns"), "{e}");
+        let e = job(Value::Null).unwrap_err().to_string();
+        assert!(e.contains("ThreadCpu"), "{e}");
     }
 
     #[test]
     fn a_summary_with_two_jobs_is_refused() {
-        let mut s = summary(json!({"kernel_ns": 0, "user_ns": 0}));
-        let job = s["jobs"][0].clone();
-        s["jobs"].as_array_mut().unwrap().push(job);
-        let e = headline(&spec(), &s).unwrap_err();
+        let j = job(json!({"kernel_ns": 0, "user_ns": 0})).unwrap();
+        let e = headline(&spec(), SIMULATED_NS, &[j.clone(), j]).unwrap_err();
         assert!(e.contains("exactly one job") && e.contains('2'), "{e}");
     }
 
-    /// A process's time split is read with its parts by name, and refused if they do not add
-    /// up to its total; an older summary without one gives none.
+    /// A process's time split keeps its parts by name, and is refused if they do not add up
+    /// to its total.
     #[test]
     fn a_time_split_must_add_up_to_its_total() {
-        let v = json!({"threads": 2, "lifetime_ns": 100, "ns": {"user": 60, "idle": 40}});
-        let t = time_split(&v, "exec_time", "threads", "lifetime_ns", "ns")
-            .unwrap()
-            .unwrap();
+        let mut e = host::ExecTime {
+            threads: 2,
+            lifetime_ns: 100,
+            ..Default::default()
+        };
+        e.ns[host::Span::User.index()] = 60;
+        e.ns[host::Span::Idle.index()] = 40;
+        let t = exec_split("p", &e).unwrap();
         assert_eq!((t.count, t.total_ns), (2, 100));
+        assert_eq!(t.parts_ns.len(), host::SPANS.len());
         assert_eq!(t.sum_of(&["user", "io_wait"]), 60);
-        let short = json!({"threads": 2, "lifetime_ns": 101, "ns": {"user": 60, "idle": 40}});
-        let e = time_split(&short, "exec_time", "threads", "lifetime_ns", "ns").unwrap_err();
-        assert!(e.contains("add up to 100 ns") && e.contains("101"), "{e}");
-        assert_eq!(
-            time_split(&Value::Null, "exec_time", "threads", "lifetime_ns", "ns").unwrap(),
-            None
+        e.lifetime_ns = 101;
+        let m = exec_split("p", &e).unwrap_err();
+        assert!(
+            m.contains("processes[p].exec_time")
+                && m.contains("add up to 100 ns")
+                && m.contains("101"),
+            "{m}"
         );
     }
 

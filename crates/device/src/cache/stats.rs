@@ -8,7 +8,7 @@ use crate::ghost::GhostStats;
 /// Per-class cache counters. A line belongs to the class of the command that last put data
 /// in it (the read that filled it, the prefetch's read, the last write); see "Per-class
 /// accounting" in the module essay.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClassCacheStats {
     pub read_hits: u64,
     pub read_misses: u64,
@@ -28,7 +28,7 @@ pub struct ClassCacheStats {
     pub dirty_units: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CacheStats {
     pub latency_critical: ClassCacheStats,
     pub throughput: ClassCacheStats,

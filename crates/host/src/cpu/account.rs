@@ -3,13 +3,13 @@
 //! samples and per-core statistics (module essay of `cpu`, *Accounting*).
 
 use engine::SimTime;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{vruntime_delta, Cat, Cpu, RunState, CAT_COUNT, UNTIL_POKED};
 use crate::exectime::Span;
 
 /// Per-core statistics for reports.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CoreStats {
     pub core: u32,
     /// Nanoseconds per category, in `CATS` order.
@@ -21,7 +21,7 @@ pub struct CoreStats {
     pub interrupts: u64,
     /// Threads this core took from another core's run queue (`cpu.load_balance`); left out
     /// of reports while 0 (always, with balancing off).
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub migrations_in: u64,
 }
 

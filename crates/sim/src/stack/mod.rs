@@ -32,7 +32,7 @@ pub mod fastdrain;
 pub mod flashshare;
 
 pub use def::Stack;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The stock stack: every switch at its preset's value.
 pub static VANILLA: Stack = Stack {
@@ -59,7 +59,7 @@ pub fn find(name: &str) -> Result<&'static Stack, String> {
 }
 
 /// What a run's summary says about its stack.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackInfo {
     pub name: String,
     pub based_on: Option<String>,

@@ -44,14 +44,14 @@ use host::{
     blk::BlkStats, nvme::NvmeStats, pagecache::PageCacheStats, Breakdown, CoreStats, ExecTime,
     ProcessKind, RequestTime, CATS,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::report::{CpuSummary, JobResult, OpResult, SimInfo, ThreadCpu};
 use crate::system::config::SystemConfig;
 use crate::system::run::SystemRunResult;
 
 /// Response-time percentiles, ns.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ResponseTime {
     pub mean: u64,
     pub p50: u64,
@@ -75,7 +75,7 @@ impl ResponseTime {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProcessSummary {
     pub name: String,
     /// The built-in profile an online service or offline job runs.
@@ -101,7 +101,7 @@ pub struct ProcessSummary {
     /// (interrupt work done for its I/O is in `host.cpu_by_class`).
     pub cpu: ThreadCpu,
     /// When the process started (system config `start_ms`), ns; omitted when 0.
-    #[serde(skip_serializing_if = "engine::stats::is_zero")]
+    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
     pub start_ns: u64,
     /// When its first read/write call started, ns; omitted if it made none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -111,11 +111,13 @@ pub struct ProcessSummary {
     /// Online services: where their completed requests' response time went.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_time: Option<RequestTime>,
+    /// The whole distribution: written to the response CSV, not to `summary.json`, so a
+    /// summary read back has an empty one.
     #[serde(skip)]
     pub response_histogram: LatencyHistogram,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RequestLatency {
     pub latency_critical: LatencySummary,
     pub throughput: LatencySummary,
@@ -123,10 +125,10 @@ pub struct RequestLatency {
 
 /// CPU seconds per category done for each class (threads of the class and its requests'
 /// interrupt work; ISR entry, timers and idle belong to no class).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CpuByClass {
-    pub latency_critical: std::collections::BTreeMap<&'static str, f64>,
-    pub throughput: std::collections::BTreeMap<&'static str, f64>,
+    pub latency_critical: std::collections::BTreeMap<String, f64>,
+    pub throughput: std::collections::BTreeMap<String, f64>,
 }
 
 impl CpuByClass {
@@ -136,7 +138,7 @@ impl CpuByClass {
                 .filter(|cat| **cat != host::Cat::Idle)
                 .map(|cat| {
                     let ns: u64 = cores.iter().map(|k| k.class_ns[c][cat.index()]).sum();
-                    (cat.name(), ns as f64 / 1e9)
+                    (cat.name().to_string(), ns as f64 / 1e9)
                 })
                 .collect()
         };
@@ -147,7 +149,7 @@ impl CpuByClass {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HostDetail {
     pub cpu_by_class: CpuByClass,
     pub breakdown_throughput_ns: Breakdown,
@@ -159,7 +161,7 @@ pub struct HostDetail {
 }
 
 /// One run's summary (the co-run, or the alone reference).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SystemRunSummary {
     pub sim: SimInfo,
     /// The named stack the run used (`--stack`), with every switch it set.
@@ -174,7 +176,7 @@ pub struct SystemRunSummary {
 }
 
 /// `summary.json` of a system run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SystemSummary {
     #[serde(flatten)]
     pub run: SystemRunSummary,

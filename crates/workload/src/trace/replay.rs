@@ -94,7 +94,7 @@ pub struct ReplayIo {
 }
 
 /// What a replay did with the records it read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayCounts {
     /// Records read from the trace.
     pub records: u64,
