@@ -534,7 +534,7 @@ fn read_series(path: &Path) -> Result<Vec<SeriesPoint>, String> {
 }
 
 fn op(r: &OpResult) -> Option<OpHeadline> {
-    (r.ios > 0).then(|| OpHeadline {
+    (r.ios > 0).then_some(OpHeadline {
         ios: r.ios,
         iops: r.iops,
         bytes_per_sec: r.bytes_per_sec,
