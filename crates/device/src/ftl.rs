@@ -135,7 +135,7 @@ pub struct GcPlan {
 }
 
 /// FTL counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FtlStats {
     pub host_units_programmed: u64,
     pub gc_units_programmed: u64,
@@ -149,7 +149,7 @@ pub struct FtlStats {
     pub blocks_remapped: u64,
     pub superblocks_retired: u64,
     /// Host rows by page type and pages skipped, per `ftl.alloc` (absent for `sequential`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alloc: Option<AllocStats>,
 }
 

@@ -291,7 +291,6 @@ pub struct DeviceStats {
     pub user_capacity_bytes: u64,
     pub commands: CommandStats,
     pub cache: cache::CacheStats,
-    #[serde(deserialize_with = "stats_de::ftl")]
     pub ftl: ftl::FtlStats,
     pub flash: flash::FlashStats,
     /// NAND units programmed (host + GC) per host unit programmed; 1.0 when GC copied nothing.

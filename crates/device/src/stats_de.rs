@@ -2,19 +2,13 @@
 //!
 //! The counters derive `Deserialize` beside their `Serialize`, with `default` on every field the
 //! summary leaves out while it is 0 or absent, so a summary reads back to the stats that wrote
-//! it. Two kinds of field need more than a derive:
-//!
-//! - **Names from a fixed set** (`drain.mode`, a ghost group's `class`, `ftl.alloc.policy`) are
-//!   `&'static str` in the stats. [`one_of`] reads the name and returns the matching static
-//!   string, refusing a name the simulator never writes.
-//! - **The FTL's counters** ([`FtlStats`], [`AllocStats`]) are read through the remote
-//!   definitions below. serde builds the real structs from them field by field, so a counter
-//!   added to either struct and not here is a compile error, not a silently dropped field.
+//! it. One kind of field needs more than a derive: a **name from a fixed set** (`drain.mode`, a
+//! ghost group's `class`, `ftl.alloc.policy`) is a `&'static str` in the stats, and [`one_of`]
+//! reads the name and returns the matching static string, refusing a name the simulator never
+//! writes.
 
 use serde::de::{Deserializer, Error};
 use serde::Deserialize;
-
-use crate::ftl::{AllocStats, FtlStats};
 
 /// A name from a fixed set, as the stats hold it. Spelled through this alias so that serde's
 /// derive does not take the field for a borrowed `&str`, which would tie the input read to
@@ -35,49 +29,8 @@ pub fn one_of<'de, D: Deserializer<'de>>(
 }
 
 /// `ftl.alloc.policy`: an `ftl.alloc` policy's name as its stats give it.
-fn alloc_policy<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+pub(crate) fn alloc_policy<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
     one_of(d, &["sequential", "lsb-skip", "latency-aware"])
-}
-
-#[derive(Deserialize)]
-#[serde(remote = "AllocStats")]
-struct AllocStatsDef {
-    #[serde(deserialize_with = "alloc_policy")]
-    policy: StaticName,
-    host_rows_lsb: u64,
-    host_rows_csb: u64,
-    host_rows_msb: u64,
-    pages_skipped: u64,
-    foreground_fallbacks: u64,
-    lsb_region_superblocks_max: u64,
-}
-
-#[derive(Deserialize)]
-struct AllocStatsIn(#[serde(with = "AllocStatsDef")] AllocStats);
-
-fn alloc<'de, D: Deserializer<'de>>(d: D) -> Result<Option<AllocStats>, D::Error> {
-    Ok(Option::<AllocStatsIn>::deserialize(d)?.map(|a| a.0))
-}
-
-#[derive(Deserialize)]
-#[serde(remote = "FtlStats")]
-struct FtlStatsDef {
-    host_units_programmed: u64,
-    gc_units_programmed: u64,
-    units_wasted: u64,
-    gc_runs: u64,
-    erases: u64,
-    trims: u64,
-    bad_blocks: u64,
-    blocks_remapped: u64,
-    superblocks_retired: u64,
-    #[serde(default, deserialize_with = "alloc")]
-    alloc: Option<AllocStats>,
-}
-
-/// `device.ftl` (the field attribute `DeviceStats` reads it with).
-pub fn ftl<'de, D: Deserializer<'de>>(d: D) -> Result<FtlStats, D::Error> {
-    FtlStatsDef::deserialize(d)
 }
 
 #[cfg(test)]

@@ -8,9 +8,11 @@ use crate::config::{Alloc, DeviceConfig, MAP_UNIT_BYTES};
 use crate::flash::Geometry;
 
 /// Allocation counters (in `summary.json` under `device.ftl.alloc` unless `sequential`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AllocStats {
-    pub policy: &'static str,
+    /// The policy's name as `ftl.alloc` spells it.
+    #[serde(deserialize_with = "crate::stats_de::alloc_policy")]
+    pub policy: crate::stats_de::StaticName,
     /// Host rows programmed into LSB, CSB and MSB pages.
     pub host_rows_lsb: u64,
     pub host_rows_csb: u64,
