@@ -27,16 +27,17 @@
 //!  module   what it holds                                              uses
 //!  config   the TOML description and the presets                       —
 //!  sys      the model's only `unsafe`: prefetch hint, SSE2 set compares —
+//!  stats_de reading fixed-set names back from `summary.json`        —
 //!  pcie     the link: doorbells, DMA                                   config
 //!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
-//!  ftl      mapping, allocation, GC; where evicted data goes           config, flash
+//!  ftl      mapping, allocation, GC; where evicted data goes           config, flash, stats_de
 //!  cache_split  the class split of the cache's ways, by epoch          config
-//!  ghost    ghost caches that choose the prefetch size, by epoch       config
+//!  ghost    ghost caches that choose the prefetch size, by epoch       config, stats_de
 //!  cache_index  the fully associative cache's tag map and LRU order    —
 //!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_index,
 //!                                                                      cache_split, ghost, sys
-//!  drain    write-back hints: watermark eviction, the oracle buffer    config
+//!  drain    write-back hints: watermark eviction, the oracle buffer    config, stats_de
 //!  lib.rs   the device's API and the routing of events between them    all of the above
 //!  read_path   lib.rs's read path: cache lookup, flash reads and     lib.rs and all of
 //!           prefetches, delivery to waiters, reads waiting to stage    the above

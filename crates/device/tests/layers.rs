@@ -6,18 +6,19 @@
 const ALLOWED: &[(&str, &[&str])] = &[
     ("config", &[]),
     ("sys", &[]),
+    ("stats_de", &[]),
     ("pcie", &["config"]),
     ("ctrl", &["config"]),
     ("flash", &["config"]),
-    ("ftl", &["config", "flash"]),
+    ("ftl", &["config", "flash", "stats_de"]),
     ("cache_split", &["config"]),
-    ("ghost", &["config"]),
+    ("ghost", &["config", "stats_de"]),
     ("cache_index", &[]),
     (
         "cache",
         &["config", "cache_index", "cache_split", "ghost", "sys"],
     ),
-    ("drain", &["config"]),
+    ("drain", &["config", "stats_de"]),
 ];
 
 /// The modules named after `crate::` in `code` (`crate::x::…` and `crate::{x, y::…}`).
