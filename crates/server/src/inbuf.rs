@@ -63,6 +63,15 @@ impl Default for InBuf {
     }
 }
 
+impl Drop for InBuf {
+    /// A lent vector is leaked, never freed: a receive in the kernel may still write it.
+    fn drop(&mut self) {
+        if self.lent.is_some() {
+            std::mem::forget(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
 impl InBuf {
     pub fn new() -> InBuf {
         InBuf {
@@ -232,12 +241,12 @@ impl InBuf {
     /// returns where it may write and how much. Until [`InBuf::end_recv`] the buffer keeps its
     /// allocation and layout (consuming only moves the start). Call only with
     /// [`InBuf::has_room`] and no receive outstanding.
-    pub fn begin_recv(&mut self) -> (*mut u8, usize) {
+    pub fn begin_recv(&mut self) -> crate::sys::SpareLoan {
         let room = self.prepare_read();
         assert!(room > 0, "receive into a full input buffer");
         let loan = crate::sys::lend_spare(&mut self.buf, room);
         self.lent = Some(loan);
-        (loan.ptr, loan.len)
+        loan
     }
 
     /// The receive lent the room by [`InBuf::begin_recv`] completed with `received` bytes

@@ -17,7 +17,7 @@
 //! | | [`appendvec`] | a vector that only grows, read by every thread without a lock (per-tenant counters) |
 //! | | [`logfmt`] | the log: human lines, or JSON lines (`--log-format json`) |
 //! | | [`latency`] | per-LC-flow latency windows (lock-free histograms) the closed loop reads |
-//! | | [`sys`] | safe wrappers for epoll, eventfd, read, writev, socket ioctls, poll, aligned allocation |
+//! | | [`sys`] | safe wrappers for epoll, eventfd, read, writev, socket ioctls, poll, aligned allocation, and the io_uring [`sys::Ring`] that owns what its submissions point at |
 //! | | [`buf`] | 4 KiB-aligned I/O buffers, the per-worker pool, replies that view a memory volume's pages |
 //! | | [`slab`] | stable indexes for in-flight requests |
 //! | | [`throttle`] | exponential back-off of wrong secrets per source address |

@@ -12,14 +12,16 @@
 //! [`ConnRef`].
 //!
 //! # Design
-//! *Buffers stay put until their completion.* A RECV writes into an input buffer the
-//! connection keeps lent (`InBuf` neither moves, grows nor resets it until `end_recv`). A
-//! SENDMSG points at the connection's [`SendBufs`] (its `msghdr`, iovecs and a copy of every
-//! part of 40 bytes or less: reply headers live inline in the queue, which may move when it
-//! grows) and at payload buffers and heap headers the queue owns; the connection marks its
-//! output lent (`ConnCore::out_lent`), which forbids dropping or advancing it until the
-//! completion. A connection that closes (or turns to TLS) first has its operations cancelled
-//! and their completions waited for (the worker's `ring_detach`).
+//! *Buffers stay put until their completion.* The ring is a [`sys::Ring`]: what a submission
+//! owns goes into the ring with it and comes back with its completion. A SENDMSG owns its
+//! [`sys::SendMsg`] (its `msghdr`, iovecs and a copy of every part of 40 bytes or less: reply
+//! headers live inline in the queue, which may move when it grows), taken from this ring's
+//! spares and returned to them; its larger parts are payload buffers and heap headers the
+//! connection's output queue lends, marked lent (`ConnCore::out_lent`), which forbids
+//! dropping or advancing them until the completion. A RECV writes into the spare room of an
+//! input buffer the connection lends ([`sys::SpareLoan`]: `InBuf` neither moves, grows nor
+//! resets it until `end_recv`). A connection that closes (or turns to TLS) first has its
+//! operations cancelled and their completions waited for (the worker's `ring_detach`).
 //!
 //! *Flow control as epoll's.* A RECV is armed only while the connection would have EPOLLIN in
 //! its interest (room in its read-ahead, under its in-flight limits and its tenant's memory
@@ -45,16 +47,14 @@
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring, Probe};
+use io_uring::{opcode, IoUring};
 
 use crate::conn::{ConnCore, ConnRef, WRITEV_MAX_IOVECS};
 use crate::inbuf::InBuf;
-use crate::sys;
+use crate::sys::{self, Sqe};
 
 /// Submission queue entries (completions: twice that).
 const RING_ENTRIES: u32 = 512;
-/// Parts of this size or less are copied into [`SendBufs`] (an inline reply header is ≤ 40 B).
-const SMALL_PART_BYTES: usize = 40;
 
 /// What a completion was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,8 +91,7 @@ pub struct Done {
 }
 
 impl Done {
-    fn from_entry(e: &cqueue::Entry) -> Done {
-        let d = e.user_data();
+    fn from_cqe(d: u64, result: i32) -> Done {
         let kind = match d & 3 {
             0 => OpKind::Recv,
             1 => OpKind::Send,
@@ -105,15 +104,9 @@ impl Done {
                 index: ((d & 0xffff_ffff) >> 2) as u32,
                 generation: (d >> 32) as u32,
             },
-            result: e.result(),
+            result,
         }
     }
-}
-
-/// What a SENDMSG in the kernel reads its layout from.
-struct SendBufs {
-    hdr: sys::SendMsgHdr<WRITEV_MAX_IOVECS>,
-    small: [[u8; SMALL_PART_BYTES]; WRITEV_MAX_IOVECS],
 }
 
 /// A connection's state on the ring.
@@ -124,7 +117,6 @@ pub struct RingConn {
     pub send: bool,
     /// Listed for a RECV before the next wait (the worker's list).
     pub recv_wanted: bool,
-    bufs: Box<SendBufs>,
 }
 
 impl Default for RingConn {
@@ -139,10 +131,6 @@ impl RingConn {
             recv: false,
             send: false,
             recv_wanted: false,
-            bufs: Box::new(SendBufs {
-                hdr: sys::SendMsgHdr::new(),
-                small: [[0; SMALL_PART_BYTES]; WRITEV_MAX_IOVECS],
-            }),
         }
     }
 
@@ -154,9 +142,13 @@ impl RingConn {
 
 /// The socket ring of one worker.
 pub struct SockRing {
-    ring: IoUring,
+    ring: sys::Ring<Vec<u8>>,
     /// Entries pushed since the last enter.
     queued: usize,
+    /// Message headers of SENDMSGs that completed, for the next ones.
+    spare_msgs: Vec<sys::SendMsg>,
+    /// Completions reaped, before they become [`Done`]s.
+    cqes: Vec<sys::Cqe<Vec<u8>>>,
     /// How the ring was set up, for the start-up log.
     pub mode: &'static str,
 }
@@ -165,23 +157,21 @@ impl SockRing {
     /// A ring with the opcodes the socket path uses; an error when io_uring or one of them is
     /// refused. Call on the thread that will use it (single issuer).
     pub fn new() -> io::Result<SockRing> {
-        let (ring, mode) = match IoUring::builder()
+        let mut tuned = IoUring::builder();
+        tuned
             .setup_cqsize(RING_ENTRIES * 2)
             .setup_single_issuer()
             .setup_defer_taskrun()
-            .setup_taskrun_flag()
-            .build(RING_ENTRIES)
-        {
+            .setup_taskrun_flag();
+        let (ring, mode) = match sys::Ring::build(&tuned, RING_ENTRIES) {
             Ok(r) => (r, "single issuer, deferred task work"),
-            Err(_) => (
-                IoUring::builder()
-                    .setup_cqsize(RING_ENTRIES * 2)
-                    .build(RING_ENTRIES)?,
-                "plain",
-            ),
+            Err(_) => {
+                let mut plain = IoUring::builder();
+                plain.setup_cqsize(RING_ENTRIES * 2);
+                (sys::Ring::build(&plain, RING_ENTRIES)?, "plain")
+            }
         };
-        let mut probe = Probe::new();
-        ring.submitter().register_probe(&mut probe)?;
+        let probe = ring.probe()?;
         for (code, name) in [
             (opcode::Recv::CODE, "RECV"),
             (opcode::SendMsg::CODE, "SENDMSG"),
@@ -198,37 +188,40 @@ impl SockRing {
         Ok(SockRing {
             ring,
             queued: 0,
+            spare_msgs: Vec::new(),
+            cqes: Vec::new(),
             mode,
         })
     }
 
-    /// Pushes one entry, submitting first when the queue is full; false when the kernel takes
-    /// no more (the queue stays full after a submit): the operation was not queued.
-    fn push(&mut self, entry: squeue::Entry) -> bool {
+    /// Pushes one submission, submitting first when the queue is full; gives it back when
+    /// the kernel takes no more (the queue stays full after a submit): it was not queued.
+    fn push(&mut self, user_data: u64, mut sqe: Sqe<Vec<u8>>) -> Result<(), Sqe<Vec<u8>>> {
         for _ in 0..2 {
-            // SAFETY: every entry built in this module points only at memory that stays valid
-            // and unmoved until its completion (see each caller's SAFETY comment).
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
-                self.queued += 1;
-                return true;
+            match self.ring.push(user_data, sqe) {
+                Ok(()) => {
+                    self.queued += 1;
+                    return Ok(());
+                }
+                Err(back) => sqe = back,
             }
             if self.ring.submit().is_ok() {
                 self.queued = 0;
             }
         }
-        false
+        Err(sqe)
     }
 
     /// Queues a RECV into `input`'s spare room for connection `conn`.
     pub fn arm_recv(&mut self, fd: RawFd, conn: ConnRef, rc: &mut RingConn, input: &mut InBuf) {
         debug_assert!(!rc.recv, "two receives on one connection");
-        let (ptr, len) = input.begin_recv();
-        let entry = opcode::Recv::new(types::Fd(fd), ptr, len.min(u32::MAX as usize) as u32)
-            .build()
-            .user_data(user_data(OpKind::Recv, conn));
-        // SAFETY (for `push`): `input` stays lent — not moved, grown or reset — until the
-        // worker hands the completion to `InBuf::end_recv` (or leaks it, `ring_detach`).
-        if self.push(entry) {
+        let loan = input.begin_recv();
+        // `input` stays lent — not moved, grown or reset — until the worker hands the
+        // completion to `InBuf::end_recv` (or leaks it, `ring_detach`).
+        if self
+            .push(user_data(OpKind::Recv, conn), Sqe::Recv { fd, loan })
+            .is_ok()
+        {
             rc.recv = true;
         } else {
             // Not queued: the kernel never saw the room. The next interest update retries.
@@ -246,33 +239,32 @@ impl SockRing {
         core: &mut ConnCore,
     ) -> bool {
         debug_assert!(!rc.send, "two sends on one connection");
-        let bufs = &mut *rc.bufs;
-        let count = {
+        let mut msg = self
+            .spare_msgs
+            .pop()
+            .unwrap_or_else(|| sys::SendMsg::new(WRITEV_MAX_IOVECS));
+        {
             let mut parts: [IoSlice<'_>; WRITEV_MAX_IOVECS] =
                 [IoSlice::new(&[]); WRITEV_MAX_IOVECS];
             let count = core.gather_out(&mut parts);
-            for (k, part) in parts[..count].iter().enumerate() {
-                let base = if part.len() <= SMALL_PART_BYTES {
-                    bufs.small[k][..part.len()].copy_from_slice(part);
-                    bufs.small[k].as_ptr()
-                } else {
-                    part.as_ptr()
-                };
-                bufs.hdr.set_part(k, base, part.len());
-            }
-            count
-        };
-        if count == 0 {
+            msg.set_parts(&parts[..count]);
+        }
+        if msg.parts() == 0 {
+            self.spare_msgs.push(msg);
             return false;
         }
-        let entry = opcode::SendMsg::new(types::Fd(fd), bufs.hdr.msghdr(count))
-            .flags(libc::MSG_NOSIGNAL as u32)
-            .build()
-            .user_data(user_data(OpKind::Send, conn));
-        // SAFETY (for `push`): the msghdr, iovecs and small copies are in `rc.bufs`, a box the
-        // connection keeps until the completion; the larger parts are heap buffers of frames
-        // in `core.out`, which `out_lent` keeps queued (not dropped, not advanced) until then.
-        if !self.push(entry) {
+        let sqe = Sqe::SendMsg {
+            fd,
+            msg,
+            flags: libc::MSG_NOSIGNAL as u32,
+        };
+        // The message goes into the ring with the submission; its larger parts are heap
+        // buffers of frames in `core.out`, which `out_lent` keeps queued (not dropped, not
+        // advanced) until the completion.
+        if let Err(back) = self.push(user_data(OpKind::Send, conn), sqe) {
+            if let Sqe::SendMsg { msg, .. } = back {
+                self.spare_msgs.push(msg);
+            }
             return false;
         }
         core.out_lent = true;
@@ -282,27 +274,20 @@ impl SockRing {
 
     /// Queues a POLL for input on `fd` (the worker's epoll descriptor); false when not queued.
     pub fn arm_poll(&mut self, fd: RawFd) -> bool {
-        let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32)
-            .build()
-            .user_data(user_data(
-                OpKind::Poll,
-                ConnRef {
-                    index: 0,
-                    generation: 0,
-                },
-            ));
-        // SAFETY (for `push`): a poll passes no memory.
-        self.push(entry)
+        let me = ConnRef {
+            index: 0,
+            generation: 0,
+        };
+        self.push(user_data(OpKind::Poll, me), Sqe::PollIn { fd })
+            .is_ok()
     }
 
     /// Queues the cancellation of connection `conn`'s operation of `kind`; false when not
     /// queued.
     pub fn cancel(&mut self, conn: ConnRef, kind: OpKind) -> bool {
-        let entry = opcode::AsyncCancel::new(user_data(kind, conn))
-            .build()
-            .user_data(user_data(OpKind::Cancel, conn));
-        // SAFETY (for `push`): a cancellation passes no memory.
-        self.push(entry)
+        let target = user_data(kind, conn);
+        self.push(user_data(OpKind::Cancel, conn), Sqe::Cancel { target })
+            .is_ok()
     }
 
     /// Entries queued and not yet given to the kernel.
@@ -314,24 +299,17 @@ impl SockRing {
     /// Returns whether a syscall was made (none when nothing is queued, no completion waits to
     /// be posted and the wait is 0).
     pub fn enter(&mut self, timeout_ns: u64) -> bool {
-        let ready = !self.ring.completion().is_empty();
+        let ready = self.ring.has_completions();
         if timeout_ns == 0 || ready {
-            if self.queued == 0 && !self.ring.submission().taskrun() {
+            if self.queued == 0 && !self.ring.task_work_pending() {
                 return false;
             }
             // Waits for nothing; asks for events when task work is pending (the crate sets
             // GETEVENTS then), which is what posts deferred completions.
-            let _ = self
-                .ring
-                .submitter()
-                .submit_with_args(0, &types::SubmitArgs::new());
+            let _ = self.ring.enter(0, None);
         } else {
-            let ts = types::Timespec::new()
-                .sec(timeout_ns / 1_000_000_000)
-                .nsec((timeout_ns % 1_000_000_000) as u32);
-            let args = types::SubmitArgs::new().timespec(&ts);
             // ETIME (the wait timed out) and EINTR are what a wait may end with.
-            let _ = self.ring.submitter().submit_with_args(1, &args);
+            let _ = self.ring.enter(1, Some(timeout_ns));
         }
         self.queued = 0;
         true
@@ -342,19 +320,19 @@ impl SockRing {
     /// ends it (or a full completion queue), and the completions are posted as it returns.
     /// One syscall for the step's sends and its pause.
     pub fn enter_hold(&mut self, ns: u64) {
-        let ts = types::Timespec::new()
-            .sec(ns / 1_000_000_000)
-            .nsec((ns % 1_000_000_000) as u32);
-        let args = types::SubmitArgs::new().timespec(&ts);
-        let want = self.ring.params().cq_entries() as usize;
-        let _ = self.ring.submitter().submit_with_args(want, &args);
+        let want = self.ring.cq_entries() as usize;
+        let _ = self.ring.enter(want, Some(ns));
         self.queued = 0;
     }
 
-    /// Moves every posted completion to `out`.
+    /// Moves every posted completion to `out`; a SENDMSG's message goes back to the spares.
     pub fn reap(&mut self, out: &mut Vec<Done>) {
-        for e in self.ring.completion() {
-            out.push(Done::from_entry(&e));
+        self.ring.reap(&mut self.cqes);
+        for cqe in self.cqes.drain(..) {
+            out.push(Done::from_cqe(cqe.user_data, cqe.result));
+            if let Sqe::SendMsg { msg, .. } = cqe.sqe {
+                self.spare_msgs.push(msg);
+            }
         }
     }
 }

@@ -1,16 +1,16 @@
-//! Safe wrappers for the Linux calls the dataplane makes: epoll, eventfd, read, writev, the
-//! socket-queue ioctls, shutdown, listen, poll and the timer slack; the file backend's
-//! questions about its file: `statx` (direct-I/O alignment), `lseek` (data and holes) and
-//! `BLKGETSIZE64`; the machine's physical memory (`sysconf`); and the signal mask and
-//! `sigwait` that `signals.rs` uses.
+//! Safe wrappers for the Linux calls the server makes: epoll, eventfd, read, writev, the
+//! socket-queue ioctls, shutdown, listen, poll and the timer slack; io_uring submissions
+//! ([`Ring`]); the file backend's questions about its file: `statx` (direct-I/O alignment),
+//! `lseek` (data and holes) and `BLKGETSIZE64`; the machine's physical memory (`sysconf`);
+//! the aligned allocations behind I/O buffers; and the signal mask and `sigwait` that
+//! `signals.rs` uses.
 //!
 //! # What it implements
-//! Every raw `libc` call of the server's network path and of the file backend's metadata lives
-//! here, each behind a function whose signature cannot be misused: buffers are slices (the
-//! kernel writes or reads at most their length), descriptors are borrowed from owners that
-//! outlive the call, and results are `io::Result`. The rest of the crate holds no `unsafe` for
-//! sockets or files; the io_uring submissions stay beside the code that owns the buffers they
-//! point into (`backend/file.rs`), since their SAFETY arguments are about that ownership.
+//! Every raw `libc` call and every io_uring submission of the crate lives here, each behind a
+//! function whose signature cannot be misused: buffers are slices (the kernel writes or reads
+//! at most their length) or values an io_uring [`Ring`] owns until their completion,
+//! descriptors are borrowed from owners that outlive the call, and results are `io::Result`.
+//! The rest of the crate holds no `unsafe`.
 //!
 //! # Design
 //! Thin by intent: one function per syscall, named as the kernel names it, no policy. Worked
@@ -18,22 +18,24 @@
 //! 32 payloads) pointing into buffers its output queue owns; `IoSlice` is ABI-compatible with
 //! `struct iovec` on Unix (std guarantees it), so the slices go to the kernel as they are.
 //!
-//! The io_uring socket path ([`crate::sockring`]) borrows input buffers through
-//! [`lend_spare`] and [`take_lent`]: the one place a vector's length grows by what the kernel
-//! wrote outside a `read` call. Its SENDMSGs read their `msghdr` and iovecs from a
-//! [`SendMsgHdr`], which the connection keeps boxed until the completion; the file backend's
-//! write runs give theirs to a `Writev` as an [`IoVecs`].
+//! An io_uring operation outlives the call that submits it, so a slice is not enough: a
+//! [`Ring`] takes each submission ([`Sqe`]) with what it points at — buffers, iovecs, a
+//! message header — and gives it back with its completion ([`Cqe`]), once; dropping a ring
+//! cancels what is in the kernel and waits for it, and leaks what never comes back. The file
+//! backend's reads and writes give the ring their buffers; the socket path
+//! ([`crate::sockring`]) gives it its SENDMSG headers ([`SendMsg`]) and lends it the rest: a
+//! receive's room through [`lend_spare`] and [`take_lent`] (the one place a vector's length
+//! grows by what the kernel wrote outside a `read` call), a send's large parts from the
+//! connection's output queue (see [`Ring`], *Loans*).
 //!
 //! The bytes of every [`IoBuf`](crate::buf::IoBuf) are an [`AlignedBytes`]: its allocation,
-//! the slices over it and its release are here. So are the submissions that point at no
-//! memory ([`push_cancel`]) and the pipe the file backend's tests read from ([`pipe`]).
+//! the slices over it and its release are here. So is the pipe the file backend's tests read
+//! from ([`pipe`]).
 //!
 //! # What it leaves out
-//! The io_uring submissions that point at buffers (the `io-uring` crate wraps the ring; see
-//! `backend/file.rs` and `sockring.rs`): their SAFETY arguments are about who keeps the buffer
-//! until the completion, which those modules own. Signals
-//! are here only as the three calls `signals.rs` builds on (a mask, `pthread_sigmask`,
-//! `sigwait`); what they mean for the server is there.
+//! Registered buffers and files, multishot operations and provided-buffer rings (none is
+//! used). Signals are here only as the three calls `signals.rs` builds on (a mask,
+//! `pthread_sigmask`, `sigwait`); what they mean for the server is there.
 
 use std::ffi::CString;
 use std::io::{self, IoSlice};
@@ -226,70 +228,507 @@ pub fn take_lent(buf: &mut Vec<u8>, loan: SpareLoan, received: usize) {
     unsafe { buf.set_len(buf.len() + received) };
 }
 
-/// The iovecs of one write run of the file backend (`backend/file/runs.rs`), given to an
-/// io_uring `Writev`; the kernel may read them until the run's completion, so the run keeps
-/// them in place until then, as the backend's slots keep the bytes they point at.
-pub struct IoVecs(pub Vec<libc::iovec>);
+/// How long dropping a [`Ring`] with operations in the kernel waits for their cancelled
+/// completions before it leaks what they hold instead (leaking is safe; freeing memory the
+/// kernel may still write is not).
+pub const RING_DROP_WAIT_NS: u64 = 5_000_000_000;
+/// The longest single wait of [`Ring::drain`], so its deadline holds even if no completion
+/// ever comes.
+const DRAIN_STEP_NS: u64 = 100_000_000;
+/// The kernel user data a cancel carries when the operation it names is not in the kernel: no
+/// slot has this index, so the kernel answers ENOENT.
+const NO_SLOT: u64 = u64::MAX;
 
-// SAFETY: the pointers inside are addresses for the kernel: this type never reads or writes
-// through them, so moving it to another thread (with the backend that owns the buffers) races
-// on nothing.
-unsafe impl Send for IoVecs {}
+/// Bytes an io_uring operation reads or writes while a [`Ring`] owns the value that holds them
+/// (the file backend's `IoBuf`s; a `Vec<u8>`).
+pub trait IoBytes: Send + 'static {
+    /// The bytes an operation may use. The ring asks once, right after the value moved into
+    /// it, and keeps the address until the completion: the slice is borrowed from the value,
+    /// so it is memory the value owns (or `'static`), and the ring neither moves nor touches
+    /// the value meanwhile.
+    fn io_bytes(&mut self) -> &mut [u8];
+}
 
-/// The `msghdr` and iovecs of one SENDMSG given to an io_uring (the socket path,
-/// [`crate::sockring`]): point the parts with [`set_part`](Self::set_part), then pass
-/// [`msghdr`](Self::msghdr) to the submission. The kernel reads both when the operation runs,
-/// so the owner keeps the value in place (boxed) and unchanged until the completion, as it
-/// keeps the bytes the parts point at.
-pub struct SendMsgHdr<const N: usize> {
+impl IoBytes for Vec<u8> {
+    fn io_bytes(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+/// One io_uring submission and what it points at: the ring owns all of it from
+/// [`Ring::push`] until the completion gives it back ([`Cqe::sqe`]). Descriptors are numbers
+/// the kernel resolves when it takes the submission; a descriptor closed before then fails the
+/// operation, and touches no memory but the submission's.
+pub enum Sqe<B> {
+    /// `read` at `offset_bytes` into `buf`'s bytes from `from` on.
+    Read {
+        fd: RawFd,
+        offset_bytes: u64,
+        buf: B,
+        from: usize,
+    },
+    /// `write` at `offset_bytes` of `buf`'s bytes from `from` on.
+    Write {
+        fd: RawFd,
+        offset_bytes: u64,
+        buf: B,
+        from: usize,
+        rw_flags: i32,
+    },
+    /// `writev` at `offset_bytes` of all of `bufs`' bytes in order (the ring keeps the iovecs).
+    Writev {
+        fd: RawFd,
+        offset_bytes: u64,
+        bufs: Vec<B>,
+        rw_flags: i32,
+    },
+    /// `fdatasync`.
+    Fdatasync { fd: RawFd },
+    /// `fallocate(mode)` of `len_bytes` at `offset_bytes`.
+    Fallocate {
+        fd: RawFd,
+        offset_bytes: u64,
+        len_bytes: u64,
+        mode: i32,
+    },
+    /// `recv` into the room `loan` lends: a loan, not a gift (see [`Ring`], *Loans*).
+    Recv { fd: RawFd, loan: SpareLoan },
+    /// `sendmsg` of `msg`'s parts.
+    SendMsg { fd: RawFd, msg: SendMsg, flags: u32 },
+    /// A one-shot poll for input.
+    PollIn { fd: RawFd },
+    /// `ASYNC_CANCEL` of the operation in the kernel pushed with user data `target` (ENOENT
+    /// when there is none).
+    Cancel { target: u64 },
+}
+
+/// One completion: the user data its submission was pushed with, its result (bytes moved, or
+/// a negated errno) and the submission, with everything it held, given back.
+pub struct Cqe<B> {
+    pub user_data: u64,
+    pub result: i32,
+    pub sqe: Sqe<B>,
+}
+
+/// Parts of this size or less are copied into a [`SendMsg`] (a reply header is at most 40 B
+/// and lives inline in an output queue that may move when it grows).
+pub const SEND_SMALL_PART_BYTES: usize = 40;
+
+/// The `msghdr`, iovecs and small-part copies of one SENDMSG: point it at the parts with
+/// [`set_parts`](Self::set_parts), then push it as a [`Sqe::SendMsg`].
+pub struct SendMsg {
     msg: libc::msghdr,
-    iov: [libc::iovec; N],
+    iov: Vec<libc::iovec>,
+    small: Vec<[u8; SEND_SMALL_PART_BYTES]>,
+    count: usize,
 }
 
-// SAFETY: the pointers inside are addresses for the kernel: this type never reads or writes
-// through them, so moving it to another thread races on nothing.
-unsafe impl<const N: usize> Send for SendMsgHdr<N> {}
+// SAFETY: the pointers inside are addresses for the kernel (into the value's own vectors and
+// into the parts it was pointed at): this type never reads or writes through them, so moving
+// it to another thread races on nothing.
+unsafe impl Send for SendMsg {}
 
-impl<const N: usize> Default for SendMsgHdr<N> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl<const N: usize> SendMsgHdr<N> {
-    /// A header of no parts.
-    pub fn new() -> Self {
-        // SAFETY: msghdr and iovec are plain C structs; all zeroes (null pointers, zero
-        // lengths) is a valid value of each.
-        let (msg, iov) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        SendMsgHdr { msg, iov }
-    }
-
-    /// Points part `k` at the `len` bytes at `base`.
-    pub fn set_part(&mut self, k: usize, base: *const u8, len: usize) {
-        self.iov[k] = libc::iovec {
-            iov_base: base.cast_mut().cast(),
-            iov_len: len,
+impl SendMsg {
+    /// A message of up to `max_parts` parts, pointing at none yet.
+    pub fn new(max_parts: usize) -> SendMsg {
+        // SAFETY: msghdr is a plain C struct; all zeroes (null pointers, zero lengths) is a
+        // valid value of it.
+        let msg = unsafe { std::mem::zeroed() };
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
         };
+        SendMsg {
+            msg,
+            iov: vec![empty; max_parts],
+            small: vec![[0; SEND_SMALL_PART_BYTES]; max_parts],
+            count: 0,
+        }
     }
 
-    /// The header of a message of the first `count` parts, as the submission takes it.
-    pub fn msghdr(&mut self, count: usize) -> &libc::msghdr {
-        assert!(count <= N, "{count} parts in a message of at most {N}");
+    /// Points the message at `parts`: a part of [`SEND_SMALL_PART_BYTES`] or less is copied
+    /// in, a larger one is pointed at where it is (a loan: its owner keeps it in place until
+    /// the completion).
+    pub fn set_parts(&mut self, parts: &[IoSlice<'_>]) {
+        assert!(
+            parts.len() <= self.iov.len(),
+            "{} parts in a message of at most {}",
+            parts.len(),
+            self.iov.len()
+        );
+        for (k, part) in parts.iter().enumerate() {
+            let base = if part.len() <= SEND_SMALL_PART_BYTES {
+                self.small[k][..part.len()].copy_from_slice(part);
+                self.small[k].as_ptr()
+            } else {
+                part.as_ptr()
+            };
+            self.iov[k] = libc::iovec {
+                iov_base: base.cast_mut().cast(),
+                iov_len: part.len(),
+            };
+        }
+        self.count = parts.len();
+    }
+
+    /// How many parts it was last pointed at.
+    pub fn parts(&self) -> usize {
+        self.count
+    }
+
+    /// The header as the submission takes it (pointing at this value's iovecs).
+    fn header(&mut self) -> *const libc::msghdr {
         self.msg.msg_iov = self.iov.as_mut_ptr();
-        self.msg.msg_iovlen = count as _;
+        self.msg.msg_iovlen = self.count as _;
         &self.msg
     }
 }
 
-/// Queues an io_uring ASYNC_CANCEL of the operation submitted with `target_user_data`, its own
-/// completion tagged `user_data`; false when the submission queue is full (submit, then retry).
-pub fn push_cancel(ring: &mut io_uring::IoUring, target_user_data: u64, user_data: u64) -> bool {
-    let cancel = io_uring::opcode::AsyncCancel::new(target_user_data)
-        .build()
-        .user_data(user_data);
-    // SAFETY: a cancel entry points at no memory; the kernel matches it by user data only.
-    unsafe { ring.submission().push(&cancel) }.is_ok()
+/// A submission in the kernel, in its place in [`Ring`]'s table.
+struct Slot<B> {
+    /// The caller's user data.
+    user_data: u64,
+    /// The submission while it is in the kernel; `None` when the slot is free.
+    sqe: Option<Sqe<B>>,
+    /// A `Writev`'s iovecs.
+    iovecs: Vec<libc::iovec>,
+    /// Stands in for a slot leaked with its operation in the kernel: never used again.
+    abandoned: bool,
+}
+
+impl<B> Slot<B> {
+    fn free() -> Slot<B> {
+        Slot {
+            user_data: 0,
+            sqe: None,
+            iovecs: Vec::new(),
+            abandoned: false,
+        }
+    }
+}
+
+/// An io_uring whose submissions own what they point at.
+///
+/// *Ownership.* [`Ring::push`] takes a [`Sqe`] — buffers, iovecs, a message header — into a
+/// slot of the ring's table and sends the kernel the slot's index as user data; the slot is
+/// boxed, so nothing it holds moves when the table grows, and nothing reads, moves or frees it
+/// until [`Ring::reap`] takes the completion, which gives the `Sqe` back once, with its result
+/// and the caller's user data. So every address an entry carries stays valid until the kernel
+/// is done with it, and callers push without `unsafe`.
+///
+/// *Ending.* [`Ring::cancel_all`] cancels what is in the kernel, [`Ring::drain`] waits for it;
+/// dropping a ring with operations in the kernel does both (up to [`RING_DROP_WAIT_NS`]) and
+/// leaks, never frees, what the kernel still holds after that.
+///
+/// *Loans.* Two kinds of memory are lent, not given: a receive's room ([`SpareLoan`], a
+/// vector's spare capacity, kept by `InBuf`, which does not grow, reset or free a lent vector
+/// and checks at [`take_lent`] that it is the one lent), and the large parts of a [`SendMsg`]
+/// (a connection's queued replies, kept by its `out_lent`). Their lenders keep them until the
+/// completion, and leak them if it never comes.
+///
+/// Worked example: the file backend pushes a 4 KiB read into slot 3 with user data 17; the
+/// kernel sees user data 3; the completion comes back as `Cqe { user_data: 17, result: 4096,
+/// sqe: Sqe::Read { buf, .. } }` and the buffer goes back to the backend's request, once.
+pub struct Ring<B: IoBytes> {
+    ring: io_uring::IoUring,
+    slots: Vec<Box<Slot<B>>>,
+    free: Vec<usize>,
+    /// Submissions pushed and not yet reaped.
+    in_flight: usize,
+}
+
+// SAFETY: the raw pointers in the slots (iovecs, message headers, loans) are addresses for the
+// kernel into memory the ring owns or its lender keeps; the ring never reads or writes through
+// them, so moving it to another thread (with its owner) races on nothing.
+unsafe impl<B: IoBytes> Send for Ring<B> {}
+
+impl<B: IoBytes> Ring<B> {
+    /// A ring of `entries` submission slots, set up as the kernel's defaults.
+    pub fn new(entries: u32) -> io::Result<Ring<B>> {
+        Self::build(&io_uring::IoUring::builder(), entries)
+    }
+
+    /// A ring of `entries` submission slots set up by `builder`.
+    pub fn build(builder: &io_uring::Builder, entries: u32) -> io::Result<Ring<B>> {
+        Ok(Ring {
+            ring: builder.build(entries)?,
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_flight: 0,
+        })
+    }
+
+    /// The opcodes this kernel's io_uring supports.
+    pub fn probe(&self) -> io::Result<io_uring::Probe> {
+        let mut probe = io_uring::Probe::new();
+        self.ring.submitter().register_probe(&mut probe)?;
+        Ok(probe)
+    }
+
+    /// The ring's descriptor (readable when completions are posted).
+    pub fn raw_fd(&self) -> RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Submissions pushed and not yet reaped.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Whether the submission queue has no room (submit, then push again).
+    pub fn is_full(&mut self) -> bool {
+        self.ring.submission().is_full()
+    }
+
+    /// Whether completions wait to be reaped.
+    pub fn has_completions(&mut self) -> bool {
+        !self.ring.completion().is_empty()
+    }
+
+    /// Whether the kernel flags deferred task work (completions it posts at the next enter).
+    pub fn task_work_pending(&mut self) -> bool {
+        self.ring.submission().taskrun()
+    }
+
+    /// The completion queue's size.
+    pub fn cq_entries(&self) -> u32 {
+        self.ring.params().cq_entries()
+    }
+
+    /// Pushes `sqe`; its completion carries `user_data`. Gives it back when the submission
+    /// queue is full.
+    pub fn push(&mut self, user_data: u64, sqe: Sqe<B>) -> Result<(), Sqe<B>> {
+        if self.ring.submission().is_full() {
+            return Err(sqe);
+        }
+        let target = match &sqe {
+            Sqe::Cancel { target } => self.slot_of(*target).map_or(NO_SLOT, |i| i as u64),
+            _ => NO_SLOT,
+        };
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Box::new(Slot::free()));
+                self.slots.len() - 1
+            }
+        };
+        let slot = &mut *self.slots[index];
+        debug_assert!(slot.sqe.is_none() && !slot.abandoned);
+        slot.user_data = user_data;
+        let sqe = slot.sqe.insert(sqe);
+        let entry = entry_of(sqe, &mut slot.iovecs, target).user_data(index as u64);
+        // SAFETY: every address in `entry` points at memory that stays valid and in place
+        // until the kernel completes it (see *Ownership* and *Loans* above): the buffers,
+        // iovecs and message header belong to `sqe` and `slot.iovecs`, inside the boxed slot,
+        // which nothing reads, moves or frees until `reap` takes the completion out, or which
+        // is leaked (`forget_in_flight`); a receive's room and a message's large parts are
+        // kept by their lenders until then.
+        let pushed = unsafe { self.ring.submission().push(&entry) }.is_ok();
+        assert!(pushed, "the submission queue had room");
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// The slot of the operation in the kernel pushed with `user_data` (not a cancel).
+    fn slot_of(&self, user_data: u64) -> Option<usize> {
+        self.slots.iter().position(|s| {
+            s.user_data == user_data
+                && s.sqe
+                    .as_ref()
+                    .is_some_and(|sqe| !matches!(sqe, Sqe::Cancel { .. }))
+        })
+    }
+
+    /// Gives the kernel what was pushed.
+    pub fn submit(&mut self) -> io::Result<usize> {
+        self.ring.submit()
+    }
+
+    /// Gives the kernel what was pushed and waits until `want` completions are posted, up to
+    /// `timeout_ns` (`None`: no limit). A wait of 0 still runs deferred task work.
+    pub fn enter(&mut self, want: usize, timeout_ns: Option<u64>) -> io::Result<usize> {
+        let ts;
+        let mut args = io_uring::types::SubmitArgs::new();
+        if let Some(ns) = timeout_ns {
+            ts = io_uring::types::Timespec::new()
+                .sec(ns / 1_000_000_000)
+                .nsec((ns % 1_000_000_000) as u32);
+            args = args.timespec(&ts);
+        }
+        self.ring.submitter().submit_with_args(want, &args)
+    }
+
+    /// Moves every posted completion to `out`, each with its submission given back; returns
+    /// how many.
+    pub fn reap(&mut self, out: &mut Vec<Cqe<B>>) -> usize {
+        let before = out.len();
+        let slots = &mut self.slots;
+        for entry in self.ring.completion() {
+            let index = entry.user_data() as usize;
+            let Some(slot) = slots.get_mut(index) else {
+                debug_assert!(false, "a completion for no slot ({index})");
+                continue;
+            };
+            let Some(sqe) = slot.sqe.take() else {
+                // A late completion of a leaked operation: its memory stays leaked.
+                debug_assert!(slot.abandoned, "a second completion for slot {index}");
+                continue;
+            };
+            self.free.push(index);
+            self.in_flight -= 1;
+            out.push(Cqe {
+                user_data: slot.user_data,
+                result: entry.result(),
+                sqe,
+            });
+        }
+        out.len() - before
+    }
+
+    /// Pushes a cancel, carrying `user_data`, of every operation in the kernel (submitting
+    /// when the queue is full); returns how many were pushed.
+    pub fn cancel_all(&mut self, user_data: u64) -> usize {
+        let targets: Vec<u64> = (0..self.slots.len())
+            .filter(|&i| {
+                let s = &self.slots[i];
+                s.sqe
+                    .as_ref()
+                    .is_some_and(|sqe| !matches!(sqe, Sqe::Cancel { .. }))
+            })
+            .map(|i| self.slots[i].user_data)
+            .collect();
+        let mut pushed = 0;
+        for target in targets {
+            let mut sqe = Sqe::Cancel { target };
+            loop {
+                match self.push(user_data, sqe) {
+                    Ok(()) => {
+                        pushed += 1;
+                        break;
+                    }
+                    Err(back) if self.submit().is_ok() => sqe = back,
+                    Err(_) => return pushed,
+                }
+            }
+        }
+        pushed
+    }
+
+    /// Waits, up to `wait_ns`, until nothing is in the kernel, moving the completions to
+    /// `out`; returns whether nothing is.
+    pub fn drain(&mut self, wait_ns: u64, out: &mut Vec<Cqe<B>>) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            self.reap(out);
+            let waited = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            if self.in_flight == 0 || waited >= wait_ns {
+                return self.in_flight == 0;
+            }
+            // ETIME, EINTR and friends: go round again.
+            let _ = self.enter(1, Some((wait_ns - waited).min(DRAIN_STEP_NS)));
+        }
+    }
+
+    /// Leaks whatever is still in the kernel (its slots are never used again): for an
+    /// operation the kernel did not give back in time.
+    pub fn forget_in_flight(&mut self) {
+        for slot in self.slots.iter_mut() {
+            if slot.sqe.is_some() {
+                let mut stand_in = Box::new(Slot::free());
+                stand_in.abandoned = true;
+                std::mem::forget(std::mem::replace(slot, stand_in));
+            }
+        }
+        self.in_flight = 0;
+    }
+}
+
+impl<B: IoBytes> Drop for Ring<B> {
+    fn drop(&mut self) {
+        if self.in_flight == 0 {
+            return;
+        }
+        self.cancel_all(NO_SLOT);
+        let mut done = Vec::new();
+        if !self.drain(RING_DROP_WAIT_NS, &mut done) {
+            self.forget_in_flight();
+        }
+    }
+}
+
+/// The entry for `sqe`, its pointers taken from `sqe` itself (and `iovecs`, which it fills for
+/// a `Writev`); `cancel_target` is the kernel user data a cancel names.
+fn entry_of<B: IoBytes>(
+    sqe: &mut Sqe<B>,
+    iovecs: &mut Vec<libc::iovec>,
+    cancel_target: u64,
+) -> io_uring::squeue::Entry {
+    use io_uring::{opcode, types::Fd};
+    match sqe {
+        Sqe::Read {
+            fd,
+            offset_bytes,
+            buf,
+            from,
+        } => {
+            let bytes = &mut buf.io_bytes()[*from..];
+            opcode::Read::new(Fd(*fd), bytes.as_mut_ptr(), bytes.len() as u32)
+                .offset(*offset_bytes)
+                .build()
+        }
+        Sqe::Write {
+            fd,
+            offset_bytes,
+            buf,
+            from,
+            rw_flags,
+        } => {
+            let bytes = &mut buf.io_bytes()[*from..];
+            opcode::Write::new(Fd(*fd), bytes.as_mut_ptr(), bytes.len() as u32)
+                .offset(*offset_bytes)
+                .rw_flags(*rw_flags)
+                .build()
+        }
+        Sqe::Writev {
+            fd,
+            offset_bytes,
+            bufs,
+            rw_flags,
+        } => {
+            iovecs.clear();
+            iovecs.extend(bufs.iter_mut().map(|b| {
+                let bytes = b.io_bytes();
+                libc::iovec {
+                    iov_base: bytes.as_mut_ptr().cast(),
+                    iov_len: bytes.len(),
+                }
+            }));
+            opcode::Writev::new(Fd(*fd), iovecs.as_ptr(), iovecs.len() as u32)
+                .offset(*offset_bytes)
+                .rw_flags(*rw_flags)
+                .build()
+        }
+        Sqe::Fdatasync { fd } => opcode::Fsync::new(Fd(*fd))
+            .flags(io_uring::types::FsyncFlags::DATASYNC)
+            .build(),
+        Sqe::Fallocate {
+            fd,
+            offset_bytes,
+            len_bytes,
+            mode,
+        } => opcode::Fallocate::new(Fd(*fd), *len_bytes)
+            .offset(*offset_bytes)
+            .mode(*mode)
+            .build(),
+        Sqe::Recv { fd, loan } => {
+            opcode::Recv::new(Fd(*fd), loan.ptr, loan.len.min(u32::MAX as usize) as u32).build()
+        }
+        Sqe::SendMsg { fd, msg, flags } => opcode::SendMsg::new(Fd(*fd), msg.header())
+            .flags(*flags)
+            .build(),
+        Sqe::PollIn { fd } => opcode::PollAdd::new(Fd(*fd), libc::POLLIN as u32).build(),
+        Sqe::Cancel { .. } => opcode::AsyncCancel::new(cancel_target).build(),
+    }
 }
 
 /// An owned, zero-filled heap allocation of `capacity_bytes` at an `align_bytes` boundary: the
@@ -624,5 +1063,205 @@ mod tests {
                 assert!(bytes == 0 || bytes.is_power_of_two(), "{a:?}");
             }
         }
+    }
+
+    /// A buffer that records when it is freed (a ring must free it only after the kernel is
+    /// done with it, and once).
+    struct Watched {
+        bytes: Vec<u8>,
+        freed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl IoBytes for Watched {
+        fn io_bytes(&mut self) -> &mut [u8] {
+            &mut self.bytes
+        }
+    }
+
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            self.freed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A ring of `entries`, or `None` after [`testkit::skip`] where io_uring is refused.
+    fn ring<B: IoBytes>(test: &str, entries: u32) -> Option<Ring<B>> {
+        match Ring::new(entries) {
+            Ok(ring) => Some(ring),
+            Err(e) => {
+                testkit::skip(test, &format!("io_uring is refused here ({e})"));
+                None
+            }
+        }
+    }
+
+    /// Waits for `n` completions.
+    fn wait_for<B: IoBytes>(ring: &mut Ring<B>, n: usize) -> Vec<Cqe<B>> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            ring.enter(1, Some(1_000_000_000)).ok();
+            ring.reap(&mut out);
+        }
+        out
+    }
+
+    /// A write and a read through the ring give their buffers back with their completions,
+    /// once each, holding what was moved; a write run's buffers come back in order.
+    #[test]
+    fn a_buffer_comes_back_once_with_its_completion() {
+        let Some(mut ring) = ring::<Vec<u8>>("a_buffer_comes_back_once_with_its_completion", 8)
+        else {
+            return;
+        };
+        let (rx, tx) = pipe().expect("pipe");
+        let write = Sqe::Write {
+            fd: tx.as_raw_fd(),
+            offset_bytes: 0,
+            buf: b"xxhello".to_vec(),
+            from: 2,
+            rw_flags: 0,
+        };
+        assert!(ring.push(11, write).is_ok());
+        let read = Sqe::Read {
+            fd: rx.as_raw_fd(),
+            offset_bytes: 0,
+            buf: vec![0u8; 5],
+            from: 0,
+        };
+        assert!(ring.push(12, read).is_ok());
+        assert_eq!(ring.in_flight(), 2);
+        let mut done = wait_for(&mut ring, 2);
+        done.sort_by_key(|c| c.user_data);
+        assert_eq!((done[0].user_data, done[0].result), (11, 5));
+        assert!(matches!(&done[0].sqe, Sqe::Write { buf, .. } if buf == b"xxhello"));
+        assert_eq!((done[1].user_data, done[1].result), (12, 5));
+        assert!(matches!(&done[1].sqe, Sqe::Read { buf, .. } if buf == b"hello"));
+        assert_eq!(ring.in_flight(), 0);
+        ring.enter(0, None).ok();
+        assert_eq!(ring.reap(&mut done), 0, "no second completion");
+
+        let run = Sqe::Writev {
+            fd: tx.as_raw_fd(),
+            offset_bytes: 0,
+            bufs: vec![b"ab".to_vec(), b"cde".to_vec()],
+            rw_flags: 0,
+        };
+        assert!(ring.push(13, run).is_ok());
+        let done = wait_for(&mut ring, 1);
+        assert_eq!(done[0].result, 5);
+        assert!(
+            matches!(&done[0].sqe, Sqe::Writev { bufs, .. } if bufs[0] == b"ab" && bufs[1] == b"cde")
+        );
+        let mut got = [0u8; 5];
+        assert_eq!(super::read(rx.as_raw_fd(), &mut got).expect("read"), 5);
+        assert_eq!(&got, b"abcde");
+    }
+
+    /// A full submission queue gives the submission back whole; a cancel names an operation
+    /// by its user data, and the cancelled operation's buffer comes back with its completion.
+    #[test]
+    fn a_full_queue_gives_back_and_a_cancel_finds_its_target() {
+        let Some(mut ring) =
+            ring::<Vec<u8>>("a_full_queue_gives_back_and_a_cancel_finds_its_target", 2)
+        else {
+            return;
+        };
+        let (rx, _tx) = pipe().expect("pipe");
+        let read = |n| Sqe::Read {
+            fd: rx.as_raw_fd(),
+            offset_bytes: 0,
+            buf: vec![n; 4],
+            from: 0,
+        };
+        assert!(ring.push(1, read(1)).is_ok());
+        assert!(ring.push(2, read(2)).is_ok());
+        assert!(ring.is_full());
+        match ring.push(3, read(3)) {
+            Err(Sqe::Read { buf, .. }) => assert_eq!(buf, vec![3; 4]),
+            _ => panic!("a full queue takes nothing"),
+        }
+        ring.submit().expect("submit");
+        assert!(ring.push(9, Sqe::Cancel { target: 2 }).is_ok());
+        assert!(ring.push(10, Sqe::Cancel { target: 77 }).is_ok());
+        let mut done = wait_for(&mut ring, 3);
+        done.sort_by_key(|c| c.user_data);
+        assert_eq!((done[0].user_data, done[0].result), (2, -libc::ECANCELED));
+        assert!(matches!(&done[0].sqe, Sqe::Read { buf, .. } if buf == &vec![2; 4]));
+        assert_eq!((done[1].user_data, done[1].result), (9, 0));
+        assert_eq!((done[2].user_data, done[2].result), (10, -libc::ENOENT));
+        assert_eq!(ring.in_flight(), 1, "read 1 still waits for data");
+    }
+
+    /// Dropping a ring with a read in the kernel cancels it and waits for its completion
+    /// before freeing its buffer (once): data written afterwards is still in the pipe.
+    #[test]
+    fn dropping_a_ring_waits_for_the_kernel_before_freeing() {
+        let test = "dropping_a_ring_waits_for_the_kernel_before_freeing";
+        let Some(mut ring) = ring::<Watched>(test, 4) else {
+            return;
+        };
+        let (rx, tx) = pipe().expect("pipe");
+        let freed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let buf = Watched {
+            bytes: vec![0; 4096],
+            freed: freed.clone(),
+        };
+        let sqe = Sqe::Read {
+            fd: rx.as_raw_fd(),
+            offset_bytes: 0,
+            buf,
+            from: 0,
+        };
+        assert!(ring.push(5, sqe).is_ok());
+        ring.submit().expect("submit");
+        let mut out = Vec::new();
+        ring.reap(&mut out);
+        assert!(out.is_empty(), "a read of an empty pipe cannot complete");
+        assert_eq!(freed.load(std::sync::atomic::Ordering::SeqCst), 0);
+        drop(ring);
+        assert_eq!(
+            freed.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "freed once"
+        );
+        let mut tx = std::fs::File::from(tx);
+        tx.write_all(&[7u8; 4096]).expect("write pipe");
+        drop(tx);
+        let mut got = Vec::new();
+        std::fs::File::from(rx)
+            .read_to_end(&mut got)
+            .expect("read pipe");
+        assert_eq!(got.len(), 4096, "the cancelled read took nothing");
+    }
+
+    /// What the kernel is not known to be done with is leaked, never freed: after
+    /// `forget_in_flight` a ring drops without waiting and without freeing the buffer.
+    #[test]
+    fn a_forgotten_operation_leaks_its_buffer() {
+        let Some(mut ring) = ring::<Watched>("a_forgotten_operation_leaks_its_buffer", 4) else {
+            return;
+        };
+        let (rx, _tx) = pipe().expect("pipe");
+        let freed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let buf = Watched {
+            bytes: vec![0; 64],
+            freed: freed.clone(),
+        };
+        let sqe = Sqe::Read {
+            fd: rx.as_raw_fd(),
+            offset_bytes: 0,
+            buf,
+            from: 0,
+        };
+        assert!(ring.push(5, sqe).is_ok());
+        ring.submit().expect("submit");
+        ring.forget_in_flight();
+        assert_eq!(ring.in_flight(), 0);
+        drop(ring);
+        assert_eq!(
+            freed.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "leaked, not freed"
+        );
     }
 }

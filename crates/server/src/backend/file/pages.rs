@@ -22,7 +22,7 @@
 //! and it gives the stripes back at its completion. The file backend asks for its preferred
 //! route first, then for the other one where the write allows it (buffered always; direct when
 //! aligned to the direct alignment), and holds the write for a retry when both are taken
-//! (`file.rs`). Writes of one kind share stripes freely: direct writes are ordered by the file
+//! (`ring.rs`). Writes of one kind share stripes freely: direct writes are ordered by the file
 //! system, buffered ones by the page cache. Reads are not counted: a direct read writes back
 //! dirty pages of its range before reading, and a clean page that a buffered read caches
 //! during a direct write is dropped by the write's invalidation.

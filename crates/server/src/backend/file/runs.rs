@@ -27,11 +27,9 @@
 //!
 //!
 //! # What it leaves out
-//! The ring's bookkeeping (which slots wait, their order, their claims): `../file.rs`. This
+//! The ring's bookkeeping (which slots wait, their order, their claims): `ring.rs`. This
 //! module holds the planning rule ([`run_length`]), a run's parts, and how its result splits
 //! over its members ([`split_run_result`]).
-
-use crate::sys::IoVecs;
 
 /// Most writes one write run (one `Writev` SQE) carries: a step releases at most the worker's
 /// batch limit (64) anyway, and the kernel's `UIO_MAXIOV` (1024) is far above it.
@@ -47,7 +45,6 @@ pub const RUN_USER_DATA_BIT: u64 = 1 << 62;
 pub struct WriteRun {
     /// Slot indexes in offset order.
     pub members: Vec<usize>,
-    pub iovecs: IoVecs,
     /// The stretches it holds as buffered: `(offset, len)`.
     pub claim: (u64, u64),
 }

@@ -1,7 +1,21 @@
 //! Unit tests of the file backend (`../file.rs`).
 
-use super::*;
-use crate::buf::BufPool;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use engine::IoClass;
+
+use super::super::interface::{
+    Backend, Completion, Fua, StorageError, StorageOp, Submitted, Volume,
+};
+use super::pages::{PageModes, Via};
+use super::runs::{split_run_result, MemberOutcome};
+use super::volume::WritePathCounters;
+use super::{FileBackend, FileStats, FileVolume, RING_ENTRIES};
+use crate::buf::{BufPool, IoBuf};
+use crate::config::DirectIo;
+use crate::sys;
 
 fn temp_path(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("ullstack-file-{tag}-{}.img", std::process::id()))
@@ -40,7 +54,7 @@ fn dropping_a_backend_cancels_and_reaps_operations_in_the_kernel() {
         write_paths: WritePathCounters::default(),
         pages: PageModes::default(),
     });
-    let mut be = FileBackend::with_ring(vol, IoUring::new(8).expect("ring"));
+    let mut be = FileBackend::with_ring(vol, sys::Ring::new(8).expect("ring"));
     let mut pool = BufPool::new();
     let op = StorageOp::Read { offset_bytes: 0 };
     assert!(matches!(
@@ -260,7 +274,7 @@ type Results = Vec<(u64, Result<(), StorageError>)>;
 /// Submits `writes` (offset, len, fua) in one step, runs them to completion and returns the
 /// backend's counters and every completion's (tag, result).
 fn one_step(vol: Arc<FileVolume>, writes: &[(u64, usize, Fua)]) -> (FileStats, Results) {
-    let mut be = FileBackend::with_ring(vol, IoUring::new(64).expect("ring"));
+    let mut be = FileBackend::with_ring(vol, sys::Ring::new(64).expect("ring"));
     let mut pool = BufPool::new();
     for (tag, &(offset, len, fua)) in writes.iter().enumerate() {
         let mut w = pool.take(len);
@@ -395,7 +409,7 @@ fn writes_keep_to_one_descriptor_kind_per_stretch() {
         println!("SKIP: the temporary folder's file system refuses O_DIRECT");
         return;
     }
-    let mut be = FileBackend::with_ring(vol.clone(), IoUring::new(8).expect("ring"));
+    let mut be = FileBackend::with_ring(vol.clone(), sys::Ring::new(8).expect("ring"));
     let mut pool = BufPool::new();
     let write = |offset_bytes| StorageOp::Write {
         offset_bytes,
@@ -465,7 +479,7 @@ fn a_read_after_an_overlapping_write_waits_for_it_and_reads_its_data() {
     let path = temp_path("order");
     let _ = std::fs::remove_file(&path);
     let vol = Arc::new(FileVolume::open("t", &path, Some(1 << 20), DirectIo::Off, 512).unwrap());
-    let mut be = FileBackend::with_ring(vol, IoUring::new(8).expect("ring"));
+    let mut be = FileBackend::with_ring(vol, sys::Ring::new(8).expect("ring"));
     let mut pool = BufPool::new();
     let mut data = pool.take(4096);
     data.as_mut_slice().fill(0xA5);
