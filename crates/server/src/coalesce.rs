@@ -9,10 +9,10 @@
 //! covers many packets, and the holding time follows the rate. A worker step has the same
 //! shape: its fixed cost — waking up, `epoll_wait`, one `read` per connection, one `writev` per
 //! connection, and in the kernel one TCP segment with its ACK per `writev` — is paid per step,
-//! not per request. Under fio's NBD engine at iodepth 32 a step found ~1.5 requests without
-//! pauses, and that fixed cost was most of the server's CPU time (profile: `writev` 47 %,
-//! `epoll_pwait2` 25 % of which 15 % the context switch, `read` 21 %, our own code ~7 %). A
-//! pause is not free either: a sleep that ends on a timer costs the sleeping thread CPU
+//! not per request. A pipelining client whose requests each find a step of their own pays it
+//! once per request: with a fixed cost of 12 µs a step and 1.5 µs per request (the step time
+//! of the worked example below, and [`TARGET_BATCH`]'s cost per request), a step of one
+//! request is 89 % fixed cost, a step of 16 is 33 %. A pause is not free either: a sleep that ends on a timer costs the sleeping thread CPU
 //! whatever its length, so a pause must gather several requests to pay for itself. What a
 //! sleep costs is the machine's, not the server's (going idle and back is dear on a guest
 //! under nested virtualization); `cargo run --release -p server --example nbd_cpu_efficiency`
@@ -406,9 +406,10 @@ mod tests {
 
     #[test]
     fn a_first_rung_that_gathers_a_burst_is_kept_though_its_probe_gathers_most_of_it() {
-        // Measured under fio iodepth 32 on a 2-core VM: ~3 requests a step unpaused, 12 after
-        // the 20 µs probe, 14 after the 40 µs pause (gain 1.17 over the probe: under 1.3).
-        // It pauses but for the unpaused steps that measure the baseline again (~3 %).
+        // A client that answers a burst of replies with a burst of requests: ~3 requests a
+        // step unpaused, 12 after the 20 µs probe, 14 after the 40 µs pause (gain 1.17 over
+        // the probe: under 1.3). It pauses but for the unpaused steps that measure the
+        // baseline again (~3 %).
         let paused = drive_scripted(20_000, 3, 12, 14);
         assert!(paused > 0.95, "paused {:.1} % of steps", paused * 100.0);
         // A batch under KEEP_BATCH is not kept on that ground: a closed loop of depth 4.
