@@ -28,24 +28,22 @@
 //! 0.3–0.8 % (full run; `--quick`: 3.75, spread 5–7 %).
 //!
 //! # Why the model's sweep starts with an empty write buffer
-//! The open-loop calibrator ([`crate::open_loop::probe`]) fills the write buffer before a mixed probe, and
-//! this sweep did too until the calibrate issue's audit found that on `nvme-tlc` every write
-//! weight came out at the search's floor (0.25). The prefill was the cause, not the fitter:
-//! it left 35,000–55,000 of the buffer's 131,072 units dirty at the end of every point of
-//! every mix (an instrumented `calibrate model:nvme-tlc --quick`), a backlog the 128 dies were
-//! still programming (TLC, no suspend) through the whole sweep. Every read met those
-//! programs whatever the mix wrote: p95 was 4.86–5.11 ms at QD 1 for every mix from 99 % to
-//! 50 % reads (read-only: 116 µs), so the curves said nothing about what the mix's own writes
-//! cost, and the IOPS at each target was just each mix's highest-QD IOPS, where buffered
-//! writes (7 µs) win. A real drive at a calibration load below its drain rate holds a nearly
-//! empty buffer (flush on idle dies), and a real target here starts after an `fdatasync`, so
-//! the model now starts drained: the mix's own writes are what its reads meet. The same
-//! command then gave write weight 30.5 (54.25 in a full run) with every point ending with
-//! at most 19 (58 in the full run) of the 131,072 units buffered (`write_buffer_units_end` in
-//! calibration.json). `zssd` still fits the floor, and there it is the model: its
-//! reads are bound by the PCIe link's device → host direction (879 K 4 KiB transfers/s) while
-//! writes use the other direction and SLC programs with suspend, so a mix that writes more
-//! sustains more IOPS (the CLI test `model_zssd_recovers_the_models_known_costs`).
+//! A real drive at a calibration load below its drain rate holds a nearly empty write buffer
+//! (it flushes on idle dies), and a real target here starts after an `fdatasync`; the model's
+//! sweep starts drained too, so a mix's reads meet the mix's own writes. A sweep that filled
+//! the buffer first, as the open-loop calibrator does before a mixed probe
+//! ([`crate::open_loop::probe`]), would leave a backlog of programs the dies work through
+//! during every point of every mix: on `nvme-tlc` (TLC, no suspend) every read would meet
+//! them whatever the mix wrote, each mix's IOPS at a target would be its deepest point's,
+//! where buffered writes win, and the write weight would come out at the search's floor
+//! (0.25). Worked example: `nvme-tlc`'s buffer holds 131,072 4 KiB units (512 MB); a 99 %
+//! mix at QD 1 writes ~110 times a second, which its 128 dies program long before the next
+//! write, so each point ends with the buffer nearly empty (`write_buffer_units_end` in
+//! calibration.json) and the mix's p95 is the read-only one's. `zssd` fits the floor, and
+//! there it is the model: its reads are bound by the PCIe link's device → host direction
+//! (879 K 4 KiB transfers/s) while writes use the other direction and SLC programs with
+//! suspend, so a mix that writes more sustains more IOPS (the CLI test
+//! `model_zssd_recovers_the_models_known_costs`).
 //!
 //! # What it leaves out
 //! Open-loop (Poisson) load points (the closed loop's queue depths are the load axis, so a
@@ -432,9 +430,9 @@ mod tests {
     /// On `nvme-tlc` (TLC programs of 0.56–5 ms, no suspend) a mix's own writes set its read
     /// tail: at QD 1 a 99 % mix writes ~110 times a second and its p95 is the read-only one's
     /// (116 µs here), while at QD 16 a 50 % mix keeps dies programming and its p95 is over
-    /// 1 ms. With the buffer prefilled (the code before this test) every mix read ~5 ms at
-    /// QD 1, whatever it wrote. Each point ends with the buffer nearly empty: the loads are
-    /// below what the flash drains.
+    /// 1 ms. Each point ends with the buffer nearly empty: the loads are below what the flash
+    /// drains (a prefilled buffer would have every mix read a program's time at QD 1, whatever
+    /// it wrote).
     #[test]
     fn a_mix_meets_its_own_writes_not_a_prefilled_backlog() {
         let d = DeviceConfig::preset("nvme-tlc").unwrap();

@@ -55,8 +55,10 @@
 //! `zssd` fits the floor (0.25 read per write): its reads are bound by the PCIe link's
 //! device → host direction, writes use the other direction and SLC programs with suspend, so a
 //! mix that writes more sustains more IOPS (the CLI test `model_zssd_recovers_the_models_known_costs`).
-//! `nvme-tlc` used to fit the floor too; the cause was the model sweep's prefilled write buffer
-//! (see [`curves`]), and it now fits tens of reads per write. A device whose write cost is
+//! `nvme-tlc` fits tens of reads per write: its TLC programs hold a die for many reads' time,
+//! and the model's sweep starts from an empty write buffer, so a mix's reads meet that mix's
+//! own writes (see [`curves`], *Why the model's sweep starts with an empty write buffer*). A
+//! device whose write cost is
 //! known by construction (one firmware core, 10 µs per read and 40 µs per write: 4 reads per
 //! write) comes back within the CLI test's tolerance.
 //!

@@ -87,15 +87,14 @@
 //! What a round costs is what `cargo bench -p qos --bench ten_thousand_tenants` prints
 //! (10 000 tenants on one worker — 5 000 LC open-loop, 5 000 BE backlogged — rounds 10 µs
 //! apart): time per round and per idle round, rounds and requests scheduled per second. A
-//! round's cost follows the tenants it visits, not the tenants attached: an earlier version
-//! that visited every backlogged tenant every round, as published, cost about a hundred times
-//! as much per round on the same bench, which ruled it out (both versions' figures are in
-//! CHANGELOG.md). The LC surge costs the visit nothing (with `lc_surge_pct = 0` the bench's
-//! rounds cost what they did before the surge existed; the runs are in CHANGELOG.md). What the
-//! surge adds is routing: the bench's BE share halves (44 → 24 tokens/s each: the 5 000 LC
-//! tenants' surge comes out of it) and the LC tenants, idle most of the time, donate 1.5× as
-//! much, so more BE requests are paid through the borrow walk, which costs more per request
-//! than a tenant's own share.
+//! round's cost follows the tenants it visits, not the tenants attached. Rejected: visiting
+//! every backlogged tenant every round, as the published loop does — on that bench 5 000 BE
+//! visits a round where the line walk makes as many as the bucket can serve plus one; it cost
+//! about a hundred times as much per round (the figures are in CHANGELOG.md). The LC surge
+//! adds no visit: it changes what a round routes, not whom it visits. What it routes: the LC
+//! tenants' surge comes out of the BE share, so each BE tenant's own share shrinks, and LC
+//! tenants idle most of the time donate more, so more BE requests are paid through the borrow
+//! walk, which costs more per request than a tenant's own share.
 //!
 //! # Tenants on several workers
 //! A tenant's balance lives in its shared ledger ([`crate::tenant`]); every worker it is attached

@@ -41,8 +41,8 @@
 //!   a batch). The fit's "6 requests an iteration" is what the pipelined run's pauses gathered,
 //!   folded into `L`; the twin batches only what arrived during an iteration, so under many
 //!   open-loop clients (part 4) its iterations are small and its thread busier than the real
-//!   one for the same load. (The fitted runs paused as the server did then, not by today's
-//!   ladder; the two commands above print the figures to fit `L` to it again.)
+//!   one for the same load. `L` holds whatever batches the fitted runs' pauses gathered;
+//!   the two commands above print the figures to fit it to the server's ladder as it is.
 //! * The real server's wait while the scheduler holds requests back (an `epoll` wait with a
 //!   short timeout): the twin's thread spins, as the published polling dataplane does, so its
 //!   busy share is 100 % whenever tokens are short.

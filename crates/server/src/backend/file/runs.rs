@@ -5,18 +5,13 @@
 //! that go through the buffered descriptor and continue one another (each starts where the one
 //! before ends, same FUA) become **one `Writev`** of up to [`WRITE_RUN_MAX_WRITES`] buffers and
 //! [`WRITE_RUN_MAX_BYTES`] — the block layer's plug merge, done one level up. Why it matters:
-//! a file system without asynchronous buffered writes (ext4 on this 6.18 kernel answers
-//! `RWF_NOWAIT` buffered writes with EOPNOTSUPP) makes io_uring punt every buffered write to an
-//! `iou-wrk` thread, and each punted SQE costs a wake-up of that thread and, when its CQE
-//! lands, of this worker. Measured (`nbd_cpu_efficiency`, 1 M pipelined sequential 1 KiB NBD
-//! writes of a best-effort tenant paced at ~57 K writes/s): 18.0 s of server CPU with one SQE
-//! per write (another such run of 17.5 s: 11.6 s in the worker thread — `perf`: waking
-//! `iou-wrk`, replying, sleeping in `epoll` — and 5.8 s in `iou-wrk`); write runs alone took it
-//! to 12.3 s (runs averaged ~7 writes in a 300 K-write run of the same build), and with the
-//! worker's deferred throttled rounds (`worker.rs`) and a throttled batch target of 32
-//! (`idle.rs`) to 4.84 s, against nbdkit's 5.89 s in the same run (CHANGELOG.md). Direct
-//! writes are not merged (the kernel takes them without a punt, and the block layer merges
-//! them itself).
+//! a file system without asynchronous buffered writes (ext4 answers `RWF_NOWAIT` buffered
+//! writes with EOPNOTSUPP) makes io_uring punt every buffered write to an `iou-wrk` thread,
+//! and each punted SQE costs a wake-up of that thread and, when its CQE lands, of this worker.
+//! Worked example: a step that releases 32 contiguous 1 KiB buffered writes sends one
+//! `Writev` of 32 KiB: one punt, one `iou-wrk` wake-up and one CQE instead of 32 of each.
+//! Direct writes are not merged (the kernel takes them without a punt, and the block layer
+//! merges them itself).
 //!
 //! A run's CQE says how many bytes the kernel wrote: whole members before that count complete;
 //! the member it stops in continues from there on its own; any member after it, and every
@@ -24,7 +19,6 @@
 //! result of its own write. Worked example: a run of three 1 KiB writes at 0, 1024 and 2048
 //! that returns 1536 completes the first, resubmits the second for its last 512 B at 1536, and
 //! resubmits the third alone.
-//!
 //!
 //! # What it leaves out
 //! The ring's bookkeeping (which slots wait, their order, their claims): `ring.rs`. This
