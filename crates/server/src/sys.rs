@@ -624,8 +624,15 @@ impl<B: IoBytes> Ring<B> {
             if self.in_flight == 0 || waited >= wait_ns {
                 return self.in_flight == 0;
             }
-            // ETIME, EINTR and friends: go round again.
-            let _ = self.enter(1, Some((wait_ns - waited).min(DRAIN_STEP_NS)));
+            // ETIME (the step's wait ran out), EINTR, EAGAIN, EBUSY: go round again. Anything
+            // else (a single-issuer ring entered from another thread: EEXIST) will not change
+            // by waiting; what is in the kernel stays there.
+            if let Err(e) = self.enter(1, Some((wait_ns - waited).min(DRAIN_STEP_NS))) {
+                let again = [libc::ETIME, libc::EINTR, libc::EAGAIN, libc::EBUSY];
+                if !e.raw_os_error().is_some_and(|n| again.contains(&n)) {
+                    return false;
+                }
+            }
         }
     }
 
@@ -1084,6 +1091,29 @@ mod tests {
         }
     }
 
+    /// Pushes and submits a read of `len` bytes from `fd` into a [`Watched`] buffer; returns
+    /// the buffer's count of frees.
+    fn push_watched_read(
+        ring: &mut Ring<Watched>,
+        fd: RawFd,
+        len: usize,
+    ) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        let freed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let buf = Watched {
+            bytes: vec![0; len],
+            freed: freed.clone(),
+        };
+        let sqe = Sqe::Read {
+            fd,
+            offset_bytes: 0,
+            buf,
+            from: 0,
+        };
+        assert!(ring.push(5, sqe).is_ok());
+        ring.submit().expect("submit");
+        freed
+    }
+
     /// A ring of `entries`, or `None` after [`testkit::skip`] where io_uring is refused.
     fn ring<B: IoBytes>(test: &str, entries: u32) -> Option<Ring<B>> {
         match Ring::new(entries) {
@@ -1201,19 +1231,7 @@ mod tests {
             return;
         };
         let (rx, tx) = pipe().expect("pipe");
-        let freed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let buf = Watched {
-            bytes: vec![0; 4096],
-            freed: freed.clone(),
-        };
-        let sqe = Sqe::Read {
-            fd: rx.as_raw_fd(),
-            offset_bytes: 0,
-            buf,
-            from: 0,
-        };
-        assert!(ring.push(5, sqe).is_ok());
-        ring.submit().expect("submit");
+        let freed = push_watched_read(&mut ring, rx.as_raw_fd(), 4096);
         let mut out = Vec::new();
         ring.reap(&mut out);
         assert!(out.is_empty(), "a read of an empty pipe cannot complete");
@@ -1242,19 +1260,7 @@ mod tests {
             return;
         };
         let (rx, _tx) = pipe().expect("pipe");
-        let freed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let buf = Watched {
-            bytes: vec![0; 64],
-            freed: freed.clone(),
-        };
-        let sqe = Sqe::Read {
-            fd: rx.as_raw_fd(),
-            offset_bytes: 0,
-            buf,
-            from: 0,
-        };
-        assert!(ring.push(5, sqe).is_ok());
-        ring.submit().expect("submit");
+        let freed = push_watched_read(&mut ring, rx.as_raw_fd(), 64);
         ring.forget_in_flight();
         assert_eq!(ring.in_flight(), 0);
         drop(ring);

@@ -102,12 +102,12 @@
 //! # Where each idea lives
 //! | module | idea |
 //! | --- | --- |
-//! | `file/volume.rs` | the volume: opening the path, its size, its allocation, the write-path counters |
+//! | `file/volume.rs` | the volume: opening the path, its size, the write-path counters |
 //! | `file/direct.rs` | the `O_DIRECT` descriptor, its alignments, a write's route by them |
 //! | `file/pages.rs` | which descriptor kind may write where (*Coherence*) |
 //! | `file/runs.rs` | write-run planning: the merge rule and how a run's result splits |
 //! | `file/ring.rs` | a worker's ring: slots, order, routing, submissions and completions |
-//! | here | [`Volume`] for [`FileVolume`]: what the volume answers and attaching a ring |
+//! | here | [`Volume`] for [`FileVolume`]: what the volume answers (its allocation, by `lseek`) and attaching a ring |
 //!
 //! # What it leaves out
 //! A memory of refused blocks: every partial write to a block with cached pages pays its
@@ -120,11 +120,14 @@
 //! # Config keys
 //! `backend = { kind = "file", path, size?, direct = "auto" | "on" | "off" }`.
 
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
 use io_uring::IoUring;
 
-use super::interface::{AllocRun, Backend, BackendError, Caps, StorageError, Volume, WritePaths};
+use super::interface::{
+    push_run, AllocRun, Backend, BackendError, Caps, StorageError, Volume, WritePaths,
+};
 use crate::sys;
 
 mod direct;
@@ -161,6 +164,9 @@ impl Volume for FileVolume {
         Some(self.write_paths.snapshot())
     }
 
+    /// `lseek(SEEK_DATA / SEEK_HOLE)` on the file: holes are what the file system reports
+    /// (ranges past the end of a shorter file are holes too). A block device, or a file system
+    /// without SEEK_DATA, reports everything as data.
     fn allocation(
         &self,
         offset_bytes: u64,
@@ -168,7 +174,56 @@ impl Volume for FileVolume {
         max_runs: usize,
         out: &mut Vec<AllocRun>,
     ) -> Result<(), StorageError> {
-        self.allocation_runs(offset_bytes, len_bytes, max_runs, out)
+        let end = offset_bytes.saturating_add(len_bytes).min(self.size_bytes);
+        let fd = self.buffered.as_fd();
+        let first = out.len();
+        let mut at = offset_bytes;
+        while at < end && out.len() - first < max_runs {
+            // A block device, or a file system without SEEK_DATA, reports everything as data;
+            // ENXIO: no data at or after `at`: the rest is a hole.
+            let data = if self.is_block_device {
+                None
+            } else {
+                match seek(fd, at, sys::Whence::Data) {
+                    Ok(d) => Some(d),
+                    Err(libc::ENXIO) => Some(end),
+                    Err(_) => None,
+                }
+            };
+            let Some(data) = data else {
+                push_run(
+                    out,
+                    AllocRun {
+                        len_bytes: end - at,
+                        hole: false,
+                    },
+                );
+                break;
+            };
+            if data > at {
+                let to = data.min(end);
+                push_run(
+                    out,
+                    AllocRun {
+                        len_bytes: to - at,
+                        hole: true,
+                    },
+                );
+                at = to;
+                continue;
+            }
+            let hole = seek(fd, at, sys::Whence::Hole).unwrap_or(end).max(at + 1);
+            let to = hole.min(end);
+            push_run(
+                out,
+                AllocRun {
+                    len_bytes: to - at,
+                    hole: false,
+                },
+            );
+            at = to;
+        }
+        Ok(())
     }
 
     fn attach(self: Arc<Self>) -> Result<Box<dyn Backend>, BackendError> {
@@ -183,6 +238,13 @@ impl Volume for FileVolume {
         );
         Ok(Box::new(FileBackend::with_ring(self, ring)))
     }
+}
+
+/// `lseek(fd, offset_bytes, whence)`; `Err` carries the errno. Moving the descriptor's file
+/// offset affects nobody: all I/O on the volume's descriptors gives explicit offsets (io_uring
+/// reads and writes, fallocate, fsync).
+fn seek(fd: BorrowedFd<'_>, offset_bytes: u64, whence: sys::Whence) -> Result<u64, i32> {
+    sys::lseek(fd, offset_bytes, whence).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 #[cfg(test)]

@@ -371,7 +371,6 @@ impl Worker {
             conn.core.out_lent = false;
             std::mem::forget(std::mem::take(&mut conn.core.out));
             conn.core.out_bytes = 0;
-            std::mem::forget(rc);
         }
     }
 

@@ -254,16 +254,7 @@ impl FileBackend {
             members,
             claim: (offset_bytes, run_bytes as u64),
         };
-        let ri = match self.free_runs.pop() {
-            Some(ri) => {
-                self.runs[ri] = Some(run);
-                ri
-            }
-            None => {
-                self.runs.push(Some(run));
-                self.runs.len() - 1
-            }
-        };
+        let ri = store(&mut self.runs, &mut self.free_runs, run);
         let rw_flags = if fua == Fua::Yes { libc::RWF_DSYNC } else { 0 };
         self.stats.runs += 1;
         self.stats.writes_in_runs += n as u64;
@@ -610,6 +601,21 @@ impl FileBackend {
     }
 }
 
+/// Puts `item` in a free place of `items` (one listed in `free`, else a new one at the end)
+/// and returns its index.
+fn store<T>(items: &mut Vec<Option<T>>, free: &mut Vec<usize>, item: T) -> usize {
+    match free.pop() {
+        Some(i) => {
+            items[i] = Some(item);
+            i
+        }
+        None => {
+            items.push(Some(item));
+            items.len() - 1
+        }
+    }
+}
+
 /// `user_data` of the cancel requests themselves (never a slot index).
 const CANCEL_USER_DATA: u64 = u64::MAX;
 
@@ -691,16 +697,7 @@ impl Backend for FileBackend {
         slot.changes = slot.extent().is_some_and(|(_, _, changes)| changes);
         self.next_seq += 1;
         self.unfinished_changes += usize::from(slot.changes);
-        let index = match self.free_slots.pop() {
-            Some(i) => {
-                self.slots[i] = Some(slot);
-                i
-            }
-            None => {
-                self.slots.push(Some(slot));
-                self.slots.len() - 1
-            }
-        };
+        let index = store(&mut self.slots, &mut self.free_slots, slot);
         // Into the ring at `commit`, when the step's writes can be seen together.
         self.waiting.push_back(index);
         Submitted::Pending

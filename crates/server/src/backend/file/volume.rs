@@ -11,20 +11,19 @@
 //! blocks and no `size` exports 999,936 bytes (1953 blocks); the 64 bytes past them are never
 //! read or written.
 //!
-//! Allocation is `lseek(SEEK_DATA / SEEK_HOLE)` from the requested offset on: holes are what
-//! the file system reports, and a block device, or a file system without `SEEK_DATA`, reports
-//! everything as data.
-//!
 //! # What it leaves out
-//! Resizing a volume while it is served; the ring's work (`ring.rs`).
+//! Resizing a volume while it is served; what the volume answers through [`Volume`]
+//! (`../file.rs`: its allocation, by `lseek`); the ring's work (`ring.rs`).
+//!
+//! [`Volume`]: super::super::Volume
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::super::interface::{push_run, AllocRun, BackendError, StorageError, WritePaths};
+use super::super::interface::{BackendError, WritePaths};
 use super::direct::{open_direct, DirectFd, WriteRoute};
 use super::pages::PageModes;
 use crate::config::DirectIo;
@@ -169,78 +168,4 @@ impl FileVolume {
             None => WriteRoute::Buffered,
         }
     }
-
-    /// `lseek(SEEK_DATA / SEEK_HOLE)` on the file: holes are what the file system reports
-    /// (ranges past the end of a shorter file are holes too). A block device, or a file system
-    /// without SEEK_DATA, reports everything as data.
-    pub(super) fn allocation_runs(
-        &self,
-        offset_bytes: u64,
-        len_bytes: u64,
-        max_runs: usize,
-        out: &mut Vec<AllocRun>,
-    ) -> Result<(), StorageError> {
-        let end = offset_bytes.saturating_add(len_bytes).min(self.size_bytes);
-        let fd = self.buffered.as_fd();
-        let first = out.len();
-        let mut at = offset_bytes;
-        while at < end && out.len() - first < max_runs {
-            if self.is_block_device {
-                push_run(
-                    out,
-                    AllocRun {
-                        len_bytes: end - at,
-                        hole: false,
-                    },
-                );
-                break;
-            }
-            let data = match seek(fd, at, sys::Whence::Data) {
-                Ok(d) => d,
-                // ENXIO: no data at or after `at`: the rest is a hole.
-                Err(libc::ENXIO) => end,
-                // No SEEK_DATA support: call it data.
-                Err(_) => {
-                    push_run(
-                        out,
-                        AllocRun {
-                            len_bytes: end - at,
-                            hole: false,
-                        },
-                    );
-                    break;
-                }
-            };
-            if data > at {
-                let to = data.min(end);
-                push_run(
-                    out,
-                    AllocRun {
-                        len_bytes: to - at,
-                        hole: true,
-                    },
-                );
-                at = to;
-                continue;
-            }
-            let hole = seek(fd, at, sys::Whence::Hole).unwrap_or(end).max(at + 1);
-            let to = hole.min(end);
-            push_run(
-                out,
-                AllocRun {
-                    len_bytes: to - at,
-                    hole: false,
-                },
-            );
-            at = to;
-        }
-        Ok(())
-    }
-}
-
-/// `lseek(fd, offset_bytes, whence)`; `Err` carries the errno. Moving the descriptor's file
-/// offset affects nobody: all I/O on the volume's descriptors gives explicit offsets (io_uring
-/// reads and writes, fallocate, fsync).
-fn seek(fd: BorrowedFd<'_>, offset_bytes: u64, whence: sys::Whence) -> Result<u64, i32> {
-    sys::lseek(fd, offset_bytes, whence).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
 }
