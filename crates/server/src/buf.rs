@@ -38,11 +38,15 @@
 //! # What it leaves out
 //! Registered (fixed) buffers for io_uring: the pool would register its slabs once; left for
 //! later because the memory backend (the benchmark path) does not touch the ring at all. A
-//! large read's reply goes out in more `writev`s than a copied one would (one iovec a page,
-//! at most `conn::WRITEV_MAX_IOVECS` a call: 4 calls for 1 MiB instead of 1), which costs far
-//! less than copying the MiB. The gather (`ConnCore::gather_out`) walks a partly sent frame's
-//! sent pages again at each call, so a 32 MiB reply (8,192 views, at least 128 calls) walks
-//! about half a million views in all; a frame that remembered its next part would not.
+//! large read's reply is one iovec a page, and a `writev` of it gathers up to
+//! `conn::WRITEV_LARGE_IOVECS` (1,024, `IOV_MAX`) of them, resuming at the part where the last
+//! call stopped (`ConnCore`'s cursor; [`PageViews::parts_from`] finds it without walking the
+//! views before it), so each view is looked at about once however many calls the socket
+//! needs. Into a blocking socket a 1 MiB reply takes one call and a 32 MiB one 9 (64 iovecs
+//! a call from the start of the frame took 5 and 129, and walked about half a million views
+//! for the 32 MiB); `memory_read_path` prints the writer's CPU per reply and its calls. The
+//! socket ring's SENDMSG still gathers at most `conn::WRITEV_MAX_IOVECS` (its per-connection
+//! iovec and header-copy arrays are sized by it).
 
 use std::sync::Arc;
 
@@ -232,10 +236,15 @@ impl PageViews {
 
     /// The views' bytes, one slice a view, in order.
     pub fn parts(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.first
-            .iter()
-            .chain(self.rest.iter())
-            .map(PageView::as_slice)
+        self.parts_from(0)
+    }
+
+    /// The views' bytes from view `k` on (none past the last), found without walking the
+    /// views before it: a reply sent in several calls resumes where the last one stopped.
+    pub fn parts_from(&self, k: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        let first = if k == 0 { self.first.as_ref() } else { None };
+        let rest = self.rest.get(k.saturating_sub(1)..).unwrap_or(&[]);
+        first.into_iter().chain(rest).map(PageView::as_slice)
     }
 }
 
@@ -260,9 +269,14 @@ impl ReplyData {
 
     /// The data as the slices it lies in, in order (one for a buffer, one a page for views).
     pub fn parts(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.parts_from(0)
+    }
+
+    /// The slices from part `k` on, found without walking the parts before it.
+    pub fn parts_from(&self, k: usize) -> impl Iterator<Item = &[u8]> + '_ {
         let (buf, views) = match self {
-            ReplyData::Buf(b) => (Some(b.as_slice()), None),
-            ReplyData::Pages(v) => (None, Some(v.parts())),
+            ReplyData::Buf(b) => ((k == 0).then(|| b.as_slice()), None),
+            ReplyData::Pages(v) => (None, Some(v.parts_from(k))),
         };
         buf.into_iter().chain(views.into_iter().flatten())
     }
