@@ -1,9 +1,11 @@
 //! Benchmark: the own protocol at saturation, in I/Os per server-CPU-second and syscalls per I/O.
 //!
 //! Four client threads in this process each hold one own-protocol connection at queue depth
-//! 32 (QD 128 in all) of 4 KiB random READs over a written region of a memory volume (the
-//! `memory` cost profile, an open latency-critical tenant reserved above what the load
-//! reaches, so the scheduler never holds it back and the figure is the dataplane's). The
+//! 32 (QD 128 in all) of 4 KiB random READs over a written region of a memory volume (256 MiB,
+//! larger than the caches; `ULLSTACK_REGION_MIB` sets it, and with a few MiB the pages stay
+//! cached). The volume has the `memory` cost profile and an open latency-critical tenant
+//! reserved above what the load reaches, so the scheduler never holds it back and the figure
+//! is the dataplane's. The
 //! clients are raw and blocking: each sends as many new requests as replies it read, in one
 //! `write`, so they cost little next to the server.
 //!
@@ -38,8 +40,20 @@ use server::config::{IdlePolicy, ServerConfig, SocketIo};
 const CONNECTIONS: usize = 4;
 const QUEUE_DEPTH_PER_CONNECTION: usize = 32;
 const READ_BYTES: u32 = 4096;
-/// The region written before the reads (distinct pages, not the volume's shared zero page).
-const REGION_BYTES: u64 = 256 << 20;
+/// The region written before the reads (distinct pages, not the volume's shared zero page),
+/// unless `ULLSTACK_REGION_MIB` says otherwise: larger than the caches, as fio's 1 GiB is.
+const DEFAULT_REGION_MIB: u64 = 256;
+
+/// Bytes the reads cover: `ULLSTACK_REGION_MIB` (a small one stays in the caches) or the
+/// default.
+fn region_bytes() -> u64 {
+    std::env::var("ULLSTACK_REGION_MIB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&m| m > 0)
+        .unwrap_or(DEFAULT_REGION_MIB)
+        << 20
+}
 /// Above what the load reaches here: the scheduler never holds the tenant back.
 const LC_RESERVED_IOPS: u64 = 400_000;
 /// Syscalls perf stat reports one by one, besides the total.
@@ -129,7 +143,7 @@ fn read_reply(s: &mut TcpStream) -> proto::wire::Status {
 fn fill(addr: SocketAddr) {
     let mut s = connect(addr);
     let chunk = vec![0x5au8; 1 << 20];
-    for (k, offset) in (0..REGION_BYTES).step_by(chunk.len()).enumerate() {
+    for (k, offset) in (0..region_bytes()).step_by(chunk.len()).enumerate() {
         let header = RequestHeader::write(
             k as u64 + 2,
             0,
@@ -143,15 +157,19 @@ fn fill(addr: SocketAddr) {
     }
 }
 
-/// A xorshift stream of page-aligned offsets within the region.
-struct Offsets(u64);
+/// A xorshift stream (state, slots) of page-aligned offsets within the region.
+struct Offsets(u64, u64);
 
 impl Offsets {
+    fn new(seed: u64) -> Offsets {
+        Offsets(seed | 1, region_bytes() / u64::from(READ_BYTES))
+    }
+
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        (self.0 % (REGION_BYTES / u64::from(READ_BYTES))) * u64::from(READ_BYTES)
+        (self.0 % self.1) * u64::from(READ_BYTES)
     }
 }
 
@@ -159,7 +177,7 @@ impl Offsets {
 /// completed while `counting` to `ios`.
 fn client(addr: SocketAddr, seed: u64, stop: &AtomicBool, counting: &AtomicBool, ios: &AtomicU64) {
     let mut s = connect(addr);
-    let mut offsets = Offsets(seed | 1);
+    let mut offsets = Offsets::new(seed);
     let mut cookie = 100u64;
     let mut out = Vec::with_capacity(QUEUE_DEPTH_PER_CONNECTION * 40);
     let mut send = |s: &mut TcpStream, n: usize| {
@@ -338,7 +356,7 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "own protocol, 4 KiB random READ, {CONNECTIONS} connections x QD {QUEUE_DEPTH_PER_CONNECTION}, memory volume ({} MiB written), {} worker(s), socket_io {}, {seconds} s per run, {rounds} rounds; {cores} cores",
-        REGION_BYTES >> 20,
+        region_bytes() >> 20,
         c.dataplane.workers,
         c.dataplane.socket_io.name()
     );
