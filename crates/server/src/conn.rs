@@ -817,8 +817,9 @@ mod tests {
     }
 
     /// A reply of page views (a memory volume's read across pages) goes out as one part a
-    /// page, in order, through `writev`s of at most [`WRITEV_MAX_IOVECS`] parts that the socket
-    /// may cut anywhere: the client gets the header and the pages' bytes exactly once.
+    /// page, in order, through `writev`s of at most [`WRITEV_LARGE_IOVECS`] parts (more parts
+    /// than one call takes) into a non-blocking socket that cuts them wherever its buffer
+    /// fills: the client gets the header and the pages' bytes exactly once.
     #[test]
     fn a_reply_of_page_views_goes_out_whole_and_in_order() {
         use crate::buf::{Page, PageView, PageViews, PAGE_BYTES};
@@ -826,7 +827,8 @@ mod tests {
         use std::sync::Arc;
         let (mut core, mut client) = core();
         let mut pool = BufPool::new();
-        let pages = 3 * WRITEV_MAX_IOVECS;
+        core.stream.set_nonblocking(true).expect("non-blocking");
+        let pages = WRITEV_LARGE_IOVECS + WRITEV_MAX_IOVECS;
         let mut views = PageViews::new();
         let mut expected = vec![0xaau8; 16];
         for k in 0..pages {
