@@ -294,7 +294,7 @@ impl Xler {
 /// The host's side of the accelerator: the model, and by NVMe command id the host requests each
 /// command it sent carries (an id is reused once its command completed).
 pub(crate) struct AccelDriver {
-    pub(crate) xler: Xler,
+    xler: Xler,
     carried: Vec<Vec<u32>>,
     free: Vec<u32>,
 }
@@ -306,6 +306,40 @@ impl AccelDriver {
             carried: Vec::new(),
             free: Vec::new(),
         }
+    }
+
+    /// CPU time the driver spends writing one request into the registers.
+    pub(crate) fn register_ns(&self) -> u64 {
+        self.xler.register_ns()
+    }
+
+    /// The driver writes request `r` (`op`, `sectors` from `slba`) into SQ `sq`'s registers
+    /// at `now` ([`Xler::submit`]); driver tags bound every SQ, so it always finds room.
+    pub(crate) fn write_registers(
+        &mut self,
+        now: SimTime,
+        sq: u16,
+        op: IoOp,
+        slba: u64,
+        sectors: u32,
+        r: u32,
+    ) -> Submitted {
+        self.xler
+            .submit(now, sq, op, slba, sectors, r)
+            .unwrap_or_else(|e| panic!("request {r}: {e} (driver tags bound every SQ)"))
+    }
+
+    /// The SSD fetches SQ `sq`'s oldest entry at `now` (one fetch per entry placed).
+    pub(crate) fn fetch(&mut self, now: SimTime, sq: u16) -> Entry {
+        self.xler
+            .fetch(now, sq)
+            .expect("one fetch per entry placed: the SQ has one")
+    }
+
+    /// When the interrupt for a CQE that landed at `cqe_at` reaches the driver
+    /// ([`Xler::completion_irq_at`]).
+    pub(crate) fn completion_irq_at(&self, cqe_at: SimTime) -> SimTime {
+        self.xler.completion_irq_at(cqe_at)
     }
 
     /// A command carrying requests `reqs` leaves: its id.

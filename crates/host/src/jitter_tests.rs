@@ -148,11 +148,9 @@ fn an_interrupt_on_a_polling_core_delays_its_reaping_by_the_overlap() {
         let at = doorbell + (DEVICE_NS - 2_000);
         dev.run(&mut host, Some(at));
         if irq {
-            host.set_clock_for_test(at);
-            let core = host.core_of(0);
-            host.cpu.raise_irq(
+            host.raise_irq_for_test(
                 at,
-                core,
+                0,
                 IrqWork {
                     ns: 5_000,
                     cat: Cat::Irq,
@@ -161,7 +159,6 @@ fn an_interrupt_on_a_polling_core_delays_its_reaping_by_the_overlap() {
                     class: None,
                 },
             );
-            host.arm_core_timers();
         }
         dev.run(&mut host, None);
         host.finish().unwrap().processes[0].fio_jobs[0]

@@ -31,12 +31,13 @@
 //! `arm8-4g` and `x86-4`.
 //!
 //! ## Modules, by layer
-//! Each layer's *state* (and the operations on it alone) is one module; its *behaviour* — what
-//! the kernel does on that layer's call paths, moving work between layers and charging CPU
-//! time — is an `impl Host` block in a module of its own, named for the layer:
+//! Each layer's *state* (and the operations on it alone) is a module of the crate; its
+//! *behaviour* — what the kernel does on that layer's call paths, moving work between layers
+//! and charging CPU time — is an `impl Host` block in a child module of `machine`, named for
+//! the layer:
 //!
 //! ```text
-//!  layer                           state                  behaviour (impl Host)
+//!  layer                           state                  behaviour (impl Host, in machine/)
 //!  processes, applications         process                app (online, offline), fio (fio, traces)
 //!  threads                         task                   machine (burst, sleep, wake)
 //!  CPU, scheduler, interrupts      cpu                    machine (events), nvme_complete (irqs)
@@ -44,6 +45,7 @@
 //!  poll lock (`jitter.poll_lock`)  blk (Hctx)             blk_submit, nvme_complete
 //!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
 //!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
+//!  write-back work                 task (FlusherState)    writeback
 //!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch),
 //!                                                         kblockd (deferred queue runs)
 //!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete,
@@ -56,70 +58,76 @@
 //! ```
 //!
 //! ## State is owned by its layer
-//! A behaviour module changes another layer's state only through that layer's operations,
-//! named for what it asks: blk's hardware queue hands out its posted CQEs, its request
-//! waiters and its shared poll lock (`Hctx::reap_posted`, `wait_for_request`,
-//! `take_poll_lock`) and counts what the other layers tell it (`Blk::count_cold_bio`, ...;
-//! `Blk::stats` reads the counters); the scheduler starts a poll spin (`Cpu::spin`), says
-//! whether a thread is polling (`Cpu::is_polling`) and keeps its per-thread state private
-//! (`Cpu::sched` reads it); the NVMe driver's books (`nvme::Driver`) count what is sent and
-//! completed; write-back gives its wave hint to the request it belongs to
-//! (`Host::give_wave_hint`). A thread's I/O-path state (`task::Thread`) is grouped by the layer
-//! that keeps it (`app`, `blk`, `poll`, `ra`, `fsync`), its modes are enums. The machine's own
-//! bookkeeping (clock, event queue, run end, logs, cost draws, the poll-lock stream, the
-//! kblockd workers, DedCore's core) is private to `machine`: the layers call `Host::now`,
-//! `Host::schedule`, `Host::cost`, `Host::stopping`, `Host::within_run`,
-//! `Host::spin_until_poked`, …, and `spawn` assembles a host from its layers' state
-//! (`HostParts`). The layers' state objects stay crate-visible fields of `Host` (`cpu`, `pc`,
-//! `blk`, `threads`, `procs`, `flush`, `nvme`, `accel`, and the configuration `cfg`). The block layer's bios and requests stay open records (`Blk::bios`,
-//! `Blk::reqs`): every layer on the path reads them, as the kernel's `struct bio` and
-//! `struct request` are.
+//! Rust's privacy draws the lines, so the compiler keeps them:
+//! - **[`Host`]'s fields are private to `machine`**: the layers' state objects (`cpu`, `pc`,
+//!   `blk`, `threads`, `procs`, `flush`, `nvme`, `accel`) and the configuration `cfg` are
+//!   reached only by the `impl Host` code, which is `machine` and its children. Nothing else in
+//!   the crate can touch a layer through the host; the sim crate sees only `Host`'s `pub`
+//!   methods (`step`, `deliver`, `take_commands`, the read-only views).
+//! - **A behaviour module's methods are `pub(super)`** when another behaviour module or the
+//!   event loop calls them, private when only their own module does: the routing is visible
+//!   inside the machine and nowhere else. The machine's primitives (`burst`, `sleep`, `wake`,
+//!   `schedule`, `cost`, `now`, `stopping`, `within_run`, `spin_until_poked`, …) are private
+//!   methods of `machine`, which its children may call.
+//! - **The machine's own bookkeeping** (clock, event queue, run end, logs, cost draws, the
+//!   poll-lock stream, the kblockd workers, DedCore's core) is read and written in
+//!   `machine.rs` alone; the children go through those named primitives (a child module
+//!   *could* name a parent's private field, so this one is a rule of review:
+//!   `grep -n 'self\.\(now\|events\|costs\|duration\|stopping\)\b' src/machine/*.rs`
+//!   finds none).
+//! - **A state type keeps its fields private** and offers operations named for what the
+//!   caller asks: blk's hardware queue hands out its posted CQEs, its request waiters and its
+//!   shared poll lock (`Hctx::reap_posted`, `wait_for_request`, `take_poll_lock`) and counts
+//!   what the other layers tell it (`Blk::count_cold_bio`, ...; `Blk::stats` reads the
+//!   counters); the scheduler starts a poll spin (`Cpu::spin`), says whether a thread is
+//!   polling (`Cpu::is_polling`) and keeps its per-thread state private (`Cpu::sched` reads
+//!   it); the page cache, the NVMe driver's books (`nvme::Driver`), the cost draws
+//!   (`jitter::CostDraws`) and the accelerator's driver (`accel::AccelDriver`) likewise.
+//!   Write-back gives its wave hint to the request it belongs to (`Host::give_wave_hint`).
+//! - **Open records** are the exception, where every layer on the path reads and fills one
+//!   record as the kernel's do: the block layer's bios and requests (`Blk::bios`, `Blk::reqs`,
+//!   like `struct bio` and `struct request`), a thread's I/O-path state (`task::Thread`,
+//!   like `task_struct`: grouped by the layer that keeps each part — `app`, `blk`, `poll`,
+//!   `ra`, `fsync` — its modes enums) and a process's (`process::Process`, the application
+//!   behaviour's).
 //!
 //! ## Dependency order
-//! A module imports only modules before it in this order (`grep -n 'use crate::' src/*.rs`):
+//! A module imports only modules before it in this order (`grep -rn 'use crate::' src/`):
 //!
 //! ```text
 //!  config → jitter → pagecache → exectime → cpu → process → blk → blk_bypass → nvme → accel → task
-//!         → breakdown → machine → testing (unit tests only) → { spawn, app, fio, syscall,
-//!           blk_submit, kblockd, nvme_complete, dedcore, accel_path, writeback, tick, jitter_tests,
-//!           exectime_tests (unit tests) }
+//!         → breakdown → machine → testing (unit tests only) → { jitter_tests, exectime_tests
+//!           (unit tests) }
+//!  machine's children: { spawn, app, fio, syscall, blk_submit, kblockd, nvme_complete, dedcore,
+//!           accel_path, writeback, tick } each use `machine` (`super::Host`, `super::Ev`) and
+//!           the state modules; `machine` names none of them
 //! ```
 //!
 //! The state modules know nothing of the machine (the scheduler hands its timers out as
 //! `cpu::CoreTimer`s for the machine to wrap in its own events). The behaviour modules import
 //! the machine and the state modules, never each other: they call each other's functions as
-//! methods of [`Host`]. `testing` holds test doubles (a fixed-latency device) for the unit
-//! tests. A behaviour's whole-host tests sit in its module (`writeback`'s periodic flush);
-//! `exectime_tests` holds the whole-host tests of the execution-time breakdown (its code is in
-//! `cpu`, `machine` and `app`). `jitter_tests` holds those of `jitter`'s disturbances, whose
-//! code is spread over `tick`,
-//! `blk_submit`, `nvme_complete` and `cpu` (and `jitter`, a state module, may not import the
-//! machine they drive).
+//! methods of [`Host`], and the event loop calls theirs the same way (so `machine` depends on
+//! no child, and the module graph has no cycle). `testing` holds test doubles (a fixed-latency
+//! device) for the unit tests. A behaviour's whole-host tests sit in its module
+//! (`writeback`'s periodic flush); `exectime_tests` holds the whole-host tests of the
+//! execution-time breakdown (its code is in `cpu`, `machine` and `app`). `jitter_tests` holds
+//! those of `jitter`'s disturbances, whose code is spread over `tick`, `blk_submit`,
+//! `nvme_complete` and `cpu` (and `jitter`, a state module, may not import the machine they
+//! drive).
 
 pub mod accel;
-mod accel_path;
-mod app;
 pub mod blk;
 pub mod blk_bypass;
-mod blk_submit;
 pub mod breakdown;
 pub mod config;
 pub mod cpu;
-mod dedcore;
 pub mod exectime;
-mod fio;
 pub mod jitter;
-mod kblockd;
 pub mod machine;
 pub mod nvme;
-mod nvme_complete;
 pub mod pagecache;
 pub mod process;
-mod spawn;
-mod syscall;
 mod task;
-mod tick;
-mod writeback;
 
 #[cfg(test)]
 mod exectime_tests;

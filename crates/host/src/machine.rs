@@ -47,6 +47,18 @@
 //! flight drains. [`Host::finish`] checks that every request completed exactly once, that
 //! nothing is left in the block layer, and that the page cache's counters agree with its pages.
 
+mod accel_path;
+mod app;
+mod blk_submit;
+mod dedcore;
+mod fio;
+mod kblockd;
+mod nvme_complete;
+mod spawn;
+mod syscall;
+mod tick;
+mod writeback;
+
 use engine::{EventQueue, IoClass, LatencyHistogram, SimRng, SimTime};
 
 use crate::blk::{Blk, BlkStats, QueueKind, Request};
@@ -70,7 +82,7 @@ fn time_went_backwards(what: &str, at: SimTime, now: SimTime) -> ! {
 
 /// Host events.
 #[derive(Clone, Copy, Debug)]
-pub enum Ev {
+enum Ev {
     /// A core's next decision point (stale unless `gen` matches).
     Core { core: u16, gen: u32 },
     /// A completion entry landed in host memory.
@@ -107,7 +119,7 @@ impl Ev {
 
 /// Where a wake-up comes from, which decides how it reaches the woken thread's core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Waker {
+enum Waker {
     /// Its own core (or the queue's): the thread joins its run queue directly.
     Local,
     /// DedCore's polling core, finishing a handed-over completion (`dedcore`): a reschedule
@@ -163,17 +175,17 @@ pub struct HostReport {
 
 /// The host model.
 pub struct Host {
-    pub(crate) cfg: HostConfig,
-    pub(crate) cpu: Cpu,
-    pub(crate) pc: PageCache,
-    pub(crate) blk: Blk,
-    pub(crate) threads: Vec<Thread>,
-    pub(crate) procs: Vec<Process>,
-    pub(crate) flush: FlusherState,
+    cfg: HostConfig,
+    cpu: Cpu,
+    pc: PageCache,
+    blk: Blk,
+    threads: Vec<Thread>,
+    procs: Vec<Process>,
+    flush: FlusherState,
     /// The NVMe driver's queue pairs, commands and counters.
-    pub(crate) nvme: Driver,
+    nvme: Driver,
     /// The queue accelerator (`nvme.accelerator`), if on.
-    pub(crate) accel: Option<crate::accel::AccelDriver>,
+    accel: Option<crate::accel::AccelDriver>,
     /// The host's events ([`Host::schedule`]).
     events: EventQueue<Ev>,
     // The machine's own bookkeeping: the layers reach it through named operations
@@ -210,31 +222,31 @@ pub struct Host {
 
 /// The layers' state a host is assembled from (`spawn`): [`Host::from_parts`] adds the
 /// machine's own bookkeeping, which starts empty.
-pub(crate) struct HostParts {
-    pub(crate) cfg: HostConfig,
-    pub(crate) events: EventQueue<Ev>,
-    pub(crate) cpu: Cpu,
-    pub(crate) pc: PageCache,
-    pub(crate) blk: Blk,
-    pub(crate) threads: Vec<Thread>,
-    pub(crate) procs: Vec<Process>,
-    pub(crate) flush: FlusherState,
-    pub(crate) nvme: Driver,
-    pub(crate) costs: CostDraws,
-    pub(crate) accel: Option<crate::accel::AccelDriver>,
+struct HostParts {
+    cfg: HostConfig,
+    events: EventQueue<Ev>,
+    cpu: Cpu,
+    pc: PageCache,
+    blk: Blk,
+    threads: Vec<Thread>,
+    procs: Vec<Process>,
+    flush: FlusherState,
+    nvme: Driver,
+    costs: CostDraws,
+    accel: Option<crate::accel::AccelDriver>,
     /// The poller-phase stream (`jitter.poll_lock`).
-    pub(crate) poll_lock_rng: SimRng,
+    poll_lock_rng: SimRng,
     /// Each core's kblockd worker thread, by core.
-    pub(crate) kblockd: Vec<u32>,
+    kblockd: Vec<u32>,
     /// DedCore's polling core, if on.
-    pub(crate) dedicated_core: Option<u16>,
+    dedicated_core: Option<u16>,
     /// The run's configured end.
-    pub(crate) duration: SimTime,
+    duration: SimTime,
 }
 
 impl Host {
     /// The host made of `parts`, at time 0, keeping no logs.
-    pub(crate) fn from_parts(parts: HostParts) -> Host {
+    fn from_parts(parts: HostParts) -> Host {
         let HostParts {
             cfg,
             events,
@@ -279,55 +291,63 @@ impl Host {
         }
     }
 
-    /// Sets the clock to `at` between events, for a test that injects work at that instant.
+    /// Raises `work` as an interrupt at `at` (between events, not before the host's clock) on
+    /// thread `t`'s core, for a test that disturbs a core between events.
     #[cfg(test)]
-    pub(crate) fn set_clock_for_test(&mut self, at: SimTime) {
+    pub(crate) fn raise_irq_for_test(&mut self, at: SimTime, t: u32, work: IrqWork) {
+        assert!(
+            at >= self.now,
+            "an interrupt injected before the host's clock"
+        );
         self.now = at;
+        let core = self.cpu.core_of(t);
+        self.cpu.raise_irq(at, core, work);
+        self.arm_core_timers();
     }
 
     /// One operation's cost at `site` whose mean is `mean_ns` (`mean_ns` itself unless
     /// `jitter.cost_cv_pct` > 0: `CostDraws::draw`).
     #[inline]
-    pub(crate) fn cost(&mut self, site: CostSite, mean_ns: u64) -> u64 {
+    fn cost(&mut self, site: CostSite, mean_ns: u64) -> u64 {
         self.costs.draw(site, mean_ns)
     }
 
     /// DedCore's polling core (`nvme.dedcore`), if on.
-    pub(crate) fn dedicated_core(&self) -> Option<u16> {
+    fn dedicated_core(&self) -> Option<u16> {
         self.dedicated_core
     }
 
     /// Schedules `ev` at `at`.
-    pub(crate) fn schedule(&mut self, at: SimTime, ev: Ev) {
+    fn schedule(&mut self, at: SimTime, ev: Ev) {
         self.events.schedule(at, ev);
     }
 
     /// Whether the run's duration is over: clients stop sending, offline and fio threads
     /// stop at their next decision.
-    pub(crate) fn stopping(&self) -> bool {
+    fn stopping(&self) -> bool {
         self.stopping
     }
 
     /// Whether `at` falls before the run's configured end.
-    pub(crate) fn within_run(&self, at: SimTime) -> bool {
+    fn within_run(&self, at: SimTime) -> bool {
         at < self.duration
     }
 
     /// Logs an online service's response time, if the response log is on.
-    pub(crate) fn log_response(&mut self, latency_ns: u64) {
+    fn log_response(&mut self, latency_ns: u64) {
         if let Some(log) = &mut self.response_log {
             log.push(latency_ns);
         }
     }
 
     /// Core `core`'s kblockd worker thread.
-    pub(crate) fn kblockd_worker(&self, core: u16) -> u32 {
+    fn kblockd_worker(&self, core: u16) -> u32 {
         self.kblockd[core as usize]
     }
 
     /// Runs `f` with the wake-ups it issues coming from DedCore's polling core (they cross
     /// to the waiters' cores), then wakes locally again.
-    pub(crate) fn waking_from_polling_core(&mut self, f: impl FnOnce(&mut Host)) {
+    fn waking_from_polling_core(&mut self, f: impl FnOnce(&mut Host)) {
         self.waker = Waker::PollingCore;
         f(self);
         self.waker = Waker::Local;
@@ -335,25 +355,25 @@ impl Host {
 
     /// Where in a spinning poller's loop of `iteration_ns` a submitter arrives, drawn
     /// uniformly in `[0, iteration_ns)` from the poll-lock stream (`jitter.poll_lock`).
-    pub(crate) fn poller_phase(&mut self, iteration_ns: u64) -> u64 {
+    fn poller_phase(&mut self, iteration_ns: u64) -> u64 {
         engine::rng::below(&mut self.poll_lock_rng, iteration_ns)
     }
 
     /// Counts thread `class`'s wait for its core after an I/O wake-up (the breakdown's
     /// context-switch part).
-    pub(crate) fn count_core_wait(&mut self, class: IoClass, waited_ns: u64) {
+    fn count_core_wait(&mut self, class: IoClass, waited_ns: u64) {
         self.layer_times
             .record_context_switch(class.index(), waited_ns);
     }
 
     /// Counts a completed request's time in each layer (the breakdown), begun completing at
     /// `started`.
-    pub(crate) fn count_request_layers(&mut self, req: &Request, started: SimTime, polled: bool) {
+    fn count_request_layers(&mut self, req: &Request, started: SimTime, polled: bool) {
         self.layer_times.record(req, started, self.now, polled);
     }
 
     /// Runs `f` with the host's reusable, empty list of thread ids (left empty again after).
-    pub(crate) fn with_scratch(&mut self, f: impl FnOnce(&mut Host, &mut Vec<u32>)) {
+    fn with_scratch(&mut self, f: impl FnOnce(&mut Host, &mut Vec<u32>)) {
         let mut list = std::mem::take(&mut self.scratch);
         f(self, &mut list);
         list.clear();
@@ -395,7 +415,7 @@ impl Host {
 
     /// Turns the scheduler's re-planned decision points into core events.
     #[inline]
-    pub(crate) fn arm_core_timers(&mut self) {
+    fn arm_core_timers(&mut self) {
         let now = self.now;
         let events = &mut self.events;
         self.cpu.reschedule(now, |timer: CoreTimer| {
@@ -443,7 +463,7 @@ impl Host {
                     "CQ {} raised an MSI past the accelerator",
                     cqe.cqid
                 );
-                x.xler.completion_irq_at(cqe.at)
+                x.completion_irq_at(cqe.at)
             }
             None => {
                 assert_eq!(
@@ -510,7 +530,7 @@ impl Host {
     }
 
     #[inline]
-    pub(crate) fn log_io(&mut self, class: IoClass, bytes: u64, latency_ns: u64) {
+    fn log_io(&mut self, class: IoClass, bytes: u64, latency_ns: u64) {
         if let Some(log) = &mut self.io_log {
             log.push((class, bytes, latency_ns));
         }
@@ -593,20 +613,20 @@ impl Host {
     // ---------------------------------------------------------------- thread primitives
 
     /// Thread `t` (running, its burst just ended) works `ns` in `cat`, then runs `then`.
-    pub(crate) fn burst(&mut self, t: u32, ns: u64, cat: Cat, then: Step) {
+    fn burst(&mut self, t: u32, ns: u64, cat: Cat, then: Step) {
         self.threads[t as usize].step = then;
         self.cpu.set_burst(self.now, t, ns, cat);
     }
 
     /// Thread `t` spins in a poll loop until a completion re-arms it ([`Cpu::spin`]); then it
     /// runs `then`.
-    pub(crate) fn spin_until_poked(&mut self, t: u32, then: Step) {
+    fn spin_until_poked(&mut self, t: u32, then: Step) {
         self.threads[t as usize].step = then;
         self.cpu.spin(self.now, t);
     }
 
     /// Thread `t` (running) blocks for `wait`; when woken it runs `then`.
-    pub(crate) fn sleep(&mut self, t: u32, wait: Wait, then: Step) {
+    fn sleep(&mut self, t: u32, wait: Wait, then: Step) {
         let th = &mut self.threads[t as usize];
         assert_eq!(th.wait, Wait::None, "thread {t} sleeps while asleep");
         th.wait = wait;
@@ -615,7 +635,7 @@ impl Host {
     }
 
     /// Wakes thread `t` from whatever it sleeps on.
-    pub(crate) fn wake(&mut self, t: u32) {
+    fn wake(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         assert_ne!(th.wait, Wait::None, "thread {t} woken while not sleeping");
         th.wait = Wait::None;
@@ -625,11 +645,11 @@ impl Host {
         self.cpu.wake(self.now, t, 0, Cat::Sched);
     }
 
-    pub(crate) fn exit(&mut self, t: u32) {
+    fn exit(&mut self, t: u32) {
         self.cpu.exit(self.now, t);
     }
 
-    pub(crate) fn core_of(&self, t: u32) -> u16 {
+    fn core_of(&self, t: u32) -> u16 {
         self.cpu.core_of(t)
     }
 

@@ -338,6 +338,29 @@ pub(crate) struct FlusherState {
     pub(crate) fsync_waiters: Vec<u32>,
 }
 
+impl BlkTask {
+    /// A new submission batch (a system call's bios, or a write-back run's) begins, empty.
+    pub(crate) fn begin_batch(&mut self) {
+        self.bios.clear();
+        self.next_bio = 0;
+    }
+
+    /// Bio `b` joins the batch, to be submitted after the bios before it.
+    pub(crate) fn add_to_batch(&mut self, b: u32) {
+        self.bios.push(b);
+    }
+
+    /// Whether the batch holds any bio.
+    pub(crate) fn has_batch(&self) -> bool {
+        !self.bios.is_empty()
+    }
+
+    /// Requests in the thread's plug.
+    pub(crate) fn plugged(&self) -> usize {
+        self.plug.len()
+    }
+}
+
 impl AppTask {
     /// Instructions to the thread's next profile I/O (0 for threads without a profile).
     pub(crate) fn draw_gap(&mut self) -> u64 {

@@ -12,12 +12,12 @@
 //!   (`host/src/blk_bypass.rs`) and a latency-critical SQ beside each SQ, arbitrated with
 //!   strict priority and the drain rule (`host/src/nvme.rs`, `device/src/ctrl.rs`);
 //! - `selectisr`: plus selective completion, polling latency-critical I/O and interrupting the
-//!   rest (`host/src/nvme_complete.rs`);
-//! - `xler`: plus the queue accelerator (`host/src/accel.rs`, `accel_path.rs`): the driver
+//!   rest (`host/src/machine/nvme_complete.rs`);
+//! - `xler`: plus the queue accelerator (`host/src/accel.rs`, `machine/accel_path.rs`): the driver
 //!   writes requests into its registers, it merges same-LBA requests in its CAM, rings the
 //!   doorbell, polls the CQ in hardware and interrupts the driver (so no thread polls);
 //! - `dedcore`: `selectisr` with a core dedicated to polling that hands completions to the
-//!   application cores (`host/src/dedcore.rs`); the alternative to `xler`.
+//!   application cores (`host/src/machine/dedcore.rs`); the alternative to `xler`.
 
 use super::def::Stack;
 

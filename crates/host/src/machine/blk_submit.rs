@@ -66,12 +66,12 @@
 
 use engine::IoClass;
 
+use super::{Ev, Host};
 use crate::blk::{SubmitOutcome, NO_HCTX};
 use crate::blk_bypass::BypassOutcome;
 use crate::config::{CompletionMode, Switch};
 use crate::cpu::Cat;
 use crate::jitter::CostSite;
-use crate::machine::{Ev, Host};
 use crate::nvme;
 use crate::pagecache::NIL;
 use crate::task::{AfterDriver, BioEntry, Cache, Path, Role, Step, Wait};
@@ -79,7 +79,7 @@ use crate::task::{AfterDriver, BioEntry, Cache, Path, Role, Step, Wait};
 impl Host {
     /// The submitting thread's next block-layer step: submit the next bio, flush a full plug,
     /// go on writing back (flusher, fsync), or finish the submission.
-    pub(crate) fn submission_next(&mut self, t: u32) {
+    pub(super) fn submission_next(&mut self, t: u32) {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
         if th.blk.next_bio < th.blk.bios.len() {
@@ -153,7 +153,7 @@ impl Host {
     }
 
     /// A thread woken from its wait for a request submits the same bio again.
-    pub(crate) fn submission_retry(&mut self, t: u32) {
+    pub(super) fn submission_retry(&mut self, t: u32) {
         self.threads[t as usize].blk.bio_entry = BioEntry::AfterAllocWait;
         self.submission_next(t);
     }
@@ -231,7 +231,7 @@ impl Host {
 
     /// The bio's submission work is done: it merged, became a request in the plug, or no
     /// request was free (flush the plug, or sleep for one).
-    pub(crate) fn bio_submitted(&mut self, t: u32) {
+    pub(super) fn bio_submitted(&mut self, t: u32) {
         let now = self.now();
         let th = &mut self.threads[t as usize];
         let b = th.blk.bios[th.blk.next_bio];
@@ -273,7 +273,7 @@ impl Host {
     }
 
     /// Flushes the plug into the hardware queue and dispatches.
-    pub(crate) fn unplug(&mut self, t: u32) {
+    pub(super) fn unplug(&mut self, t: u32) {
         let now = self.now();
         let mut plug = std::mem::take(&mut self.threads[t as usize].blk.plug);
         for &r in &plug {
@@ -285,7 +285,7 @@ impl Host {
     }
 
     /// Dispatches the next request the scheduler and tags allow, or goes back to submission.
-    pub(crate) fn dispatch_next(&mut self, t: u32) {
+    pub(super) fn dispatch_next(&mut self, t: u32) {
         let base = self.threads[t as usize].io.hctx;
         let picked = self
             .blk
@@ -328,7 +328,7 @@ impl Host {
 
     /// Dispatch work of the thread's request is done: the driver builds the command and rings
     /// the doorbell.
-    pub(crate) fn dispatch_done(&mut self, t: u32) {
+    pub(super) fn dispatch_done(&mut self, t: u32) {
         let r = self.threads[t as usize].blk.dispatching;
         self.blk.reqs[r as usize].t_driver = self.now();
         let ns = self.driver_ns();
@@ -339,7 +339,7 @@ impl Host {
 
     /// The doorbell is written: the command leaves; dispatch the next request (or, bypassing,
     /// send the next bypassing request or go back to submission).
-    pub(crate) fn driver_done(&mut self, t: u32) {
+    pub(super) fn driver_done(&mut self, t: u32) {
         let r = std::mem::replace(&mut self.threads[t as usize].blk.dispatching, NIL);
         self.emit(r);
         let th = &mut self.threads[t as usize];
@@ -358,14 +358,14 @@ impl Host {
     /// accelerator's register writes.
     fn driver_ns(&self) -> u64 {
         match &self.accel {
-            Some(x) => x.xler.register_ns(),
+            Some(x) => x.register_ns(),
             None => self.cfg.nvme.queue_rq_ns + self.cfg.nvme.doorbell_write_ns,
         }
     }
 
     /// Request `r` becomes an NVMe command on its queue's SQ (the doorbell rings now), or
     /// goes into the accelerator's registers.
-    pub(crate) fn emit(&mut self, r: u32) {
+    pub(super) fn emit(&mut self, r: u32) {
         if self.accel.is_some() {
             return self.accel_emit(r);
         }

@@ -43,17 +43,17 @@
 use engine::IoOp;
 use workload::{Buffering, Op};
 
+use super::{Ev, Host};
 use crate::cpu::Cat;
 use crate::exectime::{self, RequestParts};
 use crate::jitter::CostSite;
-use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
 use crate::process::{arrival_gap_of, OnlineReq, OnlineState};
 use crate::task::{Path, Role, Step, Wait};
 
 impl Host {
     /// The thread's next application step, by its role.
-    pub(crate) fn app_next(&mut self, t: u32) {
+    pub(super) fn app_next(&mut self, t: u32) {
         match self.threads[t as usize].role {
             Role::Server { .. } => self.server_next(t),
             Role::Worker { .. } => self.worker_next(t),
@@ -119,7 +119,7 @@ impl Host {
     }
 
     /// The client of online service `p` sends a request and draws the next one's time.
-    pub(crate) fn on_arrival(&mut self, p: u32) {
+    pub(super) fn on_arrival(&mut self, p: u32) {
         if self.stopping() {
             return;
         }
@@ -156,7 +156,7 @@ impl Host {
     }
 
     /// Request `req` reaches the server of `p`: it is queued and the server woken if idle.
-    pub(crate) fn on_server_rx(&mut self, p: u32, req: u32) {
+    pub(super) fn on_server_rx(&mut self, p: u32, req: u32) {
         let now = self.now();
         let server = self.procs[p as usize].online().server;
         let spans = self.cpu.thread_time_now(now, server);
@@ -171,7 +171,7 @@ impl Host {
     }
 
     /// The reply to `req` reaches the client: its response time is recorded.
-    pub(crate) fn on_client_rx(&mut self, p: u32, req: u32) {
+    pub(super) fn on_client_rx(&mut self, p: u32, req: u32) {
         let now = self.now();
         let OnlineState {
             reqs,
@@ -218,7 +218,7 @@ impl Host {
     }
 
     /// The server hands the received request to an idle worker, or queues it.
-    pub(crate) fn server_handoff(&mut self, t: u32) {
+    pub(super) fn server_handoff(&mut self, t: u32) {
         let Role::Server { req } = std::mem::replace(
             &mut self.threads[t as usize].role,
             Role::Server { req: NIL },
@@ -298,7 +298,7 @@ impl Host {
     }
 
     /// The reply is sent: it crosses the network; the worker takes its next request.
-    pub(crate) fn worker_replied(&mut self, t: u32) {
+    pub(super) fn worker_replied(&mut self, t: u32) {
         let Role::Worker { req, .. } = std::mem::replace(
             &mut self.threads[t as usize].role,
             Role::Worker {

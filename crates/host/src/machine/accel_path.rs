@@ -46,23 +46,20 @@
 
 use engine::IoClass;
 
+use super::{Ev, Host};
 use crate::accel::Placed;
 use crate::config::Switch;
-use crate::machine::{Ev, Host};
 use crate::nvme::HostCommand;
 
 impl Host {
     /// Dispatched request `r` goes into the accelerator's registers.
-    pub(crate) fn accel_emit(&mut self, r: u32) {
+    pub(super) fn accel_emit(&mut self, r: u32) {
         let now = self.now();
         let sqid = self.blk.issue(now, r);
         let req = &self.blk.reqs[r as usize];
         let (op, sector, sectors) = (req.op, req.sector, req.sectors);
         let x = self.accel.as_mut().expect("the accelerator is on");
-        let placed = x
-            .xler
-            .submit(now, sqid, op, sector, sectors, r)
-            .unwrap_or_else(|e| panic!("request {r}: {e} (driver tags bound every SQ)"));
+        let placed = x.write_registers(now, sqid, op, sector, sectors, r);
         match placed.placed {
             Placed::New { .. } => self.schedule(placed.ready_at, Ev::AccelFetch { sq: sqid }),
             Placed::Merged { .. } => self.nvme.count_accel_merge(),
@@ -70,13 +67,10 @@ impl Host {
     }
 
     /// The SSD fetches SQ `sq`'s oldest entry: one command for every request it carries.
-    pub(crate) fn accel_fetch(&mut self, sq: u16) {
+    pub(super) fn accel_fetch(&mut self, sq: u16) {
         let now = self.now();
         let x = self.accel.as_mut().expect("the accelerator is on");
-        let entry = x
-            .xler
-            .fetch(now, sq)
-            .expect("one fetch per entry placed: the SQ has one");
+        let entry = x.fetch(now, sq);
         let lc = entry
             .cids
             .iter()
@@ -114,7 +108,7 @@ impl Host {
 
     /// The accelerator's interrupt for command `cid` on CQ `cqid`: complete every request it
     /// carried.
-    pub(crate) fn accel_cqe(&mut self, cqid: u16, cid: u32) {
+    pub(super) fn accel_cqe(&mut self, cqid: u16, cid: u32) {
         let accel = self.accel.as_mut().expect("the accelerator is on");
         let reqs = accel.completed(cid);
         for &r in &reqs {

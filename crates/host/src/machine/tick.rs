@@ -10,9 +10,9 @@
 
 use engine::SimTime;
 
+use super::{Ev, Host};
 use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
-use crate::machine::{Ev, Host};
 
 impl Host {
     /// The tick period, ns (`None`: no tick).
@@ -22,7 +22,7 @@ impl Host {
     }
 
     /// Schedules the first tick (at one period).
-    pub(crate) fn arm_first_tick(&mut self) {
+    pub(super) fn arm_first_tick(&mut self) {
         if let Some(period) = self.tick_period_ns() {
             self.schedule(SimTime(period), Ev::Tick);
         }
@@ -30,7 +30,7 @@ impl Host {
 
     /// A tick: every busy core runs the handler; the next tick comes while the run lasts or
     /// I/O is in flight.
-    pub(crate) fn on_tick(&mut self) {
+    pub(super) fn on_tick(&mut self) {
         let now = self.now();
         let mean_ns = self.cfg.jitter.tick_ns;
         for c in 0..self.cpu.cores() as u16 {

@@ -33,19 +33,19 @@
 //! Config keys: `nvme.dedcore`, `nvme.dedcore_handoff_ns`, `cpu.ipi_ns`,
 //! `nvme.poll_iteration_ns`, `nvme.poll_complete_ns`.
 
+use super::Host;
 use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
-use crate::machine::Host;
 use crate::task::Step;
 
 impl Host {
     /// The polling thread spins on the poll CQs for the rest of the run.
-    pub(crate) fn dedcore_spin(&mut self, t: u32) {
+    pub(super) fn dedcore_spin(&mut self, t: u32) {
         self.spin_until_poked(t, Step::App)
     }
 
     /// A CQE for request `r` landed on a poll CQ: the polling core sees and completes it.
-    pub(crate) fn dedcore_cqe(&mut self, r: u32) {
+    pub(super) fn dedcore_cqe(&mut self, r: u32) {
         let core = self.dedicated_core().expect("DedCore is on");
         let ns = self.cfg.nvme.poll_iteration_ns
             + self.cost(CostSite::PollComplete, self.cfg.nvme.poll_complete_ns);
@@ -65,7 +65,7 @@ impl Host {
 
     /// The polling core finished request `r`'s completion (begun at `started`): complete it;
     /// the wake-ups it causes cross to the waiters' cores.
-    pub(crate) fn handed_off(&mut self, r: u32, started: engine::SimTime) {
+    pub(super) fn handed_off(&mut self, r: u32, started: engine::SimTime) {
         let h = self.blk.reqs[r as usize].hctx;
         self.waking_from_polling_core(|host| host.complete_request(r, started));
         self.run_queue_deferred(h);
@@ -73,7 +73,7 @@ impl Host {
 
     /// Wakes thread `t` from the polling core: a reschedule IPI on its core, then the
     /// hand-off's cache-line transfers as the first thing it runs.
-    pub(crate) fn wake_handed_off(&mut self, t: u32) {
+    pub(super) fn wake_handed_off(&mut self, t: u32) {
         let now = self.now();
         let core = self.cpu.core_of(t);
         assert_ne!(

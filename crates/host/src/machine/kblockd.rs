@@ -51,15 +51,15 @@
 //! Config keys: `blk.dispatch_ns`, `nvme.queue_rq_ns`, `nvme.doorbell_write_ns`,
 //! `cpu.context_switch_ns`, `cpu.cache_pollution_ns`.
 
+use super::Host;
 use crate::blk::NO_HCTX;
-use crate::machine::Host;
 use crate::task::{Role, Step, Wait};
 
 impl Host {
     /// A request on hardware queue `h` completed: if a dispatcher left requests queued on it
     /// (or a queue sharing its CQ) for want of a tag or a scheduler slot, restart it from
     /// kblockd (`__blk_mq_sched_restart`, `blk_mq_dispatch_wake`).
-    pub(crate) fn run_queue_deferred(&mut self, h: u16) {
+    pub(super) fn run_queue_deferred(&mut self, h: u16) {
         let base = self.blk.hctx(h).cq();
         let mut restart = false;
         for q in self.blk.dispatch_queues(base) {
@@ -74,7 +74,7 @@ impl Host {
 
     /// `blk_mq_run_hw_queue(h, async = true)`: if hardware queue `h` or a queue sharing its
     /// CQ holds requests, ask the kblockd worker of its core to run them.
-    pub(crate) fn run_queue_async(&mut self, h: u16) {
+    pub(super) fn run_queue_async(&mut self, h: u16) {
         let base = self.blk.hctx(h).cq();
         let pending = self
             .blk
@@ -99,7 +99,7 @@ impl Host {
     }
 
     /// The kblockd worker `t` runs the next queue it was asked to, or sleeps.
-    pub(crate) fn kblockd_next(&mut self, t: u32) {
+    pub(super) fn kblockd_next(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         let Role::Kblockd { queues } = &mut th.role else {
             unreachable!("thread {t} is a kblockd worker");

@@ -36,11 +36,11 @@
 
 use engine::SimTime;
 
+use super::Host;
 use crate::blk::{BioOwner, QueueKind};
 use crate::config::PollLock;
 use crate::cpu::{Cat, IrqAction, IrqWork};
 use crate::jitter::CostSite;
-use crate::machine::Host;
 use crate::nvme;
 use crate::pagecache::NIL;
 use crate::task::{Step, Wait};
@@ -48,7 +48,7 @@ use crate::task::{Step, Wait};
 impl Host {
     /// A thread woken from its I/O wait runs again: count its wait for the core, then finish
     /// the system call.
-    pub(crate) fn io_wait_done(&mut self, t: u32) {
+    pub(super) fn io_wait_done(&mut self, t: u32) {
         let waited = self.cpu.core_wait_ns(t);
         let class = self.threads[t as usize].class;
         self.count_core_wait(class, waited);
@@ -56,7 +56,7 @@ impl Host {
     }
 
     /// The thread spins on its poll queue (or finishes if nothing is left to wait for).
-    pub(crate) fn start_poll(&mut self, t: u32) {
+    pub(super) fn start_poll(&mut self, t: u32) {
         let th = &self.threads[t as usize];
         if self.blk.hctx(th.io.hctx).has_posted() {
             let ns = self.cfg.nvme.poll_iteration_ns;
@@ -80,7 +80,7 @@ impl Host {
 
     /// One poll iteration ended: reap whatever is posted (once the queue lock is free, if it
     /// is shared), finish, or keep spinning.
-    pub(crate) fn poll_check(&mut self, t: u32) {
+    pub(super) fn poll_check(&mut self, t: u32) {
         let h = self.threads[t as usize].io.hctx;
         let shared = self.cfg.jitter.poll_lock == PollLock::Shared;
         if shared {
@@ -113,7 +113,7 @@ impl Host {
     /// with a shared poll lock on a poll queue it first waits for the lock — held by another
     /// submitter, a reaper, or a spinning poller's CQ walk — and then holds it for `ns`.
     /// Returns the submitter's time: the wait plus `ns`.
-    pub(crate) fn take_queue_lock(&mut self, t: u32, ns: u64) -> u64 {
+    pub(super) fn take_queue_lock(&mut self, t: u32, ns: u64) -> u64 {
         if self.cfg.jitter.poll_lock != PollLock::Shared {
             return ns;
         }
@@ -150,7 +150,7 @@ impl Host {
     }
 
     /// The reaped requests' completion work is done: complete them and run the queue.
-    pub(crate) fn reap_done(&mut self, t: u32) {
+    pub(super) fn reap_done(&mut self, t: u32) {
         let mut reap = std::mem::take(&mut self.threads[t as usize].poll.reap);
         let started = self.threads[t as usize].poll.reap_started;
         let h = self.threads[t as usize].io.hctx;
@@ -170,7 +170,7 @@ impl Host {
 
     /// A CQE for request `r` landed on CQ `cqid`: post it for a poller, or raise the interrupt
     /// (ISR unless the core is already in the NVMe handler) and the completion work.
-    pub(crate) fn on_cqe(&mut self, cqid: u16, cid: u32) {
+    pub(super) fn on_cqe(&mut self, cqid: u16, cid: u32) {
         self.nvme.completion();
         if self.accel.is_some() {
             return self.accel_cqe(cqid, cid);
@@ -179,7 +179,7 @@ impl Host {
     }
 
     /// The completion of request `r` landed on CQ `cqid` (see [`Host::on_cqe`]).
-    pub(crate) fn request_cqe(&mut self, cqid: u16, r: u32) {
+    pub(super) fn request_cqe(&mut self, cqid: u16, r: u32) {
         let now = self.now();
         self.blk.on_cqe(now, r);
         let h = self.blk.hctx_of_queue(cqid);
@@ -243,7 +243,7 @@ impl Host {
     }
 
     /// An interrupt item that began at `started` finished on its core.
-    pub(crate) fn irq_done(&mut self, action: IrqAction, started: SimTime) {
+    pub(super) fn irq_done(&mut self, action: IrqAction, started: SimTime) {
         match action {
             IrqAction::None => {}
             IrqAction::Complete { req } => {
@@ -263,7 +263,7 @@ impl Host {
     /// Completion work of request `r` is done (it started at `started`): record its layer
     /// times, notify every bio's owner, free the request and wake one thread waiting to
     /// allocate one.
-    pub(crate) fn complete_request(&mut self, r: u32, started: SimTime) {
+    pub(super) fn complete_request(&mut self, r: u32, started: SimTime) {
         let now = self.now();
         let req = self.blk.reqs[r as usize];
         let polled = self.blk.hctx(req.hctx).kind() == QueueKind::Poll;
@@ -288,7 +288,7 @@ impl Host {
     }
 
     /// Thread `t` waits for one thing less; at none it wakes (or stops spinning).
-    pub(crate) fn io_waiter_done(&mut self, t: u32) {
+    pub(super) fn io_waiter_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         assert!(
             th.pending > 0,

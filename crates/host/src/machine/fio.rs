@@ -36,17 +36,17 @@
 use engine::{IoOp, SimTime};
 use workload::Op;
 
+use super::{Ev, Host, HostError};
 use crate::config::CompletionMode;
 use crate::cpu::Cat;
 use crate::jitter::CostSite;
-use crate::machine::{Ev, Host, HostError};
 use crate::pagecache::NIL;
 use crate::process::{FioIo, FioThread, IoSource, ProcState};
 use crate::task::{Path, Role, Step, Wait};
 
 impl Host {
     /// The fio state of thread `t`.
-    pub(crate) fn fio(&mut self, t: u32) -> &mut FioThread {
+    pub(super) fn fio(&mut self, t: u32) -> &mut FioThread {
         match &mut self.threads[t as usize].role {
             Role::Fio(f) => f,
             _ => unreachable!("not a fio thread"),
@@ -66,7 +66,7 @@ impl Host {
 
     /// A clone's next step: reap finished asynchronous I/O, wait for the rate or the trace's
     /// timestamp, issue the next I/O, sleep in `io_getevents`, or exit.
-    pub(crate) fn fio_next(&mut self, t: u32) {
+    pub(super) fn fio_next(&mut self, t: u32) {
         let now = self.now();
         if self.fio(t).issued == 0 && self.fio(t).in_flight == 0 {
             self.fio(t).started = now;
@@ -171,7 +171,7 @@ impl Host {
     }
 
     /// The first trace thread's read error, naming its process (`finish` fails with it).
-    pub(crate) fn trace_error(&self) -> Option<HostError> {
+    pub(super) fn trace_error(&self) -> Option<HostError> {
         self.threads.iter().find_map(|th| match &th.role {
             Role::Fio(f) => match &f.source {
                 IoSource::Trace(feed) => feed.error.as_ref().map(|reason| HostError::Trace {
@@ -185,7 +185,7 @@ impl Host {
     }
 
     /// Records one completed fio I/O of thread `t`.
-    pub(crate) fn fio_record(
+    pub(super) fn fio_record(
         &mut self,
         t: u32,
         read: bool,
@@ -226,7 +226,7 @@ impl Host {
     }
 
     /// The `io_getevents` call returned: record every reaped I/O and go on.
-    pub(crate) fn fio_reaped(&mut self, t: u32) {
+    pub(super) fn fio_reaped(&mut self, t: u32) {
         let mut reaping = std::mem::take(&mut self.fio(t).reaping);
         for &s in &reaping {
             let io = self.fio(t).slots[s as usize];
@@ -245,7 +245,7 @@ impl Host {
 
     /// A bio of asynchronous fio I/O `slot` completed; the I/O is done when its last bio is,
     /// and the thread, if it sleeps in `io_getevents`, wakes to reap it.
-    pub(crate) fn fio_bio_end(&mut self, thread: u32, slot: u32) {
+    pub(super) fn fio_bio_end(&mut self, thread: u32, slot: u32) {
         let now = self.now();
         let f = self.fio(thread);
         let io = &mut f.slots[slot as usize];

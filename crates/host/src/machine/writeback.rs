@@ -63,22 +63,22 @@
 
 use engine::{IoClass, IoOp, SimTime};
 
+use super::{Ev, Host};
 use crate::blk::{BioOwner, QueueKind};
 use crate::config::Switch;
 use crate::cpu::Cat;
 use crate::jitter::CostSite;
-use crate::machine::{Ev, Host};
 use crate::pagecache::NIL;
 use crate::task::{Role, Step, Wait};
 use crate::SECTORS_PER_PAGE;
 
 /// A pass over the due files bails out to the stop check after this long (Linux's
 /// `writeback_sb_inodes`: `HZ / 10`).
-pub const WRITEBACK_PASS_MAX_NS: u64 = 100_000_000;
+const WRITEBACK_PASS_MAX_NS: u64 = 100_000_000;
 
 /// Which files a write-back pass is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Due {
+enum Due {
     /// Every dirty file (background or throttled writers).
     All,
     /// The files dirtied before this time (periodic write-back of expired data).
@@ -87,7 +87,7 @@ pub(crate) enum Due {
 
 impl Host {
     /// The flusher's periodic wake-up (`dirty_writeback_interval_ns`): expired data is due.
-    pub(crate) fn on_flush_tick(&mut self) {
+    pub(super) fn on_flush_tick(&mut self) {
         self.flush.periodic_due = true;
         self.kick_flusher();
         let next = self.now() + self.cfg.pagecache.dirty_writeback_interval_ns;
@@ -99,13 +99,13 @@ impl Host {
     /// Thread `t`'s buffered write went over the dirty limit: it waits among the throttled
     /// writers (released when the dirty pages fall below the freerun point) and the flusher
     /// is kicked.
-    pub(crate) fn throttle_writer(&mut self, t: u32) {
+    pub(super) fn throttle_writer(&mut self, t: u32) {
         self.flush.throttled.push(t);
         self.kick_flusher();
     }
 
     /// Wakes the flusher if it is idle.
-    pub(crate) fn kick_flusher(&mut self) {
+    pub(super) fn kick_flusher(&mut self) {
         let f = self.flush.thread;
         if self.threads[f as usize].wait == Wait::FlusherIdle {
             self.wake(f);
@@ -148,10 +148,10 @@ impl Host {
     /// it has nothing left to write, flush the plug and go to the pass's next file; when the
     /// pass is over, or has run `WRITEBACK_PASS_MAX_NS`, check whether write-back is still due:
     /// go on (a new pass, or the rest of the one that bailed out), or end the wave and sleep.
-    pub(crate) fn flusher_next(&mut self, t: u32) {
+    pub(super) fn flusher_next(&mut self, t: u32) {
         if !self.flush.working {
             if self.writeback_due().is_none() {
-                if !self.threads[t as usize].blk.plug.is_empty() {
+                if self.threads[t as usize].blk.plugged() > 0 {
                     return self.unplug(t);
                 }
                 return self.sleep(t, Wait::FlusherIdle, Step::App);
@@ -184,7 +184,7 @@ impl Host {
             self.flush.file = NIL;
             self.flush.chunk_left = 0;
         }
-        if !self.threads[t as usize].blk.plug.is_empty() {
+        if self.threads[t as usize].blk.plugged() > 0 {
             return self.unplug(t);
         }
         let bail = self.now().0 - self.flush.pass_started.0 >= WRITEBACK_PASS_MAX_NS;
@@ -243,7 +243,7 @@ impl Host {
 
     /// Thread `t`'s submission made request `r`: the flusher's first request of a wave
     /// carries the wave's victim hint (`begin_wave`), once.
-    pub(crate) fn give_wave_hint(&mut self, t: u32, r: u32) {
+    pub(super) fn give_wave_hint(&mut self, t: u32, r: u32) {
         if matches!(self.threads[t as usize].role, Role::Flusher) && self.flush.hint_pages > 0 {
             self.blk.reqs[r as usize].wave_pages = std::mem::take(&mut self.flush.hint_pages);
         }
@@ -278,7 +278,7 @@ impl Host {
     /// (`pagecache.adaptive_dirty`): the dirty thresholds may switch sets (`pagecache.rs`). Back
     /// in the low set, flushing resumes (the flusher is kicked); throttled writers whom the
     /// high set's limit lets go are woken.
-    pub(crate) fn on_buffer_status(&mut self, pct: u8) {
+    pub(super) fn on_buffer_status(&mut self, pct: u8) {
         use crate::pagecache::DirtySet;
         match self.pc.on_buffer_status(pct) {
             Some(DirtySet::Low) => self.kick_flusher(),
@@ -295,7 +295,7 @@ impl Host {
     }
 
     /// The run's pages are under write-back: their bio goes to the block layer (plugged).
-    pub(crate) fn flush_pages_done(&mut self, t: u32) {
+    pub(super) fn flush_pages_done(&mut self, t: u32) {
         let (file, first, n, class) = self.flush.run;
         self.threads[t as usize].io.wait = false;
         self.submit_writeback_bio(t, file, first, n, class);
@@ -303,11 +303,11 @@ impl Host {
 
     /// fsync in the calling thread: write back the file's dirty pages (plugged, like the
     /// flusher), then wait until none of its pages is under write-back.
-    pub(crate) fn fsync_next(&mut self, t: u32) {
+    pub(super) fn fsync_next(&mut self, t: u32) {
         let plug_max = self.cfg.blk.plug_max_requests as usize;
         let th = &self.threads[t as usize];
         let file = th.fsync.file;
-        let run = if th.blk.plug.len() < plug_max && self.pc.file(file).dirty_pages > 0 {
+        let run = if th.blk.plugged() < plug_max && self.pc.file(file).dirty_pages > 0 {
             let max = self.cfg.pagecache.writeback_bio_pages as u64;
             // `None`: the rest is under write-back already (redirtied meanwhile), and the
             // wait below waits for it.
@@ -322,7 +322,7 @@ impl Host {
             let ns = self.cost(CostSite::Writeback, ns);
             return self.burst(t, ns, Cat::PageCache, Step::FsyncPages);
         }
-        if !th.blk.plug.is_empty() {
+        if th.blk.plugged() > 0 {
             return self.unplug(t);
         }
         if self.pc.file(file).writeback_pages > 0 {
@@ -334,13 +334,13 @@ impl Host {
     }
 
     /// fsync's write-back finished: the system call returns.
-    pub(crate) fn fsync_done(&mut self, t: u32) {
+    pub(super) fn fsync_done(&mut self, t: u32) {
         self.threads[t as usize].fsync.file = NIL;
         self.io_finished(t)
     }
 
     /// fsync's run of pages is under write-back: its bio goes to the block layer (plugged).
-    pub(crate) fn fsync_pages_done(&mut self, t: u32) {
+    pub(super) fn fsync_pages_done(&mut self, t: u32) {
         let th = &self.threads[t as usize];
         let file = th.fsync.file;
         let (first, n, class) = th.fsync.run;
@@ -365,18 +365,17 @@ impl Host {
             },
         );
         let th = &mut self.threads[t as usize];
-        if th.blk.plug.is_empty() {
+        if th.blk.plugged() == 0 {
             th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
         }
-        th.blk.bios.clear();
-        th.blk.bios.push(b);
-        th.blk.next_bio = 0;
+        th.blk.begin_batch();
+        th.blk.add_to_batch(b);
         self.submission_next(t);
     }
 
     /// A write-back bio completed: its pages are clean; fsync callers whose file has nothing
     /// left under write-back and, once below the freerun point, throttled writers wake.
-    pub(crate) fn writeback_end(&mut self, file: u32, first_page: u64, pages: u32, class: IoClass) {
+    pub(super) fn writeback_end(&mut self, file: u32, first_page: u64, pages: u32, class: IoClass) {
         self.pc.end_writeback(file, first_page, pages, class);
         if self.pc.take_writeback_blocked() {
             self.kick_flusher();

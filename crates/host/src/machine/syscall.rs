@@ -33,11 +33,11 @@
 
 use engine::{IoClass, IoOp};
 
+use super::{Ev, Host};
 use crate::blk::{BioOwner, Blk, QueueKind};
 use crate::config::CompletionMode;
 use crate::cpu::Cat;
 use crate::jitter::CostSite;
-use crate::machine::{Ev, Host};
 use crate::pagecache::{Lookup, PageCache, NIL};
 use crate::task::{AfterIo, IoCtx, Path, Role, Step, Thread, Wait};
 use crate::{PAGE_BYTES, SECTORS_PER_PAGE};
@@ -46,7 +46,7 @@ impl Host {
     #[allow(clippy::too_many_arguments)]
     /// Thread `t` enters a read or write system call (`wait`: it blocks until the I/O is done;
     /// `fio_slot`: the asynchronous fio I/O it is, or `NIL`).
-    pub(crate) fn start_io(
+    pub(super) fn start_io(
         &mut self,
         t: u32,
         op: IoOp,
@@ -97,7 +97,7 @@ impl Host {
 
     /// Past the system call's entry: direct I/O builds its bios; buffered I/O looks up (and,
     /// for writes, copies and dirties) its pages.
-    pub(crate) fn io_enter(&mut self, t: u32) {
+    pub(super) fn io_enter(&mut self, t: u32) {
         let io = self.threads[t as usize].io;
         match (io.path, io.op) {
             (Path::Direct, _) => self.direct_bios(t),
@@ -131,8 +131,7 @@ impl Host {
             QueueKind::Interrupt
         };
         th.io.hctx = self.blk.hctx_of(core, kind);
-        th.blk.bios.clear();
-        th.blk.next_bio = 0;
+        th.blk.begin_batch();
         let base = self.pc.file(io.file).base_sector;
         let owner = if io.fio_slot != NIL {
             BioOwner::FioAsync {
@@ -149,7 +148,7 @@ impl Host {
             let sector = base + (io.offset_bytes + off) / 512;
             let sectors = len.div_ceil(512) as u32;
             let b = self.blk.new_bio(io.op, th.class, sector, sectors, owner);
-            th.blk.bios.push(b);
+            th.blk.add_to_batch(b);
             off += len;
             count += 1;
         }
@@ -166,15 +165,14 @@ impl Host {
 
     /// Buffered read after the page lookups: count hits, wait for pages in flight, read the
     /// missing pages and the read-ahead window.
-    pub(crate) fn pc_read(&mut self, t: u32) {
+    pub(super) fn pc_read(&mut self, t: u32) {
         let core = self.core_of(t);
         let max_pages = self.cfg.blk.max_request_bytes / PAGE_BYTES;
         let th = &mut self.threads[t as usize];
         let io = th.io;
         let class = th.class;
         let (ra_first, ra_pages) = self.pc.read_ahead(&mut th.ra, io.file, io.page, io.pages);
-        th.blk.bios.clear();
-        th.blk.next_bio = 0;
+        th.blk.begin_batch();
         let base = self.pc.file(io.file).base_sector;
         let mut hits = 0;
         let mut misses = 0;
@@ -205,7 +203,7 @@ impl Host {
                     blk.add_waiter(b, t);
                     th.pending += 1;
                 }
-                th.blk.bios.push(b);
+                th.blk.add_to_batch(b);
             }
         };
         for p in io.page..io.page + io.pages {
@@ -257,7 +255,7 @@ impl Host {
         self.pc.count_read(class, hits, misses, ahead);
         th.io.after = AfterIo::Copy;
         th.io.completion = CompletionMode::Interrupt;
-        if !th.blk.bios.is_empty() {
+        if th.blk.has_batch() {
             th.io.hctx = self.blk.hctx_of(core, QueueKind::Interrupt);
             self.submission_next(t);
         } else if th.pending > 0 {
@@ -269,7 +267,7 @@ impl Host {
 
     /// Buffered write after copying: the pages are dirty; wake the flusher or throttle the
     /// writer if the dirty limits say so.
-    pub(crate) fn pc_write(&mut self, t: u32) {
+    pub(super) fn pc_write(&mut self, t: u32) {
         let now = self.now();
         let th = &self.threads[t as usize];
         let (io, class) = (th.io, th.class);
@@ -288,7 +286,7 @@ impl Host {
     }
 
     /// A buffered write is done (and not throttled): fsync if the process asks for it.
-    pub(crate) fn write_done(&mut self, t: u32) {
+    pub(super) fn write_done(&mut self, t: u32) {
         let th = &mut self.threads[t as usize];
         th.app.writes += 1;
         let every = match th.proc {
@@ -305,7 +303,7 @@ impl Host {
     }
 
     /// After the thread's bios completed: copy out (buffered read) or finish.
-    pub(crate) fn after_io(&mut self, t: u32) {
+    pub(super) fn after_io(&mut self, t: u32) {
         let io = self.threads[t as usize].io;
         match io.after {
             AfterIo::Copy => {
@@ -318,7 +316,7 @@ impl Host {
     }
 
     /// The system call returns to the application.
-    pub(crate) fn io_finished(&mut self, t: u32) {
+    pub(super) fn io_finished(&mut self, t: u32) {
         let th = &self.threads[t as usize];
         let latency = self.now() - th.io.started;
         let (p, op, bytes, started) = (th.proc as usize, th.io.op, th.io.bytes, th.io.started);
@@ -341,7 +339,7 @@ impl Host {
 
     /// Page-read bio `b` completed: its pages are up to date and unlocked; every thread
     /// waiting for them has one wait less.
-    pub(crate) fn page_read_end(&mut self, b: u32, file: u32, first_page: u64, pages: u32) {
+    pub(super) fn page_read_end(&mut self, b: u32, file: u32, first_page: u64, pages: u32) {
         self.pc.end_read(file, first_page, pages, b);
         self.with_scratch(|host, waiters| {
             host.blk.take_waiters(b, waiters);

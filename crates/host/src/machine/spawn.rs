@@ -37,11 +37,11 @@ use std::collections::VecDeque;
 use engine::{stream, EventQueue, IoClass, LatencyHistogram, SimTime};
 use workload::{Buffering, IoGenerator, JobSpec, Profile, ProfileGenerator};
 
+use super::{Ev, Host, HostError, HostParts};
 use crate::blk::Blk;
 use crate::config::{HostConfig, Switch};
 use crate::cpu::{Cat, Cpu};
 use crate::jitter::CostDraws;
-use crate::machine::{Ev, Host, HostError, HostParts};
 use crate::nvme;
 use crate::pagecache::{PageCache, NIL};
 use crate::process::{
@@ -104,7 +104,7 @@ impl Host {
 
     /// Process `p` starts: its offline and fio threads become runnable now. (An online
     /// service's client was given its first request time when it was spawned.)
-    pub(crate) fn start_process(&mut self, p: u32) {
+    pub(super) fn start_process(&mut self, p: u32) {
         let now = self.now();
         for t in 0..self.threads.len() {
             let th = &self.threads[t];
