@@ -45,7 +45,7 @@
 //!  poll lock (`jitter.poll_lock`)  blk (Hctx)             blk_submit, nvme_complete
 //!  read/write system calls         task (IoCtx)           syscall (direct, buffered read/write)
 //!  page cache, dirty pages         pagecache              syscall, writeback (flusher, fsync)
-//!  write-back work                 task (FlusherState)    writeback
+//!  write-back work                 flusher                writeback
 //!  blk-mq                          blk, blk_bypass        blk_submit (bio, plug, dispatch),
 //!                                                         kblockd (deferred queue runs)
 //!  NVMe driver                     nvme                   blk_submit (queue_rq), nvme_complete,
@@ -82,8 +82,10 @@
 //!   counters); the scheduler starts a poll spin (`Cpu::spin`), says whether a thread is
 //!   polling (`Cpu::is_polling`) and keeps its per-thread state private (`Cpu::sched` reads
 //!   it); the page cache, the NVMe driver's books (`nvme::Driver`), the cost draws
-//!   (`jitter::CostDraws`) and the accelerator's driver (`accel::AccelDriver`) likewise.
-//!   Write-back gives its wave hint to the request it belongs to (`Host::give_wave_hint`).
+//!   (`jitter::CostDraws`), the accelerator's driver (`accel::AccelDriver`) and the
+//!   flusher's work (`flusher::FlusherState`: its passes, wave hint and waiters, which
+//!   `writeback` alone drives) likewise. Write-back gives its wave hint to the request it
+//!   belongs to (`Host::give_wave_hint`).
 //! - **Open records** are the exception, where every layer on the path reads and fills one
 //!   record as the kernel's do: the block layer's bios and requests (`Blk::bios`, `Blk::reqs`,
 //!   like `struct bio` and `struct request`), a thread's I/O-path state (`task::Thread`,
@@ -95,7 +97,7 @@
 //! A module imports only modules before it in this order (`grep -rn 'use crate::' src/`):
 //!
 //! ```text
-//!  config → jitter → pagecache → exectime → cpu → process → blk → blk_bypass → nvme → accel → task
+//!  config → jitter → pagecache → flusher → exectime → cpu → process → blk → blk_bypass → nvme → accel → task
 //!         → breakdown → machine → testing (unit tests only) → { jitter_tests, exectime_tests
 //!           (unit tests) }
 //!  machine's children: { spawn, app, fio, syscall, blk_submit, kblockd, nvme_complete, dedcore,
@@ -122,6 +124,7 @@ pub mod breakdown;
 pub mod config;
 pub mod cpu;
 pub mod exectime;
+mod flusher;
 pub mod jitter;
 pub mod machine;
 pub mod nvme;

@@ -66,11 +66,12 @@ use crate::breakdown::{Breakdown, LayerTimes};
 use crate::config::HostConfig;
 use crate::cpu::{Cat, CoreOutcome, CoreStats, CoreTimer, Cpu, IrqAction, IrqWork};
 use crate::exectime::ExecTime;
+use crate::flusher::FlusherState;
 use crate::jitter::{CostDraws, CostSite};
 use crate::nvme::{DeviceCqe, Driver, HostCommand, NvmeStats, QueuePairSpec};
 use crate::pagecache::{PageCache, PageCacheStats};
 use crate::process::{ProcState, Process, ProcessReport};
-use crate::task::{FlusherState, Step, Thread, Wait};
+use crate::task::{Step, Thread, Wait};
 
 /// A host event or core timer at `at` before the host's clock `now`. Out of line: the checks
 /// run on every event.

@@ -305,39 +305,6 @@ impl Thread {
     }
 }
 
-/// The flusher's state (Linux's `bdi_writeback`, reduced): the wave in progress, and the threads
-/// that wait for write-back (throttled writers, fsync).
-#[derive(Default)]
-pub(crate) struct FlusherState {
-    /// The flusher kernel thread.
-    pub(crate) thread: u32,
-    /// The file being written (`NIL`: none; the pass goes to its next file).
-    pub(crate) file: u32,
-    /// Pages `file` may still give this pass (its chunk, Linux's `nr_to_write`).
-    pub(crate) chunk_left: u64,
-    /// The files the pass has still to visit (Linux's `b_io`).
-    pub(crate) pass: std::collections::VecDeque<u32>,
-    /// When the pass started (it bails out to the stop check after `WRITEBACK_PASS_MAX_NS`).
-    pub(crate) pass_started: SimTime,
-    /// The count of the pass queued last, until its first pages make it a wave.
-    pub(crate) wave_pages_left: u64,
-    /// Pages taken since the pass started (or last bailed out).
-    pub(crate) pass_pages: u64,
-    /// Background (or periodic, or throttled) write-back work is in progress: passes go on
-    /// until the stop check finds nothing due (Linux's `wb_writeback` running a work item).
-    pub(crate) working: bool,
-    /// Victim hint: pages the wave is about to write, given to its first request.
-    pub(crate) hint_pages: u32,
-    /// The periodic wake-up (`dirty_writeback_interval_ns`) asked for expired data.
-    pub(crate) periodic_due: bool,
-    /// The run being prepared: (file, first page, pages, owner class).
-    pub(crate) run: (u32, u64, u32, IoClass),
-    /// Writers blocked on the dirty limit (`balance_dirty_pages`).
-    pub(crate) throttled: Vec<u32>,
-    /// Threads in fsync waiting for their file's write-back.
-    pub(crate) fsync_waiters: Vec<u32>,
-}
-
 impl BlkTask {
     /// A new submission batch (a system call's bios, or a write-back run's) begins, empty.
     pub(crate) fn begin_batch(&mut self) {

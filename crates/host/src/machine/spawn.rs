@@ -41,6 +41,7 @@ use super::{Ev, Host, HostError, HostParts};
 use crate::blk::Blk;
 use crate::config::{HostConfig, Switch};
 use crate::cpu::{Cat, Cpu};
+use crate::flusher::FlusherState;
 use crate::jitter::CostDraws;
 use crate::nvme;
 use crate::pagecache::{PageCache, NIL};
@@ -48,7 +49,7 @@ use crate::process::{
     arrival_gap, FioJobResult, FioThread, IoSource, OnlineState, ProcState, Process, ProcessKind,
     ProcessSpec, TraceFeed, TraceMode, TraceSource, Workload,
 };
-use crate::task::{FlusherState, Role, Thread, Wait};
+use crate::task::{Role, Thread, Wait};
 use crate::PAGE_BYTES;
 
 /// Files start on 1 MiB boundaries of the device.
@@ -547,11 +548,7 @@ impl<'c> Spawner<'c> {
             blk,
             threads: self.threads,
             procs: self.procs,
-            flush: FlusherState {
-                thread: flusher,
-                file: crate::pagecache::NIL,
-                ..Default::default()
-            },
+            flush: FlusherState::new(flusher),
             duration,
             nvme: nvme::Driver::new(
                 nvme::queue_pairs(cores, cfg.nvme.queue_depth, cfg.nvme.lc_queue == Switch::On)
@@ -638,7 +635,7 @@ mod tests {
             [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 0, 1, 2, 3, 4, 5, 6, 7],
             "server, 1 worker, 7 pagerank threads, flusher, a kblockd worker per core"
         );
-        assert_eq!(host.flush.thread as usize, host.threads.len() - 9);
+        assert_eq!(host.flush.thread() as usize, host.threads.len() - 9);
         assert_eq!(
             (0..8).map(|c| host.kblockd_worker(c)).collect::<Vec<u32>>(),
             (10..18).collect::<Vec<u32>>()

@@ -88,7 +88,7 @@ enum Due {
 impl Host {
     /// The flusher's periodic wake-up (`dirty_writeback_interval_ns`): expired data is due.
     pub(super) fn on_flush_tick(&mut self) {
-        self.flush.periodic_due = true;
+        self.flush.ask_periodic();
         self.kick_flusher();
         let next = self.now() + self.cfg.pagecache.dirty_writeback_interval_ns;
         if self.within_run(next) {
@@ -100,13 +100,13 @@ impl Host {
     /// writers (released when the dirty pages fall below the freerun point) and the flusher
     /// is kicked.
     pub(super) fn throttle_writer(&mut self, t: u32) {
-        self.flush.throttled.push(t);
+        self.flush.add_throttled(t);
         self.kick_flusher();
     }
 
     /// Wakes the flusher if it is idle.
     pub(super) fn kick_flusher(&mut self) {
-        let f = self.flush.thread;
+        let f = self.flush.thread();
         if self.threads[f as usize].wait == Wait::FlusherIdle {
             self.wake(f);
         }
@@ -117,7 +117,7 @@ impl Host {
     /// `wb_over_bg_thresh`; background work queues every inode dirtied before now), else the
     /// files dirtied before the expiry time when the periodic wake-up asked (kupdate).
     fn writeback_due(&self) -> Option<Due> {
-        let foreground = !self.flush.throttled.is_empty() && !self.pc.below_freerun();
+        let foreground = self.flush.has_throttled() && !self.pc.below_freerun();
         if foreground && self.pc.dirty_pages() > 0 {
             return Some(Due::All);
         }
@@ -128,7 +128,7 @@ impl Host {
             return Some(Due::All);
         }
         let expire = self.cfg.pagecache.dirty_expire_ns;
-        if self.flush.periodic_due && self.now().0 > expire {
+        if self.flush.periodic_due() && self.now().0 > expire {
             let before = SimTime(self.now().0 - expire);
             if self.pc.oldest_dirty_file(Some(before)).is_some() {
                 return Some(Due::ExpiredBefore(before));
@@ -149,63 +149,54 @@ impl Host {
     /// pass is over, or has run `WRITEBACK_PASS_MAX_NS`, check whether write-back is still due:
     /// go on (a new pass, or the rest of the one that bailed out), or end the wave and sleep.
     pub(super) fn flusher_next(&mut self, t: u32) {
-        if !self.flush.working {
+        if !self.flush.working() {
             if self.writeback_due().is_none() {
                 if self.threads[t as usize].blk.plugged() > 0 {
                     return self.unplug(t);
                 }
                 return self.sleep(t, Wait::FlusherIdle, Step::App);
             }
-            self.flush.working = true;
+            self.flush.start_work();
             self.start_pass();
         }
-        if self.flush.file != NIL {
-            if self.flush.chunk_left > 0 {
-                let file = self.flush.file;
+        if let Some(file) = self.flush.current_file() {
+            let chunk_left = self.flush.chunk_left();
+            if chunk_left > 0 {
                 let bio_pages = self.cfg.pagecache.writeback_bio_pages as u64;
-                if let Some((first, n, class)) = self
-                    .pc
-                    .take_dirty_run(file, bio_pages.min(self.flush.chunk_left))
+                if let Some((first, n, class)) =
+                    self.pc.take_dirty_run(file, bio_pages.min(chunk_left))
                 {
-                    if self.flush.pass_pages == 0 && self.flush.wave_pages_left > 0 {
+                    if self.flush.wave_pending() {
                         // The pass's first run: a wave begins, announced by its hint.
                         self.begin_wave();
                     }
-                    self.flush.chunk_left -= n as u64;
-                    self.flush.pass_pages += n as u64;
+                    self.flush.take_run(first, n, class);
                     self.pc.count_wave_pages(n as u64);
-                    self.flush.run = (file, first, n, class);
                     let ns = n as u64 * self.cfg.pagecache.writeback_page_ns;
                     let ns = self.cost(CostSite::Writeback, ns);
                     return self.burst(t, ns, Cat::PageCache, Step::FlushPages);
                 }
             }
             // The chunk is used up, or the file is clean or what is dirty is under write-back.
-            self.flush.file = NIL;
-            self.flush.chunk_left = 0;
+            self.flush.leave_file();
         }
         if self.threads[t as usize].blk.plugged() > 0 {
             return self.unplug(t);
         }
-        let bail = self.now().0 - self.flush.pass_started.0 >= WRITEBACK_PASS_MAX_NS;
-        if !bail {
-            if let Some(file) = self.flush.pass.pop_front() {
-                self.flush.file = file;
-                self.flush.chunk_left = self.chunk_pages();
-                return self.flusher_next(t);
-            }
+        let bail = self.flush.pass_ran_ns(self.now()) >= WRITEBACK_PASS_MAX_NS;
+        if !bail && self.flush.next_file(self.chunk_pages()).is_some() {
+            return self.flusher_next(t);
         }
         // The pass is over or bails out: the stop check.
         if self.writeback_due().is_none() {
             return self.stop_work(t);
         }
-        let progress = self.flush.pass_pages > 0;
-        if self.flush.pass.is_empty() {
+        let progress = self.flush.pass_made_progress();
+        if self.flush.pass_done() {
             self.start_pass();
         } else {
             // Bailed out: the rest of the pass goes on (Linux keeps `b_io` until it is empty).
-            self.flush.pass_started = self.now();
-            self.flush.pass_pages = 0;
+            self.flush.restart_pass_clock(self.now());
         }
         if !progress {
             // Everything due is under write-back: wait until a write-back ends
@@ -221,42 +212,34 @@ impl Host {
             Some(Due::ExpiredBefore(t)) => Some(t),
             Some(Due::All) | None => None,
         };
-        let mut pass = std::mem::take(&mut self.flush.pass);
+        let mut pass = self.flush.take_pass_queue();
         self.pc.pass_files(before, &mut pass);
-        self.flush.pass = pass;
-        self.flush.pass_started = self.now();
-        self.flush.pass_pages = 0;
-        self.flush.wave_pages_left = self.wave_pages();
+        let wave_pages = self.wave_pages(pass.iter().copied());
+        self.flush.start_pass(pass, self.now(), wave_pages);
     }
 
     /// The pass takes its first pages: one more wave, and with `victim_hint` its count goes
     /// to the wave's first request.
     fn begin_wave(&mut self) {
-        let hinted = (self.cfg.pagecache.victim_hint == Switch::On).then(|| {
-            let about = self.flush.wave_pages_left.min(u32::MAX as u64);
-            self.flush.hint_pages = about as u32;
-            about
-        });
-        self.pc.count_wave(hinted);
-        self.flush.wave_pages_left = 0;
+        let hint = self.cfg.pagecache.victim_hint == Switch::On;
+        let about = self.flush.begin_wave(hint);
+        self.pc.count_wave(hint.then_some(about));
     }
 
     /// Thread `t`'s submission made request `r`: the flusher's first request of a wave
     /// carries the wave's victim hint (`begin_wave`), once.
     pub(super) fn give_wave_hint(&mut self, t: u32, r: u32) {
-        if matches!(self.threads[t as usize].role, Role::Flusher) && self.flush.hint_pages > 0 {
-            self.blk.reqs[r as usize].wave_pages = std::mem::take(&mut self.flush.hint_pages);
+        if matches!(self.threads[t as usize].role, Role::Flusher) {
+            let hint = self.flush.take_hint();
+            if hint > 0 {
+                self.blk.reqs[r as usize].wave_pages = hint;
+            }
         }
     }
 
     /// No write-back is due: the work is over and the flusher sleeps.
     fn stop_work(&mut self, t: u32) {
-        self.flush.working = false;
-        self.flush.periodic_due = false;
-        self.flush.hint_pages = 0;
-        self.flush.pass.clear();
-        self.flush.file = NIL;
-        self.flush.chunk_left = 0;
+        self.flush.stop_work();
         self.sleep(t, Wait::FlusherIdle, Step::App)
     }
 
@@ -265,13 +248,9 @@ impl Host {
     /// file is dirtied further before the pass reaches it (its chunk can then take more),
     /// pages are under write-back already (skipped), or the pass bails out after
     /// `WRITEBACK_PASS_MAX_NS` and the stop check ends the work.
-    fn wave_pages(&self) -> u64 {
+    fn wave_pages(&self, files: impl Iterator<Item = u32>) -> u64 {
         let chunk = self.chunk_pages();
-        self.flush
-            .pass
-            .iter()
-            .map(|&f| chunk.min(self.pc.file(f).dirty_pages))
-            .sum()
+        files.map(|f| chunk.min(self.pc.file(f).dirty_pages)).sum()
     }
 
     /// A completion entry reported the device's write buffer at `pct` percent
@@ -282,13 +261,8 @@ impl Host {
         use crate::pagecache::DirtySet;
         match self.pc.on_buffer_status(pct) {
             Some(DirtySet::Low) => self.kick_flusher(),
-            Some(DirtySet::High) if !self.flush.throttled.is_empty() && self.pc.below_freerun() => {
-                let throttled = std::mem::take(&mut self.flush.throttled);
-                for &w in &throttled {
-                    self.wake(w);
-                }
-                self.flush.throttled = throttled;
-                self.flush.throttled.clear();
+            Some(DirtySet::High) if self.flush.has_throttled() && self.pc.below_freerun() => {
+                self.wake_throttled();
             }
             Some(DirtySet::High) | None => {}
         }
@@ -296,7 +270,7 @@ impl Host {
 
     /// The run's pages are under write-back: their bio goes to the block layer (plugged).
     pub(super) fn flush_pages_done(&mut self, t: u32) {
-        let (file, first, n, class) = self.flush.run;
+        let (file, first, n, class) = self.flush.run();
         self.threads[t as usize].io.wait = false;
         self.submit_writeback_bio(t, file, first, n, class);
     }
@@ -326,7 +300,7 @@ impl Host {
             return self.unplug(t);
         }
         if self.pc.file(file).writeback_pages > 0 {
-            self.flush.fsync_waiters.push(t);
+            self.flush.add_fsync_waiter(t);
             return self.sleep(t, Wait::Fsync, Step::FsyncDone);
         }
         self.threads[t as usize].fsync.file = NIL;
@@ -380,26 +354,29 @@ impl Host {
         if self.pc.take_writeback_blocked() {
             self.kick_flusher();
         }
-        if !self.flush.fsync_waiters.is_empty() && self.pc.file(file).writeback_pages == 0 {
-            let mut i = 0;
-            while i < self.flush.fsync_waiters.len() {
-                let w = self.flush.fsync_waiters[i];
-                if self.threads[w as usize].fsync.file == file {
-                    self.flush.fsync_waiters.swap_remove(i);
-                    self.wake(w);
-                } else {
-                    i += 1;
+        if self.flush.has_fsync_waiters() && self.pc.file(file).writeback_pages == 0 {
+            self.with_scratch(|host, woken| {
+                let threads = &host.threads;
+                host.flush
+                    .release_fsync_waiters(|w| threads[w as usize].fsync.file == file, woken);
+                for &w in woken.iter() {
+                    host.wake(w);
                 }
-            }
+            });
         }
-        if !self.flush.throttled.is_empty() && self.pc.below_freerun() {
-            let throttled = std::mem::take(&mut self.flush.throttled);
-            for &w in &throttled {
-                self.wake(w);
-            }
-            self.flush.throttled = throttled;
-            self.flush.throttled.clear();
+        if self.flush.has_throttled() && self.pc.below_freerun() {
+            self.wake_throttled();
         }
+    }
+
+    /// Wakes every writer throttled on the dirty limit, in the order they blocked.
+    fn wake_throttled(&mut self) {
+        self.with_scratch(|host, woken| {
+            host.flush.release_throttled(woken);
+            for &w in woken.iter() {
+                host.wake(w);
+            }
+        });
     }
 }
 
