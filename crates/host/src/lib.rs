@@ -71,10 +71,10 @@
 //!   methods of `machine`, which its children may call.
 //! - **The machine's own bookkeeping** (clock, event queue, run end, logs, cost draws, the
 //!   poll-lock stream, the kblockd workers, DedCore's core) is read and written in
-//!   `machine.rs` alone; the children go through those named primitives (a child module
-//!   *could* name a parent's private field, so this one is a rule of review:
-//!   `grep -n 'self\.\(now\|events\|costs\|duration\|stopping\)\b' src/machine/*.rs`
-//!   finds none).
+//!   `machine.rs` alone; the children go through those named primitives. A child module could
+//!   name its parent's private field, so `tests/layers.rs` checks this one on the source, with
+//!   the two rules privacy cannot state: no state module names the machine, and the children
+//!   neither import each other nor are named by `machine`.
 //! - **A state type keeps its fields private** and offers operations named for what the
 //!   caller asks: blk's hardware queue hands out its posted CQEs, its request waiters and its
 //!   shared poll lock (`Hctx::reap_posted`, `wait_for_request`, `take_poll_lock`) and counts

@@ -4,12 +4,26 @@
 //! operations; the machine routes between them the way the kernel's call paths do, and turns
 //! every piece of kernel or user work into a CPU burst on the thread (or interrupt) that does it.
 //! This file holds the state ([`Host`]), the event loop and the thread primitives (burst,
-//! sleep, wake); the routing is split by layer into `impl Host` blocks, each in the module of
-//! the layer it models: `spawn` (building the host), `app` and `fio` (what applications do),
-//! `syscall` (read/write system calls, direct I/O, the buffered read and write paths),
-//! `blk_submit` (bio submission, plug, dispatch, the driver's command), `nvme_complete` (CQEs,
-//! interrupts, polling, request completion) and `writeback` (the flusher and fsync). When a
-//! thread's burst ends, [`Host`] runs its continuation (`task::Step`) in the layer it belongs to.
+//! sleep, wake); the routing is split by layer into `impl Host` blocks, each in a child module
+//! named for the layer it models: `spawn` (building the host), `app` and `fio` (what
+//! applications do), `syscall` (read/write system calls, direct I/O, the buffered read and
+//! write paths), `blk_submit` (bio submission, plug, dispatch, the driver's command),
+//! `kblockd` (deferred queue runs), `nvme_complete` (CQEs, interrupts, polling, request
+//! completion), `dedcore` (DedCore's polling core), `accel_path` (the queue accelerator's
+//! path), `writeback` (the flusher and fsync) and `tick` (the scheduler tick). When a
+//! thread's burst ends, [`Host`] runs its continuation (`task::Step`) in the layer it belongs
+//! to.
+//!
+//! ## Who may touch what
+//! [`Host`]'s fields are private, so only this module and its children reach the layers'
+//! state, and the children reach it only through each state type's own operations (the
+//! crate essay, "State is owned by its layer"). The children's methods are `pub(super)`: the
+//! event loop and the other children call them, nothing outside the machine can. The
+//! machine's bookkeeping fields (clock, events, run end, logs, cost draws, poll-lock stream,
+//! kblockd workers, DedCore's core) are read and written here alone; the children use the
+//! primitives (`now`, `schedule`, `cost`, `stopping`, `within_run`, `with_scratch`,
+//! `poller_phase`, …; `tests/layers.rs` checks it). `machine` names none of its children (it calls their methods on
+//! `Host`), so the dependency runs one way: child → machine.
 //! A synchronous direct read, end to end:
 //!
 //! ```text
