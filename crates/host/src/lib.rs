@@ -82,16 +82,19 @@
 //!   counters); the scheduler starts a poll spin (`Cpu::spin`), says whether a thread is
 //!   polling (`Cpu::is_polling`) and keeps its per-thread state private (`Cpu::sched` reads
 //!   it); the page cache, the NVMe driver's books (`nvme::Driver`), the cost draws
-//!   (`jitter::CostDraws`), the accelerator's driver (`accel::AccelDriver`) and the
-//!   flusher's work (`flusher::FlusherState`: its passes, wave hint and waiters, which
-//!   `writeback` alone drives) likewise. Write-back gives its wave hint to the request it
-//!   belongs to (`Host::give_wave_hint`).
+//!   (`jitter::CostDraws`), the accelerator's driver (`accel::AccelDriver`), a process's
+//!   counters and results (`process::Process`: `count_io`, `count_instructions`, `report`)
+//!   and the flusher's work (`flusher::FlusherState`: its passes, wave hint and waiters,
+//!   which `writeback` alone drives) likewise. Write-back gives its wave hint to the request
+//!   it belongs to (`Host::give_wave_hint`).
 //! - **Open records** are the exception, where every layer on the path reads and fills one
 //!   record as the kernel's do: the block layer's bios and requests (`Blk::bios`, `Blk::reqs`,
 //!   like `struct bio` and `struct request`), a thread's I/O-path state (`task::Thread`,
 //!   like `task_struct`: grouped by the layer that keeps each part — `app`, `blk`, `poll`,
-//!   `ra`, `fsync` — its modes enums) and a process's (`process::Process`, the application
-//!   behaviour's).
+//!   `ra`, `fsync` — its modes enums; outside `blk_submit` its submission batch and plug go
+//!   through `BlkTask::begin_batch`, `add_to_batch`, `plugged`) and what an application keeps per request or per fio
+//!   job (`process::OnlineState`, `FioThread`, `FioJobResult`: `app`'s and `fio`'s, reached
+//!   through `Process::online` and `Process::fio_jobs`).
 //!
 //! ## Dependency order
 //! A module imports only modules before it in this order (`grep -rn 'use crate::' src/`):

@@ -84,7 +84,7 @@ use crate::flusher::FlusherState;
 use crate::jitter::{CostDraws, CostSite};
 use crate::nvme::{DeviceCqe, Driver, HostCommand, NvmeStats, QueuePairSpec};
 use crate::pagecache::{PageCache, PageCacheStats};
-use crate::process::{ProcState, Process, ProcessReport};
+use crate::process::{Process, ProcessReport};
 use crate::task::{Step, Thread, Wait};
 
 /// A host event or core timer at `at` before the host's clock `now`. Out of line: the checks
@@ -737,10 +737,8 @@ impl Host {
             pc[0] += user_kernel[0];
             pc[1] += user_kernel[1];
             proc_time[th.proc as usize].add_thread(&sched.time, end);
-            if let (crate::task::Role::Fio(f), ProcState::Fio { jobs }) =
-                (&th.role, &mut self.procs[th.proc as usize].state)
-            {
-                let j = &mut jobs[f.job as usize];
+            if let crate::task::Role::Fio(f) = &th.role {
+                let j = &mut self.procs[th.proc as usize].fio_jobs()[f.job as usize];
                 j.cpu_user_ns += user_kernel[0];
                 j.cpu_kernel_ns += user_kernel[1];
             }
@@ -750,49 +748,7 @@ impl Host {
             .iter()
             .zip(&proc_cpu)
             .zip(proc_time)
-            .map(|((p, cpu), exec_time)| {
-                exec_time.check(&p.spec.name);
-                let (requests, unfinished, response, fio_jobs) = match &p.state {
-                    ProcState::Online(o) => (
-                        o.completed,
-                        o.reqs.iter().filter(|r| r.live).count() as u64,
-                        o.response.clone(),
-                        Vec::new(),
-                    ),
-                    ProcState::Offline => (0, 0, LatencyHistogram::new(), Vec::new()),
-                    ProcState::Fio { jobs } => (0, 0, LatencyHistogram::new(), jobs.clone()),
-                };
-                let request_time = match &p.state {
-                    ProcState::Online(o) => {
-                        assert_eq!(
-                            o.request_time.requests, o.completed,
-                            "process `{}`: every completed request is split",
-                            p.spec.name
-                        );
-                        Some(o.request_time.clone())
-                    }
-                    _ => None,
-                };
-                ProcessReport {
-                    name: p.spec.name.clone(),
-                    workload: p.spec.workload_name(),
-                    class: p.spec.class,
-                    kind: p.spec.kind(),
-                    requests,
-                    unfinished_requests: unfinished,
-                    response,
-                    instructions: p.instructions,
-                    ios: p.ios,
-                    io_latency: p.io_latency.clone(),
-                    fio_jobs,
-                    start_ns: p.spec.start.as_ns(),
-                    cpu_user_ns: cpu[0],
-                    cpu_kernel_ns: cpu[1],
-                    first_io_ns: p.first_io_at.map(SimTime::as_ns),
-                    exec_time,
-                    request_time,
-                }
-            })
+            .map(|((p, cpu), exec_time)| p.report(cpu[0], cpu[1], exec_time))
             .collect();
         Ok(HostReport {
             end,

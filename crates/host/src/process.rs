@@ -454,22 +454,120 @@ pub(crate) struct OnlineState {
 }
 
 pub(crate) struct Process {
-    pub spec: ProcessSpec,
-    pub file: u32,
-    pub state: ProcState,
-    pub instructions: u64,
-    pub ios: u64,
-    pub io_latency: LatencyHistogram,
+    spec: ProcessSpec,
+    /// Its file (`pagecache`).
+    file: u32,
+    state: ProcState,
+    instructions: u64,
+    ios: u64,
+    io_latency: LatencyHistogram,
     /// When its first application-level I/O (read/write call) started.
-    pub first_io_at: Option<engine::SimTime>,
+    first_io_at: Option<engine::SimTime>,
 }
 
 impl Process {
+    /// Process `spec`, working on file `file`, its kind's state `state`; nothing run yet.
+    pub(crate) fn new(spec: ProcessSpec, file: u32, state: ProcState) -> Process {
+        Process {
+            spec,
+            file,
+            state,
+            instructions: 0,
+            ios: 0,
+            io_latency: LatencyHistogram::new(),
+            first_io_at: None,
+        }
+    }
+
+    pub(crate) fn spec(&self) -> &ProcessSpec {
+        &self.spec
+    }
+
+    /// The file its I/Os go to.
+    pub(crate) fn file(&self) -> u32 {
+        self.file
+    }
+
     /// The state of an online service (only its threads and its client's events ask).
     pub(crate) fn online(&mut self) -> &mut OnlineState {
         match &mut self.state {
             ProcState::Online(o) => o,
             _ => unreachable!("process `{}` is not an online service", self.spec.name),
+        }
+    }
+
+    /// The results of a fio process's jobs so far (only its threads ask).
+    pub(crate) fn fio_jobs(&mut self) -> &mut [FioJobResult] {
+        match &mut self.state {
+            ProcState::Fio { jobs } => jobs,
+            _ => unreachable!("process `{}` is not a fio process", self.spec.name),
+        }
+    }
+
+    /// Its threads executed `n` more instructions.
+    pub(crate) fn count_instructions(&mut self, n: u64) {
+        self.instructions += n;
+    }
+
+    /// One of its threads enters a read or write call at `now` (the first one's start is kept).
+    pub(crate) fn note_io_call(&mut self, now: engine::SimTime) {
+        self.first_io_at.get_or_insert(now);
+    }
+
+    /// A read or write call returned after `latency_ns`.
+    pub(crate) fn count_io(&mut self, latency_ns: u64) {
+        self.ios += 1;
+        self.io_latency.record(latency_ns);
+    }
+
+    /// Its results: its threads' CPU time (`cpu_user_ns`, `cpu_kernel_ns`) and where their
+    /// lives went (`exec_time`, checked here) come from the scheduler.
+    pub(crate) fn report(
+        &self,
+        cpu_user_ns: u64,
+        cpu_kernel_ns: u64,
+        exec_time: crate::exectime::ExecTime,
+    ) -> ProcessReport {
+        exec_time.check(&self.spec.name);
+        let (requests, unfinished, response, fio_jobs) = match &self.state {
+            ProcState::Online(o) => (
+                o.completed,
+                o.reqs.iter().filter(|r| r.live).count() as u64,
+                o.response.clone(),
+                Vec::new(),
+            ),
+            ProcState::Offline => (0, 0, LatencyHistogram::new(), Vec::new()),
+            ProcState::Fio { jobs } => (0, 0, LatencyHistogram::new(), jobs.clone()),
+        };
+        let request_time = match &self.state {
+            ProcState::Online(o) => {
+                assert_eq!(
+                    o.request_time.requests, o.completed,
+                    "process `{}`: every completed request is split",
+                    self.spec.name
+                );
+                Some(o.request_time.clone())
+            }
+            _ => None,
+        };
+        ProcessReport {
+            name: self.spec.name.clone(),
+            workload: self.spec.workload_name(),
+            class: self.spec.class,
+            kind: self.spec.kind(),
+            requests,
+            unfinished_requests: unfinished,
+            response,
+            instructions: self.instructions,
+            ios: self.ios,
+            io_latency: self.io_latency.clone(),
+            fio_jobs,
+            start_ns: self.spec.start.as_ns(),
+            cpu_user_ns,
+            cpu_kernel_ns,
+            first_io_ns: self.first_io_at.map(engine::SimTime::as_ns),
+            exec_time,
+            request_time,
         }
     }
 }

@@ -69,7 +69,7 @@ impl Host {
     fn instructions_burst(&mut self, t: u32, n: u64) {
         let ns = self.cfg.instructions_ns(n);
         let p = self.threads[t as usize].proc as usize;
-        self.procs[p].instructions += n;
+        self.procs[p].count_instructions(n);
         self.burst(t, ns, Cat::User, Step::App);
     }
 
@@ -84,7 +84,7 @@ impl Host {
         let req = gen.next(&mut th.app.rng);
         th.app.instr_to_io = th.app.draw_gap();
         let p = th.proc as usize;
-        let path = match self.procs[p].spec.buffering {
+        let path = match self.procs[p].spec().buffering {
             Buffering::Direct => Path::Direct,
             Buffering::Buffered => Path::Buffered,
         };
@@ -126,7 +126,7 @@ impl Host {
         let now = self.now();
         let app = &self.cfg.app;
         let (send, one_way) = (app.client_send_ns, app.net_one_way_ns);
-        let spec = self.procs[p as usize].spec.clone_rate();
+        let spec = self.procs[p as usize].spec().clone_rate();
         let OnlineState {
             reqs,
             free_reqs,
@@ -226,7 +226,7 @@ impl Host {
             unreachable!()
         };
         let p = self.threads[t as usize].proc as usize;
-        let ipr = self.procs[p].spec.instructions_per_request;
+        let ipr = self.procs[p].spec().instructions_per_request;
         let now = self.now();
         let spans = self.cpu.thread_time_now(now, t);
         let OnlineState {
@@ -260,7 +260,7 @@ impl Host {
             unreachable!()
         };
         if req == NIL {
-            let ipr = self.procs[p].spec.instructions_per_request;
+            let ipr = self.procs[p].spec().instructions_per_request;
             let OnlineState {
                 idle_workers, work, ..
             } = self.procs[p].online();

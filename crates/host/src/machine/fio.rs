@@ -41,7 +41,7 @@ use crate::config::CompletionMode;
 use crate::cpu::Cat;
 use crate::jitter::CostSite;
 use crate::pagecache::NIL;
-use crate::process::{FioIo, FioThread, IoSource, ProcState};
+use crate::process::{FioIo, FioThread, IoSource};
 use crate::task::{Path, Role, Step, Wait};
 
 impl Host {
@@ -74,10 +74,8 @@ impl Host {
             let job = self.fio(t).job as usize;
             // Statistics start when the ramp ends (fio resets them there).
             let stats_from = now.0 + self.fio(t).ramp_ns;
-            if let ProcState::Fio { jobs } = &mut self.procs[p].state {
-                let j = &mut jobs[job];
-                j.first_start_ns = Some(j.first_start_ns.map_or(stats_from, |s| s.min(stats_from)));
-            }
+            let j = &mut self.procs[p].fio_jobs()[job];
+            j.first_start_ns = Some(j.first_start_ns.map_or(stats_from, |s| s.min(stats_from)));
         }
         let (asynchronous, can) = {
             let Role::Fio(f) = &self.threads[t as usize].role else {
@@ -175,7 +173,7 @@ impl Host {
         self.threads.iter().find_map(|th| match &th.role {
             Role::Fio(f) => match &f.source {
                 IoSource::Trace(feed) => feed.error.as_ref().map(|reason| HostError::Trace {
-                    process: self.procs[th.proc as usize].spec.name.clone(),
+                    process: self.procs[th.proc as usize].spec().name.clone(),
                     reason: reason.clone(),
                 }),
                 IoSource::Job(_) => None,
@@ -204,15 +202,11 @@ impl Host {
             f.in_flight -= 1;
             (f.job as usize, f.started + f.ramp_ns)
         };
-        let class = self.procs[p].spec.class;
+        let class = self.procs[p].spec().class;
         self.log_io(class, bytes, now - started);
         let proc = &mut self.procs[p];
-        proc.ios += 1;
-        proc.io_latency.record(now - started);
-        let ProcState::Fio { jobs } = &mut proc.state else {
-            unreachable!()
-        };
-        let j = &mut jobs[job];
+        proc.count_io(now - started);
+        let j = &mut proc.fio_jobs()[job];
         j.last_end_ns = j.last_end_ns.max(now.0);
         if started >= ramp_end {
             if read {

@@ -93,7 +93,7 @@ impl Host {
     /// everyone else waits for something.
     fn start_threads(&mut self) {
         for p in 0..self.procs.len() {
-            let start = self.procs[p].spec.start;
+            let start = self.procs[p].spec().start;
             if start == SimTime::ZERO {
                 self.start_process(p as u32);
             } else {
@@ -307,15 +307,7 @@ impl<'c> Spawner<'c> {
             Workload::Fio { jobs, .. } => self.spawn_fio(&p, jobs)?,
             Workload::Trace { trace, mode, .. } => self.spawn_trace(&p, trace.as_ref(), *mode)?,
         };
-        self.procs.push(Process {
-            spec,
-            file,
-            state,
-            instructions: 0,
-            ios: 0,
-            io_latency: LatencyHistogram::new(),
-            first_io_at: None,
-        });
+        self.procs.push(Process::new(spec, file, state));
         Ok(())
     }
 

@@ -72,8 +72,8 @@ impl Host {
             completion
         };
         let proc = &mut self.procs[th.proc as usize];
-        proc.first_io_at.get_or_insert(now);
-        let file = proc.file;
+        proc.note_io_call(now);
+        let file = proc.file();
         let page = offset_bytes / PAGE_BYTES;
         let end_page = (offset_bytes + bytes).div_ceil(PAGE_BYTES);
         th.io = IoCtx {
@@ -291,7 +291,7 @@ impl Host {
         th.app.writes += 1;
         let every = match th.proc {
             u32::MAX => 0,
-            p => self.procs[p as usize].spec.fsync_every_writes as u64,
+            p => self.procs[p as usize].spec().fsync_every_writes as u64,
         };
         if every > 0 && th.app.writes.is_multiple_of(every) {
             th.fsync.file = th.io.file;
@@ -330,9 +330,8 @@ impl Host {
             return self.fio_next(t);
         }
         let proc = &mut self.procs[p];
-        proc.ios += 1;
-        proc.io_latency.record(latency);
-        let class = proc.spec.class;
+        proc.count_io(latency);
+        let class = proc.spec().class;
         self.log_io(class, bytes, latency);
         self.app_next(t);
     }
