@@ -408,6 +408,12 @@ impl Blk {
         }
     }
 
+    /// Request `r` carries write-back's victim hint: the `pages` its wave is about to write
+    /// (`pagecache.victim_hint`), sent with its command (`writeback`'s essay).
+    pub(crate) fn carry_wave_hint(&mut self, r: u32, pages: u32) {
+        self.reqs[r as usize].wave_pages = pages;
+    }
+
     /// Counts a bio of `class` submitted cold (`blk.cold_submit_ns`, `blk_submit`'s essay).
     pub(crate) fn count_cold_bio(&mut self, class: IoClass) {
         self.stats.class_mut(class).cold_bios += 1;

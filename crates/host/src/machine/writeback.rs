@@ -232,7 +232,7 @@ impl Host {
         if matches!(self.threads[t as usize].role, Role::Flusher) {
             let hint = self.flush.take_hint();
             if hint > 0 {
-                self.blk.reqs[r as usize].wave_pages = hint;
+                self.blk.carry_wave_hint(r, hint);
             }
         }
     }
