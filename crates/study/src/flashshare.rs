@@ -52,8 +52,12 @@
 //! needs a flip in most replicates of a comparison to move, and the interval shows how far the
 //! flips reach. Single-run figures (the time series, the apache + index breakdowns) read
 //! replicate 0 (the study's seed); the cache sensitivity runs run once. `--quick` runs one
-//! replicate. The durations ([`FULL_MS`], [`QUICK_MS`]) set the cost: 1,030 runs at five
-//! replicates (`ullstack study list`).
+//! replicate. The durations ([`FULL_MS`], [`QUICK_MS`]) set the cost: 1,057 runs at five
+//! replicates (990 stack comparisons, 40 cache runs, the sweep's 27; `ullstack study list`),
+//! nearly all of it in the co-runs under the five stacks past `vanilla`, each of which
+//! simulates about three times `vanilla`'s events (its class-aware cache prefetches over
+//! twice the pages). Three runs repeat others: the sweep's 400/s runs are the `vanilla` alone
+//! runs of the study's seed (`knee`'s essay).
 
 //! ## Reports
 //! 1. Online average and p99 response time normalised to `vanilla`, per pair and the mean over

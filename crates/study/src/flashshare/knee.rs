@@ -31,6 +31,12 @@
 //! report checks a calibration, not a prediction; the test
 //! `each_online_profile_s_knee_is_near_400_per_sec` holds it within 300–600/s.
 //!
+//! The 400/s runs repeat the stack comparison's `vanilla` alone runs of the study's seed: 400/s
+//! is the presets' rate, so the system is the same and so is every result but the run's name
+//! (test `the_400_per_sec_runs_are_vanilla_s_alone_runs`). The study runs them under both ids
+//! rather than file one run's result under another's name: three alone runs, well under 0.1 %
+//! of a full study's simulation.
+//!
 //! Output: the figure `knee` (mean response against rate, log scale, each knee marked by a
 //! dashed drop line), the table "Load-latency sweep" (mean and p99 per rate, the knee in the
 //! last row) and `study.json`'s `findings.knee_requests_per_sec` (per service; `null` when the
@@ -321,6 +327,33 @@ mod tests {
         assert_eq!(r.job_fio.matches("[[process]]").count(), 1);
         assert_eq!(r.seed, 3);
         assert_eq!(r.system.as_ref().unwrap().stack, STACK);
+    }
+
+    /// The sweep's 400/s run of each service is, but for its name, the `vanilla` alone run of
+    /// the study's seed (same duration in a full study): one system, so one result.
+    #[test]
+    fn the_400_per_sec_runs_are_vanilla_s_alone_runs() {
+        let specs = super::super::runs(&crate::plan::Plan::new(Size::Full, 4));
+        let resolved = |id: &str| {
+            let spec = specs.iter().find(|r| r.id == id).expect(id);
+            let stack = sim::stack::find(&spec.system.as_ref().unwrap().stack).unwrap();
+            let mut cfg = sim::system::SystemConfig::parse_with_stack(
+                &spec.job_fio,
+                "run",
+                std::path::Path::new("."),
+                Some(stack),
+            )
+            .unwrap();
+            cfg.source.clear();
+            (format!("{cfg:?}"), spec.seed)
+        };
+        for online in ONLINE {
+            let sweep = resolved(&run_id(online, 400));
+            let alone = resolved(&super::super::run_id(STACK, online, super::super::ALONE));
+            assert_eq!(sweep, alone, "{online}");
+            // Any other rate is another system.
+            assert_ne!(resolved(&run_id(online, 450)).0, alone.0, "{online}");
+        }
     }
 
     /// The calibration holds: each online service's knee on the papers' host lies within
