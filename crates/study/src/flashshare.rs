@@ -55,9 +55,8 @@
 //! replicate. The durations ([`FULL_MS`], [`QUICK_MS`]) set the cost: 1,057 runs at five
 //! replicates (990 stack comparisons, 40 cache runs, the sweep's 27; `ullstack study list`),
 //! nearly all of it in the co-runs under the five stacks past `vanilla`, each of which
-//! simulates about three times `vanilla`'s events (its class-aware cache prefetches over
-//! twice the pages). Three runs repeat others: the sweep's 400/s runs are the `vanilla` alone
-//! runs of the study's seed (`knee`'s essay).
+//! simulates two to three times `vanilla`'s events. Three runs repeat others: the sweep's
+//! 400/s runs are the `vanilla` alone runs of the study's seed (`knee`'s essay).
 
 //! ## Reports
 //! 1. Online average and p99 response time normalised to `vanilla`, per pair and the mean over
