@@ -330,12 +330,12 @@ mod tests {
     }
 
     /// The sweep's 400/s run of each service is, but for its name, the `vanilla` alone run of
-    /// the study's seed (same duration in a full study): one system, so one result.
+    /// the study's seed (same duration in a full study): one system, so one result. No other
+    /// two runs of the study share a system.
     #[test]
     fn the_400_per_sec_runs_are_vanilla_s_alone_runs() {
         let specs = super::super::runs(&crate::plan::Plan::new(Size::Full, 4));
-        let resolved = |id: &str| {
-            let spec = specs.iter().find(|r| r.id == id).expect(id);
+        let system_of = |spec: &RunSpec| {
             let stack = sim::stack::find(&spec.system.as_ref().unwrap().stack).unwrap();
             let mut cfg = sim::system::SystemConfig::parse_with_stack(
                 &spec.job_fio,
@@ -347,6 +347,11 @@ mod tests {
             cfg.source.clear();
             (format!("{cfg:?}"), spec.seed)
         };
+        let resolved = |id: &str| system_of(specs.iter().find(|r| r.id == id).expect(id));
+        let mut distinct: Vec<_> = specs.iter().map(system_of).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), specs.len() - ONLINE.len());
         for online in ONLINE {
             let sweep = resolved(&run_id(online, 400));
             let alone = resolved(&super::super::run_id(STACK, online, super::super::ALONE));
