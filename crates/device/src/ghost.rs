@@ -16,7 +16,7 @@
 //! - a read of units `first .. first + units`: each unit is looked up (a miss counts, and the
 //!   unit is installed as most recently used); then the `g` units after the command are
 //!   installed where absent — exactly what the real cache does with `prefetch_pages = g`
-//!   (`lib.rs`, `start_read`: after every read command, the next `prefetch_pages` units that
+//!   (`read_path.rs`, `start_read`: after every read command, the next `prefetch_pages` units that
 //!   are not cached);
 //! - a write: each unit is looked up and installed (it occupies a line; no miss counts, since a
 //!   write needs no flash read).

@@ -38,30 +38,32 @@
 //!  cache    DRAM lines, the write buffer; what to evict and when       config, cache_index,
 //!                                                                      cache_split, ghost, sys
 //!  drain    write-back hints: watermark eviction, the oracle buffer    config, stats_de
-//!  lib.rs   the device's API and the routing of events between them    all of the above
-//!  read_path   lib.rs's read path: cache lookup, flash reads and     lib.rs and all of
+//!  lib.rs   the device's API, its types and its state                  all of the above
+//!  routing  lib.rs's state machine: which layer an event goes          lib.rs and all of
+//!           to next; flash events scheduled after every handler        the above
+//!  read_path the read path: cache lookup, flash reads and              lib.rs and all of
 //!           prefetches, delivery to waiters, reads waiting to stage    the above
-//!  write_path  lib.rs's write path: buffering, stalls, eviction rounds, lib.rs and all of
+//!  write_path the write path: buffering, stalls, eviction rounds,      lib.rs and all of
 //!           the idle flush, FastDrain rows, GC start                   the above
+//!  flash_done what a finished flash operation leads to: fills          lib.rs and all of
+//!           delivered, rows programmed, GC's next step                 the above
+//!  summary  CommandStats, DeviceStats and the run's warnings           lib.rs and all of
+//!                                                                      the above
 //! ```
 //! No module uses one below it in this table, so there is no cycle; `cache` and `ftl` do not
-//! know each other (this file hands an eviction round from one to the other). This file keeps
-//! the device's API and its state machine (which layer an event goes to next), not policy;
-//! `read_path` and `write_path` are the parts of that state machine a read and a write go
-//! through, each in a file of its own (they add methods to [`Ssd`]; nothing below them uses
-//! them). `tests/layers.rs` holds the source
-//! to this table.
+//! know each other (`flash_done` and `write_path` hand an eviction round from one to the
+//! other). This file keeps the device's API, its command and event types and its state; the
+//! state machine (which layer an event goes to next, not policy) is in the files below it in
+//! the table, each one idea: `routing` takes every event, `read_path` and `write_path` are the
+//! parts a read and a write go through, `flash_done` what a finished flash operation leads to,
+//! `summary` the counters the run reports. They add methods to [`Ssd`]; nothing above them in
+//! the table uses them, and none of them uses another by path. `tests/layers.rs` holds the
+//! source to this table.
 //!
 //! ## Flash events
-//! The flash model is sans-event-queue: `Flash::submit` and `Flash::on_event` append
-//! `(time, FlashEvent)` pairs to a buffer instead of scheduling them. The buffer is drained
-//! into the event queue in exactly one place, `Ssd::handle`, right after every handler, so a
-//! handler cannot forget to schedule its flash work. The buffer must be empty between events:
-//! asserted (in release builds too) before each handler and in [`Ssd::next_event_time`], which
-//! catches flash work submitted from outside a handler (say, from [`Ssd::submit`]). Events at
-//! the same nanosecond run in scheduling order, and a handler's flash events are scheduled after
-//! everything else it scheduled — the order of the earlier design, in which each handler that
-//! submitted flash work flushed the buffer as its last step (the golden summaries did not move).
+//! The flash model is sans-event-queue: it appends the events it needs to a buffer that
+//! `routing` moves into the event queue after every handler, so no handler can leave flash
+//! work unscheduled (`routing.rs`, "Flash events").
 //!
 //! ## Read staging (`cache.read_staging`)
 //! A read miss's data comes off the flash into controller DRAM before the host's DMA takes it.
@@ -89,11 +91,10 @@
 //! nothing is scheduled before the model's time; an SQ never holds more than its depth; the
 //! write buffer never exceeds its capacity; a LUN runs one operation at a time; GC only erases
 //! superblocks without live data and relocates exactly the valid units it counted. These are
-//! `assert!`s, on in release builds too, because they are cheap. What they cost is the
-//! difference in instructions of a 4 KiB random-read run (`valgrind --tool=callgrind` on `cargo
-//! bench -p sim --bench device_throughput a-zssd`) between this build and one with every assert
-//! of device, engine and workload compiled out (about 1 % when last measured: CHANGELOG.md).
-//! Their panics are kept out of the hot functions' bodies where inlining depends on it. The
+//! `assert!`s, on in release builds too, because they are cheap: their cost is the difference
+//! in instructions of a 4 KiB random-read run (`valgrind --tool=callgrind` on `cargo bench -p
+//! sim --bench device_throughput a-zssd`) between this build and one with every assert of
+//! device, engine and workload compiled out. Their panics are kept out of the hot functions' bodies where inlining depends on it. The
 //! full mapping check (`Ftl::check_consistency`, O(capacity)) is for the tests. In
 //! data-integrity mode every write carries a version that travels with the data through DRAM,
 //! flash and GC, and reads return the versions they found, so a test can check that a read
@@ -106,11 +107,14 @@ pub mod config;
 pub mod ctrl;
 pub mod drain;
 pub mod flash;
+mod flash_done;
 pub mod ftl;
 pub mod ghost;
 pub mod pcie;
 mod read_path;
+mod routing;
 pub mod stats_de;
+mod summary;
 mod sys;
 mod write_path;
 
@@ -119,17 +123,17 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use engine::{EventQueue, IoClass, IoOp, SimTime};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use cache::{Cache, ReadAhead, WriteBack, WriteBlock};
+use cache::{Cache, ReadAhead, WriteBack};
 pub use config::{DeviceConfig, MAP_UNIT_BYTES, SECTOR_BYTES};
-use config::{Drain as DrainMode, ReadStaging};
 use ctrl::Controller;
 pub use ctrl::{SqPriority, SubmitError};
 use drain::Drain;
-use flash::{Flash, FlashEvent, FlashOp, OpOrigin};
+use flash::{Flash, FlashEvent};
 use ftl::Ftl;
-use pcie::{Direction, PcieLink};
+use pcie::PcieLink;
+pub use summary::{CommandStats, DeviceStats, WRITE_AMPLIFICATION_WARN};
 
 /// Hints a host may put in a command's reserved field next to the class.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -254,68 +258,6 @@ impl Waiters {
         };
     }
 }
-
-/// Per-op command counts and device-level counters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CommandStats {
-    pub reads: u64,
-    pub writes: u64,
-    pub flushes: u64,
-    pub trims: u64,
-    pub errors: u64,
-    pub latency_critical: u64,
-    pub throughput: u64,
-    /// Writes that waited for buffer space, and their total wait.
-    pub write_stalls: u64,
-    pub write_stall_ns: u64,
-    /// `cache.read_staging = "buffer"`: read misses that waited for a DRAM line (every line
-    /// dirty, evicting or filling), and their total wait; omitted while 0.
-    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
-    pub read_staging_stalls: u64,
-    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
-    pub read_staging_stall_ns: u64,
-    /// Strict-priority arbitration: drains of a starving lower-priority SQ (`ctrl.rs`);
-    /// omitted while 0.
-    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
-    pub arbitration_drains: u64,
-    /// `cache.prefetch = "ghost"`: prefetch reads still queued behind demand reads when a
-    /// demand read came to wait for them, and so made demand reads (`flash.rs`); omitted
-    /// while 0.
-    #[serde(default, skip_serializing_if = "engine::stats::is_zero")]
-    pub prefetches_promoted: u64,
-}
-
-/// Everything the device counts, for `summary.json`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DeviceStats {
-    pub name: String,
-    pub user_capacity_bytes: u64,
-    pub commands: CommandStats,
-    pub cache: cache::CacheStats,
-    pub ftl: ftl::FtlStats,
-    pub flash: flash::FlashStats,
-    /// NAND units programmed (host + GC) per host unit programmed; 1.0 when GC copied nothing.
-    pub write_amplification: f64,
-    pub erase_count_min: u32,
-    pub erase_count_max: u32,
-    pub erase_count_mean: f64,
-    pub pcie_bytes_to_device: u64,
-    pub pcie_bytes_to_host: u64,
-    /// Bytes the FTL's mapping tables hold at the end of the run: the forward map's index and
-    /// the LPNs written (about 4-21 bytes each), and the reverse maps of superblocks written.
-    pub mapping_table_bytes: u64,
-    /// Write-back hints and watermark eviction (`cache.drain`; absent for `vanilla`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drain: Option<drain::DrainStats>,
-    /// What in the run deserves a second look (e.g. write amplification above
-    /// [`WRITE_AMPLIFICATION_WARN`]).
-    pub warnings: Vec<String>,
-}
-
-/// Write amplification above which a run is flagged: greedy GC with the presets' 7 %
-/// over-provisioning settles near 8 under uniform random writes (`ftl/precondition.rs`);
-/// far above that, the device is too small for the data its workload keeps live.
-pub const WRITE_AMPLIFICATION_WARN: f64 = 20.0;
 
 /// A read miss waiting for a line to stage in.
 #[derive(Clone, Copy, Debug)]
@@ -656,307 +598,11 @@ impl Ssd {
         &self.stats
     }
 
-    pub fn stats(&self) -> DeviceStats {
-        let f = &self.ftl.stats;
-        let host = f.host_units_programmed;
-        let (emin, emax, emean_milli) = self.ftl.erase_count_stats();
-        let write_amplification = if host == 0 {
-            1.0
-        } else {
-            (host + f.gc_units_programmed) as f64 / host as f64
-        };
-        let mut warnings = Vec::new();
-        let fallback = self.ftl.random_fallback_luns();
-        if fallback > 0 {
-            warnings.push(format!(
-                "ftl.precondition = \"random\" laid out {fallback} of {} LUNs sequentially: with \
-                 {} % over-provisioning no invalid space fits above the GC threshold \
-                 (ftl.gc_threshold_pct = {}); give more over-provisioning, or ask for \
-                 \"sequential\"",
-                self.flash.geometry.luns,
-                self.config.ftl.overprovisioning_pct,
-                self.config.ftl.gc_threshold_pct
-            ));
-        }
-        if write_amplification > WRITE_AMPLIFICATION_WARN {
-            warnings.push(format!(
-                "write amplification {write_amplification:.1} exceeds {WRITE_AMPLIFICATION_WARN}: \
-                 the device ({:.1} GB user capacity, {} % over-provisioning) is too small for the \
-                 data its workload keeps live",
-                self.capacity_bytes() as f64 / 1e9,
-                self.config.ftl.overprovisioning_pct
-            ));
-        }
-        DeviceStats {
-            name: self.config.name.clone(),
-            user_capacity_bytes: self.capacity_bytes(),
-            commands: CommandStats {
-                arbitration_drains: self.ctrl.drains,
-                ..self.stats.clone()
-            },
-            cache: self.cache.stats.clone(),
-            ftl: f.clone(),
-            flash: flash::FlashStats {
-                lun_busy_ns: self.flash.busy_ns(),
-                ..self.flash.stats.clone()
-            },
-            write_amplification,
-            erase_count_min: emin,
-            erase_count_max: emax,
-            erase_count_mean: emean_milli as f64 / 1000.0,
-            pcie_bytes_to_device: self.pcie.bytes_moved[Direction::HostToDevice as usize],
-            pcie_bytes_to_host: self.pcie.bytes_moved[Direction::DeviceToHost as usize],
-            mapping_table_bytes: self.ftl.table_bytes(),
-            drain: (self.drain.mode() != DrainMode::Vanilla).then(|| self.drain.stats.clone()),
-            warnings,
-        }
-    }
-
-    /// Runs the handler of `ev`, then schedules the flash events it produced. This is the only
-    /// way a handler runs, so no handler can leave flash work unscheduled.
-    fn handle(&mut self, ev: Ev) {
-        self.assert_no_pending_flash_events("before an event");
-        self.dispatch(ev);
-        if !self.flash_events.is_empty() {
-            for (at, fe) in self.flash_events.drain(..) {
-                self.events.schedule(at, Ev::Flash(fe));
-            }
-        }
-    }
-
-    /// Flash events must not wait in the buffer between events: [`next_event_time`] would miss
-    /// them. Always on (one length check per event; the panic is out of line).
-    ///
-    /// [`next_event_time`]: Self::next_event_time
-    #[inline]
-    fn assert_no_pending_flash_events(&self, when: &str) {
-        if !self.flash_events.is_empty() {
-            self.pending_flash_events(when);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn pending_flash_events(&self, when: &str) -> ! {
-        panic!(
-            "{} flash events pending {when} at {}: flash work was submitted outside an event handler",
-            self.flash_events.len(),
-            self.now
-        );
-    }
-
-    fn dispatch(&mut self, ev: Ev) {
-        let now = self.now;
-        match ev {
-            Ev::Doorbell { sqid, slot } => {
-                self.ctrl.doorbell(now, sqid, slot);
-                if !self.ctrl.fetch_busy {
-                    self.fetch_next(now);
-                }
-            }
-            Ev::FetchFree => {
-                self.ctrl.fetch_busy = false;
-                self.fetch_next(now);
-            }
-            Ev::Ready { slot } => self.execute(now, slot),
-            Ev::WriteDataIn { slot } => {
-                if self.stalled.is_empty() {
-                    self.buffer_write(now, slot);
-                } else {
-                    // Writes queue behind stalled ones: the overflow stall hits every write.
-                    self.stall(now, slot);
-                }
-            }
-            Ev::ReadDataOut { slot } => {
-                let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
-                let done = self.pcie.dma(now, Direction::DeviceToHost, bytes);
-                self.post_completion(done, slot);
-            }
-            Ev::PostCqe { slot } => {
-                let done = self.pcie.dma(now, Direction::DeviceToHost, 16);
-                self.events.schedule(done, Ev::Complete { slot });
-            }
-            Ev::Complete { slot } => self.complete(now, slot),
-            Ev::Flash(fe) => {
-                let done = self.flash.on_event(now, fe, &mut self.flash_events);
-                if let Some(op) = done {
-                    self.flash_done(now, fe.lun, op);
-                }
-            }
-        }
-    }
-
-    fn fetch_next(&mut self, now: SimTime) {
-        let Some((_sqid, slot)) = self.ctrl.pick(now) else {
-            return;
-        };
-        self.ctrl.fetch_busy = true;
-        let fetched = now + self.config.ctrl.fetch_ns;
-        let op = self.cmd(slot).cmd.op;
-        let ready = self.ctrl.run_firmware(fetched, op);
-        self.events.schedule(fetched, Ev::FetchFree);
-        self.events.schedule(ready, Ev::Ready { slot });
-    }
-
+    /// The live command in `slot`.
     fn cmd(&mut self, slot: u32) -> &mut Cmd {
         self.cmds[slot as usize]
             .as_mut()
             .expect("live command slot")
-    }
-
-    fn execute(&mut self, now: SimTime, slot: u32) {
-        let (op, status, class) = {
-            let c = self.cmd(slot);
-            (c.cmd.op, c.status, c.cmd.class)
-        };
-        if self.exec_log.is_some() {
-            let (sqid, cid) = (self.cmd(slot).sqid, self.cmd(slot).cmd.cid);
-            if let Some(log) = &mut self.exec_log {
-                log.push((now, sqid, cid));
-            }
-        }
-        match class {
-            IoClass::LatencyCritical => self.stats.latency_critical += 1,
-            IoClass::Throughput => self.stats.throughput += 1,
-        }
-        if status != Status::Success {
-            self.stats.errors += 1;
-            self.post_completion(now, slot);
-            return;
-        }
-        if self.cache.is_adaptive() && matches!(op, IoOp::Read | IoOp::Write) {
-            let (first, units) = {
-                let c = self.cmd(slot);
-                (c.first_lpn, c.units)
-            };
-            // The class split's and the ghosts' epoch counts (`cache_split.rs`, `ghost.rs`).
-            let write = op == IoOp::Write;
-            self.cache
-                .note_command(now.as_ns(), write, first, units, class);
-        }
-        match op {
-            IoOp::Read => {
-                self.stats.reads += 1;
-                self.start_read(now, slot);
-            }
-            IoOp::Write => {
-                self.stats.writes += 1;
-                if let Hint::WritebackWave { pages } = self.cmd(slot).cmd.hint {
-                    // Read before the command's data moves: before any page of the wave is
-                    // in the buffer (`drain.rs`).
-                    let read_free_units = self.read_free_row_units();
-                    self.drain
-                        .on_hint(self.cache.dirty_units(), pages, read_free_units);
-                    self.drain_step(now);
-                }
-                let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
-                let done = self.pcie.dma(now, Direction::HostToDevice, bytes);
-                self.events.schedule(done, Ev::WriteDataIn { slot });
-            }
-            IoOp::Flush => {
-                // DRAM is power-loss protected (capacitors), so a flush has nothing to wait for.
-                self.stats.flushes += 1;
-                self.post_completion(now, slot);
-            }
-            IoOp::Trim => {
-                self.stats.trims += 1;
-                let (first, units) = {
-                    let c = self.cmd(slot);
-                    (c.first_lpn, c.units)
-                };
-                for lpn in first..first + units {
-                    self.cache.trim(lpn);
-                    self.drain.oracle_trim(lpn);
-                    self.ftl.trim(lpn);
-                }
-                self.post_completion(now, slot);
-            }
-        }
-    }
-
-    fn flash_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
-        self.flash_op_done(now, lun, op);
-        self.flush_idle(now);
-        self.drain_step(now);
-    }
-
-    fn flash_op_done(&mut self, now: SimTime, lun: u32, op: FlashOp) {
-        match op.origin {
-            OpOrigin::HostRead { lpn } | OpOrigin::Prefetch { lpn } => {
-                let version = self.ftl.version_of(lpn);
-                self.cache.finish_fill(lpn, version);
-                let waiters = self
-                    .fills
-                    .remove(&lpn)
-                    .expect("a host flash read has a fill record");
-                self.deliver_unit(now, lpn, version, waiters);
-                if !self.read_stalls.is_empty() {
-                    // The filled line is replaceable now: a read waiting to stage may take it
-                    // (in arrival order with the stalled writes under `buffer-in-order`).
-                    if self.config.cache.read_staging == ReadStaging::BufferInOrder {
-                        self.resume_stalled(now);
-                    } else {
-                        self.resume_read_stalls(now);
-                    }
-                }
-                if self.cache.is_split() && !self.stalled.is_empty() {
-                    // A partition of a few ways can be all filling: the fill just made one
-                    // replaceable, which a write stalled on that partition may be waiting for.
-                    self.resume_stalled(now);
-                }
-            }
-            OpOrigin::Evict { row } => {
-                self.writeback.finish_row(&mut self.cache, row);
-                self.ftl.host_row_programmed(lun);
-                self.resume_stalled(now);
-            }
-            OpOrigin::GcRead | OpOrigin::GcProgram => {}
-            OpOrigin::GcErase { superblock } => {
-                self.ftl.finish_gc(lun, superblock);
-                if self.ftl.needs_gc(lun) {
-                    self.start_gc(now, lun);
-                }
-                if self.writeback.take_blocked() {
-                    self.resume_stalled(now);
-                    if !self.stalled.is_empty() {
-                        self.make_room(now, WriteBlock::BufferFull, 0);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Posts the completion entry: the firmware's completion work from `at`, then the entry's
-    /// DMA. DMAs are asked for when their data is ready (an event), not reserved ahead: the
-    /// link serves requests in the order they arrive, and a reservation made early for a
-    /// later time would hold back transfers ready before it (at QD32 that left the link idle
-    /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s: measured while afcc062 was made,
-    /// with a command it did not record).
-    fn post_completion(&mut self, at: SimTime, slot: u32) {
-        self.events
-            .schedule(at + self.config.ctrl.completion_ns, Ev::PostCqe { slot });
-    }
-
-    fn complete(&mut self, now: SimTime, slot: u32) {
-        let c = self.cmds[slot as usize]
-            .take()
-            .expect("a command completes exactly once");
-        self.free_cmds.push(slot);
-        self.completed += 1;
-        let cqid = self.ctrl.cq_of(c.sqid);
-        self.ready.push(Completion {
-            at: now,
-            sqid: c.sqid,
-            cqid,
-            cid: c.cmd.cid,
-            status: c.status,
-            write_buffer_pct: self.drain.status_pct(
-                self.cache.dirty_units(),
-                self.cache.write_buffer_capacity_units(),
-            ),
-            interrupt: self.ctrl.interrupts_enabled(cqid),
-            read_versions: c.versions.map(Vec::into_boxed_slice),
-        });
     }
 }
 

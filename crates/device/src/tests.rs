@@ -1,7 +1,7 @@
-//! Unit tests of the device's state machine (`lib.rs`, `read_path`, `write_path`).
+//! Unit tests of the device's state machine (`lib.rs`, `routing`, `read_path`, `write_path`).
 
 use super::*;
-use crate::flash::OpKind;
+use crate::flash::{FlashOp, OpKind, OpOrigin};
 
 /// Flash work submitted outside an event handler would never be scheduled: the next look at
 /// the event queue must stop the run instead.

@@ -3,7 +3,7 @@
 //! that make room (`cache/writeback.rs`), the idle flush (`cache.flush = "idle"`),
 //! FastDrain's watermark rows (`drain.rs`) and the start of GC where a row took a LUN below its
 //! threshold. Like `lib.rs` it routes between the layers and holds no policy of its own; the
-//! read path is `read_path`; the flash completions and the device's API stay in `lib.rs`.
+//! read path is `read_path`, the flash completions `flash_done`, the event routing `routing`.
 
 use engine::SimTime;
 

@@ -30,7 +30,7 @@
 //! read/write mix at low queue depth never programs flash within a run and reads never meet a
 //! busy die. `idle` adds what commercial firmware does: whenever a LUN is idle (nothing queued,
 //! running or suspended) and a whole row of dirty data waits, that LUN programs the row of the
-//! oldest dirty units ([`WriteBack::take_idle_row`]; `Ssd::flush_idle` in `lib.rs` finds the
+//! oldest dirty units ([`WriteBack::take_idle_row`]; `Ssd::flush_idle` in `write_path.rs` finds the
 //! idle LUNs, after every buffered write and every flash completion). Only whole rows go, so
 //! background flushing wastes no slots, and only to idle LUNs, so it never queues behind reads
 //! already waiting — but a read arriving during the program meets a busy die (and suspends it
