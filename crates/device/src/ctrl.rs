@@ -363,7 +363,19 @@ impl Controller {
     }
 
     /// Picks the next command to fetch at `now`: `(sqid, slot)`.
+    #[inline]
     pub fn pick(&mut self, now: SimTime) -> Option<(u16, u32)> {
+        // Round robin with nothing visible picks nothing and changes nothing (strict priority
+        // and weighted round robin update their drain and credit state even then): decided
+        // here, inlined, without the call.
+        if self.visible_total == 0 && self.arbitration == Arbitration::RoundRobin {
+            return None;
+        }
+        self.pick_visible(now)
+    }
+
+    #[inline(never)]
+    fn pick_visible(&mut self, now: SimTime) -> Option<(u16, u32)> {
         let i = self.choose_sq(now)?;
         let sq = self.sqs[i].as_mut().expect("chosen SQ exists");
         let (slot, _) = sq.visible.pop_front().expect("chosen SQ has work");
