@@ -333,6 +333,9 @@ pub struct Flash {
     /// the latest end of their senses (a prefetch does not take the channel before them).
     demand_sensing: Vec<u32>,
     demand_sense_until: Vec<SimTime>,
+    /// Each LUN's first channel ([`Geometry::first_channel`], looked up: it is asked several
+    /// times per operation, and computing it divides twice).
+    lun_first_channel: Vec<u32>,
     next_seq: u64,
     /// Draws of sense times and read retries (`flash.read`).
     read_rng: SimRng,
@@ -383,8 +386,12 @@ impl Flash {
         let channel_free = vec![SimTime::ZERO; geometry.channels as usize];
         let demand_sensing = vec![0; geometry.channels as usize];
         let demand_sense_until = channel_free.clone();
+        let lun_first_channel = (0..geometry.luns)
+            .map(|lun| geometry.first_channel(lun))
+            .collect();
         Flash {
             geometry,
+            lun_first_channel,
             timing,
             luns,
             demand_sensing,
@@ -492,7 +499,7 @@ impl Flash {
             .expect("a current flash event belongs to an active operation");
         match (active.op.kind, ev.phase) {
             (OpKind::Read, Phase::Array) => {
-                let first = self.geometry.first_channel(lun) as usize;
+                let first = self.lun_first_channel[lun as usize] as usize;
                 if active.op.origin.is_host_read() {
                     self.demand_sensing[first] -= 1;
                 }
@@ -587,7 +594,7 @@ impl Flash {
 
     /// A demand read senses on `lun` until `array_end`.
     fn note_demand_sensing(&mut self, lun: u32, array_end: SimTime) {
-        let first = self.geometry.first_channel(lun) as usize;
+        let first = self.lun_first_channel[lun as usize] as usize;
         self.demand_sensing[first] += 1;
         let until = &mut self.demand_sense_until[first];
         *until = (*until).max(array_end);
@@ -595,7 +602,7 @@ impl Flash {
 
     /// When the LUN's channel(s) are next free.
     fn channels_free_at(&self, lun: u32) -> SimTime {
-        let first = self.geometry.first_channel(lun) as usize;
+        let first = self.lun_first_channel[lun as usize] as usize;
         let n = self.geometry.channels_per_lun as usize;
         self.channel_free[first..first + n]
             .iter()
@@ -605,7 +612,7 @@ impl Flash {
 
     /// Reserves the LUN's channel(s) from `now` for `units`; returns when the transfer ends.
     fn reserve_channels(&mut self, now: SimTime, lun: u32, units: u32) -> SimTime {
-        let first = self.geometry.first_channel(lun) as usize;
+        let first = self.lun_first_channel[lun as usize] as usize;
         let n = self.geometry.channels_per_lun as usize;
         let start = self.channel_free[first..first + n]
             .iter()
