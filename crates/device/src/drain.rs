@@ -275,7 +275,12 @@ impl Drain {
     /// least `drain_high_pct` while foreground eviction is on (see "The buffer status in
     /// completions").
     pub fn status_pct(&self, buffered_units: u64, capacity_units: u64) -> u8 {
-        let buffered = (buffered_units * 100 / capacity_units.max(1)).min(100) as u8;
+        // An empty buffer (every read-only run) is 0 % without the division.
+        let buffered = if buffered_units == 0 {
+            0
+        } else {
+            (buffered_units * 100 / capacity_units.max(1)).min(100) as u8
+        };
         if self.foreground {
             buffered.max(self.high_pct)
         } else {
