@@ -17,12 +17,15 @@
 //! its counts ([`hdr_index`]: the power-of-two bucket from the value's leading zeros, the
 //! sub-bucket from its top 11 bits), and the `hdrhistogram` crate's histogram is built from
 //! that array only when a figure is read (kept until the next sample). Recording into the
-//! crate's histogram cost about 100 instructions a sample (its range checks, resize test and
-//! min/max updates; `valgrind --tool=callgrind` on `ullstack sim --device zssd` with 200 K
-//! 4 KiB random reads at QD32); the increment costs about 15. Each bucket's count goes into
-//! the built histogram at the bucket's lowest value, which that histogram puts in the same
-//! bucket (`tests::the_index_is_the_hdr_histograms`), so its counts, percentiles and maximum
-//! are the ones direct recording gives.
+//! crate's histogram checks the value's range, tests for a resize and updates the minimum and
+//! maximum on every sample, once per I/O of a run; the increment does none of that. Each
+//! bucket's count goes into the built histogram at the bucket's lowest value, which that
+//! histogram puts in the same bucket (`tests::the_index_is_the_hdr_histograms`), so its
+//! counts, percentiles and maximum are the ones direct recording gives.
+//!
+//! Worked example: 12,600 ns has 50 leading zeros, so its bucket is 64 − 11 − 50 = 3
+//! (sub-buckets of 2^3 = 8 ns), its sub-bucket 12,600 >> 3 = 1,575, and its index
+//! 4 · 1,024 + 1,575 − 1,024 = 4,647, the count of 12,600 to 12,607 ns.
 //!
 //! A [`LatencySummary`] holds the percentiles storage papers quote: p50, p95, p99, p99.9,
 //! p99.99, p99.999 and max, in integer nanoseconds; it is what `summary.json` prints.
@@ -356,6 +359,12 @@ mod tests {
     /// next value past the highest starts the next index, from 0 ns to 2^62 ns.
     #[test]
     fn the_index_is_the_hdr_histograms() {
+        // The essay's worked example.
+        assert_eq!(hdr_index(12_600), 4_647);
+        assert_eq!(
+            (hdr_value(4_647), hdr_index(12_607), hdr_index(12_608)),
+            (12_600, 4_647, 4_648)
+        );
         let h = empty_hdr();
         let mut rng = crate::rng::stream(9, "index");
         let mut values: Vec<u64> = (0..5_000).collect();
