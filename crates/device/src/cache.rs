@@ -387,7 +387,6 @@ impl Cache {
     /// Looks up a read of one unit.
     pub fn read(&mut self, lpn: u32, class: IoClass) -> ReadLookup {
         let stamp = self.tick();
-        self.prefetch_set(lpn);
         match self.find(lpn) {
             Some(i) if self.has(i, FILLING) => {
                 self.stats.class(class).read_hits += 1;
