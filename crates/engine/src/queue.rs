@@ -36,6 +36,13 @@
 //! before. Tried and not kept: a 4-ary heap (7.06 G instructions) and a radix heap (7.57 G:
 //! popping moved the rest of the smallest key's bucket down, a few keys each time).
 //!
+//! A burst breaks the "one or two": a device that starts many commands at one instant (64
+//! prefetch reads behind one demand read) schedules events at one time, each with the largest
+//! key yet, and insertion from the end walked past the whole bucket for each of them. So a
+//! key later than the bucket's first goes to the front with no walk: the study stacks that
+//! prefetch (`cacheopt` and on) simulate their co-runs in about 5 % fewer instructions, and no
+//! other run moves by more than 1 %.
+//!
 //! ## Far events mostly come in order
 //! What waits past the window is mostly work queued behind a busy resource whose end times
 //! only grow: a host thread whose CPU runs 40 µs behind its completions (its reaps, and the
@@ -176,14 +183,16 @@ impl<E> EventQueue<E> {
         if n - self.cursor < WHEEL_BUCKETS as u64 {
             let b = (n % WHEEL_BUCKETS as u64) as usize;
             let bucket = &mut self.wheel[b];
-            // Most buckets hold one or two events: insertion from the end (descending order).
-            let mut i = bucket.len();
-            while i > 0 && bucket[i - 1].key < key {
-                i -= 1;
-            }
-            if i == bucket.len() {
-                bucket.push(Entry { key, event });
+            // Descending order, the earliest last. A key later than the first (a burst
+            // scheduled for one instant: each has the largest key yet) goes first without a
+            // scan; any other is inserted from the end, where most land in a step or two.
+            if bucket.first().is_none_or(|f| f.key < key) {
+                bucket.insert(0, Entry { key, event });
             } else {
+                let mut i = bucket.len();
+                while bucket[i - 1].key < key {
+                    i -= 1;
+                }
                 bucket.insert(i, Entry { key, event });
             }
             self.occupied |= 1 << b;
@@ -344,6 +353,25 @@ mod tests {
         q.schedule(SimTime(10), ());
         q.pop();
         q.schedule(SimTime(5), ());
+    }
+
+    /// A burst at one instant (each key the largest yet) goes to the bucket's front; events
+    /// earlier than the burst, in the same bucket, still pop first, and the burst pops in
+    /// scheduling order.
+    #[test]
+    fn a_burst_at_one_instant_keeps_its_order_beside_earlier_events() {
+        let mut q = EventQueue::new();
+        for i in 0..100u32 {
+            q.schedule(SimTime(1_000), i);
+            if i % 10 == 0 {
+                q.schedule(SimTime(1_000 - 1 - u64::from(i) / 10), 1_000 + i);
+            }
+        }
+        assert_eq!(q.wheel.iter().map(Vec::len).sum::<usize>(), 110);
+        let order: Vec<u32> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        let earlier: Vec<u32> = (0..10).rev().map(|k| 1_000 + 10 * k).collect();
+        let burst: Vec<u32> = (0..100).collect();
+        assert_eq!(order, [earlier, burst].concat());
     }
 
     #[test]
