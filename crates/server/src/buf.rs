@@ -45,8 +45,9 @@
 //! needs. Into a blocking socket a 1 MiB reply takes one call and a 32 MiB one 9 (64 iovecs
 //! a call from the start of the frame took 5 and 129, and walked about half a million views
 //! for the 32 MiB); `memory_read_path` prints the writer's CPU per reply and its calls. The
-//! socket ring's SENDMSG still gathers at most `conn::WRITEV_MAX_IOVECS` (its per-connection
-//! iovec and header-copy arrays are sized by it).
+//! socket ring's SENDMSG gathers the same way: up to `conn::WRITEV_LARGE_IOVECS` parts when
+//! more than `conn::WRITEV_MAX_IOVECS` are queued, of which at most `WRITEV_MAX_IOVECS` small
+//! ones (reply headers, copied into the message; `sys::SendMsg`).
 
 use std::sync::Arc;
 

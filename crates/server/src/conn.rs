@@ -373,6 +373,13 @@ impl ConnCore {
         self.gather(parts).count
     }
 
+    /// [`ConnCore::gather_out`], with whether queued output was left out (it fills `parts`
+    /// and has more).
+    pub fn gather_out_more<'a>(&'a self, parts: &mut [IoSlice<'a>]) -> (usize, bool) {
+        let gathered = self.gather(parts);
+        (gathered.count, gathered.more)
+    }
+
     /// [`ConnCore::gather_out`], with whether parts were left out and how many it looked at.
     fn gather<'a>(&'a self, parts: &mut [IoSlice<'a>]) -> Gathered {
         let (mut count, mut visited) = (0usize, 0usize);

@@ -49,7 +49,7 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, IoUring};
 
-use crate::conn::{ConnCore, ConnRef, WRITEV_MAX_IOVECS};
+use crate::conn::{ConnCore, ConnRef, WRITEV_LARGE_IOVECS, WRITEV_MAX_IOVECS};
 use crate::inbuf::InBuf;
 use crate::sys::{self, Sqe};
 
@@ -138,6 +138,16 @@ impl RingConn {
     pub fn busy(&self) -> bool {
         self.recv || self.send
     }
+}
+
+/// Points `msg` at up to [`WRITEV_LARGE_IOVECS`] parts of `core`'s queued output (more than
+/// [`WRITEV_MAX_IOVECS`] parts are queued: a large reply of page views), as many as its
+/// small-part copies allow ([`sys::SendMsg::set_parts`]).
+#[cold]
+fn set_large_parts(msg: &mut sys::SendMsg, core: &ConnCore) {
+    let mut parts: [IoSlice<'_>; WRITEV_LARGE_IOVECS] = [IoSlice::new(&[]); WRITEV_LARGE_IOVECS];
+    let count = core.gather_out(&mut parts);
+    msg.set_parts(&parts[..count]);
 }
 
 /// The socket ring of one worker.
@@ -229,8 +239,9 @@ impl SockRing {
         }
     }
 
-    /// Queues a SENDMSG of `core`'s queued output (up to [`WRITEV_MAX_IOVECS`] parts); false
-    /// when there is nothing to send.
+    /// Queues a SENDMSG of `core`'s queued output (up to [`WRITEV_MAX_IOVECS`] parts, up to
+    /// [`WRITEV_LARGE_IOVECS`] when more are queued, with at most [`WRITEV_MAX_IOVECS`] small
+    /// parts among them); false when there is nothing to send.
     pub fn arm_send(
         &mut self,
         fd: RawFd,
@@ -246,8 +257,12 @@ impl SockRing {
         {
             let mut parts: [IoSlice<'_>; WRITEV_MAX_IOVECS] =
                 [IoSlice::new(&[]); WRITEV_MAX_IOVECS];
-            let count = core.gather_out(&mut parts);
-            msg.set_parts(&parts[..count]);
+            let (count, more) = core.gather_out_more(&mut parts);
+            if more {
+                set_large_parts(&mut msg, core);
+            } else {
+                msg.set_parts(&parts[..count]);
+            }
         }
         if msg.parts() == 0 {
             self.spare_msgs.push(msg);

@@ -315,7 +315,9 @@ pub struct Cqe<B> {
 pub const SEND_SMALL_PART_BYTES: usize = 40;
 
 /// The `msghdr`, iovecs and small-part copies of one SENDMSG: point it at the parts with
-/// [`set_parts`](Self::set_parts), then push it as a [`Sqe::SendMsg`].
+/// [`set_parts`](Self::set_parts), then push it as a [`Sqe::SendMsg`]. Its iovecs grow to the
+/// most parts it was ever pointed at (a large reply of page views: up to `IOV_MAX`); its
+/// small-part copies stay as many as it was made with.
 pub struct SendMsg {
     msg: libc::msghdr,
     iov: Vec<libc::iovec>,
@@ -328,47 +330,54 @@ pub struct SendMsg {
 // it to another thread races on nothing.
 unsafe impl Send for SendMsg {}
 
+const EMPTY_IOVEC: libc::iovec = libc::iovec {
+    iov_base: std::ptr::null_mut(),
+    iov_len: 0,
+};
+
 impl SendMsg {
-    /// A message of up to `max_parts` parts, pointing at none yet.
-    pub fn new(max_parts: usize) -> SendMsg {
+    /// A message with room for `small_parts` copies of small parts, pointing at none yet.
+    pub fn new(small_parts: usize) -> SendMsg {
         // SAFETY: msghdr is a plain C struct; all zeroes (null pointers, zero lengths) is a
         // valid value of it.
         let msg = unsafe { std::mem::zeroed() };
-        let empty = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
         SendMsg {
             msg,
-            iov: vec![empty; max_parts],
-            small: vec![[0; SEND_SMALL_PART_BYTES]; max_parts],
+            iov: vec![EMPTY_IOVEC; small_parts],
+            small: vec![[0; SEND_SMALL_PART_BYTES]; small_parts],
             count: 0,
         }
     }
 
-    /// Points the message at `parts`: a part of [`SEND_SMALL_PART_BYTES`] or less is copied
-    /// in, a larger one is pointed at where it is (a loan: its owner keeps it in place until
-    /// the completion).
-    pub fn set_parts(&mut self, parts: &[IoSlice<'_>]) {
-        assert!(
-            parts.len() <= self.iov.len(),
-            "{} parts in a message of at most {}",
-            parts.len(),
-            self.iov.len()
-        );
-        for (k, part) in parts.iter().enumerate() {
+    /// Points the message at `parts`, or at the longest prefix of them whose small parts fit
+    /// its copies; returns how many it took. A part of [`SEND_SMALL_PART_BYTES`] or less is
+    /// copied in, a larger one is pointed at where it is (a loan: its owner keeps it in place
+    /// until the completion).
+    pub fn set_parts(&mut self, parts: &[IoSlice<'_>]) -> usize {
+        if self.iov.len() < parts.len() {
+            self.iov.resize(parts.len(), EMPTY_IOVEC);
+        }
+        let mut small = 0;
+        let mut count = 0;
+        for part in parts {
             let base = if part.len() <= SEND_SMALL_PART_BYTES {
-                self.small[k][..part.len()].copy_from_slice(part);
-                self.small[k].as_ptr()
+                let Some(copy) = self.small.get_mut(small) else {
+                    break;
+                };
+                copy[..part.len()].copy_from_slice(part);
+                small += 1;
+                copy.as_ptr()
             } else {
                 part.as_ptr()
             };
-            self.iov[k] = libc::iovec {
+            self.iov[count] = libc::iovec {
                 iov_base: base.cast_mut().cast(),
                 iov_len: part.len(),
             };
+            count += 1;
         }
-        self.count = parts.len();
+        self.count = count;
+        count
     }
 
     /// How many parts it was last pointed at.
@@ -1012,6 +1021,31 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
+
+    /// A message grows its iovecs to the parts it is pointed at and stops at the first small
+    /// part its copies have no room for.
+    #[test]
+    fn send_msg_takes_large_parts_and_as_many_small_ones_as_it_copies() {
+        let big = [7u8; 100];
+        let head = [1u8; 16];
+        let mut parts = Vec::new();
+        for _ in 0..200 {
+            parts.push(IoSlice::new(&big));
+        }
+        let mut msg = SendMsg::new(2);
+        assert_eq!(msg.set_parts(&parts), 200, "large parts only: all of them");
+        assert_eq!(msg.iov.len(), 200);
+        parts.extend([IoSlice::new(&head), IoSlice::new(&big), IoSlice::new(&head)]);
+        parts.extend([IoSlice::new(&big), IoSlice::new(&head), IoSlice::new(&big)]);
+        assert_eq!(msg.set_parts(&parts), 204, "stops before the third header");
+        assert_eq!(msg.parts(), 204);
+        assert_eq!(
+            msg.iov[200].iov_base.cast_const(),
+            msg.small[0].as_ptr().cast()
+        );
+        assert_eq!(msg.iov[201].iov_base.cast_const(), big.as_ptr().cast());
+        assert_eq!(msg.iov[203].iov_len, 100);
+    }
 
     #[test]
     fn writev_gathers_and_read_spare_appends() {
