@@ -25,7 +25,7 @@
 
 mod common;
 
-use common::{median, server_cpu_seconds};
+use common::{dataplane_from_env, env_number, median, server_cpu_seconds};
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proto::wire::{HelloBody, RequestHeader, WriteMode, REPLY_HEADER_BYTES};
-use server::config::{IdlePolicy, ServerConfig, SocketIo};
+use server::config::ServerConfig;
 
 const CONNECTIONS: usize = 4;
 const QUEUE_DEPTH_PER_CONNECTION: usize = 32;
@@ -47,9 +47,7 @@ const DEFAULT_REGION_MIB: u64 = 256;
 /// Bytes the reads cover: `ULLSTACK_REGION_MIB` (a small one stays in the caches) or the
 /// default.
 fn region_bytes() -> u64 {
-    std::env::var("ULLSTACK_REGION_MIB")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
+    env_number::<u64>("ULLSTACK_REGION_MIB")
         .filter(|&m| m > 0)
         .unwrap_or(DEFAULT_REGION_MIB)
         << 20
@@ -87,22 +85,7 @@ acl = [{{ volume = "vol", access = "read-write" }}]
 "#
     );
     let mut c = ServerConfig::from_toml_str(&toml).unwrap_or_else(|e| panic!("config: {e}"));
-    match std::env::var("ULLSTACK_SOCKET_IO").as_deref() {
-        Ok("uring") => c.dataplane.socket_io = SocketIo::Uring,
-        Ok("epoll") => c.dataplane.socket_io = SocketIo::Epoll,
-        _ => {}
-    }
-    match std::env::var("ULLSTACK_IDLE").as_deref() {
-        Ok("spin") => c.dataplane.idle = IdlePolicy::Spin,
-        Ok("block-after-spin") => c.dataplane.idle = IdlePolicy::BlockAfterSpin,
-        _ => {}
-    }
-    if let Some(w) = std::env::var("ULLSTACK_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        c.dataplane.workers = w;
-    }
+    dataplane_from_env(&mut c.dataplane);
     c
 }
 

@@ -51,7 +51,10 @@
 
 mod common;
 
-use common::{fio_randread_qd32, median, stat_user_sys_seconds, threads_user_sys_seconds};
+use common::{
+    dataplane_from_env, env_number, fio_randread_qd32, median, stat_user_sys_seconds,
+    threads_user_sys_seconds,
+};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -432,10 +435,7 @@ fn main() {
     }
     let mut config = ServerConfig::quick_start(ByteSize(1 << 30), "127.0.0.1:0".parse().ok(), None);
     // ULLSTACK_IDLE_SPIN_NS overrides the idle spin (default: the config default).
-    if let Some(ns) = std::env::var("ULLSTACK_IDLE_SPIN_NS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(ns) = env_number("ULLSTACK_IDLE_SPIN_NS") {
         config.dataplane.idle_spin_ns = ns;
     }
     // ULLSTACK_SCHEDULER=off: requests in arrival order, no tokens (nbdkit has no QoS; with
@@ -444,32 +444,11 @@ fn main() {
     if scheduler_off {
         config.qos.scheduler = server::config::SchedulerMode::Off;
     }
-    if let Some(ns) = std::env::var("ULLSTACK_COALESCE_NS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(ns) = env_number("ULLSTACK_COALESCE_NS") {
         config.dataplane.coalesce_ns = ns;
     }
-    if let Some(n) = std::env::var("ULLSTACK_WORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n: &usize| n > 0)
-    {
-        config.dataplane.workers = n;
-    }
-    match std::env::var("ULLSTACK_IDLE").as_deref() {
-        Ok("spin") => config.dataplane.idle = server::config::IdlePolicy::Spin,
-        Ok("block-after-spin") => {
-            config.dataplane.idle = server::config::IdlePolicy::BlockAfterSpin
-        }
-        _ => {}
-    }
-    // ULLSTACK_SOCKET_IO=uring|epoll: the workers' socket I/O (default: the config default).
-    match std::env::var("ULLSTACK_SOCKET_IO").as_deref() {
-        Ok("uring") => config.dataplane.socket_io = server::config::SocketIo::Uring,
-        Ok("epoll") => config.dataplane.socket_io = server::config::SocketIo::Epoll,
-        _ => {}
-    }
+    // ULLSTACK_SOCKET_IO, ULLSTACK_IDLE, ULLSTACK_WORKERS (common::dataplane_from_env).
+    dataplane_from_env(&mut config.dataplane);
     let phases = std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file".into());
     let phase = |name: &str| phases.split(',').any(|p| p.trim() == name);
     println!(

@@ -21,12 +21,12 @@
 
 mod common;
 
-use common::{fio_randread_qd32, median, server_cpu_seconds};
+use common::{dataplane_from_env, fio_randread_qd32, median, server_cpu_seconds};
 
 use std::process::Command;
 use std::time::Duration;
 
-use server::config::{IdlePolicy, ServerConfig};
+use server::config::ServerConfig;
 
 /// The LC tenant's reservation: above what fio reaches here, so the scheduler never holds the
 /// tenant back and the figure is the dataplane's.
@@ -56,11 +56,10 @@ tenant = "lc"
 "#
     );
     let mut c = ServerConfig::from_toml_str(&toml).unwrap_or_else(|e| panic!("config: {e}"));
-    match std::env::var("ULLSTACK_IDLE").as_deref() {
-        Ok("spin") => c.dataplane.idle = IdlePolicy::Spin,
-        Ok("block-after-spin") => c.dataplane.idle = IdlePolicy::BlockAfterSpin,
-        _ => {}
-    }
+    let workers = c.dataplane.workers;
+    dataplane_from_env(&mut c.dataplane);
+    // The worker count is this example's variable, not the environment's.
+    c.dataplane.workers = workers;
     c
 }
 

@@ -86,3 +86,39 @@ pub fn fio_randread_qd32(uri: &str, jobs: u32, seconds: u64) -> Option<serde_jso
     let mut job = fio_nbd(uri, seconds, &extra)?;
     Some(job["read"].take())
 }
+
+/// `name` read as a number: `None` when it is unset; a value that is not one stops the example
+/// with the value and what was expected.
+pub fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?}: expected a whole number")),
+    )
+}
+
+/// The dataplane settings the examples take from the environment, each left at the config's
+/// default when unset: `ULLSTACK_SOCKET_IO=epoll|uring`, `ULLSTACK_IDLE=spin|block-after-spin`,
+/// `ULLSTACK_WORKERS=N` (N ≥ 1). A value outside those stops the example naming it.
+pub fn dataplane_from_env(d: &mut server::config::DataplaneConfig) {
+    use server::config::{IdlePolicy, SocketIo};
+    if let Ok(v) = std::env::var("ULLSTACK_SOCKET_IO") {
+        d.socket_io = match v.as_str() {
+            "epoll" => SocketIo::Epoll,
+            "uring" => SocketIo::Uring,
+            _ => panic!("ULLSTACK_SOCKET_IO={v:?}: expected epoll or uring"),
+        };
+    }
+    if let Ok(v) = std::env::var("ULLSTACK_IDLE") {
+        d.idle = match v.as_str() {
+            "spin" => IdlePolicy::Spin,
+            "block-after-spin" => IdlePolicy::BlockAfterSpin,
+            _ => panic!("ULLSTACK_IDLE={v:?}: expected spin or block-after-spin"),
+        };
+    }
+    if let Some(n) = env_number::<usize>("ULLSTACK_WORKERS") {
+        assert!(n > 0, "ULLSTACK_WORKERS=0: expected at least 1 worker");
+        d.workers = n;
+    }
+}
