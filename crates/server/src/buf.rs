@@ -19,18 +19,21 @@
 //! does not pin a gigabyte after it ends.
 //!
 //! *Replies from a memory volume's pages.* A READ from a memory volume does not copy: the
-//! backend hands back [`PageViews`], one [`PageView`] (a counted reference to the page, an
-//! offset and a length) for each 4 KiB page the range touches, and the reply sends the pages'
-//! bytes from where they lie, one iovec a page (the request's pooled [`IoBuf`] goes back to
-//! the pool unused). A page is never written while a view holds it: the volume writes into a
-//! page only when it is the one holder (`Arc::make_mut`); otherwise it writes into a copy that
-//! replaces the page in the volume. NBD leaves the outcome of a READ and a WRITE in flight
+//! backend hands back [`PageViews`], one [`PageView`] (a counted reference to the page's
+//! [`PageGroup`], the volume's 64 KiB chunk, with the page's index, an offset and a length)
+//! for each 4 KiB page the range touches, and the reply sends the pages' bytes from where they
+//! lie, one iovec a page (the request's pooled [`IoBuf`] goes back to the pool unused). A page
+//! is never written while a view holds its group: the volume writes into a group only when it
+//! is the one holder (`Arc::make_mut`); otherwise it writes into a copy of the group that
+//! replaces it in the volume (`backend/memory.rs`). NBD leaves the outcome of a READ and a WRITE in flight
 //! together on overlapping bytes to the server; the choice here is that a reply is a snapshot
 //! taken when the READ ran, as the copying path's was, never bytes torn by a write that landed
 //! while the reply waited in the output queue. So a reply's bytes are exactly the pages at
-//! read time (copy-on-write, not a lock held until the send). Worked example: fio 4 KiB random reads at QD32 hold 32 views at a time, each a
-//! reference count raised and dropped; a write racing one of them costs one 4 KiB copy (the
-//! copy the read used to make), and the view's old page is freed when its reply is sent.
+//! read time (copy-on-write, not a lock held until the send). Worked example: fio 4 KiB random
+//! reads at QD32 hold 32 views at a time, each a group's reference count raised and dropped; a
+//! write racing one of them on the same group costs one 4 KiB copy (the copy the read used to
+//! make) and sixteen page references, and the view's old group is freed when its reply is
+//! sent.
 //! `cargo run --release -p server --example memory_read_path` prints what a read costs the
 //! worker both ways (copying a cache-cold 4 KiB page is most of a microsecond on a small VM;
 //! raising a reference count is a few hundred nanoseconds with the lock and map lookup).
@@ -157,31 +160,76 @@ impl std::fmt::Debug for IoBuf {
     }
 }
 
-/// Bytes within one page of a memory volume, held by a counted reference: the page cannot
-/// change while the view lives (the volume copies a page it must write while views hold it).
+/// Pages in a [`PageGroup`]: a memory volume's chunk (64 KiB).
+pub const GROUP_PAGES: usize = 16;
+
+/// What a page never written shows.
+static ZERO_PAGE: Page = [0u8; PAGE_BYTES];
+
+/// A run of [`GROUP_PAGES`] consecutive pages of a memory volume (its chunk), each allocated on
+/// its first write (`None`: zeros). The group is what a [`PageView`] counts a reference on, so
+/// a read raises one count that lies beside the volume's index (the group's allocation, which
+/// the lookup has just touched), not one in the cold header of each page it views. Cloning a
+/// group (the volume's copy-on-write when a write meets a view) clones the pages' references,
+/// not their bytes.
+#[derive(Clone, Default)]
+pub struct PageGroup {
+    pub pages: [Option<Arc<Page>>; GROUP_PAGES],
+}
+
+impl PageGroup {
+    /// Page `index`'s bytes (zeros when it was never written).
+    pub fn page(&self, index: usize) -> &Page {
+        self.pages[index].as_deref().unwrap_or(&ZERO_PAGE)
+    }
+
+    /// Pages allocated.
+    pub fn allocated_pages(&self) -> usize {
+        self.pages.iter().filter(|p| p.is_some()).count()
+    }
+}
+
+/// Bytes within one page of a [`PageGroup`], held by a counted reference on the group: the
+/// group, and so the page, cannot change while the view lives (the volume copies a group it
+/// must write while views hold it, `backend/memory.rs`).
 #[derive(Clone)]
 pub struct PageView {
-    page: Arc<Page>,
-    offset_bytes: usize,
-    len_bytes: usize,
+    group: Arc<PageGroup>,
+    page: u16,
+    offset_bytes: u16,
+    len_bytes: u16,
 }
 
 impl PageView {
-    /// The `len_bytes` at `offset_bytes` of `page`; the range must lie within the page.
+    /// The `len_bytes` at `offset_bytes` of a page that is the only one of its group.
     pub fn new(page: Arc<Page>, offset_bytes: usize, len_bytes: usize) -> PageView {
+        let mut group = PageGroup::default();
+        group.pages[0] = Some(page);
+        PageView::in_group(Arc::new(group), 0, offset_bytes, len_bytes)
+    }
+
+    /// The `len_bytes` at `offset_bytes` of page `page` of `group`; the range must lie within
+    /// the page.
+    pub fn in_group(
+        group: Arc<PageGroup>,
+        page: usize,
+        offset_bytes: usize,
+        len_bytes: usize,
+    ) -> PageView {
         assert!(
-            offset_bytes + len_bytes <= PAGE_BYTES,
-            "view of {len_bytes} bytes at {offset_bytes} leaves the page"
+            offset_bytes + len_bytes <= PAGE_BYTES && page < GROUP_PAGES,
+            "view of {len_bytes} bytes at {offset_bytes} of page {page} leaves its group"
         );
         PageView {
-            page,
-            offset_bytes,
-            len_bytes,
+            group,
+            page: page as u16,
+            offset_bytes: offset_bytes as u16,
+            len_bytes: len_bytes as u16,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.len_bytes
+        usize::from(self.len_bytes)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -189,7 +237,8 @@ impl PageView {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        &self.page[self.offset_bytes..self.offset_bytes + self.len_bytes]
+        let (off, len) = (usize::from(self.offset_bytes), usize::from(self.len_bytes));
+        &self.group.page(usize::from(self.page))[off..off + len]
     }
 }
 
