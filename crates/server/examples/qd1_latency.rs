@@ -5,9 +5,9 @@
 //! ```text
 //! cargo run --release -p server --example qd1_latency -- [REQUESTS]
 //! ```
-//! Prints p50/p99 of both, the server's added p50 (target: at most 5 µs, issue 28), and the server's
-//! CPU per read (utime + stime of this process's `ullstack-*` threads, `/proc/self/task`,
-//! over the measured reads). `ULLSTACK_IDLE=spin|block-after-spin` sets the worker's idle
+//! Prints p50/p99 of both, the server's added p50 (target: at most 5 µs, issue 28), and the
+//! server's CPU per read (utime + stime of this process's `ullstack-*` threads,
+//! `/proc/self/task`, over the measured reads). `ULLSTACK_IDLE=spin|block-after-spin` sets the worker's idle
 //! policy (default: the config default).
 
 mod common;
