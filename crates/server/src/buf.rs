@@ -191,10 +191,12 @@ impl PageGroup {
 
 /// Bytes within one page of a [`PageGroup`], held by a counted reference on the group: the
 /// group, and so the page, cannot change while the view lives (the volume copies a group it
-/// must write while views hold it, `backend/memory.rs`).
+/// must write while views hold it, `backend/memory.rs`). A view of a hole (a chunk never
+/// written) holds no group and no count: it shows zeros, so reads of an unwritten volume on
+/// several workers do not all raise and drop the count of one shared empty group.
 #[derive(Clone)]
 pub struct PageView {
-    group: Arc<PageGroup>,
+    group: Option<Arc<PageGroup>>,
     page: u16,
     offset_bytes: u16,
     len_bytes: u16,
@@ -212,6 +214,20 @@ impl PageView {
     /// the page.
     pub fn in_group(
         group: Arc<PageGroup>,
+        page: usize,
+        offset_bytes: usize,
+        len_bytes: usize,
+    ) -> PageView {
+        PageView::at(Some(group), page, offset_bytes, len_bytes)
+    }
+
+    /// The `len_bytes` at `offset_bytes` of a page never written (zeros), holding nothing.
+    pub fn zeros(offset_bytes: usize, len_bytes: usize) -> PageView {
+        PageView::at(None, 0, offset_bytes, len_bytes)
+    }
+
+    fn at(
+        group: Option<Arc<PageGroup>>,
         page: usize,
         offset_bytes: usize,
         len_bytes: usize,
@@ -238,7 +254,11 @@ impl PageView {
 
     pub fn as_slice(&self) -> &[u8] {
         let (off, len) = (usize::from(self.offset_bytes), usize::from(self.len_bytes));
-        &self.group.page(usize::from(self.page))[off..off + len]
+        let page = match &self.group {
+            Some(group) => group.page(usize::from(self.page)),
+            None => &ZERO_PAGE,
+        };
+        &page[off..off + len]
     }
 }
 

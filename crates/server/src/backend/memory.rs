@@ -24,19 +24,19 @@
 //! old chunk and the pages only it had are freed. Worked example: fio 4 KiB random reads and
 //! writes at QD32 on a 1 GiB volume hold at most 32 of its 16,384 chunks at a time, so about
 //! one write in 500 pays for a 4 KiB copy and sixteen reference counts. (A count per page, in
-//! the page's own allocation, costs a cache miss per read on a volume larger than the caches:
-//! `memory_read_path` measured 515-1,232 ns a 4 KiB read's views that way against 145-493 ns.)
+//! the page's own allocation, costs a cache miss per read on a volume larger than the caches;
+//! `memory_read_path` prints what a read's views cost.) A view of a chunk never written holds
+//! no chunk and no count: it shows zeros, so the workers reading an unwritten volume share no
+//! count to bounce between their cores.
 //!
 //! Every write is visible to every connection once `submit` returns, so FLUSH is a no-op and
 //! CAN_MULTI_CONN is true.
 //!
-//! *Tried and not kept.* Prefetching each decoded READ's chunk (a lookup and a prefetch at
-//! decode time, the views taken at submission): no faster, because the lookup's own misses
-//! are then paid at decode (`memory_read_path`'s batched variant: 278-364 ns a 4 KiB read
-//! against 227-493 ns). A two-level table of chunk slots per shard in place of the hash map
-//! (no hashing, eight slots a cache line): a 4 KiB read's views 184 ns against 209 ns (medians
-//! of 6 alternating runs on a loaded VM, within the noise), for up to 4 KiB of table per
-//! chunk on a sparse volume.
+//! *Tried and not kept* (their figures are in CHANGELOG.md). Prefetching each decoded READ's
+//! chunk (a lookup and a prefetch at decode time, the views taken at submission): no faster,
+//! because the lookup's own misses are then paid at decode. A two-level table of chunk slots
+//! per shard in place of the hash map (no hashing, eight slots a cache line): within the
+//! noise, for up to 4 KiB of table per chunk on a sparse volume.
 //!
 //! # What it leaves out
 //! A memory limit below the volume size (a fully written volume uses its size in RAM) and
@@ -150,8 +150,6 @@ type Shard = HashMap<u64, Chunk, BuildHasherDefault<ChunkHasher>>;
 pub struct MemoryVolume {
     size_bytes: u64,
     shards: Box<[RwLock<Shard>]>,
-    /// What the views of a chunk never written hold (no pages: zeros).
-    empty_chunk: Chunk,
 }
 
 impl MemoryVolume {
@@ -159,7 +157,6 @@ impl MemoryVolume {
         MemoryVolume {
             size_bytes,
             shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
-            empty_chunk: Arc::new(PageGroup::default()),
         }
     }
 
@@ -217,7 +214,14 @@ impl MemoryVolume {
         for (index, within, take) in Self::pieces(offset_bytes, len_bytes) {
             let chunk = {
                 let shard = self.shard(index).read().unwrap_or_else(|p| p.into_inner());
-                Arc::clone(shard.get(&index).unwrap_or(&self.empty_chunk))
+                shard.get(&index).map(Arc::clone)
+            };
+            let Some(chunk) = chunk else {
+                // A hole: zeros, holding nothing.
+                for (_, off, len) in page_pieces(within, take) {
+                    views.push(PageView::zeros(off, len));
+                }
+                continue;
             };
             // One count raised per page viewed; the last view takes the lookup's own.
             let mut pieces = page_pieces(within, take).peekable();
