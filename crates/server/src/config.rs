@@ -83,7 +83,9 @@ pub mod summary;
 mod tenants;
 mod volumes;
 pub use admin::{AdminConfig, MAX_ADMIN_TOKEN_BYTES, MIN_ADMIN_TOKEN_BYTES};
-pub use dataplane::{DataplaneConfig, IdlePolicy, SocketIo, MAX_BATCH_LIMIT, MAX_COALESCE_NS};
+pub use dataplane::{
+    DataplaneConfig, IdlePolicy, SocketIo, SocketRecv, MAX_BATCH_LIMIT, MAX_COALESCE_NS,
+};
 pub use limits::{
     default_max_memory_bytes, LimitsConfig, DEFAULT_IDLE_TIMEOUT_MS,
     DEFAULT_MAX_OPEN_SESSIONS_PER_SOURCE, DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_SHUTDOWN_GRACE_MS,

@@ -318,7 +318,10 @@ pub fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
 fn socket_io_in_use(configured: crate::config::SocketIo) -> &'static str {
     match configured {
         crate::config::SocketIo::Epoll => "epoll",
-        crate::config::SocketIo::Uring => match crate::sockring::SockRing::new() {
+        crate::config::SocketIo::Uring => match crate::sockring::SockRing::new(
+            // The probe needs no provided buffers.
+            crate::config::SocketRecv::Single,
+        ) {
             Ok(_) => "uring",
             Err(e) => {
                 tracing::warn!(

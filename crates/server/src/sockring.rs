@@ -49,12 +49,19 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, IoUring};
 
+use crate::config::SocketRecv;
 use crate::conn::{ConnCore, ConnRef, WRITEV_LARGE_IOVECS, WRITEV_MAX_IOVECS};
 use crate::inbuf::InBuf;
-use crate::sys::{self, Sqe};
+use crate::sys::{self, Provided, Sqe};
 
 /// Submission queue entries (completions: twice that).
 const RING_ENTRIES: u32 = 512;
+/// Provided buffers of a worker's multishot receives: enough for every completion one enter
+/// posts under pipelined load (a few per connection), all back before the next enter.
+const RECV_BUFS: u16 = 128;
+/// Bytes of one provided buffer: a batch of 64 requests' headers, or 16 KiB of a write's
+/// payload (a 128 KiB read-ahead window in 8 completions). 128 × 16 KiB = 2 MiB per worker.
+const RECV_BUF_BYTES: u32 = 16 * 1024;
 
 /// What a completion was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,16 +89,21 @@ fn user_data(kind: OpKind, conn: ConnRef) -> u64 {
 }
 
 /// One completion.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Done {
     pub kind: OpKind,
     pub conn: ConnRef,
     /// Bytes moved, or a negated errno.
     pub result: i32,
+    /// A multishot receive's bytes, in a provided buffer: read them with
+    /// [`SockRing::provided`], then give the buffer back with [`SockRing::recycle`].
+    pub buf: Option<Provided>,
+    /// The operation stays armed and completes again (a multishot receive).
+    pub more: bool,
 }
 
 impl Done {
-    fn from_cqe(d: u64, result: i32) -> Done {
+    fn from_cqe(d: u64, result: i32, buf: Option<Provided>, more: bool) -> Done {
         let kind = match d & 3 {
             0 => OpKind::Recv,
             1 => OpKind::Send,
@@ -105,6 +117,8 @@ impl Done {
                 generation: (d >> 32) as u32,
             },
             result,
+            buf,
+            more,
         }
     }
 }
@@ -117,6 +131,9 @@ pub struct RingConn {
     pub send: bool,
     /// Listed for a RECV before the next wait (the worker's list).
     pub recv_wanted: bool,
+    /// The RECV in the kernel is multishot and a cancel of it was queued (the connection
+    /// stopped wanting input): none is queued again until it ends.
+    pub recv_cancelled: bool,
 }
 
 impl Default for RingConn {
@@ -131,6 +148,7 @@ impl RingConn {
             recv: false,
             send: false,
             recv_wanted: false,
+            recv_cancelled: false,
         }
     }
 
@@ -161,12 +179,15 @@ pub struct SockRing {
     cqes: Vec<sys::Cqe<Vec<u8>>>,
     /// How the ring was set up, for the start-up log.
     pub mode: &'static str,
+    /// How it receives: multishot when asked for and the kernel took the provided buffers.
+    pub recv: SocketRecv,
 }
 
 impl SockRing {
-    /// A ring with the opcodes the socket path uses; an error when io_uring or one of them is
-    /// refused. Call on the thread that will use it (single issuer).
-    pub fn new() -> io::Result<SockRing> {
+    /// A ring with the opcodes the socket path uses, receiving as `recv` asks (single-shot
+    /// where the kernel refuses provided-buffer rings); an error when io_uring or one of the
+    /// opcodes is refused. Call on the thread that will use it (single issuer).
+    pub fn new(recv: SocketRecv) -> io::Result<SockRing> {
         let mut tuned = IoUring::builder();
         tuned
             .setup_cqsize(RING_ENTRIES * 2)
@@ -181,6 +202,7 @@ impl SockRing {
                 (sys::Ring::build(&plain, RING_ENTRIES)?, "plain")
             }
         };
+        let mut ring = ring;
         let probe = ring.probe()?;
         for (code, name) in [
             (opcode::Recv::CODE, "RECV"),
@@ -195,13 +217,47 @@ impl SockRing {
                 ));
             }
         }
+        // Multishot RECV came with Linux 6.0, provided-buffer rings with 5.19: a kernel that
+        // takes the ring but not the multishot flag fails the first RECV with EINVAL, and the
+        // worker turns to single-shot then (`fall_back_to_single`).
+        let recv = match recv {
+            SocketRecv::Multishot => match ring.provide_buffers(RECV_BUFS, RECV_BUF_BYTES) {
+                Ok(()) => SocketRecv::Multishot,
+                Err(e) => {
+                    tracing::warn!(error = %e, "provided-buffer ring refused: single-shot RECV");
+                    SocketRecv::Single
+                }
+            },
+            SocketRecv::Single => SocketRecv::Single,
+        };
         Ok(SockRing {
             ring,
             queued: 0,
             spare_msgs: Vec::new(),
             cqes: Vec::new(),
             mode,
+            recv,
         })
+    }
+
+    /// Receives single-shot from now on (a kernel that refused a multishot RECV).
+    pub fn fall_back_to_single(&mut self) {
+        self.recv = SocketRecv::Single;
+    }
+
+    /// The bytes a multishot receive left in `buf`.
+    pub fn provided(&self, buf: &Provided) -> &[u8] {
+        self.ring.provided(buf)
+    }
+
+    /// Gives a multishot receive's buffer back to the kernel.
+    pub fn recycle(&mut self, buf: Provided) {
+        self.ring.recycle(buf);
+    }
+
+    /// Provided buffers out of the kernel's hands.
+    pub fn provided_held(&self) -> usize {
+        self.ring.provided_held()
     }
 
     /// Pushes one submission, submitting first when the queue is full; gives it back when
@@ -222,9 +278,22 @@ impl SockRing {
         Err(sqe)
     }
 
-    /// Queues a RECV into `input`'s spare room for connection `conn`.
+    /// Queues a RECV for connection `conn`: multishot into the provided buffers, or
+    /// single-shot into `input`'s spare room.
     pub fn arm_recv(&mut self, fd: RawFd, conn: ConnRef, rc: &mut RingConn, input: &mut InBuf) {
         debug_assert!(!rc.recv, "two receives on one connection");
+        if self.recv == SocketRecv::Multishot {
+            // Owns nothing: its buffers are the ring's. Not queued: the next interest update
+            // retries.
+            if self
+                .push(user_data(OpKind::Recv, conn), Sqe::RecvMulti { fd })
+                .is_ok()
+            {
+                rc.recv = true;
+                rc.recv_cancelled = false;
+            }
+            return;
+        }
         let loan = input.begin_recv();
         // `input` stays lent — not moved, grown or reset — until the worker hands the
         // completion to `InBuf::end_recv` (or leaks it, `ring_detach`).
@@ -344,7 +413,12 @@ impl SockRing {
     pub fn reap(&mut self, out: &mut Vec<Done>) {
         self.ring.reap(&mut self.cqes);
         for cqe in self.cqes.drain(..) {
-            out.push(Done::from_cqe(cqe.user_data, cqe.result));
+            out.push(Done::from_cqe(
+                cqe.user_data,
+                cqe.result,
+                cqe.buf,
+                cqe.more,
+            ));
             if let Sqe::SendMsg { msg, .. } = cqe.sqe {
                 self.spare_msgs.push(msg);
             }
@@ -361,8 +435,11 @@ mod tests {
 
     /// A socket ring and a connected loopback pair (client, server end), or `None` after
     /// [`testkit::skip`] where io_uring is refused (a failure under `ULLSTACK_REQUIRE_TOOLS`).
-    fn ring_and_pair(test: &str) -> Option<(SockRing, TcpStream, TcpStream)> {
-        let ring = match SockRing::new() {
+    fn ring_and_pair(
+        test: &str,
+        recv: SocketRecv,
+    ) -> Option<(SockRing, TcpStream, TcpStream)> {
+        let ring = match SockRing::new(recv) {
             Ok(ring) => ring,
             Err(e) => {
                 testkit::skip(test, &format!("io_uring is refused here ({e})"));
@@ -379,7 +456,7 @@ mod tests {
     /// read is cancelled and completes as cancelled, its buffer given back.
     #[test]
     fn receives_sends_and_cancels() {
-        let Some((mut ring, mut client, server)) = ring_and_pair("receives_sends_and_cancels")
+        let Some((mut ring, mut client, server)) = ring_and_pair("receives_sends_and_cancels", SocketRecv::Single)
         else {
             return;
         };
@@ -439,7 +516,7 @@ mod tests {
     #[test]
     fn a_hold_sleeps_through_completions() {
         let Some((mut ring, mut client, server)) =
-            ring_and_pair("a_hold_sleeps_through_completions")
+            ring_and_pair("a_hold_sleeps_through_completions", SocketRecv::Single)
         else {
             return;
         };
@@ -470,5 +547,52 @@ mod tests {
         assert_eq!(done.len(), 1, "{done:?}");
         assert_eq!(done[0].result, 1);
         input.end_recv(1);
+    }
+
+    /// A multishot receive stays armed across completions, its bytes come in provided
+    /// buffers that go back to the ring, and a cancel ends it.
+    #[test]
+    fn a_multishot_receive_stays_armed_until_cancelled() {
+        let test = "a_multishot_receive_stays_armed_until_cancelled";
+        let Some((mut ring, mut client, server)) = ring_and_pair(test, SocketRecv::Multishot)
+        else {
+            return;
+        };
+        if ring.recv != SocketRecv::Multishot {
+            testkit::skip(test, "provided-buffer rings are refused here");
+            return;
+        }
+        let me = ConnRef {
+            index: 2,
+            generation: 5,
+        };
+        let mut rc = RingConn::new();
+        let mut input = InBuf::new();
+        ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
+        assert!(rc.recv && !input.is_lent(), "multishot lends nothing");
+        let mut done = Vec::new();
+        for m in 0..3u8 {
+            client.write_all(&[m; 10]).expect("write");
+            while done.is_empty() {
+                ring.enter(1_000_000_000);
+                ring.reap(&mut done);
+            }
+            let d: Done = done.remove(0);
+            assert_eq!((d.kind, d.conn, d.result, d.more), (OpKind::Recv, me, 10, true));
+            let buf = d.buf.expect("a provided buffer");
+            input.extend_from_slice(ring.provided(&buf));
+            ring.recycle(buf);
+        }
+        assert_eq!(ring.provided_held(), 0);
+        assert_eq!(input.data().len(), 30);
+        assert_eq!(&input.data()[20..], &[2u8; 10]);
+        assert!(ring.cancel(me, OpKind::Recv));
+        while !done.iter().any(|d| d.kind == OpKind::Recv) {
+            ring.enter(1_000_000_000);
+            ring.reap(&mut done);
+        }
+        let end = done.iter().find(|d| d.kind == OpKind::Recv).expect("recv");
+        assert_eq!((end.result, end.more), (-libc::ECANCELED, false));
+        assert!(end.buf.is_none());
     }
 }

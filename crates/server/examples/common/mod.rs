@@ -99,15 +99,22 @@ pub fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
 }
 
 /// The dataplane settings the examples take from the environment, each left at the config's
-/// default when unset: `ULLSTACK_SOCKET_IO=epoll|uring`, `ULLSTACK_IDLE=spin|block-after-spin`,
-/// `ULLSTACK_WORKERS=N` (N ≥ 1). A value outside those stops the example naming it.
+/// default when unset: `ULLSTACK_SOCKET_IO=epoll|uring`, `ULLSTACK_SOCKET_RECV=multishot|single`,
+/// `ULLSTACK_IDLE=spin|block-after-spin`, `ULLSTACK_WORKERS=N` (N ≥ 1). A value outside those stops the example naming it.
 pub fn dataplane_from_env(d: &mut server::config::DataplaneConfig) {
-    use server::config::{IdlePolicy, SocketIo};
+    use server::config::{IdlePolicy, SocketIo, SocketRecv};
     if let Ok(v) = std::env::var("ULLSTACK_SOCKET_IO") {
         d.socket_io = match v.as_str() {
             "epoll" => SocketIo::Epoll,
             "uring" => SocketIo::Uring,
             _ => panic!("ULLSTACK_SOCKET_IO={v:?}: expected epoll or uring"),
+        };
+    }
+    if let Ok(v) = std::env::var("ULLSTACK_SOCKET_RECV") {
+        d.socket_recv = match v.as_str() {
+            "multishot" => SocketRecv::Multishot,
+            "single" => SocketRecv::Single,
+            _ => panic!("ULLSTACK_SOCKET_RECV={v:?}: expected multishot or single"),
         };
     }
     if let Ok(v) = std::env::var("ULLSTACK_IDLE") {

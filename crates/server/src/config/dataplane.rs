@@ -65,6 +65,34 @@ pub struct DataplaneConfig {
     /// `io_uring_enter`; falls back to epoll where io_uring is refused). See `worker`.
     #[serde(default)]
     pub socket_io: SocketIo,
+    /// How `socket_io = "uring"` receives: `multishot` (one RECV per connection that stays
+    /// armed, filling buffers from a per-worker provided-buffer ring) or `single` (one RECV
+    /// per step into the connection's input buffer). Multishot falls back to single where
+    /// the kernel refuses provided-buffer rings. See `sockring`.
+    #[serde(default)]
+    pub socket_recv: SocketRecv,
+}
+
+/// `[dataplane] socket_recv`: how the io_uring socket path receives.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SocketRecv {
+    /// A multishot RECV per connection into the worker's provided buffers, copied into the
+    /// connection's input as it completes.
+    #[default]
+    Multishot,
+    /// A single-shot RECV per connection and step into its input buffer's spare room.
+    Single,
+}
+
+impl SocketRecv {
+    /// As the config and the logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SocketRecv::Multishot => "multishot",
+            SocketRecv::Single => "single",
+        }
+    }
 }
 
 /// `[dataplane] socket_io`: how a worker reads and writes its sockets.
@@ -121,6 +149,7 @@ impl Default for DataplaneConfig {
             idle_spin_ns: default_idle_spin_ns(),
             coalesce_ns: default_coalesce_ns(),
             socket_io: SocketIo::default(),
+            socket_recv: SocketRecv::default(),
         }
     }
 }

@@ -81,6 +81,7 @@ impl ServerConfig {
         writeln!(out, "idle_spin_ns = {}", d.idle_spin_ns)?;
         writeln!(out, "coalesce_ns = {}", d.coalesce_ns)?;
         writeln!(out, "socket_io = \"{}\"", d.socket_io.name())?;
+        writeln!(out, "socket_recv = \"{}\"", d.socket_recv.name())?;
         self.write_limits(out)?;
         self.write_qos(out)?;
         if let Some(tls) = &self.tls {

@@ -28,6 +28,7 @@ use std::os::fd::AsRawFd;
 
 use super::Worker;
 use crate::clock::now_ns;
+use crate::config::SocketRecv;
 use crate::conn::{Closing, ConnRef};
 use crate::sockring::{Done, OpKind, RingConn, SockRing};
 use crate::sys::EpollEvent;
@@ -42,12 +43,13 @@ impl Worker {
         if self.shared.config.dataplane.socket_io != crate::config::SocketIo::Uring {
             return;
         }
-        match SockRing::new() {
+        match SockRing::new(self.shared.config.dataplane.socket_recv) {
             Ok(ring) => {
                 tracing::info!(
                     worker = self.index,
                     socket_io = "uring",
                     ring = ring.mode,
+                    recv = ring.recv.name(),
                     "worker sockets on io_uring"
                 );
                 self.ring = Some(ring);
@@ -90,15 +92,17 @@ impl Worker {
             ring.enter(timeout);
             let before = self.ring_done.len();
             ring.reap(&mut self.ring_done);
+            // In order (`remove`, not `swap_remove`): a multishot receive's completions are
+            // its bytes in the order they arrived.
             let mut k = before;
             while k < self.ring_done.len() {
                 match self.ring_done[k].kind {
                     OpKind::Send => {
-                        let d = self.ring_done.swap_remove(k);
+                        let d = self.ring_done.remove(k);
                         self.send_done(d);
                     }
                     OpKind::Poll => {
-                        self.ring_done.swap_remove(k);
+                        self.ring_done.remove(k);
                         self.poll_armed = false;
                         polled = true;
                     }
@@ -126,24 +130,24 @@ impl Worker {
     /// (the connection joins `readable`), sends advance its output. Returns whether there
     /// were any.
     pub(super) fn ring_process(&mut self, now: u64, readable: &mut Vec<usize>) -> bool {
-        let done = std::mem::take(&mut self.ring_done);
+        let mut done = std::mem::take(&mut self.ring_done);
         let any = !done.is_empty();
-        for d in &done {
+        for d in done.drain(..) {
             match d.kind {
                 OpKind::Recv => {
-                    if self.recv_done(*d, now) {
-                        readable.push(d.conn.index as usize);
+                    let i = d.conn.index as usize;
+                    // A multishot receive may complete several times in a row.
+                    if self.recv_done(d, now) && readable.last() != Some(&i) {
+                        readable.push(i);
                     }
                 }
-                OpKind::Send => self.send_done(*d),
+                OpKind::Send => self.send_done(d),
                 // A poll left over (several in one reap) or a cancellation: nothing to do.
                 OpKind::Poll => self.poll_armed = false,
                 OpKind::Cancel => {}
             }
         }
         // Keep the vector's capacity; a detach may have queued more meanwhile.
-        let mut done = done;
-        done.clear();
         done.append(&mut self.ring_done);
         self.ring_done = done;
         any
@@ -159,20 +163,53 @@ impl Worker {
             .filter(|c| c.ring.is_some())
     }
 
-    /// A receive completed; returns whether the connection should be decoded.
+    /// A receive completed; returns whether the connection should be decoded. A multishot
+    /// receive's bytes are copied into the connection's input and its buffer goes back to the
+    /// kernel at once; one that ended (no `more`: out of buffers, cancelled, end of stream) is
+    /// armed again by the interest update that decoding ends with, if the connection still
+    /// wants input.
     fn recv_done(&mut self, d: Done, now: u64) -> bool {
-        let Some(conn) = self.ring_conn(d.conn) else {
+        let live = self.ring_conn(d.conn).is_some();
+        let Some(ring) = self.ring.as_mut() else {
             return false;
         };
+        let conn = match self.conns.get_mut(d.conn.index as usize) {
+            Some(conn) if live => conn,
+            _ => {
+                if let Some(buf) = d.buf {
+                    ring.recycle(buf);
+                }
+                return false;
+            }
+        };
         if let Some(rc) = conn.ring.as_mut() {
-            rc.recv = false;
+            if !d.more {
+                rc.recv = false;
+                rc.recv_cancelled = false;
+            }
         }
         let received = usize::try_from(d.result).unwrap_or(0);
-        conn.input.end_recv(received);
+        match d.buf {
+            Some(buf) => {
+                conn.input.extend_from_slice(ring.provided(&buf));
+                ring.recycle(buf);
+            }
+            None if conn.input.is_lent() => conn.input.end_recv(received),
+            None => {}
+        }
+        let again = [libc::EAGAIN, libc::EINTR, libc::ECANCELED, libc::ENOBUFS];
         match d.result {
             0 => conn.core.finish("client_closed"),
             n if n > 0 => conn.core.last_active_ns = now,
-            e if e == -libc::EAGAIN || e == -libc::EINTR || e == -libc::ECANCELED => {}
+            e if again.contains(&-e) => {}
+            e if e == -libc::EINVAL && ring.recv == SocketRecv::Multishot => {
+                // A kernel with provided-buffer rings but no multishot RECV (before 6.0).
+                tracing::warn!(
+                    worker = self.index,
+                    "multishot RECV refused by the kernel: single-shot RECV from now on"
+                );
+                ring.fall_back_to_single();
+            }
             _ => conn.core.finish("read_error"),
         }
         self.metrics.socket_ring_ops.inc();
@@ -252,12 +289,21 @@ impl Worker {
         };
         conn.core.epoll_events = want;
         let me = conn.core.me;
-        if want & libc::EPOLLIN as u32 != 0 && conn.core.closing == Closing::Open {
-            if let Some(rc) = conn.ring.as_mut() {
-                if !rc.recv && !rc.recv_wanted {
-                    rc.recv_wanted = true;
-                    self.recv_wanted.push(me);
-                }
+        let wants = want & libc::EPOLLIN as u32 != 0 && conn.core.closing == Closing::Open;
+        let multishot = !conn.input.is_lent();
+        let Some(rc) = conn.ring.as_mut() else {
+            return;
+        };
+        if wants && !rc.recv && !rc.recv_wanted {
+            rc.recv_wanted = true;
+            self.recv_wanted.push(me);
+        }
+        // A multishot receive would go on reading past the connection's limits: cancel it
+        // (bytes it takes before the cancel lands still join the input). A single-shot one
+        // completes into the room it was given.
+        if !wants && rc.recv && multishot && !rc.recv_cancelled {
+            if let Some(ring) = self.ring.as_mut() {
+                rc.recv_cancelled = ring.cancel(me, OpKind::Recv);
             }
         }
     }
@@ -311,13 +357,15 @@ impl Worker {
         // connection, which sets aside what is not its own) come first: they will not come
         // again, and waiting for them cost DETACH_WAIT_NS per connection at shutdown.
         let mut seen = Vec::new();
-        self.ring_done.retain(|d| {
-            let mine = d.conn == me && matches!(d.kind, OpKind::Recv | OpKind::Send);
-            if mine {
-                seen.push(*d);
+        let mut k = 0;
+        while k < self.ring_done.len() {
+            let d = &self.ring_done[k];
+            if d.conn == me && matches!(d.kind, OpKind::Recv | OpKind::Send) {
+                seen.push(self.ring_done.remove(k));
+            } else {
+                k += 1;
             }
-            !mine
-        });
+        }
         loop {
             for d in seen.drain(..) {
                 let mine = d.conn == me && matches!(d.kind, OpKind::Recv | OpKind::Send);
@@ -331,10 +379,17 @@ impl Worker {
                 }
                 let n = usize::try_from(d.result).unwrap_or(0);
                 if d.kind == OpKind::Recv {
-                    rc.recv = false;
-                    conn.input.end_recv(n);
-                    if d.result == 0 {
-                        conn.core.finish("client_closed");
+                    if let Some(buf) = d.buf {
+                        conn.input.extend_from_slice(ring.provided(&buf));
+                        ring.recycle(buf);
+                    } else if conn.input.is_lent() {
+                        conn.input.end_recv(n);
+                    }
+                    if !d.more {
+                        rc.recv = false;
+                        if d.result == 0 {
+                            conn.core.finish("client_closed");
+                        }
                     }
                 } else {
                     rc.send = false;
@@ -355,13 +410,20 @@ impl Worker {
             ring.enter(DETACH_WAIT_NS / 10);
             ring.reap(&mut seen);
         }
-        if rc.recv {
+        if rc.recv && conn.input.is_lent() {
             // The kernel kept it: the input buffer is its for good.
             tracing::warn!(
                 worker = self.index,
                 "a cancelled socket receive did not complete; its buffer is leaked"
             );
             std::mem::forget(std::mem::take(&mut conn.input));
+        } else if rc.recv {
+            // Its buffers are the ring's; what it completes with later names a connection
+            // that is off the ring, and goes back unread.
+            tracing::warn!(
+                worker = self.index,
+                "a cancelled multishot socket receive did not end"
+            );
         }
         if rc.send {
             tracing::warn!(

@@ -21,13 +21,19 @@ use server::ServerHandle;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Starts a server from `toml`. `ULLSTACK_TEST_SOCKET_IO=uring|epoll` sets its
-/// `[dataplane] socket_io`, so a suite runs over either socket path.
+/// `[dataplane] socket_io` and `ULLSTACK_TEST_SOCKET_RECV=multishot|single` its
+/// `socket_recv`, so a suite runs over any socket path.
 pub fn start(toml: &str) -> ServerHandle {
     let mut config = ServerConfig::from_toml_str(toml)
         .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
     match std::env::var("ULLSTACK_TEST_SOCKET_IO").as_deref() {
         Ok("uring") => config.dataplane.socket_io = server::config::SocketIo::Uring,
         Ok("epoll") => config.dataplane.socket_io = server::config::SocketIo::Epoll,
+        _ => {}
+    }
+    match std::env::var("ULLSTACK_TEST_SOCKET_RECV").as_deref() {
+        Ok("single") => config.dataplane.socket_recv = server::config::SocketRecv::Single,
+        Ok("multishot") => config.dataplane.socket_recv = server::config::SocketRecv::Multishot,
         _ => {}
     }
     server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"))
