@@ -217,9 +217,11 @@ impl InBuf {
         }
     }
 
-    /// Appends bytes that arrived another way (decrypted TLS records) under the same rules as
-    /// a read: compaction when paid for, discards honoured. The TLS path reads only while
-    /// [`InBuf::has_room`], one socket read of at most 16 KiB at a time, so the buffer stays
+    /// Appends bytes that arrived another way (decrypted TLS records, a multishot receive's
+    /// provided buffer) under the same rules as a read: compaction when paid for, discards
+    /// honoured. A multishot receive is cancelled when the connection stops wanting input, so
+    /// past the limit it appends at most what one ring enter received. The TLS path reads
+    /// only while [`InBuf::has_room`], one socket read of at most 16 KiB at a time, so the buffer stays
     /// within the limit plus what one read completes: those 16 KiB and the partial record
     /// OpenSSL held from the read before.
     /// Room is reserved as for a read (up to the limit at once), so a 32 MiB frame arriving in

@@ -3,13 +3,14 @@
 //!
 //! # What it implements
 //! One io_uring per worker, created on the worker's thread. Per connection, at most one RECV
-//! (into the spare room of its input buffer, [`crate::inbuf::InBuf::begin_recv`]) and at most
-//! one SENDMSG (gathering its queued replies, [`crate::conn::ConnCore::gather_out`]) are in the
-//! kernel at a time; a re-armed POLL on the worker's epoll descriptor reports what epoll still
-//! watches (the wake-up eventfd, the backends' ring descriptors, TLS connections). Everything a
-//! step queued goes to the kernel with the step's wait, in one `io_uring_enter`
-//! ([`SockRing::enter`]); completions come back as [`Done`]s naming the connection by
-//! [`ConnRef`].
+//! — multishot into the worker's provided buffers (`socket_recv = "multishot"`), or single-shot
+//! into the spare room of its input buffer ([`crate::inbuf::InBuf::begin_recv`],
+//! `socket_recv = "single"`) — and at most one SENDMSG (gathering its queued replies,
+//! [`crate::conn::ConnCore::gather_out`]) are in the kernel at a time; a re-armed POLL on the
+//! worker's epoll descriptor reports what epoll still watches (the wake-up eventfd, the
+//! backends' ring descriptors, TLS connections). Everything a step queued goes to the kernel
+//! with the step's wait, in one `io_uring_enter` ([`SockRing::enter`]); completions come back
+//! as [`Done`]s naming the connection by [`ConnRef`].
 //!
 //! # Design
 //! *Buffers stay put until their completion.* The ring is a [`sys::Ring`]: what a submission
@@ -23,15 +24,32 @@
 //! resets it until `end_recv`). A connection that closes (or turns to TLS) first has its
 //! operations cancelled and their completions waited for (the worker's `ring_detach`).
 //!
+//! *Multishot receives.* A multishot RECV stays armed across completions: each time data
+//! arrives the kernel picks a buffer from the worker's provided-buffer ring
+//! ([`sys::Ring::provide_buffers`]: [`RECV_BUFS`] buffers of [`RECV_BUF_BYTES`]), receives into
+//! it and posts a completion naming it ([`Done::buf`], with [`Done::more`] while it stays
+//! armed). The worker copies the bytes into the connection's input (requests are parsed in
+//! place there, and a partial frame waits there for its rest) and gives the buffer back at
+//! once, in the step that reaped it, so every buffer is the kernel's again before the next
+//! enter. A multishot that ends — out of buffers (`-ENOBUFS`), cancelled, end of stream — is
+//! armed again by the interest update that follows, if the connection still wants input.
+//! Completions are handled in the order they were posted (a connection's bytes arrive in
+//! that order).
+//!
 //! *Flow control as epoll's.* A RECV is armed only while the connection would have EPOLLIN in
 //! its interest (room in its read-ahead, under its in-flight limits and its tenant's memory
-//! budget), so it reads no more than the epoll path would; one armed before the connection hit
-//! a limit completes into room it was given then.
+//! budget), so it reads no more than the epoll path would; a single-shot one armed before the
+//! connection hit a limit completes into room it was given then, and a multishot one is
+//! cancelled when the connection stops wanting input (bytes it took before the cancel landed
+//! join the input: at most what one enter receives).
 //!
 //! *Ring set-up.* Single issuer with deferred task work where the kernel allows it
-//! (completions are posted when the worker enters the ring, never by interrupting it), plain
-//! otherwise; the opcodes used are probed; anything refused is an error and the worker uses
-//! epoll ([`SockRing::new`]).
+//! (completions are posted when the worker enters the ring, never by interrupting it; a
+//! multishot receive runs then too, taking what arrived during a coalescing pause in one go),
+//! plain otherwise; the opcodes used are probed; anything refused is an error and the worker
+//! uses epoll ([`SockRing::new`]). A kernel that refuses provided-buffer rings (before 5.19)
+//! or multishot RECV (before 6.0: the first one fails with `EINVAL`) leaves the worker on
+//! single-shot receives.
 //!
 //! Worked example: fio iodepth 32 on one NBD connection. A step's one `io_uring_enter` submits
 //! the SENDMSG of the last step's 32 replies (64 iovecs, 32 × 16 B headers copied into
@@ -40,9 +58,11 @@
 //! next SENDMSG queued: one syscall per step where epoll took `epoll_wait`, `read` and `writev`.
 //!
 //! # What it leaves out
-//! Multishot RECV into a provided-buffer ring (a RECV per step is re-armed instead: it needs no
-//! buffers the connection does not already own), SEND_ZC for large replies, and the file
-//! backend's I/O in the same ring (it keeps its own, watched through epoll).
+//! Parsing requests straight from a provided buffer (the bytes are copied into the input
+//! buffer first: a few hundred bytes of headers per step under fio's reads, but a write's
+//! payload is copied once more than on the single-shot path), incremental buffer consumption
+//! and bundles, SEND_ZC for large replies, and the file backend's I/O in the same ring (it
+//! keeps its own, watched through epoll).
 
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
@@ -56,12 +76,16 @@ use crate::sys::{self, Provided, Sqe};
 
 /// Submission queue entries (completions: twice that).
 const RING_ENTRIES: u32 = 512;
-/// Provided buffers of a worker's multishot receives: enough for every completion one enter
-/// posts under pipelined load (a few per connection), all back before the next enter.
-const RECV_BUFS: u16 = 128;
-/// Bytes of one provided buffer: a batch of 64 requests' headers, or 16 KiB of a write's
-/// payload (a 128 KiB read-ahead window in 8 completions). 128 × 16 KiB = 2 MiB per worker.
-const RECV_BUF_BYTES: u32 = 16 * 1024;
+/// Provided buffers of a worker's multishot receives, all back before the next enter. Their
+/// total (128 KiB, one read-ahead window) is also the most a connection can receive past its
+/// limits: one enter runs a multishot receive until the socket is empty or the buffers are
+/// out, and its cancel takes effect at the next. With 128 × 16 KiB a client flooding
+/// requests it never reads the answers to held 2.6 MB where the limit is 1 MiB
+/// (`tests/bounded.rs`).
+const RECV_BUFS: u16 = 32;
+/// Bytes of one provided buffer: a batch of 64 own-protocol READ headers or ~146 NBD ones,
+/// or a page of a write's payload.
+const RECV_BUF_BYTES: u32 = 4096;
 
 /// What a completion was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,15 +26,21 @@
 //! ([`crate::sockring`]) gives it its SENDMSG headers ([`SendMsg`]) and lends it the rest: a
 //! receive's room through [`lend_spare`] and [`take_lent`] (the one place a vector's length
 //! grows by what the kernel wrote outside a `read` call), a send's large parts from the
-//! connection's output queue (see [`Ring`], *Loans*).
+//! connection's output queue (see [`Ring`], *Loans*); a multishot receive fills buffers the
+//! ring itself owns (*Provided buffers*).
 //!
 //! The bytes of every [`IoBuf`](crate::buf::IoBuf) are an [`AlignedBytes`]: its allocation,
 //! the slices over it and its release are here. So is the pipe the file backend's tests read
 //! from ([`pipe`]).
 //!
+//! The io_uring part is split by idea: `sys/ring.rs` holds [`Ring`] and what its submissions
+//! carry ([`Sqe`], [`SendMsg`], the receive loans), `sys/bufring.rs` the provided-buffer ring
+//! a multishot receive fills ([`Provided`]: a buffer the kernel filled, read through the ring
+//! and recycled once).
+//!
 //! # What it leaves out
-//! Registered buffers and files, multishot operations and provided-buffer rings (none is
-//! used). Signals are here only as the three calls `signals.rs` builds on (a mask,
+//! Registered buffers and files, and multishot operations other than RECV. Signals are here
+//! only as the three calls `signals.rs` builds on (a mask,
 //! `pthread_sigmask`, `sigwait`); what they mean for the server is there.
 
 mod bufring;

@@ -85,7 +85,9 @@
 //! the moment the reload returned — meets the new config, never the old one.
 //!
 //! *Socket I/O on io_uring.* With `[dataplane] socket_io = "uring"` plain-TCP connections are
-//! not in the epoll set: each has at most one RECV (into its input buffer's spare room) and one
+//! not in the epoll set: each has at most one RECV (multishot into the worker's provided
+//! buffers, copied into its input as it completes; or single-shot into its input buffer's
+//! spare room, `socket_recv = "single"`) and one
 //! SENDMSG (gathering its queued replies, as the `writev` would) in the worker's socket ring
 //! ([`crate::sockring`], `worker/uring.rs`). Steps 1, 2 and 7 become: one `io_uring_enter`
 //! submits the receives and sends the last step queued and waits (the same timeout as
@@ -108,11 +110,10 @@
 //!
 //! # What it leaves out
 //! Work stealing between workers (a connection stays on its worker), zero-copy receive,
-//! multishot receives into a provided-buffer ring, SEND_ZC, the file backend's I/O in the
-//! socket ring.
+//! parsing straight from a provided buffer, SEND_ZC, the file backend's I/O in the socket ring.
 //!
 //! # Config keys
-//! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns, socket_io`; `[limits] max_inflight_requests,
+//! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns, socket_io, socket_recv`; `[limits] max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms` (a request has a deadline from its first byte to
 //! its last: any byte resets the idle timer, only a completed frame resets this one).

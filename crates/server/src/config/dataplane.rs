@@ -65,10 +65,11 @@ pub struct DataplaneConfig {
     /// `io_uring_enter`; falls back to epoll where io_uring is refused). See `worker`.
     #[serde(default)]
     pub socket_io: SocketIo,
-    /// How `socket_io = "uring"` receives: `multishot` (one RECV per connection that stays
-    /// armed, filling buffers from a per-worker provided-buffer ring) or `single` (one RECV
-    /// per step into the connection's input buffer). Multishot falls back to single where
-    /// the kernel refuses provided-buffer rings. See `sockring`.
+    /// How `socket_io = "uring"` receives: `single` (one RECV per connection and step into its
+    /// input buffer) or `multishot` (one RECV per connection that stays armed, filling buffers
+    /// from a per-worker provided-buffer ring; single-shot where the kernel refuses those).
+    /// Single is the default: multishot measured even with it, within this machine's noise
+    /// (docs/server.md). See `sockring`.
     #[serde(default)]
     pub socket_recv: SocketRecv,
 }
@@ -77,12 +78,12 @@ pub struct DataplaneConfig {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum SocketRecv {
+    /// A single-shot RECV per connection and step into its input buffer's spare room.
+    #[default]
+    Single,
     /// A multishot RECV per connection into the worker's provided buffers, copied into the
     /// connection's input as it completes.
-    #[default]
     Multishot,
-    /// A single-shot RECV per connection and step into its input buffer's spare room.
-    Single,
 }
 
 impl SocketRecv {

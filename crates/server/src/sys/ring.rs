@@ -271,6 +271,13 @@ impl<B> Slot<B> {
 /// (a connection's queued replies, kept by its `out_lent`). Their lenders keep them until the
 /// completion, and leak them if it never comes.
 ///
+/// *Provided buffers.* A multishot receive ([`Sqe::RecvMulti`]) points at no memory of its
+/// own: the kernel fills buffers of the ring's provided-buffer ring ([`Ring::provide_buffers`],
+/// owned by the ring, freed after the io_uring is closed with nothing in the kernel, leaked
+/// with what it holds otherwise). Its slot stays taken while completions say `F_MORE`; each
+/// completion names the buffer it filled ([`Cqe::buf`]), read with [`Ring::provided`] and
+/// given back with [`Ring::recycle`], once.
+///
 /// Worked example: the file backend pushes a 4 KiB read into slot 3 with user data 17; the
 /// kernel sees user data 3; the completion comes back as `Cqe { user_data: 17, result: 4096,
 /// sqe: Sqe::Read { buf, .. } }` and the buffer goes back to the backend's request, once.

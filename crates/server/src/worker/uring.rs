@@ -189,6 +189,7 @@ impl Worker {
             }
         }
         let received = usize::try_from(d.result).unwrap_or(0);
+        let multishot = !conn.input.is_lent();
         match d.buf {
             Some(buf) => {
                 conn.input.extend_from_slice(ring.provided(&buf));
@@ -198,7 +199,13 @@ impl Worker {
             None => {}
         }
         let again = [libc::EAGAIN, libc::EINTR, libc::ECANCELED, libc::ENOBUFS];
+        // A multishot receive reports the end of the stream in the same reap as the bytes
+        // before it: a whole frame among them (NBD's disconnect) is decoded first, and the
+        // receive armed again after the decode reports the end anew.
+        let whole_frame_waits =
+            conn.input.pending_bytes() > 0 && conn.input.pending_bytes() >= conn.input.want_bytes;
         match d.result {
+            0 if multishot && whole_frame_waits => {}
             0 => conn.core.finish("client_closed"),
             n if n > 0 => conn.core.last_active_ns = now,
             e if again.contains(&-e) => {}
