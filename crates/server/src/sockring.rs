@@ -437,12 +437,7 @@ impl SockRing {
     pub fn reap(&mut self, out: &mut Vec<Done>) {
         self.ring.reap(&mut self.cqes);
         for cqe in self.cqes.drain(..) {
-            out.push(Done::from_cqe(
-                cqe.user_data,
-                cqe.result,
-                cqe.buf,
-                cqe.more,
-            ));
+            out.push(Done::from_cqe(cqe.user_data, cqe.result, cqe.buf, cqe.more));
             if let Sqe::SendMsg { msg, .. } = cqe.sqe {
                 self.spare_msgs.push(msg);
             }
@@ -459,10 +454,7 @@ mod tests {
 
     /// A socket ring and a connected loopback pair (client, server end), or `None` after
     /// [`testkit::skip`] where io_uring is refused (a failure under `ULLSTACK_REQUIRE_TOOLS`).
-    fn ring_and_pair(
-        test: &str,
-        recv: SocketRecv,
-    ) -> Option<(SockRing, TcpStream, TcpStream)> {
+    fn ring_and_pair(test: &str, recv: SocketRecv) -> Option<(SockRing, TcpStream, TcpStream)> {
         let ring = match SockRing::new(recv) {
             Ok(ring) => ring,
             Err(e) => {
@@ -480,7 +472,8 @@ mod tests {
     /// read is cancelled and completes as cancelled, its buffer given back.
     #[test]
     fn receives_sends_and_cancels() {
-        let Some((mut ring, mut client, server)) = ring_and_pair("receives_sends_and_cancels", SocketRecv::Single)
+        let Some((mut ring, mut client, server)) =
+            ring_and_pair("receives_sends_and_cancels", SocketRecv::Single)
         else {
             return;
         };
@@ -602,7 +595,10 @@ mod tests {
                 ring.reap(&mut done);
             }
             let d: Done = done.remove(0);
-            assert_eq!((d.kind, d.conn, d.result, d.more), (OpKind::Recv, me, 10, true));
+            assert_eq!(
+                (d.kind, d.conn, d.result, d.more),
+                (OpKind::Recv, me, 10, true)
+            );
             let buf = d.buf.expect("a provided buffer");
             input.extend_from_slice(ring.provided(&buf));
             ring.recycle(buf);

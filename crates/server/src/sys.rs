@@ -48,7 +48,7 @@ mod ring;
 
 pub use bufring::{Provided, BUF_GROUP};
 pub use ring::{
-    lend_spare, take_lent, Cqe, IoBytes, Ring, SendMsg, Sqe, SpareLoan, RING_DROP_WAIT_NS,
+    lend_spare, take_lent, Cqe, IoBytes, Ring, SendMsg, SpareLoan, Sqe, RING_DROP_WAIT_NS,
     SEND_SMALL_PART_BYTES,
 };
 
@@ -478,7 +478,6 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
-
 
     #[test]
     fn writev_gathers_and_read_spare_appends() {

@@ -226,7 +226,13 @@ fn pipelined_requests_split_across_many_small_receives_arrive_whole() {
         let mut writes = Vec::new();
         for (b, &off) in offsets.iter().enumerate() {
             let data = pattern(off, 4096, seed);
-            writes.extend(nbd_frame(CommandType::Write, 1 + b as u64, off, 4096, &data));
+            writes.extend(nbd_frame(
+                CommandType::Write,
+                1 + b as u64,
+                off,
+                4096,
+                &data,
+            ));
         }
         let frames_bytes = writes.len();
         let writer = std::thread::spawn(move || {
@@ -237,7 +243,11 @@ fn pipelined_requests_split_across_many_small_receives_arrive_whole() {
         for _ in 0..BLOCKS {
             let mut head = [0u8; 16];
             replies.read_exact(&mut head).expect("write reply");
-            assert_eq!(&head[4..8], &[0; 4], "{socket_io:?}/{socket_recv:?}: write failed");
+            assert_eq!(
+                &head[4..8],
+                &[0; 4],
+                "{socket_io:?}/{socket_recv:?}: write failed"
+            );
             acked.push(u64::from_be_bytes(head[8..16].try_into().expect("cookie")));
         }
         let (mut sender, write_pieces) = writer.join().expect("writer");
@@ -252,9 +262,16 @@ fn pipelined_requests_split_across_many_small_receives_arrive_whole() {
         for _ in 0..BLOCKS {
             let mut head = [0u8; 16];
             replies.read_exact(&mut head).expect("read reply");
-            assert_eq!(&head[4..8], &[0; 4], "{socket_io:?}/{socket_recv:?}: read failed");
+            assert_eq!(
+                &head[4..8],
+                &[0; 4],
+                "{socket_io:?}/{socket_recv:?}: read failed"
+            );
             let cookie = u64::from_be_bytes(head[8..16].try_into().expect("cookie"));
-            let b = cookie.checked_sub(100).filter(|&b| b < BLOCKS).expect("a read cookie");
+            let b = cookie
+                .checked_sub(100)
+                .filter(|&b| b < BLOCKS)
+                .expect("a read cookie");
             let mut data = vec![0u8; 4096];
             replies.read_exact(&mut data).expect("read payload");
             let off = offsets[b as usize];

@@ -197,7 +197,10 @@ mod tests {
             }
         };
         if let Err(e) = ring.provide_buffers(count, bytes) {
-            testkit::skip(test, &format!("provided-buffer rings are refused here ({e})"));
+            testkit::skip(
+                test,
+                &format!("provided-buffer rings are refused here ({e})"),
+            );
             return None;
         }
         Some(ring)
@@ -223,7 +226,14 @@ mod tests {
             return;
         };
         let (mut client, server) = UnixStream::pair().expect("socketpair");
-        assert!(ring.push(7, Sqe::RecvMulti { fd: server.as_raw_fd() }).is_ok());
+        assert!(ring
+            .push(
+                7,
+                Sqe::RecvMulti {
+                    fd: server.as_raw_fd()
+                }
+            )
+            .is_ok());
         let mut out = Vec::new();
         let mut uses = [0usize; 4];
         let mut kept = Vec::new();
@@ -270,7 +280,14 @@ mod tests {
         let mut arms = 0;
         while got.len() < sent.len() {
             assert!(arms < 10, "no progress after {arms} receives");
-            assert!(ring.push(3, Sqe::RecvMulti { fd: server.as_raw_fd() }).is_ok());
+            assert!(ring
+                .push(
+                    3,
+                    Sqe::RecvMulti {
+                        fd: server.as_raw_fd()
+                    }
+                )
+                .is_ok());
             arms += 1;
             loop {
                 let cqe = next(&mut ring, &mut out);
