@@ -365,13 +365,20 @@ impl Controller {
     /// Picks the next command to fetch at `now`: `(sqid, slot)`.
     #[inline]
     pub fn pick(&mut self, now: SimTime) -> Option<(u16, u32)> {
-        // Round robin with nothing visible picks nothing and changes nothing (strict priority
-        // and weighted round robin update their drain and credit state even then): decided
-        // here, inlined, without the call.
-        if self.visible_total == 0 && self.arbitration == Arbitration::RoundRobin {
+        // Decided here, inlined, without the call.
+        if !self.pick_could_act() {
             return None;
         }
         self.pick_visible(now)
+    }
+
+    /// Whether a fetch decision now could do anything. Round robin with nothing visible picks
+    /// nothing and changes nothing; strict priority and weighted round robin update their
+    /// drain and credit state even then. When it could not, the device leaves the fetch
+    /// engine's coming free unscheduled until a doorbell gives it work (`routing.rs`).
+    #[inline]
+    pub fn pick_could_act(&self) -> bool {
+        self.visible_total > 0 || self.arbitration != Arbitration::RoundRobin
     }
 
     #[inline(never)]

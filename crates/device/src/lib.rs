@@ -122,7 +122,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
-use engine::{EventQueue, IoClass, IoOp, SimTime};
+use engine::{EventQueue, IoClass, IoOp, Reservation, SimTime};
 use serde::Serialize;
 
 use cache::{Cache, ReadAhead, WriteBack};
@@ -271,6 +271,9 @@ struct ReadStall {
 pub struct Ssd {
     config: DeviceConfig,
     events: EventQueue<Ev>,
+    /// The fetch engine's coming free, reserved in the event order and not scheduled while
+    /// nothing is visible for it to fetch (`routing.rs`, "The fetch engine coming free").
+    fetch_free: Option<Reservation>,
     now: SimTime,
     pcie: PcieLink,
     ctrl: Controller,
@@ -331,6 +334,7 @@ impl Ssd {
         Ok(Ssd {
             config: config.clone(),
             events: EventQueue::new(),
+            fetch_free: None,
             now: SimTime::ZERO,
             pcie: PcieLink::new(&config.pcie),
             ctrl: Controller::new(&config.ctrl),
@@ -379,6 +383,8 @@ impl Ssd {
     /// `ctrl.arbitration`).
     pub fn set_arbitration(&mut self, arbitration: config::Arbitration) {
         self.ctrl.set_arbitration(arbitration);
+        // A fetch decision with nothing visible may change state under the new mechanism.
+        self.settle_fetch_free();
     }
 
     /// Masks (polling) or unmasks a CQ's interrupt.

@@ -15,6 +15,23 @@
 //! the same nanosecond run in scheduling order, and a handler's flash events are scheduled after
 //! everything else it scheduled — the order of the earlier design, in which each handler that
 //! submitted flash work flushed the buffer as its last step (the golden summaries did not move).
+//!
+//! ## The fetch engine coming free
+//! A fetch takes `ctrl.fetch_ns`; when it ends, the engine fetches the next visible command, if
+//! any (`Ev::FetchFree`). At QD32 under a host-bound load nearly every fetch ends with nothing
+//! visible, and the next doorbell finds the engine free and starts the fetch itself: the event
+//! ran once per command to clear a flag. So when a fetch starts with nothing else visible and
+//! a decision with nothing visible changes nothing (round robin, [`Controller::pick_could_act`]),
+//! its end is only reserved in the event order ([`engine::queue`], "Reserved places"), and the
+//! next doorbell settles it: if the end has passed, the engine has been free since; if not,
+//! the fetch-free event is scheduled in its reserved place, where it runs and finds the new
+//! command, exactly as before. No other event's sequence number moves, so the order of every
+//! event, and every result, is the one the unconditional event gave. `valgrind --tool=callgrind`
+//! on `ullstack sim --device zssd` with 200 K 4 KiB random reads at QD32 (1.8 M events)
+//! counts 33 M fewer instructions (3 %) than with the event always scheduled; 200 K 70/30
+//! reads and writes, 34 M fewer.
+//!
+//! [`Controller::pick_could_act`]: crate::ctrl::Controller::pick_could_act
 
 use engine::{IoClass, IoOp, SimTime};
 
@@ -60,6 +77,7 @@ impl Ssd {
         match ev {
             Ev::Doorbell { sqid, slot } => {
                 self.ctrl.doorbell(now, sqid, slot);
+                self.settle_fetch_free();
                 if !self.ctrl.fetch_busy {
                     self.fetch_next(now);
                 }
@@ -104,8 +122,29 @@ impl Ssd {
         let fetched = now + self.config.ctrl.fetch_ns;
         let op = self.cmd(slot).cmd.op;
         let ready = self.ctrl.run_firmware(fetched, op);
-        self.events.schedule(fetched, Ev::FetchFree);
+        if self.ctrl.pick_could_act() {
+            self.events.schedule(fetched, Ev::FetchFree);
+        } else {
+            // Nothing to fetch next yet: the coming free waits in its place ("The fetch engine
+            // coming free" above).
+            debug_assert!(self.fetch_free.is_none(), "one fetch at a time");
+            self.fetch_free = Some(self.events.reserve(fetched));
+        }
         self.events.schedule(ready, Ev::Ready { slot });
+    }
+
+    /// Settles the fetch engine's reserved coming free, if any: if it has passed, the engine
+    /// came free with nothing to fetch then (what `Ev::FetchFree` would have done); if not,
+    /// a fetch decision then may do something now (a doorbell came, or the arbitration
+    /// changed), so it is scheduled in its place.
+    pub(crate) fn settle_fetch_free(&mut self) {
+        if let Some(r) = self.fetch_free.take() {
+            if self.events.has_passed(r) {
+                self.ctrl.fetch_busy = false;
+            } else {
+                self.events.schedule_reserved(r, Ev::FetchFree);
+            }
+        }
     }
 
     pub(crate) fn execute(&mut self, now: SimTime, slot: u32) {

@@ -29,7 +29,7 @@ pub mod toml_merge;
 pub mod units;
 
 pub use io::{IoClass, IoOp};
-pub use queue::EventQueue;
+pub use queue::{EventQueue, Reservation};
 pub use rng::{stream, SimRng};
 pub use stats::{LatencyHistogram, LatencySummary};
 pub use switch::Switch;

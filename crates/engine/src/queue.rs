@@ -63,6 +63,19 @@
 //! from bucket 10, then the heap's 15,000 and the run's 20,000 once no bucket holds anything
 //! earlier.
 //!
+//! ## Reserved places: events that turn out to have nothing to do
+//! Some events usually do nothing when they run: a device's fetch engine comes free, and at
+//! QD32 it nearly always finds no doorbell waiting, so the next doorbell starts the fetch
+//! itself. [`EventQueue::reserve`] takes such an event's key (its time and the next sequence
+//! number) without scheduling it; whoever could give it work schedules it in that place with
+//! [`EventQueue::schedule_reserved`] while it has not [passed](EventQueue::has_passed) (no
+//! popped event came after it). Every other event gets the sequence number it would have got,
+//! and an event scheduled into its reserved place runs where it would have run, so a
+//! reservation changes no order; one never scheduled counts in `scheduled_total` as an event
+//! that ran and did nothing. Worked example: `reserve(100)` (sequence 0), `schedule(100, A)`
+//! (1), `schedule(90, B)` (2); B pops, the reservation has not passed (B's key is smaller), and
+//! `schedule_reserved(r, R)` makes the pops R then A, as if R had been scheduled at the start.
+//!
 //! Measured here (benches/queue.rs) see the README.
 
 use std::cmp::Ordering;
@@ -137,8 +150,25 @@ pub struct EventQueue<E> {
     min: u128,
     len: usize,
     next_seq: u64,
-    /// Time of the last popped event: scheduling before it would be time travel.
-    last_popped: SimTime,
+    /// Key of the last popped event (0 before the first): scheduling before its time would be
+    /// time travel, and a [`Reservation`] with a smaller key has passed.
+    last_key: u128,
+}
+
+/// A place in the event order taken for an event that may turn out to have nothing to do
+/// ([`EventQueue::reserve`]): its key is fixed when it is taken, so the event, if scheduled
+/// later ([`EventQueue::schedule_reserved`]), runs exactly where it would have run had it been
+/// scheduled then, and every other event keeps its sequence number either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    key: u128,
+}
+
+impl Reservation {
+    /// When the reserved event would run.
+    pub fn time(self) -> SimTime {
+        SimTime((self.key >> 64) as u64)
+    }
 }
 
 impl<E> Default for EventQueue<E> {
@@ -159,7 +189,7 @@ impl<E> EventQueue<E> {
             min: u128::MAX,
             len: 0,
             next_seq: 0,
-            last_popped: SimTime::ZERO,
+            last_key: 0,
         }
     }
 
@@ -169,12 +199,65 @@ impl<E> EventQueue<E> {
     /// through memory; the far path stays out of line.
     #[inline(always)]
     pub fn schedule(&mut self, at: SimTime, event: E) {
-        if at < self.last_popped {
-            scheduled_in_the_past(at, self.last_popped);
+        let key = self.next_key(at);
+        self.insert(key, event);
+    }
+
+    /// The key of an event scheduled now for `at`: its time and the next sequence number.
+    #[inline(always)]
+    fn next_key(&mut self, at: SimTime) -> u128 {
+        let last = self.last_time();
+        if at < last {
+            scheduled_in_the_past(at, last);
         }
         // 2^64 events per run: a run at 20 M events/s would need 29,000 years to wrap.
         let key = ((at.0 as u128) << 64) | self.next_seq as u128;
         self.next_seq += 1;
+        key
+    }
+
+    /// Time of the last popped event.
+    #[inline(always)]
+    fn last_time(&self) -> SimTime {
+        SimTime((self.last_key >> 64) as u64)
+    }
+
+    /// Takes the place in the order that `schedule(at, _)` would give an event now, without
+    /// scheduling one: for an event that often turns out to have nothing to do, decided later
+    /// (an idle fetch engine coming free, say). Until it is scheduled with
+    /// [`schedule_reserved`](Self::schedule_reserved) it is not pending ([`len`](Self::len),
+    /// [`peek_time`](Self::peek_time)); it counts in [`scheduled_total`](Self::scheduled_total)
+    /// from now, as a run event that had nothing to do once it has
+    /// [passed](Self::has_passed).
+    #[inline(always)]
+    pub fn reserve(&mut self, at: SimTime) -> Reservation {
+        Reservation {
+            key: self.next_key(at),
+        }
+    }
+
+    /// Whether an event popped since `r` was taken comes after it in the order: the reserved
+    /// event can no longer be scheduled (it would have run before that one).
+    #[inline(always)]
+    pub fn has_passed(&self, r: Reservation) -> bool {
+        self.last_key > r.key
+    }
+
+    /// Schedules `event` in the place `r` reserved. The place must not have passed.
+    #[inline]
+    pub fn schedule_reserved(&mut self, r: Reservation, event: E) {
+        assert!(
+            !self.has_passed(r),
+            "reserved event at {} scheduled after an event that follows it ran",
+            r.time()
+        );
+        self.insert(r.key, event);
+    }
+
+    /// Puts `event` in the calendar or the far events under `key` (not before the last
+    /// popped key).
+    #[inline(always)]
+    fn insert(&mut self, key: u128, event: E) {
         let n = bucket_number(key);
         debug_assert!(
             n >= self.cursor,
@@ -288,9 +371,8 @@ impl<E> EventQueue<E> {
             return None;
         }
         let entry = self.pop_entry();
-        let at = SimTime((entry.key >> 64) as u64);
-        self.last_popped = at;
-        Some((at, entry.event))
+        self.last_key = entry.key;
+        Some((SimTime((entry.key >> 64) as u64), entry.event))
     }
 
     /// Pops the earliest event if it is due at or before `limit`. Always inlined: an event
@@ -427,6 +509,47 @@ mod tests {
         assert_eq!(order, ['n', 'a', 'b', 'c', 'd', 'e']);
     }
 
+    /// A reserved event scheduled later runs in its reserved place: after the events scheduled
+    /// before the reservation at its time, before those scheduled after it; one never
+    /// scheduled is not pending but counts once it has passed.
+    #[test]
+    fn a_reserved_event_runs_in_its_reserved_place() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime(100), 'a');
+        let r = q.reserve(SimTime(100));
+        q.schedule(SimTime(100), 'c');
+        q.schedule(SimTime(50), 'x');
+        assert_eq!((q.len(), q.scheduled_total()), (3, 4));
+        assert_eq!(q.pop(), Some((SimTime(50), 'x')));
+        assert!(!q.has_passed(r));
+        q.schedule_reserved(r, 'b');
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, ['a', 'b', 'c']);
+
+        let unused = q.reserve(SimTime(200));
+        q.schedule(SimTime(200), 'd');
+        assert_eq!(q.peek_time(), Some(SimTime(200)));
+        q.pop();
+        assert!(
+            q.has_passed(unused),
+            "'d' was scheduled after the reservation"
+        );
+        assert!(q.is_empty());
+        assert_eq!(q.scheduled_total(), 6);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "reserved event at 100ns scheduled after an event that follows it ran"
+    )]
+    fn a_reserved_place_that_has_passed_cannot_be_used() {
+        let mut q = EventQueue::new();
+        let r = q.reserve(SimTime(100));
+        q.schedule(SimTime(100), 1);
+        q.pop();
+        q.schedule_reserved(r, 0);
+    }
+
     proptest! {
         /// Schedules and pops interleaved: every pop is what a sorted reference (time, then
         /// scheduling order) gives, whatever shape the heap is in. Delays from 0 to 2^48 ns
@@ -458,6 +581,51 @@ mod tests {
                 prop_assert_eq!(q.pop().map(|(t, e)| (t.0, e)), Some(want));
             }
             prop_assert!(q.pop().is_none());
+        }
+
+        /// Reservations among scheduled events: each one scheduled before it passes (at a
+        /// random later step, or never) pops exactly where a sorted reference of every event
+        /// by (time, sequence) puts it; the others never pop.
+        #[test]
+        fn reserved_events_pop_in_their_reserved_order(
+            steps in proptest::collection::vec((0u64..30, any::<bool>(), 0u8..3, 0u8..4), 0..400),
+        ) {
+            let mut q = EventQueue::new();
+            let mut reference = std::collections::BTreeSet::new();
+            // Reservations not yet scheduled: (reservation, its sequence, steps to wait).
+            let mut waiting: Vec<(Reservation, u64, u8)> = Vec::new();
+            let (mut now, mut seq) = (0u64, 0u64);
+            for (dt, reserve, pops, wait) in steps {
+                if reserve {
+                    waiting.push((q.reserve(SimTime(now + dt)), seq, wait));
+                } else {
+                    q.schedule(SimTime(now + dt), seq);
+                    reference.insert((now + dt, seq));
+                }
+                seq += 1;
+                // Schedule the reservations whose wait is over, unless they have passed.
+                for (r, s, wait) in &mut waiting {
+                    if *wait == 0 && !q.has_passed(*r) {
+                        q.schedule_reserved(*r, *s);
+                        reference.insert((r.time().0, *s));
+                    }
+                    *wait = wait.wrapping_sub(1);
+                }
+                waiting.retain(|&(r, _, wait)| wait != u8::MAX && !q.has_passed(r));
+                for _ in 0..pops {
+                    let want = reference.pop_first();
+                    let got = q.pop().map(|(t, e)| (t.0, e));
+                    prop_assert_eq!(got, want);
+                    if let Some((t, _)) = got {
+                        now = t;
+                    }
+                }
+            }
+            while let Some(want) = reference.pop_first() {
+                prop_assert_eq!(q.pop().map(|(t, e)| (t.0, e)), Some(want));
+            }
+            prop_assert!(q.pop().is_none());
+            prop_assert_eq!(q.scheduled_total(), seq);
         }
 
         /// Popping yields events sorted by time, FIFO among equal times, none lost.
