@@ -27,7 +27,7 @@ impl Ssd {
                 self.cache.finish_fill(lpn, version);
                 let waiters = self
                     .fills
-                    .remove(&lpn)
+                    .remove(lpn)
                     .expect("a host flash read has a fill record");
                 self.deliver_unit(now, lpn, version, waiters);
                 if !self.read_stalls.is_empty() {

@@ -120,9 +120,7 @@ mod write_path;
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap;
-
-use engine::{EventQueue, IoClass, IoOp, Reservation, SimTime};
+use engine::{EventQueue, IoClass, IoOp, Reservation, SimTime, U32Map};
 use serde::Serialize;
 
 use cache::{Cache, ReadAhead, WriteBack};
@@ -282,8 +280,8 @@ pub struct Ssd {
     flash: Flash,
     cmds: Vec<Option<Cmd>>,
     free_cmds: Vec<u32>,
-    /// Flash reads in flight by LPN (a fast integer hash: this map is on every read miss).
-    fills: FxHashMap<u32, Waiters>,
+    /// Flash reads in flight by LPN (`engine::intmap`: this map is on every read miss).
+    fills: U32Map<Waiters>,
     /// Eviction rounds and the host rows in flight (`cache/writeback.rs`).
     writeback: WriteBack,
     /// Hint-driven watermark eviction and the oracle's unbounded buffer (`drain.rs`).
@@ -343,7 +341,7 @@ impl Ssd {
             flash,
             cmds: Vec::new(),
             free_cmds: Vec::new(),
-            fills: FxHashMap::default(),
+            fills: U32Map::new(),
             writeback,
             drain: Drain::new(
                 &config.cache,

@@ -37,7 +37,7 @@ impl Ssd {
             match self.cache.read(lpn, class) {
                 ReadLookup::Hit { version } => self.unit_arrived(slot, lpn, version),
                 ReadLookup::Filling => {
-                    let w = self.fills.entry(lpn).or_insert(Waiters::None);
+                    let w = self.fills.get_or_insert_with(lpn, || Waiters::None);
                     let was_prefetch = matches!(w, Waiters::None);
                     w.add(slot);
                     if was_prefetch {
@@ -45,7 +45,7 @@ impl Ssd {
                     }
                 }
                 ReadLookup::Miss => {
-                    if let Some(w) = self.fills.get_mut(&lpn) {
+                    if let Some(w) = self.fills.get_mut(lpn) {
                         w.add(slot); // in flight, uncached
                     } else if let Some(loc) = self.ftl.lookup(lpn) {
                         self.start_flash_read(now, lpn, loc, Waiters::One(slot), false, class);
@@ -72,7 +72,7 @@ impl Ssd {
     pub(crate) fn prefetch(&mut self, now: SimTime, lpns: std::ops::Range<u32>, class: IoClass) {
         let user = self.ftl.user_lpns() as u32;
         for lpn in lpns.start..lpns.end.min(user) {
-            if self.cache.contains(lpn) || self.fills.contains_key(&lpn) {
+            if self.cache.contains(lpn) || self.fills.contains_key(lpn) {
                 continue;
             }
             if let Some(loc) = self.ftl.lookup(lpn) {
@@ -202,7 +202,7 @@ impl Ssd {
         };
         let waiters = self
             .fills
-            .remove(&st.lpn)
+            .remove(st.lpn)
             .expect("a read waiting to stage has a fill record");
         // Written while the read waited (served from the buffer), or trimmed (zeros): no flash.
         let found = match self.cache.peek_version(st.lpn) {

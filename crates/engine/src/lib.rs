@@ -4,6 +4,8 @@
 //! - [`EventQueue`]: a priority queue of timestamped events with a deterministic tie-break
 //!   (events at equal times pop in the order they were scheduled), built for tens of millions
 //!   of events per second.
+//! - [`U32Map`]: a small open-addressing map from `u32` keys for an event loop's hot paths
+//!   (no iteration, so no order a result could depend on).
 //! - [`rng`]: random streams derived from `(run seed, component name)`, so adding a component
 //!   never perturbs the draws of another and one seed reproduces a whole run.
 //! - [`stats`]: HDR latency histograms summarised at the percentiles storage papers quote
@@ -19,6 +21,7 @@
 //!
 //! Nothing here knows about storage; the models (`device`, `host`) build on it.
 
+pub mod intmap;
 pub mod io;
 pub mod queue;
 pub mod rng;
@@ -28,6 +31,7 @@ pub mod time;
 pub mod toml_merge;
 pub mod units;
 
+pub use intmap::U32Map;
 pub use io::{IoClass, IoOp};
 pub use queue::{EventQueue, Reservation};
 pub use rng::{stream, SimRng};
