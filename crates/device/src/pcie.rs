@@ -75,8 +75,22 @@ pub struct PcieLink {
     pub doorbell_ns: u64,
     /// When each direction's wire is next free.
     free_at: [SimTime; 2],
+    /// Per direction, the wire times of the two payload sizes last moved (see
+    /// [`dma`](Self::dma)).
+    recent: [RecentSizes; 2],
     /// Payload bytes moved per direction.
     pub bytes_moved: [u64; 2],
+}
+
+/// Two payload sizes and their wire times, the older replaced first. A run moves few sizes,
+/// alternating (device → host: a read's data, then its 16 B completion entry), and a wire
+/// time costs two divisions (TLPs, then nanoseconds; one of them by a 128-bit divisor).
+#[derive(Clone, Copy, Debug)]
+struct RecentSizes {
+    bytes: [u64; 2],
+    ns: [u64; 2],
+    /// The entry replaced next.
+    older: usize,
 }
 
 /// Usable bytes per second of one lane of a PCIe generation (after line encoding).
@@ -97,7 +111,7 @@ impl PcieLink {
             "pcie.max_payload_bytes and pcie.read_completion_bytes must be positive (validated \
              config)"
         );
-        PcieLink {
+        let mut link = PcieLink {
             bytes_per_sec: lane_bytes_per_sec(config.generation) * config.lanes as u64,
             dma_setup_ns: config.dma_setup_ns,
             max_payload_bytes: config.max_payload_bytes as u64,
@@ -106,8 +120,23 @@ impl PcieLink {
             completion_overhead_bytes: config.tlp_overhead_bytes.saturating_sub(4) as u64,
             doorbell_ns: config.doorbell_ns,
             free_at: [SimTime::ZERO; 2],
+            recent: [RecentSizes {
+                bytes: [0; 2],
+                ns: [0; 2],
+                older: 0,
+            }; 2],
             bytes_moved: [0; 2],
+        };
+        // Start from true entries (a completion entry, a 4 KiB unit), so none is a sentinel.
+        for direction in [Direction::HostToDevice, Direction::DeviceToHost] {
+            let sizes = [COMPLETION_ENTRY_BYTES, 4096];
+            link.recent[direction as usize] = RecentSizes {
+                bytes: sizes,
+                ns: sizes.map(|b| link.transfer_ns(direction, b)),
+                older: 0,
+            };
         }
+        link
     }
 
     /// Bytes on the wire for a payload of `bytes` in `direction`: the payload plus each TLP's
@@ -129,15 +158,40 @@ impl PcieLink {
 
     /// Moves `bytes` in `direction`, asked for at `now`: it goes on the wire once its setup is
     /// done and the wire is free. Returns when the last byte is across.
+    /// The wire time comes from the two sizes last moved that way when it is one of them.
+    #[inline]
     pub fn dma(&mut self, now: SimTime, direction: Direction, bytes: u64) -> SimTime {
         let d = direction as usize;
         let start = self.free_at[d].max(now + self.dma_setup_ns);
-        let end = start + self.transfer_ns(direction, bytes);
+        let recent = &self.recent[d];
+        let wire_ns = if recent.bytes[0] == bytes {
+            recent.ns[0]
+        } else if recent.bytes[1] == bytes {
+            recent.ns[1]
+        } else {
+            self.remember(direction, bytes)
+        };
+        let end = start + wire_ns;
         self.free_at[d] = end;
         self.bytes_moved[d] += bytes;
         end
     }
+
+    /// Computes the wire time of `bytes` moved in `direction` and keeps it in place of the
+    /// older of the two remembered sizes.
+    #[cold]
+    fn remember(&mut self, direction: Direction, bytes: u64) -> u64 {
+        let ns = self.transfer_ns(direction, bytes);
+        let recent = &mut self.recent[direction as usize];
+        recent.bytes[recent.older] = bytes;
+        recent.ns[recent.older] = ns;
+        recent.older ^= 1;
+        ns
+    }
 }
+
+/// Bytes of an NVMe completion queue entry.
+pub const COMPLETION_ENTRY_BYTES: u64 = 16;
 
 #[cfg(test)]
 mod tests {
@@ -182,6 +236,23 @@ mod tests {
             read_completion_bytes: 4096,
         });
         assert_eq!(whole.wire_bytes(down, 4096), 16 * (256 + 20));
+    }
+
+    /// The remembered wire times are the computed ones, whatever sizes come in what order.
+    #[test]
+    fn remembered_wire_times_are_the_computed_ones() {
+        let mut link = gen3_x4(0);
+        let mut reference = gen3_x4(0);
+        let sizes = [
+            4096, 16, 4096, 512, 16, 131_072, 512, 512, 4096, 1, 16, 8192,
+        ];
+        for direction in [Direction::DeviceToHost, Direction::HostToDevice] {
+            for &bytes in &sizes {
+                let free = link.free_at[direction as usize];
+                let end = link.dma(SimTime::ZERO, direction, bytes);
+                assert_eq!(end.0 - free.0, reference.transfer_ns(direction, bytes));
+            }
+        }
     }
 
     #[test]

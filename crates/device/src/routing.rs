@@ -35,7 +35,7 @@
 
 use engine::{IoClass, IoOp, SimTime};
 
-use crate::pcie::Direction;
+use crate::pcie::{Direction, COMPLETION_ENTRY_BYTES};
 use crate::{Completion, Ev, Hint, Ssd, Status, SECTOR_BYTES};
 
 impl Ssd {
@@ -101,7 +101,9 @@ impl Ssd {
                 self.post_completion(done, slot);
             }
             Ev::PostCqe { slot } => {
-                let done = self.pcie.dma(now, Direction::DeviceToHost, 16);
+                let done = self
+                    .pcie
+                    .dma(now, Direction::DeviceToHost, COMPLETION_ENTRY_BYTES);
                 self.events.schedule(done, Ev::Complete { slot });
             }
             Ev::Complete { slot } => self.complete(now, slot),
