@@ -282,6 +282,18 @@ struct Lun {
     busy_since: SimTime,
 }
 
+impl Lun {
+    /// No operation running, suspended or queued.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.active.is_none()
+            && self.suspended.is_none()
+            && self.host_reads.is_empty()
+            && self.prefetch_reads.is_empty()
+            && self.others.is_empty()
+    }
+}
+
 /// Counters of flash work.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlashStats {
@@ -446,6 +458,10 @@ impl Flash {
         let seq = self.next_seq;
         self.next_seq += 1;
         let l = &mut self.luns[lun as usize];
+        if l.is_empty() {
+            // The only work of an idle LUN starts now, as queueing and picking it would.
+            return self.start(now, lun, op, 0, events);
+        }
         if op.origin.is_host_read() {
             l.host_reads.push_back((seq, op));
         } else if matches!(op.origin, OpOrigin::Prefetch { .. }) {
@@ -550,7 +566,9 @@ impl Flash {
                     }
                     OpKind::Erase => self.stats.erases += 1,
                 }
-                self.start_next(now, lun, events);
+                if !l.is_empty() {
+                    self.start_next(now, lun, events);
+                }
                 Some(active.op)
             }
         }
@@ -825,12 +843,7 @@ impl Flash {
     /// Whether `lun` has no work queued, running or suspended.
     #[inline]
     pub fn lun_is_idle(&self, lun: u32) -> bool {
-        let l = &self.luns[lun as usize];
-        l.active.is_none()
-            && l.suspended.is_none()
-            && l.host_reads.is_empty()
-            && l.prefetch_reads.is_empty()
-            && l.others.is_empty()
+        self.luns[lun as usize].is_empty()
     }
 
     /// Whether a host read is queued, running or suspended-for on `lun` (the applications'
