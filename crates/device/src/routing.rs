@@ -44,11 +44,12 @@ impl Ssd {
     pub(crate) fn handle(&mut self, ev: Ev) {
         self.assert_no_pending_flash_events("before an event");
         self.dispatch(ev);
-        if !self.flash_events.is_empty() {
-            for (at, fe) in self.flash_events.drain(..) {
-                self.events.schedule(at, Ev::Flash(fe));
-            }
+        // By index, then cleared: a `drain` keeps a guard to move a tail that is never there.
+        for i in 0..self.flash_events.len() {
+            let (at, fe) = self.flash_events[i];
+            self.events.schedule(at, Ev::Flash(fe));
         }
+        self.flash_events.clear();
     }
 
     /// Flash events must not wait in the buffer between events: [`next_event_time`] would miss
