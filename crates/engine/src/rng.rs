@@ -81,7 +81,21 @@ pub fn stream(seed: u64, name: &str) -> SimRng {
 pub fn exp_ns<R: Rng + ?Sized>(rng: &mut R, mean_ns: u64) -> u64 {
     // u in (0, 1]: never ln(0).
     let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-    (-libm::log(u) * mean_ns as f64).round() as u64
+    round_to_u64(-libm::log(u) * mean_ns as f64)
+}
+
+/// `x.round() as u64` for `x >= 0` (or `-0.0`), without the library call `round` is: the
+/// integer part truncated, plus one if the fraction is at least a half. Exact: below 2^53 the
+/// integer part converts back exactly and `x` minus it is the fraction, exactly; from 2^53 on
+/// `x` is an integer (fraction 0); past `u64::MAX` both saturate.
+#[inline]
+fn round_to_u64(x: f64) -> u64 {
+    let whole = x as u64;
+    if x - whole as f64 >= 0.5 {
+        whole.saturating_add(1)
+    } else {
+        whole
+    }
 }
 
 /// A uniform integer in `0..n` (n > 0), by Lemire's multiply-shift (bias < 2^-64·n).
@@ -185,6 +199,39 @@ mod tests {
         1_007_730_387,
         1_172_723_751,
     ];
+
+    /// The rounding `exp_ns` uses is `f64::round` on every non-negative value: halves and
+    /// the largest double below a half, both sides of 2^52 and 2^53 (where the spacing
+    /// passes 0.5 and 1), past `u64::MAX`, and a spread of draws.
+    #[test]
+    fn round_to_u64_is_round() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            4_503_599_627_370_495.5,
+            4_503_599_627_370_496.0,
+            9_007_199_254_740_993.0,
+            18_446_744_073_709_549_568.0,
+            18_446_744_073_709_551_616.0,
+            1e30,
+            f64::MAX,
+        ];
+        let mut r = stream(5, "round");
+        for shift in 0..64 {
+            for _ in 0..200 {
+                let v = (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                xs.push(v * (1u64 << shift) as f64);
+                xs.push(v.next_up() * (1u64 << shift) as f64);
+            }
+        }
+        for x in xs {
+            assert_eq!(round_to_u64(x), x.round() as u64, "{x:e}");
+        }
+    }
 
     #[test]
     fn chance_matches_its_ratio() {
