@@ -242,7 +242,7 @@ mod tests {
     #[test]
     fn remembered_wire_times_are_the_computed_ones() {
         let mut link = gen3_x4(0);
-        let mut reference = gen3_x4(0);
+        let reference = gen3_x4(0);
         let sizes = [
             4096, 16, 4096, 512, 16, 131_072, 512, 512, 4096, 1, 16, 8192,
         ];
