@@ -7,9 +7,10 @@
 //! consecutive slots fill a row (one multi-plane program) before the next page.
 //!
 //! The forward map stores only what the run wrote: an LPN's PPN sits in its region's small hash
-//! table (6-byte slots) while its region of [`REGION_LPNS`] LPNs holds few writes, and in a
-//! table of the region once it holds many (`ftl/map.rs`), so memory follows the distinct LPNs
-//! written (4 to ~8 bytes each, plus 32 bytes of index a region), not the drive's size.
+//! table (6-byte slots) while its region of [`REGION_LPNS`] LPNs holds few writes, in leaves of
+//! 64 LPNs (a bitmap and the PPNs packed) once it holds more, and in a table of the region once
+//! it holds most (`ftl/map.rs`), so memory follows the distinct LPNs written (4 to ~8 bytes
+//! each, plus 32 bytes of index a region), not the drive's size.
 //! Preconditioning (`ftl.precondition = "sequential"`) is *implicit*: LPN `i` sits at the
 //! position a sequential fill would have put it, computed, not stored — LUN `i mod L`,
 //! position `i div L` in that LUN — until the LPN is rewritten or trimmed. Reverse maps
