@@ -10,7 +10,7 @@
 //!   region's number is the table's, so it is not stored.
 //! - **leaves**: once its hash table, grown, would cost more: leaves of 64 LPNs, each a bitmap of
 //!   the LPNs it holds and their PPNs packed in order (`ftl/map/leaves.rs`), 2 KiB of
-//!   directory, 8 bytes a leaf holding any and 4 an override.
+//!   directory, 12 bytes a leaf holding any and 4 an override.
 //! - **dense**: a table of the whole region, 4 bytes an LPN (the unwritten ones filled from the
 //!   layout), once its leaves would cost as much.
 //!
@@ -27,15 +27,15 @@
 //! Entries are never removed: a trim is an override to "unmapped".
 //!
 //! A full table grows unless its overrides, in leaves, would cost no more than the larger table
-//! (`2,048 + 8 × leaves + 4 × overrides ≤ slots × 6`): LPNs written at random turn a region to
-//! leaves at about 1,400 overrides (one LPN in 23), a run of consecutive LPNs at 465. A region
-//! in leaves turns dense for good at the override that would make its leaves cost as much as
-//! the dense table (128 KiB: 31,232 to 32,254 overrides). So a region costs at most about what
-//! its dense table does, and memory follows the distinct LPNs written: ~7.6 bytes each while
-//! sparse, falling towards 4 + 8 / (overrides a leaf) in leaves (5.3 at 4,700 a region), 4
-//! when dense, plus the index (32 bytes a region). Leaf blocks come from a pool of 16 KiB
-//! chunks that keeps the blocks leaves give up for other leaves (a region turning dense gives
-//! back all of its own), and `bytes` counts the pool whole, free blocks included.
+//! (`2,048 + 12 × leaves + 4 × overrides ≤ slots × 6`): LPNs written at random turn a region
+//! to leaves at about 1,800 overrides (one LPN in 18), a run of consecutive LPNs at 581. A
+//! region in leaves turns dense for good at the override that would make its leaves cost as
+//! much as the dense table (128 KiB). So a region costs at most about what its dense table
+//! does, and memory follows the distinct LPNs written: ~7.6 bytes each while sparse, falling
+//! towards 4 + 12 / (overrides a leaf) in leaves (5.7 at 4,700 a region), 4 when dense, plus
+//! the index (32 bytes a region). Leaf blocks come from a pool of 16 KiB chunks that keeps
+//! the blocks leaves give up for other leaves and compacts itself when they pass an eighth of
+//! its words in use; `bytes` counts the pool whole, free blocks included.
 //!
 //! Worked example (`zssd`, 800 GB: 195,035,136 LPNs in 5,952 regions, 190,464 bytes of index):
 //! 100,000 random 4 KiB writes (`rw=randwrite`, QD32, `number_ios=100000`) put about 17
@@ -49,7 +49,7 @@
 //! and memory do.
 
 mod leaves;
-use leaves::{Leaves, Pool, LEAF_LPNS};
+use leaves::{maybe_compact, LeafRegions, Leaves, Pool, LEAF_LPNS};
 
 /// LPNs per region: an offset within a region fits in 15 bits, beside the occupied bit (a dense
 /// region's table is 128 KiB of `u32`).
@@ -220,6 +220,18 @@ impl Table {
     }
 }
 
+/// The regions, lent to a compaction of the leaves' pool.
+struct RegionsInLeaves<'a>(&'a mut [Region]);
+
+impl LeafRegions for RegionsInLeaves<'_> {
+    fn leaves_mut(&mut self, region: u32) -> Option<&mut Leaves> {
+        match self.0.get_mut(region as usize) {
+            Some(Region::Leaves(l)) => Some(l),
+            _ => None,
+        }
+    }
+}
+
 /// The forward map's overrides (see the module essay). `Default` is the map over no LPNs.
 #[derive(Default)]
 pub struct ForwardMap {
@@ -273,8 +285,11 @@ impl ForwardMap {
                 let leaves = l.leaves() + u32::from(!l.has_leaf(offset));
                 let grown = Leaves::cost(REGION_LPNS as u32, l.len() + 1, leaves);
                 if grown < DENSE_BYTES || l.get(&self.pool, offset).is_some() {
-                    let old = l.set(&mut self.pool, offset, ppn);
-                    self.overrides += u64::from(old.is_none());
+                    let old = l.set(&mut self.pool, r as u32, offset, ppn);
+                    if old.is_none() {
+                        self.overrides += 1;
+                        maybe_compact(&mut self.pool, &mut RegionsInLeaves(&mut self.regions));
+                    }
                     return old;
                 }
                 // One more override would cost as much as the region's table: it turns dense.
@@ -311,12 +326,18 @@ impl ForwardMap {
                 // Leaves cost less than the larger table: the region moves to leaves.
                 let mut leaves = Leaves::new(REGION_LPNS as u32);
                 for s in t.slots.iter().filter(|s| s.key != EMPTY) {
-                    leaves.set(&mut self.pool, u32::from(s.key & !OCCUPIED), s.ppn);
+                    leaves.set(
+                        &mut self.pool,
+                        r as u32,
+                        u32::from(s.key & !OCCUPIED),
+                        s.ppn,
+                    );
                 }
-                leaves.set(&mut self.pool, offset, ppn);
+                leaves.set(&mut self.pool, r as u32, offset, ppn);
                 *region = Region::Leaves(leaves);
                 self.sparse_slots -= slots as u64;
                 self.leaf_regions += 1;
+                maybe_compact(&mut self.pool, &mut RegionsInLeaves(&mut self.regions));
                 return None;
             }
         }
@@ -522,7 +543,7 @@ mod tests {
             }
         }
         // Leaves at the first growth of the table where they cost no more than the larger
-        // table would (465 overrides here, 63 a leaf; about 1,400 spread at random).
+        // table would (581 overrides here, 63 a leaf; about 1,800 spread at random).
         let leaves_at = switched[2];
         let leaf_cost = |n: u32| Leaves::cost(base, n, n.div_ceil(63));
         let table_cost = |slots: usize| (Table::next_slots(slots) * SLOT_BYTES) as u64;
@@ -541,7 +562,7 @@ mod tests {
             leaf_cost(before) > table_cost(prev),
             "leaves were cheaper at {before}"
         );
-        assert_eq!(leaves_at, 465);
+        assert_eq!(leaves_at, 581);
         // Dense at the first override that would make the leaves cost as much as the table.
         let dense_at = switched[3];
         let cost = |n: u32| Leaves::cost(base, n, (at(n - 1) - base) / 64 + 1);
