@@ -14,13 +14,17 @@
 //! any length. The 70/30 run's memory follows what it wrote, and `mapping_table_bytes`, printed
 //! beside the RSS, tells that growth from a leak. The host writes ~30 % of the I/Os at random
 //! over 195 M LPNs: 100 M I/Os write 30 M units, 27.8 M distinct LPNs, each with a forward
-//! entry (`ftl/map.rs`, ~7.9 bytes at that density) and 4 bytes of reverse map in its
-//! superblock (`ftl/reverse.rs`) until GC erases it. Once the free space runs out (the preset
-//! is preconditioned full, so after about its over-provisioning's worth of writes, ~48 M I/Os)
-//! GC collects preconditioned superblocks; what it moves costs one record per superblock
-//! (`ftl/relocation.rs`, ~1.2 KB), not an entry per unit. So the 70/30 run's tables grow
-//! with the distinct units the host wrote, ~13 bytes each, and cannot stay within 2x of the
-//! 1 M run's: its floor is the places of the distinct LPNs the host wrote.
+//! entry (`ftl/map.rs`: at ~4,700 a region, in leaves of 64 LPNs, ~5.7 bytes each and a
+//! pool that compacts itself when its free blocks pass 1/8 of its words in use) and 4 bytes
+//! of reverse map in its superblock (`ftl/reverse.rs`) until GC erases it. Once the free
+//! space runs out (the preset is preconditioned full, so after about its
+//! over-provisioning's worth of writes, ~48 M I/Os) GC collects preconditioned superblocks;
+//! what it moves costs one record per superblock (`ftl/relocation.rs`, ~1.2 KB), not an
+//! entry per unit. So the 70/30 run's tables grow with the distinct units the host wrote,
+//! ~11.5 bytes each (306 MiB at 100 M I/Os), and cannot stay within 2x of the 1 M run's:
+//! its floor is the places of the distinct LPNs the host wrote, 4 bytes each both ways
+//! (~220 MB at 100 M I/Os). The forward map's pool keeps the memory its leaves give up, so
+//! the allocator's slack (RSS above the peak heap) stays near 11 MiB.
 //!
 //! Run: `cargo bench -p sim --bench run_scale` (`ULLSTACK_SCALE_MIOS=10` for a shorter one;
 //! a filter argument, `randread` or `randrw`, runs one workload).
