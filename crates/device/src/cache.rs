@@ -343,6 +343,13 @@ impl Cache {
         let start = set.start;
         if let Some(split) = &self.split {
             let flags = &self.flags[set.clone()];
+            if let (Ok(f), Ok(u), Ok(o)) = (
+                <&[u8; 16]>::try_from(flags),
+                <&[u32; 16]>::try_from(&self.used[set.clone()]),
+                <&[u8; 16]>::try_from(&self.owner[set.clone()]),
+            ) {
+                return split_victim_16(split.way_mask(class), class, f, u, o).map(|w| start + w);
+            }
             let v = split.victim(
                 class,
                 |w| flags[w] & VALID == 0,
@@ -760,20 +767,49 @@ fn lru_victim(flags: &[u8], used: &[u32]) -> Option<usize> {
     if invalid != 0 {
         return Some(invalid.trailing_zeros() as usize);
     }
-    let mut clean = sys::bytes_where(flags, !PREFETCHED, VALID);
+    let clean = sys::bytes_where(flags, !PREFETCHED, VALID);
     if clean == 0 {
         return None;
     }
-    let mut best = clean.trailing_zeros() as usize;
-    clean &= clean - 1;
-    while clean != 0 {
-        let w = clean.trailing_zeros() as usize;
+    Some(lru_of(clean, used))
+}
+
+/// The first least recently used way among the ways set in `ways` (not empty).
+#[inline]
+fn lru_of(mut ways: u32, used: &[u32; 16]) -> usize {
+    let mut best = ways.trailing_zeros() as usize;
+    ways &= ways - 1;
+    while ways != 0 {
+        let w = ways.trailing_zeros() as usize;
         if used[w] < used[best] {
             best = w;
         }
-        clean &= clean - 1;
+        ways &= ways - 1;
     }
-    Some(best)
+    best
+}
+
+/// [`Split::victim`] of a 16-way set whose partition for `class` is `part` (a way mask):
+/// flags and owners classified whole by [`sys::bytes_where`], and only the candidates'
+/// stamps compared. The same answer (`tests::split_victims_agree`).
+#[inline]
+fn split_victim_16(
+    part: u32,
+    class: IoClass,
+    flags: &[u8; 16],
+    used: &[u32; 16],
+    owner: &[u8; 16],
+) -> Option<usize> {
+    let invalid = sys::bytes_where(flags, VALID, 0) & part;
+    if invalid != 0 {
+        return Some(invalid.trailing_zeros() as usize);
+    }
+    let clean = sys::bytes_where(flags, !PREFETCHED, VALID) & part;
+    if clean == 0 {
+        return None;
+    }
+    let foreign = clean & !sys::bytes_where(owner, u8::MAX, class.index() as u8);
+    Some(lru_of(if foreign != 0 { foreign } else { clean }, used))
 }
 
 /// [`lru_victim`] for any set size, way by way.

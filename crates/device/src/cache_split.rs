@@ -140,6 +140,16 @@ impl Split {
         }
     }
 
+    /// Bit `w` set for each way `w` of `class`'s partition (for sets of up to 32 ways).
+    #[inline]
+    pub fn way_mask(&self, class: IoClass) -> u32 {
+        let lc = (1u64 << self.lc_ways) as u32 - 1;
+        match class {
+            IoClass::LatencyCritical => lc,
+            IoClass::Throughput => ((1u64 << self.ways) - 1) as u32 & !lc,
+        }
+    }
+
     /// Whether way `way` (within a set) is `class`'s.
     #[inline]
     pub fn owns(&self, way: usize, class: IoClass) -> bool {

@@ -92,6 +92,7 @@ use engine::IoClass;
 use serde::{Deserialize, Serialize};
 
 use crate::config::CacheConfig;
+use crate::sys;
 
 /// A ghost's tag of an invalid way.
 const NO_LPN: u32 = u32::MAX;
@@ -210,6 +211,48 @@ impl Iterator for Sampled {
     }
 }
 
+/// Where `lpn` goes in a ghost set of `tags.len()` ways with LRU stamps `used`: `(true, way)`
+/// holding it, else `(false, way)` to install it in: the first invalid way, else the first
+/// least recently used one.
+fn way_scan(tags: &[u32], used: &[u32], lpn: u32) -> (bool, usize) {
+    if let Some(w) = tags.iter().position(|&t| t == lpn) {
+        return (true, w);
+    }
+    let w = match tags.iter().position(|&t| t == NO_LPN) {
+        Some(w) => w,
+        None => used
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &u)| u)
+            .map(|(w, _)| w)
+            .expect("a ghost set has at least one way"),
+    };
+    (false, w)
+}
+
+/// [`way_scan`] of the first `used.len()` ways of a 16-way set, its tags compared whole
+/// ([`sys::ways_matching`]): the same answer (`tests::way_16_agrees_with_the_scan`). The
+/// ways past `used.len()` (lost to the other partition) hold no tag, but are masked anyway.
+#[inline]
+fn way_16(tags: &[u32; 16], used: &[u32], lpn: u32) -> (bool, usize) {
+    let live = u32::MAX >> (32 - used.len());
+    let found = sys::ways_matching(tags, lpn) & live;
+    if found != 0 {
+        return (true, found.trailing_zeros() as usize);
+    }
+    let invalid = sys::ways_matching(tags, NO_LPN) & live;
+    if invalid != 0 {
+        return (false, invalid.trailing_zeros() as usize);
+    }
+    let mut best = 0;
+    for (w, &u) in used.iter().enumerate().skip(1) {
+        if u < used[best] {
+            best = w;
+        }
+    }
+    (false, best)
+}
+
 /// One simulated granularity: tags and LRU stamps of the sampled sets.
 struct Ghost {
     pages: u32,
@@ -246,21 +289,20 @@ impl Ghost {
         self.clock = self.clock.wrapping_add(1);
         let base = s * self.ways_cap as usize;
         let set = base..base + self.ways as usize;
-        if let Some(w) = self.tags[set.clone()].iter().position(|&t| t == lpn) {
+        let (found, w) = if self.ways_cap == 16 {
+            let tags = self.tags[base..base + 16]
+                .try_into()
+                .expect("a 16-way ghost set");
+            way_16(tags, &self.used[set], lpn)
+        } else {
+            way_scan(&self.tags[set.clone()], &self.used[set], lpn)
+        };
+        if found {
             if refresh {
                 self.used[base + w] = self.clock;
             }
             return true;
         }
-        let w = match self.tags[set.clone()].iter().position(|&t| t == NO_LPN) {
-            Some(w) => w,
-            None => self.used[set]
-                .iter()
-                .enumerate()
-                .min_by_key(|&(_, &u)| u)
-                .map(|(w, _)| w)
-                .expect("a ghost set has at least one way"),
-        };
         self.tags[base + w] = lpn;
         self.used[base + w] = self.clock;
         false
@@ -273,9 +315,13 @@ impl Ghost {
             "a ghost of {} ways cannot follow a partition of {ways}",
             self.ways_cap
         );
-        if ways < self.ways {
-            for set in self.tags.chunks_mut(self.ways_cap as usize) {
-                set[ways as usize..self.ways as usize].fill(NO_LPN);
+        // Way by way, every set's copy in one strided pass (an epoch usually moves one way).
+        for lost in ways..self.ways {
+            for tag in self.tags[lost as usize..]
+                .iter_mut()
+                .step_by(self.ways_cap as usize)
+            {
+                *tag = NO_LPN;
             }
         }
         self.ways = ways;
@@ -599,6 +645,30 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The whole-set compare of a 16-way ghost set finds what the way-by-way scan finds:
+        /// the way holding the LPN, else the first invalid way, else the first least recently
+        /// used, over any number of live ways (tags past them invalid, as `set_ways` leaves
+        /// them) and stamps with ties.
+        #[test]
+        fn way_16_agrees_with_the_scan(
+            ways in 1usize..=16,
+            tags in proptest::collection::vec(proptest::prop_oneof![0u32..24, proptest::strategy::Just(NO_LPN)], 16),
+            used in proptest::collection::vec(0u32..5, 16),
+            lpn in 0u32..24,
+        ) {
+            // Tags are unique within a set; the ways past `ways` hold none.
+            let mut set = [NO_LPN; 16];
+            for (w, &t) in tags.iter().enumerate().take(ways) {
+                if !set.contains(&t) {
+                    set[w] = t;
+                }
+            }
+            proptest::prop_assert_eq!(
+                way_16(&set, &used[..ways], lpn),
+                way_scan(&set[..ways], &used[..ways], lpn)
+            );
+        }
+
         /// Set sampling is exact: a sampled ghost misses exactly as often as a full LRU cache
         /// does in the sampled sets, for any command stream, including periods that do not
         /// divide the set count and ranges that wrap around the sets.

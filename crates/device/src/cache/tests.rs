@@ -315,3 +315,41 @@ proptest::proptest! {
         proptest::prop_assert_eq!(lru_victim(&flags, &used), lru_victim_scan(&flags, &used));
     }
 }
+
+proptest::proptest! {
+    /// A split 16-way set's victim found by whole-set masks is [`Split::victim`]'s, for every
+    /// boundary, both classes, flags of every kind, owners of both classes and stamps with ties.
+    #[test]
+    fn split_victims_agree(
+        lc_units in 0u32..=16,
+        flags in proptest::collection::vec(proptest::prop_oneof![0u8..128, proptest::strategy::Just(VALID), proptest::strategy::Just(VALID | PREFETCHED)], 16),
+        used in proptest::collection::vec(0u32..6, 16),
+        owner in proptest::collection::vec(0u8..2, 16),
+    ) {
+        let config = CacheConfig {
+            ways: 16,
+            partition: Partition::Dynamic,
+            partition_step_ways: 16,
+            partition_min_ways: 1,
+            ..cache_config()
+        };
+        let mut split = Split::new(&config);
+        let mut stats = split.stats();
+        split.count(IoClass::LatencyCritical, lc_units);
+        split.count(IoClass::Throughput, 16 - lc_units);
+        split.close_epoch(&mut stats);
+        let f: &[u8; 16] = flags.as_slice().try_into().unwrap();
+        let u: &[u32; 16] = used.as_slice().try_into().unwrap();
+        let o: &[u8; 16] = owner.as_slice().try_into().unwrap();
+        for class in IoClass::ALL {
+            let scan = split.victim(
+                class,
+                |w| flags[w] & VALID == 0,
+                |w| flags[w] & !PREFETCHED == VALID,
+                &used,
+                &owner,
+            );
+            proptest::prop_assert_eq!(split_victim_16(split.way_mask(class), class, f, u, o), scan);
+        }
+    }
+}
