@@ -258,11 +258,18 @@ impl Cache {
         }
     }
 
-    /// Way `i`'s tag, flags or stamp changed from `old`: the fully associative index follows
-    /// (nothing for a set-associative cache).
+    /// Way `i`'s key before a change, for [`reindex`](Self::reindex): only the fully
+    /// associative cache has an index to keep (a set-associative one reads nothing here).
     #[inline]
-    fn reindex(&mut self, i: usize, old: WayKey) {
-        if self.index.is_some() {
+    fn indexed_key(&self, i: usize) -> Option<WayKey> {
+        self.index.as_ref().map(|_| self.key(i))
+    }
+
+    /// Way `i`'s tag, flags or stamp changed from `old` (its [`indexed_key`](Self::indexed_key)):
+    /// the fully associative index follows (nothing for a set-associative cache).
+    #[inline]
+    fn reindex(&mut self, i: usize, old: Option<WayKey>) {
+        if let Some(old) = old {
             let new = self.key(i);
             if let Some(index) = &mut self.index {
                 index.update(i, old, new);
@@ -286,7 +293,7 @@ impl Cache {
             old.lines_evicted += 1;
             old.lines -= 1;
         }
-        let old = self.key(i);
+        let old = self.indexed_key(i);
         self.tags[i] = lpn;
         self.flags[i] = flags;
         self.used[i] = stamp;
@@ -302,7 +309,7 @@ impl Cache {
         if self.has(i, VALID) {
             self.stats.class_at(self.owner[i]).lines -= 1;
         }
-        let old = self.key(i);
+        let old = self.indexed_key(i);
         self.tags[i] = NO_LPN;
         self.flags[i] = 0;
         self.used[i] = 0;
@@ -400,7 +407,7 @@ impl Cache {
                 ReadLookup::Filling
             }
             Some(i) => {
-                let old = self.key(i);
+                let old = self.indexed_key(i);
                 self.used[i] = stamp;
                 self.reindex(i, old);
                 self.stats.class(class).read_hits += 1;
@@ -464,7 +471,7 @@ impl Cache {
     pub fn finish_fill(&mut self, lpn: u32, version: u32) {
         if let Some(i) = self.find(lpn) {
             if self.has(i, FILLING) {
-                let old = self.key(i);
+                let old = self.indexed_key(i);
                 self.flags[i] &= !FILLING;
                 self.reindex(i, old);
                 if !self.has(i, DIRTY) {
@@ -508,7 +515,7 @@ impl Cache {
             self.dirtied[i] = stamp;
             self.dirty_fifo.push_back((lpn, stamp));
         }
-        let old = self.key(i);
+        let old = self.indexed_key(i);
         self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED | TRIMMED);
         self.used[i] = stamp;
         self.reindex(i, old);
@@ -668,7 +675,7 @@ impl Cache {
             if self.has(i, DIRTY) {
                 self.dirty_units -= 1;
                 self.stats.class_at(self.owner[i]).dirty_units -= 1;
-                let old = self.key(i);
+                let old = self.indexed_key(i);
                 self.flags[i] &= !DIRTY;
                 self.reindex(i, old);
             }

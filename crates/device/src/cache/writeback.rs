@@ -110,7 +110,7 @@ impl Cache {
             self.has(i, EVICTING),
             "eviction of LPN {lpn} finished but it was not evicting"
         );
-        let old = self.key(i);
+        let old = self.indexed_key(i);
         self.flags[i] &= !(EVICTING | TRIMMED);
         self.requeue(i);
         self.reindex(i, old);
@@ -141,14 +141,14 @@ impl Cache {
                 // Trimmed since the eviction began and not rewritten: nothing left to write,
                 // so it leaves the buffer instead of becoming dirty again (which would map the
                 // deallocated data back).
-                let old = self.key(i);
+                let old = self.indexed_key(i);
                 self.flags[i] &= !(EVICTING | TRIMMED);
                 self.reindex(i, old);
                 self.dirty_units -= 1;
                 self.stats.class_at(self.owner[i]).dirty_units -= 1;
                 return;
             }
-            let old = self.key(i);
+            let old = self.indexed_key(i);
             self.flags[i] &= !(EVICTING | TRIMMED);
             if !self.has(i, DIRTY) {
                 self.flags[i] |= DIRTY;
