@@ -284,7 +284,7 @@ impl Ghost {
     /// (a demand access; a prefetch leaves a cached line alone, as the real cache does);
     /// absent, it is installed as most recently used, in an invalid way or over the least
     /// recently used. Returns whether it was there.
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, s: usize, lpn: u32, refresh: bool) -> bool {
         self.clock = self.clock.wrapping_add(1);
         let base = s * self.ways_cap as usize;
