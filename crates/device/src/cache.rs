@@ -80,6 +80,7 @@ pub use stats::{CacheStats, ClassCacheStats};
 pub use writeback::WriteBack;
 
 use std::collections::VecDeque;
+use std::num::NonZeroU32;
 
 use engine::IoClass;
 
@@ -136,7 +137,8 @@ pub enum WriteBlock {
 /// one, its LRU stamps one more. (A random-read run on a 1.5 GB cache misses the CPU cache on
 /// nearly every set it touches; a struct per line made that five cache lines per lookup.)
 pub struct Cache {
-    sets: u32,
+    /// Never 0: the `%` that finds a set needs no zero check.
+    sets: NonZeroU32,
     ways: u32,
     /// LPN held by each way (`NO_LPN` when invalid).
     tags: Vec<u32>,
@@ -179,8 +181,8 @@ impl Cache {
             0 => u32::try_from(total).expect("config checks the cache's lines fit in 32 bits"),
             w => w,
         };
-        let sets = (total / ways as u64).max(1) as u32;
-        let n = sets as usize * ways as usize;
+        let sets = NonZeroU32::new((total / ways as u64).max(1) as u32).expect("at least one set");
+        let n = sets.get() as usize * ways as usize;
         Cache {
             sets,
             ways,
@@ -220,7 +222,7 @@ impl Cache {
                     s.ways(IoClass::Throughput),
                 ]
             });
-            let ghost = GhostPrefetch::new(config, self.sets, ways);
+            let ghost = GhostPrefetch::new(config, self.sets.get(), ways);
             self.stats.ghost = Some(ghost.stats());
             self.ghost = Some(ghost);
         }
