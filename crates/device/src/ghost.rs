@@ -92,7 +92,6 @@ use engine::IoClass;
 use serde::{Deserialize, Serialize};
 
 use crate::config::CacheConfig;
-use crate::sys;
 
 /// A ghost's tag of an invalid way.
 const NO_LPN: u32 = u32::MAX;
@@ -230,29 +229,6 @@ fn way_scan(tags: &[u32], used: &[u32], lpn: u32) -> (bool, usize) {
     (false, w)
 }
 
-/// [`way_scan`] of the first `used.len()` ways of a 16-way set, its tags compared whole
-/// ([`sys::ways_matching`]): the same answer (`tests::way_16_agrees_with_the_scan`). The
-/// ways past `used.len()` (lost to the other partition) hold no tag, but are masked anyway.
-#[inline]
-fn way_16(tags: &[u32; 16], used: &[u32], lpn: u32) -> (bool, usize) {
-    let live = u32::MAX >> (32 - used.len());
-    let found = sys::ways_matching(tags, lpn) & live;
-    if found != 0 {
-        return (true, found.trailing_zeros() as usize);
-    }
-    let invalid = sys::ways_matching(tags, NO_LPN) & live;
-    if invalid != 0 {
-        return (false, invalid.trailing_zeros() as usize);
-    }
-    let mut best = 0;
-    for (w, &u) in used.iter().enumerate().skip(1) {
-        if u < used[best] {
-            best = w;
-        }
-    }
-    (false, best)
-}
-
 /// One simulated granularity: tags and LRU stamps of the sampled sets.
 struct Ghost {
     pages: u32,
@@ -289,14 +265,7 @@ impl Ghost {
         self.clock = self.clock.wrapping_add(1);
         let base = s * self.ways_cap as usize;
         let set = base..base + self.ways as usize;
-        let (found, w) = if self.ways_cap == 16 {
-            let tags = self.tags[base..base + 16]
-                .try_into()
-                .expect("a 16-way ghost set");
-            way_16(tags, &self.used[set], lpn)
-        } else {
-            way_scan(&self.tags[set.clone()], &self.used[set], lpn)
-        };
+        let (found, w) = way_scan(&self.tags[set.clone()], &self.used[set], lpn);
         if found {
             if refresh {
                 self.used[base + w] = self.clock;
@@ -645,30 +614,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The whole-set compare of a 16-way ghost set finds what the way-by-way scan finds:
-        /// the way holding the LPN, else the first invalid way, else the first least recently
-        /// used, over any number of live ways (tags past them invalid, as `set_ways` leaves
-        /// them) and stamps with ties.
-        #[test]
-        fn way_16_agrees_with_the_scan(
-            ways in 1usize..=16,
-            tags in proptest::collection::vec(proptest::prop_oneof![0u32..24, proptest::strategy::Just(NO_LPN)], 16),
-            used in proptest::collection::vec(0u32..5, 16),
-            lpn in 0u32..24,
-        ) {
-            // Tags are unique within a set; the ways past `ways` hold none.
-            let mut set = [NO_LPN; 16];
-            for (w, &t) in tags.iter().enumerate().take(ways) {
-                if !set.contains(&t) {
-                    set[w] = t;
-                }
-            }
-            proptest::prop_assert_eq!(
-                way_16(&set, &used[..ways], lpn),
-                way_scan(&set[..ways], &used[..ways], lpn)
-            );
-        }
-
         /// Set sampling is exact: a sampled ghost misses exactly as often as a full LRU cache
         /// does in the sampled sets, for any command stream, including periods that do not
         /// divide the set count and ranges that wrap around the sets.
