@@ -99,8 +99,10 @@ pub fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
 }
 
 /// The dataplane settings the examples take from the environment, each left at the config's
-/// default when unset: `ULLSTACK_SOCKET_IO=epoll|uring`, `ULLSTACK_SOCKET_RECV=multishot|single`,
-/// `ULLSTACK_IDLE=spin|block-after-spin`, `ULLSTACK_WORKERS=N` (N ≥ 1). A value outside those stops the example naming it.
+/// default when unset: `ULLSTACK_SOCKET_IO=epoll|uring`,
+/// `ULLSTACK_SOCKET_RECV=multishot|single` (multishot only with uring),
+/// `ULLSTACK_IDLE=spin|block-after-spin`, `ULLSTACK_WORKERS=N` (N ≥ 1). A value outside those
+/// stops the example naming it.
 pub fn dataplane_from_env(d: &mut server::config::DataplaneConfig) {
     use server::config::{IdlePolicy, SocketIo, SocketRecv};
     if let Ok(v) = std::env::var("ULLSTACK_SOCKET_IO") {

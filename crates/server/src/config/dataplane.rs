@@ -187,6 +187,13 @@ impl DataplaneConfig {
                 format!("at most {MAX_COALESCE_NS} ns (0 turns coalescing off)"),
             ));
         }
+        if d.socket_recv == SocketRecv::Multishot && d.socket_io != SocketIo::Uring {
+            return Err(invalid(
+                "dataplane.socket_recv",
+                d.socket_recv.name(),
+                "\"single\" unless socket_io = \"uring\" (multishot receives are an io_uring path)",
+            ));
+        }
         Ok(())
     }
 }

@@ -329,3 +329,21 @@ fn the_idle_flag_takes_the_config_names_and_block() {
         "{e}"
     );
 }
+
+/// Multishot receives are an io_uring path: asking for them on epoll is refused, naming the
+/// key, its value and what it needs; with `socket_io = "uring"` they parse.
+#[test]
+fn multishot_receive_needs_the_uring_socket_path() {
+    let text = FULL.replace(
+        "idle = \"spin\"",
+        "idle = \"spin\"\nsocket_recv = \"multishot\"",
+    );
+    let err = from_toml_str(&text).unwrap_err().to_string();
+    assert!(
+        err.contains("dataplane.socket_recv") && err.contains("multishot") && err.contains("uring"),
+        "{err}"
+    );
+    let text = text.replace("socket_recv", "socket_io = \"uring\"\nsocket_recv");
+    let c = from_toml_str(&text).expect("multishot with uring is valid");
+    assert_eq!(c.dataplane.socket_recv, SocketRecv::Multishot);
+}
