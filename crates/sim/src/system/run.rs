@@ -8,6 +8,13 @@
 //! schedules its arrival (and the interrupt, or the poller's wake-up) at the completion's time.
 //! Neither model ever sees time go backwards, and nothing in the loop allocates in steady state.
 //!
+//! The device usually has several events between two of the host's (a read's fetch, flash
+//! sense, transfer and completion), and only a completion can give the host an earlier event
+//! than the one it has: so, unless a time series samples between the steps, one
+//! `Ssd::advance_until_completion` runs the device's steps up to the host's next event and
+//! stops after the first that posts a completion, and the loop turns once per completion rather
+//! than once per device event, with the same events in the same order.
+//!
 //! The adapter between the two message types lives here: `HostCommand` → `NvmeCommand` (the
 //! class goes into the command's reserved field; a write-back wave hint becomes
 //! `Hint::WritebackWave`), `Completion` → `DeviceCqe`.
@@ -133,7 +140,17 @@ pub fn run_system_with_series(
         match (td, th) {
             (None, None) => break,
             (Some(d), h) if h.is_none_or(|h| d <= h) => {
-                ssd.advance_to(d, &mut cqes);
+                if series.is_none() {
+                    // The device's steps up to the host's next event, until one posts a
+                    // completion: what one step per iteration does (the device goes first at
+                    // equal times, and only a completion can give the host an earlier event),
+                    // without the loop between the steps.
+                    ssd.advance_until_completion(h.unwrap_or(SimTime::MAX), &mut cqes)
+                        .expect("the device had an event due");
+                } else {
+                    // Windows close between steps: one step at a time.
+                    ssd.advance_to(d, &mut cqes);
+                }
                 for c in cqes.drain(..) {
                     host.deliver(DeviceCqe {
                         at: c.at,
