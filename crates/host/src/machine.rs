@@ -410,7 +410,8 @@ impl Host {
         &self.cfg
     }
 
-    /// When the host next has something to do.
+    /// When the host next has something to do. Inlined (the system loop asks at every turn).
+    #[inline]
     pub fn next_event_time(&self) -> Option<SimTime> {
         self.events.peek_time()
     }
@@ -447,6 +448,8 @@ impl Host {
     }
 
     /// Moves the commands issued so far into `out` (in issue order, non-decreasing `at`).
+    /// Inlined: the system loop calls it after every host event, and most issue none.
+    #[inline]
     pub fn take_commands(&mut self, out: &mut Vec<HostCommand>) {
         self.nvme.take_commands(out);
     }

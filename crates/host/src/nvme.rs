@@ -267,8 +267,11 @@ impl Driver {
     }
 
     /// Moves the commands sent so far into `out` (in the order they were sent).
+    #[inline]
     pub(crate) fn take_commands(&mut self, out: &mut Vec<HostCommand>) {
-        out.append(&mut self.out);
+        if !self.out.is_empty() {
+            out.append(&mut self.out);
+        }
     }
 
     /// A completion came back: never more than commands sent.
