@@ -4,10 +4,32 @@
 
 use engine::SimTime;
 
-use super::{CoreTimer, Cpu, RunState, NICE_0_WEIGHT, UNTIL_POKED};
-use crate::config::LoadBalance;
+use super::{Core, CoreTimer, Cpu, RunState, ThreadSched, NICE_0_WEIGHT, UNTIL_POKED};
+use crate::config::{CpuConfig, LoadBalance};
 use crate::exectime::Span;
 use crate::jitter::CostSite;
+
+/// The running thread's slice on `core`: its weight's share of `sched_latency` among the
+/// core's runnable threads (`sched_slice`; `sched_latency / n` when all weigh the same), at
+/// least `min_granularity`.
+fn slice_ns(core: &Core, threads: &[ThreadSched], cfg: &CpuConfig) -> u64 {
+    let weight = |t: u32| u128::from(threads[t as usize].weight);
+    let own = core.running.map_or(u128::from(NICE_0_WEIGHT), weight);
+    let total = own + core.rq.iter().map(|&t| weight(t)).sum::<u128>();
+    let slice = u128::from(cfg.sched_latency_ns) * own / total;
+    (slice as u64).max(cfg.min_granularity_ns)
+}
+
+/// Takes the waiting thread of least virtual runtime (the first such in queue order) off
+/// `core`'s run queue.
+fn pick(core: &mut Core, threads: &[ThreadSched]) -> Option<u32> {
+    let (i, _) = core
+        .rq
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, &t)| (threads[t as usize].vruntime, *i))?;
+    Some(core.rq.remove(i))
+}
 
 impl Cpu {
     /// Re-plans every core touched since the last call and hands each core's next decision
@@ -18,29 +40,6 @@ impl Cpu {
             self.dirty_mark[c as usize] = false;
             self.plan(now, c as usize, &mut schedule);
         }
-    }
-
-    /// The running thread's slice: its weight's share of `sched_latency` among the core's
-    /// runnable threads (`sched_slice`; `sched_latency / n` when all weigh the same), at least
-    /// `min_granularity`.
-    fn slice_ns(&self, c: usize) -> u64 {
-        let core = &self.cores[c];
-        let weight = |t: u32| u128::from(self.threads[t as usize].weight);
-        let own = core.running.map_or(u128::from(NICE_0_WEIGHT), weight);
-        let total = own + core.rq.iter().map(|&t| weight(t)).sum::<u128>();
-        let slice = u128::from(self.cfg.sched_latency_ns) * own / total;
-        (slice as u64).max(self.cfg.min_granularity_ns)
-    }
-
-    fn pick(&mut self, c: usize) -> Option<u32> {
-        let core = &mut self.cores[c];
-        let threads = &self.threads;
-        let (i, _) = core
-            .rq
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, &t)| (threads[t as usize].vruntime, *i))?;
-        Some(core.rq.remove(i))
     }
 
     /// New-idle balance (`LoadBalance::NewIdle`): core `c` has nothing to run; it takes the
@@ -76,6 +75,9 @@ impl Cpu {
         self.mark(b as u16);
     }
 
+    /// Re-plans core `c` at `now` (interrupts first, then preemption, new-idle balance, the
+    /// pick and the next decision point) and hands its next decision point to `schedule`.
+    /// Each step borrows the core once: the plan runs after nearly every host event.
     fn plan(&mut self, now: SimTime, c: usize, schedule: &mut impl FnMut(CoreTimer)) {
         self.settle(c, now);
         // Interrupts first: they pause everything else.
@@ -96,43 +98,49 @@ impl Cpu {
                 return;
             }
         }
-        // The owner may have blocked or exited in its continuation.
-        if let Some(t) = self.cores[c].running {
-            if self.threads[t as usize].state != RunState::Running {
-                let core = &mut self.cores[c];
-                core.running = None;
-                core.last_thread = Some(t);
-                core.switch_left_ns = 0;
-                core.preempt_pending = false;
-            }
-        }
-        // Preemption: wake-up preemption or an expired slice.
-        if let Some(t) = self.cores[c].running {
-            if self.cores[c].switch_left_ns == 0 && !self.cores[c].rq.is_empty() {
-                let th = &self.threads[t as usize];
-                let ran = th.sum_exec_ns - self.cores[c].slice_start_exec;
-                let expired = ran >= self.slice_ns(c);
-                let threads = &self.threads;
-                let best_v = self.cores[c]
-                    .rq
-                    .iter()
-                    .map(|&q| threads[q as usize].vruntime)
-                    .min()
-                    .expect("non-empty run queue");
-                let preempt = self.cores[c].preempt_pending || (expired && best_v < th.vruntime);
-                if preempt {
-                    let th = &mut self.threads[t as usize];
-                    th.state = RunState::Runnable;
-                    th.time.switch(now, Some(Span::RunQueue));
-                    let core = &mut self.cores[c];
-                    core.rq.push(t);
+        {
+            let Cpu {
+                cores,
+                threads,
+                cfg,
+                ..
+            } = self;
+            let core = &mut cores[c];
+            // The owner may have blocked or exited in its continuation.
+            if let Some(t) = core.running {
+                if threads[t as usize].state != RunState::Running {
                     core.running = None;
                     core.last_thread = Some(t);
-                } else if expired {
-                    self.cores[c].slice_start_exec = th.sum_exec_ns;
+                    core.switch_left_ns = 0;
+                    core.preempt_pending = false;
                 }
             }
-            self.cores[c].preempt_pending = false;
+            // Preemption: wake-up preemption or an expired slice.
+            if let Some(t) = core.running {
+                if core.switch_left_ns == 0 && !core.rq.is_empty() {
+                    let th = &threads[t as usize];
+                    let ran = th.sum_exec_ns - core.slice_start_exec;
+                    let expired = ran >= slice_ns(core, threads, cfg);
+                    let best_v = core
+                        .rq
+                        .iter()
+                        .map(|&q| threads[q as usize].vruntime)
+                        .min()
+                        .expect("non-empty run queue");
+                    let preempt = core.preempt_pending || (expired && best_v < th.vruntime);
+                    if preempt {
+                        let th = &mut threads[t as usize];
+                        th.state = RunState::Runnable;
+                        th.time.switch(now, Some(Span::RunQueue));
+                        core.rq.push(t);
+                        core.running = None;
+                        core.last_thread = Some(t);
+                    } else if expired {
+                        core.slice_start_exec = th.sum_exec_ns;
+                    }
+                }
+                core.preempt_pending = false;
+            }
         }
         if self.cfg.load_balance == LoadBalance::NewIdle
             && self.cores[c].running.is_none()
@@ -140,23 +148,27 @@ impl Cpu {
         {
             self.pull_for_idle(now, c);
         }
-        if self.cores[c].running.is_none() {
-            if let Some(t) = self.pick(c) {
-                let switch = self
-                    .costs
-                    .draw(CostSite::ContextSwitch, self.cfg.context_switch_ns);
-                let displaced = self.cores[c].last_thread.is_some_and(|l| l != t);
+        let Cpu {
+            cores,
+            threads,
+            cfg,
+            costs,
+            ..
+        } = self;
+        let core = &mut cores[c];
+        if core.running.is_none() {
+            if let Some(t) = pick(core, threads) {
+                let switch = costs.draw(CostSite::ContextSwitch, cfg.context_switch_ns);
+                let displaced = core.last_thread.is_some_and(|l| l != t);
                 let pollution = if displaced {
-                    self.costs
-                        .draw(CostSite::CachePollution, self.cfg.cache_pollution_ns)
+                    costs.draw(CostSite::CachePollution, cfg.cache_pollution_ns)
                 } else {
                     0
                 };
-                let core = &mut self.cores[c];
                 core.running = Some(t);
                 core.switch_left_ns = switch;
                 core.context_switches += 1;
-                let th = &mut self.threads[t as usize];
+                let th = &mut threads[t as usize];
                 core.class_switches[th.class.index()] += 1;
                 th.state = RunState::Running;
                 th.time.switch(now, None);
@@ -169,8 +181,6 @@ impl Cpu {
         }
         // min_vruntime never goes backwards.
         {
-            let threads = &self.threads;
-            let core = &self.cores[c];
             let cur = core.running.map(|t| threads[t as usize].vruntime);
             let left = core.rq.iter().map(|&t| threads[t as usize].vruntime).min();
             let m = match (cur, left) {
@@ -178,22 +188,20 @@ impl Cpu {
                 (a, b) => a.or(b),
             };
             if let Some(m) = m {
-                let core = &mut self.cores[c];
                 core.min_vruntime = core.min_vruntime.max(m);
             }
         }
         // Next decision point.
-        let core = &self.cores[c];
         let next = match core.running {
             None => None,
             Some(_) if core.switch_left_ns > 0 => Some(now + core.switch_left_ns),
             Some(t) => {
-                let th = &self.threads[t as usize];
+                let th = &threads[t as usize];
                 let burst_end = (th.remaining_ns != UNTIL_POKED)
                     .then(|| now + th.pollution_ns + th.remaining_ns);
                 let slice_end = (!core.rq.is_empty()).then(|| {
                     let ran = th.sum_exec_ns - core.slice_start_exec;
-                    now + self.slice_ns(c).saturating_sub(ran).max(1)
+                    now + slice_ns(core, threads, cfg).saturating_sub(ran).max(1)
                 });
                 match (burst_end, slice_end) {
                     (Some(a), Some(b)) => Some(a.min(b)),
@@ -201,7 +209,6 @@ impl Cpu {
                 }
             }
         };
-        let core = &mut self.cores[c];
         core.gen = core.gen.wrapping_add(1);
         if let Some(at) = next {
             schedule(CoreTimer {
