@@ -13,7 +13,8 @@
 //! than the one it has: so, unless a time series samples between the steps, one
 //! `Ssd::advance_until_completion` runs the device's steps up to the host's next event and
 //! stops after the first that posts a completion, and the loop turns once per completion rather
-//! than once per device event, with the same events in the same order.
+//! than once per device event, with the same events in the same order. The host's events
+//! likewise run back to back up to the device's next event, until one issues a command.
 //!
 //! The adapter between the two message types lives here: `HostCommand` → `NvmeCommand` (the
 //! class goes into the command's reserved field; a write-back wave hint becomes
@@ -163,12 +164,27 @@ pub fn run_system_with_series(
                 }
             }
             _ => {
-                host.step();
-                if let Some(s) = &mut series {
-                    host.drain_io_log(|class, bytes, latency| s.record(class, bytes, latency));
-                    host.drain_response_log(|latency| s.record_response(latency));
+                // The host's events up to the device's next, until one issues a command (its
+                // doorbell may give the device an earlier event): what one event per turn does
+                // (the device goes first at equal times), without the loop between them.
+                loop {
+                    host.step();
+                    host.take_commands(&mut cmds);
+                    if let Some(s) = &mut series {
+                        host.drain_io_log(|class, bytes, latency| s.record(class, bytes, latency));
+                        host.drain_response_log(|latency| s.record_response(latency));
+                        // Windows close between events: one event at a time.
+                        break;
+                    }
+                    let host_first = match (host.next_event_time(), td) {
+                        (Some(h), Some(d)) => h < d,
+                        (h, None) => h.is_some(),
+                        (None, Some(_)) => false,
+                    };
+                    if !cmds.is_empty() || !host_first {
+                        break;
+                    }
                 }
-                host.take_commands(&mut cmds);
                 for c in cmds.drain(..) {
                     let cmd = NvmeCommand {
                         cid: c.cid,
