@@ -12,7 +12,8 @@
 //! added the first time one of its pages is cached and kept for the run. The leaves live end to
 //! end in one vector that grows by doubling, and a directory entry is its leaf's number there
 //! (`NIL`: none yet), so a file's index allocates a few dozen times in a run, not once per leaf.
-//! Lookups are two array reads.
+//! Lookups are two array reads, inlined where the page cache makes them (a call's register saves
+//! cost more than the reads: a buffered read inserts and evicts a page for every page it misses).
 //!
 //! Worked example: a 16 GiB file has 4 194 304 pages, so 8 192 directory entries (64 KiB); a
 //! leaf covers 2 MiB of the file in 2 KiB, so an index costs at most 1/1024 of the file's size
@@ -63,6 +64,7 @@ impl PageIndex {
     }
 
     /// Where `page`'s slot number is kept in `slots`, if its leaf exists.
+    #[inline]
     fn position(&self, page: u64) -> Option<usize> {
         let (dir, at) = split(page);
         let leaf = self.directory[dir];
@@ -70,12 +72,14 @@ impl PageIndex {
     }
 
     /// The slot of `page`, if cached.
+    #[inline]
     pub fn get(&self, page: u64) -> Option<u32> {
         let s = self.slots[self.position(page)?];
         (s != NIL).then_some(s)
     }
 
     /// Records `page` at slot `s`; the page must not be cached yet.
+    #[inline]
     pub fn insert(&mut self, page: u64, s: u32) {
         assert!(s != NIL, "slot {s} is the empty marker");
         let i = match self.position(page) {
@@ -94,6 +98,7 @@ impl PageIndex {
     }
 
     /// Forgets `page`, which must be cached.
+    #[inline]
     pub fn remove(&mut self, page: u64) {
         let i = self
             .position(page)
