@@ -355,3 +355,36 @@ fn a_device_draining_after_the_host_ends_is_not_sampled_past_the_host() {
         "the buffer drained to flash"
     );
 }
+
+/// The system loop runs the device's steps up to the host's next event in one call, and the
+/// host's events up to the device's next back to back, unless a time series samples between
+/// them (then one event per turn): both ways must run the same events in the same order. The
+/// default co-run (apache + pagerank), shortened, on stacks whose completions differ
+/// (interrupts, selective interrupts with the LC queue, FlashShare's polling), sampled every
+/// millisecond and not at all, gives the same summary.
+#[test]
+fn batched_and_stepped_system_loops_give_the_same_run() {
+    for name in ["vanilla", "xler", "fd"] {
+        let stack = sim::stack::find(name).expect("a FlashShare stack");
+        let mut cfg = SystemConfig::parse_with_stack(
+            sim::system::DEFAULT_SYSTEM_TOML,
+            "embedded-default",
+            Path::new("."),
+            Some(stack),
+        )
+        .expect("the embedded default system config is valid");
+        cfg.duration = engine::SimTime(150_000_000);
+        let batched = run_with_series(&cfg, &mut Silent, None).unwrap();
+        let series = SeriesOut {
+            window_ns: 1_000_000,
+            out: Box::new(Shared::default()),
+        };
+        let stepped = run_with_series(&cfg, &mut Silent, Some(series)).unwrap();
+        assert!(batched.run.sim.events > 0, "{name}: the run ran events");
+        assert_eq!(
+            without_wall_clock(&batched.to_json()),
+            without_wall_clock(&stepped.to_json()),
+            "{name}: summary.json of the batched and the stepped loop"
+        );
+    }
+}
