@@ -140,6 +140,17 @@ impl InBuf {
         self.discard_bytes > 0 || (pending > 0 && pending < self.want_bytes)
     }
 
+    /// Bytes a discard still drops as they arrive.
+    pub fn discard_owed_bytes(&self) -> usize {
+        self.discard_bytes
+    }
+
+    /// Counts `n` bytes decoded where they were received, never held here
+    /// ([`crate::inplace`]): progress for the request deadline as if consumed here.
+    pub fn note_consumed_in_place(&mut self, n: usize) {
+        self.consumed_total_bytes += n as u64;
+    }
+
     pub fn consume(&mut self, n: usize) {
         self.consumed_total_bytes += n as u64;
         self.start += n;

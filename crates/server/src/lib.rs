@@ -23,6 +23,7 @@
 //! | | [`throttle`] | exponential back-off of wrong secrets per source address |
 //! | | [`handshakes`] | room for unauthenticated connections: per source, in all, accept rate |
 //! | | [`inbuf`] | a connection's input buffer |
+//! | | [`inplace`] | frames decoded where a multishot receive put them; only what straddles a buffer is copied |
 //! | | [`idle`] | when an idle or throttled worker sleeps, and how long |
 //! | | [`coalesce`] | adaptive request coalescing: a short pause under pipelined load |
 //! | config | [`config`] | `server.toml`: listeners, dataplane, limits, QoS profile, volumes, tenants, exports |
@@ -64,6 +65,7 @@ pub mod coalesce;
 pub mod handshakes;
 pub mod idle;
 pub mod inbuf;
+pub mod inplace;
 pub mod latency;
 pub mod logfmt;
 pub mod slab;

@@ -93,6 +93,7 @@ pub struct Metrics {
     worker_input_read_bytes: Family<Labels, Counter>,
     worker_socket_ring_ops: Family<Labels, Counter>,
     worker_input_moved_bytes: Family<Labels, Counter>,
+    worker_input_in_place_bytes: Family<Labels, Counter>,
     refused_connections: Counter,
     reloads: Family<Labels, Counter>,
     memory_charged_bytes: Gauge,
@@ -155,6 +156,8 @@ pub struct WorkerMetrics {
     pub input_read_bytes: Counter,
     /// Bytes the input buffers moved to compact themselves (at most what was read).
     pub input_moved_bytes: Counter,
+    /// Bytes of multishot receives decoded where the kernel put them ([`crate::inplace`]).
+    pub input_in_place_bytes: Counter,
     /// Socket receives and sends completed through the worker's io_uring.
     pub socket_ring_ops: Counter,
 }
@@ -187,6 +190,7 @@ impl Metrics {
             worker_input_read_bytes: Family::default(),
             worker_socket_ring_ops: Family::default(),
             worker_input_moved_bytes: Family::default(),
+            worker_input_in_place_bytes: Family::default(),
             refused_connections: Counter::default(),
             reloads: Family::default(),
             memory_charged_bytes: Gauge::default(),
@@ -291,6 +295,11 @@ impl Metrics {
             "worker_input_moved_bytes",
             "Bytes input buffers moved to compact themselves (bounded by the bytes read)",
             m.worker_input_moved_bytes.clone(),
+        );
+        registry.register(
+            "worker_input_in_place_bytes",
+            "Bytes of multishot socket receives decoded in the provided buffer the kernel filled, never copied into an input buffer (dataplane.socket_recv = \"multishot\")",
+            m.worker_input_in_place_bytes.clone(),
         );
         registry.register(
             "memory_charged_bytes",
@@ -402,6 +411,7 @@ impl Metrics {
             input_read_bytes: self.worker_input_read_bytes.get_or_create_owned(&l),
             socket_ring_ops: self.worker_socket_ring_ops.get_or_create_owned(&l),
             input_moved_bytes: self.worker_input_moved_bytes.get_or_create_owned(&l),
+            input_in_place_bytes: self.worker_input_in_place_bytes.get_or_create_owned(&l),
         }
     }
 

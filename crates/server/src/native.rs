@@ -46,7 +46,7 @@ use qos::{Flow, SchedShare};
 use crate::backend::{Fua, StorageOp};
 use crate::config::TenantClass;
 use crate::conn::{class_of, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
-use crate::inbuf::InBuf;
+use crate::inplace::FrameInput;
 use crate::latency::LatencyWindow;
 use crate::sessions::SessionSlot;
 use crate::shared::Shared;
@@ -146,9 +146,9 @@ impl NativeSession {
 
     /// Decodes and handles frames from `input` while the budget and limits allow.
     /// `psk_identity`: the TLS-PSK identity the connection authenticated with, if any.
-    pub fn decode(
+    pub fn decode<I: FrameInput>(
         &mut self,
-        input: &mut InBuf,
+        input: &mut I,
         core: &mut ConnCore,
         ctx: &mut Ctx<'_>,
         psk_identity: Option<&str>,
@@ -162,14 +162,14 @@ impl NativeSession {
             let header = match wire::decode_request_header(data, max_payload) {
                 Ok(Decode::Done { frame, .. }) => frame,
                 Ok(Decode::NeedMore { total_bytes }) => {
-                    input.want_bytes = total_bytes;
+                    input.set_want_bytes(total_bytes);
                     break;
                 }
                 Err(e) => return self.fatal(core, &e),
             };
             let frame_len = header.frame_len();
             if data.len() < frame_len {
-                input.want_bytes = frame_len;
+                input.set_want_bytes(frame_len);
                 break;
             }
             let payload = &data[wire::REQUEST_HEADER_BYTES..frame_len];

@@ -73,7 +73,7 @@ use qos::Flow;
 use crate::backend::{AllocRun, Fua, StorageOp};
 use crate::config::Access;
 use crate::conn::{class_of, Closing, ConnCore, Ctx, Peer, ReplyTo, Req, Verdict};
-use crate::inbuf::InBuf;
+use crate::inplace::FrameInput;
 use crate::sessions::SessionSlot;
 use crate::shared::{RunState, Shared};
 use crate::tenant::{AccessKind, Denied, IoCheck, Payload, TenantId, VolumeId};
@@ -224,9 +224,9 @@ impl NbdSession {
     }
 
     /// Decodes buffered input; `tls` is the connection's TLS session, once STARTTLS ran.
-    pub fn decode(
+    pub fn decode<I: FrameInput>(
         &mut self,
-        input: &mut InBuf,
+        input: &mut I,
         core: &mut ConnCore,
         ctx: &mut Ctx<'_>,
         tls: Option<&TlsConn>,
@@ -267,9 +267,9 @@ enum Outcome {
 }
 
 /// Runs the handshake over buffered input.
-fn handshake(
+fn handshake<I: FrameInput>(
     hs: &mut Handshake,
-    input: &mut InBuf,
+    input: &mut I,
     core: &mut ConnCore,
     ctx: &mut Ctx<'_>,
     identity: Option<&str>,
@@ -451,9 +451,9 @@ fn answer(
 }
 
 /// Decodes transmission requests.
-fn transmission(
+fn transmission<I: FrameInput>(
     bound: &mut Bound,
-    input: &mut InBuf,
+    input: &mut I,
     core: &mut ConnCore,
     ctx: &mut Ctx<'_>,
 ) -> Verdict {
@@ -466,7 +466,7 @@ fn transmission(
         let header = match tx::decode_request_header(data, max_payload) {
             Ok(Decode::Done { frame, .. }) => frame,
             Ok(Decode::NeedMore { total_bytes }) => {
-                input.want_bytes = total_bytes;
+                input.set_want_bytes(total_bytes);
                 break;
             }
             Err(e) => {
@@ -500,7 +500,7 @@ fn transmission(
         };
         let frame_len = tx::REQUEST_HEADER_BYTES + header.payload_len();
         if data.len() < frame_len {
-            input.want_bytes = frame_len;
+            input.set_want_bytes(frame_len);
             break;
         }
         let payload = &data[tx::REQUEST_HEADER_BYTES..frame_len];

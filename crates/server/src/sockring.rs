@@ -158,6 +158,9 @@ pub struct RingConn {
     /// The RECV in the kernel is multishot and a cancel of it was queued (the connection
     /// stopped wanting input): none is queued again until it ends.
     pub recv_cancelled: bool,
+    /// Provided buffers a multishot receive filled, in arrival order, waiting for this step's
+    /// decode to read them in place ([`crate::inplace`]); recycled by the end of the step.
+    pub held: Vec<Provided>,
 }
 
 impl Default for RingConn {
@@ -173,6 +176,7 @@ impl RingConn {
             send: false,
             recv_wanted: false,
             recv_cancelled: false,
+            held: Vec::new(),
         }
     }
 

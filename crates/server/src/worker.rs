@@ -153,7 +153,7 @@ use crate::nbd::NbdSession;
 use crate::shared::{RunState, Shared, StartError};
 use crate::slab::Slab;
 use crate::sockring::{Done, SockRing};
-use crate::sys::{self, Epoll};
+use crate::sys::{self, Epoll, Provided};
 
 /// How often timeouts are checked and lazily kept counters synced.
 pub const TIMER_SCAN_NS: u64 = 10_000_000;
@@ -198,6 +198,10 @@ pub struct Worker {
     poll_armed: bool,
     /// Ring connections that want a receive armed before the next wait.
     recv_wanted: Vec<ConnRef>,
+    /// Ring connections holding provided buffers for this step's decode (`RingConn::held`).
+    held_conns: Vec<ConnRef>,
+    /// An empty list swapped with a connection's held buffers while they are decoded.
+    held_scratch: Vec<Provided>,
 }
 
 impl Worker {
@@ -240,6 +244,8 @@ impl Worker {
             ring_done: Vec::new(),
             poll_armed: false,
             recv_wanted: Vec::new(),
+            held_conns: Vec::new(),
+            held_scratch: Vec::new(),
             shared,
         };
         w.epoll
@@ -359,6 +365,8 @@ impl Worker {
                 }
                 self.decode_conn(i, now, &mut budget);
             }
+            // Provided buffers the budget left undecoded: into the inputs, back to the ring.
+            self.release_held();
             let taken = batch_limit - budget;
             if taken > 0 {
                 self.metrics.batch.observe(taken as f64);

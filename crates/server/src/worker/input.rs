@@ -22,10 +22,38 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use super::{Session, Worker};
-use crate::conn::{Closing, Ctx, Peer, Verdict};
+use super::{Conn, Session, Worker};
+use crate::conn::{Closing, ConnCore, Ctx, Peer, Verdict};
+use crate::inplace::{feed_chunk, ChunkDecoder, FrameInput};
 use crate::memory::Charge;
 use crate::shared::RunState;
+use crate::tls::TlsConn;
+
+/// A connection's session as a [`ChunkDecoder`]: decodes from its input buffer or in place
+/// from a provided buffer, and stops once the connection closes or the verdict is not
+/// [`Verdict::Continue`] (what follows then waits in the input buffer, as it did before).
+struct SessionDecoder<'a, 'c> {
+    session: &'a mut Session,
+    core: &'a mut ConnCore,
+    ctx: &'a mut Ctx<'c>,
+    tls: Option<&'a TlsConn>,
+    verdict: Verdict,
+}
+
+impl ChunkDecoder for SessionDecoder<'_, '_> {
+    fn decode<I: FrameInput>(&mut self, input: &mut I) -> bool {
+        self.verdict = match &mut *self.session {
+            Session::Native(s) => s.decode(
+                input,
+                self.core,
+                self.ctx,
+                self.tls.and_then(|t| t.psk_identity()),
+            ),
+            Session::Nbd(s) => s.decode(input, self.core, self.ctx, self.tls),
+        };
+        self.verdict == Verdict::Continue && self.core.closing == Closing::Open
+    }
+}
 
 impl Worker {
     /// One read from a readable connection.
@@ -99,7 +127,9 @@ impl Worker {
         };
     }
 
-    /// Decodes what a connection's input holds, within the budget.
+    /// Decodes what a connection's input holds, within the budget, then the provided buffers
+    /// a multishot receive filled for it this step, in place where their frames lie whole
+    /// ([`crate::inplace`]); each of those buffers goes back to the ring here.
     pub(super) fn decode_conn(&mut self, i: usize, now: u64, budget: &mut usize) {
         let Some(mut conn) = self.conns.take(i) else {
             return;
@@ -113,20 +143,44 @@ impl Worker {
             budget,
             now_ns: now,
         };
-        let verdict = match &mut conn.session {
-            Session::Native(s) => s.decode(
-                &mut conn.input,
-                &mut conn.core,
-                &mut ctx,
-                conn.tls.as_ref().and_then(|t| t.psk_identity()),
-            ),
-            Session::Nbd(s) => s.decode(
-                &mut conn.input,
-                &mut conn.core,
-                &mut ctx,
-                conn.tls.as_deref(),
-            ),
+        // The connection's held buffers, swapped with the worker's empty list (no allocation
+        // per step: each vector keeps its capacity).
+        let mut held = std::mem::take(&mut self.held_scratch);
+        if let Some(rc) = conn.ring.as_mut() {
+            std::mem::swap(&mut rc.held, &mut held);
+        }
+        let Conn {
+            input,
+            core,
+            session,
+            tls,
+            ..
+        } = &mut conn;
+        let mut decoder = SessionDecoder {
+            session,
+            core,
+            ctx: &mut ctx,
+            tls: tls.as_deref(),
+            verdict: Verdict::Continue,
         };
+        match self.ring.as_mut().filter(|_| !held.is_empty()) {
+            None => {
+                decoder.decode(input);
+            }
+            Some(ring) => {
+                let mut go_on = true;
+                let mut in_place = 0u64;
+                for buf in held.drain(..) {
+                    let (fed, more) = feed_chunk(input, ring.provided(&buf), go_on, &mut decoder);
+                    ring.recycle(buf);
+                    go_on = more;
+                    in_place += fed.in_place_bytes as u64;
+                }
+                self.metrics.input_in_place_bytes.inc_by(in_place);
+            }
+        }
+        self.held_scratch = held;
+        let verdict = decoder.verdict;
         self.conns.put(i, conn);
         self.note_partial(i, now);
         match verdict {

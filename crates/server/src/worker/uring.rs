@@ -153,6 +153,36 @@ impl Worker {
         any
     }
 
+    /// Copies what provided buffers are still held (their connections were not decoded this
+    /// step: the budget ran out) into their connections' inputs and gives them back, so that
+    /// every buffer is the kernel's again before the next enter.
+    pub(super) fn release_held(&mut self) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        for me in self.held_conns.drain(..) {
+            let Some(conn) = self
+                .conns
+                .get_mut(me.index as usize)
+                .filter(|c| c.core.me == me)
+            else {
+                continue;
+            };
+            if let Some(rc) = conn.ring.as_mut() {
+                for buf in rc.held.drain(..) {
+                    conn.input.extend_from_slice(ring.provided(&buf));
+                    ring.recycle(buf);
+                }
+            }
+        }
+        // Only completions a detach set aside for the next step may still hold one.
+        debug_assert_eq!(
+            ring.provided_held(),
+            self.ring_done.iter().filter(|d| d.buf.is_some()).count(),
+            "a provided buffer outlived its step"
+        );
+    }
+
     /// The live connection `r` names, with its ring state.
     fn ring_conn(&mut self, r: ConnRef) -> Option<&mut super::Conn> {
         if !self.conns.is_current(r) {
@@ -191,19 +221,29 @@ impl Worker {
         let received = usize::try_from(d.result).unwrap_or(0);
         let multishot = !conn.input.is_lent();
         match d.buf {
-            Some(buf) => {
-                conn.input.extend_from_slice(ring.provided(&buf));
-                ring.recycle(buf);
-            }
+            // Held for this step's decode, which reads it in place and recycles it
+            // (`decode_conn`; what the budget leaves, `release_held`).
+            Some(buf) => match conn.ring.as_mut() {
+                Some(rc) => {
+                    if rc.held.is_empty() {
+                        self.held_conns.push(d.conn);
+                    }
+                    rc.held.push(buf);
+                }
+                None => ring.recycle(buf),
+            },
             None if conn.input.is_lent() => conn.input.end_recv(received),
             None => {}
         }
         let again = [libc::EAGAIN, libc::EINTR, libc::ECANCELED, libc::ENOBUFS];
         // A multishot receive reports the end of the stream in the same reap as the bytes
         // before it: a whole frame among them (NBD's disconnect) is decoded first, and the
-        // receive armed again after the decode reports the end anew.
-        let whole_frame_waits =
-            conn.input.pending_bytes() > 0 && conn.input.pending_bytes() >= conn.input.want_bytes;
+        // receive armed again after the decode reports the end anew. Bytes held in provided
+        // buffers may hold one.
+        let holds = conn.ring.as_ref().is_some_and(|rc| !rc.held.is_empty());
+        let whole_frame_waits = holds
+            || (conn.input.pending_bytes() > 0
+                && conn.input.pending_bytes() >= conn.input.want_bytes);
         match d.result {
             0 if multishot && whole_frame_waits => {}
             0 => conn.core.finish("client_closed"),
@@ -358,6 +398,11 @@ impl Worker {
             return;
         };
         let me = conn.core.me;
+        // Bytes held from this step's receives come before any the cancel brings.
+        for buf in rc.held.drain(..) {
+            conn.input.extend_from_slice(ring.provided(&buf));
+            ring.recycle(buf);
+        }
         let (mut cancel_recv, mut cancel_send) = (rc.recv, rc.send);
         let deadline = now_ns() + DETACH_WAIT_NS;
         // Its completions reaped already (by this step's wait, or by the detach of another
