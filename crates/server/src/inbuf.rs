@@ -27,7 +27,9 @@
 //! that `memmove`.
 //!
 //! # What it leaves out
-//! Zero-copy receive: a WRITE's payload is copied once more, into its I/O buffer.
+//! Zero-copy receive: a WRITE's payload is copied once more, into its I/O buffer. Under
+//! multishot receives most frames never enter this buffer: they are decoded in the provided
+//! buffer they arrived in ([`crate::inplace`]), and only what straddles its end comes here.
 
 use std::io;
 use std::os::fd::RawFd;

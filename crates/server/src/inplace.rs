@@ -251,7 +251,11 @@ mod tests {
         };
         let mut input = InBuf::new();
         let mut total = Fed::default();
-        for step in bytes.chunks(cut).collect::<Vec<_>>().chunks(chunks_per_step) {
+        for step in bytes
+            .chunks(cut)
+            .collect::<Vec<_>>()
+            .chunks(chunks_per_step)
+        {
             toy.budget = budget;
             if input.pending_bytes() > 0 && !input.incomplete_frame() {
                 toy.decode(&mut input);

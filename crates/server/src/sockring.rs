@@ -28,10 +28,12 @@
 //! arrives the kernel picks a buffer from the worker's provided-buffer ring
 //! ([`sys::Ring::provide_buffers`]: [`RECV_BUFS`] buffers of [`RECV_BUF_BYTES`]), receives into
 //! it and posts a completion naming it ([`Done::buf`], with [`Done::more`] while it stays
-//! armed). The worker copies the bytes into the connection's input (requests are parsed in
-//! place there, and a partial frame waits there for its rest) and gives the buffer back at
-//! once, in the step that reaped it, so every buffer is the kernel's again before the next
-//! enter. A multishot that ends — out of buffers (`-ENOBUFS`), cancelled, end of stream — is
+//! armed). The worker holds the buffer with the connection ([`RingConn::held`]) until the
+//! step's decode, which parses the frames that lie whole in it where they are and copies into
+//! the connection's input only what straddles the buffer's end or what the step's budget
+//! leaves ([`crate::inplace`]); it gives the buffer back then, in the step that reaped it
+//! (those of connections the budget did not reach are copied and given back after the
+//! decodes), so every buffer is the kernel's again before the next enter. A multishot that ends — out of buffers (`-ENOBUFS`), cancelled, end of stream — is
 //! armed again by the interest update that follows, if the connection still wants input.
 //! Completions are handled in the order they were posted (a connection's bytes arrive in
 //! that order).
@@ -58,11 +60,10 @@
 //! next SENDMSG queued: one syscall per step where epoll took `epoll_wait`, `read` and `writev`.
 //!
 //! # What it leaves out
-//! Parsing requests straight from a provided buffer (the bytes are copied into the input
-//! buffer first: a few hundred bytes of headers per step under fio's reads, but a write's
-//! payload is copied once more than on the single-shot path), incremental buffer consumption
-//! and bundles, SEND_ZC for large replies, and the file backend's I/O in the same ring (it
-//! keeps its own, watched through epoll).
+//! A frame that spans provided buffers is assembled in the input buffer (a 4 KiB write in
+//! 4 KiB buffers always is: its payload is copied once more than on the single-shot path),
+//! incremental buffer consumption and bundles, SEND_ZC for large replies, and the file
+//! backend's I/O in the same ring (it keeps its own, watched through epoll).
 
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;

@@ -86,8 +86,8 @@
 //!
 //! *Socket I/O on io_uring.* With `[dataplane] socket_io = "uring"` plain-TCP connections are
 //! not in the epoll set: each has at most one RECV (multishot into the worker's provided
-//! buffers, copied into its input as it completes; or single-shot into its input buffer's
-//! spare room, `socket_recv = "single"`) and one
+//! buffers, whose whole frames the step's decode parses where they lie, `crate::inplace`; or
+//! single-shot into its input buffer's spare room, `socket_recv = "single"`) and one
 //! SENDMSG (gathering its queued replies, as the `writev` would) in the worker's socket ring
 //! ([`crate::sockring`], `worker/uring.rs`). Steps 1, 2 and 7 become: one `io_uring_enter`
 //! submits the receives and sends the last step queued and waits (the same timeout as
@@ -109,8 +109,8 @@
 //! (reloads), `uring.rs` (socket I/O on the worker's io_uring).
 //!
 //! # What it leaves out
-//! Work stealing between workers (a connection stays on its worker), zero-copy receive,
-//! parsing straight from a provided buffer, SEND_ZC, the file backend's I/O in the socket ring.
+//! Work stealing between workers (a connection stays on its worker), zero-copy receive of
+//! payloads that span provided buffers, SEND_ZC, the file backend's I/O in the socket ring.
 //!
 //! # Config keys
 //! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns, socket_io, socket_recv`; `[limits] max_inflight_requests,

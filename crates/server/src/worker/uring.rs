@@ -194,8 +194,9 @@ impl Worker {
     }
 
     /// A receive completed; returns whether the connection should be decoded. A multishot
-    /// receive's bytes are copied into the connection's input and its buffer goes back to the
-    /// kernel at once; one that ended (no `more`: out of buffers, cancelled, end of stream) is
+    /// receive's buffer is held for the step's decode, which reads it in place and gives it
+    /// back to the kernel ([`Worker::release_held`] for those the budget did not reach); one
+    /// that ended (no `more`: out of buffers, cancelled, end of stream) is
     /// armed again by the interest update that decoding ends with, if the connection still
     /// wants input.
     fn recv_done(&mut self, d: Done, now: u64) -> bool {
