@@ -160,10 +160,15 @@ pub fn feed_chunk<D: ChunkDecoder>(
         }
     }
     if !go_on || input.pending_bytes() > 0 || input.discard_owed_bytes() > 0 {
-        // Not clean: the frame in progress still incomplete (the chunk ran out), or frames
-        // waiting that the decoder did not take.
+        // Not clean: the frame in progress still incomplete (the chunk ran out), its length
+        // unknown (a handshake names none), or frames waiting that the decoder did not take.
+        // Appended, and decoded from the input as before, unless the frame is known to be
+        // still incomplete.
         input.extend_from_slice(&chunk[off..]);
         fed.copied_bytes += chunk.len() - off;
+        if go_on && off < chunk.len() && !input.incomplete_frame() {
+            go_on = decoder.decode(input);
+        }
         return (fed, go_on);
     }
     let mut view = InPlace::new(&chunk[off..]);
@@ -194,6 +199,8 @@ mod tests {
         frames: Vec<Vec<u8>>,
         budget: usize,
         stops: usize,
+        /// Says how long a partial frame is (NBD transmission does; its handshake does not).
+        names_length: bool,
     }
 
     const REFUSED_PAYLOAD: usize = 40;
@@ -216,7 +223,9 @@ mod tests {
                 }
                 let frame = 1 + usize::from(len);
                 if data.len() < frame {
-                    input.set_want_bytes(frame);
+                    if self.names_length {
+                        input.set_want_bytes(frame);
+                    }
                     break;
                 }
                 self.frames.push(data[1..frame].to_vec());
@@ -248,6 +257,7 @@ mod tests {
             frames: Vec::new(),
             budget: usize::MAX,
             stops: 0,
+            names_length: true,
         };
         let mut input = InBuf::new();
         let mut total = Fed::default();
@@ -313,6 +323,7 @@ mod tests {
             frames: Vec::new(),
             budget: usize::MAX,
             stops: 0,
+            names_length: true,
         };
         let mut input = InBuf::new();
         let mut copied = 0;
@@ -346,6 +357,7 @@ mod tests {
             frames: Vec::new(),
             budget: 4,
             stops: 0,
+            names_length: true,
         };
         let mut input = InBuf::new();
         let (fed, _) = feed_chunk(&mut input, &bytes[..140], true, &mut toy);
@@ -373,6 +385,28 @@ mod tests {
         }
     }
 
+    /// A decoder that does not name a partial frame's length (the NBD handshake) still gets
+    /// every frame within the feed that completes it, the bytes going through the input.
+    #[test]
+    fn frames_of_unnamed_length_are_decoded_in_the_feed_that_completes_them() {
+        let (bytes, frames) = stream(6, &[27, 60]);
+        for cut in [5, 30, 61] {
+            let mut toy = Toy {
+                frames: Vec::new(),
+                budget: usize::MAX,
+                stops: 0,
+                names_length: false,
+            };
+            let mut input = InBuf::new();
+            for chunk in bytes.chunks(cut) {
+                let (_, go_on) = feed_chunk(&mut input, chunk, true, &mut toy);
+                assert!(go_on);
+            }
+            assert_eq!(toy.frames, frames, "cut {cut}");
+            assert_eq!(input.pending_bytes(), 0, "cut {cut}");
+        }
+    }
+
     /// A decoder that stops (STARTTLS) leaves every later byte in the input, in order.
     #[test]
     fn a_stop_leaves_the_rest_in_the_input() {
@@ -382,6 +416,7 @@ mod tests {
             frames: Vec::new(),
             budget: usize::MAX,
             stops: 0,
+            names_length: true,
         };
         let mut input = InBuf::new();
         let (_, go_on) = feed_chunk(&mut input, &bytes[..6], true, &mut toy);
