@@ -30,8 +30,10 @@ use crate::shared::RunState;
 use crate::tls::TlsConn;
 
 /// A connection's session as a [`ChunkDecoder`]: decodes from its input buffer or in place
-/// from a provided buffer, and stops once the connection closes or the verdict is not
-/// [`Verdict::Continue`] (what follows then waits in the input buffer, as it did before).
+/// from a provided buffer, and stops once the verdict is not [`Verdict::Continue`] or the
+/// decode itself began closing the connection (NBD's disconnect, a bad frame answered before
+/// the close): what follows then waits in the input buffer, as it did when every byte was
+/// there and the decode loop ended at that frame.
 struct SessionDecoder<'a, 'c> {
     session: &'a mut Session,
     core: &'a mut ConnCore,
@@ -42,6 +44,7 @@ struct SessionDecoder<'a, 'c> {
 
 impl ChunkDecoder for SessionDecoder<'_, '_> {
     fn decode<I: FrameInput>(&mut self, input: &mut I) -> bool {
+        let was_open = self.core.closing == Closing::Open;
         self.verdict = match &mut *self.session {
             Session::Native(s) => s.decode(
                 input,
@@ -51,7 +54,7 @@ impl ChunkDecoder for SessionDecoder<'_, '_> {
             ),
             Session::Nbd(s) => s.decode(input, self.core, self.ctx, self.tls),
         };
-        self.verdict == Verdict::Continue && self.core.closing == Closing::Open
+        self.verdict == Verdict::Continue && (self.core.closing == Closing::Open || !was_open)
     }
 }
 
