@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 
-use super::IO_TIMEOUT;
+use super::{with_socket_env, IO_TIMEOUT};
 
 /// An HTTP request to the admin endpoint: (status code, body).
 pub fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
@@ -44,12 +44,12 @@ impl ConfigFile {
     pub fn new(text: &str) -> ConfigFile {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("server.toml");
-        std::fs::write(&path, text).expect("write config");
+        std::fs::write(&path, with_socket_env(text)).expect("write config");
         ConfigFile { path, _dir: dir }
     }
 
     /// Replaces the file's text (what an operator's editor does before SIGHUP).
     pub fn rewrite(&self, text: &str) {
-        std::fs::write(&self.path, text).expect("rewrite config");
+        std::fs::write(&self.path, with_socket_env(text)).expect("rewrite config");
     }
 }

@@ -39,6 +39,43 @@ pub fn start(toml: &str) -> ServerHandle {
     server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 
+/// `text` with the same `ULLSTACK_TEST_SOCKET_IO` / `ULLSTACK_TEST_SOCKET_RECV` overrides
+/// [`start`] applies, for a config file a test reloads: without them a reload would see the
+/// running `[dataplane]` differ from the file's and refuse it. Unchanged when neither is set
+/// or when `text` is not TOML.
+pub fn with_socket_env(text: &str) -> String {
+    let set: Vec<(&str, String)> = [
+        ("socket_io", "ULLSTACK_TEST_SOCKET_IO", ["uring", "epoll"]),
+        (
+            "socket_recv",
+            "ULLSTACK_TEST_SOCKET_RECV",
+            ["single", "multishot"],
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(key, var, known)| {
+        let value = std::env::var(var).ok()?;
+        known.contains(&value.as_str()).then_some((key, value))
+    })
+    .collect();
+    if set.is_empty() {
+        return text.to_string();
+    }
+    // A file a test writes broken on purpose goes out as it is.
+    let Ok(mut table) = text.parse::<toml::Table>() else {
+        return text.to_string();
+    };
+    let dataplane = table
+        .entry("dataplane")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        .as_table_mut()
+        .expect("[dataplane] is a table");
+    for (key, value) in set {
+        dataplane.insert(key.to_string(), toml::Value::String(value));
+    }
+    toml::to_string(&table).expect("a TOML table prints")
+}
+
 /// A server with two workers, one volume `vol` of `backend` (a TOML inline table) and two
 /// tenants with read-write access to it: `lc` (latency-critical, secret "lc-secret-1") and
 /// `be` (best effort, "be-secret-1"), scheduled by `profile`. Not yet validated: callers set
