@@ -44,9 +44,15 @@
 //! no demand read (and nothing else) is queued, never suspend a program, and once sensed they
 //! leave their data in the page register while the channel carries anything else, moving it
 //! out only when the channel is free and no demand read on its LUNs is sensing (that read's
-//! data would wait for the prefetch's). A demand read that comes to wait for a prefetch's data
+//! data would wait for the prefetch's). Sensed prefetches waiting for the bus queue per
+//! channel in the order their senses ended, as a flash channel scheduler keeps its sensed
+//! pages waiting for the bus: when the channel is next free and no demand read on it senses,
+//! the one that has waited longest takes it (the channel's wake, `Phase::ChannelWake`: one
+//! pending per channel, at the earliest time it can be free, looking again if a demand read
+//! took the channel first). A demand read that comes to wait for a prefetch's data
 //! promotes it ([`Flash::promote`]): queued, it joins the demand reads in its arrival place;
-//! running, its transfer goes as a demand read's. So does the transfer of a prefetch that
+//! running, its transfer goes as a demand read's (sensed, it leaves the channel's queue and
+//! takes its turn on the channel at once). So does the transfer of a prefetch that
 //! holds a die a demand read is queued on (the die is not free until the data leave). Without the ghost prefetcher every host read,
 //! prefetch or not, is a demand read, as before.
 //!
@@ -244,6 +250,11 @@ pub enum Phase {
     Array,
     /// A read's data transfer out over the channel ends.
     Transfer,
+    /// The channel of LUN `lun` may be free for the sensed prefetch read that has waited for
+    /// it longest ("Prefetch reads behind demand reads" above). Not a LUN's phase: `lun` is
+    /// the lowest LUN on the channel and `generation` is 0 (one is pending per channel at
+    /// most; it is never stale, it looks again).
+    ChannelWake,
 }
 
 /// An event the flash asks the device to schedule; stale ones are recognised by `generation`.
@@ -345,6 +356,10 @@ pub struct Flash {
     /// the latest end of their senses (a prefetch does not take the channel before them).
     demand_sensing: Vec<u32>,
     demand_sense_until: Vec<SimTime>,
+    /// Per channel (indexed likewise): the LUNs whose sensed prefetch reads wait for it, in
+    /// the order their senses ended, and whether its `Phase::ChannelWake` is pending.
+    prefetch_waiters: Vec<VecDeque<u32>>,
+    wake_pending: Vec<bool>,
     /// Each LUN's first channel ([`Geometry::first_channel`], looked up: it is asked several
     /// times per operation, and computing it divides twice).
     lun_first_channel: Vec<u32>,
@@ -398,6 +413,8 @@ impl Flash {
         let channel_free = vec![SimTime::ZERO; geometry.channels as usize];
         let demand_sensing = vec![0; geometry.channels as usize];
         let demand_sense_until = channel_free.clone();
+        let prefetch_waiters = vec![VecDeque::new(); geometry.channels as usize];
+        let wake_pending = vec![false; geometry.channels as usize];
         let lun_first_channel = (0..geometry.luns)
             .map(|lun| geometry.first_channel(lun))
             .collect();
@@ -408,6 +425,8 @@ impl Flash {
             luns,
             demand_sensing,
             demand_sense_until,
+            prefetch_waiters,
+            wake_pending,
             channel_free,
             next_seq: 0,
             read_rng: stream(seed, "flash.read"),
@@ -506,6 +525,10 @@ impl Flash {
         events: &mut Vec<(SimTime, FlashEvent)>,
     ) -> Option<FlashOp> {
         let lun = ev.lun;
+        if ev.phase == Phase::ChannelWake {
+            self.channel_wake(now, lun, events);
+            return None;
+        }
         let l = &mut self.luns[lun as usize];
         if ev.generation != l.generation {
             return None; // superseded by a suspend
@@ -520,35 +543,18 @@ impl Flash {
                     self.demand_sensing[first] -= 1;
                 }
                 // A prefetch's data wait in the page register while the channel carries, or
-                // is about to carry, a demand read's: it looks again when the channel is next
-                // free and no demand read on it senses (at once after a demand read whose
-                // sense ends now: its event runs first).
-                if matches!(active.op.origin, OpOrigin::Prefetch { .. }) {
-                    let free = self.channels_free_at(lun);
-                    if free > now || self.demand_sensing[first] > 0 {
-                        let again = free.max(self.demand_sense_until[first]).max(now);
-                        events.push((
-                            again,
-                            FlashEvent {
-                                lun,
-                                generation: self.luns[lun as usize].generation,
-                                phase: Phase::Array,
-                            },
-                        ));
-                        return None;
-                    }
+                // is about to carry, a demand read's, or while prefetches sensed before it
+                // wait: it joins the channel's waiters.
+                if matches!(active.op.origin, OpOrigin::Prefetch { .. })
+                    && (!self.prefetch_waiters[first].is_empty()
+                        || self.channel_busy(now, first))
+                {
+                    self.prefetch_waiters[first].push_back(lun);
+                    self.schedule_wake(now, first, events);
+                    return None;
                 }
                 // Data is in the page register: move it out over the channel(s).
-                let end = self.reserve_channels(now, lun, active.op.units);
-                let l = &mut self.luns[lun as usize];
-                events.push((
-                    end,
-                    FlashEvent {
-                        lun,
-                        generation: l.generation,
-                        phase: Phase::Transfer,
-                    },
-                ));
+                self.transfer_out(now, lun, active.op.units, events);
                 None
             }
             _ => {
@@ -598,6 +604,22 @@ impl Flash {
         }
         let units = a.op.units;
         l.generation = l.generation.wrapping_add(1);
+        let first = self.lun_first_channel[lun as usize] as usize;
+        let waiters = &mut self.prefetch_waiters[first];
+        if let Some(i) = waiters.iter().position(|&w| w == lun) {
+            waiters.remove(i);
+        }
+        self.transfer_out(now, lun, units, events);
+    }
+
+    /// Moves the sensed data of `lun`'s read out over its channel(s), after what they carry.
+    fn transfer_out(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        units: u32,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
         let end = self.reserve_channels(now, lun, units);
         let generation = self.luns[lun as usize].generation;
         events.push((
@@ -610,6 +632,65 @@ impl Flash {
         ));
     }
 
+    /// Whether a prefetch may not take channel `first` now: it carries a transfer, or a
+    /// demand read on its LUNs senses (at once after a demand read whose sense ends now:
+    /// its event runs first, and its transfer goes before the prefetch's).
+    fn channel_busy(&self, now: SimTime, first: usize) -> bool {
+        self.channels_free_from(first) > now || self.demand_sensing[first] > 0
+    }
+
+    /// Schedules channel `first`'s wake, unless one is pending, for when the channel is next
+    /// free and no demand read on it senses, as far as is known now.
+    fn schedule_wake(
+        &mut self,
+        now: SimTime,
+        first: usize,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
+        if std::mem::replace(&mut self.wake_pending[first], true) {
+            return;
+        }
+        let at = self
+            .channels_free_from(first)
+            .max(self.demand_sense_until[first])
+            .max(now);
+        let lun = first as u32 / self.geometry.channels_per_lun;
+        debug_assert_eq!(self.lun_first_channel[lun as usize] as usize, first);
+        events.push((
+            at,
+            FlashEvent {
+                lun,
+                generation: 0,
+                phase: Phase::ChannelWake,
+            },
+        ));
+    }
+
+    /// The wake of `lun`'s channel: the prefetch that has waited longest takes it if it is
+    /// free and no demand read on it senses; if prefetches still wait, the next wake follows.
+    fn channel_wake(&mut self, now: SimTime, lun: u32, events: &mut Vec<(SimTime, FlashEvent)>) {
+        let first = self.lun_first_channel[lun as usize] as usize;
+        self.wake_pending[first] = false;
+        let Some(&head) = self.prefetch_waiters[first].front() else {
+            return; // its waiters went as demand reads
+        };
+        if self.channel_busy(now, first) {
+            return self.schedule_wake(now, first, events);
+        }
+        self.prefetch_waiters[first].pop_front();
+        let active = self.luns[head as usize]
+            .active
+            .expect("a waiting prefetch holds its die");
+        debug_assert!(
+            matches!(active.op.origin, OpOrigin::Prefetch { .. }) && now >= active.array_end,
+            "LUN {head} waits for the channel with {active:?}"
+        );
+        self.transfer_out(now, head, active.op.units, events);
+        if !self.prefetch_waiters[first].is_empty() {
+            self.schedule_wake(now, first, events);
+        }
+    }
+
     /// A demand read senses on `lun` until `array_end`.
     fn note_demand_sensing(&mut self, lun: u32, array_end: SimTime) {
         let first = self.lun_first_channel[lun as usize] as usize;
@@ -618,9 +699,8 @@ impl Flash {
         *until = (*until).max(array_end);
     }
 
-    /// When the LUN's channel(s) are next free.
-    fn channels_free_at(&self, lun: u32) -> SimTime {
-        let first = self.lun_first_channel[lun as usize] as usize;
+    /// When the channel(s) from `first` that a LUN uses are next free.
+    fn channels_free_from(&self, first: usize) -> SimTime {
         let n = self.geometry.channels_per_lun as usize;
         self.channel_free[first..first + n]
             .iter()
@@ -879,16 +959,27 @@ mod tests {
     use super::*;
     use crate::config::{nvme_tlc, zssd};
 
-    fn run(flash: &mut Flash, mut events: Vec<(SimTime, FlashEvent)>) -> Vec<(SimTime, FlashOp)> {
-        let mut done = Vec::new();
+    fn run(flash: &mut Flash, events: Vec<(SimTime, FlashEvent)>) -> Vec<(SimTime, FlashOp)> {
+        run_counting(flash, events).0
+    }
+
+    /// [`run`], also counting the events handled: all of them, and the channel wakes.
+    fn run_counting(
+        flash: &mut Flash,
+        mut events: Vec<(SimTime, FlashEvent)>,
+    ) -> (Vec<(SimTime, FlashOp)>, usize, usize) {
+        let (mut done, mut handled, mut wakes) = (Vec::new(), 0, 0);
         while !events.is_empty() {
+            // Stable: events at the same time run in the order they were pushed.
             events.sort_by_key(|(t, _)| *t);
             let (t, ev) = events.remove(0);
+            handled += 1;
+            wakes += usize::from(ev.phase == Phase::ChannelWake);
             if let Some(op) = flash.on_event(t, ev, &mut events) {
                 done.push((t, op));
             }
         }
-        done
+        (done, handled, wakes)
     }
 
     fn read(page: u32, lpn: u32) -> FlashOp {
@@ -1076,6 +1167,62 @@ mod tests {
         assert_eq!(done_at(&done, 3), SimTime(7_196), "{done:?}");
         assert_eq!(done_at(&done, 9), SimTime(12_344), "{done:?}");
         assert_eq!(done_at(&done, 2), SimTime(14_392), "{done:?}");
+    }
+
+    /// Sensed prefetches waiting for one channel go in the order their senses ended, one
+    /// channel wake each. Channel pair 0 carries LUN 0's demand transfer until 5,148 ns;
+    /// prefetches on its other seven LUNs, submitted from LUN 56 down to LUN 8 at 100 ns
+    /// intervals, sense until 3,200 … 3,800 and then wait. They leave in that order, one
+    /// 2,048 ns transfer after another: the k-th (from 0) done at 5,148 + (k + 1) × 2,048.
+    /// Events: an array end and a transfer end per read, and one wake per waiting prefetch
+    /// (the first at 5,148, each served one scheduling the next): 8 + 8 + 7.
+    #[test]
+    fn waiting_prefetches_take_the_channel_in_sense_order_one_wake_each() {
+        let mut f = Flash::new(&exact(zssd()));
+        let mut ev = Vec::new();
+        f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
+        let luns = [56, 48, 40, 32, 24, 16, 8];
+        for (k, lun) in luns.into_iter().enumerate() {
+            let k = k as u32;
+            f.submit(SimTime(100 * u64::from(k + 1)), lun, prefetch(0, 10 + k), &mut ev);
+        }
+        let (done, handled, wakes) = run_counting(&mut f, ev);
+        assert_eq!(done_at(&done, 1), SimTime(5_148));
+        for k in 0..luns.len() as u32 {
+            let expect = SimTime(5_148 + (u64::from(k) + 1) * 2_048);
+            assert_eq!(done_at(&done, 10 + k), expect, "{done:?}");
+        }
+        assert_eq!((wakes, handled), (7, 23), "{done:?}");
+        assert!(f.prefetch_waiters[0].is_empty() && !f.wake_pending[0]);
+        assert!(f.is_idle());
+    }
+
+    /// A sensed prefetch a demand read comes to wait for leaves its channel's waiters: LUN
+    /// 8's and LUN 16's prefetches wait for channel pair 0 (LUN 0's demand transfer, to
+    /// 5,148 ns); promoted at 3,400, LUN 8's goes at once (5,148–7,196) and only LUN 16's
+    /// waits, for the channel's next wake (7,196–9,244). Had LUN 8 stayed in the list, the
+    /// wake would find its die idle and send its data a second time.
+    #[test]
+    fn an_upgraded_prefetch_leaves_the_channel_waiters() {
+        let mut f = Flash::new(&exact(zssd()));
+        let mut ev = Vec::new();
+        f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
+        f.submit(SimTime(100), 8, prefetch(0, 2), &mut ev);
+        f.submit(SimTime(200), 16, prefetch(0, 3), &mut ev);
+        let mut done = Vec::new();
+        ev.sort_by_key(|(t, _)| *t);
+        while ev.first().is_some_and(|(t, _)| *t <= SimTime(3_400)) {
+            let (t, e) = ev.remove(0);
+            done.extend(f.on_event(t, e, &mut ev).map(|op| (t, op)));
+            ev.sort_by_key(|(t, _)| *t);
+        }
+        assert_eq!(f.prefetch_waiters[0], [8, 16]);
+        assert!(f.promote(SimTime(3_400), 8, 2, &mut ev));
+        assert_eq!(f.prefetch_waiters[0], [16]);
+        done.extend(run(&mut f, ev));
+        assert_eq!(done_at(&done, 2), SimTime(7_196), "{done:?}");
+        assert_eq!(done_at(&done, 3), SimTime(9_244), "{done:?}");
+        assert_eq!((done.len(), f.stats.reads), (3, 3), "{done:?}");
     }
 
     /// Prefetch reads behind demand reads, on the die: behind a running read, a prefetch
