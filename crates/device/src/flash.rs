@@ -270,7 +270,8 @@ struct Active {
     op: FlashOp,
     /// When the array phase ends (programs: after their transfer in).
     array_end: SimTime,
-    /// Programs: when the transfer in ends (suspend is possible only after it).
+    /// Programs: when the transfer in ends (suspend is possible only after it). Reads: when
+    /// the transfer out ends, once it is under way (before, their start).
     transfer_end: SimTime,
 }
 
@@ -602,6 +603,9 @@ impl Flash {
             let array_end = a.array_end;
             return self.note_demand_sensing(lun, array_end);
         }
+        if a.transfer_end > a.array_end {
+            return; // its transfer is under way (not preempted, not repeated)
+        }
         let units = a.op.units;
         l.generation = l.generation.wrapping_add(1);
         let first = self.lun_first_channel[lun as usize] as usize;
@@ -621,7 +625,10 @@ impl Flash {
         events: &mut Vec<(SimTime, FlashEvent)>,
     ) {
         let end = self.reserve_channels(now, lun, units);
-        let generation = self.luns[lun as usize].generation;
+        let l = &mut self.luns[lun as usize];
+        let a = l.active.as_mut().expect("the LUN is busy with the read");
+        a.transfer_end = end;
+        let generation = l.generation;
         events.push((
             end,
             FlashEvent {
@@ -1223,6 +1230,28 @@ mod tests {
         assert_eq!(done_at(&done, 2), SimTime(7_196), "{done:?}");
         assert_eq!(done_at(&done, 3), SimTime(9_244), "{done:?}");
         assert_eq!((done.len(), f.stats.reads), (3, 3), "{done:?}");
+    }
+
+    /// A demand read queued on a die whose prefetch is moving its data waits for that
+    /// transfer; it is not sent again. LUN 0's prefetch senses to 3,100 and moves its data
+    /// 3,100–5,148; a demand read on LUN 0 at 4,000 then senses 5,148–8,248 and is done at
+    /// 10,296 (with the transfer repeated, 7,196 and 12,344).
+    #[test]
+    fn a_demand_read_behind_a_prefetch_transfer_does_not_repeat_it() {
+        let mut f = Flash::new(&exact(zssd()));
+        let mut ev = Vec::new();
+        f.submit(SimTime::ZERO, 0, prefetch(0, 2), &mut ev);
+        let mut done = Vec::new();
+        ev.sort_by_key(|(t, _)| *t);
+        while ev.first().is_some_and(|(t, _)| *t <= SimTime(4_000)) {
+            let (t, e) = ev.remove(0);
+            done.extend(f.on_event(t, e, &mut ev).map(|op| (t, op)));
+            ev.sort_by_key(|(t, _)| *t);
+        }
+        f.submit(SimTime(4_000), 0, read(1, 9), &mut ev);
+        done.extend(run(&mut f, ev));
+        assert_eq!(done_at(&done, 2), SimTime(5_148), "{done:?}");
+        assert_eq!(done_at(&done, 9), SimTime(10_296), "{done:?}");
     }
 
     /// Prefetch reads behind demand reads, on the die: behind a running read, a prefetch
