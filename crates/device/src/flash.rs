@@ -547,8 +547,7 @@ impl Flash {
                 // is about to carry, a demand read's, or while prefetches sensed before it
                 // wait: it joins the channel's waiters.
                 if matches!(active.op.origin, OpOrigin::Prefetch { .. })
-                    && (!self.prefetch_waiters[first].is_empty()
-                        || self.channel_busy(now, first))
+                    && (!self.prefetch_waiters[first].is_empty() || self.channel_busy(now, first))
                 {
                     self.prefetch_waiters[first].push_back(lun);
                     self.schedule_wake(now, first, events);
@@ -1191,7 +1190,12 @@ mod tests {
         let luns = [56, 48, 40, 32, 24, 16, 8];
         for (k, lun) in luns.into_iter().enumerate() {
             let k = k as u32;
-            f.submit(SimTime(100 * u64::from(k + 1)), lun, prefetch(0, 10 + k), &mut ev);
+            f.submit(
+                SimTime(100 * u64::from(k + 1)),
+                lun,
+                prefetch(0, 10 + k),
+                &mut ev,
+            );
         }
         let (done, handled, wakes) = run_counting(&mut f, ev);
         assert_eq!(done_at(&done, 1), SimTime(5_148));
