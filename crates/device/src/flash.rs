@@ -62,7 +62,7 @@
 //! 8 transfers of 2 µs per channel pair, and a latency-critical read that comes next waits
 //! for them. Measured with `ullstack sim --system` on apache + pagerank (arm8 + zssd, 1 s,
 //! seed 1, `attr = "on"`, `readahead_units = 0`, `prefetch = "ghost"`, shared cache): apache's
-//! device time per I/O was 27.1 µs with prefetches as demand reads and is 16.2 µs behind
+//! device time per I/O was 27.1 µs with prefetches as demand reads and is 16.4 µs behind
 //! them, against 16.7 µs with no prefetch at all and 17.9 µs with the stock sequential
 //! read-ahead (`readahead_units = 32`, no ghosts, its reads as demand reads).
 //! What it leaves out: a prefetch sensing when a demand read arrives on the same die runs
