@@ -57,7 +57,9 @@ impl Ssd {
         }
         let from = first + units;
         let pages = self.cache.prefetch_pages_for(class);
-        self.prefetch(now, from..from.saturating_add(pages), class);
+        if pages > 0 {
+            self.prefetch(now, from..from.saturating_add(pages), class);
+        }
         let ahead = self.readahead.on_read(first, units);
         if !ahead.is_empty() {
             self.prefetch(now, ahead, class);
@@ -165,6 +167,7 @@ impl Ssd {
         c.pending_units -= 1;
     }
 
+    #[inline]
     pub(crate) fn finish_read(&mut self, now: SimTime, slot: u32) {
         let from_dram = now + self.config.cache.dram_access_ns;
         self.events.schedule(from_dram, Ev::ReadDataOut { slot });

@@ -75,10 +75,18 @@ impl Ssd {
     /// `cache.drain = "fastdrain"`: programs the rows that foreground or background eviction
     /// wants now (`drain.rs`), one per LUN without a host row queued, from where the last pass
     /// stopped. Background rows go only to LUNs without a host read; foreground rows to any.
+    /// Inlined: it runs after every flash operation, and under any other drain mode it is one
+    /// compare (the pass itself stays out of line).
+    #[inline]
     pub(crate) fn drain_step(&mut self, now: SimTime) {
         if self.drain.mode() != DrainMode::Fastdrain || self.writeback.is_blocked() {
             return;
         }
+        self.drain_pass(now);
+    }
+
+    #[inline(never)]
+    fn drain_pass(&mut self, now: SimTime) {
         let (luns, row_units) = (self.flash.geometry.luns, self.flash.geometry.row_units());
         let start = self.drain.cursor();
         for k in 0..luns {

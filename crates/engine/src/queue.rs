@@ -133,7 +133,9 @@ impl<E> Ord for Far<E> {
 pub struct EventQueue<E> {
     /// `wheel[b]`: the events due in calendar bucket `b` (numbers from `cursor` to
     /// `cursor + WHEEL_BUCKETS - 1`, wrapped), in descending order of key.
-    wheel: Vec<Vec<Entry<E>>>,
+    /// An array, not a `Vec`: a bucket number masked to the array's size needs no bounds
+    /// check, and the buckets sit in the queue itself, not behind a pointer.
+    wheel: [Vec<Entry<E>>; WHEEL_BUCKETS],
     /// Bit `b` set when `wheel[b]` is non-empty.
     occupied: u64,
     /// Bucket number of the last popped event: no pending event is due before it.
@@ -180,7 +182,7 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
-            wheel: (0..WHEEL_BUCKETS).map(|_| Vec::new()).collect(),
+            wheel: std::array::from_fn(|_| Vec::new()),
             occupied: 0,
             cursor: 0,
             far_run: VecDeque::new(),
