@@ -383,11 +383,9 @@ impl<'a> DeviceRun<'a> {
                         now = d;
                         self.ssd.advance_to(d, &mut cqes);
                     }
-                    let mut batch = std::mem::take(&mut cqes);
-                    for c in batch.drain(..) {
+                    for c in cqes.drain(..) {
                         self.on_cqe(c)?;
                     }
-                    cqes = batch;
                 }
                 _ => {
                     let (t, ev) = self.events.pop().expect("peeked a host event");

@@ -140,6 +140,7 @@ impl Thread {
     /// Runs `ns` of `cat` on the thread's core from `start` (not before it is free) and
     /// returns when it is done. A polling thread with I/O in flight spun on its CQ since it
     /// was last busy: that gap is `poll` time.
+    #[inline]
     pub(crate) fn run_cpu(&mut self, now: SimTime, start: SimTime, ns: u64, cat: Cat) -> SimTime {
         assert!(
             start >= self.cpu_free,
