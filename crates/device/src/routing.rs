@@ -140,6 +140,7 @@ impl Ssd {
     /// came free with nothing to fetch then (what `Ev::FetchFree` would have done); if not,
     /// a fetch decision then may do something now (a doorbell came, or the arbitration
     /// changed), so it is scheduled in its place.
+    #[inline]
     pub(crate) fn settle_fetch_free(&mut self) {
         if let Some(r) = self.fetch_free.take() {
             if self.events.has_passed(r) {
@@ -225,6 +226,7 @@ impl Ssd {
     /// link serves requests in the order they arrive, and a reservation made early for a
     /// later time would hold back transfers ready before it (at QD32 that left the link idle
     /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s).
+    #[inline]
     pub(crate) fn post_completion(&mut self, at: SimTime, slot: u32) {
         self.events
             .schedule(at + self.config.ctrl.completion_ns, Ev::PostCqe { slot });
