@@ -988,6 +988,23 @@ mod tests {
         (done, handled, wakes)
     }
 
+    /// Runs `events` in the order [`run`] does up to and including `until`, leaving the rest
+    /// in `events` (so a test can submit more at `until`).
+    fn run_until(
+        flash: &mut Flash,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+        until: SimTime,
+    ) -> Vec<(SimTime, FlashOp)> {
+        let mut done = Vec::new();
+        events.sort_by_key(|(t, _)| *t);
+        while events.first().is_some_and(|(t, _)| *t <= until) {
+            let (t, ev) = events.remove(0);
+            done.extend(flash.on_event(t, ev, events).map(|op| (t, op)));
+            events.sort_by_key(|(t, _)| *t);
+        }
+        done
+    }
+
     fn read(page: u32, lpn: u32) -> FlashOp {
         FlashOp {
             kind: OpKind::Read,
@@ -1161,13 +1178,7 @@ mod tests {
         f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
         f.submit(SimTime(100), 8, prefetch(0, 2), &mut ev);
         f.submit(SimTime(200), 16, prefetch(0, 3), &mut ev);
-        let mut done = Vec::new();
-        ev.sort_by_key(|(t, _)| *t);
-        while ev.first().is_some_and(|(t, _)| *t <= SimTime(3_400)) {
-            let (t, e) = ev.remove(0);
-            done.extend(f.on_event(t, e, &mut ev).map(|op| (t, op)));
-            ev.sort_by_key(|(t, _)| *t);
-        }
+        let mut done = run_until(&mut f, &mut ev, SimTime(3_400));
         f.submit(SimTime(3_400), 16, read(1, 9), &mut ev);
         done.extend(run(&mut f, ev));
         assert_eq!(done_at(&done, 3), SimTime(7_196), "{done:?}");
@@ -1220,13 +1231,7 @@ mod tests {
         f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
         f.submit(SimTime(100), 8, prefetch(0, 2), &mut ev);
         f.submit(SimTime(200), 16, prefetch(0, 3), &mut ev);
-        let mut done = Vec::new();
-        ev.sort_by_key(|(t, _)| *t);
-        while ev.first().is_some_and(|(t, _)| *t <= SimTime(3_400)) {
-            let (t, e) = ev.remove(0);
-            done.extend(f.on_event(t, e, &mut ev).map(|op| (t, op)));
-            ev.sort_by_key(|(t, _)| *t);
-        }
+        let mut done = run_until(&mut f, &mut ev, SimTime(3_400));
         assert_eq!(f.prefetch_waiters[0], [8, 16]);
         assert!(f.promote(SimTime(3_400), 8, 2, &mut ev));
         assert_eq!(f.prefetch_waiters[0], [16]);
@@ -1245,13 +1250,7 @@ mod tests {
         let mut f = Flash::new(&exact(zssd()));
         let mut ev = Vec::new();
         f.submit(SimTime::ZERO, 0, prefetch(0, 2), &mut ev);
-        let mut done = Vec::new();
-        ev.sort_by_key(|(t, _)| *t);
-        while ev.first().is_some_and(|(t, _)| *t <= SimTime(4_000)) {
-            let (t, e) = ev.remove(0);
-            done.extend(f.on_event(t, e, &mut ev).map(|op| (t, op)));
-            ev.sort_by_key(|(t, _)| *t);
-        }
+        let mut done = run_until(&mut f, &mut ev, SimTime(4_000));
         f.submit(SimTime(4_000), 0, read(1, 9), &mut ev);
         done.extend(run(&mut f, ev));
         assert_eq!(done_at(&done, 2), SimTime(5_148), "{done:?}");

@@ -203,6 +203,18 @@ mod tests {
         names_length: bool,
     }
 
+    impl Toy {
+        /// A decoder with no budget limit that has seen nothing yet.
+        fn new(names_length: bool) -> Toy {
+            Toy {
+                frames: Vec::new(),
+                budget: usize::MAX,
+                stops: 0,
+                names_length,
+            }
+        }
+    }
+
     const REFUSED_PAYLOAD: usize = 40;
 
     impl ChunkDecoder for Toy {
@@ -253,12 +265,7 @@ mod tests {
     /// Feeds `bytes` cut into chunks of `cut` bytes; decodes what is left in the input at
     /// the end of each step of `chunks_per_step` chunks, as the worker does.
     fn run(bytes: &[u8], cut: usize, budget: usize, chunks_per_step: usize) -> (Toy, Fed, InBuf) {
-        let mut toy = Toy {
-            frames: Vec::new(),
-            budget: usize::MAX,
-            stops: 0,
-            names_length: true,
-        };
+        let mut toy = Toy::new(true);
         let mut input = InBuf::new();
         let mut total = Fed::default();
         for step in bytes
@@ -319,12 +326,7 @@ mod tests {
         assert_eq!(fed.copied_bytes, 16 + 12 + 4 + 24);
         // Over three chunks: a 100 B frame cut into 30 + 40 + 31.
         let (bytes, frames) = stream(1, &[100]);
-        let mut toy = Toy {
-            frames: Vec::new(),
-            budget: usize::MAX,
-            stops: 0,
-            names_length: true,
-        };
+        let mut toy = Toy::new(true);
         let mut input = InBuf::new();
         let mut copied = 0;
         for chunk in [&bytes[..30], &bytes[30..70], &bytes[70..]] {
@@ -391,12 +393,7 @@ mod tests {
     fn frames_of_unnamed_length_are_decoded_in_the_feed_that_completes_them() {
         let (bytes, frames) = stream(6, &[27, 60]);
         for cut in [5, 30, 61] {
-            let mut toy = Toy {
-                frames: Vec::new(),
-                budget: usize::MAX,
-                stops: 0,
-                names_length: false,
-            };
+            let mut toy = Toy::new(false);
             let mut input = InBuf::new();
             for chunk in bytes.chunks(cut) {
                 let (_, go_on) = feed_chunk(&mut input, chunk, true, &mut toy);
@@ -412,12 +409,7 @@ mod tests {
     fn a_stop_leaves_the_rest_in_the_input() {
         let mut bytes = vec![2u8, 1, 1, 254];
         bytes.extend_from_slice(b"tls bytes");
-        let mut toy = Toy {
-            frames: Vec::new(),
-            budget: usize::MAX,
-            stops: 0,
-            names_length: true,
-        };
+        let mut toy = Toy::new(true);
         let mut input = InBuf::new();
         let (_, go_on) = feed_chunk(&mut input, &bytes[..6], true, &mut toy);
         assert!(!go_on);

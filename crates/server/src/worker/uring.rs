@@ -161,11 +161,7 @@ impl Worker {
             return;
         };
         for me in self.held_conns.drain(..) {
-            let Some(conn) = self
-                .conns
-                .get_mut(me.index as usize)
-                .filter(|c| c.core.me == me)
-            else {
+            let Some(conn) = live_conn(&mut self.conns, me) else {
                 continue;
             };
             if let Some(rc) = conn.ring.as_mut() {
@@ -364,11 +360,7 @@ impl Worker {
             return;
         };
         for me in self.recv_wanted.drain(..) {
-            let Some(conn) = self
-                .conns
-                .get_mut(me.index as usize)
-                .filter(|c| c.core.me == me)
-            else {
+            let Some(conn) = live_conn(&mut self.conns, me) else {
                 continue;
             };
             let fd = conn.core.stream.as_raw_fd();
@@ -520,4 +512,10 @@ impl Worker {
     pub(super) fn ring_for_new(&self) -> Option<RingConn> {
         self.ring.as_ref().map(|_| RingConn::new())
     }
+}
+
+/// The connection `me` names, if it is still the one in its slot (not closed, the slot not
+/// reused since `me` was queued).
+fn live_conn(conns: &mut super::ConnTable<super::Conn>, me: ConnRef) -> Option<&mut super::Conn> {
+    conns.get_mut(me.index as usize).filter(|c| c.core.me == me)
 }
