@@ -92,7 +92,8 @@ pub struct StudyArgs {
     #[arg(long)]
     force: bool,
     /// Runs of each comparison, seeds SEED, SEED+1, … (default 5 for a full study, 1 with
-    /// --quick). Every headline ratio's 95 % interval is bootstrapped over them.
+    /// --quick). Every headline ratio's 95 % interval is bootstrapped over them. For reflex:
+    /// the simulated runs behind its published rows (its real-server half runs once).
     #[arg(long, value_name = "N")]
     replicates: Option<u64>,
     /// The published figures the report compares with (TOML, the shipped

@@ -243,6 +243,78 @@ fn reflex_quick_runs_at_its_quick_size_and_reruns_alone() {
 
 /// Free port on 127.0.0.1 (bound, then released: another process may take it before the
 /// server binds it, so starting is retried).
+/// `--replicates 3` (simulated half only): the runs behind the published rows run again with
+/// seeds 2 and 3 under `<id>-r1`/`-r2`, their rows carry 95 % intervals over the three
+/// replicates, and replicate 0 is the study's own run, unchanged by the replicates beside it.
+#[test]
+fn reflex_replicates_give_the_published_rows_intervals() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, replicates: &str| {
+        let out = dir.path().join(name);
+        run_ok(
+            ullstack()
+                .args([
+                    "study",
+                    "reflex",
+                    "--quick",
+                    "--sim-only",
+                    "--quiet",
+                    "--jobs",
+                    "2",
+                ])
+                .args(["--replicates", replicates, "--out"])
+                .arg(&out),
+        );
+        out
+    };
+    let three = run("three", "3");
+    let one = run("one", "1");
+    let study = read_json(&three.join("study.json"));
+    assert_eq!(study["replicates"], 3, "{}", study["replicates"]);
+    assert_eq!(study["provenance"]["seeds"], serde_json::json!([1, 2, 3]));
+    let mut replicate_ids: Vec<String> = study["replicate_runs"]
+        .as_array()
+        .expect("replicate_runs")
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    replicate_ids.sort();
+    let mut expected: Vec<String> = study::reflex::PUBLISHED_RUN_IDS
+        .iter()
+        .flat_map(|id| [format!("{id}-r1"), format!("{id}-r2")])
+        .collect();
+    expected.sort();
+    assert_eq!(replicate_ids, expected);
+    for r in study["published"].as_array().unwrap() {
+        let sim = &r["simulated"];
+        assert_eq!(sim["runs"], 3, "{r}");
+        let (low, value, high) = (
+            sim["low"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no interval: {r}")),
+            sim["value"].as_f64().unwrap(),
+            sim["high"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no interval: {r}")),
+        );
+        assert!(low <= value && value <= high, "{r}");
+    }
+    // Another seed is another run: the replicates' scenario 1 without the scheduler differs.
+    let summary = |dir: &Path, id: &str| {
+        without_wall_ms(read_json(&dir.join("runs").join(id).join("summary.json")))
+    };
+    assert_ne!(summary(&three, "s1-off"), summary(&three, "s1-off-r1"));
+    // Replicate 0 does not depend on the replicates run beside it.
+    for id in study::reflex::PUBLISHED_RUN_IDS {
+        assert_eq!(summary(&three, id), summary(&one, id), "{id}");
+    }
+    let single = read_json(&one.join("study.json"));
+    for r in single["published"].as_array().unwrap() {
+        assert_eq!(r["simulated"]["runs"], 1, "{r}");
+        assert!(r["simulated"]["low"].is_null(), "{r}");
+    }
+}
+
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()

@@ -130,8 +130,8 @@ fn bad_flags_name_the_value_and_what_is_expected() {
             &["--replicates 0", "expected at least 1"],
         ),
         (
-            &["reflex", "--replicates", "3", "--sim-only"],
-            &["--replicates 3", "runs each scenario once"],
+            &["reflex", "--replicates", "0", "--sim-only"],
+            &["--replicates 0", "expected at least 1"],
         ),
         (
             &["ull", "--quick", "--reference", "/nonexistent/ref.toml"],

@@ -7,7 +7,8 @@
 //! * `merge DIR...`: at least one folder; only `--out`, `--force`, `--reference`, `--markdown`
 //!   and `--quiet` besides (size, seed and shards come from the folders' `study.json`).
 //! * `reflex`: no folders, no `--shard`, no cluster flag (its real half measures this
-//!   machine), no `--replicates` (each scenario runs once), no `--force` (it never resumes).
+//!   machine), no `--force` (it never resumes); `--replicates` repeats the simulated runs behind
+//!   its published rows (the real half runs once: it measures wall-clock behaviour).
 //! * any other study: no folders; `--sim-only` only for `reflex`; `--dry-run` with `--slurm N`
 //!   or `--k8s N`; with either, no `--force` and no `--jobs`; `--partition`, `--time` and
 //!   `--cpus-per-task` only with `--slurm`; `--image` only with `--k8s`; `--k8s` only with
@@ -17,8 +18,8 @@
 //!
 //! Worked example: `ullstack study ull --slurm 8 --time 30` is [`Command::Slurm`] with 8 tasks
 //! of 30 minutes each into `results/study/ull`; `ullstack study ull --k8s 8` is refused (the
-//! manifests need `--dry-run`); `ullstack study reflex --replicates 3` is refused, naming the
-//! studies that take replicates.
+//! manifests need `--dry-run`); `ullstack study reflex --replicates 0` is refused, saying at
+//! least 1 is expected.
 
 use std::path::PathBuf;
 
@@ -275,20 +276,16 @@ impl Flags {
                  tasks; run it here (--sim-only skips the real-server half)"
             ));
         }
-        if let Some(n) = self.replicates {
-            return refuse(format!(
-                "--replicates {n}: `study reflex` runs each scenario once (its real half measures \
-                 wall-clock behaviour); replicates apply to ull, fastdrain and flashshare"
-            ));
-        }
+        let plan = self.plan()?;
         let jobs = self.jobs()?;
         if self.force {
             return refuse("--force: `study reflex` does not resume (it runs everything again), so there is no other build's folder to accept");
         }
         Ok(Command::Reflex {
             options: ReflexOptions {
-                size: self.size(),
-                seed: self.seed.unwrap_or(1),
+                size: plan.size,
+                seed: plan.seed,
+                replicates: plan.replicates,
                 out: self.out("reflex"),
                 jobs,
                 progress: !self.quiet,
@@ -562,10 +559,10 @@ mod tests {
         })
         .starts_with("`study reflex` has no cluster mode (--time 30): "));
         assert!(r(Flags {
-            replicates: Some(3),
+            replicates: Some(0),
             ..Flags::default()
         })
-        .starts_with("--replicates 3: `study reflex` runs each scenario once"));
+        .starts_with("--replicates 0: expected at least 1"));
         assert!(r(Flags {
             force: true,
             ..Flags::default()
@@ -588,6 +585,21 @@ mod tests {
         };
         assert!(sim_only);
         assert_eq!(options.out, PathBuf::from("results/study/reflex"));
+        // Replicates as the other studies: five for a full study, one quick, or as asked.
+        assert_eq!(options.replicates, crate::plan::DEFAULT_REPLICATES);
+        for (quick, asked, expect) in [(true, None, 1), (false, Some(3), 3), (true, Some(2), 2)] {
+            let Ok(Command::Reflex { options, .. }) = command(&Flags {
+                quick,
+                replicates: asked,
+                ..flags("reflex")
+            }) else {
+                panic!("not reflex");
+            };
+            assert_eq!(
+                options.replicates, expect,
+                "quick {quick}, --replicates {asked:?}"
+            );
+        }
     }
 
     #[test]

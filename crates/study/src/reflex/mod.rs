@@ -29,6 +29,12 @@
 //! beside its twin, in the figures (real solid, twin dashed, one colour per setting) and in one
 //! side-by-side table; the full-scale runs show what the published setting gives in the model.
 //!
+//! **Replicates**: the simulated runs behind the published rows (scenario 1 off and on, part
+//! 5's unloaded reads: [`PUBLISHED_RUN_IDS`]) run `--replicates` times (default 5 for a full
+//! study, 1 with `--quick`), seeds `seed` …, so those rows carry 95 % intervals as the other
+//! studies' do ([`outcomes`]); the rest of the study, figures and tables, reads replicate 0.
+//! The real runs are not replicated: they measure this machine's wall clock, one at a time.
+//!
 //! # Choices, with their reasons (none were tuned to a result)
 //! * **Device**: `nvme-tlc` with program suspend on ([`DEVICE_A_TOML`]). The published device
 //!   "A" is a commodity datacenter NVMe TLC drive; our `nvme-tlc` preset is of its class (reads
@@ -79,16 +85,17 @@ pub mod twin;
 pub use html::verdict as search_verdict;
 pub use real::{sustained_rate, tokens_per_sec, Paired, RealOutcome, RealRunner};
 pub use scenarios::{
-    quick_about, real_runs, real_search_plan, real_tenants_scenario, runs, scenario,
-    sim_search_plan, tenants_scenario, Part, Place, RealRun, ReflexRun, RunOutcome, BE_CONNECTIONS,
-    BE_QD_PER_CONN, DEVICE_A_TOML, REAL_SCALE_PCT, REAL_VOLUME_BYTES, REAL_WORKERS,
-    SMALL_TENANT_IOPS,
+    quick_about, real_runs, real_search_plan, real_tenants_scenario, replicate_id, replicate_runs,
+    runs, scenario, sim_search_plan, tenants_scenario, Part, Place, RealRun, ReflexRun, RunOutcome,
+    BE_CONNECTIONS, BE_QD_PER_CONN, DEVICE_A_TOML, PUBLISHED_RUN_IDS, REAL_SCALE_PCT,
+    REAL_VOLUME_BYTES, REAL_WORKERS, SMALL_TENANT_IOPS,
 };
 pub use search::{Probe, SearchOutcome, SearchPlan, Verdict};
 
 /// Bumped when runs or figures change meaning. 2: real runs of all five parts with twins;
-/// part 4 searched; `device_iops_in_window`.
-pub const VERSION: u32 = 2;
+/// part 4 searched; `device_iops_in_window`. 3: the published rows' runs replicated over seeds
+/// (`replicates`, `replicate_runs`).
+pub const VERSION: u32 = 3;
 
 /// Runs one full-scale simulated run.
 pub fn simulate(run: &ReflexRun) -> Result<RunOutcome, String> {
@@ -111,6 +118,10 @@ pub fn simulate_text(id: &str, text: &str) -> Result<RemoteSummary, String> {
 pub struct ReflexOptions {
     pub size: Size,
     pub seed: u64,
+    /// Runs of each published row's scenarios, seeds `seed` … `seed + replicates - 1` (≥ 1;
+    /// `--replicates`, default 5 for a full study and 1 with `--quick`, as the other studies):
+    /// [`scenarios::replicate_runs`].
+    pub replicates: u64,
     pub out: PathBuf,
     pub jobs: usize,
     /// Show a progress bar (on a terminal) over every run, search probe and twin.
@@ -125,6 +136,8 @@ pub struct ReflexOptions {
 pub struct ReflexOutcome {
     /// Full-scale simulated runs, part 4's probes included.
     pub sims: Vec<RunOutcome>,
+    /// Replicates 1 … of the runs behind the published rows ([`scenarios::replicate_runs`]).
+    pub replicates: Vec<RunOutcome>,
     pub sim_search: SearchOutcome,
     /// Real runs with their twins, part 4's probes included (empty with no runner).
     pub real: Vec<Paired>,
@@ -154,7 +167,7 @@ impl ReflexOutcome {
         println!(
             "{} simulated + {} real runs (each with its twin) in {:.1} s; results: {} (report.html, \
              study.json, plots)",
-            self.sims.len(),
+            self.sims.len() + self.replicates.len(),
             self.real.len(),
             wall.as_secs_f64(),
             out.display()
@@ -176,6 +189,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         None => crate::published::Reference::shipped(),
     };
     let specs = runs(opts.size, opts.seed);
+    let replicate_specs = replicate_runs(opts.size, opts.seed, opts.replicates);
     // Not resumable (its real runs are measured together), so the record is this invocation.
     let mut prov = Provenance {
         study: "reflex".into(),
@@ -183,12 +197,16 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     };
     prov.write(&opts.out)?;
     let real_count = real.map_or(0, |_| real_runs(opts.size, opts.seed).len());
-    let bar = progress_bar(opts.progress, specs.len() + real_count);
+    let bar = progress_bar(
+        opts.progress,
+        specs.len() + replicate_specs.len() + real_count,
+    );
     // Part 4's search is sequential (each count depends on the last): it runs on a thread of
     // its own beside the fixed runs, which take the other `jobs - 1`.
     let (fixed, searched) = std::thread::scope(|s| {
         let search = s.spawn(|| sim_tenants_search(opts, &bar));
-        let fixed = parallel(&specs, jobs.saturating_sub(1).max(1), |r| {
+        let all: Vec<&ReflexRun> = specs.iter().chain(&replicate_specs).collect();
+        let fixed = parallel(&all, jobs.saturating_sub(1).max(1), |r| {
             let o = simulate(r);
             bar.inc(1);
             o
@@ -199,10 +217,14 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         (fixed, searched)
     });
     let mut sims = fixed?;
+    let replicates = sims.split_off(specs.len());
     let (sim_search, probes) = searched?;
     let probe_specs: Vec<ReflexRun> = probes.iter().map(|(spec, _)| spec.clone()).collect();
     sims.extend(probes.into_iter().map(|(_, o)| o));
     for (spec, o) in specs.iter().chain(&probe_specs).zip(&sims) {
+        write_run(&runs_dir.join(&spec.id), &spec.scenario_toml, &o.summary)?;
+    }
+    for (spec, o) in replicate_specs.iter().zip(&replicates) {
         write_run(&runs_dir.join(&spec.id), &spec.scenario_toml, &o.summary)?;
     }
 
@@ -261,8 +283,13 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     }
 
     bar.finish_and_clear();
-    let record = Record::new(&opts.build, [opts.seed], &prov);
-    let published_rows = crate::published::rows(&reference, "reflex", &outcomes::published(&sims));
+    let seeds = opts.seed..opts.seed + opts.replicates.max(1);
+    let record = Record::new(&opts.build, seeds.clone(), &prov);
+    let published_rows = crate::published::rows(
+        &reference,
+        "reflex",
+        &outcomes::published(&sims, &replicates),
+    );
     let published_table = crate::published::table(&published_rows);
     crate::sorted_json::write_pretty(
         &opts.out.join("study.json"),
@@ -271,6 +298,8 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
             published: EachAsValue(&published_rows),
             real: EachAsValue(&paired),
             real_tenants_per_core: AsValue(&real_search),
+            replicates: opts.replicates,
+            replicate_runs: EachAsValue(&replicates),
             seed: opts.seed,
             simulated: EachAsValue(&sims),
             size: opts.size.as_str(),
@@ -309,8 +338,8 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     let md = crate::report::markdown(&crate::report::MarkdownInput {
         study: "reflex",
         size: opts.size,
-        seeds: (opts.seed, opts.seed),
-        replicates: 1,
+        seeds: (seeds.start, seeds.end - 1),
+        replicates: opts.replicates,
         build: inv.build.describe(),
         command: inv.command_line(),
         started_utc: inv.started_utc.clone(),
@@ -321,6 +350,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     prov.write(&opts.out)?;
     Ok(ReflexOutcome {
         sims,
+        replicates,
         sim_search,
         real: paired,
         real_search,
@@ -338,6 +368,10 @@ struct StudyJson<'a> {
     published: EachAsValue<'a, crate::published::Row>,
     real: EachAsValue<'a, Paired>,
     real_tenants_per_core: AsValue<'a, Option<SearchOutcome>>,
+    /// Runs of each published row's scenarios (`ReflexOptions::replicates`).
+    replicates: u64,
+    /// Replicates 1 … of the runs behind the published rows; replicate 0 is in `simulated`.
+    replicate_runs: EachAsValue<'a, RunOutcome>,
     seed: u64,
     simulated: EachAsValue<'a, RunOutcome>,
     size: &'a str,

@@ -448,6 +448,45 @@ pub fn runs(size: Size, seed: u64) -> Vec<ReflexRun> {
     v
 }
 
+/// The runs behind `reflex`'s rows of `reference/published.toml` ([`super::outcomes`]):
+/// scenario 1 with the scheduler off and on, and part 5's unloaded reads, local and remote.
+/// They are the study's replicated runs ([`replicate_runs`]).
+pub const PUBLISHED_RUN_IDS: [&str; 4] = [
+    "s1-off",
+    "s1-on",
+    "unloaded-read-local",
+    "unloaded-read-remote",
+];
+
+/// The id of replicate `r` of run `id`: replicate 0 is the run itself (seed `seed`), replicate
+/// `r` ≥ 1 (seed `seed + r`) is `<id>-r<r>`.
+pub fn replicate_id(id: &str, r: u64) -> String {
+    match r {
+        0 => id.to_string(),
+        r => format!("{id}-r{r}"),
+    }
+}
+
+/// Replicates 1 … `replicates - 1` of the runs behind the published rows
+/// ([`PUBLISHED_RUN_IDS`]): the same scenarios as [`runs`] with seeds `seed + 1` …, under their
+/// [`replicate_id`]s. Replicate 0 is [`runs`]' own run; the figures, the headline table and part
+/// 4 read replicate 0 only, as `ull`'s do (docs/study.md, *Statistics*). Worked example:
+/// `replicates = 3`, seed 1 → `s1-off-r1`, `s1-on-r1`, `unloaded-read-local-r1`,
+/// `unloaded-read-remote-r1` (seed 2), then the same four `-r2` (seed 3).
+pub fn replicate_runs(size: Size, seed: u64, replicates: u64) -> Vec<ReflexRun> {
+    (1..replicates)
+        .flat_map(|r| {
+            runs(size, seed + r)
+                .into_iter()
+                .filter(|run| PUBLISHED_RUN_IDS.contains(&run.id.as_str()))
+                .map(move |run| ReflexRun {
+                    id: replicate_id(&run.id, r),
+                    ..run
+                })
+        })
+        .collect()
+}
+
 /// Part 4 on the real server: `tenants` small tenants on one worker.
 pub fn real_tenants_scenario(size: Size, seed: u64, tenants: u64) -> String {
     let (d, w) = real_durations(size);
