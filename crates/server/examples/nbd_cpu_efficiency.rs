@@ -5,7 +5,15 @@
 //! 2. `WRITES` pipelined 1 KiB writes on one connection (a writer thread sends them all as
 //!    fast as the socket takes them, a reader thread takes the replies), memory backends and
 //!    then file backends (a 1 GiB scratch file in the temp dir, buffered on both sides:
-//!    ullstack `direct = "off"`, nbdkit's `file` plugin default).
+//!    ullstack `direct = "off"`, nbdkit's `file` plugin default);
+//! 3. (`fileread`) fio's 4 KiB random reads at iodepth 32 from a file volume (a 1 GiB scratch
+//!    file in the temp dir, filled with data first, `direct = "auto"`), ullstack against
+//!    itself: plain reads (`fixed_buffers = 0`, "base") and reads into registered buffers
+//!    (`fixed_buffers = ULLSTACK_FIXED_BUFFERS`, default 256, "head"), alternating base/head
+//!    and head/base by round, each run on a fresh server; besides I/Os per server-CPU-second
+//!    it prints the server threads' syscalls per I/O (`perf stat -e raw_syscalls:sys_enter
+//!    -t …` over the fio run, as `native_saturation` counts them; the reason when perf is
+//!    refused) and the registered and fallback reads (`ullstack_file_reads`).
 //!
 //! For ullstack's fio runs it also prints the requests each worker loop step took (from its
 //! `ullstack_worker_batch_requests` metric): ~1.5–3 means the worker wakes per request or two,
@@ -43,8 +51,8 @@
 //! config default, 2), `ULLSTACK_FIO_JOBS=N` fio's jobs (N connections of iodepth 32 each,
 //! reported together; default 1). `ULLSTACK_SOCKET_IO=uring|epoll` the workers' socket I/O
 //! (`[dataplane] socket_io`). `ULLSTACK_IDLE=spin|block-after-spin` the idle policy
-//! (`[dataplane] idle`). `ULLSTACK_PHASES=fio,memory,file` (the default: all
-//! three) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
+//! (`[dataplane] idle`). `ULLSTACK_PHASES=fio,memory,file,fileread` (the default:
+//! all four) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
 //! server an inline profile (`reflex-a` with `write_cost_mtok = N`) instead of `reflex-a`: a
 //! tenant provisioned for a page-cache-backed file, whose writes cost what a read costs
 //! (1000), not a flash program (10,000).
@@ -449,7 +457,8 @@ fn main() {
     }
     // ULLSTACK_SOCKET_IO, ULLSTACK_IDLE, ULLSTACK_WORKERS (common::dataplane_from_env).
     dataplane_from_env(&mut config.dataplane);
-    let phases = std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file".into());
+    let phases =
+        std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file,fileread".into());
     let phase = |name: &str| phases.split(',').any(|p| p.trim() == name);
     println!(
         "{} workers; socket I/O {}; idle policy: {}; coalescing window {} ns; scheduler {}",
@@ -599,6 +608,9 @@ fn main() {
         }
     }
     server.shutdown();
+    if phase("fileread") {
+        file_reads(seconds, rounds, scheduler_off);
+    }
     if !phase("file") {
         return;
     }
@@ -661,4 +673,202 @@ tenant = "open"
         measure_nbdkit_writes("nbdkit file", &["file", &file_arg], writes);
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// Registered buffers of the file-read phase's "head" server: `ULLSTACK_FIXED_BUFFERS`, default
+/// 256 (4 KiB each: 1 MiB, more than 4 fio jobs of iodepth 32 hold at once).
+const FILE_READ_FIXED_BUFFERS: u32 = 256;
+/// The file-read phase's scratch file: fio's nbd engine reads the first 1 GiB of the export.
+const FILE_READ_BYTES: u64 = 1 << 30;
+
+/// Thread ids of this process's threads whose name starts with `prefix`.
+fn thread_ids(prefix: &str) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
+        })
+        .map(|t| t.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Syscalls `tids` entered during `seconds` (`perf stat -e raw_syscalls:sys_enter`), or why
+/// not.
+fn perf_syscalls(tids: &[String], seconds: u64) -> Result<u64, String> {
+    let out = Command::new("perf")
+        .args(["stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-t"])
+        .arg(tids.join(","))
+        .args(["--", "sleep", &seconds.to_string()])
+        .output()
+        .map_err(|e| format!("perf: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    text.lines()
+        .find(|l| l.contains("raw_syscalls:sys_enter"))
+        .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
+        .ok_or_else(|| format!("perf stat counted nothing: {}", text.trim()))
+}
+
+/// A server of one file volume on `path` (`direct = "auto"`, `fixed` registered buffers),
+/// with the dataplane settings the environment gives the other phases.
+fn file_read_config(path: &std::path::Path, fixed: u32, scheduler_off: bool) -> ServerConfig {
+    let toml = format!(
+        r#"[listen]
+nbd = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+[qos]
+scheduler = "{}"
+[[volume]]
+name = "default"
+backend = {{ kind = "file", path = "{}", direct = "auto", fixed_buffers = {fixed} }}
+[[tenant]]
+name = "open"
+open = true
+class = "be"
+acl = [{{ volume = "default", access = "read-write" }}]
+[[export]]
+name = "default"
+volume = "default"
+tenant = "open"
+"#,
+        if scheduler_off { "off" } else { "on" },
+        path.display()
+    );
+    let mut config = ServerConfig::from_toml_str(&toml).expect("the file-read config parses");
+    if let Some(ns) = env_number("ULLSTACK_IDLE_SPIN_NS") {
+        config.dataplane.idle_spin_ns = ns;
+    }
+    if let Some(ns) = env_number("ULLSTACK_COALESCE_NS") {
+        config.dataplane.coalesce_ns = ns;
+    }
+    dataplane_from_env(&mut config.dataplane);
+    config
+}
+
+/// Fills `path` with `bytes` of data (not zeros: every read goes to the file's blocks).
+fn fill_file(path: &std::path::Path, bytes: u64) -> std::io::Result<()> {
+    const CHUNK_BYTES: usize = 1 << 20;
+    let mut file = std::fs::File::create(path)?;
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    for k in 0..bytes / CHUNK_BYTES as u64 {
+        for (i, b) in chunk.iter_mut().enumerate() {
+            *b = (i as u64 ^ k).wrapping_mul(0x9e37) as u8 | 1;
+        }
+        file.write_all(&chunk)?;
+    }
+    file.sync_all()
+}
+
+/// One file-read run on a fresh server: (I/Os per server-CPU-second, syscalls per I/O if
+/// perf counted them).
+fn file_read_run(
+    name: &str,
+    config: ServerConfig,
+    seconds: u64,
+) -> Option<(f64, Result<f64, String>)> {
+    let handle = match server::start(config) {
+        Ok(h) => h,
+        Err(e) => {
+            println!("{name}: the file-backed server did not start: {e}");
+            return None;
+        }
+    };
+    let uri = format!("nbd://{}/default", handle.addrs.nbd?);
+    fio(&uri, 1)?; // warm-up: connections, the pool's buffers
+    let tids = thread_ids("ullstack-");
+    let perf = std::thread::spawn(move || perf_syscalls(&tids, seconds));
+    let server_threads = Server::OurThreads;
+    let before = server_threads.cpu_seconds();
+    let r = fio(&uri, seconds)?;
+    let cpu = server_threads.cpu_seconds() - before;
+    let syscalls = perf
+        .join()
+        .unwrap_or_else(|_| Err("perf thread panicked".into()));
+    handle.shared().refresh_token_metrics();
+    let text = handle.shared().metrics.encode_text();
+    let reads = |buffer: &str| -> u64 {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("ullstack_file_reads_total") && l.contains(&format!("\"{buffer}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|v| v as u64)
+            .sum()
+    };
+    let (registered, fallback) = (reads("registered"), reads("fallback"));
+    handle.shutdown();
+    let per_cpu = r.ios as f64 / cpu.max(1e-9);
+    let per_io = syscalls.map(|n| n as f64 / r.ios.max(1) as f64);
+    let per_io_text = match &per_io {
+        Ok(v) => format!("{v:.3} syscalls per I/O"),
+        Err(why) => format!("syscalls not counted ({why})"),
+    };
+    println!(
+        "{name:<22} {:>9} I/Os  {:>8.0} IOPS  p99 {:>7.0} us  server CPU {:>6.2} s  => {:>8.0} I/Os per CPU-second  {per_io_text}  (registered reads {registered}, fallbacks {fallback})",
+        r.ios, r.iops, r.p99_us, cpu, per_cpu
+    );
+    Some((per_cpu, per_io))
+}
+
+/// The file-read phase: plain reads against reads into registered buffers (module essay, 3).
+fn file_reads(seconds: u64, rounds: usize, scheduler_off: bool) {
+    let fixed = env_number("ULLSTACK_FIXED_BUFFERS").unwrap_or(FILE_READ_FIXED_BUFFERS);
+    let path = std::env::temp_dir().join(format!("ullstack-cpu-read-{}.img", std::process::id()));
+    println!(
+        "\nfio nbd engine, 4 KiB random read, {} job(s) of iodepth 32, file volume ({}, direct = \"auto\"): base fixed_buffers = 0, head fixed_buffers = {fixed}",
+        fio_jobs(),
+        path.display()
+    );
+    if let Err(e) = fill_file(&path, FILE_READ_BYTES) {
+        println!("could not fill {}: {e}", path.display());
+        return;
+    }
+    let (mut base, mut head) = (Vec::new(), Vec::new());
+    let (mut base_calls, mut head_calls) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        // ABBA: neither side always runs first.
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for with_fixed in order {
+            let (name, count) = if with_fixed {
+                ("head (registered)", fixed)
+            } else {
+                ("base (plain)", 0)
+            };
+            let config = file_read_config(&path, count, scheduler_off);
+            if let Some((per_cpu, calls)) = file_read_run(name, config, seconds) {
+                let (ios, syscalls) = if with_fixed {
+                    (&mut head, &mut head_calls)
+                } else {
+                    (&mut base, &mut base_calls)
+                };
+                ios.push(per_cpu);
+                syscalls.extend(calls.ok());
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    if base.is_empty() || head.is_empty() {
+        return;
+    }
+    let calls = |v: &Vec<f64>| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.3}", median(v.clone()))
+        }
+    };
+    println!(
+        "median base: {:.0} I/Os per server-CPU-second, {} syscalls per I/O; median head: {:.0}, {}; head / base {:.2}x",
+        median(base.clone()),
+        calls(&base_calls),
+        median(head.clone()),
+        calls(&head_calls),
+        median(head) / median(base).max(1e-9)
+    );
 }

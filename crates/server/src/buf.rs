@@ -38,9 +38,16 @@
 //! worker both ways (copying a cache-cold 4 KiB page is most of a microsecond on a small VM;
 //! raising a reference count is a few hundred nanoseconds with the lock and map lookup).
 //!
+//! *Registered buffers.* A file volume with `fixed_buffers` owns a [`FixedBufs`]: buffers
+//! allocated once, registered with every ring of the volume, read into with `READ_FIXED`. A
+//! registered buffer is an [`IoBuf`] that remembers its home and index; it travels as any
+//! buffer (reply, pool), the pool hands it out first, and dropping it gives its bytes back to
+//! the home, so the addresses the rings registered always belong to the home
+//! (`backend/file.rs`, *Registered buffers*).
+//!
 //! # What it leaves out
-//! Registered (fixed) buffers for io_uring: the pool would register its slabs once; left for
-//! later because the memory backend (the benchmark path) does not touch the ring at all. A
+//! Registered buffers of more than one size (4 KiB, the smallest class), and for the memory
+//! backend (it never touches a ring: its reads are page views). A
 //! large read's reply is one iovec a page, and a `writev` of it gathers up to
 //! `conn::WRITEV_LARGE_IOVECS` (1,024, `IOV_MAX`) of them, resuming at the part where the last
 //! call stopped (`ConnCore`'s cursor; [`PageViews::parts_from`] finds it without walking the
@@ -52,9 +59,10 @@
 //! more than `conn::WRITEV_MAX_IOVECS` are queued, of which at most `WRITEV_MAX_IOVECS` small
 //! ones (reply headers, copied into the message; `sys::SendMsg`).
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use crate::sys::AlignedBytes;
+use crate::sys::{AlignedBytes, FixedRegions};
 
 /// Alignment of every buffer: satisfies O_DIRECT on 512 B and 4 KiB devices.
 pub const BUF_ALIGN_BYTES: usize = 4096;
@@ -74,6 +82,23 @@ pub type Page = [u8; PAGE_BYTES];
 pub struct IoBuf {
     bytes: Option<AlignedBytes>,
     len_bytes: usize,
+    /// A registered buffer's home and index there (`None`: an ordinary buffer); when the
+    /// buffer is dropped its bytes go back to the home, not to the allocator.
+    fixed: Option<FixedTag>,
+}
+
+/// Which registered buffer an [`IoBuf`] is.
+struct FixedTag {
+    home: Arc<FixedBufs>,
+    index: u16,
+}
+
+impl Drop for IoBuf {
+    fn drop(&mut self) {
+        if let (Some(tag), Some(bytes)) = (self.fixed.take(), self.bytes.take()) {
+            tag.home.put_back(tag.index, bytes);
+        }
+    }
 }
 
 impl IoBuf {
@@ -82,6 +107,7 @@ impl IoBuf {
         IoBuf {
             bytes: None,
             len_bytes: 0,
+            fixed: None,
         }
     }
 
@@ -100,7 +126,22 @@ impl IoBuf {
         IoBuf {
             bytes: Some(AlignedBytes::zeroed(capacity_bytes, BUF_ALIGN_BYTES)),
             len_bytes: 0,
+            fixed: None,
         }
+    }
+
+    /// The index of this buffer among `home`'s registered buffers (`None`: it is not one of
+    /// them).
+    pub fn fixed_index(&self, home: &Arc<FixedBufs>) -> Option<u16> {
+        self.fixed
+            .as_ref()
+            .filter(|t| Arc::ptr_eq(&t.home, home))
+            .map(|t| t.index)
+    }
+
+    /// Whether this is a registered buffer of some home.
+    pub fn is_fixed(&self) -> bool {
+        self.fixed.is_some()
     }
 
     pub fn capacity_bytes(&self) -> usize {
@@ -352,10 +393,153 @@ impl ReplyData {
     }
 }
 
+/// Registered buffers shared by a file volume's rings: [`FixedBufs::count`] buffers of
+/// [`FixedBufs::buf_bytes`], each allocated once and registered with every ring that may read
+/// into it (`IORING_REGISTER_BUFFERS`, through [`crate::sys::Ring::register_buffers`], which
+/// keeps the home alive as long as the ring). A buffer taken from the home is an [`IoBuf`]
+/// like any other (it circulates through replies and the worker's [`BufPool`], which keeps it
+/// apart and hands it out before ordinary buffers of its class); when it is dropped its bytes
+/// come back here, so the set of addresses the
+/// rings registered never changes and never points at freed memory.
+///
+/// Worked example: a home of 256 × 4 KiB; a 4 KiB READ arrives with a pooled ordinary buffer,
+/// the file backend swaps it for registered buffer 7 (the ordinary one is freed) and reads with
+/// `READ_FIXED` into it; the reply sends buffer 7 as it is, the send's completion gives it to
+/// the worker's pool, and the next 4 KiB READ the worker decodes takes it from there: no swap.
+/// When all 256 are out, a READ keeps its ordinary buffer and a plain `READ` (counted in
+/// [`FixedBufs::fallbacks`]).
+pub struct FixedBufs {
+    /// `(address, length)` of every buffer, by index: what the rings register.
+    regions: Vec<(usize, usize)>,
+    buf_bytes: usize,
+    free: Mutex<Vec<(u16, AlignedBytes)>>,
+    /// Reads that went to the kernel with a registered buffer, and reads that could have but
+    /// found none free (over every worker).
+    fixed_reads: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+impl FixedBufs {
+    /// A home of `count` (at most `u16::MAX`) zeroed buffers of `buf_bytes` (a power of two,
+    /// at least [`MIN_CLASS_BYTES`]: a size class of the pool).
+    pub fn new(count: usize, buf_bytes: usize) -> Arc<FixedBufs> {
+        assert!(
+            count <= usize::from(u16::MAX)
+                && buf_bytes.is_power_of_two()
+                && buf_bytes >= MIN_CLASS_BYTES,
+            "registered buffers: {count} of {buf_bytes} bytes"
+        );
+        let mut free = Vec::with_capacity(count);
+        let mut regions = Vec::with_capacity(count);
+        for index in 0..count {
+            let mut bytes = AlignedBytes::zeroed(buf_bytes, BUF_ALIGN_BYTES);
+            let slice = bytes.as_mut_slice();
+            regions.push((slice.as_mut_ptr() as usize, slice.len()));
+            free.push((index as u16, bytes));
+        }
+        // Taken from the end: the lowest indexes first.
+        free.reverse();
+        Arc::new(FixedBufs {
+            regions,
+            buf_bytes,
+            free: Mutex::new(free),
+            fixed_reads: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+        })
+    }
+
+    /// How many buffers the home has.
+    pub fn count(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Bytes of each buffer.
+    pub fn buf_bytes(&self) -> usize {
+        self.buf_bytes
+    }
+
+    /// A free registered buffer of length `len_bytes` (≤ [`Self::buf_bytes`]), or `None`
+    /// when all are out.
+    pub fn take(self: &Arc<Self>, len_bytes: usize) -> Option<IoBuf> {
+        assert!(
+            len_bytes <= self.buf_bytes,
+            "a {len_bytes}-byte registered buffer"
+        );
+        let (index, bytes) = self.lock().pop()?;
+        let mut buf = IoBuf {
+            bytes: Some(bytes),
+            len_bytes: 0,
+            fixed: Some(FixedTag {
+                home: self.clone(),
+                index,
+            }),
+        };
+        buf.set_len(len_bytes);
+        Some(buf)
+    }
+
+    /// Buffers not out.
+    pub fn free_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Counts a read that went in with a registered buffer (`true`) or found none free.
+    pub fn count_read(&self, fixed: bool) {
+        let counter = if fixed {
+            &self.fixed_reads
+        } else {
+            &self.fallbacks
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads that went to the kernel with a registered buffer.
+    pub fn fixed_reads(&self) -> u64 {
+        self.fixed_reads.load(Ordering::Relaxed)
+    }
+
+    /// Reads that could have taken a registered buffer but found none free.
+    pub fn fallbacks(&self) -> u64 {
+        self.fallbacks.load(Ordering::Relaxed)
+    }
+
+    fn put_back(&self, index: u16, bytes: AlignedBytes) {
+        debug_assert_eq!(
+            bytes.as_slice().as_ptr() as usize,
+            self.regions[usize::from(index)].0,
+            "a registered buffer came back with other bytes"
+        );
+        self.lock().push((index, bytes));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(u16, AlignedBytes)>> {
+        // The list is consistent after any panic (a push or a pop).
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl FixedRegions for FixedBufs {
+    fn regions(&self) -> &[(usize, usize)] {
+        &self.regions
+    }
+}
+
+impl std::fmt::Debug for FixedBufs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FixedBufs({} × {} bytes)", self.count(), self.buf_bytes)
+    }
+}
+
 /// Per-worker recycling of [`IoBuf`]s by power-of-two size class.
+///
+/// Registered buffers ([`FixedBufs`]) the pool is given are kept apart and handed out first
+/// for requests of their size class: an ordinary buffer goes to a read only when no registered
+/// one is idle here, so reads fall back to plain ones only while all registered buffers are
+/// in flight.
 #[derive(Default)]
 pub struct BufPool {
     classes: [Vec<IoBuf>; CLASS_COUNT],
+    fixed: Vec<IoBuf>,
 }
 
 fn class_of(len_bytes: usize) -> Option<usize> {
@@ -374,6 +558,16 @@ impl BufPool {
         if len_bytes == 0 {
             return IoBuf::empty();
         }
+        let rounded = len_bytes.max(MIN_CLASS_BYTES).next_power_of_two();
+        if self
+            .fixed
+            .last()
+            .is_some_and(|b| b.capacity_bytes() == rounded)
+        {
+            let mut buf = self.fixed.pop().expect("checked");
+            buf.set_len(len_bytes);
+            return buf;
+        }
         let mut buf = match class_of(len_bytes) {
             Some(class) => match self.classes[class].pop() {
                 Some(buf) => buf,
@@ -387,6 +581,11 @@ impl BufPool {
 
     /// Returns a buffer for reuse (or frees it when its class holds enough already).
     pub fn give(&mut self, buf: IoBuf) {
+        if buf.is_fixed() {
+            // At most its home's count: each is one of them.
+            self.fixed.push(buf);
+            return;
+        }
         let capacity_bytes = buf.capacity_bytes();
         if capacity_bytes == 0 || !capacity_bytes.is_power_of_two() {
             return;
@@ -451,6 +650,32 @@ mod tests {
             2,
             "8 MiB cap keeps two 4 MiB buffers"
         );
+    }
+
+    /// A pool hands out the registered buffers it holds before ordinary ones of their class
+    /// (never for a larger request), and a registered buffer dropped anywhere goes home.
+    #[test]
+    fn pool_prefers_registered_buffers_and_dropped_ones_go_home() {
+        let home = FixedBufs::new(2, 4096);
+        let mut pool = BufPool::new();
+        let plain = pool.take(4096);
+        pool.give(plain);
+        let a = home.take(4096).expect("a free registered buffer");
+        assert!(a.fixed_index(&home).is_some());
+        assert_eq!(home.free_count(), 1);
+        pool.give(a);
+        assert!(
+            !pool.take(8192).is_fixed(),
+            "an 8 KiB request takes no 4 KiB buffer"
+        );
+        let b = pool.take(1000);
+        assert!(b.is_fixed() && b.len() == 1000, "registered first");
+        assert!(!pool.take(4096).is_fixed(), "then the ordinary one");
+        let other = FixedBufs::new(1, 4096);
+        assert_eq!(b.fixed_index(&other), None, "an index only in its own home");
+        drop(b);
+        assert_eq!(home.free_count(), 2);
+        assert_eq!(home.take(4096).and_then(|c| c.fixed_index(&home)), Some(0));
     }
 
     #[test]

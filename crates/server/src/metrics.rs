@@ -107,6 +107,7 @@ pub struct Metrics {
     rate_scale_ppm: Gauge,
     protocol_errors: Family<Labels, Counter>,
     device_commands: Family<Labels, Counter>,
+    file_reads: Family<Labels, Counter>,
 }
 
 /// The memory ledger's totals as a scrape publishes them ([`crate::memory`]).
@@ -204,6 +205,7 @@ impl Metrics {
             rate_scale_ppm: Gauge::default(),
             protocol_errors: Family::default(),
             device_commands: Family::default(),
+            file_reads: Family::default(),
             registry: Mutex::new(Registry::default()),
         };
         registry.register(
@@ -366,6 +368,11 @@ impl Metrics {
             "Commands an emulated volume's device model received, by the I/O class in their reserved field",
             m.device_commands.clone(),
         );
+        registry.register(
+            "file_reads",
+            "Reads of a file volume with registered buffers, by buffer: registered (READ_FIXED) or fallback (none was free)",
+            m.file_reads.clone(),
+        );
         *m.registry.lock().unwrap_or_else(|p| p.into_inner()) = registry;
         m
     }
@@ -473,6 +480,15 @@ impl Metrics {
         self.device_commands.get_or_create_owned(&vec![
             ("volume".to_string(), volume.to_string()),
             ("class".to_string(), class.to_string()),
+        ])
+    }
+
+    /// The counter of file volume `volume`'s reads that went in with a registered buffer
+    /// (`buffer = "registered"`) or found none free (`"fallback"`).
+    pub fn file_reads(&self, volume: &str, buffer: &str) -> Counter {
+        self.file_reads.get_or_create_owned(&vec![
+            ("volume".to_string(), volume.to_string()),
+            ("buffer".to_string(), buffer.to_string()),
         ])
     }
 

@@ -385,6 +385,10 @@ impl Shared {
                 );
                 bump(&self.metrics.device_commands(&v.name, "throughput"), tp);
             }
+            if let Some([registered, fallback]) = v.volume.fixed_reads() {
+                bump(&self.metrics.file_reads(&v.name, "registered"), registered);
+                bump(&self.metrics.file_reads(&v.name, "fallback"), fallback);
+            }
         }
     }
 

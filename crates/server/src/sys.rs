@@ -38,8 +38,12 @@
 //! a multishot receive fills ([`Provided`]: a buffer the kernel filled, read through the ring
 //! and recycled once).
 //!
+//! A file volume's registered buffers ([`crate::buf::FixedBufs`]) are registered with each of
+//! its rings through [`Ring::register_buffers`], which keeps their owner alive as long as the
+//! io_uring, and read into with [`Sqe::ReadFixed`].
+//!
 //! # What it leaves out
-//! Registered buffers and files, and multishot operations other than RECV. Signals are here
+//! Registered files, fixed-buffer writes and sends, and multishot operations other than RECV. Signals are here
 //! only as the three calls `signals.rs` builds on (a mask,
 //! `pthread_sigmask`, `sigwait`); what they mean for the server is there.
 
@@ -48,8 +52,8 @@ mod ring;
 
 pub use bufring::{Provided, BUF_GROUP};
 pub use ring::{
-    lend_spare, take_lent, Cqe, IoBytes, Ring, SendMsg, SpareLoan, Sqe, RING_DROP_WAIT_NS,
-    SEND_SMALL_PART_BYTES,
+    lend_spare, take_lent, Cqe, FixedRegions, IoBytes, Ring, SendMsg, SpareLoan, Sqe,
+    RING_DROP_WAIT_NS, SEND_SMALL_PART_BYTES,
 };
 
 use std::ffi::CString;

@@ -15,7 +15,7 @@
 //!
 //! | request | io_uring op |
 //! | --- | --- |
-//! | READ | `Read` (short reads resubmitted for the rest; EOF reads as zeros) |
+//! | READ | `Read`, or `ReadFixed` into a registered buffer (*Registered buffers*; short reads resubmitted for the rest; EOF reads as zeros) |
 //! | WRITE | `Write`, with `RWF_DSYNC` when FUA is set (a FUA write on NVMe) |
 //! | FLUSH | `Fsync(DATASYNC)`: covers every write completed on any descriptor of the file |
 //! | TRIM | `Fallocate(PUNCH_HOLE \| KEEP_SIZE)` (EOPNOTSUPP → success: TRIM is advisory) |
@@ -54,6 +54,23 @@
 //! once in `partial_block_writes_to_page_cache`; the same write once that block is on disk
 //! and out of the page cache is taken as a direct overwrite — one SQE, counted in
 //! `direct_partial_block_writes`.
+//!
+//! ## Registered buffers
+//! With `fixed_buffers = N` the volume owns N buffers of [`FIXED_BUF_BYTES`]
+//! ([`crate::buf::FixedBufs`]) that every worker's ring registers when it attaches
+//! (`IORING_REGISTER_BUFFERS`; the kernel pins their pages once instead of at every read), and a
+//! READ of 4 KiB or less goes in as `READ_FIXED` into one of them. The reply sends that buffer
+//! as it is (the send references it until its completion, as any reply buffer; nothing is
+//! copied), and the send's completion gives it to the worker's buffer pool, which hands its
+//! registered buffers out before ordinary ones: from then on a 4 KiB READ the worker decodes
+//! already holds a registered buffer. A READ that arrives with an ordinary buffer swaps it for a
+//! free registered one (the ordinary one is freed); when none is free (all in flight, or idle
+//! in another worker's pool) it keeps its buffer and goes in as a plain `READ`, counted
+//! (`ullstack_file_reads_total{buffer="fallback"}`, beside `"registered"`). A short read
+//! continues in its registered buffer. A ring that cannot register them (the locked-memory
+//! limit) reads plain, saying so once. Worked example: fio QD32 on one connection, 256
+//! buffers: the first 32 READs each swap, the next ones find registered buffers in the pool;
+//! with 8 buffers, 8 of a step's 32 READs go in fixed and 24 plain.
 //!
 //! ## Order of overlapping requests
 //! A request goes to the kernel only when no request that arrived on this ring before it, that
@@ -107,6 +124,7 @@
 //! | `file/pages.rs` | which descriptor kind may write where (*Coherence*) |
 //! | `file/runs.rs` | write-run planning: the merge rule and how a run's result splits |
 //! | `file/ring.rs` | a worker's ring: slots, order, routing, submissions and completions |
+//! | `crate::buf` | the registered buffers ([`crate::buf::FixedBufs`]) and the pool that keeps them |
 //! | here | [`Volume`] for [`FileVolume`]: what the volume answers (its allocation, by `lseek`) and attaching a ring |
 //!
 //! # What it leaves out
@@ -115,10 +133,15 @@
 //! the next ones straight to the page cache. Reads choose by the direct alignment only (a
 //! partial-block direct read is no read-modify-write; over dirty pages the kernel writes them
 //! back first). IOPOLL (completions are interrupt-driven; the virtual disks here answer
-//! EOPNOTSUPP to it). Fixed (registered) buffers and files.
+//! EOPNOTSUPP to it). Registered files; registered buffers for reads larger than
+//! [`FIXED_BUF_BYTES`] and for writes (a write's payload arrives in whatever buffer the
+//! worker's decode took). The file backend's SQEs in the worker's socket ring (one
+//! `io_uring_enter` for the sockets and the device): each worker's file ring is its own,
+//! watched through epoll.
 //!
 //! # Config keys
-//! `backend = { kind = "file", path, size?, direct = "auto" | "on" | "off" }`.
+//! `backend = { kind = "file", path, size?, direct = "auto" | "on" | "off", fixed_buffers = N }`
+//! (`fixed_buffers`: 0 to [`MAX_FIXED_BUFFERS`], default 0).
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
@@ -138,7 +161,7 @@ mod volume;
 pub use direct::MAX_FS_BLOCK_BYTES;
 pub use ring::{FileBackend, FileStats, HELD_WRITE_RETRY_NS, RING_ENTRIES};
 pub use runs::{WRITE_RUN_MAX_BYTES, WRITE_RUN_MAX_WRITES};
-pub use volume::FileVolume;
+pub use volume::{FileVolume, FIXED_BUF_BYTES, MAX_FIXED_BUFFERS};
 
 impl Volume for FileVolume {
     fn size_bytes(&self) -> u64 {
@@ -162,6 +185,12 @@ impl Volume for FileVolume {
 
     fn write_paths(&self) -> Option<WritePaths> {
         Some(self.write_paths.snapshot())
+    }
+
+    fn fixed_reads(&self) -> Option<[u64; 2]> {
+        self.fixed
+            .as_ref()
+            .map(|home| [home.fixed_reads(), home.fallbacks()])
     }
 
     /// `lseek(SEEK_DATA / SEEK_HOLE)` on the file: holes are what the file system reports
@@ -236,7 +265,9 @@ impl Volume for FileVolume {
             block_device = self.is_block_device,
             "file backend attached"
         );
-        Ok(Box::new(FileBackend::with_ring(self, ring)))
+        let mut backend = FileBackend::with_ring(self, ring);
+        backend.register_fixed();
+        Ok(Box::new(backend))
     }
 }
 

@@ -194,6 +194,12 @@ pub trait Volume: Send + Sync {
     fn write_paths(&self) -> Option<WritePaths> {
         None
     }
+    /// Reads that went in with a registered buffer and reads that found none free,
+    /// `[registered, fallback]`, for volumes with registered buffers (file volumes with
+    /// `fixed_buffers`; `None` for the others).
+    fn fixed_reads(&self) -> Option<[u64; 2]> {
+        None
+    }
 }
 
 /// Which path a file volume's writes took, counted per request over every worker since the

@@ -38,7 +38,7 @@
 //! Backends in other processes (SPDK, a remote target) and tiering between volumes.
 //!
 //! # Config keys
-//! `[[volume]] backend = { kind = "memory", size } | { kind = "file", path, size?, direct } |
+//! `[[volume]] backend = { kind = "memory", size } | { kind = "file", path, size?, direct, fixed_buffers } |
 //! { kind = "emulated", device, size, sq_depth }`, `block_bytes`.
 
 pub mod emulated;
@@ -59,13 +59,21 @@ use crate::config::{BackendConfig, VolumeConfig};
 pub fn open_volume(config: &VolumeConfig) -> Result<Arc<dyn Volume>, BackendError> {
     match &config.backend {
         BackendConfig::Memory { size } => Ok(Arc::new(memory::MemoryVolume::new(size.0))),
-        BackendConfig::File { path, size, direct } => Ok(Arc::new(file::FileVolume::open(
-            &config.name,
+        BackendConfig::File {
             path,
-            size.map(|s| s.0),
-            *direct,
-            config.block_bytes,
-        )?)),
+            size,
+            direct,
+            fixed_buffers,
+        } => Ok(Arc::new(
+            file::FileVolume::open(
+                &config.name,
+                path,
+                size.map(|s| s.0),
+                *direct,
+                config.block_bytes,
+            )?
+            .with_fixed_buffers(*fixed_buffers as usize),
+        )),
         BackendConfig::Emulated {
             device,
             size,

@@ -206,7 +206,12 @@ impl ServerConfig {
                 BackendConfig::Memory { size } => {
                     writeln!(out, "backend = {{ kind = \"memory\", size = {} }}", size.0)?
                 }
-                BackendConfig::File { path, size, direct } => {
+                BackendConfig::File {
+                    path,
+                    size,
+                    direct,
+                    fixed_buffers,
+                } => {
                     write!(
                         out,
                         "backend = {{ kind = \"file\", path = {:?}",
@@ -217,7 +222,7 @@ impl ServerConfig {
                     }
                     writeln!(
                         out,
-                        ", direct = \"{}\" }}",
+                        ", direct = \"{}\", fixed_buffers = {fixed_buffers} }}",
                         format!("{direct:?}").to_lowercase()
                     )?
                 }

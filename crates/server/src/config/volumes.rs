@@ -41,6 +41,10 @@ pub enum BackendConfig {
         size: Option<ByteSize>,
         #[serde(default)]
         direct: DirectIo,
+        /// Registered 4 KiB buffers reads go in with (`READ_FIXED`), shared by the workers'
+        /// rings; 0: plain reads (`backend/file.rs`, *Registered buffers*).
+        #[serde(default = "default_fixed_buffers")]
+        fixed_buffers: u32,
     },
     /// The SSD model of crate `device` run against the wall clock; the bytes live in a sparse
     /// map as for `memory`. `device` is a preset name (`"zssd"`) or a device table (`preset`
@@ -66,6 +70,16 @@ pub const MAX_SQ_DEPTH: u32 = 65536;
 
 fn default_sq_depth() -> u32 {
     DEFAULT_SQ_DEPTH
+}
+
+/// Default registered read buffers of a file volume (`fixed_buffers`).
+pub const DEFAULT_FIXED_BUFFERS: u32 = 0;
+/// The most registered buffers a file volume may have: what the kernel registers on one ring
+/// (`IORING_MAX_REG_BUFFERS`).
+pub const MAX_FIXED_BUFFERS: u32 = 1 << 14;
+
+fn default_fixed_buffers() -> u32 {
+    DEFAULT_FIXED_BUFFERS
 }
 
 /// An emulated volume's device: a preset of crate `device` by name, or a device table.
@@ -128,12 +142,24 @@ impl ServerConfig {
                 BackendConfig::Memory { size } | BackendConfig::Emulated { size, .. } => {
                     Some(*size)
                 }
-                BackendConfig::File { size, path, .. } => {
+                BackendConfig::File {
+                    size,
+                    path,
+                    fixed_buffers,
+                    ..
+                } => {
                     if path.as_os_str().is_empty() {
                         return Err(invalid(
                             format!("volume[{i}].backend.path"),
                             "\"\"",
                             "a file or block device path",
+                        ));
+                    }
+                    if *fixed_buffers > MAX_FIXED_BUFFERS {
+                        return Err(invalid(
+                            format!("volume[{i}].backend.fixed_buffers"),
+                            fixed_buffers,
+                            format!("0 to {MAX_FIXED_BUFFERS}"),
                         ));
                     }
                     *size

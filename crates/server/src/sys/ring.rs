@@ -75,6 +75,14 @@ pub trait IoBytes: Send + 'static {
     fn io_bytes(&mut self) -> &mut [u8];
 }
 
+/// Memory a ring registers for fixed-buffer operations (`IORING_REGISTER_BUFFERS`): the
+/// `(address, length)` of each region, by index, each valid and in place for as long as the
+/// value lives ([`crate::buf::FixedBufs`]). [`Ring::register_buffers`] keeps the value alive as
+/// long as the io_uring.
+pub trait FixedRegions: Send + Sync + 'static {
+    fn regions(&self) -> &[(usize, usize)];
+}
+
 impl IoBytes for Vec<u8> {
     fn io_bytes(&mut self) -> &mut [u8] {
         self
@@ -92,6 +100,17 @@ pub enum Sqe<B> {
         offset_bytes: u64,
         buf: B,
         from: usize,
+    },
+    /// `read` at `offset_bytes` into `buf`'s bytes from `from` on, with `READ_FIXED`: `buf`'s
+    /// bytes lie in region `index` of the ring's registered buffers
+    /// ([`Ring::register_buffers`]; the kernel checks it and fails the read with EFAULT
+    /// otherwise).
+    ReadFixed {
+        fd: RawFd,
+        offset_bytes: u64,
+        buf: B,
+        from: usize,
+        index: u16,
     },
     /// `write` at `offset_bytes` of `buf`'s bytes from `from` on.
     Write {
@@ -290,6 +309,9 @@ pub struct Ring<B: IoBytes> {
     /// The provided buffers multishot receives fill (declared after `ring`: dropped once the
     /// kernel is done with them, or leaked with what it still holds).
     bufs: Option<BufRing>,
+    /// The registered buffers' owner (declared after `ring`: kept until the io_uring is
+    /// closed).
+    fixed: Option<std::sync::Arc<dyn FixedRegions>>,
 }
 
 // SAFETY: the raw pointers in the slots (iovecs, message headers, loans) are addresses for the
@@ -311,7 +333,32 @@ impl<B: IoBytes> Ring<B> {
             free: Vec::new(),
             in_flight: 0,
             bufs: None,
+            fixed: None,
         })
+    }
+
+    /// Registers `home`'s regions as the ring's fixed buffers (region `i` is buffer index
+    /// `i` of [`Sqe::ReadFixed`]); an error where the kernel refuses (the locked-memory limit,
+    /// or buffers are registered already). The ring keeps `home` until its io_uring is closed.
+    pub fn register_buffers(&mut self, home: std::sync::Arc<dyn FixedRegions>) -> io::Result<()> {
+        if self.fixed.is_some() {
+            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+        }
+        let iovecs: Vec<libc::iovec> = home
+            .regions()
+            .iter()
+            .map(|&(addr, len)| libc::iovec {
+                iov_base: addr as *mut libc::c_void,
+                iov_len: len,
+            })
+            .collect();
+        // SAFETY: every region is memory `home` owns, valid and in place while `home` lives
+        // (`FixedRegions`); this ring keeps `home` until its io_uring is closed (field order),
+        // so no fixed operation of this ring can reach memory that was freed. Between
+        // operations the kernel only holds the pages pinned and touches none of them.
+        unsafe { self.ring.submitter().register_buffers(&iovecs)? };
+        self.fixed = Some(home);
+        Ok(())
     }
 
     /// Registers `count` (a power of two) provided buffers of `buf_bytes` as buffer group
@@ -572,8 +619,10 @@ impl<B: IoBytes> Ring<B> {
             }
         }
         if self.in_flight > 0 {
-            // A receive still in the kernel may write any offered buffer.
+            // A receive still in the kernel may write any offered buffer, a fixed read any
+            // registered one.
             std::mem::forget(self.bufs.take());
+            std::mem::forget(self.fixed.take());
         }
         self.in_flight = 0;
     }
@@ -609,6 +658,18 @@ fn entry_of<B: IoBytes>(
         } => {
             let bytes = &mut buf.io_bytes()[*from..];
             opcode::Read::new(Fd(*fd), bytes.as_mut_ptr(), bytes.len() as u32)
+                .offset(*offset_bytes)
+                .build()
+        }
+        Sqe::ReadFixed {
+            fd,
+            offset_bytes,
+            buf,
+            from,
+            index,
+        } => {
+            let bytes = &mut buf.io_bytes()[*from..];
+            opcode::ReadFixed::new(Fd(*fd), bytes.as_mut_ptr(), bytes.len() as u32, *index)
                 .offset(*offset_bytes)
                 .build()
         }
@@ -876,6 +937,75 @@ mod tests {
             .read_to_end(&mut got)
             .expect("read pipe");
         assert_eq!(got.len(), 4096, "the cancelled read took nothing");
+    }
+
+    /// Regions registered by a test: one vector per region.
+    struct TestRegions {
+        regions: Vec<(usize, usize)>,
+    }
+
+    impl FixedRegions for TestRegions {
+        fn regions(&self) -> &[(usize, usize)] {
+            &self.regions
+        }
+    }
+
+    /// A fixed read lands in its registered region; one that names a region its buffer does
+    /// not lie in fails with EFAULT and writes nothing; a second registration is refused.
+    #[test]
+    fn a_fixed_read_reads_only_into_its_registered_region() {
+        let test = "a_fixed_read_reads_only_into_its_registered_region";
+        let Some(mut ring) = ring::<Watched>(test, 4) else {
+            return;
+        };
+        let freed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut bufs: Vec<Watched> = (0..2)
+            .map(|_| Watched {
+                bytes: vec![0; 64],
+                freed: freed.clone(),
+            })
+            .collect();
+        let regions = bufs
+            .iter_mut()
+            .map(|b| (b.bytes.as_mut_ptr() as usize, b.bytes.len()))
+            .collect();
+        let home = std::sync::Arc::new(TestRegions { regions });
+        if let Err(e) = ring.register_buffers(home.clone()) {
+            testkit::skip(test, &format!("registering buffers is refused here ({e})"));
+            return;
+        }
+        assert!(ring.register_buffers(home).is_err(), "registered once");
+        let (rx, tx) = pipe().expect("pipe");
+        let mut tx = std::fs::File::from(tx);
+        tx.write_all(b"fixed!").expect("write pipe");
+        let second = bufs.pop().expect("two buffers");
+        let first = bufs.pop().expect("two buffers");
+        let wrong = Sqe::ReadFixed {
+            fd: rx.as_raw_fd(),
+            offset_bytes: 0,
+            buf: second,
+            from: 0,
+            index: 0,
+        };
+        assert!(ring.push(1, wrong).is_ok());
+        let done = wait_for(&mut ring, 1);
+        assert_eq!(done[0].result, -libc::EFAULT, "buffer 1 is not region 0");
+        let right = Sqe::ReadFixed {
+            fd: rx.as_raw_fd(),
+            offset_bytes: 0,
+            buf: first,
+            from: 2,
+            index: 0,
+        };
+        assert!(ring.push(2, right).is_ok());
+        let done = wait_for(&mut ring, 1);
+        assert_eq!(done[0].result, 6);
+        assert!(
+            matches!(&done[0].sqe, Sqe::ReadFixed { buf, .. } if &buf.bytes[..8] == b"\0\0fixed!")
+        );
+        // Buffers outlive the ring here (the test owns them): drop the ring first.
+        drop(ring);
+        drop(done);
     }
 
     /// What the kernel is not known to be done with is leaked, never freed: after

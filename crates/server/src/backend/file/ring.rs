@@ -13,6 +13,10 @@
 //! transfer, a refused partial-block write, a WRITE_ZEROES fallback, a FUA WRITE_ZEROES's
 //! flush, a write run cut short).
 //!
+//! A READ of a volume with registered buffers goes in as `ReadFixed` into one of them
+//! ([`FileBackend::fixed_for`]: the buffer it came with when that is one, else a swap, else a
+//! counted plain `Read`).
+//!
 //! Worked example: a 4 KiB READ at 8192, aligned for the direct descriptor, goes in as one
 //! `Read` of 4096 bytes at 8192 carrying its buffer; a CQE of 1024 (a short read) gives the
 //! buffer back to the slot with 1024 bytes done, and the slot goes in again as a `Read` of the
@@ -35,7 +39,7 @@ use super::pages::Via;
 use super::runs::WRITE_RUN_MAX_BYTES;
 use super::runs::{self, split_run_result, MemberOutcome, WriteRun, RUN_USER_DATA_BIT};
 use super::volume::{FileVolume, WritePathCounters};
-use crate::buf::IoBuf;
+use crate::buf::{FixedBufs, IoBuf};
 use crate::sys::{self, Sqe};
 
 /// A request's buffer, as the ring reads or writes it: its first `len` bytes (the
@@ -146,6 +150,9 @@ pub struct FileBackend {
     /// Unfinished requests that change data (writes, trims, zeroing): while there are none, a
     /// read needs no order check.
     pub(super) unfinished_changes: usize,
+    /// The volume's registered buffers, when this ring registered them (*Registered buffers*
+    /// in `../file.rs`).
+    fixed: Option<Arc<FixedBufs>>,
 }
 
 impl FileBackend {
@@ -165,7 +172,53 @@ impl FileBackend {
             retry_at_ns: None,
             next_seq: 0,
             unfinished_changes: 0,
+            fixed: None,
         }
+    }
+
+    /// Registers the volume's buffers (if it has them) with this ring, so reads go in with
+    /// `READ_FIXED`; where the kernel refuses (the locked-memory limit), reads stay plain.
+    pub(super) fn register_fixed(&mut self) {
+        let Some(home) = self.volume.fixed.clone() else {
+            return;
+        };
+        match self.ring.register_buffers(home.clone()) {
+            Ok(()) => self.fixed = Some(home),
+            Err(e) => tracing::warn!(
+                volume = %self.volume.name,
+                buffers = home.count(),
+                error = %e,
+                "registering the file volume's read buffers was refused: plain reads"
+            ),
+        }
+    }
+
+    /// Whether this ring reads into registered buffers.
+    pub fn reads_fixed(&self) -> bool {
+        self.fixed.is_some()
+    }
+
+    /// The registered buffer a read goes in with, swapping `buf` for one when it is an
+    /// ordinary buffer of the home's size class (the ordinary one is freed: registered ones
+    /// stay in the worker's pool from then on); `None`: a plain read. `first`: the read's first
+    /// SQE, the one counted.
+    fn fixed_for(home: &Arc<FixedBufs>, buf: &mut IoBuf, first: bool) -> Option<u16> {
+        if let Some(index) = buf.fixed_index(home) {
+            if first {
+                home.count_read(true);
+            }
+            return Some(index);
+        }
+        if !first || buf.is_fixed() || buf.capacity_bytes() != home.buf_bytes() {
+            return None;
+        }
+        let Some(fixed) = home.take(buf.len()) else {
+            home.count_read(false);
+            return None;
+        };
+        *buf = fixed;
+        home.count_read(true);
+        buf.fixed_index(home)
     }
 
     /// Whether slot `index` may go to the kernel now (*Order of overlapping requests*): no
@@ -332,11 +385,23 @@ impl FileBackend {
                 } else {
                     volume.buffered.as_raw_fd()
                 };
-                Sqe::Read {
-                    fd,
-                    offset_bytes: at,
-                    buf: slot.buf.take().expect("a waiting read holds its buffer"),
-                    from: slot.done_bytes,
+                let mut buf = slot.buf.take().expect("a waiting read holds its buffer");
+                let from = slot.done_bytes;
+                let fixed = self.fixed.as_ref();
+                match fixed.and_then(|home| Self::fixed_for(home, &mut buf, from == 0)) {
+                    Some(index) => Sqe::ReadFixed {
+                        fd,
+                        offset_bytes: at,
+                        buf,
+                        from,
+                        index,
+                    },
+                    None => Sqe::Read {
+                        fd,
+                        offset_bytes: at,
+                        buf,
+                        from,
+                    },
                 }
             }
             StorageOp::Write { offset_bytes, fua } => {
@@ -725,7 +790,7 @@ impl Backend for FileBackend {
                     let ri = (user_data & !RUN_USER_DATA_BIT) as usize;
                     self.on_run_cqe(ri, res, bufs, out);
                 }
-                Sqe::Read { buf, .. } | Sqe::Write { buf, .. } => {
+                Sqe::Read { buf, .. } | Sqe::ReadFixed { buf, .. } | Sqe::Write { buf, .. } => {
                     self.in_kernel -= 1;
                     if let Some(slot) = self
                         .slots

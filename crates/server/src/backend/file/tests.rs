@@ -53,6 +53,7 @@ fn dropping_a_backend_cancels_and_reaps_operations_in_the_kernel() {
         is_block_device: false,
         write_paths: WritePathCounters::default(),
         pages: PageModes::default(),
+        fixed: None,
     });
     let mut be = FileBackend::with_ring(vol, sys::Ring::new(8).expect("ring"));
     let mut pool = BufPool::new();
@@ -381,6 +382,7 @@ fn a_failed_run_gives_each_member_its_own_result() {
         is_block_device: false,
         write_paths: WritePathCounters::default(),
         pages: PageModes::default(),
+        fixed: None,
     });
     let writes: Vec<(u64, usize, Fua)> = (0..5).map(|i| (i * 1024, 1024, Fua::No)).collect();
     let (stats, done) = one_step(vol, &writes);
@@ -545,5 +547,213 @@ fn a_read_after_an_overlapping_write_waits_for_it_and_reads_its_data() {
         "and zeros past them"
     );
     assert_eq!(be.unfinished_changes, 0);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The byte at `pos` of the pattern the registered-buffer tests write.
+fn pattern_byte(pos: u64) -> u8 {
+    (pos.wrapping_mul(2_654_435_761) >> 7) as u8
+}
+
+/// A file of `size` bytes holding [`pattern_byte`] everywhere, opened with `fixed` registered
+/// buffers; `None` (skipped, saying why) where the ring refuses to register them.
+fn fixed_volume(
+    tag: &str,
+    size: u64,
+    direct: DirectIo,
+    fixed: usize,
+) -> Option<(Arc<FileVolume>, std::path::PathBuf)> {
+    use std::os::unix::fs::FileExt;
+    let path = temp_path(tag);
+    let _ = std::fs::remove_file(&path);
+    let vol = FileVolume::open("t", &path, Some(size), direct, 512)
+        .unwrap()
+        .with_fixed_buffers(fixed);
+    let bytes: Vec<u8> = (0..size).map(pattern_byte).collect();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.write_all_at(&bytes, 0).unwrap();
+    file.sync_all().unwrap();
+    let vol = Arc::new(vol);
+    let probe = FileBackend::attached(vol.clone());
+    if !probe.reads_fixed() {
+        let _ = std::fs::remove_file(&path);
+        testkit::skip(tag, "the ring refused to register the buffers");
+        return None;
+    }
+    Some((vol, path))
+}
+
+impl FileBackend {
+    /// A backend on `volume` as `attach` makes it, with its concrete type.
+    fn attached(volume: Arc<FileVolume>) -> FileBackend {
+        let mut be = FileBackend::with_ring(volume, sys::Ring::new(RING_ENTRIES).expect("ring"));
+        be.register_fixed();
+        be
+    }
+}
+
+/// Submits reads of `(offset, len)`, all in flight together, and returns their completions
+/// by tag (the index in `reads`).
+fn read_all(be: &mut FileBackend, pool: &mut BufPool, reads: &[(u64, usize)]) -> Vec<Completion> {
+    for (tag, &(offset, len)) in reads.iter().enumerate() {
+        let op = StorageOp::Read {
+            offset_bytes: offset,
+        };
+        let submitted = be.submit(tag as u64, op, IoClass::Throughput, pool.take(len));
+        assert!(matches!(submitted, Submitted::Pending));
+    }
+    be.commit();
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while out.len() < reads.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reads did not complete"
+        );
+        be.poll(0, &mut out);
+    }
+    out.sort_by_key(|c| c.tag);
+    out
+}
+
+/// Checks each completion holds the pattern's bytes of its read.
+fn check_pattern(reads: &[(u64, usize)], done: &[Completion]) {
+    for (c, &(offset, len)) in done.iter().zip(reads) {
+        assert!(c.result.is_ok(), "read {} failed: {:?}", c.tag, c.result);
+        let want: Vec<u8> = (offset..offset + len as u64).map(pattern_byte).collect();
+        assert!(
+            c.buf.as_slice() == want.as_slice(),
+            "read {} of {len} at {offset}: wrong bytes",
+            c.tag
+        );
+    }
+}
+
+/// Reads in flight together into registered buffers return each its own bytes, aligned
+/// (direct where the file system allows) and not (buffered), 4 KiB and smaller; with more
+/// reads in flight than buffers the rest go in plain and are counted; once the replies'
+/// buffers are back in the pool the next reads take registered buffers from it, no swap.
+#[test]
+fn registered_buffer_reads_return_their_own_bytes_and_fall_back_when_all_are_out() {
+    let test = "registered_buffer_reads_return_their_own_bytes_and_fall_back_when_all_are_out";
+    let Some((vol, path)) = fixed_volume("fixed-conc", 4 << 20, DirectIo::Auto, 48) else {
+        return;
+    };
+    let home = vol.fixed_buffers().expect("registered buffers").clone();
+    let mut be = FileBackend::attached(vol.clone());
+    let mut pool = BufPool::new();
+    // 160 reads: aligned 4 KiB ones over the file, 512 B-aligned ones, 1 KiB ones, and 8 KiB
+    // ones (too large for a registered buffer: plain, not counted).
+    let reads: Vec<(u64, usize)> = (0..160u64)
+        .map(|k| match k % 4 {
+            0 => ((k * 7919 % 1024) * 4096, 4096),
+            1 => ((k * 104_729 % 8000) * 512, 4096),
+            2 => ((k * 31 % 4000) * 1024 + 512, 1024),
+            _ => ((k * 13 % 500) * 8192, 8192),
+        })
+        .collect();
+    let eligible = reads.iter().filter(|r| r.1 <= 4096).count() as u64;
+    let done = read_all(&mut be, &mut pool, &reads);
+    check_pattern(&reads, &done);
+    let (fixed, fallbacks) = (home.fixed_reads(), home.fallbacks());
+    assert_eq!(fixed + fallbacks, eligible, "every small read counted once");
+    assert!(fixed >= 48, "{fixed} registered reads, 48 buffers");
+    assert!(
+        fallbacks > 0,
+        "120 small reads in flight, 48 buffers: none fell back"
+    );
+    let registered = done.iter().filter(|c| c.buf.is_fixed()).count() as u64;
+    assert_eq!(
+        registered, fixed,
+        "the registered reads' replies hold registered buffers"
+    );
+    assert!(done
+        .iter()
+        .filter(|c| c.buf.len() == 8192)
+        .all(|c| !c.buf.is_fixed()));
+    // The replies sent: their buffers go to the worker's pool, registered ones included.
+    for c in done {
+        pool.give(c.buf);
+    }
+    assert_eq!(
+        home.free_count(),
+        0,
+        "the pool keeps the registered buffers"
+    );
+    let second = read_all(&mut be, &mut pool, &reads[..8]);
+    check_pattern(&reads[..8], &second);
+    assert!(second
+        .iter()
+        .filter(|c| c.buf.len() <= 4096)
+        .all(|c| c.buf.is_fixed()));
+    drop(second);
+    drop(pool);
+    assert_eq!(
+        home.free_count(),
+        48,
+        "dropped buffers go home, all of them"
+    );
+    let _ = (test, std::fs::remove_file(&path));
+}
+
+/// A registered-buffer read that meets the end of a file that shrank completes in two
+/// fixed reads (the short one, then EOF) with the data and then zeros.
+#[test]
+fn a_short_registered_buffer_read_continues_in_its_buffer() {
+    let Some((vol, path)) = fixed_volume("fixed-short", 1 << 20, DirectIo::Off, 4) else {
+        return;
+    };
+    let _ = std::fs::remove_file(&path);
+    let mut be = FileBackend::attached(vol.clone());
+    let mut pool = BufPool::new();
+    // Cut the file 1 KiB into its last 4 KiB block.
+    let end = (1u64 << 20) - 4096;
+    vol.buffered.set_len(end + 1024).expect("truncate");
+    let done = read_all(&mut be, &mut pool, &[(end, 4096)]);
+    assert!(done[0].result.is_ok());
+    assert!(done[0].buf.is_fixed());
+    let got = done[0].buf.as_slice();
+    let want: Vec<u8> = (end..end + 1024).map(pattern_byte).collect();
+    assert_eq!(&got[..1024], want.as_slice());
+    assert!(
+        got[1024..].iter().all(|&b| b == 0),
+        "past EOF reads as zeros"
+    );
+    assert_eq!(be.stats().sqes, 2, "the short read, then its rest");
+}
+
+/// Data written through the backend reads back the same through registered buffers and
+/// through a volume without them (the plain path), and a read that finds the one registered
+/// buffer out (its reply not yet sent) goes in plain, counted.
+#[test]
+fn writes_read_back_through_both_paths() {
+    let Some((vol, path)) = fixed_volume("fixed-rw", 1 << 20, DirectIo::Auto, 1) else {
+        return;
+    };
+    let home = vol.fixed_buffers().expect("registered").clone();
+    let mut be = FileBackend::attached(vol.clone());
+    let mut pool = BufPool::new();
+    let mut data = pool.take(4096);
+    data.as_mut_slice().fill(0xa5);
+    let write = StorageOp::Write {
+        offset_bytes: 8192,
+        fua: Fua::No,
+    };
+    let c = run(&mut be, 1, write, data);
+    assert!(c.result.is_ok());
+    pool.give(c.buf);
+    let op = StorageOp::Read { offset_bytes: 8192 };
+    let fixed = run(&mut be, 2, op, pool.take(4096));
+    assert!(fixed.buf.is_fixed() && fixed.buf.as_slice().iter().all(|&b| b == 0xa5));
+    let mut spare = IoBuf::zeroed(4096);
+    spare.set_len(4096);
+    let plain = run(&mut be, 3, op, spare);
+    assert!(!plain.buf.is_fixed() && plain.buf.as_slice().iter().all(|&b| b == 0xa5));
+    assert_eq!((home.fixed_reads(), home.fallbacks()), (1, 1));
+    // A volume on the same file without registered buffers reads the same bytes.
+    let other = Arc::new(FileVolume::open("u", &path, None, DirectIo::Auto, 512).expect("reopen"));
+    let mut other_be = other.attach().expect("attach");
+    let c = run(&mut *other_be, 4, op, pool.take(4096));
+    assert!(!c.buf.is_fixed() && c.buf.as_slice().iter().all(|&b| b == 0xa5));
     let _ = std::fs::remove_file(&path);
 }

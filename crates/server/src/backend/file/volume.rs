@@ -22,12 +22,21 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::super::interface::{BackendError, WritePaths};
 use super::direct::{open_direct, DirectFd, WriteRoute};
 use super::pages::PageModes;
+use crate::buf::FixedBufs;
 use crate::config::DirectIo;
 use crate::sys;
+
+/// Bytes of each registered read buffer: the pool's smallest size class, which 4 KiB reads and
+/// smaller ones take (larger reads stay plain).
+pub const FIXED_BUF_BYTES: usize = 4096;
+/// The most registered buffers a volume has: what the kernel registers on one ring
+/// (`IORING_MAX_REG_BUFFERS`).
+pub const MAX_FIXED_BUFFERS: usize = 1 << 14;
 
 /// A file volume: the descriptors, shared by every worker's ring.
 pub struct FileVolume {
@@ -39,6 +48,8 @@ pub struct FileVolume {
     pub(super) write_paths: WritePathCounters,
     /// Which descriptor kind has writes in the kernel where (see `pages.rs`).
     pub(super) pages: PageModes,
+    /// The registered buffers reads go in with (`None`: `fixed_buffers = 0`).
+    pub(super) fixed: Option<Arc<FixedBufs>>,
 }
 
 /// How a file volume's writes went, over every worker (`FileVolume::write_paths`).
@@ -146,7 +157,22 @@ impl FileVolume {
             is_block_device,
             write_paths: WritePathCounters::default(),
             pages: PageModes::default(),
+            fixed: None,
         })
+    }
+
+    /// The volume with `count` registered read buffers of [`FIXED_BUF_BYTES`] (0: none; at
+    /// most [`MAX_FIXED_BUFFERS`]), shared by every worker's ring (*Registered buffers* in
+    /// `../file.rs`).
+    pub fn with_fixed_buffers(mut self, count: usize) -> FileVolume {
+        let count = count.min(MAX_FIXED_BUFFERS);
+        self.fixed = (count > 0).then(|| FixedBufs::new(count, FIXED_BUF_BYTES));
+        self
+    }
+
+    /// The registered read buffers, if any.
+    pub fn fixed_buffers(&self) -> Option<&Arc<FixedBufs>> {
+        self.fixed.as_ref()
     }
 
     /// The direct-I/O offset alignment in use, or None when all I/O is buffered.
