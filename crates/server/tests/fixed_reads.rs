@@ -178,3 +178,16 @@ fn pipelined_reads_over_registered_and_plain_buffers_return_their_bytes() {
     nbd.disconnect();
     plain.shutdown();
 }
+
+/// `fixed_buffers` beyond what a ring registers is refused, naming the key.
+#[test]
+fn too_many_registered_buffers_are_refused_naming_the_key() {
+    let file = TempFile::new("fixed-reads-bound");
+    let err = server::config::ServerConfig::from_toml_str(&config(&file.0, 1 << 20))
+        .expect_err("2^20 registered buffers");
+    assert!(
+        err.to_string().contains("fixed_buffers"),
+        "the error names the key: {err}"
+    );
+    assert!(server::config::ServerConfig::from_toml_str(&config(&file.0, 1 << 14)).is_ok());
+}

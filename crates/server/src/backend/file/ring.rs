@@ -198,9 +198,10 @@ impl FileBackend {
         self.fixed.is_some()
     }
 
-    /// The registered buffer a read goes in with, swapping `buf` for one when it is an
-    /// ordinary buffer of the home's size class (the ordinary one is freed: registered ones
-    /// stay in the worker's pool from then on); `None`: a plain read. `first`: the read's first
+    /// The registered buffer a read goes in with, swapping `buf` for one when it is another
+    /// buffer of the home's size class (an ordinary one is freed, another volume's registered
+    /// one goes back to its home: registered ones stay in the worker's pool from then on);
+    /// `None`: a plain read. `first`: the read's first
     /// SQE, the one counted.
     fn fixed_for(home: &Arc<FixedBufs>, buf: &mut IoBuf, first: bool) -> Option<u16> {
         if let Some(index) = buf.fixed_index(home) {
@@ -209,7 +210,7 @@ impl FileBackend {
             }
             return Some(index);
         }
-        if !first || buf.is_fixed() || buf.capacity_bytes() != home.buf_bytes() {
+        if !first || buf.capacity_bytes() != home.buf_bytes() {
             return None;
         }
         let Some(fixed) = home.take(buf.len()) else {

@@ -757,3 +757,27 @@ fn writes_read_back_through_both_paths() {
     assert!(!c.buf.is_fixed() && c.buf.as_slice().iter().all(|&b| b == 0xa5));
     let _ = std::fs::remove_file(&path);
 }
+
+/// A read that arrives holding another volume's registered buffer swaps it for one of its own
+/// volume's (the other goes back to its home) and is counted as registered.
+#[test]
+fn another_volumes_registered_buffer_is_swapped_and_goes_home() {
+    let Some((vol, path)) = fixed_volume("fixed-other", 1 << 20, DirectIo::Off, 2) else {
+        return;
+    };
+    let _ = std::fs::remove_file(&path);
+    let home = vol.fixed_buffers().expect("registered").clone();
+    let other = crate::buf::FixedBufs::new(1, 4096);
+    let mut be = FileBackend::attached(vol);
+    let foreign = other.take(4096).expect("a free buffer");
+    assert_eq!(other.free_count(), 0);
+    let c = run(&mut be, 1, StorageOp::Read { offset_bytes: 4096 }, foreign);
+    assert!(
+        c.buf.fixed_index(&home).is_some(),
+        "read into its own volume's buffer"
+    );
+    assert_eq!(other.free_count(), 1, "the other volume's buffer went home");
+    assert_eq!((home.fixed_reads(), home.fallbacks()), (1, 0));
+    let want: Vec<u8> = (4096..8192).map(pattern_byte).collect();
+    assert_eq!(c.buf.as_slice(), want.as_slice());
+}
