@@ -66,13 +66,14 @@
 
 use std::time::Instant;
 
+mod host_queue;
 mod integrity;
 mod thread;
 
 use device::{
     Completion as Cqe, DeviceOptions, NvmeCommand, SqPriority, Ssd, Status, SECTOR_BYTES,
 };
-use engine::{stream, EventQueue, IoClass, IoOp, LatencyHistogram, SimTime};
+use engine::{stream, IoClass, IoOp, LatencyHistogram, SimTime};
 use host::cpu::{Cat, CoreStats, CAT_COUNT};
 use host::jitter::{CostDraws, CostSite};
 use workload::{Completion, IoGenerator, JobSpec, Op};
@@ -83,6 +84,7 @@ use crate::report::{
 };
 use crate::series::{Sample, Series};
 use crate::trace_replay::{TraceFeed, TraceSpec};
+use host_queue::HostQueue;
 use integrity::{units, Integrity};
 use thread::{Pacing, Placement, Source, Thread};
 
@@ -179,7 +181,7 @@ impl Progress for Spinner {
 pub struct DeviceRun<'a> {
     cfg: &'a DeviceRunConfig,
     ssd: Ssd,
-    events: EventQueue<HostEv>,
+    events: HostQueue<HostEv>,
     threads: Vec<Thread>,
     ios: Vec<IoRec>,
     free_ios: Vec<u32>,
@@ -300,7 +302,7 @@ impl<'a> DeviceRun<'a> {
         Ok(DeviceRun {
             cfg,
             ssd,
-            events: EventQueue::new(),
+            events: HostQueue::new(),
             threads,
             ios: Vec::new(),
             free_ios: Vec::new(),
