@@ -478,17 +478,19 @@ impl Ssd {
         completions: &mut Vec<Completion>,
     ) -> Option<SimTime> {
         let mut last = None;
-        while let Some(step) = self.events.peek_time().filter(|&at| at <= limit) {
-            while let Some((at, ev)) = self.events.pop_due(step) {
-                self.now = at;
-                self.handle(ev);
-            }
-            last = Some(step);
-            if !self.ready.is_empty() {
+        while let Some((at, ev)) = self.events.pop_due(limit) {
+            self.now = at;
+            self.handle(ev);
+            last = Some(at);
+            // The step (every event at `at`) is over when the next event is later: stop there
+            // if it posted a completion. One pop per event, no peek per step before it.
+            if !self.ready.is_empty() && self.events.peek_time() != Some(at) {
                 break;
             }
         }
-        completions.append(&mut self.ready);
+        if !self.ready.is_empty() {
+            completions.append(&mut self.ready);
+        }
         last
     }
 
