@@ -56,12 +56,23 @@
 //! and every doorbell is far) counted 1.178 G instructions with the heap alone and 1.138 G
 //! with the run and `far_min` (1.179 G with the run alone, each pop peeking at all three).
 //!
+//! One event far behind the rest would spoil the run for a stream that only grows: in a 70/30
+//! run a flash program's end (hundreds of microseconds out) joined the run's back, and every
+//! doorbell after it, earlier than the program's end, went to the heap until the program
+//! ended. So an event earlier than the run's last but later than the one before it takes the
+//! last's place, and the last goes to the heap: the run stays in order, the stream stays in
+//! the run, and the heap holds the few outliers. Callgrind on the same command with a 200 K
+//! 70/30 job counted 919.3 M instructions before and 892.8 M after (197,662 heap pops before,
+//! 15,241 after); the random reads, which never put an event in the heap, 886.8 M and 887.4 M.
+//!
 //! Worked example: the last event popped at 1,000 ns (bucket 7). `schedule(1,300)` goes to
 //! bucket 10, `schedule(1,290)` too (after it in the `Vec`: it is earlier), and
 //! `schedule(20,000)` to the far run (bucket 156 is past 7 + 64; the run was empty), and a
-//! `schedule(15,000)` after it to the heap (earlier than the run's back). Pops: 1,290 and 1,300
-//! from bucket 10, then the heap's 15,000 and the run's 20,000 once no bucket holds anything
-//! earlier.
+//! `schedule(15,000)` after it to the heap (earlier than the run's back, with nothing before
+//! it in the run). Then `schedule(90,000)` joins the run and `schedule(30,000)` takes its place
+//! (later than 20,000), 90,000 going to the heap. Pops: 1,290 and 1,300 from bucket 10, then
+//! the heap's 15,000, the run's 20,000 and 30,000 and the heap's 90,000 once no bucket holds
+//! anything earlier.
 //!
 //! ## Reserved places: events that turn out to have nothing to do
 //! Some events usually do nothing when they run: a device's fetch engine comes free, and at
@@ -289,12 +300,23 @@ impl<E> EventQueue<E> {
         self.len += 1;
     }
 
-    /// An event due past the calendar's window: the run if it is the latest far one, else
-    /// the heap.
+    /// An event due past the calendar's window: the run if it is the latest far one; if only
+    /// the run's last is later, the run in its place and that last to the heap; else the heap.
     #[inline(never)]
     fn schedule_far(&mut self, entry: Entry<E>) {
         let key = entry.key;
         if self.far_run.back().is_none_or(|last| last.key < key) {
+            self.far_run.push_back(entry);
+        } else if self
+            .far_run
+            .len()
+            .checked_sub(2)
+            .is_some_and(|i| self.far_run[i].key < key)
+        {
+            // One event far behind the rest (a program's end among doorbells) would send
+            // every later one of the run's stream to the heap: it goes there instead.
+            let last = self.far_run.pop_back().expect("the run holds two or more");
+            self.far.push(Far(last));
             self.far_run.push_back(entry);
         } else {
             self.far.push(Far(entry));
@@ -494,21 +516,27 @@ mod tests {
     }
 
     /// Far events in ascending order go to the run, a later one that is earlier than the
-    /// run's back to the heap; pops take the smallest key of calendar, run and heap.
+    /// run's back to the heap, unless it is later than the event before the back: then it
+    /// takes the back's place and the back goes to the heap. Pops take the smallest key of
+    /// calendar, run and heap.
     #[test]
     fn far_events_out_of_order_pop_in_time_order() {
         let far = WHEEL_BUCKETS as u64 * BUCKET_NS * 4;
         let mut q = EventQueue::new();
         q.schedule(SimTime(far), 'b');
         q.schedule(SimTime(far + 10), 'd');
-        q.schedule(SimTime(far - 10), 'a'); // earlier than the run's back: the heap
-        q.schedule(SimTime(far + 5), 'c'); // the heap too
+        q.schedule(SimTime(far - 10), 'a'); // earlier than the run's back and 'b': the heap
+        q.schedule(SimTime(far + 5), 'c'); // after 'b', before 'd': 'd''s place, 'd' to the heap
         q.schedule(SimTime(far + 10), 'e'); // same time as 'd', scheduled later: the run
         q.schedule(SimTime(5), 'n'); // the calendar
         assert_eq!(q.far_run.len(), 3);
         assert_eq!(q.far.len(), 2);
+        q.schedule(SimTime(far + 100), 'g'); // the run's back
+        q.schedule(SimTime(far + 50), 'f'); // after 'e', before 'g': takes 'g''s place
+        assert_eq!(q.far_run.len(), 4);
+        assert_eq!(q.far.len(), 3);
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
-        assert_eq!(order, ['n', 'a', 'b', 'c', 'd', 'e']);
+        assert_eq!(order, ['n', 'a', 'b', 'c', 'd', 'e', 'f', 'g']);
     }
 
     /// A reserved event scheduled later runs in its reserved place: after the events scheduled
