@@ -112,6 +112,24 @@ const _: () = assert!(VALID == cache_index::VALID && PREFETCHED == cache_index::
 /// Tag of an invalid way (no LPN reaches it: user capacity stays below 2^32 − 1 units).
 const NO_LPN: u32 = u32::MAX;
 
+/// How a way's tag is stored: LPN + 1, so an invalid way ([`NO_LPN`]) is stored as 0 and a new
+/// cache's tag array comes from zeroed memory (`vec![0; n]` asks the allocator for zeroed pages,
+/// which the OS hands out untouched until a set is first used) instead of a memset of the whole
+/// array: 1.5 GB of `zssd` DRAM is 393,216 ways, 1.5 MiB of tags written per run before the
+/// first command otherwise. The map is a bijection on `u32` (wrapping), so nothing else moves.
+#[inline]
+const fn stored_tag(lpn: u32) -> u32 {
+    lpn.wrapping_add(1)
+}
+
+/// The LPN (or [`NO_LPN`]) a stored tag stands for: the inverse of [`stored_tag`].
+#[inline]
+const fn tag_lpn(stored: u32) -> u32 {
+    stored.wrapping_sub(1)
+}
+const _: () =
+    assert!(stored_tag(NO_LPN) == 0 && tag_lpn(0) == NO_LPN && tag_lpn(stored_tag(7)) == 7);
+
 /// Result of looking up a read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadLookup {
@@ -140,7 +158,8 @@ pub struct Cache {
     /// Never 0: the `%` that finds a set needs no zero check.
     sets: NonZeroU32,
     ways: u32,
-    /// LPN held by each way (`NO_LPN` when invalid).
+    /// LPN held by each way, stored as [`stored_tag`] (0 when invalid); read it with
+    /// [`Cache::tag`].
     tags: Vec<u32>,
     /// VALID | DIRTY | EVICTING | FILLING | PREFETCHED.
     flags: Vec<u8>,
@@ -186,7 +205,7 @@ impl Cache {
         Cache {
             sets,
             ways,
-            tags: vec![NO_LPN; n],
+            tags: vec![stored_tag(NO_LPN); n],
             flags: vec![0; n],
             used: vec![0; n],
             version: vec![0; n],
@@ -243,7 +262,13 @@ impl Cache {
         }
         let set = self.set_range(lpn);
         let start = set.start;
-        way_of(&self.tags[set], lpn).map(|w| start + w)
+        way_of(&self.tags[set], stored_tag(lpn)).map(|w| start + w)
+    }
+
+    /// The LPN way `i` holds ([`NO_LPN`] when invalid).
+    #[inline]
+    fn tag(&self, i: usize) -> u32 {
+        tag_lpn(self.tags[i])
     }
 
     fn has(&self, i: usize, f: u8) -> bool {
@@ -254,7 +279,7 @@ impl Cache {
     #[inline]
     fn key(&self, i: usize) -> WayKey {
         WayKey {
-            tag: self.tags[i],
+            tag: self.tag(i),
             flags: self.flags[i],
             used: self.used[i],
         }
@@ -296,7 +321,7 @@ impl Cache {
             old.lines -= 1;
         }
         let old = self.indexed_key(i);
-        self.tags[i] = lpn;
+        self.tags[i] = stored_tag(lpn);
         self.flags[i] = flags;
         self.used[i] = stamp;
         self.reindex(i, old);
@@ -312,7 +337,7 @@ impl Cache {
             self.stats.class_at(self.owner[i]).lines -= 1;
         }
         let old = self.indexed_key(i);
-        self.tags[i] = NO_LPN;
+        self.tags[i] = stored_tag(NO_LPN);
         self.flags[i] = 0;
         self.used[i] = 0;
         self.reindex(i, old);
@@ -691,11 +716,11 @@ impl Cache {
     /// Checks the buffer accounting against the lines (tests).
     pub fn check_consistency(&self) -> Result<(), String> {
         if let Some(i) =
-            (0..self.tags.len()).find(|&i| (self.tags[i] != NO_LPN) != self.has(i, VALID))
+            (0..self.tags.len()).find(|&i| (self.tag(i) != NO_LPN) != self.has(i, VALID))
         {
             return Err(format!(
                 "way {i}: tag {} disagrees with valid flag {}",
-                self.tags[i],
+                self.tag(i),
                 self.has(i, VALID)
             ));
         }
@@ -718,11 +743,11 @@ impl Cache {
         if let Some(i) = (0..self.tags.len()).find(|&i| {
             self.has(i, DIRTY)
                 && !self.has(i, REQUEUE)
-                && !live.contains(&(self.tags[i], self.dirtied[i]))
+                && !live.contains(&(self.tag(i), self.dirtied[i]))
         }) {
             return Err(format!(
                 "way {i} (LPN {}) is dirty but nothing will evict it: no entry in the dirty order",
-                self.tags[i]
+                self.tag(i)
             ));
         }
         if self.dirty_units > self.dirty_cap_units {
@@ -752,16 +777,17 @@ impl Cache {
     }
 }
 
-/// The way of a set whose tag is `lpn` (tags are unique within a set). A 16-way set (`zssd`'s)
+/// The way of a set whose stored tag is `tag` (tags are unique within a set; the caller passes
+/// [`stored_tag`] of the LPN it looks for). A 16-way set (`zssd`'s)
 /// is compared whole by [`sys::ways_matching`] (four vector compares on x86-64, no branch per
 /// way); other sizes are scanned. Same answer either way (`tests::set_scans_agree`).
 #[inline]
-fn way_of(tags: &[u32], lpn: u32) -> Option<usize> {
+fn way_of(tags: &[u32], tag: u32) -> Option<usize> {
     if let Ok(tags) = <&[u32; 16]>::try_from(tags) {
-        let mask = sys::ways_matching(tags, lpn);
+        let mask = sys::ways_matching(tags, tag);
         return (mask != 0).then(|| mask.trailing_zeros() as usize);
     }
-    tags.iter().position(|&t| t == lpn)
+    tags.iter().position(|&t| t == tag)
 }
 
 /// The way of a set to replace: the first invalid one, else the least recently used clean one

@@ -77,6 +77,33 @@ fn a_write_is_then_a_read_hit_with_its_version() {
     assert_eq!(c.dirty_units(), 1);
 }
 
+/// A new cache's tags are zero bytes (the allocator's zeroed pages, no fill), every way reads
+/// invalid, and the encoding's edges (LPN 0, the largest LPN below [`NO_LPN`]) are cached
+/// and found apart from each other and from an invalid way.
+#[test]
+fn tags_start_zeroed_and_the_edge_lpns_are_found() {
+    let mut c = cache(64, 4, 16);
+    assert!(c.tags.iter().all(|&t| t == 0));
+    assert!((0..c.tags.len()).all(|i| c.tag(i) == NO_LPN));
+    c.check_consistency().unwrap();
+    let top = NO_LPN - 1;
+    c.write(0, 1, IoClass::Throughput).unwrap();
+    c.write(top, 2, IoClass::Throughput).unwrap();
+    assert_eq!(
+        c.read(0, IoClass::Throughput),
+        ReadLookup::Hit { version: 1 }
+    );
+    assert_eq!(
+        c.read(top, IoClass::Throughput),
+        ReadLookup::Hit { version: 2 }
+    );
+    assert_eq!(c.read(1, IoClass::Throughput), ReadLookup::Miss);
+    c.check_consistency().unwrap();
+    c.trim(0);
+    assert_eq!(c.read(0, IoClass::Throughput), ReadLookup::Miss);
+    c.check_consistency().unwrap();
+}
+
 /// The essay's worked example of per-class accounting.
 #[test]
 fn a_line_belongs_to_the_class_that_last_put_data_in_it() {

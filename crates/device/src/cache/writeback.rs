@@ -97,7 +97,7 @@ impl Cache {
             .filter(|&i| self.has(i, DIRTY) && !self.has(i, EVICTING))
             .min_by_key(|&i| self.used[i])?;
         self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
-        Some((self.tags[i], self.version[i]))
+        Some((self.tag(i), self.version[i]))
     }
 
     /// A unit's program finished: the line leaves the buffer unless rewritten meanwhile.
@@ -129,7 +129,7 @@ impl Cache {
         if self.has(i, REQUEUE) {
             self.flags[i] &= !REQUEUE;
             debug_assert!(self.has(i, DIRTY), "way {i}: requeued but not dirty");
-            self.dirty_fifo.push_front((self.tags[i], self.dirtied[i]));
+            self.dirty_fifo.push_front((self.tag(i), self.dirtied[i]));
         }
     }
 
