@@ -1,10 +1,13 @@
 //! Running a study's runs: in parallel, resumably, each run's folder written atomically.
 //!
 //! Workers (`--jobs`, default every core) pull the next run index from one shared counter, so
-//! a slow run never holds up a queue of others behind it. Each run is simulated from its own
+//! a slow run never holds up a queue of others behind it. The runs are handed out longest
+//! expected first ([`crate::schedule`]), so the workers finish close together instead of one
+//! idling while the other ends a long run listed last. Each run is simulated from its own
 //! config and seed, so which worker runs it, and in what order, cannot change its result:
-//! `--jobs 1` and `--jobs 8`, one process or shards merged, give the same `summary.json` files
-//! (apart from `sim.wall_ns`, which `study.json` does not copy).
+//! `--jobs 1` and `--jobs 8`, one process or shards merged, any order, give the same
+//! `summary.json` files (apart from `sim.wall_ns`, which `study.json` does not copy;
+//! `tests::the_order_runs_are_handed_out_in_changes_no_result`).
 //!
 //! ## Resuming, and what Ctrl-C loses
 //! A run is built in `runs/.tmp-<id>/` (config, job file, `summary.json`, latency CSVs) and then
@@ -18,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::schedule;
 use crate::spec::RunSpec;
 
 /// Where a run's result came from.
@@ -61,6 +65,7 @@ pub fn execute(out: &Path, specs: &[RunSpec], opts: ExecOptions) -> Result<ExecR
     std::fs::create_dir_all(&runs).map_err(|e| format!("creating {}: {e}", runs.display()))?;
     remove_stale_temporaries(&runs)?;
     let todo: Vec<&RunSpec> = specs.iter().filter(|s| !is_done(out, s)).collect();
+    let todo = schedule::longest_first(&todo);
     let report = ExecReport {
         ran: todo.len(),
         reused: specs.len() - todo.len(),
@@ -179,6 +184,91 @@ fn run_one(out: &Path, spec: &RunSpec) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device run of `ios` random reads and a short full-system co-run, seeded `seed`.
+    fn specs(seed: u64) -> Vec<RunSpec> {
+        let device = |id: &str, ios: u32| RunSpec {
+            id: id.into(),
+            device: "zssd".into(),
+            host: "x86-4".into(),
+            job_fio: format!("[j]\nrw=randread\nbs=4k\niodepth=4\nnumber_ios={ios}\n"),
+            seed,
+            system: None,
+            device_keys: String::new(),
+        };
+        let system = RunSpec {
+            id: "pair".into(),
+            device: "zssd".into(),
+            host: "arm8".into(),
+            job_fio: crate::spec::SystemFile::new(seed, 20, "arm8")
+                .device("zssd")
+                .process("apache")
+                .process("gzip")
+                .finish(),
+            seed,
+            system: Some(crate::spec::SystemRun {
+                stack: "vanilla".into(),
+                series_ms: 0,
+            }),
+            device_keys: String::new(),
+        };
+        vec![device("small", 200), system, device("large", 2000)]
+    }
+
+    /// Every run's `summary.json` under `out`, without the fields that name the wall clock or
+    /// the folder it ran in.
+    fn summaries(out: &Path, specs: &[RunSpec]) -> Vec<(String, serde_json::Value)> {
+        fn strip(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.remove("wall_ns");
+                    m.remove("job_source");
+                    m.values_mut().for_each(strip);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        let mut all: Vec<_> = specs
+            .iter()
+            .map(|s| {
+                let text = std::fs::read_to_string(run_dir(out, &s.id).join("summary.json"))
+                    .expect("every run finished");
+                let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                strip(&mut v);
+                (s.id.clone(), v)
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// The same runs listed in reverse and run on one worker or two, so handed out in other
+    /// orders, give the same summaries; and a different seed gives different ones (the
+    /// comparison can fail).
+    #[test]
+    fn the_order_runs_are_handed_out_in_changes_no_result() {
+        let run = |specs: &[RunSpec], jobs: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let opts = ExecOptions {
+                jobs,
+                progress: false,
+            };
+            execute(dir.path(), specs, opts).unwrap();
+            summaries(dir.path(), specs)
+        };
+        let forward = specs(1);
+        let mut reverse = specs(1);
+        reverse.reverse();
+        let first = run(&forward, 2);
+        assert_eq!(first, run(&reverse, 2), "reversed plan, two workers");
+        assert_eq!(first, run(&reverse, 1), "reversed plan, one worker");
+        assert_ne!(
+            first,
+            run(&specs(2), 2),
+            "another seed must change a summary"
+        );
+    }
 
     /// A resumed study's bar runs over the runs left, from zero, so its ETA is theirs alone.
     #[test]

@@ -9,7 +9,7 @@
 //! 1. builds the run list for the size (`--quick` or full) and seed, and keeps this shard's
 //!    share (`--shard I/N`: runs I, I+N, I+2N, …);
 //! 2. simulates every run not already done, over `--jobs` threads ([`exec`]: resumable, each
-//!    run's folder written atomically);
+//!    run's folder written atomically; longest expected first, [`schedule`]);
 //! 3. reads every run's `summary.json` back ([`results`]) and writes `study.json`;
 //! 4. (unsharded) draws the figures ([`plot`]: CSV, SVG, PNG each) and writes the
 //!    self-contained `report.html` with the headline table the terminal prints ([`report`]).
@@ -47,6 +47,7 @@ pub mod published;
 pub mod reflex;
 pub mod report;
 pub mod results;
+pub mod schedule;
 pub mod shard_env;
 pub mod slurm;
 pub mod sorted_json;
