@@ -231,7 +231,7 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
     )?;
     prov.current_mut().counts(exec.ran, exec.reused);
     let headline = finish(
-        def, &plan, &reference, &opts.out, &specs, &scope, opts.shard, &mut prov,
+        def, &plan, &reference, &opts.out, &specs, &scope, opts.shard, opts.jobs, &mut prov,
     )?;
     Ok(StudyOutcome {
         exec,
@@ -244,7 +244,8 @@ pub fn run(def: &StudyDef, opts: &StudyOptions) -> Result<StudyOutcome, String> 
 }
 
 /// Writes `study.json` for `scope`, and for a whole study the figures and report; then ends
-/// the invocation's record (`prov`'s last) and writes `provenance.json`.
+/// the invocation's record (`prov`'s last) and writes `provenance.json`. Reading the runs back
+/// and drawing the figures use up to `jobs` threads ([`crate::pool`]: the same files either way).
 // The study, its plan, its runs and where they go: one call from `run`, one from `merge`.
 #[allow(clippy::too_many_arguments)]
 fn finish(
@@ -255,6 +256,7 @@ fn finish(
     specs: &[RunSpec],
     scope: &[RunSpec],
     shard: Option<ShardInfo>,
+    jobs: usize,
     prov: &mut Provenance,
 ) -> Result<Option<(Table, Table)>, String> {
     let record = Record::new(
@@ -263,7 +265,7 @@ fn finish(
         prov,
     );
     let (size, seed) = (plan.size, plan.seed);
-    let results = results::load(out, scope)?;
+    let results = results::load_on(out, scope, jobs)?;
     let rows = match shard {
         Some(_) => Vec::new(),
         None => published::rows(reference, def.name, &(def.outcomes)(&results)),
@@ -292,11 +294,8 @@ fn finish(
         return Ok(None);
     }
     let figures = (def.figures)(&results, size, seed);
-    let mut rendered = Vec::new();
-    for fig in &figures {
-        let png = fig.write(out)?;
-        rendered.push((fig, png));
-    }
+    let pngs = crate::pool::try_map(&figures, jobs, |fig| fig.write(out))?;
+    let rendered: Vec<_> = figures.iter().zip(pngs).collect();
     let headline = (def.headline)(&results);
     let tables = (def.tables)(&results);
     let published_table = published::table(&rows);
@@ -479,7 +478,15 @@ pub fn merge(
         copy_run(&run_dir(src, &spec.id), &run_dir(out, &spec.id))?;
     }
     let headline = finish(
-        &def, &plan, &reference, out, &specs, &specs, None, &mut prov,
+        &def,
+        &plan,
+        &reference,
+        out,
+        &specs,
+        &specs,
+        None,
+        crate::pool::default_jobs(),
+        &mut prov,
     )?;
     let outcome = StudyOutcome {
         exec: ExecReport {

@@ -13,6 +13,7 @@
 //! 3. reads every run's `summary.json` back ([`results`]) and writes `study.json`;
 //! 4. (unsharded) draws the figures ([`plot`]: CSV, SVG, PNG each) and writes the
 //!    self-contained `report.html` with the headline table the terminal prints ([`report`]).
+//!    Steps 3 and 4 read the runs and draw the figures on the `--jobs` threads too ([`pool`]).
 //!
 //! `ullstack study merge DIR…` ([`driver::merge`]) checks shards are of one study, version,
 //! size and seed and together complete, copies their runs into one folder and does 3–4.
@@ -42,6 +43,7 @@ pub mod lock;
 pub mod options;
 pub mod plan;
 pub mod plot;
+pub mod pool;
 pub mod provenance;
 pub mod published;
 pub mod reflex;

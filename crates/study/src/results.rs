@@ -294,28 +294,34 @@ pub type Results = BTreeMap<String, RunResult>;
 
 /// Reads the results of `specs` from their folders under `out`.
 pub fn load(out: &Path, specs: &[RunSpec]) -> Result<Results, String> {
-    let mut results = Results::new();
-    for spec in specs {
-        let dir = run_dir(out, &spec.id);
-        let path = dir.join("summary.json");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("reading {}: {e}", path.display()))?;
-        let not_a_summary =
-            |e: serde_json::Error| format!("{}: not a summary: {e}", path.display());
-        let r = match spec.system {
-            Some(_) => {
-                let s: SystemSummary = serde_json::from_str(&text).map_err(not_a_summary)?;
-                system_headline(spec, &s.run, &dir)
-            }
-            None => {
-                let s: RunSummary = serde_json::from_str(&text).map_err(not_a_summary)?;
-                headline(spec, s.sim.simulated_ns, &s.jobs)
-            }
+    load_on(out, specs, 1)
+}
+
+/// [`load`], reading the runs on up to `jobs` threads ([`crate::pool`]): the same results
+/// (keyed by id, whatever order they were read in), or the same first error.
+pub fn load_on(out: &Path, specs: &[RunSpec], jobs: usize) -> Result<Results, String> {
+    let loaded = crate::pool::try_map(specs, jobs, |spec| load_one(out, spec))?;
+    Ok(specs.iter().map(|s| s.id.clone()).zip(loaded).collect())
+}
+
+/// One run's headline numbers, read from its folder under `out`.
+fn load_one(out: &Path, spec: &RunSpec) -> Result<RunResult, String> {
+    let dir = run_dir(out, &spec.id);
+    let path = dir.join("summary.json");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let not_a_summary = |e: serde_json::Error| format!("{}: not a summary: {e}", path.display());
+    match spec.system {
+        Some(_) => {
+            let s: SystemSummary = serde_json::from_str(&text).map_err(not_a_summary)?;
+            system_headline(spec, &s.run, &dir)
         }
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-        results.insert(spec.id.clone(), r);
+        None => {
+            let s: RunSummary = serde_json::from_str(&text).map_err(not_a_summary)?;
+            headline(spec, s.sim.simulated_ns, &s.jobs)
+        }
     }
-    Ok(results)
+    .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn headline(spec: &RunSpec, simulated_ns: u64, jobs: &[JobResult]) -> Result<RunResult, String> {
