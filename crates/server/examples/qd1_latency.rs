@@ -7,12 +7,13 @@
 //! ```
 //! Prints p50/p99 of both, the server's added p50 (target: at most 5 µs, issue 28), and the
 //! server's CPU per read (utime + stime of this process's `ullstack-*` threads,
-//! `/proc/self/task`, over the measured reads). `ULLSTACK_IDLE=spin|block-after-spin` sets the worker's idle
-//! policy (default: the config default).
+//! `/proc/self/task`, over the measured reads). The dataplane settings of the environment
+//! (`ULLSTACK_SOCKET_IO`, `ULLSTACK_SOCKET_RECV`, `ULLSTACK_IDLE`, `ULLSTACK_RING_WAIT`,
+//! `ULLSTACK_RING_SPIN`: `common::dataplane_from_env`) apply; one worker.
 
 mod common;
 
-use common::server_cpu_seconds;
+use common::{dataplane_from_env, server_cpu_seconds};
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -66,13 +67,13 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(20_000);
     let mut config = ServerConfig::quick_start(ByteSize(1 << 30), None, "127.0.0.1:0".parse().ok());
+    dataplane_from_env(&mut config.dataplane);
     config.dataplane.workers = 1;
-    let idle = std::env::var("ULLSTACK_IDLE").unwrap_or_default();
-    match idle.as_str() {
-        "spin" => config.dataplane.idle = IdlePolicy::Spin,
-        "block-after-spin" => config.dataplane.idle = IdlePolicy::BlockAfterSpin,
-        _ => {}
-    }
+    let (socket_io, ring_wait, ring_spin) = (
+        config.dataplane.socket_io.name(),
+        config.dataplane.ring_wait.name(),
+        config.dataplane.ring_spin.name(),
+    );
     let idle_name = match config.dataplane.idle {
         IdlePolicy::Spin => "spin",
         IdlePolicy::BlockAfterSpin => "block-after-spin",
@@ -144,7 +145,10 @@ fn main() {
         }
         (server_ns, echo_ns, server_cpu_s)
     });
-    println!("QD1 4 KiB read, loopback, idle policy {idle_name}");
+    println!(
+        "QD1 4 KiB read, loopback, idle policy {idle_name}, socket_io {}, ring_wait {}, ring_spin {}",
+        socket_io, ring_wait, ring_spin
+    );
     let echo_p50 = report("minimal TCP echo (40 B out, 4120 B back)", echo_ns);
     let server_p50 = report("ullstack READ via client library", server_ns);
     println!(

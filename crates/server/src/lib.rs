@@ -38,6 +38,7 @@
 //! | connections | [`conn`] | connection identity, output queue and writev, requests, the decode context |
 //! | protocols | [`native`] | own protocol sessions: HELLO, REGISTER/UNREGISTER, READ/WRITE/FLUSH/TRIM/STATS |
 //! | | [`nbd`] | NBD export: handshake via `proto::nbd`, transmission, truthful flags |
+//! | | [`ringwait`] | how a uring worker waits: completions per wait, a spin sized from the wake cost |
 //! | | [`sockring`] | the socket ring of `socket_io = "uring"`: RECV, SENDMSG, cancel, one enter per step |
 //! | dataplane | [`worker`] | the loop: epoll or the socket ring, decode, check, schedule (`qos::SchedShare`), submit, reap, reply, drain |
 //! | control | [`reload`] | SIGHUP / `POST /reload`: the next generation, all or nothing |
@@ -84,6 +85,7 @@ pub mod control;
 pub mod memory;
 pub mod native;
 pub mod nbd;
+pub mod ringwait;
 pub mod sessions;
 pub mod shared;
 pub mod sockring;

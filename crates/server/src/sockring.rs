@@ -70,9 +70,11 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, IoUring};
 
-use crate::config::SocketRecv;
+use crate::clock::now_ns;
+use crate::config::{RingSpin, RingWait, SocketRecv};
 use crate::conn::{ConnCore, ConnRef, WRITEV_LARGE_IOVECS, WRITEV_MAX_IOVECS};
 use crate::inbuf::InBuf;
+use crate::ringwait::{self, BatchWait, SpinSizer};
 use crate::sys::{self, Provided, Sqe};
 
 /// Submission queue entries (completions: twice that).
@@ -162,6 +164,9 @@ pub struct RingConn {
     /// Provided buffers a multishot receive filled, in arrival order, waiting for this step's
     /// decode to read them in place ([`crate::inplace`]); recycled by the end of the step.
     pub held: Vec<Provided>,
+    /// The batch wait's epoch of its last receive with bytes ([`crate::ringwait::NO_EPOCH`]
+    /// before one).
+    pub recv_epoch: u64,
 }
 
 impl Default for RingConn {
@@ -178,6 +183,7 @@ impl RingConn {
             recv_wanted: false,
             recv_cancelled: false,
             held: Vec::new(),
+            recv_epoch: crate::ringwait::NO_EPOCH,
         }
     }
 
@@ -210,6 +216,14 @@ pub struct SockRing {
     pub mode: &'static str,
     /// How it receives: multishot when asked for and the kernel took the provided buffers.
     pub recv: SocketRecv,
+    /// SENDMSGs queued since the last enter (they complete within it).
+    sends_queued: usize,
+    /// RECVs in the kernel (armed, not yet ended).
+    recvs_armed: usize,
+    /// `ring_wait = "batch"`: the completion count of blocking waits.
+    pub batch: Option<BatchWait>,
+    /// `ring_spin = "sized"`: the spin before a blocking wait.
+    pub spin: Option<SpinSizer>,
 }
 
 impl SockRing {
@@ -266,7 +280,78 @@ impl SockRing {
             cqes: Vec::new(),
             mode,
             recv,
+            sends_queued: 0,
+            recvs_armed: 0,
+            batch: None,
+            spin: None,
         })
+    }
+
+    /// Sets how its blocking waits count and spin; a sized spin measures the sleep-and-wake
+    /// cost first (nothing may be in flight: call right after [`SockRing::new`]).
+    pub fn configure_wait(&mut self, wait: RingWait, spin: RingSpin, coalesce_ns: u64) {
+        self.batch = (wait == RingWait::Batch).then(|| BatchWait::new(coalesce_ns));
+        self.spin = match spin {
+            RingSpin::Sized => Some(SpinSizer::new(self.measure_wake_cost())),
+            RingSpin::Fixed => None,
+        };
+    }
+
+    /// The thread CPU one timed sleep in this ring costs ([`ringwait::wake_cost_ns`] over
+    /// [`ringwait::WAKE_COST_SAMPLES`] sleeps of [`ringwait::WAKE_COST_SLEEP_NS`]).
+    fn measure_wake_cost(&mut self) -> u64 {
+        let Some(before) = thread_cpu_ns() else {
+            return ringwait::DEFAULT_WAKE_COST_NS;
+        };
+        for _ in 0..ringwait::WAKE_COST_SAMPLES {
+            // Nothing is in flight: each wait ends on its timeout (ETIME).
+            let _ = self.ring.enter(1, Some(ringwait::WAKE_COST_SLEEP_NS));
+        }
+        let cpu = thread_cpu_ns().map_or(0, |after| after.saturating_sub(before));
+        ringwait::wake_cost_ns(cpu, ringwait::WAKE_COST_SAMPLES)
+    }
+
+    /// SENDMSGs queued for the next enter.
+    pub fn sends_queued(&self) -> usize {
+        self.sends_queued
+    }
+
+    /// RECVs in the kernel.
+    pub fn recvs_armed(&self) -> usize {
+        self.recvs_armed
+    }
+
+    /// Whether a completion is posted or deferred task work waits to post one.
+    pub fn has_ready(&mut self) -> bool {
+        self.ring.has_completions() || self.ring.task_work_pending()
+    }
+
+    /// Spins up to `max_ns` reading the completion queue's tail and the task-run flag (no
+    /// system call); returns how long until something was ready, or None.
+    pub fn spin(&mut self, max_ns: u64) -> Option<u64> {
+        let start = now_ns();
+        loop {
+            if self.has_ready() {
+                return Some(now_ns().saturating_sub(start));
+            }
+            if now_ns().saturating_sub(start) >= max_ns {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Submits what is queued and waits up to `timeout_ns` until `want` completions are posted
+    /// (a batch wait; `want` ≤ 1 is [`SockRing::enter`]).
+    pub fn enter_want(&mut self, want: usize, timeout_ns: u64) -> bool {
+        if want <= 1 || timeout_ns == 0 {
+            return self.enter(timeout_ns);
+        }
+        // ETIME (the bound ended the wait) and EINTR are what a wait may end with.
+        let _ = self.ring.enter(want, Some(timeout_ns));
+        self.queued = 0;
+        self.sends_queued = 0;
+        true
     }
 
     /// Receives single-shot from now on (a kernel that refused a multishot RECV).
@@ -320,6 +405,7 @@ impl SockRing {
             {
                 rc.recv = true;
                 rc.recv_cancelled = false;
+                self.recvs_armed += 1;
             }
             return;
         }
@@ -331,6 +417,7 @@ impl SockRing {
             .is_ok()
         {
             rc.recv = true;
+            self.recvs_armed += 1;
         } else {
             // Not queued: the kernel never saw the room. The next interest update retries.
             input.end_recv(0);
@@ -382,6 +469,7 @@ impl SockRing {
         }
         core.out_lent = true;
         rc.send = true;
+        self.sends_queued += 1;
         true
     }
 
@@ -425,6 +513,7 @@ impl SockRing {
             let _ = self.ring.enter(1, Some(timeout_ns));
         }
         self.queued = 0;
+        self.sends_queued = 0;
         true
     }
 
@@ -436,18 +525,34 @@ impl SockRing {
         let want = self.ring.cq_entries() as usize;
         let _ = self.ring.enter(want, Some(ns));
         self.queued = 0;
+        self.sends_queued = 0;
     }
 
     /// Moves every posted completion to `out`; a SENDMSG's message goes back to the spares.
     pub fn reap(&mut self, out: &mut Vec<Done>) {
         self.ring.reap(&mut self.cqes);
         for cqe in self.cqes.drain(..) {
-            out.push(Done::from_cqe(cqe.user_data, cqe.result, cqe.buf, cqe.more));
+            let done = Done::from_cqe(cqe.user_data, cqe.result, cqe.buf, cqe.more);
+            if done.kind == OpKind::Recv && !done.more {
+                self.recvs_armed = self.recvs_armed.saturating_sub(1);
+            }
+            out.push(done);
             if let Sqe::SendMsg { msg, .. } = cqe.sqe {
                 self.spare_msgs.push(msg);
             }
         }
     }
+}
+
+/// This thread's CPU time, ns (None where the clock is refused).
+fn thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 #[cfg(test)]
@@ -619,5 +724,90 @@ mod tests {
         let end = done.iter().find(|d| d.kind == OpKind::Recv).expect("recv");
         assert_eq!((end.result, end.more), (-libc::ECANCELED, false));
         assert!(end.buf.is_none());
+    }
+
+    /// A batch wait for two receives is held by one until its bound, and ends early once the
+    /// second comes; a spin on the ring sees a receive arrive without entering the kernel.
+    #[test]
+    fn a_batch_wait_ends_on_its_count_or_its_bound() {
+        let test = "a_batch_wait_ends_on_its_count_or_its_bound";
+        let Some((mut ring, mut c1, s1)) = ring_and_pair(test, SocketRecv::Single) else {
+            return;
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut c2 = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
+        let (s2, _) = listener.accept().expect("accept");
+        let refs = [
+            ConnRef {
+                index: 1,
+                generation: 1,
+            },
+            ConnRef {
+                index: 2,
+                generation: 1,
+            },
+        ];
+        let mut rcs = [RingConn::new(), RingConn::new()];
+        let mut inputs = [InBuf::new(), InBuf::new()];
+        for (k, fd) in [s1.as_raw_fd(), s2.as_raw_fd()].into_iter().enumerate() {
+            ring.arm_recv(fd, refs[k], &mut rcs[k], &mut inputs[k]);
+        }
+        assert_eq!(ring.recvs_armed(), 2);
+        ring.enter(0);
+        // One of two: held to the bound (20 ms here), its completion there at the end.
+        c1.write_all(b"a").expect("write");
+        let bound = std::time::Duration::from_millis(20);
+        let start = std::time::Instant::now();
+        ring.enter_want(2, bound.as_nanos() as u64);
+        let held = start.elapsed();
+        let mut done = Vec::new();
+        ring.enter(0);
+        ring.reap(&mut done);
+        assert!(
+            held >= bound - std::time::Duration::from_millis(1),
+            "held {held:?}"
+        );
+        assert_eq!(done.len(), 1, "{done:?}");
+        inputs[0].end_recv(1);
+        assert_eq!(ring.recvs_armed(), 1);
+        // The spin sees the second receive come (no enter while it spins).
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            c2.write_all(b"b").expect("write");
+            c2
+        });
+        let gap = ring.spin(5_000_000_000);
+        let _c2 = writer.join().expect("writer");
+        assert!(gap.is_some(), "the spin never saw the receive");
+        // Both again: a wait for two ends as soon as both are in, well before its bound.
+        ring.enter(0);
+        done.clear();
+        ring.reap(&mut done);
+        assert_eq!(done.len(), 1, "{done:?}");
+        inputs[1].end_recv(1);
+        rcs = [RingConn::new(), RingConn::new()];
+        for (k, fd) in [s1.as_raw_fd(), s2.as_raw_fd()].into_iter().enumerate() {
+            ring.arm_recv(fd, refs[k], &mut rcs[k], &mut inputs[k]);
+        }
+        ring.enter(0);
+        c1.write_all(b"c").expect("write");
+        _c2.try_clone()
+            .expect("clone")
+            .write_all(b"d")
+            .expect("write");
+        let start = std::time::Instant::now();
+        let long = std::time::Duration::from_secs(5);
+        let mut done = Vec::new();
+        while done.len() < 2 && start.elapsed() < long {
+            ring.enter_want(2 - done.len(), long.as_nanos() as u64);
+            ring.reap(&mut done);
+        }
+        assert_eq!(done.len(), 2, "{done:?}");
+        assert!(
+            start.elapsed() < long,
+            "the wait for two was held to its bound"
+        );
+        inputs[0].end_recv(1);
+        inputs[1].end_recv(1);
     }
 }

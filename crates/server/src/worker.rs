@@ -277,7 +277,12 @@ impl Worker {
         let mut next_scan_ns = last_busy_ns + TIMER_SCAN_NS;
         let batch_limit = self.shared.config.dataplane.batch_limit;
         let idle = self.shared.config.dataplane.idle;
-        let spin_ns = self.shared.config.dataplane.idle_spin_ns;
+        // A ring with a sized spin spins in its wait instead (`ring_spin = "sized"`).
+        let spin_ns = if self.ring_spins() {
+            0
+        } else {
+            self.shared.config.dataplane.idle_spin_ns
+        };
         let mut readable: Vec<usize> = Vec::with_capacity(EPOLL_EVENTS);
         let mut coalescer = Coalescer::new(self.shared.config.dataplane.coalesce_ns);
         let mut released_last_round = true;

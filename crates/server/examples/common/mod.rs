@@ -101,10 +101,25 @@ pub fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
 /// The dataplane settings the examples take from the environment, each left at the config's
 /// default when unset: `ULLSTACK_SOCKET_IO=epoll|uring`,
 /// `ULLSTACK_SOCKET_RECV=multishot|single` (multishot only with uring),
-/// `ULLSTACK_IDLE=spin|block-after-spin`, `ULLSTACK_WORKERS=N` (N ≥ 1). A value outside those
+/// `ULLSTACK_IDLE=spin|block-after-spin`, `ULLSTACK_WORKERS=N` (N ≥ 1),
+/// `ULLSTACK_RING_WAIT=first|batch`, `ULLSTACK_RING_SPIN=fixed|sized`. A value outside those
 /// stops the example naming it.
 pub fn dataplane_from_env(d: &mut server::config::DataplaneConfig) {
-    use server::config::{IdlePolicy, SocketIo, SocketRecv};
+    use server::config::{IdlePolicy, RingSpin, RingWait, SocketIo, SocketRecv};
+    if let Ok(v) = std::env::var("ULLSTACK_RING_WAIT") {
+        d.ring_wait = match v.as_str() {
+            "first" => RingWait::First,
+            "batch" => RingWait::Batch,
+            _ => panic!("ULLSTACK_RING_WAIT={v:?}: expected first or batch"),
+        };
+    }
+    if let Ok(v) = std::env::var("ULLSTACK_RING_SPIN") {
+        d.ring_spin = match v.as_str() {
+            "fixed" => RingSpin::Fixed,
+            "sized" => RingSpin::Sized,
+            _ => panic!("ULLSTACK_RING_SPIN={v:?}: expected fixed or sized"),
+        };
+    }
     if let Ok(v) = std::env::var("ULLSTACK_SOCKET_IO") {
         d.socket_io = match v.as_str() {
             "epoll" => SocketIo::Epoll,

@@ -72,6 +72,59 @@ pub struct DataplaneConfig {
     /// (docs/server.md). See `sockring`.
     #[serde(default)]
     pub socket_recv: SocketRecv,
+    /// How a `socket_io = "uring"` worker's blocking wait counts: `first` (wake at the first
+    /// completion) or `batch` (`min_complete` = the step's sends plus the receives recent
+    /// wakes brought, bounded by a timeout). See `ringwait`.
+    #[serde(default)]
+    pub ring_wait: RingWait,
+    /// How long a `socket_io = "uring"` worker spins on its ring before it blocks: `fixed`
+    /// (`idle_spin_ns`) or `sized` (from the measured sleep-and-wake cost and the recent idle
+    /// gaps). See `ringwait`.
+    #[serde(default)]
+    pub ring_spin: RingSpin,
+}
+
+/// `[dataplane] ring_wait`: how many completions a uring worker's blocking wait asks for.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RingWait {
+    /// One: the first completion wakes the worker.
+    #[default]
+    First,
+    /// The step's sends plus the receives recent wakes brought, with a timeout.
+    Batch,
+}
+
+impl RingWait {
+    /// As the config and the logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RingWait::First => "first",
+            RingWait::Batch => "batch",
+        }
+    }
+}
+
+/// `[dataplane] ring_spin`: how long an idle uring worker spins before it blocks.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RingSpin {
+    /// `idle_spin_ns`, polling through the worker's loop.
+    #[default]
+    Fixed,
+    /// Up to the measured sleep-and-wake cost on the completion queue, while recent idle
+    /// gaps say the spin pays for itself.
+    Sized,
+}
+
+impl RingSpin {
+    /// As the config and the logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RingSpin::Fixed => "fixed",
+            RingSpin::Sized => "sized",
+        }
+    }
 }
 
 /// `[dataplane] socket_recv`: how the io_uring socket path receives.
@@ -151,6 +204,8 @@ impl Default for DataplaneConfig {
             coalesce_ns: default_coalesce_ns(),
             socket_io: SocketIo::default(),
             socket_recv: SocketRecv::default(),
+            ring_wait: RingWait::default(),
+            ring_spin: RingSpin::default(),
         }
     }
 }

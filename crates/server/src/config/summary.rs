@@ -82,6 +82,8 @@ impl ServerConfig {
         writeln!(out, "coalesce_ns = {}", d.coalesce_ns)?;
         writeln!(out, "socket_io = \"{}\"", d.socket_io.name())?;
         writeln!(out, "socket_recv = \"{}\"", d.socket_recv.name())?;
+        writeln!(out, "ring_wait = \"{}\"", d.ring_wait.name())?;
+        writeln!(out, "ring_spin = \"{}\"", d.ring_spin.name())?;
         self.write_limits(out)?;
         self.write_qos(out)?;
         if let Some(tls) = &self.tls {

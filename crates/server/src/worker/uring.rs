@@ -43,13 +43,18 @@ impl Worker {
         if self.shared.config.dataplane.socket_io != crate::config::SocketIo::Uring {
             return;
         }
-        match SockRing::new(self.shared.config.dataplane.socket_recv) {
-            Ok(ring) => {
+        let d = &self.shared.config.dataplane;
+        match SockRing::new(d.socket_recv) {
+            Ok(mut ring) => {
+                ring.configure_wait(d.ring_wait, d.ring_spin, d.coalesce_ns);
                 tracing::info!(
                     worker = self.index,
                     socket_io = "uring",
                     ring = ring.mode,
                     recv = ring.recv.name(),
+                    wait = d.ring_wait.name(),
+                    spin = d.ring_spin.name(),
+                    spin_max_ns = ring.spin.as_ref().map_or(0, |s| s.max_spin_ns()),
                     "worker sockets on io_uring"
                 );
                 self.ring = Some(ring);
@@ -62,6 +67,12 @@ impl Worker {
         }
     }
 
+    /// Whether the ring does the idle spin itself (`ring_spin = "sized"`): the worker's loop
+    /// then does not poll for `idle_spin_ns`.
+    pub(super) fn ring_spins(&self) -> bool {
+        self.ring.as_ref().is_some_and(|r| r.spin.is_some())
+    }
+
     /// The step's wait on the ring: submits what the last step queued, waits up to
     /// `timeout_ns` for a completion, collects the completions; when epoll has something
     /// ready, fills `events` as `epoll_wait` would and returns how many.
@@ -69,6 +80,10 @@ impl Worker {
     /// Sends are handled here: a send the socket takes completes within the enter that
     /// submits it, and would end the wait at once. When sends are all the wait brought, and
     /// they leave nothing to do, it waits again for the rest of the time.
+    ///
+    /// A blocking wait first spins on the ring when the sized spin says it pays (its sends
+    /// submitted first, so their completions do not end the spin), and asks the kernel for
+    /// the batch the batch wait expects ([`crate::ringwait`]).
     pub(super) fn ring_wait(&mut self, events: &mut [EpollEvent], timeout_ns: u64) -> usize {
         let epoll_fd = self.epoll.raw();
         let deadline = now_ns().saturating_add(timeout_ns);
@@ -79,6 +94,9 @@ impl Worker {
             0
         };
         let mut polled = false;
+        // The sized spin and the batch wait apply once, to the first blocking pass.
+        let mut spin_due = timeout > 0;
+        let mut batch_due = timeout > 0;
         loop {
             // Before every enter: a send completed in the last pass may have freed room for a
             // connection's input, and its receive must be in the kernel before this one sleeps.
@@ -89,7 +107,34 @@ impl Worker {
             if !self.poll_armed {
                 self.poll_armed = ring.arm_poll(epoll_fd);
             }
-            ring.enter(timeout);
+            let mut pass_timeout = timeout;
+            if spin_due && ring.spin.is_some() {
+                if ring.queued() > 0 {
+                    // Sends first: the spin waits for what they do not bring.
+                    pass_timeout = 0;
+                } else {
+                    spin_due = false;
+                    let spin_ns = ring.spin.as_mut().map_or(0, |s| s.next_spin_ns());
+                    if spin_ns > 0 {
+                        let gap = ring.spin(spin_ns.min(timeout));
+                        if let Some(s) = ring.spin.as_mut() {
+                            s.observe(gap);
+                        }
+                        if gap.is_some() {
+                            pass_timeout = 0;
+                        }
+                    }
+                }
+            }
+            let (sends, recvs) = (ring.sends_queued(), ring.recvs_armed());
+            let (want, bound) = match ring.batch.as_mut() {
+                Some(b) if batch_due && pass_timeout > 0 => {
+                    batch_due = false;
+                    b.want(now_ns(), sends, recvs, pass_timeout)
+                }
+                _ => (1, pass_timeout),
+            };
+            ring.enter_want(want, bound);
             let before = self.ring_done.len();
             ring.reap(&mut self.ring_done);
             // In order (`remove`, not `swap_remove`): a multishot receive's completions are
@@ -244,7 +289,12 @@ impl Worker {
         match d.result {
             0 if multishot && whole_frame_waits => {}
             0 => conn.core.finish("client_closed"),
-            n if n > 0 => conn.core.last_active_ns = now,
+            n if n > 0 => {
+                conn.core.last_active_ns = now;
+                if let (Some(b), Some(rc)) = (ring.batch.as_mut(), conn.ring.as_mut()) {
+                    b.note_recv(now, &mut rc.recv_epoch);
+                }
+            }
             e if again.contains(&-e) => {}
             e if e == -libc::EINVAL && ring.recv == SocketRecv::Multishot => {
                 // A kernel with provided-buffer rings but no multishot RECV (before 6.0).
