@@ -37,6 +37,12 @@
 //! against 168/138/123 K. No load showed a win beyond the machine's noise, and QD1 lost, so
 //! the fixed spin stays.
 //!
+//! On the io_uring socket path the same rule is a config switch (`ring_spin = "sized"`,
+//! [`crate::ringwait`]): there the spin reads the ring's completion queue and task-run flag
+//! without a system call, and the wake cost is measured on the ring's own timed waits. It
+//! bought no QD1 latency there either and cost CPU per QD1 read, so `fixed` stays the default
+//! (the figures: CHANGELOG.md).
+//!
 //! # What it leaves out
 //! The scheduler's own next-eligible time (crate `qos` does not expose one; the adaptive sleep
 //! stands in for it).

@@ -229,7 +229,7 @@ impl SpinSizer {
     /// the period (every [`EXPLORE_EVERY`]th spins W).
     pub fn next_spin_ns(&mut self) -> u64 {
         self.periods += 1;
-        if self.hit.samples == 0 || self.periods % EXPLORE_EVERY == 0 || self.pays() {
+        if self.hit.samples == 0 || self.periods.is_multiple_of(EXPLORE_EVERY) || self.pays() {
             self.wake_cost_ns
         } else {
             0

@@ -810,4 +810,25 @@ mod tests {
         inputs[0].end_recv(1);
         inputs[1].end_recv(1);
     }
+
+    /// A sized spin measures the ring's sleep-and-wake at set-up: some CPU, within the cap.
+    #[test]
+    fn a_sized_spin_measures_the_wake_cost_within_its_cap() {
+        let test = "a_sized_spin_measures_the_wake_cost_within_its_cap";
+        let ring = match SockRing::new(SocketRecv::Single) {
+            Ok(ring) => ring,
+            Err(e) => {
+                testkit::skip(test, &format!("io_uring is refused here ({e})"));
+                return;
+            }
+        };
+        let mut ring = ring;
+        ring.configure_wait(RingWait::Batch, RingSpin::Sized, 160_000);
+        let w = ring.spin.as_ref().expect("a sized spin").max_spin_ns();
+        eprintln!("measured sleep-and-wake: {w} ns of thread CPU");
+        assert!((1..=ringwait::MAX_SPIN_NS).contains(&w), "{w} ns");
+        assert!(ring.batch.is_some());
+        ring.configure_wait(RingWait::First, RingSpin::Fixed, 160_000);
+        assert!(ring.spin.is_none() && ring.batch.is_none());
+    }
 }

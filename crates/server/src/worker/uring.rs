@@ -14,6 +14,12 @@
 //! reported through a POLL on the epoll descriptor.
 //!
 //! # Design
+//! *The wait.* With `ring_wait = "batch"` the step's blocking enter asks the kernel for the
+//! step's sends plus a receive of each active connection, bounded ([`crate::ringwait`]'s
+//! `BatchWait`); with `ring_spin = "sized"` it first spins on the ring, its sends submitted,
+//! for as long as the measured wake cost while the recent idle gaps say that pays
+//! (`SpinSizer`), and the worker's loop does not poll for `idle_spin_ns`.
+//!
 //! A connection leaves the ring — to close, to start TLS, at shutdown — through
 //! [`Worker::ring_detach`]: its operations are cancelled and their completions awaited before
 //! anything it lent the kernel is touched; completions of other connections seen meanwhile
