@@ -56,7 +56,9 @@
 //! queued request back (tokens accrue with time, not with events) the worker sleeps
 //! [`crate::idle::THROTTLED_RETRY_MIN_NS`] before the next round, doubling up to [`crate::idle::THROTTLED_RETRY_MAX_NS`]
 //! while rounds release fewer than [`crate::idle::THROTTLED_BATCH_TARGET`]; it used to poll, which cost a
-//! core per throttled pipelining client.
+//! core per throttled pipelining client. On the io_uring socket path `ring_spin = "sized"`
+//! replaces the `idle_spin_ns` poll with a spin on the ring sized from the measured wake cost,
+//! and `ring_wait = "batch"` sizes the blocking wait in completions ([`crate::ringwait`]).
 //!
 //! *Throttled rounds.* While throttled, a step woken only by completions reaps and replies but
 //! runs no round until that sleep is over: tokens accrue with time, so an early round would
