@@ -25,11 +25,12 @@
 
 mod common;
 
-use common::{dataplane_from_env, env_number, median, server_cpu_seconds};
+use common::{
+    dataplane_from_env, env_number, median, perf_syscalls, server_cpu_seconds, thread_ids,
+};
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -206,65 +207,6 @@ fn client(addr: SocketAddr, seed: u64, stop: &AtomicBool, counting: &AtomicBool,
     }
 }
 
-/// Thread ids of this process's threads whose name starts with `prefix`.
-fn thread_ids(prefix: &str) -> Vec<String> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
-        })
-        .map(|t| t.file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
-/// Runs `perf stat` on `tids` for `seconds`: (total syscalls, (name, count) of the named ones),
-/// or why not.
-fn perf_syscalls(tids: &[String], seconds: u64) -> Result<(u64, Vec<(String, u64)>), String> {
-    let mut events = vec!["raw_syscalls:sys_enter".to_string()];
-    events.extend(
-        NAMED_SYSCALLS
-            .iter()
-            .map(|n| format!("syscalls:sys_enter_{n}")),
-    );
-    let out = Command::new("perf")
-        .args([
-            "stat",
-            "-x",
-            ",",
-            "-e",
-            &events.join(","),
-            "-t",
-            &tids.join(","),
-        ])
-        .args(["--", "sleep", &seconds.to_string()])
-        .output()
-        .map_err(|e| format!("perf: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stderr);
-    let mut total = None;
-    let mut named = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(',').collect();
-        let (Some(count), Some(event)) = (fields.first(), fields.get(2)) else {
-            continue;
-        };
-        let Ok(count) = count.parse::<u64>() else {
-            continue;
-        };
-        if *event == "raw_syscalls:sys_enter" {
-            total = Some(count);
-        } else if let Some(name) = event.strip_prefix("syscalls:sys_enter_") {
-            named.push((name.to_string(), count));
-        }
-    }
-    match total {
-        Some(t) => Ok((t, named)),
-        None => Err(format!("perf stat counted nothing: {}", text.trim())),
-    }
-}
-
 /// One run: (I/Os per server-CPU-second, syscalls per I/O if counted).
 fn run(seconds: u64) -> Option<(f64, Option<f64>)> {
     let handle = match server::start(config()) {
@@ -297,7 +239,7 @@ fn run(seconds: u64) -> Option<(f64, Option<f64>)> {
     let tids = thread_ids("ullstack-");
     let cpu0 = server_cpu_seconds();
     counting.store(true, Ordering::Relaxed);
-    let syscalls = perf_syscalls(&tids, seconds);
+    let syscalls = perf_syscalls(&tids, seconds, &NAMED_SYSCALLS);
     counting.store(false, Ordering::Relaxed);
     let cpu = server_cpu_seconds() - cpu0;
     let n = ios.load(Ordering::Relaxed);

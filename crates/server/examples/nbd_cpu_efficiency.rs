@@ -60,8 +60,8 @@
 mod common;
 
 use common::{
-    dataplane_from_env, env_number, fio_randread_qd32, median, stat_user_sys_seconds,
-    threads_user_sys_seconds,
+    dataplane_from_env, env_number, fio_randread_qd32, median, perf_syscalls,
+    stat_user_sys_seconds, thread_ids, threads_user_sys_seconds,
 };
 
 use std::io::{Read, Write};
@@ -681,36 +681,6 @@ const FILE_READ_FIXED_BUFFERS: u32 = 256;
 /// The file-read phase's scratch file: fio's nbd engine reads the first 1 GiB of the export.
 const FILE_READ_BYTES: u64 = 1 << 30;
 
-/// Thread ids of this process's threads whose name starts with `prefix`.
-fn thread_ids(prefix: &str) -> Vec<String> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
-        })
-        .map(|t| t.file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
-/// Syscalls `tids` entered during `seconds` (`perf stat -e raw_syscalls:sys_enter`), or why
-/// not.
-fn perf_syscalls(tids: &[String], seconds: u64) -> Result<u64, String> {
-    let out = Command::new("perf")
-        .args(["stat", "-x", ",", "-e", "raw_syscalls:sys_enter", "-t"])
-        .arg(tids.join(","))
-        .args(["--", "sleep", &seconds.to_string()])
-        .output()
-        .map_err(|e| format!("perf: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stderr);
-    text.lines()
-        .find(|l| l.contains("raw_syscalls:sys_enter"))
-        .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
-        .ok_or_else(|| format!("perf stat counted nothing: {}", text.trim()))
-}
-
 /// A server of one file volume on `path` (`direct = "auto"`, `fixed` registered buffers),
 /// with the dataplane settings the environment gives the other phases.
 fn file_read_config(path: &std::path::Path, fixed: u32, scheduler_off: bool) -> ServerConfig {
@@ -778,7 +748,8 @@ fn file_read_run(
     let uri = format!("nbd://{}/default", handle.addrs.nbd?);
     fio(&uri, 1)?; // warm-up: connections, the pool's buffers
     let tids = thread_ids("ullstack-");
-    let perf = std::thread::spawn(move || perf_syscalls(&tids, seconds));
+    let perf =
+        std::thread::spawn(move || perf_syscalls(&tids, seconds, &[]).map(|(total, _)| total));
     let server_threads = Server::OurThreads;
     let before = server_threads.cpu_seconds();
     let r = fio(&uri, seconds)?;

@@ -146,3 +146,63 @@ pub fn dataplane_from_env(d: &mut server::config::DataplaneConfig) {
         d.workers = n;
     }
 }
+
+/// Thread ids of this process's threads whose name starts with `prefix`.
+pub fn thread_ids(prefix: &str) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
+        })
+        .map(|t| t.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Runs `perf stat -e raw_syscalls:sys_enter` (and `syscalls:sys_enter_<name>` for each of
+/// `named`) on `tids` for `seconds`: (total syscalls, (name, count) of the named ones), or why
+/// not.
+pub fn perf_syscalls(
+    tids: &[String],
+    seconds: u64,
+    named: &[&str],
+) -> Result<(u64, Vec<(String, u64)>), String> {
+    let mut events = vec!["raw_syscalls:sys_enter".to_string()];
+    events.extend(named.iter().map(|n| format!("syscalls:sys_enter_{n}")));
+    let out = std::process::Command::new("perf")
+        .args([
+            "stat",
+            "-x",
+            ",",
+            "-e",
+            &events.join(","),
+            "-t",
+            &tids.join(","),
+        ])
+        .args(["--", "sleep", &seconds.to_string()])
+        .output()
+        .map_err(|e| format!("perf: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let mut total = None;
+    let mut counts = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(',').collect();
+        let (Some(count), Some(event)) = (fields.first(), fields.get(2)) else {
+            continue;
+        };
+        let Ok(count) = count.parse::<u64>() else {
+            continue;
+        };
+        if *event == "raw_syscalls:sys_enter" {
+            total = Some(count);
+        } else if let Some(name) = event.strip_prefix("syscalls:sys_enter_") {
+            counts.push((name.to_string(), count));
+        }
+    }
+    match total {
+        Some(t) => Ok((t, counts)),
+        None => Err(format!("perf stat counted nothing: {}", text.trim())),
+    }
+}
