@@ -628,28 +628,14 @@ fn main() {
         }
         Err(_) => String::new(),
     };
-    let toml = format!(
-        r#"[listen]
-nbd = "127.0.0.1:0"
-[qos]
-scheduler = "{}"
-{}
-[[volume]]
-name = "default"
-backend = {{ kind = "file", path = "{}", size = "1GiB", direct = "off" }}
-[[tenant]]
-name = "open"
-open = true
-class = "be"
-acl = [{{ volume = "default", access = "read-write" }}]
-[[export]]
-name = "default"
-volume = "default"
-tenant = "open"
-"#,
-        if scheduler_off { "off" } else { "on" },
-        file_profile,
-        path.display()
+    let toml = file_volume_toml(
+        &format!(
+            "path = \"{}\", size = \"1GiB\", direct = \"off\"",
+            path.display()
+        ),
+        scheduler_off,
+        false,
+        &file_profile,
     );
     let file_server = ServerConfig::from_toml_str(&toml)
         .map_err(|e| e.to_string())
@@ -681,18 +667,22 @@ const FILE_READ_FIXED_BUFFERS: u32 = 256;
 /// The file-read phase's scratch file: fio's nbd engine reads the first 1 GiB of the export.
 const FILE_READ_BYTES: u64 = 1 << 30;
 
-/// A server of one file volume on `path` (`direct = "auto"`, `fixed` registered buffers),
-/// with the dataplane settings the environment gives the other phases.
-fn file_read_config(path: &std::path::Path, fixed: u32, scheduler_off: bool) -> ServerConfig {
-    let toml = format!(
+/// The config of a server of one file volume (`backend`: the file backend's keys after `kind`)
+/// exported to an open best-effort tenant, with the scheduler on unless `scheduler_off`, an
+/// admin listener (for `/metrics`) if `admin`, and `extra` after the `[qos]` table's scheduler
+/// line (a `[qos.profile]`, or nothing).
+fn file_volume_toml(backend: &str, scheduler_off: bool, admin: bool, extra: &str) -> String {
+    let admin = if admin { "admin = \"127.0.0.1:0\"" } else { "" };
+    format!(
         r#"[listen]
 nbd = "127.0.0.1:0"
-admin = "127.0.0.1:0"
+{admin}
 [qos]
 scheduler = "{}"
+{extra}
 [[volume]]
 name = "default"
-backend = {{ kind = "file", path = "{}", direct = "auto", fixed_buffers = {fixed} }}
+backend = {{ kind = "file", {backend} }}
 [[tenant]]
 name = "open"
 open = true
@@ -704,7 +694,20 @@ volume = "default"
 tenant = "open"
 "#,
         if scheduler_off { "off" } else { "on" },
-        path.display()
+    )
+}
+
+/// A server of one file volume on `path` (`direct = "auto"`, `fixed` registered buffers),
+/// with the dataplane settings the environment gives the other phases.
+fn file_read_config(path: &std::path::Path, fixed: u32, scheduler_off: bool) -> ServerConfig {
+    let toml = file_volume_toml(
+        &format!(
+            "path = \"{}\", direct = \"auto\", fixed_buffers = {fixed}",
+            path.display()
+        ),
+        scheduler_off,
+        true,
+        "",
     );
     let mut config = ServerConfig::from_toml_str(&toml).expect("the file-read config parses");
     if let Some(ns) = env_number("ULLSTACK_IDLE_SPIN_NS") {
