@@ -7,6 +7,13 @@ use crate::plan::{Plan, Size};
 use crate::reflex;
 use crate::studies::catalogue;
 
+/// `reflex`'s simulated runs of a size at its default replicates (part 4's probes aside): its
+/// runs and the replicates of the published rows' runs.
+fn reflex_sim_runs(size: Size) -> usize {
+    let replicates = Plan::new(size, 1).replicates;
+    reflex::runs(size, 1).len() + reflex::replicate_runs(size, 1, replicates).len()
+}
+
 /// `ullstack study list`: one line a study, `reflex` last.
 pub fn list_text() -> String {
     let mut text = String::new();
@@ -18,8 +25,8 @@ pub fn list_text() -> String {
             def.name, def.about
         ));
     }
-    let quick = reflex::runs(Size::Quick, 1).len();
-    let full = reflex::runs(Size::Full, 1).len();
+    let quick = reflex_sim_runs(Size::Quick);
+    let full = reflex_sim_runs(Size::Full);
     text.push_str(&format!(
         "{:<12} {full} runs (--quick: {quick}) + a search for part 4; {} on the real server + a \
          search, each with its simulated twin  SLOs for remote tenants: simulated server with the \
@@ -50,12 +57,13 @@ pub fn help_text() -> String {
         ));
     }
     text.push_str(&format!(
-        "  {:<11} {} simulated runs + {} on the real server (--sim-only: none) + part 4's \
-         searches; --quick: {} + {}, {}\n",
+        "  {:<11} {} simulated runs ({} replicate(s) of the published rows' runs) + {} on the \
+         real server (--sim-only: none) + part 4's searches; --quick: {} + {}, {}\n",
         "reflex",
-        reflex::runs(Size::Full, 1).len(),
+        reflex_sim_runs(Size::Full),
+        Plan::new(Size::Full, 1).replicates,
         reflex::real_runs(Size::Full, 1).len(),
-        reflex::runs(Size::Quick, 1).len(),
+        reflex_sim_runs(Size::Quick),
         reflex::real_runs(Size::Quick, 1).len(),
         reflex::quick_about()
     ));
@@ -81,5 +89,19 @@ mod tests {
             );
         }
         assert_eq!(list.lines().count(), catalogue().len() + 1);
+    }
+
+    /// `reflex`'s counts include the published rows' replicates: 15 runs and 4 × 4 replicates
+    /// in a full study, the 10 runs alone with `--quick` (one replicate).
+    #[test]
+    fn reflex_counts_its_replicates() {
+        assert_eq!(reflex_sim_runs(Size::Full), 15 + 4 * 4);
+        assert_eq!(reflex_sim_runs(Size::Quick), 10);
+        let line = list_text()
+            .lines()
+            .find(|l| l.starts_with("reflex"))
+            .map(str::to_string)
+            .expect("a reflex line");
+        assert!(line.contains("31 runs (--quick: 10)"), "{line}");
     }
 }
