@@ -1164,6 +1164,21 @@ mod tests {
         }
     }
 
+    /// Channel pair 0 busy with LUN 0's demand read (LPN 1, transfer to 5,148 ns) while
+    /// prefetches on LUNs 8 and 16 (LPNs 2 and 3, submitted at 100 and 200 ns) sense and then
+    /// wait for it; run to 3,400 ns: the flash, its pending events and what finished so far.
+    #[allow(clippy::type_complexity)]
+    fn two_prefetches_waiting_behind_lun_0(
+    ) -> (Flash, Vec<(SimTime, FlashEvent)>, Vec<(SimTime, FlashOp)>) {
+        let mut f = Flash::new(&exact(zssd()));
+        let mut ev = Vec::new();
+        f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
+        f.submit(SimTime(100), 8, prefetch(0, 2), &mut ev);
+        f.submit(SimTime(200), 16, prefetch(0, 3), &mut ev);
+        let done = run_until(&mut f, &mut ev, SimTime(3_400));
+        (f, ev, done)
+    }
+
     /// A prefetch sensed and waiting for the channel holds its die: when a demand read is
     /// queued on that die, the prefetch's transfer takes its turn at once as a demand read's.
     /// Channel pair 0 carries LUN 0's demand transfer until 5,148 ns; prefetches on LUNs 8
@@ -1173,12 +1188,7 @@ mod tests {
     /// Without the upgrade LUN 8's prefetch went first and the demand read finished later.
     #[test]
     fn a_prefetch_holding_a_die_a_demand_read_waits_for_goes_as_a_demand_read() {
-        let mut f = Flash::new(&exact(zssd()));
-        let mut ev = Vec::new();
-        f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
-        f.submit(SimTime(100), 8, prefetch(0, 2), &mut ev);
-        f.submit(SimTime(200), 16, prefetch(0, 3), &mut ev);
-        let mut done = run_until(&mut f, &mut ev, SimTime(3_400));
+        let (mut f, mut ev, mut done) = two_prefetches_waiting_behind_lun_0();
         f.submit(SimTime(3_400), 16, read(1, 9), &mut ev);
         done.extend(run(&mut f, ev));
         assert_eq!(done_at(&done, 3), SimTime(7_196), "{done:?}");
@@ -1226,12 +1236,7 @@ mod tests {
     /// wake would find its die idle and send its data a second time.
     #[test]
     fn an_upgraded_prefetch_leaves_the_channel_waiters() {
-        let mut f = Flash::new(&exact(zssd()));
-        let mut ev = Vec::new();
-        f.submit(SimTime::ZERO, 0, read(0, 1), &mut ev);
-        f.submit(SimTime(100), 8, prefetch(0, 2), &mut ev);
-        f.submit(SimTime(200), 16, prefetch(0, 3), &mut ev);
-        let mut done = run_until(&mut f, &mut ev, SimTime(3_400));
+        let (mut f, mut ev, mut done) = two_prefetches_waiting_behind_lun_0();
         assert_eq!(f.prefetch_waiters[0], [8, 16]);
         assert!(f.promote(SimTime(3_400), 8, 2, &mut ev));
         assert_eq!(f.prefetch_waiters[0], [16]);
