@@ -206,7 +206,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
     let (fixed, searched) = std::thread::scope(|s| {
         let search = s.spawn(|| sim_tenants_search(opts, &bar));
         let all: Vec<&ReflexRun> = specs.iter().chain(&replicate_specs).collect();
-        let fixed = parallel(&all, jobs.saturating_sub(1).max(1), |r| {
+        let fixed = crate::pool::try_map(&all, jobs.saturating_sub(1).max(1), |r| {
             let o = simulate(r);
             bar.inc(1);
             o
@@ -268,7 +268,7 @@ pub fn run(opts: &ReflexOptions, real: Option<&dyn RealRunner>) -> Result<Reflex
         })?);
         bar.set_message("simulated twins");
         bar.inc_length(outcomes.len() as u64);
-        let twins = parallel(&outcomes, jobs, |o| {
+        let twins = crate::pool::try_map(&outcomes, jobs, |o| {
             let t = simulate_text(&o.id, &o.scenario_toml);
             bar.inc(1);
             t
@@ -454,33 +454,6 @@ fn json(v: &impl serde::Serialize) -> Result<Vec<u8>, String> {
 fn write_run(dir: &Path, scenario: &str, summary: &RemoteSummary) -> Result<(), String> {
     write_file(dir, "scenario.toml", scenario.as_bytes())?;
     write_file(dir, "summary.json", &json(summary)?)
-}
-
-/// Runs `f` over `items` on `jobs` threads; results in item order.
-fn parallel<T: Sync, R: Send>(
-    items: &[T],
-    jobs: usize,
-    f: impl Fn(&T) -> Result<R, String> + Sync,
-) -> Result<Vec<R>, String> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<R, String>>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.min(items.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(item) = items.get(i) else {
-                    break;
-                };
-                let r = f(item);
-                *results[i].lock().expect("no panics while held") = Some(r);
-            });
-        }
-    });
-    results
-        .into_iter()
-        .map(|m| m.into_inner().expect("no panics").expect("every item ran"))
-        .collect()
 }
 
 fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
