@@ -10,7 +10,10 @@
 //!    file in the temp dir, filled with data first, `direct = "auto"`), ullstack against
 //!    itself: plain reads (`fixed_buffers = 0`, "base") and reads into registered buffers
 //!    (`fixed_buffers = ULLSTACK_FIXED_BUFFERS`, default 256, "head"), alternating base/head
-//!    and head/base by round, each run on a fresh server; besides I/Os per server-CPU-second
+//!    and head/base by round, each run on a fresh server (`ULLSTACK_FILE_READ_AB=file-io`
+//!    compares instead where the file volume's I/O goes on a `socket_io = "uring"` worker,
+//!    both with the head's registered buffers: base `file_io = "own-ring"`, head
+//!    `file_io = "socket-ring"`); besides I/Os per server-CPU-second
 //!    it prints the server threads' syscalls per I/O (`perf stat -e raw_syscalls:sys_enter
 //!    -t …` over the fio run, as `native_saturation` counts them; the reason when perf is
 //!    refused) and the registered and fallback reads (`ullstack_file_reads`).
@@ -51,7 +54,8 @@
 //! config default, 2), `ULLSTACK_FIO_JOBS=N` fio's jobs (N connections of iodepth 32 each,
 //! reported together; default 1). `ULLSTACK_SOCKET_IO=uring|epoll` the workers' socket I/O
 //! (`[dataplane] socket_io`). `ULLSTACK_IDLE=spin|block-after-spin` the idle policy
-//! (`[dataplane] idle`). `ULLSTACK_PHASES=fio,memory,file,fileread` (the default:
+//! (`[dataplane] idle`). `ULLSTACK_FILE_IO=socket-ring|own-ring` where a uring worker's file
+//! volumes put their I/O (`[dataplane] file_io`). `ULLSTACK_PHASES=fio,memory,file,fileread` (the default:
 //! all four) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's
 //! server an inline profile (`reflex-a` with `write_cost_mtok = N`) instead of `reflex-a`: a
 //! tenant provisioned for a page-cache-backed file, whose writes cost what a read costs
@@ -457,6 +461,7 @@ fn main() {
     }
     // ULLSTACK_SOCKET_IO, ULLSTACK_IDLE, ULLSTACK_WORKERS (common::dataplane_from_env).
     dataplane_from_env(&mut config.dataplane);
+    file_io_from_env(&mut config.dataplane);
     let phases =
         std::env::var("ULLSTACK_PHASES").unwrap_or_else(|_| "fio,memory,file,fileread".into());
     let phase = |name: &str| phases.split(',').any(|p| p.trim() == name);
@@ -717,7 +722,20 @@ fn file_read_config(path: &std::path::Path, fixed: u32, scheduler_off: bool) -> 
         config.dataplane.coalesce_ns = ns;
     }
     dataplane_from_env(&mut config.dataplane);
+    file_io_from_env(&mut config.dataplane);
     config
+}
+
+/// `ULLSTACK_FILE_IO=socket-ring|own-ring`: `[dataplane] file_io`.
+fn file_io_from_env(d: &mut server::config::DataplaneConfig) {
+    use server::config::FileIo;
+    if let Ok(v) = std::env::var("ULLSTACK_FILE_IO") {
+        d.file_io = match v.as_str() {
+            "socket-ring" => FileIo::SocketRing,
+            "own-ring" => FileIo::OwnRing,
+            _ => panic!("ULLSTACK_FILE_IO={v:?}: expected socket-ring or own-ring"),
+        };
+    }
 }
 
 /// Fills `path` with `bytes` of data (not zeros: every read goes to the file's blocks).
@@ -789,9 +807,16 @@ fn file_read_run(
 /// The file-read phase: plain reads against reads into registered buffers (module essay, 3).
 fn file_reads(seconds: u64, rounds: usize, scheduler_off: bool) {
     let fixed = env_number("ULLSTACK_FIXED_BUFFERS").unwrap_or(FILE_READ_FIXED_BUFFERS);
+    // ULLSTACK_FILE_READ_AB=file-io: own ring (base) against the socket ring (head).
+    let file_io_ab = std::env::var("ULLSTACK_FILE_READ_AB").is_ok_and(|v| v == "file-io");
     let path = std::env::temp_dir().join(format!("ullstack-cpu-read-{}.img", std::process::id()));
+    let sides = if file_io_ab {
+        format!("fixed_buffers = {fixed}, socket_io = \"uring\": base file_io = \"own-ring\", head file_io = \"socket-ring\"")
+    } else {
+        format!("base fixed_buffers = 0, head fixed_buffers = {fixed}")
+    };
     println!(
-        "\nfio nbd engine, 4 KiB random read, {} job(s) of iodepth 32, file volume ({}, direct = \"auto\"): base fixed_buffers = 0, head fixed_buffers = {fixed}",
+        "\nfio nbd engine, 4 KiB random read, {} job(s) of iodepth 32, file volume ({}, direct = \"auto\"): {sides}",
         fio_jobs(),
         path.display()
     );
@@ -809,12 +834,22 @@ fn file_reads(seconds: u64, rounds: usize, scheduler_off: bool) {
             [true, false]
         };
         for with_fixed in order {
-            let (name, count) = if with_fixed {
-                ("head (registered)", fixed)
-            } else {
-                ("base (plain)", 0)
+            let (name, count) = match (file_io_ab, with_fixed) {
+                (true, true) => ("head (socket ring)", fixed),
+                (true, false) => ("base (own ring)", fixed),
+                (false, true) => ("head (registered)", fixed),
+                (false, false) => ("base (plain)", 0),
             };
-            let config = file_read_config(&path, count, scheduler_off);
+            let mut config = file_read_config(&path, count, scheduler_off);
+            if file_io_ab {
+                use server::config::{FileIo, SocketIo};
+                config.dataplane.socket_io = SocketIo::Uring;
+                config.dataplane.file_io = if with_fixed {
+                    FileIo::SocketRing
+                } else {
+                    FileIo::OwnRing
+                };
+            }
             if let Some((per_cpu, calls)) = file_read_run(name, config, seconds) {
                 let (ios, syscalls) = if with_fixed {
                     (&mut head, &mut head_calls)

@@ -92,6 +92,7 @@ pub struct Metrics {
     worker_connections: Family<Labels, Gauge>,
     worker_input_read_bytes: Family<Labels, Counter>,
     worker_socket_ring_ops: Family<Labels, Counter>,
+    worker_socket_ring_file_ops: Family<Labels, Counter>,
     worker_input_moved_bytes: Family<Labels, Counter>,
     worker_input_in_place_bytes: Family<Labels, Counter>,
     refused_connections: Counter,
@@ -161,6 +162,8 @@ pub struct WorkerMetrics {
     pub input_in_place_bytes: Counter,
     /// Socket receives and sends completed through the worker's io_uring.
     pub socket_ring_ops: Counter,
+    /// File volumes' operations completed through the worker's socket ring.
+    pub socket_ring_file_ops: Counter,
 }
 
 impl Default for Metrics {
@@ -190,6 +193,7 @@ impl Metrics {
             worker_connections: Family::default(),
             worker_input_read_bytes: Family::default(),
             worker_socket_ring_ops: Family::default(),
+            worker_socket_ring_file_ops: Family::default(),
             worker_input_moved_bytes: Family::default(),
             worker_input_in_place_bytes: Family::default(),
             refused_connections: Counter::default(),
@@ -292,6 +296,11 @@ impl Metrics {
             "worker_socket_ring_ops",
             "Socket receives and sends a worker completed through its io_uring (dataplane.socket_io = \"uring\"; 0 on the epoll path)",
             m.worker_socket_ring_ops.clone(),
+        );
+        registry.register(
+            "worker_socket_ring_file_ops",
+            "File volumes' io_uring operations a worker completed through its socket ring (dataplane.file_io = \"socket-ring\"; 0 where each file volume has its own ring)",
+            m.worker_socket_ring_file_ops.clone(),
         );
         registry.register(
             "worker_input_moved_bytes",
@@ -417,6 +426,7 @@ impl Metrics {
             connections: self.worker_connections.get_or_create_owned(&l),
             input_read_bytes: self.worker_input_read_bytes.get_or_create_owned(&l),
             socket_ring_ops: self.worker_socket_ring_ops.get_or_create_owned(&l),
+            socket_ring_file_ops: self.worker_socket_ring_file_ops.get_or_create_owned(&l),
             input_moved_bytes: self.worker_input_moved_bytes.get_or_create_owned(&l),
             input_in_place_bytes: self.worker_input_in_place_bytes.get_or_create_owned(&l),
         }

@@ -70,6 +70,8 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, IoUring};
 
+use crate::backend::HostRing;
+use crate::buf::IoBuf;
 use crate::clock::now_ns;
 use crate::config::{RingSpin, RingWait, SocketRecv};
 use crate::conn::{ConnCore, ConnRef, WRITEV_LARGE_IOVECS, WRITEV_MAX_IOVECS};
@@ -89,6 +91,26 @@ const RECV_BUFS: u16 = 32;
 /// Bytes of one provided buffer: a batch of 64 own-protocol READ headers or ~146 NBD ones,
 /// or a page of a write's payload.
 const RECV_BUF_BYTES: u32 = 4096;
+/// Where a guest backend's volume index sits in the user data of its operations: above the
+/// 48 bits the guest uses for its own, below its bit 62 ([`HostRing::push`]).
+const GUEST_VOLUME_SHIFT: u32 = 48;
+/// Volumes a socket ring can host: 14 bits (48..=61).
+pub const MAX_GUEST_VOLUMES: usize = 1 << 14;
+const GUEST_VOLUME_MASK: u64 = ((MAX_GUEST_VOLUMES as u64) - 1) << GUEST_VOLUME_SHIFT;
+
+/// Whether `sqe` is a guest backend's (a file volume's reads, writes, syncs and range
+/// operations: opcodes the socket path never uses).
+fn is_guest_op<B>(sqe: &Sqe<B>) -> bool {
+    matches!(
+        sqe,
+        Sqe::Read { .. }
+            | Sqe::ReadFixed { .. }
+            | Sqe::Write { .. }
+            | Sqe::Writev { .. }
+            | Sqe::Fdatasync { .. }
+            | Sqe::Fallocate { .. }
+    )
+}
 
 /// What a completion was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,13 +227,19 @@ fn set_large_parts(msg: &mut sys::SendMsg, core: &ConnCore) {
 
 /// The socket ring of one worker.
 pub struct SockRing {
-    ring: sys::Ring<Vec<u8>>,
+    /// Carries [`IoBuf`]s: the socket operations own none, a guest file volume's reads and
+    /// writes own their request's buffer.
+    ring: sys::Ring<IoBuf>,
     /// Entries pushed since the last enter.
     queued: usize,
     /// Message headers of SENDMSGs that completed, for the next ones.
     spare_msgs: Vec<sys::SendMsg>,
     /// Completions reaped, before they become [`Done`]s.
-    cqes: Vec<sys::Cqe<Vec<u8>>>,
+    cqes: Vec<sys::Cqe<IoBuf>>,
+    /// Completions of guest backends' operations, for [`SockRing::take_guest_done`].
+    guest_done: Vec<sys::Cqe<IoBuf>>,
+    /// Guest backends' operations pushed since the ring was made.
+    guest_pushed: u64,
     /// How the ring was set up, for the start-up log.
     pub mode: &'static str,
     /// How it receives: multishot when asked for and the kernel took the provided buffers.
@@ -278,6 +306,8 @@ impl SockRing {
             queued: 0,
             spare_msgs: Vec::new(),
             cqes: Vec::new(),
+            guest_done: Vec::new(),
+            guest_pushed: 0,
             mode,
             recv,
             sends_queued: 0,
@@ -376,7 +406,7 @@ impl SockRing {
 
     /// Pushes one submission, submitting first when the queue is full; gives it back when
     /// the kernel takes no more (the queue stays full after a submit): it was not queued.
-    fn push(&mut self, user_data: u64, mut sqe: Sqe<Vec<u8>>) -> Result<(), Sqe<Vec<u8>>> {
+    fn push(&mut self, user_data: u64, mut sqe: Sqe<IoBuf>) -> Result<(), Sqe<IoBuf>> {
         for _ in 0..2 {
             match self.ring.push(user_data, sqe) {
                 Ok(()) => {
@@ -532,6 +562,10 @@ impl SockRing {
     pub fn reap(&mut self, out: &mut Vec<Done>) {
         self.ring.reap(&mut self.cqes);
         for cqe in self.cqes.drain(..) {
+            if is_guest_op(&cqe.sqe) {
+                self.guest_done.push(cqe);
+                continue;
+            }
             let done = Done::from_cqe(cqe.user_data, cqe.result, cqe.buf, cqe.more);
             if done.kind == OpKind::Recv && !done.more {
                 self.recvs_armed = self.recvs_armed.saturating_sub(1);
@@ -541,6 +575,75 @@ impl SockRing {
                 self.spare_msgs.push(msg);
             }
         }
+    }
+}
+
+/// Guest backends: a file volume's operations in the socket ring (`[dataplane] file_io =
+/// "socket-ring"`; *One ring per worker* in `backend/file.rs`).
+impl SockRing {
+    /// The ring as volume `volume`'s host (below [`MAX_GUEST_VOLUMES`]): its pushes are
+    /// tagged with the volume, and their completions come back from
+    /// [`SockRing::take_guest_done`] with it.
+    pub fn host(&mut self, volume: usize) -> GuestHost<'_> {
+        debug_assert!(volume < MAX_GUEST_VOLUMES);
+        GuestHost {
+            tag: (volume as u64) << GUEST_VOLUME_SHIFT,
+            ring: self,
+        }
+    }
+
+    /// Whether guest completions wait to be taken.
+    pub fn has_guest_done(&self) -> bool {
+        !self.guest_done.is_empty()
+    }
+
+    /// Takes the guest completions reaped so far, as `(volume, completion)`, each with the
+    /// user data its guest pushed.
+    pub fn take_guest_done(&mut self) -> impl Iterator<Item = (usize, sys::Cqe<IoBuf>)> + '_ {
+        self.guest_done.drain(..).map(|mut cqe| {
+            let volume = ((cqe.user_data & GUEST_VOLUME_MASK) >> GUEST_VOLUME_SHIFT) as usize;
+            cqe.user_data &= !GUEST_VOLUME_MASK;
+            (volume, cqe)
+        })
+    }
+
+    /// Guest operations pushed since the ring was made.
+    pub fn guest_pushed(&self) -> u64 {
+        self.guest_pushed
+    }
+}
+
+/// The socket ring as one volume's host ([`SockRing::host`]).
+pub struct GuestHost<'a> {
+    ring: &'a mut SockRing,
+    tag: u64,
+}
+
+impl HostRing for GuestHost<'_> {
+    fn push(&mut self, user_data: u64, sqe: Sqe<IoBuf>) -> Result<(), Sqe<IoBuf>> {
+        debug_assert_eq!(
+            user_data & GUEST_VOLUME_MASK,
+            0,
+            "a guest's user data too wide"
+        );
+        self.ring.ring.push(user_data | self.tag, sqe)?;
+        self.ring.queued += 1;
+        self.ring.guest_pushed += 1;
+        Ok(())
+    }
+
+    fn is_full(&mut self) -> bool {
+        self.ring.ring.is_full()
+    }
+
+    fn submit(&mut self) -> io::Result<usize> {
+        let n = self.ring.ring.submit()?;
+        self.ring.queued = 0;
+        Ok(n)
+    }
+
+    fn register_buffers(&mut self, home: std::sync::Arc<dyn sys::FixedRegions>) -> io::Result<()> {
+        self.ring.ring.register_buffers(home)
     }
 }
 

@@ -405,9 +405,7 @@ impl Worker {
                 throttled_round_ns = now + throttled_wait_ns;
             }
             busy |= released_last_round;
-            for b in &mut self.backends {
-                b.commit();
-            }
+            self.commit_backends();
             busy |= self.reap(now);
             // 7. Send and close.
             self.flush_pending_output();

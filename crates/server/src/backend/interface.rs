@@ -10,6 +10,7 @@ use std::sync::Arc;
 use engine::IoClass;
 
 use crate::buf::{IoBuf, PageViews};
+use crate::sys::{Cqe, FixedRegions, Sqe};
 
 /// One storage operation, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +134,42 @@ pub trait Backend: Send {
     fn wake_fd(&self) -> Option<RawFd> {
         None
     }
+    /// The backend as a guest of another's io_uring (a file volume, whose operations may go
+    /// into the worker's socket ring: `[dataplane] file_io = "socket-ring"`); `None` for
+    /// backends without io_uring work.
+    fn ring_guest(&mut self) -> Option<&mut dyn RingGuest> {
+        None
+    }
+}
+
+/// An io_uring another owns (the worker's socket ring), as a guest backend pushes into it:
+/// what it pushes goes to the kernel with the owner's next `io_uring_enter`, and its
+/// completions come back to the guest through [`RingGuest::complete`], user data as pushed.
+pub trait HostRing {
+    /// Pushes `sqe` with `user_data` (below 2^48, or with bit 62 set: the owner keeps the bits
+    /// between for itself); gives it back when the submission queue is full.
+    fn push(&mut self, user_data: u64, sqe: Sqe<IoBuf>) -> Result<(), Sqe<IoBuf>>;
+    /// Whether the submission queue is full (submit, then push again).
+    fn is_full(&mut self) -> bool;
+    /// Gives the kernel what was pushed (only when the queue is full: the owner's enter
+    /// submits the rest).
+    fn submit(&mut self) -> std::io::Result<usize>;
+    /// Registers `home`'s regions as the ring's fixed buffers (once per ring: a second
+    /// registration is refused).
+    fn register_buffers(&mut self, home: Arc<dyn FixedRegions>) -> std::io::Result<()>;
+}
+
+/// A backend whose io_uring operations can move into a [`HostRing`].
+pub trait RingGuest {
+    /// Moves the backend's operations onto `host` from now on (its own ring closed, not
+    /// watched any more); false when it stays on its own ring (operations in flight there).
+    fn join(&mut self, host: &mut dyn HostRing) -> bool;
+    /// Whether its operations go into a host ring.
+    fn hosted(&self) -> bool;
+    /// Pushes what waits into `host` (the step's `commit`, and after completions: retries).
+    fn fill(&mut self, host: &mut dyn HostRing);
+    /// One completion of an operation it pushed into the host.
+    fn complete(&mut self, cqe: Cqe<IoBuf>, out: &mut Vec<Completion>);
 }
 
 /// A run of bytes with one allocation status, as [`Volume::allocation`] reports it.

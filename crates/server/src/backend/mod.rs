@@ -49,8 +49,8 @@ pub mod memory;
 use std::sync::Arc;
 
 pub use interface::{
-    push_run, AllocRun, Backend, BackendError, Caps, Completion, Fua, StorageError, StorageOp,
-    Submitted, Volume, WritePaths,
+    push_run, AllocRun, Backend, BackendError, Caps, Completion, Fua, HostRing, RingGuest,
+    StorageError, StorageOp, Submitted, Volume, WritePaths,
 };
 
 use crate::config::{BackendConfig, VolumeConfig};

@@ -82,6 +82,34 @@ pub struct DataplaneConfig {
     /// gaps). See `ringwait`.
     #[serde(default)]
     pub ring_spin: RingSpin,
+    /// Where a `socket_io = "uring"` worker's file volumes put their io_uring operations:
+    /// `socket-ring` (into the worker's socket ring: one `io_uring_enter` per step submits
+    /// and waits for the sockets and the files) or `own-ring` (each volume's own ring per
+    /// worker, watched through epoll). The epoll socket path always uses `own-ring`. See
+    /// `backend/file.rs`, *One ring per worker*.
+    #[serde(default)]
+    pub file_io: FileIo,
+}
+
+/// `[dataplane] file_io`: which io_uring a uring worker's file volumes use.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileIo {
+    /// The worker's socket ring carries the file volumes' operations too.
+    #[default]
+    SocketRing,
+    /// Each file volume keeps its own ring per worker, watched through epoll.
+    OwnRing,
+}
+
+impl FileIo {
+    /// As the config and the logs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileIo::SocketRing => "socket-ring",
+            FileIo::OwnRing => "own-ring",
+        }
+    }
 }
 
 /// `[dataplane] ring_wait`: how many completions a uring worker's blocking wait asks for.
@@ -206,6 +234,7 @@ impl Default for DataplaneConfig {
             socket_recv: SocketRecv::default(),
             ring_wait: RingWait::default(),
             ring_spin: RingSpin::default(),
+            file_io: FileIo::default(),
         }
     }
 }

@@ -69,9 +69,38 @@ impl Worker {
         }
     }
 
+    /// Step 5's `commit`: backends on their own rings submit what the step queued; guests of
+    /// the socket ring push it there, for the next wait's enter to submit.
+    pub(super) fn commit_backends(&mut self) {
+        for (v, b) in self.backends.iter_mut().enumerate() {
+            match (self.ring.as_mut(), b.ring_guest().filter(|g| g.hosted())) {
+                (Some(ring), Some(guest)) => guest.fill(&mut ring.host(v)),
+                _ => b.commit(),
+            }
+        }
+    }
+
     pub(super) fn reap(&mut self, now: u64) -> bool {
         let mut any = false;
         let mut out = std::mem::take(&mut self.completions);
+        // Completions of the socket ring's guests (the step's wait reaped them), each to its
+        // volume's backend; then what they queued again (short transfers, fallbacks, writes
+        // held behind them) goes into the ring for the next enter.
+        if let Some(ring) = self.ring.as_mut().filter(|r| r.has_guest_done()) {
+            let mut count = 0u64;
+            for (v, cqe) in ring.take_guest_done() {
+                if let Some(guest) = self.backends.get_mut(v).and_then(|b| b.ring_guest()) {
+                    guest.complete(cqe, &mut out);
+                    count += 1;
+                }
+            }
+            self.metrics.socket_ring_file_ops.inc_by(count);
+            for (v, b) in self.backends.iter_mut().enumerate() {
+                if let Some(guest) = b.ring_guest().filter(|g| g.hosted()) {
+                    guest.fill(&mut ring.host(v));
+                }
+            }
+        }
         for b in &mut self.backends {
             if b.in_flight() > 0 || b.next_event_ns().is_some() {
                 b.poll(now, &mut out);

@@ -64,12 +64,57 @@ impl Worker {
                     "worker sockets on io_uring"
                 );
                 self.ring = Some(ring);
+                self.host_file_volumes();
             }
             Err(e) => tracing::warn!(
                 worker = self.index,
                 error = %e,
                 "dataplane.socket_io = \"uring\" refused by the kernel: this worker uses epoll"
             ),
+        }
+    }
+
+    /// `file_io = "socket-ring"`: moves the file volumes' operations into the socket ring
+    /// (each volume's own ring closed and no longer watched by epoll), so one enter per step
+    /// submits and waits for the sockets and the files.
+    fn host_file_volumes(&mut self) {
+        if self.shared.config.dataplane.file_io != crate::config::FileIo::SocketRing {
+            return;
+        }
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let mut hosted = 0;
+        for (v, b) in self.backends.iter_mut().enumerate() {
+            if v >= crate::sockring::MAX_GUEST_VOLUMES {
+                break;
+            }
+            let fd = b.wake_fd();
+            let Some(guest) = b.ring_guest() else {
+                continue;
+            };
+            // Out of the epoll set before the join closes it.
+            if let Some(fd) = fd {
+                let _ = self.epoll.delete(fd);
+            }
+            if guest.join(&mut ring.host(v)) {
+                hosted += 1;
+            } else if let Some(fd) = fd {
+                if let Err(e) = self
+                    .epoll
+                    .add(fd, super::TOKEN_BACKEND, libc::EPOLLIN as u32)
+                {
+                    tracing::error!(worker = self.index, error = %e, "a file ring left unwatched");
+                }
+            }
+        }
+        if hosted > 0 {
+            tracing::info!(
+                worker = self.index,
+                file_volumes = hosted,
+                file_io = "socket-ring",
+                "file volumes' I/O in the worker's socket ring"
+            );
         }
     }
 
@@ -143,6 +188,8 @@ impl Worker {
             ring.enter_want(want, bound);
             let before = self.ring_done.len();
             ring.reap(&mut self.ring_done);
+            // A file volume's completion ends the wait as a socket's does.
+            let guest_done = ring.has_guest_done();
             // In order (`remove`, not `swap_remove`): a multishot receive's completions are
             // its bytes in the order they arrived.
             let mut k = before;
@@ -163,6 +210,7 @@ impl Worker {
             let now = now_ns();
             if timeout == 0
                 || polled
+                || guest_done
                 || !self.ring_done.is_empty()
                 || !self.pending.is_empty()
                 || now >= deadline

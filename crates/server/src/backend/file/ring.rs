@@ -33,7 +33,9 @@ use std::sync::Arc;
 
 use engine::IoClass;
 
-use super::super::interface::{Backend, Completion, Fua, StorageError, StorageOp, Submitted};
+use super::super::interface::{
+    Backend, Completion, Fua, HostRing, RingGuest, StorageError, StorageOp, Submitted,
+};
 use super::direct::WriteRoute;
 use super::pages::Via;
 use super::runs::WRITE_RUN_MAX_BYTES;
@@ -47,6 +49,25 @@ use crate::sys::{self, Sqe};
 impl sys::IoBytes for IoBuf {
     fn io_bytes(&mut self) -> &mut [u8] {
         self.as_mut_slice()
+    }
+}
+
+/// The file backend's own ring is a host too: the same code fills either.
+impl HostRing for sys::Ring<IoBuf> {
+    fn push(&mut self, user_data: u64, sqe: Sqe<IoBuf>) -> Result<(), Sqe<IoBuf>> {
+        sys::Ring::push(self, user_data, sqe)
+    }
+
+    fn is_full(&mut self) -> bool {
+        sys::Ring::is_full(self)
+    }
+
+    fn submit(&mut self) -> std::io::Result<usize> {
+        sys::Ring::submit(self)
+    }
+
+    fn register_buffers(&mut self, home: Arc<dyn sys::FixedRegions>) -> std::io::Result<()> {
+        sys::Ring::register_buffers(self, home)
     }
 }
 
@@ -129,7 +150,9 @@ pub struct FileStats {
 /// A worker's ring on a file volume.
 pub struct FileBackend {
     volume: Arc<FileVolume>,
-    ring: sys::Ring<IoBuf>,
+    /// Its own ring; `None` once its operations go into the worker's socket ring
+    /// ([`RingGuest::join`], *One ring per worker* in `../file.rs`).
+    ring: Option<sys::Ring<IoBuf>>,
     /// Completions reaped, before their slots take them.
     cqes: Vec<sys::Cqe<IoBuf>>,
     slots: Vec<Option<Slot>>,
@@ -159,7 +182,7 @@ impl FileBackend {
     pub(super) fn with_ring(volume: Arc<FileVolume>, ring: sys::Ring<IoBuf>) -> FileBackend {
         FileBackend {
             volume,
-            ring,
+            ring: Some(ring),
             cqes: Vec::new(),
             slots: Vec::new(),
             free_slots: Vec::new(),
@@ -176,13 +199,23 @@ impl FileBackend {
         }
     }
 
-    /// Registers the volume's buffers (if it has them) with this ring, so reads go in with
-    /// `READ_FIXED`; where the kernel refuses (the locked-memory limit), reads stay plain.
+    /// Registers the volume's buffers (if it has them) with its own ring.
     pub(super) fn register_fixed(&mut self) {
+        if let Some(mut ring) = self.ring.take() {
+            self.register_fixed_on(&mut ring);
+            self.ring = Some(ring);
+        }
+    }
+
+    /// Registers the volume's buffers (if it has them) with `host`, so reads go in with
+    /// `READ_FIXED`; where the kernel refuses (the locked-memory limit, or the ring has
+    /// another volume's buffers registered), reads stay plain.
+    fn register_fixed_on(&mut self, host: &mut dyn HostRing) {
+        self.fixed = None;
         let Some(home) = self.volume.fixed.clone() else {
             return;
         };
-        match self.ring.register_buffers(home.clone()) {
+        match host.register_buffers(home.clone()) {
             Ok(()) => self.fixed = Some(home),
             Err(e) => tracing::warn!(
                 volume = %self.volume.name,
@@ -459,20 +492,20 @@ impl FileBackend {
         (user_data, sqe)
     }
 
-    /// Moves waiting operations into the submission queue while there is room, contiguous
-    /// buffered writes as write runs.
-    fn fill_ring(&mut self) {
+    /// Moves waiting operations into `ring`'s submission queue while there is room,
+    /// contiguous buffered writes as write runs.
+    fn fill_ring(&mut self, ring: &mut dyn HostRing) {
         let mut held = Vec::new();
         // Waiting for an earlier overlapping request: offered again after the next CQE.
         let mut behind = Vec::new();
         while self.in_kernel < RING_ENTRIES as usize && !self.waiting.is_empty() {
-            if self.ring.is_full() {
+            if ring.is_full() {
                 // Submit what is there and retry next time.
-                if self.ring.submit().is_err() {
+                if ring.submit().is_err() {
                     break;
                 }
                 self.queued_since_commit = 0;
-                if self.ring.is_full() {
+                if ring.is_full() {
                     break;
                 }
             }
@@ -492,7 +525,7 @@ impl FileBackend {
                 }
             };
             // The ring holds the buffers until the CQE gives them back (`poll`).
-            if self.ring.push(user_data, sqe).is_err() {
+            if ring.push(user_data, sqe).is_err() {
                 panic!("the submission queue had room");
             }
             self.stats.sqes += 1;
@@ -689,12 +722,29 @@ impl FileBackend {
     /// Cancels every operation in the kernel and reaps its completion, so no buffer is freed
     /// while the kernel may still read or write it; returns how many were reaped. Operations
     /// still in the kernel after [`sys::RING_DROP_WAIT_NS`] have their buffers leaked.
+    ///
+    /// A hosted backend's operations are the host's to cancel (the worker's socket ring
+    /// cancels and waits for everything in it when it closes, before the worker's backends
+    /// are dropped): here it only gives back the stretches they claimed, and reaps none.
     pub fn cancel_and_reap(&mut self) -> usize {
         self.waiting.clear();
-        self.ring.cancel_all(CANCEL_USER_DATA);
+        let Some(ring) = self.ring.as_mut() else {
+            for slot in self.slots.iter_mut().filter_map(Option::take) {
+                if let Some((at, len, via)) = slot.claim {
+                    self.volume.pages.release(at, len, via);
+                }
+            }
+            for run in self.runs.iter_mut().filter_map(Option::take) {
+                let (at, len) = run.claim;
+                self.volume.pages.release(at, len, Via::Buffered);
+            }
+            self.in_kernel = 0;
+            return 0;
+        };
+        ring.cancel_all(CANCEL_USER_DATA);
         // A cancelled operation ends with -ECANCELED; one the kernel could not stop, normally.
         let mut done = Vec::new();
-        let all_back = self.ring.drain(sys::RING_DROP_WAIT_NS, &mut done);
+        let all_back = ring.drain(sys::RING_DROP_WAIT_NS, &mut done);
         let mut reaped = 0;
         for cqe in done {
             if matches!(cqe.sqe, Sqe::Cancel { .. }) {
@@ -729,7 +779,9 @@ impl FileBackend {
                 in_kernel = self.in_kernel,
                 "io_uring operations not cancelled in time; leaking their buffers"
             );
-            self.ring.forget_in_flight();
+            if let Some(ring) = self.ring.as_mut() {
+                ring.forget_in_flight();
+            }
         }
         reaped
     }
@@ -770,44 +822,31 @@ impl Backend for FileBackend {
     }
 
     fn commit(&mut self) {
-        self.fill_ring();
+        // A hosted backend's SQEs go in with the worker's enter (`RingGuest::fill`).
+        let Some(mut ring) = self.ring.take() else {
+            return;
+        };
+        self.fill_ring(&mut ring);
         if self.queued_since_commit > 0 {
-            if let Err(e) = self.ring.submit() {
-                tracing::warn!(volume = %self.volume.name, error = %e, "io_uring submit failed; will retry");
-                return;
+            match ring.submit() {
+                Ok(_) => self.queued_since_commit = 0,
+                Err(e) => {
+                    tracing::warn!(volume = %self.volume.name, error = %e, "io_uring submit failed; will retry");
+                }
             }
-            self.queued_since_commit = 0;
         }
+        self.ring = Some(ring);
     }
 
     fn poll(&mut self, _now_ns: u64, out: &mut Vec<Completion>) {
+        // A hosted backend's completions come through `RingGuest::complete`.
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
         let mut cqes = std::mem::take(&mut self.cqes);
-        self.ring.reap(&mut cqes);
+        ring.reap(&mut cqes);
         for cqe in cqes.drain(..) {
-            let (user_data, res) = (cqe.user_data, cqe.result);
-            match cqe.sqe {
-                Sqe::Writev { bufs, .. } => {
-                    self.in_kernel -= 1;
-                    let ri = (user_data & !RUN_USER_DATA_BIT) as usize;
-                    self.on_run_cqe(ri, res, bufs, out);
-                }
-                Sqe::Read { buf, .. } | Sqe::ReadFixed { buf, .. } | Sqe::Write { buf, .. } => {
-                    self.in_kernel -= 1;
-                    if let Some(slot) = self
-                        .slots
-                        .get_mut(user_data as usize)
-                        .and_then(Option::as_mut)
-                    {
-                        slot.buf = Some(buf);
-                    }
-                    self.on_cqe(user_data as usize, res, out);
-                }
-                Sqe::Cancel { .. } => {}
-                _ => {
-                    self.in_kernel -= 1;
-                    self.on_cqe(user_data as usize, res, out);
-                }
-            }
+            self.on_ring_cqe(cqe, out);
         }
         self.cqes = cqes;
         // Retries (short transfers, runs cut short, fallbacks) and operations that waited for
@@ -820,10 +859,76 @@ impl Backend for FileBackend {
     }
 
     fn wake_fd(&self) -> Option<RawFd> {
-        Some(self.ring.raw_fd())
+        self.ring.as_ref().map(sys::Ring::raw_fd)
     }
 
     fn next_event_ns(&self) -> Option<u64> {
         self.retry_at_ns
+    }
+
+    fn ring_guest(&mut self) -> Option<&mut dyn RingGuest> {
+        Some(self)
+    }
+}
+
+impl RingGuest for FileBackend {
+    fn join(&mut self, host: &mut dyn HostRing) -> bool {
+        if self.in_kernel > 0 || self.ring.is_none() {
+            return false;
+        }
+        // Nothing is in the kernel: closing the own ring waits for nothing. Its registered
+        // buffers are registered on the host instead (if the host takes them).
+        self.ring = None;
+        self.register_fixed_on(host);
+        self.queued_since_commit = 0;
+        true
+    }
+
+    fn hosted(&self) -> bool {
+        self.ring.is_none()
+    }
+
+    fn fill(&mut self, host: &mut dyn HostRing) {
+        debug_assert!(
+            self.ring.is_none(),
+            "a backend with its own ring filled a host"
+        );
+        self.fill_ring(host);
+        // The host's next enter submits them.
+        self.queued_since_commit = 0;
+    }
+
+    fn complete(&mut self, cqe: sys::Cqe<IoBuf>, out: &mut Vec<Completion>) {
+        self.on_ring_cqe(cqe, out);
+    }
+}
+
+impl FileBackend {
+    /// One completion of an operation this backend pushed (into its own ring or a host).
+    fn on_ring_cqe(&mut self, cqe: sys::Cqe<IoBuf>, out: &mut Vec<Completion>) {
+        let (user_data, res) = (cqe.user_data, cqe.result);
+        match cqe.sqe {
+            Sqe::Writev { bufs, .. } => {
+                self.in_kernel -= 1;
+                let ri = (user_data & !RUN_USER_DATA_BIT) as usize;
+                self.on_run_cqe(ri, res, bufs, out);
+            }
+            Sqe::Read { buf, .. } | Sqe::ReadFixed { buf, .. } | Sqe::Write { buf, .. } => {
+                self.in_kernel -= 1;
+                if let Some(slot) = self
+                    .slots
+                    .get_mut(user_data as usize)
+                    .and_then(Option::as_mut)
+                {
+                    slot.buf = Some(buf);
+                }
+                self.on_cqe(user_data as usize, res, out);
+            }
+            Sqe::Cancel { .. } => {}
+            _ => {
+                self.in_kernel -= 1;
+                self.on_cqe(user_data as usize, res, out);
+            }
+        }
     }
 }
