@@ -7,10 +7,12 @@
 //! into the spare room of its input buffer ([`crate::inbuf::InBuf::begin_recv`],
 //! `socket_recv = "single"`) — and at most one SENDMSG (gathering its queued replies,
 //! [`crate::conn::ConnCore::gather_out`]) are in the kernel at a time; a re-armed POLL on the
-//! worker's epoll descriptor reports what epoll still watches (the wake-up eventfd, the
-//! backends' ring descriptors, TLS connections). Everything a step queued goes to the kernel
-//! with the step's wait, in one `io_uring_enter` ([`SockRing::enter`]); completions come back
-//! as [`Done`]s naming the connection by [`ConnRef`].
+//! worker's epoll descriptor reports what epoll still watches (the wake-up eventfd, TLS
+//! connections, the rings of file volumes that keep their own). The worker's file volumes put
+//! their reads, writes, syncs and `fallocate`s in this ring too (`file_io = "socket-ring"`,
+//! *Guests* below). Everything a step queued goes to the kernel with the step's wait, in one
+//! `io_uring_enter` ([`SockRing::enter`]); completions come back as [`Done`]s naming the
+//! connection by [`ConnRef`], or, for a file volume, set aside for it.
 //!
 //! # Design
 //! *Buffers stay put until their completion.* The ring is a [`sys::Ring`]: what a submission
@@ -45,6 +47,18 @@
 //! cancelled when the connection stops wanting input (bytes it took before the cancel landed
 //! join the input: at most what one enter receives).
 //!
+//! *Guests.* A backend with io_uring work of its own (a file volume) can push into this ring
+//! through [`SockRing::host`], a [`HostRing`] that tags the user data with the volume's index
+//! (bits 48-61; the volume's own user data stays below 2^48, or has bit 62 for a write run).
+//! The ring owns [`IoBuf`]s for that (a socket operation owns none: its memory is lent or
+//! provided). [`SockRing::reap`] tells a guest's completion by its opcode — READ, READ_FIXED,
+//! WRITE, WRITEV, FSYNC, FALLOCATE are never a socket's — and keeps it, untagged, for
+//! [`SockRing::take_guest_done`], which the worker's reap hands to the volume; one that comes
+//! during a connection's detach waits there too. A guest's completion ends a wait as a
+//! socket's does. A volume's registered buffers are registered on this ring (one volume's:
+//! a ring has one registration). Worked example: volume 1's read in its slot 7 goes in with
+//! user data `1 << 48 | 7`; its completion comes back as `(1, Cqe { user_data: 7, .. })`.
+//!
 //! *Ring set-up.* Single issuer with deferred task work where the kernel allows it
 //! (completions are posted when the worker enters the ring, never by interrupting it; a
 //! multishot receive runs then too, taking what arrived during a coalescing pause in one go),
@@ -62,8 +76,9 @@
 //! # What it leaves out
 //! A frame that spans provided buffers is assembled in the input buffer (a 4 KiB write in
 //! 4 KiB buffers always is: its payload is copied once more than on the single-shot path),
-//! incremental buffer consumption and bundles, SEND_ZC for large replies, and the file
-//! backend's I/O in the same ring (it keeps its own, watched through epoll).
+//! incremental buffer consumption and bundles, and SEND_ZC for large replies. A guest's
+//! operations are not ordered against the sockets' (no links): the worker replies once their
+//! completions are reaped, as with a ring of their own.
 
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;

@@ -95,9 +95,12 @@
 //! submits the receives and sends the last step queued and waits (the same timeout as
 //! `epoll_pwait2`); a completed receive is the `read` (its connection is decoded), a completed
 //! send the `writev`'s result; a coalescing pause submits and sleeps in the same enter. A
-//! receive is armed where epoll would have EPOLLIN, so flow control is unchanged. epoll still
-//! watches the wake-up eventfd, the backends' descriptors and TLS connections, through a POLL
-//! on its descriptor in the ring. A connection leaves the ring (close, NBD STARTTLS, shutdown)
+//! receive is armed where epoll would have EPOLLIN, so flow control is unchanged. The file
+//! volumes' reads and writes go into the same ring (`file_io = "socket-ring"`, the default;
+//! `backend/file.rs`, *One ring per worker*), so one enter submits and waits for the sockets
+//! and the device. epoll still watches the wake-up eventfd, TLS connections and the rings of
+//! file volumes that keep their own (`file_io = "own-ring"`), through a POLL on its
+//! descriptor in the ring. A connection leaves the ring (close, NBD STARTTLS, shutdown)
 //! by cancelling its operations and waiting for their completions before anything they point
 //! at is freed. A kernel that refuses the ring or an opcode leaves the worker on epoll (logged;
 //! `ullstack_worker_socket_ring_ops` stays 0).
@@ -112,10 +115,10 @@
 //!
 //! # What it leaves out
 //! Work stealing between workers (a connection stays on its worker), zero-copy receive of
-//! payloads that span provided buffers, SEND_ZC, the file backend's I/O in the socket ring.
+//! payloads that span provided buffers, SEND_ZC.
 //!
 //! # Config keys
-//! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns, socket_io, socket_recv`; `[limits] max_inflight_requests,
+//! `[dataplane] batch_limit, idle, idle_spin_ns, coalesce_ns, socket_io, socket_recv, file_io`; `[limits] max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms` (a request has a deadline from its first byte to
 //! its last: any byte resets the idle timer, only a completed frame resets this one).

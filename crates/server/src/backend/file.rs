@@ -10,8 +10,10 @@
 //! descriptors coherent (*Coherence* below).
 //!
 //! Each worker attaches its own ring ([`RING_ENTRIES`] entries, `file/ring.rs`), a
-//! [`crate::sys::Ring`]: a request waits in a slot indexed by its SQE's `user_data`, and its
-//! buffer goes into the ring with the SQE and comes back with the CQE. Operations:
+//! [`crate::sys::Ring`] — or, on a `socket_io = "uring"` worker, puts its SQEs into the
+//! worker's socket ring (*One ring per worker* below): a request waits in a slot indexed by its
+//! SQE's `user_data`, and its buffer goes into the ring with the SQE and comes back with the
+//! CQE. Operations:
 //!
 //! | request | io_uring op |
 //! | --- | --- |
@@ -24,6 +26,37 @@
 //! Worked example: a 4 KiB FUA write at 1 MiB on ext4 (dio alignment 512): direct descriptor,
 //! `Write{off=1048576,len=4096,rw_flags=RWF_DSYNC}`, one SQE; the worker's `commit` at the end
 //! of its step submits it together with the step's other SQEs in one `io_uring_enter`.
+//!
+//! ## One ring per worker
+//! A worker whose sockets are on its io_uring (`[dataplane] socket_io = "uring"`,
+//! [`crate::sockring`]) would otherwise enter two rings per step: the socket ring's wait, and
+//! this volume's `commit`; and the volume's completions would wake the worker through epoll (its
+//! ring's descriptor in the epoll set, the epoll descriptor polled from the socket ring). With
+//! `[dataplane] file_io = "socket-ring"` (the default) the worker, once its socket ring is up,
+//! has each file volume join it ([`crate::backend::RingGuest::join`]): the volume's own ring is
+//! closed (nothing is in flight yet) and taken out of the epoll set, its registered buffers are
+//! registered on the socket ring instead, and from then on `fill_ring` pushes the volume's SQEs
+//! into the socket ring through [`crate::backend::HostRing`], the same code that fills its own
+//! ring. Nothing submits them then: the worker's next `io_uring_enter` — the step's wait, or
+//! the coalescing pause — carries them with the step's sends and receives, and waits for all
+//! their completions. The socket ring tags each with the volume's index (user-data bits 48-61,
+//! above the slot or run index the volume uses, below its run bit 62), tells a volume's
+//! completion from a socket's by its opcode (reads, writes, syncs and `fallocate` are never a
+//! socket's), and sets it aside; the worker's reap hands it to the volume
+//! ([`crate::backend::RingGuest::complete`]), whose slot logic is unchanged, and then lets the
+//! volume push what that queued again (short transfers, fallbacks, writes held behind it).
+//! Only one volume's buffers can be registered on a ring: a second volume with
+//! `fixed_buffers` reads plain there, saying so. Closing: the worker's socket ring is closed
+//! before its backends (field order); closing it cancels and waits for everything in it,
+//! file operations included, before their buffers are freed; the backend then gives back the
+//! stretches its writes claimed ([`FileBackend::cancel_and_reap`]). `file_io = "own-ring"`, an
+//! epoll worker, or a worker whose socket ring the kernel refused keeps a ring per volume, as
+//! above. Worked example: fio QD32 on one connection, a step that takes 32 READs: the step's
+//! `commit` pushes 32 `READ_FIXED` into the socket ring next to the 32 replies' SENDMSG; one
+//! `io_uring_enter` submits all 33 and waits; the reads complete in it; the worker's reap hands
+//! them to the volume, and the replies go out with the next enter — one syscall per step where
+//! the own ring took a submit, an `epoll_wait` and the socket ring's enter (`worker_socket_ring_file_ops`
+//! counts the completions that came through the socket ring).
 //!
 //! ## Write runs
 //! Contiguous buffered writes waiting together go to the kernel as one `Writev` (`file/runs.rs`
@@ -135,13 +168,14 @@
 //! back first). IOPOLL (completions are interrupt-driven; the virtual disks here answer
 //! EOPNOTSUPP to it). Registered files; registered buffers for reads larger than
 //! [`FIXED_BUF_BYTES`] and for writes (a write's payload arrives in whatever buffer the
-//! worker's decode took). The file backend's SQEs in the worker's socket ring (one
-//! `io_uring_enter` for the sockets and the device): each worker's file ring is its own,
-//! watched through epoll.
+//! worker's decode took). On the socket ring: registered buffers of more than one volume (one
+//! registration per ring), and a file operation's own submission at `commit` (it waits for the
+//! worker's next enter, which follows within the step's sends).
 //!
 //! # Config keys
 //! `backend = { kind = "file", path, size?, direct = "auto" | "on" | "off", fixed_buffers = N }`
-//! (`fixed_buffers`: 0 to [`MAX_FIXED_BUFFERS`], default 0).
+//! (`fixed_buffers`: 0 to [`MAX_FIXED_BUFFERS`], default 0); `[dataplane] file_io =
+//! "socket-ring" | "own-ring"` (*One ring per worker*).
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;

@@ -3,8 +3,9 @@
 //!
 //! # What it implements
 //! Steps 4-6 of the worker's loop ([`super`]): [`Worker::schedule_and_submit`] runs one round
-//! of the worker's scheduler share and submits what it released; [`Worker::reap`] polls the
-//! backends with work and [`Worker::complete`] turns each completion into a reply on its
+//! of the worker's scheduler share and submits what it released; [`Worker::commit_backends`]
+//! has each backend submit (or, a guest of the socket ring, push into it); [`Worker::reap`]
+//! hands the socket ring's file completions to their volumes and polls the backends with work and [`Worker::complete`] turns each completion into a reply on its
 //! connection, with the tenant's counters and latency. A request's slab index is its scheduler
 //! `RequestId` and its backend tag, so each of these is one array access.
 //!

@@ -9,9 +9,13 @@
 //! decoded), a send's completion its `writev` result ([`Worker::ring_process`]). Where the
 //! epoll path changes a connection's interest, this one arms a receive if the interest has
 //! EPOLLIN and none is in the kernel ([`Worker::ring_interest`]); where it writes, this one
-//! queues a send unless one is in the kernel ([`Worker::ring_flush`]). epoll stays for what
-//! the ring does not read: the wake-up eventfd, the backends' descriptors and TLS connections,
-//! reported through a POLL on the epoll descriptor.
+//! queues a send unless one is in the kernel ([`Worker::ring_flush`]). With `file_io =
+//! "socket-ring"` the file volumes join the ring when it is set up
+//! ([`Worker::ring_start`]): their SQEs go in with the step's enter, their completions are
+//! handed to them by the storage step's reap (`worker/storage.rs`), and their own rings leave
+//! the epoll set. epoll stays for what the ring does not read: the wake-up eventfd, TLS
+//! connections and the rings of file volumes that keep their own, reported through a POLL on
+//! the epoll descriptor.
 //!
 //! # Design
 //! *The wait.* With `ring_wait = "batch"` the step's blocking enter asks the kernel for the

@@ -13,6 +13,11 @@
 //! transfer, a refused partial-block write, a WRITE_ZEROES fallback, a FUA WRITE_ZEROES's
 //! flush, a write run cut short).
 //!
+//! The ring is the backend's own, or the worker's socket ring it joined (*One ring per worker*
+//! in `../file.rs`): `fill_ring` pushes into either through [`HostRing`]; its own it submits
+//! at `commit` and reaps at `poll`, the socket ring's the worker enters and reaps, handing the
+//! completions back ([`RingGuest::complete`]).
+//!
 //! A READ of a volume with registered buffers goes in as `ReadFixed` into one of them
 //! ([`FileBackend::fixed_for`]: the buffer it came with when that is one, else a swap, else a
 //! counted plain `Read`).
