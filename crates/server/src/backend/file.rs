@@ -140,8 +140,13 @@
 //! descriptor only where no write of the other kind is in the kernel (`file/pages.rs`, by 64 KiB
 //! stretch over every worker): a partial-block write finding buffered writes there goes straight
 //! to the page cache, a whole-block one too, a buffered one finding direct writes goes direct
-//! (blocking) when aligned to the direct alignment, and a write that fits neither waits for the
-//! next completion or [`HELD_WRITE_RETRY_NS`]. FLUSH is `fdatasync`
+//! (blocking) when aligned to the direct alignment — unless it is a partial-block write the file
+//! system refused, for which that is the serialized read-modify-write the refusal spared — and
+//! a write that fits neither waits, ahead of newer writes, for the next completion or
+//! [`HELD_WRITE_RETRY_NS`]. (On the socket ring a newer write's refusal may not be reaped yet
+//! when an older one's retry is routed — completions there are posted at the worker's next
+//! enter — and a retry sent direct then would leave its block written, making the next partial
+//! writes to it direct overwrites.) FLUSH is `fdatasync`
 //! of the inode (both descriptors), and a FUA partial write is `RWF_DSYNC` on whichever
 //! descriptor takes it. Requests in flight together on overlapping ranges are unordered in NBD,
 //! and are here. `tests/partial_block_writes.rs` walks one block through each transition named

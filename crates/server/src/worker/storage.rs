@@ -4,8 +4,8 @@
 //! # What it implements
 //! Steps 4-6 of the worker's loop ([`super`]): [`Worker::schedule_and_submit`] runs one round
 //! of the worker's scheduler share and submits what it released; [`Worker::commit_backends`]
-//! has each backend submit (or, a guest of the socket ring, push into it); [`Worker::reap`]
-//! hands the socket ring's file completions to their volumes and polls the backends with work and [`Worker::complete`] turns each completion into a reply on its
+//! hands the socket ring's file completions to their volumes and has each backend submit (or,
+//! a guest of the socket ring, push into it); [`Worker::reap`] polls the backends with work and [`Worker::complete`] turns each completion into a reply on its
 //! connection, with the tenant's counters and latency. A request's slab index is its scheduler
 //! `RequestId` and its backend tag, so each of these is one array access.
 //!
@@ -71,8 +71,28 @@ impl Worker {
     }
 
     /// Step 5's `commit`: backends on their own rings submit what the step queued; guests of
-    /// the socket ring push it there, for the next wait's enter to submit.
+    /// the socket ring first take the completions the step's wait reaped for them (turned
+    /// into replies by [`Worker::reap`]), then push what waits — what those completions queued
+    /// again first (a refused partial-block write's retry through the page cache), then the
+    /// step's new requests — for the next wait's enter to submit.
+    ///
+    /// First the completions, then one push: a write the file system refused without waiting
+    /// claims its stretch for the page cache before a new write of the stretch is offered
+    /// direct, as on a ring of its own, where the refusal comes back within the submit and is
+    /// requeued before the next step's writes. Pushed the other way round, the retry found
+    /// the new direct writes' claim and went direct, blocking (*Coherence* in
+    /// `backend/file.rs`; `tests/partial_block_writes.rs` counts the paths).
     pub(super) fn commit_backends(&mut self) {
+        if let Some(ring) = self.ring.as_mut().filter(|r| r.has_guest_done()) {
+            let mut count = 0u64;
+            for (v, cqe) in ring.take_guest_done() {
+                if let Some(guest) = self.backends.get_mut(v).and_then(|b| b.ring_guest()) {
+                    guest.complete(cqe, &mut self.completions);
+                    count += 1;
+                }
+            }
+            self.metrics.socket_ring_file_ops.inc_by(count);
+        }
         for (v, b) in self.backends.iter_mut().enumerate() {
             match (self.ring.as_mut(), b.ring_guest().filter(|g| g.hosted())) {
                 (Some(ring), Some(guest)) => guest.fill(&mut ring.host(v)),
@@ -83,25 +103,8 @@ impl Worker {
 
     pub(super) fn reap(&mut self, now: u64) -> bool {
         let mut any = false;
+        // Holds the socket ring's file completions already (`commit_backends`).
         let mut out = std::mem::take(&mut self.completions);
-        // Completions of the socket ring's guests (the step's wait reaped them), each to its
-        // volume's backend; then what they queued again (short transfers, fallbacks, writes
-        // held behind them) goes into the ring for the next enter.
-        if let Some(ring) = self.ring.as_mut().filter(|r| r.has_guest_done()) {
-            let mut count = 0u64;
-            for (v, cqe) in ring.take_guest_done() {
-                if let Some(guest) = self.backends.get_mut(v).and_then(|b| b.ring_guest()) {
-                    guest.complete(cqe, &mut out);
-                    count += 1;
-                }
-            }
-            self.metrics.socket_ring_file_ops.inc_by(count);
-            for (v, b) in self.backends.iter_mut().enumerate() {
-                if let Some(guest) = b.ring_guest().filter(|g| g.hosted()) {
-                    guest.fill(&mut ring.host(v));
-                }
-            }
-        }
         for b in &mut self.backends {
             if b.in_flight() > 0 || b.next_event_ns().is_some() {
                 b.poll(now, &mut out);

@@ -21,8 +21,9 @@ use server::ServerHandle;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Starts a server from `toml`. `ULLSTACK_TEST_SOCKET_IO=uring|epoll` sets its
-/// `[dataplane] socket_io` and `ULLSTACK_TEST_SOCKET_RECV=multishot|single` its
-/// `socket_recv`, so a suite runs over any socket path.
+/// `[dataplane] socket_io`, `ULLSTACK_TEST_SOCKET_RECV=multishot|single` its
+/// `socket_recv` and `ULLSTACK_TEST_FILE_IO=socket-ring|own-ring` its `file_io`, so a suite
+/// runs over any socket and file path.
 pub fn start(toml: &str) -> ServerHandle {
     let mut config = ServerConfig::from_toml_str(toml)
         .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
@@ -36,10 +37,16 @@ pub fn start(toml: &str) -> ServerHandle {
         Ok("multishot") => config.dataplane.socket_recv = server::config::SocketRecv::Multishot,
         _ => {}
     }
+    match std::env::var("ULLSTACK_TEST_FILE_IO").as_deref() {
+        Ok("socket-ring") => config.dataplane.file_io = server::config::FileIo::SocketRing,
+        Ok("own-ring") => config.dataplane.file_io = server::config::FileIo::OwnRing,
+        _ => {}
+    }
     server::start(config).unwrap_or_else(|e| panic!("server did not start: {e}"))
 }
 
-/// `text` with the same `ULLSTACK_TEST_SOCKET_IO` / `ULLSTACK_TEST_SOCKET_RECV` overrides
+/// `text` with the same `ULLSTACK_TEST_SOCKET_IO` / `ULLSTACK_TEST_SOCKET_RECV` /
+/// `ULLSTACK_TEST_FILE_IO` overrides
 /// [`start`] applies, for a config file a test reloads: without them a reload would see the
 /// running `[dataplane]` differ from the file's and refuse it. Unchanged when neither is set
 /// or when `text` is not TOML.
@@ -50,6 +57,11 @@ pub fn with_socket_env(text: &str) -> String {
             "socket_recv",
             "ULLSTACK_TEST_SOCKET_RECV",
             ["single", "multishot"],
+        ),
+        (
+            "file_io",
+            "ULLSTACK_TEST_FILE_IO",
+            ["socket-ring", "own-ring"],
         ),
     ]
     .into_iter()

@@ -538,7 +538,10 @@ impl FileBackend {
             self.queued_since_commit += 1;
         }
         self.retry_at_ns = (!held.is_empty()).then(|| crate::clock::now_ns() + HELD_WRITE_RETRY_NS);
-        self.waiting.extend(held);
+        // Held writes first next time (older than what has not been offered yet).
+        for index in held.into_iter().rev() {
+            self.waiting.push_front(index);
+        }
         self.waiting.extend(behind);
     }
 
@@ -572,8 +575,12 @@ impl FileBackend {
         let direct_ok = volume.direct.as_ref().is_some_and(|d| {
             at.is_multiple_of(d.align_bytes) && rest.is_multiple_of(d.align_bytes)
         });
+        // A partial-block write the file system refused never goes direct blocking: that is
+        // the serialized read-modify-write the refusal spared; it waits for the stretch's
+        // direct writes instead (*Coherence* in `../file.rs`).
+        let refused = slot.partial == PartialBlock::Refused;
         let other = match preferred {
-            WriteRoute::Buffered => direct_ok.then_some(WriteRoute::Direct),
+            WriteRoute::Buffered => (direct_ok && !refused).then_some(WriteRoute::Direct),
             WriteRoute::Direct | WriteRoute::DirectNoWait => Some(WriteRoute::Buffered),
         };
         let first_try = slot.done_bytes == 0 && slot.partial == PartialBlock::Untried;
@@ -638,7 +645,9 @@ impl FileBackend {
             if res == -libc::EAGAIN || res == -libc::EOPNOTSUPP {
                 slot.partial = PartialBlock::Refused;
                 WritePathCounters::bump(&counters.partial_refused);
-                self.waiting.push_back(index);
+                // Ahead of writes that have not been offered yet: it claims its stretch for the
+                // page cache before they are offered direct (`Worker::commit_backends`).
+                self.waiting.push_front(index);
                 return;
             }
             slot.partial = PartialBlock::Untried;
