@@ -929,6 +929,70 @@ mod tests {
         inputs[1].end_recv(1);
     }
 
+    /// A guest's read goes in through the host tagged with its volume, comes back from
+    /// `take_guest_done` with the volume and the user data the guest pushed, buffer filled, and
+    /// never as a socket completion; a socket receive in the same enter comes back as one.
+    #[test]
+    fn a_guest_operation_comes_back_to_its_volume() {
+        let Some((mut ring, mut client, server)) = ring_and_pair(
+            "a_guest_operation_comes_back_to_its_volume",
+            SocketRecv::Single,
+        ) else {
+            return;
+        };
+        let file = tempfile_with(b"guest bytes");
+        let me = ConnRef {
+            index: 4,
+            generation: 2,
+        };
+        let mut rc = RingConn::new();
+        let mut input = InBuf::new();
+        client.write_all(b"ping").expect("write");
+        ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
+        let mut buf = IoBuf::zeroed(5);
+        buf.set_len(5);
+        let read = Sqe::Read {
+            fd: file.as_raw_fd(),
+            offset_bytes: 6,
+            buf,
+            from: 0,
+        };
+        let run_bit = 1u64 << 62;
+        assert!(ring.host(3).push(run_bit | 77, read).is_ok());
+        assert_eq!(ring.guest_pushed(), 1);
+        let mut done = Vec::new();
+        let mut guest = Vec::new();
+        while done.is_empty() || guest.is_empty() {
+            ring.enter(1_000_000_000);
+            ring.reap(&mut done);
+            guest.extend(ring.take_guest_done());
+        }
+        assert_eq!(
+            (done.len(), done[0].kind, done[0].result),
+            (1, OpKind::Recv, 4)
+        );
+        input.end_recv(4);
+        let (volume, cqe) = guest.pop().expect("one guest completion");
+        assert_eq!((volume, cqe.user_data, cqe.result), (3, run_bit | 77, 5));
+        let Sqe::Read { buf, .. } = cqe.sqe else {
+            panic!("a read comes back as a read");
+        };
+        assert_eq!(buf.as_slice(), b"bytes");
+        assert!(!ring.has_guest_done());
+    }
+
+    /// A file holding `bytes`, open for reading (its name already removed).
+    fn tempfile_with(bytes: &[u8]) -> std::fs::File {
+        let path = std::env::temp_dir().join(format!(
+            "ullstack-sockring-guest-{}.bin",
+            std::process::id()
+        ));
+        std::fs::write(&path, bytes).expect("write temp file");
+        let file = std::fs::File::open(&path).expect("open temp file");
+        let _ = std::fs::remove_file(&path);
+        file
+    }
+
     /// A sized spin measures the ring's sleep-and-wake at set-up: some CPU, within the cap.
     #[test]
     fn a_sized_spin_measures_the_wake_cost_within_its_cap() {
