@@ -96,10 +96,10 @@
 //! `epoll_pwait2`); a completed receive is the `read` (its connection is decoded), a completed
 //! send the `writev`'s result; a coalescing pause submits and sleeps in the same enter. A
 //! receive is armed where epoll would have EPOLLIN, so flow control is unchanged. The file
-//! volumes' reads and writes go into the same ring (`file_io = "socket-ring"`, the default;
-//! `backend/file.rs`, *One ring per worker*), so one enter submits and waits for the sockets
+//! volumes' reads and writes go into the same ring with `file_io = "socket-ring"`
+//! (`backend/file.rs`, *One ring per worker*), so one enter submits and waits for the sockets
 //! and the device. epoll still watches the wake-up eventfd, TLS connections and the rings of
-//! file volumes that keep their own (`file_io = "own-ring"`), through a POLL on its
+//! file volumes that keep their own (`file_io = "own-ring"`, the default), through a POLL on its
 //! descriptor in the ring. A connection leaves the ring (close, NBD STARTTLS, shutdown)
 //! by cancelling its operations and waiting for their completions before anything they point
 //! at is freed. A kernel that refuses the ring or an opcode leaves the worker on epoll (logged;

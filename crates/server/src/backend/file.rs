@@ -32,7 +32,7 @@
 //! [`crate::sockring`]) would otherwise enter two rings per step: the socket ring's wait, and
 //! this volume's `commit`; and the volume's completions would wake the worker through epoll (its
 //! ring's descriptor in the epoll set, the epoll descriptor polled from the socket ring). With
-//! `[dataplane] file_io = "socket-ring"` (the default) the worker, once its socket ring is up,
+//! `[dataplane] file_io = "socket-ring"` the worker, once its socket ring is up,
 //! has each file volume join it ([`crate::backend::RingGuest::join`]): the volume's own ring is
 //! closed (nothing is in flight yet) and taken out of the epoll set, its registered buffers are
 //! registered on the socket ring instead, and from then on `fill_ring` pushes the volume's SQEs
@@ -51,7 +51,9 @@
 //! file operations included, before their buffers are freed; the backend then gives back the
 //! stretches its writes claimed ([`FileBackend::cancel_and_reap`]). `file_io = "own-ring"`, an
 //! epoll worker, or a worker whose socket ring the kernel refused keeps a ring per volume, as
-//! above. Worked example: fio QD32 on one connection, a step that takes 32 READs: the step's
+//! above, and is the default: measured, the merged ring cut the server's syscalls per I/O but
+//! not its CPU per I/O beyond this machine's noise (docs/server.md, *Measuring it here*).
+//! Worked example: fio QD32 on one connection, a step that takes 32 READs: the step's
 //! `commit` pushes 32 `READ_FIXED` into the socket ring next to the 32 replies' SENDMSG; one
 //! `io_uring_enter` submits all 33 and waits; the reads complete in it; the worker's reap hands
 //! them to the volume, and the replies go out with the next enter — one syscall per step where

@@ -83,10 +83,12 @@ pub struct DataplaneConfig {
     #[serde(default)]
     pub ring_spin: RingSpin,
     /// Where a `socket_io = "uring"` worker's file volumes put their io_uring operations:
-    /// `socket-ring` (into the worker's socket ring: one `io_uring_enter` per step submits
-    /// and waits for the sockets and the files) or `own-ring` (each volume's own ring per
-    /// worker, watched through epoll). The epoll socket path always uses `own-ring`. See
-    /// `backend/file.rs`, *One ring per worker*.
+    /// `own-ring` (each volume's own ring per worker, watched through epoll) or `socket-ring`
+    /// (into the worker's socket ring: one `io_uring_enter` per step submits and waits for the
+    /// sockets and the files). The epoll socket path always uses `own-ring`. `own-ring` is the
+    /// default: the socket ring cut syscalls per I/O but served as many I/Os per CPU-second,
+    /// within this machine's noise (docs/server.md). See `backend/file.rs`, *One ring per
+    /// worker*.
     #[serde(default)]
     pub file_io: FileIo,
 }
@@ -96,9 +98,9 @@ pub struct DataplaneConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum FileIo {
     /// The worker's socket ring carries the file volumes' operations too.
-    #[default]
     SocketRing,
     /// Each file volume keeps its own ring per worker, watched through epoll.
+    #[default]
     OwnRing,
 }
 
