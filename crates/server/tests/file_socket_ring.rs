@@ -358,3 +358,80 @@ fn a_shutdown_with_file_io_in_flight_ends_cleanly() {
     drop(nbd);
     let _ = sender.join();
 }
+
+/// One file volume `vol` on `first` exported as `default`, and with `second` another, `vol2`,
+/// exported as `second`; one open tenant on both.
+fn reload_config(first: &std::path::Path, second: Option<&std::path::Path>) -> ServerConfig {
+    let volume = |name: &str, path: &std::path::Path| {
+        format!(
+            "\n[[volume]]\nname = \"{name}\"\nbackend = {{ kind = \"file\", path = \"{}\", size = \"16MiB\" }}\n",
+            path.display()
+        )
+    };
+    let mut text = String::from(
+        "[listen]\nnbd = \"127.0.0.1:0\"\n[dataplane]\nworkers = 2\n[qos]\nscheduler = \"off\"\n",
+    );
+    text += &volume("vol", first);
+    let mut acl = String::from("{ volume = \"vol\", access = \"read-write\" }");
+    let mut exports =
+        String::from("\n[[export]]\nname = \"default\"\nvolume = \"vol\"\ntenant = \"open\"\n");
+    if let Some(second) = second {
+        text += &volume("vol2", second);
+        acl += ", { volume = \"vol2\", access = \"read-write\" }";
+        exports += "\n[[export]]\nname = \"second\"\nvolume = \"vol2\"\ntenant = \"open\"\n";
+    }
+    text += &format!("\n[[tenant]]\nname = \"open\"\nopen = true\nclass = \"be\"\nacl = [{acl}]\n");
+    text += &exports;
+    let mut config = ServerConfig::from_toml_str(&text).expect("config");
+    config.dataplane.socket_io = SocketIo::Uring;
+    config.dataplane.file_io = FileIo::SocketRing;
+    config.limits.shutdown_grace_ms = GRACE_MS;
+    config
+}
+
+/// A file volume a reload adds joins the workers' socket rings as the first one did: no ring
+/// of its own, nothing watched by epoll, its I/O through the socket ring.
+#[test]
+fn a_file_volume_a_reload_adds_joins_the_socket_ring() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let test = "a_file_volume_a_reload_adds_joins_the_socket_ring";
+    if !ring_available() {
+        testkit::skip(test, "io_uring sockets are refused here");
+        return;
+    }
+    let (first, second) = (
+        TempFile::new("reload-first"),
+        TempFile::new("reload-second"),
+    );
+    let (rings_before, watched_before) = rings_and_watched();
+    let server = server::start(reload_config(&first.0, None)).expect("server starts");
+    expect_rings(
+        "before the reload",
+        rings_before + WORKERS as usize,
+        watched_before,
+    );
+    let next = reload_config(&first.0, Some(&second.0));
+    server.set_config_source(server::ConfigSource::new(move || Ok(next.clone())));
+    server.reload("test").expect("the reload is taken");
+    let nbd_addr = server.addrs.nbd.expect("nbd");
+    // Both workers adopt the new volume (each within its next step): serve on the new export
+    // from two connections (one per worker, as the acceptor deals them).
+    let before = file_ops_in_socket_rings(&server);
+    for seed in [1u8, 2] {
+        let mut nbd = RawNbd::connect(nbd_addr, "second").expect("the new export");
+        let data = pattern(4096 * u64::from(seed), 4096, seed);
+        assert_eq!(nbd.write(4096 * u64::from(seed), &data, true), 0);
+        assert!(nbd.read(4096 * u64::from(seed), 4096).expect("read") == data);
+        nbd.disconnect();
+    }
+    expect_rings(
+        "after the reload",
+        rings_before + WORKERS as usize,
+        watched_before,
+    );
+    assert!(
+        file_ops_in_socket_rings(&server) >= before + 4,
+        "the new volume's I/O did not go through the socket ring"
+    );
+    assert_eq!(server.shutdown(), server::Stopped::Drained);
+}

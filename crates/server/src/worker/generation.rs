@@ -155,6 +155,8 @@ impl Worker {
             }
             self.backends.push(backend);
         }
+        // A uring worker's new file volumes join its socket ring as the first ones did.
+        self.host_file_volumes();
     }
 
     /// Ends the sessions the new generation revokes; their REGISTERed flows' queued requests

@@ -81,7 +81,10 @@ impl Worker {
     /// `file_io = "socket-ring"`: moves the file volumes' operations into the socket ring
     /// (each volume's own ring closed and no longer watched by epoll), so one enter per step
     /// submits and waits for the sockets and the files.
-    fn host_file_volumes(&mut self) {
+    ///
+    /// Also after a reload attached new volumes (`worker/generation.rs`): those already
+    /// hosted stay so.
+    pub(super) fn host_file_volumes(&mut self) {
         if self.shared.config.dataplane.file_io != crate::config::FileIo::SocketRing {
             return;
         }

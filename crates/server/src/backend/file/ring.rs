@@ -538,7 +538,8 @@ impl FileBackend {
             self.queued_since_commit += 1;
         }
         self.retry_at_ns = (!held.is_empty()).then(|| crate::clock::now_ns() + HELD_WRITE_RETRY_NS);
-        // Held writes first next time (older than what has not been offered yet).
+        // Held writes keep their place ahead of the rest (a refused write's retry among them
+        // must claim its stretch before newer writes are offered direct).
         for index in held.into_iter().rev() {
             self.waiting.push_front(index);
         }
