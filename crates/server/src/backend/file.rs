@@ -42,23 +42,24 @@
 //! their completions. The socket ring tags each with the volume's index (user-data bits 48-61,
 //! above the slot or run index the volume uses, below its run bit 62), tells a volume's
 //! completion from a socket's by its opcode (reads, writes, syncs and `fallocate` are never a
-//! socket's), and sets it aside; the worker's reap hands it to the volume
-//! ([`crate::backend::RingGuest::complete`]), whose slot logic is unchanged, and then lets the
-//! volume push what that queued again (short transfers, fallbacks, writes held behind it).
+//! socket's), and sets it aside; the worker's `commit` step hands it to the volume
+//! ([`crate::backend::RingGuest::complete`]), whose slot logic is unchanged, before the volume
+//! pushes what waits — what those completions queued again first (short transfers, fallbacks,
+//! refused partial-block writes, held writes), then the step's new requests.
 //! Only one volume's buffers can be registered on a ring: a second volume with
 //! `fixed_buffers` reads plain there, saying so. Closing: the worker's socket ring is closed
 //! before its backends (field order); closing it cancels and waits for everything in it,
 //! file operations included, before their buffers are freed; the backend then gives back the
-//! stretches its writes claimed ([`FileBackend::cancel_and_reap`]). `file_io = "own-ring"`, an
-//! epoll worker, or a worker whose socket ring the kernel refused keeps a ring per volume, as
-//! above, and is the default: measured, the merged ring cut the server's syscalls per I/O but
+//! stretches its writes claimed ([`FileBackend::cancel_and_reap`]). With `file_io = "own-ring"`,
+//! on an epoll worker, or where the kernel refused the socket ring, each volume keeps a ring per
+//! worker, as above; `own-ring` is the default: measured, the merged ring cut the server's syscalls per I/O but
 //! not its CPU per I/O beyond this machine's noise (docs/server.md, *Measuring it here*).
 //! Worked example: fio QD32 on one connection, a step that takes 32 READs: the step's
-//! `commit` pushes 32 `READ_FIXED` into the socket ring next to the 32 replies' SENDMSG; one
-//! `io_uring_enter` submits all 33 and waits; the reads complete in it; the worker's reap hands
-//! them to the volume, and the replies go out with the next enter — one syscall per step where
-//! the own ring took a submit, an `epoll_wait` and the socket ring's enter (`worker_socket_ring_file_ops`
-//! counts the completions that came through the socket ring).
+//! `commit` pushes 32 `READ_FIXED` into the socket ring beside the last replies' SENDMSG; one
+//! `io_uring_enter` submits all 33 and waits; the reads complete in it, the next step hands
+//! them to the volume and queues their replies for the enter after — one syscall per step where
+//! the own ring took a submit, an `epoll_wait` and the socket ring's enter
+//! (`worker_socket_ring_file_ops` counts the completions that came through the socket ring).
 //!
 //! ## Write runs
 //! Contiguous buffered writes waiting together go to the kernel as one `Writev` (`file/runs.rs`
