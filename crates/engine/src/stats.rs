@@ -111,11 +111,25 @@ impl LatencyHistogram {
         Self::default()
     }
 
-    #[inline]
+    /// Always inlined (one call site per op in an event loop): past the few, a sample is an
+    /// index, a compare and two increments, fewer instructions than a call's prologue and
+    /// epilogue; the rare paths (the few, a longer array, a built histogram) are out of line.
+    #[inline(always)]
     pub fn record(&mut self, latency_ns: u64) {
         if self.total > 0 {
             self.count_sample(latency_ns);
-        } else if self.few.len() < FEW_SAMPLES {
+        } else {
+            self.record_while_few(latency_ns);
+        }
+        self.sum_ns += latency_ns as u128;
+    }
+
+    /// Records a sample while the histogram holds the few (at most [`FEW_SAMPLES`] of them):
+    /// keeps it, or counts them all by bucket once there would be more.
+    #[cold]
+    #[inline(never)]
+    fn record_while_few(&mut self, latency_ns: u64) {
+        if self.few.len() < FEW_SAMPLES {
             self.few.push(latency_ns);
         } else {
             for v in std::mem::take(&mut self.few) {
@@ -123,21 +137,28 @@ impl LatencyHistogram {
             }
             self.count_sample(latency_ns);
         }
-        self.sum_ns += latency_ns as u128;
     }
 
     /// Counts one sample in its bucket (the samples are past the few).
-    #[inline]
+    #[inline(always)]
     fn count_sample(&mut self, latency_ns: u64) {
         let i = hdr_index(latency_ns);
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
+        match self.counts.get_mut(i) {
+            Some(n) => *n += 1,
+            None => self.count_past_the_end(i),
         }
-        self.counts[i] += 1;
         self.total += 1;
         if self.built.get().is_some() {
             self.built = OnceLock::new();
         }
+    }
+
+    /// Counts a sample at index `i`, past the array's end: the array grows to hold it.
+    #[cold]
+    #[inline(never)]
+    fn count_past_the_end(&mut self, i: usize) {
+        self.counts.resize(i + 1, 0);
+        self.counts[i] += 1;
     }
 
     /// The HDR histogram of every sample, built from the few or from the bucket counts.
