@@ -47,11 +47,11 @@
 //! What waits past the window is mostly work queued behind a busy resource whose end times
 //! only grow: a host thread whose CPU runs 40 µs behind its completions (its reaps, and the
 //! doorbells of the commands it submits after them), or a channel booked far ahead. So a far
-//! event later than every one in the *run* (a `VecDeque` in ascending key order) joins the
-//! run's back, and only one that is not goes to the heap; the earliest pending event is the
-//! smaller of the bucket's last and `far_min`, the smallest far key, kept up to date when a far
-//! event comes or goes, so a pop from the calendar never looks at the run or the heap. A pop
-//! from the run is a `pop_front` where the heap's moved entries along its depth: callgrind on
+//! event later than every one in the *run* (in ascending key order) joins the run's back, and
+//! only one that is not goes to the heap; the earliest pending event is the smaller of the
+//! bucket's last and `far_min`, the smallest far key, kept up to date when a far event comes or
+//! goes, so a pop from the calendar never looks at the run or the heap. A pop from the run
+//! takes its front where the heap's moved entries along its depth: callgrind on
 //! `ullstack sim --device zssd` with 200 K 4 KiB random reads at QD32 (host-bound: every reap
 //! and every doorbell is far) counted 1.178 G instructions with the heap alone and 1.138 G
 //! with the run and `far_min` (1.179 G with the run alone, each pop peeking at all three).
@@ -90,7 +90,7 @@
 //! Measured here (benches/queue.rs) see the README.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use crate::time::SimTime;
 
@@ -114,7 +114,12 @@ fn bucket_number(key: u128) -> u64 {
     (key >> (64 + BUCKET_SHIFT)) as u64
 }
 
+/// Popped entries at the far run's front that are cut off together (with at least as many
+/// still pending): a few cache lines of copying per cut, a few instructions per pop.
+const FAR_COMPACT_AFTER: usize = 64;
+
 /// A pending event and its key, `time_ns << 64 | sequence`.
+#[derive(Clone, Copy)]
 struct Entry<E> {
     key: u128,
     event: E,
@@ -152,8 +157,11 @@ pub struct EventQueue<E> {
     /// Bucket number of the last popped event: no pending event is due before it.
     cursor: u64,
     /// Events due after the calendar's window when they were scheduled, each later than every
-    /// event in `far_run` then (a run in ascending key order, popped from the front).
-    far_run: VecDeque<Entry<E>>,
+    /// event in `far_run` then (a run in ascending key order); those before `far_head` have
+    /// popped.
+    far_run: Vec<Entry<E>>,
+    /// The far run's first pending entry (`far_run.len()` when none is).
+    far_head: usize,
     /// The other events due after the calendar's window when they were scheduled.
     far: BinaryHeap<Far<E>>,
     /// The smallest key of `far_run` and `far` (`u128::MAX` when both are empty), so that a
@@ -184,19 +192,20 @@ impl Reservation {
     }
 }
 
-impl<E> Default for EventQueue<E> {
+impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E> EventQueue<E> {
+impl<E: Copy> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             wheel: std::array::from_fn(|_| Vec::new()),
             occupied: 0,
             cursor: 0,
-            far_run: VecDeque::new(),
+            far_run: Vec::new(),
+            far_head: 0,
             far: BinaryHeap::new(),
             far_min: u128::MAX,
             min: u128::MAX,
@@ -305,19 +314,20 @@ impl<E> EventQueue<E> {
     #[inline(never)]
     fn schedule_far(&mut self, entry: Entry<E>) {
         let key = entry.key;
-        if self.far_run.back().is_none_or(|last| last.key < key) {
-            self.far_run.push_back(entry);
-        } else if self
-            .far_run
+        // The run's back is pending: a run whose entries have all popped is cleared.
+        let pending = &self.far_run[self.far_head..];
+        if pending.last().is_none_or(|last| last.key < key) {
+            self.far_run.push(entry);
+        } else if pending
             .len()
             .checked_sub(2)
-            .is_some_and(|i| self.far_run[i].key < key)
+            .is_some_and(|i| pending[i].key < key)
         {
             // One event far behind the rest (a program's end among doorbells) would send
             // every later one of the run's stream to the heap: it goes there instead.
-            let last = self.far_run.pop_back().expect("the run holds two or more");
+            let last = self.far_run.pop().expect("the run holds two or more");
             self.far.push(Far(last));
-            self.far_run.push_back(entry);
+            self.far_run.push(entry);
         } else {
             self.far.push(Far(entry));
         }
@@ -340,15 +350,28 @@ impl<E> EventQueue<E> {
     fn pop_entry(&mut self) -> Entry<E> {
         let key = self.min;
         let entry = if key == self.far_min {
-            let entry = if self.far_run.front().is_some_and(|f| f.key == key) {
-                self.far_run.pop_front().expect("peeked")
-            } else {
-                self.far
-                    .pop()
-                    .expect("the far minimum is the run's or the heap's")
-                    .0
+            let entry = match self.far_run.get(self.far_head) {
+                Some(&f) if f.key == key => {
+                    self.far_head += 1;
+                    if self.far_head == self.far_run.len() {
+                        self.far_run.clear();
+                        self.far_head = 0;
+                    } else if self.far_head >= FAR_COMPACT_AFTER
+                        && 2 * self.far_head >= self.far_run.len()
+                    {
+                        self.far_run.drain(..self.far_head);
+                        self.far_head = 0;
+                    }
+                    f
+                }
+                _ => {
+                    self.far
+                        .pop()
+                        .expect("the far minimum is the run's or the heap's")
+                        .0
+                }
             };
-            let run = self.far_run.front().map_or(u128::MAX, |f| f.key);
+            let run = self.far_run.get(self.far_head).map_or(u128::MAX, |f| f.key);
             let heap = self.far.peek().map_or(u128::MAX, |f| f.0.key);
             self.far_min = run.min(heap);
             entry
@@ -529,11 +552,11 @@ mod tests {
         q.schedule(SimTime(far + 5), 'c'); // after 'b', before 'd': 'd''s place, 'd' to the heap
         q.schedule(SimTime(far + 10), 'e'); // same time as 'd', scheduled later: the run
         q.schedule(SimTime(5), 'n'); // the calendar
-        assert_eq!(q.far_run.len(), 3);
+        assert_eq!(q.far_run.len() - q.far_head, 3);
         assert_eq!(q.far.len(), 2);
         q.schedule(SimTime(far + 100), 'g'); // the run's back
         q.schedule(SimTime(far + 50), 'f'); // after 'e', before 'g': takes 'g''s place
-        assert_eq!(q.far_run.len(), 4);
+        assert_eq!(q.far_run.len() - q.far_head, 4);
         assert_eq!(q.far.len(), 3);
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(order, ['n', 'a', 'b', 'c', 'd', 'e', 'f', 'g']);
