@@ -275,7 +275,9 @@ impl Ftl {
             .expect("a relocated slot held a preconditioned LPN")
     }
 
-    /// Where `lpn`'s data lives, if it has any.
+    /// Where `lpn`'s data lives, if it has any. An LPN with no override is placed by the
+    /// layout's own numbers (its LUN, superblock and slot), not by splitting the PPN they make
+    /// (two divisions fewer on a read of an LPN the run has not written).
     #[inline]
     pub fn lookup(&self, lpn: u32) -> Option<Location> {
         assert!(
@@ -283,7 +285,27 @@ impl Ftl {
             "LPN {lpn} beyond the {} user LPNs",
             self.user_lpns
         );
-        match self.forward(lpn as u64) {
+        let ppn = match self.map.get(lpn) {
+            Some(ppn) => ppn,
+            None => match layout_place_of(
+                &self.geo,
+                &self.luns,
+                self.implicit_lpns,
+                &self.moved,
+                lpn as u64,
+            ) {
+                LayoutPlace::Unmapped => UNMAPPED,
+                LayoutPlace::Moved(ppn) => ppn,
+                LayoutPlace::Implicit { lun, sb, slot } => {
+                    return Some(Location {
+                        lun,
+                        superblock: sb,
+                        page: slot / self.geo.row_units(),
+                    });
+                }
+            },
+        };
+        match ppn {
             UNMAPPED => None,
             ppn => {
                 let (lun, superblock, slot) = self.split_ppn(ppn);
@@ -297,6 +319,7 @@ impl Ftl {
     }
 
     /// Version of the data `lpn` maps to (data-integrity mode; 0 for preconditioned data).
+    #[inline]
     pub fn version_of(&self, lpn: u32) -> u32 {
         let Some(versions) = &self.versions else {
             return 0;
@@ -407,8 +430,36 @@ fn layout_ppn_of(
     moved: &[Option<Box<Relocation>>],
     lpn: u64,
 ) -> u32 {
+    match layout_place_of(geo, luns, implicit_lpns, moved, lpn) {
+        LayoutPlace::Unmapped => UNMAPPED,
+        LayoutPlace::Implicit { lun, sb, slot } => {
+            (lun * geo.superblocks_per_lun + sb) * geo.superblock_units() + slot
+        }
+        LayoutPlace::Moved(ppn) => ppn,
+    }
+}
+
+/// Where the layout puts an LPN with no override (see [`layout_ppn_of`]).
+enum LayoutPlace {
+    /// Beyond the preconditioned LPNs.
+    Unmapped,
+    /// Where the precondition wrote it: LUN, superblock within the LUN, slot.
+    Implicit { lun: u32, sb: u32, slot: u32 },
+    /// GC collected that superblock: the PPN its record says the unit went to.
+    Moved(u32),
+}
+
+/// [`layout_ppn_of`]'s answer before it is a PPN.
+#[inline(always)]
+fn layout_place_of(
+    geo: &Geometry,
+    luns: &[LunAlloc],
+    implicit_lpns: u64,
+    moved: &[Option<Box<Relocation>>],
+    lpn: u64,
+) -> LayoutPlace {
     if lpn >= implicit_lpns {
-        return UNMAPPED;
+        return LayoutPlace::Unmapped;
     }
     // LPNs fit in 32 bits (the config keeps physical units below 2^32), and 32-bit divisions
     // give the same quotients for a fraction of a 64-bit one's time (this is on every read).
@@ -423,10 +474,14 @@ fn layout_ppn_of(
         let r = l.implicit_start.partition_point(|&p| p <= pos) - 1;
         (r as u32, (pos - l.implicit_start[r]) as u32)
     };
-    let sb = lun * geo.superblocks_per_lun + l.usable[rank as usize];
-    match &moved[sb as usize] {
-        None => sb * sb_units + slot,
-        Some(rec) => rec.ppn_of_slot(slot),
+    let sb = l.usable[rank as usize];
+    debug_assert!(
+        sb < geo.superblocks_per_lun && slot < sb_units,
+        "layout place (superblock {sb}, slot {slot}) outside the LUN"
+    );
+    match &moved[(lun * geo.superblocks_per_lun + sb) as usize] {
+        None => LayoutPlace::Implicit { lun, sb, slot },
+        Some(rec) => LayoutPlace::Moved(rec.ppn_of_slot(slot)),
     }
 }
 

@@ -256,8 +256,9 @@ impl ForwardMap {
         }
     }
 
-    /// The override of `lpn`, if the run wrote one (`None`: the layout's PPN holds).
-    #[inline]
+    /// The override of `lpn`, if the run wrote one (`None`: the layout's PPN holds). Always
+    /// inlined: on every read, and an untouched region's answer is a load and a compare.
+    #[inline(always)]
     pub fn get(&self, lpn: u32) -> Option<u32> {
         let offset = lpn & OFFSET_MASK;
         match &self.regions[(lpn >> REGION_BITS) as usize] {
