@@ -301,6 +301,11 @@ impl<E: Copy> EventQueue<E> {
                 bucket.insert(i, Entry { key, event });
             }
             self.occupied |= 1 << b;
+        } else if self.far_run.last().is_none_or(|last| last.key < key) {
+            // The far run's back (the common far case: a stream that only grows), inline. (The
+            // back is pending: a run whose entries have all popped is cleared.)
+            self.far_run.push(Entry { key, event });
+            self.far_min = self.far_min.min(key);
         } else {
             self.schedule_far(Entry { key, event });
         }
@@ -309,16 +314,15 @@ impl<E: Copy> EventQueue<E> {
         self.len += 1;
     }
 
-    /// An event due past the calendar's window: the run if it is the latest far one; if only
-    /// the run's last is later, the run in its place and that last to the heap; else the heap.
+    /// An event due past the calendar's window and not after the far run's back (`insert`
+    /// puts those on the back): if only the run's last is later, the event in its place and
+    /// that last to the heap; else the heap. Out of line: rare.
     #[inline(never)]
     fn schedule_far(&mut self, entry: Entry<E>) {
         let key = entry.key;
         // The run's back is pending: a run whose entries have all popped is cleared.
         let pending = &self.far_run[self.far_head..];
-        if pending.last().is_none_or(|last| last.key < key) {
-            self.far_run.push(entry);
-        } else if pending
+        if pending
             .len()
             .checked_sub(2)
             .is_some_and(|i| pending[i].key < key)
