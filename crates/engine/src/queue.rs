@@ -55,6 +55,11 @@
 //! `ullstack sim --device zssd` with 200 K 4 KiB random reads at QD32 (host-bound: every reap
 //! and every doorbell is far) counted 1.178 G instructions with the heap alone and 1.138 G
 //! with the run and `far_min` (1.179 G with the run alone, each pop peeking at all three).
+//! The run is a `Vec` and the index of its first pending entry, the popped entries cut off
+//! together once they are `FAR_COMPACT_AFTER` and half the `Vec` (as the thin host's queue
+//! does, `sim::device_run::host_queue`), and a far event joining its back is pushed inline
+//! (only one out of order calls out): with the same command the device's pops and doorbell
+//! schedules counted about 20 M instructions fewer than with a `VecDeque` pushed out of line.
 //!
 //! One event far behind the rest would spoil the run for a stream that only grows: in a 70/30
 //! run a flash program's end (hundreds of microseconds out) joined the run's back, and every
@@ -564,6 +569,33 @@ mod tests {
         assert_eq!(q.far.len(), 3);
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(order, ['n', 'a', 'b', 'c', 'd', 'e', 'f', 'g']);
+    }
+
+    /// A steady stream of far events in order (32 pending, one popped per one scheduled) pops
+    /// in order from the far run, whose room stays within twice what is pending and the
+    /// compaction threshold.
+    #[test]
+    fn a_steady_far_stream_keeps_the_runs_room() {
+        // 32 events apart is 4 windows: each new event is past the calendar.
+        let step_ns = WHEEL_BUCKETS as u64 * BUCKET_NS / 8;
+        let mut q = EventQueue::new();
+        for i in 0..32u64 {
+            q.schedule(SimTime(i * step_ns), i);
+        }
+        for i in 32..100_000u64 {
+            let (t, e) = q.pop().expect("32 pending");
+            assert_eq!((t.0, e), ((i - 32) * step_ns, i - 32));
+            q.schedule(SimTime(i * step_ns), i);
+            assert!(
+                q.far_run.len() <= 2 * (32 + FAR_COMPACT_AFTER),
+                "far run of {}",
+                q.far_run.len()
+            );
+        }
+        assert!(
+            q.far.is_empty(),
+            "an in-order stream never reaches the heap"
+        );
     }
 
     /// A reserved event scheduled later runs in its reserved place: after the events scheduled
