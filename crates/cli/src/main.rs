@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod calibrate;
@@ -58,8 +58,21 @@ enum Command {
     Trace(trace::TraceArgs),
 }
 
+/// Parses the command line. `study --help`'s closing part counts every study's runs from the
+/// catalogue (~21 M instructions, 2.5 % of a 200 K-I/O `sim` run), so it is built only when the
+/// command line asks for help.
+fn parse_cli() -> Cli {
+    let mut command = Cli::command();
+    if std::env::args_os().any(|a| a == "--help" || a == "-h" || a == "help") {
+        command = command.mut_subcommand("study", |sub| {
+            sub.after_long_help(::study::listing::help_text())
+        });
+    }
+    Cli::from_arg_matches_mut(&mut command.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Serve(args) => match serve::run(args) {
