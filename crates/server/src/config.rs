@@ -56,7 +56,7 @@
 //!
 //! # Keys
 //! `[listen]` native | nbd | admin; `[dataplane]` workers, batch_limit, idle, idle_spin_ns,
-//! coalesce_ns, socket_io, socket_recv, ring_wait, ring_spin, file_io;
+//! coalesce_ns, socket_io, socket_recv, ring_wait, ring_spin, file_io, send_zc;
 //! `[limits]` max_connections, max_connections_per_tenant, max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms, max_unauthenticated_connections,
@@ -84,8 +84,8 @@ mod tenants;
 mod volumes;
 pub use admin::{AdminConfig, MAX_ADMIN_TOKEN_BYTES, MIN_ADMIN_TOKEN_BYTES};
 pub use dataplane::{
-    DataplaneConfig, FileIo, IdlePolicy, RingSpin, RingWait, SocketIo, SocketRecv, MAX_BATCH_LIMIT,
-    MAX_COALESCE_NS,
+    DataplaneConfig, FileIo, IdlePolicy, RingSpin, RingWait, SendZcSetting, SocketIo, SocketRecv,
+    MAX_BATCH_LIMIT, MAX_COALESCE_NS, MAX_SEND_ZC_BYTES,
 };
 pub use limits::{
     default_max_memory_bytes, LimitsConfig, DEFAULT_IDLE_TIMEOUT_MS,

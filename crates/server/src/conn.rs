@@ -418,6 +418,16 @@ impl ConnCore {
     /// the queue and their payload buffers go to `pool`; the cursor moves past the parts sent
     /// of a frame sent in part (walking only those).
     pub fn advance_out(&mut self, written: usize, pool: &mut BufPool) {
+        self.advance_out_with(written, |frame| {
+            if let Some(p) = frame.payload {
+                pool.give_reply_data(p);
+            }
+        });
+    }
+
+    /// [`ConnCore::advance_out`], handing frames sent whole to `retire` instead of a pool
+    /// (a zero-copy send's pages stay lent until its notification, `sockring::zc`).
+    pub fn advance_out_with(&mut self, written: usize, mut retire: impl FnMut(OutFrame)) {
         assert!(!self.out_lent, "output advanced while the kernel holds it");
         let mut left = written;
         while let Some(front) = self.out.front() {
@@ -434,8 +444,8 @@ impl ConnCore {
             self.out_bytes -= len;
             self.out_sent = 0;
             self.out_cursor = OutCursor::default();
-            if let Some(p) = self.out.pop_front().and_then(|f| f.payload) {
-                pool.give_reply_data(p);
+            if let Some(frame) = self.out.pop_front() {
+                retire(frame);
             }
         }
         assert_eq!(left, 0, "more bytes written than were queued");
@@ -499,12 +509,18 @@ impl ConnCore {
     /// Drops every queued reply (the peer is gone or the connection closes); payload buffers
     /// go back to `pool`.
     pub fn discard_output(&mut self, pool: &mut BufPool) {
-        assert!(!self.out_lent, "output dropped while the kernel holds it");
-        for frame in self.out.drain(..) {
+        self.discard_output_with(|frame| {
             if let Some(p) = frame.payload {
                 pool.give_reply_data(p);
             }
-        }
+        });
+    }
+
+    /// [`ConnCore::discard_output`], handing every queued frame to `retire` (the front one
+    /// may be partly in a zero-copy send's pages, `sockring::zc`).
+    pub fn discard_output_with(&mut self, retire: impl FnMut(OutFrame)) {
+        assert!(!self.out_lent, "output dropped while the kernel holds it");
+        self.out.drain(..).for_each(retire);
         self.out_bytes = 0;
         self.out_sent = 0;
         self.out_cursor = OutCursor::default();

@@ -95,6 +95,8 @@ pub struct Metrics {
     worker_socket_ring_file_ops: Family<Labels, Counter>,
     worker_input_moved_bytes: Family<Labels, Counter>,
     worker_input_in_place_bytes: Family<Labels, Counter>,
+    worker_zerocopy_sends: Family<Labels, Counter>,
+    worker_zerocopy_copied: Family<Labels, Counter>,
     refused_connections: Counter,
     reloads: Family<Labels, Counter>,
     memory_charged_bytes: Gauge,
@@ -164,6 +166,10 @@ pub struct WorkerMetrics {
     pub socket_ring_ops: Counter,
     /// File volumes' operations completed through the worker's socket ring.
     pub socket_ring_file_ops: Counter,
+    /// Zero-copy socket sends that moved bytes (`dataplane.send_zc`).
+    pub zerocopy_sends: Counter,
+    /// Zero-copy sends whose notification said the kernel copied after all (loopback: all).
+    pub zerocopy_copied: Counter,
 }
 
 impl Default for Metrics {
@@ -196,6 +202,8 @@ impl Metrics {
             worker_socket_ring_file_ops: Family::default(),
             worker_input_moved_bytes: Family::default(),
             worker_input_in_place_bytes: Family::default(),
+            worker_zerocopy_sends: Family::default(),
+            worker_zerocopy_copied: Family::default(),
             refused_connections: Counter::default(),
             reloads: Family::default(),
             memory_charged_bytes: Gauge::default(),
@@ -311,6 +319,16 @@ impl Metrics {
             "worker_input_in_place_bytes",
             "Bytes of multishot socket receives decoded in the provided buffer the kernel filled, never copied into an input buffer (dataplane.socket_recv = \"multishot\")",
             m.worker_input_in_place_bytes.clone(),
+        );
+        registry.register(
+            "worker_zerocopy_sends",
+            "Socket sends that went zero-copy (SENDMSG_ZC) and moved bytes (dataplane.send_zc; 0 when off)",
+            m.worker_zerocopy_sends.clone(),
+        );
+        registry.register(
+            "worker_zerocopy_copied",
+            "Zero-copy socket sends whose completion notification said the kernel copied the data after all (always, over loopback)",
+            m.worker_zerocopy_copied.clone(),
         );
         registry.register(
             "memory_charged_bytes",
@@ -429,6 +447,8 @@ impl Metrics {
             socket_ring_file_ops: self.worker_socket_ring_file_ops.get_or_create_owned(&l),
             input_moved_bytes: self.worker_input_moved_bytes.get_or_create_owned(&l),
             input_in_place_bytes: self.worker_input_in_place_bytes.get_or_create_owned(&l),
+            zerocopy_sends: self.worker_zerocopy_sends.get_or_create_owned(&l),
+            zerocopy_copied: self.worker_zerocopy_copied.get_or_create_owned(&l),
         }
     }
 

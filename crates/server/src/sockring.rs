@@ -76,9 +76,10 @@
 //! # What it leaves out
 //! A frame that spans provided buffers is assembled in the input buffer (a 4 KiB write in
 //! 4 KiB buffers always is: its payload is copied once more than on the single-shot path),
-//! incremental buffer consumption and bundles, and SEND_ZC for large replies. A guest's
-//! operations are not ordered against the sockets' (no links): the worker replies once their
-//! completions are reaped, as with a ring of their own.
+//! incremental buffer consumption and bundles. A guest's operations are not ordered against
+//! the sockets' (no links): the worker replies once their completions are reaped, as with a
+//! ring of their own. Large replies may go zero-copy (`[dataplane] send_zc`, off by default):
+//! see [`zc`].
 
 use std::io::{self, IoSlice};
 use std::os::fd::RawFd;
@@ -93,6 +94,10 @@ use crate::conn::{ConnCore, ConnRef, WRITEV_LARGE_IOVECS, WRITEV_MAX_IOVECS};
 use crate::inbuf::InBuf;
 use crate::ringwait::{self, BatchWait, SpinSizer};
 use crate::sys::{self, Provided, Sqe};
+
+pub mod zc;
+
+pub use zc::{Notif, SendZc, ZcLoans};
 
 /// Submission queue entries (completions: twice that).
 const RING_ENTRIES: u32 = 512;
@@ -162,8 +167,11 @@ pub struct Done {
     /// A multishot receive's bytes, in a provided buffer: read them with
     /// [`SockRing::provided`], then give the buffer back with [`SockRing::recycle`].
     pub buf: Option<Provided>,
-    /// The operation stays armed and completes again (a multishot receive).
+    /// The operation stays armed and completes again (a multishot receive), or a zero-copy
+    /// send's notification follows ([`zc`]).
     pub more: bool,
+    /// A zero-copy send's notification (its first completion came before).
+    pub notif: Option<Notif>,
 }
 
 impl Done {
@@ -183,6 +191,7 @@ impl Done {
             result,
             buf,
             more,
+            notif: None,
         }
     }
 }
@@ -204,6 +213,8 @@ pub struct RingConn {
     /// The batch wait's epoch of its last receive with bytes ([`crate::ringwait::NO_EPOCH`]
     /// before one).
     pub recv_epoch: u64,
+    /// Zero-copy sends whose pages the kernel may still read ([`zc`]).
+    pub zc: ZcLoans,
 }
 
 impl Default for RingConn {
@@ -221,6 +232,7 @@ impl RingConn {
             recv_cancelled: false,
             held: Vec::new(),
             recv_epoch: crate::ringwait::NO_EPOCH,
+            zc: ZcLoans::new(),
         }
     }
 
@@ -267,6 +279,13 @@ pub struct SockRing {
     pub batch: Option<BatchWait>,
     /// `ring_spin = "sized"`: the spin before a blocking wait.
     pub spin: Option<SpinSizer>,
+    /// `send_zc`: from how many lent bytes a send goes zero-copy (None: never).
+    send_zc: Option<SendZc>,
+    /// The tag of the last zero-copy send ([`sys::SendMsg::tag`]).
+    zc_tag: u64,
+    /// Frames of connections that left the ring before their notifications came (dropped
+    /// after `ring`, whose drop waits for the kernel).
+    orphans: zc::Orphans,
 }
 
 impl SockRing {
@@ -329,7 +348,43 @@ impl SockRing {
             recvs_armed: 0,
             batch: None,
             spin: None,
+            send_zc: None,
+            zc_tag: 0,
+            orphans: zc::Orphans::default(),
         })
+    }
+
+    /// Sends messages of `zc.min_bytes` lent bytes or more zero-copy; an error (and copying
+    /// sends) where the kernel lacks `SENDMSG_ZC` (before Linux 6.1).
+    pub fn enable_send_zc(&mut self, zc: SendZc) -> io::Result<()> {
+        if !self.ring.probe()?.is_supported(opcode::SendMsgZc::CODE) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "io_uring opcode SENDMSG_ZC not supported",
+            ));
+        }
+        self.send_zc = Some(zc);
+        Ok(())
+    }
+
+    /// Sends copying from now on (the kernel refused a zero-copy send).
+    pub fn disable_send_zc(&mut self) {
+        self.send_zc = None;
+    }
+
+    /// The zero-copy setting in force.
+    pub fn send_zc(&self) -> Option<SendZc> {
+        self.send_zc
+    }
+
+    /// Keeps what a connection leaving the ring still lends until its notifications come.
+    pub fn adopt_orphan(&mut self, orphan: zc::Orphan) {
+        self.orphans.adopt(orphan);
+    }
+
+    /// Orphans waiting for notifications.
+    pub fn orphans(&self) -> usize {
+        self.orphans.len()
     }
 
     /// Sets how its blocking waits count and spin; a sized spin measures the sleep-and-wake
@@ -498,19 +553,28 @@ impl SockRing {
             self.spare_msgs.push(msg);
             return false;
         }
-        let sqe = Sqe::SendMsg {
-            fd,
-            msg,
-            flags: libc::MSG_NOSIGNAL as u32,
+        let flags = libc::MSG_NOSIGNAL as u32;
+        let zero_copy = self
+            .send_zc
+            .is_some_and(|zc| msg.lent_bytes() >= zc.min_bytes);
+        let sqe = if zero_copy {
+            self.zc_tag += 1;
+            msg.tag = self.zc_tag;
+            Sqe::SendMsgZc { fd, msg, flags }
+        } else {
+            Sqe::SendMsg { fd, msg, flags }
         };
         // The message goes into the ring with the submission; its larger parts are heap
         // buffers of frames in `core.out`, which `out_lent` keeps queued (not dropped, not
         // advanced) until the completion.
         if let Err(back) = self.push(user_data(OpKind::Send, conn), sqe) {
-            if let Sqe::SendMsg { msg, .. } = back {
+            if let Sqe::SendMsg { msg, .. } | Sqe::SendMsgZc { msg, .. } = back {
                 self.spare_msgs.push(msg);
             }
             return false;
+        }
+        if zero_copy {
+            rc.zc.armed(self.zc_tag);
         }
         core.out_lent = true;
         rc.send = true;
@@ -581,14 +645,48 @@ impl SockRing {
                 self.guest_done.push(cqe);
                 continue;
             }
-            let done = Done::from_cqe(cqe.user_data, cqe.result, cqe.buf, cqe.more);
+            let mut done = Done::from_cqe(cqe.user_data, cqe.result, cqe.buf, cqe.more);
             if done.kind == OpKind::Recv && !done.more {
                 self.recvs_armed = self.recvs_armed.saturating_sub(1);
             }
-            out.push(done);
-            if let Sqe::SendMsg { msg, .. } = cqe.sqe {
-                self.spare_msgs.push(msg);
+            match cqe.sqe {
+                Sqe::SendMsgZc { msg, .. } if cqe.notif => {
+                    let notif = Notif::from_result(msg.tag, cqe.result);
+                    self.orphans.notified(notif.tag);
+                    done.notif = Some(notif);
+                    done.result = 0;
+                    self.spare_msgs.push(msg);
+                }
+                Sqe::SendMsg { msg, .. } | Sqe::SendMsgZc { msg, .. } => self.spare_msgs.push(msg),
+                _ => {}
             }
+            out.push(done);
+        }
+    }
+}
+
+impl Drop for SockRing {
+    /// With orphans (frames lent to zero-copy sends of connections that left): waits for the
+    /// kernel as the ring's own drop would, freeing each orphan at its last notification, and
+    /// leaks those whose notifications never came.
+    fn drop(&mut self) {
+        if self.orphans.is_empty() {
+            return;
+        }
+        let me = ConnRef {
+            index: 0,
+            generation: 0,
+        };
+        self.ring.cancel_all(user_data(OpKind::Cancel, me));
+        let mut done = Vec::new();
+        let drained = self.ring.drain(sys::RING_DROP_WAIT_NS, &mut done);
+        for cqe in done {
+            if let (Sqe::SendMsgZc { msg, .. }, true) = (&cqe.sqe, cqe.notif) {
+                self.orphans.notified(msg.tag);
+            }
+        }
+        if !drained {
+            self.orphans.forget();
         }
     }
 }
@@ -754,6 +852,55 @@ mod tests {
         assert_eq!(recv.result, -libc::ECANCELED);
         input.end_recv(0);
         assert_eq!(input.data(), b"hello");
+    }
+
+    /// A zero-copy send completes twice: its bytes with `more`, then a notification naming
+    /// its tag (copied, over loopback); the bytes arrive whole.
+    #[test]
+    fn a_zero_copy_send_completes_then_notifies() {
+        let test = "a_zero_copy_send_completes_then_notifies";
+        let Some((mut ring, mut client, server)) = ring_and_pair(test, SocketRecv::Single) else {
+            return;
+        };
+        if let Err(e) = ring.enable_send_zc(SendZc { min_bytes: 4096 }) {
+            testkit::skip(test, &format!("SENDMSG_ZC is refused here ({e})"));
+            return;
+        }
+        let me = ConnRef {
+            index: 4,
+            generation: 2,
+        };
+        let mut rc = RingConn::new();
+        let mut core = ConnCore::new(server.try_clone().expect("clone"), None, me, 0, 0);
+        let payload: Vec<u8> = (0..64 * 1024u32).map(|k| (k % 251) as u8).collect();
+        core.push_head(b"head");
+        core.push_head(&payload);
+        assert!(ring.arm_send(server.as_raw_fd(), me, &mut rc, &mut core));
+        assert!(rc.zc.is_armed(), "64 KiB lent: zero-copy");
+        let mut done = Vec::new();
+        while done.len() < 2 {
+            ring.enter(1_000_000_000);
+            ring.reap(&mut done);
+        }
+        let sent = &done[0];
+        assert_eq!((sent.kind, sent.more), (OpKind::Send, true), "{done:?}");
+        assert_eq!(sent.result as usize, 4 + payload.len());
+        let notif = done[1].notif.expect("a notification");
+        assert_eq!((done[1].kind, done[1].conn), (OpKind::Send, me));
+        assert!(notif.copied, "loopback copies");
+        core.out_lent = false;
+        rc.send = false;
+        let mut pool = crate::buf::BufPool::new();
+        rc.zc.sent(&mut core, sent.result as usize, true, &mut pool);
+        assert_eq!(rc.zc.outstanding(), 1);
+        assert!(rc.zc.notified(notif.tag, &mut pool));
+        let mut got = vec![0u8; 4 + payload.len()];
+        client.read_exact(&mut got).expect("read");
+        assert!(got[4..] == payload[..]);
+        // A small message stays a copying send: one completion.
+        core.push_head(&[1u8; 100]);
+        assert!(ring.arm_send(server.as_raw_fd(), me, &mut rc, &mut core));
+        assert!(!rc.zc.is_armed());
     }
 
     /// A coalescing pause sleeps its time even while a receive completes: the receive's

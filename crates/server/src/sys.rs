@@ -53,7 +53,7 @@ mod ring;
 pub use bufring::{Provided, BUF_GROUP};
 pub use ring::{
     lend_spare, take_lent, Cqe, FixedRegions, IoBytes, Ring, SendMsg, SpareLoan, Sqe,
-    RING_DROP_WAIT_NS, SEND_SMALL_PART_BYTES,
+    NOTIF_USAGE_ZC_COPIED, RING_DROP_WAIT_NS, SEND_SMALL_PART_BYTES, SEND_ZC_REPORT_USAGE,
 };
 
 use std::ffi::CString;

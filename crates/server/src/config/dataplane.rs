@@ -91,6 +91,12 @@ pub struct DataplaneConfig {
     /// worker*.
     #[serde(default)]
     pub file_io: FileIo,
+    /// Whether `socket_io = "uring"` sends large replies zero-copy (`SENDMSG_ZC`): `off`,
+    /// `large` (messages with 16 KiB of payload or more) or a byte threshold. Off by default:
+    /// over loopback the kernel copies anyway and zero-copy cost more CPU per byte
+    /// (docs/server.md). See `sockring::zc`.
+    #[serde(default)]
+    pub send_zc: SendZcSetting,
 }
 
 /// `[dataplane] file_io`: which io_uring a uring worker's file volumes use.
@@ -110,6 +116,62 @@ impl FileIo {
         match self {
             FileIo::SocketRing => "socket-ring",
             FileIo::OwnRing => "own-ring",
+        }
+    }
+}
+
+/// `[dataplane] send_zc`: when the io_uring socket path sends zero-copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendZcSetting {
+    /// Every send copies (SENDMSG).
+    #[default]
+    Off,
+    /// Messages with at least `sockring::zc::SEND_ZC_LARGE_BYTES` of payload go zero-copy.
+    Large,
+    /// Messages with at least this many bytes of payload go zero-copy.
+    MinBytes(u64),
+}
+
+/// Most a `send_zc` byte threshold may be: one 32 MiB read's reply (`limits`'s largest
+/// request); a larger one would never apply.
+pub const MAX_SEND_ZC_BYTES: u64 = 32 << 20;
+
+impl SendZcSetting {
+    /// As the config and the logs name it.
+    pub fn name(self) -> String {
+        match self {
+            SendZcSetting::Off => "\"off\"".to_string(),
+            SendZcSetting::Large => "\"large\"".to_string(),
+            SendZcSetting::MinBytes(n) => n.to_string(),
+        }
+    }
+
+    /// The payload bytes from which a message goes zero-copy, given the `large` threshold
+    /// (None: off).
+    pub fn min_bytes(self, large_bytes: usize) -> Option<usize> {
+        match self {
+            SendZcSetting::Off => None,
+            SendZcSetting::Large => Some(large_bytes),
+            SendZcSetting::MinBytes(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SendZcSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Spelled {
+            Name(String),
+            Bytes(u64),
+        }
+        match Spelled::deserialize(d)? {
+            Spelled::Name(name) if name == "off" => Ok(SendZcSetting::Off),
+            Spelled::Name(name) if name == "large" => Ok(SendZcSetting::Large),
+            Spelled::Name(other) => Err(serde::de::Error::custom(format!(
+                "send_zc {other:?}: expected \"off\", \"large\" or a byte threshold"
+            ))),
+            Spelled::Bytes(n) => Ok(SendZcSetting::MinBytes(n)),
         }
     }
 }
@@ -237,6 +299,7 @@ impl Default for DataplaneConfig {
             ring_wait: RingWait::default(),
             ring_spin: RingSpin::default(),
             file_io: FileIo::default(),
+            send_zc: SendZcSetting::default(),
         }
     }
 }
@@ -279,6 +342,22 @@ impl DataplaneConfig {
                 d.socket_recv.name(),
                 "\"single\" unless socket_io = \"uring\" (multishot receives are an io_uring path)",
             ));
+        }
+        if d.send_zc != SendZcSetting::Off && d.socket_io != SocketIo::Uring {
+            return Err(invalid(
+                "dataplane.send_zc",
+                d.send_zc.name(),
+                "\"off\" unless socket_io = \"uring\" (zero-copy sends are an io_uring path)",
+            ));
+        }
+        if let SendZcSetting::MinBytes(n) = d.send_zc {
+            if n == 0 || n > MAX_SEND_ZC_BYTES {
+                return Err(invalid(
+                    "dataplane.send_zc",
+                    n,
+                    format!("1..={MAX_SEND_ZC_BYTES} bytes of payload per message"),
+                ));
+            }
         }
         Ok(())
     }

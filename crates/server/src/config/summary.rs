@@ -85,6 +85,7 @@ impl ServerConfig {
         writeln!(out, "ring_wait = \"{}\"", d.ring_wait.name())?;
         writeln!(out, "ring_spin = \"{}\"", d.ring_spin.name())?;
         writeln!(out, "file_io = \"{}\"", d.file_io.name())?;
+        writeln!(out, "send_zc = {}", d.send_zc.name())?;
         self.write_limits(out)?;
         self.write_qos(out)?;
         if let Some(tls) = &self.tls {

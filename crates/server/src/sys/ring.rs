@@ -144,6 +144,14 @@ pub enum Sqe<B> {
     RecvMulti { fd: RawFd },
     /// `sendmsg` of `msg`'s parts.
     SendMsg { fd: RawFd, msg: SendMsg, flags: u32 },
+    /// Zero-copy `sendmsg` of `msg`'s parts (`IORING_OP_SENDMSG_ZC`, asking the notification
+    /// to report whether the kernel copied after all): its first completion says
+    /// [`Cqe::more`] and gives back [`Sqe::SendMsgZcSent`]; the message comes back with the
+    /// notification ([`Cqe::notif`]), once the kernel no longer reads the parts' pages.
+    SendMsgZc { fd: RawFd, msg: SendMsg, flags: u32 },
+    /// Stands in for a [`Sqe::SendMsgZc`] in its first completion, while its message stays in
+    /// the ring until the notification (pushed, a NOP).
+    SendMsgZcSent { fd: RawFd },
     /// A one-shot poll for input.
     PollIn { fd: RawFd },
     /// `ASYNC_CANCEL` of the operation in the kernel pushed with user data `target` (ENOENT
@@ -163,7 +171,17 @@ pub struct Cqe<B> {
     pub buf: Option<Provided>,
     /// The operation stays in the kernel and completes again (`IORING_CQE_F_MORE`).
     pub more: bool,
+    /// A zero-copy send's notification (`IORING_CQE_F_NOTIF`): the kernel is done with its
+    /// pages; `result` says whether it copied them ([`NOTIF_USAGE_ZC_COPIED`]).
+    pub notif: bool,
 }
+
+/// `IORING_SEND_ZC_REPORT_USAGE` (Linux 6.2): a zero-copy send's notification reports in its
+/// result whether the data was copied after all.
+pub const SEND_ZC_REPORT_USAGE: u16 = 1 << 3;
+/// `IORING_NOTIF_USAGE_ZC_COPIED`: the bit of a notification's result that says the kernel
+/// copied the data (loopback always does: a local receiver gets copies of the pages).
+pub const NOTIF_USAGE_ZC_COPIED: i32 = i32::MIN;
 
 /// Parts of this size or less are copied into a [`SendMsg`] (a reply header is at most 40 B
 /// and lives inline in an output queue that may move when it grows).
@@ -176,8 +194,11 @@ pub const SEND_SMALL_PART_BYTES: usize = 40;
 pub struct SendMsg {
     msg: libc::msghdr,
     iov: Vec<libc::iovec>,
-    small: Vec<[u8; SEND_SMALL_PART_BYTES]>,
+    /// Boxed, not a vector: it never grows, and the message stays within a submission's size.
+    small: Box<[[u8; SEND_SMALL_PART_BYTES]]>,
     count: usize,
+    /// The caller's number for this message (it names a zero-copy send's notification).
+    pub tag: u64,
 }
 
 // SAFETY: the pointers inside are addresses for the kernel (into the value's own vectors and
@@ -199,8 +220,9 @@ impl SendMsg {
         SendMsg {
             msg,
             iov: vec![EMPTY_IOVEC; small_parts],
-            small: vec![[0; SEND_SMALL_PART_BYTES]; small_parts],
+            small: vec![[0; SEND_SMALL_PART_BYTES]; small_parts].into_boxed_slice(),
             count: 0,
+            tag: 0,
         }
     }
 
@@ -240,6 +262,16 @@ impl SendMsg {
         self.count
     }
 
+    /// Bytes of the parts it points at where they are (not copied in): what a zero-copy send
+    /// would pin.
+    pub fn lent_bytes(&self) -> usize {
+        self.iov[..self.count]
+            .iter()
+            .filter(|v| v.iov_len > SEND_SMALL_PART_BYTES)
+            .map(|v| v.iov_len)
+            .sum()
+    }
+
     /// The header as the submission takes it (pointing at this value's iovecs).
     fn header(&mut self) -> *const libc::msghdr {
         self.msg.msg_iov = self.iov.as_mut_ptr();
@@ -258,6 +290,8 @@ struct Slot<B> {
     iovecs: Vec<libc::iovec>,
     /// Stands in for a slot leaked with its operation in the kernel: never used again.
     abandoned: bool,
+    /// A zero-copy send that completed and awaits its notification: no cancel names it.
+    notif_due: bool,
 }
 
 impl<B> Slot<B> {
@@ -267,6 +301,7 @@ impl<B> Slot<B> {
             sqe: None,
             iovecs: Vec::new(),
             abandoned: false,
+            notif_due: false,
         }
     }
 }
@@ -288,7 +323,10 @@ impl<B> Slot<B> {
 /// vector's spare capacity, kept by `InBuf`, which does not grow, reset or free a lent vector
 /// and checks at [`take_lent`] that it is the one lent), and the large parts of a [`SendMsg`]
 /// (a connection's queued replies, kept by its `out_lent`). Their lenders keep them until the
-/// completion, and leak them if it never comes.
+/// completion, and leak them if it never comes. A zero-copy send ([`Sqe::SendMsgZc`]) is done
+/// with its message's iovecs at its first completion but reads the parts' pages until its
+/// notification: its slot, and the message's small-part copies with it, stays taken until
+/// then, and the lender keeps the large parts until then too (`sockring::zc`).
 ///
 /// *Provided buffers.* A multishot receive ([`Sqe::RecvMulti`]) points at no memory of its
 /// own: the kernel fills buffers of the ring's provided-buffer ring ([`Ring::provide_buffers`],
@@ -464,6 +502,7 @@ impl<B: IoBytes> Ring<B> {
         let slot = &mut *self.slots[index];
         debug_assert!(slot.sqe.is_none() && !slot.abandoned);
         slot.user_data = user_data;
+        slot.notif_due = false;
         let sqe = slot.sqe.insert(sqe);
         let entry = entry_of(sqe, &mut slot.iovecs, target).user_data(index as u64);
         // SAFETY: every address in `entry` points at memory that stays valid and in place
@@ -482,6 +521,7 @@ impl<B: IoBytes> Ring<B> {
     fn slot_of(&self, user_data: u64) -> Option<usize> {
         self.slots.iter().position(|s| {
             s.user_data == user_data
+                && !s.notif_due
                 && s.sqe
                     .as_ref()
                     .is_some_and(|sqe| !matches!(sqe, Sqe::Cancel { .. }))
@@ -531,6 +571,11 @@ impl<B: IoBytes> Ring<B> {
                 // Still in the kernel: the slot stays as it is.
                 match &slot.sqe {
                     Some(Sqe::RecvMulti { fd }) => Sqe::RecvMulti { fd: *fd },
+                    // Its message stays until the notification.
+                    Some(Sqe::SendMsgZc { fd, .. }) => {
+                        slot.notif_due = true;
+                        Sqe::SendMsgZcSent { fd: *fd }
+                    }
                     _ => {
                         debug_assert!(slot.abandoned, "F_MORE on slot {index}");
                         continue;
@@ -552,6 +597,7 @@ impl<B: IoBytes> Ring<B> {
                 sqe,
                 buf,
                 more,
+                notif: io_uring::cqueue::notif(flags),
             });
         }
         out.len() - before
@@ -724,6 +770,11 @@ fn entry_of<B: IoBytes>(
         Sqe::SendMsg { fd, msg, flags } => opcode::SendMsg::new(Fd(*fd), msg.header())
             .flags(*flags)
             .build(),
+        Sqe::SendMsgZc { fd, msg, flags } => opcode::SendMsgZc::new(Fd(*fd), msg.header())
+            .ioprio(SEND_ZC_REPORT_USAGE)
+            .flags(*flags)
+            .build(),
+        Sqe::SendMsgZcSent { .. } => opcode::Nop::new().build(),
         Sqe::PollIn { fd } => opcode::PollAdd::new(Fd(*fd), libc::POLLIN as u32).build(),
         Sqe::Cancel { .. } => opcode::AsyncCancel::new(cancel_target).build(),
     }

@@ -57,6 +57,18 @@ impl Worker {
         match SockRing::new(d.socket_recv) {
             Ok(mut ring) => {
                 ring.configure_wait(d.ring_wait, d.ring_spin, d.coalesce_ns);
+                if let Some(min_bytes) = d
+                    .send_zc
+                    .min_bytes(crate::sockring::zc::SEND_ZC_LARGE_BYTES)
+                {
+                    if let Err(e) = ring.enable_send_zc(crate::sockring::SendZc { min_bytes }) {
+                        tracing::warn!(
+                            worker = self.index,
+                            error = %e,
+                            "dataplane.send_zc refused by the kernel: sends copy"
+                        );
+                    }
+                }
                 tracing::info!(
                     worker = self.index,
                     socket_io = "uring",
@@ -65,6 +77,7 @@ impl Worker {
                     wait = d.ring_wait.name(),
                     spin = d.ring_spin.name(),
                     spin_max_ns = ring.spin.as_ref().map_or(0, |s| s.max_spin_ns()),
+                    send_zc_min_bytes = ring.send_zc().map_or(0, |z| z.min_bytes),
                     "worker sockets on io_uring"
                 );
                 self.ring = Some(ring);
@@ -385,18 +398,44 @@ impl Worker {
         else {
             return;
         };
-        if let Some(rc) = conn.ring.as_mut() {
-            rc.send = false;
+        let Some(rc) = conn.ring.as_mut() else {
+            return;
+        };
+        if let Some(notif) = d.notif {
+            // The pages of a zero-copy send are free: nothing moved on the wire.
+            rc.zc.notified(notif.tag, pool);
+            self.metrics.zerocopy_copied.inc_by(u64::from(notif.copied));
+            return;
         }
+        let zero_copy = rc.zc.is_armed();
+        rc.send = false;
         conn.core.out_lent = false;
         match d.result {
-            n if n >= 0 => conn.core.advance_out(n as usize, pool),
-            e if e == -libc::EAGAIN || e == -libc::EINTR || e == -libc::ECANCELED => {}
+            n if n >= 0 => rc.zc.sent(&mut conn.core, n as usize, d.more, pool),
+            e if e == -libc::EAGAIN || e == -libc::EINTR || e == -libc::ECANCELED => {
+                rc.zc.sent(&mut conn.core, 0, d.more, pool)
+            }
+            e if zero_copy && (e == -libc::EINVAL || e == -libc::EOPNOTSUPP) => {
+                // A kernel or socket without zero-copy sends: the output goes again, copied.
+                rc.zc.sent(&mut conn.core, 0, d.more, pool);
+                if let Some(ring) = self.ring.as_mut() {
+                    ring.disable_send_zc();
+                }
+                tracing::warn!(
+                    worker = self.index,
+                    errno = -e,
+                    "a zero-copy socket send was refused: sends copy from now on"
+                );
+            }
             _ => {
-                conn.core.discard_output(pool);
+                rc.zc.sent(&mut conn.core, 0, d.more, pool);
+                rc.zc.discard(&mut conn.core, pool);
                 conn.core.finish("peer_gone");
             }
         }
+        self.metrics
+            .zerocopy_sends
+            .inc_by(u64::from(zero_copy && d.result > 0));
         self.metrics.socket_ring_ops.inc();
         // More to send, or a close to finish: the send phase sees to it.
         let again = self
@@ -547,13 +586,18 @@ impl Worker {
                             conn.core.finish("client_closed");
                         }
                     }
+                } else if let Some(notif) = d.notif {
+                    rc.zc.notified(notif.tag, &mut self.pool);
                 } else {
                     rc.send = false;
                     conn.core.out_lent = false;
-                    conn.core.advance_out(n, &mut self.pool);
+                    rc.zc.sent(&mut conn.core, n, d.more, &mut self.pool);
                 }
             }
-            if !rc.busy() || now_ns() >= deadline {
+            // A connection that stays (turning to TLS) keeps its output queue: its zero-copy
+            // notifications are awaited too; a closing one leaves them to the ring's orphans.
+            let lent = conn.core.closing == Closing::Open && rc.zc.outstanding() > 0;
+            if (!rc.busy() && !lent) || now_ns() >= deadline {
                 break;
             }
             // Queued again if the queue was full (the enter below makes room).
@@ -589,6 +633,11 @@ impl Worker {
             conn.core.out_lent = false;
             std::mem::forget(std::mem::take(&mut conn.core.out));
             conn.core.out_bytes = 0;
+        }
+        // Pages zero-copy sends may still read (its loans, and its queue, whose front frame
+        // may be partly sent): kept by the ring until their notifications come.
+        if let Some(orphan) = rc.zc.surrender(&mut conn.core) {
+            ring.adopt_orphan(orphan);
         }
     }
 
