@@ -22,6 +22,10 @@
 //! `ULLSTACK_SOCKET_IO=epoll|uring` sets `[dataplane] socket_io`, `ULLSTACK_WORKERS=N` the
 //! worker count (default: the config default), `ULLSTACK_IDLE=spin|block-after-spin` the idle
 //! policy. On a 2-core VM the client threads share the cores with the workers.
+//! `ULLSTACK_READ_BYTES=N` (a multiple of 4096, up to 1 MiB) reads N bytes instead of 4 KiB,
+//! and `ULLSTACK_SEND_ZC=off|large|N` sets `[dataplane] send_zc` (zero-copy sends of large
+//! replies on the uring path): with large reads the run also prints MiB served per
+//! server-CPU-second.
 
 mod common;
 
@@ -40,7 +44,22 @@ use server::config::ServerConfig;
 
 const CONNECTIONS: usize = 4;
 const QUEUE_DEPTH_PER_CONNECTION: usize = 32;
-const READ_BYTES: u32 = 4096;
+/// The read size unless `ULLSTACK_READ_BYTES` says otherwise.
+const DEFAULT_READ_BYTES: u32 = 4096;
+/// Largest `ULLSTACK_READ_BYTES`: the server's default largest request.
+const MAX_READ_BYTES: u32 = 1 << 20;
+/// Most bytes of replies a client reads in one call (and holds unparsed).
+const CLIENT_INPUT_BYTES: usize = 16 << 20;
+
+/// Bytes per READ: `ULLSTACK_READ_BYTES` or 4 KiB.
+fn read_bytes() -> u32 {
+    let n = env_number::<u32>("ULLSTACK_READ_BYTES").unwrap_or(DEFAULT_READ_BYTES);
+    assert!(
+        n > 0 && n % 4096 == 0 && n <= MAX_READ_BYTES,
+        "ULLSTACK_READ_BYTES={n}: expected a multiple of 4096 up to {MAX_READ_BYTES}"
+    );
+    n
+}
 /// The region written before the reads (distinct pages, not the volume's shared zero page),
 /// unless `ULLSTACK_REGION_MIB` says otherwise: larger than the caches, as fio's 1 GiB is.
 const DEFAULT_REGION_MIB: u64 = 256;
@@ -87,6 +106,16 @@ acl = [{{ volume = "vol", access = "read-write" }}]
     );
     let mut c = ServerConfig::from_toml_str(&toml).unwrap_or_else(|e| panic!("config: {e}"));
     dataplane_from_env(&mut c.dataplane);
+    if let Ok(v) = std::env::var("ULLSTACK_SEND_ZC") {
+        use server::config::SendZcSetting;
+        c.dataplane.send_zc = match v.as_str() {
+            "off" => SendZcSetting::Off,
+            "large" => SendZcSetting::Large,
+            n => SendZcSetting::MinBytes(n.parse().unwrap_or_else(|_| {
+                panic!("ULLSTACK_SEND_ZC={v:?}: expected off, large or a byte count")
+            })),
+        };
+    }
     c
 }
 
@@ -141,19 +170,20 @@ fn fill(addr: SocketAddr) {
     }
 }
 
-/// A xorshift stream (state, slots) of page-aligned offsets within the region.
-struct Offsets(u64, u64);
+/// A xorshift stream (state, slots, read bytes) of read-aligned offsets within the region.
+struct Offsets(u64, u64, u64);
 
 impl Offsets {
     fn new(seed: u64) -> Offsets {
-        Offsets(seed | 1, region_bytes() / u64::from(READ_BYTES))
+        let len = u64::from(read_bytes());
+        Offsets(seed | 1, region_bytes() / len, len)
     }
 
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        (self.0 % self.1) * u64::from(READ_BYTES)
+        (self.0 % self.1) * self.2
     }
 }
 
@@ -162,6 +192,7 @@ impl Offsets {
 fn client(addr: SocketAddr, seed: u64, stop: &AtomicBool, counting: &AtomicBool, ios: &AtomicU64) {
     let mut s = connect(addr);
     let mut offsets = Offsets::new(seed);
+    let read_len = read_bytes();
     let mut cookie = 100u64;
     let mut out = Vec::with_capacity(QUEUE_DEPTH_PER_CONNECTION * 40);
     let mut send = |s: &mut TcpStream, n: usize| {
@@ -169,15 +200,15 @@ fn client(addr: SocketAddr, seed: u64, stop: &AtomicBool, counting: &AtomicBool,
         for _ in 0..n {
             cookie += 1;
             out.extend_from_slice(
-                &RequestHeader::read(cookie, 0, offsets.next(), READ_BYTES).encode(),
+                &RequestHeader::read(cookie, 0, offsets.next(), read_len).encode(),
             );
         }
         s.write_all(&out).expect("requests");
     };
     send(&mut s, QUEUE_DEPTH_PER_CONNECTION);
     let mut outstanding = QUEUE_DEPTH_PER_CONNECTION;
-    let frame = REPLY_HEADER_BYTES + READ_BYTES as usize;
-    let mut input = vec![0u8; 64 * frame];
+    let frame = REPLY_HEADER_BYTES + read_len as usize;
+    let mut input = vec![0u8; frame * (CLIENT_INPUT_BYTES / frame).clamp(2, 64)];
     let (mut lo, mut hi) = (0usize, 0usize);
     while outstanding > 0 {
         let n = s.read(&mut input[hi..]).expect("replies");
@@ -190,7 +221,7 @@ fn client(addr: SocketAddr, seed: u64, stop: &AtomicBool, counting: &AtomicBool,
                 other => panic!("reply header: {other:?}"),
             };
             assert_eq!(header.status, proto::wire::Status::Ok, "READ failed");
-            assert_eq!(header.payload_len, READ_BYTES);
+            assert_eq!(header.payload_len, read_len);
             lo += frame;
             done += 1;
         }
@@ -258,6 +289,12 @@ fn run(seconds: u64) -> Option<(f64, Option<f64>)> {
         n as f64 / seconds as f64,
         cpu / seconds as f64 * 100.0
     );
+    if read_bytes() != DEFAULT_READ_BYTES {
+        print!(
+            " ({:.0} MiB per server-CPU-second)",
+            per_cpu * f64::from(read_bytes()) / f64::from(1u32 << 20)
+        );
+    }
     match &syscalls {
         Ok((total, named)) => {
             print!("  syscalls/IO {:.3} (", *total as f64 / n.max(1) as f64);
@@ -280,10 +317,12 @@ fn main() {
     let c = config();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "own protocol, 4 KiB random READ, {CONNECTIONS} connections x QD {QUEUE_DEPTH_PER_CONNECTION}, memory volume ({} MiB written), {} worker(s), socket_io {}, {seconds} s per run, {rounds} rounds; {cores} cores",
+        "own protocol, {} KiB random READ, {CONNECTIONS} connections x QD {QUEUE_DEPTH_PER_CONNECTION}, memory volume ({} MiB written), {} worker(s), socket_io {}, send_zc {}, {seconds} s per run, {rounds} rounds; {cores} cores",
+        read_bytes() >> 10,
         region_bytes() >> 20,
         c.dataplane.workers,
-        c.dataplane.socket_io.name()
+        c.dataplane.socket_io.name(),
+        c.dataplane.send_zc.name()
     );
     let (mut per_cpu, mut per_io) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
