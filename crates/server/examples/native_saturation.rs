@@ -55,7 +55,7 @@ const CLIENT_INPUT_BYTES: usize = 16 << 20;
 fn read_bytes() -> u32 {
     let n = env_number::<u32>("ULLSTACK_READ_BYTES").unwrap_or(DEFAULT_READ_BYTES);
     assert!(
-        n > 0 && n % 4096 == 0 && n <= MAX_READ_BYTES,
+        n > 0 && n.is_multiple_of(4096) && n <= MAX_READ_BYTES,
         "ULLSTACK_READ_BYTES={n}: expected a multiple of 4096 up to {MAX_READ_BYTES}"
     );
     n

@@ -404,7 +404,9 @@ impl Worker {
         if let Some(notif) = d.notif {
             // The pages of a zero-copy send are free: nothing moved on the wire.
             rc.zc.notified(notif.tag, pool);
-            self.metrics.zerocopy_copied.inc_by(u64::from(notif.copied));
+            if notif.copied {
+                self.metrics.zerocopy_copied.inc();
+            }
             return;
         }
         let zero_copy = rc.zc.is_armed();
@@ -433,9 +435,9 @@ impl Worker {
                 conn.core.finish("peer_gone");
             }
         }
-        self.metrics
-            .zerocopy_sends
-            .inc_by(u64::from(zero_copy && d.result > 0));
+        if zero_copy && d.result > 0 {
+            self.metrics.zerocopy_sends.inc();
+        }
         self.metrics.socket_ring_ops.inc();
         // More to send, or a close to finish: the send phase sees to it.
         let again = self
