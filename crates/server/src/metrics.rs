@@ -97,6 +97,7 @@ pub struct Metrics {
     worker_input_in_place_bytes: Family<Labels, Counter>,
     worker_zerocopy_sends: Family<Labels, Counter>,
     worker_zerocopy_copied: Family<Labels, Counter>,
+    worker_zerocopy_orphans: Family<Labels, Gauge>,
     refused_connections: Counter,
     reloads: Family<Labels, Counter>,
     memory_charged_bytes: Gauge,
@@ -170,6 +171,9 @@ pub struct WorkerMetrics {
     pub zerocopy_sends: Counter,
     /// Zero-copy sends whose notification said the kernel copied after all (loopback: all).
     pub zerocopy_copied: Counter,
+    /// Closed connections' frames a zero-copy send may still read, held until their
+    /// notifications come (0 when none is awaited: nothing leaks).
+    pub zerocopy_orphans: Gauge,
 }
 
 impl Default for Metrics {
@@ -204,6 +208,7 @@ impl Metrics {
             worker_input_in_place_bytes: Family::default(),
             worker_zerocopy_sends: Family::default(),
             worker_zerocopy_copied: Family::default(),
+            worker_zerocopy_orphans: Family::default(),
             refused_connections: Counter::default(),
             reloads: Family::default(),
             memory_charged_bytes: Gauge::default(),
@@ -331,6 +336,11 @@ impl Metrics {
             m.worker_zerocopy_copied.clone(),
         );
         registry.register(
+            "worker_zerocopy_orphans",
+            "Closed connections whose zero-copy sends' pages the kernel may still read, held by the worker until their notifications come",
+            m.worker_zerocopy_orphans.clone(),
+        );
+        registry.register(
             "memory_charged_bytes",
             "Bytes clients make the server hold: in-flight payloads, queued replies, input and TLS buffers",
             m.memory_charged_bytes.clone(),
@@ -449,6 +459,7 @@ impl Metrics {
             input_in_place_bytes: self.worker_input_in_place_bytes.get_or_create_owned(&l),
             zerocopy_sends: self.worker_zerocopy_sends.get_or_create_owned(&l),
             zerocopy_copied: self.worker_zerocopy_copied.get_or_create_owned(&l),
+            zerocopy_orphans: self.worker_zerocopy_orphans.get_or_create_owned(&l),
         }
     }
 

@@ -41,9 +41,10 @@
 //!
 //! *Counting.* Each notification reports whether the kernel copied after all
 //! ([`sys::NOTIF_USAGE_ZC_COPIED`], asked for with `IORING_SEND_ZC_REPORT_USAGE`):
-//! `ullstack_worker_zerocopy_sends_total` and `ullstack_worker_zerocopy_copied_total`. Over
-//! loopback every one is copied: the receiving socket gets copies of the pages
-//! (`skb_orphan_frags_rx`), so zero-copy there only adds the pinning and the notification.
+//! `ullstack_worker_zerocopy_sends_total` and `ullstack_worker_zerocopy_copied_total`; the
+//! orphans a worker holds, `ullstack_worker_zerocopy_orphans`. Over loopback every one is
+//! copied: the receiving socket gets copies of the pages (`skb_orphan_frags_rx`), so
+//! zero-copy there only adds the pinning and the notification.
 //!
 //! Worked example: an NBD client reads 128 KiB at iodepth 8. A step queues 3 replies: one
 //! SENDMSG_ZC of 6 parts (3 headers copied into the message, 3 × 128 KiB payloads lent). Its

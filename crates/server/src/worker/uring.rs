@@ -208,6 +208,10 @@ impl Worker {
             ring.enter_want(want, bound);
             let before = self.ring_done.len();
             ring.reap(&mut self.ring_done);
+            if ring.send_zc().is_some() {
+                // Orphans leave in the reap that brings their last notification.
+                self.metrics.zerocopy_orphans.set(ring.orphans() as i64);
+            }
             // A file volume's completion ends the wait as a socket's does.
             let guest_done = ring.has_guest_done();
             // In order (`remove`, not `swap_remove`): a multishot receive's completions are
@@ -640,6 +644,7 @@ impl Worker {
         // may be partly sent): kept by the ring until their notifications come.
         if let Some(orphan) = rc.zc.surrender(&mut conn.core) {
             ring.adopt_orphan(orphan);
+            self.metrics.zerocopy_orphans.set(ring.orphans() as i64);
         }
     }
 
