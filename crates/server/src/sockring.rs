@@ -283,8 +283,8 @@ pub struct SockRing {
     send_zc: Option<SendZc>,
     /// The tag of the last zero-copy send ([`sys::SendMsg::tag`]).
     zc_tag: u64,
-    /// Frames of connections that left the ring before their notifications came (dropped
-    /// after `ring`, whose drop waits for the kernel).
+    /// Frames of connections that left the ring before their notifications came (freed at
+    /// their last notification, or by this ring's drop once the kernel gave the sends back).
     orphans: zc::Orphans,
 }
 
@@ -566,7 +566,8 @@ impl SockRing {
         };
         // The message goes into the ring with the submission; its larger parts are heap
         // buffers of frames in `core.out`, which `out_lent` keeps queued (not dropped, not
-        // advanced) until the completion.
+        // advanced) until the completion — and, zero-copy, `rc.zc` keeps until the
+        // notification.
         if let Err(back) = self.push(user_data(OpKind::Send, conn), sqe) {
             if let Sqe::SendMsg { msg, .. } | Sqe::SendMsgZc { msg, .. } = back {
                 self.spare_msgs.push(msg);
