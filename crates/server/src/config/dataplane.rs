@@ -93,8 +93,8 @@ pub struct DataplaneConfig {
     pub file_io: FileIo,
     /// Whether `socket_io = "uring"` sends large replies zero-copy (`SENDMSG_ZC`): `off`,
     /// `large` (messages with 16 KiB of payload or more) or a byte threshold. Off by default:
-    /// over loopback the kernel copies anyway and zero-copy cost more CPU per byte
-    /// (docs/server.md). See `sockring::zc`.
+    /// over loopback the kernel copies anyway, and zero-copy served fewer I/Os per second
+    /// and, in most runs, per CPU-second (docs/server.md). See `sockring::zc`.
     #[serde(default)]
     pub send_zc: SendZcSetting,
 }
