@@ -427,6 +427,7 @@ impl Cache {
     }
 
     /// Looks up a read of one unit.
+    #[inline]
     pub fn read(&mut self, lpn: u32, class: IoClass) -> ReadLookup {
         let stamp = self.tick();
         match self.find(lpn) {
@@ -496,6 +497,7 @@ impl Cache {
     }
 
     /// A fill arrived with the flash data's `version`.
+    #[inline]
     pub fn finish_fill(&mut self, lpn: u32, version: u32) {
         if let Some(i) = self.find(lpn) {
             if self.has(i, FILLING) {

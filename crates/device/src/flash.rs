@@ -616,6 +616,7 @@ impl Flash {
     }
 
     /// Moves the sensed data of `lun`'s read out over its channel(s), after what they carry.
+    #[inline(always)]
     fn transfer_out(
         &mut self,
         now: SimTime,

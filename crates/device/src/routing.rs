@@ -226,7 +226,7 @@ impl Ssd {
     /// link serves requests in the order they arrive, and a reservation made early for a
     /// later time would hold back transfers ready before it (at QD32 that left the link idle
     /// 550 ns per 4 KiB read, capping zssd at 588 K reads/s).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn post_completion(&mut self, at: SimTime, slot: u32) {
         self.events
             .schedule(at + self.config.ctrl.completion_ns, Ev::PostCqe { slot });
