@@ -35,15 +35,25 @@
 
 use engine::{IoClass, IoOp, SimTime};
 
+use crate::flash::FlashEvent;
 use crate::pcie::{Direction, COMPLETION_ENTRY_BYTES};
 use crate::{Completion, Ev, Hint, Ssd, Status, SECTOR_BYTES};
 
 impl Ssd {
     /// Runs the handler of `ev`, then schedules the flash events it produced. This is the only
     /// way a handler runs, so no handler can leave flash work unscheduled.
+    #[inline(always)]
     pub(crate) fn handle(&mut self, ev: Ev) {
         self.assert_no_pending_flash_events("before an event");
         self.dispatch(ev);
+        if !self.flash_events.is_empty() {
+            self.schedule_flash_events();
+        }
+    }
+
+    /// Moves the flash events a handler produced into the event queue, in the order they came.
+    #[inline(never)]
+    fn schedule_flash_events(&mut self) {
         // By index, then cleared: a `drain` keeps a guard to move a tail that is never there.
         for i in 0..self.flash_events.len() {
             let (at, fe) = self.flash_events[i];
@@ -73,50 +83,73 @@ impl Ssd {
         );
     }
 
+    /// Each event's handler is a function of its own, called from the event loop (`handle` is
+    /// inlined there): one handler holding them all saved and restored the registers its
+    /// largest arm needs on every event.
+    #[inline(always)]
     pub(crate) fn dispatch(&mut self, ev: Ev) {
         let now = self.now;
         match ev {
-            Ev::Doorbell { sqid, slot } => {
-                self.ctrl.doorbell(now, sqid, slot);
-                self.settle_fetch_free();
-                if !self.ctrl.fetch_busy {
-                    self.fetch_next(now);
-                }
-            }
-            Ev::FetchFree => {
-                self.ctrl.fetch_busy = false;
-                self.fetch_next(now);
-            }
+            Ev::Doorbell { sqid, slot } => self.doorbell(now, sqid, slot),
+            Ev::FetchFree => self.fetch_free_now(now),
             Ev::Ready { slot } => self.execute(now, slot),
-            Ev::WriteDataIn { slot } => {
-                if self.stalled.is_empty() {
-                    self.buffer_write(now, slot);
-                } else {
-                    // Writes queue behind stalled ones: the overflow stall hits every write.
-                    self.stall(now, slot);
-                }
-            }
-            Ev::ReadDataOut { slot } => {
-                let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
-                let done = self.pcie.dma(now, Direction::DeviceToHost, bytes);
-                self.post_completion(done, slot);
-            }
-            Ev::PostCqe { slot } => {
-                let done = self
-                    .pcie
-                    .dma(now, Direction::DeviceToHost, COMPLETION_ENTRY_BYTES);
-                self.events.schedule(done, Ev::Complete { slot });
-            }
+            Ev::WriteDataIn { slot } => self.write_data_in(now, slot),
+            Ev::ReadDataOut { slot } => self.read_data_out(now, slot),
+            Ev::PostCqe { slot } => self.post_cqe(now, slot),
             Ev::Complete { slot } => self.complete(now, slot),
-            Ev::Flash(fe) => {
-                let done = self.flash.on_event(now, fe, &mut self.flash_events);
-                if let Some(op) = done {
-                    self.flash_done(now, fe.lun, op);
-                }
-            }
+            Ev::Flash(fe) => self.flash_event(now, fe),
         }
     }
 
+    #[inline(never)]
+    fn doorbell(&mut self, now: SimTime, sqid: u16, slot: u32) {
+        self.ctrl.doorbell(now, sqid, slot);
+        self.settle_fetch_free();
+        if !self.ctrl.fetch_busy {
+            self.fetch_next(now);
+        }
+    }
+
+    #[inline(never)]
+    fn fetch_free_now(&mut self, now: SimTime) {
+        self.ctrl.fetch_busy = false;
+        self.fetch_next(now);
+    }
+
+    #[inline(never)]
+    fn write_data_in(&mut self, now: SimTime, slot: u32) {
+        if self.stalled.is_empty() {
+            self.buffer_write(now, slot);
+        } else {
+            // Writes queue behind stalled ones: the overflow stall hits every write.
+            self.stall(now, slot);
+        }
+    }
+
+    #[inline(never)]
+    fn read_data_out(&mut self, now: SimTime, slot: u32) {
+        let bytes = self.cmd(slot).cmd.sectors as u64 * SECTOR_BYTES;
+        let done = self.pcie.dma(now, Direction::DeviceToHost, bytes);
+        self.post_completion(done, slot);
+    }
+
+    #[inline(never)]
+    fn post_cqe(&mut self, now: SimTime, slot: u32) {
+        let done = self
+            .pcie
+            .dma(now, Direction::DeviceToHost, COMPLETION_ENTRY_BYTES);
+        self.events.schedule(done, Ev::Complete { slot });
+    }
+
+    #[inline(never)]
+    fn flash_event(&mut self, now: SimTime, fe: FlashEvent) {
+        let done = self.flash.on_event(now, fe, &mut self.flash_events);
+        if let Some(op) = done {
+            self.flash_done(now, fe.lun, op);
+        }
+    }
+
+    #[inline]
     pub(crate) fn fetch_next(&mut self, now: SimTime) {
         let Some((_sqid, slot)) = self.ctrl.pick(now) else {
             return;
@@ -151,6 +184,7 @@ impl Ssd {
         }
     }
 
+    #[inline(never)]
     pub(crate) fn execute(&mut self, now: SimTime, slot: u32) {
         let (op, status, class) = {
             let c = self.cmd(slot);
@@ -232,6 +266,7 @@ impl Ssd {
             .schedule(at + self.config.ctrl.completion_ns, Ev::PostCqe { slot });
     }
 
+    #[inline(never)]
     pub(crate) fn complete(&mut self, now: SimTime, slot: u32) {
         let c = self.cmds[slot as usize]
             .take()
