@@ -344,6 +344,21 @@ struct Timing {
     read_retry_max: u32,
 }
 
+/// The channel(s) a group of LUNs shares (see [`Flash::groups`]).
+#[derive(Clone, Default)]
+struct ChannelGroup {
+    /// When the group's channels are next free.
+    free: SimTime,
+    /// Demand reads sensing on its LUNs, and the latest end of their senses (a prefetch does
+    /// not take the channel before them).
+    demand_sensing: u32,
+    demand_sense_until: SimTime,
+    /// The LUNs whose sensed prefetch reads wait for it, in the order their senses ended, and
+    /// whether its `Phase::ChannelWake` is pending.
+    prefetch_waiters: VecDeque<u32>,
+    wake_pending: bool,
+}
+
 /// Parts per million: the denominator of `read_retry_ppm`.
 const PPM: u64 = 1_000_000;
 
@@ -352,18 +367,13 @@ pub struct Flash {
     pub geometry: Geometry,
     timing: Timing,
     luns: Vec<Lun>,
-    channel_free: Vec<SimTime>,
-    /// Per channel (indexed by a LUN's first channel): demand reads sensing on its LUNs, and
-    /// the latest end of their senses (a prefetch does not take the channel before them).
-    demand_sensing: Vec<u32>,
-    demand_sense_until: Vec<SimTime>,
-    /// Per channel (indexed likewise): the LUNs whose sensed prefetch reads wait for it, in
-    /// the order their senses ended, and whether its `Phase::ChannelWake` is pending.
-    prefetch_waiters: Vec<VecDeque<u32>>,
-    wake_pending: Vec<bool>,
-    /// Each LUN's first channel ([`Geometry::first_channel`], looked up: it is asked several
-    /// times per operation, and computing it divides twice).
-    lun_first_channel: Vec<u32>,
+    /// Per channel group: the `channels_per_lun` channels from a LUN's first channel, which
+    /// are always reserved together and so are free at the same time (one entry, no loop
+    /// over the pair).
+    groups: Vec<ChannelGroup>,
+    /// Each LUN's channel group (its first channel / `channels_per_lun`; looked up: it is
+    /// asked several times per operation, and computing it divides).
+    lun_group: Vec<u32>,
     next_seq: u64,
     /// Draws of sense times and read retries (`flash.read`).
     read_rng: SimRng,
@@ -411,24 +421,17 @@ impl Flash {
             read_retry_max: f.read_retry_max,
         };
         let luns = (0..geometry.luns).map(|_| Lun::default()).collect();
-        let channel_free = vec![SimTime::ZERO; geometry.channels as usize];
-        let demand_sensing = vec![0; geometry.channels as usize];
-        let demand_sense_until = channel_free.clone();
-        let prefetch_waiters = vec![VecDeque::new(); geometry.channels as usize];
-        let wake_pending = vec![false; geometry.channels as usize];
-        let lun_first_channel = (0..geometry.luns)
-            .map(|lun| geometry.first_channel(lun))
+        let groups =
+            vec![ChannelGroup::default(); (geometry.channels / geometry.channels_per_lun) as usize];
+        let lun_group = (0..geometry.luns)
+            .map(|lun| geometry.first_channel(lun) / geometry.channels_per_lun)
             .collect();
         Flash {
             geometry,
-            lun_first_channel,
+            lun_group,
             timing,
             luns,
-            demand_sensing,
-            demand_sense_until,
-            prefetch_waiters,
-            wake_pending,
-            channel_free,
+            groups,
             next_seq: 0,
             read_rng: stream(seed, "flash.read"),
             stats: FlashStats::default(),
@@ -539,18 +542,18 @@ impl Flash {
             .expect("a current flash event belongs to an active operation");
         match (active.op.kind, ev.phase) {
             (OpKind::Read, Phase::Array) => {
-                let first = self.lun_first_channel[lun as usize] as usize;
+                let g = self.lun_group[lun as usize] as usize;
                 if active.op.origin.is_host_read() {
-                    self.demand_sensing[first] -= 1;
+                    self.groups[g].demand_sensing -= 1;
                 }
                 // A prefetch's data wait in the page register while the channel carries, or
                 // is about to carry, a demand read's, or while prefetches sensed before it
                 // wait: it joins the channel's waiters.
                 if matches!(active.op.origin, OpOrigin::Prefetch { .. })
-                    && (!self.prefetch_waiters[first].is_empty() || self.channel_busy(now, first))
+                    && (!self.groups[g].prefetch_waiters.is_empty() || self.channel_busy(now, g))
                 {
-                    self.prefetch_waiters[first].push_back(lun);
-                    self.schedule_wake(now, first, events);
+                    self.groups[g].prefetch_waiters.push_back(lun);
+                    self.schedule_wake(now, g, events);
                     return None;
                 }
                 // Data is in the page register: move it out over the channel(s).
@@ -607,8 +610,8 @@ impl Flash {
         }
         let units = a.op.units;
         l.generation = l.generation.wrapping_add(1);
-        let first = self.lun_first_channel[lun as usize] as usize;
-        let waiters = &mut self.prefetch_waiters[first];
+        let g = self.lun_group[lun as usize] as usize;
+        let waiters = &mut self.groups[g].prefetch_waiters;
         if let Some(i) = waiters.iter().position(|&w| w == lun) {
             waiters.remove(i);
         }
@@ -639,30 +642,25 @@ impl Flash {
         ));
     }
 
-    /// Whether a prefetch may not take channel `first` now: it carries a transfer, or a
+    /// Whether a prefetch may not take channel group `g` now: it carries a transfer, or a
     /// demand read on its LUNs senses (at once after a demand read whose sense ends now:
     /// its event runs first, and its transfer goes before the prefetch's).
-    fn channel_busy(&self, now: SimTime, first: usize) -> bool {
-        self.channels_free_from(first) > now || self.demand_sensing[first] > 0
+    fn channel_busy(&self, now: SimTime, g: usize) -> bool {
+        let group = &self.groups[g];
+        group.free > now || group.demand_sensing > 0
     }
 
-    /// Schedules channel `first`'s wake, unless one is pending, for when the channel is next
+    /// Schedules channel group `g`'s wake, unless one is pending, for when the channel is next
     /// free and no demand read on it senses, as far as is known now.
-    fn schedule_wake(
-        &mut self,
-        now: SimTime,
-        first: usize,
-        events: &mut Vec<(SimTime, FlashEvent)>,
-    ) {
-        if std::mem::replace(&mut self.wake_pending[first], true) {
+    fn schedule_wake(&mut self, now: SimTime, g: usize, events: &mut Vec<(SimTime, FlashEvent)>) {
+        let group = &mut self.groups[g];
+        if std::mem::replace(&mut group.wake_pending, true) {
             return;
         }
-        let at = self
-            .channels_free_from(first)
-            .max(self.demand_sense_until[first])
-            .max(now);
-        let lun = first as u32 / self.geometry.channels_per_lun;
-        debug_assert_eq!(self.lun_first_channel[lun as usize] as usize, first);
+        let at = group.free.max(group.demand_sense_until).max(now);
+        // The lowest LUN on the group's channels.
+        let lun = g as u32;
+        debug_assert_eq!(self.lun_group[lun as usize] as usize, g);
         events.push((
             at,
             FlashEvent {
@@ -676,15 +674,15 @@ impl Flash {
     /// The wake of `lun`'s channel: the prefetch that has waited longest takes it if it is
     /// free and no demand read on it senses; if prefetches still wait, the next wake follows.
     fn channel_wake(&mut self, now: SimTime, lun: u32, events: &mut Vec<(SimTime, FlashEvent)>) {
-        let first = self.lun_first_channel[lun as usize] as usize;
-        self.wake_pending[first] = false;
-        let Some(&head) = self.prefetch_waiters[first].front() else {
+        let g = self.lun_group[lun as usize] as usize;
+        self.groups[g].wake_pending = false;
+        let Some(&head) = self.groups[g].prefetch_waiters.front() else {
             return; // its waiters went as demand reads
         };
-        if self.channel_busy(now, first) {
-            return self.schedule_wake(now, first, events);
+        if self.channel_busy(now, g) {
+            return self.schedule_wake(now, g, events);
         }
-        self.prefetch_waiters[first].pop_front();
+        self.groups[g].prefetch_waiters.pop_front();
         let active = self.luns[head as usize]
             .active
             .expect("a waiting prefetch holds its die");
@@ -693,40 +691,23 @@ impl Flash {
             "LUN {head} waits for the channel with {active:?}"
         );
         self.transfer_out(now, head, active.op.units, events);
-        if !self.prefetch_waiters[first].is_empty() {
-            self.schedule_wake(now, first, events);
+        if !self.groups[g].prefetch_waiters.is_empty() {
+            self.schedule_wake(now, g, events);
         }
     }
 
     /// A demand read senses on `lun` until `array_end`.
     fn note_demand_sensing(&mut self, lun: u32, array_end: SimTime) {
-        let first = self.lun_first_channel[lun as usize] as usize;
-        self.demand_sensing[first] += 1;
-        let until = &mut self.demand_sense_until[first];
-        *until = (*until).max(array_end);
-    }
-
-    /// When the channel(s) from `first` that a LUN uses are next free.
-    fn channels_free_from(&self, first: usize) -> SimTime {
-        let n = self.geometry.channels_per_lun as usize;
-        self.channel_free[first..first + n]
-            .iter()
-            .copied()
-            .fold(SimTime::ZERO, SimTime::max)
+        let group = &mut self.groups[self.lun_group[lun as usize] as usize];
+        group.demand_sensing += 1;
+        group.demand_sense_until = group.demand_sense_until.max(array_end);
     }
 
     /// Reserves the LUN's channel(s) from `now` for `units`; returns when the transfer ends.
     fn reserve_channels(&mut self, now: SimTime, lun: u32, units: u32) -> SimTime {
-        let first = self.lun_first_channel[lun as usize] as usize;
-        let n = self.geometry.channels_per_lun as usize;
-        let start = self.channel_free[first..first + n]
-            .iter()
-            .copied()
-            .fold(now, SimTime::max);
-        let end = start + self.timing.unit_transfer_ns * units as u64;
-        for c in &mut self.channel_free[first..first + n] {
-            *c = end;
-        }
+        let group = &mut self.groups[self.lun_group[lun as usize] as usize];
+        let end = group.free.max(now) + self.timing.unit_transfer_ns * units as u64;
+        group.free = end;
         end
     }
 
@@ -1226,7 +1207,7 @@ mod tests {
             assert_eq!(done_at(&done, 10 + k), expect, "{done:?}");
         }
         assert_eq!((wakes, handled), (7, 23), "{done:?}");
-        assert!(f.prefetch_waiters[0].is_empty() && !f.wake_pending[0]);
+        assert!(f.groups[0].prefetch_waiters.is_empty() && !f.groups[0].wake_pending);
         assert!(f.is_idle());
     }
 
@@ -1238,9 +1219,9 @@ mod tests {
     #[test]
     fn an_upgraded_prefetch_leaves_the_channel_waiters() {
         let (mut f, mut ev, mut done) = two_prefetches_waiting_behind_lun_0();
-        assert_eq!(f.prefetch_waiters[0], [8, 16]);
+        assert_eq!(f.groups[0].prefetch_waiters, [8, 16]);
         assert!(f.promote(SimTime(3_400), 8, 2, &mut ev));
-        assert_eq!(f.prefetch_waiters[0], [16]);
+        assert_eq!(f.groups[0].prefetch_waiters, [16]);
         done.extend(run(&mut f, ev));
         assert_eq!(done_at(&done, 2), SimTime(7_196), "{done:?}");
         assert_eq!(done_at(&done, 3), SimTime(9_244), "{done:?}");
