@@ -380,3 +380,50 @@ proptest::proptest! {
         }
     }
 }
+
+/// [`SetOf`] is `%` at the edges: one set, the presets' set counts, powers of two and their
+/// neighbours, the largest divisor; numerators at 0, around multiples of the divisor and at
+/// the top of `u32`.
+#[test]
+fn set_of_is_the_remainder_at_the_edges() {
+    let divisors = [
+        1,
+        2,
+        3,
+        7,
+        8_192,
+        24_576,
+        65_535,
+        65_536,
+        65_537,
+        u32::MAX - 1,
+        u32::MAX,
+    ];
+    for d in divisors {
+        let set_of = SetOf::new(NonZeroU32::new(d).unwrap());
+        let near = |k: u32| [k.saturating_sub(1), k, k.saturating_add(1)];
+        let lpns = [
+            0,
+            1,
+            d,
+            d.wrapping_mul(3),
+            u32::MAX / 2,
+            u32::MAX - 1,
+            u32::MAX,
+        ]
+        .into_iter()
+        .flat_map(near);
+        for lpn in lpns {
+            assert_eq!(set_of.of(lpn), lpn % d, "{lpn} % {d}");
+        }
+    }
+}
+
+proptest::proptest! {
+    /// [`SetOf`] is `%` for any 32-bit LPN and set count.
+    #[test]
+    fn set_of_is_the_remainder(lpn in proptest::num::u32::ANY, sets in 1u32..) {
+        let set_of = SetOf::new(NonZeroU32::new(sets).unwrap());
+        proptest::prop_assert_eq!(set_of.of(lpn), lpn % sets);
+    }
+}
