@@ -522,6 +522,7 @@ impl Flash {
     }
 
     /// Handles the end of a phase. Returns the operation if it finished.
+    #[inline(always)]
     pub fn on_event(
         &mut self,
         now: SimTime,
