@@ -471,6 +471,7 @@ impl Flash {
     }
 
     /// Queues `op` on `lun`; starts it (or suspends a program for it) if the LUN allows.
+    #[inline(always)]
     pub fn submit(
         &mut self,
         now: SimTime,
@@ -480,11 +481,25 @@ impl Flash {
     ) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let l = &mut self.luns[lun as usize];
-        if l.is_empty() {
+        if self.luns[lun as usize].is_empty() {
             // The only work of an idle LUN starts now, as queueing and picking it would.
             return self.start(now, lun, op, 0, events);
         }
+        self.queue(now, lun, op, seq, events);
+    }
+
+    /// [`submit`](Self::submit) to a LUN with work: queues `op` (`seq` its arrival) and
+    /// starts it, or suspends a program for it, if the LUN allows.
+    #[inline(never)]
+    fn queue(
+        &mut self,
+        now: SimTime,
+        lun: u32,
+        op: FlashOp,
+        seq: u64,
+        events: &mut Vec<(SimTime, FlashEvent)>,
+    ) {
+        let l = &mut self.luns[lun as usize];
         if op.origin.is_host_read() {
             l.host_reads.push_back((seq, op));
         } else if matches!(op.origin, OpOrigin::Prefetch { .. }) {
