@@ -174,6 +174,7 @@ impl Ssd {
     }
 
     /// Hands one unit's data to every read command waiting for it.
+    #[inline(always)]
     pub(crate) fn deliver_unit(&mut self, now: SimTime, lpn: u32, version: u32, waiters: Waiters) {
         let wake = |ssd: &mut Ssd, slot: u32| {
             ssd.unit_arrived(slot, lpn, version);

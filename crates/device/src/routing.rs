@@ -149,7 +149,7 @@ impl Ssd {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn fetch_next(&mut self, now: SimTime) {
         let Some((_sqid, slot)) = self.ctrl.pick(now) else {
             return;
