@@ -84,6 +84,7 @@ impl Ssd {
     }
 
     /// Reads `lpn`, mapped at `loc` (the caller looked it up), from flash into a line.
+    #[inline(always)]
     pub(crate) fn start_flash_read(
         &mut self,
         now: SimTime,
