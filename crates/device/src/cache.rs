@@ -257,7 +257,7 @@ impl Cache {
         set * w..set * w + w
     }
 
-    #[inline]
+    #[inline(always)]
     fn find(&self, lpn: u32) -> Option<usize> {
         assert_ne!(lpn, NO_LPN, "LPN {NO_LPN} is the invalid-way tag");
         if let Some(index) = &self.index {

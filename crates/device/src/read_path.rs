@@ -177,16 +177,19 @@ impl Ssd {
     /// Hands one unit's data to every read command waiting for it.
     #[inline(always)]
     pub(crate) fn deliver_unit(&mut self, now: SimTime, lpn: u32, version: u32, waiters: Waiters) {
-        let wake = |ssd: &mut Ssd, slot: u32| {
-            ssd.unit_arrived(slot, lpn, version);
-            if ssd.cmd(slot).pending_units == 0 {
-                ssd.finish_read(now, slot);
-            }
-        };
         match waiters {
             Waiters::None => {}
-            Waiters::One(s) => wake(self, s),
-            Waiters::Many(v) => v.into_iter().for_each(|s| wake(self, s)),
+            Waiters::One(s) => self.wake(now, s, lpn, version),
+            Waiters::Many(v) => v.into_iter().for_each(|s| self.wake(now, s, lpn, version)),
+        }
+    }
+
+    /// The read in `slot` has `lpn`'s data (`version`): done if it was its last unit.
+    #[inline(always)]
+    fn wake(&mut self, now: SimTime, slot: u32, lpn: u32, version: u32) {
+        self.unit_arrived(slot, lpn, version);
+        if self.cmd(slot).pending_units == 0 {
+            self.finish_read(now, slot);
         }
     }
 
