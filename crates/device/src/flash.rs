@@ -782,6 +782,7 @@ impl Flash {
         self.start(now, lun, op, 0, events);
     }
 
+    #[inline(always)]
     fn start(
         &mut self,
         now: SimTime,
