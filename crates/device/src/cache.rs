@@ -415,7 +415,7 @@ impl Cache {
     /// Starts loading the CPU cache lines of `lpn`'s set (tags, flags, LRU stamps, and the
     /// versions, dirtying stamps and owners a miss's fill writes): a speed hint with no effect
     /// on results.
-    #[inline]
+    #[inline(always)]
     pub fn prefetch_set(&self, lpn: u32) {
         if self.index.is_some() {
             return;
