@@ -146,6 +146,18 @@ fn frame(
 }
 
 /// Reads `len` bytes at `offset` of the backing file.
+/// Appends a WRITE (handle `handle`) of `len` pattern bytes at `off`.
+fn pattern_write(frames: &mut Vec<u8>, handle: u64, off: u64, len: usize, seed: u8) {
+    frame(
+        frames,
+        CommandType::Write,
+        0,
+        handle,
+        off,
+        &pattern(off, len, seed),
+    );
+}
+
 fn file_range(path: &std::path::Path, offset: u64, len: usize) -> Vec<u8> {
     let bytes = std::fs::read(path).expect("read backing file");
     bytes[offset as usize..offset as usize + len].to_vec()
@@ -238,14 +250,7 @@ fn serve_and_check(server: &server::ServerHandle, path: &std::path::Path, seed: 
     let mut frames = Vec::new();
     for k in 0..32u64 {
         let off = 12 * MIB + k * 65536;
-        frame(
-            &mut frames,
-            CommandType::Write,
-            0,
-            5000 + k,
-            off,
-            &pattern(off, 65536, seed),
-        );
+        pattern_write(&mut frames, 5000 + k, off, 65536, seed);
         frame(&mut frames, CommandType::Read, 0, 6000 + k, off, &[]);
     }
     let mut leaver = RawNbd::connect(nbd_addr, "default").expect("nbd");
@@ -261,14 +266,7 @@ fn serve_and_check(server: &server::ServerHandle, path: &std::path::Path, seed: 
     let mut frames = Vec::new();
     for k in 0..32u64 {
         let off = 14 * MIB + k * 4096;
-        frame(
-            &mut frames,
-            CommandType::Write,
-            0,
-            7000 + k,
-            off,
-            &pattern(off, 4096, seed),
-        );
+        pattern_write(&mut frames, 7000 + k, off, 4096, seed);
     }
     let replies = pipelined(&mut nbd, &frames, 32);
     assert!(replies.iter().all(|&(_, e)| e == 0));
