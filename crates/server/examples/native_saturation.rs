@@ -30,7 +30,7 @@
 mod common;
 
 use common::{
-    dataplane_from_env, env_number, median, perf_syscalls, server_cpu_seconds, thread_ids,
+    dataplane_from_env, env_number, median, perf_syscalls, thread_ids, threads_user_sys_seconds,
 };
 
 use std::io::{Read, Write};
@@ -268,11 +268,12 @@ fn run(seconds: u64) -> Option<(f64, Option<f64>)> {
         .collect();
     std::thread::sleep(Duration::from_millis(500)); // warm-up
     let tids = thread_ids("ullstack-");
-    let cpu0 = server_cpu_seconds();
+    let (user0, sys0) = threads_user_sys_seconds(&["ullstack-"]);
     counting.store(true, Ordering::Relaxed);
     let syscalls = perf_syscalls(&tids, seconds, &NAMED_SYSCALLS);
     counting.store(false, Ordering::Relaxed);
-    let cpu = server_cpu_seconds() - cpu0;
+    let (user1, sys1) = threads_user_sys_seconds(&["ullstack-"]);
+    let (user, cpu) = (user1 - user0, user1 + sys1 - user0 - sys0);
     let n = ios.load(Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     for c in clients {
@@ -285,9 +286,10 @@ fn run(seconds: u64) -> Option<(f64, Option<f64>)> {
         .ok()
         .map(|(t, _)| *t as f64 / n.max(1) as f64);
     print!(
-        "{:>9.0} IOPS  server CPU {cpu:>5.2} s ({:>3.0} % of a core) => {per_cpu:>8.0} I/Os per server-CPU-second",
+        "{:>9.0} IOPS  server CPU {cpu:>5.2} s ({:>3.0} % of a core, {:.0} % user) => {per_cpu:>8.0} I/Os per server-CPU-second",
         n as f64 / seconds as f64,
-        cpu / seconds as f64 * 100.0
+        cpu / seconds as f64 * 100.0,
+        user / cpu.max(1e-9) * 100.0
     );
     if read_bytes() != DEFAULT_READ_BYTES {
         print!(
