@@ -1,12 +1,14 @@
-//! Benchmark: unloaded latency, QD 1, 4 KiB read from the memory backend through the client
-//! library, against the loopback round trip of a minimal TCP echo that moves the same bytes
-//! (a 40-byte request out, a 24 + 4096-byte reply back) with the same client runtime.
+//! Benchmark: unloaded latency, QD 1, 4 KiB read from the memory backend, against the loopback
+//! round trip of a minimal TCP echo that moves the same bytes (a 40-byte request out, a
+//! 24 + 4096-byte reply back) with the same client runtime. The read runs twice: as raw frames
+//! driven exactly as the echo is (what the server adds), and through the client library (what
+//! its tasks and channels add on top).
 //!
 //! ```text
 //! cargo run --release -p server --example qd1_latency -- [REQUESTS]
 //! ```
-//! Prints p50/p99 of both, the server's added p50 (target: at most 5 µs, issue 28), and the
-//! server's CPU per read (utime + stime of this process's `ullstack-*` threads,
+//! Prints p50/p99 of the three, the server's added p50 (target: at most 5 µs, issue 28), and the
+//! server's CPU per library read (utime + stime of this process's `ullstack-*` threads,
 //! `/proc/self/task`, over the measured reads). The dataplane settings of the environment
 //! (`ULLSTACK_SOCKET_IO`, `ULLSTACK_SOCKET_RECV`, `ULLSTACK_IDLE`, `ULLSTACK_RING_WAIT`,
 //! `ULLSTACK_RING_SPIN`: `common::dataplane_from_env`) apply; one worker.
@@ -20,6 +22,7 @@ use std::net::TcpListener;
 use std::time::Instant;
 
 use client::{Client, Credentials, TenantHandle};
+use proto::wire::{self, HelloBody, ReplyHeader, RequestHeader, Status};
 use server::config::{ByteSize, IdlePolicy, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -61,6 +64,72 @@ fn echo_server() -> std::net::SocketAddr {
     addr
 }
 
+/// `n` QD1 4 KiB reads (after 1,000 unmeasured ones) over a connection of the own protocol
+/// driven the way the echo is: one `write_all` of the 40-byte READ header, one `read_exact` of
+/// the 24-byte reply header and its 4,096 bytes, on the same runtime, so that its difference
+/// from the echo is the server's alone (the client library adds its tasks and channels).
+async fn raw_frame_reads(native: std::net::SocketAddr, n: usize) -> Vec<u64> {
+    let mut s = tokio::net::TcpStream::connect(native)
+        .await
+        .unwrap_or_else(|e| panic!("connect raw: {e}"));
+    let _ = s.set_nodelay(true);
+    let hello = HelloBody {
+        tenant: "open",
+        secret: &[],
+        volume: "default",
+    };
+    let mut body = Vec::new();
+    hello
+        .encode_into(&mut body)
+        .unwrap_or_else(|e| panic!("hello body: {e:?}"));
+    let mut frame = RequestHeader::hello(1, body.len() as u32).encode().to_vec();
+    frame.extend_from_slice(&body);
+    s.write_all(&frame)
+        .await
+        .unwrap_or_else(|e| panic!("raw hello: {e}"));
+    let mut head = [0u8; wire::REPLY_HEADER_BYTES];
+    let hello_reply = read_reply(&mut s, &mut head).await;
+    assert_eq!(hello_reply.status, Status::Ok, "raw HELLO refused");
+    let mut payload = vec![0u8; hello_reply.payload_len as usize];
+    s.read_exact(&mut payload)
+        .await
+        .unwrap_or_else(|e| panic!("raw hello reply: {e}"));
+    let mut data = vec![0u8; 4096];
+    let mut ns = Vec::with_capacity(n);
+    for i in 0..(n + 1000) {
+        let off = (i as u64 * 7919 % 256) * 4096;
+        let request = RequestHeader::read(i as u64 + 2, 0, off, 4096).encode();
+        let t = Instant::now();
+        s.write_all(&request)
+            .await
+            .unwrap_or_else(|e| panic!("raw read: {e}"));
+        let reply = read_reply(&mut s, &mut head).await;
+        s.read_exact(&mut data)
+            .await
+            .unwrap_or_else(|e| panic!("raw read data: {e}"));
+        let dt = t.elapsed().as_nanos() as u64;
+        assert!(
+            reply.status == Status::Ok && reply.payload_len == 4096,
+            "raw READ answered {reply:?}"
+        );
+        if i >= 1000 {
+            ns.push(dt);
+        }
+    }
+    ns
+}
+
+/// Reads and decodes one reply header of the own protocol.
+async fn read_reply(s: &mut tokio::net::TcpStream, head: &mut [u8]) -> ReplyHeader {
+    s.read_exact(head)
+        .await
+        .unwrap_or_else(|e| panic!("raw reply header: {e}"));
+    match wire::decode_reply_header(head, 1 << 20) {
+        Ok(proto::Decode::Done { frame, .. }) => frame,
+        other => panic!("bad reply header: {other:?}"),
+    }
+}
+
 fn main() {
     let n: usize = std::env::args()
         .nth(1)
@@ -88,7 +157,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("runtime: {e}"));
-    let (server_ns, echo_ns, server_cpu_s) = rt.block_on(async move {
+    let (server_ns, echo_ns, raw_ns, server_cpu_s) = rt.block_on(async move {
         let creds = Credentials {
             tenant: "open".into(),
             secret: String::new(),
@@ -143,17 +212,21 @@ fn main() {
                 echo_ns.push(dt);
             }
         }
-        (server_ns, echo_ns, server_cpu_s)
+        let raw_ns = raw_frame_reads(native, n).await;
+        (server_ns, echo_ns, raw_ns, server_cpu_s)
     });
     println!(
         "QD1 4 KiB read, loopback, idle policy {idle_name}, socket_io {}, ring_wait {}, ring_spin {}",
         socket_io, ring_wait, ring_spin
     );
     let echo_p50 = report("minimal TCP echo (40 B out, 4120 B back)", echo_ns);
-    let server_p50 = report("ullstack READ via client library", server_ns);
+    let raw_p50 = report("ullstack READ, frames as the echo's", raw_ns);
+    let library_p50 = report("ullstack READ via client library", server_ns);
     println!(
-        "server adds {:.1} us at p50 over the echo round trip (target <= 5 us)",
-        (server_p50 as f64 - echo_p50 as f64) / 1000.0
+        "server adds {:.1} us at p50 over the echo round trip (target <= 5 us); the client \
+         library {:.1} us more",
+        (raw_p50 as f64 - echo_p50 as f64) / 1000.0,
+        (library_p50 as f64 - raw_p50 as f64) / 1000.0
     );
     println!(
         "server CPU: {:.2} s over {n} reads => {:.1} us per read",
