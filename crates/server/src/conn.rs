@@ -193,6 +193,9 @@ pub struct ConnCore {
     pub inflight_reqs: usize,
     /// Payload bytes of requests decoded and not yet completed.
     pub inflight_bytes: u64,
+    /// Bytes of frames that left `out` with a zero-copy send and wait for its notification
+    /// (`crate::sockring::ZcLoans`): still the kernel's to read, so still charged.
+    pub zc_lent_bytes: u64,
     /// This connection's charge as last published to the server's memory ledger.
     pub published: Charge,
     /// The tenant its memory is charged to, from authentication on ([`crate::memory`]).
@@ -268,6 +271,7 @@ impl ConnCore {
             out_sent: 0,
             out_cursor: OutCursor::default(),
             out_bytes: 0,
+            zc_lent_bytes: 0,
             inflight_reqs: 0,
             inflight_bytes: 0,
             published: Charge::ZERO,
@@ -451,10 +455,11 @@ impl ConnCore {
         assert_eq!(left, 0, "more bytes written than were queued");
     }
 
-    /// Bytes this connection holds apart from its input buffer: in-flight payloads and queued
-    /// output. Reading stops while it is at `limits.max_inflight_bytes`.
+    /// Bytes this connection holds apart from its input buffer: in-flight payloads, queued
+    /// output and output a zero-copy send still lends the kernel. Reading stops while it is at
+    /// `limits.max_inflight_bytes`.
     pub fn held_bytes(&self) -> u64 {
-        self.inflight_bytes + self.out_bytes as u64
+        self.inflight_bytes + self.out_bytes as u64 + self.zc_lent_bytes
     }
 
     /// Whether the connection may take more requests as far as its own state goes (open,

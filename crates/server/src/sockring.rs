@@ -894,7 +894,7 @@ mod tests {
         let mut pool = crate::buf::BufPool::new();
         rc.zc.sent(&mut core, sent.result as usize, true, &mut pool);
         assert_eq!(rc.zc.outstanding(), 1);
-        assert!(rc.zc.notified(notif.tag, &mut pool));
+        assert!(rc.zc.notified(notif.tag, &mut core, &mut pool));
         let mut got = vec![0u8; 4 + payload.len()];
         client.read_exact(&mut got).expect("read");
         assert!(got[4..] == payload[..]);

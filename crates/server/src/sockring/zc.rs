@@ -67,9 +67,9 @@
 //! # What it leaves out
 //! Registered buffers: `SEND_ZC` with a fixed buffer index sends one buffer, while a reply is
 //! a header and a payload (a fixed-buffer SENDMSG_ZC needs vectored registered sends, Linux
-//! 6.15 and later); the file backend's registered read buffers live in its own ring. Queued
-//! memory accounting: a frame in a loan is no longer counted in the connection's queued
-//! bytes.
+//! 6.15 and later); the file backend's registered read buffers live in its own ring. Frames of
+//! a connection that left before its notifications (the ring's [`Orphans`]) are no longer
+//! charged to it or its tenant: at most what the kernel had not acknowledged when it closed.
 
 use std::collections::VecDeque;
 
@@ -114,6 +114,19 @@ struct Loan {
     tag: u64,
     notified: bool,
     frames: Vec<OutFrame>,
+    /// The frames' wire bytes, charged to the connection (`ConnCore::zc_lent_bytes`) until
+    /// the loan is freed.
+    bytes: u64,
+}
+
+impl Loan {
+    /// Adds `frame` to the loan and its bytes to the connection's charge (`lent`).
+    fn take(&mut self, frame: OutFrame, lent: &mut u64) {
+        let bytes = frame.wire_bytes() as u64;
+        self.bytes += bytes;
+        *lent += bytes;
+        self.frames.push(frame);
+    }
 }
 
 /// A connection's zero-copy sends whose pages the kernel may still read (see the module
@@ -161,11 +174,16 @@ impl ZcLoans {
                 tag,
                 notified: false,
                 frames: Vec::new(),
+                bytes: 0,
             });
         }
         match self.loans.back_mut() {
             None => core.advance_out(written, pool),
-            Some(newest) => core.advance_out_with(written, |f| newest.frames.push(f)),
+            Some(newest) => {
+                let mut lent = 0;
+                core.advance_out_with(written, |f| newest.take(f, &mut lent));
+                core.zc_lent_bytes += lent;
+            }
         }
     }
 
@@ -173,19 +191,25 @@ impl ZcLoans {
     pub fn discard(&mut self, core: &mut ConnCore, pool: &mut BufPool) {
         match self.loans.back_mut() {
             None => core.discard_output(pool),
-            Some(newest) => core.discard_output_with(|f| newest.frames.push(f)),
+            Some(newest) => {
+                let mut lent = 0;
+                core.discard_output_with(|f| newest.take(f, &mut lent));
+                core.zc_lent_bytes += lent;
+            }
         }
     }
 
     /// The notification of send `tag`: loans notified from the front on give their frames to
-    /// `pool`. False when `tag` is none of this connection's loans.
-    pub fn notified(&mut self, tag: u64, pool: &mut BufPool) -> bool {
+    /// `pool`, and their bytes leave `core`'s charge. False when `tag` is none of this
+    /// connection's loans.
+    pub fn notified(&mut self, tag: u64, core: &mut ConnCore, pool: &mut BufPool) -> bool {
         let Some(loan) = self.loans.iter_mut().find(|l| l.tag == tag && !l.notified) else {
             return false;
         };
         loan.notified = true;
         while self.loans.front().is_some_and(|l| l.notified) {
             if let Some(done) = self.loans.pop_front() {
+                core.zc_lent_bytes -= done.bytes;
                 for frame in done.frames {
                     if let Some(p) = frame.payload {
                         pool.give_reply_data(p);
@@ -214,6 +238,8 @@ impl ZcLoans {
             orphan.frames.extend(loan.frames);
         }
         core.discard_output_with(|f| orphan.frames.push(f));
+        // The connection is leaving: what it lent is the ring's now (`Orphans`), not charged.
+        core.zc_lent_bytes = 0;
         Some(orphan)
     }
 }
@@ -331,9 +357,15 @@ mod tests {
         loans.sent(&mut core, LEN / 2, true, &mut pool);
         assert!(core.out.is_empty());
         assert_eq!(loans.outstanding(), 2);
+        // Lent frames stay charged to the connection until their notifications.
+        assert_eq!(
+            core.held_bytes(),
+            2 * (16 + LEN) as u64,
+            "lent bytes charged"
+        );
         // Send 2's notification first: send 1 still reads the second frame's first half, and
         // the first frame; nothing is freed.
-        assert!(loans.notified(2, &mut pool));
+        assert!(loans.notified(2, &mut core, &mut pool));
         let again = pool.take(LEN);
         let reused = [first, second];
         assert!(
@@ -341,9 +373,17 @@ mod tests {
             "reused while send 1's notification is awaited"
         );
         // Send 1's: both loans go, and both payloads are the pool's again.
-        assert!(loans.notified(1, &mut pool));
+        assert!(loans.notified(1, &mut core, &mut pool));
         assert_eq!(loans.outstanding(), 0);
-        assert!(!loans.notified(1, &mut pool), "one notification per send");
+        assert_eq!(
+            core.held_bytes(),
+            0,
+            "nothing charged once both are notified"
+        );
+        assert!(
+            !loans.notified(1, &mut core, &mut pool),
+            "one notification per send"
+        );
         let mut back: Vec<usize> = (0..2)
             .map(|_| pool.take(LEN).as_slice().as_ptr() as usize)
             .collect();
@@ -374,7 +414,7 @@ mod tests {
         let taken = pool.take(LEN);
         let at = taken.as_slice().as_ptr() as usize;
         assert!(at != a && at != b, "a frame left its loan early");
-        assert!(loans.notified(5, &mut pool));
+        assert!(loans.notified(5, &mut core, &mut pool));
         let back: Vec<IoBuf> = (0..2).map(|_| pool.take(LEN)).collect();
         let mut got: Vec<usize> = back
             .iter()

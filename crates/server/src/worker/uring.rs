@@ -406,11 +406,17 @@ impl Worker {
             return;
         };
         if let Some(notif) = d.notif {
-            // The pages of a zero-copy send are free: nothing moved on the wire.
-            rc.zc.notified(notif.tag, pool);
+            // The pages of a zero-copy send are free: nothing moved on the wire, but the
+            // connection holds less, which may let it (and its tenant) be read again.
+            rc.zc.notified(notif.tag, &mut conn.core, pool);
             if notif.copied {
                 self.metrics.zerocopy_copied.inc();
             }
+            self.settle(i);
+            if self.may_decode(i) {
+                self.mark_pending(i);
+            }
+            self.update_interest(i);
             return;
         }
         let zero_copy = rc.zc.is_armed();
@@ -593,7 +599,7 @@ impl Worker {
                         }
                     }
                 } else if let Some(notif) = d.notif {
-                    rc.zc.notified(notif.tag, &mut self.pool);
+                    rc.zc.notified(notif.tag, &mut conn.core, &mut self.pool);
                 } else {
                     rc.send = false;
                     conn.core.out_lent = false;
