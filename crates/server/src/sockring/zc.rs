@@ -53,16 +53,13 @@
 //! the peer acknowledged the bytes), and the three buffers go back to the pool.
 //!
 //! # Measured: off by default
-//! `native_saturation` (own protocol, 4 connections × QD 32 of random reads from a memory
-//! volume, `ULLSTACK_SOCKET_IO=uring ULLSTACK_READ_BYTES=N ULLSTACK_SEND_ZC=off|large`,
-//! alternating, two sets of 3 pairs per size) on a 2-core VM over loopback: `large` served a
-//! third to a half fewer I/Os per second in every run; its I/Os per server-CPU-second, as
-//! medians over `off`, were 0.46× and 0.86× at 16 KiB, 0.94× at 64 KiB, 0.85× and 1.40× at
-//! 128 KiB (the gain with ten times larger batches: the server waited on slower clients),
-//! 0.66× and 0.88× at 1 MiB. Loopback copies every zero-copy send for the receiver, so it
-//! pays the copy and the pinning, the page-sized fragments and the notification; the win it
-//! exists for (a NIC reading the pages) cannot show here. The switch stays `off`; `large`'s
-//! threshold is the usual crossover, not one measured here.
+//! Over loopback the kernel copies every zero-copy send for the receiver, so `large` pays the
+//! copy and also the pinning, the page-sized fragments and the notification; the win it
+//! exists for (a NIC reading the pages) cannot show there. In `native_saturation`
+//! (`ULLSTACK_READ_BYTES=N ULLSTACK_SEND_ZC=off|large`) it served fewer I/Os per second at
+//! every size and, in most runs, fewer per server-CPU-second (docs/server.md, *Measuring it
+//! here*, has the figures). The switch stays `off`; `large`'s threshold is the usual
+//! crossover for a NIC, not one measured here.
 //!
 //! # What it leaves out
 //! Registered buffers: `SEND_ZC` with a fixed buffer index sends one buffer, while a reply is
