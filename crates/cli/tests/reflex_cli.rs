@@ -10,7 +10,7 @@
 
 mod browser;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -355,9 +355,11 @@ fn start_serve(dir: &Path) -> (Serve, SocketAddr) {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn ullstack serve");
+        // Ready when this child listens on the port (a connect could reach another test's
+        // server that took the port meanwhile), or gone.
+        let pid = child.id();
         let ready = testkit::wait_until(READY_TIMEOUT, || {
-            matches!(child.try_wait(), Ok(Some(_)))
-                || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            matches!(child.try_wait(), Ok(Some(_))) || testkit::listens_on(pid, addr.port())
         });
         if ready.is_ok() && matches!(child.try_wait(), Ok(None)) {
             return (Serve(child), addr);

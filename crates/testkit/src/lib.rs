@@ -92,6 +92,43 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> Result<D
     }
 }
 
+/// Whether process `pid` itself holds a TCP socket listening on `port` (IPv4 or IPv6, any
+/// address), read from `/proc/net/tcp{,6}` (the LISTEN rows of the port and their socket
+/// inodes) and `/proc/PID/fd` (the process's sockets). A test that starts a server on a port it
+/// picked waits for this rather than for a connect to succeed: between picking the port and
+/// the server's bind another process may take it, and a connect would then reach that one.
+pub fn listens_on(pid: u32, port: u16) -> bool {
+    /// `st` of a listening socket in `/proc/net/tcp`.
+    const TCP_LISTEN: &str = "0A";
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for row in text.lines().skip(1) {
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            let (Some(local), Some(st), Some(inode)) = (cols.get(1), cols.get(3), cols.get(9))
+            else {
+                continue;
+            };
+            let row_port = local
+                .rsplit(':')
+                .next()
+                .and_then(|hex| u16::from_str_radix(hex, 16).ok());
+            if *st == TCP_LISTEN && row_port == Some(port) {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+    })
+}
+
 /// Runs `cmd` to completion: whether it succeeded, and its stdout then stderr.
 pub fn run(cmd: &mut Command) -> std::io::Result<(bool, String)> {
     let out = cmd.output()?;
@@ -106,6 +143,18 @@ pub fn run(cmd: &mut Command) -> std::io::Result<(bool, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listens_on_names_the_process_that_listens_and_no_other() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let me = std::process::id();
+        assert!(listens_on(me, port), "this process listens on {port}");
+        // pid 1 (init) does not hold this test's socket.
+        assert!(!listens_on(1, port), "another process does not");
+        drop(listener);
+        assert!(!listens_on(me, port), "not after the listener closed");
+    }
 
     #[test]
     fn finds_sh_and_not_a_made_up_tool() {
