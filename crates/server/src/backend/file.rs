@@ -59,7 +59,8 @@
 //! `io_uring_enter` submits all 33 and waits; the reads complete in it, the next step hands
 //! them to the volume and queues their replies for the enter after — one syscall per step where
 //! the own ring took a submit, an `epoll_wait` and the socket ring's enter
-//! (`worker_socket_ring_file_ops` counts the completions that came through the socket ring).
+//! (`ullstack_worker_socket_ring_file_ops_total` counts the completions that came through the
+//! socket ring).
 //!
 //! ## Write runs
 //! Contiguous buffered writes waiting together go to the kernel as one `Writev` (`file/runs.rs`
