@@ -56,7 +56,8 @@
 //!
 //! # Keys
 //! `[listen]` native | nbd | admin; `[dataplane]` workers, batch_limit, idle, idle_spin_ns,
-//! coalesce_ns, socket_io, socket_recv, ring_wait, ring_spin, file_io, send_zc;
+//! coalesce_ns, socket_io, socket_recv, ring_wait, ring_spin, ring_sqpoll_idle_ms, file_io,
+//! send_zc;
 //! `[limits]` max_connections, max_connections_per_tenant, max_inflight_requests,
 //! max_inflight_bytes, max_memory_bytes, max_request_bytes, idle_timeout_ms,
 //! handshake_timeout_ms, request_timeout_ms, max_unauthenticated_connections,

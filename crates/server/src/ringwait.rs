@@ -29,6 +29,18 @@
 //! again, waking for the first socket and sleeping again for the second. A lone client at
 //! queue depth 1 waits as before.
 //!
+//! *The kernel's minimum wait* (`ring_wait = "min-wait"`, Linux 6.12's `min_wait_usec` in
+//! `io_uring_getevents_arg`; the ring's `IORING_FEAT_MIN_TIMEOUT` says the kernel has it, and
+//! without it the wait is `batch`'s). The same count, its bound given to the kernel as the
+//! minimum wait and the step's whole timeout as the timeout: the kernel waits up to the bound
+//! for the count, then returns at the first completion, up to the timeout, in the same enter
+//! — where `batch`'s bound returns empty-handed and the worker's loop enters again. The
+//! kernel ends the minimum wait on any completion not yet reaped, the step's own sends among
+//! them (posted within the enter that submits them): with sends in it, a wait that reaches
+//! its bound returns there as `batch`'s does, and the loop's second wait for one completion
+//! stays. So it saves an enter only in a wait with no sends that reaches its bound with
+//! nothing — a pipelining client's pause between bursts.
+//!
 //! What it cannot do: count requests. A multishot (or single-shot) receive queues one task
 //! work item per socket wake-up, whatever the number of frames behind it, so the kernel
 //! counts connections with data, not requests; the coalescing pause (`coalesce`), which
@@ -52,12 +64,12 @@
 //! period in [`EXPLORE_EVERY`].
 //!
 //! # What it leaves out
-//! `min_wait_usec` (Linux 6.12: a shorter bound for the batch, then a wait for any one
-//! completion): the timeout here is the batch's bound and the worker's loop waits again for
-//! any one completion when it ends empty-handed. Per-connection arrival models.
+//! Sends that post no completion (a send's byte count is what frees its output, so each must
+//! post one), which would let the minimum wait go on past a step that sent. Per-connection
+//! arrival models.
 //!
 //! # Config keys
-//! `[dataplane] ring_wait` (`first` | `batch`), `ring_spin` (`fixed` | `sized`),
+//! `[dataplane] ring_wait` (`first` | `batch` | `min-wait`), `ring_spin` (`fixed` | `sized`),
 //! `coalesce_ns` (bounds the batch wait).
 
 /// Weight of a new sample in the averages: 1/8, so they follow a change within ~10 wakes.

@@ -67,6 +67,17 @@
 //! or multishot RECV (before 6.0: the first one fails with `EINVAL`) leaves the worker on
 //! single-shot receives.
 //!
+//! *A polled submission queue* (`ring_sqpoll_idle_ms` > 0, [`SockRing::with_sqpoll`]): the
+//! ring is set up with `IORING_SETUP_SQPOLL`, a kernel thread of the process (`iou-sqp-PID`,
+//! one per worker) that takes the entries as the worker writes the queue's tail and sleeps
+//! after `sq_thread_idle` ms without any; the worker enters the kernel only to wait, or to
+//! wake the thread (`IORING_SQ_NEED_WAKEUP`, which the io-uring crate checks). Deferred task
+//! work needs the submitting task to run it, and the polling thread submits, so such a ring
+//! is set up without it: the thread runs the sockets' task work and posts their
+//! completions. The thread is the server's CPU, counted as such by the examples (their
+//! server threads are `ullstack-*` and `iou-*`). Where the kernel refuses it, the ring is set
+//! up as without it, saying so.
+//!
 //! Worked example: fio iodepth 32 on one NBD connection. A step's one `io_uring_enter` submits
 //! the SENDMSG of the last step's 32 replies (64 iovecs, 32 × 16 B headers copied into
 //! `SendBufs`) and waits; the RECV armed last step completes with the next 32 requests (896 B);
@@ -279,6 +290,9 @@ pub struct SockRing {
     pub batch: Option<BatchWait>,
     /// `ring_spin = "sized"`: the spin before a blocking wait.
     pub spin: Option<SpinSizer>,
+    /// `ring_wait = "min-wait"` on a kernel that takes it: the batch's bound is the kernel's
+    /// minimum wait, and the same enter goes on for one completion past it.
+    pub min_wait: bool,
     /// `send_zc`: from how many lent bytes a send goes zero-copy (None: never).
     send_zc: Option<SendZc>,
     /// The tag of the last zero-copy send ([`sys::SendMsg::tag`]).
@@ -293,19 +307,36 @@ impl SockRing {
     /// where the kernel refuses provided-buffer rings); an error when io_uring or one of the
     /// opcodes is refused. Call on the thread that will use it (single issuer).
     pub fn new(recv: SocketRecv) -> io::Result<SockRing> {
-        let mut tuned = IoUring::builder();
-        tuned
-            .setup_cqsize(RING_ENTRIES * 2)
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_taskrun_flag();
-        let (ring, mode) = match sys::Ring::build(&tuned, RING_ENTRIES) {
-            Ok(r) => (r, "single issuer, deferred task work"),
-            Err(_) => {
-                let mut plain = IoUring::builder();
-                plain.setup_cqsize(RING_ENTRIES * 2);
-                (sys::Ring::build(&plain, RING_ENTRIES)?, "plain")
+        Self::with_sqpoll(recv, 0)
+    }
+
+    /// As [`SockRing::new`], with a kernel thread polling the submission queue when
+    /// `sqpoll_idle_ms` > 0 (`IORING_SETUP_SQPOLL`, asleep after that many idle ms); where
+    /// the kernel refuses one, the ring is set up as `new` sets it up, saying so.
+    pub fn with_sqpoll(recv: SocketRecv, sqpoll_idle_ms: u32) -> io::Result<SockRing> {
+        let polled = if sqpoll_idle_ms > 0 {
+            // Deferred task work needs the submitting task to run it, which a polling thread
+            // is not: the kernel refuses the two together.
+            let mut sqpoll = IoUring::builder();
+            sqpoll
+                .setup_cqsize(RING_ENTRIES * 2)
+                .setup_sqpoll(sqpoll_idle_ms);
+            match sys::Ring::build(&sqpoll, RING_ENTRIES) {
+                Ok(r) => Some((r, "submission queue polled by a kernel thread")),
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        "dataplane.ring_sqpoll_idle_ms: IORING_SETUP_SQPOLL refused, the worker submits"
+                    );
+                    None
+                }
             }
+        } else {
+            None
+        };
+        let (ring, mode) = match polled {
+            Some(r) => r,
+            None => Self::build_unpolled()?,
         };
         let mut ring = ring;
         let probe = ring.probe()?;
@@ -348,10 +379,36 @@ impl SockRing {
             recvs_armed: 0,
             batch: None,
             spin: None,
+            min_wait: false,
             send_zc: None,
             zc_tag: 0,
             orphans: zc::Orphans::default(),
         })
+    }
+
+    /// The ring without a polling thread: single issuer with deferred task work where the
+    /// kernel allows it, plain otherwise.
+    fn build_unpolled() -> io::Result<(sys::Ring<IoBuf>, &'static str)> {
+        let mut tuned = IoUring::builder();
+        tuned
+            .setup_cqsize(RING_ENTRIES * 2)
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_taskrun_flag();
+        match sys::Ring::build(&tuned, RING_ENTRIES) {
+            Ok(r) => Ok((r, "single issuer, deferred task work")),
+            Err(_) => {
+                let mut plain = IoUring::builder();
+                plain.setup_cqsize(RING_ENTRIES * 2);
+                Ok((sys::Ring::build(&plain, RING_ENTRIES)?, "plain"))
+            }
+        }
+    }
+
+    /// Whether a kernel thread polls the submission queue (`with_sqpoll` and the kernel
+    /// took it).
+    pub fn is_sqpoll(&self) -> bool {
+        self.ring.is_sqpoll()
     }
 
     /// Sends messages of `zc.min_bytes` lent bytes or more zero-copy; an error (and copying
@@ -390,7 +447,14 @@ impl SockRing {
     /// Sets how its blocking waits count and spin; a sized spin measures the sleep-and-wake
     /// cost first (nothing may be in flight: call right after [`SockRing::new`]).
     pub fn configure_wait(&mut self, wait: RingWait, spin: RingSpin, coalesce_ns: u64) {
-        self.batch = (wait == RingWait::Batch).then(|| BatchWait::new(coalesce_ns));
+        self.batch = matches!(wait, RingWait::Batch | RingWait::MinWait)
+            .then(|| BatchWait::new(coalesce_ns));
+        self.min_wait = wait == RingWait::MinWait && self.ring.has_min_wait();
+        if wait == RingWait::MinWait && !self.min_wait {
+            tracing::warn!(
+                "dataplane.ring_wait = \"min-wait\": the kernel has no min_wait_usec (before Linux 6.12), the batch wait ends at its bound"
+            );
+        }
         self.spin = match spin {
             RingSpin::Sized => Some(SpinSizer::new(self.measure_wake_cost())),
             RingSpin::Fixed => None,
@@ -449,6 +513,22 @@ impl SockRing {
         }
         // ETIME (the bound ended the wait) and EINTR are what a wait may end with.
         let _ = self.ring.enter(want, Some(timeout_ns));
+        self.queued = 0;
+        self.sends_queued = 0;
+        true
+    }
+
+    /// The step's blocking wait for `want` completions: up to `bound_ns` as
+    /// [`SockRing::enter_want`] waits; with the kernel's minimum wait (`ring_wait =
+    /// "min-wait"`) and a bound shorter than `timeout_ns`, the same enter then goes on until
+    /// one completion is there (one already there, unreaped — the step's own sends — ends it
+    /// at the bound), up to `timeout_ns` in all.
+    pub fn enter_batch(&mut self, want: usize, bound_ns: u64, timeout_ns: u64) -> bool {
+        if !self.min_wait || want <= 1 || bound_ns == 0 || bound_ns >= timeout_ns {
+            return self.enter_want(want, bound_ns);
+        }
+        // ETIME (the whole timeout passed) and EINTR are what a wait may end with.
+        let _ = self.ring.enter_min_wait(want, bound_ns, timeout_ns);
         self.queued = 0;
         self.sends_queued = 0;
         true
@@ -1075,6 +1155,148 @@ mod tests {
         );
         inputs[0].end_recv(1);
         inputs[1].end_recv(1);
+    }
+
+    /// Two connections, each with a receive armed, nothing sent: a batch wait for both with a
+    /// 20 ms bound, the second byte written 60 ms in. `batch` ends empty at the bound (the
+    /// worker would enter again); `min-wait` goes on in the same enter and ends at the byte,
+    /// long before its 5 s timeout.
+    #[test]
+    fn a_min_wait_goes_on_past_its_bound_for_one_completion() {
+        let test = "a_min_wait_goes_on_past_its_bound_for_one_completion";
+        let Some((mut ring, _c1, s1)) = ring_and_pair(test, SocketRecv::Single) else {
+            return;
+        };
+        ring.configure_wait(RingWait::MinWait, RingSpin::Fixed, 160_000);
+        if !ring.min_wait {
+            testkit::skip(test, "the kernel has no min_wait_usec (before Linux 6.12)");
+            return;
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c2 = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
+        let (s2, _) = listener.accept().expect("accept");
+        let refs = [
+            ConnRef {
+                index: 1,
+                generation: 1,
+            },
+            ConnRef {
+                index: 2,
+                generation: 1,
+            },
+        ];
+        let mut rcs = [RingConn::new(), RingConn::new()];
+        let mut inputs = [InBuf::new(), InBuf::new()];
+        for (k, fd) in [s1.as_raw_fd(), s2.as_raw_fd()].into_iter().enumerate() {
+            ring.arm_recv(fd, refs[k], &mut rcs[k], &mut inputs[k]);
+        }
+        ring.enter(0);
+        let bound = std::time::Duration::from_millis(20);
+        let late = std::time::Duration::from_millis(60);
+        let long = std::time::Duration::from_secs(5);
+        // `batch`: the bound ends the wait with nothing.
+        ring.min_wait = false;
+        let start = std::time::Instant::now();
+        ring.enter_batch(2, bound.as_nanos() as u64, long.as_nanos() as u64);
+        let held = start.elapsed();
+        let mut done = Vec::new();
+        ring.reap(&mut done);
+        assert!(done.is_empty(), "{done:?}");
+        assert!(held < late, "batch held {held:?} past its 20 ms bound");
+        // `min-wait`: the same wait goes on past the bound and ends at the one byte.
+        ring.min_wait = true;
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(late);
+            let mut c2 = c2;
+            c2.write_all(b"b").expect("write");
+            c2
+        });
+        let start = std::time::Instant::now();
+        ring.enter_batch(2, bound.as_nanos() as u64, long.as_nanos() as u64);
+        let held = start.elapsed();
+        let _c2 = writer.join().expect("writer");
+        ring.enter(0);
+        ring.reap(&mut done);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!((done[0].conn, done[0].result), (refs[1], 1));
+        assert!(
+            held >= late - std::time::Duration::from_millis(5) && held < long / 2,
+            "min-wait returned after {held:?}: not at the byte (60 ms)"
+        );
+        inputs[1].end_recv(1);
+        // Cancel the other receive before its input buffer goes.
+        assert!(ring.cancel(refs[0], OpKind::Recv));
+        let start = std::time::Instant::now();
+        while rcs[0].recv && start.elapsed() < long {
+            ring.enter(1_000_000_000);
+            done.clear();
+            ring.reap(&mut done);
+            if done
+                .iter()
+                .any(|d| d.conn == refs[0] && d.kind == OpKind::Recv)
+            {
+                rcs[0].recv = false;
+                inputs[0].end_recv(0);
+            }
+        }
+        assert!(!rcs[0].recv, "the cancelled receive never completed");
+    }
+
+    /// A ring with a submission-polling thread moves bytes both ways without the worker
+    /// submitting, and the thread is one of the process's (`iou-sqp-*`), so its CPU is
+    /// counted as the server's where the examples count it.
+    #[test]
+    fn a_polled_submission_queue_moves_bytes_and_its_thread_is_the_process_s() {
+        let test = "a_polled_submission_queue_moves_bytes_and_its_thread_is_the_process_s";
+        let mut ring = match SockRing::with_sqpoll(SocketRecv::Single, 10) {
+            Ok(ring) => ring,
+            Err(e) => {
+                testkit::skip(test, &format!("io_uring is refused here ({e})"));
+                return;
+            }
+        };
+        if !ring.is_sqpoll() {
+            testkit::skip(test, "IORING_SETUP_SQPOLL is refused here");
+            return;
+        }
+        let sqp_threads = || {
+            std::fs::read_dir("/proc/self/task")
+                .map(|tasks| {
+                    tasks
+                        .flatten()
+                        .filter(|t| {
+                            std::fs::read_to_string(t.path().join("comm"))
+                                .is_ok_and(|c| c.starts_with("iou-sqp-"))
+                        })
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
+        let (server, _) = listener.accept().expect("accept");
+        let me = ConnRef {
+            index: 3,
+            generation: 1,
+        };
+        let mut rc = RingConn::new();
+        let mut input = InBuf::new();
+        ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
+        client.write_all(b"ping").expect("write");
+        let mut done = Vec::new();
+        let start = std::time::Instant::now();
+        while done.is_empty() && start.elapsed() < std::time::Duration::from_secs(5) {
+            ring.enter(1_000_000_000);
+            ring.reap(&mut done);
+        }
+        assert_eq!(
+            (done.len(), done[0].kind, done[0].result),
+            (1, OpKind::Recv, 4)
+        );
+        input.end_recv(4);
+        assert_eq!(input.pending_bytes(), 4);
+        // The thread names itself when it first runs; it has run: it submitted the receive.
+        assert!(sqp_threads() >= 1, "no iou-sqp thread in /proc/self/task");
     }
 
     /// A guest's read goes in through the host tagged with its volume, comes back from

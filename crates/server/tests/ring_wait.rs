@@ -1,10 +1,13 @@
-//! `[dataplane] ring_wait = "batch"` and `ring_spin = "sized"` on the io_uring socket path
-//! (`crates/server/src/ringwait.rs`): with one worker serving several pipelining connections
-//! (so its waits ask the kernel for several completions), every request is answered exactly
-//! once with the right bytes; and a lone request on one of two active connections, whose
-//! wait asks for more than comes, is answered within the wait's bound, not at the worker's
-//! next timer. `ULLSTACK_TEST_SOCKET_RECV=multishot|single` picks the receive mode. Skips
-//! (with the reason) where the kernel refuses io_uring.
+//! `[dataplane] ring_wait = "batch"` and `"min-wait"`, `ring_spin = "sized"` and
+//! `ring_sqpoll_idle_ms` on the io_uring socket path (`crates/server/src/ringwait.rs`,
+//! `sockring.rs`): with one worker serving several pipelining connections (so its waits ask
+//! the kernel for several completions), every request is answered exactly once with the right
+//! bytes; and a lone request on one of two active connections, whose wait asks for more than
+//! comes, is answered within the wait's bound (`batch`) or at once past it (`min-wait`), not
+//! at the worker's next timer. The same holds with a kernel thread polling the submission
+//! queue. `ULLSTACK_TEST_SOCKET_RECV=multishot|single` picks the receive mode. Skips (with the
+//! reason) where the kernel refuses io_uring; `min-wait` on a kernel without it runs as
+//! `batch` (logged), and a refused polling thread as an unpolled ring.
 
 mod common;
 
@@ -24,7 +27,29 @@ const WAVES: usize = 40;
 /// Blocks the reads cover (written first, each with its own pattern).
 const BLOCKS: u64 = 64;
 
-fn start_batch_server() -> Option<server::ServerHandle> {
+/// How the tested server's ring waits and submits.
+#[derive(Clone, Copy)]
+struct Ring {
+    wait: RingWait,
+    sqpoll_idle_ms: u32,
+}
+
+const BATCH: Ring = Ring {
+    wait: RingWait::Batch,
+    sqpoll_idle_ms: 0,
+};
+const MIN_WAIT: Ring = Ring {
+    wait: RingWait::MinWait,
+    sqpoll_idle_ms: 0,
+};
+/// A polling thread that sleeps after 2 ms idle: it sleeps and is woken between the tests'
+/// waves too.
+const SQPOLL: Ring = Ring {
+    wait: RingWait::Batch,
+    sqpoll_idle_ms: 2,
+};
+
+fn start_batch_server(ring: Ring) -> Option<server::ServerHandle> {
     let recv = match std::env::var("ULLSTACK_TEST_SOCKET_RECV").as_deref() {
         Ok("multishot") => SocketRecv::Multishot,
         _ => SocketRecv::Single,
@@ -38,8 +63,9 @@ fn start_batch_server() -> Option<server::ServerHandle> {
     config.dataplane.workers = 1;
     config.dataplane.socket_io = SocketIo::Uring;
     config.dataplane.socket_recv = recv;
-    config.dataplane.ring_wait = RingWait::Batch;
+    config.dataplane.ring_wait = ring.wait;
     config.dataplane.ring_spin = RingSpin::Sized;
+    config.dataplane.ring_sqpoll_idle_ms = ring.sqpoll_idle_ms;
     Some(server::start(config).expect("server starts"))
 }
 
@@ -55,7 +81,21 @@ fn ring_ops(server: &server::ServerHandle) -> u64 {
 
 #[test]
 fn every_pipelined_request_is_answered_exactly_once() {
-    let Some(server) = start_batch_server() else {
+    every_pipelined_request_is_answered_exactly_once_with(BATCH);
+}
+
+#[test]
+fn every_pipelined_request_is_answered_exactly_once_with_min_wait() {
+    every_pipelined_request_is_answered_exactly_once_with(MIN_WAIT);
+}
+
+#[test]
+fn every_pipelined_request_is_answered_exactly_once_with_a_polled_queue() {
+    every_pipelined_request_is_answered_exactly_once_with(SQPOLL);
+}
+
+fn every_pipelined_request_is_answered_exactly_once_with(ring: Ring) {
+    let Some(server) = start_batch_server(ring) else {
         return;
     };
     let mut writer = client(&server);
@@ -109,7 +149,21 @@ fn every_pipelined_request_is_answered_exactly_once() {
 
 #[test]
 fn a_lone_request_is_not_held_past_the_wait_bound() {
-    let Some(server) = start_batch_server() else {
+    a_lone_request_is_not_held_past_the_wait_bound_with(BATCH);
+}
+
+#[test]
+fn a_lone_request_is_not_held_past_the_wait_bound_with_min_wait() {
+    a_lone_request_is_not_held_past_the_wait_bound_with(MIN_WAIT);
+}
+
+#[test]
+fn a_lone_request_is_not_held_past_the_wait_bound_with_a_polled_queue() {
+    a_lone_request_is_not_held_past_the_wait_bound_with(SQPOLL);
+}
+
+fn a_lone_request_is_not_held_past_the_wait_bound_with(ring: Ring) {
+    let Some(server) = start_batch_server(ring) else {
         return;
     };
     // Two connections take turns, one request at a time: both stay active, so each wait asks

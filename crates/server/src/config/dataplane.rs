@@ -73,8 +73,10 @@ pub struct DataplaneConfig {
     #[serde(default)]
     pub socket_recv: SocketRecv,
     /// How a `socket_io = "uring"` worker's blocking wait counts: `first` (wake at the first
-    /// completion) or `batch` (`min_complete` = the step's sends plus the receives recent
-    /// wakes brought, bounded by a timeout). See `ringwait`.
+    /// completion), `batch` (`min_complete` = the step's sends plus the receives recent
+    /// wakes brought, bounded by a timeout) or `min-wait` (the same count, its bound the
+    /// kernel's `min_wait_usec`, past which one completion ends the same wait; `batch` where
+    /// the kernel lacks it, before Linux 6.12). See `ringwait`.
     #[serde(default)]
     pub ring_wait: RingWait,
     /// How long a `socket_io = "uring"` worker spins on its ring before it blocks: `fixed`
@@ -82,6 +84,13 @@ pub struct DataplaneConfig {
     /// gaps). See `ringwait`.
     #[serde(default)]
     pub ring_spin: RingSpin,
+    /// `socket_io = "uring"` with a kernel thread polling each worker's submission queue
+    /// (`IORING_SETUP_SQPOLL`), asleep after this many idle milliseconds (`sq_thread_idle`);
+    /// 0 (the default): the worker submits with its `io_uring_enter`. The thread's CPU is the
+    /// server's. Off by default: it cost more CPU per I/O than it saved on this 2-core VM
+    /// (docs/server.md). See `sockring`, *A polled submission queue*.
+    #[serde(default)]
+    pub ring_sqpoll_idle_ms: u32,
     /// Where a `socket_io = "uring"` worker's file volumes put their io_uring operations:
     /// `own-ring` (each volume's own ring per worker, watched through epoll) or `socket-ring`
     /// (into the worker's socket ring: one `io_uring_enter` per step submits and waits for the
@@ -185,6 +194,9 @@ pub enum RingWait {
     First,
     /// The step's sends plus the receives recent wakes brought, with a timeout.
     Batch,
+    /// As `Batch`, its timeout the kernel's minimum wait (`min_wait_usec`): past it the same
+    /// enter goes on waiting for any one completion.
+    MinWait,
 }
 
 impl RingWait {
@@ -193,6 +205,7 @@ impl RingWait {
         match self {
             RingWait::First => "first",
             RingWait::Batch => "batch",
+            RingWait::MinWait => "min-wait",
         }
     }
 }
@@ -283,6 +296,9 @@ fn default_idle_spin_ns() -> u64 {
 fn default_coalesce_ns() -> u64 {
     160_000
 }
+/// Longest `ring_sqpoll_idle_ms` a config may set: a second, the kernel's own default idle.
+pub const MAX_SQPOLL_IDLE_MS: u32 = 1_000;
+
 /// Longest coalescing window a config may set.
 pub const MAX_COALESCE_NS: u64 = 1_000_000;
 
@@ -298,6 +314,7 @@ impl Default for DataplaneConfig {
             socket_recv: SocketRecv::default(),
             ring_wait: RingWait::default(),
             ring_spin: RingSpin::default(),
+            ring_sqpoll_idle_ms: 0,
             file_io: FileIo::default(),
             send_zc: SendZcSetting::default(),
         }
@@ -341,6 +358,20 @@ impl DataplaneConfig {
                 "dataplane.socket_recv",
                 d.socket_recv.name(),
                 "\"single\" unless socket_io = \"uring\" (multishot receives are an io_uring path)",
+            ));
+        }
+        if d.ring_sqpoll_idle_ms > MAX_SQPOLL_IDLE_MS {
+            return Err(invalid(
+                "dataplane.ring_sqpoll_idle_ms",
+                d.ring_sqpoll_idle_ms,
+                format!("at most {MAX_SQPOLL_IDLE_MS} ms (0 turns the polling thread off)"),
+            ));
+        }
+        if d.ring_sqpoll_idle_ms > 0 && d.socket_io != SocketIo::Uring {
+            return Err(invalid(
+                "dataplane.ring_sqpoll_idle_ms",
+                d.ring_sqpoll_idle_ms,
+                "0 unless socket_io = \"uring\" (a polling thread is an io_uring path)",
             ));
         }
         if d.send_zc != SendZcSetting::Off && d.socket_io != SocketIo::Uring {

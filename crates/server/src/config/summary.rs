@@ -84,6 +84,7 @@ impl ServerConfig {
         writeln!(out, "socket_recv = \"{}\"", d.socket_recv.name())?;
         writeln!(out, "ring_wait = \"{}\"", d.ring_wait.name())?;
         writeln!(out, "ring_spin = \"{}\"", d.ring_spin.name())?;
+        writeln!(out, "ring_sqpoll_idle_ms = {}", d.ring_sqpoll_idle_ms)?;
         writeln!(out, "file_io = \"{}\"", d.file_io.name())?;
         writeln!(out, "send_zc = {}", d.send_zc.name())?;
         self.write_limits(out)?;

@@ -330,6 +330,36 @@ fn the_idle_flag_takes_the_config_names_and_block() {
     );
 }
 
+/// A polled submission queue is an io_uring path with a bounded idle: on epoll, or idle past
+/// a second, it is refused naming the key; with `socket_io = "uring"` it parses, and so does
+/// the kernel's minimum wait.
+#[test]
+fn a_polled_submission_queue_needs_the_uring_socket_path() {
+    let text = FULL.replace(
+        "idle = \"spin\"",
+        "idle = \"spin\"\nring_sqpoll_idle_ms = 2",
+    );
+    let err = from_toml_str(&text).unwrap_err().to_string();
+    assert!(
+        err.contains("dataplane.ring_sqpoll_idle_ms") && err.contains("uring"),
+        "{err}"
+    );
+    let text = text.replace(
+        "ring_sqpoll_idle_ms",
+        "socket_io = \"uring\"\nring_wait = \"min-wait\"\nring_sqpoll_idle_ms",
+    );
+    let c = from_toml_str(&text).expect("a polled queue with uring is valid");
+    assert_eq!(c.dataplane.ring_sqpoll_idle_ms, 2);
+    assert_eq!(c.dataplane.ring_wait, RingWait::MinWait);
+    let too_long = text.replace("ring_sqpoll_idle_ms = 2", "ring_sqpoll_idle_ms = 1001");
+    let err = from_toml_str(&too_long).unwrap_err().to_string();
+    assert!(
+        err.contains("dataplane.ring_sqpoll_idle_ms") && err.contains("1000"),
+        "{err}"
+    );
+    assert_eq!(DataplaneConfig::default().ring_sqpoll_idle_ms, 0);
+}
+
 /// Multishot receives are an io_uring path: asking for them on epoll is refused, naming the
 /// key, its value and what it needs; with `socket_io = "uring"` they parse.
 #[test]

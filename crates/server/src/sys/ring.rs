@@ -547,6 +547,41 @@ impl<B: IoBytes> Ring<B> {
         self.ring.submitter().submit_with_args(want, &args)
     }
 
+    /// Whether the kernel takes a `min_wait_usec` in an enter's arguments
+    /// (`IORING_FEAT_MIN_TIMEOUT`, Linux 6.12): [`Ring::enter_min_wait`] needs it.
+    pub fn has_min_wait(&self) -> bool {
+        self.ring.params().is_feature_min_timeout()
+    }
+
+    /// Whether a kernel thread polls the submission queue (`IORING_SETUP_SQPOLL`): submitting
+    /// is then writing the queue's tail, and an enter is needed only to wait or to wake it.
+    pub fn is_sqpoll(&self) -> bool {
+        self.ring.params().is_setup_sqpoll()
+    }
+
+    /// Gives the kernel what was pushed and waits up to `min_wait_ns` for `want` completions;
+    /// past it, returns as soon as one is posted (or one is there already, unreaped), up to
+    /// `timeout_ns` in all: the kernel's min-timeout wait (`io_uring_getevents_arg`'s
+    /// `min_wait_usec`, in whole µs, at least one). An `EINVAL` where the kernel lacks it
+    /// ([`Ring::has_min_wait`]).
+    pub fn enter_min_wait(
+        &mut self,
+        want: usize,
+        min_wait_ns: u64,
+        timeout_ns: u64,
+    ) -> io::Result<usize> {
+        let ts = io_uring::types::Timespec::new()
+            .sec(timeout_ns / 1_000_000_000)
+            .nsec((timeout_ns % 1_000_000_000) as u32);
+        let min_wait_usec = u32::try_from(min_wait_ns / 1_000)
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let args = io_uring::types::SubmitArgs::new()
+            .timespec(&ts)
+            .min_wait_usec(min_wait_usec);
+        self.ring.submitter().submit_with_args(want, &args)
+    }
+
     /// Moves every posted completion to `out`, each with its submission given back; returns
     /// how many.
     pub fn reap(&mut self, out: &mut Vec<Cqe<B>>) -> usize {

@@ -20,7 +20,9 @@
 //! # Design
 //! *The wait.* With `ring_wait = "batch"` the step's blocking enter asks the kernel for the
 //! step's sends plus a receive of each active connection, bounded ([`crate::ringwait`]'s
-//! `BatchWait`); with `ring_spin = "sized"` it first spins on the ring, its sends submitted,
+//! `BatchWait`; with `ring_wait = "min-wait"` the bound is the kernel's minimum wait, and
+//! the same enter goes on for one completion past it, [`SockRing::enter_batch`]); with
+//! `ring_spin = "sized"` it first spins on the ring, its sends submitted,
 //! for as long as the measured wake cost while the recent idle gaps say that pays
 //! (`SpinSizer`), and the worker's loop does not poll for `idle_spin_ns`.
 //!
@@ -54,7 +56,7 @@ impl Worker {
             return;
         }
         let d = &self.shared.config.dataplane;
-        match SockRing::new(d.socket_recv) {
+        match SockRing::with_sqpoll(d.socket_recv, d.ring_sqpoll_idle_ms) {
             Ok(mut ring) => {
                 ring.configure_wait(d.ring_wait, d.ring_spin, d.coalesce_ns);
                 if let Some(min_bytes) = d
@@ -77,6 +79,8 @@ impl Worker {
                     wait = d.ring_wait.name(),
                     spin = d.ring_spin.name(),
                     spin_max_ns = ring.spin.as_ref().map_or(0, |s| s.max_spin_ns()),
+                    min_wait = ring.min_wait,
+                    sqpoll = ring.is_sqpoll(),
                     send_zc_min_bytes = ring.send_zc().map_or(0, |z| z.min_bytes),
                     "worker sockets on io_uring"
                 );
@@ -205,7 +209,7 @@ impl Worker {
                 }
                 _ => (1, pass_timeout),
             };
-            ring.enter_want(want, bound);
+            ring.enter_batch(want, bound, pass_timeout);
             let before = self.ring_done.len();
             ring.reap(&mut self.ring_done);
             if ring.send_zc().is_some() {
