@@ -10,7 +10,8 @@
 //! `write`, so they cost little next to the server.
 //!
 //! Per run it prints the I/Os completed, the server's CPU (utime + stime of this process's
-//! `ullstack-*` threads from `/proc/self/task`, as `top` counts them), I/Os per
+//! `ullstack-*` threads and its kernel io_uring threads, `iou-*` — a submission-polling
+//! thread among them — from `/proc/self/task`, as `top` counts them), I/Os per
 //! server-CPU-second, and the server threads' syscalls per I/O counted by
 //! `perf stat -e raw_syscalls:sys_enter -t <server threads>` over the same window (with the
 //! calls that make most of them); where perf is missing or refused, the syscalls are not
@@ -21,7 +22,8 @@
 //! ```
 //! `ULLSTACK_SOCKET_IO=epoll|uring` sets `[dataplane] socket_io`, `ULLSTACK_WORKERS=N` the
 //! worker count (default: the config default), `ULLSTACK_IDLE=spin|block-after-spin` the idle
-//! policy. On a 2-core VM the client threads share the cores with the workers.
+//! policy, `ULLSTACK_RING_WAIT`, `ULLSTACK_RING_SPIN` and `ULLSTACK_RING_SQPOLL_IDLE_MS` the
+//! uring worker's wait, spin and submission polling (`common::dataplane_from_env`). On a 2-core VM the client threads share the cores with the workers.
 //! `ULLSTACK_READ_BYTES=N` (a multiple of 4096, up to 1 MiB) reads N bytes instead of 4 KiB,
 //! and `ULLSTACK_SEND_ZC=off|large|N` sets `[dataplane] send_zc` (zero-copy sends of large
 //! replies on the uring path): with large reads the run also prints MiB served per
@@ -31,6 +33,7 @@ mod common;
 
 use common::{
     dataplane_from_env, env_number, median, perf_syscalls, thread_ids, threads_user_sys_seconds,
+    SERVER_THREAD_PREFIXES,
 };
 
 use std::io::{Read, Write};
@@ -268,11 +271,20 @@ fn run(seconds: u64) -> Option<(f64, Option<f64>)> {
         .collect();
     std::thread::sleep(Duration::from_millis(500)); // warm-up
     let tids = thread_ids("ullstack-");
-    let (user0, sys0) = threads_user_sys_seconds(&["ullstack-"]);
+    let (user0, sys0) = threads_user_sys_seconds(&SERVER_THREAD_PREFIXES);
     counting.store(true, Ordering::Relaxed);
+    // The window is perf's run, which a loaded machine stretches past `seconds`: IOPS and the
+    // core share are over the window as it was.
+    let window = std::time::Instant::now();
     let syscalls = perf_syscalls(&tids, seconds, &NAMED_SYSCALLS);
+    // Without perf the window still lasts `seconds`.
+    let asked = Duration::from_secs(seconds);
+    if let Some(rest) = asked.checked_sub(window.elapsed()) {
+        std::thread::sleep(rest);
+    }
     counting.store(false, Ordering::Relaxed);
-    let (user1, sys1) = threads_user_sys_seconds(&["ullstack-"]);
+    let window_s = window.elapsed().as_secs_f64().max(1e-9);
+    let (user1, sys1) = threads_user_sys_seconds(&SERVER_THREAD_PREFIXES);
     let (user, cpu) = (user1 - user0, user1 + sys1 - user0 - sys0);
     let n = ios.load(Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
@@ -287,8 +299,8 @@ fn run(seconds: u64) -> Option<(f64, Option<f64>)> {
         .map(|(t, _)| *t as f64 / n.max(1) as f64);
     print!(
         "{:>9.0} IOPS  server CPU {cpu:>5.2} s ({:>3.0} % of a core, {:.0} % user) => {per_cpu:>8.0} I/Os per server-CPU-second",
-        n as f64 / seconds as f64,
-        cpu / seconds as f64 * 100.0,
+        n as f64 / window_s,
+        cpu / window_s * 100.0,
         user / cpu.max(1e-9) * 100.0
     );
     if read_bytes() != DEFAULT_READ_BYTES {

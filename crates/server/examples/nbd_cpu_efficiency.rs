@@ -35,7 +35,8 @@
 //! can sit under the 3× target (2.10× nbdkit at 35 µs a sleep: CHANGELOG.md).
 //!
 //! CPU time is utime + stime from `/proc/<pid>/stat` (nbdkit) or summed over this process's
-//! `ullstack-*` threads and the kernel's io_uring workers (`iou-*`) from
+//! `ullstack-*` threads and the kernel's io_uring threads (`iou-*`: workers, and a ring's
+//! submission-polling thread under `ULLSTACK_RING_SQPOLL_IDLE_MS`) from
 //! `/proc/self/task/*/stat` (the ullstack server runs inside this process; fio, or the
 //! pipelining client's threads, do not count). The write loads also print the whole process's
 //! CPU less the client threads' own (`getrusage(RUSAGE_THREAD)`), which counts io_uring
@@ -53,7 +54,9 @@
 //! behaviour before coalescing existed), `ULLSTACK_WORKERS=N` its worker threads (default: the
 //! config default, 2), `ULLSTACK_FIO_JOBS=N` fio's jobs (N connections of iodepth 32 each,
 //! reported together; default 1). `ULLSTACK_SOCKET_IO=uring|epoll` the workers' socket I/O
-//! (`[dataplane] socket_io`). `ULLSTACK_IDLE=spin|block-after-spin` the idle policy
+//! (`[dataplane] socket_io`); `ULLSTACK_RING_WAIT`, `ULLSTACK_RING_SPIN` and
+//! `ULLSTACK_RING_SQPOLL_IDLE_MS` its ring's wait, spin and submission polling
+//! (`common::dataplane_from_env`). `ULLSTACK_IDLE=spin|block-after-spin` the idle policy
 //! (`[dataplane] idle`). `ULLSTACK_FILE_IO=socket-ring|own-ring` where a uring worker's file
 //! volumes put their I/O (`[dataplane] file_io`). `ULLSTACK_PHASES=fio,memory,file,fileread` (the default:
 //! all four) picks the loads to run. `ULLSTACK_FILE_WRITE_COST_MTOK=N` gives the file volume's

@@ -13,10 +13,11 @@
 //! cargo run --release -p server --example qd1_latency -- [REQUESTS]
 //! ```
 //! Prints p50/p99 of the three, the server's added p50 (target: at most 5 µs, issue 28), and the
-//! server's CPU per library read (utime + stime of this process's `ullstack-*` threads,
-//! `/proc/self/task`, over the measured reads). The dataplane settings of the environment
-//! (`ULLSTACK_SOCKET_IO`, `ULLSTACK_SOCKET_RECV`, `ULLSTACK_IDLE`, `ULLSTACK_RING_WAIT`,
-//! `ULLSTACK_RING_SPIN`: `common::dataplane_from_env`) apply; one worker.
+//! server's CPU per library read (utime + stime of this process's `ullstack-*` threads and
+//! kernel io_uring threads, `iou-*`, `/proc/self/task`, over the measured reads). The dataplane
+//! settings of the environment (`ULLSTACK_SOCKET_IO`, `ULLSTACK_SOCKET_RECV`, `ULLSTACK_IDLE`,
+//! `ULLSTACK_RING_WAIT`, `ULLSTACK_RING_SPIN`, `ULLSTACK_RING_SQPOLL_IDLE_MS`:
+//! `common::dataplane_from_env`) apply; one worker.
 
 mod common;
 

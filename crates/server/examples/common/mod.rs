@@ -38,9 +38,14 @@ pub fn threads_user_sys_seconds(prefixes: &[&str]) -> (f64, f64) {
         .fold((0.0, 0.0), |(u, s), (du, ds)| (u + du, s + ds))
 }
 
-/// The in-process server's CPU time so far (its `ullstack-*` threads), seconds.
+/// Name prefixes of the in-process server's threads: its own (`ullstack-*`) and the kernel's
+/// io_uring threads of the process (`iou-sqp-*`, a ring's submission-polling thread, and
+/// `iou-wrk-*`, its workers), whose CPU is the server's too.
+pub const SERVER_THREAD_PREFIXES: [&str; 2] = ["ullstack-", "iou-"];
+
+/// The in-process server's CPU time so far (its threads, [`SERVER_THREAD_PREFIXES`]), seconds.
 pub fn server_cpu_seconds() -> f64 {
-    let (user, sys) = threads_user_sys_seconds(&["ullstack-"]);
+    let (user, sys) = threads_user_sys_seconds(&SERVER_THREAD_PREFIXES);
     user + sys
 }
 
@@ -102,15 +107,17 @@ pub fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
 /// default when unset: `ULLSTACK_SOCKET_IO=epoll|uring`,
 /// `ULLSTACK_SOCKET_RECV=multishot|single` (multishot only with uring),
 /// `ULLSTACK_IDLE=spin|block-after-spin`, `ULLSTACK_WORKERS=N` (N ≥ 1),
-/// `ULLSTACK_RING_WAIT=first|batch`, `ULLSTACK_RING_SPIN=fixed|sized`. A value outside those
-/// stops the example naming it.
+/// `ULLSTACK_RING_WAIT=first|batch|min-wait`, `ULLSTACK_RING_SPIN=fixed|sized`,
+/// `ULLSTACK_RING_SQPOLL_IDLE_MS=N` (0: off). A value outside those stops the example naming
+/// it.
 pub fn dataplane_from_env(d: &mut server::config::DataplaneConfig) {
     use server::config::{IdlePolicy, RingSpin, RingWait, SocketIo, SocketRecv};
     if let Ok(v) = std::env::var("ULLSTACK_RING_WAIT") {
         d.ring_wait = match v.as_str() {
             "first" => RingWait::First,
             "batch" => RingWait::Batch,
-            _ => panic!("ULLSTACK_RING_WAIT={v:?}: expected first or batch"),
+            "min-wait" => RingWait::MinWait,
+            _ => panic!("ULLSTACK_RING_WAIT={v:?}: expected first, batch or min-wait"),
         };
     }
     if let Ok(v) = std::env::var("ULLSTACK_RING_SPIN") {
@@ -140,6 +147,9 @@ pub fn dataplane_from_env(d: &mut server::config::DataplaneConfig) {
             "block-after-spin" => IdlePolicy::BlockAfterSpin,
             _ => panic!("ULLSTACK_IDLE={v:?}: expected spin or block-after-spin"),
         };
+    }
+    if let Some(ms) = env_number::<u32>("ULLSTACK_RING_SQPOLL_IDLE_MS") {
+        d.ring_sqpoll_idle_ms = ms;
     }
     if let Some(n) = env_number::<usize>("ULLSTACK_WORKERS") {
         assert!(n > 0, "ULLSTACK_WORKERS=0: expected at least 1 worker");
