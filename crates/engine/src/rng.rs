@@ -79,9 +79,24 @@ pub fn stream(seed: u64, name: &str) -> SimRng {
 /// with it the order of events. The rest is IEEE-754 basic arithmetic (the same everywhere), so
 /// a seed gives the same durations on every machine; `tests::exp_ns_is_pinned` holds some.
 pub fn exp_ns<R: Rng + ?Sized>(rng: &mut R, mean_ns: u64) -> u64 {
+    exp_ns_of(unit_exp(rng), mean_ns)
+}
+
+/// The draw of [`exp_ns`] before its scaling: `-ln u` for one uniform `u` in (0, 1], an
+/// exponential of mean 1. Apart so that a caller can draw several ahead (their logarithms
+/// then run side by side in the CPU) and scale each when it is used: `exp_ns_of(unit_exp(r),
+/// m)` is `exp_ns(r, m)`, bit for bit.
+#[inline]
+pub fn unit_exp<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     // u in (0, 1]: never ln(0).
     let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-    round_to_u64(-libm::log(u) * mean_ns as f64)
+    -libm::log(u)
+}
+
+/// A [`unit_exp`] draw scaled to mean `mean_ns` and rounded to integer nanoseconds.
+#[inline]
+pub fn exp_ns_of(unit: f64, mean_ns: u64) -> u64 {
+    round_to_u64(unit * mean_ns as f64)
 }
 
 /// `x.round() as u64` for `x >= 0` (or `-0.0`), without the library call `round` is: the
@@ -202,6 +217,21 @@ mod tests {
         };
         assert_eq!(draws(1, 10_000), PINNED_EXP_SEED1_MEAN10US);
         assert_eq!(draws(2, 1_000_000_007), PINNED_EXP_SEED2_MEAN1S);
+    }
+    /// Drawing ahead and scaling later gives `exp_ns`'s durations, bit for bit, whatever the
+    /// mean.
+    #[test]
+    fn unit_draws_scaled_later_are_exp_ns() {
+        let (mut a, mut b) = (stream(5, "exp.split"), stream(5, "exp.split"));
+        let ahead: Vec<f64> = (0..10_000).map(|_| unit_exp(&mut b)).collect();
+        for (i, unit) in ahead.into_iter().enumerate() {
+            let mean_ns = [1, 150, 10_000, 1_000_000_007][i % 4];
+            assert_eq!(
+                exp_ns_of(unit, mean_ns),
+                exp_ns(&mut a, mean_ns),
+                "draw {i}"
+            );
+        }
     }
     const PINNED_EXP_SEED1_MEAN10US: [u64; 6] = [5564, 9618, 7203, 9292, 20417, 28405];
     const PINNED_EXP_SEED2_MEAN1S: [u64; 6] = [

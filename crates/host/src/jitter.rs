@@ -22,7 +22,9 @@
 //! read directly. The presets set cv 10 % (`config::COST_CV_PCT`; where it comes from is in
 //! `config::presets`' essay, *Jitter defaults*). Each cost site ([`CostSite`]) draws from its own stream
 //! (`engine::stream(seed, "host.cost.<site>")`), so adding a site, or a draw at one site,
-//! never moves another site's draws.
+//! never moves another site's draws. A site takes its draws from its stream a few at a time,
+//! ahead of use (`DRAWS_AHEAD`: their logarithms then overlap in the CPU): the values and
+//! their order are the stream's either way.
 //!
 //! Which costs vary: the per-operation kernel costs of the I/O path — system call, bio submit
 //! and merge search, dispatch, `nvme_queue_rq` + doorbell (a kblockd worker's too), ISR,
@@ -69,7 +71,7 @@
 //! Config keys: `jitter.cost_cv_pct`, `jitter.tick_hz`, `jitter.tick_ns`, `jitter.poll_lock`,
 //! `jitter.poll_lock_hold_ns`; `nvme.poll_queues`.
 
-use engine::rng::exp_ns;
+use engine::rng::{exp_ns_of, unit_exp};
 use engine::{stream, SimRng};
 
 use crate::config::JitterConfig;
@@ -139,11 +141,55 @@ impl CostSite {
     }
 }
 
+/// Draws of one site taken from its stream ahead of use ([`DRAWS_AHEAD`] at a time).
+#[derive(Clone, Debug)]
+struct SiteDraws {
+    rng: SimRng,
+    /// `unit_exp` draws, used from `next` on (all used when `next` is `DRAWS_AHEAD`).
+    ahead: [f64; DRAWS_AHEAD],
+    next: usize,
+}
+
+/// Unit draws a site takes from its stream at a time. A draw is mostly one `libm::log`, a
+/// chain of dependent floating-point steps: drawn one per use, the CPU waits on each chain,
+/// where eight drawn in a row are independent and overlap. Each site has its own stream, so
+/// drawing ahead changes no value: the k-th cost of a site is its stream's k-th draw either
+/// way. (Eight: a few cache lines a site, refilled once per eight operations.)
+const DRAWS_AHEAD: usize = 8;
+
+impl SiteDraws {
+    fn new(rng: SimRng) -> SiteDraws {
+        SiteDraws {
+            rng,
+            ahead: [0.0; DRAWS_AHEAD],
+            next: DRAWS_AHEAD,
+        }
+    }
+
+    #[inline]
+    fn unit(&mut self) -> f64 {
+        if self.next == DRAWS_AHEAD {
+            self.refill();
+        }
+        let unit = self.ahead[self.next];
+        self.next += 1;
+        unit
+    }
+
+    #[inline(never)]
+    fn refill(&mut self) {
+        for unit in &mut self.ahead {
+            *unit = unit_exp(&mut self.rng);
+        }
+        self.next = 0;
+    }
+}
+
 /// Per-site cost draws (constant costs when the coefficient of variation is 0).
 #[derive(Clone, Debug)]
 pub struct CostDraws {
     cv_pct: u64,
-    rngs: Vec<SimRng>,
+    sites: Vec<SiteDraws>,
 }
 
 impl CostDraws {
@@ -156,22 +202,22 @@ impl CostDraws {
     /// device-level runs has no `JitterConfig`).
     pub fn with_cv(seed: u64, cv_pct: u32) -> CostDraws {
         let cv_pct = u64::from(cv_pct);
-        let rngs = if cv_pct == 0 {
+        let sites = if cv_pct == 0 {
             Vec::new()
         } else {
             COST_SITES
                 .iter()
-                .map(|s| stream(seed, &format!("host.cost.{}", s.name())))
+                .map(|s| SiteDraws::new(stream(seed, &format!("host.cost.{}", s.name()))))
                 .collect()
         };
-        CostDraws { cv_pct, rngs }
+        CostDraws { cv_pct, sites }
     }
 
     /// Constant costs (no draws).
     pub fn constant() -> CostDraws {
         CostDraws {
             cv_pct: 0,
-            rngs: Vec::new(),
+            sites: Vec::new(),
         }
     }
 
@@ -183,8 +229,9 @@ impl CostDraws {
             return mean_ns;
         }
         let spread_ns = mean_ns * self.cv_pct / 100;
-        let rng = &mut self.rngs[site as usize];
-        mean_ns - spread_ns + exp_ns(rng, spread_ns)
+        // `exp_ns(stream, spread_ns)`, its logarithm taken ahead (`DRAWS_AHEAD`).
+        let unit = self.sites[site as usize].unit();
+        mean_ns - spread_ns + exp_ns_of(unit, spread_ns)
     }
 }
 
@@ -192,6 +239,7 @@ impl CostDraws {
 mod tests {
     use super::*;
     use crate::config::{HostConfig, PollLock};
+    use engine::rng::exp_ns;
 
     fn jitter(cv_pct: u32) -> JitterConfig {
         JitterConfig {
@@ -251,6 +299,20 @@ mod tests {
             .collect();
         assert_eq!(xa, xb);
         assert!(xa.iter().any(|&x| x != 600), "costs vary at cv 10 %");
+    }
+
+    /// A site's k-th cost is the shifted `exp_ns` of its stream's k-th draw, whatever the
+    /// means asked for (they change between draws here) and however far ahead it draws.
+    #[test]
+    fn draws_are_the_site_streams_exp_ns_in_order() {
+        let mut d = CostDraws::new(11, &jitter(10));
+        let mut isr = stream(11, "host.cost.isr");
+        for k in 0..100u64 {
+            let mean_ns = 1_000 + 37 * k;
+            let spread_ns = mean_ns / 10;
+            let want = mean_ns - spread_ns + exp_ns(&mut isr, spread_ns);
+            assert_eq!(d.draw(CostSite::Isr, mean_ns), want, "draw {k}");
+        }
     }
 
     /// Costs vary on every preset: a real kernel path does not take one time.
