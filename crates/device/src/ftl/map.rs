@@ -4,7 +4,9 @@
 //! (or it is unmapped), so a drive starts with no per-LPN memory at all. An LPN the run wrote
 //! (or GC moved, or a trim dropped) has an *override*. The LPNs are cut into regions of
 //! [`REGION_LPNS`]; the index holds one slot per region, and a region is one of:
-//! - **untouched**: no override; a lookup ends at the index slot.
+//! - **untouched**: no override; a lookup ends at the region's bit in a bitmap beside the index
+//!   (set at its first override), which stays in the CPU's caches where the index is a memory
+//!   miss on a large drive; the bitmap, 1/256 of the index, is left out of [`ForwardMap::bytes`].
 //! - **sparse**: its own small open-addressing hash table, one allocation of 6-byte slots: the
 //!   LPN's offset within the region (15 bits) with an occupied bit, and its PPN, packed. The
 //!   region's number is the table's, so it is not stored.
@@ -236,6 +238,10 @@ impl LeafRegions for RegionsInLeaves<'_> {
 #[derive(Default)]
 pub struct ForwardMap {
     regions: Vec<Region>,
+    /// Bit `r` set once region `r` has had an override (it is not untouched then): a lookup
+    /// in an untouched region ends at this bit, 1/256 the index's bytes, which stays in the
+    /// CPU's caches where the index (32 bytes a region) is a memory miss on a large drive.
+    touched: Vec<u64>,
     /// Overrides held (dense regions count whole).
     overrides: u64,
     /// Slots of all sparse tables, regions in leaves, and regions dense.
@@ -252,6 +258,7 @@ impl ForwardMap {
         let regions = lpns.div_ceil(REGION_LPNS) as usize;
         ForwardMap {
             regions: (0..regions).map(|_| Region::Untouched).collect(),
+            touched: vec![0; regions.div_ceil(64)],
             ..ForwardMap::default()
         }
     }
@@ -260,6 +267,9 @@ impl ForwardMap {
     /// inlined: on every read, and an untouched region's answer is a load and a compare.
     #[inline(always)]
     pub fn get(&self, lpn: u32) -> Option<u32> {
+        if !self.touched(lpn) {
+            return None;
+        }
         let offset = lpn & OFFSET_MASK;
         match &self.regions[(lpn >> REGION_BITS) as usize] {
             Region::Untouched => None,
@@ -267,6 +277,13 @@ impl ForwardMap {
             Region::Leaves(l) => l.get(&self.pool, offset),
             Region::Dense(table) => Some(table[offset as usize]),
         }
+    }
+
+    /// Whether `lpn`'s region has had an override (its bit in `touched`).
+    #[inline(always)]
+    fn touched(&self, lpn: u32) -> bool {
+        let r = (lpn >> REGION_BITS) as usize;
+        self.touched[r / 64] & (1 << (r % 64)) != 0
     }
 
     /// Sets `lpn`'s PPN and returns its override before (`None`: it had none, the layout's
@@ -277,6 +294,7 @@ impl ForwardMap {
         let r = (lpn >> REGION_BITS) as usize;
         let offset = lpn & OFFSET_MASK;
         let key = OCCUPIED | offset as u16;
+        self.touched[r / 64] |= 1 << (r % 64);
         let region = &mut self.regions[r];
         let slots = match region {
             Region::Dense(table) => {

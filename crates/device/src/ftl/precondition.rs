@@ -268,9 +268,15 @@ impl Layout {
             .rev()
             .copied()
             .collect();
+        let in_order_ranks = usable
+            .iter()
+            .enumerate()
+            .take_while(|&(r, &sb)| r as u32 == sb)
+            .count() as u32;
         let alloc = LunAlloc {
             usable,
             rank,
+            in_order_ranks,
             implicit_start,
             free,
             open: None,
