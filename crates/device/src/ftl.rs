@@ -333,6 +333,31 @@ impl Ftl {
         }
     }
 
+    /// Starts loading the CPU cache line of the forward map's index that a
+    /// [`lookup`](Self::lookup) of `lpn` reads, if the run has written in `lpn`'s region (the
+    /// index of an untouched one is not read: `ForwardMap::get`); [`prefetch_lookup_rest`]
+    /// then loads the line of the region's table the lookup starts at. Speed hints with no
+    /// effect on results, for a lookup a few events from now: on a large drive each is a
+    /// memory miss the lookup would otherwise wait for. In two steps because the second reads
+    /// the line the first loads: read at once, the wait would only move to the caller.
+    ///
+    /// [`prefetch_lookup_rest`]: Self::prefetch_lookup_rest
+    #[inline]
+    pub fn prefetch_lookup(&self, lpn: u32) {
+        if u64::from(lpn) < self.user_lpns {
+            self.map.prefetch_index(lpn);
+        }
+    }
+
+    /// The second step of [`prefetch_lookup`](Self::prefetch_lookup), an event or more after
+    /// it.
+    #[inline]
+    pub fn prefetch_lookup_rest(&self, lpn: u32) {
+        if u64::from(lpn) < self.user_lpns {
+            self.map.prefetch_table(lpn);
+        }
+    }
+
     /// `moved`, or nothing while GC has moved no implicit superblock's data: then the layout
     /// needs no look at the records (`layout_place_of`), one memory miss fewer per read of a
     /// large drive.

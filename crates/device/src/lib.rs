@@ -437,8 +437,12 @@ impl Ssd {
         };
         if status == Status::Success && units > 0 {
             // The command is looked up in the cache a few events from now: start the CPU's
-            // memory loads for its first set here so they are in by then.
+            // memory loads for its first set here so they are in by then, and for a read the
+            // FTL's for its first unit (a miss of the cache looks it up).
             self.cache.prefetch_set(first_lpn);
+            if cmd.op == IoOp::Read {
+                self.ftl.prefetch_lookup(first_lpn);
+            }
         }
         self.submitted += 1;
         self.events

@@ -157,6 +157,11 @@ impl Ssd {
         self.ctrl.fetch_busy = true;
         let fetched = now + self.config.ctrl.fetch_ns;
         let op = self.cmd(slot).cmd.op;
+        if op == IoOp::Read {
+            // The second step of the FTL's loads started at submit (`Ftl::prefetch_lookup`).
+            let first_lpn = self.cmd(slot).first_lpn;
+            self.ftl.prefetch_lookup_rest(first_lpn);
+        }
         let ready = self.ctrl.run_firmware(fetched, op);
         if self.ctrl.pick_could_act() {
             self.events.schedule(fetched, Ev::FetchFree);

@@ -1,11 +1,12 @@
 //! The device model's only `unsafe` code: CPU intrinsics for the DRAM cache's lookups.
 //!
-//! The model is plain safe Rust except for two speed-ups of `cache.rs`, neither of which changes
-//! a result:
+//! The model is plain safe Rust except for two speed-ups of `cache.rs` (the first also the
+//! FTL's), neither of which changes a result:
 //! - a prefetch hint: lookups on a 1.5 GB cache miss the CPU's caches on nearly every set they
 //!   touch, and asking the CPU to start loading a set's flags, LRU stamps and versions together
 //!   with its tags overlaps what would otherwise be consecutive memory misses
-//!   (`Cache::prefetch_set`);
+//!   (`Cache::prefetch_set`); the forward map's index and tables of a drive the run has written
+//!   all over miss too, and are asked for at submit and at fetch (`Ftl::prefetch_lookup`);
 //! - the tag compare of a 16-way set in four SSE2 compares (`Cache::find`, run twice per read
 //!   miss), where a way-by-way scan took about 100 instructions, and the classification of its
 //!   16 flag bytes (invalid, clean) in one compare each (`Cache::victim`).
