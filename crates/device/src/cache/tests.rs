@@ -77,6 +77,33 @@ fn a_write_is_then_a_read_hit_with_its_version() {
     assert_eq!(c.dirty_units(), 1);
 }
 
+/// Versions and dirtying stamps stay untouched (all 0) while only 0s would be stored: read
+/// misses, fills of version 0 and replacements leave both arrays unwritten; the first
+/// version or dirtying stored turns them on, and a later replacement stores its 0s again.
+#[test]
+fn versions_and_stamps_are_stored_once_they_are_not_all_zero() {
+    let mut c = cache(64, 4, 16);
+    for lpn in 0..200 {
+        assert_eq!(c.read(lpn, IoClass::Throughput), ReadLookup::Miss);
+        assert!(c.start_fill(lpn, false, IoClass::Throughput));
+        c.finish_fill(lpn, 0);
+    }
+    assert_eq!(c.stats.class(IoClass::Throughput).lines_evicted, 200 - 64);
+    assert!(!c.versions_used && !c.dirtied_used);
+    assert!(c.version.iter().chain(&c.dirtied).all(|&v| v == 0));
+    c.write(7, 5, IoClass::Throughput).unwrap();
+    assert!(c.versions_used && c.dirtied_used);
+    let way = c.find(7).expect("written");
+    assert_eq!((c.version[way], c.dirtied[way] != 0), (5, true));
+    assert_eq!(
+        c.read(7, IoClass::Throughput),
+        ReadLookup::Hit { version: 5 }
+    );
+    c.trim(7);
+    assert_eq!((c.version[way], c.dirtied[way]), (0, 0));
+    c.check_consistency().unwrap();
+}
+
 /// A new cache's tags are zero bytes (the allocator's zeroed pages, no fill), every way reads
 /// invalid, and the encoding's edges (LPN 0, the largest LPN below [`NO_LPN`]) are cached
 /// and found apart from each other and from an invalid way.

@@ -152,7 +152,7 @@ impl Cache {
             self.flags[i] &= !(EVICTING | TRIMMED);
             if !self.has(i, DIRTY) {
                 self.flags[i] |= DIRTY;
-                self.dirtied[i] = stamp;
+                self.set_dirtied(i, stamp);
                 self.dirty_fifo.push_front((lpn, stamp));
             }
             self.requeue(i);
