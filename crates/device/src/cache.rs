@@ -887,7 +887,10 @@ fn lru_victim(flags: &[u8], used: &[u32]) -> Option<usize> {
 /// simulation: 1.65 mispredicted branches per call).
 #[inline]
 fn lru_of(ways: u32, used: &[u32; 16]) -> usize {
-    debug_assert!(ways != 0 && ways >> 16 == 0, "ways {ways:#x} of a 16-way set");
+    debug_assert!(
+        ways != 0 && ways >> 16 == 0,
+        "ways {ways:#x} of a 16-way set"
+    );
     let mut best = u64::MAX;
     for (w, &stamp) in used.iter().enumerate() {
         let key = if ways & (1 << w) != 0 {
