@@ -45,6 +45,7 @@
 
 use crate::config::DeviceConfig;
 use crate::flash::Geometry;
+use crate::sys::prefetch;
 
 mod alloc;
 mod gc;
@@ -385,6 +386,16 @@ impl Ftl {
                     .map_or(0, |v| v[slot as usize])
             }
         }
+    }
+
+    /// Starts loading the CPU cache line of the superblock metadata [`invalidate`] of `ppn`
+    /// changes (a speed hint with no effect on results).
+    ///
+    /// [`invalidate`]: Self::invalidate
+    #[inline]
+    fn prefetch_meta_of(&self, ppn: u32) {
+        let (lun, sb, _) = self.split_ppn(ppn);
+        prefetch(&self.sbs[self.sb_index(lun, sb)]);
     }
 
     /// The unit at `ppn` is no longer its LPN's data. (The reverse map keeps the LPN: GC

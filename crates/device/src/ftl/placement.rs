@@ -27,6 +27,10 @@
 
 use super::{Ftl, ReverseMap, RowPlacement, SbState, Writer, UNMAPPED};
 
+/// Units of a row whose forward-map updates run ahead of their valid counts' (`place_row`):
+/// a row's units, up to this many (a `zssd` row is 4), so that their count misses overlap.
+pub(super) const UNITS_AHEAD: usize = 8;
+
 impl Ftl {
     /// Free superblocks of a LUN.
     pub fn free_superblocks(&self, lun: u32) -> u32 {
@@ -188,15 +192,30 @@ impl Ftl {
             "LUN {lun}: a row placed in superblock {sb}, which is not open"
         );
         let i = self.sb_index(lun, sb);
-        for (k, &(lpn, version)) in units.iter().enumerate() {
-            let slot = page * row_units + k as u32;
-            let old = self.set_forward(lpn as u64, self.ppn(lun, sb, slot));
-            if old != UNMAPPED {
-                self.invalidate(old);
+        // A few units at a time, the forward map first for each, then the superblocks' valid
+        // counts in unit order: the count of each unit's old place is a memory miss on a large
+        // drive, and the loads started as the old places come out of the map overlap, where
+        // unit by unit each waited in turn. The map's updates read no count, so every value,
+        // and the order of every count's changes, is what unit by unit gives.
+        let mut olds = [UNMAPPED; UNITS_AHEAD];
+        for (c, chunk) in units.chunks(UNITS_AHEAD).enumerate() {
+            let first = (c * UNITS_AHEAD) as u32;
+            for (k, &(lpn, _)) in chunk.iter().enumerate() {
+                let slot = page * row_units + first + k as u32;
+                olds[k] = self.set_forward(lpn as u64, self.ppn(lun, sb, slot));
+                if olds[k] != UNMAPPED {
+                    self.prefetch_meta_of(olds[k]);
+                }
             }
-            self.sbs[i].valid_units += 1;
-            if let Some(Some(v)) = self.versions.as_mut().map(|v| &mut v[i]) {
-                v[slot as usize] = version;
+            for (k, &(_, version)) in chunk.iter().enumerate() {
+                let slot = page * row_units + first + k as u32;
+                if olds[k] != UNMAPPED {
+                    self.invalidate(olds[k]);
+                }
+                self.sbs[i].valid_units += 1;
+                if let Some(Some(v)) = self.versions.as_mut().map(|v| &mut v[i]) {
+                    v[slot as usize] = version;
+                }
             }
         }
         self.reverse[i]

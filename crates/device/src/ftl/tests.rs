@@ -111,6 +111,35 @@ fn overwriting_moves_the_mapping() {
     ftl.check_consistency().unwrap();
 }
 
+/// A row wider than the units whose map updates run ahead of their counts (`place_row`),
+/// rewriting LPNs of an earlier row, of its own chunk and of an earlier chunk of itself (one
+/// LPN twice): every LPN maps to its last place with its last version, and the valid counts
+/// agree with the map.
+#[test]
+fn a_wide_row_rewriting_its_own_lpns_stays_consistent() {
+    let (mut c, _) = small(Precondition::None);
+    c.flash.planes_per_die = 8;
+    let g = Geometry::new(&c);
+    let row_units = g.row_units() as usize;
+    assert!(row_units > placement::UNITS_AHEAD, "{row_units} units a row");
+    let mut ftl = Ftl::new(&c, g, true);
+    let first: Vec<(u32, u32)> = (0..row_units as u32).map(|k| (k, 1)).collect();
+    ftl.write_row(0, &first, Writer::Host);
+    // LPN 0 and 3 from the row before (3 twice, in the first chunk and the last); LPN 101
+    // three times, twice in the first chunk.
+    let mut second: Vec<(u32, u32)> = (0..row_units as u32).map(|k| (100 + k, 2)).collect();
+    second[2] = (0, 5);
+    second[5] = (3, 2);
+    second[6] = (101, 6);
+    second[row_units - 2] = (101, 4);
+    second[row_units - 1] = (3, 3);
+    let b = ftl.write_row(0, &second, Writer::Host);
+    ftl.check_consistency().unwrap();
+    assert_eq!(ftl.lookup(3).unwrap().page, b.page);
+    assert_eq!((ftl.version_of(3), ftl.version_of(101), ftl.version_of(0)), (3, 4, 5));
+    assert_eq!(ftl.version_of(4), 1, "not rewritten");
+}
+
 #[test]
 fn the_remap_checker_keeps_super_channel_pairs_usable() {
     let mut c = crate::config::zssd();
