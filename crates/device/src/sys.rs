@@ -6,7 +6,8 @@
 //!   touch, and asking the CPU to start loading a set's flags, LRU stamps and versions together
 //!   with its tags overlaps what would otherwise be consecutive memory misses
 //!   (`Cache::prefetch_set`); the forward map's index and tables of a drive the run has written
-//!   all over miss too, and are asked for at submit and at fetch (`Ftl::prefetch_lookup`);
+//!   all over miss too, and are asked for at submit and at fetch (`Ftl::prefetch_lookup`), and
+//!   a placed row's map updates and superblock counts a few units ahead (`place_row`);
 //! - the tag compare of a 16-way set in four SSE2 compares (`Cache::find`, run twice per read
 //!   miss), where a way-by-way scan took about 100 instructions, and the classification of its
 //!   16 flag bytes (invalid, clean) in one compare each (`Cache::victim`).

@@ -200,6 +200,14 @@ impl Ftl {
         let mut olds = [UNMAPPED; UNITS_AHEAD];
         for (c, chunk) in units.chunks(UNITS_AHEAD).enumerate() {
             let first = (c * UNITS_AHEAD) as u32;
+            // The map's own misses overlap the same way: the chunk's index slots, then (read
+            // once loaded) the table slots the updates start at.
+            for &(lpn, _) in chunk {
+                self.prefetch_lookup(lpn);
+            }
+            for &(lpn, _) in chunk {
+                self.prefetch_lookup_rest(lpn);
+            }
             for (k, &(lpn, _)) in chunk.iter().enumerate() {
                 let slot = page * row_units + first + k as u32;
                 olds[k] = self.set_forward(lpn as u64, self.ppn(lun, sb, slot));

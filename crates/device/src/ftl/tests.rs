@@ -121,7 +121,10 @@ fn a_wide_row_rewriting_its_own_lpns_stays_consistent() {
     c.flash.planes_per_die = 8;
     let g = Geometry::new(&c);
     let row_units = g.row_units() as usize;
-    assert!(row_units > placement::UNITS_AHEAD, "{row_units} units a row");
+    assert!(
+        row_units > placement::UNITS_AHEAD,
+        "{row_units} units a row"
+    );
     let mut ftl = Ftl::new(&c, g, true);
     let first: Vec<(u32, u32)> = (0..row_units as u32).map(|k| (k, 1)).collect();
     ftl.write_row(0, &first, Writer::Host);
@@ -136,7 +139,10 @@ fn a_wide_row_rewriting_its_own_lpns_stays_consistent() {
     let b = ftl.write_row(0, &second, Writer::Host);
     ftl.check_consistency().unwrap();
     assert_eq!(ftl.lookup(3).unwrap().page, b.page);
-    assert_eq!((ftl.version_of(3), ftl.version_of(101), ftl.version_of(0)), (3, 4, 5));
+    assert_eq!(
+        (ftl.version_of(3), ftl.version_of(101), ftl.version_of(0)),
+        (3, 4, 5)
+    );
     assert_eq!(ftl.version_of(4), 1, "not rewritten");
 }
 
