@@ -31,7 +31,8 @@
 //!  pcie     the link: doorbells, DMA                                   config
 //!  ctrl     SQ/CQ pairs, arbitration, fetch, firmware cores            config
 //!  flash    geometry, NAND timing, one scheduler per LUN               config
-//!  ftl      mapping, allocation, GC; where evicted data goes           config, flash, stats_de
+//!  ftl      mapping, allocation, GC; where evicted data goes           config, flash, stats_de,
+//!                                                                      sys
 //!  cache_split  the class split of the cache's ways, by epoch          config
 //!  ghost    ghost caches that choose the prefetch size, by epoch       config, stats_de
 //!  cache_index  the fully associative cache's tag map and LRU order    —

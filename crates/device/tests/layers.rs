@@ -10,7 +10,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("pcie", &["config"]),
     ("ctrl", &["config"]),
     ("flash", &["config"]),
-    ("ftl", &["config", "flash", "stats_de"]),
+    ("ftl", &["config", "flash", "stats_de", "sys"]),
     ("cache_split", &["config"]),
     ("ghost", &["config", "stats_de"]),
     ("cache_index", &[]),
