@@ -104,6 +104,34 @@ fn versions_and_stamps_are_stored_once_they_are_not_all_zero() {
     c.check_consistency().unwrap();
 }
 
+/// While every line stored is one class's the owner array is not kept; the first line of
+/// another class fills it, and each valid line's owner stays the class that last put data in
+/// it, as the per-class line counts say.
+#[test]
+fn line_owners_survive_the_switch_to_the_owner_array() {
+    let (tp, lc) = (IoClass::Throughput, IoClass::LatencyCritical);
+    let mut c = cache(64, 4, 16);
+    for lpn in 0..40 {
+        assert_eq!(c.read(lpn, tp), ReadLookup::Miss);
+        assert!(c.start_fill(lpn, false, tp));
+        c.finish_fill(lpn, 0);
+    }
+    assert_eq!(c.owners, Owners::One(tp.index() as u8));
+    assert!(c.owner.iter().all(|&o| o == 0), "the array is not kept");
+    c.write(7, 1, lc).unwrap();
+    c.write(41, 1, lc).unwrap();
+    assert_eq!(c.owners, Owners::Array);
+    let owned = |c: &Cache, class: IoClass| {
+        (0..c.tags.len())
+            .filter(|&i| c.has(i, VALID) && c.owner_of(i) == class.index() as u8)
+            .count() as u64
+    };
+    assert_eq!((owned(&c, tp), owned(&c, lc)), (39, 2));
+    assert_eq!(c.stats.class(tp).lines, 39);
+    assert_eq!(c.stats.class(lc).lines, 2);
+    c.check_consistency().unwrap();
+}
+
 /// A new cache's tags are zero bytes (the allocator's zeroed pages, no fill), every way reads
 /// invalid, and the encoding's edges (LPN 0, the largest LPN below [`NO_LPN`]) are cached
 /// and found apart from each other and from an invalid way.

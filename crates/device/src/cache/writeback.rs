@@ -115,7 +115,7 @@ impl Cache {
         self.requeue(i);
         self.reindex(i, old);
         let dirty = self.has(i, DIRTY);
-        let owner = self.stats.class_at(self.owner[i]);
+        let owner = self.stats.class_at(self.owner_of(i));
         owner.units_written_back += 1;
         if !dirty {
             owner.dirty_units -= 1;
@@ -145,7 +145,7 @@ impl Cache {
                 self.flags[i] &= !(EVICTING | TRIMMED);
                 self.reindex(i, old);
                 self.dirty_units -= 1;
-                self.stats.class_at(self.owner[i]).dirty_units -= 1;
+                self.stats.class_at(self.owner_of(i)).dirty_units -= 1;
                 return;
             }
             let old = self.indexed_key(i);
