@@ -150,23 +150,34 @@ pub enum WriteBlock {
     SetFull,
 }
 
-/// The lines are stored as parallel arrays, way by way within a set, so that what a lookup
-/// touches is dense: a 16-way set's tags are one 64-byte CPU cache line, its flags a quarter of
-/// one, its LRU stamps one more. (A random-read run on a 1.5 GB cache misses the CPU cache on
-/// nearly every set it touches; a struct per line made that five cache lines per lookup.)
+/// Ways of one [`Block`] of the line store: a 16-way set (`zssd`'s) is one block.
+const BLOCK_WAYS: usize = 16;
+
+/// Sixteen consecutive ways' tags (as [`stored_tag`]), LRU stamps and flags, stored together:
+/// `(tags, used, flags)`, 144 bytes. A tuple of arrays, not a struct, so that a new cache's
+/// blocks come from the allocator's zeroed pages as plain arrays do (`vec!` of a tuple of
+/// zero arrays asks for zeroed memory; of a struct it writes every byte).
+type Block = ([u32; BLOCK_WAYS], [u32; BLOCK_WAYS], [u8; BLOCK_WAYS]);
+
+/// The lines' tags, flags and LRU stamps are stored by blocks of 16 ways ([`Block`]), so that
+/// what a lookup, a victim choice and a fill touch is one run of memory: a 16-way set is one
+/// block, three adjacent 64-byte CPU cache lines on one page. (A random-read run on a 1.5 GB
+/// cache misses the CPU cache on nearly every set it touches: as three separate arrays the
+/// same three lines were three pages apart, each its own TLB entry; a struct per line made
+/// five cache lines per lookup.) Versions, dirtying stamps and owners, which device-level
+/// runs mostly leave alone, are arrays of their own.
 pub struct Cache {
     /// Never 0.
     sets: NonZeroU32,
     /// [`SetOf`] for `sets`: the set of an LPN without a division.
     set_of: SetOf,
     ways: u32,
-    /// LPN held by each way, stored as [`stored_tag`] (0 when invalid); read it with
-    /// [`Cache::tag`].
-    tags: Vec<u32>,
-    /// VALID | DIRTY | EVICTING | FILLING | PREFETCHED.
-    flags: Vec<u8>,
-    /// LRU stamp: larger = more recently used.
-    used: Vec<u32>,
+    /// Ways in all (`sets × ways`).
+    lines: usize,
+    /// Way `i` is way `i % 16` of block `i / 16`: its LPN, stored as [`stored_tag`] (0 when
+    /// invalid; read it with [`Cache::tag`]), its LRU stamp (larger = more recently used) and
+    /// its flags (VALID | DIRTY | EVICTING | FILLING | PREFETCHED | TRIMMED | REQUEUE).
+    blocks: Vec<Block>,
     /// Version of the data held (data-integrity mode; 0 otherwise).
     version: Vec<u32>,
     /// Stamp of the dirtying that put the line in the dirty FIFO (lazy deletion key).
@@ -235,9 +246,15 @@ impl Cache {
             sets,
             set_of: SetOf::new(sets),
             ways,
-            tags: vec![stored_tag(NO_LPN); n],
-            flags: vec![0; n],
-            used: vec![0; n],
+            lines: n,
+            blocks: vec![
+                (
+                    [stored_tag(NO_LPN); BLOCK_WAYS],
+                    [0; BLOCK_WAYS],
+                    [0; BLOCK_WAYS]
+                );
+                n.div_ceil(BLOCK_WAYS)
+            ],
             version: vec![0; n],
             dirtied: vec![0; n],
             versions_used: false,
@@ -295,19 +312,50 @@ impl Cache {
         if let Some(index) = &self.index {
             return index.find(lpn);
         }
-        let set = self.set_range(lpn);
-        let start = set.start;
-        way_of(&self.tags[set], stored_tag(lpn)).map(|w| start + w)
+        if self.ways as usize == BLOCK_WAYS {
+            let set = self.set_of.of(lpn) as usize;
+            return way_of(&self.blocks[set].0, stored_tag(lpn)).map(|w| set * BLOCK_WAYS + w);
+        }
+        self.set_range(lpn).find(|&i| self.tag(i) == lpn)
     }
 
     /// The LPN way `i` holds ([`NO_LPN`] when invalid).
-    #[inline]
+    #[inline(always)]
     fn tag(&self, i: usize) -> u32 {
-        tag_lpn(self.tags[i])
+        tag_lpn(self.blocks[i / BLOCK_WAYS].0[i % BLOCK_WAYS])
     }
 
+    /// Stores `lpn` ([`NO_LPN`]: none) as way `i`'s tag.
+    #[inline(always)]
+    fn store_tag(&mut self, i: usize, lpn: u32) {
+        self.blocks[i / BLOCK_WAYS].0[i % BLOCK_WAYS] = stored_tag(lpn);
+    }
+
+    /// Way `i`'s LRU stamp.
+    #[inline(always)]
+    fn used(&self, i: usize) -> u32 {
+        self.blocks[i / BLOCK_WAYS].1[i % BLOCK_WAYS]
+    }
+
+    #[inline(always)]
+    fn used_mut(&mut self, i: usize) -> &mut u32 {
+        &mut self.blocks[i / BLOCK_WAYS].1[i % BLOCK_WAYS]
+    }
+
+    /// Way `i`'s flags.
+    #[inline(always)]
+    fn flags(&self, i: usize) -> u8 {
+        self.blocks[i / BLOCK_WAYS].2[i % BLOCK_WAYS]
+    }
+
+    #[inline(always)]
+    fn flags_mut(&mut self, i: usize) -> &mut u8 {
+        &mut self.blocks[i / BLOCK_WAYS].2[i % BLOCK_WAYS]
+    }
+
+    #[inline(always)]
     fn has(&self, i: usize, f: u8) -> bool {
-        self.flags[i] & f != 0
+        self.flags(i) & f != 0
     }
 
     /// What the fully associative index knows of way `i`.
@@ -315,8 +363,8 @@ impl Cache {
     fn key(&self, i: usize) -> WayKey {
         WayKey {
             tag: self.tag(i),
-            flags: self.flags[i],
-            used: self.used[i],
+            flags: self.flags(i),
+            used: self.used(i),
         }
     }
 
@@ -356,9 +404,9 @@ impl Cache {
             old.lines -= 1;
         }
         let old = self.indexed_key(i);
-        self.tags[i] = stored_tag(lpn);
-        self.flags[i] = flags;
-        self.used[i] = stamp;
+        self.store_tag(i, lpn);
+        *self.flags_mut(i) = flags;
+        *self.used_mut(i) = stamp;
         self.reindex(i, old);
         self.set_version(i, 0);
         self.set_dirtied(i, 0);
@@ -372,9 +420,9 @@ impl Cache {
             self.stats.class_at(self.owner_of(i)).lines -= 1;
         }
         let old = self.indexed_key(i);
-        self.tags[i] = stored_tag(NO_LPN);
-        self.flags[i] = 0;
-        self.used[i] = 0;
+        self.store_tag(i, NO_LPN);
+        *self.flags_mut(i) = 0;
+        *self.used_mut(i) = 0;
         self.reindex(i, old);
         self.set_version(i, 0);
         self.set_dirtied(i, 0);
@@ -455,29 +503,35 @@ impl Cache {
         }
         let set = self.set_range(lpn);
         let start = set.start;
-        if let Some(split) = &self.split {
+        if self.ways as usize == BLOCK_WAYS {
+            let (_, used, flags) = &self.blocks[start / BLOCK_WAYS];
+            let Some(split) = &self.split else {
+                return lru_victim(flags, used).map(|w| start + w);
+            };
             debug_assert!(
                 self.owners == Owners::Array,
                 "a split cache keeps its owners"
             );
-            let flags = &self.flags[set.clone()];
-            if let (Ok(f), Ok(u), Ok(o)) = (
-                <&[u8; 16]>::try_from(flags),
-                <&[u32; 16]>::try_from(&self.used[set.clone()]),
-                <&[u8; 16]>::try_from(&self.owner[set.clone()]),
-            ) {
-                return split_victim_16(split.way_mask(class), class, f, u, o).map(|w| start + w);
-            }
+            let owner = <&[u8; 16]>::try_from(&self.owner[set]).expect("a 16-way set");
+            return split_victim_16(split.way_mask(class), class, flags, used, owner)
+                .map(|w| start + w);
+        }
+        if let Some(split) = &self.split {
             let v = split.victim(
                 class,
-                |w| flags[w] & VALID == 0,
-                |w| flags[w] & !PREFETCHED == VALID,
-                &self.used[set.clone()],
-                &self.owner[set],
+                |w| self.flags(start + w) & VALID == 0,
+                |w| self.flags(start + w) & !PREFETCHED == VALID,
+                |w| self.used(start + w),
+                |w| self.owner[start + w],
             );
             return v.map(|w| start + w);
         }
-        lru_victim(&self.flags[set.clone()], &self.used[set]).map(|w| start + w)
+        lru_victim_scan(
+            set.len(),
+            |w| self.flags(start + w),
+            |w| self.used(start + w),
+        )
+        .map(|w| start + w)
     }
 
     pub fn dirty_units(&self) -> u64 {
@@ -502,9 +556,7 @@ impl Cache {
             return;
         }
         let start = self.set_range(lpn).start;
-        prefetch(&self.tags[start]);
-        prefetch(&self.flags[start]);
-        prefetch(&self.used[start]);
+        sys::prefetch_all(&self.blocks[start / BLOCK_WAYS]);
         if self.versions_used {
             prefetch(&self.version[start]);
         }
@@ -527,12 +579,12 @@ impl Cache {
             }
             Some(i) => {
                 let old = self.indexed_key(i);
-                self.used[i] = stamp;
+                *self.used_mut(i) = stamp;
                 self.reindex(i, old);
                 self.stats.class(class).read_hits += 1;
                 if self.has(i, PREFETCHED) {
                     // Not a change the index sees: prefetched or not, the line is replaceable.
-                    self.flags[i] &= !PREFETCHED;
+                    *self.flags_mut(i) &= !PREFETCHED;
                     self.stats.prefetch_hits += 1;
                     self.stats.class(class).prefetch_hits += 1;
                 }
@@ -592,7 +644,7 @@ impl Cache {
         if let Some(i) = self.find(lpn) {
             if self.has(i, FILLING) {
                 let old = self.indexed_key(i);
-                self.flags[i] &= !FILLING;
+                *self.flags_mut(i) &= !FILLING;
                 self.reindex(i, old);
                 if !self.has(i, DIRTY) {
                     self.set_version(i, version);
@@ -636,8 +688,8 @@ impl Cache {
             self.dirty_fifo.push_back((lpn, stamp));
         }
         let old = self.indexed_key(i);
-        self.flags[i] = (self.flags[i] | DIRTY) & !(FILLING | PREFETCHED | TRIMMED);
-        self.used[i] = stamp;
+        *self.flags_mut(i) = (self.flags(i) | DIRTY) & !(FILLING | PREFETCHED | TRIMMED);
+        *self.used_mut(i) = stamp;
         self.reindex(i, old);
         self.set_version(i, version);
         assert!(
@@ -664,7 +716,7 @@ impl Cache {
         self.split
             .as_ref()
             .is_some_and(|s| !s.owns(i % self.ways as usize, class))
-            && self.flags[i] & !PREFETCHED == VALID
+            && self.flags(i) & !PREFETCHED == VALID
     }
 
     /// Moves the clean line `i` of `lpn` to a way of `class`'s partition for a write.
@@ -788,7 +840,7 @@ impl Cache {
             if self.has(i, EVICTING) {
                 // Still counted until the program finishes. The line stays (the eviction's
                 // bookkeeping needs it) but its data is gone: reads see it deallocated.
-                self.flags[i] = (self.flags[i] & !(DIRTY | REQUEUE)) | TRIMMED;
+                *self.flags_mut(i) = (self.flags(i) & !(DIRTY | REQUEUE)) | TRIMMED;
                 self.set_version(i, 0);
                 return;
             }
@@ -796,7 +848,7 @@ impl Cache {
                 self.dirty_units -= 1;
                 self.stats.class_at(self.owner_of(i)).dirty_units -= 1;
                 let old = self.indexed_key(i);
-                self.flags[i] &= !DIRTY;
+                *self.flags_mut(i) &= !DIRTY;
                 self.reindex(i, old);
             }
             if !self.has(i, FILLING) {
@@ -807,9 +859,7 @@ impl Cache {
 
     /// Checks the buffer accounting against the lines (tests).
     pub fn check_consistency(&self) -> Result<(), String> {
-        if let Some(i) =
-            (0..self.tags.len()).find(|&i| (self.tag(i) != NO_LPN) != self.has(i, VALID))
-        {
+        if let Some(i) = (0..self.lines).find(|&i| (self.tag(i) != NO_LPN) != self.has(i, VALID)) {
             return Err(format!(
                 "way {i}: tag {} disagrees with valid flag {}",
                 self.tag(i),
@@ -817,9 +867,9 @@ impl Cache {
             ));
         }
         if let Some(index) = &self.index {
-            index.check((0..self.tags.len()).map(|i| self.key(i)))?;
+            index.check((0..self.lines).map(|i| self.key(i)))?;
         }
-        let buffered = (0..self.tags.len())
+        let buffered = (0..self.lines)
             .filter(|&i| self.has(i, VALID) && self.buffered(i))
             .count() as u64;
         if buffered != self.dirty_units {
@@ -832,7 +882,7 @@ impl Cache {
         // (its LPN with the stamp it was dirtied at), or is marked to requeue when its program
         // ends.
         let live: std::collections::HashSet<(u32, u32)> = self.dirty_fifo.iter().copied().collect();
-        if let Some(i) = (0..self.tags.len()).find(|&i| {
+        if let Some(i) = (0..self.lines).find(|&i| {
             self.has(i, DIRTY)
                 && !self.has(i, REQUEUE)
                 && !live.contains(&(self.tag(i), self.dirtied[i]))
@@ -850,8 +900,8 @@ impl Cache {
         }
         for class in IoClass::ALL {
             let mine = |i: &usize| self.has(*i, VALID) && self.owner_of(*i) == class.index() as u8;
-            let lines = (0..self.tags.len()).filter(mine).count() as u64;
-            let dirty = (0..self.tags.len())
+            let lines = (0..self.lines).filter(mine).count() as u64;
+            let dirty = (0..self.lines)
                 .filter(mine)
                 .filter(|&i| self.buffered(i))
                 .count() as u64;
@@ -917,10 +967,7 @@ fn way_of(tags: &[u32], tag: u32) -> Option<usize> {
 /// [`sys::bytes_where`] and only its clean ways' stamps are compared; other sizes go way by way
 /// ([`lru_victim_scan`], the same answer: `tests::set_scans_agree`).
 #[inline]
-fn lru_victim(flags: &[u8], used: &[u32]) -> Option<usize> {
-    let (Ok(flags), Ok(used)) = (<&[u8; 16]>::try_from(flags), <&[u32; 16]>::try_from(used)) else {
-        return lru_victim_scan(flags, used);
-    };
+fn lru_victim(flags: &[u8; 16], used: &[u32; 16]) -> Option<usize> {
     let invalid = sys::bytes_where(flags, VALID, 0);
     if invalid != 0 {
         return Some(invalid.trailing_zeros() as usize);
@@ -980,18 +1027,18 @@ fn split_victim_16(
     Some(lru_of(if foreign != 0 { foreign } else { clean }, used))
 }
 
-/// [`lru_victim`] for any set size, way by way.
-fn lru_victim_scan(flags: &[u8], used: &[u32]) -> Option<usize> {
-    if let Some(w) = flags.iter().position(|&f| f & VALID == 0) {
+/// [`lru_victim`] for a set of any size, way by way: `flags(w)` and `used(w)` are way `w`'s.
+fn lru_victim_scan(
+    ways: usize,
+    flags: impl Fn(usize) -> u8,
+    used: impl Fn(usize) -> u32,
+) -> Option<usize> {
+    if let Some(w) = (0..ways).find(|&w| flags(w) & VALID == 0) {
         return Some(w);
     }
-    flags
-        .iter()
-        .zip(used)
-        .enumerate()
-        .filter(|(_, (&f, _))| f & !PREFETCHED == VALID)
-        .min_by_key(|(_, (_, &u))| u)
-        .map(|(w, _)| w)
+    (0..ways)
+        .filter(|&w| flags(w) & !PREFETCHED == VALID)
+        .min_by_key(|&w| used(w))
 }
 
 #[cfg(test)]

@@ -186,8 +186,8 @@ impl Split {
     /// The way (within a set) a fill or new write of `class` may take: an invalid way of the
     /// partition, else the least recently used clean line of the other class there, else the
     /// class's own. `free(w)` and `clean(w)` say whether way `w` is invalid, or valid and
-    /// replaceable (not dirty, evicting or filling); `used` and `owner` are the set's LRU
-    /// stamps and line classes. `None`: every way of the partition is dirty, evicting or
+    /// replaceable (not dirty, evicting or filling); `used(w)` and `owner(w)` are its LRU
+    /// stamp and line class. `None`: every way of the partition is dirty, evicting or
     /// filling.
     #[inline]
     pub fn victim(
@@ -195,8 +195,8 @@ impl Split {
         class: IoClass,
         free: impl Fn(usize) -> bool,
         clean: impl Fn(usize) -> bool,
-        used: &[u32],
-        owner: &[u8],
+        used: impl Fn(usize) -> u32,
+        owner: impl Fn(usize) -> u8,
     ) -> Option<usize> {
         let part = self.ways_of(class);
         if let Some(w) = part.clone().find(|&w| free(w)) {
@@ -204,9 +204,9 @@ impl Split {
         }
         let me = class.index() as u8;
         part.clone()
-            .filter(|&w| clean(w) && owner[w] != me)
-            .min_by_key(|&w| used[w])
-            .or_else(|| part.filter(|&w| clean(w)).min_by_key(|&w| used[w]))
+            .filter(|&w| clean(w) && owner(w) != me)
+            .min_by_key(|&w| used(w))
+            .or_else(|| part.filter(|&w| clean(w)).min_by_key(|&w| used(w)))
     }
 }
 
@@ -275,8 +275,8 @@ mod tests {
             class,
             |w| flags[w] & 1 == 0,
             |w| flags[w] == 1,
-            &used,
-            &owner,
+            |w| used[w],
+            |w| owner[w],
         )
     }
 

@@ -122,7 +122,7 @@ fn line_owners_survive_the_switch_to_the_owner_array() {
     c.write(41, 1, lc).unwrap();
     assert_eq!(c.owners, Owners::Array);
     let owned = |c: &Cache, class: IoClass| {
-        (0..c.tags.len())
+        (0..c.lines)
             .filter(|&i| c.has(i, VALID) && c.owner_of(i) == class.index() as u8)
             .count() as u64
     };
@@ -132,14 +132,43 @@ fn line_owners_survive_the_switch_to_the_owner_array() {
     c.check_consistency().unwrap();
 }
 
+/// Sets whose ways straddle the 16-way blocks of the line store (3 ways, 7 sets: 21 ways in
+/// two blocks, the second partly unused) keep each line where it was put: every set filled,
+/// its least recently used clean line replaced, and nothing of a neighbouring set disturbed.
+#[test]
+fn sets_straddling_blocks_keep_their_lines_apart() {
+    let (ways, sets) = (3u32, 7u32);
+    let mut c = cache(u64::from(ways * sets), ways, u64::from(ways * sets));
+    let tp = IoClass::Throughput;
+    for lpn in 0..ways * sets {
+        assert!(c.start_fill(lpn, false, tp), "LPN {lpn} found no way");
+        c.finish_fill(lpn, 0);
+    }
+    assert_eq!(c.blocks.len(), 2);
+    c.check_consistency().unwrap();
+    assert!((0..ways * sets).all(|lpn| c.contains(lpn)));
+    // Set 5 (ways 15-17: the last of block 0, the first two of block 1) holds LPNs 5, 12 and
+    // 19; a read refreshes LPN 12, and LPN 26 replaces the least recently used, LPN 5.
+    assert!(matches!(c.read(12, tp), ReadLookup::Hit { .. }));
+    assert!(c.start_fill(5 + 3 * sets, false, tp));
+    assert!(!c.contains(5) && c.contains(12) && c.contains(19) && c.contains(26));
+    assert!((0..ways * sets)
+        .filter(|&l| l % sets != 5)
+        .all(|lpn| c.contains(lpn)));
+    c.check_consistency().unwrap();
+}
+
 /// A new cache's tags are zero bytes (the allocator's zeroed pages, no fill), every way reads
 /// invalid, and the encoding's edges (LPN 0, the largest LPN below [`NO_LPN`]) are cached
 /// and found apart from each other and from an invalid way.
 #[test]
 fn tags_start_zeroed_and_the_edge_lpns_are_found() {
     let mut c = cache(64, 4, 16);
-    assert!(c.tags.iter().all(|&t| t == 0));
-    assert!((0..c.tags.len()).all(|i| c.tag(i) == NO_LPN));
+    assert!(c
+        .blocks
+        .iter()
+        .all(|(tags, _, _)| tags.iter().all(|&t| t == 0)));
+    assert!((0..c.lines).all(|i| c.tag(i) == NO_LPN));
     c.check_consistency().unwrap();
     let top = NO_LPN - 1;
     c.write(0, 1, IoClass::Throughput).unwrap();
@@ -394,7 +423,9 @@ proptest::proptest! {
         let all: u32 = tags.iter().enumerate().map(|(w, &t)| u32::from(t == lpn) << w).sum();
         let tags16: &[u32; 16] = tags.as_slice().try_into().unwrap();
         proptest::prop_assert_eq!(crate::sys::ways_matching(tags16, lpn), all);
-        proptest::prop_assert_eq!(lru_victim(&flags, &used), lru_victim_scan(&flags, &used));
+        let flags16: &[u8; 16] = flags.as_slice().try_into().unwrap();
+        let used16: &[u32; 16] = used.as_slice().try_into().unwrap();
+        proptest::prop_assert_eq!(lru_victim(flags16, used16), lru_victim_scan(16, |w| flags[w], |w| used[w]));
     }
 }
 
@@ -428,8 +459,8 @@ proptest::proptest! {
                 class,
                 |w| flags[w] & VALID == 0,
                 |w| flags[w] & !PREFETCHED == VALID,
-                &used,
-                &owner,
+                |w| used[w],
+                |w| owner[w],
             );
             proptest::prop_assert_eq!(split_victim_16(split.way_mask(class), class, f, u, o), scan);
         }

@@ -70,9 +70,9 @@ impl Cache {
                 // Dirty to evicting, or a rewrite of an evicting line marked to requeue: not
                 // replaceable before or after (no index change).
                 if self.has(i, EVICTING) {
-                    self.flags[i] |= REQUEUE;
+                    *self.flags_mut(i) |= REQUEUE;
                 } else {
-                    self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
+                    *self.flags_mut(i) = (self.flags(i) & !DIRTY) | EVICTING;
                     out.push((lpn, self.version[i]));
                 }
             }
@@ -95,8 +95,8 @@ impl Cache {
         }
         let i = ways
             .filter(|&i| self.has(i, DIRTY) && !self.has(i, EVICTING))
-            .min_by_key(|&i| self.used[i])?;
-        self.flags[i] = (self.flags[i] & !DIRTY) | EVICTING;
+            .min_by_key(|&i| self.used(i))?;
+        *self.flags_mut(i) = (self.flags(i) & !DIRTY) | EVICTING;
         Some((self.tag(i), self.version[i]))
     }
 
@@ -111,7 +111,7 @@ impl Cache {
             "eviction of LPN {lpn} finished but it was not evicting"
         );
         let old = self.indexed_key(i);
-        self.flags[i] &= !(EVICTING | TRIMMED);
+        *self.flags_mut(i) &= !(EVICTING | TRIMMED);
         self.requeue(i);
         self.reindex(i, old);
         let dirty = self.has(i, DIRTY);
@@ -127,7 +127,7 @@ impl Cache {
     /// the dirty order was passed over ([`REQUEUE`]), it goes back to the head of the order.
     fn requeue(&mut self, i: usize) {
         if self.has(i, REQUEUE) {
-            self.flags[i] &= !REQUEUE;
+            *self.flags_mut(i) &= !REQUEUE;
             debug_assert!(self.has(i, DIRTY), "way {i}: requeued but not dirty");
             self.dirty_fifo.push_front((self.tag(i), self.dirtied[i]));
         }
@@ -142,16 +142,16 @@ impl Cache {
                 // so it leaves the buffer instead of becoming dirty again (which would map the
                 // deallocated data back).
                 let old = self.indexed_key(i);
-                self.flags[i] &= !(EVICTING | TRIMMED);
+                *self.flags_mut(i) &= !(EVICTING | TRIMMED);
                 self.reindex(i, old);
                 self.dirty_units -= 1;
                 self.stats.class_at(self.owner_of(i)).dirty_units -= 1;
                 return;
             }
             let old = self.indexed_key(i);
-            self.flags[i] &= !(EVICTING | TRIMMED);
+            *self.flags_mut(i) &= !(EVICTING | TRIMMED);
             if !self.has(i, DIRTY) {
-                self.flags[i] |= DIRTY;
+                *self.flags_mut(i) |= DIRTY;
                 self.set_dirtied(i, stamp);
                 self.dirty_fifo.push_front((lpn, stamp));
             }
