@@ -180,16 +180,17 @@ pub struct Cache {
     blocks: Vec<Block>,
     /// Version of the data held (data-integrity mode; 0 otherwise).
     version: Vec<u32>,
-    /// Stamp of the dirtying that put the line in the dirty FIFO (lazy deletion key).
+    /// Stamp of the dirtying that put the line in the dirty FIFO (lazy deletion key), stored
+    /// when the line turns dirty ([`Cache::set_dirtied`]) and read only while it is dirty: a
+    /// fill or a replacement leaves it as it was (on a 1.5 GB cache a store of 0 there was a
+    /// memory miss on nearly every read miss of a run that writes too).
     dirtied: Vec<u32>,
-    /// Whether `version` (`dirtied`) has held anything but 0: until then every store of a 0
-    /// into it is skipped ([`Cache::set_version`], [`Cache::set_dirtied`]), and the arrays
-    /// are neither loaded nor written. Without data integrity no version is ever other than
-    /// 0, and a run that only reads dirties nothing: on a 1.5 GB cache each of the two is a
-    /// memory miss on nearly every read miss otherwise (the line's fill and replacement
-    /// store 0s).
+    /// Whether `version` has held anything but 0: until then every store of a 0 into it is
+    /// skipped ([`Cache::set_version`]), and the array is neither loaded nor written. Without
+    /// data integrity no version is ever other than 0: on a 1.5 GB cache the array is a
+    /// memory miss on nearly every read miss otherwise (the line's fill and replacement store
+    /// 0s).
     versions_used: bool,
-    dirtied_used: bool,
     /// Class of the data held (`IoClass::index`; meaningless when invalid); kept only once
     /// two classes have been stored (`owners`): read it with [`Cache::owner_of`].
     owner: Vec<u8>,
@@ -258,7 +259,6 @@ impl Cache {
             version: vec![0; n],
             dirtied: vec![0; n],
             versions_used: false,
-            dirtied_used: false,
             owner: vec![0; n],
             owners: Owners::Unset,
             clock: 0,
@@ -409,7 +409,6 @@ impl Cache {
         *self.used_mut(i) = stamp;
         self.reindex(i, old);
         self.set_version(i, 0);
-        self.set_dirtied(i, 0);
         self.store_owner(i, class.index() as u8);
         self.stats.class(class).lines += 1;
     }
@@ -425,7 +424,6 @@ impl Cache {
         *self.used_mut(i) = 0;
         self.reindex(i, old);
         self.set_version(i, 0);
-        self.set_dirtied(i, 0);
     }
 
     /// Stores way `i`'s version; a 0 while every version is 0 is skipped (`versions_used`).
@@ -437,14 +435,10 @@ impl Cache {
         }
     }
 
-    /// Stores way `i`'s dirtying stamp; a 0 while every stamp is 0 is skipped
-    /// (`dirtied_used`).
+    /// Stores the stamp of way `i`'s dirtying (the line turns dirty now).
     #[inline(always)]
     pub(crate) fn set_dirtied(&mut self, i: usize, stamp: u32) {
-        if stamp != 0 || self.dirtied_used {
-            self.dirtied[i] = stamp;
-            self.dirtied_used = true;
-        }
+        self.dirtied[i] = stamp;
     }
 
     /// The line in way `i` is now `class`'s data: its occupancy moves with it.
@@ -548,10 +542,11 @@ impl Cache {
     }
 
     /// Starts loading the CPU cache lines of `lpn`'s set (tags, flags, LRU stamps, and the
-    /// versions, dirtying stamps and owners a miss's fill writes; the versions and stamps once
-    /// they are in use, `versions_used`): a speed hint with no effect on results.
+    /// versions and owners a miss's fill writes once they are kept, `versions_used` and
+    /// `owners`; for a `write`, the dirtying stamps it stores): a speed hint with no effect on
+    /// results.
     #[inline(always)]
-    pub fn prefetch_set(&self, lpn: u32) {
+    pub fn prefetch_set(&self, lpn: u32, write: bool) {
         if self.index.is_some() {
             return;
         }
@@ -560,7 +555,7 @@ impl Cache {
         if self.versions_used {
             prefetch(&self.version[start]);
         }
-        if self.dirtied_used {
+        if write {
             prefetch(&self.dirtied[start]);
         }
         if self.owners == Owners::Array {

@@ -440,7 +440,7 @@ impl Ssd {
             // The command is looked up in the cache a few events from now: start the CPU's
             // memory loads for its first set here so they are in by then, and for a read the
             // FTL's for its first unit (a miss of the cache looks it up).
-            self.cache.prefetch_set(first_lpn);
+            self.cache.prefetch_set(first_lpn, cmd.op == IoOp::Write);
             if cmd.op == IoOp::Read {
                 self.ftl.prefetch_lookup(first_lpn);
             }

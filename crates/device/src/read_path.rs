@@ -32,7 +32,7 @@ impl Ssd {
             if lpn != first {
                 // The first unit's set was prefetched at submit (`Ssd::submit`); a later
                 // unit's set starts loading here, all its arrays at once, before the lookup.
-                self.cache.prefetch_set(lpn);
+                self.cache.prefetch_set(lpn, false);
             }
             match self.cache.read(lpn, class) {
                 ReadLookup::Hit { version } => self.unit_arrived(slot, lpn, version),

@@ -77,9 +77,11 @@ fn a_write_is_then_a_read_hit_with_its_version() {
     assert_eq!(c.dirty_units(), 1);
 }
 
-/// Versions and dirtying stamps stay untouched (all 0) while only 0s would be stored: read
-/// misses, fills of version 0 and replacements leave both arrays unwritten; the first
-/// version or dirtying stored turns them on, and a later replacement stores its 0s again.
+/// Versions stay untouched (all 0) while only 0s would be stored: read misses, fills of
+/// version 0 and replacements leave the array unwritten; the first version stored turns it on,
+/// and a later replacement stores its 0 again. Dirtying stamps are stored only when a line
+/// turns dirty: a read-only run leaves them all 0, and a fill into a way a dirty line held
+/// keeps that line's stamp (read only while dirty).
 #[test]
 fn versions_and_stamps_are_stored_once_they_are_not_all_zero() {
     let mut c = cache(64, 4, 16);
@@ -89,18 +91,28 @@ fn versions_and_stamps_are_stored_once_they_are_not_all_zero() {
         c.finish_fill(lpn, 0);
     }
     assert_eq!(c.stats.class(IoClass::Throughput).lines_evicted, 200 - 64);
-    assert!(!c.versions_used && !c.dirtied_used);
+    assert!(!c.versions_used);
     assert!(c.version.iter().chain(&c.dirtied).all(|&v| v == 0));
     c.write(7, 5, IoClass::Throughput).unwrap();
-    assert!(c.versions_used && c.dirtied_used);
+    assert!(c.versions_used);
     let way = c.find(7).expect("written");
-    assert_eq!((c.version[way], c.dirtied[way] != 0), (5, true));
+    let stamp = c.dirtied[way];
+    assert_eq!((c.version[way], stamp != 0), (5, true));
     assert_eq!(
         c.read(7, IoClass::Throughput),
         ReadLookup::Hit { version: 5 }
     );
     c.trim(7);
-    assert_eq!((c.version[way], c.dirtied[way]), (0, 0));
+    assert_eq!(c.version[way], 0);
+    assert!(!c.contains(7));
+    // The trimmed way is its set's one invalid way: the fill takes it, and leaves the stamp.
+    assert!(c.start_fill(7, false, IoClass::Throughput));
+    assert_eq!(c.find(7), Some(way));
+    assert_eq!((c.version[way], c.dirtied[way]), (0, stamp));
+    c.check_consistency().unwrap();
+    c.finish_fill(7, 0);
+    c.write(7, 6, IoClass::Throughput).unwrap();
+    assert!(c.dirtied[way] > stamp, "a new dirtying, a new stamp");
     c.check_consistency().unwrap();
 }
 
