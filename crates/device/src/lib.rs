@@ -467,7 +467,20 @@ impl Ssd {
         if t > self.now {
             self.now = t;
         }
-        completions.append(&mut self.ready);
+        self.hand_over_completions(completions);
+    }
+
+    /// Moves the completions posted (`ready`) to the end of `completions`. Into an empty list
+    /// (the drivers drain theirs before each call) the two lists swap, so the entries are not
+    /// copied: an append moved each 40-byte entry through `memcpy` (1-2 % of the time
+    /// samples of a 70/30 run).
+    #[inline]
+    fn hand_over_completions(&mut self, completions: &mut Vec<Completion>) {
+        if completions.is_empty() {
+            std::mem::swap(completions, &mut self.ready);
+        } else {
+            completions.append(&mut self.ready);
+        }
     }
 
     /// Runs the model's events in time order, one time step (every event of one nanosecond) at
@@ -494,7 +507,7 @@ impl Ssd {
             }
         }
         if !self.ready.is_empty() {
-            completions.append(&mut self.ready);
+            self.hand_over_completions(completions);
         }
         last
     }
