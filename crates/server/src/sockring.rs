@@ -875,6 +875,32 @@ mod tests {
         Some((ring, client, server))
     }
 
+    /// A second loopback pair (client, server end) beside [`ring_and_pair`]'s.
+    fn second_pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
+        let (server, _) = listener.accept().expect("accept");
+        (client, server)
+    }
+
+    /// Arms a receive on each of two server ends, as connections 1 and 2 (generation 1); their
+    /// references.
+    fn arm_two(
+        ring: &mut SockRing,
+        fds: [std::os::fd::RawFd; 2],
+        rcs: &mut [RingConn; 2],
+        inputs: &mut [InBuf; 2],
+    ) -> [ConnRef; 2] {
+        let refs = [1, 2].map(|index| ConnRef {
+            index,
+            generation: 1,
+        });
+        for (k, fd) in fds.into_iter().enumerate() {
+            ring.arm_recv(fd, refs[k], &mut rcs[k], &mut inputs[k]);
+        }
+        refs
+    }
+
     /// A RECV and a SENDMSG through the ring move bytes both ways, and a RECV with nothing to
     /// read is cancelled and completes as cancelled, its buffer given back.
     #[test]
@@ -1080,24 +1106,15 @@ mod tests {
         let Some((mut ring, mut c1, s1)) = ring_and_pair(test, SocketRecv::Single) else {
             return;
         };
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let mut c2 = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
-        let (s2, _) = listener.accept().expect("accept");
-        let refs = [
-            ConnRef {
-                index: 1,
-                generation: 1,
-            },
-            ConnRef {
-                index: 2,
-                generation: 1,
-            },
-        ];
+        let (mut c2, s2) = second_pair();
         let mut rcs = [RingConn::new(), RingConn::new()];
         let mut inputs = [InBuf::new(), InBuf::new()];
-        for (k, fd) in [s1.as_raw_fd(), s2.as_raw_fd()].into_iter().enumerate() {
-            ring.arm_recv(fd, refs[k], &mut rcs[k], &mut inputs[k]);
-        }
+        let refs = arm_two(
+            &mut ring,
+            [s1.as_raw_fd(), s2.as_raw_fd()],
+            &mut rcs,
+            &mut inputs,
+        );
         assert_eq!(ring.recvs_armed(), 2);
         ring.enter(0);
         // One of two: held to the bound (20 ms here), its completion there at the end.
@@ -1172,24 +1189,15 @@ mod tests {
             testkit::skip(test, "the kernel has no min_wait_usec (before Linux 6.12)");
             return;
         }
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let c2 = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
-        let (s2, _) = listener.accept().expect("accept");
-        let refs = [
-            ConnRef {
-                index: 1,
-                generation: 1,
-            },
-            ConnRef {
-                index: 2,
-                generation: 1,
-            },
-        ];
+        let (c2, s2) = second_pair();
         let mut rcs = [RingConn::new(), RingConn::new()];
         let mut inputs = [InBuf::new(), InBuf::new()];
-        for (k, fd) in [s1.as_raw_fd(), s2.as_raw_fd()].into_iter().enumerate() {
-            ring.arm_recv(fd, refs[k], &mut rcs[k], &mut inputs[k]);
-        }
+        let refs = arm_two(
+            &mut ring,
+            [s1.as_raw_fd(), s2.as_raw_fd()],
+            &mut rcs,
+            &mut inputs,
+        );
         ring.enter(0);
         let bound = std::time::Duration::from_millis(20);
         let late = std::time::Duration::from_millis(60);
