@@ -875,6 +875,11 @@ mod tests {
         Some((ring, client, server))
     }
 
+    /// Connection `index` of generation `generation`.
+    fn conn_ref(index: u32, generation: u32) -> ConnRef {
+        ConnRef { index, generation }
+    }
+
     /// A second loopback pair (client, server end) beside [`ring_and_pair`]'s.
     fn second_pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -891,10 +896,7 @@ mod tests {
         rcs: &mut [RingConn; 2],
         inputs: &mut [InBuf; 2],
     ) -> [ConnRef; 2] {
-        let refs = [1, 2].map(|index| ConnRef {
-            index,
-            generation: 1,
-        });
+        let refs = [1, 2].map(|index| conn_ref(index, 1));
         for (k, fd) in fds.into_iter().enumerate() {
             ring.arm_recv(fd, refs[k], &mut rcs[k], &mut inputs[k]);
         }
@@ -910,10 +912,7 @@ mod tests {
         else {
             return;
         };
-        let me = ConnRef {
-            index: 3,
-            generation: 9,
-        };
+        let me = conn_ref(3, 9);
         let mut rc = RingConn::new();
         let mut input = InBuf::new();
         client.write_all(b"hello").expect("write");
@@ -973,10 +972,7 @@ mod tests {
             testkit::skip(test, &format!("SENDMSG_ZC is refused here ({e})"));
             return;
         }
-        let me = ConnRef {
-            index: 4,
-            generation: 2,
-        };
+        let me = conn_ref(4, 2);
         let mut rc = RingConn::new();
         let mut core = ConnCore::new(server.try_clone().expect("clone"), None, me, 0, 0);
         let payload: Vec<u8> = (0..64 * 1024u32).map(|k| (k % 251) as u8).collect();
@@ -1019,10 +1015,7 @@ mod tests {
         else {
             return;
         };
-        let me = ConnRef {
-            index: 1,
-            generation: 1,
-        };
+        let me = conn_ref(1, 1);
         let mut rc = RingConn::new();
         let mut input = InBuf::new();
         ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
@@ -1061,10 +1054,7 @@ mod tests {
             testkit::skip(test, "provided-buffer rings are refused here");
             return;
         }
-        let me = ConnRef {
-            index: 2,
-            generation: 5,
-        };
+        let me = conn_ref(2, 5);
         let mut rc = RingConn::new();
         let mut input = InBuf::new();
         ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
@@ -1283,10 +1273,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let mut client = TcpStream::connect(listener.local_addr().expect("addr")).expect("conn");
         let (server, _) = listener.accept().expect("accept");
-        let me = ConnRef {
-            index: 3,
-            generation: 1,
-        };
+        let me = conn_ref(3, 1);
         let mut rc = RingConn::new();
         let mut input = InBuf::new();
         ring.arm_recv(server.as_raw_fd(), me, &mut rc, &mut input);
@@ -1319,10 +1306,7 @@ mod tests {
             return;
         };
         let file = tempfile_with(b"guest bytes");
-        let me = ConnRef {
-            index: 4,
-            generation: 2,
-        };
+        let me = conn_ref(4, 2);
         let mut rc = RingConn::new();
         let mut input = InBuf::new();
         client.write_all(b"ping").expect("write");
